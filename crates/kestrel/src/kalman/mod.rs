@@ -1,0 +1,148 @@
+//! The sequential Kalman filter and the Rauch-Tung-Striebel smoother on the CPU: the
+//! reference every other path is tested against.
+//!
+//! Time convention: the prior `(x0, P0)` is the state at step 0 *before* the step-0
+//! measurement; step 0 is an update of the prior, each later step is predict-then-update.
+//! A measurement with a NaN in any component is missing: that step is predict only and its
+//! log-likelihood term is 0.
+//!
+//! Two paths compute the same thing: [`dense`] (any size, time-varying models, one track
+//! at a time) and [`lanes`] (time-invariant models of the common tracking sizes, tracks
+//! processed in SIMD lanes). [`filter`] and [`smooth`] choose between them.
+
+pub(crate) mod dense;
+pub(crate) mod lanes;
+mod metrics;
+pub(crate) mod step;
+
+pub use metrics::{mean_nees, mean_nis, nees, rmse};
+
+use crate::data::{Estimates, Measurements};
+use crate::error::{Error, Result};
+use crate::linalg::Real;
+use crate::model::StateSpace;
+
+/// Which filtered states to keep.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Keep {
+    /// Every step's filtered mean, covariance and log-likelihood.
+    #[default]
+    All,
+    /// Only the final state of each track (online tracking); its `loglik` holds the
+    /// track's total log-likelihood.
+    Last,
+}
+
+/// Options of [`filter`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FilterOptions {
+    pub keep: Keep,
+    /// Also return the predicted moments `x_{k|k-1}`, `P_{k|k-1}` (with `Keep::All`).
+    pub predicted: bool,
+    /// Force the general path even where a fixed-size fast path exists.
+    pub force_general: bool,
+}
+
+/// What [`filter`] returns.
+#[derive(Clone, Debug)]
+pub struct FilterOutput<T> {
+    /// Filtered moments `x_{k|k}`, `P_{k|k}` and per-step log-likelihood.
+    pub filtered: Estimates<T>,
+    /// Predicted moments (step 0: the prior), when asked for.
+    pub predicted: Option<Estimates<T>>,
+}
+
+fn check_dims<T: Real, M: StateSpace + ?Sized>(model: &M, z: &Measurements<T>) -> Result<()> {
+    if z.ny != model.ny() {
+        return Err(Error::input(format!(
+            "measurements have {} components, the model measures {}",
+            z.ny,
+            model.ny()
+        )));
+    }
+    if let Some(n) = model.steps_covered() {
+        if n < z.steps {
+            return Err(Error::input(format!(
+                "the time-varying model has matrices for {n} steps, the measurements have {}",
+                z.steps
+            )));
+        }
+    }
+    z.check_finite()
+}
+
+/// Runs the Kalman filter over every track of `z`.
+pub fn filter<T: Real, M: StateSpace + ?Sized>(
+    model: &M,
+    z: &Measurements<T>,
+    opts: &FilterOptions,
+) -> Result<FilterOutput<T>> {
+    check_dims(model, z)?;
+    if z.steps == 0 {
+        return Err(Error::input("measurements have no steps"));
+    }
+    if opts.predicted && opts.keep == Keep::Last {
+        return Err(Error::input("predicted moments need all steps kept"));
+    }
+    let keep_all = opts.keep == Keep::All;
+    if let Some(inv) = model.as_invariant() {
+        if !opts.predicted && !opts.force_general {
+            if let Some(out) = lanes::filter(inv, z, keep_all) {
+                return out.map(|filtered| FilterOutput {
+                    filtered,
+                    predicted: None,
+                });
+            }
+        }
+    }
+    let m = dense::ConvertedModel::new(model, z.steps);
+    let (filtered, predicted) = dense::filter_batch(&m, z, keep_all, opts.predicted)?;
+    Ok(FilterOutput {
+        filtered,
+        predicted,
+    })
+}
+
+/// Rauch-Tung-Striebel smoother (the thesis's *retrodiction*) over filtered estimates
+/// with all steps kept; returns the smoothed means and covariances (no log-likelihood).
+pub fn smooth_filtered<T: Real, M: StateSpace + ?Sized>(
+    model: &M,
+    filtered: &Estimates<T>,
+) -> Result<Estimates<T>> {
+    if filtered.nx != model.nx() {
+        return Err(Error::input(format!(
+            "estimates have {} state components, the model has {}",
+            filtered.nx,
+            model.nx()
+        )));
+    }
+    if let Some(n) = model.steps_covered() {
+        if n < filtered.steps {
+            return Err(Error::input(format!(
+                "the time-varying model has matrices for {n} steps, the estimates have {}",
+                filtered.steps
+            )));
+        }
+    }
+    let mut est = filtered.clone();
+    est.loglik = None;
+    if let Some(inv) = model.as_invariant() {
+        if let Some(r) = lanes::smooth(inv, &mut est) {
+            r?;
+            return Ok(est);
+        }
+    }
+    let m = dense::ConvertedModel::new(model, filtered.steps);
+    dense::smooth_batch(&m, &mut est)?;
+    Ok(est)
+}
+
+/// Filters then smooths. Returns `(filtered, smoothed)`.
+pub fn smooth<T: Real, M: StateSpace + ?Sized>(
+    model: &M,
+    z: &Measurements<T>,
+) -> Result<(Estimates<T>, Estimates<T>)> {
+    let f = filter(model, z, &FilterOptions::default())?.filtered;
+    let s = smooth_filtered(model, &f)?;
+    Ok((f, s))
+}

@@ -1,0 +1,130 @@
+//! One predict and one update on row-major slices, for any size.
+
+use crate::linalg::{cholesky_in_place, solve_lower_in_place, Real, LN_2PI};
+
+/// The matrices of one step, row-major, in the working precision.
+#[derive(Clone, Debug)]
+pub(crate) struct StepMats<T> {
+    pub f: Vec<T>,
+    pub u: Vec<T>,
+    pub q: Vec<T>,
+    pub h: Vec<T>,
+    pub d: Vec<T>,
+    pub r: Vec<T>,
+}
+
+/// `x <- F x + u`, `P <- F P F^T + Q` (symmetric by construction: only the lower
+/// triangle is computed and mirrored). `tmp` holds `nx x nx`.
+#[inline]
+pub(crate) fn predict<T: Real>(nx: usize, m: &StepMats<T>, x: &mut [T], p: &mut [T], tmp: &mut [T]) {
+    let f = &m.f;
+    // tmp = F P
+    for i in 0..nx {
+        for j in 0..nx {
+            let mut s = T::zero();
+            for l in 0..nx {
+                s += f[i * nx + l] * p[l * nx + j];
+            }
+            tmp[i * nx + j] = s;
+        }
+    }
+    for i in 0..nx {
+        for j in 0..=i {
+            let mut s = m.q[i * nx + j];
+            for l in 0..nx {
+                s += tmp[i * nx + l] * f[j * nx + l];
+            }
+            p[i * nx + j] = s;
+            p[j * nx + i] = s;
+        }
+    }
+    // x = F x + u, using tmp's first row as scratch.
+    for i in 0..nx {
+        let mut s = m.u[i];
+        for l in 0..nx {
+            s += f[i * nx + l] * x[l];
+        }
+        tmp[i] = s;
+    }
+    x.copy_from_slice(&tmp[..nx]);
+}
+
+/// Measurement update with `z` (no NaN), returning the predictive log-likelihood
+/// `log N(z; H x + d, S)`, or `None` when `S` is not positive definite.
+///
+/// With `S = H P H^T + R = L L^T` and `W = P H^T L^{-T}`, the gain is `K = W L^{-1}`, the
+/// mean `x + W (L^{-1} y)`, and the covariance `P - W W^T`: the optimal-gain update
+/// written so that it is symmetric by construction and needs no inverse (equal to the
+/// Joseph form for the optimal gain).
+#[allow(clippy::too_many_arguments)]
+#[inline]
+pub(crate) fn update<T: Real>(
+    nx: usize,
+    ny: usize,
+    m: &StepMats<T>,
+    z: &[T],
+    x: &mut [T],
+    p: &mut [T],
+    y: &mut [T],
+    s: &mut [T],
+    wt: &mut [T],
+) -> Option<T> {
+    let h = &m.h;
+    // y = z - H x - d ; wt = (P H^T)^T = H P  (ny x nx, P symmetric)
+    for a in 0..ny {
+        let mut hx = m.d[a];
+        for l in 0..nx {
+            hx += h[a * nx + l] * x[l];
+        }
+        y[a] = z[a] - hx;
+        for j in 0..nx {
+            let mut acc = T::zero();
+            for l in 0..nx {
+                acc += h[a * nx + l] * p[l * nx + j];
+            }
+            wt[a * nx + j] = acc;
+        }
+    }
+    // S = H (H P)^T + R
+    for a in 0..ny {
+        for b in 0..=a {
+            let mut acc = m.r[a * ny + b];
+            for l in 0..nx {
+                acc += h[a * nx + l] * wt[b * nx + l];
+            }
+            s[a * ny + b] = acc;
+            s[b * ny + a] = acc;
+        }
+    }
+    if !cholesky_in_place(s, ny) {
+        return None;
+    }
+    // wt <- L^{-1} (H P) = W^T ; y <- L^{-1} y = e
+    solve_lower_in_place(s, ny, wt, nx);
+    solve_lower_in_place(s, ny, y, 1);
+    let mut logdet = T::zero();
+    let mut maha = T::zero();
+    for a in 0..ny {
+        logdet += s[a * ny + a].ln();
+        maha += y[a] * y[a];
+    }
+    for i in 0..nx {
+        let mut acc = T::zero();
+        for a in 0..ny {
+            acc += wt[a * nx + i] * y[a];
+        }
+        x[i] += acc;
+    }
+    for i in 0..nx {
+        for j in 0..=i {
+            let mut acc = T::zero();
+            for a in 0..ny {
+                acc += wt[a * nx + i] * wt[a * nx + j];
+            }
+            let v = p[i * nx + j] - acc;
+            p[i * nx + j] = v;
+            p[j * nx + i] = v;
+        }
+    }
+    Some(-(T::of(ny as f64 * LN_2PI) + maha) * T::of(0.5) - logdet)
+}

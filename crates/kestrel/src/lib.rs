@@ -1,0 +1,19 @@
+//! kestrel: Bayesian state estimation at scale.
+//!
+//! Batched Kalman filters and smoothers for very many targets, parallel-in-time filters
+//! and smoothers for very long sequences, on the CPU and on NVIDIA GPUs. See the
+//! repository's `ARCHITECTURE.md` for the map of modules.
+
+pub mod data;
+pub mod error;
+pub mod io;
+pub mod kalman;
+pub mod linalg;
+pub mod model;
+pub mod sim;
+
+pub use data::{Estimates, Measurements};
+pub use error::{Error, Result};
+pub use kalman::{filter, smooth, smooth_filtered, FilterOptions, FilterOutput, Keep};
+pub use linalg::Real;
+pub use model::{Model, StateSpace, TimeVaryingModel};

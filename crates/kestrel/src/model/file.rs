@@ -1,0 +1,279 @@
+//! The TOML model file: the explicit form of the design contract, and builder forms.
+//!
+//! ```toml
+//! [model]
+//! F = [[1.0, 1.0], [0.0, 1.0]]
+//! Q = [[0.3, 0.5], [0.5, 1.0]]
+//! H = [[1.0, 0.0]]
+//! R = [[1.0]]
+//! u = [0.0, 0.0]        # optional
+//! d = [0.0]             # optional
+//! [prior]
+//! x0 = [0.0, 0.0]
+//! P0 = [[10.0, 0.0], [0.0, 10.0]]
+//! ```
+//!
+//! Builder form: `[model] kind = "cv" | "ca" | "random-walk" | "ar"` with `dims`, `dt`,
+//! `q`, `r` (and `coeffs` for `ar`); `[prior]` is optional there (`x0` defaults to zeros,
+//! `P0` to `p0 I`, `p0` default 1).
+
+use super::{builders, Model, Prior};
+use crate::error::{Error, Result};
+use nalgebra::{DMatrix, DVector};
+use serde::Deserialize;
+use std::path::Path;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileRoot {
+    model: ModelSection,
+    prior: Option<PriorSection>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ModelSection {
+    kind: Option<String>,
+    #[serde(rename = "F")]
+    f: Option<Vec<Vec<f64>>>,
+    #[serde(rename = "Q")]
+    qm: Option<Vec<Vec<f64>>>,
+    #[serde(rename = "H")]
+    h: Option<Vec<Vec<f64>>>,
+    #[serde(rename = "R")]
+    rm: Option<Vec<Vec<f64>>>,
+    u: Option<Vec<f64>>,
+    d: Option<Vec<f64>>,
+    dims: Option<usize>,
+    dt: Option<f64>,
+    q: Option<f64>,
+    r: Option<f64>,
+    coeffs: Option<Vec<f64>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PriorSection {
+    x0: Option<Vec<f64>>,
+    #[serde(rename = "P0")]
+    p0m: Option<Vec<Vec<f64>>>,
+    p0: Option<f64>,
+}
+
+fn matrix(field: &str, rows: &[Vec<f64>]) -> Result<DMatrix<f64>> {
+    let nr = rows.len();
+    if nr == 0 {
+        return Err(Error::model(field, "empty matrix"));
+    }
+    let nc = rows[0].len();
+    if nc == 0 {
+        return Err(Error::model(field, "row 0 is empty"));
+    }
+    for (i, r) in rows.iter().enumerate() {
+        if r.len() != nc {
+            return Err(Error::model(
+                field,
+                format!("row {i} has {} entries, row 0 has {nc}", r.len()),
+            ));
+        }
+    }
+    Ok(DMatrix::from_fn(nr, nc, |i, j| rows[i][j]))
+}
+
+fn required<'a, T>(field: &str, v: &'a Option<T>, kind: &str) -> Result<&'a T> {
+    v.as_ref()
+        .ok_or_else(|| Error::model(field, format!("missing (required for kind = \"{kind}\")")))
+}
+
+fn from_root(root: FileRoot) -> Result<Model> {
+    let m = root.model;
+    let p = root.prior;
+    let model = match m.kind.as_deref() {
+        None | Some("explicit") => {
+            let need = |field: &str, v: &Option<Vec<Vec<f64>>>| -> Result<DMatrix<f64>> {
+                matrix(field, v.as_ref().ok_or_else(|| Error::model(field, "missing"))?)
+            };
+            let f = need("F", &m.f)?;
+            let q = need("Q", &m.qm)?;
+            let h = need("H", &m.h)?;
+            let r = need("R", &m.rm)?;
+            let nx = f.nrows();
+            let ny = h.nrows();
+            let u = m.u.map(DVector::from_vec).unwrap_or_else(|| DVector::zeros(nx));
+            let d = m.d.map(DVector::from_vec).unwrap_or_else(|| DVector::zeros(ny));
+            let p = p.ok_or_else(|| Error::model("prior", "missing [prior] section"))?;
+            let x0 = DVector::from_vec(p.x0.ok_or_else(|| Error::model("x0", "missing"))?);
+            let p0 = match (&p.p0m, p.p0) {
+                (Some(rows), _) => matrix("P0", rows)?,
+                (None, Some(s)) => DMatrix::identity(nx, nx) * s,
+                (None, None) => return Err(Error::model("P0", "missing")),
+            };
+            let model = Model {
+                f,
+                q,
+                h,
+                r,
+                u,
+                d,
+                prior: Prior { x0, p0 },
+            };
+            model.validate()?;
+            return Ok(model);
+        }
+        Some(kind @ ("cv" | "ca")) => {
+            let dims = *required("dims", &m.dims, kind)?;
+            let dt = m.dt.unwrap_or(1.0);
+            let q = *required("q", &m.q, kind)?;
+            let r = *required("r", &m.r, kind)?;
+            let p0 = p.as_ref().and_then(|p| p.p0).unwrap_or(1.0);
+            if kind == "cv" {
+                builders::constant_velocity(dims, dt, q, r, p0)?
+            } else {
+                builders::constant_acceleration(dims, dt, q, r, p0)?
+            }
+        }
+        Some(kind @ ("random-walk" | "rw")) => {
+            let dims = m.dims.unwrap_or(1);
+            let q = *required("q", &m.q, kind)?;
+            let r = *required("r", &m.r, kind)?;
+            let p0 = p.as_ref().and_then(|p| p.p0).unwrap_or(1.0);
+            builders::random_walk(dims, q, r, p0)?
+        }
+        Some(kind @ "ar") => {
+            let coeffs = required("coeffs", &m.coeffs, kind)?;
+            let q = *required("q", &m.q, kind)?;
+            let r = *required("r", &m.r, kind)?;
+            let p0 = p.as_ref().and_then(|p| p.p0).unwrap_or(1.0);
+            builders::ar(coeffs, q, r, p0)?
+        }
+        Some(other) => {
+            return Err(Error::model(
+                "kind",
+                format!("unknown model kind \"{other}\" (expected explicit, cv, ca, random-walk or ar)"),
+            ))
+        }
+    };
+    // Builder forms: an explicit prior overrides the default one.
+    let nx = model.nx();
+    let Some(p) = p else { return Ok(model) };
+    let x0 = p.x0.map(DVector::from_vec).unwrap_or_else(|| DVector::zeros(nx));
+    let p0 = match (&p.p0m, p.p0) {
+        (Some(rows), _) => matrix("P0", rows)?,
+        _ => model.prior.p0.clone(),
+    };
+    model.with_prior(x0, p0)
+}
+
+/// Parses a model from TOML text. `origin` names the source in error messages.
+pub fn model_from_toml(text: &str, origin: &Path) -> Result<Model> {
+    let root: FileRoot = toml::from_str(text).map_err(|e| Error::ModelFile {
+        path: origin.to_path_buf(),
+        msg: e.to_string().trim_end().replace('\n', " "),
+    })?;
+    from_root(root).map_err(|e| match e {
+        Error::Model { field, msg } => Error::ModelFile {
+            path: origin.to_path_buf(),
+            msg: format!("{field}: {msg}"),
+        },
+        other => other,
+    })
+}
+
+/// Reads a model file.
+pub fn load_model(path: &Path) -> Result<Model> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    model_from_toml(&text, path)
+}
+
+fn rows_of(m: &DMatrix<f64>) -> toml::Value {
+    toml::Value::Array(
+        (0..m.nrows())
+            .map(|i| toml::Value::Array((0..m.ncols()).map(|j| toml::Value::Float(m[(i, j)])).collect()))
+            .collect(),
+    )
+}
+
+fn vec_of(v: &DVector<f64>) -> toml::Value {
+    toml::Value::Array(v.iter().map(|x| toml::Value::Float(*x)).collect())
+}
+
+/// Renders a model in the explicit TOML form (numbers round-trip exactly).
+pub fn model_to_toml(m: &Model) -> String {
+    let mut model = toml::Table::new();
+    model.insert("F".into(), rows_of(&m.f));
+    model.insert("Q".into(), rows_of(&m.q));
+    model.insert("H".into(), rows_of(&m.h));
+    model.insert("R".into(), rows_of(&m.r));
+    model.insert("u".into(), vec_of(&m.u));
+    model.insert("d".into(), vec_of(&m.d));
+    let mut prior = toml::Table::new();
+    prior.insert("x0".into(), vec_of(&m.prior.x0));
+    prior.insert("P0".into(), rows_of(&m.prior.p0));
+    let mut root = toml::Table::new();
+    root.insert("model".into(), toml::Value::Table(model));
+    root.insert("prior".into(), toml::Value::Table(prior));
+    toml::to_string(&root).expect("a table of floats always serialises")
+}
+
+/// Writes a model file in the explicit form (temporary file, then rename).
+pub fn save_model(m: &Model, path: &Path) -> Result<()> {
+    crate::io::write_atomic(path, |w| {
+        use std::io::Write;
+        w.write_all(model_to_toml(m).as_bytes())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const EXPLICIT: &str = r#"
+[model]
+F = [[1.0, 1.0], [0.0, 1.0]]
+Q = [[0.3, 0.5], [0.5, 1.0]]
+H = [[1.0, 0.0]]
+R = [[1.0]]
+u = [0.0, 0.1]
+[prior]
+x0 = [0.0, 0.0]
+P0 = [[10.0, 0.0], [0.0, 10.0]]
+"#;
+
+    #[test]
+    fn explicit_round_trip() {
+        let m = model_from_toml(EXPLICIT, Path::new("m.toml")).unwrap();
+        assert_eq!(m.u[1], 0.1);
+        assert_eq!(m.d.len(), 1);
+        let back = model_from_toml(&model_to_toml(&m), Path::new("x")).unwrap();
+        assert_eq!(m, back);
+    }
+
+    #[test]
+    fn builder_form() {
+        let m = model_from_toml(
+            "[model]\nkind = \"cv\"\ndims = 2\ndt = 0.5\nq = 1.0\nr = 4.0\n[prior]\np0 = 100.0\n",
+            Path::new("m.toml"),
+        )
+        .unwrap();
+        assert_eq!((m.nx(), m.ny()), (4, 2));
+        assert_eq!(m.prior.p0[(3, 3)], 100.0);
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let bad = EXPLICIT.replace("R = [[1.0]]", "R = [[-1.0]]");
+        let e = model_from_toml(&bad, Path::new("m.toml")).unwrap_err().to_string();
+        assert!(e.contains("m.toml") && e.contains("R:") && e.contains("positive definite"), "{e}");
+        let bad = EXPLICIT.replace("F = [[1.0, 1.0], [0.0, 1.0]]", "F = [[1.0, nan], [0.0, 1.0]]");
+        let e = model_from_toml(&bad, Path::new("m.toml")).unwrap_err().to_string();
+        assert!(e.contains("F:") && e.contains("not finite"), "{e}");
+        let bad = EXPLICIT.replace("H = [[1.0, 0.0]]", "H = [[1.0, 0.0, 2.0]]");
+        let e = model_from_toml(&bad, Path::new("m.toml")).unwrap_err().to_string();
+        assert!(e.contains("H:") && e.contains("expected 1x2"), "{e}");
+        let bad = EXPLICIT.replace("Q = [[0.3, 0.5], [0.5, 1.0]]", "Q = [[0.3, 0.5], [0.4, 1.0]]");
+        let e = model_from_toml(&bad, Path::new("m.toml")).unwrap_err().to_string();
+        assert!(e.contains("Q:") && e.contains("symmetric"), "{e}");
+        let e = model_from_toml("[model]\nF = 3\n", Path::new("m.toml")).unwrap_err().to_string();
+        assert!(e.contains("m.toml"), "{e}");
+    }
+}

@@ -1,0 +1,244 @@
+//! Linear-Gaussian state-space models.
+//!
+//! ```text
+//! x_{k+1} = F x_k + u + w_k,   w_k ~ N(0, Q)
+//! z_k     = H x_k + d + v_k,   v_k ~ N(0, R)
+//! x_0 ~ N(x0, P0)   (the state at step 0, before the step-0 measurement)
+//! ```
+//!
+//! [`Model`] is time-invariant; [`TimeVaryingModel`] carries per-step matrices. Both
+//! implement [`StateSpace`], which is what the recursions read. Matrices are stored in
+//! `f64`; the recursions convert them once to the precision they run in.
+
+mod builders;
+mod file;
+mod validate;
+
+pub use builders::{ar, constant_acceleration, constant_velocity, random_walk};
+pub use file::{load_model, model_from_toml, model_to_toml, save_model};
+pub use validate::{check_psd, check_spd};
+
+use crate::error::{Error, Result};
+use nalgebra::{DMatrix, DVector};
+
+/// The Gaussian prior on the state at step 0, before the step-0 measurement.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Prior {
+    pub x0: DVector<f64>,
+    pub p0: DMatrix<f64>,
+}
+
+/// A time-invariant linear-Gaussian model.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Model {
+    /// State transition, `nx x nx`.
+    pub f: DMatrix<f64>,
+    /// Process noise covariance, `nx x nx`, symmetric positive semi-definite.
+    pub q: DMatrix<f64>,
+    /// Measurement matrix, `ny x nx`.
+    pub h: DMatrix<f64>,
+    /// Measurement noise covariance, `ny x ny`, symmetric positive definite.
+    pub r: DMatrix<f64>,
+    /// Transition offset (control input), length `nx`.
+    pub u: DVector<f64>,
+    /// Measurement offset, length `ny`.
+    pub d: DVector<f64>,
+    /// Prior on the state at step 0.
+    pub prior: Prior,
+}
+
+/// What a recursion needs from a model: the matrices of each step and the prior.
+///
+/// `transition(k)` gives `(F, u, Q)` of the prediction *into* step `k` (from `k-1`), for
+/// `k >= 1`; `observation(k)` gives `(H, d, R)` of the measurement at step `k`.
+pub trait StateSpace: Sync {
+    fn nx(&self) -> usize;
+    fn ny(&self) -> usize;
+    fn transition(&self, k: usize) -> (&DMatrix<f64>, &DVector<f64>, &DMatrix<f64>);
+    fn observation(&self, k: usize) -> (&DMatrix<f64>, &DVector<f64>, &DMatrix<f64>);
+    fn prior(&self) -> &Prior;
+    /// How many steps the model has matrices for (`None`: any number).
+    fn steps_covered(&self) -> Option<usize> {
+        None
+    }
+    /// The time-invariant model, when this is one (enables the fast paths).
+    fn as_invariant(&self) -> Option<&Model> {
+        None
+    }
+}
+
+impl Model {
+    /// Builds a model with zero offsets and checks it.
+    pub fn new(
+        f: DMatrix<f64>,
+        q: DMatrix<f64>,
+        h: DMatrix<f64>,
+        r: DMatrix<f64>,
+        x0: DVector<f64>,
+        p0: DMatrix<f64>,
+    ) -> Result<Self> {
+        let nx = f.nrows();
+        let ny = h.nrows();
+        let m = Model {
+            f,
+            q,
+            h,
+            r,
+            u: DVector::zeros(nx),
+            d: DVector::zeros(ny),
+            prior: Prior { x0, p0 },
+        };
+        m.validate()?;
+        Ok(m)
+    }
+
+    /// Replaces the offsets `u` and `d` (checked).
+    pub fn with_offsets(mut self, u: DVector<f64>, d: DVector<f64>) -> Result<Self> {
+        self.u = u;
+        self.d = d;
+        self.validate()?;
+        Ok(self)
+    }
+
+    /// Replaces the prior (checked).
+    pub fn with_prior(mut self, x0: DVector<f64>, p0: DMatrix<f64>) -> Result<Self> {
+        self.prior = Prior { x0, p0 };
+        self.validate()?;
+        Ok(self)
+    }
+
+    pub fn nx(&self) -> usize {
+        self.f.nrows()
+    }
+
+    pub fn ny(&self) -> usize {
+        self.h.nrows()
+    }
+
+    /// Checks shapes, finiteness, and the definiteness of `Q`, `R` and `P0`.
+    pub fn validate(&self) -> Result<()> {
+        validate::validate_parts(
+            "",
+            &self.f,
+            &self.q,
+            &self.h,
+            &self.r,
+            &self.u,
+            &self.d,
+        )?;
+        validate::validate_prior(self.nx(), &self.prior)
+    }
+}
+
+impl StateSpace for Model {
+    fn nx(&self) -> usize {
+        self.f.nrows()
+    }
+    fn ny(&self) -> usize {
+        self.h.nrows()
+    }
+    fn transition(&self, _k: usize) -> (&DMatrix<f64>, &DVector<f64>, &DMatrix<f64>) {
+        (&self.f, &self.u, &self.q)
+    }
+    fn observation(&self, _k: usize) -> (&DMatrix<f64>, &DVector<f64>, &DMatrix<f64>) {
+        (&self.h, &self.d, &self.r)
+    }
+    fn prior(&self) -> &Prior {
+        &self.prior
+    }
+    fn as_invariant(&self) -> Option<&Model> {
+        Some(self)
+    }
+}
+
+/// The matrices of one step of a time-varying model.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StepMatrices {
+    /// Transition into this step (unused at step 0).
+    pub f: DMatrix<f64>,
+    pub u: DVector<f64>,
+    pub q: DMatrix<f64>,
+    /// Measurement at this step.
+    pub h: DMatrix<f64>,
+    pub d: DVector<f64>,
+    pub r: DMatrix<f64>,
+}
+
+/// A model whose matrices change from step to step: `steps[k]` holds the transition
+/// into step `k` and the measurement model of step `k`. Sequences longer than `steps`
+/// are rejected by the recursions.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TimeVaryingModel {
+    pub steps: Vec<StepMatrices>,
+    pub prior: Prior,
+}
+
+impl TimeVaryingModel {
+    /// Builds and checks a time-varying model; all steps must share `nx` and `ny`.
+    pub fn new(steps: Vec<StepMatrices>, prior: Prior) -> Result<Self> {
+        if steps.is_empty() {
+            return Err(Error::model("steps", "a time-varying model needs at least one step"));
+        }
+        let m = TimeVaryingModel { steps, prior };
+        let nx = m.steps[0].f.nrows();
+        let ny = m.steps[0].h.nrows();
+        for (k, s) in m.steps.iter().enumerate() {
+            if s.f.nrows() != nx || s.h.nrows() != ny {
+                return Err(Error::model(
+                    format!("step {k}"),
+                    format!("dimensions differ from step 0 (nx={nx}, ny={ny})"),
+                ));
+            }
+            validate::validate_parts(&format!("step {k}: "), &s.f, &s.q, &s.h, &s.r, &s.u, &s.d)?;
+        }
+        validate::validate_prior(nx, &m.prior)?;
+        Ok(m)
+    }
+
+    /// Repeats a time-invariant model for `t` steps.
+    pub fn from_model(m: &Model, t: usize) -> Self {
+        let s = StepMatrices {
+            f: m.f.clone(),
+            u: m.u.clone(),
+            q: m.q.clone(),
+            h: m.h.clone(),
+            d: m.d.clone(),
+            r: m.r.clone(),
+        };
+        TimeVaryingModel {
+            steps: vec![s; t.max(1)],
+            prior: m.prior.clone(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.steps.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.steps.is_empty()
+    }
+}
+
+impl StateSpace for TimeVaryingModel {
+    fn nx(&self) -> usize {
+        self.steps[0].f.nrows()
+    }
+    fn ny(&self) -> usize {
+        self.steps[0].h.nrows()
+    }
+    fn transition(&self, k: usize) -> (&DMatrix<f64>, &DVector<f64>, &DMatrix<f64>) {
+        let s = &self.steps[k];
+        (&s.f, &s.u, &s.q)
+    }
+    fn observation(&self, k: usize) -> (&DMatrix<f64>, &DVector<f64>, &DMatrix<f64>) {
+        let s = &self.steps[k];
+        (&s.h, &s.d, &s.r)
+    }
+    fn prior(&self) -> &Prior {
+        &self.prior
+    }
+    fn steps_covered(&self) -> Option<usize> {
+        Some(self.steps.len())
+    }
+}
