@@ -4,16 +4,24 @@
 //! and smoothers for very long sequences, on the CPU and on NVIDIA GPUs. See the
 //! repository's `ARCHITECTURE.md` for the map of modules.
 
+pub mod cuda;
 pub mod data;
+pub mod device;
 pub mod error;
+pub mod estimate;
 pub mod io;
 pub mod kalman;
 pub mod linalg;
 pub mod model;
+pub mod parallel;
+pub mod scan;
 pub mod sim;
 
 pub use data::{Estimates, Measurements};
+pub use device::Device;
 pub use error::{Error, Result};
+pub use estimate::{filter_on, smooth_on, FilterMethod, SmoothMethod};
 pub use kalman::{filter, smooth, smooth_filtered, FilterOptions, FilterOutput, Keep};
 pub use linalg::Real;
 pub use model::{Model, StateSpace, TimeVaryingModel};
+pub use scan::ScanAlgorithm;

@@ -1,0 +1,58 @@
+//! Where an algorithm runs: the CPU (rayon) or a CUDA GPU.
+
+use crate::error::{Error, Result};
+use std::fmt;
+
+/// A compute device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Device {
+    /// All cores of this machine, through rayon.
+    Cpu,
+    /// The CUDA GPU with this ordinal.
+    Cuda(usize),
+}
+
+impl Device {
+    /// The GPU when a CUDA driver and device are usable, else the CPU. The second value
+    /// says why the CPU was chosen, when it was.
+    pub fn auto() -> (Device, Option<String>) {
+        match crate::cuda::available(0) {
+            Ok(()) => (Device::Cuda(0), None),
+            Err(why) => (Device::Cpu, Some(why)),
+        }
+    }
+
+    /// Parses `auto`, `cpu`, `cuda` or `cuda:N`; `cuda` is checked for availability.
+    pub fn parse(s: &str) -> Result<Device> {
+        match s {
+            "auto" => Ok(Device::auto().0),
+            "cpu" => Ok(Device::Cpu),
+            _ => {
+                let ordinal = match s.strip_prefix("cuda") {
+                    Some("") => 0,
+                    Some(rest) => rest
+                        .strip_prefix(':')
+                        .and_then(|n| n.parse().ok())
+                        .ok_or_else(|| Error::Unsupported(format!("unknown device \"{s}\" (expected auto, cpu, cuda or cuda:N)")))?,
+                    None => {
+                        return Err(Error::Unsupported(format!(
+                            "unknown device \"{s}\" (expected auto, cpu, cuda or cuda:N)"
+                        )))
+                    }
+                };
+                crate::cuda::available(ordinal)
+                    .map_err(|why| Error::Unsupported(format!("--device {s}: no usable CUDA GPU: {why}")))?;
+                Ok(Device::Cuda(ordinal))
+            }
+        }
+    }
+}
+
+impl fmt::Display for Device {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Device::Cpu => write!(f, "cpu ({} threads)", rayon::current_num_threads()),
+            Device::Cuda(i) => write!(f, "cuda:{i} ({})", crate::cuda::device_name(*i).unwrap_or_else(|_| "?".into())),
+        }
+    }
+}
