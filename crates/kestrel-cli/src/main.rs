@@ -53,7 +53,7 @@ fn main() -> ExitCode {
     match std::panic::catch_unwind(|| run(cli)) {
         Ok(Ok(())) => ExitCode::SUCCESS,
         Ok(Err(e)) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", cmd::message(&e));
             ExitCode::from(cmd::exit_code(&e))
         }
         Err(_) => ExitCode::from(1),

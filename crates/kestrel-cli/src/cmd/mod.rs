@@ -42,6 +42,22 @@ pub fn exit_code(e: &anyhow::Error) -> u8 {
     1
 }
 
+/// The error and its causes on one line, leaving out a cause whose text the message
+/// already holds (library errors name their source themselves).
+pub fn message(e: &anyhow::Error) -> String {
+    let mut msg = String::new();
+    for cause in e.chain() {
+        let c = cause.to_string();
+        if !msg.contains(&c) {
+            if !msg.is_empty() {
+                msg += ": ";
+            }
+            msg += &c;
+        }
+    }
+    msg
+}
+
 /// Floating-point precision of a run.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Precision {

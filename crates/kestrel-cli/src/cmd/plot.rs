@@ -35,9 +35,10 @@ fn bounds(t: &TrackPlot) -> (std::ops::Range<f64>, std::ops::Range<f64>) {
     if !(x0 <= x1 && y0 <= y1) {
         return (-1.0..1.0, -1.0..1.0);
     }
-    let pad = |a: f64, b: f64| ((b - a) * 0.05).max(1e-9);
-    let (px, py) = (pad(x0, x1), pad(y0, y1));
-    (x0 - px..x1 + px, y0 - py..y1 + py)
+    // The same scale on both axes, so that the shapes of the paths are true.
+    let half = 0.5 * (x1 - x0).max(y1 - y0).max(1e-9) * 1.05;
+    let (cx, cy) = (0.5 * (x0 + x1), 0.5 * (y0 + y1));
+    (cx - half..cx + half, cy - half..cy + half)
 }
 
 fn draw(

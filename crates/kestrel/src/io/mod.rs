@@ -82,6 +82,31 @@ pub(crate) fn parse_error(path: &Path, line: Option<usize>, msg: impl Into<Strin
     }
 }
 
+/// Opens `path` and maps it into memory for reading. A directory or an empty file is a
+/// parse error; `expected` says what the file should hold.
+pub(crate) fn map_file(path: &Path, expected: &str) -> Result<memmap2::Mmap> {
+    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let meta = file.metadata().map_err(|e| Error::io(path, e))?;
+    if meta.is_dir() {
+        return Err(parse_error(
+            path,
+            None,
+            format!("is a directory, not a file ({expected})"),
+        ));
+    }
+    if meta.len() == 0 {
+        return Err(parse_error(
+            path,
+            None,
+            format!("empty file (expected {expected})"),
+        ));
+    }
+    // SAFETY: the map is read-only and lives only while a reader parses it. Another
+    // process truncating the file meanwhile is outside what any reader can defend
+    // against (as with every memory-mapped reader).
+    unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(path, e))
+}
+
 /// Reads measurements from a `.csv` or `.npy` file into precision `T`.
 pub fn read_measurements<T: Real>(path: &Path) -> Result<Measurements<T>> {
     match Format::of(path, MEASUREMENT_FORMATS)? {

@@ -71,18 +71,7 @@ fn dtype_error(path: &Path, descr: impl std::fmt::Display) -> Error {
 
 /// Reads measurements from a `.npy` file holding `[B, T, ny]` of f64 or f32.
 pub(super) fn read_measurements<T: Real>(path: &Path) -> Result<Measurements<T>> {
-    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-    if file.metadata().map_err(|e| Error::io(path, e))?.len() == 0 {
-        return Err(parse_error(
-            path,
-            None,
-            "empty file (expected a .npy array [tracks, steps, ny])",
-        ));
-    }
-    // SAFETY: the map is only read, and only while this function runs; the file is
-    // opened read-only. Another process truncating it meanwhile is outside what any
-    // reader can defend against (as with every memory-mapped reader).
-    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
+    let map = super::map_file(path, "a .npy array [tracks, steps, ny]")?;
     match ArrayViewD::<f64>::view_npy(&map) {
         Ok(v) => return to_measurements(path, v),
         Err(ViewNpyError::WrongDescriptor(_)) => match ArrayViewD::<f32>::view_npy(&map) {

@@ -102,6 +102,29 @@ fn csv_missing_values_empty_or_nan() {
 }
 
 #[test]
+fn csv_with_quotes_and_crlf_reads_the_same() {
+    let d = tmp();
+    let plain = write(
+        &d,
+        "p.csv",
+        "track,t,z0\n0,0,1.5\n0,1,\n\n1,0,-2\n1,1,3e-3\n",
+    );
+    let quoted = write(
+        &d,
+        "q.csv",
+        "\"track\",\"t\",\"z0\"\r\n0,0,\"1.5\"\r\n0,1,\"\"\r\n1,0,-2\r\n1,1,3e-3\r\n",
+    );
+    let a: Measurements<f64> = read_measurements(&plain).unwrap();
+    let b: Measurements<f64> = read_measurements(&quoted).unwrap();
+    assert!(same(&a.data, &[1.5, f64::NAN, -2.0, 3e-3]));
+    assert!(same(&a.data, &b.data) && (a.tracks, a.steps) == (b.tracks, b.steps));
+    let bad = write(&d, "qb.csv", "track,t,z0\n0,0,\"1.5\"\n0,1,\"x\"\n");
+    let (line, msg) = parse_err_of(read_measurements::<f64>(&bad));
+    assert_eq!(line, Some(3), "{msg}");
+    assert!(msg.contains("malformed number \"x\""), "{msg}");
+}
+
+#[test]
 fn csv_errors_name_line_field_track_step() {
     let d = tmp();
     let cases: &[(&str, Option<usize>, &[&str])] = &[
@@ -255,6 +278,40 @@ fn estimates_csv_and_npz_hold_the_same_values() {
 }
 
 #[test]
+fn written_numbers_read_back_exactly() {
+    let vals = [
+        0.1,
+        -1e-300,
+        1e300,
+        123456.789,
+        f64::MIN_POSITIVE,
+        5e-324,
+        1.0 / 3.0,
+        -0.0,
+        7.0,
+    ];
+    let mut buf = Vec::new();
+    for v in vals {
+        buf.clear();
+        csv::push_value(&mut buf, v);
+        let s = std::str::from_utf8(&buf).unwrap();
+        assert!(s.len() <= 24, "{s}");
+        assert_eq!(s.parse::<f64>().unwrap().to_bits(), v.to_bits(), "{s}");
+        buf.clear();
+        csv::push_value(&mut buf, v as f32);
+        let s = std::str::from_utf8(&buf).unwrap();
+        assert_eq!(
+            s.parse::<f32>().unwrap().to_bits(),
+            (v as f32).to_bits(),
+            "{s}"
+        );
+    }
+    buf.clear();
+    csv::push_value(&mut buf, f64::NAN);
+    assert_eq!(buf, b"NaN");
+}
+
+#[test]
 fn truth_files_use_state_names() {
     let d = tmp();
     let p = d.path().join("x.csv");
@@ -270,7 +327,7 @@ fn truth_files_use_state_names() {
     .unwrap();
     let text = std::fs::read_to_string(&p).unwrap();
     assert!(
-        text.starts_with("track,t,x0,x1,x2\n0,0,1,2,3\n0,1,4,5,6\n1,0,7,8,9\n"),
+        text.starts_with("track,t,x0,x1,x2\n0,0,1.0,2.0,3.0\n0,1,4.0,5.0,6.0\n1,0,7.0,8.0,9.0\n"),
         "{text}"
     );
     assert!(write_truth(&p, 2, 2, 3, &[1.0f64]).is_err());
