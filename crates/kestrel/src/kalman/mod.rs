@@ -15,6 +15,7 @@ pub(crate) mod lanes;
 mod metrics;
 pub(crate) mod step;
 
+pub use lanes::supports as has_fast_path;
 pub use metrics::{mean_nees, mean_nis, nees, rmse};
 
 use crate::data::{Estimates, Measurements};
