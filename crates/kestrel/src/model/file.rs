@@ -88,79 +88,80 @@ fn required<'a, T>(field: &str, v: &'a Option<T>, kind: &str) -> Result<&'a T> {
 fn from_root(root: FileRoot) -> Result<Model> {
     let m = root.model;
     let p = root.prior;
-    let model =
-        match m.kind.as_deref() {
-            None | Some("explicit") => {
-                let need = |field: &str, v: &Option<Vec<Vec<f64>>>| -> Result<DMatrix<f64>> {
-                    matrix(
-                        field,
-                        v.as_ref().ok_or_else(|| Error::model(field, "missing"))?,
-                    )
-                };
-                let f = need("F", &m.f)?;
-                let q = need("Q", &m.qm)?;
-                let h = need("H", &m.h)?;
-                let r = need("R", &m.rm)?;
-                let nx = f.nrows();
-                let ny = h.nrows();
-                let u =
-                    m.u.map(DVector::from_vec)
-                        .unwrap_or_else(|| DVector::zeros(nx));
-                let d =
-                    m.d.map(DVector::from_vec)
-                        .unwrap_or_else(|| DVector::zeros(ny));
-                let p = p.ok_or_else(|| Error::model("prior", "missing [prior] section"))?;
-                let x0 = DVector::from_vec(p.x0.ok_or_else(|| Error::model("x0", "missing"))?);
-                let p0 = match (&p.p0m, p.p0) {
-                    (Some(rows), _) => matrix("P0", rows)?,
-                    (None, Some(s)) => DMatrix::identity(nx, nx) * s,
-                    (None, None) => return Err(Error::model("P0", "missing")),
-                };
-                let model = Model {
-                    f,
-                    q,
-                    h,
-                    r,
-                    u,
-                    d,
-                    prior: Prior { x0, p0 },
-                };
-                model.validate()?;
-                return Ok(model);
+    let model = match m.kind.as_deref() {
+        None | Some("explicit") => {
+            let need = |field: &str, v: &Option<Vec<Vec<f64>>>| -> Result<DMatrix<f64>> {
+                matrix(
+                    field,
+                    v.as_ref().ok_or_else(|| Error::model(field, "missing"))?,
+                )
+            };
+            let f = need("F", &m.f)?;
+            let q = need("Q", &m.qm)?;
+            let h = need("H", &m.h)?;
+            let r = need("R", &m.rm)?;
+            let nx = f.nrows();
+            let ny = h.nrows();
+            let u =
+                m.u.map(DVector::from_vec)
+                    .unwrap_or_else(|| DVector::zeros(nx));
+            let d =
+                m.d.map(DVector::from_vec)
+                    .unwrap_or_else(|| DVector::zeros(ny));
+            let p = p.ok_or_else(|| Error::model("prior", "missing [prior] section"))?;
+            let x0 = DVector::from_vec(p.x0.ok_or_else(|| Error::model("x0", "missing"))?);
+            let p0 = match (&p.p0m, p.p0) {
+                (Some(rows), _) => matrix("P0", rows)?,
+                (None, Some(s)) => DMatrix::identity(nx, nx) * s,
+                (None, None) => return Err(Error::model("P0", "missing")),
+            };
+            let model = Model {
+                f,
+                q,
+                h,
+                r,
+                u,
+                d,
+                prior: Prior { x0, p0 },
+            };
+            model.validate()?;
+            return Ok(model);
+        }
+        Some(kind @ ("cv" | "ca")) => {
+            let dims = *required("dims", &m.dims, kind)?;
+            let dt = m.dt.unwrap_or(1.0);
+            let q = *required("q", &m.q, kind)?;
+            let r = *required("r", &m.r, kind)?;
+            let p0 = p.as_ref().and_then(|p| p.p0).unwrap_or(1.0);
+            if kind == "cv" {
+                builders::constant_velocity(dims, dt, q, r, p0)?
+            } else {
+                builders::constant_acceleration(dims, dt, q, r, p0)?
             }
-            Some(kind @ ("cv" | "ca")) => {
-                let dims = *required("dims", &m.dims, kind)?;
-                let dt = m.dt.unwrap_or(1.0);
-                let q = *required("q", &m.q, kind)?;
-                let r = *required("r", &m.r, kind)?;
-                let p0 = p.as_ref().and_then(|p| p.p0).unwrap_or(1.0);
-                if kind == "cv" {
-                    builders::constant_velocity(dims, dt, q, r, p0)?
-                } else {
-                    builders::constant_acceleration(dims, dt, q, r, p0)?
-                }
-            }
-            Some(kind @ ("random-walk" | "rw")) => {
-                let dims = m.dims.unwrap_or(1);
-                let q = *required("q", &m.q, kind)?;
-                let r = *required("r", &m.r, kind)?;
-                let p0 = p.as_ref().and_then(|p| p.p0).unwrap_or(1.0);
-                builders::random_walk(dims, q, r, p0)?
-            }
-            Some(kind @ "ar") => {
-                let coeffs = required("coeffs", &m.coeffs, kind)?;
-                let q = *required("q", &m.q, kind)?;
-                let r = *required("r", &m.r, kind)?;
-                let p0 = p.as_ref().and_then(|p| p.p0).unwrap_or(1.0);
-                builders::ar(coeffs, q, r, p0)?
-            }
-            Some(other) => return Err(Error::model(
+        }
+        Some(kind @ ("random-walk" | "rw")) => {
+            let dims = m.dims.unwrap_or(1);
+            let q = *required("q", &m.q, kind)?;
+            let r = *required("r", &m.r, kind)?;
+            let p0 = p.as_ref().and_then(|p| p.p0).unwrap_or(1.0);
+            builders::random_walk(dims, q, r, p0)?
+        }
+        Some(kind @ "ar") => {
+            let coeffs = required("coeffs", &m.coeffs, kind)?;
+            let q = *required("q", &m.q, kind)?;
+            let r = *required("r", &m.r, kind)?;
+            let p0 = p.as_ref().and_then(|p| p.p0).unwrap_or(1.0);
+            builders::ar(coeffs, q, r, p0)?
+        }
+        Some(other) => {
+            return Err(Error::model(
                 "kind",
                 format!(
                     "unknown model kind \"{other}\" (expected explicit, cv, ca, random-walk or ar)"
                 ),
-            )),
-        };
+            ))
+        }
+    };
     // Builder forms: an explicit prior overrides the default one.
     let nx = model.nx();
     let Some(p) = p else { return Ok(model) };
