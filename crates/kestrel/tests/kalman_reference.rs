@@ -252,3 +252,21 @@ fn errors_name_track_and_step() {
     let z = random_measurements(11, 2, 5, 2, 0.0);
     assert!(filter(&tv, &z, &opts(true)).is_err());
 }
+
+#[test]
+fn filter_into_reuses_buffers_and_smooth_in_place_matches() {
+    let m = random_model(20, 4, 2);
+    let z1 = random_measurements(21, 17, 30, 2, 0.1);
+    let z2 = random_measurements(22, 9, 12, 2, 0.1);
+    for general in [false, true] {
+        let o = opts(general);
+        // Stale contents from a larger batch must all be overwritten.
+        let mut est = filter(&m, &z1, &o).unwrap().filtered;
+        kestrel::filter_into(&m, &z2, &o, &mut est).unwrap();
+        let fresh = filter(&m, &z2, &o).unwrap().filtered;
+        assert_eq!(est, fresh);
+        let s = smooth_filtered(&m, &fresh).unwrap();
+        kestrel::smooth_in_place(&m, &mut est).unwrap();
+        assert_eq!(est, s);
+    }
+}

@@ -49,6 +49,15 @@ impl<T: Real, const NX: usize, const NY: usize> Fixed<T, NX, NY> {
     }
 }
 
+/// Views `NX * NX` consecutive entries as a square array.
+#[inline(always)]
+fn as_square<T, const NX: usize>(v: &mut [T]) -> &mut [[T; NX]; NX] {
+    assert_eq!(v.len(), NX * NX);
+    // SAFETY: `[[T; NX]; NX]` has the layout of `NX * NX` consecutive `T`, the length was
+    // checked, and the borrow is carried over from `v`.
+    unsafe { &mut *(v.as_mut_ptr() as *mut [[T; NX]; NX]) }
+}
+
 #[inline(always)]
 fn splat<T: Copy>(v: T) -> V<T> {
     [v; L]
@@ -180,18 +189,22 @@ fn filter_group<T: Real, const NX: usize, const NY: usize>(
                     sjj[l] -= s[j][kk][l] * s[j][kk][l];
                 }
             }
+            let mut bad = false;
             for l in 0..L {
-                if !(sjj[l] > zero) && l < n && w[l] > zero {
+                bad |= !(sjj[l] > zero);
+                let dj = sjj[l].sqrt();
+                s[j][j][l] = dj;
+                inv_diag[j][l] = T::one() / dj;
+                det[l] *= dj;
+            }
+            if bad {
+                if let Some(l) = (0..n).find(|&l| !(sjj[l] > zero) && w[l] > zero) {
                     return Err(Error::NotPositiveDefinite {
                         track: first_track + l,
                         step: k,
                         what: "innovation covariance S",
                     });
                 }
-                let dj = sjj[l].sqrt();
-                s[j][j][l] = dj;
-                inv_diag[j][l] = T::one() / dj;
-                det[l] *= dj;
             }
             for i in (j + 1)..NY {
                 let mut sij = s[i][j];
@@ -264,10 +277,15 @@ fn filter_group<T: Real, const NX: usize, const NY: usize>(
         if keep_all {
             for l in 0..n {
                 let o = l * steps + k;
+                let mo: &mut [T; NX] = (&mut out.mean[o * NX..(o + 1) * NX])
+                    .try_into()
+                    .expect("NX entries");
+                let co: &mut [[T; NX]; NX] =
+                    as_square(&mut out.cov[o * NX * NX..(o + 1) * NX * NX]);
                 for i in 0..NX {
-                    out.mean[o * NX + i] = x[i][l];
+                    mo[i] = x[i][l];
                     for j in 0..NX {
-                        out.cov[(o * NX + i) * NX + j] = p[i][j][l];
+                        co[i][j] = p[i][j][l];
                     }
                 }
                 out.loglik[o] = ll[l];
@@ -362,17 +380,21 @@ fn smooth_group<T: Real, const NX: usize, const NY: usize>(
                     sjj[l] -= c[j][kk][l] * c[j][kk][l];
                 }
             }
+            let mut bad = false;
             for l in 0..L {
-                if !(sjj[l] > zero) && l < n {
+                bad |= !(sjj[l] > zero);
+                let dj = sjj[l].sqrt();
+                c[j][j][l] = dj;
+                inv_diag[j][l] = T::one() / dj;
+            }
+            if bad {
+                if let Some(l) = (0..n).find(|&l| !(sjj[l] > zero)) {
                     return Err(Error::NotPositiveDefinite {
                         track: first_track + l,
                         step: k + 1,
                         what: "predicted covariance P(k+1|k) in the smoother",
                     });
                 }
-                let dj = sjj[l].sqrt();
-                c[j][j][l] = dj;
-                inv_diag[j][l] = T::one() / dj;
             }
             for i in (j + 1)..NX {
                 let mut sij = pp[i][j];
@@ -557,11 +579,11 @@ fn filter_fixed<T: Real, const NX: usize, const NY: usize>(
     model: &Model,
     z: &Measurements<T>,
     keep_all: bool,
-) -> Result<Estimates<T>> {
+    est: &mut Estimates<T>,
+) -> Result<()> {
     let m = Fixed::<T, NX, NY>::new(model);
     let steps = z.steps;
     let kept = if keep_all { steps } else { 1 };
-    let mut est = Estimates::nan(z.tracks, kept, NX, true);
     #[cfg(target_arch = "x86_64")]
     let avx2 = have_avx2();
     let ll = est.loglik.as_mut().expect("allocated with log-likelihoods");
@@ -581,8 +603,7 @@ fn filter_fixed<T: Real, const NX: usize, const NY: usize>(
                 return unsafe { filter_group_avx2(&m, first, n, zg, steps, keep_all, out) };
             }
             filter_group(&m, first, n, zg, steps, keep_all, out)
-        })?;
-    Ok(est)
+        })
 }
 
 fn smooth_fixed<T: Real, const NX: usize, const NY: usize>(
@@ -609,17 +630,19 @@ fn smooth_fixed<T: Real, const NX: usize, const NY: usize>(
         })
 }
 
-/// Filters with the fast path, or `None` when the model's size has none.
+/// Filters with the fast path into `est` (already shaped, with log-likelihoods), or
+/// `None` when the model's size has none.
 pub(crate) fn filter<T: Real>(
     m: &Model,
     z: &Measurements<T>,
     keep_all: bool,
-) -> Option<Result<Estimates<T>>> {
+    est: &mut Estimates<T>,
+) -> Option<Result<()>> {
     if z.tracks == 0 {
         return None;
     }
     with_dims!(m.nx(), m.ny(), |NX, NY| filter_fixed::<T, NX, NY>(
-        m, z, keep_all
+        m, z, keep_all, est
     ))
 }
 
