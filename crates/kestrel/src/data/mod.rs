@@ -69,8 +69,16 @@ impl<T: Real> Measurements<T> {
     /// Rejects infinities (NaN is allowed: it marks a missing value), naming the track
     /// and step.
     pub fn check_finite(&self) -> Result<()> {
-        if let Some(i) = self.data.iter().position(|v| !v.is_nan_value() && !v.is_finite_value()) {
-            let (b, k, j) = (i / (self.steps * self.ny), (i / self.ny) % self.steps, i % self.ny);
+        if let Some(i) = self
+            .data
+            .iter()
+            .position(|v| !v.is_nan_value() && !v.is_finite_value())
+        {
+            let (b, k, j) = (
+                i / (self.steps * self.ny),
+                (i / self.ny) % self.steps,
+                i % self.ny,
+            );
             return Err(Error::input(format!(
                 "track {b}, step {k}: measurement component z{j} is infinite"
             )));
@@ -102,6 +110,21 @@ impl<T: Real> Estimates<T> {
             mean: vec![T::nan(); tracks * steps * nx],
             cov: vec![T::nan(); tracks * steps * nx * nx],
             loglik: with_loglik.then(|| vec![T::nan(); tracks * steps]),
+        }
+    }
+
+    /// Reshapes for reuse: buffers keep their allocation; entries added by growing are
+    /// NaN, entries already there keep stale values until overwritten.
+    pub fn reshape(&mut self, tracks: usize, steps: usize, nx: usize, with_loglik: bool) {
+        self.tracks = tracks;
+        self.steps = steps;
+        self.nx = nx;
+        self.mean.resize(tracks * steps * nx, T::nan());
+        self.cov.resize(tracks * steps * nx * nx, T::nan());
+        match (&mut self.loglik, with_loglik) {
+            (Some(l), true) => l.resize(tracks * steps, T::nan()),
+            (l @ None, true) => *l = Some(vec![T::nan(); tracks * steps]),
+            (l, false) => *l = None,
         }
     }
 
