@@ -193,24 +193,38 @@ fn parse_piece<T: Real>(
     let mut piece = Piece {
         values: Vec::with_capacity(bytes.len() / (8 + 8 * ny) * ny + ny),
         rows: 0,
-        newlines: bytes.iter().filter(|&&c| c == b'\n').count(),
+        newlines: 0,
         first: None,
         last: None,
         ends: Vec::new(),
     };
     let mut fields: Vec<&[u8]> = Vec::with_capacity(2 + ny);
     if !bytes.contains(&b'"') {
-        for (i, line) in bytes.split(|&c| c == b'\n').enumerate() {
-            // Blank lines are skipped, as a CSV reader does; `\r` is trimmed with the field.
-            if line.trim_ascii().is_empty() {
-                continue;
+        // One pass over the bytes: a comma ends a field, a line end ends a row. Blank
+        // lines are skipped, as a CSV reader does; a `\r` is trimmed with its field.
+        let (mut start, mut line) = (0, 1);
+        for (i, &c) in bytes.iter().enumerate() {
+            if c == b',' {
+                fields.push(&bytes[start..i]);
+                start = i + 1;
+            } else if c == b'\n' {
+                fields.push(&bytes[start..i]);
+                if fields.len() > 1 || !fields[0].trim_ascii().is_empty() {
+                    piece.push_row(line, &fields, ny, prefix)?;
+                }
+                fields.clear();
+                start = i + 1;
+                line += 1;
             }
-            fields.clear();
-            fields.extend(line.split(|&c| c == b','));
-            piece.push_row(i + 1, &fields, ny, prefix)?;
+        }
+        piece.newlines = line - 1;
+        fields.push(&bytes[start..]);
+        if fields.len() > 1 || !fields[0].trim_ascii().is_empty() {
+            piece.push_row(line, &fields, ny, prefix)?;
         }
         return Ok(piece);
     }
+    piece.newlines = bytes.iter().filter(|&&c| c == b'\n').count();
     let mut rdr = ::csv::ReaderBuilder::new()
         .has_headers(false)
         .flexible(true)
