@@ -4,9 +4,10 @@
 //! f64, every output kept.
 
 use super::{median, time_runs, Record, Sink};
+use crate::cmd::estimate::{estimate, Job};
 use kestrel::io;
 use kestrel::kalman::{self, FilterOptions};
-use kestrel::{Device, Measurements};
+use kestrel::{Device, FilterMethod, Measurements};
 use std::hint::black_box;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -100,7 +101,7 @@ pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
             let t0 = Instant::now();
             let zr: Measurements<f64> = io::read_measurements(&npy)?;
             let t1 = Instant::now();
-            let est = kalman::filter(&model, &zr, &fast)?.filtered;
+            let (est, _) = estimate(Device::Cpu, &model, &zr, Job::Filter(FilterMethod::Sequential))?;
             let t2 = Instant::now();
             io::write_estimates(&npz, &est)?;
             let t3 = Instant::now();

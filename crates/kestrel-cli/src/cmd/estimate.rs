@@ -52,6 +52,8 @@ pub enum SmoothMethodArg {
 pub struct FilterArgs {
     #[command(flatten)]
     common: Common,
+    /// sequential: each track's steps in order; parallel: an associative scan over time
+    /// (Sarkka & Garcia-Fernandez).
     #[arg(long, value_enum, default_value_t)]
     method: FilterMethodArg,
 }
@@ -60,6 +62,8 @@ pub struct FilterArgs {
 pub struct SmoothArgs {
     #[command(flatten)]
     common: Common,
+    /// rts: filter then Rauch-Tung-Striebel; parallel-rts: both as scans over time;
+    /// two-filter: the parallel two-filter smoother.
     #[arg(long, value_enum, default_value_t)]
     method: SmoothMethodArg,
 }
@@ -128,18 +132,16 @@ fn run_typed<T: Real>(c: &Common, job: Job, device: Device, model: &Model) -> an
         )));
     }
     let t_read = t0.elapsed().as_secs_f64();
-    progress.set_length(z.tracks);
-    progress.phase(if matches!(job, Job::Filter(_)) {
-        "filtering"
-    } else {
-        "smoothing"
+    progress.phase(match job {
+        Job::Filter(_) => "filtering",
+        Job::Smooth(_) => "smoothing",
     });
     let t1 = Instant::now();
-    let (est, loglik) = estimate_in_pieces(device, model, &z, job, &progress)?;
+    let (est, loglik) = estimate(device, model, &z, job)?;
     let t_compute = t1.elapsed().as_secs_f64();
-    progress.phase("writing");
+    progress.tracks("writing", z.tracks);
     let t2 = Instant::now();
-    io::write_estimates(&c.output, &est)?;
+    io::write_estimates_with_progress(&c.output, &est, &|n| progress.inc(n))?;
     let t_write = t2.elapsed().as_secs_f64();
     progress.finish();
     let n = z.tracks * z.steps;
@@ -156,78 +158,24 @@ fn run_typed<T: Real>(c: &Common, job: Job, device: Device, model: &Model) -> an
     Ok(())
 }
 
-/// Target-steps per piece: large enough that splitting costs little, small enough that
-/// the progress bar moves.
-const PIECE: usize = 1 << 21;
-
-/// Runs `job` over the tracks of `z` a piece of tracks at a time (one piece when the
-/// batch is small), returning the estimates the job writes (filtered for `filter`,
-/// smoothed for `smooth`) and the total log-likelihood.
-pub fn estimate_in_pieces<T: Real>(
+/// Runs `job` over all tracks of `z` at once (splitting the batch would cost a copy of
+/// every output); returns the estimates the job writes (filtered for `filter`, smoothed
+/// for `smooth`) and the total log-likelihood.
+pub fn estimate<T: Real>(
     device: Device,
     model: &Model,
     z: &Measurements<T>,
     job: Job,
-    progress: &Progress,
 ) -> kestrel::Result<(Estimates<T>, f64)> {
-    let per_piece = (PIECE / z.steps.max(1)).max(1);
-    let run_one = |zp: &Measurements<T>| -> kestrel::Result<(Estimates<T>, f64)> {
-        match job {
-            Job::Filter(m) => {
-                let f =
-                    kestrel::filter_on(device, model, zp, m, &FilterOptions::default())?.filtered;
-                let ll = f.total_loglik();
-                Ok((f, ll))
-            }
-            Job::Smooth(m) => {
-                let (f, s) = kestrel::smooth_on(device, model, zp, m)?;
-                Ok((s, f.total_loglik()))
-            }
+    match job {
+        Job::Filter(m) => {
+            let f = kestrel::filter_on(device, model, z, m, &FilterOptions::default())?.filtered;
+            let ll = f.total_loglik();
+            Ok((f, ll))
         }
-    };
-    if z.tracks <= 2 * per_piece {
-        let r = run_one(z)?;
-        progress.inc(z.tracks);
-        return Ok(r);
-    }
-    let nx = model.nx();
-    let (b, t, ny) = (z.tracks, z.steps, z.ny);
-    let mut out: Option<Estimates<T>> = None;
-    let mut loglik = 0.0;
-    for b0 in (0..b).step_by(per_piece) {
-        let b1 = (b0 + per_piece).min(b);
-        let zp = Measurements::new(b1 - b0, t, ny, z.data[b0 * t * ny..b1 * t * ny].to_vec())?;
-        let (e, ll) = run_one(&zp).map_err(|e| shift_track(e, b0))?;
-        loglik += ll;
-        let o = out.get_or_insert_with(|| Estimates {
-            tracks: b,
-            steps: t,
-            nx,
-            mean: Vec::with_capacity(b * t * nx),
-            cov: Vec::with_capacity(b * t * nx * nx),
-            loglik: e.loglik.as_ref().map(|_| Vec::with_capacity(b * t)),
-        });
-        o.mean.extend_from_slice(&e.mean);
-        o.cov.extend_from_slice(&e.cov);
-        if let (Some(all), Some(l)) = (&mut o.loglik, &e.loglik) {
-            all.extend_from_slice(l);
+        Job::Smooth(m) => {
+            let (f, s) = kestrel::smooth_on(device, model, z, m)?;
+            Ok((s, f.total_loglik()))
         }
-        progress.inc(b1 - b0);
-    }
-    // At least one piece ran: b > 2 * per_piece > 0.
-    Ok((out.expect("at least one piece"), loglik))
-}
-
-/// Track numbers in errors of a piece are relative to the piece.
-fn shift_track(e: kestrel::Error, by: usize) -> kestrel::Error {
-    match e {
-        kestrel::Error::NotPositiveDefinite { track, step, what } => {
-            kestrel::Error::NotPositiveDefinite {
-                track: track + by,
-                step,
-                what,
-            }
-        }
-        other => other,
     }
 }

@@ -93,24 +93,26 @@ pub fn rate(n: usize, secs: f64) -> String {
     format!("{:.3e} target-steps/s", n as f64 / secs.max(1e-12))
 }
 
-/// A progress bar on stderr that appears only once the job has run for a second, and
-/// never when stderr is not a terminal.
+/// A progress display on stderr (a spinner with the phase, or a bar over tracks) that
+/// appears only once the job has run for a second, and never when stderr is not a
+/// terminal.
 pub struct Progress {
     bar: ProgressBar,
     reveal: Option<(mpsc::Sender<()>, std::thread::JoinHandle<()>)>,
 }
 
+fn style(template: &str) -> ProgressStyle {
+    // The templates are constants known to be valid.
+    ProgressStyle::with_template(template)
+        .expect("a valid progress template")
+        .progress_chars("=> ")
+}
+
 impl Progress {
-    /// A bar over `len` units (0: a spinner until [`Progress::set_length`]).
+    /// Starts with a spinner showing `msg`.
     pub fn new(msg: &'static str) -> Progress {
         let bar = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::hidden());
-        // The template is a constant known to be valid.
-        let style = ProgressStyle::with_template(
-            "{spinner} {msg:<10} [{bar:32}] {pos}/{len} tracks  {elapsed}",
-        )
-        .expect("a valid progress template")
-        .progress_chars("=> ");
-        bar.set_style(style);
+        bar.set_style(style("{spinner} {msg} {elapsed}"));
         bar.set_message(msg);
         let (tx, rx) = mpsc::channel::<()>();
         let shown = bar.clone();
@@ -126,11 +128,19 @@ impl Progress {
         }
     }
 
-    pub fn set_length(&self, len: usize) {
-        self.bar.set_length(len as u64);
+    /// A phase without a count: a spinner and the elapsed time.
+    pub fn phase(&self, msg: &'static str) {
+        self.bar.set_style(style("{spinner} {msg} {elapsed}"));
+        self.bar.set_message(msg);
     }
 
-    pub fn phase(&self, msg: &'static str) {
+    /// A phase over `tracks` tracks, advanced with [`Progress::inc`].
+    pub fn tracks(&self, msg: &'static str, tracks: usize) {
+        self.bar.set_style(style(
+            "{spinner} {msg} [{bar:32}] {pos}/{len} tracks  {elapsed}",
+        ));
+        self.bar.set_length(tracks as u64);
+        self.bar.set_position(0);
         self.bar.set_message(msg);
     }
 
@@ -138,7 +148,7 @@ impl Progress {
         self.bar.inc(n as u64);
     }
 
-    /// Removes the bar.
+    /// Removes the display.
     pub fn finish(mut self) {
         self.close();
     }

@@ -424,8 +424,15 @@ fn format_rows(
 }
 
 /// Formats the rows of all tracks in parallel pieces and writes them in order after
-/// `header`, atomically.
-fn write_rows<F>(path: &Path, header: String, tracks: usize, steps: usize, per_row: F) -> Result<()>
+/// `header`, atomically; `tick` hears how many tracks each group wrote.
+fn write_rows<F>(
+    path: &Path,
+    header: String,
+    tracks: usize,
+    steps: usize,
+    per_row: F,
+    tick: &(dyn Fn(usize) + Sync),
+) -> Result<()>
 where
     F: Fn(&mut Vec<u8>, usize, usize) + Sync,
 {
@@ -451,6 +458,7 @@ where
             for b in bufs {
                 w.write_all(&b)?;
             }
+            tick(g1 - g0);
             g0 = g1;
         }
         Ok(())
@@ -471,13 +479,20 @@ pub(super) fn write_series<T: Real>(
         header += &format!(",{prefix}{j}");
     }
     header.push('\n');
-    write_rows(path, header, tracks, steps, |buf, b, k| {
-        let o = (b * steps + k) * n;
-        for &v in &data[o..o + n] {
-            buf.push(b',');
-            push_value(buf, v);
-        }
-    })
+    write_rows(
+        path,
+        header,
+        tracks,
+        steps,
+        |buf, b, k| {
+            let o = (b * steps + k) * n;
+            for &v in &data[o..o + n] {
+                buf.push(b',');
+                push_value(buf, v);
+            }
+        },
+        &|_| {},
+    )
 }
 
 /// The CSV header of estimates: `track,t,x0..,P00..` (`P{i}_{j}` when `nx > 10`), and
@@ -505,16 +520,27 @@ pub(super) fn estimates_header(nx: usize, loglik: bool) -> String {
 
 /// Writes estimates: means, full row-major covariances, and the log-likelihood column
 /// when the estimates carry one.
-pub(super) fn write_estimates<T: Real>(path: &Path, est: &Estimates<T>) -> Result<()> {
+pub(super) fn write_estimates<T: Real>(
+    path: &Path,
+    est: &Estimates<T>,
+    tick: &(dyn Fn(usize) + Sync),
+) -> Result<()> {
     let header = estimates_header(est.nx, est.loglik.is_some());
-    write_rows(path, header, est.tracks, est.steps, |buf, b, k| {
-        for &v in est.mean_at(b, k).iter().chain(est.cov_at(b, k)) {
-            buf.push(b',');
-            push_value(buf, v);
-        }
-        if let Some(ll) = &est.loglik {
-            buf.push(b',');
-            push_value(buf, ll[b * est.steps + k]);
-        }
-    })
+    write_rows(
+        path,
+        header,
+        est.tracks,
+        est.steps,
+        |buf, b, k| {
+            for &v in est.mean_at(b, k).iter().chain(est.cov_at(b, k)) {
+                buf.push(b',');
+                push_value(buf, v);
+            }
+            if let Some(ll) = &est.loglik {
+                buf.push(b',');
+                push_value(buf, ll[b * est.steps + k]);
+            }
+        },
+        tick,
+    )
 }

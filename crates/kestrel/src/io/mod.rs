@@ -104,7 +104,8 @@ pub(crate) fn map_file(path: &Path, expected: &str) -> Result<memmap2::Mmap> {
     // SAFETY: the map is read-only and lives only while a reader parses it. Another
     // process truncating the file meanwhile is outside what any reader can defend
     // against (as with every memory-mapped reader).
-    unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(path, e))
+    // Populating the map up front costs one pass instead of a page fault per page.
+    unsafe { memmap2::MmapOptions::new().populate().map(&file) }.map_err(|e| Error::io(path, e))
 }
 
 /// Reads measurements from a `.csv` or `.npy` file into precision `T`.
@@ -173,8 +174,18 @@ fn write_series<T: Real>(
 /// Writes estimates as `.csv` or `.npz` (see the module documentation). The
 /// log-likelihood column / array is written when the estimates carry one.
 pub fn write_estimates<T: Real>(path: &Path, est: &Estimates<T>) -> Result<()> {
+    write_estimates_with_progress(path, est, &|_| {})
+}
+
+/// Like [`write_estimates`]; `tick(n)` is called each time `n` more tracks are written
+/// (CSV only: an `.npz` is written in one go).
+pub fn write_estimates_with_progress<T: Real>(
+    path: &Path,
+    est: &Estimates<T>,
+    tick: &(dyn Fn(usize) + Sync),
+) -> Result<()> {
     match Format::of(path, ESTIMATE_FORMATS)? {
-        Format::Csv => csv::write_estimates(path, est),
+        Format::Csv => csv::write_estimates(path, est, tick),
         _ => npy::write_estimates(path, est),
     }
 }
