@@ -101,7 +101,12 @@ pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
             let t0 = Instant::now();
             let zr: Measurements<f64> = io::read_measurements(&npy)?;
             let t1 = Instant::now();
-            let (est, _) = estimate(Device::Cpu, &model, &zr, Job::Filter(FilterMethod::Sequential))?;
+            let (est, _) = estimate(
+                Device::Cpu,
+                &model,
+                &zr,
+                Job::Filter(FilterMethod::Sequential),
+            )?;
             let t2 = Instant::now();
             io::write_estimates(&npz, &est)?;
             let t3 = Instant::now();
