@@ -29,6 +29,18 @@ pub(crate) fn filled<T: Copy + Send + Sync>(n: usize, value: T) -> Vec<T> {
     v
 }
 
+/// A vector of `n` zeros straight from the allocator (fresh, untouched pages for large
+/// sizes: no fill pass; the pages are faulted in, as huge pages where possible, by
+/// whoever writes them first). For outputs that a path writes completely.
+pub(crate) fn zeroed<T: crate::linalg::Real>(n: usize) -> Vec<T> {
+    let mut v = vec![T::zero(); n];
+    let bytes = n.saturating_mul(std::mem::size_of::<T>());
+    if bytes >= LARGE {
+        advise_huge_pages(v.as_mut_ptr() as usize, bytes);
+    }
+    v
+}
+
 #[cfg(target_os = "linux")]
 fn advise_huge_pages(addr: usize, bytes: usize) {
     const HUGE: usize = 2 << 20;

@@ -115,6 +115,19 @@ impl<T: Real> Estimates<T> {
         }
     }
 
+    /// Allocates zeroed estimates without touching the memory (see `alloc::zeroed`): for
+    /// paths that write every element.
+    pub(crate) fn zeroed(tracks: usize, steps: usize, nx: usize, with_loglik: bool) -> Self {
+        Estimates {
+            tracks,
+            steps,
+            nx,
+            mean: alloc::zeroed(tracks * steps * nx),
+            cov: alloc::zeroed(tracks * steps * nx * nx),
+            loglik: with_loglik.then(|| alloc::zeroed(tracks * steps)),
+        }
+    }
+
     /// Reshapes for reuse: buffers keep their allocation; entries added by growing are
     /// NaN, entries already there keep stale values until overwritten.
     pub fn reshape(&mut self, tracks: usize, steps: usize, nx: usize, with_loglik: bool) {
