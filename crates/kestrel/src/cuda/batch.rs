@@ -48,7 +48,13 @@ impl<T: Real> DeviceBatch<T> {
             smoothed,
         };
         let slot = Slot::new(&gpu, z.tracks, shape, gpu.stream.clone())?;
-        htod(&slot.stream, &z.data, &slot.z, 0, "copying measurements to the GPU")?;
+        htod(
+            &slot.stream,
+            &z.data,
+            &slot.z,
+            0,
+            "copying measurements to the GPU",
+        )?;
         slot.clear_err()?;
         super::gpu::sync(&slot.stream, "uploading measurements")?;
         Ok(DeviceBatch {
@@ -98,7 +104,8 @@ impl<T: Real> DeviceBatch<T> {
     /// device time in seconds.
     pub fn smooth(&self) -> Result<f64> {
         let t = self.timed(|s| s.slot.smooth(&s.k, &s.params, s.tracks))?;
-        self.slot.check_err(0, "predicted covariance P(k+1|k) in the smoother")?;
+        self.slot
+            .check_err(0, "predicted covariance P(k+1|k) in the smoother")?;
         Ok(t)
     }
 

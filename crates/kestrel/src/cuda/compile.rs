@@ -8,6 +8,7 @@
 //! it is ignored (the kernels are compiled again); `KESTREL_CUDA_CACHE=0` turns it off.
 
 use crate::error::{Error, Result};
+use crate::linalg::Real;
 use crate::model::Model;
 use std::ffi::{CStr, CString};
 use std::path::PathBuf;
@@ -58,7 +59,9 @@ fn literal(v: f64) -> String {
 }
 
 fn constexpr_fn(name: &str, vals: &[f64]) -> String {
-    let mut s = format!("__device__ __forceinline__ constexpr double {name}(int i) {{\n    switch (i) {{\n");
+    let mut s = format!(
+        "__device__ __forceinline__ constexpr double {name}(int i) {{\n    switch (i) {{\n"
+    );
     for (i, v) in vals.iter().enumerate() {
         if *v != 0.0 {
             s += &format!("        case {i}: return {};\n", literal(*v));
@@ -99,8 +102,9 @@ pub(crate) fn prelude(nx: usize, ny: usize, dtype: &str, baked: Option<&Model>) 
     s
 }
 
-/// The whole translation unit for one module.
-pub(crate) fn source(nx: usize, ny: usize, dtype: &str, baked: Option<&Model>) -> String {
+/// The whole translation unit for one module: the prelude (dimensions, scalar type,
+/// `baked` model numbers) and the kernel files.
+pub fn source(nx: usize, ny: usize, dtype: &str, baked: Option<&Model>) -> String {
     let mut s = prelude(nx, ny, dtype, baked);
     for (name, text) in SOURCES {
         s += &format!("// ---- {name}\n");
@@ -127,7 +131,10 @@ fn nvrtc_version() -> (i32, i32) {
 }
 
 fn cache_dir() -> Option<PathBuf> {
-    if std::env::var("KESTREL_CUDA_CACHE").map(|v| v == "0").unwrap_or(false) {
+    if std::env::var("KESTREL_CUDA_CACHE")
+        .map(|v| v == "0")
+        .unwrap_or(false)
+    {
         return None;
     }
     if let Some(d) = std::env::var_os("KESTREL_CACHE_DIR") {
@@ -173,9 +180,15 @@ pub(crate) fn compile(src: &str, cc: (i32, i32), what: &str) -> Result<Image> {
 }
 
 fn write_cache(f: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = f.parent().ok_or_else(|| std::io::Error::other("no parent"))?;
+    let dir = f
+        .parent()
+        .ok_or_else(|| std::io::Error::other("no parent"))?;
     std::fs::create_dir_all(dir)?;
-    let tmp = dir.join(format!(".tmp-{}-{:?}", std::process::id(), std::thread::current().id()));
+    let tmp = dir.join(format!(
+        ".tmp-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
     std::fs::write(&tmp, bytes)?;
     std::fs::rename(&tmp, f)
 }
@@ -187,7 +200,9 @@ fn nvrtc_err(what: &str, step: &str, e: impl std::fmt::Debug) -> Error {
 fn program_log(prog: cudarc::nvrtc::sys::nvrtcProgram) -> String {
     // SAFETY: `prog` is a live program; the log is NUL-terminated.
     match unsafe { cudarc::nvrtc::result::get_program_log(prog) } {
-        Ok(raw) => unsafe { CStr::from_ptr(raw.as_ptr()) }.to_string_lossy().into_owned(),
+        Ok(raw) => unsafe { CStr::from_ptr(raw.as_ptr()) }
+            .to_string_lossy()
+            .into_owned(),
         Err(e) => format!("(no log: {e:?})"),
     }
 }
@@ -196,7 +211,8 @@ fn nvrtc_compile(src: &str, opts: &[String], what: &str) -> Result<Image> {
     use cudarc::nvrtc::{result, sys};
     let csrc = CString::new(src).map_err(|e| nvrtc_err(what, "source", e))?;
     let name = CString::new(format!("{what}.cu")).map_err(|e| nvrtc_err(what, "name", e))?;
-    let prog = result::create_program(&csrc, Some(&name)).map_err(|e| nvrtc_err(what, "create", e))?;
+    let prog =
+        result::create_program(&csrc, Some(&name)).map_err(|e| nvrtc_err(what, "create", e))?;
     struct Guard(sys::nvrtcProgram);
     impl Drop for Guard {
         fn drop(&mut self) {
@@ -219,7 +235,9 @@ fn nvrtc_compile(src: &str, opts: &[String], what: &str) -> Result<Image> {
         .result()
         .map_err(|e| nvrtc_err(what, "cubin size", e))?;
     if size == 0 {
-        return Err(Error::Cuda(format!("NVRTC produced no cubin for module {what}; log:\n{log}")));
+        return Err(Error::Cuda(format!(
+            "NVRTC produced no cubin for module {what}; log:\n{log}"
+        )));
     }
     let mut bytes = vec![0u8; size];
     // SAFETY: `bytes` has the size NVRTC reported.
@@ -229,18 +247,45 @@ fn nvrtc_compile(src: &str, opts: &[String], what: &str) -> Result<Image> {
     Ok(Image { bytes, log })
 }
 
+/// The model as the kernels' `ModelParams` struct: F, Q, H, R, u, d, x0, P0, row-major,
+/// in the working precision (kernels/common.cuh).
+pub fn model_params<T: Real>(m: &Model) -> Vec<T> {
+    let mut v = Vec::new();
+    for mat in [&m.f, &m.q, &m.h, &m.r] {
+        for i in 0..mat.nrows() {
+            for j in 0..mat.ncols() {
+                v.push(T::of(mat[(i, j)]));
+            }
+        }
+    }
+    v.extend(m.u.iter().map(|x| T::of(*x)));
+    v.extend(m.d.iter().map(|x| T::of(*x)));
+    v.extend(m.prior.x0.iter().map(|x| T::of(*x)));
+    let p0 = &m.prior.p0;
+    for i in 0..p0.nrows() {
+        for j in 0..p0.ncols() {
+            v.push(T::of(p0[(i, j)]));
+        }
+    }
+    v
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn baked_prelude_lists_nonzero_entries_only() {
-        let m = crate::model::constant_velocity(2, 1.0, 0.5, 1.0, 10.0).expect("a valid builder model");
+        let m =
+            crate::model::constant_velocity(2, 1.0, 0.5, 1.0, 10.0).expect("a valid builder model");
         let p = prelude(4, 2, "f32", Some(&m));
         assert!(p.contains("typedef float real;"));
         assert!(p.contains("#define KS_BAKED 1"));
         // F of a 2-D constant-velocity model has 6 non-zero entries.
-        let kf = p.split("constexpr double kF").nth(1).expect("kF is defined");
+        let kf = p
+            .split("constexpr double kF")
+            .nth(1)
+            .expect("kF is defined");
         let kf = kf.split("default").next().expect("switch has a default");
         assert_eq!(kf.matches("case").count(), 6, "{kf}");
         let g = prelude(3, 1, "f64", None);

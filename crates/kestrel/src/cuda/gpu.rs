@@ -6,11 +6,14 @@
 //! turned off: kestrel orders its work itself (one stream per pipeline slot, events
 //! between them) and frees device memory with `cuMemFree`, which waits for the device.
 
+pub(crate) use super::compile::model_params;
 use super::compile::{self, KERNELS};
 use crate::error::{Error, Result};
 use crate::linalg::Real;
 use crate::model::Model;
-use cudarc::driver::{result as cu, sys, CudaContext, CudaFunction, CudaModule, CudaStream, DriverError};
+use cudarc::driver::{
+    result as cu, sys, CudaContext, CudaFunction, CudaModule, CudaStream, DriverError,
+};
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -18,7 +21,10 @@ use std::sync::{Arc, Mutex, OnceLock};
 /// Turns a driver error into [`Error::Cuda`] naming `what` was being done.
 pub(crate) fn ck<T>(r: std::result::Result<T, DriverError>, what: &str) -> Result<T> {
     r.map_err(|e| {
-        let name = e.error_string().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        let name = e
+            .error_string()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
         Error::Cuda(format!("{what}: {:?} {name}", e.0))
     })
 }
@@ -80,7 +86,9 @@ pub(crate) fn libraries_missing() -> Option<String> {
 
 /// The device `ordinal`, opened once per process.
 pub(crate) fn gpu(ordinal: usize) -> Result<Arc<Gpu>> {
-    let mut reg = registry().lock().map_err(|_| Error::Cuda("device registry poisoned".into()))?;
+    let mut reg = registry()
+        .lock()
+        .map_err(|_| Error::Cuda("device registry poisoned".into()))?;
     if let Some(g) = reg.get(&ordinal) {
         return Ok(g.clone());
     }
@@ -96,7 +104,9 @@ fn open(ordinal: usize) -> Result<Gpu> {
     ck(cu::init(), "cuInit")?;
     let n = ck(cu::device::get_count(), "cuDeviceGetCount")?;
     if ordinal >= n.max(0) as usize {
-        return Err(Error::Unsupported(format!("there is no CUDA device {ordinal} ({n} found)")));
+        return Err(Error::Unsupported(format!(
+            "there is no CUDA device {ordinal} ({n} found)"
+        )));
     }
     let ctx = ck(CudaContext::new(ordinal), "creating the CUDA context")?;
     // SAFETY: kestrel synchronises its own streams (see the module documentation).
@@ -157,21 +167,32 @@ impl Gpu {
             dtype: T::NAME,
             baked: bake.then(|| model_hash(model)),
         };
-        let mut mods = self.modules.lock().map_err(|_| Error::Cuda("module cache poisoned".into()))?;
+        let mut mods = self
+            .modules
+            .lock()
+            .map_err(|_| Error::Cuda("module cache poisoned".into()))?;
         if let Some(k) = mods.get(&key) {
             return Ok(k.clone());
         }
-        let what = format!("kestrel-nx{nx}-ny{ny}-{}{}", T::NAME, if bake { "-baked" } else { "" });
+        let what = format!(
+            "kestrel-nx{nx}-ny{ny}-{}{}",
+            T::NAME,
+            if bake { "-baked" } else { "" }
+        );
         let src = compile::source(nx, ny, T::NAME, bake.then_some(model));
         let img = compile::compile(&src, self.cc, &what)?;
         self.bind()?;
         let module = ck(
-            self.ctx.load_module(cudarc::nvrtc::Ptx::from_binary(img.bytes.clone())),
+            self.ctx
+                .load_module(cudarc::nvrtc::Ptx::from_binary(img.bytes.clone())),
             &format!("loading module {what}"),
         )?;
         let mut funcs = HashMap::new();
         for k in KERNELS {
-            let f = ck(module.load_function(k), &format!("finding kernel {k} in module {what}"))?;
+            let f = ck(
+                module.load_function(k),
+                &format!("finding kernel {k} in module {what}"),
+            )?;
             funcs.insert(k, f);
         }
         let k = Arc::new(Kernels {
@@ -187,29 +208,6 @@ impl Gpu {
     pub fn mem_info(&self) -> Result<(usize, usize)> {
         ck(self.ctx.mem_get_info(), "cuMemGetInfo")
     }
-}
-
-/// The model as the kernels' `ModelParams` struct: F, Q, H, R, u, d, x0, P0, row-major,
-/// in the working precision (kernels/common.cuh).
-pub(crate) fn model_params<T: Real>(m: &Model) -> Vec<T> {
-    let mut v = Vec::new();
-    for mat in [&m.f, &m.q, &m.h, &m.r] {
-        for i in 0..mat.nrows() {
-            for j in 0..mat.ncols() {
-                v.push(T::of(mat[(i, j)]));
-            }
-        }
-    }
-    v.extend(m.u.iter().map(|x| T::of(*x)));
-    v.extend(m.d.iter().map(|x| T::of(*x)));
-    v.extend(m.prior.x0.iter().map(|x| T::of(*x)));
-    let p0 = &m.prior.p0;
-    for i in 0..p0.nrows() {
-        for j in 0..p0.ncols() {
-            v.push(T::of(p0[(i, j)]));
-        }
-    }
-    v
 }
 
 /// Device memory of `len` values of `T`, freed on drop (`cuMemFree` waits for the device).
@@ -229,7 +227,10 @@ impl<T> DevBuf<T> {
         gpu.bind()?;
         let bytes = len.max(1) * std::mem::size_of::<T>();
         // SAFETY: a plain allocation; the context is bound.
-        let ptr = ck(unsafe { cu::malloc_sync(bytes) }, &format!("allocating {bytes} bytes for {what}"))?;
+        let ptr = ck(
+            unsafe { cu::malloc_sync(bytes) },
+            &format!("allocating {bytes} bytes for {what}"),
+        )?;
         Ok(DevBuf {
             ptr,
             len,
@@ -251,7 +252,14 @@ impl<T> DevBuf<T> {
     pub fn poison(&self, stream: &CudaStream) -> Result<()> {
         // SAFETY: the range is inside the allocation.
         ck(
-            unsafe { cu::memset_d8_async(self.ptr, 0xff, self.len * std::mem::size_of::<T>(), stream.cu_stream()) },
+            unsafe {
+                cu::memset_d8_async(
+                    self.ptr,
+                    0xff,
+                    self.len * std::mem::size_of::<T>(),
+                    stream.cu_stream(),
+                )
+            },
             "poisoning a buffer",
         )
     }
@@ -281,8 +289,10 @@ impl<T: Copy + Default> Pinned<T> {
         gpu.bind()?;
         let bytes = len.max(1) * std::mem::size_of::<T>();
         // SAFETY: a plain page-locked allocation, then initialised below.
-        let ptr = ck(unsafe { cu::malloc_host(bytes, 0) }, &format!("allocating {bytes} bytes of pinned host memory"))?
-            as *mut T;
+        let ptr = ck(
+            unsafe { cu::malloc_host(bytes, 0) },
+            &format!("allocating {bytes} bytes of pinned host memory"),
+        )? as *mut T;
         // SAFETY: the allocation holds `len` values and is exclusively ours.
         unsafe { std::slice::from_raw_parts_mut(ptr, len) }.fill(T::default());
         Ok(Pinned {
@@ -310,21 +320,45 @@ impl<T> Drop for Pinned<T> {
 }
 
 /// Asynchronous host-to-device copy of `src` to `dst` (element offset `at`).
-pub(crate) fn htod<T>(stream: &CudaStream, src: &[T], dst: &DevBuf<T>, at: usize, what: &str) -> Result<()> {
+pub(crate) fn htod<T>(
+    stream: &CudaStream,
+    src: &[T],
+    dst: &DevBuf<T>,
+    at: usize,
+    what: &str,
+) -> Result<()> {
     if at + src.len() > dst.len() {
-        return Err(Error::Cuda(format!("{what}: copy of {} values past the end of a buffer", src.len())));
+        return Err(Error::Cuda(format!(
+            "{what}: copy of {} values past the end of a buffer",
+            src.len()
+        )));
     }
     // SAFETY: bounds checked; the caller keeps `src` alive until the stream passes.
-    ck(unsafe { cu::memcpy_htod_async(dst.at(at), src, stream.cu_stream()) }, what)
+    ck(
+        unsafe { cu::memcpy_htod_async(dst.at(at), src, stream.cu_stream()) },
+        what,
+    )
 }
 
 /// Asynchronous device-to-host copy of `dst.len()` values from `src` (element offset `at`).
-pub(crate) fn dtoh<T>(stream: &CudaStream, src: &DevBuf<T>, at: usize, dst: &mut [T], what: &str) -> Result<()> {
+pub(crate) fn dtoh<T>(
+    stream: &CudaStream,
+    src: &DevBuf<T>,
+    at: usize,
+    dst: &mut [T],
+    what: &str,
+) -> Result<()> {
     if at + dst.len() > src.len() {
-        return Err(Error::Cuda(format!("{what}: copy of {} values past the end of a buffer", dst.len())));
+        return Err(Error::Cuda(format!(
+            "{what}: copy of {} values past the end of a buffer",
+            dst.len()
+        )));
     }
     // SAFETY: bounds checked; the caller keeps `dst` alive until the stream passes.
-    ck(unsafe { cu::memcpy_dtoh_async(dst, src.at(at), stream.cu_stream()) }, what)
+    ck(
+        unsafe { cu::memcpy_dtoh_async(dst, src.at(at), stream.cu_stream()) },
+        what,
+    )
 }
 
 /// A kernel argument: its value, kept alive until the launch.
@@ -366,7 +400,16 @@ pub(crate) fn launch(
     }
     // SAFETY: the argument list matches the kernel's signature (the callers in this
     // module pass them in the order of kernels/*.cu); values outlive the call.
-    let r = unsafe { cu::launch_kernel(f.cu_function(), grid, block, 0, stream.cu_stream(), &mut ptrs) };
+    let r = unsafe {
+        cu::launch_kernel(
+            f.cu_function(),
+            grid,
+            block,
+            0,
+            stream.cu_stream(),
+            &mut ptrs,
+        )
+    };
     ck(r, &format!("launching kernel {name}"))
 }
 

@@ -132,11 +132,21 @@ pub fn device_info(ordinal: usize) -> Result<((i32, i32), usize)> {
 /// `ordinal`; returns NVRTC's log (empty when the module came from a cache). A failure
 /// carries NVRTC's full log.
 pub fn compile_kernels<T: Real>(ordinal: usize, model: &Model, bake_model: bool) -> Result<String> {
-    catch(|| Ok(gpu::gpu(ordinal)?.kernels::<T>(model, bake_model)?.log.clone()))
+    catch(|| {
+        Ok(gpu::gpu(ordinal)?
+            .kernels::<T>(model, bake_model)?
+            .log
+            .clone())
+    })
 }
 
 /// Batched Kalman filter on GPU `ordinal` with the default [`CudaOptions`].
-pub fn filter<T: Real>(ordinal: usize, model: &Model, z: &Measurements<T>, opts: &FilterOptions) -> Result<FilterOutput<T>> {
+pub fn filter<T: Real>(
+    ordinal: usize,
+    model: &Model,
+    z: &Measurements<T>,
+    opts: &FilterOptions,
+) -> Result<FilterOutput<T>> {
     filter_with(ordinal, model, z, opts, &CudaOptions::default())
 }
 
@@ -153,7 +163,11 @@ pub fn filter_with<T: Real>(
 }
 
 /// Batched RTS smoother on GPU `ordinal` over filtered estimates (all steps kept).
-pub fn smooth_filtered<T: Real>(ordinal: usize, model: &Model, filtered: &Estimates<T>) -> Result<Estimates<T>> {
+pub fn smooth_filtered<T: Real>(
+    ordinal: usize,
+    model: &Model,
+    filtered: &Estimates<T>,
+) -> Result<Estimates<T>> {
     smooth_filtered_with(ordinal, model, filtered, &CudaOptions::default())
 }
 

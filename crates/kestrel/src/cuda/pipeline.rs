@@ -14,10 +14,18 @@ use crate::linalg::Real;
 use crate::model::Model;
 
 /// Checks what the CPU reference checks, with the same messages.
-pub(crate) fn check_input<T: Real>(model: &Model, z: &Measurements<T>, opts: &FilterOptions) -> Result<()> {
+pub(crate) fn check_input<T: Real>(
+    model: &Model,
+    z: &Measurements<T>,
+    opts: &FilterOptions,
+) -> Result<()> {
     if z.ny != model.ny() {
         return Err(Error::Input {
-            msg: format!("measurements have {} components, the model measures {}", z.ny, model.ny()),
+            msg: format!(
+                "measurements have {} components, the model measures {}",
+                z.ny,
+                model.ny()
+            ),
         });
     }
     z.check_finite()?;
@@ -32,7 +40,10 @@ pub(crate) fn check_input<T: Real>(model: &Model, z: &Measurements<T>, opts: &Fi
         });
     }
     if z.steps > i32::MAX as usize {
-        return Err(Error::Unsupported(format!("{} steps exceed the CUDA kernels' limit", z.steps)));
+        return Err(Error::Unsupported(format!(
+            "{} steps exceed the CUDA kernels' limit",
+            z.steps
+        )));
     }
     Ok(())
 }
@@ -46,7 +57,10 @@ fn drive<T: Real>(
     mut enqueue: impl FnMut(&Slot<T>, usize, usize) -> Result<()>,
     mut finish: impl FnMut(&Slot<T>, usize, usize) -> Result<()>,
 ) -> Result<()> {
-    let chunks: Vec<(usize, usize)> = (0..tracks).step_by(cap.max(1)).map(|b0| (b0, cap.min(tracks - b0))).collect();
+    let chunks: Vec<(usize, usize)> = (0..tracks)
+        .step_by(cap.max(1))
+        .map(|b0| (b0, cap.min(tracks - b0)))
+        .collect();
     let ns = slots.len();
     let mut run = || -> Result<()> {
         for (i, &(b0, nb)) in chunks.iter().enumerate() {
@@ -75,7 +89,12 @@ fn drive<T: Real>(
 }
 
 /// One slot for the whole batch when it fits the budget, else two of a chunk each.
-fn make_slots<T: Real>(gpu: &Gpu, tracks: usize, shape: Shape, opts: &CudaOptions) -> Result<(usize, Vec<Slot<T>>)> {
+fn make_slots<T: Real>(
+    gpu: &Gpu,
+    tracks: usize,
+    shape: Shape,
+    opts: &CudaOptions,
+) -> Result<(usize, Vec<Slot<T>>)> {
     let per = shape.bytes_per_track(std::mem::size_of::<T>());
     let budget = budget(gpu, opts)?;
     let whole = chunk_tracks(tracks, per, 1, budget);
@@ -118,12 +137,18 @@ pub(crate) fn filter<T: Real>(
         kept,
         last,
         predicted: opts.predicted,
-        layout: if opts.predicted { OutputLayout::Host } else { copts.layout },
+        layout: if opts.predicted {
+            OutputLayout::Host
+        } else {
+            copts.layout
+        },
         smoothed: false,
     };
     let (cap, slots) = make_slots::<T>(gpu, z.tracks, shape, copts)?;
     let mut est = Estimates::nan(z.tracks, kept, nx, true);
-    let mut pred = opts.predicted.then(|| Estimates::<T>::nan(z.tracks, t, nx, false));
+    let mut pred = opts
+        .predicted
+        .then(|| Estimates::<T>::nan(z.tracks, t, nx, false));
     let _ = cap;
     drive(
         z.tracks,
@@ -134,18 +159,57 @@ pub(crate) fn filter<T: Real>(
             if copts.poison {
                 s.poison()?;
             }
-            htod(&s.stream, &z.data[b0 * t * ny..(b0 + nb) * t * ny], &s.z, 0, "copying measurements to the GPU")?;
+            htod(
+                &s.stream,
+                &z.data[b0 * t * ny..(b0 + nb) * t * ny],
+                &s.z,
+                0,
+                "copying measurements to the GPU",
+            )?;
             s.filter(&k, &params, nb)?;
             s.to_host_layout(&k, nb)
         },
         |s, b0, nb| {
-            let ll = est.loglik.as_mut().ok_or_else(|| Error::Cuda("no log-likelihood buffer".into()))?;
-            dtoh(&s.stream, &s.mean, 0, &mut est.mean[b0 * kept * nx..(b0 + nb) * kept * nx], "copying means")?;
-            dtoh(&s.stream, &s.cov, 0, &mut est.cov[b0 * kept * nx * nx..(b0 + nb) * kept * nx * nx], "copying covariances")?;
-            dtoh(&s.stream, &s.ll, 0, &mut ll[b0 * kept..(b0 + nb) * kept], "copying log-likelihoods")?;
+            let ll = est
+                .loglik
+                .as_mut()
+                .ok_or_else(|| Error::Cuda("no log-likelihood buffer".into()))?;
+            dtoh(
+                &s.stream,
+                &s.mean,
+                0,
+                &mut est.mean[b0 * kept * nx..(b0 + nb) * kept * nx],
+                "copying means",
+            )?;
+            dtoh(
+                &s.stream,
+                &s.cov,
+                0,
+                &mut est.cov[b0 * kept * nx * nx..(b0 + nb) * kept * nx * nx],
+                "copying covariances",
+            )?;
+            dtoh(
+                &s.stream,
+                &s.ll,
+                0,
+                &mut ll[b0 * kept..(b0 + nb) * kept],
+                "copying log-likelihoods",
+            )?;
             if let (Some(p), Some(pm), Some(pc)) = (pred.as_mut(), &s.pmean, &s.pcov) {
-                dtoh(&s.stream, pm, 0, &mut p.mean[b0 * t * nx..(b0 + nb) * t * nx], "copying predicted means")?;
-                dtoh(&s.stream, pc, 0, &mut p.cov[b0 * t * nx * nx..(b0 + nb) * t * nx * nx], "copying predicted covariances")?;
+                dtoh(
+                    &s.stream,
+                    pm,
+                    0,
+                    &mut p.mean[b0 * t * nx..(b0 + nb) * t * nx],
+                    "copying predicted means",
+                )?;
+                dtoh(
+                    &s.stream,
+                    pc,
+                    0,
+                    &mut p.cov[b0 * t * nx * nx..(b0 + nb) * t * nx * nx],
+                    "copying predicted covariances",
+                )?;
             }
             s.check_err(b0, "innovation covariance S")
         },
@@ -166,7 +230,10 @@ pub(crate) fn smooth_filtered<T: Real>(
     let nx = model.nx();
     if filtered.nx != nx {
         return Err(Error::Input {
-            msg: format!("estimates have {} state components, the model has {nx}", filtered.nx),
+            msg: format!(
+                "estimates have {} state components, the model has {nx}",
+                filtered.nx
+            ),
         });
     }
     let t = filtered.steps;
@@ -196,13 +263,37 @@ pub(crate) fn smooth_filtered<T: Real>(
         &slots,
         |s, b0, nb| {
             s.clear_err()?;
-            htod(&s.stream, &filtered.mean[b0 * m1..(b0 + nb) * m1], &s.mean, 0, "copying filtered means to the GPU")?;
-            htod(&s.stream, &filtered.cov[b0 * c1..(b0 + nb) * c1], &s.cov, 0, "copying filtered covariances to the GPU")?;
+            htod(
+                &s.stream,
+                &filtered.mean[b0 * m1..(b0 + nb) * m1],
+                &s.mean,
+                0,
+                "copying filtered means to the GPU",
+            )?;
+            htod(
+                &s.stream,
+                &filtered.cov[b0 * c1..(b0 + nb) * c1],
+                &s.cov,
+                0,
+                "copying filtered covariances to the GPU",
+            )?;
             s.smooth(&k, &params, nb)
         },
         |s, b0, nb| {
-            dtoh(&s.stream, &s.mean, 0, &mut out.mean[b0 * m1..(b0 + nb) * m1], "copying smoothed means")?;
-            dtoh(&s.stream, &s.cov, 0, &mut out.cov[b0 * c1..(b0 + nb) * c1], "copying smoothed covariances")?;
+            dtoh(
+                &s.stream,
+                &s.mean,
+                0,
+                &mut out.mean[b0 * m1..(b0 + nb) * m1],
+                "copying smoothed means",
+            )?;
+            dtoh(
+                &s.stream,
+                &s.cov,
+                0,
+                &mut out.cov[b0 * c1..(b0 + nb) * c1],
+                "copying smoothed covariances",
+            )?;
             s.check_err(b0, "predicted covariance P(k+1|k) in the smoother")
         },
     )?;
@@ -243,20 +334,59 @@ pub(crate) fn smooth<T: Real>(
             if copts.poison {
                 s.poison()?;
             }
-            htod(&s.stream, &z.data[b0 * t * ny..(b0 + nb) * t * ny], &s.z, 0, "copying measurements to the GPU")?;
+            htod(
+                &s.stream,
+                &z.data[b0 * t * ny..(b0 + nb) * t * ny],
+                &s.z,
+                0,
+                "copying measurements to the GPU",
+            )?;
             s.filter(&k, &params, nb)?;
             s.smooth(&k, &params, nb)
         },
         |s, b0, nb| {
-            let ll = f.loglik.as_mut().ok_or_else(|| Error::Cuda("no log-likelihood buffer".into()))?;
-            dtoh(&s.stream, &s.mean, 0, &mut f.mean[b0 * m1..(b0 + nb) * m1], "copying filtered means")?;
-            dtoh(&s.stream, &s.cov, 0, &mut f.cov[b0 * c1..(b0 + nb) * c1], "copying filtered covariances")?;
-            dtoh(&s.stream, &s.ll, 0, &mut ll[b0 * t..(b0 + nb) * t], "copying log-likelihoods")?;
+            let ll = f
+                .loglik
+                .as_mut()
+                .ok_or_else(|| Error::Cuda("no log-likelihood buffer".into()))?;
+            dtoh(
+                &s.stream,
+                &s.mean,
+                0,
+                &mut f.mean[b0 * m1..(b0 + nb) * m1],
+                "copying filtered means",
+            )?;
+            dtoh(
+                &s.stream,
+                &s.cov,
+                0,
+                &mut f.cov[b0 * c1..(b0 + nb) * c1],
+                "copying filtered covariances",
+            )?;
+            dtoh(
+                &s.stream,
+                &s.ll,
+                0,
+                &mut ll[b0 * t..(b0 + nb) * t],
+                "copying log-likelihoods",
+            )?;
             let (Some(smean), Some(scov)) = (&s.smean, &s.scov) else {
                 return Err(Error::Cuda("no smoothed buffers".into()));
             };
-            dtoh(&s.stream, smean, 0, &mut sm.mean[b0 * m1..(b0 + nb) * m1], "copying smoothed means")?;
-            dtoh(&s.stream, scov, 0, &mut sm.cov[b0 * c1..(b0 + nb) * c1], "copying smoothed covariances")?;
+            dtoh(
+                &s.stream,
+                smean,
+                0,
+                &mut sm.mean[b0 * m1..(b0 + nb) * m1],
+                "copying smoothed means",
+            )?;
+            dtoh(
+                &s.stream,
+                scov,
+                0,
+                &mut sm.cov[b0 * c1..(b0 + nb) * c1],
+                "copying smoothed covariances",
+            )?;
             s.check_err(b0, "covariance (filter or smoother)")
         },
     )?;

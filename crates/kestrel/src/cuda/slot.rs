@@ -79,8 +79,16 @@ impl<T: Real> Slot<T> {
             mean: buf(cap * s * nx, "filtered means")?,
             cov: buf(cap * s * nx * nx, "filtered covariances")?,
             ll: buf(cap * s, "log-likelihoods")?,
-            pmean: if shape.predicted { Some(buf(cap * t * nx, "predicted means")?) } else { None },
-            pcov: if shape.predicted { Some(buf(cap * t * nx * nx, "predicted covariances")?) } else { None },
+            pmean: if shape.predicted {
+                Some(buf(cap * t * nx, "predicted means")?)
+            } else {
+                None
+            },
+            pcov: if shape.predicted {
+                Some(buf(cap * t * nx * nx, "predicted covariances")?)
+            } else {
+                None
+            },
             soa: if shape.layout == OutputLayout::Soa {
                 Some((
                     buf(cap * s * nx, "means (SoA)")?,
@@ -90,8 +98,16 @@ impl<T: Real> Slot<T> {
             } else {
                 None
             },
-            smean: if shape.smoothed { Some(buf(cap * t * nx, "smoothed means")?) } else { None },
-            scov: if shape.smoothed { Some(buf(cap * t * nx * nx, "smoothed covariances")?) } else { None },
+            smean: if shape.smoothed {
+                Some(buf(cap * t * nx, "smoothed means")?)
+            } else {
+                None
+            },
+            scov: if shape.smoothed {
+                Some(buf(cap * t * nx * nx, "smoothed covariances")?)
+            } else {
+                None
+            },
             err: DevBuf::new(gpu, 1, "the error flag")?,
             stream,
         })
@@ -103,7 +119,10 @@ impl<T: Real> Slot<T> {
         for b in [&self.mean, &self.cov, &self.ll] {
             b.poison(st)?;
         }
-        for b in [&self.pmean, &self.pcov, &self.smean, &self.scov].into_iter().flatten() {
+        for b in [&self.pmean, &self.pcov, &self.smean, &self.scov]
+            .into_iter()
+            .flatten()
+        {
             b.poison(st)?;
         }
         if let Some((a, b, c)) = &self.soa {
@@ -122,7 +141,10 @@ impl<T: Real> Slot<T> {
     /// Enqueues the filter over the first `nb` tracks of `z`.
     pub fn filter(&self, k: &Kernels, params: &[T], nb: usize) -> Result<()> {
         if nb > self.cap {
-            return Err(Error::Cuda(format!("a chunk of {nb} tracks exceeds the slot's {}", self.cap)));
+            return Err(Error::Cuda(format!(
+                "a chunk of {nb} tracks exceeds the slot's {}",
+                self.cap
+            )));
         }
         let sh = self.shape;
         let name = match (sh.layout, sh.last, sh.predicted) {

@@ -9,7 +9,9 @@
 //! asynchronous: errors of the recursion (a covariance that lost positive definiteness)
 //! are reported by [`BatchTracker::synchronize`] and by the readers of the state.
 
-use super::gpu::{as_bytes, ck, grid_for, htod, launch, model_params, Arg, DevBuf, Gpu, Kernels, Pinned};
+use super::gpu::{
+    as_bytes, ck, grid_for, htod, launch, model_params, Arg, DevBuf, Gpu, Kernels, Pinned,
+};
 use super::slot::BLOCK;
 use super::CudaOptions;
 use crate::data::Estimates;
@@ -48,7 +50,10 @@ impl<T: Real> BatchTracker<T> {
     pub fn new(ordinal: usize, model: &Model, capacity: usize, opts: &CudaOptions) -> Result<Self> {
         if capacity == 0 || capacity > i32::MAX as usize {
             return Err(Error::Input {
-                msg: format!("tracker capacity must be between 1 and {}, got {capacity}", i32::MAX),
+                msg: format!(
+                    "tracker capacity must be between 1 and {}, got {capacity}",
+                    i32::MAX
+                ),
             });
         }
         let gpu = super::gpu::gpu(ordinal)?;
@@ -57,7 +62,10 @@ impl<T: Real> BatchTracker<T> {
         let np = nx * (nx + 1) / 2;
         let stream = ck(gpu.ctx.new_stream(), "creating the tracker's stream")?;
         let mk = |n: usize, what: &str| DevBuf::<T>::new(&gpu, n, what);
-        let mut pinned = [Pinned::<T>::new(&gpu, capacity * ny)?, Pinned::<T>::new(&gpu, capacity * ny)?];
+        let mut pinned = [
+            Pinned::<T>::new(&gpu, capacity * ny)?,
+            Pinned::<T>::new(&gpu, capacity * ny)?,
+        ];
         for p in pinned.iter_mut() {
             p.as_mut_slice().fill(T::nan());
         }
@@ -122,7 +130,17 @@ impl<T: Real> BatchTracker<T> {
     }
 
     fn enqueue_step(&self, parity: usize) -> Result<()> {
-        htod(&self.stream, self.pinned[parity].as_slice(), &self.z, 0, "copying measurements to the GPU")?;
+        htod(
+            &self.stream,
+            self.pinned[parity].as_slice(),
+            &self.z,
+            0,
+            "copying measurements to the GPU",
+        )?;
+        self.launch_step()
+    }
+
+    fn launch_step(&self) -> Result<()> {
         launch(
             &self.stream,
             &self.k,
@@ -147,11 +165,15 @@ impl<T: Real> BatchTracker<T> {
         let mut g = Vec::with_capacity(2);
         for parity in 0..2 {
             ck(
-                self.stream.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+                self.stream
+                    .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
                 "beginning a graph capture",
             )?;
             let r = self.enqueue_step(parity);
-            let graph = ck(self.stream.end_capture(sys::CUgraphInstantiate_flags(0)), "ending a graph capture")?;
+            let graph = ck(
+                self.stream.end_capture(sys::CUgraphInstantiate_flags(0)),
+                "ending a graph capture",
+            )?;
             r?;
             let graph = graph.ok_or_else(|| Error::Cuda("the captured graph is empty".into()))?;
             ck(graph.upload(), "uploading a graph")?;
@@ -168,7 +190,11 @@ impl<T: Real> BatchTracker<T> {
         let free: Vec<usize> = (0..self.cap).filter(|&i| !self.used[i]).take(n).collect();
         if free.len() < n {
             return Err(Error::Input {
-                msg: format!("cannot add {n} targets: {} of {} slots are free", free.len(), self.cap),
+                msg: format!(
+                    "cannot add {n} targets: {} of {} slots are free",
+                    free.len(),
+                    self.cap
+                ),
             });
         }
         self.set_slots(&free, true)?;
@@ -219,7 +245,11 @@ impl<T: Real> BatchTracker<T> {
                 "tracker_remove",
                 grid_for(n, BLOCK),
                 (BLOCK, 1, 1),
-                &[Arg::Ptr(d.ptr()), Arg::I32(n as i32), Arg::Ptr(self.status.ptr())],
+                &[
+                    Arg::Ptr(d.ptr()),
+                    Arg::I32(n as i32),
+                    Arg::Ptr(self.status.ptr()),
+                ],
             )?;
         }
         // The slot list is freed on return: wait for the kernel that reads it.
@@ -233,7 +263,10 @@ impl<T: Real> BatchTracker<T> {
     /// The page-locked buffer for the next step's measurements, `[capacity][ny]` (NaN =
     /// no measurement: predict only). Waits until the copy that last used it is done.
     pub fn staging(&mut self) -> Result<&mut [T]> {
-        ck(self.done[self.parity].synchronize(), "waiting for a staging buffer")?;
+        ck(
+            self.done[self.parity].synchronize(),
+            "waiting for a staging buffer",
+        )?;
         Ok(self.pinned[self.parity].as_mut_slice())
     }
 
@@ -250,16 +283,40 @@ impl<T: Real> BatchTracker<T> {
         Ok(())
     }
 
+    /// Runs one step on the measurements already on the device, without a copy: the
+    /// kernel alone, for measuring it apart from the transfers.
+    pub fn step_resident(&mut self) -> Result<()> {
+        self.launch_step()?;
+        self.steps += 1;
+        Ok(())
+    }
+
     /// Runs one step with `z`, `[capacity][ny]` (copied into the staging buffer first).
     pub fn step(&mut self, z: &[T]) -> Result<()> {
         let (cap, ny) = (self.cap, self.ny);
         if z.len() != cap * ny {
             return Err(Error::Input {
-                msg: format!("a step needs {cap} x {ny} = {} measurement values, got {}", cap * ny, z.len()),
+                msg: format!(
+                    "a step needs {cap} x {ny} = {} measurement values, got {}",
+                    cap * ny,
+                    z.len()
+                ),
             });
         }
         self.staging()?.copy_from_slice(z);
         self.step_staged()
+    }
+
+    /// Device seconds of `f` on the tracker's stream (CUDA events around it).
+    pub fn time_device(&mut self, f: impl FnOnce(&mut Self) -> Result<()>) -> Result<f64> {
+        let flags = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
+        let a = ck(self.gpu.ctx.new_event(flags), "creating an event")?;
+        let b = ck(self.gpu.ctx.new_event(flags), "creating an event")?;
+        ck(a.record(&self.stream), "recording an event")?;
+        f(self)?;
+        ck(b.record(&self.stream), "recording an event")?;
+        let ms = ck(a.elapsed_ms(&b), "reading an event timer")?;
+        Ok(f64::from(ms) * 1e-3)
     }
 
     /// Waits for every step so far and reports a failure of the recursion.
@@ -285,7 +342,9 @@ impl<T: Real> BatchTracker<T> {
         let mut e = Estimates::nan(cap, 1, nx, true);
         let mh = DevBuf::<T>::new(&self.gpu, cap * nx, "state means")?;
         let ch = DevBuf::<T>::new(&self.gpu, cap * nx * nx, "state covariances")?;
-        for (src, dst, comps, is_cov) in [(&self.x, &mh, nx, 0), (&self.p, &ch, nx * (nx + 1) / 2, 1)] {
+        for (src, dst, comps, is_cov) in
+            [(&self.x, &mh, nx, 0), (&self.p, &ch, nx * (nx + 1) / 2, 1)]
+        {
             let cols = if is_cov == 1 { nx * nx } else { comps };
             launch(
                 &self.stream,
@@ -304,9 +363,24 @@ impl<T: Real> BatchTracker<T> {
             )?;
         }
         super::gpu::dtoh(&self.stream, &mh, 0, &mut e.mean, "copying tracker means")?;
-        super::gpu::dtoh(&self.stream, &ch, 0, &mut e.cov, "copying tracker covariances")?;
-        let ll = e.loglik.as_mut().ok_or_else(|| Error::Cuda("no log-likelihood buffer".into()))?;
-        super::gpu::dtoh(&self.stream, &self.ll_total, 0, ll, "copying tracker log-likelihoods")?;
+        super::gpu::dtoh(
+            &self.stream,
+            &ch,
+            0,
+            &mut e.cov,
+            "copying tracker covariances",
+        )?;
+        let ll = e
+            .loglik
+            .as_mut()
+            .ok_or_else(|| Error::Cuda("no log-likelihood buffer".into()))?;
+        super::gpu::dtoh(
+            &self.stream,
+            &self.ll_total,
+            0,
+            ll,
+            "copying tracker log-likelihoods",
+        )?;
         super::gpu::sync(&self.stream, "reading the tracker state")?;
         for (b, used) in self.used.iter().enumerate() {
             if !used {
