@@ -1,4 +1,52 @@
-//! The CUDA backend (placeholder: reports that no GPU path is built yet).
+//! The CUDA backend: the batched Kalman filter, the batched RTS smoother and streaming
+//! tracking of many targets on an NVIDIA GPU.
+//!
+//! # Design
+//!
+//! *Loading.* The driver (`libcuda`) and NVRTC are loaded at run time through `cudarc`,
+//! so the crate builds and all CPU paths run on machines without CUDA; [`available`]
+//! says why a GPU cannot be used instead of failing later.
+//!
+//! *Compilation.* The kernels (`cuda/kernels/*.cu`, one translation unit) are compiled
+//! by NVRTC for the device's own architecture (`--gpu-architecture=sm_XY` from its
+//! compute capability) with `NX`, `NY` and the scalar type fixed at compile time, so
+//! every loop over the state is unrolled and the mean, the covariance (packed lower
+//! triangle, `NX (NX + 1) / 2` values) and every intermediate live in registers. By
+//! default the model's numbers are compiled in as well ([`CudaOptions::bake_model`]):
+//! products with structural zeros of `F` and `H` vanish and ones fold away, which for
+//! the constant-velocity and -acceleration models removes most of the arithmetic.
+//! Otherwise the model is a by-value kernel parameter (the constant bank: uniform loads).
+//! Images are cached in memory per device and on disk ([`compile`]).
+//!
+//! *Mapping.* One thread per track, the time loop inside the kernel (the thesis's
+//! "map over independent items"; DESIGN.md). Each thread reads its own measurements in
+//! the host layout `[B][T][NY]`, one step ahead of use; consecutive steps share 32-byte
+//! sectors that stay in L2, so DRAM moves each byte once. Outputs are written either
+//! straight in the host layout ([`OutputLayout::Host`]: `[B][T][NX]`, full
+//! `[B][T][NX][NX]`; no conversion pass, one copy down) or as structure of arrays
+//! ([`OutputLayout::Soa`]: `[T][NX][B]`, packed `[T][NP][B]`; every warp store is one
+//! line, fewest bytes) followed by a tiled transpose on the device. `docs/cuda-perf.md`
+//! holds the measurements of both.
+//!
+//! *Numerics.* The same recursion, in the same order of summation, as the CPU
+//! reference (`kalman/step.rs`, `kalman/dense.rs`): `S = H P H^T + R = L L^T`,
+//! `W = P H^T L^{-T}`, `x += W L^{-1} y`, `P -= W W^T`; the smoother solves with the
+//! Cholesky factor of `P_{k+1|k}`. A covariance that is not positive definite stops that
+//! track and is reported as [`Error::NotPositiveDefinite`] with the track and step.
+//!
+//! *Batches larger than memory* are processed in chunks of tracks with two buffer sets
+//! on two streams, one chunk's copies overlapping the other's kernels
+//! ([`CudaOptions::memory_budget`]). *Streaming*: [`BatchTracker`].
+
+mod batch;
+pub mod compile;
+mod gpu;
+mod pipeline;
+mod slot;
+mod tracker;
+
+pub use batch::DeviceBatch;
+pub use tracker::BatchTracker;
 
 use crate::data::Measurements;
 use crate::error::{Error, Result};
@@ -7,37 +55,153 @@ use crate::linalg::Real;
 use crate::model::Model;
 use crate::Estimates;
 
-/// `Ok` when the CUDA driver is loadable and device `ordinal` exists; else the reason.
-pub fn available(_ordinal: usize) -> std::result::Result<(), String> {
-    Err("the CUDA backend is not built yet".into())
+/// How the filter writes its outputs on the device (see the module documentation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum OutputLayout {
+    /// Straight in the host layout.
+    #[default]
+    Host,
+    /// Structure of arrays with packed covariances, then a transpose on the device.
+    Soa,
+}
+
+/// Options of the CUDA paths.
+#[derive(Clone, Copy, Debug)]
+pub struct CudaOptions {
+    /// Compile the model's numbers into the kernels (one compilation per model).
+    pub bake_model: bool,
+    /// Device memory the batch may use, in bytes (default: 80% of the free memory).
+    /// A batch that needs more is processed in chunks.
+    pub memory_budget: Option<usize>,
+    /// Output layout of the filter kernel.
+    pub layout: OutputLayout,
+    /// Fill device outputs with NaN before each run (tests: an unwritten value shows).
+    pub poison: bool,
+}
+
+impl Default for CudaOptions {
+    fn default() -> Self {
+        CudaOptions {
+            bake_model: true,
+            memory_budget: None,
+            layout: OutputLayout::Host,
+            poison: false,
+        }
+    }
+}
+
+fn catch<R>(f: impl FnOnce() -> Result<R>) -> Result<R> {
+    // cudarc panics when a library symbol is missing; keep that from unwinding through
+    // callers that expect a Result.
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(r) => r,
+        Err(p) => {
+            let msg = p
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "unknown panic".into());
+            Err(Error::Cuda(format!("the CUDA libraries failed: {msg}")))
+        }
+    }
+}
+
+/// `Ok` when the CUDA driver and NVRTC are loadable and device `ordinal` exists and
+/// opens; else the reason.
+pub fn available(ordinal: usize) -> std::result::Result<(), String> {
+    if let Some(why) = gpu::libraries_missing() {
+        return Err(why);
+    }
+    catch(|| gpu::gpu(ordinal).map(|_| ())).map_err(|e| e.to_string())
 }
 
 /// The name of device `ordinal`.
-pub fn device_name(_ordinal: usize) -> Result<String> {
-    Err(Error::Unsupported(
-        "the CUDA backend is not built yet".into(),
-    ))
+pub fn device_name(ordinal: usize) -> Result<String> {
+    catch(|| Ok(gpu::gpu(ordinal)?.name.clone()))
 }
 
-/// Batched Kalman filter on the GPU.
+/// The compute capability `(major, minor)` and multiprocessor count of device `ordinal`.
+pub fn device_info(ordinal: usize) -> Result<((i32, i32), usize)> {
+    catch(|| {
+        let g = gpu::gpu(ordinal)?;
+        Ok((g.cc, g.sms))
+    })
+}
+
+/// Compiles (or finds in the caches) the kernels for `model` and type `T` on GPU
+/// `ordinal`; returns NVRTC's log (empty when the module came from a cache). A failure
+/// carries NVRTC's full log.
+pub fn compile_kernels<T: Real>(ordinal: usize, model: &Model, bake_model: bool) -> Result<String> {
+    catch(|| {
+        Ok(gpu::gpu(ordinal)?
+            .kernels::<T>(model, bake_model)?
+            .log
+            .clone())
+    })
+}
+
+/// Batched Kalman filter on GPU `ordinal` with the default [`CudaOptions`].
 pub fn filter<T: Real>(
-    _ordinal: usize,
-    _model: &Model,
-    _z: &Measurements<T>,
-    _opts: &FilterOptions,
+    ordinal: usize,
+    model: &Model,
+    z: &Measurements<T>,
+    opts: &FilterOptions,
 ) -> Result<FilterOutput<T>> {
-    Err(Error::Unsupported(
-        "--device cuda: the CUDA backend is not built yet".into(),
-    ))
+    filter_with(ordinal, model, z, opts, &CudaOptions::default())
 }
 
-/// Batched RTS smoother on the GPU over filtered estimates.
+/// Batched Kalman filter: every track of `z` with `model`, one GPU thread per track.
+/// Same outputs, layout and time convention as [`crate::kalman::filter`].
+pub fn filter_with<T: Real>(
+    ordinal: usize,
+    model: &Model,
+    z: &Measurements<T>,
+    opts: &FilterOptions,
+    copts: &CudaOptions,
+) -> Result<FilterOutput<T>> {
+    catch(|| pipeline::filter(&*gpu::gpu(ordinal)?, model, z, opts, copts))
+}
+
+/// Batched RTS smoother on GPU `ordinal` over filtered estimates (all steps kept).
 pub fn smooth_filtered<T: Real>(
-    _ordinal: usize,
-    _model: &Model,
-    _filtered: &Estimates<T>,
+    ordinal: usize,
+    model: &Model,
+    filtered: &Estimates<T>,
 ) -> Result<Estimates<T>> {
-    Err(Error::Unsupported(
-        "--device cuda: the CUDA backend is not built yet".into(),
-    ))
+    smooth_filtered_with(ordinal, model, filtered, &CudaOptions::default())
+}
+
+/// [`smooth_filtered`] with options. Same outputs as [`crate::kalman::smooth_filtered`].
+pub fn smooth_filtered_with<T: Real>(
+    ordinal: usize,
+    model: &Model,
+    filtered: &Estimates<T>,
+    copts: &CudaOptions,
+) -> Result<Estimates<T>> {
+    catch(|| pipeline::smooth_filtered(&*gpu::gpu(ordinal)?, model, filtered, copts))
+}
+
+/// Filter and RTS smoother on the GPU, the filtered estimates going from one kernel to
+/// the next without leaving the device; returns `(filtered, smoothed)` like
+/// [`crate::kalman::smooth`].
+pub fn smooth<T: Real>(
+    ordinal: usize,
+    model: &Model,
+    z: &Measurements<T>,
+    copts: &CudaOptions,
+) -> Result<(Estimates<T>, Estimates<T>)> {
+    catch(|| pipeline::smooth(&*gpu::gpu(ordinal)?, model, z, copts))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn unavailable_is_an_explanation_not_a_panic() {
+        // On machines without a GPU this must be an Err with a reason; with one, Ok.
+        match super::available(0) {
+            Ok(()) => assert!(super::device_name(0).is_ok()),
+            Err(why) => assert!(!why.is_empty()),
+        }
+        assert!(super::available(1 << 20).is_err());
+    }
 }

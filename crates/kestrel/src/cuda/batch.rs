@@ -1,0 +1,141 @@
+//! A batch that stays on the GPU between kernel runs, for measuring the kernels alone
+//! (CUDA events around each launch) apart from the copies to and from the host.
+
+use super::gpu::{ck, dtoh, htod, model_params, Gpu, Kernels};
+use super::slot::{Shape, Slot};
+use super::{CudaOptions, OutputLayout};
+use crate::data::{Estimates, Measurements};
+use crate::error::Result;
+use crate::kalman::{FilterOptions, Keep};
+use crate::linalg::Real;
+use crate::model::Model;
+use cudarc::driver::sys;
+use std::sync::Arc;
+
+/// Measurements and estimates of a whole batch held in device memory.
+pub struct DeviceBatch<T: Real> {
+    gpu: Arc<Gpu>,
+    k: Arc<Kernels>,
+    params: Vec<T>,
+    slot: Slot<T>,
+    tracks: usize,
+}
+
+impl<T: Real> DeviceBatch<T> {
+    /// Uploads `z` to GPU `ordinal` and allocates outputs for a filter that keeps `keep`
+    /// in `layout`, and room for the smoother when `smoothed`.
+    pub fn new(
+        ordinal: usize,
+        model: &Model,
+        z: &Measurements<T>,
+        keep: Keep,
+        layout: OutputLayout,
+        smoothed: bool,
+        opts: &CudaOptions,
+    ) -> Result<Self> {
+        super::pipeline::check_input(model, z, &FilterOptions::default())?;
+        let gpu = super::gpu::gpu(ordinal)?;
+        let k = gpu.kernels::<T>(model, opts.bake_model)?;
+        let last = keep == Keep::Last;
+        let shape = Shape {
+            nx: model.nx(),
+            ny: model.ny(),
+            steps: z.steps,
+            kept: if last { 1 } else { z.steps },
+            last,
+            predicted: false,
+            layout,
+            smoothed,
+        };
+        let slot = Slot::new(&gpu, z.tracks, shape, gpu.stream.clone())?;
+        htod(
+            &slot.stream,
+            &z.data,
+            &slot.z,
+            0,
+            "copying measurements to the GPU",
+        )?;
+        slot.clear_err()?;
+        super::gpu::sync(&slot.stream, "uploading measurements")?;
+        Ok(DeviceBatch {
+            params: model_params::<T>(model),
+            tracks: z.tracks,
+            gpu,
+            k,
+            slot,
+        })
+    }
+
+    /// The GPU's name.
+    pub fn device_name(&self) -> &str {
+        &self.gpu.name
+    }
+
+    /// Device memory the batch holds, in bytes.
+    pub fn device_bytes(&self) -> usize {
+        self.tracks * self.slot.shape.bytes_per_track(std::mem::size_of::<T>())
+    }
+
+    fn timed(&self, f: impl FnOnce(&Self) -> Result<()>) -> Result<f64> {
+        let flags = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
+        let a = ck(self.gpu.ctx.new_event(flags), "creating an event")?;
+        let b = ck(self.gpu.ctx.new_event(flags), "creating an event")?;
+        ck(a.record(&self.slot.stream), "recording an event")?;
+        f(self)?;
+        ck(b.record(&self.slot.stream), "recording an event")?;
+        let ms = ck(a.elapsed_ms(&b), "reading an event timer")?;
+        Ok(f64::from(ms) * 1e-3)
+    }
+
+    /// Runs the filter kernel; returns its device time in seconds (CUDA events).
+    pub fn filter(&self) -> Result<f64> {
+        let t = self.timed(|s| s.slot.filter(&s.k, &s.params, s.tracks))?;
+        self.slot.check_err(0, "innovation covariance S")?;
+        Ok(t)
+    }
+
+    /// Converts structure-of-arrays outputs to the host layout on the device (nothing
+    /// for the host layout); returns the device time in seconds.
+    pub fn to_host_layout(&self) -> Result<f64> {
+        self.timed(|s| s.slot.to_host_layout(&s.k, s.tracks))
+    }
+
+    /// Runs the RTS smoother over the filtered outputs (host layout); returns its
+    /// device time in seconds.
+    pub fn smooth(&self) -> Result<f64> {
+        let t = self.timed(|s| s.slot.smooth(&s.k, &s.params, s.tracks))?;
+        self.slot
+            .check_err(0, "predicted covariance P(k+1|k) in the smoother")?;
+        Ok(t)
+    }
+
+    /// Copies the filtered estimates (host layout) back.
+    pub fn filtered(&self) -> Result<Estimates<T>> {
+        let sh = self.slot.shape;
+        let mut e = Estimates::nan(self.tracks, sh.kept, sh.nx, true);
+        let st = &self.slot.stream;
+        dtoh(st, &self.slot.mean, 0, &mut e.mean, "copying means")?;
+        dtoh(st, &self.slot.cov, 0, &mut e.cov, "copying covariances")?;
+        if let Some(ll) = e.loglik.as_mut() {
+            dtoh(st, &self.slot.ll, 0, ll, "copying log-likelihoods")?;
+        }
+        super::gpu::sync(st, "copying estimates")?;
+        Ok(e)
+    }
+
+    /// Copies the smoothed estimates back (after [`DeviceBatch::smooth`] on a batch made
+    /// with `smoothed`).
+    pub fn smoothed(&self) -> Result<Estimates<T>> {
+        let sh = self.slot.shape;
+        let mut e = Estimates::nan(self.tracks, sh.kept, sh.nx, false);
+        let st = &self.slot.stream;
+        let (m, c) = match (&self.slot.smean, &self.slot.scov) {
+            (Some(m), Some(c)) => (m, c),
+            _ => (&self.slot.mean, &self.slot.cov),
+        };
+        dtoh(st, m, 0, &mut e.mean, "copying smoothed means")?;
+        dtoh(st, c, 0, &mut e.cov, "copying smoothed covariances")?;
+        super::gpu::sync(st, "copying estimates")?;
+        Ok(e)
+    }
+}

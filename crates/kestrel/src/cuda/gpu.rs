@@ -1,0 +1,430 @@
+//! One CUDA device: its context and stream, the compiled modules, device and pinned
+//! buffers, and kernel launches. Every driver call is checked; a failure becomes
+//! [`Error::Cuda`] naming what was being done (the kernel, the copy, the allocation).
+//!
+//! The context is the device's primary context with cudarc's per-buffer event tracking
+//! turned off: kestrel orders its work itself (one stream per pipeline slot, events
+//! between them) and frees device memory with `cuMemFree`, which waits for the device.
+
+pub(crate) use super::compile::model_params;
+use super::compile::{self, KERNELS};
+use crate::error::{Error, Result};
+use crate::linalg::Real;
+use crate::model::Model;
+use cudarc::driver::{
+    result as cu, sys, CudaContext, CudaFunction, CudaModule, CudaStream, DriverError,
+};
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// Turns a driver error into [`Error::Cuda`] naming `what` was being done.
+pub(crate) fn ck<T>(r: std::result::Result<T, DriverError>, what: &str) -> Result<T> {
+    r.map_err(|e| {
+        let name = e
+            .error_string()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        Error::Cuda(format!("{what}: {:?} {name}", e.0))
+    })
+}
+
+/// Which module: dimensions, scalar type, and the model when its numbers are compiled in.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct ModuleKey {
+    nx: usize,
+    ny: usize,
+    dtype: &'static str,
+    /// Hash of the model's matrices (exact bits) when baked.
+    baked: Option<u64>,
+}
+
+/// The kernels of one compiled module.
+pub(crate) struct Kernels {
+    _module: Arc<CudaModule>,
+    /// NVRTC's messages (warnings) from the compilation; empty when loaded from disk.
+    pub log: String,
+    funcs: HashMap<&'static str, CudaFunction>,
+}
+
+impl Kernels {
+    pub fn get(&self, name: &'static str) -> Result<&CudaFunction> {
+        self.funcs
+            .get(name)
+            .ok_or_else(|| Error::Cuda(format!("kernel {name} is not in the module")))
+    }
+}
+
+/// A CUDA device with its context, a default stream and compiled modules.
+pub(crate) struct Gpu {
+    pub ctx: Arc<CudaContext>,
+    pub stream: Arc<CudaStream>,
+    pub name: String,
+    pub cc: (i32, i32),
+    pub sms: usize,
+    modules: Mutex<HashMap<ModuleKey, Arc<Kernels>>>,
+}
+
+fn registry() -> &'static Mutex<HashMap<usize, Arc<Gpu>>> {
+    static R: OnceLock<Mutex<HashMap<usize, Arc<Gpu>>>> = OnceLock::new();
+    R.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// Why the driver or NVRTC cannot be used, checked without touching either library's
+/// symbols (loading a missing library through cudarc would panic).
+pub(crate) fn libraries_missing() -> Option<String> {
+    // SAFETY: only tries to open the shared libraries.
+    if !unsafe { cudarc::driver::sys::is_culib_present() } {
+        return Some("the CUDA driver library (libcuda) was not found".into());
+    }
+    // SAFETY: as above.
+    if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        return Some("the NVRTC library (libnvrtc) was not found".into());
+    }
+    None
+}
+
+/// The device `ordinal`, opened once per process.
+pub(crate) fn gpu(ordinal: usize) -> Result<Arc<Gpu>> {
+    let mut reg = registry()
+        .lock()
+        .map_err(|_| Error::Cuda("device registry poisoned".into()))?;
+    if let Some(g) = reg.get(&ordinal) {
+        return Ok(g.clone());
+    }
+    if let Some(why) = libraries_missing() {
+        return Err(Error::Unsupported(why));
+    }
+    let g = Arc::new(open(ordinal)?);
+    reg.insert(ordinal, g.clone());
+    Ok(g)
+}
+
+fn open(ordinal: usize) -> Result<Gpu> {
+    ck(cu::init(), "cuInit")?;
+    let n = ck(cu::device::get_count(), "cuDeviceGetCount")?;
+    if ordinal >= n.max(0) as usize {
+        return Err(Error::Unsupported(format!(
+            "there is no CUDA device {ordinal} ({n} found)"
+        )));
+    }
+    let ctx = ck(CudaContext::new(ordinal), "creating the CUDA context")?;
+    // SAFETY: kestrel synchronises its own streams (see the module documentation).
+    unsafe { ctx.disable_event_tracking() };
+    let stream = ck(ctx.new_stream(), "creating a stream")?;
+    let name = ck(ctx.name(), "cuDeviceGetName")?;
+    let cc = ck(ctx.compute_capability(), "reading the compute capability")?;
+    let sms = ck(
+        ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT),
+        "reading the multiprocessor count",
+    )? as usize;
+    Ok(Gpu {
+        ctx,
+        stream,
+        name,
+        cc,
+        sms,
+        modules: Mutex::new(HashMap::new()),
+    })
+}
+
+/// Hash of the exact bits of a model's matrices.
+pub(crate) fn model_hash(m: &Model) -> u64 {
+    let mut h = compile::FNV0;
+    for mat in [&m.f, &m.q, &m.h, &m.r, &m.prior.p0] {
+        for v in mat.iter() {
+            h = compile::fnv1a(&v.to_bits().to_le_bytes(), h);
+        }
+    }
+    for vec in [&m.u, &m.d, &m.prior.x0] {
+        for v in vec.iter() {
+            h = compile::fnv1a(&v.to_bits().to_le_bytes(), h);
+        }
+    }
+    h
+}
+
+impl Gpu {
+    /// Binds the context to the calling thread (raw driver calls need it).
+    pub fn bind(&self) -> Result<()> {
+        ck(self.ctx.bind_to_thread(), "binding the CUDA context")
+    }
+
+    /// The kernels for `model`'s dimensions and type `T`, compiled on first use;
+    /// `bake` compiles the model's numbers into the code.
+    pub fn kernels<T: Real>(&self, model: &Model, bake: bool) -> Result<Arc<Kernels>> {
+        let (nx, ny) = (model.nx(), model.ny());
+        if nx == 0 || ny == 0 || nx > compile::MAX_NX || ny > compile::MAX_NY {
+            return Err(Error::Unsupported(format!(
+                "the CUDA kernels are built for 1 <= nx <= {} and 1 <= ny <= {}; this model has nx = {nx}, ny = {ny}",
+                compile::MAX_NX,
+                compile::MAX_NY
+            )));
+        }
+        let key = ModuleKey {
+            nx,
+            ny,
+            dtype: T::NAME,
+            baked: bake.then(|| model_hash(model)),
+        };
+        let mut mods = self
+            .modules
+            .lock()
+            .map_err(|_| Error::Cuda("module cache poisoned".into()))?;
+        if let Some(k) = mods.get(&key) {
+            return Ok(k.clone());
+        }
+        let what = format!(
+            "kestrel-nx{nx}-ny{ny}-{}{}",
+            T::NAME,
+            if bake { "-baked" } else { "" }
+        );
+        let src = compile::source(nx, ny, T::NAME, bake.then_some(model));
+        let img = compile::compile(&src, self.cc, &what)?;
+        self.bind()?;
+        let module = ck(
+            self.ctx
+                .load_module(cudarc::nvrtc::Ptx::from_binary(img.bytes.clone())),
+            &format!("loading module {what}"),
+        )?;
+        let mut funcs = HashMap::new();
+        for k in KERNELS {
+            let f = ck(
+                module.load_function(k),
+                &format!("finding kernel {k} in module {what}"),
+            )?;
+            funcs.insert(k, f);
+        }
+        let k = Arc::new(Kernels {
+            _module: module,
+            log: img.log,
+            funcs,
+        });
+        mods.insert(key, k.clone());
+        Ok(k)
+    }
+
+    /// Free and total device memory in bytes.
+    pub fn mem_info(&self) -> Result<(usize, usize)> {
+        ck(self.ctx.mem_get_info(), "cuMemGetInfo")
+    }
+}
+
+/// Device memory of `len` values of `T`, freed on drop (`cuMemFree` waits for the device).
+pub(crate) struct DevBuf<T> {
+    ptr: sys::CUdeviceptr,
+    len: usize,
+    ctx: Arc<CudaContext>,
+    _t: std::marker::PhantomData<T>,
+}
+
+// SAFETY: a device pointer may be used from any thread bound to its context.
+unsafe impl<T> Send for DevBuf<T> {}
+unsafe impl<T> Sync for DevBuf<T> {}
+
+impl<T> DevBuf<T> {
+    pub fn new(gpu: &Gpu, len: usize, what: &str) -> Result<Self> {
+        gpu.bind()?;
+        let bytes = len.max(1) * std::mem::size_of::<T>();
+        // SAFETY: a plain allocation; the context is bound.
+        let ptr = ck(
+            unsafe { cu::malloc_sync(bytes) },
+            &format!("allocating {bytes} bytes for {what}"),
+        )?;
+        Ok(DevBuf {
+            ptr,
+            len,
+            ctx: gpu.ctx.clone(),
+            _t: std::marker::PhantomData,
+        })
+    }
+    pub fn ptr(&self) -> u64 {
+        self.ptr
+    }
+    /// Pointer to element `i`.
+    pub fn at(&self, i: usize) -> u64 {
+        self.ptr + (i * std::mem::size_of::<T>()) as u64
+    }
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// Fills with all-ones bytes (NaN for floats), so that unwritten elements show.
+    pub fn poison(&self, stream: &CudaStream) -> Result<()> {
+        // SAFETY: the range is inside the allocation.
+        ck(
+            unsafe {
+                cu::memset_d8_async(
+                    self.ptr,
+                    0xff,
+                    self.len * std::mem::size_of::<T>(),
+                    stream.cu_stream(),
+                )
+            },
+            "poisoning a buffer",
+        )
+    }
+}
+
+impl<T> Drop for DevBuf<T> {
+    fn drop(&mut self) {
+        let _ = self.ctx.bind_to_thread();
+        // SAFETY: allocated by cuMemAlloc, freed once.
+        let _ = unsafe { cu::free_sync(self.ptr) };
+    }
+}
+
+/// Page-locked host memory, so that copies are truly asynchronous.
+pub(crate) struct Pinned<T> {
+    ptr: *mut T,
+    len: usize,
+    ctx: Arc<CudaContext>,
+}
+
+// SAFETY: plain host memory owned by this value.
+unsafe impl<T: Send> Send for Pinned<T> {}
+unsafe impl<T: Sync> Sync for Pinned<T> {}
+
+impl<T: Copy + Default> Pinned<T> {
+    pub fn new(gpu: &Gpu, len: usize) -> Result<Self> {
+        gpu.bind()?;
+        let bytes = len.max(1) * std::mem::size_of::<T>();
+        // SAFETY: a plain page-locked allocation, then initialised below.
+        let ptr = ck(
+            unsafe { cu::malloc_host(bytes, 0) },
+            &format!("allocating {bytes} bytes of pinned host memory"),
+        )? as *mut T;
+        // SAFETY: the allocation holds `len` values and is exclusively ours.
+        unsafe { std::slice::from_raw_parts_mut(ptr, len) }.fill(T::default());
+        Ok(Pinned {
+            ptr,
+            len,
+            ctx: gpu.ctx.clone(),
+        })
+    }
+    pub fn as_slice(&self) -> &[T] {
+        // SAFETY: initialised in `new`, `len` values.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+    pub fn as_mut_slice(&mut self) -> &mut [T] {
+        // SAFETY: as above, and `&mut self` is exclusive.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+}
+
+impl<T> Drop for Pinned<T> {
+    fn drop(&mut self) {
+        let _ = self.ctx.bind_to_thread();
+        // SAFETY: allocated by cuMemHostAlloc, freed once.
+        let _ = unsafe { cu::free_host(self.ptr as *mut c_void) };
+    }
+}
+
+/// Asynchronous host-to-device copy of `src` to `dst` (element offset `at`).
+pub(crate) fn htod<T>(
+    stream: &CudaStream,
+    src: &[T],
+    dst: &DevBuf<T>,
+    at: usize,
+    what: &str,
+) -> Result<()> {
+    if at + src.len() > dst.len() {
+        return Err(Error::Cuda(format!(
+            "{what}: copy of {} values past the end of a buffer",
+            src.len()
+        )));
+    }
+    // SAFETY: bounds checked; the caller keeps `src` alive until the stream passes.
+    ck(
+        unsafe { cu::memcpy_htod_async(dst.at(at), src, stream.cu_stream()) },
+        what,
+    )
+}
+
+/// Asynchronous device-to-host copy of `dst.len()` values from `src` (element offset `at`).
+pub(crate) fn dtoh<T>(
+    stream: &CudaStream,
+    src: &DevBuf<T>,
+    at: usize,
+    dst: &mut [T],
+    what: &str,
+) -> Result<()> {
+    if at + dst.len() > src.len() {
+        return Err(Error::Cuda(format!(
+            "{what}: copy of {} values past the end of a buffer",
+            dst.len()
+        )));
+    }
+    // SAFETY: bounds checked; the caller keeps `dst` alive until the stream passes.
+    ck(
+        unsafe { cu::memcpy_dtoh_async(dst, src.at(at), stream.cu_stream()) },
+        what,
+    )
+}
+
+/// A kernel argument: its value, kept alive until the launch.
+pub(crate) enum Arg<'a> {
+    Ptr(u64),
+    I32(i32),
+    Bytes(&'a [u8]),
+}
+
+/// Launches kernel `name` of `k` on `stream` with a 1-D grid of `threads` threads in
+/// blocks of `block` (or the explicit 2-D `grid`/`block2`), checking the launch.
+pub(crate) fn launch(
+    stream: &CudaStream,
+    k: &Kernels,
+    name: &'static str,
+    grid: (u32, u32, u32),
+    block: (u32, u32, u32),
+    args: &[Arg<'_>],
+) -> Result<()> {
+    let f = k.get(name)?;
+    let mut vals: Vec<u64> = args
+        .iter()
+        .map(|a| match a {
+            Arg::Ptr(p) => *p,
+            Arg::I32(v) => *v as u32 as u64,
+            Arg::Bytes(_) => 0,
+        })
+        .collect();
+    let mut ptrs: Vec<*mut c_void> = Vec::with_capacity(args.len());
+    for (i, a) in args.iter().enumerate() {
+        match a {
+            Arg::Bytes(b) => ptrs.push(b.as_ptr() as *mut c_void),
+            // Little-endian: the low 4 bytes of the u64 slot hold an i32 argument.
+            _ => ptrs.push(&mut vals[i] as *mut u64 as *mut c_void),
+        }
+    }
+    if grid.0 == 0 {
+        return Ok(());
+    }
+    // SAFETY: the argument list matches the kernel's signature (the callers in this
+    // module pass them in the order of kernels/*.cu); values outlive the call.
+    let r = unsafe {
+        cu::launch_kernel(
+            f.cu_function(),
+            grid,
+            block,
+            0,
+            stream.cu_stream(),
+            &mut ptrs,
+        )
+    };
+    ck(r, &format!("launching kernel {name}"))
+}
+
+/// Blocks of `block` threads covering `n` threads.
+pub(crate) fn grid_for(n: usize, block: u32) -> (u32, u32, u32) {
+    (n.div_ceil(block as usize) as u32, 1, 1)
+}
+
+/// The bytes of a slice of scalars (for a by-value struct argument).
+pub(crate) fn as_bytes<T: Real>(v: &[T]) -> &[u8] {
+    // SAFETY: f32/f64 have no padding and any byte pattern is readable as u8.
+    unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) }
+}
+
+/// Synchronises `stream`, naming what was waited for.
+pub(crate) fn sync(stream: &CudaStream, what: &str) -> Result<()> {
+    ck(stream.synchronize(), what)
+}

@@ -1,0 +1,183 @@
+// Shared definitions of every kestrel kernel module.
+//
+// The Rust side prepends a prelude that defines NX, NY, the scalar type `real`
+// (float or double) and KS_BAKED. With KS_BAKED = 1 the prelude also defines the
+// constexpr functions kF, kQ, kH, kR, ku, kd, kx0, kP0 that return the model's
+// entries (row-major index); after full unrolling every entry is a compile-time
+// constant, so products with structural zeros disappear and ones fold away. With
+// KS_BAKED = 0 the matrices come from the kernel-parameter struct ModelParams, which
+// lives in the constant bank: every thread of a warp reads the same address (a
+// uniform load, no global traffic).
+
+#define NP (NX * (NX + 1) / 2)
+#define NYP (NY * (NY + 1) / 2)
+#define KS_LN_2PI 1.8378770664093454835606594728112
+
+// Packed lower-triangle index of (i, j) in a symmetric matrix (row-major lower part).
+__host__ __device__ constexpr int pk(int i, int j) {
+    return i >= j ? i * (i + 1) / 2 + j : j * (j + 1) / 2 + i;
+}
+
+// The model, in the same order as the Rust side packs it (cuda/gpu.rs, model_params).
+struct ModelParams {
+    real F[NX * NX];
+    real Q[NX * NX];
+    real H[NY * NX];
+    real R[NY * NY];
+    real u[NX];
+    real d[NY];
+    real x0[NX];
+    real P0[NX * NX];
+};
+
+#if KS_BAKED
+#define MF(i, j) ((real)kF((i) * NX + (j)))
+#define NZF(i, j) (kF((i) * NX + (j)) != 0.0)
+#define MQ(i, j) ((real)kQ((i) * NX + (j)))
+#define MH(a, l) ((real)kH((a) * NX + (l)))
+#define NZH(a, l) (kH((a) * NX + (l)) != 0.0)
+#define MR(a, b) ((real)kR((a) * NY + (b)))
+#define MU(i) ((real)ku(i))
+#define MD(a) ((real)kd(a))
+#define MX0(i) ((real)kx0(i))
+#define MP0(i, j) ((real)kP0((i) * NX + (j)))
+#else
+#define MF(i, j) (mp.F[(i) * NX + (j)])
+#define NZF(i, j) true
+#define MQ(i, j) (mp.Q[(i) * NX + (j)])
+#define MH(a, l) (mp.H[(a) * NX + (l)])
+#define NZH(a, l) true
+#define MR(a, b) (mp.R[(a) * NY + (b)])
+#define MU(i) (mp.u[i])
+#define MD(a) (mp.d[a])
+#define MX0(i) (mp.x0[i])
+#define MP0(i, j) (mp.P0[(i) * NX + (j)])
+#endif
+
+#define UNROLL _Pragma("unroll")
+
+// Cholesky factorisation of the packed symmetric N x N matrix `a` in place (lower
+// factor L, packed), with `inv[j] = 1 / L[j][j]`. Same column order as the CPU
+// reference (linalg/chol.rs). Returns false when a pivot is not positive.
+template <int N>
+__device__ __forceinline__ bool chol_packed(real* a, real* inv) {
+    bool ok = true;
+    UNROLL for (int j = 0; j < N; ++j) {
+        real s = a[pk(j, j)];
+        UNROLL for (int k = 0; k < j; ++k) s -= a[pk(j, k)] * a[pk(j, k)];
+        ok = ok && (s > (real)0);
+        real dj = sqrt(s);
+        a[pk(j, j)] = dj;
+        real r = (real)1 / dj;
+        inv[j] = r;
+        UNROLL for (int i = j + 1; i < N; ++i) {
+            real t = a[pk(i, j)];
+            UNROLL for (int k = 0; k < j; ++k) t -= a[pk(i, k)] * a[pk(j, k)];
+            a[pk(i, j)] = t * r;
+        }
+    }
+    return ok;
+}
+
+// Prediction x <- F x + u, P <- F P F^T + Q on the packed lower triangle of P
+// (Kalman 1960; the order of the sums is the CPU reference's, kalman/step.rs).
+__device__ __forceinline__ void kf_predict(const ModelParams& mp, real* x, real* P) {
+    real xn[NX];
+    real Pn[NP];
+    UNROLL for (int i = 0; i < NX; ++i) {
+        real s = MU(i);
+        UNROLL for (int l = 0; l < NX; ++l) if (NZF(i, l)) s += MF(i, l) * x[l];
+        xn[i] = s;
+        real fp[NX];  // row i of F P
+        UNROLL for (int j = 0; j < NX; ++j) {
+            real t = (real)0;
+            UNROLL for (int l = 0; l < NX; ++l) if (NZF(i, l)) t += MF(i, l) * P[pk(l, j)];
+            fp[j] = t;
+        }
+        UNROLL for (int j = 0; j <= i; ++j) {
+            real t = MQ(i, j);
+            UNROLL for (int l = 0; l < NX; ++l) if (NZF(j, l)) t += fp[l] * MF(j, l);
+            Pn[pk(i, j)] = t;
+        }
+    }
+    UNROLL for (int i = 0; i < NX; ++i) x[i] = xn[i];
+    UNROLL for (int p = 0; p < NP; ++p) P[p] = Pn[p];
+}
+
+// Measurement update with z (no NaN): S = H P H^T + R = L L^T, W^T = L^{-1} H P,
+// e = L^{-1} (z - H x - d), x += W e, P -= W W^T, and the predictive log-likelihood
+// -(NY ln 2pi + e^T e) / 2 - sum ln L_aa (kalman/step.rs, `update`). Returns false when
+// S is not positive definite.
+__device__ __forceinline__ bool kf_update(const ModelParams& mp, const real* z, real* x, real* P, real& ll) {
+    real y[NY];
+    real wt[NY][NX];
+    UNROLL for (int a = 0; a < NY; ++a) {
+        real hx = MD(a);
+        UNROLL for (int l = 0; l < NX; ++l) if (NZH(a, l)) hx += MH(a, l) * x[l];
+        y[a] = z[a] - hx;
+        UNROLL for (int j = 0; j < NX; ++j) {
+            real t = (real)0;
+            UNROLL for (int l = 0; l < NX; ++l) if (NZH(a, l)) t += MH(a, l) * P[pk(l, j)];
+            wt[a][j] = t;
+        }
+    }
+    real S[NYP];
+    UNROLL for (int a = 0; a < NY; ++a) {
+        UNROLL for (int b = 0; b <= a; ++b) {
+            real t = MR(a, b);
+            UNROLL for (int l = 0; l < NX; ++l) if (NZH(a, l)) t += MH(a, l) * wt[b][l];
+            S[pk(a, b)] = t;
+        }
+    }
+    real inv[NY];
+    if (!chol_packed<NY>(S, inv)) return false;
+    UNROLL for (int a = 0; a < NY; ++a) {
+        UNROLL for (int j = 0; j < NX; ++j) {
+            real t = wt[a][j];
+            UNROLL for (int k = 0; k < a; ++k) t -= S[pk(a, k)] * wt[k][j];
+            wt[a][j] = t * inv[a];
+        }
+        real t = y[a];
+        UNROLL for (int k = 0; k < a; ++k) t -= S[pk(a, k)] * y[k];
+        y[a] = t * inv[a];
+    }
+    real logdet = (real)0;
+    real maha = (real)0;
+    UNROLL for (int a = 0; a < NY; a += 2) {
+        if (a + 1 < NY) logdet += log(S[pk(a, a)] * S[pk(a + 1, a + 1)]);
+        else logdet += log(S[pk(a, a)]);
+    }
+    UNROLL for (int a = 0; a < NY; ++a) maha += y[a] * y[a];
+    UNROLL for (int i = 0; i < NX; ++i) {
+        real t = (real)0;
+        UNROLL for (int a = 0; a < NY; ++a) t += wt[a][i] * y[a];
+        x[i] += t;
+    }
+    UNROLL for (int i = 0; i < NX; ++i) {
+        UNROLL for (int j = 0; j <= i; ++j) {
+            real t = (real)0;
+            UNROLL for (int a = 0; a < NY; ++a) t += wt[a][i] * wt[a][j];
+            P[pk(i, j)] = P[pk(i, j)] - t;
+        }
+    }
+    ll = -((real)(NY * KS_LN_2PI) + maha) * (real)0.5 - logdet;
+    return true;
+}
+
+__device__ __forceinline__ void load_prior(const ModelParams& mp, real* x, real* P) {
+    UNROLL for (int i = 0; i < NX; ++i) {
+        x[i] = MX0(i);
+        UNROLL for (int j = 0; j <= i; ++j) P[pk(i, j)] = MP0(i, j);
+    }
+}
+
+__device__ __forceinline__ bool any_nan(const real* z) {
+    bool m = false;
+    UNROLL for (int a = 0; a < NY; ++a) m = m || (z[a] != z[a]);
+    return m;
+}
+
+// Records the first failure (lowest code) of a positive-definiteness check.
+__device__ __forceinline__ void report(unsigned long long* err, unsigned long long code) {
+    atomicMin(err, code);
+}

@@ -1,0 +1,97 @@
+// The batched Kalman filter: one thread per track, the whole time loop inside the
+// kernel, mean and covariance (packed lower triangle) in registers.
+//
+// Input z is the host layout [B][T][NY] of the chunk: thread b reads its own
+// contiguous run, one step ahead of use; the 32-byte sectors it touches are reused
+// from L2 over the next steps, so DRAM reads each byte of z once.
+//
+// Outputs, two layouts:
+//  - HOST: mean [B][S][NX], cov [B][S][NX][NX] (full), loglik [B][S] (S = T kept steps,
+//    or 1 for the final state): the files' layout, copied to the host as is;
+//  - SOA:  mean [S][NX][B], cov [S][NP][B] (packed), loglik [S][B]: every store of a
+//    warp is one contiguous 128-byte line; soa_to_host (layout.cu) converts.
+// Failure of positive definiteness at (track b, step k) stores min(b * T + k) in *err.
+
+#define KEEP_ALL 0
+#define KEEP_LAST 1
+
+template <bool SOA>
+__device__ __forceinline__ void store_state(real* mean, real* cov, long long B, long long S, long long b, long long k,
+                                            const real* x, const real* P) {
+    if (SOA) {
+        UNROLL for (int i = 0; i < NX; ++i) mean[(k * NX + i) * B + b] = x[i];
+        UNROLL for (int p = 0; p < NP; ++p) cov[(k * NP + p) * B + b] = P[p];
+    } else {
+        real* m = mean + (b * S + k) * NX;
+        UNROLL for (int i = 0; i < NX; ++i) m[i] = x[i];
+        real* c = cov + (b * S + k) * (NX * NX);
+        UNROLL for (int i = 0; i < NX; ++i) {
+            UNROLL for (int j = 0; j < NX; ++j) c[i * NX + j] = P[pk(i, j)];
+        }
+    }
+}
+
+template <int KEEP, bool PRED, bool SOA>
+__device__ __forceinline__ void filter_body(const ModelParams& mp, const real* __restrict__ z, int nb, int steps,
+                                            real* __restrict__ mean, real* __restrict__ cov, real* __restrict__ ll,
+                                            real* __restrict__ pmean, real* __restrict__ pcov,
+                                            unsigned long long* err) {
+    const long long b = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (b >= nb) return;
+    const long long B = nb;
+    const long long T = steps;
+    const long long S = KEEP == KEEP_ALL ? T : 1;
+    real x[NX];
+    real P[NP];
+    load_prior(mp, x, P);
+    const real* zb = z + b * T * NY;
+    real zn[NY];
+    UNROLL for (int a = 0; a < NY; ++a) zn[a] = __ldg(zb + a);
+    real total = (real)0;
+    for (long long k = 0; k < T; ++k) {
+        real zk[NY];
+        UNROLL for (int a = 0; a < NY; ++a) zk[a] = zn[a];
+        if (k + 1 < T) {
+            UNROLL for (int a = 0; a < NY; ++a) zn[a] = __ldg(zb + (k + 1) * NY + a);
+        }
+        if (k > 0) kf_predict(mp, x, P);
+        if (PRED) store_state<false>(pmean, pcov, B, T, b, k, x, P);
+        real l = (real)0;
+        if (!any_nan(zk)) {
+            if (!kf_update(mp, zk, x, P, l)) {
+                report(err, (unsigned long long)(b * T + k));
+                return;
+            }
+        }
+        total += l;
+        if (KEEP == KEEP_ALL) {
+            store_state<SOA>(mean, cov, B, S, b, k, x, P);
+            if (SOA) ll[k * B + b] = l; else ll[b * S + k] = l;
+        }
+    }
+    if (KEEP == KEEP_LAST) {
+        store_state<SOA>(mean, cov, B, 1, b, 0, x, P);
+        ll[b] = total;
+    }
+}
+
+#define FILTER_ARGS const __grid_constant__ ModelParams mp, const real* __restrict__ z, int nb, int steps, \
+    real* __restrict__ mean, real* __restrict__ cov, real* __restrict__ ll, real* __restrict__ pmean,   \
+    real* __restrict__ pcov, unsigned long long* err
+#define FILTER_PASS mp, z, nb, steps, mean, cov, ll, pmean, pcov, err
+
+extern "C" __global__ void __launch_bounds__(128) kf_filter_all_host(FILTER_ARGS) {
+    filter_body<KEEP_ALL, false, false>(FILTER_PASS);
+}
+extern "C" __global__ void __launch_bounds__(128) kf_filter_last_host(FILTER_ARGS) {
+    filter_body<KEEP_LAST, false, false>(FILTER_PASS);
+}
+extern "C" __global__ void __launch_bounds__(128) kf_filter_pred_host(FILTER_ARGS) {
+    filter_body<KEEP_ALL, true, false>(FILTER_PASS);
+}
+extern "C" __global__ void __launch_bounds__(128) kf_filter_all_soa(FILTER_ARGS) {
+    filter_body<KEEP_ALL, false, true>(FILTER_PASS);
+}
+extern "C" __global__ void __launch_bounds__(128) kf_filter_last_soa(FILTER_ARGS) {
+    filter_body<KEEP_LAST, false, true>(FILTER_PASS);
+}

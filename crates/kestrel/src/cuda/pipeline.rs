@@ -1,0 +1,394 @@
+//! Whole batches through the GPU in chunks of tracks: a chunk's measurements go up, the
+//! kernels run, the estimates come down. With more than one chunk two slots alternate
+//! on two streams: chunk i+1 is enqueued before chunk i is read back, so the copies of
+//! one overlap the kernels of the other. A batch that fits the memory budget is one
+//! chunk. Tracks are independent, so chunking does not change any number.
+
+use super::gpu::{dtoh, htod, model_params, Gpu};
+use super::slot::{budget, chunk_tracks, Shape, Slot};
+use super::{CudaOptions, OutputLayout};
+use crate::data::{Estimates, Measurements};
+use crate::error::{Error, Result};
+use crate::kalman::{FilterOptions, FilterOutput, Keep};
+use crate::linalg::Real;
+use crate::model::Model;
+
+/// Checks what the CPU reference checks, with the same messages.
+pub(crate) fn check_input<T: Real>(
+    model: &Model,
+    z: &Measurements<T>,
+    opts: &FilterOptions,
+) -> Result<()> {
+    if z.ny != model.ny() {
+        return Err(Error::Input {
+            msg: format!(
+                "measurements have {} components, the model measures {}",
+                z.ny,
+                model.ny()
+            ),
+        });
+    }
+    z.check_finite()?;
+    if z.steps == 0 {
+        return Err(Error::Input {
+            msg: "measurements have no steps".into(),
+        });
+    }
+    if opts.predicted && opts.keep == Keep::Last {
+        return Err(Error::Input {
+            msg: "predicted moments need all steps kept".into(),
+        });
+    }
+    if z.steps > i32::MAX as usize {
+        return Err(Error::Unsupported(format!(
+            "{} steps exceed the CUDA kernels' limit",
+            z.steps
+        )));
+    }
+    Ok(())
+}
+
+/// Runs `enqueue` then `finish` over chunks of at most `cap` tracks, alternating
+/// `slots`; on failure waits for every slot before returning (buffers are then freed).
+fn drive<T: Real>(
+    tracks: usize,
+    cap: usize,
+    slots: &[Slot<T>],
+    mut enqueue: impl FnMut(&Slot<T>, usize, usize) -> Result<()>,
+    mut finish: impl FnMut(&Slot<T>, usize, usize) -> Result<()>,
+) -> Result<()> {
+    let chunks: Vec<(usize, usize)> = (0..tracks)
+        .step_by(cap.max(1))
+        .map(|b0| (b0, cap.min(tracks - b0)))
+        .collect();
+    let ns = slots.len();
+    let mut run = || -> Result<()> {
+        for (i, &(b0, nb)) in chunks.iter().enumerate() {
+            enqueue(&slots[i % ns], b0, nb)?;
+            if ns == 1 {
+                finish(&slots[0], b0, nb)?;
+            } else if i >= 1 {
+                let (p0, pn) = chunks[i - 1];
+                finish(&slots[(i - 1) % ns], p0, pn)?;
+            }
+        }
+        if ns > 1 {
+            if let Some(&(b0, nb)) = chunks.last() {
+                finish(&slots[(chunks.len() - 1) % ns], b0, nb)?;
+            }
+        }
+        Ok(())
+    };
+    let r = run();
+    if r.is_err() {
+        for s in slots {
+            let _ = s.stream.synchronize();
+        }
+    }
+    r
+}
+
+/// One slot for the whole batch when it fits the budget, else two of a chunk each.
+fn make_slots<T: Real>(
+    gpu: &Gpu,
+    tracks: usize,
+    shape: Shape,
+    opts: &CudaOptions,
+) -> Result<(usize, Vec<Slot<T>>)> {
+    let per = shape.bytes_per_track(std::mem::size_of::<T>());
+    let budget = budget(gpu, opts)?;
+    let whole = chunk_tracks(tracks, per, 1, budget);
+    let (cap, ns) = if whole >= tracks {
+        (tracks, 1)
+    } else {
+        (chunk_tracks(tracks, per, 2, budget), 2)
+    };
+    let cap = cap.min(i32::MAX as usize / 2);
+    let mut slots = Vec::with_capacity(ns);
+    for i in 0..ns {
+        let stream = if i == 0 {
+            gpu.stream.clone()
+        } else {
+            super::gpu::ck(gpu.ctx.new_stream(), "creating a stream")?
+        };
+        slots.push(Slot::new(gpu, cap, shape, stream)?);
+    }
+    Ok((cap, slots))
+}
+
+/// The batched filter (see [`super::filter_with`]).
+pub(crate) fn filter<T: Real>(
+    gpu: &Gpu,
+    model: &Model,
+    z: &Measurements<T>,
+    opts: &FilterOptions,
+    copts: &CudaOptions,
+) -> Result<FilterOutput<T>> {
+    check_input(model, z, opts)?;
+    let k = gpu.kernels::<T>(model, copts.bake_model)?;
+    let params = model_params::<T>(model);
+    let (nx, ny, t) = (model.nx(), model.ny(), z.steps);
+    let last = opts.keep == Keep::Last;
+    let kept = if last { 1 } else { t };
+    let shape = Shape {
+        nx,
+        ny,
+        steps: t,
+        kept,
+        last,
+        predicted: opts.predicted,
+        layout: if opts.predicted {
+            OutputLayout::Host
+        } else {
+            copts.layout
+        },
+        smoothed: false,
+    };
+    let (cap, slots) = make_slots::<T>(gpu, z.tracks, shape, copts)?;
+    let mut est = Estimates::nan(z.tracks, kept, nx, true);
+    let mut pred = opts
+        .predicted
+        .then(|| Estimates::<T>::nan(z.tracks, t, nx, false));
+    let _ = cap;
+    drive(
+        z.tracks,
+        slots[0].cap,
+        &slots,
+        |s, b0, nb| {
+            s.clear_err()?;
+            if copts.poison {
+                s.poison()?;
+            }
+            htod(
+                &s.stream,
+                &z.data[b0 * t * ny..(b0 + nb) * t * ny],
+                &s.z,
+                0,
+                "copying measurements to the GPU",
+            )?;
+            s.filter(&k, &params, nb)?;
+            s.to_host_layout(&k, nb)
+        },
+        |s, b0, nb| {
+            let ll = est
+                .loglik
+                .as_mut()
+                .ok_or_else(|| Error::Cuda("no log-likelihood buffer".into()))?;
+            dtoh(
+                &s.stream,
+                &s.mean,
+                0,
+                &mut est.mean[b0 * kept * nx..(b0 + nb) * kept * nx],
+                "copying means",
+            )?;
+            dtoh(
+                &s.stream,
+                &s.cov,
+                0,
+                &mut est.cov[b0 * kept * nx * nx..(b0 + nb) * kept * nx * nx],
+                "copying covariances",
+            )?;
+            dtoh(
+                &s.stream,
+                &s.ll,
+                0,
+                &mut ll[b0 * kept..(b0 + nb) * kept],
+                "copying log-likelihoods",
+            )?;
+            if let (Some(p), Some(pm), Some(pc)) = (pred.as_mut(), &s.pmean, &s.pcov) {
+                dtoh(
+                    &s.stream,
+                    pm,
+                    0,
+                    &mut p.mean[b0 * t * nx..(b0 + nb) * t * nx],
+                    "copying predicted means",
+                )?;
+                dtoh(
+                    &s.stream,
+                    pc,
+                    0,
+                    &mut p.cov[b0 * t * nx * nx..(b0 + nb) * t * nx * nx],
+                    "copying predicted covariances",
+                )?;
+            }
+            s.check_err(b0, "innovation covariance S")
+        },
+    )?;
+    Ok(FilterOutput {
+        filtered: est,
+        predicted: pred,
+    })
+}
+
+/// The batched RTS smoother over filtered estimates (see [`super::smooth_filtered_with`]).
+pub(crate) fn smooth_filtered<T: Real>(
+    gpu: &Gpu,
+    model: &Model,
+    filtered: &Estimates<T>,
+    copts: &CudaOptions,
+) -> Result<Estimates<T>> {
+    let nx = model.nx();
+    if filtered.nx != nx {
+        return Err(Error::Input {
+            msg: format!(
+                "estimates have {} state components, the model has {nx}",
+                filtered.nx
+            ),
+        });
+    }
+    let t = filtered.steps;
+    if t == 0 || filtered.tracks == 0 {
+        let mut e = filtered.clone();
+        e.loglik = None;
+        return Ok(e);
+    }
+    let k = gpu.kernels::<T>(model, copts.bake_model)?;
+    let params = model_params::<T>(model);
+    let shape = Shape {
+        nx,
+        ny: 0,
+        steps: t,
+        kept: t,
+        last: false,
+        predicted: false,
+        layout: OutputLayout::Host,
+        smoothed: false,
+    };
+    let (_, slots) = make_slots::<T>(gpu, filtered.tracks, shape, copts)?;
+    let mut out = Estimates::nan(filtered.tracks, t, nx, false);
+    let (m1, c1) = (t * nx, t * nx * nx);
+    drive(
+        filtered.tracks,
+        slots[0].cap,
+        &slots,
+        |s, b0, nb| {
+            s.clear_err()?;
+            htod(
+                &s.stream,
+                &filtered.mean[b0 * m1..(b0 + nb) * m1],
+                &s.mean,
+                0,
+                "copying filtered means to the GPU",
+            )?;
+            htod(
+                &s.stream,
+                &filtered.cov[b0 * c1..(b0 + nb) * c1],
+                &s.cov,
+                0,
+                "copying filtered covariances to the GPU",
+            )?;
+            s.smooth(&k, &params, nb)
+        },
+        |s, b0, nb| {
+            dtoh(
+                &s.stream,
+                &s.mean,
+                0,
+                &mut out.mean[b0 * m1..(b0 + nb) * m1],
+                "copying smoothed means",
+            )?;
+            dtoh(
+                &s.stream,
+                &s.cov,
+                0,
+                &mut out.cov[b0 * c1..(b0 + nb) * c1],
+                "copying smoothed covariances",
+            )?;
+            s.check_err(b0, "predicted covariance P(k+1|k) in the smoother")
+        },
+    )?;
+    Ok(out)
+}
+
+/// Filter then smoother without a round trip through the host in between.
+pub(crate) fn smooth<T: Real>(
+    gpu: &Gpu,
+    model: &Model,
+    z: &Measurements<T>,
+    copts: &CudaOptions,
+) -> Result<(Estimates<T>, Estimates<T>)> {
+    check_input(model, z, &FilterOptions::default())?;
+    let k = gpu.kernels::<T>(model, copts.bake_model)?;
+    let params = model_params::<T>(model);
+    let (nx, ny, t) = (model.nx(), model.ny(), z.steps);
+    let shape = Shape {
+        nx,
+        ny,
+        steps: t,
+        kept: t,
+        last: false,
+        predicted: false,
+        layout: OutputLayout::Host,
+        smoothed: true,
+    };
+    let (_, slots) = make_slots::<T>(gpu, z.tracks, shape, copts)?;
+    let mut f = Estimates::nan(z.tracks, t, nx, true);
+    let mut sm = Estimates::nan(z.tracks, t, nx, false);
+    let (m1, c1) = (t * nx, t * nx * nx);
+    drive(
+        z.tracks,
+        slots[0].cap,
+        &slots,
+        |s, b0, nb| {
+            s.clear_err()?;
+            if copts.poison {
+                s.poison()?;
+            }
+            htod(
+                &s.stream,
+                &z.data[b0 * t * ny..(b0 + nb) * t * ny],
+                &s.z,
+                0,
+                "copying measurements to the GPU",
+            )?;
+            s.filter(&k, &params, nb)?;
+            s.smooth(&k, &params, nb)
+        },
+        |s, b0, nb| {
+            let ll = f
+                .loglik
+                .as_mut()
+                .ok_or_else(|| Error::Cuda("no log-likelihood buffer".into()))?;
+            dtoh(
+                &s.stream,
+                &s.mean,
+                0,
+                &mut f.mean[b0 * m1..(b0 + nb) * m1],
+                "copying filtered means",
+            )?;
+            dtoh(
+                &s.stream,
+                &s.cov,
+                0,
+                &mut f.cov[b0 * c1..(b0 + nb) * c1],
+                "copying filtered covariances",
+            )?;
+            dtoh(
+                &s.stream,
+                &s.ll,
+                0,
+                &mut ll[b0 * t..(b0 + nb) * t],
+                "copying log-likelihoods",
+            )?;
+            let (Some(smean), Some(scov)) = (&s.smean, &s.scov) else {
+                return Err(Error::Cuda("no smoothed buffers".into()));
+            };
+            dtoh(
+                &s.stream,
+                smean,
+                0,
+                &mut sm.mean[b0 * m1..(b0 + nb) * m1],
+                "copying smoothed means",
+            )?;
+            dtoh(
+                &s.stream,
+                scov,
+                0,
+                &mut sm.cov[b0 * c1..(b0 + nb) * c1],
+                "copying smoothed covariances",
+            )?;
+            s.check_err(b0, "covariance (filter or smoother)")
+        },
+    )?;
+    Ok((f, sm))
+}

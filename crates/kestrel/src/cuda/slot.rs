@@ -1,0 +1,303 @@
+//! The device buffers for one chunk of tracks and the kernel calls on them. A chunked
+//! run uses two slots on two streams, so that one slot's copies overlap the other's
+//! kernels; the device-resident [`super::DeviceBatch`] is one slot for the whole batch.
+
+use super::gpu::{as_bytes, grid_for, launch, Arg, DevBuf, Gpu, Kernels};
+use super::{CudaOptions, OutputLayout};
+use crate::error::{Error, Result};
+use crate::linalg::Real;
+use cudarc::driver::CudaStream;
+use std::sync::Arc;
+
+pub(crate) const BLOCK: u32 = 128;
+
+/// What a slot holds: shapes and which outputs.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Shape {
+    pub nx: usize,
+    pub ny: usize,
+    pub steps: usize,
+    /// Steps kept in the outputs: `steps`, or 1 when only the final state is kept.
+    pub kept: usize,
+    /// Only the final state (and the track's total log-likelihood) is kept.
+    pub last: bool,
+    pub predicted: bool,
+    pub layout: OutputLayout,
+    /// Room for smoothed outputs beside the filtered ones.
+    pub smoothed: bool,
+}
+
+impl Shape {
+    pub fn np(&self) -> usize {
+        self.nx * (self.nx + 1) / 2
+    }
+
+    /// Device bytes per track of a slot.
+    pub fn bytes_per_track(&self, scalar: usize) -> usize {
+        let (nx, ny, t, s) = (self.nx, self.ny, self.steps, self.kept);
+        let mut n = t * ny + s * (nx + nx * nx + 1);
+        if self.predicted {
+            n += t * (nx + nx * nx);
+        }
+        if self.layout == OutputLayout::Soa {
+            n += s * (nx + self.np() + 1);
+        }
+        if self.smoothed {
+            n += t * (nx + nx * nx);
+        }
+        n * scalar
+    }
+}
+
+/// Device buffers for up to `cap` tracks.
+pub(crate) struct Slot<T> {
+    pub cap: usize,
+    pub shape: Shape,
+    pub z: DevBuf<T>,
+    pub mean: DevBuf<T>,
+    pub cov: DevBuf<T>,
+    pub ll: DevBuf<T>,
+    pub pmean: Option<DevBuf<T>>,
+    pub pcov: Option<DevBuf<T>>,
+    /// Structure-of-arrays outputs (mean, packed cov, loglik) of the SoA layout.
+    pub soa: Option<(DevBuf<T>, DevBuf<T>, DevBuf<T>)>,
+    /// Smoothed mean and covariance.
+    pub smean: Option<DevBuf<T>>,
+    pub scov: Option<DevBuf<T>>,
+    pub err: DevBuf<u64>,
+    pub stream: Arc<CudaStream>,
+}
+
+impl<T: Real> Slot<T> {
+    pub fn new(gpu: &Gpu, cap: usize, shape: Shape, stream: Arc<CudaStream>) -> Result<Self> {
+        let (nx, ny, t, s) = (shape.nx, shape.ny, shape.steps, shape.kept);
+        let buf = |n: usize, what: &str| DevBuf::<T>::new(gpu, n, what);
+        Ok(Slot {
+            cap,
+            shape,
+            z: buf(cap * t * ny, "measurements")?,
+            mean: buf(cap * s * nx, "filtered means")?,
+            cov: buf(cap * s * nx * nx, "filtered covariances")?,
+            ll: buf(cap * s, "log-likelihoods")?,
+            pmean: if shape.predicted {
+                Some(buf(cap * t * nx, "predicted means")?)
+            } else {
+                None
+            },
+            pcov: if shape.predicted {
+                Some(buf(cap * t * nx * nx, "predicted covariances")?)
+            } else {
+                None
+            },
+            soa: if shape.layout == OutputLayout::Soa {
+                Some((
+                    buf(cap * s * nx, "means (SoA)")?,
+                    buf(cap * s * shape.np(), "covariances (SoA)")?,
+                    buf(cap * s, "log-likelihoods (SoA)")?,
+                ))
+            } else {
+                None
+            },
+            smean: if shape.smoothed {
+                Some(buf(cap * t * nx, "smoothed means")?)
+            } else {
+                None
+            },
+            scov: if shape.smoothed {
+                Some(buf(cap * t * nx * nx, "smoothed covariances")?)
+            } else {
+                None
+            },
+            err: DevBuf::new(gpu, 1, "the error flag")?,
+            stream,
+        })
+    }
+
+    /// NaN in every output, so that an element no kernel wrote shows.
+    pub fn poison(&self) -> Result<()> {
+        let st = &self.stream;
+        for b in [&self.mean, &self.cov, &self.ll] {
+            b.poison(st)?;
+        }
+        for b in [&self.pmean, &self.pcov, &self.smean, &self.scov]
+            .into_iter()
+            .flatten()
+        {
+            b.poison(st)?;
+        }
+        if let Some((a, b, c)) = &self.soa {
+            for x in [a, b, c] {
+                x.poison(st)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Resets the error flag to "no failure" (all ones = u64::MAX).
+    pub fn clear_err(&self) -> Result<()> {
+        self.err.poison(&self.stream)
+    }
+
+    /// Enqueues the filter over the first `nb` tracks of `z`.
+    pub fn filter(&self, k: &Kernels, params: &[T], nb: usize) -> Result<()> {
+        if nb > self.cap {
+            return Err(Error::Cuda(format!(
+                "a chunk of {nb} tracks exceeds the slot's {}",
+                self.cap
+            )));
+        }
+        let sh = self.shape;
+        let name = match (sh.layout, sh.last, sh.predicted) {
+            (_, false, true) => "kf_filter_pred_host",
+            (OutputLayout::Host, false, false) => "kf_filter_all_host",
+            (OutputLayout::Host, true, _) => "kf_filter_last_host",
+            (OutputLayout::Soa, false, false) => "kf_filter_all_soa",
+            (OutputLayout::Soa, true, _) => "kf_filter_last_soa",
+        };
+        let (m, c, l) = match (&self.soa, sh.predicted) {
+            (Some((a, b, c)), false) => (a.ptr(), b.ptr(), c.ptr()),
+            _ => (self.mean.ptr(), self.cov.ptr(), self.ll.ptr()),
+        };
+        let pm = self.pmean.as_ref().map(|b| b.ptr()).unwrap_or(0);
+        let pc = self.pcov.as_ref().map(|b| b.ptr()).unwrap_or(0);
+        launch(
+            &self.stream,
+            k,
+            name,
+            grid_for(nb, BLOCK),
+            (BLOCK, 1, 1),
+            &[
+                Arg::Bytes(as_bytes(params)),
+                Arg::Ptr(self.z.ptr()),
+                Arg::I32(nb as i32),
+                Arg::I32(sh.steps as i32),
+                Arg::Ptr(m),
+                Arg::Ptr(c),
+                Arg::Ptr(l),
+                Arg::Ptr(pm),
+                Arg::Ptr(pc),
+                Arg::Ptr(self.err.ptr()),
+            ],
+        )
+    }
+
+    /// Enqueues the conversion of the SoA outputs of `nb` tracks to the host layout.
+    pub fn to_host_layout(&self, k: &Kernels, nb: usize) -> Result<()> {
+        let Some((m, c, l)) = &self.soa else {
+            return Ok(());
+        };
+        let sh = self.shape;
+        let s = sh.kept;
+        for (src, dst, comps, is_cov) in [
+            (m, &self.mean, sh.nx, 0),
+            (c, &self.cov, sh.np(), 1),
+            (l, &self.ll, 1, 0),
+        ] {
+            let cols = s * if is_cov == 1 { sh.nx * sh.nx } else { comps };
+            let gy = cols.div_ceil(32).clamp(1, 65535) as u32;
+            launch(
+                &self.stream,
+                k,
+                "soa_to_host",
+                (nb.div_ceil(32) as u32, gy, 1),
+                (32, 8, 1),
+                &[
+                    Arg::Ptr(src.ptr()),
+                    Arg::Ptr(dst.ptr()),
+                    Arg::I32(nb as i32),
+                    Arg::I32(s as i32),
+                    Arg::I32(comps as i32),
+                    Arg::I32(is_cov),
+                ],
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Enqueues the RTS smoother over the filtered outputs of `nb` tracks (host layout),
+    /// into the smoothed buffers, or in place when there are none.
+    pub fn smooth(&self, k: &Kernels, params: &[T], nb: usize) -> Result<()> {
+        let sh = self.shape;
+        let (om, oc) = match (&self.smean, &self.scov) {
+            (Some(a), Some(b)) => (a.ptr(), b.ptr()),
+            _ => (self.mean.ptr(), self.cov.ptr()),
+        };
+        launch(
+            &self.stream,
+            k,
+            "rts_smooth",
+            grid_for(nb, BLOCK),
+            (BLOCK, 1, 1),
+            &[
+                Arg::Bytes(as_bytes(params)),
+                Arg::Ptr(self.mean.ptr()),
+                Arg::Ptr(self.cov.ptr()),
+                Arg::Ptr(om),
+                Arg::Ptr(oc),
+                Arg::I32(nb as i32),
+                Arg::I32(sh.steps as i32),
+                Arg::Ptr(self.err.ptr()),
+            ],
+        )
+    }
+
+    /// Reads the error flag (synchronising the slot's stream) and names the failure:
+    /// `code = track_in_chunk * steps + step`, tracks offset by `first`.
+    pub fn check_err(&self, first: usize, what: &'static str) -> Result<()> {
+        let mut v = [0u64];
+        super::gpu::dtoh(&self.stream, &self.err, 0, &mut v, "reading the error flag")?;
+        super::gpu::sync(&self.stream, "waiting for the kernels")?;
+        if v[0] != u64::MAX {
+            let t = self.shape.steps as u64;
+            return Err(Error::NotPositiveDefinite {
+                track: first + (v[0] / t) as usize,
+                step: (v[0] % t) as usize,
+                what,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// The options' memory budget, or 80% of the free device memory.
+pub(crate) fn budget(gpu: &Gpu, opts: &CudaOptions) -> Result<usize> {
+    match opts.memory_budget {
+        Some(b) => Ok(b),
+        None => Ok(gpu.mem_info()?.0 / 10 * 8),
+    }
+}
+
+/// Tracks per chunk so that `slots` slots fit in `budget` bytes (at least one track).
+pub(crate) fn chunk_tracks(tracks: usize, per_track: usize, slots: usize, budget: usize) -> usize {
+    let fit = budget / (slots * per_track.max(1));
+    fit.clamp(1, tracks.max(1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_fit_the_budget() {
+        assert_eq!(chunk_tracks(1000, 100, 2, 1_000_000), 1000);
+        assert_eq!(chunk_tracks(1000, 100, 2, 20_000), 100);
+        assert_eq!(chunk_tracks(1000, 100, 2, 10), 1);
+        let sh = Shape {
+            nx: 4,
+            ny: 2,
+            steps: 10,
+            kept: 10,
+            last: false,
+            predicted: false,
+            layout: OutputLayout::Host,
+            smoothed: false,
+        };
+        // z 20 + mean 40 + cov 160 + ll 10 values.
+        assert_eq!(sh.bytes_per_track(4), 230 * 4);
+        let soa = Shape {
+            layout: OutputLayout::Soa,
+            ..sh
+        };
+        assert_eq!(soa.bytes_per_track(4), (230 + 10 * (4 + 10 + 1)) * 4);
+    }
+}
