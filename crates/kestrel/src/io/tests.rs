@@ -85,6 +85,31 @@ fn csv_reads_across_many_pieces() {
 }
 
 #[test]
+fn delimiters_are_found_exactly() {
+    // Every length up to a few words, and bytes next to the delimiters in value
+    // ('-' = ',' ^ 1, 0x0b = '\n' ^ 1) that a carrying zero-byte test would confuse.
+    let alphabet = b",\n-\x0b0123456789.e\r \x00\xff";
+    let mut s = 0x9e37_79b9_7f4a_7c15u64;
+    for len in 0..70 {
+        for _ in 0..20 {
+            let bytes: Vec<u8> = (0..len)
+                .map(|_| {
+                    s ^= s << 13;
+                    s ^= s >> 7;
+                    s ^= s << 17;
+                    alphabet[(s % alphabet.len() as u64) as usize]
+                })
+                .collect();
+            let want: Vec<usize> = (0..len)
+                .filter(|&i| bytes[i] == b',' || bytes[i] == b'\n')
+                .collect();
+            let got: Vec<usize> = csv::Delimiters::new(&bytes).collect();
+            assert_eq!(got, want, "{bytes:?}");
+        }
+    }
+}
+
+#[test]
 fn csv_missing_values_empty_or_nan() {
     let d = tmp();
     let p = write(
