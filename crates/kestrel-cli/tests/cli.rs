@@ -304,48 +304,66 @@ fn parallel_method_gives_the_filter_or_a_clean_error() {
         "--output",
         s(&z),
     ]));
-    let seq = d.path().join("seq.npz");
-    ok(&kestrel(&[
-        "filter",
-        "--model",
-        &model_path,
-        "--input",
-        s(&z),
-        "--output",
-        s(&seq),
-        "--device",
-        "cpu",
-    ]));
-    let before = std::fs::read_dir(d.path()).unwrap().count();
-    for scan in ["fastest", "blelloch"] {
-        let par = d.path().join(format!("par-{scan}.npz"));
+    let reference = |cmd: &str| {
+        let out = d.path().join(format!("{cmd}-seq.npz"));
+        ok(&kestrel(
+            &[
+                "filter",
+                "--model",
+                &model_path,
+                "--input",
+                s(&z),
+                "--output",
+                s(&out),
+                "--device",
+                "cpu",
+            ]
+            .map(|a| if a == "filter" { cmd } else { a }),
+        ));
+        npz(&out)
+    };
+    let (filtered, smoothed) = (reference("filter"), reference("smooth"));
+    let runs = [
+        ("filter", "parallel", "fastest"),
+        ("filter", "parallel", "blelloch"),
+        ("smooth", "parallel-rts", "fastest"),
+        ("smooth", "two-filter", "fastest"),
+    ];
+    for (cmd, method, scan) in runs {
+        let before = std::fs::read_dir(d.path()).unwrap().count();
+        let out = d.path().join(format!("{cmd}-{method}-{scan}.npz"));
         let o = kestrel(&[
-            "filter",
+            cmd,
             "--model",
             &model_path,
             "--input",
             s(&z),
             "--output",
-            s(&par),
+            s(&out),
             "--device",
             "cpu",
             "--method",
-            "parallel",
+            method,
             "--scan",
             scan,
         ]);
         if o.status.success() {
-            let (a, b) = (npz(&seq), npz(&par));
-            close(&b.mean, &a.mean, 1e-8, "parallel mean");
-            close(&b.cov, &a.cov, 1e-8, "parallel cov");
-            close(
-                b.loglik.as_ref().unwrap(),
-                a.loglik.as_ref().unwrap(),
-                1e-8,
-                "parallel loglik",
+            let (a, b) = (
+                if cmd == "filter" {
+                    &filtered
+                } else {
+                    &smoothed
+                },
+                npz(&out),
             );
+            close(&b.mean, &a.mean, 1e-8, &format!("{method} mean"));
+            close(&b.cov, &a.cov, 1e-8, &format!("{method} cov"));
+            assert_eq!(a.loglik.is_some(), b.loglik.is_some());
+            if let (Some(x), Some(y)) = (&b.loglik, &a.loglik) {
+                close(x, y, 1e-8, &format!("{method} loglik"));
+            }
         } else {
-            expect_bad(&o, &["parallel"], d.path(), before);
+            expect_bad(&o, &[method], d.path(), before);
         }
     }
 }

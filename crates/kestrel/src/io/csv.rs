@@ -29,7 +29,6 @@ struct Key {
 /// start of the piece until [`Piece::shift`] makes them absolute.
 struct Piece<T> {
     values: Vec<T>,
-    rows: usize,
     newlines: usize,
     first: Option<Key>,
     last: Option<Key>,
@@ -204,7 +203,6 @@ impl<T: Real> Piece<T> {
             self.first = Some(key);
         }
         self.last = Some(key);
-        self.rows += 1;
         Ok(())
     }
 }
@@ -289,7 +287,6 @@ fn parse_piece<T: Real>(
 ) -> std::result::Result<Piece<T>, (usize, String)> {
     let mut piece = Piece {
         values: Vec::with_capacity(bytes.len() / (8 + 8 * ny) * ny + ny),
-        rows: 0,
         newlines: 0,
         first: None,
         last: None,
