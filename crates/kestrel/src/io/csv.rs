@@ -5,16 +5,22 @@
 //! over its bytes; a piece with quotes goes through the `csv` crate's `ByteRecord`
 //! (a quoted field may not span lines). No allocation per field. The order of rows
 //! (tracks `0..B-1`, steps `0..T-1` of each track, no gaps, the same `T` for every
-//! track) is checked within and across pieces. Writing formats pieces of tracks on all
-//! cores with the shortest representation that reads back to the same value.
+//! track) is checked within and across pieces. Writing is in [`write`].
 
 use super::parse_error;
-use crate::data::{Estimates, Measurements};
+use crate::data::Measurements;
 use crate::error::Result;
 use crate::linalg::Real;
 use rayon::prelude::*;
-use std::io::Write;
 use std::path::Path;
+
+mod delimiters;
+mod write;
+
+pub(super) use delimiters::Delimiters;
+#[cfg(test)]
+pub(super) use write::push_value;
+pub(super) use write::{write_estimates, write_series};
 
 /// Where a row sits: its line in the file (1-based), track and step.
 #[derive(Clone, Copy, Debug)]
@@ -204,75 +210,6 @@ impl<T: Real> Piece<T> {
         }
         self.last = Some(key);
         Ok(())
-    }
-}
-
-/// Positions of the commas and line ends in `bytes`, found eight bytes at a time
-/// (exact zero-byte test on `word ^ delimiter`, no false positives).
-pub(super) struct Delimiters<'a> {
-    bytes: &'a [u8],
-    /// Start of the word whose matches are in `mask`.
-    at: usize,
-    /// One high bit per matching byte of the current word.
-    mask: u64,
-}
-
-impl<'a> Delimiters<'a> {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
-
-    pub(super) fn new(bytes: &'a [u8]) -> Self {
-        let mut d = Delimiters {
-            bytes,
-            at: 0,
-            mask: 0,
-        };
-        d.mask = d.word_mask(0);
-        d
-    }
-
-    /// High bit set in each byte of `x` that is zero.
-    #[inline(always)]
-    fn zero_bytes(x: u64) -> u64 {
-        !(((x & Self::LOW7).wrapping_add(Self::LOW7)) | x | Self::LOW7)
-    }
-
-    #[inline(always)]
-    fn word_mask(&self, at: usize) -> u64 {
-        let x = match self
-            .bytes
-            .get(at..at + 8)
-            .and_then(|w| <[u8; 8]>::try_from(w).ok())
-        {
-            Some(w) => u64::from_le_bytes(w),
-            None => {
-                // The last, partial word, padded with zeros (which match no delimiter).
-                let rest = &self.bytes[at.min(self.bytes.len())..];
-                let mut w = [0u8; 8];
-                w[..rest.len()].copy_from_slice(rest);
-                u64::from_le_bytes(w)
-            }
-        };
-        Self::zero_bytes(x ^ (Self::ONES * b',' as u64))
-            | Self::zero_bytes(x ^ (Self::ONES * b'\n' as u64))
-    }
-}
-
-impl Iterator for Delimiters<'_> {
-    type Item = usize;
-
-    #[inline(always)]
-    fn next(&mut self) -> Option<usize> {
-        while self.mask == 0 {
-            self.at += 8;
-            if self.at >= self.bytes.len() {
-                return None;
-            }
-            self.mask = self.word_mask(self.at);
-        }
-        let k = (self.mask.trailing_zeros() / 8) as usize;
-        self.mask &= self.mask - 1;
-        Some(self.at + k)
     }
 }
 
@@ -471,175 +408,4 @@ pub(super) fn read_measurements<T: Real>(path: &Path) -> Result<Measurements<T>>
         data.extend_from_slice(&p.values);
     }
     Measurements::new(tracks, steps, ny, data)
-}
-
-/// Appends the shortest representation of `v` that parses back to the same value (Ryu,
-/// Adams 2018), in the precision of `T`; NaN is written `NaN`.
-#[inline]
-pub(super) fn push_value<T: Real>(buf: &mut Vec<u8>, v: T) {
-    let mut r = ryu::Buffer::new();
-    let s = if T::NAME == "f32" {
-        r.format(v.to_f64() as f32)
-    } else {
-        r.format(v.to_f64())
-    };
-    buf.extend_from_slice(s.as_bytes());
-}
-
-/// Appends the decimal digits of `n`.
-#[inline]
-fn push_index(buf: &mut Vec<u8>, mut n: usize) {
-    let mut digits = [0u8; 20];
-    let mut i = digits.len();
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    buf.extend_from_slice(&digits[i..]);
-}
-
-/// Formats tracks `b0..b1` into `buf`: one row per track and step, `per_row` writing the
-/// values after `track,t`.
-fn format_rows(
-    buf: &mut Vec<u8>,
-    b0: usize,
-    b1: usize,
-    steps: usize,
-    mut per_row: impl FnMut(&mut Vec<u8>, usize, usize),
-) {
-    for b in b0..b1 {
-        for k in 0..steps {
-            push_index(buf, b);
-            buf.push(b',');
-            push_index(buf, k);
-            per_row(buf, b, k);
-            buf.push(b'\n');
-        }
-    }
-}
-
-/// Formats the rows of all tracks in parallel pieces and writes them in order after
-/// `header`, atomically; `tick` hears how many tracks each group wrote.
-fn write_rows<F>(
-    path: &Path,
-    header: String,
-    tracks: usize,
-    steps: usize,
-    per_row: F,
-    tick: &(dyn Fn(usize) + Sync),
-) -> Result<()>
-where
-    F: Fn(&mut Vec<u8>, usize, usize) + Sync,
-{
-    // About 4 MB of text per piece and a few pieces per thread in flight at a time.
-    let per_track = steps.max(1) * 256;
-    let piece = ((4 << 20) / per_track).clamp(1, tracks.max(1));
-    let group = piece * rayon::current_num_threads() * 2;
-    super::write_atomic(path, |w| {
-        w.write_all(header.as_bytes())?;
-        let mut g0 = 0;
-        while g0 < tracks {
-            let g1 = (g0 + group).min(tracks);
-            let bufs: Vec<Vec<u8>> = (g0..g1)
-                .step_by(piece)
-                .collect::<Vec<_>>()
-                .into_par_iter()
-                .map(|b0| {
-                    let mut buf = Vec::with_capacity(4 << 20);
-                    format_rows(&mut buf, b0, (b0 + piece).min(g1), steps, &per_row);
-                    buf
-                })
-                .collect();
-            for b in bufs {
-                w.write_all(&b)?;
-            }
-            tick(g1 - g0);
-            g0 = g1;
-        }
-        Ok(())
-    })
-}
-
-/// Writes `[tracks][steps][n]` values in the long form with columns `{prefix}0..`.
-pub(super) fn write_series<T: Real>(
-    path: &Path,
-    tracks: usize,
-    steps: usize,
-    n: usize,
-    data: &[T],
-    prefix: char,
-) -> Result<()> {
-    let mut header = String::from("track,t");
-    for j in 0..n {
-        header += &format!(",{prefix}{j}");
-    }
-    header.push('\n');
-    write_rows(
-        path,
-        header,
-        tracks,
-        steps,
-        |buf, b, k| {
-            let o = (b * steps + k) * n;
-            for &v in &data[o..o + n] {
-                buf.push(b',');
-                push_value(buf, v);
-            }
-        },
-        &|_| {},
-    )
-}
-
-/// The CSV header of estimates: `track,t,x0..,P00..` (`P{i}_{j}` when `nx > 10`), and
-/// `loglik` when present.
-pub(super) fn estimates_header(nx: usize, loglik: bool) -> String {
-    let mut h = String::from("track,t");
-    for i in 0..nx {
-        h += &format!(",x{i}");
-    }
-    for i in 0..nx {
-        for j in 0..nx {
-            if nx > 10 {
-                h += &format!(",P{i}_{j}");
-            } else {
-                h += &format!(",P{i}{j}");
-            }
-        }
-    }
-    if loglik {
-        h += ",loglik";
-    }
-    h.push('\n');
-    h
-}
-
-/// Writes estimates: means, full row-major covariances, and the log-likelihood column
-/// when the estimates carry one.
-pub(super) fn write_estimates<T: Real>(
-    path: &Path,
-    est: &Estimates<T>,
-    tick: &(dyn Fn(usize) + Sync),
-) -> Result<()> {
-    let header = estimates_header(est.nx, est.loglik.is_some());
-    write_rows(
-        path,
-        header,
-        est.tracks,
-        est.steps,
-        |buf, b, k| {
-            for &v in est.mean_at(b, k).iter().chain(est.cov_at(b, k)) {
-                buf.push(b',');
-                push_value(buf, v);
-            }
-            if let Some(ll) = &est.loglik {
-                buf.push(b',');
-                push_value(buf, ll[b * est.steps + k]);
-            }
-        },
-        tick,
-    )
 }
