@@ -20,6 +20,7 @@ mod write;
 pub(super) use delimiters::Delimiters;
 #[cfg(test)]
 pub(super) use write::push_value;
+
 pub(super) use write::{write_estimates, write_series};
 
 /// Where a row sits: its line in the file (1-based), track and step.
@@ -110,11 +111,62 @@ fn parse_index(field: &[u8]) -> Option<usize> {
     })
 }
 
+/// Powers of ten exactly representable in f64 (`5^22 < 2^53`).
+const POW10_F64: [f64; 23] = [
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16,
+    1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
+];
+/// Powers of ten exactly representable in f32 (`5^10 < 2^24`).
+const POW10_F32: [f32; 11] = [1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10];
+
+/// Clinger's fast path (W. D. Clinger, "How to read floating point numbers accurately",
+/// PLDI 1990): a decimal `[-+]ddd.ddd` with at most 15 digits (7 for f32) has an integer
+/// mantissa and a power of ten that are both exact in the target precision, so one
+/// correctly rounded division gives the correctly rounded value. `None` for anything
+/// else (more digits, exponents, NaN), which the standard parser then takes.
+#[inline]
+pub(super) fn parse_short<T: Real>(f: &[u8]) -> Option<T> {
+    let f64_path = T::NAME == "f64";
+    let (max_digits, max_frac) = if f64_path { (15, 22) } else { (7, 10) };
+    let (neg, digits) = match f.first()? {
+        b'-' => (true, &f[1..]),
+        b'+' => (false, &f[1..]),
+        _ => (false, f),
+    };
+    let (mut m, mut n, mut frac, mut dot) = (0u64, 0usize, 0usize, false);
+    for &c in digits {
+        if c.is_ascii_digit() {
+            n += 1;
+            if n > max_digits {
+                return None;
+            }
+            m = m * 10 + (c - b'0') as u64;
+            frac += dot as usize;
+        } else if c == b'.' && !dot {
+            dot = true;
+        } else {
+            return None;
+        }
+    }
+    if n == 0 || frac > max_frac {
+        return None;
+    }
+    let v = if f64_path {
+        T::of(m as f64 / POW10_F64[frac])
+    } else {
+        T::of((m as f32 / POW10_F32[frac]) as f64)
+    };
+    Some(if neg { -v } else { v })
+}
+
 /// Parses one measurement component: empty or `NaN` is missing; infinities are rejected.
 fn parse_value<T: Real>(field: &[u8]) -> std::result::Result<T, String> {
     let f = field.trim_ascii();
     if f.is_empty() {
         return Ok(T::nan());
+    }
+    if let Some(v) = parse_short(f) {
+        return Ok(v);
     }
     if !f.is_ascii() {
         return Err(format!(

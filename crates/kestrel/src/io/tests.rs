@@ -85,6 +85,45 @@ fn csv_reads_across_many_pieces() {
 }
 
 #[test]
+fn short_decimals_parse_exactly_as_the_standard_parser() {
+    let mut s = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move |n: u64| {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s % n
+    };
+    let mut fast = 0;
+    for _ in 0..200_000 {
+        let digits = 1 + next(18) as usize;
+        let mut text: String = (0..digits)
+            .map(|_| char::from(b'0' + next(10) as u8))
+            .collect();
+        if next(4) > 0 {
+            text.insert(next(digits as u64 + 1) as usize, '.');
+        }
+        match next(3) {
+            0 => text.insert(0, '-'),
+            1 if next(2) == 0 => text.insert(0, '+'),
+            _ => {}
+        }
+        let want64: f64 = text.parse().unwrap();
+        let want32: f32 = text.parse().unwrap();
+        if let Some(v) = csv::parse_short::<f64>(text.as_bytes()) {
+            assert_eq!(v.to_bits(), want64.to_bits(), "{text}");
+            fast += 1;
+        }
+        if let Some(v) = csv::parse_short::<f32>(text.as_bytes()) {
+            assert_eq!(v.to_bits(), want32.to_bits(), "{text} as f32");
+        }
+    }
+    assert!(fast > 50_000, "the fast path took only {fast} numbers");
+    for odd in ["", "-", ".", "1e5", "NaN", "1.2.3", "--1", "1-", " 1"] {
+        assert!(csv::parse_short::<f64>(odd.as_bytes()).is_none(), "{odd}");
+    }
+}
+
+#[test]
 fn delimiters_are_found_exactly() {
     // Every length up to a few words, and bytes next to the delimiters in value
     // ('-' = ',' ^ 1, 0x0b = '\n' ^ 1) that a carrying zero-byte test would confuse.
