@@ -291,3 +291,63 @@ fn bad_input_is_an_error_not_a_panic() {
     assert!(kestrel::Device::parse("cuda").is_ok());
     assert!(kestrel::Device::parse("cuda:99").is_err());
 }
+
+#[test]
+fn large_batches_cross_the_staging_buffers_intact() {
+    if !gpu_or_skip("large_batches_cross_the_staging_buffers_intact") {
+        return;
+    }
+    // 200,000 tracks x 50 steps: 640 MB of covariances, ten pieces of the 64 MB staging
+    // buffers on the way down, two on the way up.
+    let m = random_model(4, 2, 7000);
+    let base = random_measurements::<f32>(&m, 1000, 50, 7001, 0.05);
+    let tracks = 200_000;
+    let mut data = Vec::with_capacity(tracks * base.data.len() / 1000);
+    for i in 0..tracks {
+        data.extend_from_slice(base.track(i % 1000));
+    }
+    // Make every track distinct so that a piece copied to the wrong place shows.
+    for (i, v) in data.iter_mut().enumerate() {
+        if !v.is_nan() {
+            *v += ((i / 100) % 97) as f32 * 0.01;
+        }
+    }
+    let z = kestrel::Measurements::new(tracks, 50, 2, data).expect("consistent shape");
+    let opts = options(true, OutputLayout::Soa);
+    let got = cuda::filter_with(0, &m, &z, &FilterOptions::default(), &opts)
+        .expect("GPU")
+        .filtered;
+    let db = cuda::DeviceBatch::new(0, &m, &z, Keep::All, OutputLayout::Soa, false, &opts)
+        .expect("device batch");
+    db.filter().expect("filter");
+    db.to_host_layout().expect("transpose");
+    assert_eq!(
+        db.filtered().expect("download"),
+        got,
+        "staged copies differ from plain copies"
+    );
+    for first in [0, 99_000, tracks - 1000] {
+        let sub = kestrel::Measurements::new(
+            1000,
+            50,
+            2,
+            z.data[first * 100..(first + 1000) * 100].to_vec(),
+        )
+        .expect("consistent shape");
+        let want = kalman::filter(&m, &sub, &reference())
+            .expect("CPU")
+            .filtered;
+        let part = kestrel::Estimates {
+            tracks: 1000,
+            steps: 50,
+            nx: 4,
+            mean: got.mean[first * 200..(first + 1000) * 200].to_vec(),
+            cov: got.cov[first * 800..(first + 1000) * 800].to_vec(),
+            loglik: got
+                .loglik
+                .as_ref()
+                .map(|l| l[first * 50..(first + 1000) * 50].to_vec()),
+        };
+        assert_close(&format!("tracks {first}.."), &part, &want, 1e-4);
+    }
+}
