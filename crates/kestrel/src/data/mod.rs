@@ -5,6 +5,8 @@
 //! estimates), so files map straight onto these buffers. Device code converts to its
 //! own structure-of-arrays layout once.
 
+mod alloc;
+
 use crate::error::{Error, Result};
 use crate::linalg::Real;
 
@@ -69,8 +71,16 @@ impl<T: Real> Measurements<T> {
     /// Rejects infinities (NaN is allowed: it marks a missing value), naming the track
     /// and step.
     pub fn check_finite(&self) -> Result<()> {
-        if let Some(i) = self.data.iter().position(|v| !v.is_nan_value() && !v.is_finite_value()) {
-            let (b, k, j) = (i / (self.steps * self.ny), (i / self.ny) % self.steps, i % self.ny);
+        if let Some(i) = self
+            .data
+            .iter()
+            .position(|v| !v.is_nan_value() && !v.is_finite_value())
+        {
+            let (b, k, j) = (
+                i / (self.steps * self.ny),
+                (i / self.ny) % self.steps,
+                i % self.ny,
+            );
             return Err(Error::input(format!(
                 "track {b}, step {k}: measurement component z{j} is infinite"
             )));
@@ -99,9 +109,37 @@ impl<T: Real> Estimates<T> {
             tracks,
             steps,
             nx,
-            mean: vec![T::nan(); tracks * steps * nx],
-            cov: vec![T::nan(); tracks * steps * nx * nx],
-            loglik: with_loglik.then(|| vec![T::nan(); tracks * steps]),
+            mean: alloc::filled(tracks * steps * nx, T::nan()),
+            cov: alloc::filled(tracks * steps * nx * nx, T::nan()),
+            loglik: with_loglik.then(|| alloc::filled(tracks * steps, T::nan())),
+        }
+    }
+
+    /// Allocates zeroed estimates without touching the memory (see `alloc::zeroed`): for
+    /// paths that write every element.
+    pub(crate) fn zeroed(tracks: usize, steps: usize, nx: usize, with_loglik: bool) -> Self {
+        Estimates {
+            tracks,
+            steps,
+            nx,
+            mean: alloc::zeroed(tracks * steps * nx),
+            cov: alloc::zeroed(tracks * steps * nx * nx),
+            loglik: with_loglik.then(|| alloc::zeroed(tracks * steps)),
+        }
+    }
+
+    /// Reshapes for reuse: buffers keep their allocation; entries added by growing are
+    /// NaN, entries already there keep stale values until overwritten.
+    pub fn reshape(&mut self, tracks: usize, steps: usize, nx: usize, with_loglik: bool) {
+        self.tracks = tracks;
+        self.steps = steps;
+        self.nx = nx;
+        self.mean.resize(tracks * steps * nx, T::nan());
+        self.cov.resize(tracks * steps * nx * nx, T::nan());
+        match (&mut self.loglik, with_loglik) {
+            (Some(l), true) => l.resize(tracks * steps, T::nan()),
+            (l @ None, true) => *l = Some(vec![T::nan(); tracks * steps]),
+            (l, false) => *l = None,
         }
     }
 

@@ -5,7 +5,7 @@
 use crate::data::Measurements;
 use crate::error::{Error, Result};
 use crate::model::StateSpace;
-use nalgebra::{DMatrix, DVector};
+use nalgebra::DMatrix;
 use rand::{Rng, SeedableRng};
 use rand_distr::StandardNormal;
 use rayon::prelude::*;
@@ -46,11 +46,15 @@ pub fn simulate<M: StateSpace + ?Sized>(
     missing: f64,
 ) -> Result<Simulation> {
     if !(0.0..=1.0).contains(&missing) {
-        return Err(Error::input(format!("missing probability must be in [0, 1], got {missing}")));
+        return Err(Error::input(format!(
+            "missing probability must be in [0, 1], got {missing}"
+        )));
     }
     if let Some(n) = model.steps_covered() {
         if n < steps {
-            return Err(Error::input(format!("the model has matrices for {n} steps, asked for {steps}")));
+            return Err(Error::input(format!(
+                "the model has matrices for {n} steps, asked for {steps}"
+            )));
         }
     }
     let (nx, ny) = (model.nx(), model.ny());
@@ -67,22 +71,45 @@ pub fn simulate<M: StateSpace + ?Sized>(
         .enumerate()
         .for_each(|(b, (xt, zt))| {
             let mut rng = rand::rngs::StdRng::seed_from_u64(track_seed(seed, b));
-            fn normal(rng: &mut rand::rngs::StdRng, n: usize) -> DVector<f64> {
-                DVector::from_fn(n, |_, _| rng.sample::<f64, _>(StandardNormal))
+            // Buffers allocated once per track; the step loop does not allocate.
+            let mut e = vec![0.0; nx.max(ny)];
+            let mut x = vec![0.0; nx];
+            let mut xn = vec![0.0; nx];
+            let draw = |rng: &mut rand::rngs::StdRng, e: &mut [f64]| {
+                for v in e.iter_mut() {
+                    *v = rng.sample(StandardNormal);
+                }
+            };
+            // y = a v (+ y when accumulate), a given column-major by nalgebra.
+            fn mul_add(a: &DMatrix<f64>, v: &[f64], y: &mut [f64]) {
+                for (j, vj) in v.iter().enumerate().take(a.ncols()) {
+                    for (i, yi) in y.iter_mut().enumerate().take(a.nrows()) {
+                        *yi += a[(i, j)] * vj;
+                    }
+                }
             }
-            let mut x = &model.prior().x0 + &sp * normal(&mut rng, nx);
+            draw(&mut rng, &mut e[..nx]);
+            x.copy_from_slice(model.prior().x0.as_slice());
+            mul_add(&sp, &e[..nx], &mut x);
             for k in 0..steps {
                 let i = if invariant { 0 } else { k };
                 if k > 0 {
                     let (f, u, _) = model.transition(k);
-                    x = f * &x + u + &sq[i] * normal(&mut rng, nx);
+                    xn.copy_from_slice(u.as_slice());
+                    mul_add(f, &x, &mut xn);
+                    draw(&mut rng, &mut e[..nx]);
+                    mul_add(&sq[i], &e[..nx], &mut xn);
+                    std::mem::swap(&mut x, &mut xn);
                 }
-                xt[k * nx..(k + 1) * nx].copy_from_slice(x.as_slice());
+                xt[k * nx..(k + 1) * nx].copy_from_slice(&x);
                 let (h, d, _) = model.observation(k);
-                let zk = h * &x + d + &sr[i] * normal(&mut rng, ny);
-                let miss = missing > 0.0 && rng.gen::<f64>() < missing;
-                for j in 0..ny {
-                    zt[k * ny + j] = if miss { f64::NAN } else { zk[j] };
+                let zk = &mut zt[k * ny..(k + 1) * ny];
+                zk.copy_from_slice(d.as_slice());
+                mul_add(h, &x, zk);
+                draw(&mut rng, &mut e[..ny]);
+                mul_add(&sr[i], &e[..ny], zk);
+                if missing > 0.0 && rng.gen::<f64>() < missing {
+                    zk.fill(f64::NAN);
                 }
             }
         });
