@@ -5,6 +5,7 @@
 mod gpu_common;
 
 use gpu_common::*;
+use kestrel::cuda::compile::Part;
 use kestrel::cuda::{self, CudaOptions, OutputLayout};
 use kestrel::{kalman, FilterOptions, Keep, Real};
 
@@ -63,34 +64,45 @@ fn compiles_for_every_shape_class() {
     if !gpu_or_skip("compiles_for_every_shape_class") {
         return;
     }
-    for (nx, ny) in [(1, 1), (2, 1), (4, 2), (6, 2), (9, 4), (12, 6), (16, 8)] {
+    // Small shapes in every variant; the largest ones (slow to compile: everything is
+    // unrolled) once each, with the model as parameters.
+    let mut cases = vec![];
+    for (nx, ny) in [(1, 1), (2, 1), (4, 2), (6, 2)] {
+        for bake in [false, true] {
+            cases.push((nx, ny, bake, "f32"));
+            cases.push((nx, ny, bake, "f64"));
+        }
+    }
+    cases.extend([
+        (9, 4, false, "f32"),
+        (9, 4, true, "f64"),
+        (12, 6, false, "f64"),
+        (16, 8, false, "f32"),
+    ]);
+    for (nx, ny, bake, dtype) in cases {
         let m = random_model(nx, ny, 1);
-        let bakes: &[bool] = if nx > 9 { &[false] } else { &[false, true] };
-        for &bake in bakes {
+        for part in Part::ALL {
             let t = std::time::Instant::now();
-            let log32 = cuda::compile_kernels::<f32>(0, &m, bake)
-                .unwrap_or_else(|e| panic!("nx={nx} ny={ny} f32: {e}"));
-            let log64 = cuda::compile_kernels::<f64>(0, &m, bake)
-                .unwrap_or_else(|e| panic!("nx={nx} ny={ny} f64: {e}"));
+            let log = if dtype == "f32" {
+                cuda::compile_kernels::<f32>(0, &m, bake, part)
+            } else {
+                cuda::compile_kernels::<f64>(0, &m, bake, part)
+            }
+            .unwrap_or_else(|e| panic!("nx={nx} ny={ny} {dtype} bake={bake} {part:?}: {e}"));
             eprintln!(
-                "compiled nx={nx} ny={ny} bake={bake} in {:.2} s{}{}",
+                "compiled {part:?} nx={nx} ny={ny} {dtype} bake={bake} in {:.2} s{}",
                 t.elapsed().as_secs_f64(),
-                if log32.trim().is_empty() {
+                if log.trim().is_empty() {
                     String::new()
                 } else {
-                    format!("\nf32 log: {log32}")
-                },
-                if log64.trim().is_empty() {
-                    String::new()
-                } else {
-                    format!("\nf64 log: {log64}")
+                    format!("\nlog: {log}")
                 }
             );
         }
     }
     let big = random_model(17, 2, 1);
     assert!(
-        cuda::compile_kernels::<f32>(0, &big, false).is_err(),
+        cuda::compile_kernels::<f32>(0, &big, false, Part::Filter).is_err(),
         "nx = 17 must be refused"
     );
 }
@@ -192,7 +204,12 @@ fn smoother_matches_the_cpu_reference() {
         let z = random_measurements::<f64>(&m, 200, 30, 4100 + i as u64, 0.1);
         let f = kalman::filter(&m, &z, &reference()).expect("CPU").filtered;
         let want = kalman::smooth_filtered(&m, &f).expect("CPU smoother");
-        let copts = options(i % 2 == 0, OutputLayout::Host);
+        let layout = if i % 2 == 0 {
+            OutputLayout::Soa
+        } else {
+            OutputLayout::Host
+        };
+        let copts = options(i % 3 == 0, layout);
         let got = cuda::smooth_filtered_with(0, &m, &f, &copts).expect("GPU smoother");
         assert_close(&format!("smooth f64 nx={nx} ny={ny}"), &got, &want, 1e-10);
         let (gf, gs) = cuda::smooth(0, &m, &z, &copts).expect("GPU filter + smoother");
@@ -240,16 +257,18 @@ fn chunked_equals_unchunked_under_a_small_memory_budget() {
             "chunked filter ({layout:?}) differs from the whole batch"
         );
     }
-    let small = CudaOptions {
-        memory_budget: Some(600_000),
-        ..options(true, OutputLayout::Host)
-    };
-    let (f1, s1) = cuda::smooth(0, &m, &z, &options(true, OutputLayout::Host)).expect("GPU");
-    let (f2, s2) = cuda::smooth(0, &m, &z, &small).expect("GPU chunked");
-    assert_eq!(f1, f2, "chunked fused filter differs");
-    assert_eq!(s1, s2, "chunked fused smoother differs");
-    let s3 = cuda::smooth_filtered_with(0, &m, &f1, &small).expect("GPU chunked smoother");
-    assert_eq!(s3, s1, "chunked smoother differs");
+    for layout in [OutputLayout::Host, OutputLayout::Soa] {
+        let small = CudaOptions {
+            memory_budget: Some(600_000),
+            ..options(true, layout)
+        };
+        let (f1, s1) = cuda::smooth(0, &m, &z, &options(true, layout)).expect("GPU");
+        let (f2, s2) = cuda::smooth(0, &m, &z, &small).expect("GPU chunked");
+        assert_eq!(f1, f2, "chunked fused filter differs ({layout:?})");
+        assert_eq!(s1, s2, "chunked fused smoother differs ({layout:?})");
+        let s3 = cuda::smooth_filtered_with(0, &m, &f1, &small).expect("GPU chunked smoother");
+        assert_eq!(s3, s1, "chunked smoother differs ({layout:?})");
+    }
     let want = kalman::filter(&m, &z, &reference()).expect("CPU").filtered;
     assert_close("chunked vs CPU", &whole, &want, 1e-4);
 }
@@ -271,4 +290,64 @@ fn bad_input_is_an_error_not_a_panic() {
     assert!(e.to_string().contains("track 1, step 1"), "{e}");
     assert!(kestrel::Device::parse("cuda").is_ok());
     assert!(kestrel::Device::parse("cuda:99").is_err());
+}
+
+#[test]
+fn large_batches_cross_the_staging_buffers_intact() {
+    if !gpu_or_skip("large_batches_cross_the_staging_buffers_intact") {
+        return;
+    }
+    // 200,000 tracks x 50 steps: 640 MB of covariances, ten pieces of the 64 MB staging
+    // buffers on the way down, two on the way up.
+    let m = random_model(4, 2, 7000);
+    let base = random_measurements::<f32>(&m, 1000, 50, 7001, 0.05);
+    let tracks = 200_000;
+    let mut data = Vec::with_capacity(tracks * base.data.len() / 1000);
+    for i in 0..tracks {
+        data.extend_from_slice(base.track(i % 1000));
+    }
+    // Make every track distinct so that a piece copied to the wrong place shows.
+    for (i, v) in data.iter_mut().enumerate() {
+        if !v.is_nan() {
+            *v += ((i / 100) % 97) as f32 * 0.01;
+        }
+    }
+    let z = kestrel::Measurements::new(tracks, 50, 2, data).expect("consistent shape");
+    let opts = options(true, OutputLayout::Soa);
+    let got = cuda::filter_with(0, &m, &z, &FilterOptions::default(), &opts)
+        .expect("GPU")
+        .filtered;
+    let db = cuda::DeviceBatch::new(0, &m, &z, Keep::All, OutputLayout::Soa, false, &opts)
+        .expect("device batch");
+    db.filter().expect("filter");
+    db.to_host_layout().expect("transpose");
+    assert_eq!(
+        db.filtered().expect("download"),
+        got,
+        "staged copies differ from plain copies"
+    );
+    for first in [0, 99_000, tracks - 1000] {
+        let sub = kestrel::Measurements::new(
+            1000,
+            50,
+            2,
+            z.data[first * 100..(first + 1000) * 100].to_vec(),
+        )
+        .expect("consistent shape");
+        let want = kalman::filter(&m, &sub, &reference())
+            .expect("CPU")
+            .filtered;
+        let part = kestrel::Estimates {
+            tracks: 1000,
+            steps: 50,
+            nx: 4,
+            mean: got.mean[first * 200..(first + 1000) * 200].to_vec(),
+            cov: got.cov[first * 800..(first + 1000) * 800].to_vec(),
+            loglik: got
+                .loglik
+                .as_ref()
+                .map(|l| l[first * 50..(first + 1000) * 50].to_vec()),
+        };
+        assert_close(&format!("tracks {first}.."), &part, &want, 1e-4);
+    }
 }

@@ -143,28 +143,36 @@ pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
                 ),
             ));
         }
-        {
-            let db = DeviceBatch::new(0, &cv, &z, Keep::All, OutputLayout::Host, true, &opts)?;
+        for (layout, tag, by) in [
+            (OutputLayout::Soa, "soa", 112.0),
+            (OutputLayout::Host, "host", 160.0),
+        ] {
+            // Read filtered mean + covariance, write smoothed mean + covariance.
+            let db = DeviceBatch::new(0, &cv, &z, Keep::All, layout, true, &opts)?;
             db.filter()?;
             let t = kernel_times(warm, reps, || db.smooth())?;
-            // Read filtered mean + covariance, write smoothed mean + covariance.
-            sink.push(rec(
-                "cuda rts smoother kernel",
-                &t,
-                roofline(2.0 * 4.0 * 20.0, 0.0, ts, median(&t)),
-            ));
+            let name = format!("cuda rts smoother kernel ({tag} layout)");
+            sink.push(rec(&name, &t, roofline(by, 0.0, ts, median(&t))));
+            if layout == OutputLayout::Soa {
+                let t = kernel_times(warm, reps, || db.smoothed_to_host_layout())?;
+                sink.push(rec(
+                    "cuda smoothed soa->host transpose kernel",
+                    &t,
+                    serde_json::Value::Null,
+                ));
+            }
         }
         if b == *sizes.last().unwrap_or(&b) {
             let generic = CudaOptions {
                 bake_model: false,
                 ..opts
             };
-            let db = DeviceBatch::new(0, &cv, &z, Keep::All, OutputLayout::Host, false, &generic)?;
+            let db = DeviceBatch::new(0, &cv, &z, Keep::All, OutputLayout::Soa, false, &generic)?;
             let t = kernel_times(warm, reps, || db.filter())?;
             sink.push(rec(
-                "cuda filter kernel (model as parameters)",
+                "cuda filter kernel (soa, model as parameters)",
                 &t,
-                roofline(92.0, fl, ts, median(&t)),
+                roofline(68.0, fl, ts, median(&t)),
             ));
             let db = DeviceBatch::new(0, &cv, &z, Keep::Last, OutputLayout::Host, false, &generic)?;
             let t = kernel_times(warm, reps, || db.filter())?;
@@ -307,7 +315,7 @@ fn thesis(sink: &mut Sink, dev: &str, quick: bool) -> anyhow::Result<()> {
     sink.push(r);
     let b = if quick { 100_000 } else { 1_000_000 };
     let z = measurements(&ca, b, STEPS)?;
-    let db = DeviceBatch::new(0, &ca, &z, Keep::All, OutputLayout::Host, false, &opts)?;
+    let db = DeviceBatch::new(0, &ca, &z, Keep::All, OutputLayout::Soa, false, &opts)?;
     let t = kernel_times(2, 7, || db.filter())?;
     let mut r = Record::new(
         "cuda thesis model filter kernel",
@@ -320,7 +328,7 @@ fn thesis(sink: &mut Sink, dev: &str, quick: bool) -> anyhow::Result<()> {
         &t,
     );
     r.extra = roofline(
-        ((2 + 6 + 36 + 1) * 4) as f64,
+        ((2 + 6 + 21 + 1) * 4) as f64,
         flops_per_step(6, 2),
         (b * STEPS) as f64,
         median(&t),

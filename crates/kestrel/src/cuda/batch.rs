@@ -1,6 +1,7 @@
 //! A batch that stays on the GPU between kernel runs, for measuring the kernels alone
 //! (CUDA events around each launch) apart from the copies to and from the host.
 
+use super::compile::Part;
 use super::gpu::{ck, dtoh, htod, model_params, Gpu, Kernels};
 use super::slot::{Shape, Slot};
 use super::{CudaOptions, OutputLayout};
@@ -16,6 +17,7 @@ use std::sync::Arc;
 pub struct DeviceBatch<T: Real> {
     gpu: Arc<Gpu>,
     k: Arc<Kernels>,
+    ks: Option<Arc<Kernels>>,
     params: Vec<T>,
     slot: Slot<T>,
     tracks: usize,
@@ -35,7 +37,12 @@ impl<T: Real> DeviceBatch<T> {
     ) -> Result<Self> {
         super::pipeline::check_input(model, z, &FilterOptions::default())?;
         let gpu = super::gpu::gpu(ordinal)?;
-        let k = gpu.kernels::<T>(model, opts.bake_model)?;
+        let k = gpu.kernels::<T>(model, opts.bake_model, Part::Filter)?;
+        let ks = if smoothed {
+            Some(gpu.kernels::<T>(model, opts.bake_model, Part::Smooth)?)
+        } else {
+            None
+        };
         let last = keep == Keep::Last;
         let shape = Shape {
             nx: model.nx(),
@@ -62,6 +69,7 @@ impl<T: Real> DeviceBatch<T> {
             tracks: z.tracks,
             gpu,
             k,
+            ks,
             slot,
         })
     }
@@ -103,13 +111,30 @@ impl<T: Real> DeviceBatch<T> {
     /// Runs the RTS smoother over the filtered outputs (host layout); returns its
     /// device time in seconds.
     pub fn smooth(&self) -> Result<f64> {
-        let t = self.timed(|s| s.slot.smooth(&s.k, &s.params, s.tracks))?;
+        let ks = self.smoother()?;
+        let t = self.timed(|s| s.slot.smooth(ks, &s.params, s.tracks))?;
         self.slot
             .check_err(0, "predicted covariance P(k+1|k) in the smoother")?;
         Ok(t)
     }
 
-    /// Copies the filtered estimates (host layout) back.
+    fn smoother(&self) -> Result<&Kernels> {
+        self.ks
+            .as_deref()
+            .ok_or_else(|| crate::error::Error::Input {
+                msg: "this device batch was made without room for the smoother".into(),
+            })
+    }
+
+    /// Converts the smoothed SoA outputs to the host layout on the device; returns the
+    /// device time in seconds.
+    pub fn smoothed_to_host_layout(&self) -> Result<f64> {
+        let ks = self.smoother()?;
+        self.timed(|s| s.slot.smoothed_to_host_layout(ks, s.tracks))
+    }
+
+    /// Copies the filtered estimates back (after [`DeviceBatch::to_host_layout`] for the
+    /// SoA layout).
     pub fn filtered(&self) -> Result<Estimates<T>> {
         let sh = self.slot.shape;
         let mut e = Estimates::nan(self.tracks, sh.kept, sh.nx, true);
@@ -123,8 +148,8 @@ impl<T: Real> DeviceBatch<T> {
         Ok(e)
     }
 
-    /// Copies the smoothed estimates back (after [`DeviceBatch::smooth`] on a batch made
-    /// with `smoothed`).
+    /// Copies the smoothed estimates back (after [`DeviceBatch::smooth`], and
+    /// [`DeviceBatch::smoothed_to_host_layout`] for the SoA layout).
     pub fn smoothed(&self) -> Result<Estimates<T>> {
         let sh = self.slot.shape;
         let mut e = Estimates::nan(self.tracks, sh.kept, sh.nx, false);

@@ -13,28 +13,67 @@ use crate::model::Model;
 use std::ffi::{CStr, CString};
 use std::path::PathBuf;
 
-/// The kernel sources, in the order they are concatenated.
-const SOURCES: [(&str, &str); 5] = [
-    ("common.cuh", include_str!("kernels/common.cuh")),
-    ("filter.cu", include_str!("kernels/filter.cu")),
-    ("smooth.cu", include_str!("kernels/smooth.cu")),
-    ("layout.cu", include_str!("kernels/layout.cu")),
-    ("tracker.cu", include_str!("kernels/tracker.cu")),
-];
+const COMMON: &str = include_str!("kernels/common.cuh");
+const FILTER: &str = include_str!("kernels/filter.cu");
+const SMOOTH: &str = include_str!("kernels/smooth.cu");
+const LAYOUT: &str = include_str!("kernels/layout.cu");
+const TRACKER: &str = include_str!("kernels/tracker.cu");
 
-/// The kernels of a module (all are `extern "C"`).
-pub(crate) const KERNELS: [&str; 10] = [
-    "kf_filter_all_host",
-    "kf_filter_last_host",
-    "kf_filter_pred_host",
-    "kf_filter_all_soa",
-    "kf_filter_last_soa",
-    "rts_smooth",
-    "soa_to_host",
-    "tracker_step",
-    "tracker_init",
-    "tracker_remove",
-];
+/// A group of kernels compiled together: a module holds only what one kind of run
+/// needs, because NVRTC's time grows with every fully unrolled kernel in it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Part {
+    /// The batched filter (every variant) and the layout conversion.
+    Filter,
+    /// The RTS smoother (both layouts) and the layout conversion.
+    Smooth,
+    /// The streaming tracker's kernels and the layout conversion.
+    Tracker,
+}
+
+impl Part {
+    /// Every part.
+    pub const ALL: [Part; 3] = [Part::Filter, Part::Smooth, Part::Tracker];
+
+    fn sources(self) -> [(&'static str, &'static str); 3] {
+        let own = match self {
+            Part::Filter => ("filter.cu", FILTER),
+            Part::Smooth => ("smooth.cu", SMOOTH),
+            Part::Tracker => ("tracker.cu", TRACKER),
+        };
+        [("common.cuh", COMMON), own, ("layout.cu", LAYOUT)]
+    }
+
+    /// The kernels of this part (all `extern "C"`).
+    pub fn kernels(self) -> &'static [&'static str] {
+        match self {
+            Part::Filter => &[
+                "kf_filter_all_host",
+                "kf_filter_last_host",
+                "kf_filter_pred_host",
+                "kf_filter_all_soa",
+                "kf_filter_last_soa",
+                "soa_to_host",
+            ],
+            Part::Smooth => &["rts_smooth", "rts_smooth_soa", "soa_to_host"],
+            Part::Tracker => &[
+                "tracker_step",
+                "tracker_init",
+                "tracker_remove",
+                "soa_to_host",
+            ],
+        }
+    }
+
+    /// A short name (module names, cache files).
+    pub fn name(self) -> &'static str {
+        match self {
+            Part::Filter => "filter",
+            Part::Smooth => "smooth",
+            Part::Tracker => "tracker",
+        }
+    }
+}
 
 /// The largest dimensions the kernels are built for (registers hold the whole state).
 pub const MAX_NX: usize = 16;
@@ -102,11 +141,11 @@ pub(crate) fn prelude(nx: usize, ny: usize, dtype: &str, baked: Option<&Model>) 
     s
 }
 
-/// The whole translation unit for one module: the prelude (dimensions, scalar type,
-/// `baked` model numbers) and the kernel files.
-pub fn source(nx: usize, ny: usize, dtype: &str, baked: Option<&Model>) -> String {
+/// The translation unit of one module: the prelude (dimensions, scalar type, `baked`
+/// model numbers) and the kernel files of `part`.
+pub fn source(nx: usize, ny: usize, dtype: &str, baked: Option<&Model>, part: Part) -> String {
     let mut s = prelude(nx, ny, dtype, baked);
-    for (name, text) in SOURCES {
+    for (name, text) in part.sources() {
         s += &format!("// ---- {name}\n");
         s += text;
         s += "\n";
@@ -302,9 +341,11 @@ mod tests {
 
     #[test]
     fn every_kernel_name_is_defined_in_the_source() {
-        let s = source(4, 2, "f32", None);
-        for k in KERNELS {
-            assert!(s.contains(&format!("{k}(")), "{k} missing");
+        for part in Part::ALL {
+            let s = source(4, 2, "f32", None, part);
+            for k in part.kernels() {
+                assert!(s.contains(&format!(" {k}(")), "{k} missing from {part:?}");
+            }
         }
         assert_eq!(fnv1a(b"", FNV0), FNV0);
         assert_ne!(fnv1a(b"a", FNV0), fnv1a(b"b", FNV0));

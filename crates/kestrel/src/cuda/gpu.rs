@@ -7,7 +7,7 @@
 //! between them) and frees device memory with `cuMemFree`, which waits for the device.
 
 pub(crate) use super::compile::model_params;
-use super::compile::{self, KERNELS};
+use super::compile::{self, Part};
 use crate::error::{Error, Result};
 use crate::linalg::Real;
 use crate::model::Model;
@@ -37,6 +37,7 @@ struct ModuleKey {
     dtype: &'static str,
     /// Hash of the model's matrices (exact bits) when baked.
     baked: Option<u64>,
+    part: Part,
 }
 
 /// The kernels of one compiled module.
@@ -63,6 +64,8 @@ pub(crate) struct Gpu {
     pub cc: (i32, i32),
     pub sms: usize,
     modules: Mutex<HashMap<ModuleKey, Arc<Kernels>>>,
+    /// Page-locked staging buffers for host copies (made on first use).
+    pub staging: Mutex<Option<super::transfer::Staging>>,
 }
 
 fn registry() -> &'static Mutex<HashMap<usize, Arc<Gpu>>> {
@@ -125,6 +128,7 @@ fn open(ordinal: usize) -> Result<Gpu> {
         cc,
         sms,
         modules: Mutex::new(HashMap::new()),
+        staging: Mutex::new(None),
     })
 }
 
@@ -150,9 +154,9 @@ impl Gpu {
         ck(self.ctx.bind_to_thread(), "binding the CUDA context")
     }
 
-    /// The kernels for `model`'s dimensions and type `T`, compiled on first use;
-    /// `bake` compiles the model's numbers into the code.
-    pub fn kernels<T: Real>(&self, model: &Model, bake: bool) -> Result<Arc<Kernels>> {
+    /// The kernels of `part` for `model`'s dimensions and type `T`, compiled on first
+    /// use; `bake` compiles the model's numbers into the code.
+    pub fn kernels<T: Real>(&self, model: &Model, bake: bool, part: Part) -> Result<Arc<Kernels>> {
         let (nx, ny) = (model.nx(), model.ny());
         if nx == 0 || ny == 0 || nx > compile::MAX_NX || ny > compile::MAX_NY {
             return Err(Error::Unsupported(format!(
@@ -166,20 +170,27 @@ impl Gpu {
             ny,
             dtype: T::NAME,
             baked: bake.then(|| model_hash(model)),
+            part,
         };
-        let mut mods = self
-            .modules
-            .lock()
-            .map_err(|_| Error::Cuda("module cache poisoned".into()))?;
-        if let Some(k) = mods.get(&key) {
-            return Ok(k.clone());
+        let cached = || -> Result<Option<Arc<Kernels>>> {
+            let mods = self
+                .modules
+                .lock()
+                .map_err(|_| Error::Cuda("module cache poisoned".into()))?;
+            Ok(mods.get(&key).cloned())
+        };
+        if let Some(k) = cached()? {
+            return Ok(k);
         }
+        // Compiled without holding the lock, so that modules for different keys compile
+        // in parallel; two threads racing for one key both compile, the first one wins.
         let what = format!(
-            "kestrel-nx{nx}-ny{ny}-{}{}",
+            "kestrel-{}-nx{nx}-ny{ny}-{}{}",
+            part.name(),
             T::NAME,
             if bake { "-baked" } else { "" }
         );
-        let src = compile::source(nx, ny, T::NAME, bake.then_some(model));
+        let src = compile::source(nx, ny, T::NAME, bake.then_some(model), part);
         let img = compile::compile(&src, self.cc, &what)?;
         self.bind()?;
         let module = ck(
@@ -188,7 +199,7 @@ impl Gpu {
             &format!("loading module {what}"),
         )?;
         let mut funcs = HashMap::new();
-        for k in KERNELS {
+        for &k in part.kernels() {
             let f = ck(
                 module.load_function(k),
                 &format!("finding kernel {k} in module {what}"),
@@ -200,8 +211,11 @@ impl Gpu {
             log: img.log,
             funcs,
         });
-        mods.insert(key, k.clone());
-        Ok(k)
+        let mut mods = self
+            .modules
+            .lock()
+            .map_err(|_| Error::Cuda("module cache poisoned".into()))?;
+        Ok(mods.entry(key).or_insert(k).clone())
     }
 
     /// Free and total device memory in bytes.

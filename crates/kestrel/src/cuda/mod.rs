@@ -44,6 +44,7 @@ mod gpu;
 mod pipeline;
 mod slot;
 mod tracker;
+mod transfer;
 
 pub use batch::DeviceBatch;
 pub use tracker::BatchTracker;
@@ -58,10 +59,12 @@ use crate::Estimates;
 /// How the filter writes its outputs on the device (see the module documentation).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum OutputLayout {
-    /// Straight in the host layout.
-    #[default]
+    /// Straight in the host layout (each thread writes its own rows: partial-sector
+    /// writes, about 11x slower than `Soa` on the H100; kept for comparison and for the
+    /// predicted moments).
     Host,
     /// Structure of arrays with packed covariances, then a transpose on the device.
+    #[default]
     Soa,
 }
 
@@ -84,7 +87,7 @@ impl Default for CudaOptions {
         CudaOptions {
             bake_model: true,
             memory_budget: None,
-            layout: OutputLayout::Host,
+            layout: OutputLayout::Soa,
             poison: false,
         }
     }
@@ -131,10 +134,15 @@ pub fn device_info(ordinal: usize) -> Result<((i32, i32), usize)> {
 /// Compiles (or finds in the caches) the kernels for `model` and type `T` on GPU
 /// `ordinal`; returns NVRTC's log (empty when the module came from a cache). A failure
 /// carries NVRTC's full log.
-pub fn compile_kernels<T: Real>(ordinal: usize, model: &Model, bake_model: bool) -> Result<String> {
+pub fn compile_kernels<T: Real>(
+    ordinal: usize,
+    model: &Model,
+    bake_model: bool,
+    part: compile::Part,
+) -> Result<String> {
     catch(|| {
         Ok(gpu::gpu(ordinal)?
-            .kernels::<T>(model, bake_model)?
+            .kernels::<T>(model, bake_model, part)?
             .log
             .clone())
     })

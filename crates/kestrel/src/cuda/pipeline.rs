@@ -4,8 +4,10 @@
 //! one overlap the kernels of the other. A batch that fits the memory budget is one
 //! chunk. Tracks are independent, so chunking does not change any number.
 
-use super::gpu::{dtoh, htod, model_params, Gpu};
+use super::compile::Part;
+use super::gpu::{model_params, Gpu};
 use super::slot::{budget, chunk_tracks, Shape, Slot};
+use super::transfer::{download, upload};
 use super::{CudaOptions, OutputLayout};
 use crate::data::{Estimates, Measurements};
 use crate::error::{Error, Result};
@@ -46,6 +48,21 @@ pub(crate) fn check_input<T: Real>(
         )));
     }
     Ok(())
+}
+
+/// Host estimates for the copies to fill. Zeroed rather than NaN-filled: every value is
+/// overwritten by a copy of a device buffer (the buffers the tests poison with NaN), and
+/// zeroed memory comes from the allocator without a pass over gigabytes; its pages are
+/// first touched by the parallel copies out of the staging buffers.
+fn host_estimates<T: Real>(tracks: usize, steps: usize, nx: usize, loglik: bool) -> Estimates<T> {
+    Estimates {
+        tracks,
+        steps,
+        nx,
+        mean: vec![T::zero(); tracks * steps * nx],
+        cov: vec![T::zero(); tracks * steps * nx * nx],
+        loglik: loglik.then(|| vec![T::zero(); tracks * steps]),
+    }
 }
 
 /// Runs `enqueue` then `finish` over chunks of at most `cap` tracks, alternating
@@ -125,7 +142,7 @@ pub(crate) fn filter<T: Real>(
     copts: &CudaOptions,
 ) -> Result<FilterOutput<T>> {
     check_input(model, z, opts)?;
-    let k = gpu.kernels::<T>(model, copts.bake_model)?;
+    let k = gpu.kernels::<T>(model, copts.bake_model, Part::Filter)?;
     let params = model_params::<T>(model);
     let (nx, ny, t) = (model.nx(), model.ny(), z.steps);
     let last = opts.keep == Keep::Last;
@@ -145,10 +162,10 @@ pub(crate) fn filter<T: Real>(
         smoothed: false,
     };
     let (cap, slots) = make_slots::<T>(gpu, z.tracks, shape, copts)?;
-    let mut est = Estimates::nan(z.tracks, kept, nx, true);
+    let mut est = host_estimates(z.tracks, kept, nx, true);
     let mut pred = opts
         .predicted
-        .then(|| Estimates::<T>::nan(z.tracks, t, nx, false));
+        .then(|| host_estimates::<T>(z.tracks, t, nx, false));
     let _ = cap;
     drive(
         z.tracks,
@@ -159,7 +176,8 @@ pub(crate) fn filter<T: Real>(
             if copts.poison {
                 s.poison()?;
             }
-            htod(
+            upload(
+                gpu,
                 &s.stream,
                 &z.data[b0 * t * ny..(b0 + nb) * t * ny],
                 &s.z,
@@ -174,21 +192,24 @@ pub(crate) fn filter<T: Real>(
                 .loglik
                 .as_mut()
                 .ok_or_else(|| Error::Cuda("no log-likelihood buffer".into()))?;
-            dtoh(
+            download(
+                gpu,
                 &s.stream,
                 &s.mean,
                 0,
                 &mut est.mean[b0 * kept * nx..(b0 + nb) * kept * nx],
                 "copying means",
             )?;
-            dtoh(
+            download(
+                gpu,
                 &s.stream,
                 &s.cov,
                 0,
                 &mut est.cov[b0 * kept * nx * nx..(b0 + nb) * kept * nx * nx],
                 "copying covariances",
             )?;
-            dtoh(
+            download(
+                gpu,
                 &s.stream,
                 &s.ll,
                 0,
@@ -196,14 +217,16 @@ pub(crate) fn filter<T: Real>(
                 "copying log-likelihoods",
             )?;
             if let (Some(p), Some(pm), Some(pc)) = (pred.as_mut(), &s.pmean, &s.pcov) {
-                dtoh(
+                download(
+                    gpu,
                     &s.stream,
                     pm,
                     0,
                     &mut p.mean[b0 * t * nx..(b0 + nb) * t * nx],
                     "copying predicted means",
                 )?;
-                dtoh(
+                download(
+                    gpu,
                     &s.stream,
                     pc,
                     0,
@@ -242,7 +265,7 @@ pub(crate) fn smooth_filtered<T: Real>(
         e.loglik = None;
         return Ok(e);
     }
-    let k = gpu.kernels::<T>(model, copts.bake_model)?;
+    let k = gpu.kernels::<T>(model, copts.bake_model, Part::Smooth)?;
     let params = model_params::<T>(model);
     let shape = Shape {
         nx,
@@ -255,7 +278,7 @@ pub(crate) fn smooth_filtered<T: Real>(
         smoothed: false,
     };
     let (_, slots) = make_slots::<T>(gpu, filtered.tracks, shape, copts)?;
-    let mut out = Estimates::nan(filtered.tracks, t, nx, false);
+    let mut out = host_estimates(filtered.tracks, t, nx, false);
     let (m1, c1) = (t * nx, t * nx * nx);
     drive(
         filtered.tracks,
@@ -263,14 +286,16 @@ pub(crate) fn smooth_filtered<T: Real>(
         &slots,
         |s, b0, nb| {
             s.clear_err()?;
-            htod(
+            upload(
+                gpu,
                 &s.stream,
                 &filtered.mean[b0 * m1..(b0 + nb) * m1],
                 &s.mean,
                 0,
                 "copying filtered means to the GPU",
             )?;
-            htod(
+            upload(
+                gpu,
                 &s.stream,
                 &filtered.cov[b0 * c1..(b0 + nb) * c1],
                 &s.cov,
@@ -280,14 +305,16 @@ pub(crate) fn smooth_filtered<T: Real>(
             s.smooth(&k, &params, nb)
         },
         |s, b0, nb| {
-            dtoh(
+            download(
+                gpu,
                 &s.stream,
                 &s.mean,
                 0,
                 &mut out.mean[b0 * m1..(b0 + nb) * m1],
                 "copying smoothed means",
             )?;
-            dtoh(
+            download(
+                gpu,
                 &s.stream,
                 &s.cov,
                 0,
@@ -308,7 +335,8 @@ pub(crate) fn smooth<T: Real>(
     copts: &CudaOptions,
 ) -> Result<(Estimates<T>, Estimates<T>)> {
     check_input(model, z, &FilterOptions::default())?;
-    let k = gpu.kernels::<T>(model, copts.bake_model)?;
+    let kf = gpu.kernels::<T>(model, copts.bake_model, Part::Filter)?;
+    let ks = gpu.kernels::<T>(model, copts.bake_model, Part::Smooth)?;
     let params = model_params::<T>(model);
     let (nx, ny, t) = (model.nx(), model.ny(), z.steps);
     let shape = Shape {
@@ -318,12 +346,12 @@ pub(crate) fn smooth<T: Real>(
         kept: t,
         last: false,
         predicted: false,
-        layout: OutputLayout::Host,
+        layout: copts.layout,
         smoothed: true,
     };
     let (_, slots) = make_slots::<T>(gpu, z.tracks, shape, copts)?;
-    let mut f = Estimates::nan(z.tracks, t, nx, true);
-    let mut sm = Estimates::nan(z.tracks, t, nx, false);
+    let mut f = host_estimates(z.tracks, t, nx, true);
+    let mut sm = host_estimates(z.tracks, t, nx, false);
     let (m1, c1) = (t * nx, t * nx * nx);
     drive(
         z.tracks,
@@ -334,36 +362,42 @@ pub(crate) fn smooth<T: Real>(
             if copts.poison {
                 s.poison()?;
             }
-            htod(
+            upload(
+                gpu,
                 &s.stream,
                 &z.data[b0 * t * ny..(b0 + nb) * t * ny],
                 &s.z,
                 0,
                 "copying measurements to the GPU",
             )?;
-            s.filter(&k, &params, nb)?;
-            s.smooth(&k, &params, nb)
+            s.filter(&kf, &params, nb)?;
+            s.smooth(&ks, &params, nb)?;
+            s.to_host_layout(&kf, nb)?;
+            s.smoothed_to_host_layout(&ks, nb)
         },
         |s, b0, nb| {
             let ll = f
                 .loglik
                 .as_mut()
                 .ok_or_else(|| Error::Cuda("no log-likelihood buffer".into()))?;
-            dtoh(
+            download(
+                gpu,
                 &s.stream,
                 &s.mean,
                 0,
                 &mut f.mean[b0 * m1..(b0 + nb) * m1],
                 "copying filtered means",
             )?;
-            dtoh(
+            download(
+                gpu,
                 &s.stream,
                 &s.cov,
                 0,
                 &mut f.cov[b0 * c1..(b0 + nb) * c1],
                 "copying filtered covariances",
             )?;
-            dtoh(
+            download(
+                gpu,
                 &s.stream,
                 &s.ll,
                 0,
@@ -373,14 +407,16 @@ pub(crate) fn smooth<T: Real>(
             let (Some(smean), Some(scov)) = (&s.smean, &s.scov) else {
                 return Err(Error::Cuda("no smoothed buffers".into()));
             };
-            dtoh(
+            download(
+                gpu,
                 &s.stream,
                 smean,
                 0,
                 &mut sm.mean[b0 * m1..(b0 + nb) * m1],
                 "copying smoothed means",
             )?;
-            dtoh(
+            download(
+                gpu,
                 &s.stream,
                 scov,
                 0,

@@ -44,6 +44,9 @@ impl Shape {
         }
         if self.smoothed {
             n += t * (nx + nx * nx);
+            if self.layout == OutputLayout::Soa {
+                n += t * (nx + self.np());
+            }
         }
         n * scalar
     }
@@ -61,9 +64,11 @@ pub(crate) struct Slot<T> {
     pub pcov: Option<DevBuf<T>>,
     /// Structure-of-arrays outputs (mean, packed cov, loglik) of the SoA layout.
     pub soa: Option<(DevBuf<T>, DevBuf<T>, DevBuf<T>)>,
-    /// Smoothed mean and covariance.
+    /// Smoothed mean and covariance (host layout).
     pub smean: Option<DevBuf<T>>,
     pub scov: Option<DevBuf<T>>,
+    /// Smoothed mean and packed covariance in the SoA layout.
+    pub ssoa: Option<(DevBuf<T>, DevBuf<T>)>,
     pub err: DevBuf<u64>,
     pub stream: Arc<CudaStream>,
 }
@@ -108,6 +113,14 @@ impl<T: Real> Slot<T> {
             } else {
                 None
             },
+            ssoa: if shape.smoothed && shape.layout == OutputLayout::Soa {
+                Some((
+                    buf(cap * t * nx, "smoothed means (SoA)")?,
+                    buf(cap * t * shape.np(), "smoothed covariances (SoA)")?,
+                ))
+            } else {
+                None
+            },
             err: DevBuf::new(gpu, 1, "the error flag")?,
             stream,
         })
@@ -129,6 +142,10 @@ impl<T: Real> Slot<T> {
             for x in [a, b, c] {
                 x.poison(st)?;
             }
+        }
+        if let Some((a, b)) = &self.ssoa {
+            a.poison(st)?;
+            b.poison(st)?;
         }
         Ok(())
     }
@@ -181,57 +198,71 @@ impl<T: Real> Slot<T> {
         )
     }
 
-    /// Enqueues the conversion of the SoA outputs of `nb` tracks to the host layout.
+    /// Enqueues the conversion of the SoA filter outputs of `nb` tracks to the host
+    /// layout (nothing for the host layout).
     pub fn to_host_layout(&self, k: &Kernels, nb: usize) -> Result<()> {
         let Some((m, c, l)) = &self.soa else {
             return Ok(());
         };
         let sh = self.shape;
-        let s = sh.kept;
-        for (src, dst, comps, is_cov) in [
-            (m, &self.mean, sh.nx, 0),
-            (c, &self.cov, sh.np(), 1),
-            (l, &self.ll, 1, 0),
-        ] {
-            let cols = s * if is_cov == 1 { sh.nx * sh.nx } else { comps };
-            let gy = cols.div_ceil(32).clamp(1, 65535) as u32;
-            launch(
-                &self.stream,
-                k,
-                "soa_to_host",
-                (nb.div_ceil(32) as u32, gy, 1),
-                (32, 8, 1),
-                &[
-                    Arg::Ptr(src.ptr()),
-                    Arg::Ptr(dst.ptr()),
-                    Arg::I32(nb as i32),
-                    Arg::I32(s as i32),
-                    Arg::I32(comps as i32),
-                    Arg::I32(is_cov),
-                ],
-            )?;
-        }
-        Ok(())
+        transpose(&self.stream, k, m, &self.mean, nb, sh.kept, sh.nx, sh.nx)?;
+        transpose(
+            &self.stream,
+            k,
+            c,
+            &self.cov,
+            nb,
+            sh.kept,
+            sh.np(),
+            sh.nx * sh.nx,
+        )?;
+        transpose(&self.stream, k, l, &self.ll, nb, sh.kept, 1, 1)
     }
 
-    /// Enqueues the RTS smoother over the filtered outputs of `nb` tracks (host layout),
-    /// into the smoothed buffers, or in place when there are none.
+    /// Enqueues the conversion of the SoA smoothed outputs to the host layout.
+    pub fn smoothed_to_host_layout(&self, k: &Kernels, nb: usize) -> Result<()> {
+        let (Some((m, c)), Some(sm), Some(sc)) = (&self.ssoa, &self.smean, &self.scov) else {
+            return Ok(());
+        };
+        let sh = self.shape;
+        transpose(&self.stream, k, m, sm, nb, sh.steps, sh.nx, sh.nx)?;
+        transpose(&self.stream, k, c, sc, nb, sh.steps, sh.np(), sh.nx * sh.nx)
+    }
+
+    /// Enqueues the RTS smoother over the filtered outputs of `nb` tracks: from the SoA
+    /// outputs into the SoA smoothed buffers when the slot has them, else from the
+    /// host-layout outputs into the smoothed buffers, or in place when there are none.
     pub fn smooth(&self, k: &Kernels, params: &[T], nb: usize) -> Result<()> {
         let sh = self.shape;
-        let (om, oc) = match (&self.smean, &self.scov) {
-            (Some(a), Some(b)) => (a.ptr(), b.ptr()),
-            _ => (self.mean.ptr(), self.cov.ptr()),
+        let (name, im, ic, om, oc) = match (&self.soa, &self.ssoa, &self.smean, &self.scov) {
+            (Some((m, c, _)), Some((sm, sc)), _, _) => {
+                ("rts_smooth_soa", m.ptr(), c.ptr(), sm.ptr(), sc.ptr())
+            }
+            (_, _, Some(a), Some(b)) => (
+                "rts_smooth",
+                self.mean.ptr(),
+                self.cov.ptr(),
+                a.ptr(),
+                b.ptr(),
+            ),
+            _ => (
+                "rts_smooth",
+                self.mean.ptr(),
+                self.cov.ptr(),
+                self.mean.ptr(),
+                self.cov.ptr(),
+            ),
         };
         launch(
             &self.stream,
             k,
-            "rts_smooth",
+            name,
             grid_for(nb, BLOCK),
             (BLOCK, 1, 1),
             &[
                 Arg::Bytes(as_bytes(params)),
-                Arg::Ptr(self.mean.ptr()),
-                Arg::Ptr(self.cov.ptr()),
+                Arg::Ptr(im),
+                Arg::Ptr(ic),
                 Arg::Ptr(om),
                 Arg::Ptr(oc),
                 Arg::I32(nb as i32),
@@ -257,6 +288,40 @@ impl<T: Real> Slot<T> {
         }
         Ok(())
     }
+}
+
+/// Enqueues `soa_to_host` from `src` (`comps` rows per step) to `dst` (`out` values per
+/// step: `comps`, or `nx * nx` for a packed covariance unpacked) for `nb` tracks and
+/// `steps` steps.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn transpose<T: Real>(
+    stream: &CudaStream,
+    k: &Kernels,
+    src: &DevBuf<T>,
+    dst: &DevBuf<T>,
+    nb: usize,
+    steps: usize,
+    comps: usize,
+    out: usize,
+) -> Result<()> {
+    let is_cov = out != comps;
+    let cols = steps * out;
+    let gy = cols.div_ceil(32).clamp(1, 65535) as u32;
+    launch(
+        stream,
+        k,
+        "soa_to_host",
+        (nb.div_ceil(32) as u32, gy, 1),
+        (32, 8, 1),
+        &[
+            Arg::Ptr(src.ptr()),
+            Arg::Ptr(dst.ptr()),
+            Arg::I32(nb as i32),
+            Arg::I32(steps as i32),
+            Arg::I32(comps as i32),
+            Arg::I32(i32::from(is_cov)),
+        ],
+    )
 }
 
 /// The options' memory budget, or 80% of the free device memory.

@@ -9,10 +9,11 @@
 //! asynchronous: errors of the recursion (a covariance that lost positive definiteness)
 //! are reported by [`BatchTracker::synchronize`] and by the readers of the state.
 
+use super::compile::Part;
 use super::gpu::{
     as_bytes, ck, grid_for, htod, launch, model_params, Arg, DevBuf, Gpu, Kernels, Pinned,
 };
-use super::slot::BLOCK;
+use super::slot::{transpose, BLOCK};
 use super::CudaOptions;
 use crate::data::Estimates;
 use crate::error::{Error, Result};
@@ -57,7 +58,7 @@ impl<T: Real> BatchTracker<T> {
             });
         }
         let gpu = super::gpu::gpu(ordinal)?;
-        let k = gpu.kernels::<T>(model, opts.bake_model)?;
+        let k = gpu.kernels::<T>(model, opts.bake_model, Part::Tracker)?;
         let (nx, ny) = (model.nx(), model.ny());
         let np = nx * (nx + 1) / 2;
         let stream = ck(gpu.ctx.new_stream(), "creating the tracker's stream")?;
@@ -342,26 +343,9 @@ impl<T: Real> BatchTracker<T> {
         let mut e = Estimates::nan(cap, 1, nx, true);
         let mh = DevBuf::<T>::new(&self.gpu, cap * nx, "state means")?;
         let ch = DevBuf::<T>::new(&self.gpu, cap * nx * nx, "state covariances")?;
-        for (src, dst, comps, is_cov) in
-            [(&self.x, &mh, nx, 0), (&self.p, &ch, nx * (nx + 1) / 2, 1)]
-        {
-            let cols = if is_cov == 1 { nx * nx } else { comps };
-            launch(
-                &self.stream,
-                &self.k,
-                "soa_to_host",
-                (cap.div_ceil(32) as u32, cols.div_ceil(32) as u32, 1),
-                (32, 8, 1),
-                &[
-                    Arg::Ptr(src.ptr()),
-                    Arg::Ptr(dst.ptr()),
-                    Arg::I32(cap as i32),
-                    Arg::I32(1),
-                    Arg::I32(comps as i32),
-                    Arg::I32(is_cov),
-                ],
-            )?;
-        }
+        let np = nx * (nx + 1) / 2;
+        transpose(&self.stream, &self.k, &self.x, &mh, cap, 1, nx, nx)?;
+        transpose(&self.stream, &self.k, &self.p, &ch, cap, 1, np, nx * nx)?;
         super::gpu::dtoh(&self.stream, &mh, 0, &mut e.mean, "copying tracker means")?;
         super::gpu::dtoh(
             &self.stream,

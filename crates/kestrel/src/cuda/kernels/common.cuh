@@ -56,6 +56,13 @@ struct ModelParams {
 
 #define UNROLL _Pragma("unroll")
 
+// Square root and logarithm of the working type, spelled out so that no overload
+// resolution is left to the math headers.
+__device__ __forceinline__ float ks_sqrt(float x) { return sqrtf(x); }
+__device__ __forceinline__ double ks_sqrt(double x) { return sqrt(x); }
+__device__ __forceinline__ float ks_log(float x) { return logf(x); }
+__device__ __forceinline__ double ks_log(double x) { return log(x); }
+
 // Cholesky factorisation of the packed symmetric N x N matrix `a` in place (lower
 // factor L, packed), with `inv[j] = 1 / L[j][j]`. Same column order as the CPU
 // reference (linalg/chol.rs). Returns false when a pivot is not positive.
@@ -66,7 +73,7 @@ __device__ __forceinline__ bool chol_packed(real* a, real* inv) {
         real s = a[pk(j, j)];
         UNROLL for (int k = 0; k < j; ++k) s -= a[pk(j, k)] * a[pk(j, k)];
         ok = ok && (s > (real)0);
-        real dj = sqrt(s);
+        real dj = ks_sqrt(s);
         a[pk(j, j)] = dj;
         real r = (real)1 / dj;
         inv[j] = r;
@@ -144,8 +151,8 @@ __device__ __forceinline__ bool kf_update(const ModelParams& mp, const real* z, 
     real logdet = (real)0;
     real maha = (real)0;
     UNROLL for (int a = 0; a < NY; a += 2) {
-        if (a + 1 < NY) logdet += log(S[pk(a, a)] * S[pk(a + 1, a + 1)]);
-        else logdet += log(S[pk(a, a)]);
+        if (a + 1 < NY) logdet += ks_log(S[pk(a, a)] * S[pk(a + 1, a + 1)]);
+        else logdet += ks_log(S[pk(a, a)]);
     }
     UNROLL for (int a = 0; a < NY; ++a) maha += y[a] * y[a];
     UNROLL for (int i = 0; i < NX; ++i) {
@@ -175,6 +182,61 @@ __device__ __forceinline__ bool any_nan(const real* z) {
     bool m = false;
     UNROLL for (int a = 0; a < NY; ++a) m = m || (z[a] != z[a]);
     return m;
+}
+
+// Rows of N values at addresses aligned to N * sizeof(real) (the host layout's rows):
+// 16-byte vector accesses when N * sizeof(real) is a multiple of 16, so that one thread
+// moves a whole row in few instructions (fewer L2 transactions per useful byte).
+struct __align__(16) Vec16 {
+    real v[16 / sizeof(real)];
+};
+#define VEC_N (16 / (int)sizeof(real))
+
+template <int N>
+__device__ __forceinline__ void store_row(real* dst, const real* v) {
+    if ((N * sizeof(real)) % 16 == 0) {
+        UNROLL for (int c = 0; c < N / VEC_N; ++c) {
+            Vec16 t;
+            UNROLL for (int e = 0; e < VEC_N; ++e) t.v[e] = v[c * VEC_N + e];
+            reinterpret_cast<Vec16*>(dst)[c] = t;
+        }
+    } else {
+        UNROLL for (int i = 0; i < N; ++i) dst[i] = v[i];
+    }
+}
+
+template <int N>
+__device__ __forceinline__ void load_row(const real* src, real* v) {
+    if ((N * sizeof(real)) % 16 == 0) {
+        UNROLL for (int c = 0; c < N / VEC_N; ++c) {
+            const Vec16 t = reinterpret_cast<const Vec16*>(src)[c];
+            UNROLL for (int e = 0; e < VEC_N; ++e) v[c * VEC_N + e] = t.v[e];
+        }
+    } else {
+        UNROLL for (int i = 0; i < N; ++i) v[i] = src[i];
+    }
+}
+
+// Stores a mean and a covariance (packed in registers) at step k of track b: SoA
+// [S][NX][B] and packed [S][NP][B], or the host layout [B][S][NX] and full [B][S][NX][NX].
+#define KEEP_ALL 0
+#define KEEP_LAST 1
+
+template <bool SOA>
+__device__ __forceinline__ void store_state(real* mean, real* cov, long long B, long long S, long long b, long long k,
+                                            const real* x, const real* P) {
+    if (SOA) {
+        UNROLL for (int i = 0; i < NX; ++i) mean[(k * NX + i) * B + b] = x[i];
+        UNROLL for (int p = 0; p < NP; ++p) cov[(k * NP + p) * B + b] = P[p];
+    } else {
+        store_row<NX>(mean + (b * S + k) * NX, x);
+        real* c = cov + (b * S + k) * (NX * NX);
+        UNROLL for (int i = 0; i < NX; ++i) {
+            real row[NX];
+            UNROLL for (int j = 0; j < NX; ++j) row[j] = P[pk(i, j)];
+            store_row<NX>(c + i * NX, row);
+        }
+    }
 }
 
 // Records the first failure (lowest code) of a positive-definiteness check.

@@ -12,25 +12,6 @@
 //    warp is one contiguous 128-byte line; soa_to_host (layout.cu) converts.
 // Failure of positive definiteness at (track b, step k) stores min(b * T + k) in *err.
 
-#define KEEP_ALL 0
-#define KEEP_LAST 1
-
-template <bool SOA>
-__device__ __forceinline__ void store_state(real* mean, real* cov, long long B, long long S, long long b, long long k,
-                                            const real* x, const real* P) {
-    if (SOA) {
-        UNROLL for (int i = 0; i < NX; ++i) mean[(k * NX + i) * B + b] = x[i];
-        UNROLL for (int p = 0; p < NP; ++p) cov[(k * NP + p) * B + b] = P[p];
-    } else {
-        real* m = mean + (b * S + k) * NX;
-        UNROLL for (int i = 0; i < NX; ++i) m[i] = x[i];
-        real* c = cov + (b * S + k) * (NX * NX);
-        UNROLL for (int i = 0; i < NX; ++i) {
-            UNROLL for (int j = 0; j < NX; ++j) c[i * NX + j] = P[pk(i, j)];
-        }
-    }
-}
-
 template <int KEEP, bool PRED, bool SOA>
 __device__ __forceinline__ void filter_body(const ModelParams& mp, const real* __restrict__ z, int nb, int steps,
                                             real* __restrict__ mean, real* __restrict__ cov, real* __restrict__ ll,

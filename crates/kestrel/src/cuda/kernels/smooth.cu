@@ -6,35 +6,43 @@
 //   C_k^T = P_{k+1|k}^{-1} F P_k          (two triangular solves, no inverse),
 //   x^s_k = x_k + C_k (x^s_{k+1} - x_{k+1|k}),
 //   P^s_k = P_k + C_k (P^s_{k+1} - P_{k+1|k}) C_k^T.
-// Input and output in the host layout [B][T][NX], [B][T][NX][NX]; `out` may alias `in`
-// (each thread reads step k before it writes step k). A failure stores min(b * T + k + 1).
+// Input and output in the host layout [B][T][NX], [B][T][NX][NX] (rts_smooth) or in the
+// filter's structure-of-arrays layout [T][NX][B], packed [T][NP][B] (rts_smooth_soa);
+// `out` may alias `in` (each thread reads step k before it writes step k). A failure
+// stores min(b * T + k + 1).
 
-__device__ __forceinline__ void load_est(const real* mean, const real* cov, long long T, long long b, long long k,
-                                         real* x, real* P) {
-    const real* m = mean + (b * T + k) * NX;
-    UNROLL for (int i = 0; i < NX; ++i) x[i] = m[i];
+template <bool SOA>
+__device__ __forceinline__ void load_est(const real* mean, const real* cov, long long B, long long T, long long b,
+                                         long long k, real* x, real* P) {
+    if (SOA) {
+        UNROLL for (int i = 0; i < NX; ++i) x[i] = mean[(k * NX + i) * B + b];
+        UNROLL for (int p = 0; p < NP; ++p) P[p] = cov[(k * NP + p) * B + b];
+        return;
+    }
+    load_row<NX>(mean + (b * T + k) * NX, x);
     const real* c = cov + (b * T + k) * (NX * NX);
     UNROLL for (int i = 0; i < NX; ++i) {
-        UNROLL for (int j = 0; j <= i; ++j) P[pk(i, j)] = c[i * NX + j];
+        real row[NX];
+        load_row<NX>(c + i * NX, row);
+        UNROLL for (int j = 0; j <= i; ++j) P[pk(i, j)] = row[j];
     }
 }
 
-extern "C" __global__ void __launch_bounds__(128) rts_smooth(const __grid_constant__ ModelParams mp,
-                                                             const real* mean_in, const real* cov_in,
-                                                             real* mean_out, real* cov_out, int nb, int steps,
-                                                             unsigned long long* err) {
+template <bool SOA>
+__device__ __forceinline__ void rts_body(const ModelParams& mp, const real* mean_in, const real* cov_in,
+                                         real* mean_out, real* cov_out, int nb, int steps, unsigned long long* err) {
     const long long b = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (b >= nb) return;
     const long long B = nb;
     const long long T = steps;
     real xs[NX];
     real Ps[NP];
-    load_est(mean_in, cov_in, T, b, T - 1, xs, Ps);
-    store_state<false>(mean_out, cov_out, B, T, b, T - 1, xs, Ps);
+    load_est<SOA>(mean_in, cov_in, B, T, b, T - 1, xs, Ps);
+    store_state<SOA>(mean_out, cov_out, B, T, b, T - 1, xs, Ps);
     for (long long k = T - 2; k >= 0; --k) {
         real x[NX];
         real P[NP];
-        load_est(mean_in, cov_in, T, b, k, x, P);
+        load_est<SOA>(mean_in, cov_in, B, T, b, k, x, P);
         real xp[NX];
         real fp[NX][NX];  // F P_k
         UNROLL for (int i = 0; i < NX; ++i) {
@@ -99,6 +107,16 @@ extern "C" __global__ void __launch_bounds__(128) rts_smooth(const __grid_consta
                 Ps[pk(i, j)] = P[pk(i, j)] + s;
             }
         }
-        store_state<false>(mean_out, cov_out, B, T, b, k, xs, Ps);
+        store_state<SOA>(mean_out, cov_out, B, T, b, k, xs, Ps);
     }
+}
+
+#define RTS_ARGS const __grid_constant__ ModelParams mp, const real* mean_in, const real* cov_in, real* mean_out, \
+    real* cov_out, int nb, int steps, unsigned long long* err
+
+extern "C" __global__ void __launch_bounds__(128) rts_smooth(RTS_ARGS) {
+    rts_body<false>(mp, mean_in, cov_in, mean_out, cov_out, nb, steps, err);
+}
+extern "C" __global__ void __launch_bounds__(128) rts_smooth_soa(RTS_ARGS) {
+    rts_body<true>(mp, mean_in, cov_in, mean_out, cov_out, nb, steps, err);
 }

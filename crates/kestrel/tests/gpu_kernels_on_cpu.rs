@@ -1,0 +1,225 @@
+//! The CUDA kernels compiled as plain C++ by the host compiler (`$CXX`, else `c++`),
+//! with a shim for the CUDA keywords (kernel_emulation/shim.h), and run thread by thread
+//! on the CPU against the CPU reference. This checks the kernels' arithmetic and indexing
+//! (filter in both layouts, keep last, predicted moments, both smoothers, the tracker)
+//! on machines without a GPU, CI included. Skips with a printed reason when there is no
+//! C++ compiler. The device's own compiler and hardware are checked by the other gpu_*
+//! tests on the GPU.
+
+mod gpu_common;
+
+use gpu_common::*;
+use kestrel::cuda::compile::{model_params, source, Part};
+use kestrel::{kalman, Estimates, FilterOptions, Keep, Real};
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+const SHIM: &str = include_str!("kernel_emulation/shim.h");
+const HARNESS: &str = include_str!("kernel_emulation/harness.inc");
+const SMOOTH: &str = include_str!("../src/cuda/kernels/smooth.cu");
+const TRACKER: &str = include_str!("../src/cuda/kernels/tracker.cu");
+
+fn compiler() -> Option<String> {
+    let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
+    let ok = Command::new(&cxx)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    ok.then_some(cxx)
+}
+
+fn to_bytes<T: Real>(v: &[T]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(std::mem::size_of_val(v));
+    for x in v {
+        if std::mem::size_of::<T>() == 8 {
+            out.extend(x.to_f64().to_le_bytes());
+        } else {
+            out.extend((x.to_f64() as f32).to_le_bytes());
+        }
+    }
+    out
+}
+
+fn from_bytes<T: Real>(b: &[u8]) -> Vec<T> {
+    let w = std::mem::size_of::<T>();
+    b.chunks_exact(w)
+        .map(|c| {
+            if w == 8 {
+                T::of(f64::from_le_bytes(c.try_into().expect("8 bytes")))
+            } else {
+                T::of(f64::from(f32::from_le_bytes(
+                    c.try_into().expect("4 bytes"),
+                )))
+            }
+        })
+        .collect()
+}
+
+fn run<T: Real>(cxx: &str, dir: &Path, nx: usize, ny: usize, bake: bool, seed: u64, tol: f64) {
+    let m = random_model(nx, ny, seed);
+    let (b, t) = (7usize, 13usize);
+    let z = random_measurements::<T>(&m, b, t, seed + 1, 0.2);
+    let tag = format!(
+        "nx{nx}_ny{ny}_{}_{}",
+        T::NAME,
+        if bake { "baked" } else { "params" }
+    );
+    let src = format!(
+        "{SHIM}\n{}\n{SMOOTH}\n{TRACKER}\n{HARNESS}",
+        source(nx, ny, T::NAME, bake.then_some(&m), Part::Filter)
+    );
+    let cpp = dir.join(format!("{tag}.cpp"));
+    let exe = dir.join(&tag);
+    std::fs::write(&cpp, src).expect("write the translation unit");
+    let out = Command::new(cxx)
+        .args(["-std=c++17", "-O1", "-w", "-o"])
+        .arg(&exe)
+        .arg(&cpp)
+        .output()
+        .expect("run the C++ compiler");
+    assert!(
+        out.status.success(),
+        "{tag}: C++ compile failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut input = Vec::new();
+    input.extend((b as i32).to_le_bytes());
+    input.extend((t as i32).to_le_bytes());
+    input.extend(to_bytes(&model_params::<T>(&m)));
+    input.extend(to_bytes(&z.data));
+    let mut child = Command::new(&exe)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start the harness");
+    child
+        .stdin
+        .take()
+        .expect("piped stdin")
+        .write_all(&input)
+        .expect("feed the harness");
+    let out = child.wait_with_output().expect("harness output");
+    assert!(out.status.success(), "{tag}: harness failed");
+    let np = nx * (nx + 1) / 2;
+    let (bt, n2) = (b * t, nx * nx);
+    let sizes = [
+        bt * nx,
+        bt * n2,
+        bt, // filter (with predicted)
+        bt * nx,
+        bt * n2, // predicted
+        b * nx,
+        b * n2,
+        b, // keep last
+        bt * nx,
+        bt * n2, // smoother, host layout
+        bt * nx,
+        bt * n2,
+        bt, // filter, SoA
+        b * nx,
+        b * np,
+        b, // tracker state (SoA) and totals
+        bt * nx,
+        bt * n2, // smoother, SoA
+    ];
+    let w = std::mem::size_of::<T>();
+    let total: usize = sizes.iter().sum();
+    assert_eq!(out.stdout.len(), total * w + 5 * 8, "{tag}: output size");
+    let vals: Vec<T> = from_bytes(&out.stdout[..total * w]);
+    let mut parts = vec![];
+    let mut off = 0;
+    for s in sizes {
+        parts.push(vals[off..off + s].to_vec());
+        off += s;
+    }
+    let errs: Vec<u64> = out.stdout[total * w..]
+        .chunks_exact(8)
+        .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
+        .collect();
+    assert!(
+        errs.iter().all(|e| *e == u64::MAX),
+        "{tag}: error flags {errs:?}"
+    );
+    let est = |i: usize, s: usize, ll: Option<usize>| Estimates {
+        tracks: b,
+        steps: s,
+        nx,
+        mean: parts[i].clone(),
+        cov: parts[i + 1].clone(),
+        loglik: ll.map(|j| parts[j].clone()),
+    };
+    let reference = FilterOptions {
+        force_general: true,
+        predicted: true,
+        ..Default::default()
+    };
+    let r = kalman::filter(&m, &z, &reference).expect("CPU reference");
+    assert_close(
+        &format!("{tag} filter"),
+        &est(0, t, Some(2)),
+        &r.filtered,
+        tol,
+    );
+    let pred = r.predicted.as_ref().expect("asked for");
+    assert_close(&format!("{tag} predicted"), &est(3, t, None), pred, tol);
+    let last_opts = FilterOptions {
+        force_general: true,
+        keep: Keep::Last,
+        ..Default::default()
+    };
+    let last = kalman::filter(&m, &z, &last_opts)
+        .expect("CPU reference")
+        .filtered;
+    assert_close(&format!("{tag} keep last"), &est(5, 1, Some(7)), &last, tol);
+    let s = kalman::smooth_filtered(&m, &r.filtered).expect("CPU smoother");
+    assert_close(&format!("{tag} smoother"), &est(8, t, None), &s, tol);
+    assert_close(
+        &format!("{tag} filter (SoA)"),
+        &est(10, t, Some(12)),
+        &r.filtered,
+        tol,
+    );
+    assert_close(&format!("{tag} smoother (SoA)"), &est(16, t, None), &s, tol);
+    let mut tm = vec![T::nan(); b * nx];
+    let mut tc = vec![T::nan(); b * n2];
+    for k in 0..b {
+        for i in 0..nx {
+            tm[k * nx + i] = parts[13][i * b + k];
+            for j in 0..nx {
+                let (p, q) = if i >= j { (i, j) } else { (j, i) };
+                tc[(k * nx + i) * nx + j] = parts[14][(p * (p + 1) / 2 + q) * b + k];
+            }
+        }
+    }
+    let tracker = Estimates {
+        tracks: b,
+        steps: 1,
+        nx,
+        mean: tm,
+        cov: tc,
+        loglik: Some(parts[15].clone()),
+    };
+    assert_close(&format!("{tag} tracker"), &tracker, &last, tol);
+    eprintln!("{tag}: ok");
+}
+
+#[test]
+fn kernels_match_the_cpu_reference_when_run_on_the_cpu() {
+    let Some(cxx) = compiler() else {
+        eprintln!("skipped kernels_match_the_cpu_reference_when_run_on_the_cpu: no C++ compiler ($CXX or c++)");
+        return;
+    };
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    for (i, &(nx, ny)) in [(1, 1), (2, 1), (4, 2), (6, 2), (5, 3), (9, 4)]
+        .iter()
+        .enumerate()
+    {
+        let seed = 100 + 10 * nx as u64 + ny as u64;
+        run::<f64>(&cxx, dir.path(), nx, ny, i % 2 == 0, seed, 1e-10);
+        run::<f32>(&cxx, dir.path(), nx, ny, i % 2 == 1, seed + 50, 1e-4);
+    }
+}
