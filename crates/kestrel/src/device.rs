@@ -33,15 +33,20 @@ impl Device {
                     Some(rest) => rest
                         .strip_prefix(':')
                         .and_then(|n| n.parse().ok())
-                        .ok_or_else(|| Error::Unsupported(format!("unknown device \"{s}\" (expected auto, cpu, cuda or cuda:N)")))?,
+                        .ok_or_else(|| {
+                            Error::Unsupported(format!(
+                                "unknown device \"{s}\" (expected auto, cpu, cuda or cuda:N)"
+                            ))
+                        })?,
                     None => {
                         return Err(Error::Unsupported(format!(
                             "unknown device \"{s}\" (expected auto, cpu, cuda or cuda:N)"
                         )))
                     }
                 };
-                crate::cuda::available(ordinal)
-                    .map_err(|why| Error::Unsupported(format!("--device {s}: no usable CUDA GPU: {why}")))?;
+                crate::cuda::available(ordinal).map_err(|why| {
+                    Error::Unsupported(format!("--device {s}: no usable CUDA GPU: {why}"))
+                })?;
                 Ok(Device::Cuda(ordinal))
             }
         }
@@ -52,7 +57,11 @@ impl fmt::Display for Device {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Device::Cpu => write!(f, "cpu ({} threads)", rayon::current_num_threads()),
-            Device::Cuda(i) => write!(f, "cuda:{i} ({})", crate::cuda::device_name(*i).unwrap_or_else(|_| "?".into())),
+            Device::Cuda(i) => write!(
+                f,
+                "cuda:{i} ({})",
+                crate::cuda::device_name(*i).unwrap_or_else(|_| "?".into())
+            ),
         }
     }
 }

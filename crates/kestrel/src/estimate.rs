@@ -31,7 +31,10 @@ pub enum SmoothMethod {
     TwoFilter(ScanAlgorithm),
 }
 
-fn invariant<'a, M: StateSpace + ?Sized>(model: &'a M, what: &str) -> Result<&'a crate::model::Model> {
+fn invariant<'a, M: StateSpace + ?Sized>(
+    model: &'a M,
+    what: &str,
+) -> Result<&'a crate::model::Model> {
     model
         .as_invariant()
         .ok_or_else(|| Error::Unsupported(format!("{what} on cuda needs a time-invariant model")))

@@ -31,7 +31,16 @@ pub struct Record {
 }
 
 impl Record {
-    pub fn new(name: impl Into<String>, device: impl Into<String>, precision: &'static str, tracks: usize, steps: usize, nx: usize, ny: usize, times: &[f64]) -> Record {
+    pub fn new(
+        name: impl Into<String>,
+        device: impl Into<String>,
+        precision: &'static str,
+        tracks: usize,
+        steps: usize,
+        nx: usize,
+        ny: usize,
+        times: &[f64],
+    ) -> Record {
         let median_s = median(times);
         Record {
             name: name.into(),
@@ -86,7 +95,10 @@ pub struct Sink {
 
 impl Sink {
     pub fn push(&mut self, r: Record) {
-        println!("{}", serde_json::to_string(&r).expect("a record always serialises"));
+        println!(
+            "{}",
+            serde_json::to_string(&r).expect("a record always serialises")
+        );
         self.records.push(r);
     }
 

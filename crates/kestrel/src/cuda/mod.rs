@@ -14,15 +14,30 @@ pub fn available(_ordinal: usize) -> std::result::Result<(), String> {
 
 /// The name of device `ordinal`.
 pub fn device_name(_ordinal: usize) -> Result<String> {
-    Err(Error::Unsupported("the CUDA backend is not built yet".into()))
+    Err(Error::Unsupported(
+        "the CUDA backend is not built yet".into(),
+    ))
 }
 
 /// Batched Kalman filter on the GPU.
-pub fn filter<T: Real>(_ordinal: usize, _model: &Model, _z: &Measurements<T>, _opts: &FilterOptions) -> Result<FilterOutput<T>> {
-    Err(Error::Unsupported("--device cuda: the CUDA backend is not built yet".into()))
+pub fn filter<T: Real>(
+    _ordinal: usize,
+    _model: &Model,
+    _z: &Measurements<T>,
+    _opts: &FilterOptions,
+) -> Result<FilterOutput<T>> {
+    Err(Error::Unsupported(
+        "--device cuda: the CUDA backend is not built yet".into(),
+    ))
 }
 
 /// Batched RTS smoother on the GPU over filtered estimates.
-pub fn smooth_filtered<T: Real>(_ordinal: usize, _model: &Model, _filtered: &Estimates<T>) -> Result<Estimates<T>> {
-    Err(Error::Unsupported("--device cuda: the CUDA backend is not built yet".into()))
+pub fn smooth_filtered<T: Real>(
+    _ordinal: usize,
+    _model: &Model,
+    _filtered: &Estimates<T>,
+) -> Result<Estimates<T>> {
+    Err(Error::Unsupported(
+        "--device cuda: the CUDA backend is not built yet".into(),
+    ))
 }

@@ -69,8 +69,16 @@ impl<T: Real> Measurements<T> {
     /// Rejects infinities (NaN is allowed: it marks a missing value), naming the track
     /// and step.
     pub fn check_finite(&self) -> Result<()> {
-        if let Some(i) = self.data.iter().position(|v| !v.is_nan_value() && !v.is_finite_value()) {
-            let (b, k, j) = (i / (self.steps * self.ny), (i / self.ny) % self.steps, i % self.ny);
+        if let Some(i) = self
+            .data
+            .iter()
+            .position(|v| !v.is_nan_value() && !v.is_finite_value())
+        {
+            let (b, k, j) = (
+                i / (self.steps * self.ny),
+                (i / self.ny) % self.steps,
+                i % self.ny,
+            );
             return Err(Error::input(format!(
                 "track {b}, step {k}: measurement component z{j} is infinite"
             )));

@@ -10,9 +10,18 @@ pub fn write_atomic<F>(path: &Path, write: F) -> Result<()>
 where
     F: FnOnce(&mut BufWriter<std::fs::File>) -> std::io::Result<()>,
 {
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let name = path.file_name().ok_or_else(|| Error::io(path, std::io::Error::other("not a file name")))?;
-    let tmp = dir.join(format!(".{}.tmp{}", name.to_string_lossy(), std::process::id()));
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .ok_or_else(|| Error::io(path, std::io::Error::other("not a file name")))?;
+    let tmp = dir.join(format!(
+        ".{}.tmp{}",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
     let result = (|| {
         let f = std::fs::File::create(&tmp)?;
         let mut w = BufWriter::with_capacity(1 << 20, f);

@@ -140,12 +140,14 @@ pub(crate) fn filter_track<T: Real>(
         let ll = if zk.iter().any(|v| v.is_nan_value()) {
             T::zero()
         } else {
-            update(nx, ny, mats, zk, &mut ws.x, &mut ws.p, &mut ws.y, &mut ws.s, &mut ws.wt)
-                .ok_or(Error::NotPositiveDefinite {
-                    track,
-                    step: k,
-                    what: "innovation covariance S",
-                })?
+            update(
+                nx, ny, mats, zk, &mut ws.x, &mut ws.p, &mut ws.y, &mut ws.s, &mut ws.wt,
+            )
+            .ok_or(Error::NotPositiveDefinite {
+                track,
+                step: k,
+                what: "innovation covariance S",
+            })?
         };
         total += ll;
         if keep_all {
@@ -309,12 +311,16 @@ pub(crate) fn filter_batch<T: Real>(
     let mut est = Estimates::nan(z.tracks, kept, nx, true);
     let mut pred = predicted.then(|| Estimates::<T>::nan(z.tracks, steps, nx, false));
     let ll = est.loglik.as_mut().expect("allocated with log-likelihoods");
-    let (pm_chunks, pc_chunks): (Vec<Option<&mut [T]>>, Vec<Option<&mut [T]>>) = match pred.as_mut() {
+    let (pm_chunks, pc_chunks): (Vec<Option<&mut [T]>>, Vec<Option<&mut [T]>>) = match pred.as_mut()
+    {
         Some(p) => (
             p.mean.chunks_mut(steps * nx).map(Some).collect(),
             p.cov.chunks_mut(steps * nx * nx).map(Some).collect(),
         ),
-        None => ((0..z.tracks).map(|_| None).collect(), (0..z.tracks).map(|_| None).collect()),
+        None => (
+            (0..z.tracks).map(|_| None).collect(),
+            (0..z.tracks).map(|_| None).collect(),
+        ),
     };
     est.mean
         .par_chunks_mut(kept * nx)

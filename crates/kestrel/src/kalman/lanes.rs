@@ -4,7 +4,11 @@ use crate::error::Result;
 use crate::linalg::Real;
 use crate::model::Model;
 
-pub(crate) fn filter<T: Real>(_m: &Model, _z: &Measurements<T>, _keep_all: bool) -> Option<Result<Estimates<T>>> {
+pub(crate) fn filter<T: Real>(
+    _m: &Model,
+    _z: &Measurements<T>,
+    _keep_all: bool,
+) -> Option<Result<Estimates<T>>> {
     None
 }
 

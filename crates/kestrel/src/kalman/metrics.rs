@@ -55,12 +55,22 @@ pub fn mean_nis<T: Real, M: crate::model::StateSpace + ?Sized>(
                 continue;
             }
             let (h, d, r) = model.observation(k);
-            let x = nalgebra::DVector::from_iterator(nx, predicted.mean_at(b, k).iter().map(|v| v.to_f64()));
-            let p = nalgebra::DMatrix::from_row_iterator(nx, nx, predicted.cov_at(b, k).iter().map(|v| v.to_f64()));
+            let x = nalgebra::DVector::from_iterator(
+                nx,
+                predicted.mean_at(b, k).iter().map(|v| v.to_f64()),
+            );
+            let p = nalgebra::DMatrix::from_row_iterator(
+                nx,
+                nx,
+                predicted.cov_at(b, k).iter().map(|v| v.to_f64()),
+            );
             let zk = nalgebra::DVector::from_iterator(ny, z.at(b, k).iter().map(|v| v.to_f64()));
             let y = zk - h * x - d;
             let s = h * p * h.transpose() + r;
-            let s_rm: Vec<f64> = (0..ny).flat_map(|i| (0..ny).map(move |j| (i, j))).map(|(i, j)| s[(i, j)]).collect();
+            let s_rm: Vec<f64> = (0..ny)
+                .flat_map(|i| (0..ny).map(move |j| (i, j)))
+                .map(|(i, j)| s[(i, j)])
+                .collect();
             sum += nees(y.as_slice(), &s_rm);
             n += 1;
         }

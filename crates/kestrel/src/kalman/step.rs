@@ -16,7 +16,13 @@ pub(crate) struct StepMats<T> {
 /// `x <- F x + u`, `P <- F P F^T + Q` (symmetric by construction: only the lower
 /// triangle is computed and mirrored). `tmp` holds `nx x nx`.
 #[inline]
-pub(crate) fn predict<T: Real>(nx: usize, m: &StepMats<T>, x: &mut [T], p: &mut [T], tmp: &mut [T]) {
+pub(crate) fn predict<T: Real>(
+    nx: usize,
+    m: &StepMats<T>,
+    x: &mut [T],
+    p: &mut [T],
+    tmp: &mut [T],
+) {
     let f = &m.f;
     // tmp = F P
     for i in 0..nx {

@@ -13,21 +13,30 @@ use nalgebra::{DMatrix, DVector};
 
 fn positive(field: &str, v: f64) -> Result<()> {
     if !(v.is_finite() && v > 0.0) {
-        return Err(Error::model(field, format!("must be finite and positive, got {v}")));
+        return Err(Error::model(
+            field,
+            format!("must be finite and positive, got {v}"),
+        ));
     }
     Ok(())
 }
 
 fn non_negative(field: &str, v: f64) -> Result<()> {
     if !(v.is_finite() && v >= 0.0) {
-        return Err(Error::model(field, format!("must be finite and non-negative, got {v}")));
+        return Err(Error::model(
+            field,
+            format!("must be finite and non-negative, got {v}"),
+        ));
     }
     Ok(())
 }
 
 fn kinematic(dims: usize, order: usize, dt: f64, q: f64, r: f64, p0: f64) -> Result<Model> {
     if !(1..=3).contains(&dims) {
-        return Err(Error::model("dims", format!("must be 1, 2 or 3, got {dims}")));
+        return Err(Error::model(
+            "dims",
+            format!("must be 1, 2 or 3, got {dims}"),
+        ));
     }
     positive("dt", dt)?;
     non_negative("q", q)?;
@@ -44,11 +53,7 @@ fn kinematic(dims: usize, order: usize, dt: f64, q: f64, r: f64, p0: f64) -> Res
             ) * q,
         ),
         _ => (
-            DMatrix::from_row_slice(
-                3,
-                3,
-                &[1.0, dt, dt * dt / 2.0, 0.0, 1.0, dt, 0.0, 0.0, 1.0],
-            ),
+            DMatrix::from_row_slice(3, 3, &[1.0, dt, dt * dt / 2.0, 0.0, 1.0, dt, 0.0, 0.0, 1.0]),
             DMatrix::from_row_slice(
                 3,
                 3,
@@ -124,7 +129,10 @@ pub fn random_walk(n: usize, q: f64, r: f64, p0: f64) -> Result<Model> {
 pub fn ar(coeffs: &[f64], q: f64, r: f64, p0: f64) -> Result<Model> {
     let p = coeffs.len();
     if p == 0 {
-        return Err(Error::model("coeffs", "an AR model needs at least one coefficient"));
+        return Err(Error::model(
+            "coeffs",
+            "an AR model needs at least one coefficient",
+        ));
     }
     if let Some(c) = coeffs.iter().find(|c| !c.is_finite()) {
         return Err(Error::model("coeffs", format!("not finite: {c}")));

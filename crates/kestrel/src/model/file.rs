@@ -91,7 +91,10 @@ fn from_root(root: FileRoot) -> Result<Model> {
     let model = match m.kind.as_deref() {
         None | Some("explicit") => {
             let need = |field: &str, v: &Option<Vec<Vec<f64>>>| -> Result<DMatrix<f64>> {
-                matrix(field, v.as_ref().ok_or_else(|| Error::model(field, "missing"))?)
+                matrix(
+                    field,
+                    v.as_ref().ok_or_else(|| Error::model(field, "missing"))?,
+                )
             };
             let f = need("F", &m.f)?;
             let q = need("Q", &m.qm)?;
@@ -99,8 +102,12 @@ fn from_root(root: FileRoot) -> Result<Model> {
             let r = need("R", &m.rm)?;
             let nx = f.nrows();
             let ny = h.nrows();
-            let u = m.u.map(DVector::from_vec).unwrap_or_else(|| DVector::zeros(nx));
-            let d = m.d.map(DVector::from_vec).unwrap_or_else(|| DVector::zeros(ny));
+            let u =
+                m.u.map(DVector::from_vec)
+                    .unwrap_or_else(|| DVector::zeros(nx));
+            let d =
+                m.d.map(DVector::from_vec)
+                    .unwrap_or_else(|| DVector::zeros(ny));
             let p = p.ok_or_else(|| Error::model("prior", "missing [prior] section"))?;
             let x0 = DVector::from_vec(p.x0.ok_or_else(|| Error::model("x0", "missing"))?);
             let p0 = match (&p.p0m, p.p0) {
@@ -149,14 +156,18 @@ fn from_root(root: FileRoot) -> Result<Model> {
         Some(other) => {
             return Err(Error::model(
                 "kind",
-                format!("unknown model kind \"{other}\" (expected explicit, cv, ca, random-walk or ar)"),
+                format!(
+                    "unknown model kind \"{other}\" (expected explicit, cv, ca, random-walk or ar)"
+                ),
             ))
         }
     };
     // Builder forms: an explicit prior overrides the default one.
     let nx = model.nx();
     let Some(p) = p else { return Ok(model) };
-    let x0 = p.x0.map(DVector::from_vec).unwrap_or_else(|| DVector::zeros(nx));
+    let x0 =
+        p.x0.map(DVector::from_vec)
+            .unwrap_or_else(|| DVector::zeros(nx));
     let p0 = match (&p.p0m, p.p0) {
         (Some(rows), _) => matrix("P0", rows)?,
         _ => model.prior.p0.clone(),
@@ -188,7 +199,13 @@ pub fn load_model(path: &Path) -> Result<Model> {
 fn rows_of(m: &DMatrix<f64>) -> toml::Value {
     toml::Value::Array(
         (0..m.nrows())
-            .map(|i| toml::Value::Array((0..m.ncols()).map(|j| toml::Value::Float(m[(i, j)])).collect()))
+            .map(|i| {
+                toml::Value::Array(
+                    (0..m.ncols())
+                        .map(|j| toml::Value::Float(m[(i, j)]))
+                        .collect(),
+                )
+            })
             .collect(),
     )
 }
@@ -262,18 +279,37 @@ P0 = [[10.0, 0.0], [0.0, 10.0]]
     #[test]
     fn errors_name_the_field() {
         let bad = EXPLICIT.replace("R = [[1.0]]", "R = [[-1.0]]");
-        let e = model_from_toml(&bad, Path::new("m.toml")).unwrap_err().to_string();
-        assert!(e.contains("m.toml") && e.contains("R:") && e.contains("positive definite"), "{e}");
-        let bad = EXPLICIT.replace("F = [[1.0, 1.0], [0.0, 1.0]]", "F = [[1.0, nan], [0.0, 1.0]]");
-        let e = model_from_toml(&bad, Path::new("m.toml")).unwrap_err().to_string();
+        let e = model_from_toml(&bad, Path::new("m.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("m.toml") && e.contains("R:") && e.contains("positive definite"),
+            "{e}"
+        );
+        let bad = EXPLICIT.replace(
+            "F = [[1.0, 1.0], [0.0, 1.0]]",
+            "F = [[1.0, nan], [0.0, 1.0]]",
+        );
+        let e = model_from_toml(&bad, Path::new("m.toml"))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("F:") && e.contains("not finite"), "{e}");
         let bad = EXPLICIT.replace("H = [[1.0, 0.0]]", "H = [[1.0, 0.0, 2.0]]");
-        let e = model_from_toml(&bad, Path::new("m.toml")).unwrap_err().to_string();
+        let e = model_from_toml(&bad, Path::new("m.toml"))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("H:") && e.contains("expected 1x2"), "{e}");
-        let bad = EXPLICIT.replace("Q = [[0.3, 0.5], [0.5, 1.0]]", "Q = [[0.3, 0.5], [0.4, 1.0]]");
-        let e = model_from_toml(&bad, Path::new("m.toml")).unwrap_err().to_string();
+        let bad = EXPLICIT.replace(
+            "Q = [[0.3, 0.5], [0.5, 1.0]]",
+            "Q = [[0.3, 0.5], [0.4, 1.0]]",
+        );
+        let e = model_from_toml(&bad, Path::new("m.toml"))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("Q:") && e.contains("symmetric"), "{e}");
-        let e = model_from_toml("[model]\nF = 3\n", Path::new("m.toml")).unwrap_err().to_string();
+        let e = model_from_toml("[model]\nF = 3\n", Path::new("m.toml"))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("m.toml"), "{e}");
     }
 }

@@ -117,15 +117,7 @@ impl Model {
 
     /// Checks shapes, finiteness, and the definiteness of `Q`, `R` and `P0`.
     pub fn validate(&self) -> Result<()> {
-        validate::validate_parts(
-            "",
-            &self.f,
-            &self.q,
-            &self.h,
-            &self.r,
-            &self.u,
-            &self.d,
-        )?;
+        validate::validate_parts("", &self.f, &self.q, &self.h, &self.r, &self.u, &self.d)?;
         validate::validate_prior(self.nx(), &self.prior)
     }
 }
@@ -177,7 +169,10 @@ impl TimeVaryingModel {
     /// Builds and checks a time-varying model; all steps must share `nx` and `ny`.
     pub fn new(steps: Vec<StepMatrices>, prior: Prior) -> Result<Self> {
         if steps.is_empty() {
-            return Err(Error::model("steps", "a time-varying model needs at least one step"));
+            return Err(Error::model(
+                "steps",
+                "a time-varying model needs at least one step",
+            ));
         }
         let m = TimeVaryingModel { steps, prior };
         let nx = m.steps[0].f.nrows();

@@ -8,11 +8,7 @@ fn check_shape(field: &str, m: &DMatrix<f64>, rows: usize, cols: usize) -> Resul
     if m.nrows() != rows || m.ncols() != cols {
         return Err(Error::model(
             field,
-            format!(
-                "expected {rows}x{cols}, got {}x{}",
-                m.nrows(),
-                m.ncols()
-            ),
+            format!("expected {rows}x{cols}, got {}x{}", m.nrows(), m.ncols()),
         ));
     }
     Ok(())
@@ -33,7 +29,10 @@ fn check_finite(field: &str, m: &[f64], cols: usize) -> Result<()> {
 
 fn check_symmetric(field: &str, m: &DMatrix<f64>) -> Result<()> {
     let n = m.nrows();
-    let scale = m.iter().fold(0f64, |a, v| a.max(v.abs())).max(f64::MIN_POSITIVE);
+    let scale = m
+        .iter()
+        .fold(0f64, |a, v| a.max(v.abs()))
+        .max(f64::MIN_POSITIVE);
     for i in 0..n {
         for j in 0..i {
             if (m[(i, j)] - m[(j, i)]).abs() > 1e-9 * scale {
@@ -54,7 +53,10 @@ fn check_symmetric(field: &str, m: &DMatrix<f64>) -> Result<()> {
 /// Checks that `m` is symmetric positive semi-definite (eigenvalues >= -1e-12 x scale).
 pub fn check_psd(field: &str, m: &DMatrix<f64>) -> Result<()> {
     check_symmetric(field, m)?;
-    let scale = m.iter().fold(0f64, |a, v| a.max(v.abs())).max(f64::MIN_POSITIVE);
+    let scale = m
+        .iter()
+        .fold(0f64, |a, v| a.max(v.abs()))
+        .max(f64::MIN_POSITIVE);
     let eig = m.clone().symmetric_eigenvalues();
     if let Some(min) = eig.iter().cloned().reduce(f64::min) {
         if min < -1e-12 * scale {
@@ -104,10 +106,16 @@ pub(super) fn validate_parts(
     check_shape(&name("H"), h, ny, nx)?;
     check_shape(&name("R"), r, ny, ny)?;
     if u.len() != nx {
-        return Err(Error::model(name("u"), format!("expected length {nx}, got {}", u.len())));
+        return Err(Error::model(
+            name("u"),
+            format!("expected length {nx}, got {}", u.len()),
+        ));
     }
     if d.len() != ny {
-        return Err(Error::model(name("d"), format!("expected length {ny}, got {}", d.len())));
+        return Err(Error::model(
+            name("d"),
+            format!("expected length {ny}, got {}", d.len()),
+        ));
     }
     check_finite(&name("F"), f.as_slice(), nx)?;
     check_finite(&name("Q"), q.as_slice(), nx)?;
@@ -122,7 +130,10 @@ pub(super) fn validate_parts(
 
 pub(super) fn validate_prior(nx: usize, p: &Prior) -> Result<()> {
     if p.x0.len() != nx {
-        return Err(Error::model("x0", format!("expected length {nx}, got {}", p.x0.len())));
+        return Err(Error::model(
+            "x0",
+            format!("expected length {nx}, got {}", p.x0.len()),
+        ));
     }
     check_shape("P0", &p.p0, nx, nx)?;
     check_finite("x0", p.x0.as_slice(), 1)?;

@@ -91,9 +91,18 @@ fn ceil_log2(n: usize) -> u32 {
 
 /// Scans `data` forward in place with `alg`. `log`, when given, receives the number of
 /// operator applications of each parallel step (for the PRAM counts).
-pub fn scan_in_place<O: AssocOp>(op: &O, data: &mut [O::Scalar], alg: ScanAlgorithm, exec: Exec, log: Option<&mut LevelLog>) {
+pub fn scan_in_place<O: AssocOp>(
+    op: &O,
+    data: &mut [O::Scalar],
+    alg: ScanAlgorithm,
+    exec: Exec,
+    log: Option<&mut LevelLog>,
+) {
     let len = op.elem_len();
-    assert!(len > 0 && data.len() % len == 0, "scan buffer holds whole elements");
+    assert!(
+        len > 0 && data.len() % len == 0,
+        "scan buffer holds whole elements"
+    );
     if data.len() <= len {
         return;
     }
@@ -127,7 +136,12 @@ fn sequential<O: AssocOp>(op: &O, data: &mut [O::Scalar], mut log: Option<&mut L
 
 /// Algorithm 1 (Hillis & Steele), double-buffered: at level d, `a_j <- a_{j-2^d} ⊗ a_j` for
 /// every `j >= 2^d`, all reading the previous level.
-fn hillis_steele<O: AssocOp>(op: &O, data: &mut [O::Scalar], exec: Exec, mut log: Option<&mut LevelLog>) {
+fn hillis_steele<O: AssocOp>(
+    op: &O,
+    data: &mut [O::Scalar],
+    exec: Exec,
+    mut log: Option<&mut LevelLog>,
+) {
     let len = op.elem_len();
     let n = data.len() / len;
     let mut other = data.to_vec();
@@ -151,26 +165,49 @@ fn hillis_steele<O: AssocOp>(op: &O, data: &mut [O::Scalar], exec: Exec, mut log
 }
 
 /// One Hillis-Steele level: `dst[j - s] = src[j - s] ⊗ src[j]` for `j` in `s..n`.
-fn hs_level<O: AssocOp>(op: &O, src: &[O::Scalar], dst: &mut [O::Scalar], s: usize, exec: Exec) -> usize {
+fn hs_level<O: AssocOp>(
+    op: &O,
+    src: &[O::Scalar],
+    dst: &mut [O::Scalar],
+    s: usize,
+    exec: Exec,
+) -> usize {
     let len = op.elem_len();
     let work = |t: &mut Task<O>, (i, out): (usize, &mut [O::Scalar])| {
         let j = i + s;
-        op.combine(&src[(j - s) * len..(j - s + 1) * len], &src[j * len..(j + 1) * len], out, &mut t.s);
+        op.combine(
+            &src[(j - s) * len..(j - s + 1) * len],
+            &src[j * len..(j + 1) * len],
+            out,
+            &mut t.s,
+        );
         1usize
     };
     let m = dst.len() / len;
     if exec == Exec::Rayon && m >= PAR_MIN_OPS {
-        dst.par_chunks_mut(len).enumerate().with_min_len(64).map_init(|| Task::new(op), work).sum()
+        dst.par_chunks_mut(len)
+            .enumerate()
+            .with_min_len(64)
+            .map_init(|| Task::new(op), work)
+            .sum()
     } else {
         let mut t = Task::new(op);
-        dst.chunks_mut(len).enumerate().map(|x| work(&mut t, x)).sum()
+        dst.chunks_mut(len)
+            .enumerate()
+            .map(|x| work(&mut t, x))
+            .sum()
     }
 }
 
 /// The up-sweep shared by Algorithms 2 and 3: at level d, in each block of `2^{d+1}`
 /// elements, `a_k <- a_j ⊗ a_k` with `j` the block's middle-1 and `k` its last element;
 /// blocks cut short by the end of the data are skipped (as if padded with the identity).
-fn up_sweep<O: AssocOp>(op: &O, data: &mut [O::Scalar], exec: Exec, log: &mut Option<&mut LevelLog>) {
+fn up_sweep<O: AssocOp>(
+    op: &O,
+    data: &mut [O::Scalar],
+    exec: Exec,
+    log: &mut Option<&mut LevelLog>,
+) {
     let len = op.elem_len();
     let n = data.len() / len;
     for d in 0..ceil_log2(n) {
@@ -190,7 +227,12 @@ fn up_sweep<O: AssocOp>(op: &O, data: &mut [O::Scalar], exec: Exec, log: &mut Op
 
 /// Algorithm 3, the in-place Ladner-Fischer circuit: up-sweep, then at level d
 /// `a_{i+2^d} <- a_i ⊗ a_{i+2^d}` for `i = 2^{d+1}, 2*2^{d+1}, ...` (1-based).
-fn ladner_fischer<O: AssocOp>(op: &O, data: &mut [O::Scalar], exec: Exec, mut log: Option<&mut LevelLog>) {
+fn ladner_fischer<O: AssocOp>(
+    op: &O,
+    data: &mut [O::Scalar],
+    exec: Exec,
+    mut log: Option<&mut LevelLog>,
+) {
     let len = op.elem_len();
     let n = data.len() / len;
     up_sweep(op, data, exec, &mut log);
@@ -216,7 +258,12 @@ fn ladner_fischer<O: AssocOp>(op: &O, data: &mut [O::Scalar], exec: Exec, mut lo
 /// Algorithm 2 (Blelloch): up-sweep, the last element set to the identity, down-sweep to
 /// the exclusive scan (`t = a_j; a_j = a_k; a_k = a_k ⊗ t`), then the inclusive fix-up
 /// `a_i <- a_i ⊗ b_i` with the input `b`. Pads with the identity to a power of two.
-fn blelloch<O: AssocOp>(op: &O, data: &mut [O::Scalar], exec: Exec, mut log: Option<&mut LevelLog>) {
+fn blelloch<O: AssocOp>(
+    op: &O,
+    data: &mut [O::Scalar],
+    exec: Exec,
+    mut log: Option<&mut LevelLog>,
+) {
     let len = op.elem_len();
     let n = data.len() / len;
     let p = n.next_power_of_two();
@@ -249,10 +296,17 @@ fn blelloch<O: AssocOp>(op: &O, data: &mut [O::Scalar], exec: Exec, mut log: Opt
         1usize
     };
     let ops: usize = if exec == Exec::Rayon && p >= PAR_MIN_OPS {
-        a.par_chunks_mut(len).zip(b.par_chunks(len)).with_min_len(64).map_init(|| Task::new(op), fix).sum()
+        a.par_chunks_mut(len)
+            .zip(b.par_chunks(len))
+            .with_min_len(64)
+            .map_init(|| Task::new(op), fix)
+            .sum()
     } else {
         let mut t = Task::new(op);
-        a.chunks_mut(len).zip(b.chunks(len)).map(|x| fix(&mut t, x)).sum()
+        a.chunks_mut(len)
+            .zip(b.chunks(len))
+            .map(|x| fix(&mut t, x))
+            .sum()
     };
     log_level(&mut log, ops);
     data.copy_from_slice(&a[..n * len]);
@@ -263,7 +317,13 @@ fn blelloch<O: AssocOp>(op: &O, data: &mut [O::Scalar], exec: Exec, mut log: Opt
 /// down-sweep: odd positions (1-based) `a^(d)_i <- a^(d+1)_{(i-1)/2} ⊗ a^(d)_i`, even ones
 /// `a^(d)_i <- a^(d+1)_{i/2}`. An odd-length level's last element is carried up unpaired
 /// (paired with the identity padding).
-fn sengupta<O: AssocOp>(op: &O, data: &mut [O::Scalar], big_n: usize, exec: Exec, mut log: Option<&mut LevelLog>) {
+fn sengupta<O: AssocOp>(
+    op: &O,
+    data: &mut [O::Scalar],
+    big_n: usize,
+    exec: Exec,
+    mut log: Option<&mut LevelLog>,
+) {
     let len = op.elem_len();
     let n = data.len() / len;
     let mut dstar = 0;
@@ -278,7 +338,12 @@ fn sengupta<O: AssocOp>(op: &O, data: &mut [O::Scalar], big_n: usize, exec: Exec
         let work = |t: &mut Task<O>, (i, out): (usize, &mut [O::Scalar])| {
             let l = 2 * i;
             if l + 1 < m_src {
-                op.combine(&src[l * len..(l + 1) * len], &src[(l + 1) * len..(l + 2) * len], out, &mut t.s);
+                op.combine(
+                    &src[l * len..(l + 1) * len],
+                    &src[(l + 1) * len..(l + 2) * len],
+                    out,
+                    &mut t.s,
+                );
                 1usize
             } else {
                 out.copy_from_slice(&src[l * len..(l + 1) * len]);
@@ -287,10 +352,17 @@ fn sengupta<O: AssocOp>(op: &O, data: &mut [O::Scalar], big_n: usize, exec: Exec
         };
         let m = dst.len() / len;
         let ops: usize = if exec == Exec::Rayon && m >= PAR_MIN_OPS {
-            dst.par_chunks_mut(len).enumerate().with_min_len(64).map_init(|| Task::new(op), work).sum()
+            dst.par_chunks_mut(len)
+                .enumerate()
+                .with_min_len(64)
+                .map_init(|| Task::new(op), work)
+                .sum()
         } else {
             let mut t = Task::new(op);
-            dst.chunks_mut(len).enumerate().map(|x| work(&mut t, x)).sum()
+            dst.chunks_mut(len)
+                .enumerate()
+                .map(|x| work(&mut t, x))
+                .sum()
         };
         log_level(&mut log, ops);
         levels.push(dst);
@@ -302,7 +374,11 @@ fn sengupta<O: AssocOp>(op: &O, data: &mut [O::Scalar], big_n: usize, exec: Exec
     for d in (0..dstar as usize).rev() {
         let (lower, upper) = levels.split_at_mut(d);
         let src: &[O::Scalar] = &upper[0];
-        let dst: &mut [O::Scalar] = if d == 0 { &mut *data } else { &mut lower[d - 1] };
+        let dst: &mut [O::Scalar] = if d == 0 {
+            &mut *data
+        } else {
+            &mut lower[d - 1]
+        };
         let work = |t: &mut Task<O>, (m, out): (usize, &mut [O::Scalar])| {
             if m == 0 {
                 0usize
@@ -318,10 +394,17 @@ fn sengupta<O: AssocOp>(op: &O, data: &mut [O::Scalar], big_n: usize, exec: Exec
         };
         let m = dst.len() / len;
         let ops: usize = if exec == Exec::Rayon && m >= PAR_MIN_OPS {
-            dst.par_chunks_mut(len).enumerate().with_min_len(64).map_init(|| Task::new(op), work).sum()
+            dst.par_chunks_mut(len)
+                .enumerate()
+                .with_min_len(64)
+                .map_init(|| Task::new(op), work)
+                .sum()
         } else {
             let mut t = Task::new(op);
-            dst.chunks_mut(len).enumerate().map(|x| work(&mut t, x)).sum()
+            dst.chunks_mut(len)
+                .enumerate()
+                .map(|x| work(&mut t, x))
+                .sum()
         };
         log_level(&mut log, ops);
     }
@@ -331,7 +414,13 @@ fn sengupta<O: AssocOp>(op: &O, data: &mut [O::Scalar], big_n: usize, exec: Exec
 /// parallel across chunks), the chunk totals are scanned sequentially, and each later
 /// chunk is fixed up with the total before it. About `2T` operations, `2T/chunks + chunks`
 /// steps: the best work of all, so the default on a CPU with few cores.
-pub(super) fn chunked<O: AssocOp>(op: &O, data: &mut [O::Scalar], chunks: usize, exec: Exec, mut log: Option<&mut LevelLog>) {
+pub(super) fn chunked<O: AssocOp>(
+    op: &O,
+    data: &mut [O::Scalar],
+    chunks: usize,
+    exec: Exec,
+    log: Option<&mut LevelLog>,
+) {
     let len = op.elem_len();
     let n = data.len() / len;
     let cs = n.div_ceil(chunks.clamp(1, n));
@@ -356,26 +445,39 @@ pub(super) fn chunked<O: AssocOp>(op: &O, data: &mut [O::Scalar], chunks: usize,
             t.right(op, &h[(c - 1) * len..], tl);
         }
     }
-    let carry = &carry;
     if nc > 1 {
-        fix_chunks(op, &mut data[cs * len..], cs, carry, exec);
+        fix_chunks(op, &mut data[cs * len..], cs, &carry, exec);
     }
-    if let Some(l) = log.as_deref_mut() {
+    if let Some(l) = log {
         for i in 1..cs {
-            l.push((0..nc).filter(|c| ((c + 1) * cs).min(n) - c * cs > i).count());
+            l.push(
+                (0..nc)
+                    .filter(|c| ((c + 1) * cs).min(n) - c * cs > i)
+                    .count(),
+            );
         }
         for _ in 1..nc {
             l.push(1);
         }
         for i in 0..cs.saturating_sub(1) {
-            l.push((1..nc).filter(|c| ((c + 1) * cs).min(n) - c * cs - 1 > i).count());
+            l.push(
+                (1..nc)
+                    .filter(|c| ((c + 1) * cs).min(n) - c * cs - 1 > i)
+                    .count(),
+            );
         }
     }
 }
 
 /// The fix-up of [`chunked`]: element `i` of chunk `c + 1` becomes `carry[c] ⊗ a_i`, its
 /// last element `carry[c + 1]`.
-fn fix_chunks<O: AssocOp>(op: &O, data: &mut [O::Scalar], cs: usize, carry: &[O::Scalar], exec: Exec) {
+fn fix_chunks<O: AssocOp>(
+    op: &O,
+    data: &mut [O::Scalar],
+    cs: usize,
+    carry: &[O::Scalar],
+    exec: Exec,
+) {
     let len = op.elem_len();
     let work = |t: &mut Task<O>, (c, blk): (usize, &mut [O::Scalar])| {
         let m = blk.len() / len;
@@ -386,9 +488,13 @@ fn fix_chunks<O: AssocOp>(op: &O, data: &mut [O::Scalar], cs: usize, carry: &[O:
         blk[(m - 1) * len..].copy_from_slice(&carry[(c + 1) * len..(c + 2) * len]);
     };
     if exec == Exec::Rayon {
-        data.par_chunks_mut(cs * len).enumerate().for_each_init(|| Task::new(op), work);
+        data.par_chunks_mut(cs * len)
+            .enumerate()
+            .for_each_init(|| Task::new(op), work);
     } else {
         let mut t = Task::new(op);
-        data.chunks_mut(cs * len).enumerate().for_each(|x| work(&mut t, x));
+        data.chunks_mut(cs * len)
+            .enumerate()
+            .for_each(|x| work(&mut t, x));
     }
 }

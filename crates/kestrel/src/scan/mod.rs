@@ -34,7 +34,13 @@ pub trait AssocOp: Sync {
     /// Writes the identity `e` (`e ⊗ a = a ⊗ e = a`) into `out`.
     fn identity(&self, out: &mut [Self::Scalar]);
     /// Writes `a ⊗ b` into `out` (`out` aliases neither input).
-    fn combine(&self, a: &[Self::Scalar], b: &[Self::Scalar], out: &mut [Self::Scalar], scratch: &mut Self::Scratch);
+    fn combine(
+        &self,
+        a: &[Self::Scalar],
+        b: &[Self::Scalar],
+        out: &mut [Self::Scalar],
+        scratch: &mut Self::Scratch,
+    );
 }
 
 /// The same operator with its arguments swapped: `a ⊗' b = b ⊗ a`. A reverse scan is a
@@ -73,16 +79,15 @@ impl<S: Copy> Elements<S> {
         for _ in 0..n {
             data.extend_from_slice(fill);
         }
-        Elements { len: fill.len(), data }
+        Elements {
+            len: fill.len(),
+            data,
+        }
     }
 
     /// How many elements.
     pub fn count(&self) -> usize {
-        if self.len == 0 {
-            0
-        } else {
-            self.data.len() / self.len
-        }
+        self.data.len().checked_div(self.len).unwrap_or(0)
     }
 
     #[inline]
@@ -117,7 +122,13 @@ pub fn reverse_elements<S>(data: &mut [S], len: usize) {
 
 /// Scans `data` (whole elements of `op.elem_len()` scalars) in place, in `dir`, with
 /// `alg`, serially or on the rayon pool.
-pub fn scan<O: AssocOp>(op: &O, data: &mut [O::Scalar], alg: ScanAlgorithm, dir: Direction, exec: Exec) {
+pub fn scan<O: AssocOp>(
+    op: &O,
+    data: &mut [O::Scalar],
+    alg: ScanAlgorithm,
+    dir: Direction,
+    exec: Exec,
+) {
     match dir {
         Direction::Forward => scan_in_place(op, data, alg, exec, None),
         Direction::Reverse => {

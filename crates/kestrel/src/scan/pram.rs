@@ -70,7 +70,13 @@ pub fn pram_count(alg: ScanAlgorithm, t: usize, p: usize) -> PramCount {
     let mut data: Vec<u64> = (0..t as u64).flat_map(|i| [2 * i + 1, i]).collect();
     let mut log = LevelLog::default();
     match alg {
-        ScanAlgorithm::Fastest => chunked(&AffineU64, &mut data, p.max(1), Exec::Serial, Some(&mut log)),
+        ScanAlgorithm::Fastest => chunked(
+            &AffineU64,
+            &mut data,
+            p.max(1),
+            Exec::Serial,
+            Some(&mut log),
+        ),
         _ => scan_in_place(&AffineU64, &mut data, alg, Exec::Serial, Some(&mut log)),
     }
     log.count(p)

@@ -15,13 +15,23 @@ fn fold(data: &[u64], dir: Direction) -> Vec<u64> {
     match dir {
         Direction::Forward => {
             for i in 1..n {
-                op.combine(&out[2 * (i - 1)..2 * i], &data[2 * i..2 * i + 2], &mut tmp, &mut ());
+                op.combine(
+                    &out[2 * (i - 1)..2 * i],
+                    &data[2 * i..2 * i + 2],
+                    &mut tmp,
+                    &mut (),
+                );
                 out[2 * i..2 * i + 2].copy_from_slice(&tmp);
             }
         }
         Direction::Reverse => {
             for i in (0..n.saturating_sub(1)).rev() {
-                op.combine(&data[2 * i..2 * i + 2], &out[2 * (i + 1)..2 * i + 4], &mut tmp, &mut ());
+                op.combine(
+                    &data[2 * i..2 * i + 2],
+                    &out[2 * (i + 1)..2 * i + 4],
+                    &mut tmp,
+                    &mut (),
+                );
                 out[2 * i..2 * i + 2].copy_from_slice(&tmp);
             }
         }

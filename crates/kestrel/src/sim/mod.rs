@@ -46,11 +46,15 @@ pub fn simulate<M: StateSpace + ?Sized>(
     missing: f64,
 ) -> Result<Simulation> {
     if !(0.0..=1.0).contains(&missing) {
-        return Err(Error::input(format!("missing probability must be in [0, 1], got {missing}")));
+        return Err(Error::input(format!(
+            "missing probability must be in [0, 1], got {missing}"
+        )));
     }
     if let Some(n) = model.steps_covered() {
         if n < steps {
-            return Err(Error::input(format!("the model has matrices for {n} steps, asked for {steps}")));
+            return Err(Error::input(format!(
+                "the model has matrices for {n} steps, asked for {steps}"
+            )));
         }
     }
     let (nx, ny) = (model.nx(), model.ny());
