@@ -21,7 +21,10 @@ pub use data::{Estimates, Measurements};
 pub use device::Device;
 pub use error::{Error, Result};
 pub use estimate::{filter_on, smooth_on, FilterMethod, SmoothMethod};
-pub use kalman::{filter, smooth, smooth_filtered, FilterOptions, FilterOutput, Keep};
+pub use kalman::{
+    filter, filter_into, smooth, smooth_filtered, smooth_in_place, FilterOptions, FilterOutput,
+    Keep,
+};
 pub use linalg::Real;
 pub use model::{Model, StateSpace, TimeVaryingModel};
 pub use scan::ScanAlgorithm;

@@ -113,6 +113,21 @@ impl<T: Real> Estimates<T> {
         }
     }
 
+    /// Reshapes for reuse: buffers keep their allocation; entries added by growing are
+    /// NaN, entries already there keep stale values until overwritten.
+    pub fn reshape(&mut self, tracks: usize, steps: usize, nx: usize, with_loglik: bool) {
+        self.tracks = tracks;
+        self.steps = steps;
+        self.nx = nx;
+        self.mean.resize(tracks * steps * nx, T::nan());
+        self.cov.resize(tracks * steps * nx * nx, T::nan());
+        match (&mut self.loglik, with_loglik) {
+            (Some(l), true) => l.resize(tracks * steps, T::nan()),
+            (l @ None, true) => *l = Some(vec![T::nan(); tracks * steps]),
+            (l, false) => *l = None,
+        }
+    }
+
     #[inline]
     pub fn mean_at(&self, b: usize, k: usize) -> &[T] {
         let o = (b * self.steps + k) * self.nx;

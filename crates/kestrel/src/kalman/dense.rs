@@ -298,21 +298,21 @@ impl<T: Real> RtsWorkspace<T> {
     }
 }
 
-/// Filters a batch track by track (rayon across tracks).
+/// Filters a batch track by track (rayon across tracks) into `est` (shaped for the
+/// kept steps, with log-likelihoods) and, when given, `pred` (all steps).
 pub(crate) fn filter_batch<T: Real>(
     m: &ConvertedModel<T>,
     z: &Measurements<T>,
     keep_all: bool,
-    predicted: bool,
-) -> Result<(Estimates<T>, Option<Estimates<T>>)> {
+    est: &mut Estimates<T>,
+    pred: Option<&mut Estimates<T>>,
+) -> Result<()> {
     use rayon::prelude::*;
     let (nx, ny, steps) = (m.nx, m.ny, z.steps);
     let kept = if keep_all { steps } else { 1 };
-    let mut est = Estimates::nan(z.tracks, kept, nx, true);
-    let mut pred = predicted.then(|| Estimates::<T>::nan(z.tracks, steps, nx, false));
-    let ll = est.loglik.as_mut().expect("allocated with log-likelihoods");
-    let (pm_chunks, pc_chunks): (Vec<Option<&mut [T]>>, Vec<Option<&mut [T]>>) = match pred.as_mut()
-    {
+    let ll = est.loglik.as_mut().expect("shaped with log-likelihoods");
+    type Parts<'a, T> = (Vec<Option<&'a mut [T]>>, Vec<Option<&'a mut [T]>>);
+    let (pm_chunks, pc_chunks): Parts<'_, T> = match pred {
         Some(p) => (
             p.mean.chunks_mut(steps * nx).map(Some).collect(),
             p.cov.chunks_mut(steps * nx * nx).map(Some).collect(),
@@ -347,8 +347,7 @@ pub(crate) fn filter_batch<T: Real>(
                     },
                 )
             },
-        )?;
-    Ok((est, pred))
+        )
 }
 
 /// Smooths a batch of filtered estimates track by track (rayon across tracks).

@@ -15,6 +15,7 @@ pub(crate) mod lanes;
 mod metrics;
 pub(crate) mod step;
 
+pub use lanes::supports as has_fast_path;
 pub use metrics::{mean_nees, mean_nis, nees, rmse};
 
 use crate::data::{Estimates, Measurements};
@@ -77,6 +78,44 @@ pub fn filter<T: Real, M: StateSpace + ?Sized>(
     z: &Measurements<T>,
     opts: &FilterOptions,
 ) -> Result<FilterOutput<T>> {
+    let kept = if opts.keep == Keep::All { z.steps } else { 1 };
+    let mut filtered = Estimates::nan(z.tracks, kept, model.nx(), true);
+    let mut predicted = opts
+        .predicted
+        .then(|| Estimates::nan(z.tracks, z.steps, model.nx(), false));
+    filter_impl(model, z, opts, &mut filtered, predicted.as_mut())?;
+    Ok(FilterOutput {
+        filtered,
+        predicted,
+    })
+}
+
+/// Like [`filter`], writing the filtered moments into `out`, whose buffers are reused
+/// (reshaped as needed): filtering batch after batch then allocates nothing and touches
+/// no fresh memory. Predicted moments are not available here.
+pub fn filter_into<T: Real, M: StateSpace + ?Sized>(
+    model: &M,
+    z: &Measurements<T>,
+    opts: &FilterOptions,
+    out: &mut Estimates<T>,
+) -> Result<()> {
+    if opts.predicted {
+        return Err(Error::input(
+            "filter_into does not return predicted moments; use filter",
+        ));
+    }
+    let kept = if opts.keep == Keep::All { z.steps } else { 1 };
+    out.reshape(z.tracks, kept, model.nx(), true);
+    filter_impl(model, z, opts, out, None)
+}
+
+fn filter_impl<T: Real, M: StateSpace + ?Sized>(
+    model: &M,
+    z: &Measurements<T>,
+    opts: &FilterOptions,
+    out: &mut Estimates<T>,
+    pred: Option<&mut Estimates<T>>,
+) -> Result<()> {
     check_dims(model, z)?;
     if z.steps == 0 {
         return Err(Error::input("measurements have no steps"));
@@ -86,21 +125,14 @@ pub fn filter<T: Real, M: StateSpace + ?Sized>(
     }
     let keep_all = opts.keep == Keep::All;
     if let Some(inv) = model.as_invariant() {
-        if !opts.predicted && !opts.force_general {
-            if let Some(out) = lanes::filter(inv, z, keep_all) {
-                return out.map(|filtered| FilterOutput {
-                    filtered,
-                    predicted: None,
-                });
+        if pred.is_none() && !opts.force_general {
+            if let Some(r) = lanes::filter(inv, z, keep_all, out) {
+                return r;
             }
         }
     }
     let m = dense::ConvertedModel::new(model, z.steps);
-    let (filtered, predicted) = dense::filter_batch(&m, z, keep_all, opts.predicted)?;
-    Ok(FilterOutput {
-        filtered,
-        predicted,
-    })
+    dense::filter_batch(&m, z, keep_all, out, pred)
 }
 
 /// Rauch-Tung-Striebel smoother (the thesis's *retrodiction*) over filtered estimates
@@ -109,32 +141,40 @@ pub fn smooth_filtered<T: Real, M: StateSpace + ?Sized>(
     model: &M,
     filtered: &Estimates<T>,
 ) -> Result<Estimates<T>> {
-    if filtered.nx != model.nx() {
+    let mut est = filtered.clone();
+    smooth_in_place(model, &mut est)?;
+    Ok(est)
+}
+
+/// Like [`smooth_filtered`], overwriting the filtered estimates with the smoothed ones
+/// (their log-likelihoods are dropped).
+pub fn smooth_in_place<T: Real, M: StateSpace + ?Sized>(
+    model: &M,
+    est: &mut Estimates<T>,
+) -> Result<()> {
+    if est.nx != model.nx() {
         return Err(Error::input(format!(
             "estimates have {} state components, the model has {}",
-            filtered.nx,
+            est.nx,
             model.nx()
         )));
     }
     if let Some(n) = model.steps_covered() {
-        if n < filtered.steps {
+        if n < est.steps {
             return Err(Error::input(format!(
                 "the time-varying model has matrices for {n} steps, the estimates have {}",
-                filtered.steps
+                est.steps
             )));
         }
     }
-    let mut est = filtered.clone();
     est.loglik = None;
     if let Some(inv) = model.as_invariant() {
-        if let Some(r) = lanes::smooth(inv, &mut est) {
-            r?;
-            return Ok(est);
+        if let Some(r) = lanes::smooth(inv, est) {
+            return r;
         }
     }
-    let m = dense::ConvertedModel::new(model, filtered.steps);
-    dense::smooth_batch(&m, &mut est)?;
-    Ok(est)
+    let m = dense::ConvertedModel::new(model, est.steps);
+    dense::smooth_batch(&m, est)
 }
 
 /// Filters then smooths. Returns `(filtered, smoothed)`.
