@@ -13,11 +13,13 @@
 //! a few long tracks are scanned one at a time with every level on the pool.
 
 pub mod filtering;
+mod paper;
 mod small;
 pub mod smoothing;
 mod track;
 
 pub use filtering::FilterOp;
+pub use paper::PaperModel;
 pub use smoothing::SmoothOp;
 
 use crate::data::{Estimates, Measurements};

@@ -410,16 +410,17 @@ fn sengupta<O: AssocOp>(
     }
 }
 
-/// Chunked reduce-then-scan: each of `chunks` chunks is scanned sequentially (in
-/// parallel across chunks), the chunk totals are scanned sequentially, and each later
-/// chunk is fixed up with the total before it. About `2T` operations, `2T/chunks + chunks`
-/// steps: the best work of all, so the default on a CPU with few cores.
+/// Chunked scan-then-propagate: each of `chunks` chunks is scanned sequentially (in
+/// parallel across chunks), the chunk totals are scanned by the Ladner-Fischer circuit,
+/// and each later chunk is fixed up with the total before it. About `2T` operations and
+/// `2T/chunks + 2 log(chunks)` steps: the least work of the parallel algorithms, hence the
+/// default on a CPU with few cores (and the shape of a GPU's block-local scan).
 pub(super) fn chunked<O: AssocOp>(
     op: &O,
     data: &mut [O::Scalar],
     chunks: usize,
     exec: Exec,
-    log: Option<&mut LevelLog>,
+    mut log: Option<&mut LevelLog>,
 ) {
     let len = op.elem_len();
     let n = data.len() / len;
@@ -434,21 +435,7 @@ pub(super) fn chunked<O: AssocOp>(
         m - 1
     };
     blocks(op, data, cs * len, exec, scan_chunk);
-    // Chunk totals, made global by a sequential scan.
-    let mut carry: Vec<O::Scalar> = Vec::with_capacity(nc * len);
-    let mut t = Task::new(op);
-    for c in 0..nc {
-        let last = ((c + 1) * cs).min(n) - 1;
-        carry.extend_from_slice(&data[last * len..(last + 1) * len]);
-        if c > 0 {
-            let (h, tl) = carry.split_at_mut(c * len);
-            t.right(op, &h[(c - 1) * len..], tl);
-        }
-    }
-    if nc > 1 {
-        fix_chunks(op, &mut data[cs * len..], cs, &carry, exec);
-    }
-    if let Some(l) = log {
+    if let Some(l) = log.as_deref_mut() {
         for i in 1..cs {
             l.push(
                 (0..nc)
@@ -456,9 +443,19 @@ pub(super) fn chunked<O: AssocOp>(
                     .count(),
             );
         }
-        for _ in 1..nc {
-            l.push(1);
-        }
+    }
+    // Chunk totals, made global by the Ladner-Fischer circuit (logged as its levels), so
+    // that `P` processors take `2T/P + 2 log P` steps.
+    let mut carry: Vec<O::Scalar> = Vec::with_capacity(nc * len);
+    for c in 0..nc {
+        let last = ((c + 1) * cs).min(n) - 1;
+        carry.extend_from_slice(&data[last * len..(last + 1) * len]);
+    }
+    ladner_fischer(op, &mut carry, Exec::Serial, log.as_deref_mut());
+    if nc > 1 {
+        fix_chunks(op, &mut data[cs * len..], cs, &carry, exec);
+    }
+    if let Some(l) = log {
         for i in 0..cs.saturating_sub(1) {
             l.push(
                 (1..nc)
