@@ -41,3 +41,6 @@ pub fn smooth_filtered<T: Real>(
         "--device cuda: the CUDA backend is not built yet".into(),
     ))
 }
+
+/// The parallel-in-time filter and smoothers on the GPU.
+pub mod parallel;
