@@ -171,7 +171,8 @@ fn missing_steps_are_predict_only() {
     let m = random_model(5, 4, 2);
     let mut z = random_measurements(6, 2, 10, 2, 0.0);
     // Only one component missing still makes the whole step missing.
-    z.data[(0 * 10 + 3) * 2 + 1] = f64::NAN;
+    let (track, step, steps) = (0, 3, 10);
+    z.data[(track * steps + step) * 2 + 1] = f64::NAN;
     for general in [false, true] {
         let o = filter(
             &m,
@@ -245,7 +246,8 @@ fn errors_name_track_and_step() {
         "{e}"
     );
     let mut z = random_measurements(11, 2, 5, 2, 0.0);
-    z.data[(1 * 5 + 4) * 2] = f64::INFINITY;
+    let (track, step, steps) = (1, 4, 5);
+    z.data[(track * steps + step) * 2] = f64::INFINITY;
     let e = filter(&m, &z, &opts(false)).unwrap_err().to_string();
     assert!(e.contains("track 1") && e.contains("step 4"), "{e}");
     let tv = random_tv_model(12, 4, 2, 3);

@@ -1,8 +1,140 @@
-//! Benchmarks of the cpu paths.
+//! Benchmarks of the CPU paths: the Kalman filter (fast path and the general reference
+//! path), the smoother (filter + RTS), the readers and writers, and the command-line
+//! path read NPY -> filter -> write NPZ end to end. 2-D constant velocity (nx 4, ny 2),
+//! f64, every output kept.
 
-use super::Sink;
+use super::{median, time_runs, Record, Sink};
+use kestrel::io;
+use kestrel::kalman::{self, FilterOptions};
+use kestrel::{Device, Measurements};
+use std::hint::black_box;
+use std::path::PathBuf;
+use std::time::Instant;
+
+const STEPS: usize = 100;
+
+/// A scratch directory removed when dropped.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new() -> anyhow::Result<Scratch> {
+        let p = std::env::temp_dir().join(format!("kestrel-bench-{}", std::process::id()));
+        std::fs::create_dir_all(&p)?;
+        Ok(Scratch(p))
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
 
 /// Runs this family's benchmarks; `quick` keeps sizes small.
-pub fn run(_sink: &mut Sink, _quick: bool) -> anyhow::Result<()> {
+pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
+    let model = kestrel::model::constant_velocity(2, 1.0, 0.5, 25.0, 100.0)?;
+    let sizes: &[usize] = if quick {
+        &[1_000, 10_000]
+    } else {
+        &[10_000, 100_000]
+    };
+    let dev = Device::Cpu.to_string();
+    let scratch = Scratch::new()?;
+    for &b in sizes {
+        let z: Measurements<f64> = kestrel::sim::simulate(&model, b, STEPS, 7, 0.05)?.measurements;
+        let big = b * STEPS >= 5_000_000;
+        let (warm, reps) = if big { (1, 5) } else { (2, 10) };
+        let rec = |name: &str, times: &[f64]| {
+            Record::new(name, dev.clone(), "f64", b, STEPS, 4, 2, times)
+        };
+
+        let fast = FilterOptions::default();
+        kalman::filter(&model, &z, &fast)?;
+        sink.push(rec(
+            "filter",
+            &time_runs(warm, reps, || {
+                let _ = black_box(kalman::filter(&model, &z, &fast));
+            }),
+        ));
+
+        let general = FilterOptions {
+            force_general: true,
+            ..FilterOptions::default()
+        };
+        kalman::filter(&model, &z, &general)?;
+        sink.push(rec(
+            "filter/general",
+            &time_runs(warm.min(1), reps.min(5), || {
+                let _ = black_box(kalman::filter(&model, &z, &general));
+            }),
+        ));
+
+        kalman::smooth(&model, &z)?;
+        sink.push(rec(
+            "smooth (filter+rts)",
+            &time_runs(warm, reps, || {
+                let _ = black_box(kalman::smooth(&model, &z));
+            }),
+        ));
+
+        // Readers, and the command-line path read NPY -> filter -> write NPZ.
+        let npy = scratch.0.join("z.npy");
+        let csv = scratch.0.join("z.csv");
+        let npz = scratch.0.join("out.npz");
+        io::write_measurements(&npy, &z)?;
+        io::write_measurements(&csv, &z)?;
+        sink.push(rec(
+            "io: read csv measurements",
+            &time_runs(1, reps.min(5), || {
+                let _ = black_box(io::read_measurements::<f64>(&csv));
+            }),
+        ));
+        sink.push(rec(
+            "io: read npy measurements",
+            &time_runs(1, reps.min(5), || {
+                let _ = black_box(io::read_measurements::<f64>(&npy));
+            }),
+        ));
+        let (mut read, mut filt, mut write) = (Vec::new(), Vec::new(), Vec::new());
+        let mut stage = || -> anyhow::Result<()> {
+            let t0 = Instant::now();
+            let zr: Measurements<f64> = io::read_measurements(&npy)?;
+            let t1 = Instant::now();
+            let est = kalman::filter(&model, &zr, &fast)?.filtered;
+            let t2 = Instant::now();
+            io::write_estimates(&npz, &est)?;
+            let t3 = Instant::now();
+            read.push((t1 - t0).as_secs_f64());
+            filt.push((t2 - t1).as_secs_f64());
+            write.push((t3 - t2).as_secs_f64());
+            Ok(())
+        };
+        stage()?;
+        let mut totals = Vec::new();
+        for _ in 0..reps.min(5) {
+            let t = Instant::now();
+            stage()?;
+            totals.push(t.elapsed().as_secs_f64());
+        }
+        let mut r = rec("cli: npy -> filter -> npz", &totals);
+        r.extra = serde_json::json!({
+            "read_s": median(&read[1..]),
+            "filter_s": median(&filt[1..]),
+            "write_s": median(&write[1..]),
+            "npz_bytes": std::fs::metadata(&npz).map(|m| m.len()).unwrap_or(0),
+        });
+        sink.push(r);
+        if !big {
+            let est = kalman::filter(&model, &z, &fast)?.filtered;
+            let out = scratch.0.join("out.csv");
+            sink.push(rec(
+                "io: write csv estimates",
+                &time_runs(1, 3, || {
+                    let _ = black_box(io::write_estimates(&out, &est));
+                }),
+            ));
+        }
+        let _ = std::fs::remove_file(&csv);
+    }
     Ok(())
 }

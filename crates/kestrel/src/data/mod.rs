@@ -5,6 +5,8 @@
 //! estimates), so files map straight onto these buffers. Device code converts to its
 //! own structure-of-arrays layout once.
 
+mod alloc;
+
 use crate::error::{Error, Result};
 use crate::linalg::Real;
 
@@ -107,9 +109,22 @@ impl<T: Real> Estimates<T> {
             tracks,
             steps,
             nx,
-            mean: vec![T::nan(); tracks * steps * nx],
-            cov: vec![T::nan(); tracks * steps * nx * nx],
-            loglik: with_loglik.then(|| vec![T::nan(); tracks * steps]),
+            mean: alloc::filled(tracks * steps * nx, T::nan()),
+            cov: alloc::filled(tracks * steps * nx * nx, T::nan()),
+            loglik: with_loglik.then(|| alloc::filled(tracks * steps, T::nan())),
+        }
+    }
+
+    /// Allocates zeroed estimates without touching the memory (see `alloc::zeroed`): for
+    /// paths that write every element.
+    pub(crate) fn zeroed(tracks: usize, steps: usize, nx: usize, with_loglik: bool) -> Self {
+        Estimates {
+            tracks,
+            steps,
+            nx,
+            mean: alloc::zeroed(tracks * steps * nx),
+            cov: alloc::zeroed(tracks * steps * nx * nx),
+            loglik: with_loglik.then(|| alloc::zeroed(tracks * steps)),
         }
     }
 

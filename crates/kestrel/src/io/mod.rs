@@ -1,11 +1,168 @@
-//! Readers and writers: CSV and NPY measurements in, CSV and NPZ estimates out.
+//! Readers and writers: CSV and NPY measurements in, CSV and NPZ estimates out, in the
+//! formats of the command-line contract (`DESIGN.md`):
+//!
+//! - measurements: CSV long form `track,t,z0,z1,...` (one row per track and step, empty
+//!   field or `NaN` = missing) or NPY `[B, T, ny]` (f64 or f32, NaN = missing);
+//! - truth: the same with `x0,x1,...` (CSV) or `[B, T, nx]` (NPY);
+//! - estimates: CSV `track,t,x0..,P00..,loglik` or NPZ (`mean`, `cov`, `loglik`).
+//!
+//! The format follows the file extension; an unknown extension is an error. Every write
+//! goes through [`write_atomic`], so a failure never leaves a partial file.
 
+mod csv;
+mod npy;
+
+use crate::data::{Estimates, Measurements};
 use crate::error::{Error, Result};
+use crate::linalg::Real;
 use std::io::{BufWriter, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+/// File formats of the contract.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Csv,
+    Npy,
+    Npz,
+}
+
+impl Format {
+    /// The format named by the extension of `path`, which must be one of `allowed`.
+    pub fn of(path: &Path, allowed: &[Format]) -> Result<Format> {
+        let ext = path
+            .extension()
+            .map(|e| e.to_string_lossy().to_ascii_lowercase())
+            .unwrap_or_default();
+        let f = match ext.as_str() {
+            "csv" => Some(Format::Csv),
+            "npy" => Some(Format::Npy),
+            "npz" => Some(Format::Npz),
+            _ => None,
+        };
+        match f {
+            Some(f) if allowed.contains(&f) => Ok(f),
+            _ => {
+                let names: Vec<String> = allowed.iter().map(|f| format!(".{}", f.ext())).collect();
+                let found = if ext.is_empty() {
+                    "no extension".to_string()
+                } else {
+                    format!("extension .{ext}")
+                };
+                Err(parse_error(
+                    path,
+                    None,
+                    format!(
+                        "unsupported file type ({found}; expected {})",
+                        names.join(" or ")
+                    ),
+                ))
+            }
+        }
+    }
+
+    fn ext(self) -> &'static str {
+        match self {
+            Format::Csv => "csv",
+            Format::Npy => "npy",
+            Format::Npz => "npz",
+        }
+    }
+}
+
+/// Formats accepted for measurements and truth.
+pub const MEASUREMENT_FORMATS: &[Format] = &[Format::Csv, Format::Npy];
+/// Formats accepted for estimates.
+pub const ESTIMATE_FORMATS: &[Format] = &[Format::Csv, Format::Npz];
+
+pub(crate) fn parse_error(path: &Path, line: Option<usize>, msg: impl Into<String>) -> Error {
+    Error::Parse {
+        path: path.to_path_buf(),
+        line,
+        msg: msg.into(),
+    }
+}
+
+/// Reads measurements from a `.csv` or `.npy` file into precision `T`.
+pub fn read_measurements<T: Real>(path: &Path) -> Result<Measurements<T>> {
+    match Format::of(path, MEASUREMENT_FORMATS)? {
+        Format::Csv => csv::read_measurements(path),
+        _ => npy::read_measurements(path),
+    }
+}
+
+/// Checks that measurements read from `path` have the `ny` components the model
+/// measures, naming the file when they do not.
+pub fn check_measurement_dim<T>(path: &Path, z: &Measurements<T>, ny: usize) -> Result<()> {
+    if z.ny != ny {
+        return Err(parse_error(
+            path,
+            None,
+            format!(
+                "measurements have {} components (z0..z{}), the model measures {ny}",
+                z.ny,
+                z.ny.saturating_sub(1)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Writes measurements as `.csv` (`track,t,z0,..`) or `.npy` (`[B, T, ny]`).
+pub fn write_measurements<T: Real>(path: &Path, z: &Measurements<T>) -> Result<()> {
+    write_series(path, z.tracks, z.steps, z.ny, &z.data, 'z')
+}
+
+/// Writes simulated truth `[tracks][steps][nx]` as `.csv` (`track,t,x0,..`) or `.npy`.
+pub fn write_truth<T: Real>(
+    path: &Path,
+    tracks: usize,
+    steps: usize,
+    nx: usize,
+    truth: &[T],
+) -> Result<()> {
+    if truth.len() != tracks * steps * nx {
+        return Err(Error::Input {
+            msg: format!(
+                "truth has {} values, expected {tracks} x {steps} x {nx}",
+                truth.len()
+            ),
+        });
+    }
+    write_series(path, tracks, steps, nx, truth, 'x')
+}
+
+fn write_series<T: Real>(
+    path: &Path,
+    tracks: usize,
+    steps: usize,
+    n: usize,
+    data: &[T],
+    prefix: char,
+) -> Result<()> {
+    match Format::of(path, MEASUREMENT_FORMATS)? {
+        Format::Csv => csv::write_series(path, tracks, steps, n, data, prefix),
+        _ => npy::write_array(path, &[tracks, steps, n], data),
+    }
+}
+
+/// Writes estimates as `.csv` or `.npz` (see the module documentation). The
+/// log-likelihood column / array is written when the estimates carry one.
+pub fn write_estimates<T: Real>(path: &Path, est: &Estimates<T>) -> Result<()> {
+    match Format::of(path, ESTIMATE_FORMATS)? {
+        Format::Csv => csv::write_estimates(path, est),
+        _ => npy::write_estimates(path, est),
+    }
+}
+
+/// Reads estimates back from a `.npz` file written by [`write_estimates`] (for checks
+/// and tests; the precision of the file must be `T`).
+pub fn read_estimates_npz<T: Real>(path: &Path) -> Result<Estimates<T>> {
+    npy::read_estimates(path)
+}
 
 /// Writes a file through a temporary file in the same directory and renames it into
-/// place, so that a failure never leaves a partial output behind.
+/// place, so that a failure never leaves a partial output behind (the rename is atomic
+/// on POSIX file systems). On failure the temporary file is removed.
 pub fn write_atomic<F>(path: &Path, write: F) -> Result<()>
 where
     F: FnOnce(&mut BufWriter<std::fs::File>) -> std::io::Result<()>,
@@ -17,7 +174,7 @@ where
     let name = path
         .file_name()
         .ok_or_else(|| Error::io(path, std::io::Error::other("not a file name")))?;
-    let tmp = dir.join(format!(
+    let tmp: PathBuf = dir.join(format!(
         ".{}.tmp{}",
         name.to_string_lossy(),
         std::process::id()
@@ -27,7 +184,7 @@ where
         let mut w = BufWriter::with_capacity(1 << 20, f);
         write(&mut w)?;
         w.flush()?;
-        w.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+        drop(w.into_inner().map_err(|e| e.into_error())?);
         std::fs::rename(&tmp, path)
     })();
     if let Err(e) = result {
@@ -36,3 +193,6 @@ where
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests;

@@ -22,6 +22,10 @@ const L: usize = 8;
 type V<T> = [T; L];
 
 /// The model in fixed-size arrays.
+///
+/// The products with `F` and `H` skip their exact zeros: kinematic models are mostly
+/// zeros, the test is the same for every lane and every step (so branch prediction makes
+/// it free), and dropping a `+ 0 * p` term leaves every result bit-identical.
 struct Fixed<T, const NX: usize, const NY: usize> {
     f: [[T; NX]; NX],
     u: [T; NX],
@@ -98,6 +102,9 @@ fn filter_group<T: Real, const NX: usize, const NY: usize>(
                 for j in 0..NX {
                     for mm in 0..NX {
                         let fim = m.f[i][mm];
+                        if fim == zero {
+                            continue;
+                        }
                         for l in 0..L {
                             tmp[i][j][l] += fim * p[mm][j][l];
                         }
@@ -109,6 +116,9 @@ fn filter_group<T: Real, const NX: usize, const NY: usize>(
                     let mut acc = splat(m.q[i][j]);
                     for mm in 0..NX {
                         let fjm = m.f[j][mm];
+                        if fjm == zero {
+                            continue;
+                        }
                         for l in 0..L {
                             acc[l] += tmp[i][mm][l] * fjm;
                         }
@@ -122,6 +132,9 @@ fn filter_group<T: Real, const NX: usize, const NY: usize>(
                 xn[i] = splat(m.u[i]);
                 for mm in 0..NX {
                     let fim = m.f[i][mm];
+                    if fim == zero {
+                        continue;
+                    }
                     for l in 0..L {
                         xn[i][l] += fim * x[mm][l];
                     }
@@ -150,6 +163,9 @@ fn filter_group<T: Real, const NX: usize, const NY: usize>(
             let mut hx = splat(m.d[a]);
             for mm in 0..NX {
                 let ham = m.h[a][mm];
+                if ham == zero {
+                    continue;
+                }
                 for l in 0..L {
                     hx[l] += ham * x[mm][l];
                 }
@@ -160,6 +176,9 @@ fn filter_group<T: Real, const NX: usize, const NY: usize>(
             for j in 0..NX {
                 for mm in 0..NX {
                     let ham = m.h[a][mm];
+                    if ham == zero {
+                        continue;
+                    }
                     for l in 0..L {
                         hp[a][j][l] += ham * p[mm][j][l];
                     }
@@ -173,6 +192,9 @@ fn filter_group<T: Real, const NX: usize, const NY: usize>(
                 let mut acc = splat(m.r[a][b]);
                 for mm in 0..NX {
                     let hbm = m.h[b][mm];
+                    if hbm == zero {
+                        continue;
+                    }
                     for l in 0..L {
                         acc[l] += hp[a][mm][l] * hbm;
                     }
@@ -346,6 +368,9 @@ fn smooth_group<T: Real, const NX: usize, const NY: usize>(
             xp[i] = splat(m.u[i]);
             for mm in 0..NX {
                 let fim = m.f[i][mm];
+                if fim == zero {
+                    continue;
+                }
                 for l in 0..L {
                     xp[i][l] += fim * x[mm][l];
                 }
@@ -362,6 +387,9 @@ fn smooth_group<T: Real, const NX: usize, const NY: usize>(
                 let mut acc = splat(m.q[i][j]);
                 for mm in 0..NX {
                     let fjm = m.f[j][mm];
+                    if fjm == zero {
+                        continue;
+                    }
                     for l in 0..L {
                         acc[l] += fp[i][mm][l] * fjm;
                     }

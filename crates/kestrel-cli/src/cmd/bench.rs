@@ -1,0 +1,46 @@
+//! `kestrel bench`: runs the benchmark families and prints their table.
+
+use crate::bench::{self, Sink};
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Family {
+    Cpu,
+    Cuda,
+    Parallel,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Small sizes, for a quick look.
+    #[arg(long)]
+    quick: bool,
+    /// Run one family only.
+    #[arg(long, value_enum)]
+    only: Option<Family>,
+}
+
+type Runner = fn(&mut Sink, bool) -> anyhow::Result<()>;
+
+pub fn run(a: Args) -> anyhow::Result<()> {
+    let families: [(Family, &str, Runner); 3] = [
+        (Family::Cpu, "cpu", bench::cpu::run),
+        (Family::Cuda, "cuda", bench::cuda::run),
+        (Family::Parallel, "parallel", bench::parallel::run),
+    ];
+    let mut sink = Sink::default();
+    let mut failed = Vec::new();
+    for (f, name, runner) in families {
+        if a.only.is_some_and(|o| o != f) {
+            continue;
+        }
+        if let Err(e) = runner(&mut sink, a.quick) {
+            eprintln!("bench {name}: error: {e:#}");
+            failed.push(name);
+        }
+    }
+    print!("{}", sink.table());
+    if !failed.is_empty() {
+        anyhow::bail!("benchmark families failed: {}", failed.join(", "));
+    }
+    Ok(())
+}

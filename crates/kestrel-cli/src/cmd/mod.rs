@@ -1,0 +1,143 @@
+//! The subcommands, one file each, and what they share: device choice, precision,
+//! progress display, exit statuses.
+
+pub mod bench;
+pub mod demo;
+pub mod estimate;
+mod plot;
+pub mod simulate;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use kestrel::Device;
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// A usage or input error found by the command line itself (exit status 2).
+#[derive(Debug)]
+pub struct BadInput(pub String);
+
+impl std::fmt::Display for BadInput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for BadInput {}
+
+/// An error that exits with status 2.
+pub fn bad(msg: impl Into<String>) -> anyhow::Error {
+    BadInput(msg.into()).into()
+}
+
+/// 2 for bad input or usage, 1 for anything else.
+pub fn exit_code(e: &anyhow::Error) -> u8 {
+    for cause in e.chain() {
+        if let Some(k) = cause.downcast_ref::<kestrel::Error>() {
+            return if k.is_bad_input() { 2 } else { 1 };
+        }
+        if cause.is::<BadInput>() {
+            return 2;
+        }
+    }
+    1
+}
+
+/// Floating-point precision of a run.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Precision {
+    F64,
+    F32,
+}
+
+impl Precision {
+    /// The default of a device: f64 on the CPU, f32 on a GPU.
+    pub fn default_for(device: Device) -> Precision {
+        match device {
+            Device::Cpu => Precision::F64,
+            Device::Cuda(_) => Precision::F32,
+        }
+    }
+}
+
+/// Resolves `--device`: `auto` says on stderr what it chose and why.
+pub fn choose_device(s: &str) -> anyhow::Result<Device> {
+    if s == "auto" {
+        let (d, why) = Device::auto();
+        match why {
+            Some(w) => eprintln!("device: {d} (auto: no usable CUDA GPU: {w})"),
+            None => eprintln!("device: {d} (auto: a CUDA GPU is available)"),
+        }
+        return Ok(d);
+    }
+    Ok(Device::parse(s)?)
+}
+
+/// `n` target-steps in `secs` seconds, as a rate.
+pub fn rate(n: usize, secs: f64) -> String {
+    format!("{:.3e} target-steps/s", n as f64 / secs.max(1e-12))
+}
+
+/// A progress bar on stderr that appears only once the job has run for a second, and
+/// never when stderr is not a terminal.
+pub struct Progress {
+    bar: ProgressBar,
+    reveal: Option<(mpsc::Sender<()>, std::thread::JoinHandle<()>)>,
+}
+
+impl Progress {
+    /// A bar over `len` units (0: a spinner until [`Progress::set_length`]).
+    pub fn new(msg: &'static str) -> Progress {
+        let bar = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::hidden());
+        // The template is a constant known to be valid.
+        let style = ProgressStyle::with_template(
+            "{spinner} {msg:<10} [{bar:32}] {pos}/{len} tracks  {elapsed}",
+        )
+        .expect("a valid progress template")
+        .progress_chars("=> ");
+        bar.set_style(style);
+        bar.set_message(msg);
+        let (tx, rx) = mpsc::channel::<()>();
+        let shown = bar.clone();
+        let handle = std::thread::spawn(move || {
+            if rx.recv_timeout(Duration::from_secs(1)) == Err(mpsc::RecvTimeoutError::Timeout) {
+                shown.set_draw_target(ProgressDrawTarget::stderr());
+                shown.enable_steady_tick(Duration::from_millis(100));
+            }
+        });
+        Progress {
+            bar,
+            reveal: Some((tx, handle)),
+        }
+    }
+
+    pub fn set_length(&self, len: usize) {
+        self.bar.set_length(len as u64);
+    }
+
+    pub fn phase(&self, msg: &'static str) {
+        self.bar.set_message(msg);
+    }
+
+    pub fn inc(&self, n: usize) {
+        self.bar.inc(n as u64);
+    }
+
+    /// Removes the bar.
+    pub fn finish(mut self) {
+        self.close();
+    }
+
+    fn close(&mut self) {
+        if let Some((tx, handle)) = self.reveal.take() {
+            drop(tx);
+            let _ = handle.join();
+        }
+        self.bar.finish_and_clear();
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        self.close();
+    }
+}

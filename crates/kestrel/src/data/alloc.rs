@@ -1,0 +1,72 @@
+//! Large output buffers, allocated so that first touch is cheap.
+//!
+//! A batch's estimates run to gigabytes (10^5 tracks x 100 steps x 21 values x 8 bytes
+//! is 1.7 GB). Touching fresh memory page by page costs as much as the filter itself on
+//! a small machine: one fault per 4 KiB page, each zeroing its page. So large buffers
+//! ask the kernel for transparent huge pages (one fault per 2 MiB; a no-op where the
+//! kernel has them off), and are filled in parallel so that both the faults and the fill
+//! are spread over all cores.
+
+use rayon::prelude::*;
+use std::mem::MaybeUninit;
+
+/// Below this many bytes a buffer is filled the plain way.
+const LARGE: usize = 8 << 20;
+
+/// A vector of `n` copies of `value`.
+pub(crate) fn filled<T: Copy + Send + Sync>(n: usize, value: T) -> Vec<T> {
+    let bytes = n.saturating_mul(std::mem::size_of::<T>());
+    if bytes < LARGE {
+        return vec![value; n];
+    }
+    let mut v: Vec<T> = Vec::with_capacity(n);
+    advise_huge_pages(v.as_mut_ptr() as usize, bytes);
+    v.spare_capacity_mut()[..n]
+        .par_chunks_mut(1 << 16)
+        .for_each(|c| c.fill(MaybeUninit::new(value)));
+    // SAFETY: the first `n` elements were just initialised, and `n <= capacity`.
+    unsafe { v.set_len(n) };
+    v
+}
+
+/// A vector of `n` zeros straight from the allocator (fresh, untouched pages for large
+/// sizes: no fill pass; the pages are faulted in, as huge pages where possible, by
+/// whoever writes them first). For outputs that a path writes completely.
+pub(crate) fn zeroed<T: crate::linalg::Real>(n: usize) -> Vec<T> {
+    let mut v = vec![T::zero(); n];
+    let bytes = n.saturating_mul(std::mem::size_of::<T>());
+    if bytes >= LARGE {
+        advise_huge_pages(v.as_mut_ptr() as usize, bytes);
+    }
+    v
+}
+
+#[cfg(target_os = "linux")]
+fn advise_huge_pages(addr: usize, bytes: usize) {
+    const HUGE: usize = 2 << 20;
+    let start = (addr + HUGE - 1) & !(HUGE - 1);
+    let end = (addr + bytes) & !(HUGE - 1);
+    if end > start {
+        // SAFETY: the range lies inside an allocation this process owns and has not
+        // touched yet; MADV_HUGEPAGE only changes how its pages are backed, never their
+        // contents, and failure (e.g. THP disabled) is harmless, so the result is ignored.
+        unsafe {
+            libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
+        }
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn advise_huge_pages(_addr: usize, _bytes: usize) {}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn large_and_small_buffers_are_filled() {
+        let v = super::filled(3 << 20, 1.5f64);
+        assert_eq!(v.len(), 3 << 20);
+        assert!(v.iter().all(|x| *x == 1.5));
+        let w = super::filled(10, f32::NAN);
+        assert!(w.iter().all(|x| x.is_nan()) && w.len() == 10);
+    }
+}
