@@ -196,8 +196,146 @@ fn pram(sink: &mut Sink, quick: bool) {
     eprintln!("\nsimulated PRAM (operator applications):\n{table}");
 }
 
-/// Runs this family's benchmarks; `quick` keeps sizes small.
+/// The GPU: every GPU scan algorithm for the filter, the RTS and the two-filter smoother,
+/// data resident on the device, against kestrel's Kalman filter in one GPU thread (the
+/// paper's speed-up metric); errors against the f64 sequential CPU filter and smoother.
+fn gpu(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
+    use kestrel::cuda::parallel::{self as cp, Method};
+    let lengths: &[usize] = if quick {
+        &[1_000, 10_000]
+    } else {
+        &[1_000, 10_000, 100_000, 1_000_000, 10_000_000]
+    };
+    let dev = format!("cuda:0 ({})", cp::device_name(0)?);
+    for &t in lengths {
+        // Time-varying (1000 distinct random steps, cycled) up to 10^6; beyond, the first
+        // of them for every step (time-invariant), to keep the host side small.
+        let tv = PaperModel::new(NX, NY, t, 1000, 42);
+        let inv = kestrel::Model::new(
+            tv.steps[0].f.clone(),
+            tv.steps[0].q.clone(),
+            tv.steps[0].h.clone(),
+            tv.steps[0].r.clone(),
+            tv.prior.x0.clone(),
+            tv.prior.p0.clone(),
+        )?
+        .with_offsets(tv.steps[0].u.clone(), tv.steps[0].d.clone())?;
+        let big = t > 1_000_000;
+        let model: &dyn kestrel::StateSpace = if big { &inv } else { &tv };
+        let z = kestrel::sim::simulate(model, 1, t, 7, 0.0)?.measurements;
+        let general = FilterOptions {
+            force_general: true,
+            ..FilterOptions::default()
+        };
+        let rf = kestrel::filter(model, &z, &general)?.filtered;
+        let rs = kestrel::smooth_filtered(model, &rf)?;
+        let (w, n) = if t >= 1_000_000 { (1, 5) } else { (2, 10) };
+        for prec in ["f32", "f64"] {
+            if big && prec == "f64" {
+                continue;
+            }
+            let one = if t <= 1_000_000 {
+                let times = if prec == "f32" {
+                    cp::time(
+                        0,
+                        model,
+                        &z.cast::<f32>(),
+                        Method::OneThread,
+                        ScanAlgorithm::Sequential,
+                        0,
+                        1,
+                    )?
+                    .0
+                } else {
+                    cp::time(
+                        0,
+                        model,
+                        &z,
+                        Method::OneThread,
+                        ScanAlgorithm::Sequential,
+                        0,
+                        1,
+                    )?
+                    .0
+                };
+                let mut r = Record::new(
+                    "gpu-one-thread-filter",
+                    dev.clone(),
+                    if prec == "f32" { "f32" } else { "f64" },
+                    1,
+                    t,
+                    NX,
+                    NY,
+                    &times,
+                );
+                r.extra = serde_json::Value::Null;
+                let m = r.median_s;
+                sink.push(r);
+                Some(m)
+            } else {
+                None
+            };
+            let mut algs = vec![
+                ScanAlgorithm::Fastest,
+                ScanAlgorithm::LadnerFischer,
+                ScanAlgorithm::Blelloch,
+            ];
+            if t <= 1_000_000 {
+                algs.push(ScanAlgorithm::HillisSteele);
+            }
+            for alg in algs {
+                for (mname, method) in [
+                    ("parallel-filter", Method::Filter),
+                    ("parallel-rts", Method::Rts),
+                    ("two-filter", Method::TwoFilter),
+                ] {
+                    let (times, (f, s)) = if prec == "f32" {
+                        let (a, (f, s)) = cp::time(0, model, &z.cast::<f32>(), method, alg, w, n)?;
+                        (a, (f.cast::<f64>(), s.map(|s| s.cast::<f64>())))
+                    } else {
+                        cp::time(0, model, &z, method, alg, w, n)?
+                    };
+                    let mut extra = serde_json::json!({
+                        "max_rel_err_mean": rel_err(&f.mean, &rf.mean, NX),
+                        "max_rel_err_cov": rel_err(&f.cov, &rf.cov, NX * NX),
+                        "time_varying": !big,
+                    });
+                    if let Some(s) = s {
+                        extra["smoothed_max_rel_err_mean"] = rel_err(&s.mean, &rs.mean, NX).into();
+                        extra["smoothed_max_rel_err_cov"] =
+                            rel_err(&s.cov, &rs.cov, NX * NX).into();
+                    }
+                    if let Some(o) = one {
+                        extra["speedup_vs_one_gpu_thread"] = (o / super::median(&times)).into();
+                    }
+                    let mut r = Record::new(
+                        format!("gpu-{mname}/{}", alg.name()),
+                        dev.clone(),
+                        if prec == "f32" { "f32" } else { "f64" },
+                        1,
+                        t,
+                        NX,
+                        NY,
+                        &times,
+                    );
+                    r.extra = extra;
+                    sink.push(r);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Runs this family's benchmarks; `quick` keeps sizes small. With a GPU, the GPU part
+/// runs too (`KESTREL_BENCH_GPU_ONLY=1` skips the CPU part).
 pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
+    if kestrel::cuda::parallel::available(0).is_ok() {
+        gpu(sink, quick)?;
+        if std::env::var("KESTREL_BENCH_GPU_ONLY").is_ok_and(|v| v == "1") {
+            return Ok(());
+        }
+    }
     pram(sink, quick);
     let lengths: &[usize] = if quick {
         &[1_000, 10_000]

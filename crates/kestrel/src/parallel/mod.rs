@@ -22,6 +22,7 @@ pub use filtering::FilterOp;
 pub use paper::PaperModel;
 pub use smoothing::SmoothOp;
 
+use crate::cuda::parallel as gpu;
 use crate::data::{Estimates, Measurements};
 use crate::device::Device;
 use crate::error::{Error, Result};
@@ -39,6 +40,14 @@ fn cpu_only(device: Device, what: &str) -> Result<()> {
             "{what} on cuda is not built yet (use --device cpu)"
         ))),
     }
+}
+
+fn smoothed<T>(
+    (f, s): (Estimates<T>, Option<Estimates<T>>),
+) -> Result<(Estimates<T>, Estimates<T>)> {
+    let s =
+        s.ok_or_else(|| Error::Cuda("the GPU smoother returned no smoothed estimates".into()))?;
+    Ok((f, s))
 }
 
 fn check<T: Real, M: StateSpace + ?Sized>(model: &M, z: &Measurements<T>) -> Result<()> {
@@ -124,15 +133,18 @@ where
 }
 
 /// Parallel-in-time Kalman filter (Algorithm 5): filtered moments and per-step
-/// log-likelihoods of every track, with scan algorithm `scan`.
+/// log-likelihoods of every track, with scan algorithm `scan`, on the CPU or the GPU
+/// (`crate::cuda::parallel`).
 pub fn filter<T: Real, M: StateSpace + ?Sized>(
     device: Device,
     model: &M,
     z: &Measurements<T>,
     scan: ScanAlgorithm,
 ) -> Result<Estimates<T>> {
-    cpu_only(device, "--method parallel")?;
     check(model, z)?;
+    if let Device::Cuda(i) = device {
+        return Ok(gpu::run(i, model, z, gpu::Method::Filter, scan)?.0);
+    }
     let m = ConvertedModel::<T>::new(model, z.steps);
     let mut est = Estimates::nan(z.tracks, z.steps, m.nx, true);
     for_tracks(&mut est, None, |b, exec, out| {
@@ -148,8 +160,10 @@ pub fn smooth_rts<T: Real, M: StateSpace + ?Sized>(
     z: &Measurements<T>,
     scan: ScanAlgorithm,
 ) -> Result<(Estimates<T>, Estimates<T>)> {
-    cpu_only(device, "--method parallel-rts")?;
     check(model, z)?;
+    if let Device::Cuda(i) = device {
+        return smoothed(gpu::run(i, model, z, gpu::Method::Rts, scan)?);
+    }
     let m = ConvertedModel::<T>::new(model, z.steps);
     let mut f = Estimates::nan(z.tracks, z.steps, m.nx, true);
     let mut s = Estimates::nan(z.tracks, z.steps, m.nx, false);
@@ -181,8 +195,10 @@ pub fn smooth_two_filter<T: Real, M: StateSpace + ?Sized>(
     z: &Measurements<T>,
     scan: ScanAlgorithm,
 ) -> Result<(Estimates<T>, Estimates<T>)> {
-    cpu_only(device, "--method two-filter")?;
     check(model, z)?;
+    if let Device::Cuda(i) = device {
+        return smoothed(gpu::run(i, model, z, gpu::Method::TwoFilter, scan)?);
+    }
     let m = ConvertedModel::<T>::new(model, z.steps);
     let mut f = Estimates::nan(z.tracks, z.steps, m.nx, true);
     let mut s = Estimates::nan(z.tracks, z.steps, m.nx, false);

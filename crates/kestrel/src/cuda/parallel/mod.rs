@@ -12,7 +12,9 @@ use crate::kalman::dense::ConvertedModel;
 use crate::linalg::Real;
 use crate::model::StateSpace;
 use crate::scan::ScanAlgorithm;
-use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream, DeviceRepr, LaunchConfig, ValidAsZeroBits};
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaModule, CudaStream, DeviceRepr, LaunchConfig, ValidAsZeroBits,
+};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -22,8 +24,28 @@ const SOURCES: [&str; 3] = [
     include_str!("../kernels/parallel_model.cu"),
 ];
 
-const SCAN_KERNELS: [&str; 10] = ["seq", "up", "lf_down", "hs", "bl_load", "bl_clear_last", "bl_down", "bl_fix", "chunk", "fix"];
-const MODEL_KERNELS: [&str; 8] = ["pf_build", "pf_extract", "ps_build", "ps_extract", "tf_shift", "tf_combine", "kf_seq", "poison"];
+const SCAN_KERNELS: [&str; 10] = [
+    "seq",
+    "up",
+    "lf_down",
+    "hs",
+    "bl_load",
+    "bl_clear_last",
+    "bl_down",
+    "bl_fix",
+    "chunk",
+    "fix",
+];
+const MODEL_KERNELS: [&str; 8] = [
+    "pf_build",
+    "pf_extract",
+    "ps_build",
+    "ps_extract",
+    "tf_shift",
+    "tf_combine",
+    "kf_seq",
+    "poison",
+];
 
 /// The largest dimensions the kernels are compiled for (everything lives in registers).
 pub const MAX_NX: usize = 8;
@@ -38,7 +60,10 @@ pub trait GpuReal: Real + DeviceRepr + ValidAsZeroBits {}
 impl GpuReal for f32 {}
 impl GpuReal for f64 {}
 
-pub(crate) fn cu<T>(r: std::result::Result<T, cudarc::driver::DriverError>, what: &str) -> Result<T> {
+pub(crate) fn cu<T>(
+    r: std::result::Result<T, cudarc::driver::DriverError>,
+    what: &str,
+) -> Result<T> {
     r.map_err(|e| Error::Cuda(format!("{what}: {e:?}")))
 }
 
@@ -49,7 +74,9 @@ struct Kernels {
 
 impl Kernels {
     fn get(&self, name: &str) -> Result<&CudaFunction> {
-        self.f.get(name).ok_or_else(|| Error::Cuda(format!("kernel {name} is not in the module")))
+        self.f
+            .get(name)
+            .ok_or_else(|| Error::Cuda(format!("kernel {name} is not in the module")))
     }
 }
 
@@ -72,21 +99,30 @@ pub fn available(ordinal: usize) -> std::result::Result<(), String> {
 
 /// The device `ordinal`, opened once per process.
 pub fn gpu(ordinal: usize) -> Result<Arc<Gpu>> {
-    let mut reg = registry().lock().map_err(|_| Error::Cuda("device registry poisoned".into()))?;
+    let mut reg = registry()
+        .lock()
+        .map_err(|_| Error::Cuda("device registry poisoned".into()))?;
     if let Some(g) = reg.get(&ordinal) {
         return Ok(g.clone());
     }
     // SAFETY: only tries to open the shared libraries (a missing one would panic later).
     if !unsafe { cudarc::driver::sys::is_culib_present() } {
-        return Err(Error::Unsupported("the CUDA driver library (libcuda) was not found".into()));
+        return Err(Error::Unsupported(
+            "the CUDA driver library (libcuda) was not found".into(),
+        ));
     }
     // SAFETY: as above.
     if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-        return Err(Error::Unsupported("the NVRTC library (libnvrtc) was not found".into()));
+        return Err(Error::Unsupported(
+            "the NVRTC library (libnvrtc) was not found".into(),
+        ));
     }
-    let n = CudaContext::device_count().map_err(|e| Error::Unsupported(format!("no CUDA device: {e:?}")))?;
+    let n = CudaContext::device_count()
+        .map_err(|e| Error::Unsupported(format!("no CUDA device: {e:?}")))?;
     if ordinal >= n.max(0) as usize {
-        return Err(Error::Unsupported(format!("there is no CUDA device {ordinal} ({n} found)")));
+        return Err(Error::Unsupported(format!(
+            "there is no CUDA device {ordinal} ({n} found)"
+        )));
     }
     let ctx = cu(CudaContext::new(ordinal), "creating the CUDA context")?;
     // SAFETY: all work goes to one stream and results are read after synchronising it.
@@ -101,6 +137,11 @@ pub fn gpu(ordinal: usize) -> Result<Arc<Gpu>> {
     Ok(g)
 }
 
+/// The name of device `ordinal`.
+pub fn device_name(ordinal: usize) -> Result<String> {
+    cu(gpu(ordinal)?.ctx.name(), "reading the device name")
+}
+
 /// The translation unit for `nx`, `ny` and scalar `D`.
 pub fn source(nx: usize, ny: usize, dtype: &str) -> String {
     let (real, nan) = if dtype == "f64" {
@@ -108,7 +149,8 @@ pub fn source(nx: usize, ny: usize, dtype: &str) -> String {
     } else {
         ("float", "__int_as_float(0x7fc00000)")
     };
-    let mut s = format!("#define NX {nx}\n#define NY {ny}\ntypedef {real} real;\n#define NAN {nan}\n");
+    let mut s =
+        format!("#define NX {nx}\n#define NY {ny}\ntypedef {real} real;\n#define NAN {nan}\n");
     for src in SOURCES {
         s += src;
         s += "\n";
@@ -124,17 +166,31 @@ impl Gpu {
             )));
         }
         let key = (nx, ny, D::NAME);
-        let mut mods = self.modules.lock().map_err(|_| Error::Cuda("module cache poisoned".into()))?;
+        let mut mods = self
+            .modules
+            .lock()
+            .map_err(|_| Error::Cuda("module cache poisoned".into()))?;
         if let Some(k) = mods.get(&key) {
             return Ok(k.clone());
         }
-        let (maj, min) = cu(self.ctx.compute_capability(), "reading the compute capability")?;
+        let (maj, min) = cu(
+            self.ctx.compute_capability(),
+            "reading the compute capability",
+        )?;
         let opts = cudarc::nvrtc::CompileOptions {
-            options: vec![format!("--gpu-architecture=compute_{maj}{min}"), "--std=c++17".into()],
+            options: vec![
+                format!("--gpu-architecture=compute_{maj}{min}"),
+                "--std=c++17".into(),
+            ],
             ..Default::default()
         };
-        let ptx = cudarc::nvrtc::compile_ptx_with_opts(source(nx, ny, D::NAME), opts)
-            .map_err(|e| Error::Cuda(format!("NVRTC failed on the parallel kernels (nx={nx}, ny={ny}, {}): {e:?}", D::NAME)))?;
+        let ptx =
+            cudarc::nvrtc::compile_ptx_with_opts(source(nx, ny, D::NAME), opts).map_err(|e| {
+                Error::Cuda(format!(
+                    "NVRTC failed on the parallel kernels (nx={nx}, ny={ny}, {}): {e:?}",
+                    D::NAME
+                ))
+            })?;
         let module = cu(self.ctx.load_module(ptx), "loading the parallel kernels")?;
         let mut f = HashMap::new();
         let names = SCAN_KERNELS
@@ -142,7 +198,10 @@ impl Gpu {
             .flat_map(|k| [format!("pf_{k}"), format!("ps_{k}")])
             .chain(MODEL_KERNELS.iter().map(|k| k.to_string()));
         for name in names {
-            let func = cu(module.load_function(&name), &format!("finding kernel {name}"))?;
+            let func = cu(
+                module.load_function(&name),
+                &format!("finding kernel {name}"),
+            )?;
             f.insert(name, func);
         }
         let k = Arc::new(Kernels { _module: module, f });
@@ -184,7 +243,11 @@ fn se_len(nx: usize) -> usize {
 
 /// Chunk length of the chunked scan (`KESTREL_PAR_CHUNK` overrides, for tuning).
 fn chunk_len() -> usize {
-    std::env::var("KESTREL_PAR_CHUNK").ok().and_then(|v| v.parse().ok()).filter(|&k: &usize| k >= 2).unwrap_or(16)
+    std::env::var("KESTREL_PAR_CHUNK")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&k: &usize| k >= 2)
+        .unwrap_or(16)
 }
 
 /// Filtered estimates (with log-likelihoods) and, for the smoothers, smoothed ones.
@@ -193,7 +256,13 @@ pub type Output<T> = (Estimates<T>, Option<Estimates<T>>);
 /// Runs `method` with scan `alg` on every track of `z` on device `ordinal`, in the
 /// precision of `T`; outputs are poisoned with NaN before the run, and a step left
 /// non-finite is an error naming the track and step.
-pub fn run<T: Real, M: StateSpace + ?Sized>(ordinal: usize, model: &M, z: &Measurements<T>, method: Method, alg: ScanAlgorithm) -> Result<Output<T>> {
+pub fn run<T: Real, M: StateSpace + ?Sized>(
+    ordinal: usize,
+    model: &M,
+    z: &Measurements<T>,
+    method: Method,
+    alg: ScanAlgorithm,
+) -> Result<Output<T>> {
     let back = |(f, s): Output<f64>| (f.cast::<T>(), s.map(|s| s.cast::<T>()));
     let back32 = |(f, s): Output<f32>| (f.cast::<T>(), s.map(|s| s.cast::<T>()));
     if T::NAME == "f64" {
@@ -215,10 +284,12 @@ pub fn time<T: Real, M: StateSpace + ?Sized>(
     repeats: usize,
 ) -> Result<(Vec<f64>, Output<T>)> {
     if T::NAME == "f64" {
-        let (t, (f, s)) = run_as::<f64, M>(ordinal, model, &z.cast(), method, alg, warmup, repeats)?;
+        let (t, (f, s)) =
+            run_as::<f64, M>(ordinal, model, &z.cast(), method, alg, warmup, repeats)?;
         Ok((t, (f.cast(), s.map(|s| s.cast()))))
     } else {
-        let (t, (f, s)) = run_as::<f32, M>(ordinal, model, &z.cast(), method, alg, warmup, repeats)?;
+        let (t, (f, s)) =
+            run_as::<f32, M>(ordinal, model, &z.cast(), method, alg, warmup, repeats)?;
         Ok((t, (f.cast(), s.map(|s| s.cast()))))
     }
 }
@@ -260,12 +331,31 @@ fn run_as<D: GpuReal, M: StateSpace + ?Sized>(
         }
         let (n1, n2) = (t * nx, t * nx * nx);
         let ll = f.loglik.as_mut().expect("allocated with log-likelihoods");
-        cu(g.stream.memcpy_dtoh(&bufs.mean, &mut f.mean[b * n1..(b + 1) * n1]), "reading means")?;
-        cu(g.stream.memcpy_dtoh(&bufs.cov, &mut f.cov[b * n2..(b + 1) * n2]), "reading covariances")?;
-        cu(g.stream.memcpy_dtoh(&bufs.ll, &mut ll[b * t..(b + 1) * t]), "reading log-likelihoods")?;
+        cu(
+            g.stream
+                .memcpy_dtoh(&bufs.mean, &mut f.mean[b * n1..(b + 1) * n1]),
+            "reading means",
+        )?;
+        cu(
+            g.stream
+                .memcpy_dtoh(&bufs.cov, &mut f.cov[b * n2..(b + 1) * n2]),
+            "reading covariances",
+        )?;
+        cu(
+            g.stream.memcpy_dtoh(&bufs.ll, &mut ll[b * t..(b + 1) * t]),
+            "reading log-likelihoods",
+        )?;
         if let Some(s) = s.as_mut() {
-            cu(g.stream.memcpy_dtoh(&bufs.smean, &mut s.mean[b * n1..(b + 1) * n1]), "reading smoothed means")?;
-            cu(g.stream.memcpy_dtoh(&bufs.scov, &mut s.cov[b * n2..(b + 1) * n2]), "reading smoothed covariances")?;
+            cu(
+                g.stream
+                    .memcpy_dtoh(&bufs.smean, &mut s.mean[b * n1..(b + 1) * n1]),
+                "reading smoothed means",
+            )?;
+            cu(
+                g.stream
+                    .memcpy_dtoh(&bufs.scov, &mut s.cov[b * n2..(b + 1) * n2]),
+                "reading smoothed covariances",
+            )?;
         }
         sync("reading the results")?;
         let bad = [
@@ -284,7 +374,13 @@ fn run_as<D: GpuReal, M: StateSpace + ?Sized>(
             });
         }
         if let Some(s) = s.as_ref() {
-            let bad = [first_bad(&s.mean[b * n1..(b + 1) * n1], nx), first_bad(&s.cov[b * n2..(b + 1) * n2], nx * nx)].into_iter().flatten().min();
+            let bad = [
+                first_bad(&s.mean[b * n1..(b + 1) * n1], nx),
+                first_bad(&s.cov[b * n2..(b + 1) * n2], nx * nx),
+            ]
+            .into_iter()
+            .flatten()
+            .min();
             if let Some(step) = bad {
                 return Err(Error::NotPositiveDefinite {
                     track: b,
@@ -314,7 +410,9 @@ mod tests {
                     options: vec!["--gpu-architecture=compute_90".into(), "--std=c++17".into()],
                     ..Default::default()
                 };
-                if let Err(e) = cudarc::nvrtc::compile_ptx_with_opts(super::source(nx, ny, dtype), opts) {
+                if let Err(e) =
+                    cudarc::nvrtc::compile_ptx_with_opts(super::source(nx, ny, dtype), opts)
+                {
                     panic!("nx={nx} ny={ny} {dtype}: {e:?}");
                 }
             }

@@ -10,12 +10,24 @@ use std::sync::Arc;
 fn alloc<D: GpuReal>(g: &Gpu, n: usize, what: &str) -> Result<CudaSlice<D>> {
     // SAFETY: every buffer is written by a kernel before it is read (outputs are
     // poisoned first where a test must see unwritten values).
-    cu(unsafe { g.stream.alloc::<D>(n.max(1)) }, &format!("allocating {what}"))
+    cu(
+        unsafe { g.stream.alloc::<D>(n.max(1)) },
+        &format!("allocating {what}"),
+    )
 }
 
 /// Scans the `n` elements of `len` scalars in `a` with the operator `op` (`"pf"`:
 /// filtering, `"ps"`: smoothing), forward or in reverse.
-pub(crate) fn scan<D: GpuReal>(g: &Gpu, k: &Kernels, op: &str, len: usize, a: &mut CudaSlice<D>, n: usize, alg: ScanAlgorithm, reverse: bool) -> Result<()> {
+pub(crate) fn scan<D: GpuReal>(
+    g: &Gpu,
+    k: &Kernels,
+    op: &str,
+    len: usize,
+    a: &mut CudaSlice<D>,
+    n: usize,
+    alg: ScanAlgorithm,
+    reverse: bool,
+) -> Result<()> {
     if n <= 1 {
         return Ok(());
     }
@@ -76,7 +88,16 @@ pub(crate) fn scan<D: GpuReal>(g: &Gpu, k: &Kernels, op: &str, len: usize, a: &m
 /// The chunked scan: chunks of `K` scanned by one thread each, the chunk totals scanned
 /// recursively, then every element after the first chunk fixed up with its prefix.
 #[allow(clippy::too_many_arguments)]
-fn chunked<D: GpuReal>(g: &Gpu, k: &Kernels, op: &str, len: usize, a: &mut CudaSlice<D>, n: usize, flip: i32, ridx: i32) -> Result<()> {
+fn chunked<D: GpuReal>(
+    g: &Gpu,
+    k: &Kernels,
+    op: &str,
+    len: usize,
+    a: &mut CudaSlice<D>,
+    n: usize,
+    flip: i32,
+    ridx: i32,
+) -> Result<()> {
     if n <= 1 {
         return Ok(());
     }
@@ -85,10 +106,32 @@ fn chunked<D: GpuReal>(g: &Gpu, k: &Kernels, op: &str, len: usize, a: &mut CudaS
     let nc = n.div_ceil(kk);
     let mut carry = alloc::<D>(g, nc * len, "the chunk totals")?;
     let (nn, k32) = (n as i64, kk as i32);
-    launch!(k, s, &format!("{op}_chunk"), nc, &mut *a, &nn, &k32, &mut carry, &flip, &ridx);
+    launch!(
+        k,
+        s,
+        &format!("{op}_chunk"),
+        nc,
+        &mut *a,
+        &nn,
+        &k32,
+        &mut carry,
+        &flip,
+        &ridx
+    );
     chunked(g, k, op, len, &mut carry, nc, flip, 0)?;
     if n > kk {
-        launch!(k, s, &format!("{op}_fix"), n - kk, &mut *a, &nn, &k32, &carry, &flip, &ridx);
+        launch!(
+            k,
+            s,
+            &format!("{op}_fix"),
+            n - kk,
+            &mut *a,
+            &nn,
+            &k32,
+            &carry,
+            &flip,
+            &ridx
+        );
     }
     Ok(())
 }
@@ -166,7 +209,13 @@ impl<D: GpuReal> TrackBufs<D> {
     /// Fills every output with NaN, so that an element no kernel wrote shows.
     pub fn poison(&mut self, g: &Gpu, k: &Kernels) -> Result<()> {
         let s = &g.stream;
-        for b in [&mut self.mean, &mut self.cov, &mut self.ll, &mut self.smean, &mut self.scov] {
+        for b in [
+            &mut self.mean,
+            &mut self.cov,
+            &mut self.ll,
+            &mut self.smean,
+            &mut self.scov,
+        ] {
             let n = b.len() as i64;
             launch!(k, s, "poison", n as usize, b, &n);
         }
@@ -174,29 +223,105 @@ impl<D: GpuReal> TrackBufs<D> {
     }
 
     /// Launches `method` (asynchronously on the device's stream).
-    pub fn run(&mut self, g: &Gpu, k: &Arc<Kernels>, m: &DevModel<D>, method: Method, alg: ScanAlgorithm) -> Result<()> {
+    pub fn run(
+        &mut self,
+        g: &Gpu,
+        k: &Arc<Kernels>,
+        m: &DevModel<D>,
+        method: Method,
+        alg: ScanAlgorithm,
+    ) -> Result<()> {
         let s = &g.stream;
         let (t, tt) = (self.t, self.t as i64);
         let nx = m.nx;
         if method == Method::OneThread {
-            launch!(k, s, "kf_seq", 1, &m.steps, &m.varying, &m.prior, &self.z, &tt, &mut self.mean, &mut self.cov, &mut self.ll);
+            launch!(
+                k,
+                s,
+                "kf_seq",
+                1,
+                &m.steps,
+                &m.varying,
+                &m.prior,
+                &self.z,
+                &tt,
+                &mut self.mean,
+                &mut self.cov,
+                &mut self.ll
+            );
             return Ok(());
         }
-        launch!(k, s, "pf_build", t, &m.steps, &m.varying, &m.prior, &self.z, &tt, &mut self.el);
+        launch!(
+            k,
+            s,
+            "pf_build",
+            t,
+            &m.steps,
+            &m.varying,
+            &m.prior,
+            &self.z,
+            &tt,
+            &mut self.el
+        );
         if method == Method::TwoFilter {
             launch!(k, s, "tf_shift", t, &self.el, &mut self.back, &tt);
         }
         scan(g, k, "pf", fe_len(nx), &mut self.el, t, alg, false)?;
-        launch!(k, s, "pf_extract", t, &self.el, &m.steps, &m.varying, &m.prior, &self.z, &tt, &mut self.mean, &mut self.cov, &mut self.ll);
+        launch!(
+            k,
+            s,
+            "pf_extract",
+            t,
+            &self.el,
+            &m.steps,
+            &m.varying,
+            &m.prior,
+            &self.z,
+            &tt,
+            &mut self.mean,
+            &mut self.cov,
+            &mut self.ll
+        );
         match method {
             Method::Rts => {
-                launch!(k, s, "ps_build", t, &m.steps, &m.varying, &self.mean, &self.cov, &tt, &mut self.se);
+                launch!(
+                    k,
+                    s,
+                    "ps_build",
+                    t,
+                    &m.steps,
+                    &m.varying,
+                    &self.mean,
+                    &self.cov,
+                    &tt,
+                    &mut self.se
+                );
                 scan(g, k, "ps", se_len(nx), &mut self.se, t, alg, true)?;
-                launch!(k, s, "ps_extract", t, &self.se, &tt, &mut self.smean, &mut self.scov);
+                launch!(
+                    k,
+                    s,
+                    "ps_extract",
+                    t,
+                    &self.se,
+                    &tt,
+                    &mut self.smean,
+                    &mut self.scov
+                );
             }
             Method::TwoFilter => {
                 scan(g, k, "pf", fe_len(nx), &mut self.back, t, alg, true)?;
-                launch!(k, s, "tf_combine", t, &self.back, &self.mean, &self.cov, &tt, &mut self.smean, &mut self.scov);
+                launch!(
+                    k,
+                    s,
+                    "tf_combine",
+                    t,
+                    &self.back,
+                    &self.mean,
+                    &self.cov,
+                    &tt,
+                    &mut self.smean,
+                    &mut self.scov
+                );
             }
             _ => {}
         }
