@@ -323,6 +323,63 @@ fn gpu(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
                 }
             }
         }
+        if t == 1_000_000 {
+            // The chunk length of the default scan, swept (f32 filter).
+            for kk in [4, 8, 16, 32, 64] {
+                std::env::set_var("KESTREL_PAR_CHUNK", kk.to_string());
+                let (times, _) = cp::time(
+                    0,
+                    model,
+                    &z.cast::<f32>(),
+                    Method::Filter,
+                    ScanAlgorithm::Fastest,
+                    1,
+                    5,
+                )?;
+                let mut r = Record::new(
+                    format!("gpu-parallel-filter/fastest-chunk{kk}"),
+                    dev.clone(),
+                    "f32",
+                    1,
+                    t,
+                    NX,
+                    NY,
+                    &times,
+                );
+                r.extra = serde_json::json!({ "chunk": kk });
+                sink.push(r);
+            }
+            std::env::remove_var("KESTREL_PAR_CHUNK");
+        }
+    }
+    if !quick {
+        // Many sequences: one track after the other, end to end (uploads and downloads
+        // included), B = 1000 x T = 10^4.
+        let (b, t) = (1000, 10_000);
+        let model = PaperModel::new(NX, NY, t, 1000, 5);
+        let z: Measurements<f32> = kestrel::sim::simulate(&model, b, t, 3, 0.0)?
+            .measurements
+            .cast();
+        let mut out = None;
+        let times = time_runs(0, 1, || {
+            out = Some(parallel::filter(
+                Device::Cuda(0),
+                &model,
+                &z,
+                ScanAlgorithm::Fastest,
+            ))
+        });
+        out.expect("ran")?;
+        sink.push(Record::new(
+            "gpu-parallel-filter/fastest-batched",
+            dev.clone(),
+            "f32",
+            b,
+            t,
+            NX,
+            NY,
+            &times,
+        ));
     }
     Ok(())
 }

@@ -84,8 +84,11 @@ impl Kernels {
 pub struct Gpu {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
-    modules: Mutex<HashMap<(usize, usize, &'static str), Arc<Kernels>>>,
+    modules: Mutex<HashMap<ModuleKey, Arc<Kernels>>>,
 }
+
+/// `(nx, ny, scalar type)` of a compiled module.
+type ModuleKey = (usize, usize, &'static str);
 
 fn registry() -> &'static Mutex<HashMap<usize, Arc<Gpu>>> {
     static R: OnceLock<Mutex<HashMap<usize, Arc<Gpu>>>> = OnceLock::new();
