@@ -109,8 +109,29 @@ impl<T: Real> AssocOp for FilterOp<T> {
     /// ```
     /// `C_ij` and `J_ij` are symmetric in exact arithmetic and are symmetrised.
     fn combine(&self, ei: &[T], ej: &[T], out: &mut [T], s: &mut FilterScratch<T>) {
+        match self.lay.n {
+            2 => self.combine_n::<2>(ei, ej, out, s),
+            3 => self.combine_n::<3>(ei, ej, out, s),
+            4 => self.combine_n::<4>(ei, ej, out, s),
+            6 => self.combine_n::<6>(ei, ej, out, s),
+            _ => self.combine_n::<0>(ei, ej, out, s),
+        }
+    }
+}
+
+impl<T: Real> FilterOp<T> {
+    /// The combine with the state size `N` known at compile time (`0`: read at run time),
+    /// so that the small loops unroll.
+    #[inline(always)]
+    fn combine_n<const N: usize>(
+        &self,
+        ei: &[T],
+        ej: &[T],
+        out: &mut [T],
+        s: &mut FilterScratch<T>,
+    ) {
         let l = self.lay;
-        let n = l.n;
+        let n = if N == 0 { l.n } else { N };
         let w = 2 * n + 1;
         let (ai, bi, ci, etai, ji) = (&ei[l.a()], &ei[l.b()], &ei[l.c()], &ei[l.eta()], &ei[l.j()]);
         let (aj, bj, cj, etaj, jj) = (&ej[l.a()], &ej[l.b()], &ej[l.c()], &ej[l.eta()], &ej[l.j()]);

@@ -4,7 +4,7 @@
 use crate::linalg::Real;
 
 /// `out = a b`, `a` is `m x k`, `b` is `k x n`.
-#[inline]
+#[inline(always)]
 pub(crate) fn mul<T: Real>(a: &[T], b: &[T], out: &mut [T], m: usize, k: usize, n: usize) {
     for i in 0..m {
         for j in 0..n {
@@ -18,7 +18,7 @@ pub(crate) fn mul<T: Real>(a: &[T], b: &[T], out: &mut [T], m: usize, k: usize, 
 }
 
 /// `out = a b^T`, `a` is `m x k`, `b` is `n x k`.
-#[inline]
+#[inline(always)]
 pub(crate) fn mul_nt<T: Real>(a: &[T], b: &[T], out: &mut [T], m: usize, k: usize, n: usize) {
     for i in 0..m {
         for j in 0..n {
@@ -32,7 +32,7 @@ pub(crate) fn mul_nt<T: Real>(a: &[T], b: &[T], out: &mut [T], m: usize, k: usiz
 }
 
 /// `out = a^T b`, `a` is `k x m`, `b` is `k x n`.
-#[inline]
+#[inline(always)]
 pub(crate) fn mul_tn<T: Real>(a: &[T], b: &[T], out: &mut [T], m: usize, k: usize, n: usize) {
     for i in 0..m {
         for j in 0..n {
@@ -46,7 +46,7 @@ pub(crate) fn mul_tn<T: Real>(a: &[T], b: &[T], out: &mut [T], m: usize, k: usiz
 }
 
 /// `y = a x` (`a` is `m x n`), added to `y` when `add`.
-#[inline]
+#[inline(always)]
 pub(crate) fn mat_vec<T: Real>(a: &[T], x: &[T], y: &mut [T], m: usize, n: usize, add: bool) {
     for i in 0..m {
         let mut s = if add { y[i] } else { T::zero() };
@@ -58,7 +58,7 @@ pub(crate) fn mat_vec<T: Real>(a: &[T], x: &[T], y: &mut [T], m: usize, n: usize
 }
 
 /// `y = a^T x` (`a` is `m x n`, `y` has `n`), added to `y` when `add`.
-#[inline]
+#[inline(always)]
 pub(crate) fn mat_t_vec<T: Real>(a: &[T], x: &[T], y: &mut [T], m: usize, n: usize, add: bool) {
     for j in 0..n {
         let mut s = if add { y[j] } else { T::zero() };
@@ -70,7 +70,7 @@ pub(crate) fn mat_t_vec<T: Real>(a: &[T], x: &[T], y: &mut [T], m: usize, n: usi
 }
 
 /// Replaces the square `n x n` matrix `a` by `(a + a^T) / 2`.
-#[inline]
+#[inline(always)]
 pub(crate) fn symmetrize<T: Real>(a: &mut [T], n: usize) {
     let half = T::of(0.5);
     for i in 0..n {
@@ -83,7 +83,7 @@ pub(crate) fn symmetrize<T: Real>(a: &mut [T], n: usize) {
 }
 
 /// Sets `a` (`n x n`) to the identity.
-#[inline]
+#[inline(always)]
 pub(crate) fn set_identity<T: Real>(a: &mut [T], n: usize) {
     for i in 0..n {
         for j in 0..n {
@@ -94,7 +94,7 @@ pub(crate) fn set_identity<T: Real>(a: &mut [T], n: usize) {
 
 /// LU factorisation with partial pivoting, in place (`P a = L U`, unit `L` below the
 /// diagonal). Returns `false` when a pivot is zero or not finite.
-#[inline]
+#[inline(always)]
 pub(crate) fn lu_in_place<T: Real>(a: &mut [T], n: usize, piv: &mut [usize]) -> bool {
     for k in 0..n {
         let mut p = k;
@@ -130,7 +130,7 @@ pub(crate) fn lu_in_place<T: Real>(a: &mut [T], n: usize, piv: &mut [usize]) -> 
 
 /// Solves `a x = b` with the factors of [`lu_in_place`], for the `m` columns of the
 /// row-major `n x m` matrix `b`, in place.
-#[inline]
+#[inline(always)]
 pub(crate) fn lu_solve<T: Real>(lu: &[T], n: usize, piv: &[usize], b: &mut [T], m: usize) {
     for (k, &p) in piv.iter().enumerate().take(n) {
         if p != k {

@@ -57,7 +57,21 @@ impl<T: Real> AssocOp for SmoothOp<T> {
     }
 
     fn combine(&self, ei: &[T], ej: &[T], out: &mut [T], t: &mut Vec<T>) {
-        let n = self.n;
+        match self.n {
+            2 => self.combine_n::<2>(ei, ej, out, t),
+            3 => self.combine_n::<3>(ei, ej, out, t),
+            4 => self.combine_n::<4>(ei, ej, out, t),
+            6 => self.combine_n::<6>(ei, ej, out, t),
+            _ => self.combine_n::<0>(ei, ej, out, t),
+        }
+    }
+}
+
+impl<T: Real> SmoothOp<T> {
+    /// The combine with the state size `N` known at compile time (`0`: read at run time).
+    #[inline(always)]
+    fn combine_n<const N: usize>(&self, ei: &[T], ej: &[T], out: &mut [T], t: &mut [T]) {
+        let n = if N == 0 { self.n } else { N };
         let n2 = n * n;
         let (e_i, g_i) = (&ei[..n2], &ei[n2..n2 + n]);
         let (e_j, g_j) = (&ej[..n2], &ej[n2..n2 + n]);
