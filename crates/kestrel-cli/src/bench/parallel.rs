@@ -1,8 +1,407 @@
-//! Benchmarks of the parallel paths.
+//! Benchmarks of the parallel-in-time paths on the CPU: the parallel filter, RTS and
+//! two-filter smoothers against the sequential filter (nx = 4, ny = 2, the random model
+//! of Sarkka & Garcia-Fernandez), the f32 error against the f64 sequential filter, and
+//! the simulated-PRAM operation counts of every scan algorithm (their Figures 6-7).
 
-use super::Sink;
+use super::{time_runs, Record, Sink};
+use kestrel::parallel::{self, PaperModel};
+use kestrel::scan::{pram_count, ScanAlgorithm};
+use kestrel::{Device, Estimates, FilterOptions, Measurements, Real};
 
-/// Runs this family's benchmarks; `quick` keeps sizes small.
-pub fn run(_sink: &mut Sink, _quick: bool) -> anyhow::Result<()> {
+const NX: usize = 4;
+const NY: usize = 2;
+/// Simulated processors of the PRAM counts (the paper's simulated GPU).
+const PRAM_P: usize = 15000;
+
+fn device() -> String {
+    format!("cpu ({} threads)", rayon::current_num_threads())
+}
+
+fn repeats(t: usize) -> (usize, usize) {
+    if t >= 100_000 {
+        (1, 3)
+    } else {
+        (2, 11)
+    }
+}
+
+/// Largest per-step relative difference `||a_k - b_k||_inf / max(||b_k||_inf, 1e-3)`.
+fn rel_err<T: Real>(a: &[T], b: &[f64], per: usize) -> f64 {
+    a.chunks(per)
+        .zip(b.chunks(per))
+        .map(|(x, y)| {
+            let s = y.iter().fold(0.0f64, |m, v| m.max(v.abs())).max(1e-3);
+            x.iter()
+                .zip(y)
+                .fold(0.0f64, |m, (p, q)| m.max((p.to_f64() - q).abs()))
+                / s
+        })
+        .fold(0.0, f64::max)
+}
+
+fn errors<T: Real>(got: &Estimates<T>, want: &Estimates<f64>) -> serde_json::Value {
+    serde_json::json!({
+        "max_rel_err_mean": rel_err(&got.mean, &want.mean, got.nx),
+        "max_rel_err_cov": rel_err(&got.cov, &want.cov, got.nx * got.nx),
+        "loglik_total": got.total_loglik(),
+        "loglik_total_ref": want.total_loglik(),
+    })
+}
+
+fn algorithms(t: usize) -> Vec<ScanAlgorithm> {
+    let mut a = vec![ScanAlgorithm::Fastest, ScanAlgorithm::LadnerFischer];
+    if t <= 100_000 {
+        a.extend([ScanAlgorithm::Blelloch, ScanAlgorithm::Sengupta(1)]);
+    }
+    if t <= 10_000 {
+        a.extend([ScanAlgorithm::Sengupta(15000), ScanAlgorithm::HillisSteele]);
+    }
+    a
+}
+
+fn record(
+    name: &str,
+    prec: &'static str,
+    t: usize,
+    times: &[f64],
+    extra: serde_json::Value,
+) -> Record {
+    let mut r = Record::new(name, device(), prec, 1, t, NX, NY, times);
+    r.extra = extra;
+    r
+}
+
+/// Timings of one precision at one length; `reference` is the f64 sequential filter.
+fn timings<T: Real>(
+    sink: &mut Sink,
+    model: &PaperModel,
+    z: &Measurements<f64>,
+    reference: &Estimates<f64>,
+    t: usize,
+) -> anyhow::Result<()> {
+    let z: Measurements<T> = z.cast();
+    let (w, n) = repeats(t);
+    let general = FilterOptions {
+        force_general: true,
+        ..FilterOptions::default()
+    };
+    let mut out = None;
+    let times = time_runs(w, n, || out = Some(kestrel::filter(model, &z, &general)));
+    let seq = out.expect("ran")?.filtered;
+    let seq_s = super::median(&times);
+    sink.push(record(
+        "filter/sequential",
+        T::NAME,
+        t,
+        &times,
+        errors(&seq, reference),
+    ));
+    for alg in algorithms(t) {
+        let mut out = None;
+        let times = time_runs(w, n, || {
+            out = Some(parallel::filter(Device::Cpu, model, &z, alg))
+        });
+        let f = out.expect("ran")?;
+        let mut extra = errors(&f, reference);
+        extra["cost_vs_sequential"] = (super::median(&times) / seq_s).into();
+        sink.push(record(
+            &format!("parallel-filter/{}", alg.name()),
+            T::NAME,
+            t,
+            &times,
+            extra,
+        ));
+    }
+    let mut out = None;
+    let times = time_runs(w, n, || out = Some(kestrel::smooth(model, &z)));
+    out.expect("ran")?;
+    let rts_s = super::median(&times);
+    sink.push(record(
+        "smooth/rts-sequential",
+        T::NAME,
+        t,
+        &times,
+        serde_json::Value::Null,
+    ));
+    for (name, two) in [("parallel-rts", false), ("two-filter", true)] {
+        let mut out = None;
+        let times = time_runs(w, n, || {
+            out = Some(if two {
+                parallel::smooth_two_filter(Device::Cpu, model, &z, ScanAlgorithm::Fastest)
+            } else {
+                parallel::smooth_rts(Device::Cpu, model, &z, ScanAlgorithm::Fastest)
+            })
+        });
+        out.expect("ran")?;
+        let extra = serde_json::json!({ "cost_vs_sequential_rts": super::median(&times) / rts_s });
+        sink.push(record(
+            &format!("{name}/fastest"),
+            T::NAME,
+            t,
+            &times,
+            extra,
+        ));
+    }
+    Ok(())
+}
+
+/// The PRAM table: work, span and steps on `PRAM_P` processors for every algorithm.
+fn pram(sink: &mut Sink, quick: bool) {
+    let lengths: &[usize] = if quick {
+        &[1_000, 10_000]
+    } else {
+        &[1_000, 10_000, 100_000, 1_000_000]
+    };
+    let mut table = format!(
+        "{:<16} {:>9} {:>12} {:>9} {:>12}\n",
+        "scan",
+        "T",
+        "work",
+        "span",
+        format!("time(P={PRAM_P})")
+    );
+    for &t in lengths {
+        for alg in ScanAlgorithm::all() {
+            let c = pram_count(alg, t, PRAM_P);
+            let mut r = Record::new(
+                format!("pram/{}", alg.name()),
+                format!("pram (P = {PRAM_P})"),
+                "-",
+                1,
+                t,
+                NX,
+                NY,
+                &[f64::NAN],
+            );
+            r.repeats = 0;
+            r.extra = serde_json::json!({ "work": c.work, "span": c.span, "processors": c.processors, "time": c.time });
+            table += &format!(
+                "{:<16} {:>9} {:>12} {:>9} {:>12}\n",
+                alg.name(),
+                t,
+                c.work,
+                c.span,
+                c.time
+            );
+            sink.push(r);
+        }
+    }
+    eprintln!("\nsimulated PRAM (operator applications):\n{table}");
+}
+
+/// The GPU: every GPU scan algorithm for the filter, the RTS and the two-filter smoother,
+/// data resident on the device, against kestrel's Kalman filter in one GPU thread (the
+/// paper's speed-up metric); errors against the f64 sequential CPU filter and smoother.
+fn gpu(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
+    use kestrel::cuda::parallel::{self as cp, Method};
+    let lengths: &[usize] = if quick {
+        &[1_000, 10_000]
+    } else {
+        &[1_000, 10_000, 100_000, 1_000_000, 10_000_000]
+    };
+    let dev = format!("cuda:0 ({})", cp::device_name(0)?);
+    for &t in lengths {
+        // Time-varying (1000 distinct random steps, cycled) up to 10^6; beyond, the first
+        // of them for every step (time-invariant), to keep the host side small.
+        let tv = PaperModel::new(NX, NY, t, 1000, 42);
+        let inv = kestrel::Model::new(
+            tv.steps[0].f.clone(),
+            tv.steps[0].q.clone(),
+            tv.steps[0].h.clone(),
+            tv.steps[0].r.clone(),
+            tv.prior.x0.clone(),
+            tv.prior.p0.clone(),
+        )?
+        .with_offsets(tv.steps[0].u.clone(), tv.steps[0].d.clone())?;
+        let big = t > 1_000_000;
+        let model: &dyn kestrel::StateSpace = if big { &inv } else { &tv };
+        let z = kestrel::sim::simulate(model, 1, t, 7, 0.0)?.measurements;
+        let general = FilterOptions {
+            force_general: true,
+            ..FilterOptions::default()
+        };
+        let rf = kestrel::filter(model, &z, &general)?.filtered;
+        let rs = kestrel::smooth_filtered(model, &rf)?;
+        let (w, n) = if t >= 1_000_000 { (1, 5) } else { (2, 10) };
+        for prec in ["f32", "f64"] {
+            if big && prec == "f64" {
+                continue;
+            }
+            let one = if t <= 1_000_000 {
+                let times = if prec == "f32" {
+                    cp::time(
+                        0,
+                        model,
+                        &z.cast::<f32>(),
+                        Method::OneThread,
+                        ScanAlgorithm::Sequential,
+                        0,
+                        1,
+                    )?
+                    .0
+                } else {
+                    cp::time(
+                        0,
+                        model,
+                        &z,
+                        Method::OneThread,
+                        ScanAlgorithm::Sequential,
+                        0,
+                        1,
+                    )?
+                    .0
+                };
+                let mut r = Record::new(
+                    "gpu-one-thread-filter",
+                    dev.clone(),
+                    if prec == "f32" { "f32" } else { "f64" },
+                    1,
+                    t,
+                    NX,
+                    NY,
+                    &times,
+                );
+                r.extra = serde_json::Value::Null;
+                let m = r.median_s;
+                sink.push(r);
+                Some(m)
+            } else {
+                None
+            };
+            let mut algs = vec![
+                ScanAlgorithm::Fastest,
+                ScanAlgorithm::LadnerFischer,
+                ScanAlgorithm::Blelloch,
+            ];
+            if t <= 1_000_000 {
+                algs.push(ScanAlgorithm::HillisSteele);
+            }
+            for alg in algs {
+                for (mname, method) in [
+                    ("parallel-filter", Method::Filter),
+                    ("parallel-rts", Method::Rts),
+                    ("two-filter", Method::TwoFilter),
+                ] {
+                    let (times, (f, s)) = if prec == "f32" {
+                        let (a, (f, s)) = cp::time(0, model, &z.cast::<f32>(), method, alg, w, n)?;
+                        (a, (f.cast::<f64>(), s.map(|s| s.cast::<f64>())))
+                    } else {
+                        cp::time(0, model, &z, method, alg, w, n)?
+                    };
+                    let mut extra = serde_json::json!({
+                        "max_rel_err_mean": rel_err(&f.mean, &rf.mean, NX),
+                        "max_rel_err_cov": rel_err(&f.cov, &rf.cov, NX * NX),
+                        "time_varying": !big,
+                    });
+                    if let Some(s) = s {
+                        extra["smoothed_max_rel_err_mean"] = rel_err(&s.mean, &rs.mean, NX).into();
+                        extra["smoothed_max_rel_err_cov"] =
+                            rel_err(&s.cov, &rs.cov, NX * NX).into();
+                    }
+                    if let Some(o) = one {
+                        extra["speedup_vs_one_gpu_thread"] = (o / super::median(&times)).into();
+                    }
+                    let mut r = Record::new(
+                        format!("gpu-{mname}/{}", alg.name()),
+                        dev.clone(),
+                        if prec == "f32" { "f32" } else { "f64" },
+                        1,
+                        t,
+                        NX,
+                        NY,
+                        &times,
+                    );
+                    r.extra = extra;
+                    sink.push(r);
+                }
+            }
+        }
+        if t == 1_000_000 {
+            // The chunk length of the default scan, swept (f32 filter).
+            for kk in [4, 8, 16, 32, 64] {
+                std::env::set_var("KESTREL_PAR_CHUNK", kk.to_string());
+                let (times, _) = cp::time(
+                    0,
+                    model,
+                    &z.cast::<f32>(),
+                    Method::Filter,
+                    ScanAlgorithm::Fastest,
+                    1,
+                    5,
+                )?;
+                let mut r = Record::new(
+                    format!("gpu-parallel-filter/fastest-chunk{kk}"),
+                    dev.clone(),
+                    "f32",
+                    1,
+                    t,
+                    NX,
+                    NY,
+                    &times,
+                );
+                r.extra = serde_json::json!({ "chunk": kk });
+                sink.push(r);
+            }
+            std::env::remove_var("KESTREL_PAR_CHUNK");
+        }
+    }
+    if !quick {
+        // Many sequences: one track after the other, end to end (uploads and downloads
+        // included), B = 1000 x T = 10^4.
+        let (b, t) = (1000, 10_000);
+        let model = PaperModel::new(NX, NY, t, 1000, 5);
+        let z: Measurements<f32> = kestrel::sim::simulate(&model, b, t, 3, 0.0)?
+            .measurements
+            .cast();
+        let mut out = None;
+        let times = time_runs(0, 1, || {
+            out = Some(parallel::filter(
+                Device::Cuda(0),
+                &model,
+                &z,
+                ScanAlgorithm::Fastest,
+            ))
+        });
+        out.expect("ran")?;
+        sink.push(Record::new(
+            "gpu-parallel-filter/fastest-batched",
+            dev.clone(),
+            "f32",
+            b,
+            t,
+            NX,
+            NY,
+            &times,
+        ));
+    }
+    Ok(())
+}
+
+/// Runs this family's benchmarks; `quick` keeps sizes small. With a GPU, the GPU part
+/// runs too (`KESTREL_BENCH_GPU_ONLY=1` skips the CPU part).
+pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
+    if kestrel::cuda::parallel::available(0).is_ok() {
+        gpu(sink, quick)?;
+        if std::env::var("KESTREL_BENCH_GPU_ONLY").is_ok_and(|v| v == "1") {
+            return Ok(());
+        }
+    }
+    pram(sink, quick);
+    let lengths: &[usize] = if quick {
+        &[1_000, 10_000]
+    } else {
+        &[1_000, 10_000, 100_000, 1_000_000]
+    };
+    for &t in lengths {
+        let model = PaperModel::new(NX, NY, t, 1000, 42);
+        let z = kestrel::sim::simulate(&model, 1, t, 7, 0.0)?.measurements;
+        let general = FilterOptions {
+            force_general: true,
+            ..FilterOptions::default()
+        };
+        let reference = kestrel::filter(&model, &z, &general)?.filtered;
+        timings::<f64>(sink, &model, &z, &reference, t)?;
+        timings::<f32>(sink, &model, &z, &reference, t)?;
+    }
     Ok(())
 }

@@ -213,3 +213,6 @@ mod tests {
         assert!(super::available(1 << 20).is_err());
     }
 }
+
+/// The parallel-in-time filter and smoothers on the GPU.
+pub mod parallel;

@@ -1,45 +1,273 @@
-//! Parallel-in-time Kalman filter and smoothers (placeholder).
+//! Parallel-in-time Kalman filter and smoothers from associative scans (Sarkka &
+//! Garcia-Fernandez, *On the Performance of Prefix-Sum Parallel Kalman Filters and
+//! Smoothers on GPUs*, Algorithms 5-7; Tager 2013, Chapter 3, for the retrodiction scan).
+//!
+//! kestrel's time convention maps onto the paper's as follows: the prior `(x0, P0)` is the
+//! state at step 0 before the step-0 measurement, so kestrel's step 0 is the paper's
+//! `k = 1` element (eq. 44) with the prior in place of the predicted moments:
+//! `(0, x_{0|0}, P_{0|0}, 0, 0)`. Step `k >= 1` uses the transition into `k` and the
+//! measurement at `k` (eqs. 43, 45). A missing measurement gives the bare prediction
+//! element `(F, u, Q, 0, 0)`.
+//!
+//! Many tracks are spread over the rayon pool one track per task (each scanned serially);
+//! a few long tracks are scanned one at a time with every level on the pool.
 
+pub mod filtering;
+mod paper;
+mod small;
+pub mod smoothing;
+mod track;
+
+pub use filtering::FilterOp;
+pub use paper::PaperModel;
+pub use smoothing::SmoothOp;
+
+use crate::cuda::parallel as gpu;
 use crate::data::{Estimates, Measurements};
 use crate::device::Device;
 use crate::error::{Error, Result};
+use crate::kalman::dense::ConvertedModel;
 use crate::linalg::Real;
 use crate::model::StateSpace;
-use crate::scan::ScanAlgorithm;
+use crate::scan::{Exec, ScanAlgorithm};
+use rayon::prelude::*;
+use track::TrackOut;
 
-/// Parallel-in-time Kalman filter (Sarkka & Garcia-Fernandez): filtered moments and
-/// per-step log-likelihoods.
+fn cpu_only(device: Device, what: &str) -> Result<()> {
+    match device {
+        Device::Cpu => Ok(()),
+        Device::Cuda(_) => Err(Error::Unsupported(format!(
+            "{what} on cuda is not built yet (use --device cpu)"
+        ))),
+    }
+}
+
+fn smoothed<T>(
+    (f, s): (Estimates<T>, Option<Estimates<T>>),
+) -> Result<(Estimates<T>, Estimates<T>)> {
+    let s =
+        s.ok_or_else(|| Error::Cuda("the GPU smoother returned no smoothed estimates".into()))?;
+    Ok((f, s))
+}
+
+fn check<T: Real, M: StateSpace + ?Sized>(model: &M, z: &Measurements<T>) -> Result<()> {
+    if z.ny != model.ny() {
+        return Err(Error::Input {
+            msg: format!(
+                "measurements have {} components, the model measures {}",
+                z.ny,
+                model.ny()
+            ),
+        });
+    }
+    if let Some(n) = model.steps_covered() {
+        if n < z.steps {
+            return Err(Error::Input {
+                msg: format!(
+                    "the time-varying model has matrices for {n} steps, the measurements have {}",
+                    z.steps
+                ),
+            });
+        }
+    }
+    if z.steps == 0 {
+        return Err(Error::Input {
+            msg: "measurements have no steps".into(),
+        });
+    }
+    z.check_finite()
+}
+
+/// One optional output slice per track.
+type Slices<'a, T> = Vec<Option<&'a mut [T]>>;
+
+/// Runs `f(track, exec, out)` for every track: across tracks on the pool when there are
+/// at least as many tracks as threads, else one track at a time with parallel levels.
+fn for_tracks<T, F>(
+    filtered: &mut Estimates<T>,
+    smoothed: Option<&mut Estimates<T>>,
+    f: F,
+) -> Result<()>
+where
+    T: Real,
+    F: Fn(usize, Exec, &mut TrackOut<'_, T>) -> Result<()> + Sync + Send,
+{
+    let (b, t, nx) = (filtered.tracks, filtered.steps, filtered.nx);
+    let ll = filtered
+        .loglik
+        .as_mut()
+        .expect("filtered estimates carry log-likelihoods");
+    let (sm, sc): (Slices<'_, T>, Slices<'_, T>) = match smoothed {
+        Some(s) => (
+            s.mean.chunks_mut(t * nx).map(Some).collect(),
+            s.cov.chunks_mut(t * nx * nx).map(Some).collect(),
+        ),
+        None => (
+            (0..b).map(|_| None).collect(),
+            (0..b).map(|_| None).collect(),
+        ),
+    };
+    let outs: Vec<TrackOut<'_, T>> = filtered
+        .mean
+        .chunks_mut(t * nx)
+        .zip(filtered.cov.chunks_mut(t * nx * nx))
+        .zip(ll.chunks_mut(t))
+        .zip(sm.into_iter().zip(sc))
+        .map(|(((mean, cov), loglik), (smean, scov))| TrackOut {
+            mean,
+            cov,
+            loglik,
+            smean,
+            scov,
+        })
+        .collect();
+    if b >= rayon::current_num_threads() && b > 1 {
+        outs.into_par_iter()
+            .enumerate()
+            .try_for_each(|(i, mut o)| f(i, Exec::Serial, &mut o))
+    } else {
+        outs.into_iter()
+            .enumerate()
+            .try_for_each(|(i, mut o)| f(i, Exec::Rayon, &mut o))
+    }
+}
+
+/// Parallel-in-time Kalman filter (Algorithm 5): filtered moments and per-step
+/// log-likelihoods of every track, with scan algorithm `scan`, on the CPU or the GPU
+/// (`crate::cuda::parallel`).
 pub fn filter<T: Real, M: StateSpace + ?Sized>(
-    _device: Device,
-    _model: &M,
-    _z: &Measurements<T>,
-    _scan: ScanAlgorithm,
+    device: Device,
+    model: &M,
+    z: &Measurements<T>,
+    scan: ScanAlgorithm,
 ) -> Result<Estimates<T>> {
-    Err(Error::Unsupported(
-        "--method parallel is not built yet".into(),
-    ))
+    check(model, z)?;
+    if let Device::Cuda(i) = device {
+        return Ok(gpu::run(i, model, z, gpu::Method::Filter, scan)?.0);
+    }
+    let m = ConvertedModel::<T>::new(model, z.steps);
+    let mut est = Estimates::nan(z.tracks, z.steps, m.nx, true);
+    for_tracks(&mut est, None, |b, exec, out| {
+        track::filter_track(&m, b, z.track(b), z.steps, scan, exec, out)
+    })?;
+    Ok(est)
 }
 
-/// Parallel-in-time RTS smoother.
+/// Parallel filter then parallel RTS smoother (Algorithm 6); returns `(filtered, smoothed)`.
 pub fn smooth_rts<T: Real, M: StateSpace + ?Sized>(
-    _device: Device,
-    _model: &M,
-    _z: &Measurements<T>,
-    _scan: ScanAlgorithm,
+    device: Device,
+    model: &M,
+    z: &Measurements<T>,
+    scan: ScanAlgorithm,
 ) -> Result<(Estimates<T>, Estimates<T>)> {
-    Err(Error::Unsupported(
-        "--method parallel-rts is not built yet".into(),
-    ))
+    check(model, z)?;
+    if let Device::Cuda(i) = device {
+        return smoothed(gpu::run(i, model, z, gpu::Method::Rts, scan)?);
+    }
+    let m = ConvertedModel::<T>::new(model, z.steps);
+    let mut f = Estimates::nan(z.tracks, z.steps, m.nx, true);
+    let mut s = Estimates::nan(z.tracks, z.steps, m.nx, false);
+    for_tracks(&mut f, Some(&mut s), |b, exec, out| {
+        track::filter_track(&m, b, z.track(b), z.steps, scan, exec, out)?;
+        let (Some(sm), Some(sc)) = (out.smean.as_deref_mut(), out.scov.as_deref_mut()) else {
+            unreachable!("smoothed outputs are allocated above")
+        };
+        track::retrodict_track(
+            &m,
+            b,
+            z.steps,
+            out.mean,
+            out.cov,
+            false,
+            scan,
+            exec,
+            sm,
+            Some(sc),
+        )
+    })?;
+    Ok((f, s))
 }
 
-/// Parallel two-filter smoother.
+/// Parallel two-filter smoother (Algorithm 7); returns `(filtered, smoothed)`.
 pub fn smooth_two_filter<T: Real, M: StateSpace + ?Sized>(
-    _device: Device,
-    _model: &M,
-    _z: &Measurements<T>,
-    _scan: ScanAlgorithm,
+    device: Device,
+    model: &M,
+    z: &Measurements<T>,
+    scan: ScanAlgorithm,
 ) -> Result<(Estimates<T>, Estimates<T>)> {
-    Err(Error::Unsupported(
-        "--method two-filter is not built yet".into(),
-    ))
+    check(model, z)?;
+    if let Device::Cuda(i) = device {
+        return smoothed(gpu::run(i, model, z, gpu::Method::TwoFilter, scan)?);
+    }
+    let m = ConvertedModel::<T>::new(model, z.steps);
+    let mut f = Estimates::nan(z.tracks, z.steps, m.nx, true);
+    let mut s = Estimates::nan(z.tracks, z.steps, m.nx, false);
+    for_tracks(&mut f, Some(&mut s), |b, exec, out| {
+        track::two_filter_track(&m, b, z.track(b), z.steps, scan, exec, out)
+    })?;
+    Ok((f, s))
+}
+
+/// The thesis's retrodiction as a scan (Tager 2013, Section 3.2) over filtered estimates
+/// from any filter: smoothed means from the pairs `(C_k, b_k)`, and, unless `means_only`,
+/// smoothed covariances from the congruence part of the same elements (Lemma 4). With
+/// `means_only` the covariances of the result are left NaN.
+pub fn retrodict<T: Real, M: StateSpace + ?Sized>(
+    device: Device,
+    model: &M,
+    filtered: &Estimates<T>,
+    scan: ScanAlgorithm,
+    means_only: bool,
+) -> Result<Estimates<T>> {
+    cpu_only(device, "the retrodiction scan")?;
+    if filtered.nx != model.nx()
+        || model.steps_covered().is_some_and(|n| n < filtered.steps)
+        || filtered.steps == 0
+    {
+        return Err(Error::Input {
+            msg: format!(
+                "filtered estimates ({} steps, nx = {}) do not fit the model (nx = {})",
+                filtered.steps,
+                filtered.nx,
+                model.nx()
+            ),
+        });
+    }
+    let m = ConvertedModel::<T>::new(model, filtered.steps);
+    let (b, t, nx) = (filtered.tracks, filtered.steps, filtered.nx);
+    let mut s = Estimates::nan(b, t, nx, false);
+    let exec = if b >= rayon::current_num_threads() && b > 1 {
+        Exec::Serial
+    } else {
+        Exec::Rayon
+    };
+    let work = |(i, (sm, sc)): (usize, (&mut [T], &mut [T]))| {
+        let (fm, fc) = (
+            &filtered.mean[i * t * nx..(i + 1) * t * nx],
+            &filtered.cov[i * t * nx * nx..(i + 1) * t * nx * nx],
+        );
+        track::retrodict_track(
+            &m,
+            i,
+            t,
+            fm,
+            fc,
+            means_only,
+            scan,
+            exec,
+            sm,
+            (!means_only).then_some(sc),
+        )
+    };
+    let it = s
+        .mean
+        .chunks_mut(t * nx)
+        .zip(s.cov.chunks_mut(t * nx * nx))
+        .enumerate();
+    if exec == Exec::Serial {
+        it.collect::<Vec<_>>().into_par_iter().try_for_each(work)?;
+    } else {
+        it.into_iter().try_for_each(work)?;
+    }
+    Ok(s)
 }

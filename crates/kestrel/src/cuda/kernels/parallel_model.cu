@@ -1,0 +1,375 @@
+// Building the elements from the model and the measurements, and reading the moments
+// back out (Sarkka & Garcia-Fernandez, eqs. 43-45, 47, 49-50, 52, 25-26), one thread per
+// step. kestrel's step 0 is the paper's k = 1 element with the prior in place of the
+// predicted moments; a NaN in a measurement makes that step's element a bare prediction.
+
+#define LN_2PI_ ((real)1.8378770664093454835606594728112)
+
+__device__ __forceinline__ const StepM& step_at(const StepM* st, int varying, long long k) { return st[varying ? k : 0]; }
+
+__device__ __forceinline__ bool missing(const real* z) {
+    bool m = false;
+#pragma unroll
+    for (int a = 0; a < NY; ++a) m |= nan_(z[a]);
+    return m;
+}
+
+__device__ __forceinline__ void kf_predict(real x[NX], real P[NX2], const StepM& m) {
+    real FP[NX2], xn[NX];
+#pragma unroll
+    for (int i = 0; i < NX; ++i) {
+        real s = m.u[i];
+#pragma unroll
+        for (int l = 0; l < NX; ++l) s += m.F[i * NX + l] * x[l];
+        xn[i] = s;
+#pragma unroll
+        for (int j = 0; j < NX; ++j) {
+            real t = 0;
+#pragma unroll
+            for (int l = 0; l < NX; ++l) t += m.F[i * NX + l] * P[l * NX + j];
+            FP[i * NX + j] = t;
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < NX; ++i) {
+        x[i] = xn[i];
+#pragma unroll
+        for (int j = 0; j <= i; ++j) {
+            real s = m.Q[i * NX + j];
+#pragma unroll
+            for (int l = 0; l < NX; ++l) s += FP[i * NX + l] * m.F[j * NX + l];
+            P[i * NX + j] = s; P[j * NX + i] = s;
+        }
+    }
+}
+
+// Update with z (no NaN); false when S is not positive definite. ll receives
+// log N(z; H x + d, S).
+__device__ __forceinline__ bool kf_update(real x[NX], real P[NX2], const StepM& m, const real* z, real& ll) {
+    real S[NY * NY], W[NY * NX], y[NY];
+#pragma unroll
+    for (int a = 0; a < NY; ++a) {
+        real s = z[a] - m.d[a];
+#pragma unroll
+        for (int l = 0; l < NX; ++l) s -= m.H[a * NX + l] * x[l];
+        y[a] = s;
+#pragma unroll
+        for (int j = 0; j < NX; ++j) {
+            real t = 0;
+#pragma unroll
+            for (int l = 0; l < NX; ++l) t += m.H[a * NX + l] * P[l * NX + j];
+            W[a * NX + j] = t;
+        }
+    }
+#pragma unroll
+    for (int a = 0; a < NY; ++a) {
+#pragma unroll
+        for (int b = 0; b <= a; ++b) {
+            real s = m.R[a * NY + b];
+#pragma unroll
+            for (int l = 0; l < NX; ++l) s += m.H[a * NX + l] * W[b * NX + l];
+            S[a * NY + b] = s; S[b * NY + a] = s;
+        }
+    }
+    if (!chol<NY>(S)) return false;
+    lsolve<NY, NX>(S, W);
+    lsolve<NY, 1>(S, y);
+    real logdet = 0, maha = 0;
+#pragma unroll
+    for (int a = 0; a < NY; ++a) { logdet += log(S[a * NY + a]); maha += y[a] * y[a]; }
+#pragma unroll
+    for (int i = 0; i < NX; ++i) {
+        real s = 0;
+#pragma unroll
+        for (int a = 0; a < NY; ++a) s += W[a * NX + i] * y[a];
+        x[i] += s;
+    }
+#pragma unroll
+    for (int i = 0; i < NX; ++i) {
+#pragma unroll
+        for (int j = 0; j <= i; ++j) {
+            real s = 0;
+#pragma unroll
+            for (int a = 0; a < NY; ++a) s += W[a * NX + i] * W[a * NX + j];
+            real v = P[i * NX + j] - s;
+            P[i * NX + j] = v; P[j * NX + i] = v;
+        }
+    }
+    ll = -(real)0.5 * ((real)NY * LN_2PI_ + maha) - logdet;
+    return true;
+}
+
+__device__ __forceinline__ void fe_nan(FE& o) {
+#pragma unroll
+    for (int i = 0; i < NX2; ++i) { o.A[i] = nanv(); o.C[i] = nanv(); o.J[i] = nanv(); }
+#pragma unroll
+    for (int i = 0; i < NX; ++i) { o.b[i] = nanv(); o.eta[i] = nanv(); }
+}
+
+// Filtering elements (eqs. 43-45; step 0: eq. 44 with the prior).
+extern "C" __global__ void pf_build(const StepM* st, int varying, const real* prior, const real* z, long long T, FE* el) {
+    long long k = gtid();
+    if (k >= T) return;
+    const real* zk = z + k * NY;
+    const StepM& m = step_at(st, varying, k);
+    FE o;
+    if (k == 0) {
+        real x[NX], P[NX2];
+#pragma unroll
+        for (int i = 0; i < NX; ++i) x[i] = prior[i];
+#pragma unroll
+        for (int i = 0; i < NX2; ++i) P[i] = prior[NX + i];
+        real ll;
+        bool ok = missing(zk) || kf_update(x, P, m, zk, ll);
+#pragma unroll
+        for (int i = 0; i < NX2; ++i) { o.A[i] = 0; o.C[i] = P[i]; o.J[i] = 0; }
+#pragma unroll
+        for (int i = 0; i < NX; ++i) { o.b[i] = x[i]; o.eta[i] = 0; }
+        if (!ok) fe_nan(o);
+        el[k] = o;
+        return;
+    }
+#pragma unroll
+    for (int i = 0; i < NX2; ++i) { o.A[i] = m.F[i]; o.C[i] = m.Q[i]; o.J[i] = 0; }
+#pragma unroll
+    for (int i = 0; i < NX; ++i) { o.b[i] = m.u[i]; o.eta[i] = 0; }
+    if (!missing(zk)) {
+        real S[NY * NY], WT[NY * NX], G[NY * NX], e[NY];
+#pragma unroll
+        for (int a = 0; a < NY; ++a) {
+            real s = zk[a] - m.d[a];
+#pragma unroll
+            for (int j = 0; j < NX; ++j) {
+                real w = 0, g = 0;
+#pragma unroll
+                for (int l = 0; l < NX; ++l) { w += m.H[a * NX + l] * m.Q[l * NX + j]; g += m.H[a * NX + l] * m.F[l * NX + j]; }
+                WT[a * NX + j] = w;
+                G[a * NX + j] = g;
+                s -= m.H[a * NX + j] * m.u[j];
+            }
+            e[a] = s;
+        }
+#pragma unroll
+        for (int a = 0; a < NY; ++a) {
+#pragma unroll
+            for (int b = 0; b <= a; ++b) {
+                real s = (real)0.5 * (m.R[a * NY + b] + m.R[b * NY + a]);
+#pragma unroll
+                for (int l = 0; l < NX; ++l) s += WT[a * NX + l] * m.H[b * NX + l];
+                S[a * NY + b] = s; S[b * NY + a] = s;
+            }
+        }
+        if (!chol<NY>(S)) { fe_nan(o); el[k] = o; return; }
+        lsolve<NY, NX>(S, WT);
+        lsolve<NY, NX>(S, G);
+        lsolve<NY, 1>(S, e);
+#pragma unroll
+        for (int r = 0; r < NX; ++r) {
+            real sb = 0, se = 0;
+#pragma unroll
+            for (int q = 0; q < NY; ++q) { sb += WT[q * NX + r] * e[q]; se += G[q * NX + r] * e[q]; }
+            o.b[r] += sb;
+            o.eta[r] = se;
+#pragma unroll
+            for (int c = 0; c < NX; ++c) {
+                real sa = 0, sc = 0, sj = 0;
+#pragma unroll
+                for (int q = 0; q < NY; ++q) {
+                    sa += WT[q * NX + r] * G[q * NX + c];
+                    sc += WT[q * NX + r] * WT[q * NX + c];
+                    sj += G[q * NX + r] * G[q * NX + c];
+                }
+                o.A[r * NX + c] -= sa;
+                o.C[r * NX + c] -= sc;
+                o.J[r * NX + c] = sj;
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < NX; ++r) {
+#pragma unroll
+            for (int c = 0; c < r; ++c) {
+                real v = (real)0.5 * (o.C[r * NX + c] + o.C[c * NX + r]);
+                o.C[r * NX + c] = v; o.C[c * NX + r] = v;
+            }
+        }
+    }
+    el[k] = o;
+}
+
+// x_{k|k} = b_k, P_{k|k} = C_k (eq. 47), and the step's log-likelihood from the
+// prediction of the filtered moments of step k-1 (the prior at step 0).
+extern "C" __global__ void pf_extract(const FE* el, const StepM* st, int varying, const real* prior, const real* z, long long T,
+                                      real* mean, real* cov, real* ll) {
+    long long k = gtid();
+    if (k >= T) return;
+#pragma unroll
+    for (int i = 0; i < NX; ++i) mean[k * NX + i] = el[k].b[i];
+#pragma unroll
+    for (int i = 0; i < NX2; ++i) cov[k * NX2 + i] = el[k].C[i];
+    const real* zk = z + k * NY;
+    if (missing(zk)) { ll[k] = 0; return; }
+    real x[NX], P[NX2];
+    const StepM& m = step_at(st, varying, k);
+    if (k == 0) {
+#pragma unroll
+        for (int i = 0; i < NX; ++i) x[i] = prior[i];
+#pragma unroll
+        for (int i = 0; i < NX2; ++i) P[i] = prior[NX + i];
+    } else {
+#pragma unroll
+        for (int i = 0; i < NX; ++i) x[i] = el[k - 1].b[i];
+#pragma unroll
+        for (int i = 0; i < NX2; ++i) P[i] = el[k - 1].C[i];
+        kf_predict(x, P, m);
+    }
+    real l;
+    ll[k] = kf_update(x, P, m, zk, l) ? l : nanv();
+}
+
+// Smoothing elements (eqs. 49-50) from the filtered moments.
+extern "C" __global__ void ps_build(const StepM* st, int varying, const real* mean, const real* cov, long long T, SE* se) {
+    long long k = gtid();
+    if (k >= T) return;
+    SE o;
+    const real* x = mean + k * NX;
+    const real* P = cov + k * NX2;
+    if (k == T - 1) {
+#pragma unroll
+        for (int i = 0; i < NX2; ++i) { o.E[i] = 0; o.L[i] = P[i]; }
+#pragma unroll
+        for (int i = 0; i < NX; ++i) o.g[i] = x[i];
+        se[k] = o;
+        return;
+    }
+    const StepM& m = step_at(st, varying, k + 1);
+    real V[NX2], Pp[NX2], xp[NX];
+#pragma unroll
+    for (int i = 0; i < NX; ++i) {
+        real s = m.u[i];
+#pragma unroll
+        for (int l = 0; l < NX; ++l) s += m.F[i * NX + l] * x[l];
+        xp[i] = s;
+#pragma unroll
+        for (int j = 0; j < NX; ++j) {
+            real t = 0;
+#pragma unroll
+            for (int l = 0; l < NX; ++l) t += m.F[i * NX + l] * P[l * NX + j];
+            V[i * NX + j] = t;
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < NX; ++i) {
+#pragma unroll
+        for (int j = 0; j <= i; ++j) {
+            real s = (real)0.5 * (m.Q[i * NX + j] + m.Q[j * NX + i]);
+#pragma unroll
+            for (int l = 0; l < NX; ++l) s += V[i * NX + l] * m.F[j * NX + l];
+            Pp[i * NX + j] = s; Pp[j * NX + i] = s;
+        }
+    }
+    if (!chol<NX>(Pp)) {
+#pragma unroll
+        for (int i = 0; i < NX2; ++i) { o.E[i] = nanv(); o.L[i] = nanv(); }
+#pragma unroll
+        for (int i = 0; i < NX; ++i) o.g[i] = nanv();
+        se[k] = o;
+        return;
+    }
+    lsolve<NX, NX>(Pp, V);  // V = L^{-1} F P
+#pragma unroll
+    for (int i = 0; i < NX; ++i) {
+#pragma unroll
+        for (int j = 0; j <= i; ++j) {
+            real s = 0;
+#pragma unroll
+            for (int q = 0; q < NX; ++q) s += V[q * NX + i] * V[q * NX + j];
+            real v = (real)0.5 * (P[i * NX + j] + P[j * NX + i]) - s;
+            o.L[i * NX + j] = v; o.L[j * NX + i] = v;
+        }
+    }
+    ltsolve<NX, NX>(Pp, V);  // V = E^T
+#pragma unroll
+    for (int i = 0; i < NX; ++i) {
+        real s = x[i];
+#pragma unroll
+        for (int j = 0; j < NX; ++j) { o.E[i * NX + j] = V[j * NX + i]; s -= V[j * NX + i] * xp[j]; }
+        o.g[i] = s;
+    }
+    se[k] = o;
+}
+
+// x_{k|T} = g_k, P_{k|T} = L_k (eq. 52).
+extern "C" __global__ void ps_extract(const SE* se, long long T, real* mean, real* cov) {
+    long long k = gtid();
+    if (k >= T) return;
+#pragma unroll
+    for (int i = 0; i < NX; ++i) mean[k * NX + i] = se[k].g[i];
+#pragma unroll
+    for (int i = 0; i < NX2; ++i) cov[k * NX2 + i] = se[k].L[i];
+}
+
+// back_k = a_{k+1} for k < T-1, the identity at T-1 (eq. 54).
+extern "C" __global__ void tf_shift(const FE* el, FE* back, long long T) {
+    long long k = gtid();
+    if (k >= T) return;
+    if (k + 1 < T) back[k] = el[k + 1];
+    else { FE e; FilterOp::identity(e); back[k] = e; }
+}
+
+// Eqs. 25-26: P_{k|T} = (I + P J)^{-1} P, x_{k|T} = (I + P J)^{-1} (x + P eta).
+extern "C" __global__ void tf_combine(const FE* back, const real* mean, const real* cov, long long T, real* smean, real* scov) {
+    long long k = gtid();
+    if (k >= T) return;
+    const int W = NX + 1;
+    const real* x = mean + k * NX;
+    const real* P = cov + k * NX2;
+    real M[NX2], B[NX * W];
+#pragma unroll
+    for (int r = 0; r < NX; ++r) {
+        real s = x[r];
+#pragma unroll
+        for (int c = 0; c < NX; ++c) {
+            real t = (r == c) ? (real)1 : (real)0;
+#pragma unroll
+            for (int l = 0; l < NX; ++l) t += P[r * NX + l] * back[k].J[l * NX + c];
+            M[r * NX + c] = t;
+            B[r * W + c] = P[r * NX + c];
+            s += P[r * NX + c] * back[k].eta[c];
+        }
+        B[r * W + NX] = s;
+    }
+    bool ok = solve_nx<W>(M, B);
+#pragma unroll
+    for (int r = 0; r < NX; ++r) {
+        smean[k * NX + r] = ok ? B[r * W + NX] : nanv();
+#pragma unroll
+        for (int c = 0; c < NX; ++c) scov[k * NX2 + r * NX + c] = ok ? (real)0.5 * (B[r * W + c] + B[c * W + r]) : nanv();
+    }
+}
+
+// The sequential Kalman filter in one thread (the paper's speed-up baseline).
+extern "C" __global__ void kf_seq(const StepM* st, int varying, const real* prior, const real* z, long long T, real* mean, real* cov, real* ll) {
+    if (gtid() != 0) return;
+    real x[NX], P[NX2];
+#pragma unroll
+    for (int i = 0; i < NX; ++i) x[i] = prior[i];
+#pragma unroll
+    for (int i = 0; i < NX2; ++i) P[i] = prior[NX + i];
+    for (long long k = 0; k < T; ++k) {
+        const StepM& m = step_at(st, varying, k);
+        if (k > 0) kf_predict(x, P, m);
+        const real* zk = z + k * NY;
+        real l = 0;
+        if (!missing(zk) && !kf_update(x, P, m, zk, l)) l = nanv();
+        ll[k] = l;
+#pragma unroll
+        for (int i = 0; i < NX; ++i) mean[k * NX + i] = x[i];
+#pragma unroll
+        for (int i = 0; i < NX2; ++i) cov[k * NX2 + i] = P[i];
+    }
+}
+
+extern "C" __global__ void poison(real* p, long long n) {
+    long long i = gtid();
+    if (i < n) p[i] = nanv();
+}

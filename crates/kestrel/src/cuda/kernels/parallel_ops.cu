@@ -1,0 +1,240 @@
+// Elements and associative operators of the parallel-in-time Kalman filter and RTS
+// smoother (Sarkka & Garcia-Fernandez, Lemmas 3 and 4), for NX x NY models in `real`
+// (float or double), every small matrix in registers (all loops unrolled).
+// Prelude (from the host): #define NX, NY; typedef real.
+
+#define NX2 (NX * NX)
+
+struct FE { real A[NX2]; real b[NX]; real C[NX2]; real eta[NX]; real J[NX2]; };
+struct SE { real E[NX2]; real g[NX]; real L[NX2]; };
+struct StepM { real F[NX2]; real u[NX]; real Q[NX2]; real H[NY * NX]; real d[NY]; real R[NY * NY]; };
+
+__device__ __forceinline__ bool nan_(real v) { return v != v; }
+__device__ __forceinline__ real nanv() { return (real)NAN; }
+
+// Solves M X = B in place for a W-column right-hand side: Gaussian elimination with
+// partial pivoting; row swaps through compile-time indices so that nothing leaves the
+// registers. Returns false on a zero pivot.
+template <int W>
+__device__ __forceinline__ bool solve_nx(real M[NX2], real B[NX * W]) {
+#pragma unroll
+    for (int k = 0; k < NX; ++k) {
+        int p = k;
+        real best = fabs(M[k * NX + k]);
+#pragma unroll
+        for (int i = k + 1; i < NX; ++i) {
+            real v = fabs(M[i * NX + k]);
+            if (v > best) { best = v; p = i; }
+        }
+        if (!(best > (real)0)) return false;
+#pragma unroll
+        for (int i = k + 1; i < NX; ++i) {
+            if (p == i) {
+#pragma unroll
+                for (int c = 0; c < NX; ++c) { real t = M[k * NX + c]; M[k * NX + c] = M[i * NX + c]; M[i * NX + c] = t; }
+#pragma unroll
+                for (int c = 0; c < W; ++c) { real t = B[k * W + c]; B[k * W + c] = B[i * W + c]; B[i * W + c] = t; }
+            }
+        }
+        real inv = (real)1 / M[k * NX + k];
+#pragma unroll
+        for (int i = k + 1; i < NX; ++i) {
+            real f = M[i * NX + k] * inv;
+#pragma unroll
+            for (int c = k + 1; c < NX; ++c) M[i * NX + c] -= f * M[k * NX + c];
+#pragma unroll
+            for (int c = 0; c < W; ++c) B[i * W + c] -= f * B[k * W + c];
+        }
+    }
+#pragma unroll
+    for (int i = NX - 1; i >= 0; --i) {
+        real inv = (real)1 / M[i * NX + i];
+#pragma unroll
+        for (int c = 0; c < W; ++c) {
+            real s = B[i * W + c];
+#pragma unroll
+            for (int k = i + 1; k < NX; ++k) s -= M[i * NX + k] * B[k * W + c];
+            B[i * W + c] = s * inv;
+        }
+    }
+    return true;
+}
+
+// In-place Cholesky of an N x N symmetric matrix (lower triangle); false if not PD.
+template <int N>
+__device__ __forceinline__ bool chol(real S[N * N]) {
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+        real s = S[j * N + j];
+#pragma unroll
+        for (int k = 0; k < j; ++k) s -= S[j * N + k] * S[j * N + k];
+        if (!(s > (real)0)) return false;
+        real d = sqrt(s);
+        S[j * N + j] = d;
+#pragma unroll
+        for (int i = j + 1; i < N; ++i) {
+            real t = S[i * N + j];
+#pragma unroll
+            for (int k = 0; k < j; ++k) t -= S[i * N + k] * S[j * N + k];
+            S[i * N + j] = t / d;
+        }
+    }
+    return true;
+}
+
+// Solves L Y = B (L lower from chol<N>) for W columns in place.
+template <int N, int W>
+__device__ __forceinline__ void lsolve(const real L[N * N], real B[N * W]) {
+#pragma unroll
+    for (int c = 0; c < W; ++c) {
+#pragma unroll
+        for (int i = 0; i < N; ++i) {
+            real s = B[i * W + c];
+#pragma unroll
+            for (int k = 0; k < i; ++k) s -= L[i * N + k] * B[k * W + c];
+            B[i * W + c] = s / L[i * N + i];
+        }
+    }
+}
+
+// Solves L^T Y = B for W columns in place.
+template <int N, int W>
+__device__ __forceinline__ void ltsolve(const real L[N * N], real B[N * W]) {
+#pragma unroll
+    for (int c = 0; c < W; ++c) {
+#pragma unroll
+        for (int i = N - 1; i >= 0; --i) {
+            real s = B[i * W + c];
+#pragma unroll
+            for (int k = i + 1; k < N; ++k) s -= L[k * N + i] * B[k * W + c];
+            B[i * W + c] = s / L[i * N + i];
+        }
+    }
+}
+
+// ---- the filtering operator (Lemma 3), identity (I, 0, 0, 0, 0)
+struct FilterOp {
+    typedef FE E;
+    static __device__ __forceinline__ void identity(E& o) {
+#pragma unroll
+        for (int i = 0; i < NX2; ++i) { o.A[i] = (i / NX == i % NX) ? (real)1 : (real)0; o.C[i] = 0; o.J[i] = 0; }
+#pragma unroll
+        for (int i = 0; i < NX; ++i) { o.b[i] = 0; o.eta[i] = 0; }
+    }
+    // One solve with M^T = I + J_j C_i for [A_j^T | eta_j - J_j b_i | J_j A_i] (see the CPU
+    // operator, parallel/filtering.rs).
+    static __device__ __forceinline__ void combine(const E& ei, const E& ej, E& o) {
+        const int W = 2 * NX + 1;
+        real N[NX2];
+        real B[NX * W];
+#pragma unroll
+        for (int r = 0; r < NX; ++r) {
+#pragma unroll
+            for (int c = 0; c < NX; ++c) {
+                real s = (r == c) ? (real)1 : (real)0;
+                real t = 0;
+#pragma unroll
+                for (int l = 0; l < NX; ++l) { s += ej.J[r * NX + l] * ei.C[l * NX + c]; t += ej.J[r * NX + l] * ei.A[l * NX + c]; }
+                N[r * NX + c] = s;
+                B[r * W + c] = ej.A[c * NX + r];
+                B[r * W + NX + 1 + c] = t;
+            }
+            real e = ej.eta[r];
+#pragma unroll
+            for (int l = 0; l < NX; ++l) e -= ej.J[r * NX + l] * ei.b[l];
+            B[r * W + NX] = e;
+        }
+        if (!solve_nx<W>(N, B)) {
+#pragma unroll
+            for (int i = 0; i < NX2; ++i) { o.A[i] = nanv(); o.C[i] = nanv(); o.J[i] = nanv(); }
+#pragma unroll
+            for (int i = 0; i < NX; ++i) { o.b[i] = nanv(); o.eta[i] = nanv(); }
+            return;
+        }
+        // T1 = A_j M^{-1}: T1[r][c] = B[c][r]
+        real v[NX];
+#pragma unroll
+        for (int r = 0; r < NX; ++r) {
+            real s = ei.b[r];
+#pragma unroll
+            for (int l = 0; l < NX; ++l) s += ei.C[r * NX + l] * ej.eta[l];
+            v[r] = s;
+        }
+        real T2[NX2];  // T1 C_i
+#pragma unroll
+        for (int r = 0; r < NX; ++r) {
+            real sb = ej.b[r];
+#pragma unroll
+            for (int c = 0; c < NX; ++c) {
+                real sa = 0, sc = 0;
+#pragma unroll
+                for (int l = 0; l < NX; ++l) { sa += B[l * W + r] * ei.A[l * NX + c]; sc += B[l * W + r] * ei.C[l * NX + c]; }
+                o.A[r * NX + c] = sa;
+                T2[r * NX + c] = sc;
+                sb += B[c * W + r] * v[c];
+            }
+            o.b[r] = sb;
+        }
+#pragma unroll
+        for (int r = 0; r < NX; ++r) {
+#pragma unroll
+            for (int c = 0; c <= r; ++c) {
+                real s1 = 0, s2 = 0, s3 = 0, s4 = 0;
+#pragma unroll
+                for (int l = 0; l < NX; ++l) {
+                    s1 += T2[r * NX + l] * ej.A[c * NX + l];
+                    s2 += T2[c * NX + l] * ej.A[r * NX + l];
+                    s3 += ei.A[l * NX + r] * B[l * W + NX + 1 + c];
+                    s4 += ei.A[l * NX + c] * B[l * W + NX + 1 + r];
+                }
+                real cc = (real)0.5 * (s1 + s2) + (real)0.5 * (ej.C[r * NX + c] + ej.C[c * NX + r]);
+                real jj = (real)0.5 * (s3 + s4) + (real)0.5 * (ei.J[r * NX + c] + ei.J[c * NX + r]);
+                o.C[r * NX + c] = cc; o.C[c * NX + r] = cc;
+                o.J[r * NX + c] = jj; o.J[c * NX + r] = jj;
+            }
+            real se = ei.eta[r];
+#pragma unroll
+            for (int l = 0; l < NX; ++l) se += ei.A[l * NX + r] * B[l * W + NX];
+            o.eta[r] = se;
+        }
+    }
+};
+
+// ---- the smoothing operator (Lemma 4), identity (I, 0, 0)
+struct SmoothOp {
+    typedef SE E;
+    static __device__ __forceinline__ void identity(E& o) {
+#pragma unroll
+        for (int i = 0; i < NX2; ++i) { o.E[i] = (i / NX == i % NX) ? (real)1 : (real)0; o.L[i] = 0; }
+#pragma unroll
+        for (int i = 0; i < NX; ++i) o.g[i] = 0;
+    }
+    static __device__ __forceinline__ void combine(const E& ei, const E& ej, E& o) {
+        real T[NX2];  // E_i L_j
+#pragma unroll
+        for (int r = 0; r < NX; ++r) {
+            real sg = ei.g[r];
+#pragma unroll
+            for (int c = 0; c < NX; ++c) {
+                real se = 0, st = 0;
+#pragma unroll
+                for (int l = 0; l < NX; ++l) { se += ei.E[r * NX + l] * ej.E[l * NX + c]; st += ei.E[r * NX + l] * ej.L[l * NX + c]; }
+                o.E[r * NX + c] = se;
+                T[r * NX + c] = st;
+                sg += ei.E[r * NX + c] * ej.g[c];
+            }
+            o.g[r] = sg;
+        }
+#pragma unroll
+        for (int r = 0; r < NX; ++r) {
+#pragma unroll
+            for (int c = 0; c <= r; ++c) {
+                real s1 = 0, s2 = 0;
+#pragma unroll
+                for (int l = 0; l < NX; ++l) { s1 += T[r * NX + l] * ei.E[c * NX + l]; s2 += T[c * NX + l] * ei.E[r * NX + l]; }
+                real v = (real)0.5 * (s1 + s2) + (real)0.5 * (ei.L[r * NX + c] + ei.L[c * NX + r]);
+                o.L[r * NX + c] = v; o.L[c * NX + r] = v;
+            }
+        }
+    }
+};

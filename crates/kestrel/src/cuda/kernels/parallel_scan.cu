@@ -1,0 +1,142 @@
+// Scans of FilterOp / SmoothOp elements on the GPU (Sarkka & Garcia-Fernandez,
+// Section II): one launch per level for Hillis-Steele, Blelloch and the in-place
+// Ladner-Fischer circuit, a one-thread fold, and the default chunked scan (each thread
+// scans a chunk of K elements in registers, the chunk totals are scanned recursively,
+// then every element is fixed up with its chunk's prefix: about 2T operations, each
+// element read and written about twice).
+//
+// Every kernel takes `flip` (combine with the arguments swapped) and `ridx` (logical
+// index i lives at physical index n-1-i): both set give the reverse scan
+// s_k = a_k x ... x a_{n-1} in place.
+
+__device__ __forceinline__ long long phys(long long i, long long n, int ridx) { return ridx ? n - 1 - i : i; }
+
+template <class Op>
+__device__ __forceinline__ void comb(const typename Op::E& a, const typename Op::E& b, typename Op::E& o, int flip) {
+    if (flip) Op::combine(b, a, o); else Op::combine(a, b, o);
+}
+
+__device__ __forceinline__ long long gtid() { return (long long)blockIdx.x * blockDim.x + threadIdx.x; }
+
+template <class Op>
+__device__ void k_seq(typename Op::E* a, long long n, int flip, int ridx) {
+    if (gtid() != 0) return;
+    typename Op::E acc = a[phys(0, n, ridx)];
+    for (long long i = 1; i < n; ++i) {
+        typename Op::E t;
+        comb<Op>(acc, a[phys(i, n, ridx)], t, flip);
+        acc = t;
+        a[phys(i, n, ridx)] = acc;
+    }
+}
+
+template <class Op>
+__device__ void k_up(typename Op::E* a, long long n, long long s, int flip, int ridx) {
+    long long blk = gtid();
+    long long j = blk * 2 * s + s - 1, k = blk * 2 * s + 2 * s - 1;
+    if (k >= n) return;
+    typename Op::E t;
+    comb<Op>(a[phys(j, n, ridx)], a[phys(k, n, ridx)], t, flip);
+    a[phys(k, n, ridx)] = t;
+}
+
+template <class Op>
+__device__ void k_lf_down(typename Op::E* a, long long n, long long s, int flip, int ridx) {
+    long long m = gtid() + 1;
+    long long r = m * 2 * s - 1, w = r + s;
+    if (w >= n) return;
+    typename Op::E t;
+    comb<Op>(a[phys(r, n, ridx)], a[phys(w, n, ridx)], t, flip);
+    a[phys(w, n, ridx)] = t;
+}
+
+template <class Op>
+__device__ void k_hs(const typename Op::E* src, typename Op::E* dst, long long n, long long s, int flip, int ridx) {
+    long long i = gtid();
+    if (i >= n) return;
+    if (i < s) { dst[phys(i, n, ridx)] = src[phys(i, n, ridx)]; return; }
+    typename Op::E t;
+    comb<Op>(src[phys(i - s, n, ridx)], src[phys(i, n, ridx)], t, flip);
+    dst[phys(i, n, ridx)] = t;
+}
+
+// Blelloch works on a padded copy w (length p, a power of two, logical order).
+template <class Op>
+__device__ void k_bl_load(const typename Op::E* a, long long n, typename Op::E* w, typename Op::E* orig, long long p, int ridx) {
+    long long i = gtid();
+    if (i >= p) return;
+    typename Op::E x;
+    if (i < n) x = a[phys(i, n, ridx)]; else Op::identity(x);
+    w[i] = x;
+    orig[i] = x;
+}
+
+template <class Op>
+__device__ void k_bl_clear_last(typename Op::E* w, long long p) {
+    if (gtid() == 0) Op::identity(w[p - 1]);
+}
+
+template <class Op>
+__device__ void k_bl_down(typename Op::E* w, long long p, long long s, int flip) {
+    long long blk = gtid();
+    long long j = blk * 2 * s + s - 1, k = blk * 2 * s + 2 * s - 1;
+    if (k >= p) return;
+    typename Op::E t = w[j];
+    typename Op::E ak = w[k];
+    w[j] = ak;
+    typename Op::E o;
+    comb<Op>(ak, t, o, flip);
+    w[k] = o;
+}
+
+template <class Op>
+__device__ void k_bl_fix(const typename Op::E* w, const typename Op::E* orig, typename Op::E* a, long long n, int flip, int ridx) {
+    long long i = gtid();
+    if (i >= n) return;
+    typename Op::E o;
+    comb<Op>(w[i], orig[i], o, flip);
+    a[phys(i, n, ridx)] = o;
+}
+
+// Chunked: thread c scans logical chunk [cK, min(n, (c+1)K)) and writes its total.
+template <class Op>
+__device__ void k_chunk(typename Op::E* a, long long n, int K, typename Op::E* carry, int flip, int ridx) {
+    long long c = gtid();
+    long long lo = c * K;
+    if (lo >= n) return;
+    long long hi = min(n, lo + K);
+    typename Op::E acc = a[phys(lo, n, ridx)];
+    for (long long i = lo + 1; i < hi; ++i) {
+        typename Op::E t;
+        comb<Op>(acc, a[phys(i, n, ridx)], t, flip);
+        acc = t;
+        a[phys(i, n, ridx)] = acc;
+    }
+    carry[c] = acc;
+}
+
+// Element i of chunk c >= 1 becomes carry[c-1] x a_i (carry already scanned).
+template <class Op>
+__device__ void k_fix(typename Op::E* a, long long n, int K, const typename Op::E* carry, int flip, int ridx) {
+    long long i = gtid() + K;
+    if (i >= n) return;
+    long long c = i / K;
+    typename Op::E t;
+    comb<Op>(carry[c - 1], a[phys(i, n, ridx)], t, flip);
+    a[phys(i, n, ridx)] = t;
+}
+
+#define SCAN_KERNELS(OP, P)                                                                                               \
+    extern "C" __global__ void P##_seq(OP::E* a, long long n, int f, int r) { k_seq<OP>(a, n, f, r); }                    \
+    extern "C" __global__ void P##_up(OP::E* a, long long n, long long s, int f, int r) { k_up<OP>(a, n, s, f, r); }      \
+    extern "C" __global__ void P##_lf_down(OP::E* a, long long n, long long s, int f, int r) { k_lf_down<OP>(a, n, s, f, r); } \
+    extern "C" __global__ void P##_hs(const OP::E* x, OP::E* y, long long n, long long s, int f, int r) { k_hs<OP>(x, y, n, s, f, r); } \
+    extern "C" __global__ void P##_bl_load(const OP::E* a, long long n, OP::E* w, OP::E* o, long long p, int r) { k_bl_load<OP>(a, n, w, o, p, r); } \
+    extern "C" __global__ void P##_bl_clear_last(OP::E* w, long long p) { k_bl_clear_last<OP>(w, p); }                    \
+    extern "C" __global__ void P##_bl_down(OP::E* w, long long p, long long s, int f) { k_bl_down<OP>(w, p, s, f); }      \
+    extern "C" __global__ void P##_bl_fix(const OP::E* w, const OP::E* o, OP::E* a, long long n, int f, int r) { k_bl_fix<OP>(w, o, a, n, f, r); } \
+    extern "C" __global__ void P##_chunk(OP::E* a, long long n, int K, OP::E* c, int f, int r) { k_chunk<OP>(a, n, K, c, f, r); } \
+    extern "C" __global__ void P##_fix(OP::E* a, long long n, int K, const OP::E* c, int f, int r) { k_fix<OP>(a, n, K, c, f, r); }
+
+SCAN_KERNELS(FilterOp, pf)
+SCAN_KERNELS(SmoothOp, ps)

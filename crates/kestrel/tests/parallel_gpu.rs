@@ -1,0 +1,135 @@
+//! The parallel filter and smoothers on the GPU equal the sequential CPU reference on
+//! random time-varying models with missing measurements, for every GPU scan algorithm.
+//! Skips without a GPU; `KESTREL_REQUIRE_GPU=1` makes a missing GPU a failure.
+
+use kestrel::parallel::{self, PaperModel};
+use kestrel::{Device, Error, Estimates, FilterOptions, Measurements, ScanAlgorithm};
+
+fn gpu_or_skip() -> bool {
+    match kestrel::cuda::parallel::available(0) {
+        Ok(()) => true,
+        Err(why) => {
+            if std::env::var("KESTREL_REQUIRE_GPU").is_ok_and(|v| v == "1") {
+                panic!("KESTREL_REQUIRE_GPU=1 but no GPU: {why}");
+            }
+            eprintln!("skipped: no GPU ({why})");
+            false
+        }
+    }
+}
+
+/// Largest per-step relative difference `||a_k - b_k||_inf / max(||b_k||_inf, 1e-3)`.
+fn rel_err(a: &[f64], b: &[f64], per: usize) -> f64 {
+    a.chunks(per)
+        .zip(b.chunks(per))
+        .map(|(x, y)| {
+            let s = y.iter().fold(0.0f64, |m, v| m.max(v.abs())).max(1e-3);
+            x.iter()
+                .zip(y)
+                .fold(0.0f64, |m, (p, q)| m.max((p - q).abs()))
+                / s
+        })
+        .fold(0.0, f64::max)
+}
+
+fn errs(got: &Estimates<f64>, want: &Estimates<f64>) -> f64 {
+    let mut e = rel_err(&got.mean, &want.mean, want.nx).max(rel_err(
+        &got.cov,
+        &want.cov,
+        want.nx * want.nx,
+    ));
+    if let (Some(g), Some(w)) = (&got.loglik, &want.loglik) {
+        e = e.max(rel_err(g, w, 1));
+    }
+    e
+}
+
+fn reference(model: &PaperModel, z: &Measurements<f64>) -> (Estimates<f64>, Estimates<f64>) {
+    let opts = FilterOptions {
+        force_general: true,
+        ..FilterOptions::default()
+    };
+    let f = kestrel::filter(model, z, &opts).unwrap().filtered;
+    let s = kestrel::smooth_filtered(model, &f).unwrap();
+    (f, s)
+}
+
+const ALGS: [ScanAlgorithm; 5] = [
+    ScanAlgorithm::Fastest,
+    ScanAlgorithm::LadnerFischer,
+    ScanAlgorithm::Blelloch,
+    ScanAlgorithm::HillisSteele,
+    ScanAlgorithm::Sequential,
+];
+
+#[test]
+fn gpu_parallel_methods_equal_the_cpu_reference() {
+    if !gpu_or_skip() {
+        return;
+    }
+    let cases = [
+        (4, 2, 1, 1),
+        (4, 2, 2, 1),
+        (4, 2, 17, 2),
+        (4, 2, 1000, 1),
+        (4, 2, 4097, 1),
+        (3, 1, 300, 1),
+    ];
+    for (case, &(nx, ny, t, b)) in cases.iter().enumerate() {
+        let model = PaperModel::new(nx, ny, t, t, 100 + case as u64);
+        let z = kestrel::sim::simulate(&model, b, t, case as u64, 0.2)
+            .unwrap()
+            .measurements;
+        let (rf, rs) = reference(&model, &z);
+        for alg in ALGS {
+            let tag = format!("nx={nx} ny={ny} T={t} B={b} {alg:?}");
+            let f = parallel::filter(Device::Cuda(0), &model, &z, alg).unwrap();
+            let e = errs(&f, &rf);
+            assert!(e < 1e-8, "f64 filter {tag}: {e:e}");
+            let (f2, s) = parallel::smooth_rts(Device::Cuda(0), &model, &z, alg).unwrap();
+            let (ef, es) = (errs(&f2, &rf), errs(&s, &rs));
+            assert!(ef < 1e-8 && es < 1e-8, "f64 rts {tag}: {ef:e} {es:e}");
+            let (f3, s3) = parallel::smooth_two_filter(Device::Cuda(0), &model, &z, alg).unwrap();
+            let (ef, es) = (errs(&f3, &rf), errs(&s3, &rs));
+            assert!(
+                ef < 1e-8 && es < 1e-8,
+                "f64 two-filter {tag}: {ef:e} {es:e}"
+            );
+            let z32: Measurements<f32> = z.cast();
+            let (f4, s4) = parallel::smooth_rts(Device::Cuda(0), &model, &z32, alg).unwrap();
+            let (ef, es) = (errs(&f4.cast(), &rf), errs(&s4.cast(), &rs));
+            eprintln!("{tag}: f32 rts errors {ef:.2e} {es:.2e}");
+            assert!(ef < 1e-2 && es < 1e-2, "f32 rts {tag}: {ef:e} {es:e}");
+        }
+    }
+}
+
+#[test]
+fn gpu_long_sequence_and_errors() {
+    if !gpu_or_skip() {
+        return;
+    }
+    let t = 100_000;
+    let model = PaperModel::new(4, 2, t, 1000, 9);
+    let z = kestrel::sim::simulate(&model, 1, t, 3, 0.05)
+        .unwrap()
+        .measurements;
+    let (rf, rs) = reference(&model, &z);
+    let (f, s) = parallel::smooth_rts(Device::Cuda(0), &model, &z, ScanAlgorithm::Fastest).unwrap();
+    let (ef, es) = (errs(&f, &rf), errs(&s, &rs));
+    assert!(ef < 1e-8 && es < 1e-8, "f64 T=1e5: {ef:e} {es:e}");
+    let (f, s) = parallel::smooth_rts(
+        Device::Cuda(0),
+        &model,
+        &z.cast::<f32>(),
+        ScanAlgorithm::Fastest,
+    )
+    .unwrap();
+    eprintln!(
+        "f32 T=1e5: filter error {:.2e}, rts error {:.2e}",
+        errs(&f.cast(), &rf),
+        errs(&s.cast(), &rs)
+    );
+    let r = parallel::filter(Device::Cuda(0), &model, &z, ScanAlgorithm::Sengupta(4));
+    assert!(matches!(r, Err(Error::Unsupported(_))));
+}
