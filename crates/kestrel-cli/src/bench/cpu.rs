@@ -58,6 +58,30 @@ pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
             }),
         ));
 
+        // The same filter into buffers reused from run to run (kalman::filter_into): the
+        // steady state of a program filtering batch after batch, without first-touch
+        // page faults.
+        let mut out = kalman::filter(&model, &z, &fast)?.filtered;
+        sink.push(rec(
+            "filter_into (reused outputs)",
+            &time_runs(warm, reps, || {
+                let _ = black_box(kalman::filter_into(&model, &z, &fast, &mut out));
+            }),
+        ));
+        let filtered = out.clone();
+        // The RTS pass alone, over restored filtered estimates (the restore is not timed).
+        let mut rts_times = Vec::with_capacity(reps);
+        for i in 0..warm + reps {
+            out.mean.copy_from_slice(&filtered.mean);
+            out.cov.copy_from_slice(&filtered.cov);
+            let t = Instant::now();
+            kalman::smooth_in_place(&model, &mut out)?;
+            if i >= warm {
+                rts_times.push(t.elapsed().as_secs_f64());
+            }
+        }
+        sink.push(rec("rts smooth_in_place (reused outputs)", &rts_times));
+
         let general = FilterOptions {
             force_general: true,
             ..FilterOptions::default()
