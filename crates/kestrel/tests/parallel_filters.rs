@@ -147,6 +147,8 @@ fn all_missing_and_first_missing_are_handled() {
     }
 }
 
+/// In f32 the parallel forms stay within a small factor of the sequential f32 filter's
+/// own rounding error (both against the f64 reference; observed within 2x).
 #[test]
 fn f32_parallel_filter_tracks_the_f64_reference() {
     let mut rng = rand::rngs::StdRng::seed_from_u64(11);
@@ -156,18 +158,35 @@ fn f32_parallel_filter_tracks_the_f64_reference() {
         .measurements;
     let (rf, rs) = reference(&model, &z);
     let z32: Measurements<f32> = z.cast();
-    for alg in [ScanAlgorithm::LadnerFischer, ScanAlgorithm::Fastest] {
+    let opts = FilterOptions {
+        force_general: true,
+        ..FilterOptions::default()
+    };
+    let f32_seq = kestrel::filter(&model, &z32, &opts)
+        .unwrap()
+        .filtered
+        .cast::<f64>();
+    let s32_seq = kestrel::smooth_filtered(&model, &f32_seq.cast::<f32>())
+        .unwrap()
+        .cast::<f64>();
+    let base_f = rel_err(&f32_seq.mean, &rf.mean, 4).max(rel_err(&f32_seq.cov, &rf.cov, 16));
+    let base_s = rel_err(&s32_seq.mean, &rs.mean, 4).max(rel_err(&s32_seq.cov, &rs.cov, 16));
+    assert!(
+        base_f > 0.0 && base_f < 1e-4 && base_s < 1e-4,
+        "{base_f:e} {base_s:e}"
+    );
+    for alg in [
+        ScanAlgorithm::LadnerFischer,
+        ScanAlgorithm::Fastest,
+        ScanAlgorithm::Blelloch,
+    ] {
         let (f, s) = parallel::smooth_rts(Device::Cpu, &model, &z32, alg).unwrap();
         let (f, s) = (f.cast::<f64>(), s.cast::<f64>());
+        let ef = rel_err(&f.mean, &rf.mean, 4).max(rel_err(&f.cov, &rf.cov, 16));
+        let es = rel_err(&s.mean, &rs.mean, 4).max(rel_err(&s.cov, &rs.cov, 16));
         assert!(
-            rel_err(&f.mean, &rf.mean, 4) < 1e-2,
-            "{:e}",
-            rel_err(&f.mean, &rf.mean, 4)
-        );
-        assert!(
-            rel_err(&s.mean, &rs.mean, 4) < 1e-2,
-            "{:e}",
-            rel_err(&s.mean, &rs.mean, 4)
+            ef < 5.0 * base_f && es < 5.0 * base_s,
+            "{alg:?}: filter {ef:e} (sequential f32 {base_f:e}), rts {es:e} ({base_s:e})"
         );
     }
 }

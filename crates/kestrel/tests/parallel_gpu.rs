@@ -99,7 +99,7 @@ fn gpu_parallel_methods_equal_the_cpu_reference() {
             let (f4, s4) = parallel::smooth_rts(Device::Cuda(0), &model, &z32, alg).unwrap();
             let (ef, es) = (errs(&f4.cast(), &rf), errs(&s4.cast(), &rs));
             eprintln!("{tag}: f32 rts errors {ef:.2e} {es:.2e}");
-            assert!(ef < 1e-2 && es < 1e-2, "f32 rts {tag}: {ef:e} {es:e}");
+            assert!(ef < 1e-3 && es < 1e-3, "f32 rts {tag}: {ef:e} {es:e}");
         }
     }
 }

@@ -9,8 +9,10 @@
 //! measurement at `k` (eqs. 43, 45). A missing measurement gives the bare prediction
 //! element `(F, u, Q, 0, 0)`.
 //!
-//! Many tracks are spread over the rayon pool one track per task (each scanned serially);
-//! a few long tracks are scanned one at a time with every level on the pool.
+//! On the CPU, many tracks are spread over the rayon pool one track per task (each scanned
+//! serially); a few long tracks are scanned one at a time with every level on the pool.
+//! `Device::Cuda` runs the same elements and operators as CUDA kernels
+//! (`crate::cuda::parallel`).
 
 pub mod filtering;
 mod paper;
