@@ -1,6 +1,6 @@
 //! Run-time compilation of the kernels with NVRTC, for the dimensions, scalar type and
 //! (optionally) the model's own numbers, for the GPU's own architecture; the compiled
-//! images are cached in memory (per device, [`super::gpu::Gpu`]) and on disk.
+//! images are cached in memory (per device and model) and on disk.
 //!
 //! The disk cache lives in `$KESTREL_CACHE_DIR`, else `$XDG_CACHE_HOME/kestrel`, else
 //! `~/.cache/kestrel`; the file name holds a hash of everything that determines the

@@ -25,8 +25,8 @@
 //! straight in the host layout ([`OutputLayout::Host`]: `[B][T][NX]`, full
 //! `[B][T][NX][NX]`; no conversion pass, one copy down) or as structure of arrays
 //! ([`OutputLayout::Soa`]: `[T][NX][B]`, packed `[T][NP][B]`; every warp store is one
-//! line, fewest bytes) followed by a tiled transpose on the device. `docs/cuda-perf.md`
-//! holds the measurements of both.
+//! line, fewest bytes; the default) followed by a tiled transpose on the device. On the
+//! H100 the SoA layout reaches 70% of the memory bandwidth, the host layout 8%.
 //!
 //! *Numerics.* The same recursion, in the same order of summation, as the CPU
 //! reference (`kalman/step.rs`, `kalman/dense.rs`): `S = H P H^T + R = L L^T`,
@@ -36,7 +36,10 @@
 //!
 //! *Batches larger than memory* are processed in chunks of tracks with two buffer sets
 //! on two streams, one chunk's copies overlapping the other's kernels
-//! ([`CudaOptions::memory_budget`]). *Streaming*: [`BatchTracker`].
+//! ([`CudaOptions::memory_budget`]). Host copies go through two pinned staging buffers,
+//! the CPU side of each copy spread over all cores (`transfer.rs`). *Streaming*:
+//! [`BatchTracker`]. Files and measured throughput: `cuda/README.md`,
+//! `docs/cuda-perf.md`.
 
 mod batch;
 pub mod compile;

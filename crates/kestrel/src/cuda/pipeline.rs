@@ -50,19 +50,12 @@ pub(crate) fn check_input<T: Real>(
     Ok(())
 }
 
-/// Host estimates for the copies to fill. Zeroed rather than NaN-filled: every value is
-/// overwritten by a copy of a device buffer (the buffers the tests poison with NaN), and
-/// zeroed memory comes from the allocator without a pass over gigabytes; its pages are
-/// first touched by the parallel copies out of the staging buffers.
+/// Host estimates for the copies to fill: zeroed pages straight from the allocator
+/// (`Estimates::zeroed`, huge pages where possible), first touched by the parallel copies
+/// out of the staging buffers. Every value is overwritten by a copy of a device buffer
+/// (the buffers the tests poison with NaN), so no fill pass is needed.
 fn host_estimates<T: Real>(tracks: usize, steps: usize, nx: usize, loglik: bool) -> Estimates<T> {
-    Estimates {
-        tracks,
-        steps,
-        nx,
-        mean: vec![T::zero(); tracks * steps * nx],
-        cov: vec![T::zero(); tracks * steps * nx * nx],
-        loglik: loglik.then(|| vec![T::zero(); tracks * steps]),
-    }
+    Estimates::zeroed(tracks, steps, nx, loglik)
 }
 
 /// Runs `enqueue` then `finish` over chunks of at most `cap` tracks, alternating
