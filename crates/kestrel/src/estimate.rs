@@ -73,10 +73,10 @@ pub fn smooth_on<T: Real, M: StateSpace + ?Sized>(
     match (method, device) {
         (SmoothMethod::Rts, Device::Cpu) => kalman::smooth(model, z),
         (SmoothMethod::Rts, Device::Cuda(i)) => {
+            // Filter and smoother back to back on the device: the filtered moments stay
+            // there between the two kernels.
             let m = invariant(model, "the batched smoother")?;
-            let f = crate::cuda::filter(i, m, z, &FilterOptions::default())?.filtered;
-            let s = crate::cuda::smooth_filtered(i, m, &f)?;
-            Ok((f, s))
+            crate::cuda::smooth(i, m, z, &crate::cuda::CudaOptions::default())
         }
         (SmoothMethod::ParallelRts(scan), d) => crate::parallel::smooth_rts(d, model, z, scan),
         (SmoothMethod::TwoFilter(scan), d) => crate::parallel::smooth_two_filter(d, model, z, scan),
