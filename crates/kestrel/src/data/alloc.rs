@@ -41,6 +41,15 @@ pub(crate) fn zeroed<T: crate::linalg::Real>(n: usize) -> Vec<T> {
     v
 }
 
+/// A copy of a large slice, written in parallel into fresh (huge-page) memory.
+pub(crate) fn copied<T: crate::linalg::Real>(src: &[T]) -> Vec<T> {
+    let mut v = zeroed(src.len());
+    v.par_chunks_mut(1 << 16)
+        .zip(src.par_chunks(1 << 16))
+        .for_each(|(d, s)| d.copy_from_slice(s));
+    v
+}
+
 #[cfg(target_os = "linux")]
 fn advise_huge_pages(addr: usize, bytes: usize) {
     const HUGE: usize = 2 << 20;

@@ -128,6 +128,19 @@ impl<T: Real> Estimates<T> {
         }
     }
 
+    /// A copy made in parallel into fresh memory (large batches copy several times
+    /// faster than with `clone`).
+    pub fn copy_parallel(&self) -> Self {
+        Estimates {
+            tracks: self.tracks,
+            steps: self.steps,
+            nx: self.nx,
+            mean: alloc::copied(&self.mean),
+            cov: alloc::copied(&self.cov),
+            loglik: self.loglik.as_ref().map(|l| alloc::copied(l)),
+        }
+    }
+
     /// Reshapes for reuse: buffers keep their allocation; entries added by growing are
     /// NaN, entries already there keep stale values until overwritten.
     pub fn reshape(&mut self, tracks: usize, steps: usize, nx: usize, with_loglik: bool) {

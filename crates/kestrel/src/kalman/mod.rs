@@ -151,7 +151,7 @@ pub fn smooth_filtered<T: Real, M: StateSpace + ?Sized>(
     model: &M,
     filtered: &Estimates<T>,
 ) -> Result<Estimates<T>> {
-    let mut est = filtered.clone();
+    let mut est = filtered.copy_parallel();
     smooth_in_place(model, &mut est)?;
     Ok(est)
 }
