@@ -144,7 +144,7 @@ fn run<T: Real>(cxx: &str, nx: usize, ny: usize, t: usize, seed: u64, tol: f64) 
     let vals = read::<T>(&out.stdout);
     let (n1, n2) = (t * nx, t * nx * nx);
     let per_alg = 3 * n1 + 3 * n2 + t;
-    assert_eq!(vals.len(), 5 * per_alg, "{tag}: output size");
+    assert_eq!(vals.len(), 6 * per_alg, "{tag}: output size");
     let ll = rf.loglik.as_ref().expect("filter log-likelihoods");
     for (a, name) in [
         "sequential",
@@ -152,6 +152,7 @@ fn run<T: Real>(cxx: &str, nx: usize, ny: usize, t: usize, seed: u64, tol: f64) 
         "hillis-steele",
         "blelloch",
         "chunked",
+        "sengupta:2",
     ]
     .iter()
     .enumerate()

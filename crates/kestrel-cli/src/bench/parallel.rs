@@ -272,6 +272,7 @@ fn gpu(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
                 ScanAlgorithm::Fastest,
                 ScanAlgorithm::LadnerFischer,
                 ScanAlgorithm::Blelloch,
+                ScanAlgorithm::Sengupta(1),
             ];
             if t <= 1_000_000 {
                 algs.push(ScanAlgorithm::HillisSteele);

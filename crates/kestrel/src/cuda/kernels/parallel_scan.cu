@@ -60,6 +60,23 @@ __device__ void k_hs(const typename Op::E* src, typename Op::E* dst, long long n
     dst[phys(i, n, ridx)] = t;
 }
 
+// Sengupta et al.'s hybrid: after L up-sweep levels, Hillis-Steele over the tops of
+// the 2^L-blocks, the strided sequence m -> logical index (m + 1) * stride - 1 of cnt
+// elements; double-buffered between a and y, and s >= cnt just copies. The Ladner-Fischer
+// down-sweep over the same L levels then completes every block.
+template <class Op>
+__device__ void k_hs_strided(const typename Op::E* src, typename Op::E* dst, long long n, long long stride, long long cnt,
+                             long long s, int flip, int ridx) {
+    long long m = gtid();
+    if (m >= cnt) return;
+    long long i = (m + 1) * stride - 1;
+    if (m < s) { dst[phys(i, n, ridx)] = src[phys(i, n, ridx)]; return; }
+    long long j = (m - s + 1) * stride - 1;
+    typename Op::E t;
+    comb<Op>(src[phys(j, n, ridx)], src[phys(i, n, ridx)], t, flip);
+    dst[phys(i, n, ridx)] = t;
+}
+
 // Blelloch works on a padded copy w (length p, a power of two, logical order).
 template <class Op>
 __device__ void k_bl_load(const typename Op::E* a, long long n, typename Op::E* w, typename Op::E* orig, long long p, int ridx) {
@@ -131,6 +148,7 @@ __device__ void k_fix(typename Op::E* a, long long n, int K, const typename Op::
     extern "C" __global__ void P##_up(OP::E* a, long long n, long long s, int f, int r) { k_up<OP>(a, n, s, f, r); }      \
     extern "C" __global__ void P##_lf_down(OP::E* a, long long n, long long s, int f, int r) { k_lf_down<OP>(a, n, s, f, r); } \
     extern "C" __global__ void P##_hs(const OP::E* x, OP::E* y, long long n, long long s, int f, int r) { k_hs<OP>(x, y, n, s, f, r); } \
+    extern "C" __global__ void P##_hs_strided(const OP::E* x, OP::E* y, long long n, long long st, long long c, long long s, int f, int r) { k_hs_strided<OP>(x, y, n, st, c, s, f, r); } \
     extern "C" __global__ void P##_bl_load(const OP::E* a, long long n, OP::E* w, OP::E* o, long long p, int r) { k_bl_load<OP>(a, n, w, o, p, r); } \
     extern "C" __global__ void P##_bl_clear_last(OP::E* w, long long p) { k_bl_clear_last<OP>(w, p); }                    \
     extern "C" __global__ void P##_bl_down(OP::E* w, long long p, long long s, int f) { k_bl_down<OP>(w, p, s, f); }      \

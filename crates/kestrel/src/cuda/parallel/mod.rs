@@ -2,7 +2,8 @@
 //! operators of `crate::parallel` as CUDA kernels (`kernels/parallel_*.cu`), compiled by
 //! NVRTC for the model's `NX`, `NY` and scalar type, and the scans of
 //! Sarkka & Garcia-Fernandez with one launch per level (Hillis-Steele, Blelloch,
-//! Ladner-Fischer), a one-thread fold, and the default chunked scan.
+//! Ladner-Fischer, Sengupta et al.'s hybrid), a one-thread fold, and the default chunked
+//! scan.
 //!
 //! Tracks are processed one after the other, each with all its steps in parallel.
 

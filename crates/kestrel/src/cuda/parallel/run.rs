@@ -41,11 +41,31 @@ pub(crate) fn scan<D: GpuReal>(
         ScanAlgorithm::LadnerFischer => {
             for d in 0..levels {
                 let st = 1i64 << d;
-                launch!(k, s, &name("up"), n.div_ceil(2 << d), &mut *a, &nn, &st, &rev, &rev);
+                launch!(
+                    k,
+                    s,
+                    &name("up"),
+                    n.div_ceil(2 << d),
+                    &mut *a,
+                    &nn,
+                    &st,
+                    &rev,
+                    &rev
+                );
             }
             for d in (0..levels).rev() {
                 let st = 1i64 << d;
-                launch!(k, s, &name("lf_down"), n.div_ceil(2 << d), &mut *a, &nn, &st, &rev, &rev);
+                launch!(
+                    k,
+                    s,
+                    &name("lf_down"),
+                    n.div_ceil(2 << d),
+                    &mut *a,
+                    &nn,
+                    &st,
+                    &rev,
+                    &rev
+                );
             }
         }
         ScanAlgorithm::HillisSteele => {
@@ -62,24 +82,153 @@ pub(crate) fn scan<D: GpuReal>(
             let pp = p as i64;
             let mut w = alloc::<D>(g, p * len, "the Blelloch buffer")?;
             let mut orig = alloc::<D>(g, p * len, "the Blelloch input copy")?;
-            launch!(k, s, &name("bl_load"), p, &*a, &nn, &mut w, &mut orig, &pp, &rev);
+            launch!(
+                k,
+                s,
+                &name("bl_load"),
+                p,
+                &*a,
+                &nn,
+                &mut w,
+                &mut orig,
+                &pp,
+                &rev
+            );
             let zero = 0i32;
             for d in 0..levels {
                 let st = 1i64 << d;
-                launch!(k, s, &name("up"), p.div_ceil(2 << d), &mut w, &pp, &st, &rev, &zero);
+                launch!(
+                    k,
+                    s,
+                    &name("up"),
+                    p.div_ceil(2 << d),
+                    &mut w,
+                    &pp,
+                    &st,
+                    &rev,
+                    &zero
+                );
             }
             launch!(k, s, &name("bl_clear_last"), 1, &mut w, &pp);
             for d in (0..levels).rev() {
                 let st = 1i64 << d;
-                launch!(k, s, &name("bl_down"), p.div_ceil(2 << d), &mut w, &pp, &st, &rev);
+                launch!(
+                    k,
+                    s,
+                    &name("bl_down"),
+                    p.div_ceil(2 << d),
+                    &mut w,
+                    &pp,
+                    &st,
+                    &rev
+                );
             }
-            launch!(k, s, &name("bl_fix"), n, &w, &orig, &mut *a, &nn, &rev, &rev);
+            launch!(
+                k,
+                s,
+                &name("bl_fix"),
+                n,
+                &w,
+                &orig,
+                &mut *a,
+                &nn,
+                &rev,
+                &rev
+            );
         }
         ScanAlgorithm::Fastest => chunked(g, k, op, len, a, n, rev, rev)?,
-        ScanAlgorithm::Sengupta(_) => {
-            return Err(crate::error::Error::Unsupported(
-                "the Sengupta scan is built for the CPU only; on cuda use fastest, ladner-fischer, blelloch, hillis-steele or sequential".into(),
-            ))
+        ScanAlgorithm::Sengupta(big_n) => {
+            // Pair reductions (up-sweep levels) until at most 2N block totals remain,
+            // Hillis-Steele over those, then the down-sweep of the same levels.
+            let big_n = big_n.max(1);
+            let mut lv = 0u32;
+            while (n >> lv) > 2 * big_n {
+                lv += 1;
+            }
+            for d in 0..lv {
+                let st = 1i64 << d;
+                launch!(
+                    k,
+                    s,
+                    &name("up"),
+                    n.div_ceil(2 << d),
+                    &mut *a,
+                    &nn,
+                    &st,
+                    &rev,
+                    &rev
+                );
+            }
+            let stride = 1i64 << lv;
+            let cnt = (n >> lv) as i64;
+            let mut other = alloc::<D>(g, n * len, "the Sengupta buffer")?;
+            let mut in_a = true;
+            let mut st = 1i64;
+            while st < cnt {
+                if in_a {
+                    launch!(
+                        k,
+                        s,
+                        &name("hs_strided"),
+                        cnt as usize,
+                        &*a,
+                        &mut other,
+                        &nn,
+                        &stride,
+                        &cnt,
+                        &st,
+                        &rev,
+                        &rev
+                    );
+                } else {
+                    launch!(
+                        k,
+                        s,
+                        &name("hs_strided"),
+                        cnt as usize,
+                        &other,
+                        &mut *a,
+                        &nn,
+                        &stride,
+                        &cnt,
+                        &st,
+                        &rev,
+                        &rev
+                    );
+                }
+                in_a = !in_a;
+                st *= 2;
+            }
+            if !in_a {
+                launch!(
+                    k,
+                    s,
+                    &name("hs_strided"),
+                    cnt as usize,
+                    &other,
+                    &mut *a,
+                    &nn,
+                    &stride,
+                    &cnt,
+                    &cnt,
+                    &rev,
+                    &rev
+                );
+            }
+            for d in (0..lv).rev() {
+                let st = 1i64 << d;
+                launch!(
+                    k,
+                    s,
+                    &name("lf_down"),
+                    n.div_ceil(2 << d),
+                    &mut *a,
+                    &nn,
+                    &st,
+                    &rev,
+                    &rev
+                );
+            }
         }
     }
     Ok(())
