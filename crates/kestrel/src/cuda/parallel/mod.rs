@@ -25,11 +25,12 @@ const SOURCES: [&str; 3] = [
     include_str!("../kernels/parallel_model.cu"),
 ];
 
-const SCAN_KERNELS: [&str; 10] = [
+const SCAN_KERNELS: [&str; 11] = [
     "seq",
     "up",
     "lf_down",
     "hs",
+    "hs_strided",
     "bl_load",
     "bl_clear_last",
     "bl_down",
