@@ -67,6 +67,45 @@ fn splat<T: Copy>(v: T) -> V<T> {
     [v; L]
 }
 
+/// Cholesky factorisation `A = L L^T` of one symmetric `N x N` matrix per lane, in
+/// place: the lower triangle of `a` is read and replaced by `L` (the strict upper
+/// triangle is left as it was and never read). Fills `inv_diag` with `1 / L_jj` and
+/// returns, per lane, whether a pivot was not positive (NaN counts as not positive).
+#[inline(always)]
+fn cholesky_lanes<T: Real, const N: usize>(
+    a: &mut [[V<T>; N]; N],
+    inv_diag: &mut [V<T>; N],
+) -> [bool; L] {
+    let zero = T::zero();
+    let mut bad = [false; L];
+    for j in 0..N {
+        let mut sjj = a[j][j];
+        for kk in 0..j {
+            for l in 0..L {
+                sjj[l] -= a[j][kk][l] * a[j][kk][l];
+            }
+        }
+        for l in 0..L {
+            bad[l] |= !(sjj[l] > zero);
+            let dj = sjj[l].sqrt();
+            a[j][j][l] = dj;
+            inv_diag[j][l] = T::one() / dj;
+        }
+        for i in (j + 1)..N {
+            let mut sij = a[i][j];
+            for kk in 0..j {
+                for l in 0..L {
+                    sij[l] -= a[i][kk][l] * a[j][kk][l];
+                }
+            }
+            for l in 0..L {
+                a[i][j][l] = sij[l] * inv_diag[j][l];
+            }
+        }
+    }
+    bad
+}
+
 /// Outputs of one group of up to `L` tracks: slices of the batch's estimates starting at
 /// the group's first track.
 struct GroupOut<'a, T> {
@@ -203,41 +242,18 @@ fn filter_group<T: Real, const NX: usize, const NY: usize>(
             }
         }
         let mut inv_diag: [V<T>; NY] = [splat(zero); NY];
+        let bad = cholesky_lanes(&mut s, &mut inv_diag);
+        if let Some(l) = (0..n).find(|&l| bad[l] && w[l] > zero) {
+            return Err(Error::NotPositiveDefinite {
+                track: first_track + l,
+                step: k,
+                what: "innovation covariance S",
+            });
+        }
         let mut det: V<T> = splat(T::one());
         for j in 0..NY {
-            let mut sjj = s[j][j];
-            for kk in 0..j {
-                for l in 0..L {
-                    sjj[l] -= s[j][kk][l] * s[j][kk][l];
-                }
-            }
-            let mut bad = false;
             for l in 0..L {
-                bad |= !(sjj[l] > zero);
-                let dj = sjj[l].sqrt();
-                s[j][j][l] = dj;
-                inv_diag[j][l] = T::one() / dj;
-                det[l] *= dj;
-            }
-            if bad {
-                if let Some(l) = (0..n).find(|&l| !(sjj[l] > zero) && w[l] > zero) {
-                    return Err(Error::NotPositiveDefinite {
-                        track: first_track + l,
-                        step: k,
-                        what: "innovation covariance S",
-                    });
-                }
-            }
-            for i in (j + 1)..NY {
-                let mut sij = s[i][j];
-                for kk in 0..j {
-                    for l in 0..L {
-                        sij[l] -= s[i][kk][l] * s[j][kk][l];
-                    }
-                }
-                for l in 0..L {
-                    s[i][j][l] = sij[l] * inv_diag[j][l];
-                }
+                det[l] *= s[j][j][l];
             }
         }
         // W^T = L^{-1} H P (forward substitution, NX right-hand sides) ; e = L^{-1} y.
@@ -399,42 +415,15 @@ fn smooth_group<T: Real, const NX: usize, const NY: usize>(
             }
         }
         // Cholesky of pp into c (lower).
-        let mut c: [[V<T>; NX]; NX] = [[splat(zero); NX]; NX];
+        let mut c = pp;
         let mut inv_diag: [V<T>; NX] = [splat(zero); NX];
-        for j in 0..NX {
-            let mut sjj = pp[j][j];
-            for kk in 0..j {
-                for l in 0..L {
-                    sjj[l] -= c[j][kk][l] * c[j][kk][l];
-                }
-            }
-            let mut bad = false;
-            for l in 0..L {
-                bad |= !(sjj[l] > zero);
-                let dj = sjj[l].sqrt();
-                c[j][j][l] = dj;
-                inv_diag[j][l] = T::one() / dj;
-            }
-            if bad {
-                if let Some(l) = (0..n).find(|&l| !(sjj[l] > zero)) {
-                    return Err(Error::NotPositiveDefinite {
-                        track: first_track + l,
-                        step: k + 1,
-                        what: "predicted covariance P(k+1|k) in the smoother",
-                    });
-                }
-            }
-            for i in (j + 1)..NX {
-                let mut sij = pp[i][j];
-                for kk in 0..j {
-                    for l in 0..L {
-                        sij[l] -= c[i][kk][l] * c[j][kk][l];
-                    }
-                }
-                for l in 0..L {
-                    c[i][j][l] = sij[l] * inv_diag[j][l];
-                }
-            }
+        let bad = cholesky_lanes(&mut c, &mut inv_diag);
+        if let Some(l) = (0..n).find(|&l| bad[l]) {
+            return Err(Error::NotPositiveDefinite {
+                track: first_track + l,
+                step: k + 1,
+                what: "predicted covariance P(k+1|k) in the smoother",
+            });
         }
         // ct = C^T = pp^{-1} fp: forward then backward substitution on NX columns.
         let mut ct = fp;
