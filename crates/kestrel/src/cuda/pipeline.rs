@@ -99,12 +99,37 @@ fn drive<T: Real>(
 }
 
 /// One slot for the whole batch when it fits the budget, else two of a chunk each.
+/// Starts a chunk of tracks `b0..b0 + nb` on slot `s`: clears its error flag, poisons
+/// its outputs when asked, and queues the copy of the chunk's measurements.
+fn load_measurements<T: Real>(
+    gpu: &Gpu,
+    s: &Slot<T>,
+    z: &Measurements<T>,
+    b0: usize,
+    nb: usize,
+    copts: &CudaOptions,
+) -> Result<()> {
+    s.clear_err()?;
+    if copts.poison {
+        s.poison()?;
+    }
+    let per = z.steps * z.ny;
+    upload(
+        gpu,
+        &s.stream,
+        &z.data[b0 * per..(b0 + nb) * per],
+        &s.z,
+        0,
+        "copying measurements to the GPU",
+    )
+}
+
 fn make_slots<T: Real>(
     gpu: &Gpu,
     tracks: usize,
     shape: Shape,
     opts: &CudaOptions,
-) -> Result<(usize, Vec<Slot<T>>)> {
+) -> Result<Vec<Slot<T>>> {
     let per = shape.bytes_per_track(std::mem::size_of::<T>());
     let budget = budget(gpu, opts)?;
     let whole = chunk_tracks(tracks, per, 1, budget);
@@ -123,7 +148,7 @@ fn make_slots<T: Real>(
         };
         slots.push(Slot::new(gpu, cap, shape, stream)?);
     }
-    Ok((cap, slots))
+    Ok(slots)
 }
 
 /// The batched filter (see [`super::filter_with`]).
@@ -154,29 +179,17 @@ pub(crate) fn filter<T: Real>(
         },
         smoothed: false,
     };
-    let (cap, slots) = make_slots::<T>(gpu, z.tracks, shape, copts)?;
+    let slots = make_slots::<T>(gpu, z.tracks, shape, copts)?;
     let mut est = host_estimates(z.tracks, kept, nx, true);
     let mut pred = opts
         .predicted
         .then(|| host_estimates::<T>(z.tracks, t, nx, false));
-    let _ = cap;
     drive(
         z.tracks,
         slots[0].cap,
         &slots,
         |s, b0, nb| {
-            s.clear_err()?;
-            if copts.poison {
-                s.poison()?;
-            }
-            upload(
-                gpu,
-                &s.stream,
-                &z.data[b0 * t * ny..(b0 + nb) * t * ny],
-                &s.z,
-                0,
-                "copying measurements to the GPU",
-            )?;
+            load_measurements(gpu, s, z, b0, nb, copts)?;
             s.filter(&k, &params, nb)?;
             s.to_host_layout(&k, nb)
         },
@@ -270,7 +283,7 @@ pub(crate) fn smooth_filtered<T: Real>(
         layout: OutputLayout::Host,
         smoothed: false,
     };
-    let (_, slots) = make_slots::<T>(gpu, filtered.tracks, shape, copts)?;
+    let slots = make_slots::<T>(gpu, filtered.tracks, shape, copts)?;
     let mut out = host_estimates(filtered.tracks, t, nx, false);
     let (m1, c1) = (t * nx, t * nx * nx);
     drive(
@@ -342,7 +355,7 @@ pub(crate) fn smooth<T: Real>(
         layout: copts.layout,
         smoothed: true,
     };
-    let (_, slots) = make_slots::<T>(gpu, z.tracks, shape, copts)?;
+    let slots = make_slots::<T>(gpu, z.tracks, shape, copts)?;
     let mut f = host_estimates(z.tracks, t, nx, true);
     let mut sm = host_estimates(z.tracks, t, nx, false);
     let (m1, c1) = (t * nx, t * nx * nx);
@@ -351,18 +364,7 @@ pub(crate) fn smooth<T: Real>(
         slots[0].cap,
         &slots,
         |s, b0, nb| {
-            s.clear_err()?;
-            if copts.poison {
-                s.poison()?;
-            }
-            upload(
-                gpu,
-                &s.stream,
-                &z.data[b0 * t * ny..(b0 + nb) * t * ny],
-                &s.z,
-                0,
-                "copying measurements to the GPU",
-            )?;
+            load_measurements(gpu, s, z, b0, nb, copts)?;
             s.filter(&kf, &params, nb)?;
             s.smooth(&ks, &params, nb)?;
             s.to_host_layout(&kf, nb)?;
