@@ -38,7 +38,10 @@ fn check(name: &str, method: Method) {
     let mut worst = 0f64;
     for (t, (g, w)) in got.values.iter().zip(&want).enumerate() {
         let rel = (g - w).abs() / w.abs().max(1.0);
-        assert!(rel <= 1e-8, "{name} {method:?} step {t}: {g} vs statsmodels {w}");
+        assert!(
+            rel <= 1e-8,
+            "{name} {method:?} step {t}: {g} vs statsmodels {w}"
+        );
         worst = worst.max(rel);
     }
     // The missing steps are in the file and count 0.
@@ -75,5 +78,9 @@ fn stationary_prior_first_step() {
     let s = p00 + model.r[(0, 0)];
     let z0 = z.data[0];
     let ll0 = -0.5 * ((2.0 * std::f64::consts::PI * s).ln() + z0 * z0 / s);
-    assert!((ll0 - want[0]).abs() <= 1e-10 * want[0].abs(), "{ll0} vs {}", want[0]);
+    assert!(
+        (ll0 - want[0]).abs() <= 1e-10 * want[0].abs(),
+        "{ll0} vs {}",
+        want[0]
+    );
 }

@@ -12,6 +12,9 @@
 //! Sigma_{i+1} = F Sigma_i^+ F^T + Q
 //! ```
 //!
+//! (computed as the difference `Sigma - P` and `P^w - P` from the exact covariances,
+//! whose recursions have no cancellation: see [`walk`]).
+//!
 //! The exact innovation is orthogonal to the past, so `Var(y^w_t - y^_t) = H Sigma_{N-1}
 //! H^T + R - S_t`. With `L L^T = S_t`, two numbers measure the window's error:
 //! `eps_c = max |eig(L^{-1} S^w L^{-T} - I)|` (the covariance) and `eps_m^2 =
@@ -95,18 +98,24 @@ fn not_pd() -> Error {
     Error::input("the window bound's innovation covariance is not positive definite")
 }
 
-/// The bound's two terms at one step, `(eps_c, eps_m)`.
-fn eps(s_exact: &DMatrix<f64>, s_window: &DMatrix<f64>, s_true: &DMatrix<f64>) -> Option<(f64, f64)> {
+/// The bound's two terms at one step, `(eps_c, eps_m)`, from the exact `S`, the window's
+/// `S^w - S` and the variance of the predicted measurements' difference.
+fn eps(s_exact: &DMatrix<f64>, ds: &DMatrix<f64>, dm: &DMatrix<f64>) -> Option<(f64, f64)> {
     let l = s_exact.clone().cholesky()?.l();
     let whiten = |m: &DMatrix<f64>| -> Option<DMatrix<f64>> {
         let a = l.solve_lower_triangular(m)?;
         Some(sym(l.solve_lower_triangular(&a.transpose())?))
     };
-    let n = s_exact.nrows();
-    let c = whiten(s_window)? - DMatrix::identity(n, n);
-    let ec = c.symmetric_eigenvalues().iter().fold(0f64, |a, v| a.max(v.abs()));
-    let m = whiten(&(s_true - s_exact))?;
-    let em2 = m.symmetric_eigenvalues().iter().fold(0f64, |a, v| a.max(*v));
+    let c = whiten(ds)?;
+    let ec = c
+        .symmetric_eigenvalues()
+        .iter()
+        .fold(0f64, |a, v| a.max(v.abs()));
+    let m = whiten(dm)?;
+    let em2 = m
+        .symmetric_eigenvalues()
+        .iter()
+        .fold(0f64, |a, v| a.max(*v));
     Some((ec, em2.max(0.0).sqrt()))
 }
 
@@ -152,39 +161,54 @@ fn walk(
         s *= 2;
     }
     starts.push(exact.len() - 1);
+    // Per start s: the mean part D = Sigma - P (the window's error covariance beyond the
+    // exact one) and the covariance part E = P^w - P, each propagated as a difference so
+    // that values far below the covariances' rounding stay exact:
+    //   D^+ = (I - K^w H) D (I - K^w H)^T + (K^w - K) S (K^w - K)^T,  D' = F D^+ F^T
+    //   E'  = F (I - K^w H) E (I - K H)^T F^T
+    // (the first from the Joseph form of a suboptimal gain, the second the difference of
+    // two Riccati solutions).
     struct Track {
         s: usize,
-        sigma: DMatrix<f64>,
-        exact: DMatrix<f64>,
+        d: DMatrix<f64>,
+        e: DMatrix<f64>,
     }
     let mut tracks: Vec<Track> = starts
         .iter()
         .map(|&s| {
-            let m2 = if s == 0 {
+            let d = if s == 0 {
                 &model.prior.x0 * model.prior.x0.transpose()
             } else {
                 DMatrix::identity(nx, nx) * (scale * scale)
             };
             Track {
                 s,
-                sigma: &exact[s] + m2,
-                exact: exact[s].clone(),
+                d,
+                e: DMatrix::identity(nx, nx) * vague - &exact[s],
             }
         })
         .collect();
-    let (h, r) = (&model.h, &model.r);
+    let (f, h) = (&model.f, &model.h);
     let mut pw = DMatrix::<f64>::identity(nx, nx) * vague;
     let ident = DMatrix::<f64>::identity(nx, nx);
     let mut last = f64::NAN;
     let mut flat = 0;
     for n in 1..=max_n {
-        let (pwu, kw, sw) = update(model, &pw).ok_or_else(not_pd)?;
+        let (pwu, kw, _) = update(model, &pw).ok_or_else(not_pd)?;
+        let aw = &ident - &kw * h;
         let mut worst = 0f64;
-        for t in &tracks {
-            let s_exact = sym(h * &t.exact * h.transpose() + r);
-            let s_true = sym(h * &t.sigma * h.transpose() + r);
-            let (ec, em) = eps(&s_exact, &sw, &s_true).ok_or_else(not_pd)?;
+        for t in &mut tracks {
+            let p = &exact[(t.s + n - 1).min(exact.len() - 1)];
+            let (_, k, s_exact) = update(model, p).ok_or_else(not_pd)?;
+            let ds = sym(h * &t.e * h.transpose());
+            let dm = sym(h * &t.d * h.transpose());
+            let (ec, em) = eps(&s_exact, &ds, &dm).ok_or_else(not_pd)?;
             worst = worst.max(combine(model.ny(), ec, em));
+            let dk = &kw - &k;
+            let du = sym(&aw * &t.d * aw.transpose() + &dk * &s_exact * dk.transpose());
+            t.d = sym(f * du * f.transpose());
+            let a = &ident - &k * h;
+            t.e = sym(f * &aw * &t.e * a.transpose() * f.transpose());
         }
         if !visit(n, worst) {
             return Ok(rho);
@@ -199,13 +223,6 @@ fn walk(
             flat = 0;
         }
         last = worst;
-        let a = &ident - &kw * h;
-        for t in &mut tracks {
-            let su = sym(&a * &t.sigma * a.transpose() + &kw * r * kw.transpose());
-            t.sigma = predict(model, &su);
-            let idx = (t.s + n).min(exact.len() - 1);
-            t.exact = exact[idx].clone();
-        }
         pw = predict(model, &pwu);
     }
     Ok(rho)

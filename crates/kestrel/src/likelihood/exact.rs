@@ -30,7 +30,8 @@ pub(crate) enum Structure {
 impl Structure {
     pub fn of(f: &nalgebra::DMatrix<f64>) -> Structure {
         let n = f.nrows();
-        let companion = (1..n).all(|i| (0..n).all(|j| f[(i, j)] == if j + 1 == i { 1.0 } else { 0.0 }));
+        let companion =
+            (1..n).all(|i| (0..n).all(|j| f[(i, j)] == if j + 1 == i { 1.0 } else { 0.0 }));
         if n > 1 && companion {
             Structure::Companion
         } else {
@@ -167,9 +168,9 @@ pub(crate) fn track<T: Real>(
             continue;
         }
         if k > 0 {
-            prev.copy_from_slice(&ws.p);
             predict(nx, mats, &mut ws.x, &mut ws.p, &mut ws.tmp);
         }
+        // `prev` holds the previous step's predicted covariance.
         let converged = match tol {
             Some(tol) if k > 0 => {
                 let mut scale = T::zero();
@@ -182,6 +183,9 @@ pub(crate) fn track<T: Real>(
             }
             _ => false,
         };
+        if tol.is_some() {
+            prev.copy_from_slice(&ws.p);
+        }
         let zk = &z[k * ny..(k + 1) * ny];
         if zk.iter().any(|v| v.is_nan_value()) {
             out[k] = T::zero();

@@ -205,7 +205,11 @@ pub fn data_scale<T: Real>(model: &Model, z: &Measurements<T>) -> f64 {
     z.data
         .chunks(ny)
         .filter(|v| !v.iter().any(|x| x.is_nan_value()))
-        .flat_map(|v| v.iter().enumerate().map(|(a, x)| (x.to_f64() - model.d[a]).abs()))
+        .flat_map(|v| {
+            v.iter()
+                .enumerate()
+                .map(|(a, x)| (x.to_f64() - model.d[a]).abs())
+        })
         .fold(0.0, f64::max)
 }
 

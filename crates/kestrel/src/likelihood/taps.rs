@@ -167,7 +167,10 @@ mod tests {
     fn taps_equal_the_mean_recursion() {
         let m = ar(&[0.6, -0.2, 0.1], 1.0, 0.5, 1.0)
             .unwrap()
-            .with_offsets(DVector::from_vec(vec![0.3, 0.0, 0.0]), DVector::from_vec(vec![-0.7]))
+            .with_offsets(
+                DVector::from_vec(vec![0.3, 0.0, 0.0]),
+                DVector::from_vec(vec![-0.7]),
+            )
             .unwrap();
         for missing in [vec![], vec![1usize, 4]] {
             let n = 7;

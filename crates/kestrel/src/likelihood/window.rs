@@ -86,7 +86,9 @@ impl<T: Real> PatternCache<'_, T> {
             return Ok(t.clone());
         }
         let missing: Vec<usize> = key.iter().map(|&k| k as usize).collect();
-        let t = Arc::new(TapsT::of(&Taps::new(self.model, self.n, self.vague, &missing)?));
+        let t = Arc::new(TapsT::of(&Taps::new(
+            self.model, self.n, self.vague, &missing,
+        )?));
         let mut g = self.lock();
         if g.1 + t.g.len() <= CACHE_VALUES {
             g.1 += t.g.len();
@@ -118,7 +120,12 @@ pub(crate) fn run<T: Real>(
 }
 
 /// The first `min(n - 1, steps)` steps of every track: exact, from the model's prior.
-pub(crate) fn head<T: Real>(model: &Model, z: &Measurements<T>, n: usize, out: &mut [T]) -> Result<()> {
+pub(crate) fn head<T: Real>(
+    model: &Model,
+    z: &Measurements<T>,
+    n: usize,
+    out: &mut [T],
+) -> Result<()> {
     let steps = z.steps;
     let h = (n - 1).min(steps);
     if h == 0 {
@@ -131,7 +138,13 @@ pub(crate) fn head<T: Real>(model: &Model, z: &Measurements<T>, n: usize, out: &
         .try_for_each(|(b, o)| exact::track(&m, st, b, z.track(b), None, &mut o[..h]))
 }
 
-fn cpu<T: Real>(model: &Model, z: &Measurements<T>, n: usize, vague: f64, out: &mut [T]) -> Result<()> {
+fn cpu<T: Real>(
+    model: &Model,
+    z: &Measurements<T>,
+    n: usize,
+    vague: f64,
+    out: &mut [T],
+) -> Result<()> {
     head(model, z, n, out)?;
     let steps = z.steps;
     let h = (n - 1).min(steps);
@@ -197,7 +210,11 @@ fn windows<T: Real>(
         }
         if lo == hi {
             // A run of windows without missing values: up to the next missing step.
-            let end = if hi < missing.len() { missing[hi].min(t1) } else { t1 };
+            let end = if hi < missing.len() {
+                missing[hi].min(t1)
+            } else {
+                t1
+            };
             fir(base, z, ny, n, t, end, &mut out[t - t0..end - t0]);
             t = end;
             continue;
@@ -227,7 +244,15 @@ fn windows<T: Real>(
 /// The shared taps over the windows ending at `t0..t1`, none of which has a missing
 /// value: `y^_t = c + sum_i G_i z_{t-n+1+i}`, accumulated tap by tap over a block of
 /// consecutive steps so that the inner loop runs across steps (vectorised).
-fn fir<T: Real>(taps: &TapsT<T>, z: &[T], ny: usize, n: usize, t0: usize, t1: usize, out: &mut [T]) {
+fn fir<T: Real>(
+    taps: &TapsT<T>,
+    z: &[T],
+    ny: usize,
+    n: usize,
+    t0: usize,
+    t1: usize,
+    out: &mut [T],
+) {
     let mut acc = vec![T::zero(); BLOCK * ny];
     let mut tmp = vec![T::zero(); ny];
     let mut b0 = t0;

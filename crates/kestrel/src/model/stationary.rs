@@ -76,7 +76,10 @@ mod tests {
     #[test]
     fn ar1_closed_form() {
         // AR(1): Var = q / (1 - phi^2).
-        let m = ar(&[0.8], 2.0, 1.0, 1.0).unwrap().with_stationary_prior().unwrap();
+        let m = ar(&[0.8], 2.0, 1.0, 1.0)
+            .unwrap()
+            .with_stationary_prior()
+            .unwrap();
         assert!((m.prior.p0[(0, 0)] - 2.0 / (1.0 - 0.64)).abs() < 1e-12);
     }
 
