@@ -358,3 +358,48 @@ fn bad_input() {
     .to_string();
     assert!(e.contains("vague"), "{e}");
 }
+
+/// With missing values `window:auto` lengthens the window (a rule of thumb, see
+/// `widen_for_missing`): its error stays within the tolerance for missing values every
+/// 20 steps (the seed's setting) and at random.
+#[test]
+fn window_auto_with_missing_values() {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+    for (name, model) in [
+        ("ar10 sunspots", sunspot_model()),
+        ("random walk 2-D", random_walk(2, 1.0, 2.0, 5.0).unwrap()),
+    ] {
+        let mut z = simulate(&model, 3, 1000, 11, 0.0).unwrap().measurements;
+        let ny = z.ny;
+        for k in (7..z.steps).step_by(20) {
+            z.data[k * ny..(k + 1) * ny].fill(f64::NAN);
+        }
+        for k in z.steps..z.tracks * z.steps {
+            if rng.gen_bool(0.08) {
+                z.data[k * ny..(k + 1) * ny].fill(f64::NAN);
+            }
+        }
+        let exact = loglik(Device::Cpu, &model, &z, Method::Exact, &Options::default()).unwrap();
+        for tol in [1e-4, 1e-8] {
+            let w = loglik(
+                Device::Cpu,
+                &model,
+                &z,
+                Method::WindowAuto(tol),
+                &Options::default(),
+            )
+            .unwrap();
+            let err = exact
+                .values
+                .iter()
+                .zip(&w.values)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0.0, f64::max);
+            eprintln!(
+                "{name}: tol {tol:e}: window {:?}, error {err:.2e}",
+                w.window
+            );
+            assert!(err <= tol, "{name}: tol {tol:e}: error {err:e}");
+        }
+    }
+}

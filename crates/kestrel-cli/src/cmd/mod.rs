@@ -4,6 +4,7 @@
 pub mod bench;
 pub mod demo;
 pub mod estimate;
+pub mod loglik;
 mod plot;
 pub mod simulate;
 

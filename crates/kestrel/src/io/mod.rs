@@ -171,6 +171,32 @@ fn write_series<T: Real>(
     }
 }
 
+/// Formats accepted for per-step values (`[B, T]`, such as log-likelihoods).
+pub const PER_STEP_FORMATS: &[Format] = &[Format::Csv, Format::Npy];
+
+/// Writes one value per track and step, `[tracks][steps]`, as `.npy` (`[B, T]`) or `.csv`
+/// (`track,t,{column}`).
+pub fn write_per_step<T: Real>(
+    path: &Path,
+    tracks: usize,
+    steps: usize,
+    data: &[T],
+    column: &str,
+) -> Result<()> {
+    if data.len() != tracks * steps {
+        return Err(Error::Input {
+            msg: format!(
+                "{} values, expected {tracks} tracks x {steps} steps",
+                data.len()
+            ),
+        });
+    }
+    match Format::of(path, PER_STEP_FORMATS)? {
+        Format::Csv => csv::write_per_step(path, tracks, steps, data, column),
+        _ => npy::write_array(path, &[tracks, steps], data),
+    }
+}
+
 /// Writes estimates as `.csv` or `.npz` (see the module documentation). The
 /// log-likelihood column / array is written when the estimates carry one.
 pub fn write_estimates<T: Real>(path: &Path, est: &Estimates<T>) -> Result<()> {

@@ -125,7 +125,8 @@ pub struct LogLik<T> {
     /// `log p(z_t | z_0:t-1)` of track `b` at `values[b * steps + t]`; 0 where `z_t` is
     /// missing.
     pub values: Vec<T>,
-    /// The window length used (windowed methods).
+    /// The window length used (windowed methods; for `window:auto`, lengthened by the
+    /// most missing values any window holds, see [`widen_for_missing`]).
     pub window: Option<usize>,
     /// The per-step error bound of the window used (windowed methods), see [`bound`].
     pub bound: Option<f64>,
@@ -256,9 +257,10 @@ pub fn loglik<T: Real>(
                 )));
             }
             let c = choose_window(model, tol, opts.vague, data_scale(model, z))?;
+            let n = widen_for_missing(model, z, c.window, c.rho);
             (
-                window::run(device, model, z, c.window, opts.vague)?,
-                Some(c.window),
+                window::run(device, model, z, n, opts.vague)?,
+                Some(n),
                 Some(c.bound),
             )
         }
@@ -270,6 +272,52 @@ pub fn loglik<T: Real>(
         window,
         bound,
     })
+}
+
+/// The window `window:auto` uses when measurements are missing. A step without a
+/// measurement does not contract the vague start's error (by `rho`, the closed loop's
+/// spectral radius) but may grow it by up to `|F|_2`, and the gain after a gap needs
+/// about one more step to settle: each missing value in a window is paid for with
+/// `2 + ln(max(|F|_2, 1)) / ln(1/rho)` extra steps, until every window of the data holds
+/// enough (at most the series' length, where every step is exact). This is a rule of
+/// thumb checked in the tests (missing at random and every 20 steps), not a bound.
+pub fn widen_for_missing<T: Real>(model: &Model, z: &Measurements<T>, n: usize, rho: f64) -> usize {
+    let norm_f = model.f.clone().singular_values().max().max(1.0);
+    let cost = if rho > 0.0 && rho < 1.0 {
+        2.0 + norm_f.ln() / (1.0 / rho).ln()
+    } else {
+        2.0
+    };
+    let steps = z.steps;
+    let missing: Vec<bool> = z
+        .data
+        .chunks(z.ny)
+        .map(|v| v.iter().any(|x| x.is_nan_value()))
+        .collect();
+    let most_missing = |w: usize| -> usize {
+        let mut most = 0;
+        for b in 0..z.tracks {
+            let m = &missing[b * steps..(b + 1) * steps];
+            let mut count = 0;
+            for t in 0..steps {
+                count += m[t] as usize;
+                if t >= w {
+                    count -= m[t - w] as usize;
+                }
+                most = most.max(count);
+            }
+        }
+        most
+    };
+    let mut w = n;
+    while w < steps {
+        let next = n + (cost * most_missing(w) as f64).ceil() as usize;
+        if next <= w {
+            break;
+        }
+        w = next;
+    }
+    w.min(steps.max(n))
 }
 
 /// The parallel-in-time filter's log-likelihoods (its moments are dropped).

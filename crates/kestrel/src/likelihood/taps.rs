@@ -46,40 +46,68 @@ pub struct Taps {
     pub present: Vec<bool>,
 }
 
-/// The window's gains `K_i` (`nx x ny`, zero where missing) and its last `S`.
+/// The window's gains `K_i` (`nx x ny`, zero where missing), its predicted covariances
+/// `P_i` and its last `S`.
 pub(crate) struct Gains {
     pub k: Vec<DMatrix<f64>>,
+    pub p: Vec<DMatrix<f64>>,
     pub s_last: DMatrix<f64>,
 }
 
 /// Runs the covariance recursion of a window of `n` steps with the measurements at the
-/// relative positions `missing` (sorted, each `< n - 1`) absent.
-pub(crate) fn gains(model: &Model, n: usize, vague: f64, missing: &[usize]) -> Result<Gains> {
+/// relative positions `missing` (sorted, each `< n - 1`) absent. With `base` (the
+/// recursion of the same window without missing values) the steps before the first
+/// missing value are copied from it.
+pub(crate) fn gains(
+    model: &Model,
+    n: usize,
+    vague: f64,
+    missing: &[usize],
+    base: Option<&Gains>,
+) -> Result<Gains> {
     let nx = model.nx();
     let (f, q, h, r) = (&model.f, &model.q, &model.h, &model.r);
-    let mut p = DMatrix::<f64>::identity(nx, nx) * vague;
+    let first = match (base, missing.first()) {
+        (Some(b), Some(&j)) if b.p.len() == n => j,
+        _ => 0,
+    };
     let mut ks = Vec::with_capacity(n.saturating_sub(1));
+    let mut ps = Vec::with_capacity(n);
+    let mut p = DMatrix::<f64>::identity(nx, nx) * vague;
+    if first > 0 {
+        let b = base.expect("first > 0 needs a base");
+        ks.extend_from_slice(&b.k[..first]);
+        ps.extend_from_slice(&b.p[..first]);
+        p = b.p[first].clone();
+    }
     let mut mi = 0;
     let mut converged: Option<DMatrix<f64>> = None;
-    let mut prev = p.clone();
-    for i in 0..n {
-        if i > 0 && converged.is_none() {
+    for i in first..n {
+        if i > first && converged.is_none() {
             let next = f * &p * f.transpose() + q;
             let next = (&next + next.transpose()) * 0.5;
             let scale = next.amax();
             // The steady state: later gains equal this step's (no missing value follows).
-            let settled = i > 1 && (&next - &prev).amax() <= 1e-14 * scale && mi >= missing.len();
+            let settled = i > 1
+                && ps
+                    .last()
+                    .is_some_and(|prev: &DMatrix<f64>| (&next - prev).amax() <= 1e-14 * scale)
+                && mi >= missing.len();
             p = next;
-            prev.copy_from(&p);
             if settled {
                 let s = h * &p * h.transpose() + r;
                 let k = solve_gain(&p, h, &s)?;
                 converged = Some(k);
             }
         }
+        ps.push(p.clone());
         let s = h * &p * h.transpose() + r;
         if i == n - 1 {
-            return Ok(Gains { k: ks, s_last: s });
+            return Ok(Gains {
+                k: ks,
+                p: ps,
+                s_last: s,
+            });
         }
         if let Some(k) = &converged {
             ks.push(k.clone());
@@ -111,8 +139,17 @@ impl Taps {
     /// The taps of a window of `n >= 1` steps with the relative positions `missing`
     /// (sorted, each below `n - 1`) absent.
     pub fn new(model: &Model, n: usize, vague: f64, missing: &[usize]) -> Result<Taps> {
+        Taps::from_gains(model, n, &gains(model, n, vague, missing, None)?, missing)
+    }
+
+    /// The taps of the gains `gs` of a window of `n` steps with `missing` absent.
+    pub(crate) fn from_gains(
+        model: &Model,
+        n: usize,
+        gs: &Gains,
+        missing: &[usize],
+    ) -> Result<Taps> {
         let ny = model.ny();
-        let gs = gains(model, n, vague, missing)?;
         let (f, h) = (&model.f, &model.h);
         let mut a = h.clone();
         let mut c: DVector<f64> = model.d.clone();
@@ -175,7 +212,12 @@ mod tests {
         for missing in [vec![], vec![1usize, 4]] {
             let n = 7;
             let t = Taps::new(&m, n, 1e4, &missing).unwrap();
-            let gs = gains(&m, n, 1e4, &missing).unwrap();
+            let gs = gains(&m, n, 1e4, &missing, None).unwrap();
+            let base = gains(&m, n, 1e4, &[], None).unwrap();
+            let shared = gains(&m, n, 1e4, &missing, Some(&base)).unwrap();
+            for (a, b) in gs.k.iter().zip(&shared.k) {
+                assert!((a - b).amax() <= 1e-12 * a.amax().max(1.0));
+            }
             let z: Vec<f64> = (0..n).map(|i| (i as f64 * 0.7).sin() * 3.0).collect();
             let mut x = DVector::<f64>::zeros(3);
             for i in 0..n - 1 {

@@ -9,11 +9,12 @@
 //! missing values at regular intervals there are as many patterns as the interval.
 
 use super::exact::{self, Structure};
-use super::taps::Taps;
+use super::taps::{gains, Gains, Taps};
 use crate::data::Measurements;
 use crate::device::Device;
-use crate::error::Result;
-use crate::kalman::dense::ConvertedModel;
+use crate::error::{Error, Result};
+use crate::kalman::dense::{ConvertedModel, Workspace};
+use crate::kalman::step::{predict, update};
 use crate::linalg::Real;
 use crate::model::Model;
 use rayon::prelude::*;
@@ -69,37 +70,108 @@ impl<T: Real> TapsT<T> {
     }
 }
 
-/// Pattern -> taps, and how many tap values the map holds.
-type PatternMap<T> = (HashMap<Vec<u32>, Arc<TapsT<T>>>, usize);
+/// What the cache knows of a pattern.
+enum Entry<T> {
+    /// Seen once: its window was run directly.
+    Seen,
+    Taps(Arc<TapsT<T>>),
+}
 
-/// Taps per missing pattern, computed on first use.
+/// Pattern -> entry, and how many tap values the map holds.
+type PatternMap<T> = (HashMap<Vec<u32>, Entry<T>>, usize);
+
+/// Taps per missing pattern. A pattern seen once is run directly (the window's own
+/// recursion, cheaper than deriving taps that nobody reuses); from its second window on
+/// its taps are computed and shared.
 struct PatternCache<'a, T> {
     model: &'a Model,
     n: usize,
     vague: f64,
+    /// The recursion without missing values, whose prefix every pattern shares.
+    base: Gains,
     map: Mutex<PatternMap<T>>,
 }
 
 impl<T: Real> PatternCache<'_, T> {
-    fn get(&self, key: &[u32]) -> Result<Arc<TapsT<T>>> {
-        if let Some(t) = self.lock().0.get(key) {
-            return Ok(t.clone());
+    /// The pattern's taps, or `None` the first time it is seen.
+    fn get(&self, key: &[u32]) -> Result<Option<Arc<TapsT<T>>>> {
+        {
+            let mut g = self.lock();
+            match g.0.get(key) {
+                Some(Entry::Taps(t)) => return Ok(Some(t.clone())),
+                Some(Entry::Seen) => {}
+                None => {
+                    // Keys alone are small; past the budget nothing more is remembered.
+                    if g.1 + key.len() <= CACHE_VALUES {
+                        g.1 += key.len();
+                        g.0.insert(key.to_vec(), Entry::Seen);
+                    }
+                    return Ok(None);
+                }
+            }
         }
         let missing: Vec<usize> = key.iter().map(|&k| k as usize).collect();
-        let t = Arc::new(TapsT::of(&Taps::new(
-            self.model, self.n, self.vague, &missing,
+        let gs = gains(self.model, self.n, self.vague, &missing, Some(&self.base))?;
+        let t = Arc::new(TapsT::of(&Taps::from_gains(
+            self.model, self.n, &gs, &missing,
         )?));
         let mut g = self.lock();
         if g.1 + t.g.len() <= CACHE_VALUES {
             g.1 += t.g.len();
-            g.0.entry(key.to_vec()).or_insert_with(|| t.clone());
+            g.0.insert(key.to_vec(), Entry::Taps(t.clone()));
         }
-        Ok(t)
+        Ok(Some(t))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, PatternMap<T>> {
         // A panic while holding the lock leaves a consistent map (inserts are atomic).
         self.map.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// One window run directly (Algorithm 2 itself, in `f64`, no allocation per step): the
+/// vague start at `s`, the measurements `z[s..=t]`, the last step's log-likelihood.
+struct Direct {
+    m: ConvertedModel<f64>,
+    vague: f64,
+}
+
+impl Direct {
+    fn run<T: Real>(
+        &self,
+        ws: &mut Workspace<f64>,
+        zw: &mut [f64],
+        z: &[T],
+        s: usize,
+        t: usize,
+    ) -> Result<T> {
+        let (nx, ny) = (self.m.nx, self.m.ny);
+        let mats = self.m.at(0);
+        ws.x.fill(0.0);
+        ws.p.fill(0.0);
+        for i in 0..nx {
+            ws.p[i * nx + i] = self.vague;
+        }
+        let mut ll = 0.0;
+        for k in s..=t {
+            if k > s {
+                predict(nx, mats, &mut ws.x, &mut ws.p, &mut ws.tmp);
+            }
+            let zk = &z[k * ny..(k + 1) * ny];
+            if zk.iter().any(|v| v.is_nan_value()) {
+                continue;
+            }
+            for (a, v) in zw.iter_mut().zip(zk) {
+                *a = v.to_f64();
+            }
+            ll = update(
+                nx, ny, mats, zw, &mut ws.x, &mut ws.p, &mut ws.y, &mut ws.s, &mut ws.wt,
+            )
+            .ok_or_else(|| {
+                Error::input("the windowed filter's innovation covariance is not positive definite")
+            })?;
+        }
+        Ok(T::of(ll))
     }
 }
 
@@ -151,12 +223,18 @@ fn cpu<T: Real>(
     if h == steps {
         return Ok(());
     }
-    let base = TapsT::<T>::of(&Taps::new(model, n, vague, &[])?);
+    let base_gains = gains(model, n, vague, &[], None)?;
+    let base = TapsT::<T>::of(&Taps::from_gains(model, n, &base_gains, &[])?);
     let cache = PatternCache::<T> {
         model,
         n,
         vague,
+        base: base_gains,
         map: Mutex::new((HashMap::new(), 0)),
+    };
+    let direct = Direct {
+        m: ConvertedModel::<f64>::new(model, 1),
+        vague,
     };
     let ny = z.ny;
     out.par_chunks_mut(steps)
@@ -171,7 +249,7 @@ fn cpu<T: Real>(
                 .enumerate()
                 .try_for_each(|(c, oc)| {
                     let t0 = h + c * CHUNK;
-                    windows(&base, &cache, zt, ny, n, &missing, t0, oc)
+                    windows(&base, &cache, &direct, zt, ny, n, &missing, t0, oc)
                 })
         })
 }
@@ -181,6 +259,7 @@ fn cpu<T: Real>(
 fn windows<T: Real>(
     base: &TapsT<T>,
     cache: &PatternCache<'_, T>,
+    direct: &Direct,
     z: &[T],
     ny: usize,
     n: usize,
@@ -194,6 +273,8 @@ fn windows<T: Real>(
     let mut hi = missing.partition_point(|&m| m < t0);
     let mut key: Vec<u32> = Vec::new();
     let mut acc = vec![T::zero(); ny];
+    let mut ws = Workspace::<f64>::new(direct.m.nx, ny);
+    let mut zw = vec![0.0; ny];
     let mut t = t0;
     while t < t1 {
         while lo < missing.len() && missing[lo] + n < t + 1 {
@@ -222,7 +303,11 @@ fn windows<T: Real>(
         let s = t + 1 - n;
         key.clear();
         key.extend(missing[lo..hi].iter().map(|&m| (m - s) as u32));
-        let taps = cache.get(&key)?;
+        let Some(taps) = cache.get(&key)? else {
+            out[t - t0] = direct.run(&mut ws, &mut zw, z, s, t)?;
+            t += 1;
+            continue;
+        };
         acc.copy_from_slice(&taps.c);
         for &i in &taps.used {
             let zi = &z[(s + i) * ny..(s + i + 1) * ny];
