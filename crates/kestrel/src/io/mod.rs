@@ -7,16 +7,19 @@
 //! - estimates: CSV `track,t,x0..,P00..,loglik` or NPZ (`mean`, `cov`, `loglik`).
 //!
 //! The format follows the file extension; an unknown extension is an error. Every write
-//! goes through [`write_atomic`], so a failure never leaves a partial file.
+//! goes through [`output`] ([`write_atomic`], [`Outputs`]): a failure never leaves a
+//! partial file, a temporary file or a clobbered input.
 
 mod csv;
 mod npy;
+pub mod output;
+
+pub use output::{check_paths, set_fsync, write_atomic, Outputs};
 
 use crate::data::{Estimates, Measurements};
 use crate::error::{Error, Result};
 use crate::linalg::Real;
-use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// File formats of the contract.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -194,40 +197,6 @@ pub fn write_estimates_with_progress<T: Real>(
 /// and tests; the precision of the file must be `T`).
 pub fn read_estimates_npz<T: Real>(path: &Path) -> Result<Estimates<T>> {
     npy::read_estimates(path)
-}
-
-/// Writes a file through a temporary file in the same directory and renames it into
-/// place, so that a failure never leaves a partial output behind (the rename is atomic
-/// on POSIX file systems). On failure the temporary file is removed.
-pub fn write_atomic<F>(path: &Path, write: F) -> Result<()>
-where
-    F: FnOnce(&mut BufWriter<std::fs::File>) -> std::io::Result<()>,
-{
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .ok_or_else(|| Error::io(path, std::io::Error::other("not a file name")))?;
-    let tmp: PathBuf = dir.join(format!(
-        ".{}.tmp{}",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    let result = (|| {
-        let f = std::fs::File::create(&tmp)?;
-        let mut w = BufWriter::with_capacity(1 << 20, f);
-        write(&mut w)?;
-        w.flush()?;
-        drop(w.into_inner().map_err(|e| e.into_error())?);
-        std::fs::rename(&tmp, path)
-    })();
-    if let Err(e) = result {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(Error::io(path, e));
-    }
-    Ok(())
 }
 
 #[cfg(test)]
