@@ -159,13 +159,18 @@ pub fn usage_error(e: clap::Error) -> std::process::ExitCode {
         }
         _ => {}
     }
+    // clap's message is its first paragraph (a list of missing arguments continues on
+    // indented lines); the usage and tip paragraphs after it are left out.
     let text = e.render().to_string();
-    let first = text
+    let first: Vec<&str> = text
         .lines()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("invalid arguments");
-    let first = first.strip_prefix("error: ").unwrap_or(first);
-    errln!("error: {}", one_line(first));
+        .skip_while(|l| l.trim().is_empty())
+        .take_while(|l| !l.trim().is_empty())
+        .map(str::trim)
+        .collect();
+    let msg = first.join(" ");
+    let msg = msg.strip_prefix("error: ").unwrap_or(&msg);
+    errln!("error: {}", one_line(msg));
     std::process::ExitCode::from(2)
 }
 

@@ -77,6 +77,34 @@ pub const MEASUREMENT_FORMATS: &[Format] = &[Format::Csv, Format::Npy];
 /// Formats accepted for estimates.
 pub const ESTIMATE_FORMATS: &[Format] = &[Format::Csv, Format::Npz];
 
+/// Characters of a field or line quoted in an error message; longer text is cut.
+pub const EXCERPT_CHARS: usize = 80;
+
+/// `bytes` as text to quote in an error message: invalid UTF-8 replaced, control
+/// characters escaped (`\r`, `\n`, `\0`, `\xNN`), cut after [`EXCERPT_CHARS`]
+/// characters with the length of the rest said, so that an error stays one short line
+/// whatever the file holds.
+pub fn excerpt(bytes: &[u8]) -> String {
+    let head = &bytes[..bytes.len().min(4 * EXCERPT_CHARS)];
+    let text = String::from_utf8_lossy(head);
+    let mut chars = text.chars();
+    let mut out = String::new();
+    for c in chars.by_ref().take(EXCERPT_CHARS) {
+        match c {
+            '\n' => out += "\\n",
+            '\r' => out += "\\r",
+            '\t' => out += "\\t",
+            '\0' => out += "\\0",
+            c if c.is_control() => out += &format!("\\x{:02x}", c as u32),
+            c => out.push(c),
+        }
+    }
+    if chars.next().is_some() || bytes.len() > head.len() {
+        out += &format!("... ({} bytes in all)", bytes.len());
+    }
+    out
+}
+
 pub(crate) fn parse_error(path: &Path, line: Option<usize>, msg: impl Into<String>) -> Error {
     Error::Parse {
         path: path.to_path_buf(),
