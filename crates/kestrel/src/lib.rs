@@ -14,6 +14,7 @@ pub mod kalman;
 pub mod linalg;
 pub mod model;
 pub mod parallel;
+pub mod particle;
 pub mod scan;
 pub mod sim;
 
