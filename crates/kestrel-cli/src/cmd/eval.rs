@@ -57,7 +57,6 @@ pub struct Evaluation {
     /// Names and columns of the series to plot.
     pub series: Vec<(&'static str, usize)>,
     pub summary: String,
-    pub mean: f64,
 }
 
 /// Computes `metric` over the frames.
@@ -101,7 +100,6 @@ pub fn evaluate(
             );
             Evaluation {
                 header: "t,gospa,localisation,missed,false,switching,switches",
-                mean: mean(1),
                 rows,
                 series: vec![
                     ("GOSPA", 1),
@@ -126,7 +124,6 @@ pub fn evaluate(
                     "mean OSPA {mean:.4} (c {c}, p {p}) over {} steps",
                     frames.len()
                 ),
-                mean,
                 rows,
                 series: vec![("OSPA", 1)],
             }
@@ -165,7 +162,6 @@ pub fn evaluate(
                     sum.switches,
                     frames.len()
                 ),
-                mean: sum.mota,
                 rows,
                 series: vec![
                     ("misses", 3),

@@ -235,7 +235,7 @@ impl Tracker {
     /// track to this scan, associates, updates, and runs the life cycle.
     pub fn step(&mut self, z: &[f64]) -> Result<()> {
         let ny = self.bank.ny;
-        if z.len() % ny != 0 {
+        if !z.len().is_multiple_of(ny) {
             return Err(Error::input(format!(
                 "a scan of {} values is not a whole number of {ny}-component detections",
                 z.len()
