@@ -6,7 +6,7 @@ use kestrel::parallel::{self, PaperModel};
 use kestrel::{Device, Estimates, FilterOptions, Measurements, ScanAlgorithm};
 
 fn gpu_or_skip() -> bool {
-    match kestrel::cuda::parallel::available(0) {
+    match kestrel::parallel::cuda::available(0) {
         Ok(()) => true,
         Err(why) => {
             if std::env::var("KESTREL_REQUIRE_GPU").is_ok_and(|v| v == "1") {

@@ -1,4 +1,4 @@
-//! The parallel CUDA kernels (`src/cuda/kernels/parallel_*.cu`) compiled as plain C++ by the
+//! The parallel CUDA kernels (`src/parallel/kernels/parallel_*.cu`) compiled as plain C++ by the
 //! host compiler (`$CXX`, else `c++`) and run thread by thread on the CPU
 //! (parallel_emulation/harness.inc, which also repeats the launch sequences of
 //! `cuda/parallel/run.rs`), against the sequential CPU reference: every GPU scan
@@ -12,9 +12,9 @@ use kestrel::{Estimates, FilterOptions, Measurements, Real, StateSpace};
 use std::io::Write;
 use std::process::{Command, Stdio};
 
-const OPS: &str = include_str!("../src/cuda/kernels/parallel_ops.cu");
-const SCAN: &str = include_str!("../src/cuda/kernels/parallel_scan.cu");
-const MODEL: &str = include_str!("../src/cuda/kernels/parallel_model.cu");
+const OPS: &str = include_str!("../src/parallel/kernels/parallel_ops.cu");
+const SCAN: &str = include_str!("../src/parallel/kernels/parallel_scan.cu");
+const MODEL: &str = include_str!("../src/parallel/kernels/parallel_model.cu");
 const HARNESS: &str = include_str!("parallel_emulation/harness.inc");
 
 fn compiler() -> Option<String> {

@@ -193,7 +193,7 @@ fn pram(sink: &mut Sink, quick: bool) {
 /// data resident on the device, against kestrel's Kalman filter in one GPU thread (the
 /// paper's speed-up metric); errors against the f64 sequential CPU filter and smoother.
 fn gpu(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
-    use kestrel::cuda::parallel::{self as cp, Method};
+    use kestrel::parallel::cuda::{self as cp, Method};
     let lengths: &[usize] = if quick {
         &[1_000, 10_000]
     } else {
@@ -381,7 +381,7 @@ fn gpu(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
 /// Runs this family's benchmarks; `quick` keeps sizes small. With a GPU, the GPU part
 /// runs too (`KESTREL_BENCH_GPU_ONLY=1` skips the CPU part).
 pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
-    if kestrel::cuda::parallel::available(0).is_ok() {
+    if kestrel::parallel::cuda::available(0).is_ok() {
         gpu(sink, quick)?;
         if std::env::var("KESTREL_BENCH_GPU_ONLY").is_ok_and(|v| v == "1") {
             return Ok(());

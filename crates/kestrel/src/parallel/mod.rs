@@ -12,8 +12,9 @@
 //! On the CPU, many tracks are spread over the rayon pool one track per task (each scanned
 //! serially); a few long tracks are scanned one at a time with every level on the pool.
 //! `Device::Cuda` runs the same elements and operators as CUDA kernels
-//! (`crate::cuda::parallel`).
+//! (`parallel::cuda`).
 
+pub mod cuda;
 pub mod filtering;
 mod paper;
 mod small;
@@ -24,7 +25,6 @@ pub use filtering::FilterOp;
 pub use paper::PaperModel;
 pub use smoothing::SmoothOp;
 
-use crate::cuda::parallel as gpu;
 use crate::data::{Estimates, Measurements};
 use crate::device::Device;
 use crate::error::{Error, Result};
@@ -32,6 +32,7 @@ use crate::kalman::dense::ConvertedModel;
 use crate::linalg::Real;
 use crate::model::StateSpace;
 use crate::scan::{Exec, ScanAlgorithm};
+use cuda as gpu;
 use rayon::prelude::*;
 use track::TrackOut;
 
@@ -136,7 +137,7 @@ where
 
 /// Parallel-in-time Kalman filter (Algorithm 5): filtered moments and per-step
 /// log-likelihoods of every track, with scan algorithm `scan`, on the CPU or the GPU
-/// (`crate::cuda::parallel`).
+/// (`parallel::cuda`).
 pub fn filter<T: Real, M: StateSpace + ?Sized>(
     device: Device,
     model: &M,

@@ -7,17 +7,15 @@
 //!
 //! Tracks are processed one after the other, each with all its steps in parallel.
 
+use crate::cuda::{catch, gpu, Gpu, Module as Kernels};
 use crate::data::{Estimates, Measurements};
 use crate::error::{Error, Result};
 use crate::kalman::dense::ConvertedModel;
 use crate::linalg::Real;
 use crate::model::StateSpace;
 use crate::scan::ScanAlgorithm;
-use cudarc::driver::{
-    CudaContext, CudaFunction, CudaModule, CudaStream, DeviceRepr, LaunchConfig, ValidAsZeroBits,
-};
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use cudarc::driver::{DeviceRepr, LaunchConfig, ValidAsZeroBits};
+use std::sync::Arc;
 
 const SOURCES: [&str; 3] = [
     include_str!("../kernels/parallel_ops.cu"),
@@ -69,82 +67,14 @@ pub(crate) fn cu<T>(
     r.map_err(|e| Error::Cuda(format!("{what}: {e:?}")))
 }
 
-struct Kernels {
-    _module: Arc<CudaModule>,
-    f: HashMap<String, CudaFunction>,
-}
-
-impl Kernels {
-    fn get(&self, name: &str) -> Result<&CudaFunction> {
-        self.f
-            .get(name)
-            .ok_or_else(|| Error::Cuda(format!("kernel {name} is not in the module")))
-    }
-}
-
-/// An opened device: context, stream and the modules compiled so far.
-pub struct Gpu {
-    ctx: Arc<CudaContext>,
-    stream: Arc<CudaStream>,
-    modules: Mutex<HashMap<ModuleKey, Arc<Kernels>>>,
-}
-
-/// `(nx, ny, scalar type)` of a compiled module.
-type ModuleKey = (usize, usize, &'static str);
-
-fn registry() -> &'static Mutex<HashMap<usize, Arc<Gpu>>> {
-    static R: OnceLock<Mutex<HashMap<usize, Arc<Gpu>>>> = OnceLock::new();
-    R.get_or_init(|| Mutex::new(HashMap::new()))
-}
-
 /// `Ok` when the driver and NVRTC load and device `ordinal` exists; else why not.
 pub fn available(ordinal: usize) -> std::result::Result<(), String> {
-    gpu(ordinal).map(|_| ()).map_err(|e| e.to_string())
-}
-
-/// The device `ordinal`, opened once per process.
-pub fn gpu(ordinal: usize) -> Result<Arc<Gpu>> {
-    let mut reg = registry()
-        .lock()
-        .map_err(|_| Error::Cuda("device registry poisoned".into()))?;
-    if let Some(g) = reg.get(&ordinal) {
-        return Ok(g.clone());
-    }
-    // SAFETY: only tries to open the shared libraries (a missing one would panic later).
-    if !unsafe { cudarc::driver::sys::is_culib_present() } {
-        return Err(Error::Unsupported(
-            "the CUDA driver library (libcuda) was not found".into(),
-        ));
-    }
-    // SAFETY: as above.
-    if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-        return Err(Error::Unsupported(
-            "the NVRTC library (libnvrtc) was not found".into(),
-        ));
-    }
-    let n = CudaContext::device_count()
-        .map_err(|e| Error::Unsupported(format!("no CUDA device: {e:?}")))?;
-    if ordinal >= n.max(0) as usize {
-        return Err(Error::Unsupported(format!(
-            "there is no CUDA device {ordinal} ({n} found)"
-        )));
-    }
-    let ctx = cu(CudaContext::new(ordinal), "creating the CUDA context")?;
-    // SAFETY: all work goes to one stream and results are read after synchronising it.
-    unsafe { ctx.disable_event_tracking() };
-    let stream = ctx.default_stream();
-    let g = Arc::new(Gpu {
-        ctx,
-        stream,
-        modules: Mutex::new(HashMap::new()),
-    });
-    reg.insert(ordinal, g.clone());
-    Ok(g)
+    crate::cuda::available(ordinal)
 }
 
 /// The name of device `ordinal`.
 pub fn device_name(ordinal: usize) -> Result<String> {
-    cu(gpu(ordinal)?.ctx.name(), "reading the device name")
+    crate::cuda::device_name(ordinal)
 }
 
 /// The translation unit for `nx`, `ny` and scalar `D`.
@@ -163,56 +93,24 @@ pub fn source(nx: usize, ny: usize, dtype: &str) -> String {
     s
 }
 
-impl Gpu {
-    fn kernels<D: GpuReal>(&self, nx: usize, ny: usize) -> Result<Arc<Kernels>> {
-        if nx == 0 || ny == 0 || nx > MAX_NX || ny > MAX_NY {
-            return Err(Error::Unsupported(format!(
-                "the parallel CUDA kernels are built for nx <= {MAX_NX}, ny <= {MAX_NY}; this model has nx = {nx}, ny = {ny}"
-            )));
-        }
-        let key = (nx, ny, D::NAME);
-        let mut mods = self
-            .modules
-            .lock()
-            .map_err(|_| Error::Cuda("module cache poisoned".into()))?;
-        if let Some(k) = mods.get(&key) {
-            return Ok(k.clone());
-        }
-        let (maj, min) = cu(
-            self.ctx.compute_capability(),
-            "reading the compute capability",
-        )?;
-        let opts = cudarc::nvrtc::CompileOptions {
-            options: vec![
-                format!("--gpu-architecture=compute_{maj}{min}"),
-                "--std=c++17".into(),
-            ],
-            ..Default::default()
-        };
-        let ptx =
-            cudarc::nvrtc::compile_ptx_with_opts(source(nx, ny, D::NAME), opts).map_err(|e| {
-                Error::Cuda(format!(
-                    "NVRTC failed on the parallel kernels (nx={nx}, ny={ny}, {}): {e:?}",
-                    D::NAME
-                ))
-            })?;
-        let module = cu(self.ctx.load_module(ptx), "loading the parallel kernels")?;
-        let mut f = HashMap::new();
-        let names = SCAN_KERNELS
-            .iter()
-            .flat_map(|k| [format!("pf_{k}"), format!("ps_{k}")])
-            .chain(MODEL_KERNELS.iter().map(|k| k.to_string()));
-        for name in names {
-            let func = cu(
-                module.load_function(&name),
-                &format!("finding kernel {name}"),
-            )?;
-            f.insert(name, func);
-        }
-        let k = Arc::new(Kernels { _module: module, f });
-        mods.insert(key, k.clone());
-        Ok(k)
+/// The parallel kernels for `nx`, `ny` and scalar `D` on `g` (compiled on first use).
+fn kernels<D: GpuReal>(g: &Gpu, nx: usize, ny: usize) -> Result<Arc<Kernels>> {
+    if nx == 0 || ny == 0 || nx > MAX_NX || ny > MAX_NY {
+        return Err(Error::Unsupported(format!(
+            "the parallel CUDA kernels are built for nx <= {MAX_NX}, ny <= {MAX_NY}; this model has nx = {nx}, ny = {ny}"
+        )));
     }
+    let names: Vec<String> = SCAN_KERNELS
+        .iter()
+        .flat_map(|k| [format!("pf_{k}"), format!("ps_{k}")])
+        .chain(MODEL_KERNELS.iter().map(|k| k.to_string()))
+        .collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    g.module(
+        &format!("kestrel-parallel-nx{nx}-ny{ny}-{}", D::NAME),
+        &source(nx, ny, D::NAME),
+        &names,
+    )
 }
 
 pub(crate) fn launch_cfg(threads: usize) -> LaunchConfig {
@@ -230,7 +128,7 @@ macro_rules! launch {
         let mut b = $stream.launch_builder(f);
         $( b.arg($arg); )*
         // SAFETY: the arguments match the kernel's signature in kernels/parallel_*.cu.
-        $crate::cuda::parallel::cu(unsafe { b.launch($crate::cuda::parallel::launch_cfg($threads)) }, &format!("launching {}", $name))?;
+        $crate::parallel::cuda::cu(unsafe { b.launch($crate::parallel::cuda::launch_cfg($threads)) }, &format!("launching {}", $name))?;
     }};
 }
 
@@ -312,9 +210,21 @@ fn run_as<D: GpuReal, M: StateSpace + ?Sized>(
     warmup: usize,
     repeats: usize,
 ) -> Result<(Vec<f64>, Output<D>)> {
+    catch(|| run_on(ordinal, model, z, method, alg, warmup, repeats))
+}
+
+fn run_on<D: GpuReal, M: StateSpace + ?Sized>(
+    ordinal: usize,
+    model: &M,
+    z: &Measurements<D>,
+    method: Method,
+    alg: ScanAlgorithm,
+    warmup: usize,
+    repeats: usize,
+) -> Result<(Vec<f64>, Output<D>)> {
     let g = gpu(ordinal)?;
     let (nx, ny, t) = (model.nx(), model.ny(), z.steps);
-    let k = g.kernels::<D>(nx, ny)?;
+    let k = kernels::<D>(&g, nx, ny)?;
     let m = ConvertedModel::<D>::new(model, t);
     let dm = DevModel::new(&g, &m, model.as_invariant().is_none())?;
     let smooth = matches!(method, Method::Rts | Method::TwoFilter);
