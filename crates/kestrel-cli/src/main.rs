@@ -67,6 +67,8 @@ enum Command {
     Demo(cmd::demo::Args),
     /// Throughput of every path: JSON lines, then a table.
     Bench(cmd::bench::Args),
+    /// Score tracks against truth: GOSPA, OSPA or CLEAR MOT, per step and averaged.
+    Eval(cmd::eval::Args),
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
@@ -76,6 +78,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Smooth(a) => cmd::estimate::run_smooth(a),
         Command::Demo(a) => cmd::demo::run(a),
         Command::Bench(a) => cmd::bench::run(a),
+        Command::Eval(a) => cmd::eval::run(a),
     }
 }
 
