@@ -7,7 +7,7 @@
 //! flops over 51 TFLOP/s FP32 (DESIGN.md).
 
 use super::{median, time_runs, Record, Sink};
-use kestrel::cuda::{self, BatchTracker, CudaOptions, DeviceBatch, OutputLayout};
+use kestrel::kalman::cuda::{self, BatchTracker, CudaOptions, DeviceBatch, OutputLayout};
 use kestrel::{FilterOptions, Keep, Measurements, Model};
 use serde_json::json;
 use std::time::Instant;
@@ -90,7 +90,7 @@ fn kernel_times(
 /// Runs this family's benchmarks; `quick` keeps sizes small.
 pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
     if let Err(why) = cuda::available(0) {
-        println!("cuda benchmarks skipped: no usable GPU: {why}");
+        outln!("cuda benchmarks skipped: no usable GPU: {why}");
         return Ok(());
     }
     let dev = format!("cuda:0 ({})", cuda::device_name(0)?);

@@ -101,6 +101,33 @@ pub(super) fn read_measurements<T: Real>(path: &Path) -> Result<Measurements<T>>
     }
 }
 
+/// Reads a `.npy` array of f64 or f32 of any shape: its shape and its values as f64
+/// (row-major).
+pub(super) fn read_array(path: &Path) -> Result<(Vec<usize>, Vec<f64>)> {
+    let open = || {
+        std::fs::File::open(path)
+            .map(std::io::BufReader::new)
+            .map_err(|e| Error::io(path, e))
+    };
+    let a = match ArrayD::<f64>::read_npy(open()?) {
+        Ok(a) => a,
+        Err(ReadNpyError::WrongDescriptor(_)) => match ArrayD::<f32>::read_npy(open()?) {
+            Ok(a) => a.mapv(f64::from),
+            Err(ReadNpyError::WrongDescriptor(d)) => {
+                return Err(parse_error(
+                    path,
+                    None,
+                    format!("unsupported dtype {d}: expected float64 or float32"),
+                ))
+            }
+            Err(e) => return Err(view_error(path, e)),
+        },
+        Err(e) => return Err(view_error(path, e)),
+    };
+    let shape = a.shape().to_vec();
+    Ok((shape, a.iter().copied().collect()))
+}
+
 /// Writes `data` as one `.npy` array of `shape`.
 pub(super) fn write_array<T: Real>(path: &Path, shape: &[usize], data: &[T]) -> Result<()> {
     let a = ArrayView::from_shape(IxDyn(shape), data).map_err(|e| Error::Input {
@@ -127,16 +154,41 @@ pub(super) fn write_estimates<T: Real>(path: &Path, est: &Estimates<T>) -> Resul
         .compression_method(zip::CompressionMethod::Stored)
         .large_file(large);
     super::write_atomic(path, |w| {
-        let mut npz = ndarray_npy::NpzWriter::new_with_options(w, options);
-        let io = std::io::Error::other;
-        npz.add_array("mean", &mean).map_err(io)?;
-        npz.add_array("cov", &cov).map_err(io)?;
-        if let Some(l) = &loglik {
-            npz.add_array("loglik", l).map_err(io)?;
+        // The archive is finished explicitly; after a failed write the latch swallows
+        // what the zip writer's drop still writes, so the error is reported once, here.
+        let mut npz =
+            ndarray_npy::NpzWriter::new_with_options(super::output::Latch::new(w), options);
+        let added = (|| {
+            npz.add_array("mean", &mean)?;
+            npz.add_array("cov", &cov)?;
+            if let Some(l) = &loglik {
+                npz.add_array("loglik", l)?;
+            }
+            Ok::<_, ndarray_npy::WriteNpzError>(())
+        })();
+        let finished = match added {
+            Ok(()) => npz.finish(),
+            Err(e) => {
+                drop(npz);
+                Err(e)
+            }
+        };
+        match finished {
+            Ok(mut latch) => latch.take_error().map_or(Ok(()), Err),
+            Err(e) => Err(npz_io_error(e)),
         }
-        npz.finish().map_err(io)?;
-        Ok(())
     })
+}
+
+/// The I/O error inside an NPZ writer's error (the disk's own message, e.g. "No space
+/// left on device"), or the writer's message.
+fn npz_io_error(e: ndarray_npy::WriteNpzError) -> std::io::Error {
+    use ndarray_npy::{WriteNpyError, WriteNpzError};
+    match e {
+        WriteNpzError::Zip(zip::result::ZipError::Io(io)) => io,
+        WriteNpzError::Npy(WriteNpyError::Io(io)) => io,
+        other => std::io::Error::other(other.to_string()),
+    }
 }
 
 /// Reads estimates written by [`write_estimates`].
