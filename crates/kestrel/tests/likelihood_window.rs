@@ -403,3 +403,54 @@ fn window_auto_with_missing_values() {
         }
     }
 }
+
+/// The seismic application: a known template arriving in AR(10) noise. The likelihood
+/// of an arrival hypothesis is that of `z - template` under the noise model; the
+/// statistic `sum ll(z - s) - sum ll(z)` is large when the template is there and
+/// negative when it is not, with every method.
+#[test]
+fn signal_plus_ar_noise() {
+    let model = sunspot_model();
+    let steps = 3000;
+    let noise = simulate(&model, 1, steps, 8, 0.0).unwrap().measurements;
+    let template: Vec<f64> = (0..steps)
+        .map(|k| {
+            if (1000..1300).contains(&k) {
+                let u = (k - 1000) as f64;
+                80.0 * (-u / 60.0).exp() * (u * 0.35).sin()
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    let with: Vec<f64> = noise
+        .data
+        .iter()
+        .zip(&template)
+        .map(|(n, s)| n + s)
+        .collect();
+    let minus = |z: &[f64]| -> Measurements<f64> {
+        Measurements::new(
+            1,
+            steps,
+            1,
+            z.iter().zip(&template).map(|(a, s)| a - s).collect(),
+        )
+        .unwrap()
+    };
+    let total = |z: &Measurements<f64>, m: Method| -> f64 {
+        loglik(Device::Cpu, &model, z, m, &Options::default())
+            .unwrap()
+            .total(0)
+    };
+    let arrived = Measurements::new(1, steps, 1, with.clone()).unwrap();
+    for m in [Method::Exact, Method::WindowAuto(1e-6), Method::Parallel] {
+        let present = total(&minus(&with), m) - total(&arrived, m);
+        let absent = total(&minus(&noise.data), m) - total(&noise, m);
+        eprintln!("{m:?}: statistic with the arrival {present:.2}, without {absent:.2}");
+        assert!(
+            present > 100.0 && absent < -100.0,
+            "{m:?}: {present} / {absent}"
+        );
+    }
+}

@@ -49,6 +49,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     Format::of(&a.input, MEASUREMENT_FORMATS)?;
     Format::of(&a.output, PER_STEP_FORMATS)?;
     let method: Method = a.method.parse()?;
+    let outputs = io::Outputs::plan(&[&a.model, &a.input], &[&a.output])?;
     if !(a.vague.is_finite() && a.vague > 0.0) {
         return Err(bad(format!(
             "--vague must be finite and positive, got {}",
@@ -77,8 +78,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         scan: a.scan,
     };
     match a.precision.unwrap_or(Precision::default_for(device)) {
-        Precision::F64 => run_typed::<f64>(&a, method, device, &model, &opts),
-        Precision::F32 => run_typed::<f32>(&a, method, device, &model, &opts),
+        Precision::F64 => run_typed::<f64>(&a, method, device, &model, &opts, outputs),
+        Precision::F32 => run_typed::<f32>(&a, method, device, &model, &opts, outputs),
     }
 }
 
@@ -88,6 +89,7 @@ fn run_typed<T: Real>(
     device: Device,
     model: &Model,
     opts: &Options,
+    outputs: io::Outputs,
 ) -> anyhow::Result<()> {
     let t0 = Instant::now();
     let progress = Progress::new("reading");
@@ -107,6 +109,7 @@ fn run_typed<T: Real>(
     let t_compute = t1.elapsed().as_secs_f64();
     progress.phase("writing");
     io::write_per_step(&a.output, ll.tracks, ll.steps, &ll.values, "loglik")?;
+    outputs.commit()?;
     progress.finish();
     print_totals(&ll);
     let window = match (ll.window, ll.bound) {
@@ -114,7 +117,7 @@ fn run_typed<T: Real>(
         (Some(n), None) => format!(", window {n}"),
         _ => String::new(),
     };
-    eprintln!(
+    errln!(
         "loglik ({}{window}): {} tracks x {} steps on {device}, {}; compute {t_compute:.3} s ({}); total {:.3} s -> {}",
         a.method,
         z.tracks,
@@ -133,17 +136,17 @@ fn print_totals<T: Real>(ll: &LogLik<T>) {
     let totals: Vec<f64> = (0..ll.tracks).map(|b| ll.total(b)).collect();
     let sum: f64 = totals.iter().sum();
     if ll.tracks <= 20 {
-        println!("track,total_loglik");
+        outln!("track,total_loglik");
         for (b, t) in totals.iter().enumerate() {
-            println!("{b},{t:.10e}");
+            outln!("{b},{t:.10e}");
         }
     } else {
         let min = totals.iter().copied().fold(f64::INFINITY, f64::min);
         let max = totals.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        println!(
+        outln!(
             "{} tracks: per-track totals from {min:.10e} to {max:.10e}",
             ll.tracks
         );
     }
-    println!("total,{sum:.10e}");
+    outln!("total,{sum:.10e}");
 }

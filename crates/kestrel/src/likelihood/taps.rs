@@ -197,7 +197,7 @@ impl Taps {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::builders::{ar, random_walk};
+    use crate::model::{ar, random_walk};
 
     /// The taps reproduce the mean recursion they unroll, offsets included.
     #[test]

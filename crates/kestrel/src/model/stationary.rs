@@ -71,7 +71,7 @@ impl Model {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::builders::ar;
+    use crate::model::ar;
 
     #[test]
     fn ar1_closed_form() {
