@@ -16,6 +16,7 @@ pub mod model;
 pub mod parallel;
 pub mod scan;
 pub mod sim;
+pub mod tbd;
 
 pub use data::{Estimates, Measurements};
 pub use device::Device;
