@@ -32,6 +32,12 @@ enum Command {
     Demo(cmd::demo::Args),
     /// Throughput of every path: JSON lines, then a table.
     Bench(cmd::bench::Args),
+    /// Track-before-detect over a frame sequence: detections as CSV.
+    Tbd(cmd::tbd::Args),
+    /// Frame sequences with point targets in noise, and their truth.
+    SimulateFrames(cmd::simulate_frames::Args),
+    /// Pd of track-before-detect against a single-frame detector (SNR sweep, ROC, plot).
+    TbdEval(cmd::tbd_eval::Args),
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
@@ -41,6 +47,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Smooth(a) => cmd::estimate::run_smooth(a),
         Command::Demo(a) => cmd::demo::run(a),
         Command::Bench(a) => cmd::bench::run(a),
+        Command::Tbd(a) => cmd::tbd::run(a),
+        Command::SimulateFrames(a) => cmd::simulate_frames::run(a),
+        Command::TbdEval(a) => cmd::tbd_eval::run(a),
     }
 }
 

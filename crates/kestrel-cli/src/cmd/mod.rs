@@ -6,6 +6,9 @@ pub mod demo;
 pub mod estimate;
 mod plot;
 pub mod simulate;
+pub mod simulate_frames;
+pub mod tbd;
+pub mod tbd_eval;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use kestrel::Device;

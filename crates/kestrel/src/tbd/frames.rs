@@ -136,17 +136,18 @@ impl FrameFile {
         #[cfg(unix)]
         let _ = map.advise(memmap2::Advice::Sequential);
         let (dtype, shape, offset) = parse_header(path, &map)?;
-        let (frames, h, w) =
-            match shape[..] {
-                [t, h, w] => (t, h, w),
-                [h, w] => (1, h, w),
-                _ => return Err(bad(
+        let (frames, h, w) = match shape[..] {
+            [t, h, w] => (t, h, w),
+            [h, w] => (1, h, w),
+            _ => {
+                return Err(bad(
                     path,
                     format!(
                         "expected frames [T, H, W] (or one frame [H, W]), found shape {shape:?}"
                     ),
-                )),
-            };
+                ))
+            }
+        };
         if h == 0 || w == 0 {
             return Err(bad(
                 path,
@@ -311,7 +312,8 @@ impl Frames {
     }
 }
 
-fn header(dtype: Dtype, shape: &[usize]) -> Vec<u8> {
+/// The header of a `.npy` array of `shape` (version 1.0, data aligned to 64 bytes).
+pub fn npy_header(dtype: Dtype, shape: &[usize]) -> Vec<u8> {
     let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
     let shape = if dims.len() == 1 {
         format!("({},)", dims[0])
@@ -372,7 +374,7 @@ pub fn write_npy<T: NpyElement>(path: &Path, shape: &[usize], data: &[T]) -> Res
         )));
     }
     write_atomic(path, |w| {
-        w.write_all(&header(T::DTYPE, shape))?;
+        w.write_all(&npy_header(T::DTYPE, shape))?;
         let mut buf = Vec::with_capacity(1 << 16);
         for chunk in data.chunks(1 << 14) {
             buf.clear();
