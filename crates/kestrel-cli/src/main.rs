@@ -32,6 +32,8 @@ enum Command {
     Demo(cmd::demo::Args),
     /// Throughput of every path: JSON lines, then a table.
     Bench(cmd::bench::Args),
+    /// Score tracks against truth: GOSPA, OSPA or CLEAR MOT, per step and averaged.
+    Eval(cmd::eval::Args),
     /// Track-before-detect over a frame sequence: detections as CSV.
     Tbd(cmd::tbd::Args),
     /// Frame sequences with point targets in noise, and their truth.
@@ -47,6 +49,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Smooth(a) => cmd::estimate::run_smooth(a),
         Command::Demo(a) => cmd::demo::run(a),
         Command::Bench(a) => cmd::bench::run(a),
+        Command::Eval(a) => cmd::eval::run(a),
         Command::Tbd(a) => cmd::tbd::run(a),
         Command::SimulateFrames(a) => cmd::simulate_frames::run(a),
         Command::TbdEval(a) => cmd::tbd_eval::run(a),

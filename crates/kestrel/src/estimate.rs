@@ -51,7 +51,7 @@ pub fn filter_on<T: Real, M: StateSpace + ?Sized>(
     match (method, device) {
         (FilterMethod::Sequential, Device::Cpu) => kalman::filter(model, z, opts),
         (FilterMethod::Sequential, Device::Cuda(i)) => {
-            crate::cuda::filter(i, invariant(model, "the batched filter")?, z, opts)
+            crate::kalman::cuda::filter(i, invariant(model, "the batched filter")?, z, opts)
         }
         (FilterMethod::Parallel(scan), d) => {
             let filtered = crate::parallel::filter(d, model, z, scan)?;
@@ -76,7 +76,7 @@ pub fn smooth_on<T: Real, M: StateSpace + ?Sized>(
             // Filter and smoother back to back on the device: the filtered moments stay
             // there between the two kernels.
             let m = invariant(model, "the batched smoother")?;
-            crate::cuda::smooth(i, m, z, &crate::cuda::CudaOptions::default())
+            crate::kalman::cuda::smooth(i, m, z, &crate::kalman::cuda::CudaOptions::default())
         }
         (SmoothMethod::ParallelRts(scan), d) => crate::parallel::smooth_rts(d, model, z, scan),
         (SmoothMethod::TwoFilter(scan), d) => crate::parallel::smooth_two_filter(d, model, z, scan),

@@ -5,8 +5,8 @@
 mod gpu_common;
 
 use gpu_common::*;
-use kestrel::cuda::compile::Part;
-use kestrel::cuda::{self, CudaOptions, OutputLayout};
+use kestrel::kalman::cuda::source::Part;
+use kestrel::kalman::cuda::{self, CudaOptions, OutputLayout};
 use kestrel::{kalman, FilterOptions, Keep, Real};
 
 const SIZES: [(usize, usize); 10] = [

@@ -9,7 +9,7 @@
 mod gpu_common;
 
 use gpu_common::*;
-use kestrel::cuda::compile::{model_params, source, Part};
+use kestrel::kalman::cuda::source::{model_params, source, Part};
 use kestrel::{kalman, Estimates, FilterOptions, Keep, Real};
 use std::io::Write;
 use std::path::Path;
@@ -17,8 +17,8 @@ use std::process::{Command, Stdio};
 
 const SHIM: &str = include_str!("kernel_emulation/shim.h");
 const HARNESS: &str = include_str!("kernel_emulation/harness.inc");
-const SMOOTH: &str = include_str!("../src/cuda/kernels/smooth.cu");
-const TRACKER: &str = include_str!("../src/cuda/kernels/tracker.cu");
+const SMOOTH: &str = include_str!("../src/kalman/kernels/smooth.cu");
+const TRACKER: &str = include_str!("../src/kalman/kernels/tracker.cu");
 
 fn compiler() -> Option<String> {
     let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());

@@ -5,7 +5,7 @@
 mod gpu_common;
 
 use gpu_common::*;
-use kestrel::cuda::{self, BatchTracker, CudaOptions};
+use kestrel::kalman::cuda::{self, BatchTracker, CudaOptions};
 use kestrel::{kalman, FilterOptions, Keep, Measurements, Real};
 
 fn last_of<T: Real>(m: &kestrel::Model, z: &Measurements<T>) -> kestrel::Estimates<T> {

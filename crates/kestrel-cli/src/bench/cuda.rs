@@ -7,7 +7,7 @@
 //! flops over 51 TFLOP/s FP32 (DESIGN.md).
 
 use super::{median, time_runs, Record, Sink};
-use kestrel::cuda::{self, BatchTracker, CudaOptions, DeviceBatch, OutputLayout};
+use kestrel::kalman::cuda::{self, BatchTracker, CudaOptions, DeviceBatch, OutputLayout};
 use kestrel::{FilterOptions, Keep, Measurements, Model};
 use serde_json::json;
 use std::time::Instant;

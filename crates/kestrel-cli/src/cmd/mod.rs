@@ -4,6 +4,7 @@
 pub mod bench;
 pub mod demo;
 pub mod estimate;
+pub mod eval;
 mod plot;
 pub mod simulate;
 pub mod simulate_frames;

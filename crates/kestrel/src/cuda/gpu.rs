@@ -6,11 +6,9 @@
 //! turned off: kestrel orders its work itself (one stream per pipeline slot, events
 //! between them) and frees device memory with `cuMemFree`, which waits for the device.
 
-pub(crate) use super::compile::model_params;
-use super::compile::{self, Part};
+use super::nvrtc;
 use crate::error::{Error, Result};
 use crate::linalg::Real;
-use crate::model::Model;
 use cudarc::driver::{
     result as cu, sys, CudaContext, CudaFunction, CudaModule, CudaStream, DriverError,
 };
@@ -29,27 +27,17 @@ pub(crate) fn ck<T>(r: std::result::Result<T, DriverError>, what: &str) -> Resul
     })
 }
 
-/// Which module: dimensions, scalar type, and the model when its numbers are compiled in.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-struct ModuleKey {
-    nx: usize,
-    ny: usize,
-    dtype: &'static str,
-    /// Hash of the model's matrices (exact bits) when baked.
-    baked: Option<u64>,
-    part: Part,
-}
-
 /// The kernels of one compiled module.
-pub(crate) struct Kernels {
+pub(crate) struct Module {
     _module: Arc<CudaModule>,
     /// NVRTC's messages (warnings) from the compilation; empty when loaded from disk.
     pub log: String,
-    funcs: HashMap<&'static str, CudaFunction>,
+    funcs: HashMap<String, CudaFunction>,
 }
 
-impl Kernels {
-    pub fn get(&self, name: &'static str) -> Result<&CudaFunction> {
+impl Module {
+    /// The kernel `name` (one of those named when the module was made).
+    pub fn get(&self, name: &str) -> Result<&CudaFunction> {
         self.funcs
             .get(name)
             .ok_or_else(|| Error::Cuda(format!("kernel {name} is not in the module")))
@@ -58,14 +46,14 @@ impl Kernels {
 
 /// A CUDA device with its context, a default stream and compiled modules.
 pub(crate) struct Gpu {
+    pub ordinal: usize,
     pub ctx: Arc<CudaContext>,
     pub stream: Arc<CudaStream>,
     pub name: String,
     pub cc: (i32, i32),
     pub sms: usize,
-    modules: Mutex<HashMap<ModuleKey, Arc<Kernels>>>,
-    /// Page-locked staging buffers for host copies (made on first use).
-    pub staging: Mutex<Option<super::transfer::Staging>>,
+    /// Modules by the hash of their name and source.
+    modules: Mutex<HashMap<u64, Arc<Module>>>,
 }
 
 fn registry() -> &'static Mutex<HashMap<usize, Arc<Gpu>>> {
@@ -122,30 +110,14 @@ fn open(ordinal: usize) -> Result<Gpu> {
         "reading the multiprocessor count",
     )? as usize;
     Ok(Gpu {
+        ordinal,
         ctx,
         stream,
         name,
         cc,
         sms,
         modules: Mutex::new(HashMap::new()),
-        staging: Mutex::new(None),
     })
-}
-
-/// Hash of the exact bits of a model's matrices.
-pub(crate) fn model_hash(m: &Model) -> u64 {
-    let mut h = compile::FNV0;
-    for mat in [&m.f, &m.q, &m.h, &m.r, &m.prior.p0] {
-        for v in mat.iter() {
-            h = compile::fnv1a(&v.to_bits().to_le_bytes(), h);
-        }
-    }
-    for vec in [&m.u, &m.d, &m.prior.x0] {
-        for v in vec.iter() {
-            h = compile::fnv1a(&v.to_bits().to_le_bytes(), h);
-        }
-    }
-    h
 }
 
 impl Gpu {
@@ -154,25 +126,13 @@ impl Gpu {
         ck(self.ctx.bind_to_thread(), "binding the CUDA context")
     }
 
-    /// The kernels of `part` for `model`'s dimensions and type `T`, compiled on first
-    /// use; `bake` compiles the model's numbers into the code.
-    pub fn kernels<T: Real>(&self, model: &Model, bake: bool, part: Part) -> Result<Arc<Kernels>> {
-        let (nx, ny) = (model.nx(), model.ny());
-        if nx == 0 || ny == 0 || nx > compile::MAX_NX || ny > compile::MAX_NY {
-            return Err(Error::Unsupported(format!(
-                "the CUDA kernels are built for 1 <= nx <= {} and 1 <= ny <= {}; this model has nx = {nx}, ny = {ny}",
-                compile::MAX_NX,
-                compile::MAX_NY
-            )));
-        }
-        let key = ModuleKey {
-            nx,
-            ny,
-            dtype: T::NAME,
-            baked: bake.then(|| model_hash(model)),
-            part,
-        };
-        let cached = || -> Result<Option<Arc<Kernels>>> {
+    /// The module compiled from the complete translation unit `src` (sizes, scalar type
+    /// and constants are part of the source), with the kernels `names` looked up;
+    /// compiled by NVRTC on first use, then cached in memory and on disk. `what` names
+    /// the module in errors and cache files.
+    pub fn module(&self, what: &str, src: &str, names: &[&str]) -> Result<Arc<Module>> {
+        let key = nvrtc::fnv1a(src.as_bytes(), nvrtc::fnv1a(what.as_bytes(), nvrtc::FNV0));
+        let cached = || -> Result<Option<Arc<Module>>> {
             let mods = self
                 .modules
                 .lock()
@@ -182,16 +142,9 @@ impl Gpu {
         if let Some(k) = cached()? {
             return Ok(k);
         }
-        // Compiled without holding the lock, so that modules for different keys compile
-        // in parallel; two threads racing for one key both compile, the first one wins.
-        let what = format!(
-            "kestrel-{}-nx{nx}-ny{ny}-{}{}",
-            part.name(),
-            T::NAME,
-            if bake { "-baked" } else { "" }
-        );
-        let src = compile::source(nx, ny, T::NAME, bake.then_some(model), part);
-        let img = compile::compile(&src, self.cc, &what)?;
+        // Compiled without holding the lock, so that different modules compile in
+        // parallel; two threads racing for one module both compile, the first one wins.
+        let img = nvrtc::compile(src, self.cc, what)?;
         self.bind()?;
         let module = ck(
             self.ctx
@@ -199,14 +152,14 @@ impl Gpu {
             &format!("loading module {what}"),
         )?;
         let mut funcs = HashMap::new();
-        for &k in part.kernels() {
+        for &k in names {
             let f = ck(
                 module.load_function(k),
                 &format!("finding kernel {k} in module {what}"),
             )?;
-            funcs.insert(k, f);
+            funcs.insert(k.to_string(), f);
         }
-        let k = Arc::new(Kernels {
+        let k = Arc::new(Module {
             _module: module,
             log: img.log,
             funcs,
@@ -376,36 +329,51 @@ pub(crate) fn dtoh<T>(
 }
 
 /// A kernel argument: its value, kept alive until the launch.
+// The scalar kinds a kernel parameter can have; a family uses those its kernels take.
+#[allow(dead_code)]
 pub(crate) enum Arg<'a> {
+    /// A device pointer.
     Ptr(u64),
     I32(i32),
+    U32(u32),
+    U64(u64),
+    F32(f32),
+    F64(f64),
+    /// A by-value struct, as its bytes.
     Bytes(&'a [u8]),
+}
+
+impl Arg<'_> {
+    /// The argument's bits in a 64-bit slot (a by-value struct is passed by pointer).
+    fn slot(&self) -> u64 {
+        match self {
+            Arg::Ptr(p) | Arg::U64(p) => *p,
+            Arg::I32(v) => *v as u32 as u64,
+            Arg::U32(v) => u64::from(*v),
+            Arg::F32(v) => u64::from(v.to_bits()),
+            Arg::F64(v) => v.to_bits(),
+            Arg::Bytes(_) => 0,
+        }
+    }
 }
 
 /// Launches kernel `name` of `k` on `stream` with a 1-D grid of `threads` threads in
 /// blocks of `block` (or the explicit 2-D `grid`/`block2`), checking the launch.
 pub(crate) fn launch(
     stream: &CudaStream,
-    k: &Kernels,
-    name: &'static str,
+    k: &Module,
+    name: &str,
     grid: (u32, u32, u32),
     block: (u32, u32, u32),
     args: &[Arg<'_>],
 ) -> Result<()> {
     let f = k.get(name)?;
-    let mut vals: Vec<u64> = args
-        .iter()
-        .map(|a| match a {
-            Arg::Ptr(p) => *p,
-            Arg::I32(v) => *v as u32 as u64,
-            Arg::Bytes(_) => 0,
-        })
-        .collect();
+    let mut vals: Vec<u64> = args.iter().map(Arg::slot).collect();
     let mut ptrs: Vec<*mut c_void> = Vec::with_capacity(args.len());
     for (i, a) in args.iter().enumerate() {
         match a {
             Arg::Bytes(b) => ptrs.push(b.as_ptr() as *mut c_void),
-            // Little-endian: the low 4 bytes of the u64 slot hold an i32 argument.
+            // Little-endian: the low 4 bytes of the u64 slot hold a 4-byte argument.
             _ => ptrs.push(&mut vals[i] as *mut u64 as *mut c_void),
         }
     }
@@ -413,7 +381,7 @@ pub(crate) fn launch(
         return Ok(());
     }
     // SAFETY: the argument list matches the kernel's signature (the callers in this
-    // module pass them in the order of kernels/*.cu); values outlive the call.
+    // families pass them in the order of their kernels' parameters); values outlive the call.
     let r = unsafe {
         cu::launch_kernel(
             f.cu_function(),
@@ -441,4 +409,24 @@ pub(crate) fn as_bytes<T: Real>(v: &[T]) -> &[u8] {
 /// Synchronises `stream`, naming what was waited for.
 pub(crate) fn sync(stream: &CudaStream, what: &str) -> Result<()> {
     ck(stream.synchronize(), what)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Arg;
+
+    #[test]
+    fn arguments_keep_their_bits_in_the_low_bytes() {
+        // The driver reads a 4-byte argument from the first 4 bytes of its slot.
+        let low4 = |a: Arg| a.slot().to_le_bytes()[..4].to_vec();
+        assert_eq!(low4(Arg::I32(-2)), (-2i32).to_le_bytes());
+        assert_eq!(low4(Arg::U32(7)), 7u32.to_le_bytes());
+        assert_eq!(low4(Arg::F32(1.5)), 1.5f32.to_le_bytes());
+        assert_eq!(
+            Arg::F64(-0.25).slot().to_le_bytes(),
+            (-0.25f64).to_le_bytes()
+        );
+        assert_eq!(Arg::U64(u64::MAX - 1).slot(), u64::MAX - 1);
+        assert_eq!(Arg::Ptr(0xdead_beef_0000).slot(), 0xdead_beef_0000);
+    }
 }

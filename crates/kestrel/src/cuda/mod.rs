@@ -1,102 +1,52 @@
-//! The CUDA backend: the batched Kalman filter, the batched RTS smoother and streaming
-//! tracking of many targets on an NVIDIA GPU.
+//! The GPU runtime: everything an estimator family needs to run its kernels on an NVIDIA
+//! GPU, and nothing that names an estimator.
 //!
-//! # Design
+//! - *Devices* ([`gpu`](fn@gpu) / `Gpu`): the CUDA driver and NVRTC are loaded at run
+//!   time through `cudarc`, so the crate builds and every CPU path runs on machines
+//!   without CUDA; [`available`] says why a GPU cannot be used instead of failing later.
+//!   One context and one default stream per device, opened once per process, with
+//!   cudarc's per-buffer event tracking off: families order their work on their own
+//!   streams and events.
+//! - *Compilation* (`nvrtc.rs`, `Gpu::module`): a family hands a complete translation
+//!   unit (its `.cu` files with its sizes, scalar type and constants written into the
+//!   source) and the names of its kernels; it is compiled by NVRTC for the device's own
+//!   architecture and cached in memory and on disk, keyed by a hash of the source.
+//! - *Memory and launches* (`gpu.rs`): device buffers (`DevBuf`, freed on drop, poisoned
+//!   with NaN on request so that unwritten outputs show in tests), page-locked host
+//!   memory (`Pinned`), checked asynchronous copies and kernel launches (`launch` with
+//!   typed `Arg`s); every failure is an [`Error::Cuda`] naming what was being done.
+//! - *Transfers* (`transfer.rs`): host copies through two page-locked staging buffers
+//!   per device, the CPU side spread over all cores beside the DMA.
+//! - *Chunks* (`chunks.rs`): the out-of-core pipeline of any "map over independent
+//!   items" family: items in chunks that fit a memory budget, one or two buffer sets on
+//!   their own streams so that one chunk's copies overlap the other's kernels.
+//! - *Timing* ([`EventTimer`]): kernel time by CUDA events, for benchmarks.
 //!
-//! *Loading.* The driver (`libcuda`) and NVRTC are loaded at run time through `cudarc`,
-//! so the crate builds and all CPU paths run on machines without CUDA; [`available`]
-//! says why a GPU cannot be used instead of failing later.
+//! # Adding a family
 //!
-//! *Compilation.* The kernels (`cuda/kernels/*.cu`, one translation unit) are compiled
-//! by NVRTC for the device's own architecture (`--gpu-architecture=sm_XY` from its
-//! compute capability) with `NX`, `NY` and the scalar type fixed at compile time, so
-//! every loop over the state is unrolled and the mean, the covariance (packed lower
-//! triangle, `NX (NX + 1) / 2` values) and every intermediate live in registers. By
-//! default the model's numbers are compiled in as well ([`CudaOptions::bake_model`]):
-//! products with structural zeros of `F` and `H` vanish and ones fold away, which for
-//! the constant-velocity and -acceleration models removes most of the arithmetic.
-//! Otherwise the model is a by-value kernel parameter (the constant bank: uniform loads).
-//! Images are cached in memory per device and on disk ([`compile`]).
-//!
-//! *Mapping.* One thread per track, the time loop inside the kernel (the thesis's
-//! "map over independent items"; DESIGN.md). Each thread reads its own measurements in
-//! the host layout `[B][T][NY]`, one step ahead of use; consecutive steps share 32-byte
-//! sectors that stay in L2, so DRAM moves each byte once. Outputs are written either
-//! straight in the host layout ([`OutputLayout::Host`]: `[B][T][NX]`, full
-//! `[B][T][NX][NX]`; no conversion pass, one copy down) or as structure of arrays
-//! ([`OutputLayout::Soa`]: `[T][NX][B]`, packed `[T][NP][B]`; every warp store is one
-//! line, fewest bytes; the default) followed by a tiled transpose on the device. On the
-//! H100 the SoA layout reaches 70% of the memory bandwidth, the host layout 8%.
-//!
-//! *Numerics.* The same recursion, in the same order of summation, as the CPU
-//! reference (`kalman/step.rs`, `kalman/dense.rs`): `S = H P H^T + R = L L^T`,
-//! `W = P H^T L^{-T}`, `x += W L^{-1} y`, `P -= W W^T`; the smoother solves with the
-//! Cholesky factor of `P_{k+1|k}`. A covariance that is not positive definite stops that
-//! track and is reported as [`Error::NotPositiveDefinite`] with the track and step.
-//!
-//! *Batches larger than memory* are processed in chunks of tracks with two buffer sets
-//! on two streams, one chunk's copies overlapping the other's kernels
-//! ([`CudaOptions::memory_budget`]). Host copies go through two pinned staging buffers,
-//! the CPU side of each copy spread over all cores (`transfer.rs`). *Streaming*:
-//! [`BatchTracker`]. Files and measured throughput: `cuda/README.md`,
-//! `docs/cuda-perf.md`.
+//! A family keeps its API, CPU path, launcher (`FAMILY/cuda.rs` or `FAMILY/cuda/`) and
+//! kernels (`FAMILY/kernels/*.cu`) in its own folder. Its launcher builds the source
+//! (`#define`s + `include_str!` of its `.cu` files), gets the device with `gpu(ordinal)`,
+//! the module with `Gpu::module`, allocates `DevBuf`s, launches with `launch`, and wraps
+//! its public entry points in [`catch`]. The Kalman family (`kalman/cuda/`) is the worked
+//! example of chunks, staging and graphs; `parallel/cuda/` of per-level scans.
 
-mod batch;
-pub mod compile;
+mod chunks;
 mod gpu;
-mod pipeline;
-mod slot;
-mod tracker;
+pub(crate) mod nvrtc;
 mod transfer;
 
-pub use batch::DeviceBatch;
-pub use tracker::BatchTracker;
+pub(crate) use chunks::{drive, plan, streams, ChunkSlot};
+pub(crate) use gpu::{
+    as_bytes, ck, dtoh, gpu, grid_for, htod, launch, sync, Arg, DevBuf, Gpu, Module, Pinned,
+};
+pub(crate) use transfer::{download, upload};
 
-use crate::data::Measurements;
 use crate::error::{Error, Result};
-use crate::kalman::{FilterOptions, FilterOutput};
-use crate::linalg::Real;
-use crate::model::Model;
-use crate::Estimates;
+use cudarc::driver::{CudaEvent, CudaStream};
 
-/// How the filter writes its outputs on the device (see the module documentation).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum OutputLayout {
-    /// Straight in the host layout (each thread writes its own rows: partial-sector
-    /// writes, about 11x slower than `Soa` on the H100; kept for comparison and for the
-    /// predicted moments).
-    Host,
-    /// Structure of arrays with packed covariances, then a transpose on the device.
-    #[default]
-    Soa,
-}
-
-/// Options of the CUDA paths.
-#[derive(Clone, Copy, Debug)]
-pub struct CudaOptions {
-    /// Compile the model's numbers into the kernels (one compilation per model).
-    pub bake_model: bool,
-    /// Device memory the batch may use, in bytes (default: 80% of the free memory).
-    /// A batch that needs more is processed in chunks.
-    pub memory_budget: Option<usize>,
-    /// Output layout of the filter kernel.
-    pub layout: OutputLayout,
-    /// Fill device outputs with NaN before each run (tests: an unwritten value shows).
-    pub poison: bool,
-}
-
-impl Default for CudaOptions {
-    fn default() -> Self {
-        CudaOptions {
-            bake_model: true,
-            memory_budget: None,
-            layout: OutputLayout::Soa,
-            poison: false,
-        }
-    }
-}
-
-fn catch<R>(f: impl FnOnce() -> Result<R>) -> Result<R> {
+/// Runs `f`, turning a panic inside the CUDA libraries into [`Error::Cuda`].
+pub(crate) fn catch<R>(f: impl FnOnce() -> Result<R>) -> Result<R> {
     // cudarc panics when a library symbol is missing; keep that from unwinding through
     // callers that expect a Result.
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
@@ -121,6 +71,22 @@ pub fn available(ordinal: usize) -> std::result::Result<(), String> {
     catch(|| gpu::gpu(ordinal).map(|_| ())).map_err(|e| e.to_string())
 }
 
+/// The number of CUDA devices (0 when the driver is missing).
+pub fn device_count() -> usize {
+    if gpu::libraries_missing().is_some() {
+        return 0;
+    }
+    catch(|| {
+        ck(cudarc::driver::result::init(), "cuInit")?;
+        ck(
+            cudarc::driver::result::device::get_count(),
+            "cuDeviceGetCount",
+        )
+    })
+    .map(|n| n.max(0) as usize)
+    .unwrap_or(0)
+}
+
 /// The name of device `ordinal`.
 pub fn device_name(ordinal: usize) -> Result<String> {
     catch(|| Ok(gpu::gpu(ordinal)?.name.clone()))
@@ -134,74 +100,34 @@ pub fn device_info(ordinal: usize) -> Result<((i32, i32), usize)> {
     })
 }
 
-/// Compiles (or finds in the caches) the kernels for `model` and type `T` on GPU
-/// `ordinal`; returns NVRTC's log (empty when the module came from a cache). A failure
-/// carries NVRTC's full log.
-pub fn compile_kernels<T: Real>(
-    ordinal: usize,
-    model: &Model,
-    bake_model: bool,
-    part: compile::Part,
-) -> Result<String> {
-    catch(|| {
-        Ok(gpu::gpu(ordinal)?
-            .kernels::<T>(model, bake_model, part)?
-            .log
-            .clone())
-    })
+/// Kernel time on a stream by a pair of CUDA events.
+pub(crate) struct EventTimer {
+    start: CudaEvent,
+    stop: CudaEvent,
 }
 
-/// Batched Kalman filter on GPU `ordinal` with the default [`CudaOptions`].
-pub fn filter<T: Real>(
-    ordinal: usize,
-    model: &Model,
-    z: &Measurements<T>,
-    opts: &FilterOptions,
-) -> Result<FilterOutput<T>> {
-    filter_with(ordinal, model, z, opts, &CudaOptions::default())
-}
-
-/// Batched Kalman filter: every track of `z` with `model`, one GPU thread per track.
-/// Same outputs, layout and time convention as [`crate::kalman::filter`].
-pub fn filter_with<T: Real>(
-    ordinal: usize,
-    model: &Model,
-    z: &Measurements<T>,
-    opts: &FilterOptions,
-    copts: &CudaOptions,
-) -> Result<FilterOutput<T>> {
-    catch(|| pipeline::filter(&*gpu::gpu(ordinal)?, model, z, opts, copts))
-}
-
-/// Batched RTS smoother on GPU `ordinal` over filtered estimates (all steps kept).
-pub fn smooth_filtered<T: Real>(
-    ordinal: usize,
-    model: &Model,
-    filtered: &Estimates<T>,
-) -> Result<Estimates<T>> {
-    smooth_filtered_with(ordinal, model, filtered, &CudaOptions::default())
-}
-
-/// [`smooth_filtered`] with options. Same outputs as [`crate::kalman::smooth_filtered`].
-pub fn smooth_filtered_with<T: Real>(
-    ordinal: usize,
-    model: &Model,
-    filtered: &Estimates<T>,
-    copts: &CudaOptions,
-) -> Result<Estimates<T>> {
-    catch(|| pipeline::smooth_filtered(&*gpu::gpu(ordinal)?, model, filtered, copts))
-}
-
-/// Filter and RTS smoother on the GPU, the filtered estimates going from one kernel to
-/// the next without leaving the device; returns `(filtered, smoothed)` like
-/// [`crate::kalman::smooth`].
-pub fn smooth<T: Real>(
-    ordinal: usize,
-    model: &Model,
-    z: &Measurements<T>,
-    copts: &CudaOptions,
-) -> Result<(Estimates<T>, Estimates<T>)> {
-    catch(|| pipeline::smooth(&*gpu::gpu(ordinal)?, model, z, copts))
+impl EventTimer {
+    /// Two timing events on `g`'s context.
+    pub fn new(g: &Gpu) -> Result<Self> {
+        let flags = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
+        Ok(EventTimer {
+            start: ck(g.ctx.new_event(flags), "creating an event")?,
+            stop: ck(g.ctx.new_event(flags), "creating an event")?,
+        })
+    }
+    /// Records the start on `stream`.
+    pub fn start(&self, stream: &CudaStream) -> Result<()> {
+        ck(self.start.record(stream), "recording an event")
+    }
+    /// Records the stop on `stream`.
+    pub fn stop(&self, stream: &CudaStream) -> Result<()> {
+        ck(self.stop.record(stream), "recording an event")
+    }
+    /// Milliseconds between start and stop (waits for the stop).
+    pub fn elapsed_ms(&self) -> Result<f32> {
+        ck(self.stop.synchronize(), "waiting for an event")?;
+        ck(self.start.elapsed_ms(&self.stop), "reading an event timer")
+    }
 }
 
 #[cfg(test)]
@@ -216,6 +142,3 @@ mod tests {
         assert!(super::available(1 << 20).is_err());
     }
 }
-
-/// The parallel-in-time filter and smoothers on the GPU.
-pub mod parallel;

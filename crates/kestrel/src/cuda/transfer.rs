@@ -10,6 +10,8 @@ use crate::error::{Error, Result};
 use crate::linalg::Real;
 use cudarc::driver::{result as cu, CudaEvent, CudaStream};
 use rayon::prelude::*;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// Bytes per staging buffer.
 const STAGE_BYTES: usize = 64 << 20;
@@ -48,15 +50,20 @@ fn par_copy<T: Real>(dst: &mut [T], src: &[T]) {
         .for_each(|(d, s)| d.copy_from_slice(s));
 }
 
-fn staging(gpu: &Gpu) -> Result<std::sync::MutexGuard<'_, Option<Staging>>> {
-    let mut g = gpu
-        .staging
+/// The staging buffers of `gpu`, made on first use (one pair per device, shared by its
+/// callers in turn).
+fn staging(gpu: &Gpu) -> Result<Arc<Mutex<Staging>>> {
+    static REG: OnceLock<Mutex<HashMap<usize, Arc<Mutex<Staging>>>>> = OnceLock::new();
+    let mut reg = REG
+        .get_or_init(|| Mutex::new(HashMap::new()))
         .lock()
-        .map_err(|_| Error::Cuda("staging buffers poisoned".into()))?;
-    if g.is_none() {
-        *g = Some(Staging::new(gpu)?);
+        .map_err(|_| Error::Cuda("staging registry poisoned".into()))?;
+    if let Some(s) = reg.get(&gpu.ordinal) {
+        return Ok(s.clone());
     }
-    Ok(g)
+    let s = Arc::new(Mutex::new(Staging::new(gpu)?));
+    reg.insert(gpu.ordinal, s.clone());
+    Ok(s)
 }
 
 /// Copies `src` to `dst` at element offset `at` on `stream`. Returns once the last piece
@@ -75,10 +82,11 @@ pub(crate) fn upload<T: Real>(
             src.len()
         )));
     }
-    let mut guard = staging(gpu)?;
-    let st = guard
-        .as_mut()
-        .ok_or_else(|| Error::Cuda("no staging buffers".into()))?;
+    let staged = staging(gpu)?;
+    let mut guard = staged
+        .lock()
+        .map_err(|_| Error::Cuda("staging buffers poisoned".into()))?;
+    let st = &mut *guard;
     let per = STAGE_BYTES / std::mem::size_of::<T>();
     for (i, piece) in src.chunks(per).enumerate() {
         let s = i % 2;
@@ -112,10 +120,11 @@ pub(crate) fn download<T: Real>(
             dst.len()
         )));
     }
-    let mut guard = staging(gpu)?;
-    let st = guard
-        .as_mut()
-        .ok_or_else(|| Error::Cuda("no staging buffers".into()))?;
+    let staged = staging(gpu)?;
+    let mut guard = staged
+        .lock()
+        .map_err(|_| Error::Cuda("staging buffers poisoned".into()))?;
+    let st = &mut *guard;
     let per = STAGE_BYTES / std::mem::size_of::<T>();
     let mut pieces: Vec<&mut [T]> = dst.chunks_mut(per).collect();
     let n = pieces.len();

@@ -171,6 +171,16 @@ fn write_series<T: Real>(
     }
 }
 
+/// Reads a `.npy` array (f64 or f32, any shape) as its shape and row-major f64 values.
+pub fn read_npy_array(path: &Path) -> Result<(Vec<usize>, Vec<f64>)> {
+    npy::read_array(path)
+}
+
+/// Writes `data` as one `.npy` array of `shape` (atomically).
+pub fn write_npy_array<T: Real>(path: &Path, shape: &[usize], data: &[T]) -> Result<()> {
+    npy::write_array(path, shape, data)
+}
+
 /// Writes estimates as `.csv` or `.npz` (see the module documentation). The
 /// log-likelihood column / array is written when the estimates carry one.
 pub fn write_estimates<T: Real>(path: &Path, est: &Estimates<T>) -> Result<()> {

@@ -101,6 +101,33 @@ pub(super) fn read_measurements<T: Real>(path: &Path) -> Result<Measurements<T>>
     }
 }
 
+/// Reads a `.npy` array of f64 or f32 of any shape: its shape and its values as f64
+/// (row-major).
+pub(super) fn read_array(path: &Path) -> Result<(Vec<usize>, Vec<f64>)> {
+    let open = || {
+        std::fs::File::open(path)
+            .map(std::io::BufReader::new)
+            .map_err(|e| Error::io(path, e))
+    };
+    let a = match ArrayD::<f64>::read_npy(open()?) {
+        Ok(a) => a,
+        Err(ReadNpyError::WrongDescriptor(_)) => match ArrayD::<f32>::read_npy(open()?) {
+            Ok(a) => a.mapv(f64::from),
+            Err(ReadNpyError::WrongDescriptor(d)) => {
+                return Err(parse_error(
+                    path,
+                    None,
+                    format!("unsupported dtype {d}: expected float64 or float32"),
+                ))
+            }
+            Err(e) => return Err(view_error(path, e)),
+        },
+        Err(e) => return Err(view_error(path, e)),
+    };
+    let shape = a.shape().to_vec();
+    Ok((shape, a.iter().copied().collect()))
+}
+
 /// Writes `data` as one `.npy` array of `shape`.
 pub(super) fn write_array<T: Real>(path: &Path, shape: &[usize], data: &[T]) -> Result<()> {
     let a = ArrayView::from_shape(IxDyn(shape), data).map_err(|e| Error::Input {

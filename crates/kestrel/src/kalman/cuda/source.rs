@@ -1,23 +1,18 @@
-//! Run-time compilation of the kernels with NVRTC, for the dimensions, scalar type and
-//! (optionally) the model's own numbers, for the GPU's own architecture; the compiled
-//! images are cached in memory (per device and model) and on disk.
-//!
-//! The disk cache lives in `$KESTREL_CACHE_DIR`, else `$XDG_CACHE_HOME/kestrel`, else
-//! `~/.cache/kestrel`; the file name holds a hash of everything that determines the
-//! image (source, options, architecture, NVRTC version). Any failure to read or write
-//! it is ignored (the kernels are compiled again); `KESTREL_CUDA_CACHE=0` turns it off.
+//! The Kalman kernels' translation units: the prelude (dimensions, scalar type and, by
+//! default, the model's numbers as compile-time constants) and the kernel files of each
+//! [`Part`]. Compiled by the runtime's NVRTC cache (`crate::cuda`).
 
+use crate::cuda::{Gpu, Module};
 use crate::error::{Error, Result};
 use crate::linalg::Real;
 use crate::model::Model;
-use std::ffi::{CStr, CString};
-use std::path::PathBuf;
+use std::sync::Arc;
 
-const COMMON: &str = include_str!("kernels/common.cuh");
-const FILTER: &str = include_str!("kernels/filter.cu");
-const SMOOTH: &str = include_str!("kernels/smooth.cu");
-const LAYOUT: &str = include_str!("kernels/layout.cu");
-const TRACKER: &str = include_str!("kernels/tracker.cu");
+const COMMON: &str = include_str!("../kernels/common.cuh");
+const FILTER: &str = include_str!("../kernels/filter.cu");
+const SMOOTH: &str = include_str!("../kernels/smooth.cu");
+const LAYOUT: &str = include_str!("../kernels/layout.cu");
+const TRACKER: &str = include_str!("../kernels/tracker.cu");
 
 /// A group of kernels compiled together: a module holds only what one kind of run
 /// needs, because NVRTC's time grows with every fully unrolled kernel in it.
@@ -80,18 +75,6 @@ pub const MAX_NX: usize = 16;
 /// See [`MAX_NX`].
 pub const MAX_NY: usize = 8;
 
-/// 64-bit FNV-1a: a hash that is the same on every build and machine (disk cache keys).
-pub(crate) fn fnv1a(bytes: &[u8], mut h: u64) -> u64 {
-    for b in bytes {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h
-}
-
-/// FNV-1a offset basis.
-pub(crate) const FNV0: u64 = 0xcbf2_9ce4_8422_2325;
-
 fn literal(v: f64) -> String {
     // `{:e}` prints the shortest form that reads back to the same f64.
     format!("{v:e}")
@@ -153,137 +136,28 @@ pub fn source(nx: usize, ny: usize, dtype: &str, baked: Option<&Model>, part: Pa
     s
 }
 
-/// A compiled image: a cubin for a real architecture, or PTX (NUL-terminated) when
-/// NVRTC does not know the device's architecture and a virtual one is used.
-pub(crate) struct Image {
-    pub bytes: Vec<u8>,
-    pub log: String,
-}
-
-fn nvrtc_version() -> (i32, i32) {
-    let (mut a, mut b) = (0, 0);
-    // SAFETY: plain out-parameters; the library is loaded (checked by the caller).
-    unsafe {
-        cudarc::nvrtc::sys::nvrtcVersion(&mut a, &mut b);
-    }
-    (a, b)
-}
-
-fn cache_dir() -> Option<PathBuf> {
-    if std::env::var("KESTREL_CUDA_CACHE")
-        .map(|v| v == "0")
-        .unwrap_or(false)
-    {
-        return None;
-    }
-    if let Some(d) = std::env::var_os("KESTREL_CACHE_DIR") {
-        return Some(PathBuf::from(d));
-    }
-    if let Some(d) = std::env::var_os("XDG_CACHE_HOME") {
-        return Some(PathBuf::from(d).join("kestrel"));
-    }
-    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache").join("kestrel"))
-}
-
-/// Compiles `src` for compute capability `cc` (cached on disk), naming the module
-/// `what` in errors. The full NVRTC log is part of the error on failure.
-pub(crate) fn compile(src: &str, cc: (i32, i32), what: &str) -> Result<Image> {
-    let ver = nvrtc_version();
-    let opts = [
-        format!("--gpu-architecture=sm_{}{}", cc.0, cc.1),
-        "--std=c++17".to_string(),
-        "--fmad=true".to_string(),
-    ];
-    let mut h = fnv1a(src.as_bytes(), FNV0);
-    for o in &opts {
-        h = fnv1a(o.as_bytes(), h);
-    }
-    h = fnv1a(format!("nvrtc{}.{}", ver.0, ver.1).as_bytes(), h);
-    let file = cache_dir().map(|d| d.join(format!("{what}-sm{}{}-{h:016x}.cubin", cc.0, cc.1)));
-    if let Some(f) = &file {
-        if let Ok(bytes) = std::fs::read(f) {
-            if !bytes.is_empty() {
-                return Ok(Image {
-                    bytes,
-                    log: String::new(),
-                });
-            }
-        }
-    }
-    let img = nvrtc_compile(src, &opts, what)?;
-    if let Some(f) = &file {
-        // Failing soft: a cache that cannot be written only costs a compile next time.
-        let _ = write_cache(f, &img.bytes);
-    }
-    Ok(img)
-}
-
-fn write_cache(f: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = f
-        .parent()
-        .ok_or_else(|| std::io::Error::other("no parent"))?;
-    std::fs::create_dir_all(dir)?;
-    let tmp = dir.join(format!(
-        ".tmp-{}-{:?}",
-        std::process::id(),
-        std::thread::current().id()
-    ));
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, f)
-}
-
-fn nvrtc_err(what: &str, step: &str, e: impl std::fmt::Debug) -> Error {
-    Error::Cuda(format!("NVRTC {step} of module {what}: {e:?}"))
-}
-
-fn program_log(prog: cudarc::nvrtc::sys::nvrtcProgram) -> String {
-    // SAFETY: `prog` is a live program; the log is NUL-terminated.
-    match unsafe { cudarc::nvrtc::result::get_program_log(prog) } {
-        Ok(raw) => unsafe { CStr::from_ptr(raw.as_ptr()) }
-            .to_string_lossy()
-            .into_owned(),
-        Err(e) => format!("(no log: {e:?})"),
-    }
-}
-
-fn nvrtc_compile(src: &str, opts: &[String], what: &str) -> Result<Image> {
-    use cudarc::nvrtc::{result, sys};
-    let csrc = CString::new(src).map_err(|e| nvrtc_err(what, "source", e))?;
-    let name = CString::new(format!("{what}.cu")).map_err(|e| nvrtc_err(what, "name", e))?;
-    let prog =
-        result::create_program(&csrc, Some(&name)).map_err(|e| nvrtc_err(what, "create", e))?;
-    struct Guard(sys::nvrtcProgram);
-    impl Drop for Guard {
-        fn drop(&mut self) {
-            // SAFETY: the program was created above and is destroyed once.
-            let _ = unsafe { result::destroy_program(self.0) };
-        }
-    }
-    let guard = Guard(prog);
-    // SAFETY: `prog` is live; the options are plain strings.
-    let compiled = unsafe { result::compile_program(guard.0, opts) };
-    let log = program_log(guard.0);
-    if let Err(e) = compiled {
-        return Err(Error::Cuda(format!(
-            "NVRTC failed to compile module {what} ({e:?}) with options {opts:?}:\n{log}"
+/// The kernels of `part` for `model`'s dimensions and type `T` on `gpu`, compiled on
+/// first use (the runtime caches them); `bake` compiles the model's numbers into the code.
+pub(crate) fn kernels<T: Real>(
+    gpu: &Gpu,
+    model: &Model,
+    bake: bool,
+    part: Part,
+) -> Result<Arc<Module>> {
+    let (nx, ny) = (model.nx(), model.ny());
+    if nx == 0 || ny == 0 || nx > MAX_NX || ny > MAX_NY {
+        return Err(Error::Unsupported(format!(
+            "the CUDA kernels are built for 1 <= nx <= {MAX_NX} and 1 <= ny <= {MAX_NY}; this model has nx = {nx}, ny = {ny}"
         )));
     }
-    let mut size: usize = 0;
-    // SAFETY: out-parameter for the size of the cubin of a compiled program.
-    unsafe { sys::nvrtcGetCUBINSize(guard.0, &mut size) }
-        .result()
-        .map_err(|e| nvrtc_err(what, "cubin size", e))?;
-    if size == 0 {
-        return Err(Error::Cuda(format!(
-            "NVRTC produced no cubin for module {what}; log:\n{log}"
-        )));
-    }
-    let mut bytes = vec![0u8; size];
-    // SAFETY: `bytes` has the size NVRTC reported.
-    unsafe { sys::nvrtcGetCUBIN(guard.0, bytes.as_mut_ptr() as *mut std::ffi::c_char) }
-        .result()
-        .map_err(|e| nvrtc_err(what, "cubin", e))?;
-    Ok(Image { bytes, log })
+    let what = format!(
+        "kestrel-{}-nx{nx}-ny{ny}-{}{}",
+        part.name(),
+        T::NAME,
+        if bake { "-baked" } else { "" }
+    );
+    let src = source(nx, ny, T::NAME, bake.then_some(model), part);
+    gpu.module(&what, &src, part.kernels())
 }
 
 /// The model as the kernels' `ModelParams` struct: F, Q, H, R, u, d, x0, P0, row-major,
@@ -347,7 +221,5 @@ mod tests {
                 assert!(s.contains(&format!(" {k}(")), "{k} missing from {part:?}");
             }
         }
-        assert_eq!(fnv1a(b"", FNV0), FNV0);
-        assert_ne!(fnv1a(b"a", FNV0), fnv1a(b"b", FNV0));
     }
 }

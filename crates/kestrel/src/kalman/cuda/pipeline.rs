@@ -4,11 +4,10 @@
 //! one overlap the kernels of the other. A batch that fits the memory budget is one
 //! chunk. Tracks are independent, so chunking does not change any number.
 
-use super::compile::Part;
-use super::gpu::{model_params, Gpu};
-use super::slot::{budget, chunk_tracks, Shape, Slot};
-use super::transfer::{download, upload};
+use super::slot::{budget, Shape, Slot};
+use super::source::{kernels, model_params, Part};
 use super::{CudaOptions, OutputLayout};
+use crate::cuda::{download, drive, plan, streams, upload, Gpu};
 use crate::data::{Estimates, Measurements};
 use crate::error::{Error, Result};
 use crate::kalman::{FilterOptions, FilterOutput, Keep};
@@ -58,46 +57,6 @@ fn host_estimates<T: Real>(tracks: usize, steps: usize, nx: usize, loglik: bool)
     Estimates::zeroed(tracks, steps, nx, loglik)
 }
 
-/// Runs `enqueue` then `finish` over chunks of at most `cap` tracks, alternating
-/// `slots`; on failure waits for every slot before returning (buffers are then freed).
-fn drive<T: Real>(
-    tracks: usize,
-    cap: usize,
-    slots: &[Slot<T>],
-    mut enqueue: impl FnMut(&Slot<T>, usize, usize) -> Result<()>,
-    mut finish: impl FnMut(&Slot<T>, usize, usize) -> Result<()>,
-) -> Result<()> {
-    let chunks: Vec<(usize, usize)> = (0..tracks)
-        .step_by(cap.max(1))
-        .map(|b0| (b0, cap.min(tracks - b0)))
-        .collect();
-    let ns = slots.len();
-    let mut run = || -> Result<()> {
-        for (i, &(b0, nb)) in chunks.iter().enumerate() {
-            enqueue(&slots[i % ns], b0, nb)?;
-            if ns == 1 {
-                finish(&slots[0], b0, nb)?;
-            } else if i >= 1 {
-                let (p0, pn) = chunks[i - 1];
-                finish(&slots[(i - 1) % ns], p0, pn)?;
-            }
-        }
-        if ns > 1 {
-            if let Some(&(b0, nb)) = chunks.last() {
-                finish(&slots[(chunks.len() - 1) % ns], b0, nb)?;
-            }
-        }
-        Ok(())
-    };
-    let r = run();
-    if r.is_err() {
-        for s in slots {
-            let _ = s.stream.synchronize();
-        }
-    }
-    r
-}
-
 /// One slot for the whole batch when it fits the budget, else two of a chunk each.
 /// Starts a chunk of tracks `b0..b0 + nb` on slot `s`: clears its error flag, poisons
 /// its outputs when asked, and queues the copy of the chunk's measurements.
@@ -131,21 +90,9 @@ fn make_slots<T: Real>(
     opts: &CudaOptions,
 ) -> Result<Vec<Slot<T>>> {
     let per = shape.bytes_per_track(std::mem::size_of::<T>());
-    let budget = budget(gpu, opts)?;
-    let whole = chunk_tracks(tracks, per, 1, budget);
-    let (cap, ns) = if whole >= tracks {
-        (tracks, 1)
-    } else {
-        (chunk_tracks(tracks, per, 2, budget), 2)
-    };
-    let cap = cap.min(i32::MAX as usize / 2);
+    let (cap, ns) = plan(tracks, per, budget(gpu, opts)?, i32::MAX as usize / 2);
     let mut slots = Vec::with_capacity(ns);
-    for i in 0..ns {
-        let stream = if i == 0 {
-            gpu.stream.clone()
-        } else {
-            super::gpu::ck(gpu.ctx.new_stream(), "creating a stream")?
-        };
+    for stream in streams(gpu, ns)? {
         slots.push(Slot::new(gpu, cap, shape, stream)?);
     }
     Ok(slots)
@@ -160,7 +107,7 @@ pub(crate) fn filter<T: Real>(
     copts: &CudaOptions,
 ) -> Result<FilterOutput<T>> {
     check_input(model, z, opts)?;
-    let k = gpu.kernels::<T>(model, copts.bake_model, Part::Filter)?;
+    let k = kernels::<T>(gpu, model, copts.bake_model, Part::Filter)?;
     let params = model_params::<T>(model);
     let (nx, ny, t) = (model.nx(), model.ny(), z.steps);
     let last = opts.keep == Keep::Last;
@@ -271,7 +218,7 @@ pub(crate) fn smooth_filtered<T: Real>(
         e.loglik = None;
         return Ok(e);
     }
-    let k = gpu.kernels::<T>(model, copts.bake_model, Part::Smooth)?;
+    let k = kernels::<T>(gpu, model, copts.bake_model, Part::Smooth)?;
     let params = model_params::<T>(model);
     let shape = Shape {
         nx,
@@ -341,8 +288,8 @@ pub(crate) fn smooth<T: Real>(
     copts: &CudaOptions,
 ) -> Result<(Estimates<T>, Estimates<T>)> {
     check_input(model, z, &FilterOptions::default())?;
-    let kf = gpu.kernels::<T>(model, copts.bake_model, Part::Filter)?;
-    let ks = gpu.kernels::<T>(model, copts.bake_model, Part::Smooth)?;
+    let kf = kernels::<T>(gpu, model, copts.bake_model, Part::Filter)?;
+    let ks = kernels::<T>(gpu, model, copts.bake_model, Part::Smooth)?;
     let params = model_params::<T>(model);
     let (nx, ny, t) = (model.nx(), model.ny(), z.steps);
     let shape = Shape {

@@ -1,9 +1,9 @@
 //! The device buffers for one chunk of tracks and the kernel calls on them. A chunked
 //! run uses two slots on two streams, so that one slot's copies overlap the other's
-//! kernels; the device-resident [`super::DeviceBatch`] is one slot for the whole batch.
+//! kernels (`crate::cuda`'s chunk pipeline); the device-resident [`super::DeviceBatch`] is one slot for the whole batch.
 
-use super::gpu::{as_bytes, grid_for, launch, Arg, DevBuf, Gpu, Kernels};
 use super::{CudaOptions, OutputLayout};
+use crate::cuda::{as_bytes, grid_for, launch, Arg, ChunkSlot, DevBuf, Gpu, Module};
 use crate::error::{Error, Result};
 use crate::linalg::Real;
 use cudarc::driver::CudaStream;
@@ -71,6 +71,12 @@ pub(crate) struct Slot<T> {
     pub ssoa: Option<(DevBuf<T>, DevBuf<T>)>,
     pub err: DevBuf<u64>,
     pub stream: Arc<CudaStream>,
+}
+
+impl<T> ChunkSlot for Slot<T> {
+    fn stream(&self) -> &CudaStream {
+        &self.stream
+    }
 }
 
 impl<T: Real> Slot<T> {
@@ -156,7 +162,7 @@ impl<T: Real> Slot<T> {
     }
 
     /// Enqueues the filter over the first `nb` tracks of `z`.
-    pub fn filter(&self, k: &Kernels, params: &[T], nb: usize) -> Result<()> {
+    pub fn filter(&self, k: &Module, params: &[T], nb: usize) -> Result<()> {
         if nb > self.cap {
             return Err(Error::Cuda(format!(
                 "a chunk of {nb} tracks exceeds the slot's {}",
@@ -200,7 +206,7 @@ impl<T: Real> Slot<T> {
 
     /// Enqueues the conversion of the SoA filter outputs of `nb` tracks to the host
     /// layout (nothing for the host layout).
-    pub fn to_host_layout(&self, k: &Kernels, nb: usize) -> Result<()> {
+    pub fn to_host_layout(&self, k: &Module, nb: usize) -> Result<()> {
         let Some((m, c, l)) = &self.soa else {
             return Ok(());
         };
@@ -220,7 +226,7 @@ impl<T: Real> Slot<T> {
     }
 
     /// Enqueues the conversion of the SoA smoothed outputs to the host layout.
-    pub fn smoothed_to_host_layout(&self, k: &Kernels, nb: usize) -> Result<()> {
+    pub fn smoothed_to_host_layout(&self, k: &Module, nb: usize) -> Result<()> {
         let (Some((m, c)), Some(sm), Some(sc)) = (&self.ssoa, &self.smean, &self.scov) else {
             return Ok(());
         };
@@ -232,7 +238,7 @@ impl<T: Real> Slot<T> {
     /// Enqueues the RTS smoother over the filtered outputs of `nb` tracks: from the SoA
     /// outputs into the SoA smoothed buffers when the slot has them, else from the
     /// host-layout outputs into the smoothed buffers, or in place when there are none.
-    pub fn smooth(&self, k: &Kernels, params: &[T], nb: usize) -> Result<()> {
+    pub fn smooth(&self, k: &Module, params: &[T], nb: usize) -> Result<()> {
         let sh = self.shape;
         let (name, im, ic, om, oc) = match (&self.soa, &self.ssoa, &self.smean, &self.scov) {
             (Some((m, c, _)), Some((sm, sc)), _, _) => {
@@ -276,8 +282,8 @@ impl<T: Real> Slot<T> {
     /// `code = track_in_chunk * steps + step`, tracks offset by `first`.
     pub fn check_err(&self, first: usize, what: &'static str) -> Result<()> {
         let mut v = [0u64];
-        super::gpu::dtoh(&self.stream, &self.err, 0, &mut v, "reading the error flag")?;
-        super::gpu::sync(&self.stream, "waiting for the kernels")?;
+        crate::cuda::dtoh(&self.stream, &self.err, 0, &mut v, "reading the error flag")?;
+        crate::cuda::sync(&self.stream, "waiting for the kernels")?;
         if v[0] != u64::MAX {
             let t = self.shape.steps as u64;
             return Err(Error::NotPositiveDefinite {
@@ -296,7 +302,7 @@ impl<T: Real> Slot<T> {
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn transpose<T: Real>(
     stream: &CudaStream,
-    k: &Kernels,
+    k: &Module,
     src: &DevBuf<T>,
     dst: &DevBuf<T>,
     nb: usize,
@@ -332,21 +338,12 @@ pub(crate) fn budget(gpu: &Gpu, opts: &CudaOptions) -> Result<usize> {
     }
 }
 
-/// Tracks per chunk so that `slots` slots fit in `budget` bytes (at least one track).
-pub(crate) fn chunk_tracks(tracks: usize, per_track: usize, slots: usize, budget: usize) -> usize {
-    let fit = budget / (slots * per_track.max(1));
-    fit.clamp(1, tracks.max(1))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn chunks_fit_the_budget() {
-        assert_eq!(chunk_tracks(1000, 100, 2, 1_000_000), 1000);
-        assert_eq!(chunk_tracks(1000, 100, 2, 20_000), 100);
-        assert_eq!(chunk_tracks(1000, 100, 2, 10), 1);
+    fn bytes_per_track_counts_every_buffer() {
         let sh = Shape {
             nx: 4,
             ny: 2,

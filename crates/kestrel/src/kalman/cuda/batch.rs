@@ -1,23 +1,22 @@
 //! A batch that stays on the GPU between kernel runs, for measuring the kernels alone
 //! (CUDA events around each launch) apart from the copies to and from the host.
 
-use super::compile::Part;
-use super::gpu::{ck, dtoh, htod, model_params, Gpu, Kernels};
 use super::slot::{Shape, Slot};
+use super::source::{kernels, model_params, Part};
 use super::{CudaOptions, OutputLayout};
+use crate::cuda::{dtoh, htod, EventTimer, Gpu, Module};
 use crate::data::{Estimates, Measurements};
 use crate::error::Result;
 use crate::kalman::{FilterOptions, Keep};
 use crate::linalg::Real;
 use crate::model::Model;
-use cudarc::driver::sys;
 use std::sync::Arc;
 
 /// Measurements and estimates of a whole batch held in device memory.
 pub struct DeviceBatch<T: Real> {
     gpu: Arc<Gpu>,
-    k: Arc<Kernels>,
-    ks: Option<Arc<Kernels>>,
+    k: Arc<Module>,
+    ks: Option<Arc<Module>>,
     params: Vec<T>,
     slot: Slot<T>,
     tracks: usize,
@@ -36,10 +35,10 @@ impl<T: Real> DeviceBatch<T> {
         opts: &CudaOptions,
     ) -> Result<Self> {
         super::pipeline::check_input(model, z, &FilterOptions::default())?;
-        let gpu = super::gpu::gpu(ordinal)?;
-        let k = gpu.kernels::<T>(model, opts.bake_model, Part::Filter)?;
+        let gpu = crate::cuda::gpu(ordinal)?;
+        let k = kernels::<T>(&gpu, model, opts.bake_model, Part::Filter)?;
         let ks = if smoothed {
-            Some(gpu.kernels::<T>(model, opts.bake_model, Part::Smooth)?)
+            Some(kernels::<T>(&gpu, model, opts.bake_model, Part::Smooth)?)
         } else {
             None
         };
@@ -63,7 +62,7 @@ impl<T: Real> DeviceBatch<T> {
             "copying measurements to the GPU",
         )?;
         slot.clear_err()?;
-        super::gpu::sync(&slot.stream, "uploading measurements")?;
+        crate::cuda::sync(&slot.stream, "uploading measurements")?;
         Ok(DeviceBatch {
             params: model_params::<T>(model),
             tracks: z.tracks,
@@ -85,14 +84,11 @@ impl<T: Real> DeviceBatch<T> {
     }
 
     fn timed(&self, f: impl FnOnce(&Self) -> Result<()>) -> Result<f64> {
-        let flags = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
-        let a = ck(self.gpu.ctx.new_event(flags), "creating an event")?;
-        let b = ck(self.gpu.ctx.new_event(flags), "creating an event")?;
-        ck(a.record(&self.slot.stream), "recording an event")?;
+        let t = EventTimer::new(&self.gpu)?;
+        t.start(&self.slot.stream)?;
         f(self)?;
-        ck(b.record(&self.slot.stream), "recording an event")?;
-        let ms = ck(a.elapsed_ms(&b), "reading an event timer")?;
-        Ok(f64::from(ms) * 1e-3)
+        t.stop(&self.slot.stream)?;
+        Ok(f64::from(t.elapsed_ms()?) * 1e-3)
     }
 
     /// Runs the filter kernel; returns its device time in seconds (CUDA events).
@@ -118,7 +114,7 @@ impl<T: Real> DeviceBatch<T> {
         Ok(t)
     }
 
-    fn smoother(&self) -> Result<&Kernels> {
+    fn smoother(&self) -> Result<&Module> {
         self.ks
             .as_deref()
             .ok_or_else(|| crate::error::Error::Input {
@@ -144,7 +140,7 @@ impl<T: Real> DeviceBatch<T> {
         if let Some(ll) = e.loglik.as_mut() {
             dtoh(st, &self.slot.ll, 0, ll, "copying log-likelihoods")?;
         }
-        super::gpu::sync(st, "copying estimates")?;
+        crate::cuda::sync(st, "copying estimates")?;
         Ok(e)
     }
 
@@ -160,7 +156,7 @@ impl<T: Real> DeviceBatch<T> {
         };
         dtoh(st, m, 0, &mut e.mean, "copying smoothed means")?;
         dtoh(st, c, 0, &mut e.cov, "copying smoothed covariances")?;
-        super::gpu::sync(st, "copying estimates")?;
+        crate::cuda::sync(st, "copying estimates")?;
         Ok(e)
     }
 }

@@ -9,12 +9,12 @@
 //! asynchronous: errors of the recursion (a covariance that lost positive definiteness)
 //! are reported by [`BatchTracker::synchronize`] and by the readers of the state.
 
-use super::compile::Part;
-use super::gpu::{
-    as_bytes, ck, grid_for, htod, launch, model_params, Arg, DevBuf, Gpu, Kernels, Pinned,
-};
 use super::slot::{transpose, BLOCK};
+use super::source::{kernels, model_params, Part};
 use super::CudaOptions;
+use crate::cuda::{
+    as_bytes, ck, grid_for, htod, launch, Arg, DevBuf, EventTimer, Gpu, Module, Pinned,
+};
 use crate::data::Estimates;
 use crate::error::{Error, Result};
 use crate::linalg::Real;
@@ -25,7 +25,7 @@ use std::sync::Arc;
 /// Many targets tracked on one GPU, one step at a time (see the module documentation).
 pub struct BatchTracker<T: Real> {
     gpu: Arc<Gpu>,
-    k: Arc<Kernels>,
+    k: Arc<Module>,
     params: Vec<T>,
     nx: usize,
     ny: usize,
@@ -57,8 +57,8 @@ impl<T: Real> BatchTracker<T> {
                 ),
             });
         }
-        let gpu = super::gpu::gpu(ordinal)?;
-        let k = gpu.kernels::<T>(model, opts.bake_model, Part::Tracker)?;
+        let gpu = crate::cuda::gpu(ordinal)?;
+        let k = kernels::<T>(&gpu, model, opts.bake_model, Part::Tracker)?;
         let (nx, ny) = (model.nx(), model.ny());
         let np = nx * (nx + 1) / 2;
         let stream = ck(gpu.ctx.new_stream(), "creating the tracker's stream")?;
@@ -100,7 +100,7 @@ impl<T: Real> BatchTracker<T> {
         }
         let mut t = t;
         t.graphs = t.capture().ok();
-        super::gpu::sync(&t.stream, "initialising the tracker")?;
+        crate::cuda::sync(&t.stream, "initialising the tracker")?;
         Ok(t)
     }
 
@@ -254,7 +254,7 @@ impl<T: Real> BatchTracker<T> {
             )?;
         }
         // The slot list is freed on return: wait for the kernel that reads it.
-        super::gpu::sync(&self.stream, "updating tracker slots")?;
+        crate::cuda::sync(&self.stream, "updating tracker slots")?;
         for &s in slots {
             self.used[s] = add;
         }
@@ -310,21 +310,19 @@ impl<T: Real> BatchTracker<T> {
 
     /// Device seconds of `f` on the tracker's stream (CUDA events around it).
     pub fn time_device(&mut self, f: impl FnOnce(&mut Self) -> Result<()>) -> Result<f64> {
-        let flags = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
-        let a = ck(self.gpu.ctx.new_event(flags), "creating an event")?;
-        let b = ck(self.gpu.ctx.new_event(flags), "creating an event")?;
-        ck(a.record(&self.stream), "recording an event")?;
+        let t = EventTimer::new(&self.gpu)?;
+        let stream = self.stream.clone();
+        t.start(&stream)?;
         f(self)?;
-        ck(b.record(&self.stream), "recording an event")?;
-        let ms = ck(a.elapsed_ms(&b), "reading an event timer")?;
-        Ok(f64::from(ms) * 1e-3)
+        t.stop(&stream)?;
+        Ok(f64::from(t.elapsed_ms()?) * 1e-3)
     }
 
     /// Waits for every step so far and reports a failure of the recursion.
     pub fn synchronize(&self) -> Result<()> {
         let mut v = [0u64];
-        super::gpu::dtoh(&self.stream, &self.err, 0, &mut v, "reading the error flag")?;
-        super::gpu::sync(&self.stream, "waiting for the tracker")?;
+        crate::cuda::dtoh(&self.stream, &self.err, 0, &mut v, "reading the error flag")?;
+        crate::cuda::sync(&self.stream, "waiting for the tracker")?;
         if v[0] != u64::MAX {
             return Err(Error::NotPositiveDefinite {
                 track: v[0] as usize,
@@ -346,8 +344,8 @@ impl<T: Real> BatchTracker<T> {
         let np = nx * (nx + 1) / 2;
         transpose(&self.stream, &self.k, &self.x, &mh, cap, 1, nx, nx)?;
         transpose(&self.stream, &self.k, &self.p, &ch, cap, 1, np, nx * nx)?;
-        super::gpu::dtoh(&self.stream, &mh, 0, &mut e.mean, "copying tracker means")?;
-        super::gpu::dtoh(
+        crate::cuda::dtoh(&self.stream, &mh, 0, &mut e.mean, "copying tracker means")?;
+        crate::cuda::dtoh(
             &self.stream,
             &ch,
             0,
@@ -358,14 +356,14 @@ impl<T: Real> BatchTracker<T> {
             .loglik
             .as_mut()
             .ok_or_else(|| Error::Cuda("no log-likelihood buffer".into()))?;
-        super::gpu::dtoh(
+        crate::cuda::dtoh(
             &self.stream,
             &self.ll_total,
             0,
             ll,
             "copying tracker log-likelihoods",
         )?;
-        super::gpu::sync(&self.stream, "reading the tracker state")?;
+        crate::cuda::sync(&self.stream, "reading the tracker state")?;
         for (b, used) in self.used.iter().enumerate() {
             if !used {
                 e.mean[b * nx..(b + 1) * nx].fill(T::nan());

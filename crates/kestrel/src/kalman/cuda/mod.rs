@@ -1,0 +1,165 @@
+//! The Kalman family on the GPU: the batched Kalman filter, the batched RTS smoother
+//! and streaming tracking of many targets on an NVIDIA GPU, on the shared runtime
+//! (`crate::cuda`: devices, NVRTC cache, buffers, staging, the chunk pipeline).
+//!
+//! # Design
+//!
+//! *Compilation.* The kernels (`kalman/kernels/*.cu`, one translation unit per [`source::Part`]) are compiled
+//! by NVRTC for the device's own architecture (`--gpu-architecture=sm_XY` from its
+//! compute capability) with `NX`, `NY` and the scalar type fixed at compile time, so
+//! every loop over the state is unrolled and the mean, the covariance (packed lower
+//! triangle, `NX (NX + 1) / 2` values) and every intermediate live in registers. By
+//! default the model's numbers are compiled in as well ([`CudaOptions::bake_model`]):
+//! products with structural zeros of `F` and `H` vanish and ones fold away, which for
+//! the constant-velocity and -acceleration models removes most of the arithmetic.
+//! Otherwise the model is a by-value kernel parameter (the constant bank: uniform loads).
+//! Images are cached in memory per device and on disk by the runtime.
+//!
+//! *Mapping.* One thread per track, the time loop inside the kernel (the thesis's
+//! "map over independent items"; ARCHITECTURE.md). Each thread reads its own measurements in
+//! the host layout `[B][T][NY]`, one step ahead of use; consecutive steps share 32-byte
+//! sectors that stay in L2, so DRAM moves each byte once. Outputs are written either
+//! straight in the host layout ([`OutputLayout::Host`]: `[B][T][NX]`, full
+//! `[B][T][NX][NX]`; no conversion pass, one copy down) or as structure of arrays
+//! ([`OutputLayout::Soa`]: `[T][NX][B]`, packed `[T][NP][B]`; every warp store is one
+//! line, fewest bytes; the default) followed by a tiled transpose on the device. On the
+//! H100 the SoA layout reaches 70% of the memory bandwidth, the host layout 8%.
+//!
+//! *Numerics.* The same recursion, in the same order of summation, as the CPU
+//! reference (`kalman/step.rs`, `kalman/dense.rs`): `S = H P H^T + R = L L^T`,
+//! `W = P H^T L^{-T}`, `x += W L^{-1} y`, `P -= W W^T`; the smoother solves with the
+//! Cholesky factor of `P_{k+1|k}`. A covariance that is not positive definite stops that
+//! track and is reported as [`crate::Error::NotPositiveDefinite`] with the track and step.
+//!
+//! *Batches larger than memory* are processed in chunks of tracks with two buffer sets
+//! on two streams, one chunk's copies overlapping the other's kernels
+//! ([`CudaOptions::memory_budget`]; the runtime's chunk pipeline). Host copies go
+//! through the runtime's two pinned staging buffers, the CPU side of each copy spread
+//! over all cores. *Streaming*: [`BatchTracker`]. Files and measured throughput:
+//! `src/cuda/README.md`, `docs/cuda-perf.md`.
+
+mod batch;
+mod pipeline;
+mod slot;
+pub mod source;
+mod tracker;
+
+pub use crate::cuda::{available, device_info, device_name};
+pub use batch::DeviceBatch;
+pub use tracker::BatchTracker;
+
+use crate::cuda::{catch, gpu};
+use crate::data::Measurements;
+use crate::error::Result;
+use crate::kalman::{FilterOptions, FilterOutput};
+use crate::linalg::Real;
+use crate::model::Model;
+use crate::Estimates;
+
+/// How the filter writes its outputs on the device (see the module documentation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum OutputLayout {
+    /// Straight in the host layout (each thread writes its own rows: partial-sector
+    /// writes, about 11x slower than `Soa` on the H100; kept for comparison and for the
+    /// predicted moments).
+    Host,
+    /// Structure of arrays with packed covariances, then a transpose on the device.
+    #[default]
+    Soa,
+}
+
+/// Options of the CUDA paths.
+#[derive(Clone, Copy, Debug)]
+pub struct CudaOptions {
+    /// Compile the model's numbers into the kernels (one compilation per model).
+    pub bake_model: bool,
+    /// Device memory the batch may use, in bytes (default: 80% of the free memory).
+    /// A batch that needs more is processed in chunks.
+    pub memory_budget: Option<usize>,
+    /// Output layout of the filter kernel.
+    pub layout: OutputLayout,
+    /// Fill device outputs with NaN before each run (tests: an unwritten value shows).
+    pub poison: bool,
+}
+
+impl Default for CudaOptions {
+    fn default() -> Self {
+        CudaOptions {
+            bake_model: true,
+            memory_budget: None,
+            layout: OutputLayout::Soa,
+            poison: false,
+        }
+    }
+}
+
+/// Compiles (or finds in the caches) the kernels for `model` and type `T` on GPU
+/// `ordinal`; returns NVRTC's log (empty when the module came from a cache). A failure
+/// carries NVRTC's full log.
+pub fn compile_kernels<T: Real>(
+    ordinal: usize,
+    model: &Model,
+    bake_model: bool,
+    part: source::Part,
+) -> Result<String> {
+    catch(|| {
+        Ok(
+            source::kernels::<T>(&*gpu(ordinal)?, model, bake_model, part)?
+                .log
+                .clone(),
+        )
+    })
+}
+
+/// Batched Kalman filter on GPU `ordinal` with the default [`CudaOptions`].
+pub fn filter<T: Real>(
+    ordinal: usize,
+    model: &Model,
+    z: &Measurements<T>,
+    opts: &FilterOptions,
+) -> Result<FilterOutput<T>> {
+    filter_with(ordinal, model, z, opts, &CudaOptions::default())
+}
+
+/// Batched Kalman filter: every track of `z` with `model`, one GPU thread per track.
+/// Same outputs, layout and time convention as [`crate::kalman::filter`].
+pub fn filter_with<T: Real>(
+    ordinal: usize,
+    model: &Model,
+    z: &Measurements<T>,
+    opts: &FilterOptions,
+    copts: &CudaOptions,
+) -> Result<FilterOutput<T>> {
+    catch(|| pipeline::filter(&*gpu(ordinal)?, model, z, opts, copts))
+}
+
+/// Batched RTS smoother on GPU `ordinal` over filtered estimates (all steps kept).
+pub fn smooth_filtered<T: Real>(
+    ordinal: usize,
+    model: &Model,
+    filtered: &Estimates<T>,
+) -> Result<Estimates<T>> {
+    smooth_filtered_with(ordinal, model, filtered, &CudaOptions::default())
+}
+
+/// [`smooth_filtered`] with options. Same outputs as [`crate::kalman::smooth_filtered`].
+pub fn smooth_filtered_with<T: Real>(
+    ordinal: usize,
+    model: &Model,
+    filtered: &Estimates<T>,
+    copts: &CudaOptions,
+) -> Result<Estimates<T>> {
+    catch(|| pipeline::smooth_filtered(&*gpu(ordinal)?, model, filtered, copts))
+}
+
+/// Filter and RTS smoother on the GPU, the filtered estimates going from one kernel to
+/// the next without leaving the device; returns `(filtered, smoothed)` like
+/// [`crate::kalman::smooth`].
+pub fn smooth<T: Real>(
+    ordinal: usize,
+    model: &Model,
+    z: &Measurements<T>,
+    copts: &CudaOptions,
+) -> Result<(Estimates<T>, Estimates<T>)> {
+    catch(|| pipeline::smooth(&*gpu(ordinal)?, model, z, copts))
+}

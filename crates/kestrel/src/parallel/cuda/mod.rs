@@ -1,0 +1,481 @@
+//! The parallel-in-time Kalman filter and smoothers on a CUDA GPU: the elements and
+//! operators of `crate::parallel` as CUDA kernels (`kernels/parallel_*.cu`), compiled by
+//! NVRTC for the model's `NX`, `NY` and scalar type, and the scans of
+//! Sarkka & Garcia-Fernandez with one launch per level (Hillis-Steele, Blelloch,
+//! Ladner-Fischer, Sengupta et al.'s hybrid), a one-thread fold, and the default chunked
+//! scan.
+//!
+//! Many tracks run as one batch: each kernel and each scan level is one launch for a
+//! whole group of tracks (the track is the grid's second dimension), groups as large as
+//! the device's memory allows.
+
+use crate::cuda::{catch, gpu, Gpu, Module as Kernels};
+use crate::data::{Estimates, Measurements};
+use crate::error::{Error, Result};
+use crate::kalman::dense::ConvertedModel;
+use crate::linalg::Real;
+use crate::model::StateSpace;
+use crate::scan::ScanAlgorithm;
+use cudarc::driver::{DeviceRepr, LaunchConfig, ValidAsZeroBits};
+use std::sync::Arc;
+
+const SOURCES: [&str; 3] = [
+    include_str!("../kernels/parallel_ops.cu"),
+    include_str!("../kernels/parallel_scan.cu"),
+    include_str!("../kernels/parallel_model.cu"),
+];
+
+const SCAN_KERNELS: [&str; 11] = [
+    "seq",
+    "up",
+    "lf_down",
+    "hs",
+    "hs_strided",
+    "bl_load",
+    "bl_clear_last",
+    "bl_down",
+    "bl_fix",
+    "chunk",
+    "fix",
+];
+const MODEL_KERNELS: [&str; 8] = [
+    "pf_build",
+    "pf_extract",
+    "ps_build",
+    "ps_extract",
+    "tf_shift",
+    "tf_combine",
+    "kf_seq",
+    "poison",
+];
+
+/// The largest dimensions the kernels are compiled for (everything lives in registers).
+pub const MAX_NX: usize = 8;
+/// See [`MAX_NX`].
+pub const MAX_NY: usize = 4;
+
+/// Threads per block of every launch.
+const BLOCK: u32 = 128;
+
+/// A scalar the kernels run in.
+pub trait GpuReal: Real + DeviceRepr + ValidAsZeroBits {}
+impl GpuReal for f32 {}
+impl GpuReal for f64 {}
+
+pub(crate) fn cu<T>(
+    r: std::result::Result<T, cudarc::driver::DriverError>,
+    what: &str,
+) -> Result<T> {
+    r.map_err(|e| Error::Cuda(format!("{what}: {e:?}")))
+}
+
+/// `Ok` when the driver and NVRTC load and device `ordinal` exists; else why not.
+pub fn available(ordinal: usize) -> std::result::Result<(), String> {
+    crate::cuda::available(ordinal)
+}
+
+/// The name of device `ordinal`.
+pub fn device_name(ordinal: usize) -> Result<String> {
+    crate::cuda::device_name(ordinal)
+}
+
+/// The translation unit for `nx`, `ny` and scalar `D`.
+pub fn source(nx: usize, ny: usize, dtype: &str) -> String {
+    let (real, nan) = if dtype == "f64" {
+        ("double", "__longlong_as_double(0x7ff8000000000000ULL)")
+    } else {
+        ("float", "__int_as_float(0x7fc00000)")
+    };
+    let mut s =
+        format!("#define NX {nx}\n#define NY {ny}\ntypedef {real} real;\n#define NAN {nan}\n");
+    for src in SOURCES {
+        s += src;
+        s += "\n";
+    }
+    s
+}
+
+/// The parallel kernels for `nx`, `ny` and scalar `D` on `g` (compiled on first use).
+fn kernels<D: GpuReal>(g: &Gpu, nx: usize, ny: usize) -> Result<Arc<Kernels>> {
+    if nx == 0 || ny == 0 || nx > MAX_NX || ny > MAX_NY {
+        return Err(Error::Unsupported(format!(
+            "the parallel CUDA kernels are built for nx <= {MAX_NX}, ny <= {MAX_NY}; this model has nx = {nx}, ny = {ny}"
+        )));
+    }
+    let names: Vec<String> = SCAN_KERNELS
+        .iter()
+        .flat_map(|k| [format!("pf_{k}"), format!("ps_{k}")])
+        .chain(MODEL_KERNELS.iter().map(|k| k.to_string()))
+        .collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    g.module(
+        &format!("kestrel-parallel-nx{nx}-ny{ny}-{}", D::NAME),
+        &source(nx, ny, D::NAME),
+        &names,
+    )
+}
+
+/// The shape of a launch: threads per sequence and sequences (the grid's second
+/// dimension, at most [`MAX_GROUP`]).
+pub(crate) struct Grid(usize, usize);
+impl From<usize> for Grid {
+    fn from(n: usize) -> Self {
+        Grid(n, 1)
+    }
+}
+impl From<(usize, usize)> for Grid {
+    fn from((n, b): (usize, usize)) -> Self {
+        Grid(n, b)
+    }
+}
+
+/// Most tracks in one launch (the CUDA limit of the grid's second dimension).
+pub const MAX_GROUP: usize = 65_535;
+
+pub(crate) fn launch_cfg(grid: impl Into<Grid>) -> LaunchConfig {
+    let Grid(threads, nb) = grid.into();
+    LaunchConfig {
+        grid_dim: (
+            threads.div_ceil(BLOCK as usize).max(1) as u32,
+            nb.clamp(1, MAX_GROUP) as u32,
+            1,
+        ),
+        block_dim: (BLOCK, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+/// Launches `$name` over `$threads` threads with the listed arguments.
+macro_rules! launch {
+    ($k:expr, $stream:expr, $name:expr, $threads:expr, $($arg:expr),* $(,)?) => {{
+        let f = $k.get($name)?;
+        let mut b = $stream.launch_builder(f);
+        $( b.arg($arg); )*
+        // SAFETY: the arguments match the kernel's signature in kernels/parallel_*.cu.
+        $crate::parallel::cuda::cu(unsafe { b.launch($crate::parallel::cuda::launch_cfg($threads)) }, &format!("launching {}", $name))?;
+    }};
+}
+
+mod run;
+pub use run::Method;
+use run::{scalars_per_track, DevModel, GroupBufs};
+
+/// Scalars per element.
+fn fe_len(nx: usize) -> usize {
+    3 * nx * nx + 2 * nx
+}
+fn se_len(nx: usize) -> usize {
+    2 * nx * nx + nx
+}
+
+/// Chunk length of the chunked scan (`KESTREL_PAR_CHUNK` overrides, for tuning).
+fn chunk_len() -> usize {
+    std::env::var("KESTREL_PAR_CHUNK")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&k: &usize| k >= 2)
+        .unwrap_or(16)
+}
+
+/// Filtered estimates (with log-likelihoods) and, for the smoothers, smoothed ones.
+pub type Output<T> = (Estimates<T>, Option<Estimates<T>>);
+
+/// Runs `method` with scan `alg` on every track of `z` on device `ordinal`, in the
+/// precision of `T`; outputs are poisoned with NaN before the run, and a step left
+/// non-finite is an error naming the track and step.
+pub fn run<T: Real, M: StateSpace + ?Sized>(
+    ordinal: usize,
+    model: &M,
+    z: &Measurements<T>,
+    method: Method,
+    alg: ScanAlgorithm,
+) -> Result<Output<T>> {
+    let back = |(f, s): Output<f64>| (f.cast::<T>(), s.map(|s| s.cast::<T>()));
+    let back32 = |(f, s): Output<f32>| (f.cast::<T>(), s.map(|s| s.cast::<T>()));
+    if T::NAME == "f64" {
+        run_as::<f64, M>(ordinal, model, &z.cast(), method, alg, 0, 1).map(|(_, o)| back(o))
+    } else {
+        run_as::<f32, M>(ordinal, model, &z.cast(), method, alg, 0, 1).map(|(_, o)| back32(o))
+    }
+}
+
+/// Like [`run`], timing `repeats` runs after `warmup` with the data resident on the
+/// device (wall clock from the first launch to the stream's end, summed over the groups
+/// of tracks when they do not fit the device at once).
+pub fn time<T: Real, M: StateSpace + ?Sized>(
+    ordinal: usize,
+    model: &M,
+    z: &Measurements<T>,
+    method: Method,
+    alg: ScanAlgorithm,
+    warmup: usize,
+    repeats: usize,
+) -> Result<(Vec<f64>, Output<T>)> {
+    if T::NAME == "f64" {
+        let (t, (f, s)) =
+            run_as::<f64, M>(ordinal, model, &z.cast(), method, alg, warmup, repeats)?;
+        Ok((t, (f.cast(), s.map(|s| s.cast()))))
+    } else {
+        let (t, (f, s)) =
+            run_as::<f32, M>(ordinal, model, &z.cast(), method, alg, warmup, repeats)?;
+        Ok((t, (f.cast(), s.map(|s| s.cast()))))
+    }
+}
+
+/// The retrodiction scan (Tager 2013, Section 3.2; the smoothing elements of
+/// Sarkka & Garcia-Fernandez, eqs. 49-52) on device `ordinal` over filtered estimates
+/// from any filter, all tracks batched: smoothed means and covariances.
+pub fn retrodict<T: Real, M: StateSpace + ?Sized>(
+    ordinal: usize,
+    model: &M,
+    filtered: &Estimates<T>,
+    alg: ScanAlgorithm,
+) -> Result<Estimates<T>> {
+    let z = Measurements::<f64> {
+        tracks: filtered.tracks,
+        steps: filtered.steps,
+        ny: model.ny(),
+        data: Vec::new(),
+    };
+    let s = if T::NAME == "f64" {
+        let f = filtered.cast::<f64>();
+        catch(|| {
+            run_on(
+                ordinal,
+                model,
+                &z.cast(),
+                Method::Retrodict,
+                alg,
+                0,
+                1,
+                Some(&f),
+            )
+        })?
+        .1
+         .1
+        .map(|s| s.cast::<T>())
+    } else {
+        let f = filtered.cast::<f32>();
+        catch(|| {
+            run_on(
+                ordinal,
+                model,
+                &z.cast(),
+                Method::Retrodict,
+                alg,
+                0,
+                1,
+                Some(&f),
+            )
+        })?
+        .1
+         .1
+        .map(|s| s.cast::<T>())
+    };
+    s.ok_or_else(|| Error::Cuda("the retrodiction returned no estimates".into()))
+}
+
+/// The first non-finite value of `v` in blocks of `per` values per step, as
+/// `(track, step)` with `t` steps a track.
+fn first_bad<D: Real>(v: &[D], per: usize, t: usize) -> Option<(usize, usize)> {
+    v.iter()
+        .position(|x| !x.is_finite_value())
+        .map(|i| (i / per / t, i / per % t))
+}
+
+fn run_as<D: GpuReal, M: StateSpace + ?Sized>(
+    ordinal: usize,
+    model: &M,
+    z: &Measurements<D>,
+    method: Method,
+    alg: ScanAlgorithm,
+    warmup: usize,
+    repeats: usize,
+) -> Result<(Vec<f64>, Output<D>)> {
+    catch(|| run_on(ordinal, model, z, method, alg, warmup, repeats, None))
+}
+
+/// Tracks per group: as many as fit in 70% of the free device memory, at most
+/// [`MAX_GROUP`] (or `KESTREL_PAR_GROUP`); an error when not even one track fits.
+fn group_size<D: GpuReal>(
+    g: &Gpu,
+    nx: usize,
+    ny: usize,
+    t: usize,
+    tracks: usize,
+    method: Method,
+    alg: ScanAlgorithm,
+) -> Result<usize> {
+    let size = std::mem::size_of::<D>();
+    let per = scalars_per_track(nx, ny, t, method, alg)
+        .and_then(|n| n.checked_mul(size))
+        .ok_or_else(|| Error::Input {
+            msg: format!("a track of {t} steps is too long to address"),
+        })?;
+    let (free, _) = g.mem_info()?;
+    let budget = free / 10 * 7;
+    if per > budget {
+        return Err(Error::Unsupported(format!(
+            "one track of {t} steps would need {:.2} GB on the GPU, {:.2} GB are free",
+            per as f64 / 1e9,
+            free as f64 / 1e9
+        )));
+    }
+    // `KESTREL_PAR_GROUP` caps the group (for tests of the grouping, and for tuning).
+    let cap = std::env::var("KESTREL_PAR_GROUP")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&c: &usize| c >= 1)
+        .unwrap_or(MAX_GROUP);
+    Ok((budget / per.max(1))
+        .clamp(1, MAX_GROUP.min(cap))
+        .min(tracks.max(1)))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_on<D: GpuReal, M: StateSpace + ?Sized>(
+    ordinal: usize,
+    model: &M,
+    z: &Measurements<D>,
+    method: Method,
+    alg: ScanAlgorithm,
+    warmup: usize,
+    repeats: usize,
+    filtered: Option<&Estimates<D>>,
+) -> Result<(Vec<f64>, Output<D>)> {
+    if method == Method::Retrodict && filtered.is_none() {
+        return Err(Error::Input {
+            msg: "the retrodiction needs filtered estimates (parallel::retrodict)".into(),
+        });
+    }
+    let g = gpu(ordinal)?;
+    let (nx, ny, t) = (model.nx(), model.ny(), z.steps);
+    let k = kernels::<D>(&g, nx, ny)?;
+    let m = ConvertedModel::<D>::new(model, t);
+    let dm = DevModel::new(&g, &m, model.as_invariant().is_none())?;
+    let retro = method == Method::Retrodict;
+    // The retrodiction reads the filtered moments from `filtered` and returns no filter.
+    let mut f = Estimates::nan(if retro { 0 } else { z.tracks }, t, nx, true);
+    let mut s = method
+        .smooths()
+        .then(|| Estimates::nan(z.tracks, t, nx, false));
+    let mut times = vec![0.0; repeats];
+    let sync = |what: &str| cu(g.stream.synchronize(), what);
+    let group = group_size::<D>(&g, nx, ny, t, z.tracks, method, alg)?;
+    let (n1, n2) = (t * nx, t * nx * nx);
+    let mut b0 = 0;
+    while b0 < z.tracks {
+        let nb = group.min(z.tracks - b0);
+        let b1 = b0 + nb;
+        let zg = if retro {
+            &[][..]
+        } else {
+            &z.data[b0 * t * ny..b1 * t * ny]
+        };
+        let fg = filtered.map(|f| (&f.mean[b0 * n1..b1 * n1], &f.cov[b0 * n2..b1 * n2]));
+        let mut bufs = GroupBufs::new(&g, nx, t, nb, method, zg, fg)?;
+        for i in 0..warmup + repeats {
+            bufs.poison(&g, &k, method)?;
+            sync("poisoning the outputs")?;
+            let start = std::time::Instant::now();
+            bufs.run(&g, &k, &dm, method, alg)?;
+            sync("running the parallel kernels")?;
+            if i >= warmup {
+                times[i - warmup] += start.elapsed().as_secs_f64();
+            }
+        }
+        if !retro {
+            let ll = f.loglik.as_mut().expect("allocated with log-likelihoods");
+            cu(
+                g.stream
+                    .memcpy_dtoh(&bufs.mean, &mut f.mean[b0 * n1..b1 * n1]),
+                "reading means",
+            )?;
+            cu(
+                g.stream
+                    .memcpy_dtoh(&bufs.cov, &mut f.cov[b0 * n2..b1 * n2]),
+                "reading covariances",
+            )?;
+            cu(
+                g.stream.memcpy_dtoh(&bufs.ll, &mut ll[b0 * t..b1 * t]),
+                "reading log-likelihoods",
+            )?;
+        }
+        if let Some(s) = s.as_mut() {
+            cu(
+                g.stream
+                    .memcpy_dtoh(&bufs.smean, &mut s.mean[b0 * n1..b1 * n1]),
+                "reading smoothed means",
+            )?;
+            cu(
+                g.stream
+                    .memcpy_dtoh(&bufs.scov, &mut s.cov[b0 * n2..b1 * n2]),
+                "reading smoothed covariances",
+            )?;
+        }
+        sync("reading the results")?;
+        if !retro {
+            let ll = f.loglik.as_ref().expect("allocated with log-likelihoods");
+            let bad = [
+                first_bad(&f.mean[b0 * n1..b1 * n1], nx, t),
+                first_bad(&f.cov[b0 * n2..b1 * n2], nx * nx, t),
+                first_bad(&ll[b0 * t..b1 * t], 1, t),
+            ]
+            .into_iter()
+            .flatten()
+            .min();
+            if let Some((track, step)) = bad {
+                return Err(Error::NotPositiveDefinite {
+                    track: b0 + track,
+                    step,
+                    what: "a covariance of the parallel filter on the GPU (a solve or Cholesky failed)",
+                });
+            }
+        }
+        if let Some(s) = s.as_ref() {
+            let bad = [
+                first_bad(&s.mean[b0 * n1..b1 * n1], nx, t),
+                first_bad(&s.cov[b0 * n2..b1 * n2], nx * nx, t),
+            ]
+            .into_iter()
+            .flatten()
+            .min();
+            if let Some((track, step)) = bad {
+                return Err(Error::NotPositiveDefinite {
+                    track: b0 + track,
+                    step,
+                    what: "a covariance of the parallel smoother on the GPU (a solve or Cholesky failed)",
+                });
+            }
+        }
+        b0 = b1;
+    }
+    Ok((times, (f, s)))
+}
+
+#[cfg(test)]
+mod tests {
+    /// The kernels compile for several sizes in both precisions (skips without NVRTC; the
+    /// device tests in tests/parallel_gpu.rs run them).
+    #[test]
+    fn kernels_compile_with_nvrtc() {
+        // SAFETY: only tries to open the shared library.
+        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+            eprintln!("skipped: NVRTC is not installed here");
+            return;
+        }
+        for (nx, ny) in [(4, 2), (1, 1), (3, 2), (6, 3)] {
+            for dtype in ["f32", "f64"] {
+                let opts = cudarc::nvrtc::CompileOptions {
+                    options: vec!["--gpu-architecture=compute_90".into(), "--std=c++17".into()],
+                    ..Default::default()
+                };
+                if let Err(e) =
+                    cudarc::nvrtc::compile_ptx_with_opts(super::source(nx, ny, dtype), opts)
+                {
+                    panic!("nx={nx} ny={ny} {dtype}: {e:?}");
+                }
+            }
+        }
+    }
+}
