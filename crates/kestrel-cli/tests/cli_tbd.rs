@@ -80,10 +80,7 @@ fn simulated_target_is_detected_on_its_path() {
                 })
             };
             assert!(found(69.0, 20.0, 1.0, 0.0), "{dtype} D {dec}: {rows:?}");
-            assert!(
-                found(60.0, 3.0, 0.0, -1.0),
-                "{dtype} D {dec}: {rows:?}"
-            );
+            assert!(found(60.0, 3.0, 0.0, -1.0), "{dtype} D {dec}: {rows:?}");
             let st = kestrel::tbd::Frames::open(&state).unwrap();
             assert_eq!((st.len, st.h, st.w), (4, 64, 80));
         }

@@ -26,6 +26,7 @@
 //! `cuda.rs` + `kernels/tbd.cu` (the GPU).
 
 pub mod cpu;
+pub mod cuda;
 pub mod detect;
 pub mod eval;
 pub mod frames;
