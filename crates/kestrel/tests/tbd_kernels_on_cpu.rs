@@ -6,6 +6,7 @@
 
 mod tbd_common;
 
+use kestrel::tbd::cuda::MapPair;
 use kestrel::tbd::cuda::{source, KernelConfig, Variant};
 use kestrel::tbd::Dtype;
 use std::io::Write;
@@ -42,7 +43,7 @@ fn run_emulated(
     c: &Case,
     cfg: &KernelConfig,
     launches: usize,
-) -> (Vec<(Vec<f32>, Vec<u16>)>, Vec<f32>) {
+) -> (Vec<MapPair>, Vec<f32>) {
     let src = format!("{SHIM}\n{}\n{HARNESS}", source(&c.motions, c.frame, cfg));
     let cpp = dir.join(format!("{tag}.cpp"));
     let exe = dir.join(tag);

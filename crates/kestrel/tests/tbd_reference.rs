@@ -2,6 +2,7 @@
 //! decimation against the plain recursion, a case by hand, detection and calibration.
 
 use kestrel::tbd::cpu::{reference_block, CpuState};
+use kestrel::tbd::cuda::MapPair;
 use kestrel::tbd::{self, detect, Motion, Params};
 use kestrel::Device;
 use rand::{Rng, SeedableRng};
@@ -32,7 +33,7 @@ fn reference_run(
     m: &[Motion],
     alpha: f32,
     d: usize,
-) -> (Vec<(Vec<f32>, Vec<u16>)>, Vec<f32>) {
+) -> (Vec<MapPair>, Vec<f32>) {
     let mut state = vec![0.0f32; m.len() * h * w];
     let mut next = state.clone();
     let mut maps = Vec::new();
@@ -51,7 +52,7 @@ fn fast_run(
     m: &[Motion],
     alpha: f32,
     d: usize,
-) -> (Vec<(Vec<f32>, Vec<u16>)>, Vec<f32>) {
+) -> (Vec<MapPair>, Vec<f32>) {
     let mut st = CpuState::new(h, w, m, alpha);
     let mut maps = Vec::new();
     for block in frames.chunks(d) {
@@ -142,7 +143,7 @@ fn fractional_decimation_is_sharper_and_exact_on_affine_images() {
         .collect();
     let (plain, _) = fast_run(&frames, h, w, &m, 0.3, 1);
     let (dec, _) = fast_run(&frames, h, w, &m, 0.3, d);
-    let margin = 2 * d * 1 + 2;
+    let margin = 2 * d + 2;
     for y in margin..h - margin {
         for x in margin..w - margin {
             let (a, b) = (plain[2 * d - 1].0[y * w + x], dec[1].0[y * w + x]);

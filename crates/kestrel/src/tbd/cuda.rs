@@ -21,6 +21,9 @@ use crate::cuda::{self, Arg, DevBuf, Gpu, Module};
 use crate::error::{Error, Result};
 use std::sync::Arc;
 
+/// A detection map and its arg-max vectors, `[H][W]` each.
+pub type MapPair = (Vec<f32>, Vec<u16>);
+
 /// The kernel source.
 pub const TBD_CU: &str = include_str!("kernels/tbd.cu");
 
@@ -460,7 +463,7 @@ impl GpuTbd {
     }
 
     /// The maps of the last launch: `maps_per_launch()` pairs (score, arg), `[H][W]` each.
-    pub fn maps(&self) -> Result<Vec<(Vec<f32>, Vec<u16>)>> {
+    pub fn maps(&self) -> Result<Vec<MapPair>> {
         cuda::catch(|| {
             let n = self.h * self.w;
             let m = self.cfg.maps_per_launch();

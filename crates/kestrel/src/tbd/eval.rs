@@ -51,7 +51,7 @@ fn place_targets(s: &Scenario, snr_db: f64) -> Result<Vec<Target>> {
             "the evaluation needs at least one integer motion vector",
         ));
     }
-    let mut rng = rand::rngs::StdRng::seed_from_u64(s.seed ^ 0x7a46_e75);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(s.seed ^ 0x07a4_6e75);
     let span = (s.frames - 1) as f64;
     let m = 2.0;
     let mut out = Vec::with_capacity(s.targets);

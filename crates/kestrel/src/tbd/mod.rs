@@ -238,7 +238,7 @@ pub fn run(
     device: Device,
 ) -> Result<Vec<Map>> {
     let n = h * w;
-    if n == 0 || frames.is_empty() || frames.len() % n != 0 {
+    if n == 0 || frames.is_empty() || !frames.len().is_multiple_of(n) {
         return Err(Error::input(format!(
             "{} values are not a whole number of {w} x {h} frames",
             frames.len()

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 use kestrel::tbd::cpu::CpuState;
+use kestrel::tbd::cuda::MapPair;
 use kestrel::tbd::cuda::{KernelConfig, Variant};
 use kestrel::tbd::{Dtype, Motion};
 use rand::{Rng, SeedableRng};
@@ -97,11 +98,7 @@ pub fn configs() -> Vec<KernelConfig> {
 
 /// What a run of `launches` launches must give: the maps in order and the final state
 /// (fused and per-vector: decimated blocks of `cfg.frames`; tiled: plain, every frame).
-pub fn expected(
-    c: &Case,
-    cfg: &KernelConfig,
-    launches: usize,
-) -> (Vec<(Vec<f32>, Vec<u16>)>, Vec<f32>) {
+pub fn expected(c: &Case, cfg: &KernelConfig, launches: usize) -> (Vec<MapPair>, Vec<f32>) {
     let n = c.h * c.w;
     let mut st = CpuState::new(c.h, c.w, &c.motions, c.alpha);
     let mut maps = Vec::new();
