@@ -53,7 +53,7 @@ pub fn set_cache_dir(dir: Option<PathBuf>) {
     }
 }
 
-fn cache_dir() -> Option<PathBuf> {
+pub(crate) fn cache_dir() -> Option<PathBuf> {
     if let Ok(g) = CACHE_DIR.lock() {
         if let Some(d) = g.as_ref() {
             return d.clone();
