@@ -47,6 +47,19 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             a.missing
         )));
     }
+    // The particle filter's nonlinear kinds have their own simulation.
+    let nonlinear = super::pf::simulate_nonlinear(
+        &a.model,
+        a.tracks,
+        a.steps,
+        a.seed,
+        a.missing,
+        &a.output,
+        a.truth.as_deref(),
+    )?;
+    if nonlinear.is_some() {
+        return Ok(());
+    }
     let model = kestrel::model::load_model(&a.model)?;
     let t0 = Instant::now();
     let progress = Progress::new("simulating");

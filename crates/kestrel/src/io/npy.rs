@@ -138,6 +138,15 @@ pub(super) fn write_array<T: Real>(path: &Path, shape: &[usize], data: &[T]) -> 
 
 /// Writes estimates as an uncompressed `.npz`: `mean`, `cov` and (filters) `loglik`.
 pub(super) fn write_estimates<T: Real>(path: &Path, est: &Estimates<T>) -> Result<()> {
+    write_estimates_with_columns(path, est, &[])
+}
+
+/// [`write_estimates`] with more `[B, T]` arrays.
+pub(super) fn write_estimates_with_columns<T: Real>(
+    path: &Path,
+    est: &Estimates<T>,
+    columns: &[(&str, &[T])],
+) -> Result<()> {
     let (b, t, nx) = (est.tracks, est.steps, est.nx);
     let shape_err = |e: ndarray::ShapeError| Error::Input {
         msg: format!("{}: estimates: {e}", path.display()),
@@ -160,6 +169,10 @@ pub(super) fn write_estimates<T: Real>(path: &Path, est: &Estimates<T>) -> Resul
         npz.add_array("cov", &cov).map_err(io)?;
         if let Some(l) = &loglik {
             npz.add_array("loglik", l).map_err(io)?;
+        }
+        for (name, v) in columns {
+            let a = ArrayView::from_shape(IxDyn(&[b, t]), v).map_err(std::io::Error::other)?;
+            npz.add_array(*name, &a).map_err(io)?;
         }
         npz.finish().map_err(io)?;
         Ok(())

@@ -42,6 +42,8 @@ pub struct PfOptions {
     /// Resample when `ESS < ess_threshold N`; 1 (or more) resamples every step, 0 never.
     pub ess_threshold: f64,
     pub seed: u64,
+    /// Also return every filter's particles and weights after the last step.
+    pub keep_particles: bool,
 }
 
 impl PfOptions {
@@ -51,6 +53,7 @@ impl PfOptions {
             resampler: Resampler::Systematic,
             ess_threshold: 0.5,
             seed: 0,
+            keep_particles: false,
         }
     }
 }
@@ -63,6 +66,9 @@ pub struct PfOutput<T> {
     pub estimates: Estimates<T>,
     /// Effective sample size `[B][T]` before resampling.
     pub ess: Vec<T>,
+    /// With [`PfOptions::keep_particles`]: the particles `[B][N][nx]` after the last
+    /// step and their normalised weights `[B][N]`.
+    pub particles: Option<(Vec<T>, Vec<T>)>,
 }
 
 /// Most particles per filter (indices and counters are 32-bit).
