@@ -66,15 +66,18 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     Format::of(&a.input, MEASUREMENT_FORMATS)?;
     Format::of(&a.output, ESTIMATE_FORMATS)?;
     let opts = options(&a)?;
+    let outputs = io::Outputs::plan(&[&a.model, &a.input], &[&a.output])?;
     let model = load_pf_model(&a.model)?;
     let device = choose_device(&a.device)?;
     if device == Device::Cpu {
         model.check_cpu()?;
     }
     match a.precision.unwrap_or(Precision::default_for(device)) {
-        Precision::F64 => run_typed::<f64>(&a, &model, device, &opts),
-        Precision::F32 => run_typed::<f32>(&a, &model, device, &opts),
+        Precision::F64 => run_typed::<f64>(&a, &model, device, &opts)?,
+        Precision::F32 => run_typed::<f32>(&a, &model, device, &opts)?,
     }
+    outputs.commit()?;
+    Ok(())
 }
 
 fn dims(model: &PfModel) -> (usize, usize) {
@@ -103,7 +106,7 @@ fn run_typed<T: Real>(
     io::write_estimates_with_columns(&a.output, &out.estimates, &[("ess", &out.ess)])?;
     progress.finish();
     let ps = (z.tracks * z.steps) as f64 * opts.particles as f64;
-    eprintln!(
+    errln!(
         "pf: {} tracks x {} steps (kind {}, nx {nx}, ny {ny}), {} particles, {} resampling below ESS {} N, seed {}, {} on {device}: {secs:.3} s, {:.3e} particle-steps/s, total log-likelihood {:.6e} -> {}",
         z.tracks,
         z.steps,
@@ -120,32 +123,30 @@ fn run_typed<T: Real>(
     Ok(())
 }
 
-/// `kestrel simulate` for the particle filter's nonlinear kinds: `None` when the model
-/// file holds a linear-Gaussian kind (the Kalman simulation handles those).
+/// `kestrel simulate` for the particle filter's nonlinear kinds: `Some` when the model
+/// file holds a linear-Gaussian kind (the Kalman simulation handles those, and gets the
+/// planned `outputs` back).
 pub fn simulate_nonlinear(
     model_path: &Path,
-    tracks: usize,
-    steps: usize,
-    seed: u64,
-    missing: f64,
+    (tracks, steps, seed, missing): (usize, usize, u64, f64),
     output: &Path,
     truth: Option<&Path>,
-) -> anyhow::Result<Option<()>> {
+    outputs: io::Outputs,
+) -> anyhow::Result<Option<io::Outputs>> {
     let model = load_pf_model(model_path)?;
     if matches!(model.kind, PfKind::Linear(_)) {
-        return Ok(None);
+        return Ok(Some(outputs));
     }
     let (nx, ny) = dims(&model);
     let t0 = Instant::now();
     let (x, z) = kestrel::particle::simulate(&model, tracks, steps, seed, missing)?;
     io::write_measurements(output, &z)?;
     if let Some(t) = truth {
-        if let Err(e) = io::write_truth(t, tracks, steps, nx, &x) {
-            let _ = std::fs::remove_file(output);
-            return Err(e.into());
-        }
+        io::write_truth(t, tracks, steps, nx, &x)?;
     }
-    eprintln!(
+    // Both files or neither.
+    outputs.commit()?;
+    errln!(
         "simulate: {tracks} tracks x {steps} steps (kind {}, nx {nx}, ny {ny}), seed {seed}; {:.3} s -> {}{}",
         model.kind_name(),
         t0.elapsed().as_secs_f64(),
@@ -154,7 +155,7 @@ pub fn simulate_nonlinear(
             .map(|t| format!(", truth -> {}", t.display()))
             .unwrap_or_default()
     );
-    Ok(Some(()))
+    Ok(None)
 }
 
 /// The demo's scenario: the seed's target measured by two range sensors.
@@ -187,7 +188,7 @@ pub fn demo(
     let mut opts = PfOptions::new(particles);
     opts.seed = seed;
     opts.keep_particles = true;
-    println!(
+    outln!(
         "kestrel demo --pf: one target x {steps} steps, two range sensors (r 1 m^2), {particles} particles, systematic resampling below ESS N/2, f64 on {device}"
     );
     let t0 = Instant::now();
@@ -201,12 +202,12 @@ pub fn demo(
     }
     let rmse = (se / steps as f64).sqrt();
     let mean_ess = out.ess.iter().sum::<f64>() / steps as f64;
-    println!(
+    outln!(
         "  filter               {secs:>8.3} s   {:.3e} particle-steps/s",
         (steps * particles) as f64 / secs.max(1e-12)
     );
-    println!("  total log-likelihood {:.6e}", est.total_loglik());
-    println!("  position RMSE        {rmse:.3} m   mean ESS {mean_ess:.0} of {particles}");
+    outln!("  total log-likelihood {:.6e}", est.total_loglik());
+    outln!("  position RMSE        {rmse:.3} m   mean ESS {mean_ess:.0} of {particles}");
     let truth: Vec<(f64, f64)> = (0..steps).map(|k| (x[k * 4], x[k * 4 + 2])).collect();
     let mean: Vec<(f64, f64)> = (0..steps)
         .map(|k| (est.mean_at(0, k)[0], est.mean_at(0, k)[2]))
@@ -224,7 +225,7 @@ pub fn demo(
         _ => vec![],
     };
     write_plot(plot, &truth, &mean, &cloud, &sensors)?;
-    println!("  plot -> {}", plot.display());
+    outln!("  plot -> {}", plot.display());
     Ok(())
 }
 

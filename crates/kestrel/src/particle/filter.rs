@@ -132,6 +132,10 @@ fn run_one<T: Real, M: ParticleModel<T> + ?Sized>(
                     } else {
                         model.propagate(k, x, &mut noise);
                     }
+                    if k == 0 {
+                        // The buffers are reused from filter to filter.
+                        *lwi = T::zero();
+                    }
                     if observed {
                         let l = model.log_likelihood(k, x, z);
                         // A NaN likelihood (a particle that left the model's domain) is zero.

@@ -15,6 +15,7 @@
 //! the update, the log-likelihood estimate `ln p^(z_k | z_0:k-1)` and the effective
 //! sample size before resampling.
 
+pub mod cuda;
 mod file;
 mod filter;
 pub mod models;
@@ -166,8 +167,6 @@ pub fn particle_filter_on<T: Real>(
             model.check_cpu()?;
             particle_filter_cpu(model, z, opts)
         }
-        Device::Cuda(_) => Err(Error::Unsupported(
-            "the particle filter's CUDA path is not built yet".into(),
-        )),
+        Device::Cuda(ordinal) => cuda::particle_filter_cuda(ordinal, model, z, opts),
     }
 }
