@@ -8,6 +8,9 @@ pub mod eval;
 pub mod pf;
 mod plot;
 pub mod simulate;
+pub mod simulate_frames;
+pub mod tbd;
+pub mod tbd_eval;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use kestrel::Device;
