@@ -196,6 +196,12 @@ pub fn read_estimates_npz<T: Real>(path: &Path) -> Result<Estimates<T>> {
     npy::read_estimates(path)
 }
 
+/// The array `name` of an `.npz` file (its shape and values), or `None` when there is no
+/// such member; the file's values must be of type `T` (f32 or f64).
+pub fn read_npz_array<T: Real>(path: &Path, name: &str) -> Result<Option<(Vec<usize>, Vec<T>)>> {
+    npy::read_npz_array(path, name)
+}
+
 /// Writes a file through a temporary file in the same directory and renames it into
 /// place, so that a failure never leaves a partial output behind (the rename is atomic
 /// on POSIX file systems). On failure the temporary file is removed.

@@ -115,8 +115,20 @@ pub(super) fn write_estimates<T: Real>(path: &Path, est: &Estimates<T>) -> Resul
     let shape_err = |e: ndarray::ShapeError| Error::Input {
         msg: format!("{}: estimates: {e}", path.display()),
     };
-    let mean = ArrayView::from_shape(IxDyn(&[b, t, nx]), &est.mean).map_err(shape_err)?;
-    let cov = ArrayView::from_shape(IxDyn(&[b, t, nx, nx]), &est.cov).map_err(shape_err)?;
+    // Outputs that were not kept are left out of the archive ([`crate::data::Outputs`]).
+    let mean = match est.mean.is_empty() {
+        true => None,
+        false => Some(ArrayView::from_shape(IxDyn(&[b, t, nx]), &est.mean).map_err(shape_err)?),
+    };
+    let cov_shape: &[usize] = match est.cov_output() {
+        crate::data::CovOutput::Full => &[b, t, nx, nx],
+        crate::data::CovOutput::Diag => &[b, t, nx],
+        crate::data::CovOutput::None => &[],
+    };
+    let cov = match cov_shape.is_empty() {
+        true => None,
+        false => Some(ArrayView::from_shape(IxDyn(cov_shape), &est.cov).map_err(shape_err)?),
+    };
     let loglik = match &est.loglik {
         Some(l) => Some(ArrayView::from_shape(IxDyn(&[b, t]), l).map_err(shape_err)?),
         None => None,
@@ -129,14 +141,41 @@ pub(super) fn write_estimates<T: Real>(path: &Path, est: &Estimates<T>) -> Resul
     super::write_atomic(path, |w| {
         let mut npz = ndarray_npy::NpzWriter::new_with_options(w, options);
         let io = std::io::Error::other;
-        npz.add_array("mean", &mean).map_err(io)?;
-        npz.add_array("cov", &cov).map_err(io)?;
+        if let Some(m) = &mean {
+            npz.add_array("mean", m).map_err(io)?;
+        }
+        if let Some(c) = &cov {
+            npz.add_array("cov", c).map_err(io)?;
+        }
         if let Some(l) = &loglik {
             npz.add_array("loglik", l).map_err(io)?;
         }
         npz.finish().map_err(io)?;
         Ok(())
     })
+}
+
+/// The array `name` of an `.npz` file with its shape, or `None` when the archive has no
+/// such member; the file's values must be of type `T`.
+pub(super) fn read_npz_array<T: Real>(
+    path: &Path,
+    name: &str,
+) -> Result<Option<(Vec<usize>, Vec<T>)>> {
+    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let bad = |e: ndarray_npy::ReadNpzError| {
+        parse_error(path, None, format!("not a valid .npz (array {name}): {e}"))
+    };
+    let mut npz = ndarray_npy::NpzReader::new(std::io::BufReader::new(file)).map_err(bad)?;
+    let names = npz.names().map_err(bad)?;
+    if !names
+        .iter()
+        .any(|n| n == name || *n == format!("{name}.npy"))
+    {
+        return Ok(None);
+    }
+    let a: ArrayD<T> = npz.by_name(name).map_err(bad)?;
+    let shape = a.shape().to_vec();
+    Ok(Some((shape, a.iter().copied().collect())))
 }
 
 /// Reads estimates written by [`write_estimates`].

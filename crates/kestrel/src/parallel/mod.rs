@@ -39,7 +39,7 @@ use track::TrackOut;
 fn cpu_only(device: Device, what: &str) -> Result<()> {
     match device {
         Device::Cpu => Ok(()),
-        Device::Cuda(_) => Err(Error::Unsupported(format!(
+        Device::Cuda(_) | Device::AllCuda => Err(Error::Unsupported(format!(
             "{what} on cuda is not built yet (use --device cpu)"
         ))),
     }
