@@ -14,8 +14,10 @@ pub mod kalman;
 pub mod linalg;
 pub mod model;
 pub mod parallel;
+pub mod particle;
 pub mod scan;
 pub mod sim;
+pub mod tracking;
 
 pub use data::{Estimates, Measurements};
 pub use device::Device;

@@ -90,7 +90,7 @@ fn kernel_times(
 /// Runs this family's benchmarks; `quick` keeps sizes small.
 pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
     if let Err(why) = cuda::available(0) {
-        println!("cuda benchmarks skipped: no usable GPU: {why}");
+        outln!("cuda benchmarks skipped: no usable GPU: {why}");
         return Ok(());
     }
     let dev = format!("cuda:0 ({})", cuda::device_name(0)?);

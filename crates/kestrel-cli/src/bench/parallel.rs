@@ -186,7 +186,7 @@ fn pram(sink: &mut Sink, quick: bool) {
             sink.push(r);
         }
     }
-    eprintln!("\nsimulated PRAM (operator applications):\n{table}");
+    errln!("\nsimulated PRAM (operator applications):\n{table}");
 }
 
 /// The GPU: every GPU scan algorithm for the filter, the RTS and the two-filter smoother,
@@ -346,35 +346,104 @@ fn gpu(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
             std::env::remove_var("KESTREL_PAR_CHUNK");
         }
     }
-    if !quick {
-        // Many sequences: one track after the other, end to end (uploads and downloads
-        // included), B = 1000 x T = 10^4.
-        let (b, t) = (1000, 10_000);
-        let model = PaperModel::new(NX, NY, t, 1000, 5);
-        let z: Measurements<f32> = kestrel::sim::simulate(&model, b, t, 3, 0.0)?
-            .measurements
-            .cast();
-        let mut out = None;
-        let times = time_runs(0, 1, || {
-            out = Some(parallel::filter(
-                Device::Cuda(0),
-                &model,
-                &z,
-                ScanAlgorithm::Fastest,
-            ))
-        });
-        out.expect("ran")?;
-        sink.push(Record::new(
-            "gpu-parallel-filter/fastest-batched",
-            dev.clone(),
-            "f32",
-            b,
-            t,
-            NX,
-            NY,
-            &times,
-        ));
+    batched(sink, &dev)?;
+    Ok(())
+}
+
+/// Many sequences as one batch (B = 1000 x T = 10^4, f32, time-varying model, 10% of the
+/// measurements missing): every method in one set of launches for all tracks, data
+/// resident on the device; then end to end (uploads and downloads included) for the
+/// filter and for the retrodiction of the CPU's filtered estimates.
+fn batched(sink: &mut Sink, dev: &str) -> anyhow::Result<()> {
+    use kestrel::parallel::cuda::{self as cp, Method};
+    let (b, t) = (1000, 10_000);
+    let model = PaperModel::new(NX, NY, t, 1000, 5);
+    let z = kestrel::sim::simulate(&model, b, t, 3, 0.1)?.measurements;
+    let general = FilterOptions {
+        force_general: true,
+        ..FilterOptions::default()
+    };
+    let rf = kestrel::filter(&model, &z, &general)?.filtered;
+    let rs = kestrel::smooth_filtered(&model, &rf)?;
+    let z32: Measurements<f32> = z.cast();
+    for alg in [ScanAlgorithm::Fastest, ScanAlgorithm::LadnerFischer] {
+        for (mname, method) in [
+            ("parallel-filter", Method::Filter),
+            ("parallel-rts", Method::Rts),
+            ("two-filter", Method::TwoFilter),
+        ] {
+            let (times, (f, s)) = cp::time(0, &model, &z32, method, alg, 1, 5)?;
+            let mut extra = serde_json::json!({
+                "max_rel_err_mean": rel_err(&f.mean, &rf.mean, NX),
+                "max_rel_err_cov": rel_err(&f.cov, &rf.cov, NX * NX),
+                "time_varying": true,
+                "missing": 0.1,
+            });
+            if let Some(s) = s {
+                extra["smoothed_max_rel_err_mean"] = rel_err(&s.mean, &rs.mean, NX).into();
+                extra["smoothed_max_rel_err_cov"] = rel_err(&s.cov, &rs.cov, NX * NX).into();
+            }
+            let mut r = Record::new(
+                format!("gpu-batched-{mname}/{}", alg.name()),
+                dev.to_string(),
+                "f32",
+                b,
+                t,
+                NX,
+                NY,
+                &times,
+            );
+            r.extra = extra;
+            sink.push(r);
+        }
     }
+    let mut out = None;
+    let times = time_runs(1, 3, || {
+        out = Some(parallel::filter(
+            Device::Cuda(0),
+            &model,
+            &z32,
+            ScanAlgorithm::Fastest,
+        ))
+    });
+    out.expect("ran")?;
+    sink.push(Record::new(
+        "gpu-parallel-filter/fastest-batched-end-to-end",
+        dev.to_string(),
+        "f32",
+        b,
+        t,
+        NX,
+        NY,
+        &times,
+    ));
+    let rf32 = rf.cast::<f32>();
+    let mut out = None;
+    let times = time_runs(1, 3, || {
+        out = Some(parallel::retrodict(
+            Device::Cuda(0),
+            &model,
+            &rf32,
+            ScanAlgorithm::Fastest,
+            false,
+        ))
+    });
+    let s = out.expect("ran")?;
+    let mut r = Record::new(
+        "gpu-retrodiction/fastest-batched-end-to-end",
+        dev.to_string(),
+        "f32",
+        b,
+        t,
+        NX,
+        NY,
+        &times,
+    );
+    r.extra = serde_json::json!({
+        "max_rel_err_mean": rel_err(&s.mean, &rs.mean, NX),
+        "max_rel_err_cov": rel_err(&s.cov, &rs.cov, NX * NX),
+    });
+    sink.push(r);
     Ok(())
 }
 

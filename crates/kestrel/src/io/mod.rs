@@ -7,16 +7,20 @@
 //! - estimates: CSV `track,t,x0..,P00..,loglik` or NPZ (`mean`, `cov`, `loglik`).
 //!
 //! The format follows the file extension; an unknown extension is an error. Every write
-//! goes through [`write_atomic`], so a failure never leaves a partial file.
+//! goes through [`output`] ([`write_atomic`], [`Outputs`]): a failure never leaves a
+//! partial file, a temporary file or a clobbered input.
 
 mod csv;
 mod npy;
+mod npz;
+pub mod output;
+
+pub use output::{check_paths, set_fsync, write_atomic, Outputs};
 
 use crate::data::{Estimates, Measurements};
 use crate::error::{Error, Result};
 use crate::linalg::Real;
-use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// File formats of the contract.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -73,6 +77,34 @@ impl Format {
 pub const MEASUREMENT_FORMATS: &[Format] = &[Format::Csv, Format::Npy];
 /// Formats accepted for estimates.
 pub const ESTIMATE_FORMATS: &[Format] = &[Format::Csv, Format::Npz];
+
+/// Characters of a field or line quoted in an error message; longer text is cut.
+pub const EXCERPT_CHARS: usize = 80;
+
+/// `bytes` as text to quote in an error message: invalid UTF-8 replaced, control
+/// characters escaped (`\r`, `\n`, `\0`, `\xNN`), cut after [`EXCERPT_CHARS`]
+/// characters with the length of the rest said, so that an error stays one short line
+/// whatever the file holds.
+pub fn excerpt(bytes: &[u8]) -> String {
+    let head = &bytes[..bytes.len().min(4 * EXCERPT_CHARS)];
+    let text = String::from_utf8_lossy(head);
+    let mut chars = text.chars();
+    let mut out = String::new();
+    for c in chars.by_ref().take(EXCERPT_CHARS) {
+        match c {
+            '\n' => out += "\\n",
+            '\r' => out += "\\r",
+            '\t' => out += "\\t",
+            '\0' => out += "\\0",
+            c if c.is_control() => out += &format!("\\x{:02x}", c as u32),
+            c => out.push(c),
+        }
+    }
+    if chars.next().is_some() || bytes.len() > head.len() {
+        out += &format!("... ({} bytes in all)", bytes.len());
+    }
+    out
+}
 
 pub(crate) fn parse_error(path: &Path, line: Option<usize>, msg: impl Into<String>) -> Error {
     Error::Parse {
@@ -171,6 +203,16 @@ fn write_series<T: Real>(
     }
 }
 
+/// Reads a `.npy` array (f64 or f32, any shape) as its shape and row-major f64 values.
+pub fn read_npy_array(path: &Path) -> Result<(Vec<usize>, Vec<f64>)> {
+    npy::read_array(path)
+}
+
+/// Writes `data` as one `.npy` array of `shape` (atomically).
+pub fn write_npy_array<T: Real>(path: &Path, shape: &[usize], data: &[T]) -> Result<()> {
+    npy::write_array(path, shape, data)
+}
+
 /// Writes estimates as `.csv` or `.npz` (see the module documentation). The
 /// log-likelihood column / array is written when the estimates carry one.
 pub fn write_estimates<T: Real>(path: &Path, est: &Estimates<T>) -> Result<()> {
@@ -200,40 +242,6 @@ pub fn read_estimates_npz<T: Real>(path: &Path) -> Result<Estimates<T>> {
 /// such member; the file's values must be of type `T` (f32 or f64).
 pub fn read_npz_array<T: Real>(path: &Path, name: &str) -> Result<Option<(Vec<usize>, Vec<T>)>> {
     npy::read_npz_array(path, name)
-}
-
-/// Writes a file through a temporary file in the same directory and renames it into
-/// place, so that a failure never leaves a partial output behind (the rename is atomic
-/// on POSIX file systems). On failure the temporary file is removed.
-pub fn write_atomic<F>(path: &Path, write: F) -> Result<()>
-where
-    F: FnOnce(&mut BufWriter<std::fs::File>) -> std::io::Result<()>,
-{
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .ok_or_else(|| Error::io(path, std::io::Error::other("not a file name")))?;
-    let tmp: PathBuf = dir.join(format!(
-        ".{}.tmp{}",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    let result = (|| {
-        let f = std::fs::File::create(&tmp)?;
-        let mut w = BufWriter::with_capacity(1 << 20, f);
-        write(&mut w)?;
-        w.flush()?;
-        drop(w.into_inner().map_err(|e| e.into_error())?);
-        std::fs::rename(&tmp, path)
-    })();
-    if let Err(e) = result {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(Error::io(path, e));
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -101,6 +101,33 @@ pub(super) fn read_measurements<T: Real>(path: &Path) -> Result<Measurements<T>>
     }
 }
 
+/// Reads a `.npy` array of f64 or f32 of any shape: its shape and its values as f64
+/// (row-major).
+pub(super) fn read_array(path: &Path) -> Result<(Vec<usize>, Vec<f64>)> {
+    let open = || {
+        std::fs::File::open(path)
+            .map(std::io::BufReader::new)
+            .map_err(|e| Error::io(path, e))
+    };
+    let a = match ArrayD::<f64>::read_npy(open()?) {
+        Ok(a) => a,
+        Err(ReadNpyError::WrongDescriptor(_)) => match ArrayD::<f32>::read_npy(open()?) {
+            Ok(a) => a.mapv(f64::from),
+            Err(ReadNpyError::WrongDescriptor(d)) => {
+                return Err(parse_error(
+                    path,
+                    None,
+                    format!("unsupported dtype {d}: expected float64 or float32"),
+                ))
+            }
+            Err(e) => return Err(view_error(path, e)),
+        },
+        Err(e) => return Err(view_error(path, e)),
+    };
+    let shape = a.shape().to_vec();
+    Ok((shape, a.iter().copied().collect()))
+}
+
 /// Writes `data` as one `.npy` array of `shape`.
 pub(super) fn write_array<T: Real>(path: &Path, shape: &[usize], data: &[T]) -> Result<()> {
     let a = ArrayView::from_shape(IxDyn(shape), data).map_err(|e| Error::Input {
@@ -109,50 +136,54 @@ pub(super) fn write_array<T: Real>(path: &Path, shape: &[usize], data: &[T]) -> 
     super::write_atomic(path, |w| a.write_npy(w).map_err(std::io::Error::other))
 }
 
-/// Writes estimates as an uncompressed `.npz`: `mean`, `cov` and (filters) `loglik`.
+/// Writes estimates as an uncompressed `.npz`: `mean`, `cov` and (filters) `loglik`,
+/// each when the estimates hold it ([`crate::data::Outputs`]), by the parallel archive
+/// writer ([`super::npz`]).
 pub(super) fn write_estimates<T: Real>(path: &Path, est: &Estimates<T>) -> Result<()> {
     let (b, t, nx) = (est.tracks, est.steps, est.nx);
-    let shape_err = |e: ndarray::ShapeError| Error::Input {
-        msg: format!("{}: estimates: {e}", path.display()),
-    };
-    // Outputs that were not kept are left out of the archive ([`crate::data::Outputs`]).
-    let mean = match est.mean.is_empty() {
-        true => None,
-        false => Some(ArrayView::from_shape(IxDyn(&[b, t, nx]), &est.mean).map_err(shape_err)?),
-    };
-    let cov_shape: &[usize] = match est.cov_output() {
-        crate::data::CovOutput::Full => &[b, t, nx, nx],
-        crate::data::CovOutput::Diag => &[b, t, nx],
-        crate::data::CovOutput::None => &[],
-    };
-    let cov = match cov_shape.is_empty() {
-        true => None,
-        false => Some(ArrayView::from_shape(IxDyn(cov_shape), &est.cov).map_err(shape_err)?),
-    };
-    let loglik = match &est.loglik {
-        Some(l) => Some(ArrayView::from_shape(IxDyn(&[b, t]), l).map_err(shape_err)?),
-        None => None,
-    };
-    // Arrays of 4 GiB and more need the zip64 extensions.
-    let large = std::mem::size_of_val(est.cov.as_slice()) as u64 >= (1 << 32) - (1 << 20);
-    let options = zip::write::SimpleFileOptions::default()
-        .compression_method(zip::CompressionMethod::Stored)
-        .large_file(large);
-    super::write_atomic(path, |w| {
-        let mut npz = ndarray_npy::NpzWriter::new_with_options(w, options);
-        let io = std::io::Error::other;
-        if let Some(m) = &mean {
-            npz.add_array("mean", m).map_err(io)?;
+    let descr = if T::NAME == "f64" { "<f8" } else { "<f4" };
+    let mut arrays: Vec<(&str, Vec<usize>, &[T])> = Vec::new();
+    if !est.mean.is_empty() {
+        arrays.push(("mean", vec![b, t, nx], &est.mean));
+    }
+    match est.cov_output() {
+        crate::data::CovOutput::Full => arrays.push(("cov", vec![b, t, nx, nx], &est.cov)),
+        crate::data::CovOutput::Diag => arrays.push(("cov", vec![b, t, nx], &est.cov)),
+        crate::data::CovOutput::None => {}
+    }
+    if let Some(l) = &est.loglik {
+        arrays.push(("loglik", vec![b, t], l));
+    }
+    let mut members = Vec::with_capacity(arrays.len());
+    for (name, shape, data) in arrays {
+        if shape.iter().product::<usize>() != data.len() {
+            return Err(Error::Input {
+                msg: format!(
+                    "{}: estimates: {name} holds {} values, not {shape:?}",
+                    path.display(),
+                    data.len()
+                ),
+            });
         }
-        if let Some(c) = &cov {
-            npz.add_array("cov", c).map_err(io)?;
-        }
-        if let Some(l) = &loglik {
-            npz.add_array("loglik", l).map_err(io)?;
-        }
-        npz.finish().map_err(io)?;
-        Ok(())
-    })
+        members.push(super::npz::Member {
+            name,
+            descr,
+            shape,
+            data: as_le_bytes(data),
+        });
+    }
+    // Positioned writes on the temporary file itself (the buffered writer stays empty).
+    super::write_atomic(path, |w| super::npz::write(w.get_ref(), &members))
+}
+
+/// The bytes of a slice of scalars, which the NPY files hold little-endian.
+fn as_le_bytes<T: Real>(v: &[T]) -> &[u8] {
+    const _: () = assert!(
+        cfg!(target_endian = "little"),
+        "NPY data are written little-endian"
+    );
+    // SAFETY: f32/f64 have no padding; any value is a valid sequence of bytes.
+    unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) }
 }
 
 /// The array `name` of an `.npz` file with its shape, or `None` when the archive has no

@@ -1,4 +1,5 @@
 use super::*;
+use std::io::Write;
 use std::path::PathBuf;
 
 fn tmp() -> tempfile::TempDir {

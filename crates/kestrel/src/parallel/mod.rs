@@ -12,7 +12,8 @@
 //! On the CPU, many tracks are spread over the rayon pool one track per task (each scanned
 //! serially); a few long tracks are scanned one at a time with every level on the pool.
 //! `Device::Cuda` runs the same elements and operators as CUDA kernels
-//! (`parallel::cuda`).
+//! (`parallel::cuda`), all tracks of a batch in the same launches; the retrodiction scan
+//! too.
 
 pub mod cuda;
 pub mod filtering;
@@ -35,15 +36,6 @@ use crate::scan::{Exec, ScanAlgorithm};
 use cuda as gpu;
 use rayon::prelude::*;
 use track::TrackOut;
-
-fn cpu_only(device: Device, what: &str) -> Result<()> {
-    match device {
-        Device::Cpu => Ok(()),
-        Device::Cuda(_) | Device::AllCuda => Err(Error::Unsupported(format!(
-            "{what} on cuda is not built yet (use --device cpu)"
-        ))),
-    }
-}
 
 fn smoothed<T>(
     (f, s): (Estimates<T>, Option<Estimates<T>>),
@@ -222,7 +214,6 @@ pub fn retrodict<T: Real, M: StateSpace + ?Sized>(
     scan: ScanAlgorithm,
     means_only: bool,
 ) -> Result<Estimates<T>> {
-    cpu_only(device, "the retrodiction scan")?;
     if filtered.nx != model.nx()
         || model.steps_covered().is_some_and(|n| n < filtered.steps)
         || filtered.steps == 0
@@ -235,6 +226,13 @@ pub fn retrodict<T: Real, M: StateSpace + ?Sized>(
                 model.nx()
             ),
         });
+    }
+    if let Device::Cuda(i) = device {
+        let mut s = gpu::retrodict(i, model, filtered, scan)?;
+        if means_only {
+            s.cov.fill(T::nan());
+        }
+        return Ok(s);
     }
     let m = ConvertedModel::<T>::new(model, filtered.steps);
     let (b, t, nx) = (filtered.tracks, filtered.steps, filtered.nx);

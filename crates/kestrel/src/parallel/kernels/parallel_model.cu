@@ -2,6 +2,8 @@
 // back out (Sarkka & Garcia-Fernandez, eqs. 43-45, 47, 49-50, 52, 25-26), one thread per
 // step. kestrel's step 0 is the paper's k = 1 element with the prior in place of the
 // predicted moments; a NaN in a measurement makes that step's element a bare prediction.
+// Batched launches: blockIdx.y is the sequence (track); z, elements and outputs of the
+// sequences lie one after the other, the model and the prior are shared.
 
 #define LN_2PI_ ((real)1.8378770664093454835606594728112)
 
@@ -110,6 +112,8 @@ __device__ __forceinline__ void fe_nan(FE& o) {
 extern "C" __global__ void pf_build(const StepM* st, int varying, const real* prior, const real* z, long long T, FE* el) {
     long long k = gtid();
     if (k >= T) return;
+    z += bat() * T * NY;
+    el += bat() * T;
     const real* zk = z + k * NY;
     const StepM& m = step_at(st, varying, k);
     FE o;
@@ -202,6 +206,11 @@ extern "C" __global__ void pf_extract(const FE* el, const StepM* st, int varying
                                       real* mean, real* cov, real* ll) {
     long long k = gtid();
     if (k >= T) return;
+    el += bat() * T;
+    z += bat() * T * NY;
+    mean += bat() * T * NX;
+    cov += bat() * T * NX2;
+    ll += bat() * T;
 #pragma unroll
     for (int i = 0; i < NX; ++i) mean[k * NX + i] = el[k].b[i];
 #pragma unroll
@@ -230,6 +239,9 @@ extern "C" __global__ void pf_extract(const FE* el, const StepM* st, int varying
 extern "C" __global__ void ps_build(const StepM* st, int varying, const real* mean, const real* cov, long long T, SE* se) {
     long long k = gtid();
     if (k >= T) return;
+    mean += bat() * T * NX;
+    cov += bat() * T * NX2;
+    se += bat() * T;
     SE o;
     const real* x = mean + k * NX;
     const real* P = cov + k * NX2;
@@ -302,6 +314,9 @@ extern "C" __global__ void ps_build(const StepM* st, int varying, const real* me
 extern "C" __global__ void ps_extract(const SE* se, long long T, real* mean, real* cov) {
     long long k = gtid();
     if (k >= T) return;
+    se += bat() * T;
+    mean += bat() * T * NX;
+    cov += bat() * T * NX2;
 #pragma unroll
     for (int i = 0; i < NX; ++i) mean[k * NX + i] = se[k].g[i];
 #pragma unroll
@@ -312,6 +327,8 @@ extern "C" __global__ void ps_extract(const SE* se, long long T, real* mean, rea
 extern "C" __global__ void tf_shift(const FE* el, FE* back, long long T) {
     long long k = gtid();
     if (k >= T) return;
+    el += bat() * T;
+    back += bat() * T;
     if (k + 1 < T) back[k] = el[k + 1];
     else { FE e; FilterOp::identity(e); back[k] = e; }
 }
@@ -320,6 +337,11 @@ extern "C" __global__ void tf_shift(const FE* el, FE* back, long long T) {
 extern "C" __global__ void tf_combine(const FE* back, const real* mean, const real* cov, long long T, real* smean, real* scov) {
     long long k = gtid();
     if (k >= T) return;
+    back += bat() * T;
+    mean += bat() * T * NX;
+    cov += bat() * T * NX2;
+    smean += bat() * T * NX;
+    scov += bat() * T * NX2;
     const int W = NX + 1;
     const real* x = mean + k * NX;
     const real* P = cov + k * NX2;
@@ -350,6 +372,10 @@ extern "C" __global__ void tf_combine(const FE* back, const real* mean, const re
 // The sequential Kalman filter in one thread (the paper's speed-up baseline).
 extern "C" __global__ void kf_seq(const StepM* st, int varying, const real* prior, const real* z, long long T, real* mean, real* cov, real* ll) {
     if (gtid() != 0) return;
+    z += bat() * T * NY;
+    mean += bat() * T * NX;
+    cov += bat() * T * NX2;
+    ll += bat() * T;
     real x[NX], P[NX2];
 #pragma unroll
     for (int i = 0; i < NX; ++i) x[i] = prior[i];

@@ -1,0 +1,306 @@
+//! Data association per cluster: tracks that share gated detections form a cluster
+//! (union-find over the gate), and each cluster is solved on its own, in parallel.
+//!
+//! - **GNN**: the most likely joint assignment, as an optimal 2-D assignment with a
+//!   missed-detection choice per track. Assigning detection `j` to track `i` scores
+//!   `ln(pd N(z_j; zhat_i, S_i) / lambda)` against `ln(1 - pd)` for a miss (the
+//!   likelihood ratio of "target" against "clutter", Blackman & Popoli 1999, sec. 6.5).
+//! - **JPDA**: the marginal probability `beta_ij` that detection `j` is track `i`'s,
+//!   over all feasible joint events (each track takes at most one detection, each
+//!   detection at most one track), with event weights
+//!   `prod_assigned pd N_ij / lambda * prod_missed (1 - pd)` (Fortmann, Bar-Shalom &
+//!   Scheffe 1983, the parametric form). Exact by enumeration while a cluster has at
+//!   most [`EXACT_EVENTS`] events; past that, loopy belief propagation on the
+//!   association graph (Williams & Lau, IEEE TAES 2014), which is exact on clusters
+//!   whose graph is a tree and otherwise a close approximation that converges fast and
+//!   costs `O(edges)` a sweep.
+
+use super::assign::{solve_with_misses, Assignment};
+use super::gate::Gated;
+use rayon::prelude::*;
+
+/// Largest number of joint events the exact JPDA enumerates in one cluster.
+pub const EXACT_EVENTS: f64 = 20_000.0;
+
+/// Clusters of tracks linked by shared gated detections; tracks with no gated detection
+/// are left out (they miss).
+pub fn clusters(g: &Gated, ndet: usize) -> Vec<Vec<usize>> {
+    let n = g.start.len() - 1;
+    let mut parent: Vec<usize> = (0..n).collect();
+    fn find(p: &mut [usize], mut i: usize) -> usize {
+        while p[i] != i {
+            p[i] = p[p[i]];
+            i = p[i];
+        }
+        i
+    }
+    let mut owner = vec![usize::MAX; ndet];
+    for i in 0..n {
+        for &j in &g.det[g.of(i)] {
+            let o = owner[j as usize];
+            if o == usize::MAX {
+                owner[j as usize] = i;
+            } else {
+                let (a, b) = (find(&mut parent, i), find(&mut parent, o));
+                if a != b {
+                    parent[a.max(b)] = a.min(b);
+                }
+            }
+        }
+    }
+    let mut slot = vec![usize::MAX; n];
+    let mut out: Vec<Vec<usize>> = Vec::new();
+    for i in 0..n {
+        if g.of(i).is_empty() {
+            continue;
+        }
+        let r = find(&mut parent, i);
+        if slot[r] == usize::MAX {
+            slot[r] = out.len();
+            out.push(Vec::new());
+        }
+        out[slot[r]].push(i);
+    }
+    out
+}
+
+/// The detections of a cluster, sorted and unique, and each track's gated entries as
+/// (local detection index, log-likelihood).
+fn local(cluster: &[usize], g: &Gated) -> (Vec<u32>, Vec<Vec<(usize, f64)>>) {
+    let mut dets: Vec<u32> = cluster
+        .iter()
+        .flat_map(|&i| g.det[g.of(i)].iter().copied())
+        .collect();
+    dets.sort_unstable();
+    dets.dedup();
+    let rows = cluster
+        .iter()
+        .map(|&i| {
+            g.of(i)
+                .map(|k| {
+                    // Present by construction.
+                    let l = dets.binary_search(&g.det[k]).unwrap_or(0);
+                    (l, g.ll[k])
+                })
+                .collect()
+        })
+        .collect();
+    (dets, rows)
+}
+
+/// Cost of leaving a track without a detection when `pd = 1` (a miss is then
+/// impossible unless no detection is left): large against any likelihood-ratio cost
+/// yet small enough that sums of costs keep their precision.
+const CERTAIN_MISS_COST: f64 = 1e6;
+
+/// GNN over all clusters: each track's detection, if any.
+pub fn gnn(
+    clusters: &[Vec<usize>],
+    g: &Gated,
+    ntracks: usize,
+    pd: f64,
+    clutter: f64,
+) -> Vec<Option<u32>> {
+    let gain = pd.ln() - clutter.ln();
+    let miss = if pd < 1.0 {
+        -(1.0 - pd).ln()
+    } else {
+        CERTAIN_MISS_COST
+    };
+    let decided: Vec<Vec<(usize, u32)>> = clusters
+        .par_iter()
+        .map_init(Assignment::new, |solver, cl| {
+            let (dets, rows) = local(cl, g);
+            let nd = dets.len();
+            let mut cost = vec![f64::INFINITY; cl.len() * nd];
+            for (r, row) in rows.iter().enumerate() {
+                for &(l, ll) in row {
+                    cost[r * nd + l] = -(gain + ll);
+                }
+            }
+            let misses = vec![miss; cl.len()];
+            // Feasible: every track may miss.
+            let (sol, _) = solve_with_misses(solver, cl.len(), nd, &cost, &misses)
+                .expect("every track may miss, so the problem is feasible");
+            cl.iter()
+                .zip(sol)
+                .filter_map(|(&i, s)| s.map(|l| (i, dets[l])))
+                .collect()
+        })
+        .collect();
+    let mut out = vec![None; ntracks];
+    for d in decided {
+        for (i, j) in d {
+            out[i] = Some(j);
+        }
+    }
+    out
+}
+
+/// JPDA weights of one track: `beta0` for "no detection" and `(detection, beta)` pairs.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Weights {
+    pub beta0: f64,
+    pub det: Vec<(u32, f64)>,
+}
+
+/// Exact JPDA marginals of one cluster by enumerating the joint events. `a[r]` lists
+/// track `r`'s (local detection, weight) and `m[r]` its miss weight.
+pub fn jpda_exact(a: &[Vec<(usize, f64)>], m: &[f64], ndet: usize) -> Vec<(f64, Vec<f64>)> {
+    let r = a.len();
+    let mut beta: Vec<(f64, Vec<f64>)> = a.iter().map(|row| (0.0, vec![0.0; row.len()])).collect();
+    let mut choice = vec![usize::MAX; r];
+    let mut used = vec![false; ndet];
+    let mut total = 0.0;
+    #[allow(clippy::too_many_arguments)]
+    fn go(
+        k: usize,
+        w: f64,
+        a: &[Vec<(usize, f64)>],
+        m: &[f64],
+        choice: &mut [usize],
+        used: &mut [bool],
+        beta: &mut [(f64, Vec<f64>)],
+        total: &mut f64,
+    ) {
+        if w == 0.0 {
+            return;
+        }
+        if k == a.len() {
+            *total += w;
+            for (t, &c) in choice.iter().enumerate() {
+                if c == usize::MAX {
+                    beta[t].0 += w;
+                } else {
+                    beta[t].1[c] += w;
+                }
+            }
+            return;
+        }
+        choice[k] = usize::MAX;
+        go(k + 1, w * m[k], a, m, choice, used, beta, total);
+        for (c, &(l, wl)) in a[k].iter().enumerate() {
+            if !used[l] {
+                used[l] = true;
+                choice[k] = c;
+                go(k + 1, w * wl, a, m, choice, used, beta, total);
+                used[l] = false;
+            }
+        }
+        choice[k] = usize::MAX;
+    }
+    go(0, 1.0, a, m, &mut choice, &mut used, &mut beta, &mut total);
+    if total > 0.0 {
+        for b in &mut beta {
+            b.0 /= total;
+            b.1.iter_mut().for_each(|v| *v /= total);
+        }
+    }
+    beta
+}
+
+/// Approximate JPDA marginals by loopy belief propagation (Williams & Lau 2014, eqs.
+/// 30-31): messages `mu` from tracks to detections and `nu` back,
+/// `mu_ij = a_ij / (m_i + sum_{j' != j} a_ij' nu_j'i)`,
+/// `nu_ji = 1 / (1 + sum_{i' != i} mu_i'j)`, iterated to a fixed point; then
+/// `beta_ij = a_ij nu_ji / (m_i + sum_j' a_ij' nu_j'i)`.
+pub fn jpda_lbp(a: &[Vec<(usize, f64)>], m: &[f64], ndet: usize) -> Vec<(f64, Vec<f64>)> {
+    let mut nu: Vec<Vec<f64>> = a.iter().map(|row| vec![1.0; row.len()]).collect();
+    let mut mu: Vec<Vec<f64>> = a.iter().map(|row| vec![0.0; row.len()]).collect();
+    let mut col = vec![0.0; ndet];
+    for _ in 0..500 {
+        for (i, row) in a.iter().enumerate() {
+            let s: f64 = m[i] + row.iter().zip(&nu[i]).map(|(e, n)| e.1 * n).sum::<f64>();
+            for (k, &(_, w)) in row.iter().enumerate() {
+                let rest = s - w * nu[i][k];
+                mu[i][k] = if rest > 0.0 { w / rest } else { f64::INFINITY };
+            }
+        }
+        col.iter_mut().for_each(|c| *c = 0.0);
+        for (i, row) in a.iter().enumerate() {
+            for (k, &(l, _)) in row.iter().enumerate() {
+                col[l] += mu[i][k];
+            }
+        }
+        let mut change: f64 = 0.0;
+        for (i, row) in a.iter().enumerate() {
+            for (k, &(l, _)) in row.iter().enumerate() {
+                let v = 1.0 / (1.0 + col[l] - mu[i][k]);
+                change = change.max((v - nu[i][k]).abs());
+                nu[i][k] = v;
+            }
+        }
+        if change < 1e-13 {
+            break;
+        }
+    }
+    a.iter()
+        .enumerate()
+        .map(|(i, row)| {
+            let s: f64 = m[i] + row.iter().zip(&nu[i]).map(|(e, n)| e.1 * n).sum::<f64>();
+            (
+                m[i] / s,
+                row.iter().zip(&nu[i]).map(|(e, n)| e.1 * n / s).collect(),
+            )
+        })
+        .collect()
+}
+
+/// JPDA over all clusters: each track's weights (tracks outside every cluster miss).
+pub fn jpda(
+    clusters: &[Vec<usize>],
+    g: &Gated,
+    ntracks: usize,
+    pd: f64,
+    clutter: f64,
+) -> Vec<Weights> {
+    let gain = pd.ln() - clutter.ln();
+    let log_miss = (1.0 - pd).ln();
+    let solved: Vec<Vec<(usize, Weights)>> = clusters
+        .par_iter()
+        .map(|cl| {
+            let (dets, rows) = local(cl, g);
+            // Weights scaled per track by their largest, which leaves the marginals
+            // unchanged and keeps products in range.
+            let mut a = Vec::with_capacity(cl.len());
+            let mut m = Vec::with_capacity(cl.len());
+            let mut events = 1.0;
+            for row in &rows {
+                let top = row.iter().map(|e| gain + e.1).fold(log_miss, f64::max);
+                m.push((log_miss - top).exp());
+                a.push(
+                    row.iter()
+                        .map(|&(l, ll)| (l, (gain + ll - top).exp()))
+                        .collect::<Vec<_>>(),
+                );
+                events *= 1.0 + row.len() as f64;
+            }
+            let beta = if events <= EXACT_EVENTS {
+                jpda_exact(&a, &m, dets.len())
+            } else {
+                jpda_lbp(&a, &m, dets.len())
+            };
+            cl.iter()
+                .zip(beta)
+                .zip(&rows)
+                .map(|((&i, (b0, bs)), row)| {
+                    let det = row.iter().zip(bs).map(|(e, b)| (dets[e.0], b)).collect();
+                    (i, Weights { beta0: b0, det })
+                })
+                .collect()
+        })
+        .collect();
+    let mut out = vec![
+        Weights {
+            beta0: 1.0,
+            det: Vec::new()
+        };
+        ntracks
+    ];
+    for s in solved {
+        for (i, w) in s {
+            out[i] = w;
+        }
+    }
+    out
+}

@@ -1,0 +1,20 @@
+//! Multi-target tracking: gating, data association (GNN and JPDA), the track life cycle,
+//! scenario simulation and the metrics that score a tracker (GOSPA, OSPA, CLEAR MOT).
+//!
+//! Names follow the tracking literature (and Stone Soup's components): a *hypothesiser*
+//! gates detections against each track's predicted measurement, an *associator* decides
+//! (GNN) or weighs (JPDA) which detection updates which track, an *initiator* starts
+//! tentative tracks from detections no track claimed, and a *deleter* ends tracks.
+
+pub mod assign;
+pub mod associate;
+pub mod chi2;
+pub mod files;
+mod filter;
+pub mod gate;
+pub mod metrics;
+mod tracker;
+
+pub use assign::Assignment;
+pub use filter::Innovation;
+pub use tracker::{Assoc, Status, Timing, Tracker, TrackerConfig};
