@@ -243,6 +243,33 @@ pub fn write_estimates_with_progress<T: Real>(
     }
 }
 
+/// Like [`write_estimates`], with more per-step values `[tracks][steps]` after the
+/// log-likelihood: named CSV columns, or `.npz` arrays of shape `[B, T]` (the particle
+/// filter's `ess`).
+pub fn write_estimates_with_columns<T: Real>(
+    path: &Path,
+    est: &Estimates<T>,
+    columns: &[(&str, &[T])],
+) -> Result<()> {
+    for (name, v) in columns {
+        if v.len() != est.tracks * est.steps {
+            return Err(Error::Input {
+                msg: format!(
+                    "{}: column {name} has {} values, expected {} x {}",
+                    path.display(),
+                    v.len(),
+                    est.tracks,
+                    est.steps
+                ),
+            });
+        }
+    }
+    match Format::of(path, ESTIMATE_FORMATS)? {
+        Format::Csv => csv::write_estimates_with_columns(path, est, columns, &|_| {}),
+        _ => npy::write_estimates_with_columns(path, est, columns),
+    }
+}
+
 /// Reads estimates back from a `.npz` file written by [`write_estimates`] (for checks
 /// and tests; the precision of the file must be `T`).
 pub fn read_estimates_npz<T: Real>(path: impl AsRef<Path>) -> Result<Estimates<T>> {
