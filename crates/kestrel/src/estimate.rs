@@ -73,6 +73,12 @@ pub fn filter_on<T: Real, M: StateSpace + ?Sized>(
             opts,
             &crate::kalman::cuda::CudaOptions::default(),
         ),
+        (FilterMethod::Parallel(_), _) if opts.keep == kalman::Keep::Last => Err(
+            Error::Unsupported("the parallel filter keeps every step: Keep::Last is not available with FilterMethod::Parallel".into()),
+        ),
+        (FilterMethod::Parallel(_), _) if opts.predicted => Err(Error::Unsupported(
+            "the parallel filter does not return predicted moments (FilterOptions::predicted)".into(),
+        )),
         (FilterMethod::Parallel(scan), d) => {
             let mut filtered = crate::parallel::filter(d.first(), model, z, scan)?;
             opts.outputs.apply(&mut filtered);

@@ -140,6 +140,15 @@ pub(super) fn write_array<T: Real>(path: &Path, shape: &[usize], data: &[T]) -> 
 /// each when the estimates hold it ([`crate::data::Outputs`]), by the parallel archive
 /// writer ([`super::npz`]).
 pub(super) fn write_estimates<T: Real>(path: &Path, est: &Estimates<T>) -> Result<()> {
+    write_estimates_with_columns(path, est, &[])
+}
+
+/// [`write_estimates`] with more `[B, T]` arrays.
+pub(super) fn write_estimates_with_columns<T: Real>(
+    path: &Path,
+    est: &Estimates<T>,
+    columns: &[(&str, &[T])],
+) -> Result<()> {
     let (b, t, nx) = (est.tracks, est.steps, est.nx);
     let descr = if T::NAME == "f64" { "<f8" } else { "<f4" };
     let mut arrays: Vec<(&str, Vec<usize>, &[T])> = Vec::new();
@@ -153,6 +162,9 @@ pub(super) fn write_estimates<T: Real>(path: &Path, est: &Estimates<T>) -> Resul
     }
     if let Some(l) = &est.loglik {
         arrays.push(("loglik", vec![b, t], l));
+    }
+    for (name, v) in columns {
+        arrays.push((name, vec![b, t], v));
     }
     let mut members = Vec::with_capacity(arrays.len());
     for (name, shape, data) in arrays {
