@@ -11,9 +11,11 @@
 //! partial file, a temporary file or a clobbered input.
 
 mod csv;
+mod finite;
 mod npy;
 pub mod output;
 
+pub use finite::check_estimates;
 pub use output::{check_paths, set_fsync, write_atomic, Outputs};
 
 use crate::data::{Estimates, Measurements};
@@ -225,7 +227,9 @@ pub fn write_estimates_with_progress<T: Real>(
     est: &Estimates<T>,
     tick: &(dyn Fn(usize) + Sync),
 ) -> Result<()> {
-    match Format::of(path, ESTIMATE_FORMATS)? {
+    let format = Format::of(path, ESTIMATE_FORMATS)?;
+    check_estimates(path, est)?;
+    match format {
         Format::Csv => csv::write_estimates(path, est, tick),
         _ => npy::write_estimates(path, est),
     }
