@@ -222,9 +222,29 @@ fn from_root(root: FileRoot) -> Result<Model> {
 
 /// Parses a model from TOML text. `origin` names the source in error messages.
 pub fn model_from_toml(text: &str, origin: &Path) -> Result<Model> {
-    let root: FileRoot = toml::from_str(text).map_err(|e| Error::ModelFile {
-        path: origin.to_path_buf(),
-        msg: e.to_string().trim_end().replace('\n', " "),
+    let root: FileRoot = toml::from_str(text).map_err(|e| {
+        // The parser's own message without its multi-line source excerpt.
+        let at = e.span().map(|s| {
+            let before = &text.as_bytes()[..s.start.min(text.len())];
+            let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+            let start = before
+                .iter()
+                .rposition(|&b| b == b'\n')
+                .map_or(0, |p| p + 1);
+            let col = before.len() - start + 1;
+            let rest = &text.as_bytes()[start..];
+            let end = rest.iter().position(|&b| b == b'\n').unwrap_or(rest.len());
+            let source = crate::io::excerpt(rest[..end].trim_ascii());
+            format!("line {line}, column {col} (`{source}`): ")
+        });
+        Error::ModelFile {
+            path: origin.to_path_buf(),
+            msg: format!(
+                "{}{}",
+                at.unwrap_or_default(),
+                e.message().trim_end().replace('\n', " ")
+            ),
+        }
     })?;
     from_root(root).map_err(|e| match e {
         Error::Model { field, msg } => Error::ModelFile {
