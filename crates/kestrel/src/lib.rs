@@ -18,6 +18,7 @@ pub mod parallel;
 pub mod particle;
 pub mod scan;
 pub mod sim;
+pub mod tbd;
 pub mod tracking;
 
 pub use data::{Estimates, Measurements};

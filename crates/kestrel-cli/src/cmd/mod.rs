@@ -7,6 +7,9 @@ pub mod estimate;
 pub mod eval;
 mod plot;
 pub mod simulate;
+pub mod simulate_frames;
+pub mod tbd;
+pub mod tbd_eval;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use kestrel::Device;

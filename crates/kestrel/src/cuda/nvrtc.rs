@@ -40,7 +40,7 @@ fn nvrtc_version() -> (i32, i32) {
     (a, b)
 }
 
-fn cache_dir() -> Option<PathBuf> {
+pub(crate) fn cache_dir() -> Option<PathBuf> {
     if std::env::var("KESTREL_CUDA_CACHE")
         .map(|v| v == "0")
         .unwrap_or(false)

@@ -14,7 +14,7 @@ mod builders;
 mod file;
 mod validate;
 
-pub use builders::{ar, constant_acceleration, constant_velocity, random_walk};
+pub use builders::{ar, constant_acceleration, constant_velocity, random_walk, Kinematics};
 pub use file::{load_model, model_from_toml, model_to_toml, save_model};
 pub use validate::{check_psd, check_spd};
 
