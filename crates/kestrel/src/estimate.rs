@@ -40,7 +40,20 @@ fn invariant<'a, M: StateSpace + ?Sized>(
         .ok_or_else(|| Error::Unsupported(format!("{what} on cuda needs a time-invariant model")))
 }
 
-/// Filters every track of `z` on `device` with `method`.
+/// The ordinals of every CUDA device of this host (an error when there is none).
+fn all_gpus() -> Result<Vec<usize>> {
+    let n = crate::cuda::device_count();
+    if n == 0 {
+        return Err(Error::Unsupported(
+            "no CUDA device on this host (all CUDA devices were asked for)".into(),
+        ));
+    }
+    Ok((0..n).collect())
+}
+
+/// Filters every track of `z` on `device` with `method`. `Device::AllCuda` splits the
+/// tracks over every GPU of the host (the sequential filter; the parallel-in-time
+/// methods run on the first GPU).
 pub fn filter_on<T: Real, M: StateSpace + ?Sized>(
     device: Device,
     model: &M,
@@ -55,8 +68,22 @@ pub fn filter_on<T: Real, M: StateSpace + ?Sized>(
         (FilterMethod::Sequential, Device::Cuda(i)) => {
             crate::kalman::cuda::filter(i, invariant(model, "the batched filter")?, z, opts)
         }
+        (FilterMethod::Sequential, Device::AllCuda) => crate::kalman::cuda::filter_on_devices(
+            &all_gpus()?,
+            invariant(model, "the batched filter")?,
+            z,
+            opts,
+            &crate::kalman::cuda::CudaOptions::default(),
+        ),
+        (FilterMethod::Parallel(_), _) if opts.keep == kalman::Keep::Last => Err(
+            Error::Unsupported("the parallel filter keeps every step: Keep::Last is not available with FilterMethod::Parallel".into()),
+        ),
+        (FilterMethod::Parallel(_), _) if opts.predicted => Err(Error::Unsupported(
+            "the parallel filter does not return predicted moments (FilterOptions::predicted)".into(),
+        )),
         (FilterMethod::Parallel(scan), d) => {
-            let filtered = crate::parallel::filter(d, model, z, scan)?;
+            let mut filtered = crate::parallel::filter(d.first(), model, z, scan)?;
+            opts.outputs.apply(&mut filtered);
             Ok(FilterOutput {
                 filtered,
                 predicted: None,
@@ -82,8 +109,18 @@ pub fn smooth_on<T: Real, M: StateSpace + ?Sized>(
             let m = invariant(model, "the batched smoother")?;
             crate::kalman::cuda::smooth(i, m, z, &crate::kalman::cuda::CudaOptions::default())
         }
-        (SmoothMethod::ParallelRts(scan), d) => crate::parallel::smooth_rts(d, model, z, scan),
-        (SmoothMethod::TwoFilter(scan), d) => crate::parallel::smooth_two_filter(d, model, z, scan),
+        (SmoothMethod::Rts, Device::AllCuda) => crate::kalman::cuda::smooth_on_devices(
+            &all_gpus()?,
+            invariant(model, "the batched smoother")?,
+            z,
+            &crate::kalman::cuda::CudaOptions::default(),
+        ),
+        (SmoothMethod::ParallelRts(scan), d) => {
+            crate::parallel::smooth_rts(d.first(), model, z, scan)
+        }
+        (SmoothMethod::TwoFilter(scan), d) => {
+            crate::parallel::smooth_two_filter(d.first(), model, z, scan)
+        }
     }
 }
 

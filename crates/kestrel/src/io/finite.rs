@@ -31,9 +31,30 @@ fn non_finite(path: &Path, track: usize, step: usize, msg: String) -> Error {
 const WHY: &str =
     "the recursion broke down numerically (an unstable model with an unobserved component?)";
 
-/// Checks `est` before it is written to `path` (see the module documentation).
+/// Checks `est` before it is written to `path` (see the module documentation). Means or
+/// covariances left out (empty) and diagonal-only covariances are understood.
 pub fn check_estimates<T: Real>(path: &Path, est: &Estimates<T>) -> Result<()> {
+    check_estimates_with_columns(path, est, &[])
+}
+
+/// [`check_estimates`] and per-step columns `[tracks][steps]` (the particle filter's
+/// `ess`), which must be finite.
+pub fn check_estimates_with_columns<T: Real>(
+    path: &Path,
+    est: &Estimates<T>,
+    columns: &[(&str, &[T])],
+) -> Result<()> {
     let (steps, nx) = (est.steps.max(1), est.nx.max(1));
+    for (name, v) in columns {
+        if let Some(i) = first_bad(v, |x| !x.is_finite_value()) {
+            return Err(non_finite(
+                path,
+                i / steps,
+                i % steps,
+                format!("{name} is {}: {WHY}", v[i].to_f64()),
+            ));
+        }
+    }
     if let Some(i) = first_bad(&est.mean, |x| !x.is_finite_value()) {
         let (b, k) = (i / (steps * nx), (i / nx) % steps);
         return Err(non_finite(
@@ -53,14 +74,23 @@ pub fn check_estimates<T: Real>(path: &Path, est: &Estimates<T>) -> Result<()> {
             ));
         }
     }
-    let nn = nx * nx;
+    // Full covariances (nx x nx a step) or their diagonals (nx a step).
+    let diag = est.cov.len() != est.tracks * est.steps * nx * nx;
+    let nn = if diag { nx } else { nx * nx };
+    let entry = |e: usize| {
+        if diag {
+            format!("P{e}{e}")
+        } else {
+            format!("P{}{}", e / nx, e % nx)
+        }
+    };
     if let Some(i) = first_bad(&est.cov, |x| x.is_nan_value()) {
         let (b, k, e) = (i / (steps * nn), (i / nn) % steps, i % nn);
         return Err(non_finite(
             path,
             b,
             k,
-            format!("covariance P{}{} is NaN: {WHY}", e / nx, e % nx),
+            format!("covariance {} is NaN: {WHY}", entry(e)),
         ));
     }
     if let Some(i) = first_bad(&est.cov, |x| !x.is_finite_value()) {
@@ -72,10 +102,9 @@ pub fn check_estimates<T: Real>(path: &Path, est: &Estimates<T>) -> Result<()> {
             .count();
         let (b, k, e) = (i / (steps * nn), (i / nn) % steps, i % nn);
         crate::error::warn(format!(
-            "{}: {count} covariance entries are infinite, the first at track {b}, step {k} (P{}{}): the model is unstable and that part of the state is not observed; the means are finite",
+            "{}: {count} covariance entries are infinite, the first at track {b}, step {k} ({}): the model is unstable and that part of the state is not observed; the means are finite",
             path.display(),
-            e / nx,
-            e % nx
+            entry(e)
         ));
     }
     Ok(())
