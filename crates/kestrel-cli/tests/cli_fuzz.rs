@@ -104,23 +104,14 @@ fn argv() -> impl Strategy<Value = Vec<String>> {
     let base = prop_oneof![
         Just(vec![]),
         Just(
-            [
-                "--model",
-                "m.toml",
-                "--input",
-                "z.csv",
-                "--output",
-                "out.npz",
-            ]
-            .map(String::from)
-            .to_vec()
+            ["--model", "m.toml", "--input", "z.csv", "--output", "out.npz",]
+                .map(String::from)
+                .to_vec()
         ),
         Just(
-            [
-                "--model", "m.toml", "--tracks", "2", "--steps", "3", "--output", "out.csv",
-            ]
-            .map(String::from)
-            .to_vec()
+            ["--model", "m.toml", "--tracks", "2", "--steps", "3", "--output", "out.csv",]
+                .map(String::from)
+                .to_vec()
         ),
     ];
     let extra = proptest::collection::vec(prop_oneof![flag(), value()], 0..6);
@@ -150,8 +141,10 @@ fn setup() -> Setup {
     std::fs::create_dir(d.join("dir")).unwrap();
     let o = run_in(
         d,
-        &["simulate", "--model", "m.toml", "--tracks", "2", "--steps", "3", "--output", "z.npy"]
-            .map(String::from),
+        &[
+            "simulate", "--model", "m.toml", "--tracks", "2", "--steps", "3", "--output", "z.npy",
+        ]
+        .map(String::from),
     );
     ok(&o);
     let files = ["z.csv", "z.npy", "m.toml"]

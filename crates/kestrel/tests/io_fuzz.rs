@@ -132,7 +132,11 @@ fn check_error(e: &kestrel::Error, name: &str) {
     assert!(!msg.is_empty());
     assert!(msg.contains(name), "error does not name {name}: {msg}");
     // Quoted excerpts are cut; the message stays far below the size of the input.
-    assert!(msg.len() < 1200, "a long error ({} bytes): {msg}", msg.len());
+    assert!(
+        msg.len() < 1200,
+        "a long error ({} bytes): {msg}",
+        msg.len()
+    );
 }
 
 fn check_measurements<T: kestrel::Real>(bytes: &[u8], ext: &str) {
