@@ -5,6 +5,7 @@ pub mod bench;
 pub mod demo;
 pub mod estimate;
 pub mod eval;
+pub mod pf;
 mod plot;
 pub mod simulate;
 pub mod simulate_frames;
@@ -75,7 +76,7 @@ impl Precision {
     pub fn default_for(device: Device) -> Precision {
         match device {
             Device::Cpu => Precision::F64,
-            Device::Cuda(_) => Precision::F32,
+            Device::Cuda(_) | Device::AllCuda => Precision::F32,
         }
     }
 }

@@ -151,7 +151,7 @@ impl Tbd {
         }
         let engine = match device {
             Device::Cpu => Engine::Cpu(CpuState::new(h, w, &params.motions, params.alpha)),
-            Device::Cuda(_) => {
+            Device::Cuda(_) | Device::AllCuda => {
                 return Err(Error::Unsupported(
                     "track-before-detect on CUDA is not in this build yet".into(),
                 ))
