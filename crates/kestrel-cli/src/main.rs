@@ -71,6 +71,14 @@ enum Command {
     Bench(cmd::bench::Args),
     /// Score tracks against truth: GOSPA, OSPA or CLEAR MOT, per step and averaged.
     Eval(cmd::eval::Args),
+    /// Track-before-detect over a frame sequence: detections as CSV.
+    Tbd(cmd::tbd::Args),
+    /// Frame sequences with point targets in noise, and their truth.
+    SimulateFrames(cmd::simulate_frames::Args),
+    /// Pd of track-before-detect against a single-frame detector (SNR sweep, ROC, plot).
+    TbdEval(cmd::tbd_eval::Args),
+    /// Bootstrap particle filter: weighted means, covariances, log-likelihood estimates and ESS.
+    Pf(cmd::pf::Args),
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
@@ -82,6 +90,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Demo(a) => cmd::demo::run(a),
         Command::Bench(a) => cmd::bench::run(a),
         Command::Eval(a) => cmd::eval::run(a),
+        Command::Tbd(a) => cmd::tbd::run(a),
+        Command::SimulateFrames(a) => cmd::simulate_frames::run(a),
+        Command::TbdEval(a) => cmd::tbd_eval::run(a),
+        Command::Pf(a) => cmd::pf::run(a),
     }
 }
 

@@ -15,7 +15,7 @@ fn data(name: &str) -> PathBuf {
 
 /// The model, the measurements and statsmodels' per-step log-likelihoods.
 fn reference(name: &str) -> (Model, Measurements<f64>, Vec<f64>) {
-    let model = kestrel::model::load_model(&data(&format!("{name}.toml"))).unwrap();
+    let model = kestrel::model::load_model(data(&format!("{name}.toml"))).unwrap();
     let text = std::fs::read_to_string(data(&format!("{name}.csv"))).unwrap();
     let (mut z, mut ll) = (Vec::new(), Vec::new());
     for line in text.lines().skip(1) {

@@ -153,7 +153,7 @@ fn window_equals_algorithm2() {
 fn sunspot_model() -> Model {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/data/likelihood/ar10_sunspots.toml");
-    kestrel::model::load_model(&path).unwrap()
+    kestrel::model::load_model(path).unwrap()
 }
 
 /// Per-step `|window:N - exact|`, worst over all steps.

@@ -5,6 +5,7 @@ pub mod cpu;
 pub mod cuda;
 pub mod likelihood;
 pub mod parallel;
+pub mod particle;
 
 use std::time::Instant;
 

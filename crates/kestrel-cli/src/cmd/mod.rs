@@ -6,8 +6,12 @@ pub mod demo;
 pub mod estimate;
 pub mod eval;
 pub mod loglik;
+pub mod pf;
 mod plot;
 pub mod simulate;
+pub mod simulate_frames;
+pub mod tbd;
+pub mod tbd_eval;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use kestrel::Device;
@@ -73,7 +77,7 @@ impl Precision {
     pub fn default_for(device: Device) -> Precision {
         match device {
             Device::Cpu => Precision::F64,
-            Device::Cuda(_) => Precision::F32,
+            Device::Cuda(_) | Device::AllCuda => Precision::F32,
         }
     }
 }
@@ -89,7 +93,12 @@ pub fn choose_device(s: &str) -> anyhow::Result<Device> {
         }
         return Ok(d);
     }
-    Ok(Device::parse(s)?)
+    // A GPU asked for by name and missing is a usage error of the command line (the
+    // library reports it as an unavailable device, which a program may fall back from).
+    Device::parse(s).map_err(|e| match e {
+        kestrel::Error::DeviceUnavailable(why) => bad(format!("--device {s}: {why}")),
+        other => other.into(),
+    })
 }
 
 static VERBOSE: AtomicBool = AtomicBool::new(false);
