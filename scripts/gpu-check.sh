@@ -23,6 +23,7 @@ grep -E -A3 "panicked|FAILED" "$OUT/tests.log" | head -30
 q=""; [ "${1:-}" = quick ] && q="--quick"
 timeout 200 ./kestrel bench --only cuda $q > "$OUT/bench-cuda.log" 2>&1; echo "bench cuda exit $?"
 KESTREL_BENCH_GPU_ONLY=1 timeout 150 ./kestrel bench --only parallel --quick > "$OUT/bench-parallel.log" 2>&1; echo "bench parallel exit $?"
+timeout 400 ./kestrel bench --only tbd $q > "$OUT/bench-tbd.log" 2>&1; echo "bench tbd exit $?"
 (cd /tmp && timeout 60 "$OLDPWD/kestrel" demo --plot "$OUT/demo.svg") > "$OUT/demo.log" 2>&1; echo "demo exit $?"
 grep -h '^{' "$OUT"/bench-*.log > "$OUT/bench.jsonl"
-grep -v '^{' "$OUT/bench-cuda.log" | tail -25; grep -v '^{' "$OUT/bench-parallel.log" | tail -25; cat "$OUT/demo.log"
+grep -v '^{' "$OUT/bench-cuda.log" | tail -25; grep -v '^{' "$OUT/bench-parallel.log" | tail -25; grep -v '^{' "$OUT/bench-tbd.log" | tail -40; cat "$OUT/demo.log"
