@@ -75,6 +75,8 @@ enum Command {
     SimulateFrames(cmd::simulate_frames::Args),
     /// Pd of track-before-detect against a single-frame detector (SNR sweep, ROC, plot).
     TbdEval(cmd::tbd_eval::Args),
+    /// Bootstrap particle filter: weighted means, covariances, log-likelihood estimates and ESS.
+    Pf(cmd::pf::Args),
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
@@ -88,6 +90,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Tbd(a) => cmd::tbd::run(a),
         Command::SimulateFrames(a) => cmd::simulate_frames::run(a),
         Command::TbdEval(a) => cmd::tbd_eval::run(a),
+        Command::Pf(a) => cmd::pf::run(a),
     }
 }
 

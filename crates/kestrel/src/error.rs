@@ -76,6 +76,12 @@ pub enum Error {
     #[error("{0}")]
     Unsupported(String),
 
+    /// The device asked for is not usable on this machine (no CUDA driver, no such GPU,
+    /// a build without the `cuda` feature). Not the caller's input: a program may fall
+    /// back to the CPU.
+    #[error("{0}")]
+    DeviceUnavailable(String),
+
     /// A failure inside the CUDA backend (driver, NVRTC, a kernel launch).
     #[error("cuda: {0}")]
     Cuda(String),

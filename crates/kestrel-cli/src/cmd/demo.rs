@@ -40,6 +40,13 @@ pub struct Args {
     /// Seed of the simulation.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Run the particle-filter demo instead: the seed's target measured by two range
+    /// sensors (one target, `--steps` steps), plotted with its particle cloud.
+    #[arg(long)]
+    pf: bool,
+    /// Particles of the `--pf` demo.
+    #[arg(long, value_name = "N", default_value_t = 100_000)]
+    particles: usize,
     /// Where to write the plot of a few tracks (SVG).
     #[arg(long, value_name = "FILE.svg", default_value = "kestrel-demo.svg")]
     plot: PathBuf,
@@ -61,6 +68,14 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     }
     let outputs = kestrel::io::Outputs::plan(&[], &[&a.plot])?;
     let device = choose_device(&a.device)?;
+    if a.pf {
+        if a.particles == 0 {
+            return Err(bad("--particles must be at least 1"));
+        }
+        super::pf::demo(a.steps, a.particles, a.seed, device, &a.plot)?;
+        outputs.commit()?;
+        return Ok(());
+    }
     match a.precision.unwrap_or(Precision::default_for(device)) {
         Precision::F64 => run_typed::<f64>(&a, device)?,
         Precision::F32 => run_typed::<f32>(&a, device)?,

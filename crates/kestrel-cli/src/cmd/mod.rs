@@ -5,6 +5,7 @@ pub mod bench;
 pub mod demo;
 pub mod estimate;
 pub mod eval;
+pub mod pf;
 mod plot;
 pub mod simulate;
 pub mod simulate_frames;
@@ -91,7 +92,12 @@ pub fn choose_device(s: &str) -> anyhow::Result<Device> {
         }
         return Ok(d);
     }
-    Ok(Device::parse(s)?)
+    // A GPU asked for by name and missing is a usage error of the command line (the
+    // library reports it as an unavailable device, which a program may fall back from).
+    Device::parse(s).map_err(|e| match e {
+        kestrel::Error::DeviceUnavailable(why) => bad(format!("--device {s}: {why}")),
+        other => other.into(),
+    })
 }
 
 static VERBOSE: AtomicBool = AtomicBool::new(false);

@@ -50,6 +50,17 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let mut outs = vec![a.output.as_path()];
     outs.extend(a.truth.as_deref());
     let outputs = io::Outputs::plan(&[&a.model], &outs)?;
+    // The particle filter's nonlinear kinds have their own simulation.
+    let Some(outputs) = super::pf::simulate_nonlinear(
+        &a.model,
+        (a.tracks, a.steps, a.seed, a.missing),
+        &a.output,
+        a.truth.as_deref(),
+        outputs,
+    )?
+    else {
+        return Ok(());
+    };
     let model = kestrel::model::load_model(&a.model)?;
     let t0 = Instant::now();
     let progress = Progress::new("simulating");

@@ -140,7 +140,8 @@ pub(crate) fn map_file(path: &Path, expected: &str) -> Result<memmap2::Mmap> {
 }
 
 /// Reads measurements from a `.csv` or `.npy` file into precision `T`.
-pub fn read_measurements<T: Real>(path: &Path) -> Result<Measurements<T>> {
+pub fn read_measurements<T: Real>(path: impl AsRef<Path>) -> Result<Measurements<T>> {
+    let path = path.as_ref();
     match Format::of(path, MEASUREMENT_FORMATS)? {
         Format::Csv => csv::read_measurements(path),
         _ => npy::read_measurements(path),
@@ -149,7 +150,12 @@ pub fn read_measurements<T: Real>(path: &Path) -> Result<Measurements<T>> {
 
 /// Checks that measurements read from `path` have the `ny` components the model
 /// measures, naming the file when they do not.
-pub fn check_measurement_dim<T>(path: &Path, z: &Measurements<T>, ny: usize) -> Result<()> {
+pub fn check_measurement_dim<T>(
+    path: impl AsRef<Path>,
+    z: &Measurements<T>,
+    ny: usize,
+) -> Result<()> {
+    let path = path.as_ref();
     if z.ny != ny {
         return Err(parse_error(
             path,
@@ -165,18 +171,20 @@ pub fn check_measurement_dim<T>(path: &Path, z: &Measurements<T>, ny: usize) -> 
 }
 
 /// Writes measurements as `.csv` (`track,t,z0,..`) or `.npy` (`[B, T, ny]`).
-pub fn write_measurements<T: Real>(path: &Path, z: &Measurements<T>) -> Result<()> {
+pub fn write_measurements<T: Real>(path: impl AsRef<Path>, z: &Measurements<T>) -> Result<()> {
+    let path = path.as_ref();
     write_series(path, z.tracks, z.steps, z.ny, &z.data, 'z')
 }
 
 /// Writes simulated truth `[tracks][steps][nx]` as `.csv` (`track,t,x0,..`) or `.npy`.
 pub fn write_truth<T: Real>(
-    path: &Path,
+    path: impl AsRef<Path>,
     tracks: usize,
     steps: usize,
     nx: usize,
     truth: &[T],
 ) -> Result<()> {
+    let path = path.as_ref();
     if truth.len() != tracks * steps * nx {
         return Err(Error::Input {
             msg: format!(
@@ -203,37 +211,69 @@ fn write_series<T: Real>(
 }
 
 /// Reads a `.npy` array (f64 or f32, any shape) as its shape and row-major f64 values.
-pub fn read_npy_array(path: &Path) -> Result<(Vec<usize>, Vec<f64>)> {
+pub fn read_npy_array(path: impl AsRef<Path>) -> Result<(Vec<usize>, Vec<f64>)> {
+    let path = path.as_ref();
     npy::read_array(path)
 }
 
 /// Writes `data` as one `.npy` array of `shape` (atomically).
-pub fn write_npy_array<T: Real>(path: &Path, shape: &[usize], data: &[T]) -> Result<()> {
+pub fn write_npy_array<T: Real>(path: impl AsRef<Path>, shape: &[usize], data: &[T]) -> Result<()> {
+    let path = path.as_ref();
     npy::write_array(path, shape, data)
 }
 
 /// Writes estimates as `.csv` or `.npz` (see the module documentation). The
 /// log-likelihood column / array is written when the estimates carry one.
-pub fn write_estimates<T: Real>(path: &Path, est: &Estimates<T>) -> Result<()> {
+pub fn write_estimates<T: Real>(path: impl AsRef<Path>, est: &Estimates<T>) -> Result<()> {
+    let path = path.as_ref();
     write_estimates_with_progress(path, est, &|_| {})
 }
 
 /// Like [`write_estimates`]; `tick(n)` is called each time `n` more tracks are written
 /// (CSV only: an `.npz` is written in one go).
 pub fn write_estimates_with_progress<T: Real>(
-    path: &Path,
+    path: impl AsRef<Path>,
     est: &Estimates<T>,
     tick: &(dyn Fn(usize) + Sync),
 ) -> Result<()> {
+    let path = path.as_ref();
     match Format::of(path, ESTIMATE_FORMATS)? {
         Format::Csv => csv::write_estimates(path, est, tick),
         _ => npy::write_estimates(path, est),
     }
 }
 
+/// Like [`write_estimates`], with more per-step values `[tracks][steps]` after the
+/// log-likelihood: named CSV columns, or `.npz` arrays of shape `[B, T]` (the particle
+/// filter's `ess`).
+pub fn write_estimates_with_columns<T: Real>(
+    path: &Path,
+    est: &Estimates<T>,
+    columns: &[(&str, &[T])],
+) -> Result<()> {
+    for (name, v) in columns {
+        if v.len() != est.tracks * est.steps {
+            return Err(Error::Input {
+                msg: format!(
+                    "{}: column {name} has {} values, expected {} x {}",
+                    path.display(),
+                    v.len(),
+                    est.tracks,
+                    est.steps
+                ),
+            });
+        }
+    }
+    match Format::of(path, ESTIMATE_FORMATS)? {
+        Format::Csv => csv::write_estimates_with_columns(path, est, columns, &|_| {}),
+        _ => npy::write_estimates_with_columns(path, est, columns),
+    }
+}
+
 /// Reads estimates back from a `.npz` file written by [`write_estimates`] (for checks
 /// and tests; the precision of the file must be `T`).
-pub fn read_estimates_npz<T: Real>(path: &Path) -> Result<Estimates<T>> {
+pub fn read_estimates_npz<T: Real>(path: impl AsRef<Path>) -> Result<Estimates<T>> {
+    let path = path.as_ref();
     npy::read_estimates(path)
 }
 

@@ -138,6 +138,15 @@ pub(super) fn write_array<T: Real>(path: &Path, shape: &[usize], data: &[T]) -> 
 
 /// Writes estimates as an uncompressed `.npz`: `mean`, `cov` and (filters) `loglik`.
 pub(super) fn write_estimates<T: Real>(path: &Path, est: &Estimates<T>) -> Result<()> {
+    write_estimates_with_columns(path, est, &[])
+}
+
+/// [`write_estimates`] with more `[B, T]` arrays.
+pub(super) fn write_estimates_with_columns<T: Real>(
+    path: &Path,
+    est: &Estimates<T>,
+    columns: &[(&str, &[T])],
+) -> Result<()> {
     let (b, t, nx) = (est.tracks, est.steps, est.nx);
     let shape_err = |e: ndarray::ShapeError| Error::Input {
         msg: format!("{}: estimates: {e}", path.display()),
@@ -148,6 +157,15 @@ pub(super) fn write_estimates<T: Real>(path: &Path, est: &Estimates<T>) -> Resul
         Some(l) => Some(ArrayView::from_shape(IxDyn(&[b, t]), l).map_err(shape_err)?),
         None => None,
     };
+    let extra = columns
+        .iter()
+        .map(|(name, v)| {
+            Ok((
+                *name,
+                ArrayView::from_shape(IxDyn(&[b, t]), v).map_err(shape_err)?,
+            ))
+        })
+        .collect::<Result<Vec<_>>>()?;
     // Arrays of 4 GiB and more need the zip64 extensions.
     let large = std::mem::size_of_val(est.cov.as_slice()) as u64 >= (1 << 32) - (1 << 20);
     let options = zip::write::SimpleFileOptions::default()
@@ -163,6 +181,9 @@ pub(super) fn write_estimates<T: Real>(path: &Path, est: &Estimates<T>) -> Resul
             npz.add_array("cov", &cov)?;
             if let Some(l) = &loglik {
                 npz.add_array("loglik", l)?;
+            }
+            for (name, a) in &extra {
+                npz.add_array(*name, a)?;
             }
             Ok::<_, ndarray_npy::WriteNpzError>(())
         })();

@@ -286,7 +286,7 @@ fn unknown_extension_and_missing_file() {
         other => panic!("expected an I/O error, got {other:?}"),
     }
     let est = Estimates::<f64>::nan(1, 1, 1, false);
-    assert!(write_estimates(&d.path().join("e.npy"), &est).is_err());
+    assert!(write_estimates(d.path().join("e.npy"), &est).is_err());
     assert!(!d.path().join("e.npy").exists());
 }
 
