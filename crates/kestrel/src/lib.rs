@@ -11,6 +11,7 @@ pub mod error;
 pub mod estimate;
 pub mod io;
 pub mod kalman;
+pub mod limits;
 pub mod linalg;
 pub mod model;
 pub mod parallel;

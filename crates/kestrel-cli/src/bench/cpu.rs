@@ -152,6 +152,7 @@ pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
                 &model,
                 &zr,
                 Job::Filter(FilterMethod::Sequential),
+                kestrel::data::Outputs::ALL,
             )?;
             let t2 = Instant::now();
             io::write_estimates(&npz, &est)?;

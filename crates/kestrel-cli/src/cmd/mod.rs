@@ -76,7 +76,7 @@ impl Precision {
     pub fn default_for(device: Device) -> Precision {
         match device {
             Device::Cpu => Precision::F64,
-            Device::Cuda(_) => Precision::F32,
+            Device::Cuda(_) | Device::AllCuda => Precision::F32,
         }
     }
 }

@@ -6,6 +6,9 @@
 //! own structure-of-arrays layout once.
 
 mod alloc;
+mod outputs;
+
+pub use outputs::{CovOutput, Outputs};
 
 use crate::error::{Error, Result};
 use crate::linalg::Real;

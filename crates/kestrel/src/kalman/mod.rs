@@ -45,6 +45,10 @@ pub struct FilterOptions {
     pub predicted: bool,
     /// Force the general path even where a fixed-size fast path exists.
     pub force_general: bool,
+    /// Which filtered estimates to return (default: all, full covariances). What is not
+    /// wanted is left empty ([`crate::data::Outputs`]); on a GPU it is never copied to
+    /// the host.
+    pub outputs: crate::data::Outputs,
 }
 
 /// What [`filter`] returns.
@@ -97,6 +101,7 @@ pub fn filter<T: Real, M: StateSpace + ?Sized>(
         .predicted
         .then(|| Estimates::nan(z.tracks, z.steps, model.nx(), false));
     filter_impl(model, z, opts, &mut filtered, predicted.as_mut())?;
+    opts.outputs.apply(&mut filtered);
     Ok(FilterOutput {
         filtered,
         predicted,

@@ -178,7 +178,12 @@ impl Tbd {
         }
         let engine = match device {
             Device::Cpu => Engine::Cpu(CpuState::new(h, w, &params.motions, params.alpha)),
-            Device::Cuda(ordinal) => {
+            Device::Cuda(_) | Device::AllCuda => {
+                // One GPU: the recursion is one state (all devices: the first).
+                let ordinal = match device {
+                    Device::Cuda(o) => o,
+                    _ => 0,
+                };
                 let cfg = match opts.kernel {
                     Some(k) => k,
                     None => autotune::choose(ordinal, &params, h, w, Dtype::F32, opts.half)?,
