@@ -5,6 +5,7 @@ pub mod cpu;
 pub mod cuda;
 pub mod parallel;
 pub mod particle;
+pub mod tbd;
 
 use std::time::Instant;
 

@@ -8,6 +8,7 @@ pub enum Family {
     Cuda,
     Parallel,
     Particle,
+    Tbd,
 }
 
 #[derive(clap::Args, Debug)]
@@ -23,11 +24,12 @@ pub struct Args {
 type Runner = fn(&mut Sink, bool) -> anyhow::Result<()>;
 
 pub fn run(a: Args) -> anyhow::Result<()> {
-    let families: [(Family, &str, Runner); 4] = [
+    let families: [(Family, &str, Runner); 5] = [
         (Family::Cpu, "cpu", bench::cpu::run),
         (Family::Cuda, "cuda", bench::cuda::run),
         (Family::Parallel, "parallel", bench::parallel::run),
         (Family::Particle, "particle", bench::particle::run),
+        (Family::Tbd, "tbd", bench::tbd::run),
     ];
     let mut sink = Sink::default();
     let mut failed = Vec::new();
