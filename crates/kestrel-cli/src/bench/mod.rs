@@ -6,6 +6,7 @@ pub mod cuda;
 pub mod likelihood;
 pub mod parallel;
 pub mod particle;
+pub mod tbd;
 
 use std::time::Instant;
 

@@ -9,6 +9,7 @@ pub enum Family {
     Parallel,
     Likelihood,
     Particle,
+    Tbd,
 }
 
 #[derive(clap::Args, Debug)]
@@ -30,6 +31,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         (Family::Parallel, "parallel", bench::parallel::run),
         (Family::Likelihood, "likelihood", bench::likelihood::run),
         (Family::Particle, "particle", bench::particle::run),
+        (Family::Tbd, "tbd", bench::tbd::run),
     ];
     let mut sink = Sink::default();
     let mut failed = Vec::new();
