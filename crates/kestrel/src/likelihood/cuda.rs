@@ -24,16 +24,29 @@ use std::collections::HashMap;
 pub const SOURCE: &str = include_str!("kernels/window.cu");
 /// Threads (and steps) per block of `window_shared`.
 pub const BLOCK: usize = 128;
-/// Taps staged in shared memory at a time.
+/// Taps staged in shared memory at a time, at most: fewer for larger `ny` so that the
+/// staged taps and measurements fit the 48 KB of static shared memory.
 pub const TILE: usize = 256;
+
+/// The tile of taps for measurement size `ny`.
+pub fn tile_for(ny: usize) -> usize {
+    (2048 / (ny * ny).max(1)).clamp(1, TILE)
+}
+
+/// Bytes of shared memory `window_shared` needs in double precision.
+fn shared_bytes(ny: usize) -> usize {
+    let tile = tile_for(ny);
+    (tile * ny * ny + (tile + BLOCK) * ny) * 8
+}
 /// At most this many pattern tap values go to the device; later patterns run on the host.
 const PATTERN_VALUES: usize = 64 << 20;
 
 /// The source with its compile-time constants.
 pub fn source(ny: usize, real: &str) -> String {
     format!(
-        "#define REAL {}\n#define NY {ny}\n#define BLOCK {BLOCK}\n#define TILE {TILE}\n{SOURCE}",
-        if real == "f32" { "float" } else { "double" }
+        "#define REAL {}\n#define NY {ny}\n#define BLOCK {BLOCK}\n#define TILE {}\n{SOURCE}",
+        if real == "f32" { "float" } else { "double" },
+        tile_for(ny)
     )
 }
 
@@ -209,6 +222,13 @@ pub(crate) fn window<T: Real>(
     n: usize,
     vague: f64,
 ) -> Result<Vec<T>> {
+    if shared_bytes(z.ny) > 48 * 1024 {
+        return Err(Error::Unsupported(format!(
+            "the windowed filter on cuda would need {} bytes of shared memory for {} measurement components (at most 48 KB; use --device cpu)",
+            shared_bytes(z.ny),
+            z.ny
+        )));
+    }
     let plan = prepare(model, z, n, vague)?;
     catch(|| run(ordinal, &plan, z))
 }
