@@ -36,17 +36,17 @@ fn main() -> kestrel::Result<()> {
         t.elapsed().as_secs_f64()
     );
     let worst = seq
-        .mean
+        .mean()
         .iter()
-        .zip(&par.mean)
+        .zip(par.mean())
         .map(|(a, b)| (a - b).abs() / a.abs().max(1.0))
         .fold(0.0, f64::max);
     // Position error of the smoothed track against the simulated truth (x at 0, y at 2).
     let rmse = (0..steps)
         .map(|k| {
             let (dx, dy) = (
-                par.mean[k * 4] - sim.truth[k * 4],
-                par.mean[k * 4 + 2] - sim.truth[k * 4 + 2],
+                par.mean()[k * 4] - sim.truth[k * 4],
+                par.mean()[k * 4 + 2] - sim.truth[k * 4 + 2],
             );
             dx * dx + dy * dy
         })

@@ -17,10 +17,10 @@ use crate::linalg::Real;
 /// `[tracks][steps][ny]`. A step with a NaN in any component is missing.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Measurements<T> {
-    pub tracks: usize,
-    pub steps: usize,
-    pub ny: usize,
-    pub data: Vec<T>,
+    pub(crate) tracks: usize,
+    pub(crate) steps: usize,
+    pub(crate) ny: usize,
+    pub(crate) data: Vec<T>,
 }
 
 impl<T: Real> Measurements<T> {
@@ -127,12 +127,12 @@ impl<T: Real> Measurements<T> {
 /// log-likelihood `[tracks][steps]`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Estimates<T> {
-    pub tracks: usize,
-    pub steps: usize,
-    pub nx: usize,
-    pub mean: Vec<T>,
-    pub cov: Vec<T>,
-    pub loglik: Option<Vec<T>>,
+    pub(crate) tracks: usize,
+    pub(crate) steps: usize,
+    pub(crate) nx: usize,
+    pub(crate) mean: Vec<T>,
+    pub(crate) cov: Vec<T>,
+    pub(crate) loglik: Option<Vec<T>>,
 }
 
 impl<T: Real> Estimates<T> {
@@ -250,6 +250,12 @@ impl<T: Real> Estimates<T> {
     /// track's total).
     pub fn loglik(&self) -> Option<&[T]> {
         self.loglik.as_deref()
+    }
+
+    /// The same estimates without their log-likelihoods.
+    pub fn without_loglik(mut self) -> Self {
+        self.loglik = None;
+        self
     }
 
     /// All means, writable in place.
