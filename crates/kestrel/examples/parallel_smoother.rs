@@ -16,21 +16,22 @@ fn main() -> kestrel::Result<()> {
     let m = model::constant_velocity(2, 1.0, 0.5, 25.0, 100.0)?;
     let sim = kestrel::sim::simulate(&m, 1, steps, 11, 0.05)?;
     let z = sim.measurements;
-    let device = Device::auto().0;
+    let device = Device::auto().device;
     println!("one sequence of {steps} steps on {device}");
     let t = Instant::now();
-    let (_, seq) = smooth_on(Device::Cpu, &m, &z, SmoothMethod::Rts)?;
+    let seq = smooth_on(Device::Cpu, &m, &z, SmoothMethod::Rts)?.smoothed;
     println!(
         "sequential RTS (CPU):           {:8.3} s",
         t.elapsed().as_secs_f64()
     );
     let t = Instant::now();
-    let (_, par) = smooth_on(
+    let par = smooth_on(
         device,
         &m,
         &z.cast::<f64>(),
         SmoothMethod::ParallelRts(ScanAlgorithm::default()),
-    )?;
+    )?
+    .smoothed;
     println!(
         "parallel-in-time RTS ({device}): {:8.3} s",
         t.elapsed().as_secs_f64()

@@ -203,14 +203,34 @@ fn gpu_retrodiction_equals_the_rts_smoother() {
         ScanAlgorithm::Blelloch,
         ScanAlgorithm::Sengupta(8),
     ] {
-        let s = parallel::retrodict(Device::Cuda(0), &model, &rf, alg, false).unwrap();
+        let s = parallel::retrodict(
+            Device::Cuda(0),
+            &model,
+            &rf,
+            alg,
+            parallel::Moments::MeansAndCovariances,
+        )
+        .unwrap();
         let e = errs(&s, &rs);
         assert!(e < 1e-8, "f64 retrodiction {alg:?}: {e:e}");
-        let s32 =
-            parallel::retrodict(Device::Cuda(0), &model, &rf.cast::<f32>(), alg, false).unwrap();
+        let s32 = parallel::retrodict(
+            Device::Cuda(0),
+            &model,
+            &rf.cast::<f32>(),
+            alg,
+            parallel::Moments::MeansAndCovariances,
+        )
+        .unwrap();
         let e = errs(&s32.cast(), &rs);
         assert!(e < 1e-3, "f32 retrodiction {alg:?}: {e:e}");
-        let m = parallel::retrodict(Device::Cuda(0), &model, &rf, alg, true).unwrap();
+        let m = parallel::retrodict(
+            Device::Cuda(0),
+            &model,
+            &rf,
+            alg,
+            parallel::Moments::MeansOnly,
+        )
+        .unwrap();
         assert!(
             m.cov().iter().all(|v| v.is_nan()),
             "means only: covariances"

@@ -426,7 +426,7 @@ fn batched(sink: &mut Sink, dev: &str) -> anyhow::Result<()> {
             &model,
             &rf32,
             ScanAlgorithm::Fastest,
-            false,
+            parallel::Moments::MeansAndCovariances,
         ))
     });
     let s = out.expect("ran")?;

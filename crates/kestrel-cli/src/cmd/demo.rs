@@ -146,7 +146,11 @@ fn run_typed<T: Real>(a: &Args, device: Device) -> anyhow::Result<()> {
 
     progress.phase("smoothing");
     let t2 = Instant::now();
-    let (f, s) = kestrel::smooth_on(device, &model, &z, SmoothMethod::Rts)?;
+    let kestrel::Smoothed {
+        filtered: f,
+        smoothed: s,
+        ..
+    } = kestrel::smooth_on(device, &model, &z, SmoothMethod::Rts)?;
     let t_smooth = t2.elapsed().as_secs_f64();
 
     progress.phase("scoring");

@@ -93,6 +93,8 @@ impl Job {
                 format!("smooth (parallel RTS, scan {s:?})")
             }
             Job::Smooth(SmoothMethod::TwoFilter(s)) => format!("smooth (two-filter, scan {s:?})"),
+            Job::Filter(m) => format!("filter ({m:?})"),
+            Job::Smooth(m) => format!("smooth ({m:?})"),
         }
     }
 }
@@ -256,7 +258,11 @@ pub fn estimate<T: Real>(
             Ok((f, ll))
         }
         Job::Smooth(m) => {
-            let (f, mut s) = kestrel::smooth_on(device, model, z, m)?;
+            let kestrel::Smoothed {
+                filtered: f,
+                smoothed: mut s,
+                ..
+            } = kestrel::smooth_on(device, model, z, m)?;
             outputs.apply(&mut s);
             Ok((s, f.total_loglik()))
         }
