@@ -325,8 +325,15 @@ fn gpu(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
                     // The least traffic: z read, the moments written (filtered, and
                     // smoothed for the smoothers), against the device's bandwidth.
                     let size = if prec == "f32" { 4 } else { 8 };
-                    let per_step = NY + NX + NX * NX + 1
-                        + if method == Method::Filter { 0 } else { NX + NX * NX };
+                    let per_step = NY
+                        + NX
+                        + NX * NX
+                        + 1
+                        + if method == Method::Filter {
+                            0
+                        } else {
+                            NX + NX * NX
+                        };
                     let bytes = (t * per_step * size) as f64;
                     extra["min_bytes"] = bytes.into();
                     extra["gb_per_s_of_min_bytes"] = (bytes / super::median(&times) / 1e9).into();
