@@ -45,7 +45,7 @@ impl Device {
                     }
                 };
                 crate::cuda::available(ordinal).map_err(|why| {
-                    Error::Unsupported(format!("--device {s}: no usable CUDA GPU: {why}"))
+                    Error::DeviceUnavailable(format!("cuda:{ordinal}: no usable CUDA GPU: {why}"))
                 })?;
                 Ok(Device::Cuda(ordinal))
             }

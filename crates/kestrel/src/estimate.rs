@@ -53,6 +53,12 @@ pub fn filter_on<T: Real, M: StateSpace + ?Sized>(
         (FilterMethod::Sequential, Device::Cuda(i)) => {
             crate::kalman::cuda::filter(i, invariant(model, "the batched filter")?, z, opts)
         }
+        (FilterMethod::Parallel(_), _) if opts.keep == kalman::Keep::Last => Err(
+            Error::Unsupported("the parallel filter keeps every step: Keep::Last is not available with FilterMethod::Parallel".into()),
+        ),
+        (FilterMethod::Parallel(_), _) if opts.predicted => Err(Error::Unsupported(
+            "the parallel filter does not return predicted moments (FilterOptions::predicted)".into(),
+        )),
         (FilterMethod::Parallel(scan), d) => {
             let filtered = crate::parallel::filter(d, model, z, scan)?;
             Ok(FilterOutput {

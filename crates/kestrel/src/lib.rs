@@ -17,7 +17,14 @@ pub mod parallel;
 pub mod particle;
 pub mod scan;
 pub mod sim;
+pub mod tbd;
 pub mod tracking;
+
+/// The linear-algebra crate of kestrel's public API ([`Model`] holds `nalgebra`
+/// matrices): use this re-export so that your matrices are the ones kestrel expects.
+pub use nalgebra;
+/// The array crate of the conversions `Measurements::from_array`, `Estimates::mean_view`, ...
+pub use ndarray;
 
 pub use data::{Estimates, Measurements};
 pub use device::Device;

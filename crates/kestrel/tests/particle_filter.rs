@@ -180,6 +180,26 @@ fn results_do_not_depend_on_threads_or_on_the_split() {
         c.estimates.loglik.as_ref().unwrap()[..6],
         a.estimates.loglik.as_ref().unwrap()[..]
     );
+    // Buffers reused from filter to filter (one thread) start each filter afresh.
+    let small = {
+        let mut o = opts;
+        o.particles = 500;
+        o
+    };
+    let one_thread = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap();
+    let many = rayon::ThreadPoolBuilder::new()
+        .num_threads(4)
+        .build()
+        .unwrap();
+    let a4 = one_thread.install(|| particle_filter_cpu(&pm, &four, &small).unwrap());
+    let b4 = many.install(|| particle_filter_cpu(&pm, &four, &small).unwrap());
+    let alone = particle_filter_cpu(&pm, &one, &small).unwrap();
+    assert_eq!(a4.estimates, b4.estimates);
+    assert_eq!(a4.estimates.mean_at(3, 5), b4.estimates.mean_at(3, 5));
+    assert_eq!(a4.estimates.mean_at(0, 5), alone.estimates.mean_at(0, 5));
     // Filters differ from each other (their own random numbers).
     assert_ne!(c.estimates.mean_at(1, 5), c.estimates.mean_at(0, 5));
 }

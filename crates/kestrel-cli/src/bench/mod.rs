@@ -95,7 +95,7 @@ pub struct Sink {
 
 impl Sink {
     pub fn push(&mut self, r: Record) {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string(&r).expect("a record always serialises")
         );

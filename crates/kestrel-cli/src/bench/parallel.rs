@@ -186,7 +186,7 @@ fn pram(sink: &mut Sink, quick: bool) {
             sink.push(r);
         }
     }
-    eprintln!("\nsimulated PRAM (operator applications):\n{table}");
+    errln!("\nsimulated PRAM (operator applications):\n{table}");
 }
 
 /// The GPU: every GPU scan algorithm for the filter, the RTS and the two-filter smoother,

@@ -34,11 +34,11 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             continue;
         }
         if let Err(e) = runner(&mut sink, a.quick) {
-            eprintln!("bench {name}: error: {e:#}");
+            errln!("bench {name}: error: {e:#}");
             failed.push(name);
         }
     }
-    print!("{}", sink.table());
+    out!("{}", sink.table());
     if !failed.is_empty() {
         anyhow::bail!("benchmark families failed: {}", failed.join(", "));
     }

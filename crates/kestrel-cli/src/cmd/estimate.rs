@@ -110,15 +110,22 @@ fn run(c: &Common, job: Job) -> anyhow::Result<()> {
     // Everything that can be checked before the work is checked first.
     Format::of(&c.input, MEASUREMENT_FORMATS)?;
     Format::of(&c.output, ESTIMATE_FORMATS)?;
+    let outputs = io::Outputs::plan(&[&c.model, &c.input], &[&c.output])?;
     let device = choose_device(&c.device)?;
     let model = kestrel::model::load_model(&c.model)?;
     match c.precision.unwrap_or(Precision::default_for(device)) {
-        Precision::F64 => run_typed::<f64>(c, job, device, &model),
-        Precision::F32 => run_typed::<f32>(c, job, device, &model),
+        Precision::F64 => run_typed::<f64>(c, job, device, &model, outputs),
+        Precision::F32 => run_typed::<f32>(c, job, device, &model, outputs),
     }
 }
 
-fn run_typed<T: Real>(c: &Common, job: Job, device: Device, model: &Model) -> anyhow::Result<()> {
+fn run_typed<T: Real>(
+    c: &Common,
+    job: Job,
+    device: Device,
+    model: &Model,
+    outputs: io::Outputs,
+) -> anyhow::Result<()> {
     let t0 = Instant::now();
     let progress = Progress::new("reading");
     let z: Measurements<T> = io::read_measurements(&c.input)?;
@@ -142,10 +149,11 @@ fn run_typed<T: Real>(c: &Common, job: Job, device: Device, model: &Model) -> an
     progress.tracks("writing", z.tracks);
     let t2 = Instant::now();
     io::write_estimates_with_progress(&c.output, &est, &|n| progress.inc(n))?;
+    outputs.commit()?;
     let t_write = t2.elapsed().as_secs_f64();
     progress.finish();
     let n = z.tracks * z.steps;
-    eprintln!(
+    errln!(
         "{}: {} tracks x {} steps on {device}, {}: total log-likelihood {loglik:.6e}; compute {t_compute:.3} s ({}); total {:.3} s (read {t_read:.3} s, write {t_write:.3} s) -> {}",
         job.describe(),
         z.tracks,

@@ -22,6 +22,17 @@
 //!   their own streams so that one chunk's copies overlap the other's kernels.
 //! - *Timing* ([`EventTimer`]): kernel time by CUDA events, for benchmarks.
 //!
+//! # Sharing a GPU
+//!
+//! All work of a process on one device goes through one context; each call of a family
+//! (a batched filter, a tracker) uses its own streams, so calls from several threads
+//! run side by side on the GPU. A batched call budgets its device memory from
+//! `CudaOptions::memory_budget` (default: 80% of the memory free when it starts: two
+//! threads starting large batches at once should each set a budget). Compiled kernels
+//! are cached in memory per device and on disk: [`set_cache_dir`], else
+//! `$KESTREL_CACHE_DIR`, `$XDG_CACHE_HOME/kestrel` or `~/.cache/kestrel`
+//! (`KESTREL_CUDA_CACHE=0` turns the disk cache off).
+//!
 //! # Adding a family
 //!
 //! A family keeps its API, CPU path, launcher (`FAMILY/cuda.rs` or `FAMILY/cuda/`) and
@@ -40,6 +51,7 @@ pub(crate) use chunks::{drive, plan, streams, ChunkSlot};
 pub(crate) use gpu::{
     as_bytes, ck, dtoh, gpu, grid_for, htod, launch, sync, Arg, DevBuf, Gpu, Module, Pinned,
 };
+pub use nvrtc::set_cache_dir;
 pub(crate) use transfer::{download, upload};
 
 use crate::error::{Error, Result};

@@ -138,6 +138,15 @@ pub(super) fn write_array<T: Real>(path: &Path, shape: &[usize], data: &[T]) -> 
 
 /// Writes estimates as an uncompressed `.npz`: `mean`, `cov` and (filters) `loglik`.
 pub(super) fn write_estimates<T: Real>(path: &Path, est: &Estimates<T>) -> Result<()> {
+    write_estimates_with_columns(path, est, &[])
+}
+
+/// [`write_estimates`] with more `[B, T]` arrays.
+pub(super) fn write_estimates_with_columns<T: Real>(
+    path: &Path,
+    est: &Estimates<T>,
+    columns: &[(&str, &[T])],
+) -> Result<()> {
     let (b, t, nx) = (est.tracks, est.steps, est.nx);
     let shape_err = |e: ndarray::ShapeError| Error::Input {
         msg: format!("{}: estimates: {e}", path.display()),
@@ -148,22 +157,59 @@ pub(super) fn write_estimates<T: Real>(path: &Path, est: &Estimates<T>) -> Resul
         Some(l) => Some(ArrayView::from_shape(IxDyn(&[b, t]), l).map_err(shape_err)?),
         None => None,
     };
+    let extra = columns
+        .iter()
+        .map(|(name, v)| {
+            Ok((
+                *name,
+                ArrayView::from_shape(IxDyn(&[b, t]), v).map_err(shape_err)?,
+            ))
+        })
+        .collect::<Result<Vec<_>>>()?;
     // Arrays of 4 GiB and more need the zip64 extensions.
     let large = std::mem::size_of_val(est.cov.as_slice()) as u64 >= (1 << 32) - (1 << 20);
     let options = zip::write::SimpleFileOptions::default()
         .compression_method(zip::CompressionMethod::Stored)
         .large_file(large);
     super::write_atomic(path, |w| {
-        let mut npz = ndarray_npy::NpzWriter::new_with_options(w, options);
-        let io = std::io::Error::other;
-        npz.add_array("mean", &mean).map_err(io)?;
-        npz.add_array("cov", &cov).map_err(io)?;
-        if let Some(l) = &loglik {
-            npz.add_array("loglik", l).map_err(io)?;
+        // The archive is finished explicitly; after a failed write the latch swallows
+        // what the zip writer's drop still writes, so the error is reported once, here.
+        let mut npz =
+            ndarray_npy::NpzWriter::new_with_options(super::output::Latch::new(w), options);
+        let added = (|| {
+            npz.add_array("mean", &mean)?;
+            npz.add_array("cov", &cov)?;
+            if let Some(l) = &loglik {
+                npz.add_array("loglik", l)?;
+            }
+            for (name, a) in &extra {
+                npz.add_array(*name, a)?;
+            }
+            Ok::<_, ndarray_npy::WriteNpzError>(())
+        })();
+        let finished = match added {
+            Ok(()) => npz.finish(),
+            Err(e) => {
+                drop(npz);
+                Err(e)
+            }
+        };
+        match finished {
+            Ok(mut latch) => latch.take_error().map_or(Ok(()), Err),
+            Err(e) => Err(npz_io_error(e)),
         }
-        npz.finish().map_err(io)?;
-        Ok(())
     })
+}
+
+/// The I/O error inside an NPZ writer's error (the disk's own message, e.g. "No space
+/// left on device"), or the writer's message.
+fn npz_io_error(e: ndarray_npy::WriteNpzError) -> std::io::Error {
+    use ndarray_npy::{WriteNpyError, WriteNpzError};
+    match e {
+        WriteNpzError::Zip(zip::result::ZipError::Io(io)) => io,
+        WriteNpzError::Npy(WriteNpyError::Io(io)) => io,
+        other => std::io::Error::other(other.to_string()),
+    }
 }
 
 /// Reads estimates written by [`write_estimates`].

@@ -1,4 +1,5 @@
 use super::*;
+use std::io::Write;
 use std::path::PathBuf;
 
 fn tmp() -> tempfile::TempDir {
@@ -285,7 +286,7 @@ fn unknown_extension_and_missing_file() {
         other => panic!("expected an I/O error, got {other:?}"),
     }
     let est = Estimates::<f64>::nan(1, 1, 1, false);
-    assert!(write_estimates(&d.path().join("e.npy"), &est).is_err());
+    assert!(write_estimates(d.path().join("e.npy"), &est).is_err());
     assert!(!d.path().join("e.npy").exists());
 }
 

@@ -14,10 +14,12 @@ pub mod cuda;
 pub(crate) mod dense;
 pub(crate) mod lanes;
 mod metrics;
+mod state;
 pub(crate) mod step;
 
 pub use lanes::supports as has_fast_path;
 pub use metrics::{mean_nees, mean_nis, nees, rmse};
+pub use state::{BatchState, Interval, Prediction, Score};
 
 use crate::data::{Estimates, Measurements};
 use crate::error::{Error, Result};

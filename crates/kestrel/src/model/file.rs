@@ -175,6 +175,24 @@ fn from_root(root: FileRoot) -> Result<Model> {
     model.with_prior(x0, p0)
 }
 
+/// Parses a model from TOML text; errors name the source as `<string>`.
+///
+/// ```
+/// let m = kestrel::model::model_from_str(r#"
+///     [model]
+///     kind = "cv"
+///     dims = 2
+///     dt = 1.0
+///     q = 0.5
+///     r = 4.0
+/// "#)?;
+/// assert_eq!((m.nx(), m.ny()), (4, 2));
+/// # Ok::<(), kestrel::Error>(())
+/// ```
+pub fn model_from_str(text: &str) -> Result<Model> {
+    model_from_toml(text, Path::new("<string>"))
+}
+
 /// Parses a model from TOML text. `origin` names the source in error messages.
 pub fn model_from_toml(text: &str, origin: &Path) -> Result<Model> {
     let root: FileRoot = toml::from_str(text).map_err(|e| Error::ModelFile {
@@ -191,7 +209,8 @@ pub fn model_from_toml(text: &str, origin: &Path) -> Result<Model> {
 }
 
 /// Reads a model file.
-pub fn load_model(path: &Path) -> Result<Model> {
+pub fn load_model(path: impl AsRef<Path>) -> Result<Model> {
+    let path = path.as_ref();
     let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
     model_from_toml(&text, path)
 }
@@ -233,7 +252,8 @@ pub fn model_to_toml(m: &Model) -> String {
 }
 
 /// Writes a model file in the explicit form (temporary file, then rename).
-pub fn save_model(m: &Model, path: &Path) -> Result<()> {
+pub fn save_model(m: &Model, path: impl AsRef<Path>) -> Result<()> {
+    let path = path.as_ref();
     crate::io::write_atomic(path, |w| {
         use std::io::Write;
         w.write_all(model_to_toml(m).as_bytes())

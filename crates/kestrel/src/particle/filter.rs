@@ -70,6 +70,7 @@ struct Out<'a, T> {
     cov: &'a mut [T],
     loglik: &'a mut [T],
     ess: &'a mut [T],
+    cloud: Option<(&'a mut [T], &'a mut [T])>,
 }
 
 /// Runs `f(c, a_c, b_c, p_c)` over chunk `c` of three buffers (chunk sizes `ca`, `cb`, `cp`).
@@ -130,6 +131,10 @@ fn run_one<T: Real, M: ParticleModel<T> + ?Sized>(
                         model.sample_prior(x, &mut noise);
                     } else {
                         model.propagate(k, x, &mut noise);
+                    }
+                    if k == 0 {
+                        // The buffers are reused from filter to filter.
+                        *lwi = T::zero();
                     }
                     if observed {
                         let l = model.log_likelihood(k, x, z);
@@ -269,6 +274,16 @@ fn run_one<T: Real, M: ParticleModel<T> + ?Sized>(
             std::mem::swap(&mut buf.x, &mut buf.x_next);
             log_prev = nf.ln();
         }
+        if k + 1 == steps {
+            if let Some((xs, ws)) = out.cloud {
+                xs.copy_from_slice(&buf.x);
+                let inv = T::of(1.0 / s);
+                for (o, &w) in ws.iter_mut().zip(&buf.w) {
+                    *o = w * inv;
+                }
+                return Ok(());
+            }
+        }
     }
     Ok(())
 }
@@ -293,19 +308,34 @@ pub fn particle_filter_cpu<T: Real, M: ParticleModel<T> + ?Sized>(
     let mut est = Estimates::<T>::nan(z.tracks, z.steps, nx, true);
     let mut ess = vec![T::nan(); z.tracks * z.steps];
     let steps = z.steps;
+    let mut cloud = opts.keep_particles.then(|| {
+        (
+            vec![T::nan(); z.tracks * n * nx],
+            vec![T::nan(); z.tracks * n],
+        )
+    });
     {
         let loglik = est
             .loglik
             .as_mut()
             .expect("allocated with a log-likelihood");
+        let mut clouds: Vec<Option<(&mut [T], &mut [T])>> = match &mut cloud {
+            Some((xs, ws)) => xs
+                .chunks_mut(n * nx)
+                .zip(ws.chunks_mut(n))
+                .map(|(x, w)| Some((x, w)))
+                .collect(),
+            None => (0..z.tracks).map(|_| None).collect(),
+        };
         let per = est
             .mean
             .chunks_mut(steps * nx)
             .zip(est.cov.chunks_mut(steps * nx * nx))
             .zip(loglik.chunks_mut(steps))
             .zip(ess.chunks_mut(steps))
+            .zip(clouds.iter_mut())
             .enumerate()
-            .map(|(b, (((mean, cov), loglik), ess))| {
+            .map(|(b, ((((mean, cov), loglik), ess), cloud))| {
                 (
                     b,
                     Out {
@@ -313,6 +343,7 @@ pub fn particle_filter_cpu<T: Real, M: ParticleModel<T> + ?Sized>(
                         cov,
                         loglik,
                         ess,
+                        cloud: cloud.take(),
                     },
                 )
             });
@@ -331,5 +362,6 @@ pub fn particle_filter_cpu<T: Real, M: ParticleModel<T> + ?Sized>(
     Ok(PfOutput {
         estimates: est,
         ess,
+        particles: cloud,
     })
 }

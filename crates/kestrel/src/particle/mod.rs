@@ -15,6 +15,7 @@
 //! the update, the log-likelihood estimate `ln p^(z_k | z_0:k-1)` and the effective
 //! sample size before resampling.
 
+pub mod cuda;
 mod file;
 mod filter;
 pub mod models;
@@ -42,6 +43,8 @@ pub struct PfOptions {
     /// Resample when `ESS < ess_threshold N`; 1 (or more) resamples every step, 0 never.
     pub ess_threshold: f64,
     pub seed: u64,
+    /// Also return every filter's particles and weights after the last step.
+    pub keep_particles: bool,
 }
 
 impl PfOptions {
@@ -51,6 +54,7 @@ impl PfOptions {
             resampler: Resampler::Systematic,
             ess_threshold: 0.5,
             seed: 0,
+            keep_particles: false,
         }
     }
 }
@@ -63,6 +67,9 @@ pub struct PfOutput<T> {
     pub estimates: Estimates<T>,
     /// Effective sample size `[B][T]` before resampling.
     pub ess: Vec<T>,
+    /// With [`PfOptions::keep_particles`]: the particles `[B][N][nx]` after the last
+    /// step and their normalised weights `[B][N]`.
+    pub particles: Option<(Vec<T>, Vec<T>)>,
 }
 
 /// Most particles per filter (indices and counters are 32-bit).
@@ -160,8 +167,6 @@ pub fn particle_filter_on<T: Real>(
             model.check_cpu()?;
             particle_filter_cpu(model, z, opts)
         }
-        Device::Cuda(_) => Err(Error::Unsupported(
-            "the particle filter's CUDA path is not built yet".into(),
-        )),
+        Device::Cuda(ordinal) => cuda::particle_filter_cuda(ordinal, model, z, opts),
     }
 }

@@ -159,7 +159,23 @@ pub(crate) fn write_estimates<T: Real>(
     est: &Estimates<T>,
     tick: &(dyn Fn(usize) + Sync),
 ) -> Result<()> {
-    let header = estimates_header(est.nx, est.loglik.is_some());
+    write_estimates_with_columns(path, est, &[], tick)
+}
+
+/// [`write_estimates`] with more per-step columns after `loglik`.
+pub(crate) fn write_estimates_with_columns<T: Real>(
+    path: &Path,
+    est: &Estimates<T>,
+    columns: &[(&str, &[T])],
+    tick: &(dyn Fn(usize) + Sync),
+) -> Result<()> {
+    let mut header = estimates_header(est.nx, est.loglik.is_some());
+    header.pop();
+    for (name, _) in columns {
+        header.push(',');
+        header += name;
+    }
+    header.push('\n');
     write_rows(
         path,
         header,
@@ -173,6 +189,10 @@ pub(crate) fn write_estimates<T: Real>(
             if let Some(ll) = &est.loglik {
                 buf.push(b',');
                 push_value(buf, ll[b * est.steps + k]);
+            }
+            for (_, v) in columns {
+                buf.push(b',');
+                push_value(buf, v[b * est.steps + k]);
             }
         },
         tick,
