@@ -110,18 +110,6 @@ fn ill_conditioned(seed: u64, scales: [f64; 3], rv: f64, damp: f64) -> Model {
     Model::new(f, q, h, r, DVector::zeros(nx), DMatrix::identity(nx, nx)).unwrap()
 }
 
-/// Smallest eigenvalue over the steps' covariances, relative to the largest.
-fn min_rel_eig(cov: &[f64], n: usize) -> f64 {
-    cov.chunks(n * n)
-        .map(|c| {
-            let m = DMatrix::from_row_slice(n, n, c);
-            let m = (&m + m.transpose()) * 0.5;
-            let e = m.symmetric_eigenvalues();
-            e.min() / e.max().abs().max(1e-300)
-        })
-        .fold(f64::INFINITY, f64::min)
-}
-
 /// Process noise from 1e3 down to 1e-3 per block, measurement noise 1e-4: the standard
 /// form loses positive definiteness in f32 (a later innovation covariance is no longer
 /// positive definite), the square-root form stays within 1e-3 of f64 in means and

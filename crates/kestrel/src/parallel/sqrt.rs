@@ -684,6 +684,9 @@ fn filter_track<T: Real>(
     )
 }
 
+/// A track's index and its output slices (means, covariances, log-likelihoods).
+type TrackSlices<'a, T> = (usize, ((&'a mut [T], &'a mut [T]), &'a mut [T]));
+
 /// The square-root parallel filter: filtered moments and per-step log-likelihoods of every
 /// track, equal to [`super::filter`] in exact arithmetic and positive semi-definite by
 /// construction in any precision. CPU only.
@@ -707,7 +710,7 @@ pub fn filter_sqrt<T: Real, M: StateSpace + ?Sized>(
     }
     let mut est = Estimates::nan(z.tracks, t, nx, true);
     let ll = est.loglik.as_mut().expect("allocated with log-likelihoods");
-    let work = |(b, ((mean, cov), ll)): (usize, ((&mut [T], &mut [T]), &mut [T])), exec| {
+    let work = |(b, ((mean, cov), ll)): TrackSlices<'_, T>, exec| {
         filter_track(&m, &lp0, b, z.track(b), t, scan_alg, exec, mean, cov, ll)
     };
     let it = est
