@@ -34,6 +34,8 @@ enum Command {
     Bench(cmd::bench::Args),
     /// Score tracks against truth: GOSPA, OSPA or CLEAR MOT, per step and averaged.
     Eval(cmd::eval::Args),
+    /// Multi-target tracking of unlabelled detections: gating, GNN or JPDA, track life cycle.
+    Track(cmd::track::Args),
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
@@ -44,6 +46,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Demo(a) => cmd::demo::run(a),
         Command::Bench(a) => cmd::bench::run(a),
         Command::Eval(a) => cmd::eval::run(a),
+        Command::Track(a) => cmd::track::run(a),
     }
 }
 

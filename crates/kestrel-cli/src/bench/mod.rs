@@ -4,6 +4,7 @@
 pub mod cpu;
 pub mod cuda;
 pub mod parallel;
+pub mod tracking;
 
 use std::time::Instant;
 

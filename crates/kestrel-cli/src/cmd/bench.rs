@@ -7,6 +7,7 @@ pub enum Family {
     Cpu,
     Cuda,
     Parallel,
+    Tracking,
 }
 
 #[derive(clap::Args, Debug)]
@@ -22,10 +23,11 @@ pub struct Args {
 type Runner = fn(&mut Sink, bool) -> anyhow::Result<()>;
 
 pub fn run(a: Args) -> anyhow::Result<()> {
-    let families: [(Family, &str, Runner); 3] = [
+    let families: [(Family, &str, Runner); 4] = [
         (Family::Cpu, "cpu", bench::cpu::run),
         (Family::Cuda, "cuda", bench::cuda::run),
         (Family::Parallel, "parallel", bench::parallel::run),
+        (Family::Tracking, "tracking", bench::tracking::run),
     ];
     let mut sink = Sink::default();
     let mut failed = Vec::new();

@@ -3,10 +3,12 @@
 
 pub mod bench;
 pub mod demo;
+mod demo_tracking;
 pub mod estimate;
 pub mod eval;
 mod plot;
 pub mod simulate;
+pub mod track;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use kestrel::Device;
