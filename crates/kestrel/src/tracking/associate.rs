@@ -3,12 +3,13 @@
 //!
 //! - **GNN**: the most likely joint assignment, as an optimal 2-D assignment with a
 //!   missed-detection choice per track. Assigning detection `j` to track `i` scores
-//!   `ln(pd N(z_j; zhat_i, S_i) / lambda)` against `ln(1 - pd)` for a miss (the
-//!   likelihood ratio of "target" against "clutter", Blackman & Popoli 1999, sec. 6.5).
+//!   `ln(pd N(z_j; zhat_i, S_i) / lambda)` against `ln(1 - pd pg)` for a miss (`pg`:
+//!   the gate probability; the likelihood ratio of "target" against "clutter",
+//!   Bar-Shalom, Daum & Huang, IEEE CSM 2009, eq. 33).
 //! - **JPDA**: the marginal probability `beta_ij` that detection `j` is track `i`'s,
 //!   over all feasible joint events (each track takes at most one detection, each
 //!   detection at most one track), with event weights
-//!   `prod_assigned pd N_ij / lambda * prod_missed (1 - pd)` (Fortmann, Bar-Shalom &
+//!   `prod_assigned pd N_ij / lambda * prod_missed (1 - pd pg)` (Fortmann, Bar-Shalom &
 //!   Scheffe 1983, the parametric form). Exact by enumeration while a cluster has at
 //!   most [`EXACT_EVENTS`] events; past that, loopy belief propagation on the
 //!   association graph (Williams & Lau, IEEE TAES 2014), which is exact on clusters

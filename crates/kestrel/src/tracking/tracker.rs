@@ -346,7 +346,8 @@ impl Tracker {
 
     /// Associates the tracks `idx` (with innovations `inns`) with the detections `dets`
     /// of `z`, updates them, and marks them `detected` and the detections they take
-    /// `claimed` (GNN: the assigned ones; JPDA: every one in a gate). `spent` adds the
+    /// `claimed` (GNN: the assigned ones; JPDA: those more likely a track's than its
+    /// "no detection"). `spent` adds the
     /// seconds of gating, association and update.
     #[allow(clippy::too_many_arguments)]
     fn associate(
@@ -379,7 +380,7 @@ impl Tracker {
         let t2;
         match assoc {
             Assoc::Gnn => {
-                let pick = gnn(&cl, &gated, idx.len(), pd, clutter);
+                let pick = gnn(&cl, &gated, idx.len(), pd, self.cfg.gate, clutter);
                 t2 = Instant::now();
                 for (k, p) in pick.iter().enumerate() {
                     if let Some(l) = *p {
@@ -391,12 +392,18 @@ impl Tracker {
                 }
             }
             Assoc::Jpda => {
-                let w = jpda(&cl, &gated, idx.len(), pd, clutter);
+                let w = jpda(&cl, &gated, idx.len(), pd, self.cfg.gate, clutter);
                 t2 = Instant::now();
                 let mut e = Vec::new();
                 for (k, wk) in w.iter().enumerate() {
-                    for g in gated.of(k) {
-                        claimed[dets[gated.det[g] as usize]] = true;
+                    // As Stone Soup's mixture tracker: a detection more likely the
+                    // track's than "no detection" counts as detecting the track and is
+                    // not free to start a new one.
+                    for &(l, b) in &wk.det {
+                        if b > wk.beta0 {
+                            claimed[dets[l as usize]] = true;
+                            detected[idx[k]] = true;
+                        }
                     }
                     if wk.det.is_empty() {
                         continue;
@@ -409,7 +416,6 @@ impl Tracker {
                         betas.push(b);
                     }
                     self.bank.update_mixture(idx[k], &inns[k], &e, &betas);
-                    detected[idx[k]] = wk.beta0 < 0.5;
                 }
             }
         }
