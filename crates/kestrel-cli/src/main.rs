@@ -1,7 +1,35 @@
 //! The `kestrel` command line: simulate, filter, smooth, demo, bench.
 //!
-//! Errors are printed as one `error: ...` line; the exit status is 2 for bad input or
-//! usage (clap's own usage errors included) and 1 for any other failure.
+//! The contract (`DESIGN.md`, issue 13): a failure prints exactly one `error: ...` line
+//! on stderr (control characters escaped, long excerpts cut) and exits 2 for bad input or
+//! usage, 1 for any other failure (a full disk, a numerical breakdown); printing never
+//! panics (a closed pipe, a full device); SIGINT, SIGTERM and SIGHUP remove the
+//! temporary files of outputs being written and exit 130, 143 or 129; notes such as the
+//! device chosen and warnings are printed after success, or at once with `--verbose`.
+
+/// `println!` that never panics: on a closed pipe or a full device the line is dropped.
+macro_rules! outln {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout().lock(), $($t)*);
+    }};
+}
+
+/// `print!` that never panics.
+macro_rules! out {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stdout().lock(), $($t)*);
+    }};
+}
+
+/// `eprintln!` that never panics.
+macro_rules! errln {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), $($t)*);
+    }};
+}
 
 mod bench;
 mod cmd;
@@ -16,6 +44,13 @@ use std::process::ExitCode;
     about = "Bayesian state estimation at scale: batched Kalman filters and smoothers on CPUs and NVIDIA GPUs"
 )]
 struct Cli {
+    /// Flush every output and its directory to the disk before and after the rename,
+    /// so that outputs survive a power loss (costs about 2 s per GB written).
+    #[arg(long, global = true)]
+    fsync: bool,
+    /// Print notes (the device chosen) as they come instead of after success.
+    #[arg(long, short, global = true)]
+    verbose: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -34,6 +69,14 @@ enum Command {
     Bench(cmd::bench::Args),
     /// Score tracks against truth: GOSPA, OSPA or CLEAR MOT, per step and averaged.
     Eval(cmd::eval::Args),
+    /// Track-before-detect over a frame sequence: detections as CSV.
+    Tbd(cmd::tbd::Args),
+    /// Frame sequences with point targets in noise, and their truth.
+    SimulateFrames(cmd::simulate_frames::Args),
+    /// Pd of track-before-detect against a single-frame detector (SNR sweep, ROC, plot).
+    TbdEval(cmd::tbd_eval::Args),
+    /// Bootstrap particle filter: weighted means, covariances, log-likelihood estimates and ESS.
+    Pf(cmd::pf::Args),
     /// Multi-target tracking of unlabelled detections: gating, GNN or JPDA, track life cycle.
     Track(cmd::track::Args),
 }
@@ -46,20 +89,38 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Demo(a) => cmd::demo::run(a),
         Command::Bench(a) => cmd::bench::run(a),
         Command::Eval(a) => cmd::eval::run(a),
+        Command::Tbd(a) => cmd::tbd::run(a),
+        Command::SimulateFrames(a) => cmd::simulate_frames::run(a),
+        Command::TbdEval(a) => cmd::tbd_eval::run(a),
+        Command::Pf(a) => cmd::pf::run(a),
         Command::Track(a) => cmd::track::run(a),
     }
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    // A panic is a bug in kestrel, never the user's fault: report it as one error line.
+    kestrel::io::output::remove_temporaries_on_signals();
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => return cmd::usage_error(e),
+    };
+    kestrel::io::set_fsync(cli.fsync);
+    cmd::set_verbose(cli.verbose);
+    // A panic is a bug in kestrel, never the user's fault: report it as one error line,
+    // once, however many threads panic.
     std::panic::set_hook(Box::new(|info| {
-        eprintln!("error: internal error (please report): {info}");
+        static ONCE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+        if !ONCE.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            let msg = cmd::one_line(&format!("internal error (please report): {info}"));
+            errln!("error: {msg}");
+        }
     }));
     match std::panic::catch_unwind(|| run(cli)) {
-        Ok(Ok(())) => ExitCode::SUCCESS,
+        Ok(Ok(())) => {
+            cmd::print_notes();
+            ExitCode::SUCCESS
+        }
         Ok(Err(e)) => {
-            eprintln!("error: {}", cmd::message(&e));
+            errln!("error: {}", cmd::one_line(&cmd::message(&e)));
             ExitCode::from(cmd::exit_code(&e))
         }
         Err(_) => ExitCode::from(1),

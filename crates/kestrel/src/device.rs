@@ -10,6 +10,9 @@ pub enum Device {
     Cpu,
     /// The CUDA GPU with this ordinal.
     Cuda(usize),
+    /// Every CUDA GPU of this host: a batch of tracks is split over them (methods that
+    /// cannot be split run on the first).
+    AllCuda,
 }
 
 impl Device {
@@ -22,11 +25,26 @@ impl Device {
         }
     }
 
-    /// Parses `auto`, `cpu`, `cuda` or `cuda:N`; `cuda` is checked for availability.
+    /// The device to run single-device work on: the first GPU for `AllCuda`.
+    pub fn first(self) -> Device {
+        match self {
+            Device::AllCuda => Device::Cuda(0),
+            d => d,
+        }
+    }
+
+    /// Parses `auto`, `cpu`, `cuda`, `cuda:N` or `cuda:all`; CUDA devices are checked
+    /// for availability.
     pub fn parse(s: &str) -> Result<Device> {
         match s {
             "auto" => Ok(Device::auto().0),
             "cpu" => Ok(Device::Cpu),
+            "cuda:all" => {
+                crate::cuda::available(0).map_err(|why| {
+                    Error::Unsupported(format!("--device {s}: no usable CUDA GPU: {why}"))
+                })?;
+                Ok(Device::AllCuda)
+            }
             _ => {
                 let ordinal = match s.strip_prefix("cuda") {
                     Some("") => 0,
@@ -35,17 +53,17 @@ impl Device {
                         .and_then(|n| n.parse().ok())
                         .ok_or_else(|| {
                             Error::Unsupported(format!(
-                                "unknown device \"{s}\" (expected auto, cpu, cuda or cuda:N)"
+                                "unknown device \"{s}\" (expected auto, cpu, cuda, cuda:N or cuda:all)"
                             ))
                         })?,
                     None => {
                         return Err(Error::Unsupported(format!(
-                            "unknown device \"{s}\" (expected auto, cpu, cuda or cuda:N)"
+                            "unknown device \"{s}\" (expected auto, cpu, cuda, cuda:N or cuda:all)"
                         )))
                     }
                 };
                 crate::cuda::available(ordinal).map_err(|why| {
-                    Error::Unsupported(format!("--device {s}: no usable CUDA GPU: {why}"))
+                    Error::DeviceUnavailable(format!("cuda:{ordinal}: no usable CUDA GPU: {why}"))
                 })?;
                 Ok(Device::Cuda(ordinal))
             }
@@ -57,6 +75,18 @@ impl fmt::Display for Device {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Device::Cpu => write!(f, "cpu ({} threads)", rayon::current_num_threads()),
+            Device::AllCuda => {
+                let n = crate::cuda::device_count();
+                write!(f, "cuda:all ({n} GPUs")?;
+                if n > 0 {
+                    write!(
+                        f,
+                        ": {}",
+                        crate::cuda::device_name(0).unwrap_or_else(|_| "?".into())
+                    )?;
+                }
+                write!(f, ")")
+            }
             Device::Cuda(i) => write!(
                 f,
                 "cuda:{i} ({})",

@@ -36,6 +36,34 @@ pub enum Error {
         source: std::io::Error,
     },
 
+    /// An output could not be written (a full disk, a lost device): not the input's
+    /// fault, so the CLI exits 1.
+    #[error("{}: cannot write: {source}", path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// A size asked for by the input (tracks x steps x dimension, particles, frames) is
+    /// beyond what this machine can hold, or overflows; found before allocating.
+    #[error("{what} would need {} GB, {limit}", gb(*.bytes))]
+    TooLarge {
+        what: String,
+        bytes: u128,
+        limit: String,
+    },
+
+    /// A result is not finite (NaN or infinite) where it must be: the recursion broke
+    /// down numerically. Names the output, track and step.
+    #[error("{what}: track {track}, step {step}: {msg}")]
+    NonFinite {
+        what: String,
+        track: usize,
+        step: usize,
+        msg: String,
+    },
+
     /// A covariance lost positive definiteness during the recursion.
     #[error("track {track}, step {step}: {what} is not positive definite")]
     NotPositiveDefinite {
@@ -47,6 +75,12 @@ pub enum Error {
     /// The requested device or method is not available on this machine or build.
     #[error("{0}")]
     Unsupported(String),
+
+    /// The device asked for is not usable on this machine (no CUDA driver, no such GPU,
+    /// a build without the `cuda` feature). Not the caller's input: a program may fall
+    /// back to the CPU.
+    #[error("{0}")]
+    DeviceUnavailable(String),
 
     /// A failure inside the CUDA backend (driver, NVRTC, a kernel launch).
     #[error("cuda: {0}")]
@@ -64,6 +98,7 @@ impl Error {
                 | Error::Parse { .. }
                 | Error::Io { .. }
                 | Error::Unsupported(_)
+                | Error::TooLarge { .. }
         )
     }
 
@@ -78,6 +113,13 @@ impl Error {
         Error::Input { msg: msg.into() }
     }
 
+    pub(crate) fn write(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Write {
+            path: path.into(),
+            source,
+        }
+    }
+
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Error::Io {
             path: path.into(),
@@ -86,5 +128,35 @@ impl Error {
     }
 }
 
+/// Bytes in GB (10^9), with enough digits to tell sizes apart.
+fn gb(bytes: u128) -> String {
+    let g = bytes as f64 / 1e9;
+    if g >= 100.0 {
+        format!("{g:.0}")
+    } else if g >= 0.1 {
+        format!("{g:.1}")
+    } else {
+        format!("{g:.3}")
+    }
+}
+
 /// The library's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+static WARNINGS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// Records a warning: something the caller should know that is not an error (a variance
+/// that is legitimately infinite, inputs large enough to cost f32 accuracy). The library
+/// never prints; a program collects them with [`take_warnings`] (the CLI prints them as
+/// `warning:` lines after success).
+pub fn warn(msg: impl Into<String>) {
+    WARNINGS
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push(msg.into());
+}
+
+/// The warnings recorded since the last call, oldest first.
+pub fn take_warnings() -> Vec<String> {
+    std::mem::take(&mut *WARNINGS.lock().unwrap_or_else(|p| p.into_inner()))
+}

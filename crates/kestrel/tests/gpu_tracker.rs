@@ -1,12 +1,18 @@
-//! The streaming tracker against the batch filter and the CPU reference: the same
-//! targets stepped one measurement at a time end where the batch filter ends; targets
-//! added and removed between steps are filtered from their own first step.
+//! The per-step API on the GPU (`BatchTracker`) against the same API on the CPU
+//! (`kalman::BatchState`) and the batch filter: the same calls give the same state (1e-10
+//! in f64, 1e-5 in f32); targets added with their own priors and removed between calls;
+//! per-target intervals, control inputs, masks and per-target R; a slot not written is
+//! not updated again (no stale measurement). Skips without a GPU.
 
 mod gpu_common;
 
 use gpu_common::*;
 use kestrel::kalman::cuda::{self, BatchTracker, CudaOptions};
+use kestrel::kalman::{BatchState, Prediction};
+use kestrel::model::{constant_velocity, Kinematics};
 use kestrel::{kalman, FilterOptions, Keep, Measurements, Real};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 
 fn last_of<T: Real>(m: &kestrel::Model, z: &Measurements<T>) -> kestrel::Estimates<T> {
     let o = FilterOptions {
@@ -17,30 +23,48 @@ fn last_of<T: Real>(m: &kestrel::Model, z: &Measurements<T>) -> kestrel::Estimat
     kalman::filter(m, z, &o).expect("CPU reference").filtered
 }
 
-/// Steps `k0..k1` of track `b` as a one-track batch.
-fn slice<T: Real>(z: &Measurements<T>, b: usize, k0: usize, k1: usize) -> Measurements<T> {
-    let ny = z.ny;
-    let data = z.track(b)[k0 * ny..k1 * ny].to_vec();
-    Measurements::new(1, k1 - k0, ny, data).expect("consistent shape")
+fn rows<T: Real>(z: &Measurements<T>, k: usize) -> Vec<T> {
+    (0..z.tracks).flat_map(|b| z.at(b, k).to_vec()).collect()
 }
 
-fn step_all<T: Real>(tr: &mut BatchTracker<T>, z: &Measurements<T>, k: usize, active: &[bool]) {
-    let ny = z.ny;
-    let buf = tr.staging().expect("staging buffer");
-    for b in 0..z.tracks {
-        let dst = &mut buf[b * ny..(b + 1) * ny];
-        if active[b] {
-            dst.copy_from_slice(z.at(b, k));
-        } else {
-            dst.fill(T::nan());
+/// Every live slot of the GPU state against the CPU state, relative tolerance `tol`.
+fn same_state<T: Real>(what: &str, gpu: &mut BatchTracker<T>, cpu: &BatchState<T>, tol: f64) {
+    let g = gpu.state().expect("GPU state");
+    let nx = cpu.nx();
+    for s in 0..cpu.capacity() {
+        if !cpu.is_live(s) {
+            assert!(
+                g.mean_at(s, 0)[0].is_nan_value(),
+                "{what}: free slot {s} must read NaN"
+            );
+            continue;
+        }
+        let ll = cpu.loglik(s).expect("live");
+        let pairs = g
+            .mean_at(s, 0)
+            .iter()
+            .zip(cpu.mean(s).expect("live"))
+            .chain(g.cov_at(s, 0).iter().zip(cpu.cov(s).expect("live")))
+            .chain(std::iter::once((
+                &g.loglik.as_ref().expect("loglik")[s],
+                &ll,
+            )));
+        for (a, b) in pairs {
+            let (a, b) = (a.to_f64(), b.to_f64());
+            if a.is_nan() && b.is_nan() {
+                continue;
+            }
+            assert!(
+                (a - b).abs() <= tol * b.abs().max(1.0),
+                "{what}: slot {s}: GPU {a}, CPU {b} (nx {nx})"
+            );
         }
     }
-    tr.step_staged().expect("step");
 }
 
 #[test]
-fn streaming_equals_batch() {
-    if !gpu_or_skip("streaming_equals_batch") {
+fn per_step_on_the_gpu_equals_the_batch_filter() {
+    if !gpu_or_skip("per_step_on_the_gpu_equals_the_batch_filter") {
         return;
     }
     for (nx, ny, seed) in [(4usize, 2usize, 10u64), (6, 2, 11), (3, 3, 12)] {
@@ -48,19 +72,27 @@ fn streaming_equals_batch() {
         let (b, t) = (500, 30);
         let z = random_measurements::<f64>(&m, b, t, seed + 100, 0.1);
         let mut tr = BatchTracker::<f64>::new(0, &m, b, &CudaOptions::default()).expect("tracker");
-        eprintln!("tracker uses CUDA graphs: {}", tr.uses_graphs());
-        assert_eq!(tr.add(b).expect("add"), (0..b).collect::<Vec<_>>());
-        let all = vec![true; b];
+        for i in 0..b {
+            assert_eq!(tr.add().expect("add"), i);
+        }
         for k in 0..t {
-            step_all(&mut tr, &z, k, &all);
+            if k > 0 {
+                tr.predict().expect("predict");
+            }
+            tr.update(&rows(&z, k), None, None).expect("update");
         }
         let got = tr.state().expect("state");
-        assert_close(
-            &format!("tracker nx={nx} vs CPU"),
-            &got,
-            &last_of(&m, &z),
-            1e-10,
-        );
+        let want = last_of(&m, &z);
+        // The state matches; the log-likelihood is the last step's, not the total.
+        let e = kestrel::Estimates {
+            loglik: None,
+            ..got.clone()
+        };
+        let w = kestrel::Estimates {
+            loglik: None,
+            ..want
+        };
+        assert_close(&format!("tracker nx={nx} vs CPU"), &e, &w, 1e-10);
         let batch = cuda::filter(
             0,
             &m,
@@ -72,81 +104,165 @@ fn streaming_equals_batch() {
         )
         .expect("GPU batch")
         .filtered;
-        assert_close(
-            &format!("tracker nx={nx} vs GPU batch"),
-            &got,
-            &batch,
-            1e-12,
-        );
-        // The copying form of step gives the same.
-        let mut tr2 = BatchTracker::<f64>::new(0, &m, b, &CudaOptions::default()).expect("tracker");
-        tr2.add(b).expect("add");
-        for k in 0..t {
-            let zk: Vec<f64> = (0..b).flat_map(|i| z.at(i, k).to_vec()).collect();
-            tr2.step(&zk).expect("step");
-        }
-        assert_eq!(tr2.state().expect("state"), got);
+        let batch = kestrel::Estimates {
+            loglik: None,
+            ..batch
+        };
+        assert_close(&format!("tracker nx={nx} vs GPU batch"), &e, &batch, 1e-12);
     }
 }
 
 #[test]
-fn targets_come_and_go_between_steps() {
-    if !gpu_or_skip("targets_come_and_go_between_steps") {
+fn gpu_and_cpu_per_step_apis_agree_call_for_call() {
+    if !gpu_or_skip("gpu_and_cpu_per_step_apis_agree_call_for_call") {
+        return;
+    }
+    let m = constant_velocity(2, 1.0, 0.4, 1.5, 20.0).expect("cv");
+    let kin = Kinematics::constant_velocity(2, 0.4).expect("kinematics");
+    let cap = 1000;
+    let mut rng = StdRng::seed_from_u64(5);
+    let mut gpu = BatchTracker::<f32>::new(0, &m, cap, &CudaOptions::default())
+        .expect("tracker")
+        .with_kinematics(kin)
+        .expect("kinematics");
+    let mut cpu = BatchState::<f32>::new(&m, cap)
+        .expect("state")
+        .with_kinematics(kin)
+        .expect("kinematics");
+    for t in 0..40 {
+        if t > 3 {
+            let gone: Vec<usize> = cpu
+                .live_slots()
+                .filter(|_| rng.gen::<f64>() < 0.05)
+                .collect();
+            for s in gone {
+                cpu.remove(s).expect("cpu remove");
+                gpu.remove(s).expect("gpu remove");
+            }
+        }
+        let n = if t == 0 {
+            700
+        } else {
+            rng.gen_range(0..40).min(cap - cpu.len())
+        };
+        for _ in 0..n {
+            let x0: Vec<f32> = (0..4).map(|_| rng.gen_range(-50.0..50.0)).collect();
+            let v: f32 = rng.gen_range(1.0..30.0);
+            let p0 = [
+                v, 0.0, 0.0, 0.0, 0.0, v, 0.0, 0.0, 0.0, 0.0, v, 0.0, 0.0, 0.0, 0.0, v,
+            ];
+            let a = cpu.add_with_prior(&x0, &p0).expect("cpu add");
+            let b = gpu.add_with_prior(&x0, &p0).expect("gpu add");
+            assert_eq!(a, b, "both hand out the lowest free slot");
+        }
+        if t > 0 {
+            let dts: Vec<f64> = (0..cap).map(|_| rng.gen_range(0.2..2.0)).collect();
+            let ctrl: Vec<f32> = (0..cap * 4).map(|_| rng.gen_range(-0.1..0.1)).collect();
+            let mut p = Prediction::new();
+            if t % 2 == 1 {
+                p = p.per_target_dt(&dts);
+            }
+            if t % 5 == 0 {
+                p = p.control(&ctrl);
+            }
+            cpu.predict_with(&p).expect("cpu predict");
+            gpu.predict_with(&p).expect("gpu predict");
+        }
+        // Detections for about half the targets; the others' rows are NaN this time.
+        let z: Vec<f32> = (0..cap * 2)
+            .map(|i| {
+                if (i / 2 + t) % 2 == 0 {
+                    rng.gen_range(-60.0..60.0)
+                } else {
+                    f32::NAN
+                }
+            })
+            .collect();
+        let mask: Vec<bool> = (0..cap).map(|s| s % 7 != t % 7).collect();
+        let r: Vec<f32> = (0..cap)
+            .flat_map(|_| {
+                let v = rng.gen_range(0.5..4.0);
+                [v, 0.1, 0.1, v]
+            })
+            .collect();
+        let (mk, rr) = (
+            (t % 3 == 0).then_some(&mask[..]),
+            (t % 4 == 1).then_some(&r[..]),
+        );
+        cpu.update(&z, mk, rr).expect("cpu update");
+        gpu.update(&z, mk, rr).expect("gpu update");
+        same_state(&format!("call {t}"), &mut gpu, &cpu, 1e-5);
+        cpu.measure(None).expect("cpu measure");
+        let (zh, s) = gpu.measure(None).expect("gpu measure");
+        for sl in cpu.live_slots() {
+            for (a, b) in zh[sl * 2..sl * 2 + 2]
+                .iter()
+                .zip(cpu.predicted_measurement(sl).expect("live"))
+                .chain(
+                    s[sl * 4..sl * 4 + 4]
+                        .iter()
+                        .zip(cpu.innovation_cov(sl).expect("live")),
+                )
+            {
+                assert!(
+                    (a - b).abs() <= 1e-5 * b.abs().max(1.0),
+                    "measure, slot {sl}: {a} vs {b}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_slot_without_a_new_row_is_not_updated_again() {
+    // The staging buffers of the old tracker kept rows written two steps earlier: a slot
+    // not overwritten re-applied an old detection. Each update now copies every row.
+    if !gpu_or_skip("a_slot_without_a_new_row_is_not_updated_again") {
+        return;
+    }
+    let m = constant_velocity(1, 1.0, 0.1, 1.0, 10.0).expect("cv");
+    let mut gpu = BatchTracker::<f64>::new(0, &m, 4, &CudaOptions::default()).expect("tracker");
+    let mut cpu = BatchState::<f64>::new(&m, 4).expect("state");
+    for _ in 0..4 {
+        gpu.add().expect("add");
+        cpu.add().expect("add");
+    }
+    let mut z = vec![f64::NAN; 4];
+    for t in 0..6 {
+        if t > 0 {
+            gpu.predict().expect("predict");
+            cpu.predict().expect("predict");
+        }
+        z.fill(f64::NAN);
+        if t < 2 {
+            z[1] = 3.0 + t as f64; // only the first two updates see target 1
+        }
+        gpu.update(&z, None, None).expect("update");
+        cpu.update(&z, None, None).expect("update");
+        same_state(&format!("update {t}"), &mut gpu, &cpu, 1e-10);
+    }
+    assert_eq!(gpu.state().expect("state").loglik.expect("ll")[1], 0.0);
+}
+
+#[test]
+fn inconsistent_calls_are_errors() {
+    if !gpu_or_skip("inconsistent_calls_are_errors") {
         return;
     }
     let m = random_model(4, 2, 20);
-    let (cap, t) = (64, 24);
-    let z = random_measurements::<f32>(&m, cap, t, 21, 0.1);
-    let mut tr = BatchTracker::<f32>::new(0, &m, cap, &CudaOptions::default()).expect("tracker");
-    let first = tr.add(40).expect("add 40");
-    let mut start = vec![usize::MAX; cap];
-    let mut active = vec![false; cap];
-    for &s in &first {
-        start[s] = 0;
-        active[s] = true;
+    let mut tr = BatchTracker::<f32>::new(0, &m, 8, &CudaOptions::default()).expect("tracker");
+    assert!(tr.remove(3).is_err());
+    for _ in 0..8 {
+        tr.add().expect("add");
     }
-    for k in 0..t {
-        if k == 8 {
-            // Remove every third target; its slot is reused by a new target below.
-            let gone: Vec<usize> = (0..40).filter(|i| i % 3 == 0).collect();
-            tr.remove(&gone).expect("remove");
-            for &g in &gone {
-                active[g] = false;
-            }
-            assert_eq!(tr.len(), 40 - gone.len());
-        }
-        if k == 10 {
-            let new = tr.add(30).expect("add 30");
-            for &s in &new {
-                assert!(!active[s], "slot {s} handed out twice");
-                start[s] = k;
-                active[s] = true;
-            }
-        }
-        step_all(&mut tr, &z, k, &active);
-    }
-    let got = tr.state().expect("state");
-    for b in 0..cap {
-        if !active[b] {
-            assert!(got.mean_at(b, 0)[0].is_nan(), "free slot {b} must read NaN");
-            continue;
-        }
-        let want = last_of(&m, &slice(&z, b, start[b], t));
-        let one = kestrel::Estimates {
-            tracks: 1,
-            steps: 1,
-            nx: 4,
-            mean: got.mean_at(b, 0).to_vec(),
-            cov: got.cov_at(b, 0).to_vec(),
-            loglik: Some(vec![got.loglik.as_ref().expect("totals")[b]]),
-        };
-        assert_close(
-            &format!("target in slot {b} (from step {})", start[b]),
-            &one,
-            &want,
-            1e-4,
-        );
-    }
-    assert!(tr.remove(&[cap + 5]).is_err());
-    assert!(tr.add(cap).is_err(), "adding past capacity must fail");
+    assert!(tr.add().is_err(), "adding past capacity must fail");
+    assert!(tr.update(&[0.0; 15], None, None).is_err());
+    assert!(tr.update(&[0.0; 16], Some(&[true; 7]), None).is_err());
+    assert!(matches!(
+        tr.predict_dt(0.5),
+        Err(kestrel::Error::Unsupported(_))
+    ));
+    assert!(tr.add_with_prior(&[0.0; 4], &[1.0; 15]).is_err());
+    fn send<S: Send>(_: &S) {}
+    send(&tr);
 }

@@ -133,3 +133,85 @@ fn gpu_long_sequence_and_errors() {
         errs(&s.cast(), &rs)
     );
 }
+
+/// Many tracks in one launch (the track as the grid's second dimension), split into groups
+/// of at most 5 tracks by `KESTREL_PAR_GROUP` so that the grouping is exercised too:
+/// filter, RTS and two-filter smoother of every track equal the reference, both
+/// precisions, time-varying model, missing measurements.
+#[test]
+fn gpu_batched_tracks_equal_the_cpu_reference() {
+    if !gpu_or_skip() {
+        return;
+    }
+    for (case, &(nx, ny, t, b, group)) in [(4, 2, 515, 37, "5"), (3, 2, 64, 300, "65535")]
+        .iter()
+        .enumerate()
+    {
+        std::env::set_var("KESTREL_PAR_GROUP", group);
+        let model = PaperModel::new(nx, ny, t, t, 300 + case as u64);
+        let z = kestrel::sim::simulate(&model, b, t, 40 + case as u64, 0.2)
+            .unwrap()
+            .measurements;
+        let (rf, rs) = reference(&model, &z);
+        for alg in [
+            ScanAlgorithm::Fastest,
+            ScanAlgorithm::LadnerFischer,
+            ScanAlgorithm::Blelloch,
+            ScanAlgorithm::HillisSteele,
+            ScanAlgorithm::Sengupta(4),
+            ScanAlgorithm::Sequential,
+        ] {
+            let tag = format!("nx={nx} ny={ny} T={t} B={b} group={group} {alg:?}");
+            let (f, s) = parallel::smooth_rts(Device::Cuda(0), &model, &z, alg).unwrap();
+            let (ef, es) = (errs(&f, &rf), errs(&s, &rs));
+            assert!(ef < 1e-8 && es < 1e-8, "f64 rts {tag}: {ef:e} {es:e}");
+            let (f, s) = parallel::smooth_two_filter(Device::Cuda(0), &model, &z, alg).unwrap();
+            let (ef, es) = (errs(&f, &rf), errs(&s, &rs));
+            assert!(
+                ef < 1e-8 && es < 1e-8,
+                "f64 two-filter {tag}: {ef:e} {es:e}"
+            );
+            let z32: Measurements<f32> = z.cast();
+            let f = parallel::filter(Device::Cuda(0), &model, &z32, alg).unwrap();
+            let ef = errs(&f.cast(), &rf);
+            assert!(ef < 1e-3, "f32 filter {tag}: {ef:e}");
+            let (_, s) = parallel::smooth_two_filter(Device::Cuda(0), &model, &z32, alg).unwrap();
+            let es = errs(&s.cast(), &rs);
+            assert!(es < 1e-3, "f32 two-filter {tag}: {es:e}");
+        }
+        std::env::remove_var("KESTREL_PAR_GROUP");
+    }
+}
+
+/// The retrodiction scan on the GPU over the CPU's filtered estimates equals the RTS
+/// smoother, covariances included, for a batch of tracks in both precisions; with
+/// `means_only` the covariances are NaN and the means unchanged.
+#[test]
+fn gpu_retrodiction_equals_the_rts_smoother() {
+    if !gpu_or_skip() {
+        return;
+    }
+    let (nx, ny, t, b) = (4, 2, 777, 9);
+    let model = PaperModel::new(nx, ny, t, t, 77);
+    let z = kestrel::sim::simulate(&model, b, t, 78, 0.2)
+        .unwrap()
+        .measurements;
+    let (rf, rs) = reference(&model, &z);
+    for alg in [
+        ScanAlgorithm::Fastest,
+        ScanAlgorithm::LadnerFischer,
+        ScanAlgorithm::Blelloch,
+        ScanAlgorithm::Sengupta(8),
+    ] {
+        let s = parallel::retrodict(Device::Cuda(0), &model, &rf, alg, false).unwrap();
+        let e = errs(&s, &rs);
+        assert!(e < 1e-8, "f64 retrodiction {alg:?}: {e:e}");
+        let s32 =
+            parallel::retrodict(Device::Cuda(0), &model, &rf.cast::<f32>(), alg, false).unwrap();
+        let e = errs(&s32.cast(), &rs);
+        assert!(e < 1e-3, "f32 retrodiction {alg:?}: {e:e}");
+        let m = parallel::retrodict(Device::Cuda(0), &model, &rf, alg, true).unwrap();
+        assert!(m.cov.iter().all(|v| v.is_nan()), "means only: covariances");
+        assert!(rel_err(&m.mean, &rs.mean, nx) < 1e-8, "means only: means");
+    }
+}

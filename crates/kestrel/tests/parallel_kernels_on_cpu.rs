@@ -1,9 +1,9 @@
 //! The parallel CUDA kernels (`src/parallel/kernels/parallel_*.cu`) compiled as plain C++ by the
 //! host compiler (`$CXX`, else `c++`) and run thread by thread on the CPU
 //! (parallel_emulation/harness.inc, which also repeats the launch sequences of
-//! `cuda/parallel/run.rs`), against the sequential CPU reference: every GPU scan
+//! `parallel/cuda/run.rs`), against the sequential CPU reference: every GPU scan
 //! algorithm, filter with log-likelihoods, RTS and two-filter smoother, time-varying
-//! models with missing values, both precisions. Checks the kernels' arithmetic and
+//! models with missing values, both precisions, batches of several tracks in one launch. Checks the kernels' arithmetic and
 //! indexing without a GPU (CI included); skips with a printed reason when there is no C++
 //! compiler. On a GPU, tests/parallel_gpu.rs runs the real thing.
 
@@ -15,6 +15,7 @@ use std::process::{Command, Stdio};
 const OPS: &str = include_str!("../src/parallel/kernels/parallel_ops.cu");
 const SCAN: &str = include_str!("../src/parallel/kernels/parallel_scan.cu");
 const MODEL: &str = include_str!("../src/parallel/kernels/parallel_model.cu");
+const FUSED: &str = include_str!("../src/parallel/kernels/parallel_fused.cu");
 const HARNESS: &str = include_str!("parallel_emulation/harness.inc");
 
 fn compiler() -> Option<String> {
@@ -74,9 +75,10 @@ fn rel_err(a: &[f64], b: &[f64], per: usize) -> f64 {
         .fold(0.0, f64::max)
 }
 
-fn run<T: Real>(cxx: &str, nx: usize, ny: usize, t: usize, seed: u64, tol: f64) {
+#[allow(clippy::too_many_arguments)]
+fn run<T: Real>(cxx: &str, nx: usize, ny: usize, t: usize, nb: usize, seed: u64, tol: f64) {
     let model = PaperModel::new(nx, ny, t, t, seed);
-    let z = kestrel::sim::simulate(&model, 1, t, seed + 1, 0.25)
+    let z = kestrel::sim::simulate(&model, nb, t, seed + 1, 0.25)
         .unwrap()
         .measurements;
     let opts = FilterOptions {
@@ -85,11 +87,11 @@ fn run<T: Real>(cxx: &str, nx: usize, ny: usize, t: usize, seed: u64, tol: f64) 
     };
     let rf: Estimates<f64> = kestrel::filter(&model, &z, &opts).unwrap().filtered;
     let rs = kestrel::smooth_filtered(&model, &rf).unwrap();
-    let tag = format!("nx{nx}_ny{ny}_T{t}_{}", T::NAME);
+    let tag = format!("nx{nx}_ny{ny}_T{t}_B{nb}_{}", T::NAME);
     let real = if T::NAME == "f64" { "double" } else { "float" };
     let src = format!(
         "#define NX {nx}\n#define NY {ny}\ntypedef {real} real;\n{}",
-        HARNESS.replace("/*KERNELS*/", &format!("{OPS}\n{SCAN}\n{MODEL}\n"))
+        HARNESS.replace("/*KERNELS*/", &format!("{OPS}\n{SCAN}\n{MODEL}\n{FUSED}\n"))
     );
     let dir = tempfile::tempdir().unwrap();
     let (cpp, exe) = (dir.path().join(format!("{tag}.cpp")), dir.path().join(&tag));
@@ -108,6 +110,7 @@ fn run<T: Real>(cxx: &str, nx: usize, ny: usize, t: usize, seed: u64, tol: f64) 
     let mut input = Vec::new();
     input.extend((t as i64).to_le_bytes());
     input.extend(1i32.to_le_bytes());
+    input.extend((nb as i64).to_le_bytes());
     for k in 0..t {
         let (f, u, q) = model.transition(k);
         let (h, d, r) = model.observation(k);
@@ -142,9 +145,9 @@ fn run<T: Real>(cxx: &str, nx: usize, ny: usize, t: usize, seed: u64, tol: f64) 
     let out = child.wait_with_output().expect("harness output");
     assert!(out.status.success(), "{tag}: harness failed");
     let vals = read::<T>(&out.stdout);
-    let (n1, n2) = (t * nx, t * nx * nx);
-    let per_alg = 3 * n1 + 3 * n2 + t;
-    assert_eq!(vals.len(), 6 * per_alg, "{tag}: output size");
+    let (n1, n2) = (nb * t * nx, nb * t * nx * nx);
+    let per_alg = 3 * n1 + 3 * n2 + nb * t;
+    assert_eq!(vals.len(), 7 * per_alg, "{tag}: output size");
     let ll = rf.loglik.as_ref().expect("filter log-likelihoods");
     for (a, name) in [
         "sequential",
@@ -153,6 +156,7 @@ fn run<T: Real>(cxx: &str, nx: usize, ny: usize, t: usize, seed: u64, tol: f64) 
         "blelloch",
         "chunked",
         "sengupta:2",
+        "fused",
     ]
     .iter()
     .enumerate()
@@ -166,7 +170,7 @@ fn run<T: Real>(cxx: &str, nx: usize, ny: usize, t: usize, seed: u64, tol: f64) 
         let (m, c, l, sm, sc, tm, tc) = (
             take(n1),
             take(n2),
-            take(t),
+            take(nb * t),
             take(n1),
             take(n2),
             take(n1),
@@ -193,8 +197,13 @@ fn parallel_kernels_equal_the_reference_on_the_cpu() {
         eprintln!("skipped: no C++ compiler (set CXX)");
         return;
     };
-    run::<f64>(&cxx, 4, 2, 1, 1, 1e-9);
-    run::<f64>(&cxx, 4, 2, 37, 2, 1e-9);
-    run::<f64>(&cxx, 3, 1, 100, 3, 1e-9);
-    run::<f32>(&cxx, 4, 2, 64, 4, 1e-4);
+    run::<f64>(&cxx, 4, 2, 1, 1, 1, 1e-9);
+    run::<f64>(&cxx, 4, 2, 37, 1, 2, 1e-9);
+    run::<f64>(&cxx, 3, 1, 100, 1, 3, 1e-9);
+    run::<f32>(&cxx, 4, 2, 64, 1, 4, 1e-4);
+    // Batches: several tracks in every launch (odd lengths, so that no sequence's last
+    // chunk or padding is full).
+    run::<f64>(&cxx, 4, 2, 1, 3, 5, 1e-9);
+    run::<f64>(&cxx, 4, 2, 23, 5, 6, 1e-9);
+    run::<f32>(&cxx, 3, 2, 41, 4, 7, 1e-4);
 }

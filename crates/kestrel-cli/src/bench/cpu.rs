@@ -82,6 +82,28 @@ pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
         }
         sink.push(rec("rts smooth_in_place (reused outputs)", &rts_times));
 
+        // The per-step API: one predict and one update call per step for all B targets
+        // (kalman::BatchState), the measurement rows gathered per step beforehand.
+        let rows: Vec<Vec<f64>> = (0..STEPS)
+            .map(|k| (0..b).flat_map(|t| z.at(t, k).to_vec()).collect())
+            .collect();
+        let mut st = kalman::BatchState::<f64>::new(&model, b)?;
+        for _ in 0..b {
+            st.add()?;
+        }
+        sink.push(rec(
+            "per-step predict + update (BatchState)",
+            &time_runs(warm, reps, || {
+                for (k, row) in rows.iter().enumerate() {
+                    if k > 0 {
+                        let _ = st.predict();
+                    }
+                    let _ = black_box(st.update(row, None, None));
+                }
+            }),
+        ));
+        drop(rows);
+
         let general = FilterOptions {
             force_general: true,
             ..FilterOptions::default()
@@ -130,6 +152,7 @@ pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
                 &model,
                 &zr,
                 Job::Filter(FilterMethod::Sequential),
+                kestrel::data::Outputs::ALL,
             )?;
             let t2 = Instant::now();
             io::write_estimates(&npz, &est)?;

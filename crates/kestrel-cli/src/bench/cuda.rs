@@ -90,7 +90,7 @@ fn kernel_times(
 /// Runs this family's benchmarks; `quick` keeps sizes small.
 pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
     if let Err(why) = cuda::available(0) {
-        println!("cuda benchmarks skipped: no usable GPU: {why}");
+        outln!("cuda benchmarks skipped: no usable GPU: {why}");
         return Ok(());
     }
     let dev = format!("cuda:0 ({})", cuda::device_name(0)?);
@@ -225,31 +225,30 @@ pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Streaming: one step for every target, measurements copied from pinned memory.
+/// The per-step API on the GPU: one predict and one update of every target per step,
+/// the update's measurements copied from the caller's rows each time.
 fn tracker(sink: &mut Sink, dev: &str, model: &Model, n: usize) -> anyhow::Result<()> {
     let mut tr = BatchTracker::<f32>::new(0, model, n, &CudaOptions::default())?;
-    tr.add(n)?;
-    let z = measurements(model, n, 1)?;
-    // Fill both staging buffers, then keep stepping on their contents.
-    for _ in 0..2 {
-        tr.staging()?.copy_from_slice(&z.data);
-        tr.step_staged()?;
+    for _ in 0..n {
+        tr.add()?;
     }
+    let z = measurements(model, n, 1)?;
+    tr.update(&z.data, None, None)?;
     tr.synchronize()?;
     let steps = 200;
     let mut wall = Vec::new();
     for _ in 0..5 {
         let t0 = Instant::now();
         for _ in 0..steps {
-            tr.staging()?;
-            tr.step_staged()?;
+            tr.predict()?;
+            tr.update(&z.data, None, None)?;
         }
         tr.synchronize()?;
         wall.push(t0.elapsed().as_secs_f64() / steps as f64);
     }
     let h2d = (n * 2 * 4) as f64;
     let mut r = Record::new(
-        "cuda tracker step (with H2D copy)",
+        "cuda per-step predict + update (with H2D copy)",
         dev.to_string(),
         "f32",
         n,
@@ -258,14 +257,14 @@ fn tracker(sink: &mut Sink, dev: &str, model: &Model, n: usize) -> anyhow::Resul
         2,
         &wall,
     );
-    r.extra = json!({"us_per_step": median(&wall) * 1e6, "h2d_bytes_per_step": h2d, "uses_graphs": tr.uses_graphs(),
+    r.extra = json!({"us_per_step": median(&wall) * 1e6, "h2d_bytes_per_step": h2d,
                      "h2d_GBps": h2d / median(&wall) / 1e9});
     sink.push(r);
     let mut dev_t = Vec::new();
     for _ in 0..5 {
         let t = tr.time_device(|t| {
             for _ in 0..steps {
-                t.step_resident()?;
+                t.predict()?;
             }
             Ok(())
         })?;
@@ -273,7 +272,7 @@ fn tracker(sink: &mut Sink, dev: &str, model: &Model, n: usize) -> anyhow::Resul
     }
     tr.synchronize()?;
     let mut r = Record::new(
-        "cuda tracker step (kernel only)",
+        "cuda per-step predict (kernel only)",
         dev.to_string(),
         "f32",
         n,
@@ -282,8 +281,8 @@ fn tracker(sink: &mut Sink, dev: &str, model: &Model, n: usize) -> anyhow::Resul
         2,
         &dev_t,
     );
-    // Read z, read and write mean + packed covariance, update totals and status.
-    let by = (2 + 2 * (4 + 10) + 2 + 1) as f64 * 4.0;
+    // Read and write mean + packed covariance, read the slot flag.
+    let by = (2 * (4 + 10)) as f64 * 4.0 + 1.0;
     r.extra = json!({"us_per_step": median(&dev_t) * 1e6, "bytes_per_target": by,
                      "fraction_of_bandwidth_roofline": by * n as f64 / median(&dev_t) / BANDWIDTH});
     sink.push(r);

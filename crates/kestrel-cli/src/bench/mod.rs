@@ -4,6 +4,8 @@
 pub mod cpu;
 pub mod cuda;
 pub mod parallel;
+pub mod particle;
+pub mod tbd;
 pub mod tracking;
 
 use std::time::Instant;
@@ -96,7 +98,7 @@ pub struct Sink {
 
 impl Sink {
     pub fn push(&mut self, r: Record) {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string(&r).expect("a record always serialises")
         );

@@ -186,7 +186,7 @@ fn pram(sink: &mut Sink, quick: bool) {
             sink.push(r);
         }
     }
-    eprintln!("\nsimulated PRAM (operator applications):\n{table}");
+    errln!("\nsimulated PRAM (operator applications):\n{table}");
 }
 
 /// The GPU: every GPU scan algorithm for the filter, the RTS and the two-filter smoother,
@@ -195,7 +195,7 @@ fn pram(sink: &mut Sink, quick: bool) {
 fn gpu(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
     use kestrel::parallel::cuda::{self as cp, Method};
     let lengths: &[usize] = if quick {
-        &[1_000, 10_000]
+        &[1_000, 10_000, 1_000_000]
     } else {
         &[1_000, 10_000, 100_000, 1_000_000, 10_000_000]
     };
@@ -269,15 +269,35 @@ fn gpu(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
                 None
             };
             let mut algs = vec![
-                ScanAlgorithm::Fastest,
-                ScanAlgorithm::LadnerFischer,
-                ScanAlgorithm::Blelloch,
-                ScanAlgorithm::Sengupta(1),
+                (ScanAlgorithm::Fastest, true),
+                (ScanAlgorithm::Fastest, false),
+                (ScanAlgorithm::LadnerFischer, true),
             ];
-            if t <= 1_000_000 {
-                algs.push(ScanAlgorithm::HillisSteele);
+            if !quick {
+                algs.extend([
+                    (ScanAlgorithm::Blelloch, true),
+                    (ScanAlgorithm::Sengupta(1), true),
+                ]);
+                if t <= 1_000_000 {
+                    algs.push((ScanAlgorithm::HillisSteele, true));
+                }
             }
-            for alg in algs {
+            for (alg, fused) in algs {
+                // The fastest scan fused (the default) and over stored elements.
+                if fused {
+                    std::env::remove_var("KESTREL_PAR_FUSED");
+                } else {
+                    std::env::set_var("KESTREL_PAR_FUSED", "0");
+                }
+                let aname = if alg == ScanAlgorithm::Fastest {
+                    if fused {
+                        "fastest-fused".to_string()
+                    } else {
+                        "fastest-stored".to_string()
+                    }
+                } else {
+                    alg.name()
+                };
                 for (mname, method) in [
                     ("parallel-filter", Method::Filter),
                     ("parallel-rts", Method::Rts),
@@ -302,8 +322,23 @@ fn gpu(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
                     if let Some(o) = one {
                         extra["speedup_vs_one_gpu_thread"] = (o / super::median(&times)).into();
                     }
+                    // The least traffic: z read, the moments written (filtered, and
+                    // smoothed for the smoothers), against the device's bandwidth.
+                    let size = if prec == "f32" { 4 } else { 8 };
+                    let per_step = NY
+                        + NX
+                        + NX * NX
+                        + 1
+                        + if method == Method::Filter {
+                            0
+                        } else {
+                            NX + NX * NX
+                        };
+                    let bytes = (t * per_step * size) as f64;
+                    extra["min_bytes"] = bytes.into();
+                    extra["gb_per_s_of_min_bytes"] = (bytes / super::median(&times) / 1e9).into();
                     let mut r = Record::new(
-                        format!("gpu-{mname}/{}", alg.name()),
+                        format!("gpu-{mname}/{aname}"),
                         dev.clone(),
                         if prec == "f32" { "f32" } else { "f64" },
                         1,
@@ -316,9 +351,10 @@ fn gpu(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
                     sink.push(r);
                 }
             }
+            std::env::remove_var("KESTREL_PAR_FUSED");
         }
         if t == 1_000_000 {
-            // The chunk length of the default scan, swept (f32 filter).
+            // The chunk length of the default (fused) scan, swept (f32 filter).
             for kk in [4, 8, 16, 32, 64] {
                 std::env::set_var("KESTREL_PAR_CHUNK", kk.to_string());
                 let (times, _) = cp::time(
@@ -346,35 +382,104 @@ fn gpu(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
             std::env::remove_var("KESTREL_PAR_CHUNK");
         }
     }
-    if !quick {
-        // Many sequences: one track after the other, end to end (uploads and downloads
-        // included), B = 1000 x T = 10^4.
-        let (b, t) = (1000, 10_000);
-        let model = PaperModel::new(NX, NY, t, 1000, 5);
-        let z: Measurements<f32> = kestrel::sim::simulate(&model, b, t, 3, 0.0)?
-            .measurements
-            .cast();
-        let mut out = None;
-        let times = time_runs(0, 1, || {
-            out = Some(parallel::filter(
-                Device::Cuda(0),
-                &model,
-                &z,
-                ScanAlgorithm::Fastest,
-            ))
-        });
-        out.expect("ran")?;
-        sink.push(Record::new(
-            "gpu-parallel-filter/fastest-batched",
-            dev.clone(),
-            "f32",
-            b,
-            t,
-            NX,
-            NY,
-            &times,
-        ));
+    batched(sink, &dev)?;
+    Ok(())
+}
+
+/// Many sequences as one batch (B = 1000 x T = 10^4, f32, time-varying model, 10% of the
+/// measurements missing): every method in one set of launches for all tracks, data
+/// resident on the device; then end to end (uploads and downloads included) for the
+/// filter and for the retrodiction of the CPU's filtered estimates.
+fn batched(sink: &mut Sink, dev: &str) -> anyhow::Result<()> {
+    use kestrel::parallel::cuda::{self as cp, Method};
+    let (b, t) = (1000, 10_000);
+    let model = PaperModel::new(NX, NY, t, 1000, 5);
+    let z = kestrel::sim::simulate(&model, b, t, 3, 0.1)?.measurements;
+    let general = FilterOptions {
+        force_general: true,
+        ..FilterOptions::default()
+    };
+    let rf = kestrel::filter(&model, &z, &general)?.filtered;
+    let rs = kestrel::smooth_filtered(&model, &rf)?;
+    let z32: Measurements<f32> = z.cast();
+    for alg in [ScanAlgorithm::Fastest, ScanAlgorithm::LadnerFischer] {
+        for (mname, method) in [
+            ("parallel-filter", Method::Filter),
+            ("parallel-rts", Method::Rts),
+            ("two-filter", Method::TwoFilter),
+        ] {
+            let (times, (f, s)) = cp::time(0, &model, &z32, method, alg, 1, 5)?;
+            let mut extra = serde_json::json!({
+                "max_rel_err_mean": rel_err(&f.mean, &rf.mean, NX),
+                "max_rel_err_cov": rel_err(&f.cov, &rf.cov, NX * NX),
+                "time_varying": true,
+                "missing": 0.1,
+            });
+            if let Some(s) = s {
+                extra["smoothed_max_rel_err_mean"] = rel_err(&s.mean, &rs.mean, NX).into();
+                extra["smoothed_max_rel_err_cov"] = rel_err(&s.cov, &rs.cov, NX * NX).into();
+            }
+            let mut r = Record::new(
+                format!("gpu-batched-{mname}/{}", alg.name()),
+                dev.to_string(),
+                "f32",
+                b,
+                t,
+                NX,
+                NY,
+                &times,
+            );
+            r.extra = extra;
+            sink.push(r);
+        }
     }
+    let mut out = None;
+    let times = time_runs(1, 3, || {
+        out = Some(parallel::filter(
+            Device::Cuda(0),
+            &model,
+            &z32,
+            ScanAlgorithm::Fastest,
+        ))
+    });
+    out.expect("ran")?;
+    sink.push(Record::new(
+        "gpu-parallel-filter/fastest-batched-end-to-end",
+        dev.to_string(),
+        "f32",
+        b,
+        t,
+        NX,
+        NY,
+        &times,
+    ));
+    let rf32 = rf.cast::<f32>();
+    let mut out = None;
+    let times = time_runs(1, 3, || {
+        out = Some(parallel::retrodict(
+            Device::Cuda(0),
+            &model,
+            &rf32,
+            ScanAlgorithm::Fastest,
+            false,
+        ))
+    });
+    let s = out.expect("ran")?;
+    let mut r = Record::new(
+        "gpu-retrodiction/fastest-batched-end-to-end",
+        dev.to_string(),
+        "f32",
+        b,
+        t,
+        NX,
+        NY,
+        &times,
+    );
+    r.extra = serde_json::json!({
+        "max_rel_err_mean": rel_err(&s.mean, &rs.mean, NX),
+        "max_rel_err_cov": rel_err(&s.cov, &rs.cov, NX * NX),
+    });
+    sink.push(r);
     Ok(())
 }
 

@@ -7,6 +7,8 @@ pub enum Family {
     Cpu,
     Cuda,
     Parallel,
+    Particle,
+    Tbd,
     Tracking,
 }
 
@@ -23,10 +25,12 @@ pub struct Args {
 type Runner = fn(&mut Sink, bool) -> anyhow::Result<()>;
 
 pub fn run(a: Args) -> anyhow::Result<()> {
-    let families: [(Family, &str, Runner); 4] = [
+    let families: [(Family, &str, Runner); 6] = [
         (Family::Cpu, "cpu", bench::cpu::run),
         (Family::Cuda, "cuda", bench::cuda::run),
         (Family::Parallel, "parallel", bench::parallel::run),
+        (Family::Particle, "particle", bench::particle::run),
+        (Family::Tbd, "tbd", bench::tbd::run),
         (Family::Tracking, "tracking", bench::tracking::run),
     ];
     let mut sink = Sink::default();
@@ -36,11 +40,11 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             continue;
         }
         if let Err(e) = runner(&mut sink, a.quick) {
-            eprintln!("bench {name}: error: {e:#}");
+            errln!("bench {name}: error: {e:#}");
             failed.push(name);
         }
     }
-    print!("{}", sink.table());
+    out!("{}", sink.table());
     if !failed.is_empty() {
         anyhow::bail!("benchmark families failed: {}", failed.join(", "));
     }

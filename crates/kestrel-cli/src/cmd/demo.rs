@@ -40,6 +40,13 @@ pub struct Args {
     /// Seed of the simulation.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Run the particle-filter demo instead: the seed's target measured by two range
+    /// sensors (one target, `--steps` steps), plotted with its particle cloud.
+    #[arg(long)]
+    pf: bool,
+    /// Particles of the `--pf` demo.
+    #[arg(long, value_name = "N", default_value_t = 100_000)]
+    particles: usize,
     /// Where to write the plot of a few tracks (SVG).
     #[arg(long, value_name = "FILE.svg", default_value = "kestrel-demo.svg")]
     plot: PathBuf,
@@ -66,11 +73,22 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     if a.tracks == 0 || a.steps == 0 {
         return Err(bad("--tracks and --steps must be at least 1"));
     }
+    let outputs = kestrel::io::Outputs::plan(&[], &[&a.plot])?;
     let device = choose_device(&a.device)?;
-    match a.precision.unwrap_or(Precision::default_for(device)) {
-        Precision::F64 => run_typed::<f64>(&a, device),
-        Precision::F32 => run_typed::<f32>(&a, device),
+    if a.pf {
+        if a.particles == 0 {
+            return Err(bad("--particles must be at least 1"));
+        }
+        super::pf::demo(a.steps, a.particles, a.seed, device, &a.plot)?;
+        outputs.commit()?;
+        return Ok(());
     }
+    match a.precision.unwrap_or(Precision::default_for(device)) {
+        Precision::F64 => run_typed::<f64>(&a, device)?,
+        Precision::F32 => run_typed::<f32>(&a, device)?,
+    }
+    outputs.commit()?;
+    Ok(())
 }
 
 /// Mean NEES `(x - m)^T P^{-1} (x - m)` over all tracks and steps (the per-step
@@ -108,7 +126,7 @@ fn run_typed<T: Real>(a: &Args, device: Device) -> anyhow::Result<()> {
     let model = kestrel::model::constant_velocity(2, 1.0, Q, R, P0)?;
     let (b, t) = (a.tracks, a.steps);
     let n = b * t;
-    println!(
+    outln!(
         "kestrel demo: {b} targets x {t} steps, 2-D constant velocity (nx 4, ny 2, q {Q}, r {R}, {:.0}% of measurements missing), {} on {device}",
         MISSING * 100.0,
         T::NAME
@@ -181,18 +199,18 @@ fn run_typed<T: Real>(a: &Args, device: Device) -> anyhow::Result<()> {
     write_svg(&a.plot, &shown, &title)?;
     progress.finish();
 
-    println!("  simulate             {t_sim:>8.3} s");
-    println!(
+    outln!("  simulate             {t_sim:>8.3} s");
+    outln!(
         "  filter               {t_filter:>8.3} s   {}",
         rate(n, t_filter)
     );
-    println!(
+    outln!(
         "  smoother (filter+RTS){t_smooth:>8.3} s   {}",
         rate(n, t_smooth)
     );
-    println!("  total log-likelihood {loglik:.6e}");
-    println!("  position RMSE        measurements {rmse_raw:.3}   filter {rmse_f:.3}   smoother {rmse_s:.3}");
-    println!("  mean NEES (nx = 4)   filter {nees_f:.3}   smoother {nees_s:.3}");
-    println!("  plot of {} tracks -> {}", shown.len(), a.plot.display());
+    outln!("  total log-likelihood {loglik:.6e}");
+    outln!("  position RMSE        measurements {rmse_raw:.3}   filter {rmse_f:.3}   smoother {rmse_s:.3}");
+    outln!("  mean NEES (nx = 4)   filter {nees_f:.3}   smoother {nees_s:.3}");
+    outln!("  plot of {} tracks -> {}", shown.len(), a.plot.display());
     Ok(())
 }

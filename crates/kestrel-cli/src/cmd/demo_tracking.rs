@@ -133,7 +133,7 @@ pub fn run(plot: &Path, seed: u64) -> anyhow::Result<()> {
         seed,
     };
     let (truth, det) = simulate(&model, &s)?;
-    println!(
+    outln!(
         "kestrel demo --tracking: {TARGETS} targets crossing in pairs, births 0.3/step, deaths 0.5%/step, {STEPS} scans, pd 0.9, {CLUTTER} clutter per scan over [-{REGION}, {REGION}]^2, {} detections",
         det.len()
     );
@@ -152,13 +152,13 @@ pub fn run(plot: &Path, seed: u64) -> anyhow::Result<()> {
         let (fr, dim) = frames(&truth, &tracks, Some((&h, 2)), false)?;
         let g = evaluate(&fr, dim, Metric::Gospa, 20.0, 2.0, 0.0);
         let (_, mot) = clear_mot(&fr, dim, 20.0);
-        println!(
+        outln!(
             "  {name:<4}  {:.3} ms/scan ({:.3e} detections/s)   {}",
             1e3 * secs / STEPS as f64,
             det.len() as f64 / secs.max(1e-12),
             g.summary.split(" (").next().unwrap_or_default()
         );
-        println!(
+        outln!(
             "        MOTA {:.3}  MOTP {:.2} m  ID switches {}  (GOSPA and MOT: c = 20 m, p = 2, positions)",
             mot.mota, mot.motp, mot.switches
         );
@@ -172,7 +172,7 @@ pub fn run(plot: &Path, seed: u64) -> anyhow::Result<()> {
         use std::io::Write;
         w.write_all(svg.as_bytes())
     })?;
-    println!(
+    outln!(
         "  plot of truth, detections and confirmed tracks -> {}",
         plot.display()
     );

@@ -6,13 +6,18 @@ pub mod demo;
 mod demo_tracking;
 pub mod estimate;
 pub mod eval;
+pub mod pf;
 mod plot;
 pub mod simulate;
+pub mod simulate_frames;
+pub mod tbd;
+pub mod tbd_eval;
 pub mod track;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use kestrel::Device;
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Mutex};
 use std::time::Duration;
 
 /// A usage or input error found by the command line itself (exit status 2).
@@ -73,22 +78,112 @@ impl Precision {
     pub fn default_for(device: Device) -> Precision {
         match device {
             Device::Cpu => Precision::F64,
-            Device::Cuda(_) => Precision::F32,
+            Device::Cuda(_) | Device::AllCuda => Precision::F32,
         }
     }
 }
 
-/// Resolves `--device`: `auto` says on stderr what it chose and why.
+/// Resolves `--device`: `auto` notes what it chose and why (a `device:` line after
+/// success, or at once with `--verbose`).
 pub fn choose_device(s: &str) -> anyhow::Result<Device> {
     if s == "auto" {
         let (d, why) = Device::auto();
         match why {
-            Some(w) => eprintln!("device: {d} (auto: no usable CUDA GPU: {w})"),
-            None => eprintln!("device: {d} (auto: a CUDA GPU is available)"),
+            Some(w) => note(format!("device: {d} (auto: no usable CUDA GPU: {w})")),
+            None => note(format!("device: {d} (auto: a CUDA GPU is available)")),
         }
         return Ok(d);
     }
-    Ok(Device::parse(s)?)
+    // A GPU asked for by name and missing is a usage error of the command line (the
+    // library reports it as an unavailable device, which a program may fall back from).
+    Device::parse(s).map_err(|e| match e {
+        kestrel::Error::DeviceUnavailable(why) => bad(format!("--device {s}: {why}")),
+        other => other.into(),
+    })
+}
+
+static VERBOSE: AtomicBool = AtomicBool::new(false);
+static NOTES: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// `--verbose`: notes are printed as they come.
+pub fn set_verbose(on: bool) {
+    VERBOSE.store(on, Ordering::Relaxed);
+}
+
+/// A line for stderr that is not an error (the device chosen): printed after success,
+/// so that a failure prints its `error:` line alone; at once with `--verbose`.
+pub fn note(line: String) {
+    if VERBOSE.load(Ordering::Relaxed) {
+        errln!("{}", one_line(&line));
+    } else {
+        NOTES.lock().unwrap_or_else(|p| p.into_inner()).push(line);
+    }
+}
+
+/// Prints the notes held back and the library's warnings (`warning: ...`), after
+/// success.
+pub fn print_notes() {
+    let notes = std::mem::take(&mut *NOTES.lock().unwrap_or_else(|p| p.into_inner()));
+    for n in notes {
+        errln!("{}", one_line(&n));
+    }
+    for w in kestrel::error::take_warnings() {
+        errln!("warning: {}", one_line(&w));
+    }
+}
+
+/// The longest error line printed, in characters (a path or a field is cut beyond it).
+const MAX_LINE: usize = 600;
+
+/// `text` as one printable line: control characters escaped (`\r`, `\n`, `\0`,
+/// `\xNN`), and cut to a few hundred characters.
+pub fn one_line(text: &str) -> String {
+    let mut out = String::with_capacity(text.len().min(MAX_LINE + 16));
+    for (n, c) in text.chars().enumerate() {
+        if n >= MAX_LINE {
+            out += &format!("... ({} more characters)", text.chars().count() - n);
+            break;
+        }
+        match c {
+            '\n' => out += "\\n",
+            '\r' => out += "\\r",
+            '\t' => out += "\\t",
+            '\0' => out += "\\0",
+            c if c.is_control() => out += &format!("\\x{:02x}", c as u32),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A command-line parsing error as one `error:` line (clap's usage and tips left out),
+/// exit status 2; `--help` and `--version` print as usual and exit 0.
+pub fn usage_error(e: clap::Error) -> std::process::ExitCode {
+    use clap::error::ErrorKind;
+    match e.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            out!("{}", e.render());
+            return std::process::ExitCode::SUCCESS;
+        }
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand | ErrorKind::MissingSubcommand => {
+            errln!("error: no command given (simulate, filter, smooth, demo, bench; `kestrel --help` lists them)");
+            return std::process::ExitCode::from(2);
+        }
+        _ => {}
+    }
+    // clap's message is its first paragraph (a list of missing arguments continues on
+    // indented lines); the usage and tip paragraphs after it are left out.
+    let text = e.render().to_string();
+    let first: Vec<&str> = text
+        .lines()
+        .skip_while(|l| l.trim().is_empty())
+        .take_while(|l| !l.trim().is_empty())
+        .map(str::trim)
+        .collect();
+    let msg = first.join(" ");
+    let msg = msg.strip_prefix("error: ").unwrap_or(&msg);
+    errln!("error: {}", one_line(msg));
+    std::process::ExitCode::from(2)
 }
 
 /// `n` target-steps in `secs` seconds, as a rate.

@@ -110,7 +110,7 @@ fn run_scenario(a: &Args, kind: ScenarioArg) -> anyhow::Result<()> {
         }
     }
     let ids: std::collections::HashSet<u64> = truth.id.iter().copied().collect();
-    eprintln!(
+    errln!(
         "simulate: {kind:?} scenario, {} targets in all ({} at step 0), {} steps, {} detections (pd {}, {} clutter per scan in [-{}, {}]^{}, density {:.3e}), seed {}; {:.3} s -> {}{}",
         ids.len(),
         a.tracks,
@@ -163,6 +163,20 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             a.missing
         )));
     }
+    let mut outs = vec![a.output.as_path()];
+    outs.extend(a.truth.as_deref());
+    let outputs = io::Outputs::plan(&[&a.model], &outs)?;
+    // The particle filter's nonlinear kinds have their own simulation.
+    let Some(outputs) = super::pf::simulate_nonlinear(
+        &a.model,
+        (a.tracks, a.steps, a.seed, a.missing),
+        &a.output,
+        a.truth.as_deref(),
+        outputs,
+    )?
+    else {
+        return Ok(());
+    };
     let model = kestrel::model::load_model(&a.model)?;
     let t0 = Instant::now();
     let progress = Progress::new("simulating");
@@ -170,12 +184,10 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     progress.phase("writing");
     io::write_measurements(&a.output, &sim.measurements)?;
     if let Some(t) = &a.truth {
-        if let Err(e) = io::write_truth(t, a.tracks, a.steps, model.nx(), &sim.truth) {
-            // Both files or neither.
-            let _ = std::fs::remove_file(&a.output);
-            return Err(e.into());
-        }
+        io::write_truth(t, a.tracks, a.steps, model.nx(), &sim.truth)?;
     }
+    // Both files or neither.
+    outputs.commit()?;
     progress.finish();
     let missing = sim
         .measurements
@@ -183,7 +195,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         .chunks(model.ny())
         .filter(|z| z.iter().any(|v| v.is_nan()))
         .count();
-    eprintln!(
+    errln!(
         "simulate: {} tracks x {} steps (nx {}, ny {}), seed {}, {} of {} measurements missing; {:.3} s -> {}{}",
         a.tracks,
         a.steps,

@@ -201,7 +201,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     written?;
     let secs = t0.elapsed().as_secs_f64();
     let tm = tracker.timing;
-    eprintln!(
+    errln!(
         "track: {} detections in {} scans, {:?}, gate {} (chi-square {:.3}), pd {}, clutter {:.3e}, confirm {}, delete after {}: {} confirmed tracks, {} rows; {:.3} s ({:.3} ms/scan: predict {:.3}, gate {:.3}, associate {:.3}, update {:.3}, life cycle {:.3}) -> {}",
         det.len(),
         sc.len(),

@@ -104,3 +104,38 @@ pub fn read_estimates_csv(
 pub fn npz(p: &Path) -> Estimates<f64> {
     kestrel::io::read_estimates_npz(p).unwrap()
 }
+
+/// The names in `dir`, hidden files included, sorted.
+pub fn listing(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+/// The failure contract of issue 13: exit status `code`, stderr exactly one line, that
+/// line starts with `error:` and holds every needle, no panic text, and the directory
+/// holds exactly `left` afterwards (no output, no temporary, hidden files included).
+pub fn contract(o: &Output, code: i32, needles: &[&str], dir: &Path, left: &[&str]) {
+    let err = stderr(o);
+    assert_eq!(o.status.code(), Some(code), "exit status; stderr:\n{err}");
+    for bad in ["panicked", "RUST_BACKTRACE", "ZipWriter", "internal error"] {
+        assert!(!err.contains(bad), "`{bad}` in stderr:\n{err}");
+    }
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 1, "one line on stderr, found:\n{err}");
+    assert!(lines[0].starts_with("error: "), "{err}");
+    assert!(lines[0].chars().count() < 700, "a long error line: {err}");
+    for n in needles {
+        assert!(
+            lines[0].contains(n),
+            "`{}` does not mention `{n}`",
+            lines[0]
+        );
+    }
+    let mut want: Vec<String> = left.iter().map(|s| s.to_string()).collect();
+    want.sort();
+    assert_eq!(listing(dir), want, "files left in {}", dir.display());
+}

@@ -40,7 +40,25 @@ fn nvrtc_version() -> (i32, i32) {
     (a, b)
 }
 
-fn cache_dir() -> Option<PathBuf> {
+/// The disk cache directory chosen from the API ([`set_cache_dir`]): `Some(None)` turns
+/// the disk cache off.
+static CACHE_DIR: std::sync::Mutex<Option<Option<PathBuf>>> = std::sync::Mutex::new(None);
+
+/// Sets where compiled GPU kernels are cached on disk for this process (`None`: no disk
+/// cache), in place of `$KESTREL_CACHE_DIR` / `$XDG_CACHE_HOME/kestrel` /
+/// `~/.cache/kestrel`. Modules already compiled stay cached in memory.
+pub fn set_cache_dir(dir: Option<PathBuf>) {
+    if let Ok(mut g) = CACHE_DIR.lock() {
+        *g = Some(dir);
+    }
+}
+
+pub(crate) fn cache_dir() -> Option<PathBuf> {
+    if let Ok(g) = CACHE_DIR.lock() {
+        if let Some(d) = g.as_ref() {
+            return d.clone();
+        }
+    }
     if std::env::var("KESTREL_CUDA_CACHE")
         .map(|v| v == "0")
         .unwrap_or(false)

@@ -6,6 +6,9 @@
 //! own structure-of-arrays layout once.
 
 mod alloc;
+mod outputs;
+
+pub use outputs::{CovOutput, Outputs};
 
 use crate::error::{Error, Result};
 use crate::linalg::Real;
@@ -21,13 +24,13 @@ pub struct Measurements<T> {
 }
 
 impl<T: Real> Measurements<T> {
-    /// Wraps a buffer, checking its length.
+    /// Wraps a buffer `[tracks][steps][ny]`, checking its length.
     pub fn new(tracks: usize, steps: usize, ny: usize, data: Vec<T>) -> Result<Self> {
-        if data.len() != tracks * steps * ny {
+        let want = tracks.checked_mul(steps).and_then(|n| n.checked_mul(ny));
+        if want != Some(data.len()) {
             return Err(Error::input(format!(
-                "measurement buffer has {} values, expected {tracks} tracks x {steps} steps x {ny} = {}",
+                "measurement buffer has {} values, expected {tracks} tracks x {steps} steps x {ny}",
                 data.len(),
-                tracks * steps * ny
             )));
         }
         Ok(Measurements {
@@ -187,6 +190,123 @@ impl<T: Real> Estimates<T> {
             mean: c(&self.mean),
             cov: c(&self.cov),
             loglik: self.loglik.as_ref().map(c),
+        }
+    }
+}
+
+/// Interoperation with `ndarray`: measurements and estimates to and from arrays of the
+/// NumPy layout (`[B, T, ny]`, `[B, T, nx]`, `[B, T, nx, nx]`, `[B, T]`). Views borrow
+/// the buffers; owned arrays in standard layout are taken without a copy.
+mod arrays {
+    use super::{Estimates, Measurements};
+    use crate::error::{Error, Result};
+    use crate::linalg::Real;
+    use ndarray::{Array3, ArrayView2, ArrayView3, ArrayView4};
+
+    /// The buffer of an owned array in standard (C) layout, without a copy, or a copy in
+    /// that order for any other layout.
+    fn standard_vec<T: Clone, D: ndarray::Dimension>(a: ndarray::Array<T, D>) -> Vec<T> {
+        let n = a.len();
+        if a.is_standard_layout() {
+            let (mut v, offset) = a.into_raw_vec_and_offset();
+            let off = offset.unwrap_or(0);
+            if off == 0 {
+                v.truncate(n);
+                return v;
+            }
+            return v[off..off + n].to_vec();
+        }
+        a.iter().cloned().collect()
+    }
+
+    impl<T: Real> Measurements<T> {
+        /// Measurements from an array `[tracks, steps, ny]` (NaN = missing); no copy when
+        /// the array is in standard layout.
+        ///
+        /// ```
+        /// let a = ndarray::Array3::<f64>::zeros((10, 5, 2));
+        /// let z = kestrel::Measurements::from_array(a)?;
+        /// assert_eq!((z.tracks, z.steps, z.ny), (10, 5, 2));
+        /// # Ok::<(), kestrel::Error>(())
+        /// ```
+        pub fn from_array(a: Array3<T>) -> Result<Self> {
+            let (b, t, ny) = a.dim();
+            Measurements::new(b, t, ny, standard_vec(a))
+        }
+
+        /// Measurements copied from a view `[tracks, steps, ny]` of any layout.
+        pub fn from_view(a: ArrayView3<'_, T>) -> Result<Self> {
+            let (b, t, ny) = a.dim();
+            Measurements::new(b, t, ny, a.iter().copied().collect())
+        }
+
+        /// Measurements copied from a row-major slice `[tracks][steps][ny]`.
+        pub fn from_slice(tracks: usize, steps: usize, ny: usize, data: &[T]) -> Result<Self> {
+            Measurements::new(tracks, steps, ny, data.to_vec())
+        }
+
+        /// The measurements as a view `[tracks, steps, ny]` (no copy).
+        pub fn view(&self) -> ArrayView3<'_, T> {
+            ArrayView3::from_shape((self.tracks, self.steps, self.ny), &self.data)
+                .expect("the buffer length is checked on construction")
+        }
+
+        /// The measurements as an owned array `[tracks, steps, ny]` (no copy).
+        pub fn into_array(self) -> Array3<T> {
+            Array3::from_shape_vec((self.tracks, self.steps, self.ny), self.data)
+                .expect("the buffer length is checked on construction")
+        }
+    }
+
+    fn shape_error(what: &str) -> Error {
+        Error::input(format!(
+            "the {what} buffer does not fit the estimates' shape"
+        ))
+    }
+
+    impl<T: Real> Estimates<T> {
+        /// Means as a view `[tracks, steps, nx]` (no copy).
+        pub fn mean_view(&self) -> Result<ArrayView3<'_, T>> {
+            ArrayView3::from_shape((self.tracks, self.steps, self.nx), &self.mean)
+                .map_err(|_| shape_error("mean"))
+        }
+
+        /// Covariances as a view `[tracks, steps, nx, nx]` (no copy).
+        pub fn cov_view(&self) -> Result<ArrayView4<'_, T>> {
+            ArrayView4::from_shape((self.tracks, self.steps, self.nx, self.nx), &self.cov)
+                .map_err(|_| shape_error("covariance"))
+        }
+
+        /// Per-step log-likelihoods as a view `[tracks, steps]` (no copy), when present.
+        pub fn loglik_view(&self) -> Result<Option<ArrayView2<'_, T>>> {
+            self.loglik
+                .as_ref()
+                .map(|l| {
+                    ArrayView2::from_shape((self.tracks, self.steps), l)
+                        .map_err(|_| shape_error("log-likelihood"))
+                })
+                .transpose()
+        }
+
+        /// The estimates as owned arrays `(mean [B,T,nx], cov [B,T,nx,nx], loglik [B,T])`
+        /// without a copy.
+        #[allow(clippy::type_complexity)]
+        pub fn into_arrays(
+            self,
+        ) -> Result<(Array3<T>, ndarray::Array4<T>, Option<ndarray::Array2<T>>)> {
+            let (b, t, nx) = (self.tracks, self.steps, self.nx);
+            let mean =
+                Array3::from_shape_vec((b, t, nx), self.mean).map_err(|_| shape_error("mean"))?;
+            let cov = ndarray::Array4::from_shape_vec((b, t, nx, nx), self.cov)
+                .map_err(|_| shape_error("covariance"))?;
+            let ll = self
+                .loglik
+                .map(|l| {
+                    ndarray::Array2::from_shape_vec((b, t), l)
+                        .map_err(|_| shape_error("log-likelihood"))
+                })
+                .transpose()?;
+            Ok((mean, cov, ll))
         }
     }
 }

@@ -21,7 +21,7 @@ pub(super) use delimiters::Delimiters;
 #[cfg(test)]
 pub(super) use write::push_value;
 
-pub(super) use write::{write_estimates, write_series};
+pub(super) use write::{write_estimates, write_estimates_with_columns, write_series};
 
 /// Where a row sits: its line in the file (1-based), track and step.
 #[derive(Clone, Copy, Debug)]
@@ -169,20 +169,28 @@ fn parse_value<T: Real>(field: &[u8]) -> std::result::Result<T, String> {
         return Ok(v);
     }
     if !f.is_ascii() {
-        return Err(format!(
-            "malformed number \"{}\"",
-            String::from_utf8_lossy(f)
-        ));
+        return Err(format!("malformed number \"{}\"", super::excerpt(f)));
     }
     // SAFETY: ASCII bytes are valid UTF-8 (checked just above); this skips a second
     // validation pass on the hot path of large files.
     let s = unsafe { std::str::from_utf8_unchecked(f) };
     match s.parse::<T>() {
         Ok(v) if v.is_finite_value() || v.is_nan_value() => Ok(v),
-        Ok(_) => Err(format!(
-            "infinite value \"{s}\" (a missing value is empty or NaN)"
+        Ok(_) if s.parse::<f64>().is_ok_and(f64::is_finite) => Err(format!(
+            "value \"{}\" does not fit in {} (largest magnitude {:e})",
+            super::excerpt(f),
+            T::NAME,
+            if T::NAME == "f32" {
+                f32::MAX as f64
+            } else {
+                f64::MAX
+            }
         )),
-        Err(_) => Err(format!("malformed number \"{s}\"")),
+        Ok(_) => Err(format!(
+            "infinite value \"{}\" (a missing value is empty or NaN)",
+            super::excerpt(f)
+        )),
+        Err(_) => Err(format!("malformed number \"{}\"", super::excerpt(f))),
     }
 }
 
@@ -199,7 +207,7 @@ impl<T: Real> Piece<T> {
         ny: usize,
         prefix: char,
     ) -> std::result::Result<(), (usize, String)> {
-        let text = |f: &[u8]| String::from_utf8_lossy(f).into_owned();
+        let text = super::excerpt;
         match j {
             0 => {
                 row.0 = parse_index(f).ok_or_else(|| {
@@ -375,7 +383,10 @@ fn parse_header(path: &Path, line: &[u8], prefix: char) -> Result<usize> {
         return Err(parse_error(
             path,
             Some(1),
-            format!("header must be \"track,t,{prefix}0,{prefix}1,...\", found \"{text}\""),
+            format!(
+                "header must be \"track,t,{prefix}0,{prefix}1,...\", found \"{}\"",
+                super::excerpt(text.as_bytes())
+            ),
         ));
     }
     Ok(names.len() - 2)

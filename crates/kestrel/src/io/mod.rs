@@ -7,16 +7,22 @@
 //! - estimates: CSV `track,t,x0..,P00..,loglik` or NPZ (`mean`, `cov`, `loglik`).
 //!
 //! The format follows the file extension; an unknown extension is an error. Every write
-//! goes through [`write_atomic`], so a failure never leaves a partial file.
+//! goes through [`output`] ([`write_atomic`], [`Outputs`]): a failure never leaves a
+//! partial file, a temporary file or a clobbered input.
 
 mod csv;
+mod finite;
 mod npy;
+mod npz;
+pub mod output;
+
+pub use finite::check_estimates;
+pub use output::{check_paths, set_fsync, write_atomic, Outputs};
 
 use crate::data::{Estimates, Measurements};
 use crate::error::{Error, Result};
 use crate::linalg::Real;
-use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// File formats of the contract.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,6 +80,34 @@ pub const MEASUREMENT_FORMATS: &[Format] = &[Format::Csv, Format::Npy];
 /// Formats accepted for estimates.
 pub const ESTIMATE_FORMATS: &[Format] = &[Format::Csv, Format::Npz];
 
+/// Characters of a field or line quoted in an error message; longer text is cut.
+pub const EXCERPT_CHARS: usize = 80;
+
+/// `bytes` as text to quote in an error message: invalid UTF-8 replaced, control
+/// characters escaped (`\r`, `\n`, `\0`, `\xNN`), cut after [`EXCERPT_CHARS`]
+/// characters with the length of the rest said, so that an error stays one short line
+/// whatever the file holds.
+pub fn excerpt(bytes: &[u8]) -> String {
+    let head = &bytes[..bytes.len().min(4 * EXCERPT_CHARS)];
+    let text = String::from_utf8_lossy(head);
+    let mut chars = text.chars();
+    let mut out = String::new();
+    for c in chars.by_ref().take(EXCERPT_CHARS) {
+        match c {
+            '\n' => out += "\\n",
+            '\r' => out += "\\r",
+            '\t' => out += "\\t",
+            '\0' => out += "\\0",
+            c if c.is_control() => out += &format!("\\x{:02x}", c as u32),
+            c => out.push(c),
+        }
+    }
+    if chars.next().is_some() || bytes.len() > head.len() {
+        out += &format!("... ({} bytes in all)", bytes.len());
+    }
+    out
+}
+
 pub(crate) fn parse_error(path: &Path, line: Option<usize>, msg: impl Into<String>) -> Error {
     Error::Parse {
         path: path.to_path_buf(),
@@ -109,7 +143,8 @@ pub(crate) fn map_file(path: &Path, expected: &str) -> Result<memmap2::Mmap> {
 }
 
 /// Reads measurements from a `.csv` or `.npy` file into precision `T`.
-pub fn read_measurements<T: Real>(path: &Path) -> Result<Measurements<T>> {
+pub fn read_measurements<T: Real>(path: impl AsRef<Path>) -> Result<Measurements<T>> {
+    let path = path.as_ref();
     match Format::of(path, MEASUREMENT_FORMATS)? {
         Format::Csv => csv::read_measurements(path),
         _ => npy::read_measurements(path),
@@ -118,7 +153,12 @@ pub fn read_measurements<T: Real>(path: &Path) -> Result<Measurements<T>> {
 
 /// Checks that measurements read from `path` have the `ny` components the model
 /// measures, naming the file when they do not.
-pub fn check_measurement_dim<T>(path: &Path, z: &Measurements<T>, ny: usize) -> Result<()> {
+pub fn check_measurement_dim<T>(
+    path: impl AsRef<Path>,
+    z: &Measurements<T>,
+    ny: usize,
+) -> Result<()> {
+    let path = path.as_ref();
     if z.ny != ny {
         return Err(parse_error(
             path,
@@ -134,18 +174,20 @@ pub fn check_measurement_dim<T>(path: &Path, z: &Measurements<T>, ny: usize) -> 
 }
 
 /// Writes measurements as `.csv` (`track,t,z0,..`) or `.npy` (`[B, T, ny]`).
-pub fn write_measurements<T: Real>(path: &Path, z: &Measurements<T>) -> Result<()> {
+pub fn write_measurements<T: Real>(path: impl AsRef<Path>, z: &Measurements<T>) -> Result<()> {
+    let path = path.as_ref();
     write_series(path, z.tracks, z.steps, z.ny, &z.data, 'z')
 }
 
 /// Writes simulated truth `[tracks][steps][nx]` as `.csv` (`track,t,x0,..`) or `.npy`.
 pub fn write_truth<T: Real>(
-    path: &Path,
+    path: impl AsRef<Path>,
     tracks: usize,
     steps: usize,
     nx: usize,
     truth: &[T],
 ) -> Result<()> {
+    let path = path.as_ref();
     if truth.len() != tracks * steps * nx {
         return Err(Error::Input {
             msg: format!(
@@ -172,72 +214,80 @@ fn write_series<T: Real>(
 }
 
 /// Reads a `.npy` array (f64 or f32, any shape) as its shape and row-major f64 values.
-pub fn read_npy_array(path: &Path) -> Result<(Vec<usize>, Vec<f64>)> {
+pub fn read_npy_array(path: impl AsRef<Path>) -> Result<(Vec<usize>, Vec<f64>)> {
+    let path = path.as_ref();
     npy::read_array(path)
 }
 
 /// Writes `data` as one `.npy` array of `shape` (atomically).
-pub fn write_npy_array<T: Real>(path: &Path, shape: &[usize], data: &[T]) -> Result<()> {
+pub fn write_npy_array<T: Real>(path: impl AsRef<Path>, shape: &[usize], data: &[T]) -> Result<()> {
+    let path = path.as_ref();
     npy::write_array(path, shape, data)
 }
 
 /// Writes estimates as `.csv` or `.npz` (see the module documentation). The
 /// log-likelihood column / array is written when the estimates carry one.
-pub fn write_estimates<T: Real>(path: &Path, est: &Estimates<T>) -> Result<()> {
+pub fn write_estimates<T: Real>(path: impl AsRef<Path>, est: &Estimates<T>) -> Result<()> {
+    let path = path.as_ref();
     write_estimates_with_progress(path, est, &|_| {})
 }
 
 /// Like [`write_estimates`]; `tick(n)` is called each time `n` more tracks are written
 /// (CSV only: an `.npz` is written in one go).
 pub fn write_estimates_with_progress<T: Real>(
-    path: &Path,
+    path: impl AsRef<Path>,
     est: &Estimates<T>,
     tick: &(dyn Fn(usize) + Sync),
 ) -> Result<()> {
-    match Format::of(path, ESTIMATE_FORMATS)? {
+    let path = path.as_ref();
+    let format = Format::of(path, ESTIMATE_FORMATS)?;
+    check_estimates(path, est)?;
+    match format {
         Format::Csv => csv::write_estimates(path, est, tick),
         _ => npy::write_estimates(path, est),
     }
 }
 
+/// Like [`write_estimates`], with more per-step values `[tracks][steps]` after the
+/// log-likelihood: named CSV columns, or `.npz` arrays of shape `[B, T]` (the particle
+/// filter's `ess`).
+pub fn write_estimates_with_columns<T: Real>(
+    path: &Path,
+    est: &Estimates<T>,
+    columns: &[(&str, &[T])],
+) -> Result<()> {
+    for (name, v) in columns {
+        if v.len() != est.tracks * est.steps {
+            return Err(Error::Input {
+                msg: format!(
+                    "{}: column {name} has {} values, expected {} x {}",
+                    path.display(),
+                    v.len(),
+                    est.tracks,
+                    est.steps
+                ),
+            });
+        }
+    }
+    let format = Format::of(path, ESTIMATE_FORMATS)?;
+    finite::check_estimates_with_columns(path, est, columns)?;
+    match format {
+        Format::Csv => csv::write_estimates_with_columns(path, est, columns, &|_| {}),
+        _ => npy::write_estimates_with_columns(path, est, columns),
+    }
+}
+
 /// Reads estimates back from a `.npz` file written by [`write_estimates`] (for checks
 /// and tests; the precision of the file must be `T`).
-pub fn read_estimates_npz<T: Real>(path: &Path) -> Result<Estimates<T>> {
+pub fn read_estimates_npz<T: Real>(path: impl AsRef<Path>) -> Result<Estimates<T>> {
+    let path = path.as_ref();
     npy::read_estimates(path)
 }
 
-/// Writes a file through a temporary file in the same directory and renames it into
-/// place, so that a failure never leaves a partial output behind (the rename is atomic
-/// on POSIX file systems). On failure the temporary file is removed.
-pub fn write_atomic<F>(path: &Path, write: F) -> Result<()>
-where
-    F: FnOnce(&mut BufWriter<std::fs::File>) -> std::io::Result<()>,
-{
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .ok_or_else(|| Error::io(path, std::io::Error::other("not a file name")))?;
-    let tmp: PathBuf = dir.join(format!(
-        ".{}.tmp{}",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    let result = (|| {
-        let f = std::fs::File::create(&tmp)?;
-        let mut w = BufWriter::with_capacity(1 << 20, f);
-        write(&mut w)?;
-        w.flush()?;
-        drop(w.into_inner().map_err(|e| e.into_error())?);
-        std::fs::rename(&tmp, path)
-    })();
-    if let Err(e) = result {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(Error::io(path, e));
-    }
-    Ok(())
+/// The array `name` of an `.npz` file (its shape and values), or `None` when there is no
+/// such member; the file's values must be of type `T` (f32 or f64).
+pub fn read_npz_array<T: Real>(path: &Path, name: &str) -> Result<Option<(Vec<usize>, Vec<T>)>> {
+    npy::read_npz_array(path, name)
 }
 
 #[cfg(test)]

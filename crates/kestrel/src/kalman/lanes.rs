@@ -17,28 +17,30 @@ use crate::model::Model;
 use rayon::prelude::*;
 
 /// Tracks per SIMD group.
-const L: usize = 8;
+pub(crate) const L: usize = 8;
 
-type V<T> = [T; L];
+/// One value per lane.
+pub(crate) type V<T> = [T; L];
 
 /// The model in fixed-size arrays.
 ///
 /// The products with `F` and `H` skip their exact zeros: kinematic models are mostly
 /// zeros, the test is the same for every lane and every step (so branch prediction makes
 /// it free), and dropping a `+ 0 * p` term leaves every result bit-identical.
-struct Fixed<T, const NX: usize, const NY: usize> {
-    f: [[T; NX]; NX],
-    u: [T; NX],
-    q: [[T; NX]; NX],
-    h: [[T; NX]; NY],
-    d: [T; NY],
-    r: [[T; NY]; NY],
-    x0: [T; NX],
-    p0: [[T; NX]; NX],
+#[derive(Clone)]
+pub(crate) struct Fixed<T, const NX: usize, const NY: usize> {
+    pub f: [[T; NX]; NX],
+    pub u: [T; NX],
+    pub q: [[T; NX]; NX],
+    pub h: [[T; NX]; NY],
+    pub d: [T; NY],
+    pub r: [[T; NY]; NY],
+    pub x0: [T; NX],
+    pub p0: [[T; NX]; NX],
 }
 
 impl<T: Real, const NX: usize, const NY: usize> Fixed<T, NX, NY> {
-    fn new(m: &Model) -> Self {
+    pub fn new(m: &Model) -> Self {
         let c = |v: f64| T::of(v);
         Fixed {
             f: std::array::from_fn(|i| std::array::from_fn(|j| c(m.f[(i, j)]))),
@@ -63,7 +65,7 @@ fn as_square<T, const NX: usize>(v: &mut [T]) -> &mut [[T; NX]; NX] {
 }
 
 #[inline(always)]
-fn splat<T: Copy>(v: T) -> V<T> {
+pub(crate) fn splat<T: Copy>(v: T) -> V<T> {
     [v; L]
 }
 
@@ -114,6 +116,274 @@ struct GroupOut<'a, T> {
     loglik: &'a mut [T],
 }
 
+/// Lane-wise state of one group: means `[NX][L]`, covariances `[NX][NX][L]`.
+pub(crate) type LaneMean<T, const NX: usize> = [V<T>; NX];
+/// Lane-wise covariances, `[NX][NX][L]`.
+pub(crate) type LaneCov<T, const NX: usize> = [[V<T>; NX]; NX];
+
+/// One prediction of a group with the model's `F` and `Q` (exact zeros of `F` skipped):
+/// `x <- F x + u`, `P <- F P F^T + Q` (lower triangle computed, mirrored). `u` holds the
+/// offset per lane (the model's `u`, plus a control input where there is one).
+#[inline(always)]
+pub(crate) fn predict_fixed<T: Real, const NX: usize, const NY: usize>(
+    m: &Fixed<T, NX, NY>,
+    u: &[V<T>; NX],
+    x: &mut LaneMean<T, NX>,
+    p: &mut LaneCov<T, NX>,
+) {
+    let zero = T::zero();
+    // tmp = F P ; P = tmp F^T + Q ; x = F x + u
+    let mut tmp: [[V<T>; NX]; NX] = [[splat(zero); NX]; NX];
+    for i in 0..NX {
+        for j in 0..NX {
+            for mm in 0..NX {
+                let fim = m.f[i][mm];
+                if fim == zero {
+                    continue;
+                }
+                for l in 0..L {
+                    tmp[i][j][l] += fim * p[mm][j][l];
+                }
+            }
+        }
+    }
+    for i in 0..NX {
+        for j in 0..=i {
+            let mut acc = splat(m.q[i][j]);
+            for mm in 0..NX {
+                let fjm = m.f[j][mm];
+                if fjm == zero {
+                    continue;
+                }
+                for l in 0..L {
+                    acc[l] += tmp[i][mm][l] * fjm;
+                }
+            }
+            p[i][j] = acc;
+            p[j][i] = acc;
+        }
+    }
+    let mut xn: [V<T>; NX] = [splat(zero); NX];
+    for i in 0..NX {
+        xn[i] = u[i];
+        for mm in 0..NX {
+            let fim = m.f[i][mm];
+            if fim == zero {
+                continue;
+            }
+            for l in 0..L {
+                xn[i][l] += fim * x[mm][l];
+            }
+        }
+    }
+    *x = xn;
+}
+
+/// One prediction of a group whose `F` and `Q` differ from lane to lane (per-target
+/// sampling intervals). `skip[i][j]` marks entries of `F` that are zero in every lane
+/// (structural zeros): skipping them leaves every result bit-identical, as in
+/// [`predict_fixed`], whose order of summation this follows.
+#[inline(always)]
+pub(crate) fn predict_lanes<T: Real, const NX: usize>(
+    f: &[[V<T>; NX]; NX],
+    skip: &[[bool; NX]; NX],
+    q: &[[V<T>; NX]; NX],
+    u: &[V<T>; NX],
+    x: &mut LaneMean<T, NX>,
+    p: &mut LaneCov<T, NX>,
+) {
+    let zero = T::zero();
+    let mut tmp: [[V<T>; NX]; NX] = [[splat(zero); NX]; NX];
+    for i in 0..NX {
+        for j in 0..NX {
+            for mm in 0..NX {
+                if skip[i][mm] {
+                    continue;
+                }
+                for l in 0..L {
+                    tmp[i][j][l] += f[i][mm][l] * p[mm][j][l];
+                }
+            }
+        }
+    }
+    for i in 0..NX {
+        for j in 0..=i {
+            let mut acc = q[i][j];
+            for mm in 0..NX {
+                if skip[j][mm] {
+                    continue;
+                }
+                for l in 0..L {
+                    acc[l] += tmp[i][mm][l] * f[j][mm][l];
+                }
+            }
+            p[i][j] = acc;
+            p[j][i] = acc;
+        }
+    }
+    let mut xn: [V<T>; NX] = [splat(zero); NX];
+    for i in 0..NX {
+        xn[i] = u[i];
+        for mm in 0..NX {
+            if skip[i][mm] {
+                continue;
+            }
+            for l in 0..L {
+                xn[i][l] += f[i][mm][l] * x[mm][l];
+            }
+        }
+    }
+    *x = xn;
+}
+
+/// What one lane-wise update reports besides the new state.
+pub(crate) struct LaneUpdate<T, const NY: usize> {
+    /// Predictive log-likelihood per lane (0 where the lane was not updated).
+    pub ll: V<T>,
+    /// Lanes whose innovation covariance was not positive definite.
+    pub bad: [bool; L],
+    /// The predicted measurement `H x + d` per lane.
+    pub zhat: [V<T>; NY],
+    /// The innovation covariance `S = H P H^T + R` (lower triangle; the strict upper
+    /// triangle is zero).
+    pub s: [[V<T>; NY]; NY],
+}
+
+/// One measurement update of a group. `zz` holds the measurements, `w` 1 for lanes to
+/// update and 0 for lanes that only keep their prediction (missing measurement), `r` the
+/// measurement noise per lane. The equations are those of [`super::step::update`].
+#[inline(always)]
+pub(crate) fn update_lanes<T: Real, const NX: usize, const NY: usize>(
+    m: &Fixed<T, NX, NY>,
+    r: &[[V<T>; NY]; NY],
+    zz: &[V<T>; NY],
+    w: &V<T>,
+    x: &mut LaneMean<T, NX>,
+    p: &mut LaneCov<T, NX>,
+) -> LaneUpdate<T, NY> {
+    let zero = T::zero();
+    let half = T::of(0.5);
+    let c0 = T::of(NY as f64 * LN_2PI);
+    // y = z - H x - d (0 where missing) ; hp = H P
+    let mut y: [V<T>; NY] = [splat(zero); NY];
+    let mut zhat: [V<T>; NY] = [splat(zero); NY];
+    let mut hp: [[V<T>; NX]; NY] = [[splat(zero); NX]; NY];
+    for a in 0..NY {
+        let mut hx = splat(m.d[a]);
+        for mm in 0..NX {
+            let ham = m.h[a][mm];
+            if ham == zero {
+                continue;
+            }
+            for l in 0..L {
+                hx[l] += ham * x[mm][l];
+            }
+        }
+        zhat[a] = hx;
+        for l in 0..L {
+            y[a][l] = if w[l] > zero { zz[a][l] - hx[l] } else { zero };
+        }
+        for j in 0..NX {
+            for mm in 0..NX {
+                let ham = m.h[a][mm];
+                if ham == zero {
+                    continue;
+                }
+                for l in 0..L {
+                    hp[a][j][l] += ham * p[mm][j][l];
+                }
+            }
+        }
+    }
+    // S = H P H^T + R, then its Cholesky factor in place (lower triangle).
+    let mut s: [[V<T>; NY]; NY] = [[splat(zero); NY]; NY];
+    for a in 0..NY {
+        for b in 0..=a {
+            let mut acc = r[a][b];
+            for mm in 0..NX {
+                let hbm = m.h[b][mm];
+                if hbm == zero {
+                    continue;
+                }
+                for l in 0..L {
+                    acc[l] += hp[a][mm][l] * hbm;
+                }
+            }
+            s[a][b] = acc;
+        }
+    }
+    let s_full = s;
+    let mut inv_diag: [V<T>; NY] = [splat(zero); NY];
+    let bad = cholesky_lanes(&mut s, &mut inv_diag);
+    let mut det: V<T> = splat(T::one());
+    for j in 0..NY {
+        for l in 0..L {
+            det[l] *= s[j][j][l];
+        }
+    }
+    // W^T = L^{-1} H P (forward substitution, NX right-hand sides) ; e = L^{-1} y.
+    for a in 0..NY {
+        for bb in 0..a {
+            for l in 0..L {
+                let sab = s[a][bb][l];
+                y[a][l] -= sab * y[bb][l];
+            }
+            for j in 0..NX {
+                for l in 0..L {
+                    hp[a][j][l] -= s[a][bb][l] * hp[bb][j][l];
+                }
+            }
+        }
+        for l in 0..L {
+            // Lanes not updated get no update: zero their gain.
+            let g = inv_diag[a][l] * w[l];
+            y[a][l] *= g;
+            for j in 0..NX {
+                hp[a][j][l] *= g;
+            }
+        }
+    }
+    let mut maha = splat(zero);
+    for a in 0..NY {
+        for l in 0..L {
+            maha[l] += y[a][l] * y[a][l];
+        }
+    }
+    for i in 0..NX {
+        for a in 0..NY {
+            for l in 0..L {
+                x[i][l] += hp[a][i][l] * y[a][l];
+            }
+        }
+    }
+    for i in 0..NX {
+        for j in 0..=i {
+            let mut acc = p[i][j];
+            for a in 0..NY {
+                for l in 0..L {
+                    acc[l] -= hp[a][i][l] * hp[a][j][l];
+                }
+            }
+            p[i][j] = acc;
+            p[j][i] = acc;
+        }
+    }
+    let mut ll: V<T> = splat(zero);
+    for l in 0..L {
+        ll[l] = if w[l] > zero {
+            -(c0 + maha[l]) * half - det[l].ln()
+        } else {
+            zero
+        };
+    }
+    LaneUpdate {
+        ll,
+        bad,
+        zhat,
+        s: s_full,
+    }
+}
+
 /// Filters one group of `n` (1..=L) tracks; `z` holds their measurements `[n][steps][NY]`.
 /// Lanes past `n` repeat the last track and are not written.
 #[inline(always)]
@@ -131,55 +401,11 @@ fn filter_group<T: Real, const NX: usize, const NY: usize>(
     let mut p: [[V<T>; NX]; NX] =
         std::array::from_fn(|i| std::array::from_fn(|j| splat(m.p0[i][j])));
     let mut total: V<T> = splat(zero);
-    let half = T::of(0.5);
-    let c0 = T::of(NY as f64 * LN_2PI);
+    let u: [V<T>; NX] = std::array::from_fn(|i| splat(m.u[i]));
+    let r: [[V<T>; NY]; NY] = std::array::from_fn(|a| std::array::from_fn(|b| splat(m.r[a][b])));
     for k in 0..steps {
         if k > 0 {
-            // tmp = F P ; P = tmp F^T + Q ; x = F x + u
-            let mut tmp: [[V<T>; NX]; NX] = [[splat(zero); NX]; NX];
-            for i in 0..NX {
-                for j in 0..NX {
-                    for mm in 0..NX {
-                        let fim = m.f[i][mm];
-                        if fim == zero {
-                            continue;
-                        }
-                        for l in 0..L {
-                            tmp[i][j][l] += fim * p[mm][j][l];
-                        }
-                    }
-                }
-            }
-            for i in 0..NX {
-                for j in 0..=i {
-                    let mut acc = splat(m.q[i][j]);
-                    for mm in 0..NX {
-                        let fjm = m.f[j][mm];
-                        if fjm == zero {
-                            continue;
-                        }
-                        for l in 0..L {
-                            acc[l] += tmp[i][mm][l] * fjm;
-                        }
-                    }
-                    p[i][j] = acc;
-                    p[j][i] = acc;
-                }
-            }
-            let mut xn: [V<T>; NX] = [splat(zero); NX];
-            for i in 0..NX {
-                xn[i] = splat(m.u[i]);
-                for mm in 0..NX {
-                    let fim = m.f[i][mm];
-                    if fim == zero {
-                        continue;
-                    }
-                    for l in 0..L {
-                        xn[i][l] += fim * x[mm][l];
-                    }
-                }
-            }
-            x = xn;
+            predict_fixed(m, &u, &mut x, &mut p);
         }
         // Gather the measurements of the group at step k.
         let mut zz: [V<T>; NY] = [splat(zero); NY];
@@ -195,121 +421,16 @@ fn filter_group<T: Real, const NX: usize, const NY: usize>(
                 }
             }
         }
-        // y = z - H x - d (0 where missing) ; hp = H P
-        let mut y: [V<T>; NY] = [splat(zero); NY];
-        let mut hp: [[V<T>; NX]; NY] = [[splat(zero); NX]; NY];
-        for a in 0..NY {
-            let mut hx = splat(m.d[a]);
-            for mm in 0..NX {
-                let ham = m.h[a][mm];
-                if ham == zero {
-                    continue;
-                }
-                for l in 0..L {
-                    hx[l] += ham * x[mm][l];
-                }
-            }
-            for l in 0..L {
-                y[a][l] = if w[l] > zero { zz[a][l] - hx[l] } else { zero };
-            }
-            for j in 0..NX {
-                for mm in 0..NX {
-                    let ham = m.h[a][mm];
-                    if ham == zero {
-                        continue;
-                    }
-                    for l in 0..L {
-                        hp[a][j][l] += ham * p[mm][j][l];
-                    }
-                }
-            }
-        }
-        // S = H P H^T + R, then its Cholesky factor in place (lower triangle).
-        let mut s: [[V<T>; NY]; NY] = [[splat(zero); NY]; NY];
-        for a in 0..NY {
-            for b in 0..=a {
-                let mut acc = splat(m.r[a][b]);
-                for mm in 0..NX {
-                    let hbm = m.h[b][mm];
-                    if hbm == zero {
-                        continue;
-                    }
-                    for l in 0..L {
-                        acc[l] += hp[a][mm][l] * hbm;
-                    }
-                }
-                s[a][b] = acc;
-            }
-        }
-        let mut inv_diag: [V<T>; NY] = [splat(zero); NY];
-        let bad = cholesky_lanes(&mut s, &mut inv_diag);
-        if let Some(l) = (0..n).find(|&l| bad[l] && w[l] > zero) {
+        let up = update_lanes(m, &r, &zz, &w, &mut x, &mut p);
+        if let Some(l) = (0..n).find(|&l| up.bad[l] && w[l] > zero) {
             return Err(Error::NotPositiveDefinite {
                 track: first_track + l,
                 step: k,
                 what: "innovation covariance S",
             });
         }
-        let mut det: V<T> = splat(T::one());
-        for j in 0..NY {
-            for l in 0..L {
-                det[l] *= s[j][j][l];
-            }
-        }
-        // W^T = L^{-1} H P (forward substitution, NX right-hand sides) ; e = L^{-1} y.
-        for a in 0..NY {
-            for bb in 0..a {
-                for l in 0..L {
-                    let sab = s[a][bb][l];
-                    y[a][l] -= sab * y[bb][l];
-                }
-                for j in 0..NX {
-                    for l in 0..L {
-                        hp[a][j][l] -= s[a][bb][l] * hp[bb][j][l];
-                    }
-                }
-            }
-            for l in 0..L {
-                // Missing lanes get no update: zero their gain.
-                let g = inv_diag[a][l] * w[l];
-                y[a][l] *= g;
-                for j in 0..NX {
-                    hp[a][j][l] *= g;
-                }
-            }
-        }
-        let mut maha = splat(zero);
-        for a in 0..NY {
-            for l in 0..L {
-                maha[l] += y[a][l] * y[a][l];
-            }
-        }
-        for i in 0..NX {
-            for a in 0..NY {
-                for l in 0..L {
-                    x[i][l] += hp[a][i][l] * y[a][l];
-                }
-            }
-        }
-        for i in 0..NX {
-            for j in 0..=i {
-                let mut acc = p[i][j];
-                for a in 0..NY {
-                    for l in 0..L {
-                        acc[l] -= hp[a][i][l] * hp[a][j][l];
-                    }
-                }
-                p[i][j] = acc;
-                p[j][i] = acc;
-            }
-        }
-        let mut ll: V<T> = splat(zero);
+        let ll = up.ll;
         for l in 0..L {
-            ll[l] = if w[l] > zero {
-                -(c0 + maha[l]) * half - det[l].ln()
-            } else {
-                zero
-            };
             total[l] += ll[l];
         }
         if keep_all {
@@ -555,13 +676,15 @@ macro_rules! with_dims {
     };
 }
 
+pub(crate) use with_dims;
+
 /// Whether the fast path covers a model of this size.
 pub fn supports(nx: usize, ny: usize) -> bool {
     with_dims!(nx, ny, |NX, NY| (NX, NY)).is_some()
 }
 
 #[cfg(target_arch = "x86_64")]
-fn have_avx2() -> bool {
+pub(crate) fn have_avx2() -> bool {
     std::is_x86_feature_detected!("avx2")
 }
 

@@ -6,18 +6,20 @@
 //! A measurement with a NaN in any component is missing: that step is predict only and its
 //! log-likelihood term is 0.
 //!
-//! Two paths compute the same thing: [`dense`] (any size, time-varying models, one track
-//! at a time) and [`lanes`] (time-invariant models of the common tracking sizes, tracks
+//! Two paths compute the same thing: `dense` (any size, time-varying models, one track
+//! at a time) and `lanes` (time-invariant models of the common tracking sizes, tracks
 //! processed in SIMD lanes). [`filter`] and [`smooth`] choose between them.
 
 pub mod cuda;
 pub(crate) mod dense;
 pub(crate) mod lanes;
 mod metrics;
+mod state;
 pub(crate) mod step;
 
 pub use lanes::supports as has_fast_path;
 pub use metrics::{mean_nees, mean_nis, nees, rmse};
+pub use state::{BatchState, Interval, Prediction, Score};
 
 use crate::data::{Estimates, Measurements};
 use crate::error::{Error, Result};
@@ -43,6 +45,10 @@ pub struct FilterOptions {
     pub predicted: bool,
     /// Force the general path even where a fixed-size fast path exists.
     pub force_general: bool,
+    /// Which filtered estimates to return (default: all, full covariances). What is not
+    /// wanted is left empty ([`crate::data::Outputs`]); on a GPU it is never copied to
+    /// the host.
+    pub outputs: crate::data::Outputs,
 }
 
 /// What [`filter`] returns.
@@ -95,6 +101,7 @@ pub fn filter<T: Real, M: StateSpace + ?Sized>(
         .predicted
         .then(|| Estimates::nan(z.tracks, z.steps, model.nx(), false));
     filter_impl(model, z, opts, &mut filtered, predicted.as_mut())?;
+    opts.outputs.apply(&mut filtered);
     Ok(FilterOutput {
         filtered,
         predicted,

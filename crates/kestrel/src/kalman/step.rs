@@ -23,7 +23,20 @@ pub(crate) fn predict<T: Real>(
     p: &mut [T],
     tmp: &mut [T],
 ) {
-    let f = &m.f;
+    predict_parts(nx, &m.f, &m.u, &m.q, x, p, tmp)
+}
+
+/// [`predict`] with `F`, `u`, `Q` given apart (per-target intervals, control inputs).
+#[inline]
+pub(crate) fn predict_parts<T: Real>(
+    nx: usize,
+    f: &[T],
+    u: &[T],
+    q: &[T],
+    x: &mut [T],
+    p: &mut [T],
+    tmp: &mut [T],
+) {
     // tmp = F P
     for i in 0..nx {
         for j in 0..nx {
@@ -36,7 +49,7 @@ pub(crate) fn predict<T: Real>(
     }
     for i in 0..nx {
         for j in 0..=i {
-            let mut s = m.q[i * nx + j];
+            let mut s = q[i * nx + j];
             for l in 0..nx {
                 s += tmp[i * nx + l] * f[j * nx + l];
             }
@@ -46,7 +59,7 @@ pub(crate) fn predict<T: Real>(
     }
     // x = F x + u, using tmp's first row as scratch.
     for i in 0..nx {
-        let mut s = m.u[i];
+        let mut s = u[i];
         for l in 0..nx {
             s += f[i * nx + l] * x[l];
         }
@@ -75,33 +88,35 @@ pub(crate) fn update<T: Real>(
     s: &mut [T],
     wt: &mut [T],
 ) -> Option<T> {
-    let h = &m.h;
-    // y = z - H x - d ; wt = (P H^T)^T = H P  (ny x nx, P symmetric)
-    for a in 0..ny {
-        let mut hx = m.d[a];
-        for l in 0..nx {
-            hx += h[a * nx + l] * x[l];
-        }
-        y[a] = z[a] - hx;
-        for j in 0..nx {
-            let mut acc = T::zero();
-            for l in 0..nx {
-                acc += h[a * nx + l] * p[l * nx + j];
-            }
-            wt[a * nx + j] = acc;
-        }
-    }
-    // S = H (H P)^T + R
-    for a in 0..ny {
-        for b in 0..=a {
-            let mut acc = m.r[a * ny + b];
-            for l in 0..nx {
-                acc += h[a * nx + l] * wt[b * nx + l];
-            }
-            s[a * ny + b] = acc;
-            s[b * ny + a] = acc;
-        }
-    }
+    update_parts(nx, ny, &m.h, &m.d, &m.r, z, x, p, y, s, wt, None)
+}
+
+/// Where [`update_parts`] copies the predicted measurement `H x + d` and the innovation
+/// covariance `S` (full, before factoring).
+pub(crate) struct Innovation<'a, T> {
+    pub zhat: &'a mut [T],
+    pub s: &'a mut [T],
+}
+
+/// [`update`] with `H`, `d`, `R` given apart (per-target noise); `keep` receives the
+/// predicted measurement and `S`. `z` must have no NaN; callers that want only the
+/// predicted measurement and `S` call [`innovation`].
+#[inline]
+pub(crate) fn update_parts<T: Real>(
+    nx: usize,
+    ny: usize,
+    h: &[T],
+    d: &[T],
+    r: &[T],
+    z: &[T],
+    x: &mut [T],
+    p: &mut [T],
+    y: &mut [T],
+    s: &mut [T],
+    wt: &mut [T],
+    keep: Option<Innovation<'_, T>>,
+) -> Option<T> {
+    innovation(nx, ny, h, d, r, z, x, p, y, s, wt, keep);
     if !cholesky_in_place(s, ny) {
         return None;
     }
@@ -133,4 +148,55 @@ pub(crate) fn update<T: Real>(
         }
     }
     Some(-(T::of(ny as f64 * LN_2PI) + maha) * T::of(0.5) - logdet)
+}
+
+/// The first half of an update: `y = z - H x - d`, `wt = H P`, `S = H P H^T + R` (full),
+/// copied into `keep` when given.
+#[inline]
+pub(crate) fn innovation<T: Real>(
+    nx: usize,
+    ny: usize,
+    h: &[T],
+    d: &[T],
+    r: &[T],
+    z: &[T],
+    x: &[T],
+    p: &[T],
+    y: &mut [T],
+    s: &mut [T],
+    wt: &mut [T],
+    mut keep: Option<Innovation<'_, T>>,
+) {
+    // y = z - H x - d ; wt = (P H^T)^T = H P  (ny x nx, P symmetric)
+    for a in 0..ny {
+        let mut hx = d[a];
+        for l in 0..nx {
+            hx += h[a * nx + l] * x[l];
+        }
+        if let Some(k) = &mut keep {
+            k.zhat[a] = hx;
+        }
+        y[a] = z[a] - hx;
+        for j in 0..nx {
+            let mut acc = T::zero();
+            for l in 0..nx {
+                acc += h[a * nx + l] * p[l * nx + j];
+            }
+            wt[a * nx + j] = acc;
+        }
+    }
+    // S = H (H P)^T + R
+    for a in 0..ny {
+        for b in 0..=a {
+            let mut acc = r[a * ny + b];
+            for l in 0..nx {
+                acc += h[a * nx + l] * wt[b * nx + l];
+            }
+            s[a * ny + b] = acc;
+            s[b * ny + a] = acc;
+        }
+    }
+    if let Some(k) = keep {
+        k.s.copy_from_slice(s);
+    }
 }

@@ -31,6 +31,126 @@ fn non_negative(field: &str, v: f64) -> Result<()> {
     Ok(())
 }
 
+/// `F` and `Q` of one axis of a kinematic model: order 2 = `[p, v]` (white-noise
+/// acceleration), 3 = `[p, v, a]` (white-noise jerk); the first `order` rows and columns
+/// are used. No allocation: the per-step API calls it for every target and interval.
+pub(crate) fn axis_block(order: usize, dt: f64, q: f64) -> ([[f64; 3]; 3], [[f64; 3]; 3]) {
+    if order == 2 {
+        (
+            [[1.0, dt, 0.0], [0.0, 1.0, 0.0], [0.0; 3]],
+            [
+                [dt.powi(3) / 3.0 * q, dt.powi(2) / 2.0 * q, 0.0],
+                [dt.powi(2) / 2.0 * q, dt * q, 0.0],
+                [0.0; 3],
+            ],
+        )
+    } else {
+        (
+            [[1.0, dt, dt * dt / 2.0], [0.0, 1.0, dt], [0.0, 0.0, 1.0]],
+            [
+                [
+                    dt.powi(5) / 20.0 * q,
+                    dt.powi(4) / 8.0 * q,
+                    dt.powi(3) / 6.0 * q,
+                ],
+                [
+                    dt.powi(4) / 8.0 * q,
+                    dt.powi(3) / 3.0 * q,
+                    dt.powi(2) / 2.0 * q,
+                ],
+                [dt.powi(3) / 6.0 * q, dt.powi(2) / 2.0 * q, dt * q],
+            ],
+        )
+    }
+}
+
+/// How a kinematic model's `F` and `Q` depend on the sampling interval: the
+/// [`constant_velocity`] and [`constant_acceleration`] builders for any `dt`. The
+/// per-step API ([`crate::kalman::BatchState`]) uses it for per-target intervals
+/// (irregular sampling).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Kinematics {
+    dims: usize,
+    order: usize,
+    q: f64,
+}
+
+impl Kinematics {
+    /// Constant velocity in `dims` = 1..=3 axes with white-noise acceleration intensity `q`.
+    pub fn constant_velocity(dims: usize, q: f64) -> Result<Self> {
+        Self::new(dims, 2, q)
+    }
+
+    /// Constant acceleration in `dims` = 1..=3 axes with white-noise jerk intensity `q`.
+    pub fn constant_acceleration(dims: usize, q: f64) -> Result<Self> {
+        Self::new(dims, 3, q)
+    }
+
+    fn new(dims: usize, order: usize, q: f64) -> Result<Self> {
+        if !(1..=3).contains(&dims) {
+            return Err(Error::model(
+                "dims",
+                format!("must be 1, 2 or 3, got {dims}"),
+            ));
+        }
+        non_negative("q", q)?;
+        Ok(Kinematics { dims, order, q })
+    }
+
+    /// State size, `dims x order`.
+    pub fn nx(&self) -> usize {
+        self.dims * self.order
+    }
+
+    /// Spatial axes.
+    pub fn dims(&self) -> usize {
+        self.dims
+    }
+
+    /// Derivatives per axis, position included (2: velocity, 3: acceleration).
+    pub fn order(&self) -> usize {
+        self.order
+    }
+
+    /// White-noise intensity on the highest derivative.
+    pub fn q(&self) -> f64 {
+        self.q
+    }
+
+    /// Entry `(i, j)` of `F` and of `Q` over `dt`, from the axis block `blk`.
+    #[inline]
+    pub(crate) fn entry(
+        &self,
+        blk: &([[f64; 3]; 3], [[f64; 3]; 3]),
+        i: usize,
+        j: usize,
+    ) -> (f64, f64) {
+        let o = self.order;
+        if i / o != j / o {
+            (0.0, 0.0)
+        } else {
+            (blk.0[i % o][j % o], blk.1[i % o][j % o])
+        }
+    }
+
+    /// The axis block over `dt` (see [`Kinematics::entry`]).
+    #[inline]
+    pub(crate) fn block(&self, dt: f64) -> ([[f64; 3]; 3], [[f64; 3]; 3]) {
+        axis_block(self.order, dt, self.q)
+    }
+
+    /// `F` and `Q` over the interval `dt` (finite and positive).
+    pub fn transition(&self, dt: f64) -> Result<(DMatrix<f64>, DMatrix<f64>)> {
+        positive("dt", dt)?;
+        let b = self.block(dt);
+        let n = self.nx();
+        Ok((
+            DMatrix::from_fn(n, n, |i, j| self.entry(&b, i, j).0),
+            DMatrix::from_fn(n, n, |i, j| self.entry(&b, i, j).1),
+        ))
+    }
+}
+
 fn kinematic(dims: usize, order: usize, dt: f64, q: f64, r: f64, p0: f64) -> Result<Model> {
     if !(1..=3).contains(&dims) {
         return Err(Error::model(
@@ -42,43 +162,19 @@ fn kinematic(dims: usize, order: usize, dt: f64, q: f64, r: f64, p0: f64) -> Res
     non_negative("q", q)?;
     positive("r", r)?;
     positive("p0", p0)?;
-    // One axis: order 2 = [p, v] (white-noise acceleration), 3 = [p, v, a] (white-noise jerk).
-    let (fb, qb): (DMatrix<f64>, DMatrix<f64>) = match order {
-        2 => (
-            DMatrix::from_row_slice(2, 2, &[1.0, dt, 0.0, 1.0]),
-            DMatrix::from_row_slice(
-                2,
-                2,
-                &[dt.powi(3) / 3.0, dt.powi(2) / 2.0, dt.powi(2) / 2.0, dt],
-            ) * q,
-        ),
-        _ => (
-            DMatrix::from_row_slice(3, 3, &[1.0, dt, dt * dt / 2.0, 0.0, 1.0, dt, 0.0, 0.0, 1.0]),
-            DMatrix::from_row_slice(
-                3,
-                3,
-                &[
-                    dt.powi(5) / 20.0,
-                    dt.powi(4) / 8.0,
-                    dt.powi(3) / 6.0,
-                    dt.powi(4) / 8.0,
-                    dt.powi(3) / 3.0,
-                    dt.powi(2) / 2.0,
-                    dt.powi(3) / 6.0,
-                    dt.powi(2) / 2.0,
-                    dt,
-                ],
-            ) * q,
-        ),
-    };
+    let (fb, qb) = axis_block(order, dt, q);
     let nx = dims * order;
     let mut f = DMatrix::zeros(nx, nx);
     let mut qm = DMatrix::zeros(nx, nx);
     let mut h = DMatrix::zeros(dims, nx);
     for a in 0..dims {
         let o = a * order;
-        f.view_mut((o, o), (order, order)).copy_from(&fb);
-        qm.view_mut((o, o), (order, order)).copy_from(&qb);
+        for i in 0..order {
+            for j in 0..order {
+                f[(o + i, o + j)] = fb[i][j];
+                qm[(o + i, o + j)] = qb[i][j];
+            }
+        }
         h[(a, o)] = 1.0;
     }
     let rm = DMatrix::identity(dims, dims) * r;
@@ -110,6 +206,8 @@ pub fn random_walk(n: usize, q: f64, r: f64, p0: f64) -> Result<Model> {
     if n == 0 {
         return Err(Error::model("dims", "must be at least 1"));
     }
+    // Before any n x n matrix exists: a huge n from a file must not reach the allocator.
+    crate::limits::check_dim("dims", n)?;
     non_negative("q", q)?;
     positive("r", r)?;
     positive("p0", p0)?;
@@ -134,6 +232,7 @@ pub fn ar(coeffs: &[f64], q: f64, r: f64, p0: f64) -> Result<Model> {
             "an AR model needs at least one coefficient",
         ));
     }
+    crate::limits::check_dim("coeffs", p)?;
     if let Some(c) = coeffs.iter().find(|c| !c.is_finite()) {
         return Err(Error::model("coeffs", format!("not finite: {c}")));
     }

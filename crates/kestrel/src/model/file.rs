@@ -85,9 +85,54 @@ fn required<'a, T>(field: &str, v: &'a Option<T>, kind: &str) -> Result<&'a T> {
         .ok_or_else(|| Error::model(field, format!("missing (required for kind = \"{kind}\")")))
 }
 
+/// Keys of `[model]` that the form `kind` does not read are an error, named, rather than
+/// silently ignored (an explicit `F` beside `kind = "cv"` would otherwise not be used).
+fn reject_foreign_keys(m: &ModelSection) -> Result<()> {
+    let present: [(&str, bool); 11] = [
+        ("F", m.f.is_some()),
+        ("Q", m.qm.is_some()),
+        ("H", m.h.is_some()),
+        ("R", m.rm.is_some()),
+        ("u", m.u.is_some()),
+        ("d", m.d.is_some()),
+        ("dims", m.dims.is_some()),
+        ("dt", m.dt.is_some()),
+        ("q", m.q.is_some()),
+        ("r", m.r.is_some()),
+        ("coeffs", m.coeffs.is_some()),
+    ];
+    let kind = m.kind.as_deref().unwrap_or("explicit");
+    let allowed: &[&str] = match kind {
+        "explicit" => &["F", "Q", "H", "R", "u", "d"],
+        "cv" | "ca" => &["dims", "dt", "q", "r"],
+        "random-walk" | "rw" => &["dims", "q", "r"],
+        "ar" => &["coeffs", "q", "r"],
+        // An unknown kind is reported by the caller.
+        _ => return Ok(()),
+    };
+    let foreign: Vec<&str> = present
+        .iter()
+        .filter(|(k, on)| *on && !allowed.contains(k))
+        .map(|(k, _)| *k)
+        .collect();
+    if foreign.is_empty() {
+        return Ok(());
+    }
+    let form = if kind == "explicit" {
+        "the explicit form (F, Q, H, R, u, d)".to_string()
+    } else {
+        format!("kind = \"{kind}\" (which reads {})", allowed.join(", "))
+    };
+    Err(Error::model(
+        foreign.join(", "),
+        format!("not used by {form}; remove it or choose the form that uses it"),
+    ))
+}
+
 fn from_root(root: FileRoot) -> Result<Model> {
     let m = root.model;
     let p = root.prior;
+    reject_foreign_keys(&m)?;
     let model = match m.kind.as_deref() {
         None | Some("explicit") => {
             let need = |field: &str, v: &Option<Vec<Vec<f64>>>| -> Result<DMatrix<f64>> {
@@ -175,11 +220,49 @@ fn from_root(root: FileRoot) -> Result<Model> {
     model.with_prior(x0, p0)
 }
 
+/// Parses a model from TOML text; errors name the source as `<string>`.
+///
+/// ```
+/// let m = kestrel::model::model_from_str(r#"
+///     [model]
+///     kind = "cv"
+///     dims = 2
+///     dt = 1.0
+///     q = 0.5
+///     r = 4.0
+/// "#)?;
+/// assert_eq!((m.nx(), m.ny()), (4, 2));
+/// # Ok::<(), kestrel::Error>(())
+/// ```
+pub fn model_from_str(text: &str) -> Result<Model> {
+    model_from_toml(text, Path::new("<string>"))
+}
+
 /// Parses a model from TOML text. `origin` names the source in error messages.
 pub fn model_from_toml(text: &str, origin: &Path) -> Result<Model> {
-    let root: FileRoot = toml::from_str(text).map_err(|e| Error::ModelFile {
-        path: origin.to_path_buf(),
-        msg: e.to_string().trim_end().replace('\n', " "),
+    let root: FileRoot = toml::from_str(text).map_err(|e| {
+        // The parser's own message without its multi-line source excerpt.
+        let at = e.span().map(|s| {
+            let before = &text.as_bytes()[..s.start.min(text.len())];
+            let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+            let start = before
+                .iter()
+                .rposition(|&b| b == b'\n')
+                .map_or(0, |p| p + 1);
+            let col = before.len() - start + 1;
+            let rest = &text.as_bytes()[start..];
+            let end = rest.iter().position(|&b| b == b'\n').unwrap_or(rest.len());
+            let source = crate::io::excerpt(rest[..end].trim_ascii());
+            format!("line {line}, column {col} (`{source}`): ")
+        });
+        Error::ModelFile {
+            path: origin.to_path_buf(),
+            msg: format!(
+                "{}{}",
+                at.unwrap_or_default(),
+                e.message().trim_end().replace('\n', " ")
+            ),
+        }
     })?;
     from_root(root).map_err(|e| match e {
         Error::Model { field, msg } => Error::ModelFile {
@@ -191,7 +274,8 @@ pub fn model_from_toml(text: &str, origin: &Path) -> Result<Model> {
 }
 
 /// Reads a model file.
-pub fn load_model(path: &Path) -> Result<Model> {
+pub fn load_model(path: impl AsRef<Path>) -> Result<Model> {
+    let path = path.as_ref();
     let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
     model_from_toml(&text, path)
 }
@@ -233,7 +317,8 @@ pub fn model_to_toml(m: &Model) -> String {
 }
 
 /// Writes a model file in the explicit form (temporary file, then rename).
-pub fn save_model(m: &Model, path: &Path) -> Result<()> {
+pub fn save_model(m: &Model, path: impl AsRef<Path>) -> Result<()> {
+    let path = path.as_ref();
     crate::io::write_atomic(path, |w| {
         use std::io::Write;
         w.write_all(model_to_toml(m).as_bytes())
@@ -274,6 +359,44 @@ P0 = [[10.0, 0.0], [0.0, 10.0]]
         .unwrap();
         assert_eq!((m.nx(), m.ny()), (4, 2));
         assert_eq!(m.prior.p0[(3, 3)], 100.0);
+    }
+
+    #[test]
+    fn keys_of_the_other_form_are_refused_by_name() {
+        let cases = [
+            (
+                "[model]\nkind = \"cv\"\ndims = 2\nq = 1.0\nr = 1.0\nF = [[1.0]]\n",
+                "F",
+            ),
+            (
+                "[model]\nkind = \"cv\"\ndims = 1\nq = 1.0\nr = 1.0\ncoeffs = [0.5]\n",
+                "coeffs",
+            ),
+            (
+                "[model]\nkind = \"ar\"\ncoeffs = [0.5]\nq = 1.0\nr = 1.0\ndims = 3\n",
+                "dims",
+            ),
+            (
+                &EXPLICIT.replace("u = [0.0, 0.1]", "q = 2.0\ndt = 0.1"),
+                "dt, q",
+            ),
+        ];
+        for (text, key) in cases {
+            let e = model_from_toml(text, Path::new("m.toml"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(key) && e.contains("not used by"), "{e}");
+        }
+    }
+
+    #[test]
+    fn huge_dimensions_are_refused_before_allocating() {
+        for dims in ["300", "4294967296", "18446744073709551615"] {
+            let text =
+                format!("[model]\nkind = \"random-walk\"\ndims = {dims}\nq = 1.0\nr = 1.0\n");
+            let e = model_from_toml(&text, Path::new("m.toml")).unwrap_err();
+            assert!(e.to_string().contains("dims"), "{e}");
+        }
     }
 
     #[test]

@@ -14,8 +14,8 @@ mod builders;
 mod file;
 mod validate;
 
-pub use builders::{ar, constant_acceleration, constant_velocity, random_walk};
-pub use file::{load_model, model_from_toml, model_to_toml, save_model};
+pub use builders::{ar, constant_acceleration, constant_velocity, random_walk, Kinematics};
+pub use file::{load_model, model_from_str, model_from_toml, model_to_toml, save_model};
 pub use validate::{check_psd, check_spd};
 
 use crate::error::{Error, Result};
@@ -90,6 +90,101 @@ impl Model {
         };
         m.validate()?;
         Ok(m)
+    }
+
+    /// Builds a model from row-major slices: `f`, `q` (`nx x nx`), `h` (`ny x nx`), `r`
+    /// (`ny x ny`), `x0` (`nx`), `p0` (`nx x nx`); zero offsets. Lengths and the model are
+    /// checked.
+    ///
+    /// ```
+    /// // A scalar random walk observed in noise.
+    /// let m = kestrel::Model::from_row_slices(1, 1, &[1.0], &[0.1], &[1.0], &[2.0], &[0.0], &[10.0])?;
+    /// assert_eq!(m.r()[(0, 0)], 2.0);
+    /// # Ok::<(), kestrel::Error>(())
+    /// ```
+    pub fn from_row_slices(
+        nx: usize,
+        ny: usize,
+        f: &[f64],
+        q: &[f64],
+        h: &[f64],
+        r: &[f64],
+        x0: &[f64],
+        p0: &[f64],
+    ) -> Result<Self> {
+        let mat = |field: &str, v: &[f64], rows: usize, cols: usize| {
+            if rows.checked_mul(cols) != Some(v.len()) {
+                return Err(Error::model(
+                    field,
+                    format!("{} values given, {rows} x {cols} expected", v.len()),
+                ));
+            }
+            Ok(DMatrix::from_row_slice(rows, cols, v))
+        };
+        if x0.len() != nx {
+            return Err(Error::model(
+                "x0",
+                format!("{} values given, {nx} expected", x0.len()),
+            ));
+        }
+        Model::new(
+            mat("F", f, nx, nx)?,
+            mat("Q", q, nx, nx)?,
+            mat("H", h, ny, nx)?,
+            mat("R", r, ny, ny)?,
+            DVector::from_column_slice(x0),
+            mat("P0", p0, nx, nx)?,
+        )
+    }
+
+    /// State transition `F`, `nx x nx`.
+    pub fn f(&self) -> &DMatrix<f64> {
+        &self.f
+    }
+
+    /// Process noise covariance `Q`, `nx x nx`.
+    pub fn q(&self) -> &DMatrix<f64> {
+        &self.q
+    }
+
+    /// Measurement matrix `H`, `ny x nx`.
+    pub fn h(&self) -> &DMatrix<f64> {
+        &self.h
+    }
+
+    /// Measurement noise covariance `R`, `ny x ny`.
+    pub fn r(&self) -> &DMatrix<f64> {
+        &self.r
+    }
+
+    /// Transition offset `u`, length `nx`.
+    pub fn u(&self) -> &DVector<f64> {
+        &self.u
+    }
+
+    /// Measurement offset `d`, length `ny`.
+    pub fn d(&self) -> &DVector<f64> {
+        &self.d
+    }
+
+    /// The prior on the state at step 0.
+    pub fn prior(&self) -> &Prior {
+        &self.prior
+    }
+
+    /// Replaces the measurement noise covariance (checked): per-sensor noise without
+    /// rebuilding the model.
+    pub fn with_r(mut self, r: DMatrix<f64>) -> Result<Self> {
+        self.r = r;
+        self.validate()?;
+        Ok(self)
+    }
+
+    /// Replaces the process noise covariance (checked).
+    pub fn with_q(mut self, q: DMatrix<f64>) -> Result<Self> {
+        self.q = q;
+        self.validate()?;
+        Ok(self)
     }
 
     /// Replaces the offsets `u` and `d` (checked).

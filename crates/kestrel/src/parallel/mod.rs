@@ -12,18 +12,21 @@
 //! On the CPU, many tracks are spread over the rayon pool one track per task (each scanned
 //! serially); a few long tracks are scanned one at a time with every level on the pool.
 //! `Device::Cuda` runs the same elements and operators as CUDA kernels
-//! (`parallel::cuda`).
+//! (`parallel::cuda`), all tracks of a batch in the same launches; the retrodiction scan
+//! too.
 
 pub mod cuda;
 pub mod filtering;
 mod paper;
 mod small;
 pub mod smoothing;
+pub mod sqrt;
 mod track;
 
 pub use filtering::FilterOp;
 pub use paper::PaperModel;
 pub use smoothing::SmoothOp;
+pub use sqrt::{filter_sqrt, SqrtFilterOp};
 
 use crate::data::{Estimates, Measurements};
 use crate::device::Device;
@@ -35,15 +38,6 @@ use crate::scan::{Exec, ScanAlgorithm};
 use cuda as gpu;
 use rayon::prelude::*;
 use track::TrackOut;
-
-fn cpu_only(device: Device, what: &str) -> Result<()> {
-    match device {
-        Device::Cpu => Ok(()),
-        Device::Cuda(_) => Err(Error::Unsupported(format!(
-            "{what} on cuda is not built yet (use --device cpu)"
-        ))),
-    }
-}
 
 fn smoothed<T>(
     (f, s): (Estimates<T>, Option<Estimates<T>>),
@@ -222,7 +216,6 @@ pub fn retrodict<T: Real, M: StateSpace + ?Sized>(
     scan: ScanAlgorithm,
     means_only: bool,
 ) -> Result<Estimates<T>> {
-    cpu_only(device, "the retrodiction scan")?;
     if filtered.nx != model.nx()
         || model.steps_covered().is_some_and(|n| n < filtered.steps)
         || filtered.steps == 0
@@ -235,6 +228,13 @@ pub fn retrodict<T: Real, M: StateSpace + ?Sized>(
                 model.nx()
             ),
         });
+    }
+    if let Device::Cuda(i) = device {
+        let mut s = gpu::retrodict(i, model, filtered, scan)?;
+        if means_only {
+            s.cov.fill(T::nan());
+        }
+        return Ok(s);
     }
     let m = ConvertedModel::<T>::new(model, filtered.steps);
     let (b, t, nx) = (filtered.tracks, filtered.steps, filtered.nx);

@@ -100,11 +100,12 @@ pub fn gnn(
     g: &Gated,
     ntracks: usize,
     pd: f64,
+    pg: f64,
     clutter: f64,
 ) -> Vec<Option<u32>> {
     let gain = pd.ln() - clutter.ln();
-    let miss = if pd < 1.0 {
-        -(1.0 - pd).ln()
+    let miss = if pd * pg < 1.0 {
+        -(1.0 - pd * pg).ln()
     } else {
         CERTAIN_MISS_COST
     };
@@ -253,10 +254,11 @@ pub fn jpda(
     g: &Gated,
     ntracks: usize,
     pd: f64,
+    pg: f64,
     clutter: f64,
 ) -> Vec<Weights> {
     let gain = pd.ln() - clutter.ln();
-    let log_miss = (1.0 - pd).ln();
+    let log_miss = (1.0 - pd * pg).ln();
     let solved: Vec<Vec<(usize, Weights)>> = clusters
         .par_iter()
         .map(|cl| {

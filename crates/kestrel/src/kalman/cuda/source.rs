@@ -52,8 +52,9 @@ impl Part {
             ],
             Part::Smooth => &["rts_smooth", "rts_smooth_soa", "soa_to_host"],
             Part::Tracker => &[
-                "tracker_step",
-                "tracker_init",
+                "tracker_predict",
+                "tracker_update",
+                "tracker_set",
                 "tracker_remove",
                 "soa_to_host",
             ],

@@ -1,61 +1,234 @@
-// The streaming tracker: the state of every target stays on the GPU in
-// structure-of-arrays layout (x [NX][B], packed P [NP][B]), so each step reads and
-// writes whole lines; measurements come in the host layout [B][NY] (a warp reads one
-// contiguous block). `status[b]`: 0 = free slot, 1 = new target (its next step updates
-// the prior, no prediction), 2 = tracked (predict, then update).
+// The per-step API on the GPU (BatchTracker): the state of every target stays on the
+// GPU in structure-of-arrays layout (x [NX][B], packed P [NP][B]), so each call reads
+// and writes whole lines; measurements, masks, noise and control inputs come in the
+// host layout [B][..]. `live[b]` is 1 for a slot that holds a target. Prediction and
+// update are separate kernels, so the host can gate and associate in between; the
+// predicted measurement H x + d ([NY][B]) and S (packed [NYP][B]) of every live slot are
+// written by tracker_update (and by tracker_measure without an update).
 
-extern "C" __global__ void __launch_bounds__(128) tracker_step(const __grid_constant__ ModelParams mp,
-                                                               const real* __restrict__ z, real* __restrict__ xs,
-                                                               real* __restrict__ Ps, real* __restrict__ ll_total,
-                                                               real* __restrict__ ll_last,
-                                                               unsigned char* __restrict__ status, int nb,
-                                                               unsigned long long* err) {
+// F and Q of one axis of a kinematic model over dt (model/builders.rs, axis_block),
+// computed in double and rounded once, as on the CPU.
+__device__ __forceinline__ void kin_block(int order, double dt, double q, double* fb, double* qb) {
+    for (int i = 0; i < 9; ++i) {
+        fb[i] = 0.0;
+        qb[i] = 0.0;
+    }
+    if (order == 2) {
+        fb[0] = 1.0;
+        fb[1] = dt;
+        fb[4] = 1.0;
+        qb[0] = dt * dt * dt / 3.0 * q;
+        qb[1] = dt * dt / 2.0 * q;
+        qb[3] = dt * dt / 2.0 * q;
+        qb[4] = dt * q;
+    } else {
+        fb[0] = 1.0;
+        fb[1] = dt;
+        fb[2] = dt * dt / 2.0;
+        fb[4] = 1.0;
+        fb[5] = dt;
+        fb[8] = 1.0;
+        const double d2 = dt * dt, d3 = d2 * dt, d4 = d3 * dt, d5 = d4 * dt;
+        qb[0] = d5 / 20.0 * q;
+        qb[1] = d4 / 8.0 * q;
+        qb[2] = d3 / 6.0 * q;
+        qb[3] = d4 / 8.0 * q;
+        qb[4] = d3 / 3.0 * q;
+        qb[5] = d2 / 2.0 * q;
+        qb[6] = d3 / 6.0 * q;
+        qb[7] = d2 / 2.0 * q;
+        qb[8] = dt * q;
+    }
+}
+
+// Prediction with F, Q and the offset u given per thread (intervals, control inputs);
+// the order of the sums is kf_predict's.
+__device__ __forceinline__ void kf_predict_fq(const real* F, const real* Q, const real* u, real* x, real* P) {
+    real xn[NX];
+    real Pn[NP];
+    UNROLL for (int i = 0; i < NX; ++i) {
+        real s = u[i];
+        UNROLL for (int l = 0; l < NX; ++l) s += F[i * NX + l] * x[l];
+        xn[i] = s;
+        real fp[NX];
+        UNROLL for (int j = 0; j < NX; ++j) {
+            real t = (real)0;
+            UNROLL for (int l = 0; l < NX; ++l) t += F[i * NX + l] * P[pk(l, j)];
+            fp[j] = t;
+        }
+        UNROLL for (int j = 0; j <= i; ++j) {
+            real t = Q[i * NX + j];
+            UNROLL for (int l = 0; l < NX; ++l) t += fp[l] * F[j * NX + l];
+            Pn[pk(i, j)] = t;
+        }
+    }
+    UNROLL for (int i = 0; i < NX; ++i) x[i] = xn[i];
+    UNROLL for (int p = 0; p < NP; ++p) P[p] = Pn[p];
+}
+
+// `kin_order` 0: the model's F and Q; 2 or 3: a kinematic model (kin_dims axes, white
+// noise intensity kin_q) over dts[b] (or dt when dts is null). `ctrl` ([B][NX], may be
+// null) is added to the model's u.
+extern "C" __global__ void __launch_bounds__(128) tracker_predict(
+    const __grid_constant__ ModelParams mp, real* __restrict__ xs, real* __restrict__ Ps,
+    const unsigned char* __restrict__ live, int nb, const real* __restrict__ ctrl, const double* __restrict__ dts,
+    double dt, int kin_order, double kin_q) {
     const long long b = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (b >= nb) return;
-    const unsigned char st = status[b];
-    if (st == 0) return;
+    if (b >= nb || !live[b]) return;
     const long long B = nb;
-    real zk[NY];
-    UNROLL for (int a = 0; a < NY; ++a) zk[a] = __ldg(z + b * NY + a);
     real x[NX];
     real P[NP];
     UNROLL for (int i = 0; i < NX; ++i) x[i] = xs[i * B + b];
     UNROLL for (int p = 0; p < NP; ++p) P[p] = Ps[p * B + b];
-    if (st == 2) kf_predict(mp, x, P);
-    real l = (real)0;
-    if (!any_nan(zk)) {
-        if (!kf_update(mp, zk, x, P, l)) {
-            report(err, (unsigned long long)b);
-            return;
+    if (kin_order == 0 && ctrl == nullptr) {
+        kf_predict(mp, x, P);
+    } else {
+        real F[NX * NX];
+        real Q[NX * NX];
+        real u[NX];
+        if (kin_order == 0) {
+            UNROLL for (int i = 0; i < NX * NX; ++i) {
+                F[i] = MF(i / NX, i % NX);
+                Q[i] = MQ(i / NX, i % NX);
+            }
+        } else {
+            double fb[9], qb[9];
+            kin_block(kin_order, dts != nullptr ? dts[b] : dt, kin_q, fb, qb);
+            UNROLL for (int i = 0; i < NX; ++i) {
+                UNROLL for (int j = 0; j < NX; ++j) {
+                    const bool same = (i / kin_order) == (j / kin_order);
+                    const int e = (i % kin_order) * 3 + (j % kin_order);
+                    F[i * NX + j] = same ? (real)fb[e] : (real)0;
+                    Q[i * NX + j] = same ? (real)qb[e] : (real)0;
+                }
+            }
         }
+        UNROLL for (int i = 0; i < NX; ++i) u[i] = MU(i) + (ctrl != nullptr ? ctrl[b * NX + i] : (real)0);
+        kf_predict_fq(F, Q, u, x, P);
     }
     UNROLL for (int i = 0; i < NX; ++i) xs[i * B + b] = x[i];
     UNROLL for (int p = 0; p < NP; ++p) Ps[p * B + b] = P[p];
-    ll_total[b] += l;
-    ll_last[b] = l;
-    if (st != 2) status[b] = 2;
 }
 
-// Puts the model's prior into the slots listed in `slots` and marks them new.
-extern "C" __global__ void tracker_init(const __grid_constant__ ModelParams mp, const int* __restrict__ slots, int n,
-                                        real* __restrict__ xs, real* __restrict__ Ps, real* __restrict__ ll_total,
-                                        real* __restrict__ ll_last, unsigned char* __restrict__ status, int nb) {
+// Measurement update of every live slot whose row of z has no NaN and whose mask (may
+// be null) is set, with the model's R or rs[b] ([B][NY][NY], may be null); the order of
+// the sums is kf_update's. Writes the predicted measurement and S of every live slot;
+// `apply` 0 writes only those (tracker_measure). ll[b] is the update's predictive
+// log-likelihood, 0 without a measurement.
+__device__ __forceinline__ void update_slot(const ModelParams& mp, long long b, long long B, const real* __restrict__ z,
+                                            const unsigned char* __restrict__ mask, const real* __restrict__ rs,
+                                            real* __restrict__ xs, real* __restrict__ Ps, real* __restrict__ ll,
+                                            real* __restrict__ zhat, real* __restrict__ Ss, bool apply,
+                                            unsigned long long* err) {
+    real x[NX];
+    real P[NP];
+    UNROLL for (int i = 0; i < NX; ++i) x[i] = xs[i * B + b];
+    UNROLL for (int p = 0; p < NP; ++p) P[p] = Ps[p * B + b];
+    real zk[NY];
+    bool use = apply && (mask == nullptr || mask[b] != 0);
+    UNROLL for (int a = 0; a < NY; ++a) zk[a] = use ? z[b * NY + a] : (real)0;
+    use = use && !any_nan(zk);
+    real y[NY];
+    real wt[NY][NX];
+    UNROLL for (int a = 0; a < NY; ++a) {
+        real hx = MD(a);
+        UNROLL for (int l = 0; l < NX; ++l) if (NZH(a, l)) hx += MH(a, l) * x[l];
+        zhat[a * B + b] = hx;
+        y[a] = zk[a] - hx;
+        UNROLL for (int j = 0; j < NX; ++j) {
+            real t = (real)0;
+            UNROLL for (int l = 0; l < NX; ++l) if (NZH(a, l)) t += MH(a, l) * P[pk(l, j)];
+            wt[a][j] = t;
+        }
+    }
+    real S[NYP];
+    UNROLL for (int a = 0; a < NY; ++a) {
+        UNROLL for (int c = 0; c <= a; ++c) {
+            real t = rs != nullptr ? rs[(b * NY + a) * NY + c] : MR(a, c);
+            UNROLL for (int l = 0; l < NX; ++l) if (NZH(a, l)) t += MH(a, l) * wt[c][l];
+            S[pk(a, c)] = t;
+        }
+    }
+    UNROLL for (int p = 0; p < NYP; ++p) Ss[p * B + b] = S[p];
+    if (!use) {
+        if (apply) ll[b] = (real)0;
+        return;
+    }
+    real inv[NY];
+    if (!chol_packed<NY>(S, inv)) {
+        report(err, (unsigned long long)b);
+        return;
+    }
+    UNROLL for (int a = 0; a < NY; ++a) {
+        UNROLL for (int j = 0; j < NX; ++j) {
+            real t = wt[a][j];
+            UNROLL for (int k = 0; k < a; ++k) t -= S[pk(a, k)] * wt[k][j];
+            wt[a][j] = t * inv[a];
+        }
+        real t = y[a];
+        UNROLL for (int k = 0; k < a; ++k) t -= S[pk(a, k)] * y[k];
+        y[a] = t * inv[a];
+    }
+    real logdet = (real)0;
+    real maha = (real)0;
+    UNROLL for (int a = 0; a < NY; a += 2) {
+        if (a + 1 < NY) logdet += ks_log(S[pk(a, a)] * S[pk(a + 1, a + 1)]);
+        else logdet += ks_log(S[pk(a, a)]);
+    }
+    UNROLL for (int a = 0; a < NY; ++a) maha += y[a] * y[a];
+    UNROLL for (int i = 0; i < NX; ++i) {
+        real t = (real)0;
+        UNROLL for (int a = 0; a < NY; ++a) t += wt[a][i] * y[a];
+        x[i] += t;
+    }
+    UNROLL for (int i = 0; i < NX; ++i) {
+        UNROLL for (int j = 0; j <= i; ++j) {
+            real t = (real)0;
+            UNROLL for (int a = 0; a < NY; ++a) t += wt[a][i] * wt[a][j];
+            P[pk(i, j)] = P[pk(i, j)] - t;
+        }
+    }
+    ll[b] = -((real)(NY * KS_LN_2PI) + maha) * (real)0.5 - logdet;
+    UNROLL for (int i = 0; i < NX; ++i) xs[i * B + b] = x[i];
+    UNROLL for (int p = 0; p < NP; ++p) Ps[p * B + b] = P[p];
+}
+
+extern "C" __global__ void __launch_bounds__(128) tracker_update(
+    const __grid_constant__ ModelParams mp, const real* __restrict__ z, const unsigned char* __restrict__ mask,
+    const real* __restrict__ rs, real* __restrict__ xs, real* __restrict__ Ps, real* __restrict__ ll,
+    real* __restrict__ zhat, real* __restrict__ Ss, const unsigned char* __restrict__ live, int nb, int apply,
+    unsigned long long* err) {
+    const long long b = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (b >= nb || !live[b]) return;
+    update_slot(mp, b, nb, z, mask, rs, xs, Ps, ll, zhat, Ss, apply != 0, err);
+}
+
+// Writes the priors of the n slots listed in `slots`: x0s [n][NX], P0s [n][NX][NX] (full,
+// row-major; the lower triangle is read), and marks them live.
+extern "C" __global__ void tracker_set(const int* __restrict__ slots, int n, const real* __restrict__ x0s,
+                                       const real* __restrict__ P0s, real* __restrict__ xs, real* __restrict__ Ps,
+                                       real* __restrict__ ll, unsigned char* __restrict__ live, int nb) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     const long long b = slots[i];
     const long long B = nb;
-    real x[NX];
-    real P[NP];
-    load_prior(mp, x, P);
-    UNROLL for (int k = 0; k < NX; ++k) xs[k * B + b] = x[k];
-    UNROLL for (int p = 0; p < NP; ++p) Ps[p * B + b] = P[p];
-    ll_total[b] = (real)0;
-    ll_last[b] = (real)0;
-    status[b] = 1;
+    UNROLL for (int k = 0; k < NX; ++k) xs[k * B + b] = x0s[(long long)i * NX + k];
+    UNROLL for (int r = 0; r < NX; ++r) {
+        UNROLL for (int c = 0; c <= r; ++c) Ps[pk(r, c) * B + b] = P0s[((long long)i * NX + r) * NX + c];
+    }
+    ll[b] = (real)0 / (real)0;
+    live[b] = 1;
 }
 
-// Frees the slots listed in `slots`.
-extern "C" __global__ void tracker_remove(const int* __restrict__ slots, int n, unsigned char* __restrict__ status) {
+// Frees the slots listed in `slots` (their state becomes NaN).
+extern "C" __global__ void tracker_remove(const int* __restrict__ slots, int n, real* __restrict__ xs,
+                                          real* __restrict__ Ps, unsigned char* __restrict__ live, int nb) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) status[slots[i]] = 0;
+    if (i >= n) return;
+    const long long b = slots[i];
+    const long long B = nb;
+    const real nan = (real)0 / (real)0;
+    UNROLL for (int k = 0; k < NX; ++k) xs[k * B + b] = nan;
+    UNROLL for (int p = 0; p < NP; ++p) Ps[p * B + b] = nan;
+    live[b] = 0;
 }

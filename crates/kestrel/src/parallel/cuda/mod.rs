@@ -5,7 +5,9 @@
 //! Ladner-Fischer, Sengupta et al.'s hybrid), a one-thread fold, and the default chunked
 //! scan.
 //!
-//! Tracks are processed one after the other, each with all its steps in parallel.
+//! Many tracks run as one batch: each kernel and each scan level is one launch for a
+//! whole group of tracks (the track is the grid's second dimension), groups as large as
+//! the device's memory allows.
 
 use crate::cuda::{catch, gpu, Gpu, Module as Kernels};
 use crate::data::{Estimates, Measurements};
@@ -17,10 +19,11 @@ use crate::scan::ScanAlgorithm;
 use cudarc::driver::{DeviceRepr, LaunchConfig, ValidAsZeroBits};
 use std::sync::Arc;
 
-const SOURCES: [&str; 3] = [
+const SOURCES: [&str; 4] = [
     include_str!("../kernels/parallel_ops.cu"),
     include_str!("../kernels/parallel_scan.cu"),
     include_str!("../kernels/parallel_model.cu"),
+    include_str!("../kernels/parallel_fused.cu"),
 ];
 
 const SCAN_KERNELS: [&str; 11] = [
@@ -36,7 +39,13 @@ const SCAN_KERNELS: [&str; 11] = [
     "chunk",
     "fix",
 ];
-const MODEL_KERNELS: [&str; 8] = [
+const MODEL_KERNELS: [&str; 14] = [
+    "pf_reduce",
+    "pf_sweep",
+    "ps_reduce",
+    "ps_sweep",
+    "tf_reduce",
+    "tf_sweep",
     "pf_build",
     "pf_extract",
     "ps_build",
@@ -113,9 +122,31 @@ fn kernels<D: GpuReal>(g: &Gpu, nx: usize, ny: usize) -> Result<Arc<Kernels>> {
     )
 }
 
-pub(crate) fn launch_cfg(threads: usize) -> LaunchConfig {
+/// The shape of a launch: threads per sequence and sequences (the grid's second
+/// dimension, at most [`MAX_GROUP`]).
+pub(crate) struct Grid(usize, usize);
+impl From<usize> for Grid {
+    fn from(n: usize) -> Self {
+        Grid(n, 1)
+    }
+}
+impl From<(usize, usize)> for Grid {
+    fn from((n, b): (usize, usize)) -> Self {
+        Grid(n, b)
+    }
+}
+
+/// Most tracks in one launch (the CUDA limit of the grid's second dimension).
+pub const MAX_GROUP: usize = 65_535;
+
+pub(crate) fn launch_cfg(grid: impl Into<Grid>) -> LaunchConfig {
+    let Grid(threads, nb) = grid.into();
     LaunchConfig {
-        grid_dim: (threads.div_ceil(BLOCK as usize).max(1) as u32, 1, 1),
+        grid_dim: (
+            threads.div_ceil(BLOCK as usize).max(1) as u32,
+            nb.clamp(1, MAX_GROUP) as u32,
+            1,
+        ),
         block_dim: (BLOCK, 1, 1),
         shared_mem_bytes: 0,
     }
@@ -134,7 +165,7 @@ macro_rules! launch {
 
 mod run;
 pub use run::Method;
-use run::{DevModel, TrackBufs};
+use run::{scalars_per_track, DevModel, GroupBufs};
 
 /// Scalars per element.
 fn fe_len(nx: usize) -> usize {
@@ -144,13 +175,30 @@ fn se_len(nx: usize) -> usize {
     2 * nx * nx + nx
 }
 
-/// Chunk length of the chunked scan (`KESTREL_PAR_CHUNK` overrides, for tuning).
-fn chunk_len() -> usize {
+fn chunk_env() -> Option<usize> {
     std::env::var("KESTREL_PAR_CHUNK")
         .ok()
         .and_then(|v| v.parse().ok())
         .filter(|&k: &usize| k >= 2)
-        .unwrap_or(16)
+}
+
+/// Chunk length of the chunked scan (`KESTREL_PAR_CHUNK` overrides, for tuning).
+fn chunk_len() -> usize {
+    chunk_env().unwrap_or(16)
+}
+
+/// Chunk length of the fused scan for `steps` steps in all (`KESTREL_PAR_CHUNK`
+/// overrides): about 2^17 chunks, enough threads to fill a large GPU, each chunk 4 to 64
+/// steps (a power of two).
+fn fused_chunk_len(steps: usize) -> usize {
+    chunk_env().unwrap_or_else(|| (steps >> 17).next_power_of_two().clamp(4, 64))
+}
+
+/// Whether [`ScanAlgorithm::Fastest`] runs the fused scan (reduce, scan of the chunk
+/// totals, sweep: `kernels/parallel_fused.cu`); `KESTREL_PAR_FUSED=0` runs the chunked
+/// scan over stored elements instead (for comparison).
+fn fused(alg: ScanAlgorithm) -> bool {
+    alg == ScanAlgorithm::Fastest && std::env::var("KESTREL_PAR_FUSED").map_or(true, |v| v != "0")
 }
 
 /// Filtered estimates (with log-likelihoods) and, for the smoothers, smoothed ones.
@@ -175,8 +223,9 @@ pub fn run<T: Real, M: StateSpace + ?Sized>(
     }
 }
 
-/// Like [`run`] for one track, timing `repeats` runs after `warmup` with the data
-/// resident on the device (wall clock from the first launch to the stream's end).
+/// Like [`run`], timing `repeats` runs after `warmup` with the data resident on the
+/// device (wall clock from the first launch to the stream's end, summed over the groups
+/// of tracks when they do not fit the device at once).
 pub fn time<T: Real, M: StateSpace + ?Sized>(
     ordinal: usize,
     model: &M,
@@ -197,8 +246,65 @@ pub fn time<T: Real, M: StateSpace + ?Sized>(
     }
 }
 
-fn first_bad<D: Real>(v: &[D], per: usize) -> Option<usize> {
-    v.iter().position(|x| !x.is_finite_value()).map(|i| i / per)
+/// The retrodiction scan (Tager 2013, Section 3.2; the smoothing elements of
+/// Sarkka & Garcia-Fernandez, eqs. 49-52) on device `ordinal` over filtered estimates
+/// from any filter, all tracks batched: smoothed means and covariances.
+pub fn retrodict<T: Real, M: StateSpace + ?Sized>(
+    ordinal: usize,
+    model: &M,
+    filtered: &Estimates<T>,
+    alg: ScanAlgorithm,
+) -> Result<Estimates<T>> {
+    let z = Measurements::<f64> {
+        tracks: filtered.tracks,
+        steps: filtered.steps,
+        ny: model.ny(),
+        data: Vec::new(),
+    };
+    let s = if T::NAME == "f64" {
+        let f = filtered.cast::<f64>();
+        catch(|| {
+            run_on(
+                ordinal,
+                model,
+                &z.cast(),
+                Method::Retrodict,
+                alg,
+                0,
+                1,
+                Some(&f),
+            )
+        })?
+        .1
+         .1
+        .map(|s| s.cast::<T>())
+    } else {
+        let f = filtered.cast::<f32>();
+        catch(|| {
+            run_on(
+                ordinal,
+                model,
+                &z.cast(),
+                Method::Retrodict,
+                alg,
+                0,
+                1,
+                Some(&f),
+            )
+        })?
+        .1
+         .1
+        .map(|s| s.cast::<T>())
+    };
+    s.ok_or_else(|| Error::Cuda("the retrodiction returned no estimates".into()))
+}
+
+/// The first non-finite value of `v` in blocks of `per` values per step, as
+/// `(track, step)` with `t` steps a track.
+fn first_bad<D: Real>(v: &[D], per: usize, t: usize) -> Option<(usize, usize)> {
+    v.iter()
+        .position(|x| !x.is_finite_value())
+        .map(|i| (i / per / t, i / per % t))
 }
 
 fn run_as<D: GpuReal, M: StateSpace + ?Sized>(
@@ -210,9 +316,47 @@ fn run_as<D: GpuReal, M: StateSpace + ?Sized>(
     warmup: usize,
     repeats: usize,
 ) -> Result<(Vec<f64>, Output<D>)> {
-    catch(|| run_on(ordinal, model, z, method, alg, warmup, repeats))
+    catch(|| run_on(ordinal, model, z, method, alg, warmup, repeats, None))
 }
 
+/// Tracks per group: as many as fit in 70% of the free device memory, at most
+/// [`MAX_GROUP`] (or `KESTREL_PAR_GROUP`); an error when not even one track fits.
+fn group_size<D: GpuReal>(
+    g: &Gpu,
+    nx: usize,
+    ny: usize,
+    t: usize,
+    tracks: usize,
+    method: Method,
+    alg: ScanAlgorithm,
+) -> Result<usize> {
+    let size = std::mem::size_of::<D>();
+    let per = scalars_per_track(nx, ny, t, method, alg)
+        .and_then(|n| n.checked_mul(size))
+        .ok_or_else(|| Error::Input {
+            msg: format!("a track of {t} steps is too long to address"),
+        })?;
+    let (free, _) = g.mem_info()?;
+    let budget = free / 10 * 7;
+    if per > budget {
+        return Err(Error::Unsupported(format!(
+            "one track of {t} steps would need {:.2} GB on the GPU, {:.2} GB are free",
+            per as f64 / 1e9,
+            free as f64 / 1e9
+        )));
+    }
+    // `KESTREL_PAR_GROUP` caps the group (for tests of the grouping, and for tuning).
+    let cap = std::env::var("KESTREL_PAR_GROUP")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&c: &usize| c >= 1)
+        .unwrap_or(MAX_GROUP);
+    Ok((budget / per.max(1))
+        .clamp(1, MAX_GROUP.min(cap))
+        .min(tracks.max(1)))
+}
+
+#[allow(clippy::too_many_arguments)]
 fn run_on<D: GpuReal, M: StateSpace + ?Sized>(
     ordinal: usize,
     model: &M,
@@ -221,89 +365,114 @@ fn run_on<D: GpuReal, M: StateSpace + ?Sized>(
     alg: ScanAlgorithm,
     warmup: usize,
     repeats: usize,
+    filtered: Option<&Estimates<D>>,
 ) -> Result<(Vec<f64>, Output<D>)> {
+    if method == Method::Retrodict && filtered.is_none() {
+        return Err(Error::Input {
+            msg: "the retrodiction needs filtered estimates (parallel::retrodict)".into(),
+        });
+    }
     let g = gpu(ordinal)?;
     let (nx, ny, t) = (model.nx(), model.ny(), z.steps);
     let k = kernels::<D>(&g, nx, ny)?;
     let m = ConvertedModel::<D>::new(model, t);
     let dm = DevModel::new(&g, &m, model.as_invariant().is_none())?;
-    let smooth = matches!(method, Method::Rts | Method::TwoFilter);
-    let mut f = Estimates::nan(z.tracks, t, nx, true);
-    let mut s = smooth.then(|| Estimates::nan(z.tracks, t, nx, false));
-    let mut times = Vec::new();
+    let retro = method == Method::Retrodict;
+    // The retrodiction reads the filtered moments from `filtered` and returns no filter.
+    let mut f = Estimates::nan(if retro { 0 } else { z.tracks }, t, nx, true);
+    let mut s = method
+        .smooths()
+        .then(|| Estimates::nan(z.tracks, t, nx, false));
+    let mut times = vec![0.0; repeats];
     let sync = |what: &str| cu(g.stream.synchronize(), what);
-    for b in 0..z.tracks {
-        let mut bufs = TrackBufs::new(&g, nx, z.track(b), t)?;
+    let group = group_size::<D>(&g, nx, ny, t, z.tracks, method, alg)?;
+    let (n1, n2) = (t * nx, t * nx * nx);
+    let mut b0 = 0;
+    while b0 < z.tracks {
+        let nb = group.min(z.tracks - b0);
+        let b1 = b0 + nb;
+        let zg = if retro {
+            &[][..]
+        } else {
+            &z.data[b0 * t * ny..b1 * t * ny]
+        };
+        let fg = filtered.map(|f| (&f.mean[b0 * n1..b1 * n1], &f.cov[b0 * n2..b1 * n2]));
+        let mut bufs = GroupBufs::new(&g, nx, t, nb, method, alg, zg, fg)?;
         for i in 0..warmup + repeats {
-            bufs.poison(&g, &k)?;
+            bufs.poison(&g, &k, method)?;
             sync("poisoning the outputs")?;
             let start = std::time::Instant::now();
             bufs.run(&g, &k, &dm, method, alg)?;
             sync("running the parallel kernels")?;
             if i >= warmup {
-                times.push(start.elapsed().as_secs_f64());
+                times[i - warmup] += start.elapsed().as_secs_f64();
             }
         }
-        let (n1, n2) = (t * nx, t * nx * nx);
-        let ll = f.loglik.as_mut().expect("allocated with log-likelihoods");
-        cu(
-            g.stream
-                .memcpy_dtoh(&bufs.mean, &mut f.mean[b * n1..(b + 1) * n1]),
-            "reading means",
-        )?;
-        cu(
-            g.stream
-                .memcpy_dtoh(&bufs.cov, &mut f.cov[b * n2..(b + 1) * n2]),
-            "reading covariances",
-        )?;
-        cu(
-            g.stream.memcpy_dtoh(&bufs.ll, &mut ll[b * t..(b + 1) * t]),
-            "reading log-likelihoods",
-        )?;
+        if !retro {
+            let ll = f.loglik.as_mut().expect("allocated with log-likelihoods");
+            cu(
+                g.stream
+                    .memcpy_dtoh(&bufs.mean, &mut f.mean[b0 * n1..b1 * n1]),
+                "reading means",
+            )?;
+            cu(
+                g.stream
+                    .memcpy_dtoh(&bufs.cov, &mut f.cov[b0 * n2..b1 * n2]),
+                "reading covariances",
+            )?;
+            cu(
+                g.stream.memcpy_dtoh(&bufs.ll, &mut ll[b0 * t..b1 * t]),
+                "reading log-likelihoods",
+            )?;
+        }
         if let Some(s) = s.as_mut() {
             cu(
                 g.stream
-                    .memcpy_dtoh(&bufs.smean, &mut s.mean[b * n1..(b + 1) * n1]),
+                    .memcpy_dtoh(&bufs.smean, &mut s.mean[b0 * n1..b1 * n1]),
                 "reading smoothed means",
             )?;
             cu(
                 g.stream
-                    .memcpy_dtoh(&bufs.scov, &mut s.cov[b * n2..(b + 1) * n2]),
+                    .memcpy_dtoh(&bufs.scov, &mut s.cov[b0 * n2..b1 * n2]),
                 "reading smoothed covariances",
             )?;
         }
         sync("reading the results")?;
-        let bad = [
-            first_bad(&f.mean[b * n1..(b + 1) * n1], nx),
-            first_bad(&f.cov[b * n2..(b + 1) * n2], nx * nx),
-            first_bad(&ll[b * t..(b + 1) * t], 1),
-        ]
-        .into_iter()
-        .flatten()
-        .min();
-        if let Some(step) = bad {
-            return Err(Error::NotPositiveDefinite {
-                track: b,
-                step,
-                what: "a covariance of the parallel filter on the GPU (a solve or Cholesky failed)",
-            });
-        }
-        if let Some(s) = s.as_ref() {
+        if !retro {
+            let ll = f.loglik.as_ref().expect("allocated with log-likelihoods");
             let bad = [
-                first_bad(&s.mean[b * n1..(b + 1) * n1], nx),
-                first_bad(&s.cov[b * n2..(b + 1) * n2], nx * nx),
+                first_bad(&f.mean[b0 * n1..b1 * n1], nx, t),
+                first_bad(&f.cov[b0 * n2..b1 * n2], nx * nx, t),
+                first_bad(&ll[b0 * t..b1 * t], 1, t),
             ]
             .into_iter()
             .flatten()
             .min();
-            if let Some(step) = bad {
+            if let Some((track, step)) = bad {
                 return Err(Error::NotPositiveDefinite {
-                    track: b,
+                    track: b0 + track,
+                    step,
+                    what: "a covariance of the parallel filter on the GPU (a solve or Cholesky failed)",
+                });
+            }
+        }
+        if let Some(s) = s.as_ref() {
+            let bad = [
+                first_bad(&s.mean[b0 * n1..b1 * n1], nx, t),
+                first_bad(&s.cov[b0 * n2..b1 * n2], nx * nx, t),
+            ]
+            .into_iter()
+            .flatten()
+            .min();
+            if let Some((track, step)) = bad {
+                return Err(Error::NotPositiveDefinite {
+                    track: b0 + track,
                     step,
                     what: "a covariance of the parallel smoother on the GPU (a solve or Cholesky failed)",
                 });
             }
         }
+        b0 = b1;
     }
     Ok((times, (f, s)))
 }

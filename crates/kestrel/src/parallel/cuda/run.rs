@@ -1,6 +1,6 @@
 //! The scans and the filter / smoother pipelines on the device.
 
-use super::{chunk_len, cu, fe_len, se_len, Gpu, GpuReal, Kernels};
+use super::{chunk_len, cu, fe_len, fused, fused_chunk_len, se_len, Gpu, GpuReal, Kernels};
 use crate::error::Result;
 use crate::kalman::dense::ConvertedModel;
 use crate::scan::ScanAlgorithm;
@@ -16,8 +16,11 @@ fn alloc<D: GpuReal>(g: &Gpu, n: usize, what: &str) -> Result<CudaSlice<D>> {
     )
 }
 
-/// Scans the `n` elements of `len` scalars in `a` with the operator `op` (`"pf"`:
-/// filtering, `"ps"`: smoothing), forward or in reverse.
+/// Scans each of the `nb` sequences of `n` elements of `len` scalars in `a` (stored one
+/// after the other) with the operator `op` (`"pf"`: filtering, `"ps"`: smoothing),
+/// forward or in reverse: all sequences in the same launches (the sequence is the grid's
+/// second dimension), so that a batch costs the launches of one sequence.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn scan<D: GpuReal>(
     g: &Gpu,
     k: &Kernels,
@@ -25,6 +28,7 @@ pub(crate) fn scan<D: GpuReal>(
     len: usize,
     a: &mut CudaSlice<D>,
     n: usize,
+    nb: usize,
     alg: ScanAlgorithm,
     reverse: bool,
 ) -> Result<()> {
@@ -37,7 +41,7 @@ pub(crate) fn scan<D: GpuReal>(
     let name = |x: &str| format!("{op}_{x}");
     let levels = n.next_power_of_two().trailing_zeros();
     match alg {
-        ScanAlgorithm::Sequential => launch!(k, s, &name("seq"), 1, &mut *a, &nn, &rev, &rev),
+        ScanAlgorithm::Sequential => launch!(k, s, &name("seq"), (1, nb), &mut *a, &nn, &rev, &rev),
         ScanAlgorithm::LadnerFischer => {
             for d in 0..levels {
                 let st = 1i64 << d;
@@ -45,7 +49,7 @@ pub(crate) fn scan<D: GpuReal>(
                     k,
                     s,
                     &name("up"),
-                    n.div_ceil(2 << d),
+                    (n.div_ceil(2 << d), nb),
                     &mut *a,
                     &nn,
                     &st,
@@ -59,7 +63,7 @@ pub(crate) fn scan<D: GpuReal>(
                     k,
                     s,
                     &name("lf_down"),
-                    n.div_ceil(2 << d),
+                    (n.div_ceil(2 << d), nb),
                     &mut *a,
                     &nn,
                     &st,
@@ -69,10 +73,21 @@ pub(crate) fn scan<D: GpuReal>(
             }
         }
         ScanAlgorithm::HillisSteele => {
-            let mut other = alloc::<D>(g, n * len, "the Hillis-Steele buffer")?;
+            let mut other = alloc::<D>(g, nb * n * len, "the Hillis-Steele buffer")?;
             let mut st = 1i64;
             while (st as usize) < n {
-                launch!(k, s, &name("hs"), n, &*a, &mut other, &nn, &st, &rev, &rev);
+                launch!(
+                    k,
+                    s,
+                    &name("hs"),
+                    (n, nb),
+                    &*a,
+                    &mut other,
+                    &nn,
+                    &st,
+                    &rev,
+                    &rev
+                );
                 std::mem::swap(a, &mut other);
                 st *= 2;
             }
@@ -80,13 +95,13 @@ pub(crate) fn scan<D: GpuReal>(
         ScanAlgorithm::Blelloch => {
             let p = n.next_power_of_two();
             let pp = p as i64;
-            let mut w = alloc::<D>(g, p * len, "the Blelloch buffer")?;
-            let mut orig = alloc::<D>(g, p * len, "the Blelloch input copy")?;
+            let mut w = alloc::<D>(g, nb * p * len, "the Blelloch buffer")?;
+            let mut orig = alloc::<D>(g, nb * p * len, "the Blelloch input copy")?;
             launch!(
                 k,
                 s,
                 &name("bl_load"),
-                p,
+                (p, nb),
                 &*a,
                 &nn,
                 &mut w,
@@ -101,7 +116,7 @@ pub(crate) fn scan<D: GpuReal>(
                     k,
                     s,
                     &name("up"),
-                    p.div_ceil(2 << d),
+                    (p.div_ceil(2 << d), nb),
                     &mut w,
                     &pp,
                     &st,
@@ -109,14 +124,14 @@ pub(crate) fn scan<D: GpuReal>(
                     &zero
                 );
             }
-            launch!(k, s, &name("bl_clear_last"), 1, &mut w, &pp);
+            launch!(k, s, &name("bl_clear_last"), (1, nb), &mut w, &pp);
             for d in (0..levels).rev() {
                 let st = 1i64 << d;
                 launch!(
                     k,
                     s,
                     &name("bl_down"),
-                    p.div_ceil(2 << d),
+                    (p.div_ceil(2 << d), nb),
                     &mut w,
                     &pp,
                     &st,
@@ -127,7 +142,7 @@ pub(crate) fn scan<D: GpuReal>(
                 k,
                 s,
                 &name("bl_fix"),
-                n,
+                (n, nb),
                 &w,
                 &orig,
                 &mut *a,
@@ -136,7 +151,7 @@ pub(crate) fn scan<D: GpuReal>(
                 &rev
             );
         }
-        ScanAlgorithm::Fastest => chunked(g, k, op, len, a, n, rev, rev)?,
+        ScanAlgorithm::Fastest => chunked(g, k, op, len, a, n, nb, rev, rev)?,
         ScanAlgorithm::Sengupta(big_n) => {
             // Pair reductions (up-sweep levels) until at most 2N block totals remain,
             // Hillis-Steele over those, then the down-sweep of the same levels.
@@ -151,7 +166,7 @@ pub(crate) fn scan<D: GpuReal>(
                     k,
                     s,
                     &name("up"),
-                    n.div_ceil(2 << d),
+                    (n.div_ceil(2 << d), nb),
                     &mut *a,
                     &nn,
                     &st,
@@ -161,7 +176,7 @@ pub(crate) fn scan<D: GpuReal>(
             }
             let stride = 1i64 << lv;
             let cnt = (n >> lv) as i64;
-            let mut other = alloc::<D>(g, n * len, "the Sengupta buffer")?;
+            let mut other = alloc::<D>(g, nb * n * len, "the Sengupta buffer")?;
             let mut in_a = true;
             let mut st = 1i64;
             while st < cnt {
@@ -170,7 +185,7 @@ pub(crate) fn scan<D: GpuReal>(
                         k,
                         s,
                         &name("hs_strided"),
-                        cnt as usize,
+                        (cnt as usize, nb),
                         &*a,
                         &mut other,
                         &nn,
@@ -185,7 +200,7 @@ pub(crate) fn scan<D: GpuReal>(
                         k,
                         s,
                         &name("hs_strided"),
-                        cnt as usize,
+                        (cnt as usize, nb),
                         &other,
                         &mut *a,
                         &nn,
@@ -204,7 +219,7 @@ pub(crate) fn scan<D: GpuReal>(
                     k,
                     s,
                     &name("hs_strided"),
-                    cnt as usize,
+                    (cnt as usize, nb),
                     &other,
                     &mut *a,
                     &nn,
@@ -221,7 +236,7 @@ pub(crate) fn scan<D: GpuReal>(
                     k,
                     s,
                     &name("lf_down"),
-                    n.div_ceil(2 << d),
+                    (n.div_ceil(2 << d), nb),
                     &mut *a,
                     &nn,
                     &st,
@@ -244,6 +259,7 @@ fn chunked<D: GpuReal>(
     len: usize,
     a: &mut CudaSlice<D>,
     n: usize,
+    nb: usize,
     flip: i32,
     ridx: i32,
 ) -> Result<()> {
@@ -253,13 +269,13 @@ fn chunked<D: GpuReal>(
     let s = &g.stream;
     let kk = chunk_len();
     let nc = n.div_ceil(kk);
-    let mut carry = alloc::<D>(g, nc * len, "the chunk totals")?;
+    let mut carry = alloc::<D>(g, nb * nc * len, "the chunk totals")?;
     let (nn, k32) = (n as i64, kk as i32);
     launch!(
         k,
         s,
         &format!("{op}_chunk"),
-        nc,
+        (nc, nb),
         &mut *a,
         &nn,
         &k32,
@@ -267,13 +283,13 @@ fn chunked<D: GpuReal>(
         &flip,
         &ridx
     );
-    chunked(g, k, op, len, &mut carry, nc, flip, 0)?;
+    chunked(g, k, op, len, &mut carry, nc, nb, flip, 0)?;
     if n > kk {
         launch!(
             k,
             s,
             &format!("{op}_fix"),
-            n - kk,
+            (n - kk, nb),
             &mut *a,
             &nn,
             &k32,
@@ -294,8 +310,18 @@ pub enum Method {
     Rts,
     /// Algorithm 7.
     TwoFilter,
-    /// The plain Kalman filter in one GPU thread (the speed-up baseline).
+    /// The plain Kalman filter in one GPU thread per track (the speed-up baseline).
     OneThread,
+    /// The retrodiction scan alone (Algorithm 6 over given filtered moments: the thesis's
+    /// `(C_k, b_k)` pairs with their covariance parts).
+    Retrodict,
+}
+
+impl Method {
+    /// Whether the method writes smoothed moments.
+    pub fn smooths(self) -> bool {
+        matches!(self, Method::Rts | Method::TwoFilter | Method::Retrodict)
+    }
 }
 
 /// The model on the device: per-step matrices (one set when time-invariant) and prior.
@@ -325,9 +351,55 @@ impl<D: GpuReal> DevModel<D> {
     }
 }
 
-/// One track's buffers on the device.
-pub(crate) struct TrackBufs<D> {
+/// Scalars of device memory one track of `t` steps needs for `method` with scan `alg`
+/// (inputs, elements, the scan's work space and outputs).
+pub(crate) fn scalars_per_track(
+    nx: usize,
+    ny: usize,
+    t: usize,
+    method: Method,
+    alg: ScanAlgorithm,
+) -> Option<usize> {
+    let fe = fe_len(nx);
+    let se = se_len(nx);
+    if fused(alg) && method != Method::OneThread {
+        // Chunk totals (at least one per 4 steps) and their scan's work space.
+        let outs = if method.smooths() {
+            2 * (nx + nx * nx) + 1
+        } else {
+            nx + nx * nx + 1
+        };
+        return t.checked_mul(fe / 2 + outs + ny + 1);
+    }
+    let (el, scanned) = match method {
+        Method::OneThread => (0, 0),
+        Method::Filter => (fe, fe),
+        Method::Rts => (fe + se, fe),
+        Method::TwoFilter => (2 * fe, fe),
+        Method::Retrodict => (se, se),
+    };
+    let work = match alg {
+        ScanAlgorithm::Sequential | ScanAlgorithm::LadnerFischer => 0,
+        ScanAlgorithm::Fastest => scanned.div_ceil(chunk_len().saturating_sub(1).max(1)),
+        ScanAlgorithm::HillisSteele | ScanAlgorithm::Sengupta(_) => scanned,
+        // Two padded copies of up to twice the length.
+        ScanAlgorithm::Blelloch => 4 * scanned,
+    };
+    let outs = if method.smooths() {
+        2 * (nx + nx * nx) + 1
+    } else {
+        nx + nx * nx + 1
+    };
+    t.checked_mul(el + work + outs + ny)
+}
+
+/// The buffers of a group of `nb` tracks of `t` steps each, stored one after the other.
+pub(crate) struct GroupBufs<D> {
     pub t: usize,
+    pub nb: usize,
+    /// Chunk length of the fused scan, 0 when the elements are stored and scanned.
+    fused_k: usize,
+    tot: CudaSlice<D>,
     pub z: CudaSlice<D>,
     el: CudaSlice<D>,
     back: CudaSlice<D>,
@@ -339,39 +411,100 @@ pub(crate) struct TrackBufs<D> {
     pub scov: CudaSlice<D>,
 }
 
-impl<D: GpuReal> TrackBufs<D> {
-    pub fn new(g: &Gpu, nx: usize, z: &[D], t: usize) -> Result<Self> {
-        Ok(TrackBufs {
+impl<D: GpuReal> GroupBufs<D> {
+    /// Buffers for `method`, with `z` (the group's measurements, `nb * t * ny`) uploaded;
+    /// for [`Method::Retrodict`], `filtered` (means and covariances) instead.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        g: &Gpu,
+        nx: usize,
+        t: usize,
+        nb: usize,
+        method: Method,
+        alg: ScanAlgorithm,
+        z: &[D],
+        filtered: Option<(&[D], &[D])>,
+    ) -> Result<Self> {
+        let n = nb * t;
+        let fused_k = if fused(alg) && method != Method::OneThread {
+            fused_chunk_len(n)
+        } else {
+            0
+        };
+        let stored = fused_k == 0;
+        let used = |yes: bool, len: usize| if yes && stored { n * len } else { 1 };
+        let filter = !matches!(method, Method::Retrodict | Method::OneThread);
+        let (mean, cov) = match filtered {
+            Some((m, c)) => (
+                cu(g.stream.clone_htod(m), "uploading filtered means")?,
+                cu(g.stream.clone_htod(c), "uploading filtered covariances")?,
+            ),
+            None => (
+                alloc(g, n * nx, "means")?,
+                alloc(g, n * nx * nx, "covariances")?,
+            ),
+        };
+        let tot = if stored {
+            1
+        } else {
+            nb * t.div_ceil(fused_k) * fe_len(nx)
+        };
+        Ok(GroupBufs {
             t,
-            z: cu(g.stream.clone_htod(z), "uploading measurements")?,
-            el: alloc(g, t * fe_len(nx), "filtering elements")?,
-            back: alloc(g, t * fe_len(nx), "backward elements")?,
-            se: alloc(g, t * se_len(nx), "smoothing elements")?,
-            mean: alloc(g, t * nx, "means")?,
-            cov: alloc(g, t * nx * nx, "covariances")?,
-            ll: alloc(g, t, "log-likelihoods")?,
-            smean: alloc(g, t * nx, "smoothed means")?,
-            scov: alloc(g, t * nx * nx, "smoothed covariances")?,
+            nb,
+            fused_k,
+            tot: alloc(g, tot, "chunk totals")?,
+            z: if z.is_empty() {
+                alloc(g, 1, "measurements")?
+            } else {
+                cu(g.stream.clone_htod(z), "uploading measurements")?
+            },
+            el: alloc(g, used(filter, fe_len(nx)), "filtering elements")?,
+            back: alloc(
+                g,
+                used(method == Method::TwoFilter, fe_len(nx)),
+                "backward elements",
+            )?,
+            se: alloc(
+                g,
+                used(
+                    matches!(method, Method::Rts | Method::Retrodict),
+                    se_len(nx),
+                ),
+                "smoothing elements",
+            )?,
+            mean,
+            cov,
+            ll: alloc(g, if filtered.is_none() { n } else { 1 }, "log-likelihoods")?,
+            smean: alloc(
+                g,
+                if method.smooths() { n * nx } else { 1 },
+                "smoothed means",
+            )?,
+            scov: alloc(
+                g,
+                if method.smooths() { n * nx * nx } else { 1 },
+                "smoothed covariances",
+            )?,
         })
     }
 
     /// Fills every output with NaN, so that an element no kernel wrote shows.
-    pub fn poison(&mut self, g: &Gpu, k: &Kernels) -> Result<()> {
+    pub fn poison(&mut self, g: &Gpu, k: &Kernels, method: Method) -> Result<()> {
         let s = &g.stream;
-        for b in [
-            &mut self.mean,
-            &mut self.cov,
-            &mut self.ll,
-            &mut self.smean,
-            &mut self.scov,
-        ] {
+        let mut outs = vec![&mut self.smean, &mut self.scov];
+        if method != Method::Retrodict {
+            outs.extend([&mut self.mean, &mut self.cov, &mut self.ll]);
+        }
+        for b in outs {
             let n = b.len() as i64;
             launch!(k, s, "poison", n as usize, b, &n);
         }
         Ok(())
     }
 
-    /// Launches `method` (asynchronously on the device's stream).
+    /// Launches `method` for every track of the group (asynchronously on the device's
+    /// stream): each kernel once for the whole group, each scan level once.
     pub fn run(
         &mut self,
         g: &Gpu,
@@ -381,14 +514,14 @@ impl<D: GpuReal> TrackBufs<D> {
         alg: ScanAlgorithm,
     ) -> Result<()> {
         let s = &g.stream;
-        let (t, tt) = (self.t, self.t as i64);
+        let (t, tt, nb) = (self.t, self.t as i64, self.nb);
         let nx = m.nx;
         if method == Method::OneThread {
             launch!(
                 k,
                 s,
                 "kf_seq",
-                1,
+                (1, nb),
                 &m.steps,
                 &m.varying,
                 &m.prior,
@@ -400,44 +533,49 @@ impl<D: GpuReal> TrackBufs<D> {
             );
             return Ok(());
         }
-        launch!(
-            k,
-            s,
-            "pf_build",
-            t,
-            &m.steps,
-            &m.varying,
-            &m.prior,
-            &self.z,
-            &tt,
-            &mut self.el
-        );
-        if method == Method::TwoFilter {
-            launch!(k, s, "tf_shift", t, &self.el, &mut self.back, &tt);
+        if self.fused_k > 0 {
+            return self.run_fused(g, k, m, method);
         }
-        scan(g, k, "pf", fe_len(nx), &mut self.el, t, alg, false)?;
-        launch!(
-            k,
-            s,
-            "pf_extract",
-            t,
-            &self.el,
-            &m.steps,
-            &m.varying,
-            &m.prior,
-            &self.z,
-            &tt,
-            &mut self.mean,
-            &mut self.cov,
-            &mut self.ll
-        );
+        if method != Method::Retrodict {
+            launch!(
+                k,
+                s,
+                "pf_build",
+                (t, nb),
+                &m.steps,
+                &m.varying,
+                &m.prior,
+                &self.z,
+                &tt,
+                &mut self.el
+            );
+            if method == Method::TwoFilter {
+                launch!(k, s, "tf_shift", (t, nb), &self.el, &mut self.back, &tt);
+            }
+            scan(g, k, "pf", fe_len(nx), &mut self.el, t, nb, alg, false)?;
+            launch!(
+                k,
+                s,
+                "pf_extract",
+                (t, nb),
+                &self.el,
+                &m.steps,
+                &m.varying,
+                &m.prior,
+                &self.z,
+                &tt,
+                &mut self.mean,
+                &mut self.cov,
+                &mut self.ll
+            );
+        }
         match method {
-            Method::Rts => {
+            Method::Rts | Method::Retrodict => {
                 launch!(
                     k,
                     s,
                     "ps_build",
-                    t,
+                    (t, nb),
                     &m.steps,
                     &m.varying,
                     &self.mean,
@@ -445,12 +583,12 @@ impl<D: GpuReal> TrackBufs<D> {
                     &tt,
                     &mut self.se
                 );
-                scan(g, k, "ps", se_len(nx), &mut self.se, t, alg, true)?;
+                scan(g, k, "ps", se_len(nx), &mut self.se, t, nb, alg, true)?;
                 launch!(
                     k,
                     s,
                     "ps_extract",
-                    t,
+                    (t, nb),
                     &self.se,
                     &tt,
                     &mut self.smean,
@@ -458,16 +596,133 @@ impl<D: GpuReal> TrackBufs<D> {
                 );
             }
             Method::TwoFilter => {
-                scan(g, k, "pf", fe_len(nx), &mut self.back, t, alg, true)?;
+                scan(g, k, "pf", fe_len(nx), &mut self.back, t, nb, alg, true)?;
                 launch!(
                     k,
                     s,
                     "tf_combine",
-                    t,
+                    (t, nb),
                     &self.back,
                     &self.mean,
                     &self.cov,
                     &tt,
+                    &mut self.smean,
+                    &mut self.scov
+                );
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// The fused scan (`kernels/parallel_fused.cu`): per method, a reduce over chunks of
+    /// `fused_k` steps, the chunked scan of the chunk totals, and a sweep that writes the
+    /// moments.
+    fn run_fused(
+        &mut self,
+        g: &Gpu,
+        k: &Arc<Kernels>,
+        m: &DevModel<D>,
+        method: Method,
+    ) -> Result<()> {
+        let s = &g.stream;
+        let (t, tt, nb, nx) = (self.t, self.t as i64, self.nb, m.nx);
+        let kk = self.fused_k as i32;
+        let nc = t.div_ceil(self.fused_k);
+        let fast = ScanAlgorithm::Fastest;
+        if method != Method::Retrodict {
+            launch!(
+                k,
+                s,
+                "pf_reduce",
+                (nc, nb),
+                &m.steps,
+                &m.varying,
+                &m.prior,
+                &self.z,
+                &tt,
+                &kk,
+                &mut self.tot
+            );
+            scan(g, k, "pf", fe_len(nx), &mut self.tot, nc, nb, fast, false)?;
+            launch!(
+                k,
+                s,
+                "pf_sweep",
+                (nc, nb),
+                &self.tot,
+                &m.steps,
+                &m.varying,
+                &m.prior,
+                &self.z,
+                &tt,
+                &kk,
+                &mut self.mean,
+                &mut self.cov,
+                &mut self.ll
+            );
+        }
+        match method {
+            Method::Rts | Method::Retrodict => {
+                launch!(
+                    k,
+                    s,
+                    "ps_reduce",
+                    (nc, nb),
+                    &m.steps,
+                    &m.varying,
+                    &self.mean,
+                    &self.cov,
+                    &tt,
+                    &kk,
+                    &mut self.tot
+                );
+                scan(g, k, "ps", se_len(nx), &mut self.tot, nc, nb, fast, true)?;
+                launch!(
+                    k,
+                    s,
+                    "ps_sweep",
+                    (nc, nb),
+                    &self.tot,
+                    &m.steps,
+                    &m.varying,
+                    &self.mean,
+                    &self.cov,
+                    &tt,
+                    &kk,
+                    &mut self.smean,
+                    &mut self.scov
+                );
+            }
+            Method::TwoFilter => {
+                launch!(
+                    k,
+                    s,
+                    "tf_reduce",
+                    (nc, nb),
+                    &m.steps,
+                    &m.varying,
+                    &m.prior,
+                    &self.z,
+                    &tt,
+                    &kk,
+                    &mut self.tot
+                );
+                scan(g, k, "pf", fe_len(nx), &mut self.tot, nc, nb, fast, true)?;
+                launch!(
+                    k,
+                    s,
+                    "tf_sweep",
+                    (nc, nb),
+                    &self.tot,
+                    &m.steps,
+                    &m.varying,
+                    &m.prior,
+                    &self.z,
+                    &self.mean,
+                    &self.cov,
+                    &tt,
+                    &kk,
                     &mut self.smean,
                     &mut self.scov
                 );

@@ -9,6 +9,10 @@ struct FE { real A[NX2]; real b[NX]; real C[NX2]; real eta[NX]; real J[NX2]; };
 struct SE { real E[NX2]; real g[NX]; real L[NX2]; };
 struct StepM { real F[NX2]; real u[NX]; real Q[NX2]; real H[NY * NX]; real d[NY]; real R[NY * NY]; };
 
+__device__ __forceinline__ long long gtid() { return (long long)blockIdx.x * blockDim.x + threadIdx.x; }
+// The sequence of a batched launch (see parallel_scan.cu).
+__device__ __forceinline__ long long bat() { return blockIdx.y; }
+
 __device__ __forceinline__ bool nan_(real v) { return v != v; }
 __device__ __forceinline__ real nanv() { return (real)NAN; }
 

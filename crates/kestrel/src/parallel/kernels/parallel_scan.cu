@@ -5,6 +5,10 @@
 // then every element is fixed up with its chunk's prefix: about 2T operations, each
 // element read and written about twice).
 //
+// Batches: blockIdx.y picks one of a launch's sequences (B sequences of equal length n,
+// stored one after the other), so that B scans run as one launch per level; every array
+// argument is offset to that sequence (`bat()`).
+//
 // Every kernel takes `flip` (combine with the arguments swapped) and `ridx` (logical
 // index i lives at physical index n-1-i): both set give the reverse scan
 // s_k = a_k x ... x a_{n-1} in place.
@@ -16,11 +20,11 @@ __device__ __forceinline__ void comb(const typename Op::E& a, const typename Op:
     if (flip) Op::combine(b, a, o); else Op::combine(a, b, o);
 }
 
-__device__ __forceinline__ long long gtid() { return (long long)blockIdx.x * blockDim.x + threadIdx.x; }
 
 template <class Op>
 __device__ void k_seq(typename Op::E* a, long long n, int flip, int ridx) {
     if (gtid() != 0) return;
+    a += bat() * n;
     typename Op::E acc = a[phys(0, n, ridx)];
     for (long long i = 1; i < n; ++i) {
         typename Op::E t;
@@ -35,6 +39,7 @@ __device__ void k_up(typename Op::E* a, long long n, long long s, int flip, int 
     long long blk = gtid();
     long long j = blk * 2 * s + s - 1, k = blk * 2 * s + 2 * s - 1;
     if (k >= n) return;
+    a += bat() * n;
     typename Op::E t;
     comb<Op>(a[phys(j, n, ridx)], a[phys(k, n, ridx)], t, flip);
     a[phys(k, n, ridx)] = t;
@@ -45,6 +50,7 @@ __device__ void k_lf_down(typename Op::E* a, long long n, long long s, int flip,
     long long m = gtid() + 1;
     long long r = m * 2 * s - 1, w = r + s;
     if (w >= n) return;
+    a += bat() * n;
     typename Op::E t;
     comb<Op>(a[phys(r, n, ridx)], a[phys(w, n, ridx)], t, flip);
     a[phys(w, n, ridx)] = t;
@@ -54,6 +60,8 @@ template <class Op>
 __device__ void k_hs(const typename Op::E* src, typename Op::E* dst, long long n, long long s, int flip, int ridx) {
     long long i = gtid();
     if (i >= n) return;
+    src += bat() * n;
+    dst += bat() * n;
     if (i < s) { dst[phys(i, n, ridx)] = src[phys(i, n, ridx)]; return; }
     typename Op::E t;
     comb<Op>(src[phys(i - s, n, ridx)], src[phys(i, n, ridx)], t, flip);
@@ -69,6 +77,8 @@ __device__ void k_hs_strided(const typename Op::E* src, typename Op::E* dst, lon
                              long long s, int flip, int ridx) {
     long long m = gtid();
     if (m >= cnt) return;
+    src += bat() * n;
+    dst += bat() * n;
     long long i = (m + 1) * stride - 1;
     if (m < s) { dst[phys(i, n, ridx)] = src[phys(i, n, ridx)]; return; }
     long long j = (m - s + 1) * stride - 1;
@@ -82,6 +92,9 @@ template <class Op>
 __device__ void k_bl_load(const typename Op::E* a, long long n, typename Op::E* w, typename Op::E* orig, long long p, int ridx) {
     long long i = gtid();
     if (i >= p) return;
+    a += bat() * n;
+    w += bat() * p;
+    orig += bat() * p;
     typename Op::E x;
     if (i < n) x = a[phys(i, n, ridx)]; else Op::identity(x);
     w[i] = x;
@@ -90,7 +103,7 @@ __device__ void k_bl_load(const typename Op::E* a, long long n, typename Op::E* 
 
 template <class Op>
 __device__ void k_bl_clear_last(typename Op::E* w, long long p) {
-    if (gtid() == 0) Op::identity(w[p - 1]);
+    if (gtid() == 0) Op::identity(w[bat() * p + p - 1]);
 }
 
 template <class Op>
@@ -98,6 +111,7 @@ __device__ void k_bl_down(typename Op::E* w, long long p, long long s, int flip)
     long long blk = gtid();
     long long j = blk * 2 * s + s - 1, k = blk * 2 * s + 2 * s - 1;
     if (k >= p) return;
+    w += bat() * p;
     typename Op::E t = w[j];
     typename Op::E ak = w[k];
     w[j] = ak;
@@ -110,6 +124,11 @@ template <class Op>
 __device__ void k_bl_fix(const typename Op::E* w, const typename Op::E* orig, typename Op::E* a, long long n, int flip, int ridx) {
     long long i = gtid();
     if (i >= n) return;
+    long long p = 1;
+    while (p < n) p *= 2;
+    w += bat() * p;
+    orig += bat() * p;
+    a += bat() * n;
     typename Op::E o;
     comb<Op>(w[i], orig[i], o, flip);
     a[phys(i, n, ridx)] = o;
@@ -121,6 +140,8 @@ __device__ void k_chunk(typename Op::E* a, long long n, int K, typename Op::E* c
     long long c = gtid();
     long long lo = c * K;
     if (lo >= n) return;
+    a += bat() * n;
+    carry += bat() * ((n + K - 1) / K);
     long long hi = min(n, lo + K);
     typename Op::E acc = a[phys(lo, n, ridx)];
     for (long long i = lo + 1; i < hi; ++i) {
@@ -137,6 +158,8 @@ template <class Op>
 __device__ void k_fix(typename Op::E* a, long long n, int K, const typename Op::E* carry, int flip, int ridx) {
     long long i = gtid() + K;
     if (i >= n) return;
+    a += bat() * n;
+    carry += bat() * ((n + K - 1) / K);
     long long c = i / K;
     typename Op::E t;
     comb<Op>(carry[c - 1], a[phys(i, n, ridx)], t, flip);

@@ -1,0 +1,234 @@
+//! `kestrel tbd`: spatio-temporal track-before-detect over a frame sequence, detections
+//! to CSV (`t,x,y,vx,vy,score`).
+
+use super::bad;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use kestrel::io::write_atomic;
+use kestrel::tbd::{self, Detection, Frames, Motion, Noise, Params, Tbd};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// The motion hypotheses, shared by the track-before-detect commands.
+#[derive(clap::Args, Debug, Clone)]
+pub struct MotionArgs {
+    /// Motion vectors in pixels per frame, "vx:vy,vx:vy,..." (fractional ones are sampled bilinearly).
+    #[arg(long, value_name = "VX:VY,...", conflicts_with_all = ["speeds", "directions"], allow_hyphen_values = true)]
+    pub velocities: Option<String>,
+    /// Speeds in pixels per frame, "s1,s2,..." (0 adds the vector (0, 0)), each in --directions directions.
+    #[arg(long, value_name = "S,...")]
+    pub speeds: Option<String>,
+    /// Directions per speed, evenly spaced from +x [default: 12].
+    #[arg(long, value_name = "N", requires = "speeds")]
+    pub directions: Option<usize>,
+}
+
+impl MotionArgs {
+    /// The vectors asked for, or `default` when none were.
+    pub fn motions(&self, default: impl FnOnce() -> Vec<Motion>) -> anyhow::Result<Vec<Motion>> {
+        if let Some(v) = &self.velocities {
+            return Ok(tbd::parse_velocities(v)?);
+        }
+        if let Some(s) = &self.speeds {
+            let speeds = s
+                .split(',')
+                .map(|x| x.trim().parse::<f32>())
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|_| bad(format!("--speeds: \"{s}\" is not a list of numbers")))?;
+            return Ok(tbd::speeds_directions(
+                &speeds,
+                self.directions.unwrap_or(12),
+            )?);
+        }
+        Ok(default())
+    }
+}
+
+/// The noise model of a false-alarm calibration.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NoiseKind {
+    Gaussian,
+    Rayleigh,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Frames: .npy [T, H, W] of u8, u16 or f32 (or a directory of .npy files, name order).
+    #[arg(long, value_name = "FRAMES.npy")]
+    input: PathBuf,
+    /// Detections: CSV with columns t,x,y,vx,vy,score.
+    #[arg(long, value_name = "DET.csv")]
+    output: PathBuf,
+    #[command(flatten)]
+    motion: MotionArgs,
+    /// Weight of the newest frame, in (0, 1].
+    #[arg(long, default_value_t = 0.1, allow_hyphen_values = true)]
+    alpha: f32,
+    /// Frames per emitted detection map (the state stays on chip across them).
+    #[arg(long, value_name = "D", default_value_t = 1)]
+    decimation: usize,
+    /// Detection threshold on D_k = max_v P_k.
+    #[arg(
+        long,
+        value_name = "X",
+        conflicts_with = "pfa",
+        allow_hyphen_values = true
+    )]
+    threshold: Option<f32>,
+    /// Per-pixel false-alarm probability; the threshold is calibrated on simulated
+    /// noise-only frames fitted to the first frame [default: 1e-4].
+    #[arg(long, value_name = "P")]
+    pfa: Option<f64>,
+    /// Noise model of the --pfa calibration.
+    #[arg(long, value_enum, default_value_t = NoiseKind::Gaussian)]
+    noise: NoiseKind,
+    /// Non-maximum suppression radius in pixels (a detection is the largest score in its
+    /// (2R+1) x (2R+1) window).
+    #[arg(long, value_name = "R", default_value_t = 2)]
+    nms: usize,
+    /// Also write the final state P [V, H, W] (f32) as .npy.
+    #[arg(long, value_name = "MAP.npy")]
+    state_out: Option<PathBuf>,
+    /// auto, cpu, cuda or cuda:N.
+    #[arg(long, default_value = "auto")]
+    device: String,
+    /// GPU: store the state as f16 (computed in f32; half the memory traffic).
+    #[arg(long)]
+    f16_state: bool,
+    /// GPU: this kernel instead of the autotuner's choice, e.g. fused/ldg/unroll/f32/32x8/D1
+    /// or tiled/ldg/loop/f32/32x16/K8 (names as `kestrel bench --only tbd` prints them).
+    #[arg(long, value_name = "NAME")]
+    kernel: Option<String>,
+}
+
+fn write_detections(path: &Path, dets: &[Detection], motions: &[Motion]) -> anyhow::Result<()> {
+    write_atomic(path, |w| {
+        writeln!(w, "t,x,y,vx,vy,score")?;
+        for d in dets {
+            let m = motions[d.motion];
+            writeln!(w, "{},{},{},{},{},{}", d.t, d.x, d.y, m.vx, m.vy, d.score)?;
+        }
+        Ok(())
+    })?;
+    Ok(())
+}
+
+fn check_npy(path: &Path, flag: &str) -> anyhow::Result<()> {
+    if !path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("npy"))
+    {
+        return Err(bad(format!(
+            "{flag} {}: expected a .npy file",
+            path.display()
+        )));
+    }
+    Ok(())
+}
+
+pub fn run(a: Args) -> anyhow::Result<()> {
+    if let Some(s) = &a.state_out {
+        check_npy(s, "--state-out")?;
+    }
+    if let Some(p) = a.pfa {
+        if !(p > 0.0 && p < 1.0) {
+            return Err(bad(format!("--pfa must lie in (0, 1), got {p}")));
+        }
+    }
+    if a.threshold.is_some_and(|t| !t.is_finite()) {
+        return Err(bad("--threshold must be a finite number"));
+    }
+    let device = super::choose_device(&a.device)?;
+    let t0 = Instant::now();
+    let frames = Frames::open(&a.input)?;
+    let (h, w) = (frames.h, frames.w);
+    let motions = a
+        .motion
+        .motions(|| tbd::speeds_directions(&[0.0, 1.0], 12).expect("a valid default motion set"))?;
+    let params = Params {
+        motions: motions.clone(),
+        alpha: a.alpha,
+        decimation: a.decimation,
+    };
+    params
+        .check(h, w)
+        .map_err(|e| bad(format!("{}: {e}", a.input.display())))?;
+    let kernel = match &a.kernel {
+        Some(k) => Some(
+            tbd::cuda::KernelConfig::parse(k)
+                .ok_or_else(|| bad(format!("--kernel: unknown kernel name \"{k}\"")))?,
+        ),
+        None => None,
+    };
+    let opts = tbd::GpuOptions {
+        half: a.f16_state,
+        kernel,
+    };
+    let mut engine = Tbd::with_gpu_options(params.clone(), h, w, device, opts)?;
+    if let Some(k) = engine.kernel() {
+        eprintln!("tbd: kernel {}", k.name());
+    }
+    let mut frame = vec![0.0f32; h * w];
+    frames.read(0, &mut frame)?;
+    let threshold = match a.threshold {
+        Some(t) => t,
+        None => {
+            let pfa = a.pfa.unwrap_or(1e-4);
+            let noise = Noise::fit(&frame, a.noise == NoiseKind::Rayleigh);
+            let thr = tbd::calibrate(
+                Some((&params.motions, params.alpha, params.decimation)),
+                h,
+                w,
+                noise,
+                &[pfa],
+                0,
+            )?[0];
+            eprintln!("tbd: threshold {thr} for Pfa {pfa:e} ({noise:?} fitted to frame 0)");
+            thr
+        }
+    };
+    let bar = ProgressBar::with_draw_target(Some(frames.len as u64), ProgressDrawTarget::stderr());
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} tbd [{bar:32}] {pos}/{len} frames  {elapsed}")
+            .expect("a valid progress template")
+            .progress_chars("=> "),
+    );
+    let mut dets = Vec::new();
+    let mut emitted = 0usize;
+    for t in 0..frames.len {
+        if t > 0 {
+            frames.read(t, &mut frame)?;
+        }
+        let mut maps = engine.push(&frame)?;
+        if t + 1 == frames.len {
+            maps.extend(engine.finish()?);
+        }
+        for map in &maps {
+            emitted += 1;
+            dets.extend(tbd::detect(map, threshold, a.nms));
+        }
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    let secs = t0.elapsed().as_secs_f64();
+    write_detections(&a.output, &dets, &motions)?;
+    if let Some(s) = &a.state_out {
+        let state = engine.state()?;
+        if let Err(e) = tbd::frames::write_npy(s, &[motions.len(), h, w], &state) {
+            let _ = std::fs::remove_file(&a.output);
+            return Err(e.into());
+        }
+    }
+    eprintln!(
+        "tbd: {} frames of {w} x {h}, {} vectors, alpha {}, decimation {}, {emitted} maps, {} detections; {:.3} s ({:.1} frames/s) on {device} -> {}",
+        frames.len,
+        motions.len(),
+        a.alpha,
+        a.decimation,
+        dets.len(),
+        secs,
+        frames.len as f64 / secs.max(1e-12),
+        a.output.display()
+    );
+    Ok(())
+}

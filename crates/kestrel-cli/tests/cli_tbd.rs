@@ -1,0 +1,285 @@
+//! `kestrel simulate-frames`, `kestrel tbd` and `kestrel tbd-eval` end to end, and every
+//! kind of broken input of `tbd`.
+
+mod common;
+
+use common::*;
+use kestrel::tbd::frames::write_npy;
+use std::path::Path;
+
+fn count(dir: &Path) -> usize {
+    std::fs::read_dir(dir).unwrap().count()
+}
+
+#[test]
+fn simulated_target_is_detected_on_its_path() {
+    let d = tempfile::tempdir().unwrap();
+    let (f, truth, det, state) = (
+        d.path().join("f.npy"),
+        d.path().join("truth.csv"),
+        d.path().join("det.csv"),
+        d.path().join("state.npy"),
+    );
+    for dtype in ["f32", "u8", "u16"] {
+        ok(&kestrel(&[
+            "simulate-frames",
+            "--output",
+            s(&f),
+            "--truth",
+            s(&truth),
+            "--frames",
+            "60",
+            "--height",
+            "64",
+            "--width",
+            "80",
+            "--target",
+            "10:20:1:0",
+            "--target",
+            "60:62:0:-1",
+            "--snr",
+            "6",
+            "--dtype",
+            dtype,
+            "--seed",
+            "3",
+        ]));
+        for dec in ["1", "4"] {
+            ok(&kestrel(&[
+                "tbd",
+                "--input",
+                s(&f),
+                "--output",
+                s(&det),
+                "--velocities",
+                "1:0,0:-1,0:0,-1:0",
+                "--decimation",
+                dec,
+                "--pfa",
+                "1e-4",
+                "--state-out",
+                s(&state),
+            ]));
+            let text = std::fs::read_to_string(&det).unwrap();
+            let mut lines = text.lines();
+            assert_eq!(lines.next(), Some("t,x,y,vx,vy,score"));
+            let rows: Vec<Vec<f64>> = lines
+                .map(|l| l.split(',').map(|v| v.parse().unwrap()).collect())
+                .collect();
+            // At the last emitted frame both targets are found where they are, with
+            // their velocity.
+            let last = rows.iter().map(|r| r[0]).fold(0.0, f64::max);
+            assert_eq!(last, 59.0, "{dtype} D {dec}");
+            let found = |x: f64, y: f64, vx: f64, vy: f64| {
+                rows.iter().any(|r| {
+                    r[0] == last
+                        && (r[1] - x).abs() <= 1.0
+                        && (r[2] - y).abs() <= 1.0
+                        && r[3] == vx
+                        && r[4] == vy
+                })
+            };
+            assert!(found(69.0, 20.0, 1.0, 0.0), "{dtype} D {dec}: {rows:?}");
+            assert!(found(60.0, 3.0, 0.0, -1.0), "{dtype} D {dec}: {rows:?}");
+            let st = kestrel::tbd::Frames::open(&state).unwrap();
+            assert_eq!((st.len, st.h, st.w), (4, 64, 80));
+        }
+    }
+    let truth_text = std::fs::read_to_string(&truth).unwrap();
+    assert!(truth_text.starts_with("t,target,x,y,vx,vy,amplitude\n"));
+    assert!(truth_text.contains("\n59,0,69,20,1,0,"));
+}
+
+#[test]
+fn tbd_eval_prints_both_detectors_and_plots() {
+    let d = tempfile::tempdir().unwrap();
+    let plot = d.path().join("pd.svg");
+    let o = kestrel(&[
+        "tbd-eval",
+        "--size",
+        "64",
+        "--frames",
+        "50",
+        "--targets",
+        "4",
+        "--snr-max",
+        "2",
+        "--pfa",
+        "1e-3",
+        "--plot",
+        s(&plot),
+    ]);
+    ok(&o);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(out.lines().filter(|l| l.starts_with('{')).count(), 3 + 7);
+    assert!(out.contains("Pd TBD"));
+    assert!(std::fs::read_to_string(&plot).unwrap().contains("<svg"));
+}
+
+#[test]
+fn broken_inputs_of_tbd() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    let good = dir.join("good.npy");
+    write_npy(&good, &[3, 16, 16], &vec![0.5f32; 3 * 256]).unwrap();
+    let det = dir.join("det.csv");
+    let run = |args: &[&str], needles: &[&str]| {
+        let before = count(dir);
+        let mut a = vec!["tbd", "--output", s(&det)];
+        a.extend_from_slice(args);
+        expect_bad(&kestrel(&a), needles, dir, before);
+    };
+    // Frames of different sizes (a directory of files).
+    let seq = dir.join("seq");
+    std::fs::create_dir(&seq).unwrap();
+    write_npy(&seq.join("a.npy"), &[2, 16, 16], &vec![0.0f32; 512]).unwrap();
+    write_npy(&seq.join("b.npy"), &[16, 12], &vec![0.0f32; 192]).unwrap();
+    run(
+        &["--input", s(&seq), "--threshold", "1"],
+        &["b.npy", "different sizes"],
+    );
+    // Velocities larger than the frame.
+    run(
+        &[
+            "--input",
+            s(&good),
+            "--velocities",
+            "20:0",
+            "--threshold",
+            "1",
+        ],
+        &["good.npy", "larger than"],
+    );
+    // Alpha outside (0, 1].
+    run(
+        &["--input", s(&good), "--alpha", "0", "--threshold", "1"],
+        &["alpha"],
+    );
+    run(
+        &["--input", s(&good), "--alpha", "1.5", "--threshold", "1"],
+        &["alpha"],
+    );
+    // Empty sequence.
+    let empty = dir.join("empty.npy");
+    write_npy(&empty, &[0, 16, 16], &[0.0f32; 0]).unwrap();
+    run(
+        &["--input", s(&empty), "--threshold", "1"],
+        &["empty.npy", "empty sequence"],
+    );
+    let nodir = dir.join("nothing");
+    std::fs::create_dir(&nodir).unwrap();
+    run(
+        &["--input", s(&nodir), "--threshold", "1"],
+        &["nothing", "empty sequence"],
+    );
+    // Unknown dtype.
+    let i64s = dir.join("i64.npy");
+    let mut bytes = kestrel::tbd::frames::npy_header(kestrel::tbd::Dtype::F64, &[1, 2, 2]);
+    let at = bytes.windows(3).position(|w| w == b"<f8").unwrap();
+    bytes[at..at + 3].copy_from_slice(b"<i8");
+    bytes.extend([0u8; 32]);
+    std::fs::write(&i64s, &bytes).unwrap();
+    run(
+        &["--input", s(&i64s), "--threshold", "1"],
+        &["i64.npy", "dtype <i8"],
+    );
+    // Truncated file, not a .npy file, wrong rank, missing file.
+    let cut = dir.join("cut.npy");
+    let full = std::fs::read(&good).unwrap();
+    std::fs::write(&cut, &full[..full.len() - 10]).unwrap();
+    run(
+        &["--input", s(&cut), "--threshold", "1"],
+        &["cut.npy", "truncated"],
+    );
+    let txt = dir.join("text.npy");
+    std::fs::write(&txt, "hello").unwrap();
+    run(
+        &["--input", s(&txt), "--threshold", "1"],
+        &["text.npy", "not a .npy"],
+    );
+    let flat = dir.join("flat.npy");
+    write_npy(&flat, &[4], &[0.0f32; 4]).unwrap();
+    run(
+        &["--input", s(&flat), "--threshold", "1"],
+        &["flat.npy", "[T, H, W]"],
+    );
+    run(
+        &["--input", s(&dir.join("missing.npy")), "--threshold", "1"],
+        &["missing.npy"],
+    );
+    // Bad flags.
+    run(
+        &["--input", s(&good), "--decimation", "0", "--threshold", "1"],
+        &["decimation"],
+    );
+    run(&["--input", s(&good), "--pfa", "2"], &["--pfa"]);
+    run(
+        &[
+            "--input",
+            s(&good),
+            "--velocities",
+            "1:x",
+            "--threshold",
+            "1",
+        ],
+        &["--velocities"],
+    );
+    run(
+        &["--input", s(&good), "--threshold", "1", "--pfa", "0.1"],
+        &["--pfa"],
+    );
+    run(
+        &[
+            "--input",
+            s(&good),
+            "--threshold",
+            "1",
+            "--state-out",
+            s(&dir.join("m.csv")),
+        ],
+        &["--state-out"],
+    );
+    // Non-finite frame values.
+    let nan = dir.join("nan.npy");
+    let mut v = vec![0.0f32; 2 * 16 * 16];
+    v[300] = f32::NAN;
+    write_npy(&nan, &[2, 16, 16], &v).unwrap();
+    run(
+        &["--input", s(&nan), "--threshold", "1"],
+        &["nan.npy", "frame 1", "not finite"],
+    );
+    // A state too large for memory.
+    let big = dir.join("big.npy");
+    let mut hdr = kestrel::tbd::frames::npy_header(kestrel::tbd::Dtype::U8, &[1, 400000, 400000]);
+    hdr.extend(vec![0u8; 64]);
+    std::fs::write(&big, &hdr).unwrap();
+    run(
+        &["--input", s(&big), "--threshold", "1"],
+        &["big.npy", "truncated"],
+    );
+}
+
+#[test]
+fn too_large_a_state_is_refused_before_allocating() {
+    // A sparse file of 60000 x 60000 u8 frames: 13 vectors would need ~375 GB.
+    let d = tempfile::tempdir().unwrap();
+    let big = d.path().join("big.npy");
+    let hdr = kestrel::tbd::frames::npy_header(kestrel::tbd::Dtype::U8, &[1, 60000, 60000]);
+    let f = std::fs::File::create(&big).unwrap();
+    use std::io::Write;
+    (&f).write_all(&hdr).unwrap();
+    f.set_len(hdr.len() as u64 + 60000 * 60000).unwrap();
+    drop(f);
+    let det = d.path().join("det.csv");
+    let before = count(d.path());
+    let o = kestrel(&[
+        "tbd",
+        "--input",
+        s(&big),
+        "--output",
+        s(&det),
+        "--threshold",
+        "1",
+    ]);
+    expect_bad(&o, &["would need", "GB"], d.path(), before);
+}

@@ -1,0 +1,471 @@
+//! The particle filter on a CUDA GPU: the launcher of `kernels/pf.cu` on the shared
+//! runtime (`crate::cuda`). One module per model and precision (the model's numbers are
+//! compiled in); buffers for all B filters x N particles stay on the device for the whole
+//! run; per step seven launches (see `kernels/pf.cu`) and no host synchronisation.
+//!
+//! On the GPU: systematic, stratified, Metropolis(B) and rejection resampling.
+//! Multinomial and residual resampling run on the CPU only.
+
+use super::models::{PfKind, PfModel};
+use super::philox::key_of;
+use super::resample::Resampler;
+use super::{PfOptions, PfOutput};
+use crate::cuda::{self, Arg, DevBuf};
+use crate::data::Measurements;
+use crate::error::{Error, Result};
+use crate::linalg::{Real, LN_2PI};
+use crate::Estimates;
+
+const PHILOX: &str = include_str!("kernels/philox.cuh");
+const MODELS: &str = include_str!("kernels/models.cuh");
+const PF: &str = include_str!("kernels/pf.cu");
+
+/// The kernels of `kernels/pf.cu`.
+pub const KERNELS: [&str; 7] = [
+    "pf_propagate",
+    "pf_max",
+    "pf_weights",
+    "pf_moments",
+    "pf_cdf",
+    "pf_ancestors",
+    "pf_gather",
+];
+
+/// Threads per block.
+pub const BLOCK: u32 = 256;
+
+/// The largest state and measurement the kernels are built for (registers hold them).
+pub const MAX_NX: usize = 16;
+pub const MAX_NY: usize = 16;
+
+fn literal(v: f64) -> String {
+    format!("{v:e}")
+}
+
+fn constexpr_fn(name: &str, vals: &[f64]) -> String {
+    let mut s = format!(
+        "__device__ __forceinline__ constexpr double {name}(int i) {{\n    switch (i) {{\n"
+    );
+    for (i, v) in vals.iter().enumerate() {
+        if *v != 0.0 {
+            s += &format!("        case {i}: return {};\n", literal(*v));
+        }
+    }
+    s += "        default: return 0.0;\n    }\n}\n";
+    s
+}
+
+fn define(name: &str, v: f64) -> String {
+    format!("#define {name} ({})\n", literal(v))
+}
+
+/// The complete translation unit for `model` in precision `T` with blocks of `block`
+/// threads: sizes, scalar type and the model's numbers, then `philox.cuh`, the model
+/// (`models.cuh` or the custom source) and `pf.cu`.
+#[doc(hidden)]
+pub fn source<T: Real>(model: &PfModel, block: u32) -> Result<String> {
+    use super::ParticleModel;
+    let nx = ParticleModel::<f64>::nx(model);
+    let ny = ParticleModel::<f64>::ny(model);
+    if nx > MAX_NX || ny > MAX_NY {
+        return Err(Error::Unsupported(format!(
+            "the GPU particle filter is built for states up to {MAX_NX} and measurements up to {MAX_NY} components (this model: {nx}, {ny}); use --device cpu"
+        )));
+    }
+    let real = if T::NAME == "f32" { "float" } else { "double" };
+    let mut s = format!(
+        "typedef {real} real_t;\n#define PF_F32 {}\n#define NX {nx}\n#define NY {ny}\n#define PF_BLOCK {block}\n#define PF_INF (1e300 * 1e300)\n",
+        u8::from(T::NAME == "f32")
+    );
+    if let Some(p) = &model.prior {
+        s += "#define PF_GAUSSIAN_PRIOR 1\n";
+        s += &constexpr_fn("PF_X0", &p.x0);
+        s += &constexpr_fn("PF_L0", &p.sqrt_p0);
+    }
+    let gauss = |r: f64| (-0.5 * (LN_2PI + r.ln()), 0.5 / r);
+    let cv = |s: &mut String, c: &super::models::ConstantVelocity| {
+        let (a, b, cc) = c.noise_factor();
+        *s += "#define PF_KIND_CV 1\n";
+        *s += &define("PF_DT", c.dt);
+        *s += &define("PF_A", a);
+        *s += &define("PF_B", b);
+        *s += &define("PF_C", cc);
+    };
+    let mut custom = None;
+    match &model.kind {
+        PfKind::Linear(l) => {
+            s += "#define PF_KIND_LINEAR 1\n";
+            s += &constexpr_fn("PF_F", &l.f);
+            s += &constexpr_fn("PF_SQ", &l.sqrt_q);
+            s += &constexpr_fn("PF_H", &l.h);
+            s += &constexpr_fn("PF_CR", &l.chol_r);
+            s += &constexpr_fn("PF_U", &l.u);
+            s += &constexpr_fn("PF_D", &l.d);
+            s += &define("PF_LOG_NORM", l.log_norm);
+        }
+        PfKind::RangeOnly { cv: c, sensors, r } | PfKind::BearingsOnly { cv: c, sensors, r } => {
+            cv(&mut s, c);
+            s += if matches!(model.kind, PfKind::RangeOnly { .. }) {
+                "#define PF_MEASURE_RANGE 1\n"
+            } else {
+                "#define PF_MEASURE_BEARING 1\n"
+            };
+            let flat: Vec<f64> = sensors.iter().flat_map(|p| [p[0], p[1]]).collect();
+            s += &constexpr_fn("PF_SENSORS", &flat);
+            let (c0, c1) = gauss(*r);
+            s += &define("PF_LL0", c0);
+            s += &define("PF_LL1", c1);
+        }
+        PfKind::RangeBearing {
+            cv: c,
+            radar,
+            r_range,
+            r_bearing,
+        } => {
+            cv(&mut s, c);
+            s += &constexpr_fn("PF_SENSORS", radar);
+            let (c0, c1) = gauss(*r_range);
+            let (b0, b1) = gauss(*r_bearing);
+            s += &define("PF_LL0", c0);
+            s += &define("PF_LL1", c1);
+            s += &define("PF_LL0B", b0);
+            s += &define("PF_LL1B", b1);
+        }
+        PfKind::StochasticVolatility { mu, phi, sigma } => {
+            s += "#define PF_KIND_SV 1\n";
+            s += &define("PF_MU", *mu);
+            s += &define("PF_PHI", *phi);
+            s += &define("PF_SIGMA", *sigma);
+            s += &define("PF_SD0", sigma / (1.0 - phi * phi).sqrt());
+        }
+        PfKind::Custom { source, origin, .. } => {
+            custom = Some((source.clone(), origin.display().to_string()));
+        }
+    }
+    s += "// ---- philox.cuh\n";
+    s += PHILOX;
+    match custom {
+        None => {
+            s += "// ---- models.cuh\n";
+            s += MODELS;
+        }
+        Some((src, origin)) => {
+            // The Gaussian prior helper of models.cuh, then the user's model.
+            s += "#define PF_KIND_CUSTOM 1\n";
+            s += MODELS;
+            s += &format!("// ---- {origin}\n#line 1 \"{origin}\"\n");
+            s += &src;
+            s += "\n#line 1 \"pf.cu\"\n";
+        }
+    }
+    s += "// ---- pf.cu\n";
+    s += PF;
+    Ok(s)
+}
+
+/// The kernel code of a resampler: `(scheme, Metropolis steps)`.
+fn scheme_of(r: Resampler) -> Result<(u32, u32)> {
+    match r {
+        Resampler::Systematic => Ok((0, 0)),
+        Resampler::Stratified => Ok((1, 0)),
+        Resampler::Metropolis(b) => Ok((2, b)),
+        Resampler::Rejection => Ok((3, 0)),
+        other => Err(Error::Unsupported(format!(
+            "--resample {other} runs on the CPU only; on the GPU use systematic, stratified, metropolis[:B] or rejection (or --device cpu)"
+        ))),
+    }
+}
+
+/// Device bytes a run needs (checked arithmetic: `None` on overflow).
+fn device_bytes(b: usize, t: usize, n: usize, nx: usize, ny: usize, scalar: usize) -> Option<u128> {
+    let (b, t, n, nx, ny, sc) = (
+        b as u128,
+        t as u128,
+        n as u128,
+        nx as u128,
+        ny as u128,
+        scalar as u128,
+    );
+    let g = n.div_ceil(BLOCK as u128);
+    let stride = 2 + nx + nx * (nx + 1) / 2;
+    let particles = b * n * (sc * (2 * nx + 2) + 8 + 4);
+    let blocks = b * g * 8 * (stride + 2);
+    let outputs = b * t * sc * (nx + nx * nx + 2 + ny);
+    Some(particles + blocks + outputs + b * 64)
+}
+
+/// The bootstrap filter over every track of `z` on GPU `ordinal`.
+pub fn particle_filter_cuda<T: Real>(
+    ordinal: usize,
+    model: &PfModel,
+    z: &Measurements<T>,
+    opts: &PfOptions,
+) -> Result<PfOutput<T>> {
+    cuda::catch(|| run(ordinal, model, z, opts))
+}
+
+fn run<T: Real>(
+    ordinal: usize,
+    model: &PfModel,
+    z: &Measurements<T>,
+    opts: &PfOptions,
+) -> Result<PfOutput<T>> {
+    use super::ParticleModel;
+    let (nx, ny) = (
+        ParticleModel::<f64>::nx(model),
+        ParticleModel::<f64>::ny(model),
+    );
+    super::check(nx, ny, z, opts)?;
+    let (scheme, steps_b) = scheme_of(opts.resampler)?;
+    let (bn, t, n) = (z.tracks, z.steps, opts.particles);
+    if bn > 65_535 {
+        return Err(Error::Unsupported(format!(
+            "{bn} tracks: the GPU particle filter runs at most 65535 filters at once (split the input, or --device cpu)"
+        )));
+    }
+    let gpu = cuda::gpu(ordinal)?;
+    let sc = std::mem::size_of::<T>();
+    let need = device_bytes(bn, t, n, nx, ny, sc).unwrap_or(u128::MAX);
+    let (free, _) = gpu.mem_info()?;
+    if need > free as u128 {
+        return Err(Error::input(format!(
+            "{n} particles x {bn} tracks x {t} steps would need {:.1} GB on the GPU; {:.1} GB is free",
+            need as f64 / 1e9,
+            free as f64 / 1e9
+        )));
+    }
+    let src = source::<T>(model, BLOCK)?;
+    let what = format!("particle filter ({}, {})", model.kind_name(), T::NAME);
+    let module = gpu.module(&what, &src, &KERNELS)?;
+    let stream = gpu.stream.clone();
+    let g = n.div_ceil(BLOCK as usize);
+    let st = 2 + nx + nx * (nx + 1) / 2;
+    let mut x = DevBuf::<T>::new(&gpu, bn * n * nx, "particles")?;
+    let mut xn = DevBuf::<T>::new(&gpu, bn * n * nx, "resampled particles")?;
+    let lw = DevBuf::<T>::new(&gpu, bn * n, "log-weights")?;
+    let w = DevBuf::<T>::new(&gpu, bn * n, "weights")?;
+    let cdf = DevBuf::<f64>::new(
+        &gpu,
+        if scheme <= 1 { bn * n } else { 1 },
+        "cumulative weights",
+    )?;
+    let anc = DevBuf::<u32>::new(&gpu, bn * n, "ancestors")?;
+    let pmax = DevBuf::<f64>::new(&gpu, bn * g, "block maxima")?;
+    let part = DevBuf::<f64>::new(&gpu, bn * g * st, "block sums")?;
+    let offs = DevBuf::<f64>::new(&gpu, bn * g, "block offsets")?;
+    let fmax = DevBuf::<f64>::new(&gpu, bn, "maxima")?;
+    let logprev = DevBuf::<f64>::new(&gpu, bn, "log-sums")?;
+    let wtot = DevBuf::<f64>::new(&gpu, bn, "weight totals")?;
+    let flag = DevBuf::<u32>::new(&gpu, bn, "resampling flags")?;
+    let fail = DevBuf::<u32>::new(&gpu, bn, "failures")?;
+    let zd = DevBuf::<T>::new(&gpu, z.data.len(), "measurements")?;
+    let mean = DevBuf::<T>::new(&gpu, bn * t * nx, "means")?;
+    let cov = DevBuf::<T>::new(&gpu, bn * t * nx * nx, "covariances")?;
+    let ll = DevBuf::<T>::new(&gpu, bn * t, "log-likelihoods")?;
+    let ess = DevBuf::<T>::new(&gpu, bn * t, "effective sample sizes")?;
+    for buf in [&mean, &cov, &ll, &ess] {
+        buf.poison(&stream)?;
+    }
+    htod(&stream, &z.data, &zd, 0, "copying the measurements")?;
+    cuda::htod(
+        &stream,
+        &vec![0u32; bn],
+        &fail,
+        0,
+        "clearing the failure flags",
+    )?;
+    let key = key_of(opts.seed);
+    let grid = (g as u32, bn as u32, 1);
+    let one = (1, bn as u32, 1);
+    let blk = (BLOCK, 1, 1);
+    let (nu, tu, gu) = (n as u32, t as u32, g as u32);
+    for k in 0..t as u32 {
+        cuda::launch(
+            &stream,
+            &module,
+            "pf_propagate",
+            grid,
+            blk,
+            &[
+                Arg::Ptr(x.ptr()),
+                Arg::Ptr(lw.ptr()),
+                Arg::Ptr(pmax.ptr()),
+                Arg::Ptr(zd.ptr()),
+                Arg::U32(k),
+                Arg::U32(nu),
+                Arg::U32(tu),
+                Arg::U32(gu),
+                Arg::U32(key[0]),
+                Arg::U32(key[1]),
+            ],
+        )?;
+        cuda::launch(
+            &stream,
+            &module,
+            "pf_max",
+            one,
+            blk,
+            &[
+                Arg::Ptr(pmax.ptr()),
+                Arg::Ptr(fmax.ptr()),
+                Arg::Ptr(fail.ptr()),
+                Arg::U32(gu),
+                Arg::U32(k),
+            ],
+        )?;
+        cuda::launch(
+            &stream,
+            &module,
+            "pf_weights",
+            grid,
+            blk,
+            &[
+                Arg::Ptr(x.ptr()),
+                Arg::Ptr(lw.ptr()),
+                Arg::Ptr(w.ptr()),
+                Arg::Ptr(fmax.ptr()),
+                Arg::Ptr(part.ptr()),
+                Arg::U32(nu),
+                Arg::U32(gu),
+            ],
+        )?;
+        cuda::launch(
+            &stream,
+            &module,
+            "pf_moments",
+            one,
+            blk,
+            &[
+                Arg::Ptr(part.ptr()),
+                Arg::Ptr(offs.ptr()),
+                Arg::Ptr(x.ptr()),
+                Arg::Ptr(zd.ptr()),
+                Arg::Ptr(fmax.ptr()),
+                Arg::Ptr(logprev.ptr()),
+                Arg::Ptr(wtot.ptr()),
+                Arg::Ptr(flag.ptr()),
+                Arg::Ptr(mean.ptr()),
+                Arg::Ptr(cov.ptr()),
+                Arg::Ptr(ll.ptr()),
+                Arg::Ptr(ess.ptr()),
+                Arg::U32(k),
+                Arg::U32(nu),
+                Arg::U32(tu),
+                Arg::U32(gu),
+                Arg::F64(opts.ess_threshold),
+            ],
+        )?;
+        if k + 1 < t as u32 {
+            if scheme <= 1 {
+                cuda::launch(
+                    &stream,
+                    &module,
+                    "pf_cdf",
+                    grid,
+                    blk,
+                    &[
+                        Arg::Ptr(w.ptr()),
+                        Arg::Ptr(offs.ptr()),
+                        Arg::Ptr(cdf.ptr()),
+                        Arg::Ptr(flag.ptr()),
+                        Arg::U32(nu),
+                        Arg::U32(gu),
+                    ],
+                )?;
+            }
+            cuda::launch(
+                &stream,
+                &module,
+                "pf_ancestors",
+                grid,
+                blk,
+                &[
+                    Arg::Ptr(cdf.ptr()),
+                    Arg::Ptr(wtot.ptr()),
+                    Arg::Ptr(w.ptr()),
+                    Arg::Ptr(anc.ptr()),
+                    Arg::Ptr(flag.ptr()),
+                    Arg::U32(nu),
+                    Arg::U32(k),
+                    Arg::U32(key[0]),
+                    Arg::U32(key[1]),
+                    Arg::U32(scheme),
+                    Arg::U32(steps_b),
+                ],
+            )?;
+            cuda::launch(
+                &stream,
+                &module,
+                "pf_gather",
+                grid,
+                blk,
+                &[
+                    Arg::Ptr(x.ptr()),
+                    Arg::Ptr(xn.ptr()),
+                    Arg::Ptr(lw.ptr()),
+                    Arg::Ptr(anc.ptr()),
+                    Arg::Ptr(flag.ptr()),
+                    Arg::U32(nu),
+                ],
+            )?;
+            std::mem::swap(&mut x, &mut xn);
+        }
+    }
+    let mut failed = vec![0u32; bn];
+    cuda::dtoh(&stream, &fail, 0, &mut failed, "reading the failure flags")?;
+    let mut est = Estimates::<T>::nan(bn, t, nx, true);
+    let mut ess_h = vec![T::nan(); bn * t];
+    cuda::dtoh(&stream, &mean, 0, &mut est.mean, "copying the means")?;
+    cuda::dtoh(&stream, &cov, 0, &mut est.cov, "copying the covariances")?;
+    let llh = est
+        .loglik
+        .as_mut()
+        .expect("allocated with a log-likelihood");
+    cuda::dtoh(&stream, &ll, 0, llh, "copying the log-likelihoods")?;
+    cuda::dtoh(
+        &stream,
+        &ess,
+        0,
+        &mut ess_h,
+        "copying the effective sample sizes",
+    )?;
+    let particles = if opts.keep_particles {
+        let mut xs = vec![T::nan(); bn * n * nx];
+        let mut ws = vec![T::nan(); bn * n];
+        let mut tot = vec![0.0f64; bn];
+        cuda::dtoh(&stream, &x, 0, &mut xs, "copying the particles")?;
+        cuda::dtoh(&stream, &w, 0, &mut ws, "copying the weights")?;
+        cuda::dtoh(&stream, &wtot, 0, &mut tot, "copying the weight totals")?;
+        cuda::sync(&stream, "the particle filter")?;
+        for (b, c) in ws.chunks_mut(n).enumerate() {
+            let inv = T::of(1.0 / tot[b]);
+            c.iter_mut().for_each(|v| *v *= inv);
+        }
+        Some((xs, ws))
+    } else {
+        None
+    };
+    cuda::sync(&stream, "the particle filter")?;
+    if let Some((b, &k)) = failed.iter().enumerate().find(|(_, &k)| k > 0) {
+        let k = (k - 1) as usize;
+        return Err(Error::input(format!(
+            "track {b}, step {k}: every particle has likelihood zero (or not a number): the measurement {:?} is impossible under the model",
+            z.at(b, k).iter().map(|v| v.to_f64()).collect::<Vec<_>>()
+        )));
+    }
+    Ok(PfOutput {
+        estimates: est,
+        ess: ess_h,
+        particles,
+    })
+}
+
+fn htod<T>(
+    stream: &cudarc::driver::CudaStream,
+    src: &[T],
+    dst: &DevBuf<T>,
+    at: usize,
+    what: &str,
+) -> Result<()> {
+    cuda::htod(stream, src, dst, at, what)
+}

@@ -1,0 +1,367 @@
+//! The bootstrap (SIR) particle filter on the CPU: the reference of the GPU path.
+//!
+//! For each filter `b` and step `k` (time convention of the README: step 0 weights the
+//! prior's particles by `z_0`, later steps propagate then weight):
+//!
+//! 1. draw (`k = 0`: the prior) or propagate each particle, and add `ln p(z_k | x_k^i)` to
+//!    its log-weight `lw_i` (a missing `z_k`, NaN in any component, adds nothing);
+//! 2. `m = max lw`, `w_i = exp(lw_i - m)` (the max-shift: the largest weight is 1, so
+//!    tiny likelihoods never underflow all together), `S = sum w_i`;
+//!    `ln p^(z_k | z_0:k-1) = m + ln S - ln S_prev` with `ln S_prev` the same
+//!    log-sum of the weights before this step's update (`ln N` right after resampling);
+//!    mean `sum w_i x_i / S`, covariance `sum w_i (x_i - c)(x_i - c)^T / S - (m - c)(m - c)^T`
+//!    around the reference point `c = x_0` (one pass, no cancellation while `c` is near
+//!    the cloud), `ESS = S^2 / sum w_i^2`, all sums in f64;
+//! 3. if `ESS < threshold N` (and `k` is not the last step), resample, copy the chosen
+//!    particles and reset `lw = 0`.
+//!
+//! Particles are processed in chunks of [`CHUNK`]; each chunk's sums are formed in order
+//! and the chunk sums added in order, so results are identical for every thread count,
+//! whether the filters run side by side (many filters) or one filter's particles are
+//! spread over all cores (few filters, many particles).
+
+use super::models::ParticleModel;
+use super::philox::{key_of, Normals, Purpose};
+use super::resample::{resample, Draws, Scratch, CHUNK};
+use super::{PfOptions, PfOutput};
+use crate::data::Measurements;
+use crate::error::{Error, Result};
+use crate::linalg::Real;
+use crate::Estimates;
+use rayon::prelude::*;
+
+/// The working buffers of one filter.
+struct Buffers<T> {
+    x: Vec<T>,
+    x_next: Vec<T>,
+    lw: Vec<T>,
+    w: Vec<T>,
+    ancestors: Vec<u32>,
+    partial: Vec<f64>,
+    maxima: Vec<f64>,
+    scratch: Scratch,
+}
+
+impl<T: Real> Buffers<T> {
+    fn new(n: usize, nx: usize) -> Self {
+        let chunks = n.div_ceil(CHUNK);
+        Buffers {
+            x: vec![T::zero(); n * nx],
+            x_next: vec![T::zero(); n * nx],
+            lw: vec![T::zero(); n],
+            w: vec![T::zero(); n],
+            ancestors: vec![0; n],
+            partial: vec![0.0; chunks * stride(nx)],
+            maxima: vec![0.0; chunks],
+            scratch: Scratch::default(),
+        }
+    }
+}
+
+/// Values of one chunk's sums: `S`, `sum w^2`, `sum w (x - c)` (nx), the upper triangle
+/// of `sum w (x - c)(x - c)^T`.
+fn stride(nx: usize) -> usize {
+    2 + nx + nx * (nx + 1) / 2
+}
+
+/// The outputs of one filter: mean `[T][nx]`, cov `[T][nx][nx]`, loglik `[T]`, ess `[T]`.
+struct Out<'a, T> {
+    mean: &'a mut [T],
+    cov: &'a mut [T],
+    loglik: &'a mut [T],
+    ess: &'a mut [T],
+    cloud: Option<(&'a mut [T], &'a mut [T])>,
+}
+
+/// Runs `f(c, a_c, b_c, p_c)` over chunk `c` of three buffers (chunk sizes `ca`, `cb`, `cp`).
+fn chunks3<A: Send, B: Send, P: Send>(
+    par: bool,
+    (a, ca): (&mut [A], usize),
+    (b, cb): (&mut [B], usize),
+    (p, cp): (&mut [P], usize),
+    f: impl Fn(usize, &mut [A], &mut [B], &mut [P]) + Sync,
+) {
+    if par {
+        a.par_chunks_mut(ca)
+            .zip(b.par_chunks_mut(cb))
+            .zip(p.par_chunks_mut(cp))
+            .enumerate()
+            .for_each(|(c, ((a, b), p))| f(c, a, b, p));
+    } else {
+        a.chunks_mut(ca)
+            .zip(b.chunks_mut(cb))
+            .zip(p.chunks_mut(cp))
+            .enumerate()
+            .for_each(|(c, ((a, b), p))| f(c, a, b, p));
+    }
+}
+
+/// One filter over all steps of its measurements `zb` (`[T][ny]`).
+fn run_one<T: Real, M: ParticleModel<T> + ?Sized>(
+    model: &M,
+    zb: &[T],
+    b: usize,
+    opts: &PfOptions,
+    buf: &mut Buffers<T>,
+    out: Out<'_, T>,
+    par: bool,
+) -> Result<()> {
+    let (nx, ny, n) = (model.nx(), model.ny(), opts.particles);
+    let steps = out.loglik.len();
+    let key = key_of(opts.seed);
+    let st = stride(nx);
+    let nf = n as f64;
+    let mut log_prev = nf.ln();
+    let always = opts.ess_threshold >= 1.0;
+    for k in 0..steps {
+        let z = &zb[k * ny..(k + 1) * ny];
+        let observed = !z.iter().any(|v| v.is_nan_value());
+        // 1. Propagate and weight; the chunk's largest log-weight.
+        chunks3(
+            par,
+            (&mut buf.x, CHUNK * nx),
+            (&mut buf.lw, CHUNK),
+            (&mut buf.maxima, 1),
+            |c, xs, lw, mx| {
+                let mut m = f64::NEG_INFINITY;
+                for (l, (x, lwi)) in xs.chunks_exact_mut(nx).zip(lw.iter_mut()).enumerate() {
+                    let i = (c * CHUNK + l) as u32;
+                    let mut noise = Normals::new(key, i, b as u32, k as u32, Purpose::Propagate);
+                    if k == 0 {
+                        model.sample_prior(x, &mut noise);
+                    } else {
+                        model.propagate(k, x, &mut noise);
+                    }
+                    if k == 0 {
+                        // The buffers are reused from filter to filter.
+                        *lwi = T::zero();
+                    }
+                    if observed {
+                        let l = model.log_likelihood(k, x, z);
+                        // A NaN likelihood (a particle that left the model's domain) is zero.
+                        *lwi = if l.is_nan_value() {
+                            T::of(f64::NEG_INFINITY)
+                        } else {
+                            *lwi + l
+                        };
+                    }
+                    m = m.max(lwi.to_f64());
+                }
+                mx[0] = m;
+            },
+        );
+        let m = buf.maxima.iter().fold(f64::NEG_INFINITY, |a, &v| a.max(v));
+        if !(m > f64::NEG_INFINITY) || m == f64::INFINITY {
+            return Err(Error::input(format!(
+                "track {b}, step {k}: every particle has likelihood zero (or not a number): the measurement {:?} is impossible under the model",
+                z.iter().map(|v| v.to_f64()).collect::<Vec<_>>()
+            )));
+        }
+        // 2. Weights and the chunks' sums around c = particle 0.
+        let c0: Vec<f64> = buf.x[..nx].iter().map(|v| v.to_f64()).collect();
+        let (x, lw) = (&buf.x, &buf.lw);
+        let mt = T::of(m);
+        chunks3(
+            par,
+            (&mut buf.w, CHUNK),
+            (&mut buf.maxima, 1),
+            (&mut buf.partial, st),
+            |c, w, _, p| {
+                p.iter_mut().for_each(|v| *v = 0.0);
+                let lw = &lw[c * CHUNK..c * CHUNK + w.len()];
+                let xs = &x[c * CHUNK * nx..(c * CHUNK + w.len()) * nx];
+                let mut d = [0.0f64; 16];
+                for ((wi, &lwi), xi) in w.iter_mut().zip(lw).zip(xs.chunks_exact(nx)) {
+                    let v = (lwi - mt).exp();
+                    *wi = v;
+                    let v = v.to_f64();
+                    p[0] += v;
+                    p[1] += v * v;
+                    let d = &mut d[..nx.min(16)];
+                    if nx > 16 {
+                        // Large states: no stack buffer, straight from the particle.
+                        let mut t = 2 + nx;
+                        for a in 0..nx {
+                            let da = xi[a].to_f64() - c0[a];
+                            p[2 + a] += v * da;
+                            for bb in a..nx {
+                                p[t] += v * da * (xi[bb].to_f64() - c0[bb]);
+                                t += 1;
+                            }
+                        }
+                        continue;
+                    }
+                    for a in 0..nx {
+                        d[a] = xi[a].to_f64() - c0[a];
+                        p[2 + a] += v * d[a];
+                    }
+                    let mut t = 2 + nx;
+                    for a in 0..nx {
+                        let vd = v * d[a];
+                        for bb in a..nx {
+                            p[t] += vd * d[bb];
+                            t += 1;
+                        }
+                    }
+                }
+            },
+        );
+        let mut tot = vec![0.0f64; st];
+        for p in buf.partial.chunks_exact(st) {
+            for (t, v) in tot.iter_mut().zip(p) {
+                *t += v;
+            }
+        }
+        let (s, s2) = (tot[0], tot[1]);
+        let log_now = m + s.ln();
+        out.loglik[k] = T::of(if observed { log_now - log_prev } else { 0.0 });
+        log_prev = log_now;
+        let ess = s * s / s2;
+        out.ess[k] = T::of(ess);
+        let mean = &mut out.mean[k * nx..(k + 1) * nx];
+        let mut dm = [0.0f64; 64];
+        let mut dm_big = Vec::new();
+        let dm: &mut [f64] = if nx <= 64 {
+            &mut dm[..nx]
+        } else {
+            dm_big.resize(nx, 0.0);
+            &mut dm_big
+        };
+        for a in 0..nx {
+            dm[a] = tot[2 + a] / s;
+            mean[a] = T::of(c0[a] + dm[a]);
+        }
+        let cov = &mut out.cov[k * nx * nx..(k + 1) * nx * nx];
+        let mut t = 2 + nx;
+        for a in 0..nx {
+            for bb in a..nx {
+                let v = T::of(tot[t] / s - dm[a] * dm[bb]);
+                cov[a * nx + bb] = v;
+                cov[bb * nx + a] = v;
+                t += 1;
+            }
+        }
+        // 3. Resample.
+        if k + 1 < steps && (always || ess < opts.ess_threshold * nf) {
+            let draws = Draws {
+                key,
+                filter: b as u32,
+                step: k as u32,
+            };
+            resample(
+                opts.resampler,
+                &buf.w,
+                draws,
+                &mut buf.ancestors,
+                &mut buf.scratch,
+                par,
+            );
+            let (x, anc) = (&buf.x, &buf.ancestors);
+            chunks3(
+                par,
+                (&mut buf.x_next, CHUNK * nx),
+                (&mut buf.lw, CHUNK),
+                (&mut buf.maxima, 1),
+                |c, xn, lw, _| {
+                    let anc = &anc[c * CHUNK..c * CHUNK + lw.len()];
+                    for (xo, &a) in xn.chunks_exact_mut(nx).zip(anc) {
+                        let a = a as usize;
+                        xo.copy_from_slice(&x[a * nx..(a + 1) * nx]);
+                    }
+                    lw.iter_mut().for_each(|v| *v = T::zero());
+                },
+            );
+            std::mem::swap(&mut buf.x, &mut buf.x_next);
+            log_prev = nf.ln();
+        }
+        if k + 1 == steps {
+            if let Some((xs, ws)) = out.cloud {
+                xs.copy_from_slice(&buf.x);
+                let inv = T::of(1.0 / s);
+                for (o, &w) in ws.iter_mut().zip(&buf.w) {
+                    *o = w * inv;
+                }
+                return Ok(());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The bootstrap filter over every track of `z` on the CPU (see the module docs).
+pub fn particle_filter_cpu<T: Real, M: ParticleModel<T> + ?Sized>(
+    model: &M,
+    z: &Measurements<T>,
+    opts: &PfOptions,
+) -> Result<PfOutput<T>> {
+    let (nx, n) = (model.nx(), opts.particles);
+    super::check(nx, model.ny(), z, opts)?;
+    let threads = rayon::current_num_threads();
+    // Many filters: one per task; few filters with many particles: chunks on all cores.
+    let side_by_side = z.tracks >= 2 * threads || n < 4 * CHUNK;
+    let in_flight = if side_by_side {
+        threads.min(z.tracks)
+    } else {
+        1
+    };
+    super::check_memory::<T>(z.tracks, z.steps, nx, n, in_flight)?;
+    let mut est = Estimates::<T>::nan(z.tracks, z.steps, nx, true);
+    let mut ess = vec![T::nan(); z.tracks * z.steps];
+    let steps = z.steps;
+    let mut cloud = opts.keep_particles.then(|| {
+        (
+            vec![T::nan(); z.tracks * n * nx],
+            vec![T::nan(); z.tracks * n],
+        )
+    });
+    {
+        let loglik = est
+            .loglik
+            .as_mut()
+            .expect("allocated with a log-likelihood");
+        let mut clouds: Vec<Option<(&mut [T], &mut [T])>> = match &mut cloud {
+            Some((xs, ws)) => xs
+                .chunks_mut(n * nx)
+                .zip(ws.chunks_mut(n))
+                .map(|(x, w)| Some((x, w)))
+                .collect(),
+            None => (0..z.tracks).map(|_| None).collect(),
+        };
+        let per = est
+            .mean
+            .chunks_mut(steps * nx)
+            .zip(est.cov.chunks_mut(steps * nx * nx))
+            .zip(loglik.chunks_mut(steps))
+            .zip(ess.chunks_mut(steps))
+            .zip(clouds.iter_mut())
+            .enumerate()
+            .map(|(b, ((((mean, cov), loglik), ess), cloud))| {
+                (
+                    b,
+                    Out {
+                        mean,
+                        cov,
+                        loglik,
+                        ess,
+                        cloud: cloud.take(),
+                    },
+                )
+            });
+        if side_by_side {
+            per.collect::<Vec<_>>().into_par_iter().try_for_each_init(
+                || Buffers::<T>::new(n, nx),
+                |buf, (b, out)| run_one(model, z.track(b), b, opts, buf, out, false),
+            )?;
+        } else {
+            let mut buf = Buffers::<T>::new(n, nx);
+            for (b, out) in per {
+                run_one(model, z.track(b), b, opts, &mut buf, out, true)?;
+            }
+        }
+    }
+    Ok(PfOutput {
+        estimates: est,
+        ess,
+        particles: cloud,
+    })
+}

@@ -1,0 +1,77 @@
+// Philox 4x32-10 and the draws built on it: the CUDA twin of particle/philox.rs (same
+// keying, same words, same conversions; see that file for the conventions). Compiled by
+// NVRTC with the filter's kernels, and as plain C++ in the emulation tests.
+#define PF_M0 0xD2511F53u
+#define PF_M1 0xCD9E8D57u
+#define PF_W0 0x9E3779B9u
+#define PF_W1 0xBB67AE85u
+#define PF_PURPOSE_PROPAGATE 0u
+#define PF_PURPOSE_RESAMPLE 1u
+
+struct PfWords { unsigned v[4]; };
+
+__device__ __forceinline__ unsigned pf_mulhi(unsigned a, unsigned b) {
+    return (unsigned)(((unsigned long long)a * (unsigned long long)b) >> 32);
+}
+
+__device__ __forceinline__ PfWords pf_philox(unsigned c0, unsigned c1, unsigned c2, unsigned c3,
+                                             unsigned k0, unsigned k1) {
+    for (int r = 0; r < 10; ++r) {
+        if (r > 0) { k0 += PF_W0; k1 += PF_W1; }
+        unsigned hi0 = pf_mulhi(PF_M0, c0), lo0 = PF_M0 * c0;
+        unsigned hi1 = pf_mulhi(PF_M1, c2), lo1 = PF_M1 * c2;
+        unsigned n0 = hi1 ^ c1 ^ k0, n2 = hi0 ^ c3 ^ k1;
+        c0 = n0; c1 = lo1; c2 = n2; c3 = lo0;
+    }
+    PfWords w;
+    w.v[0] = c0; w.v[1] = c1; w.v[2] = c2; w.v[3] = c3;
+    return w;
+}
+
+// Block j of the draws for `purpose` of slot i, filter b, step k.
+__device__ __forceinline__ PfWords pf_words(unsigned i, unsigned b, unsigned k, unsigned purpose,
+                                            unsigned j, unsigned k0, unsigned k1) {
+    return pf_philox(i, b, k, (purpose << 24) | (j & 0x00FFFFFFu), k0, k1);
+}
+
+__device__ __forceinline__ double pf_uniform_f64(unsigned x) {
+    return ((double)x + 0.5) * (1.0 / 4294967296.0);
+}
+
+__device__ __forceinline__ unsigned pf_index(unsigned x, unsigned n) {
+    return (unsigned)(((unsigned long long)x * (unsigned long long)n) >> 32);
+}
+
+#if PF_F32
+__device__ __forceinline__ real_t pf_uniform(unsigned x) {
+    return (real_t)(((double)(x >> 9) + 0.5) * (1.0 / 8388608.0));
+}
+#else
+__device__ __forceinline__ real_t pf_uniform(unsigned x) { return pf_uniform_f64(x); }
+#endif
+
+// The stream of standard normals of one (particle, filter, step, purpose): Box-Muller on
+// words (0, 1) and (2, 3) of each block.
+struct PfNormals {
+    unsigned k0, k1, i, b, k, purpose, block;
+    real_t buf[4];
+    int used;
+    __device__ PfNormals(unsigned key0, unsigned key1, unsigned i_, unsigned b_, unsigned k_,
+                         unsigned purpose_)
+        : k0(key0), k1(key1), i(i_), b(b_), k(k_), purpose(purpose_), block(0), used(4) {}
+    __device__ __forceinline__ real_t draw() {
+        if (used == 4) {
+            PfWords w = pf_words(i, b, k, purpose, block, k0, k1);
+            block += 1;
+            const real_t two_pi = (real_t)6.283185307179586;
+            real_t r0 = sqrt((real_t)-2 * log(pf_uniform(w.v[0])));
+            real_t t0 = two_pi * pf_uniform(w.v[1]);
+            real_t r1 = sqrt((real_t)-2 * log(pf_uniform(w.v[2])));
+            real_t t1 = two_pi * pf_uniform(w.v[3]);
+            buf[0] = r0 * cos(t0); buf[1] = r0 * sin(t0);
+            buf[2] = r1 * cos(t1); buf[3] = r1 * sin(t1);
+            used = 0;
+        }
+        return buf[used++];
+    }
+};

@@ -1,0 +1,422 @@
+//! Resampling: from N weighted particles, the ancestor index of each of N new ones.
+//!
+//! Each scheme is a separate piece with the same signature ([`resample`]); all take the
+//! weights unnormalised (any scale: the filter passes `exp(lw - max lw)`) and draw their
+//! uniforms from the counter-based generator ([`Draws`]), so a scheme run on the CPU and
+//! on the GPU picks the same ancestors from the same seed.
+//!
+//! - **multinomial**: `a_j = C^{-1}(u_(j) W)` with `u_(j)` the order statistics of N
+//!   uniforms (drawn in order from exponential spacings: one merge walk, no sort);
+//! - **stratified**: `a_j = C^{-1}((j + u_j) W / N)`;
+//! - **systematic**: `a_j = C^{-1}((j + u) W / N)`, one `u` for all;
+//! - **residual**: `floor(N w_i / W)` copies of each, the remaining `R` drawn
+//!   multinomially (as above) from the residual weights `N w_i / W - floor(N w_i / W)`;
+//! - **metropolis(B)** (Murray, Lee & Jacob 2016, Alg. 3): B Metropolis steps on the
+//!   index, accepting `i -> c` with probability `min(1, w_c / w_i)`: no prefix sum, no
+//!   collective operation; biased for finite B (the bias vanishes as B grows; a rule for
+//!   B: `B >= ln(eps) / ln(1 - mean(w) / max(w))`);
+//! - **rejection** (Murray et al., Alg. 4): propose `c` uniformly, accept with probability
+//!   `w_c / max w`: unbiased, no prefix sum, a random number of steps (expected
+//!   `max(w) / mean(w)`; after 2^25 proposals a draw keeps its last candidate).
+//!
+//! `C^{-1}(x)` is the first index `i` with `C_i > x`, where `C` is the inclusive
+//! cumulative sum of the weights. It is summed in f64 whatever the particles' precision
+//! (Murray et al. show prefix-sum resamplers become biased in single precision from about
+//! 10^5 particles): chunks of [`CHUNK`] weights summed in order, then the chunk totals in
+//! order, so the result does not depend on the number of threads.
+
+use super::philox::{counter, index, philox4x32_10, uniform_f64, Purpose};
+use crate::error::{Error, Result};
+use crate::linalg::Real;
+use rayon::prelude::*;
+use std::fmt;
+
+/// Weights per chunk of the cumulative sum and of the ancestor loops.
+pub const CHUNK: usize = 1 << 14;
+
+/// Metropolis steps when `metropolis` is given without `:B`.
+pub const DEFAULT_METROPOLIS_STEPS: u32 = 32;
+
+/// Proposals after which a rejection draw stops at its current candidate.
+pub const REJECTION_LIMIT: u32 = 1 << 25;
+
+/// A resampling scheme.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Resampler {
+    Multinomial,
+    Stratified,
+    Systematic,
+    Residual,
+    /// Metropolis with this many steps.
+    Metropolis(u32),
+    Rejection,
+}
+
+impl Resampler {
+    /// Every scheme, Metropolis with its default number of steps.
+    pub const ALL: [Resampler; 6] = [
+        Resampler::Multinomial,
+        Resampler::Stratified,
+        Resampler::Systematic,
+        Resampler::Residual,
+        Resampler::Metropolis(DEFAULT_METROPOLIS_STEPS),
+        Resampler::Rejection,
+    ];
+
+    /// Parses `systematic|stratified|multinomial|residual|metropolis[:B]|rejection`.
+    pub fn parse(s: &str) -> Result<Resampler> {
+        let unknown = || {
+            Error::input(format!(
+                "unknown resampler \"{s}\" (expected systematic, stratified, multinomial, residual, metropolis[:B] or rejection)"
+            ))
+        };
+        Ok(match s {
+            "systematic" => Resampler::Systematic,
+            "stratified" => Resampler::Stratified,
+            "multinomial" => Resampler::Multinomial,
+            "residual" => Resampler::Residual,
+            "rejection" => Resampler::Rejection,
+            "metropolis" => Resampler::Metropolis(DEFAULT_METROPOLIS_STEPS),
+            _ => {
+                let b = s.strip_prefix("metropolis:").ok_or_else(unknown)?;
+                let b: u32 = b.parse().map_err(|_| {
+                    Error::input(format!(
+                        "resampler \"{s}\": the number of Metropolis steps must be a whole number from 1 to {}",
+                        1u32 << 25
+                    ))
+                })?;
+                if b == 0 || b > 1 << 25 {
+                    return Err(Error::input(format!(
+                        "resampler \"{s}\": the number of Metropolis steps must be from 1 to {}",
+                        1u32 << 25
+                    )));
+                }
+                Resampler::Metropolis(b)
+            }
+        })
+    }
+
+    /// True for the schemes built on the cumulative sum of the weights.
+    pub fn needs_prefix_sum(self) -> bool {
+        !matches!(self, Resampler::Metropolis(_) | Resampler::Rejection)
+    }
+}
+
+impl fmt::Display for Resampler {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Resampler::Multinomial => f.write_str("multinomial"),
+            Resampler::Stratified => f.write_str("stratified"),
+            Resampler::Systematic => f.write_str("systematic"),
+            Resampler::Residual => f.write_str("residual"),
+            Resampler::Metropolis(b) => write!(f, "metropolis:{b}"),
+            Resampler::Rejection => f.write_str("rejection"),
+        }
+    }
+}
+
+/// Whose uniforms a resampling draws: generator key, filter `b`, step `k`.
+#[derive(Clone, Copy, Debug)]
+pub struct Draws {
+    pub key: [u32; 2],
+    pub filter: u32,
+    pub step: u32,
+}
+
+impl Draws {
+    /// Block `j` of the resampling words of slot `i`.
+    #[inline(always)]
+    fn words(&self, i: u32, j: u32) -> [u32; 4] {
+        philox4x32_10(
+            counter(i, self.filter, self.step, Purpose::Resample, j),
+            self.key,
+        )
+    }
+}
+
+/// Reusable buffers of [`resample`].
+#[derive(Default)]
+pub struct Scratch {
+    cdf: Vec<f64>,
+    counts: Vec<u32>,
+    chunk: Vec<f64>,
+}
+
+/// Runs `f(chunk index, chunk)` over `CHUNK`-sized pieces of `out`, on all cores when `par`.
+fn for_chunks<X: Send>(par: bool, out: &mut [X], f: impl Fn(usize, &mut [X]) + Sync) {
+    if par {
+        out.par_chunks_mut(CHUNK)
+            .enumerate()
+            .for_each(|(c, s)| f(c, s));
+    } else {
+        out.chunks_mut(CHUNK).enumerate().for_each(|(c, s)| f(c, s));
+    }
+}
+
+/// The inclusive cumulative sum of `w(i)` for `i in 0..n` in f64 into `cdf` (chunked,
+/// thread-count independent); returns the total.
+fn cumulative(par: bool, n: usize, w: impl Fn(usize) -> f64 + Sync, s: &mut Scratch) -> f64 {
+    s.cdf.resize(n, 0.0);
+    let chunks = n.div_ceil(CHUNK);
+    s.chunk.resize(chunks, 0.0);
+    let cdf = &mut s.cdf;
+    for_chunks(par, cdf, |c, out| {
+        let mut acc = 0.0f64;
+        for (l, o) in out.iter_mut().enumerate() {
+            acc += w(c * CHUNK + l);
+            *o = acc;
+        }
+    });
+    // Chunk offsets in order, then added to every chunk but the first.
+    let mut off = 0.0f64;
+    for c in 0..chunks {
+        s.chunk[c] = off;
+        off += cdf[((c + 1) * CHUNK).min(n) - 1];
+    }
+    let offs = &s.chunk;
+    for_chunks(par, cdf, |c, out| {
+        if c > 0 {
+            let o = offs[c];
+            out.iter_mut().for_each(|v| *v += o);
+        }
+    });
+    off
+}
+
+/// `C^{-1}(x)`: the first `i` with `cdf[i] > x`, starting the search at `from` (a lower
+/// bound); past the end (rounding at `x ~ W`), the last particle of positive weight.
+#[inline]
+fn first_above(cdf: &[f64], from: usize, x: f64) -> usize {
+    let i = from + cdf[from..].partition_point(|&c| c <= x);
+    if i < cdf.len() {
+        return i;
+    }
+    let mut j = cdf.len() - 1;
+    while j > 0 && cdf[j] == cdf[j - 1] {
+        j -= 1;
+    }
+    j
+}
+
+/// Walks `out` (ancestors of slots `j0..`) over increasing positions `pos(j)`: one
+/// binary search at the chunk's start, then a merge walk (same answers as a binary
+/// search per slot).
+#[inline]
+fn walk_sorted(cdf: &[f64], j0: usize, out: &mut [u32], pos: impl Fn(usize) -> f64) {
+    let mut i = first_above(cdf, 0, pos(j0));
+    for (l, a) in out.iter_mut().enumerate() {
+        let x = pos(j0 + l);
+        while i < cdf.len() && cdf[i] <= x {
+            i += 1;
+        }
+        if i == cdf.len() {
+            i = first_above(cdf, 0, x);
+        }
+        *a = i as u32;
+    }
+}
+
+/// Fills `ancestors` (length N = `w.len()`) with the indices chosen by `scheme` from the
+/// weights `w` (non-negative, finite, not all zero). `par`: spread over all cores.
+pub fn resample<W: Real>(
+    scheme: Resampler,
+    w: &[W],
+    draws: Draws,
+    ancestors: &mut [u32],
+    scratch: &mut Scratch,
+    par: bool,
+) {
+    let n = w.len();
+    assert_eq!(ancestors.len(), n, "one ancestor per particle");
+    if n == 0 {
+        return;
+    }
+    let nf = n as f64;
+    match scheme {
+        Resampler::Systematic => {
+            let total = cumulative(par, n, |i| w[i].to_f64(), scratch);
+            let u = uniform_f64(draws.words(0, 0)[0]);
+            let scale = total / nf;
+            let cdf = &scratch.cdf;
+            for_chunks(par, ancestors, |c, out| {
+                walk_sorted(cdf, c * CHUNK, out, |j| (j as f64 + u) * scale)
+            });
+        }
+        Resampler::Stratified => {
+            let total = cumulative(par, n, |i| w[i].to_f64(), scratch);
+            let scale = total / nf;
+            let cdf = &scratch.cdf;
+            for_chunks(par, ancestors, |c, out| {
+                walk_sorted(cdf, c * CHUNK, out, |j| {
+                    (j as f64 + uniform_f64(draws.words(j as u32, 0)[0])) * scale
+                })
+            });
+        }
+        Resampler::Multinomial => {
+            let total = cumulative(par, n, |i| w[i].to_f64(), scratch);
+            let (cdf, chunk) = (&scratch.cdf, &mut scratch.chunk);
+            sorted_multinomial(cdf, total, draws, ancestors, chunk, par);
+        }
+        Resampler::Residual => residual(w, draws, ancestors, scratch, par),
+        Resampler::Metropolis(steps) => {
+            for_chunks(par, ancestors, |c, out| {
+                for (l, a) in out.iter_mut().enumerate() {
+                    let j = (c * CHUNK + l) as u32;
+                    let mut k = j;
+                    let mut wk = w[k as usize].to_f64();
+                    for s in 0..steps {
+                        let x = draws.words(j, s / 2);
+                        let p = 2 * (s % 2) as usize;
+                        let cand = index(x[p], n as u32);
+                        let wc = w[cand as usize].to_f64();
+                        if uniform_f64(x[p + 1]) * wk <= wc {
+                            k = cand;
+                            wk = wc;
+                        }
+                    }
+                    *a = k;
+                }
+            });
+        }
+        Resampler::Rejection => {
+            let wmax = w.iter().fold(0.0f64, |m, v| m.max(v.to_f64()));
+            for_chunks(par, ancestors, |c, out| {
+                for (l, a) in out.iter_mut().enumerate() {
+                    let j = (c * CHUNK + l) as u32;
+                    *a = rejection_one(w, wmax, draws, j);
+                }
+            });
+        }
+    }
+}
+
+/// One rejection draw for slot `j`: proposal `s` uses words `(2p, 2p+1)` of block `s/2`,
+/// `p = s mod 2` (the candidate index, then the acceptance uniform); proposal 0 is `j`.
+#[inline]
+fn rejection_one<W: Real>(w: &[W], wmax: f64, draws: Draws, j: u32) -> u32 {
+    let n = w.len() as u32;
+    let mut x = [0u32; 4];
+    let mut k = j;
+    for s in 0..REJECTION_LIMIT {
+        if s % 2 == 0 {
+            x = draws.words(j, s / 2);
+        }
+        let p = 2 * (s % 2) as usize;
+        if s > 0 {
+            k = index(x[p], n);
+        }
+        if uniform_f64(x[p + 1]) * wmax <= w[k as usize].to_f64() {
+            return k;
+        }
+    }
+    k
+}
+
+/// Residual resampling: deterministic copies, then multinomial on the residuals.
+fn residual<W: Real>(
+    w: &[W],
+    draws: Draws,
+    ancestors: &mut [u32],
+    scratch: &mut Scratch,
+    par: bool,
+) {
+    let n = w.len();
+    let nf = n as f64;
+    let total = cumulative(par, n, |i| w[i].to_f64(), scratch);
+    let scale = nf / total;
+    // Copies of each particle, and their running total (the first slot of each).
+    let mut counts = std::mem::take(&mut scratch.counts);
+    counts.resize(n, 0);
+    for_chunks(par, &mut counts, |c, out| {
+        for (l, o) in out.iter_mut().enumerate() {
+            *o = (w[c * CHUNK + l].to_f64() * scale).floor() as u32;
+        }
+    });
+    let mut slot = 0usize;
+    for (i, &m) in counts.iter().enumerate() {
+        let m = (m as usize).min(n - slot);
+        ancestors[slot..slot + m].fill(i as u32);
+        slot += m;
+    }
+    let rest = n - slot;
+    if rest > 0 {
+        let counts_ref = &counts;
+        let rtotal = cumulative(
+            par,
+            n,
+            |i| w[i].to_f64() * scale - counts_ref[i] as f64,
+            scratch,
+        );
+        let (cdf, chunk) = (&scratch.cdf, &mut scratch.chunk);
+        sorted_multinomial(cdf, rtotal, draws, &mut ancestors[slot..], chunk, par);
+    }
+    scratch.counts = counts;
+}
+
+/// `m = out.len()` multinomial draws from the cumulative sum `cdf` (total `total`), in
+/// increasing order: the order statistics of `m` uniforms are `U_(j) = S_j / S_m` with
+/// `S_j` the running sum of `m + 1` standard exponentials `E_l = -ln u_l` (slot `l`),
+/// so the draws come out sorted and one merge walk over `cdf` places them all (a binary
+/// search per draw into a large `cdf` is one cache miss per level). The multiset of
+/// ancestors has the multinomial law; their order carries no information.
+fn sorted_multinomial(
+    cdf: &[f64],
+    total: f64,
+    draws: Draws,
+    out: &mut [u32],
+    chunk_sums: &mut Vec<f64>,
+    par: bool,
+) {
+    let m = out.len();
+    let e = |l: usize| -uniform_f64(draws.words(l as u32, 0)[0]).ln();
+    // Chunk totals of E_0..E_{m-1}, then their running offsets; E_m closes the sum.
+    let chunks = m.div_ceil(CHUNK);
+    chunk_sums.resize(chunks + 1, 0.0);
+    let sums = &mut chunk_sums[..chunks];
+    let fill = |c: usize, v: &mut f64| {
+        *v = (c * CHUNK..((c + 1) * CHUNK).min(m)).map(e).sum::<f64>();
+    };
+    if par {
+        sums.par_iter_mut()
+            .enumerate()
+            .for_each(|(c, v)| fill(c, v));
+    } else {
+        sums.iter_mut().enumerate().for_each(|(c, v)| fill(c, v));
+    }
+    let mut acc = 0.0f64;
+    for v in chunk_sums[..chunks].iter_mut() {
+        let t = *v;
+        *v = acc;
+        acc += t;
+    }
+    let s_m = acc + e(m);
+    let scale = total / s_m;
+    let offs = &chunk_sums[..chunks];
+    for_chunks(par, out, |c, o| {
+        let mut s = offs[c];
+        let mut i = 0usize;
+        for (l, a) in o.iter_mut().enumerate() {
+            s += e(c * CHUNK + l);
+            let x = s * scale;
+            if l == 0 {
+                i = first_above(cdf, 0, x);
+            }
+            while i < cdf.len() && cdf[i] <= x {
+                i += 1;
+            }
+            if i == cdf.len() {
+                i = first_above(cdf, 0, x);
+            }
+            *a = i as u32;
+        }
+    });
+}
+
+/// Offspring counts `o_i` (how many new particles descend from particle `i`).
+pub fn offspring(ancestors: &[u32], n: usize) -> Vec<u32> {
+    let mut o = vec![0u32; n];
+    for &a in ancestors {
+        o[a as usize] += 1;
+    }
+    o
+}

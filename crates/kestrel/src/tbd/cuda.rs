@@ -1,0 +1,514 @@
+//! The GPU path of track-before-detect: builds the translation unit of `kernels/tbd.cu`
+//! for a motion set, frame type and kernel variant, and runs it on the shared CUDA
+//! runtime (`crate::cuda`). Variants (the seed's, plus what an H100 allows):
+//!
+//! - [`Variant::Fused`]: one thread per pixel, all vectors in one kernel, `frames`
+//!   frames per launch folded along each trajectory (the decimation D; D = 1 is plain);
+//! - [`Variant::PerVector`]: one kernel per vector (shifts compiled in), the map folded
+//!   in place across the launches;
+//! - [`Variant::Tiled`]: tiles with halos in shared memory, the state read and written
+//!   once per `frames` frames, the map written every frame (plain recursion);
+//! - and for each: read-only cached (`__ldg`) or plain loads, the vector loop unrolled
+//!   or not, the block shape, f32 or f16 state storage (computed in f32).
+//!
+//! Every variant computes the CPU reference's arithmetic in the same order (`cpu.rs`);
+//! tests run them on the GPU and, compiled as C++, on the CPU.
+
+use super::frames::Dtype;
+use super::motion::{taps, Motion};
+use super::Params;
+use crate::cuda::{self, Arg, DevBuf, Gpu, Module};
+use crate::error::{Error, Result};
+use std::sync::Arc;
+
+/// A detection map and its arg-max vectors, `[H][W]` each.
+pub type MapPair = (Vec<f32>, Vec<u16>);
+
+/// The kernel source.
+pub const TBD_CU: &str = include_str!("kernels/tbd.cu");
+
+const VEC_NAMES: [&str; 64] = [
+    "tbd_vec_0",
+    "tbd_vec_1",
+    "tbd_vec_2",
+    "tbd_vec_3",
+    "tbd_vec_4",
+    "tbd_vec_5",
+    "tbd_vec_6",
+    "tbd_vec_7",
+    "tbd_vec_8",
+    "tbd_vec_9",
+    "tbd_vec_10",
+    "tbd_vec_11",
+    "tbd_vec_12",
+    "tbd_vec_13",
+    "tbd_vec_14",
+    "tbd_vec_15",
+    "tbd_vec_16",
+    "tbd_vec_17",
+    "tbd_vec_18",
+    "tbd_vec_19",
+    "tbd_vec_20",
+    "tbd_vec_21",
+    "tbd_vec_22",
+    "tbd_vec_23",
+    "tbd_vec_24",
+    "tbd_vec_25",
+    "tbd_vec_26",
+    "tbd_vec_27",
+    "tbd_vec_28",
+    "tbd_vec_29",
+    "tbd_vec_30",
+    "tbd_vec_31",
+    "tbd_vec_32",
+    "tbd_vec_33",
+    "tbd_vec_34",
+    "tbd_vec_35",
+    "tbd_vec_36",
+    "tbd_vec_37",
+    "tbd_vec_38",
+    "tbd_vec_39",
+    "tbd_vec_40",
+    "tbd_vec_41",
+    "tbd_vec_42",
+    "tbd_vec_43",
+    "tbd_vec_44",
+    "tbd_vec_45",
+    "tbd_vec_46",
+    "tbd_vec_47",
+    "tbd_vec_48",
+    "tbd_vec_49",
+    "tbd_vec_50",
+    "tbd_vec_51",
+    "tbd_vec_52",
+    "tbd_vec_53",
+    "tbd_vec_54",
+    "tbd_vec_55",
+    "tbd_vec_56",
+    "tbd_vec_57",
+    "tbd_vec_58",
+    "tbd_vec_59",
+    "tbd_vec_60",
+    "tbd_vec_61",
+    "tbd_vec_62",
+    "tbd_vec_63",
+];
+
+/// How the recursion is mapped onto the GPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Variant {
+    Fused,
+    PerVector,
+    Tiled,
+}
+
+/// One kernel configuration (what the autotuner chooses among).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct KernelConfig {
+    pub variant: Variant,
+    /// f16 state storage (computed in f32).
+    pub half: bool,
+    /// Read-only cached loads (`__ldg`) instead of plain loads.
+    pub ldg: bool,
+    /// The loop over vectors unrolled (every shift a compile-time constant).
+    pub unroll: bool,
+    /// Frames per launch: the decimation (Fused, PerVector) or the frames the state stays
+    /// on chip (Tiled, which still emits a map every frame).
+    pub frames: usize,
+    /// Block shape (Tiled: also the tile).
+    pub block: (u32, u32),
+}
+
+impl KernelConfig {
+    /// The plain fused kernel: `frames` frames per launch, 32 x 8 blocks, cached loads.
+    pub fn fused(frames: usize) -> KernelConfig {
+        KernelConfig {
+            variant: Variant::Fused,
+            half: false,
+            ldg: true,
+            unroll: true,
+            frames,
+            block: (32, 8),
+        }
+    }
+
+    /// Maps written per launch.
+    pub fn maps_per_launch(&self) -> usize {
+        match self.variant {
+            Variant::Tiled => self.frames,
+            _ => 1,
+        }
+    }
+
+    /// A short name, e.g. `fused/ldg/unroll/f32/32x8/D1`.
+    pub fn name(&self) -> String {
+        format!(
+            "{}/{}/{}/{}/{}x{}/{}{}",
+            match self.variant {
+                Variant::Fused => "fused",
+                Variant::PerVector => "per-vector",
+                Variant::Tiled => "tiled",
+            },
+            if self.ldg { "ldg" } else { "plain" },
+            if self.unroll { "unroll" } else { "loop" },
+            if self.half { "f16" } else { "f32" },
+            self.block.0,
+            self.block.1,
+            if self.variant == Variant::Tiled {
+                "K"
+            } else {
+                "D"
+            },
+            self.frames
+        )
+    }
+
+    /// Parses [`KernelConfig::name`].
+    pub fn parse(s: &str) -> Option<KernelConfig> {
+        let p: Vec<&str> = s.trim().split('/').collect();
+        if p.len() != 6 {
+            return None;
+        }
+        let variant = match p[0] {
+            "fused" => Variant::Fused,
+            "per-vector" => Variant::PerVector,
+            "tiled" => Variant::Tiled,
+            _ => return None,
+        };
+        let (bx, by) = p[4].split_once('x')?;
+        let frames = p[5].get(1..)?.parse().ok()?;
+        Some(KernelConfig {
+            variant,
+            ldg: p[1] == "ldg",
+            unroll: p[2] == "unroll",
+            half: p[3] == "f16",
+            frames,
+            block: (bx.parse().ok()?, by.parse().ok()?),
+        })
+    }
+
+    /// Checks the configuration against a motion set.
+    pub fn check(&self, motions: &[Motion]) -> Result<()> {
+        let bad = |m: String| Err(Error::input(format!("kernel {}: {m}", self.name())));
+        let threads = self.block.0 as usize * self.block.1 as usize;
+        if self.block.0 == 0 || self.block.1 == 0 || threads > 1024 {
+            return bad(format!("{threads} threads per block"));
+        }
+        if self.frames == 0 || self.frames > 64 {
+            return bad("frames per launch must be 1..=64".into());
+        }
+        if self.variant == Variant::PerVector && motions.len() > VEC_NAMES.len() {
+            return bad(format!("at most {} vectors", VEC_NAMES.len()));
+        }
+        if self.variant == Variant::Tiled {
+            let smem = tiled_shared_bytes(self, motions);
+            if smem > 48 * 1024 {
+                return bad(format!("{smem} bytes of shared memory (at most 49152)"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Pixels a trajectory moves per frame, rounded up: the halo of a tile grows by this
+/// much per frame kept on chip (taps at `floor(-v)` and, when fractional, one further).
+pub fn shrink(motions: &[Motion]) -> usize {
+    let axis = |v: f32| {
+        let (i, _, w1) = taps(-v);
+        let far = if w1 != 0.0 { (i + 1).abs() } else { 0 };
+        i.abs().max(far) as usize
+    };
+    motions
+        .iter()
+        .map(|m| axis(m.vx).max(axis(m.vy)))
+        .max()
+        .unwrap_or(0)
+}
+
+/// Shared memory of the tiled kernel in bytes.
+pub fn tiled_shared_bytes(cfg: &KernelConfig, motions: &[Motion]) -> usize {
+    let halo = cfg.frames * shrink(motions);
+    let (tx, ty) = (cfg.block.0 as usize, cfg.block.1 as usize);
+    2 * (tx + 2 * halo) * (ty + 2 * halo) * 4 + cfg.frames * tx * ty * 6
+}
+
+fn floats(v: impl Iterator<Item = f32>) -> String {
+    // `{:?}` prints the shortest string that reads back as the same f32.
+    let items: Vec<String> = v.map(|x| format!("{:?}f", x)).collect();
+    format!("{{{}}}", items.join(", "))
+}
+
+/// The complete translation unit for `motions`, frames of `frame`, and `cfg`.
+pub fn source(motions: &[Motion], frame: Dtype, cfg: &KernelConfig) -> String {
+    let frame_t = match frame {
+        Dtype::U8 => "unsigned char",
+        Dtype::U16 => "unsigned short",
+        _ => "float",
+    };
+    let mut s = String::new();
+    s += &format!("#define NV {}\n", motions.len());
+    s += &format!(
+        "#define MOTIONS_VX {}\n",
+        floats(motions.iter().map(|m| m.vx))
+    );
+    s += &format!(
+        "#define MOTIONS_VY {}\n",
+        floats(motions.iter().map(|m| m.vy))
+    );
+    s += &format!("#define STATE_HALF {}\n", cfg.half as u8);
+    s += &format!("#define FRAME_T {frame_t}\n");
+    s += &format!("#define USE_LDG {}\n", cfg.ldg as u8);
+    s += &format!("#define UNROLL_V {}\n", cfg.unroll as u8);
+    s += &format!("#define DEC {}\n", cfg.frames);
+    s += &format!("#define TX {}\n#define TY {}\n", cfg.block.0, cfg.block.1);
+    s += &format!("#define SHRINK {}\n", shrink(motions).max(1));
+    if cfg.variant == Variant::PerVector {
+        let list: Vec<String> = (0..motions.len())
+            .map(|i| format!("TBD_VEC({i})"))
+            .collect();
+        s += &format!("#define TBD_VEC_LIST {}\n", list.join(" "));
+        let ptrs: Vec<String> = (0..motions.len()).map(|i| format!("tbd_vec_{i}")).collect();
+        s += &format!("#define TBD_VEC_PTRS {{{}}}\n", ptrs.join(", "));
+    }
+    s += TBD_CU;
+    s
+}
+
+/// The kernels of a configuration, in launch order.
+pub fn kernel_names(cfg: &KernelConfig, nv: usize) -> Vec<&'static str> {
+    match cfg.variant {
+        Variant::Fused => vec!["tbd_fused"],
+        Variant::Tiled => vec!["tbd_tiled"],
+        Variant::PerVector => VEC_NAMES[..nv].to_vec(),
+    }
+}
+
+/// IEEE half to f32.
+pub fn half_to_f32(h: u16) -> f32 {
+    let sign = ((h >> 15) as u32) << 31;
+    let exp = ((h >> 10) & 0x1f) as u32;
+    let man = (h & 0x3ff) as u32;
+    let bits = if exp == 0 {
+        if man == 0 {
+            sign
+        } else {
+            // Subnormal: value = man * 2^-24.
+            return f32::from_bits(sign)
+                + (if sign != 0 { -1.0 } else { 1.0 }) * man as f32 * 2f32.powi(-24);
+        }
+    } else if exp == 31 {
+        sign | 0x7f80_0000 | (man << 13)
+    } else {
+        sign | ((exp + 112) << 23) | (man << 13)
+    };
+    f32::from_bits(bits)
+}
+
+/// The recursion on one GPU with one kernel configuration; state, frames and maps stay
+/// on the device between launches.
+pub struct GpuTbd {
+    gpu: Arc<Gpu>,
+    module: Arc<Module>,
+    pub cfg: KernelConfig,
+    frame: Dtype,
+    motions: Vec<Motion>,
+    alpha: f32,
+    pub h: usize,
+    pub w: usize,
+    state: [DevBuf<u8>; 2],
+    cur: usize,
+    frames: DevBuf<u8>,
+    score: DevBuf<f32>,
+    arg: DevBuf<u16>,
+}
+
+impl GpuTbd {
+    /// A zero state on GPU `ordinal`; compiles (or loads from the cache) the module.
+    pub fn new(
+        ordinal: usize,
+        params: &Params,
+        h: usize,
+        w: usize,
+        cfg: KernelConfig,
+        frame: Dtype,
+    ) -> Result<GpuTbd> {
+        params.check(h, w)?;
+        cfg.check(&params.motions)?;
+        if matches!(frame, Dtype::F64) {
+            return Err(Error::Unsupported(
+                "f64 frames on the GPU (convert to f32)".into(),
+            ));
+        }
+        cuda::catch(|| {
+            let gpu = cuda::gpu(ordinal)?;
+            let n = h * w;
+            let nv = params.motions.len();
+            let sbytes = nv * n * if cfg.half { 2 } else { 4 };
+            let maps = cfg.maps_per_launch();
+            let need = 2 * sbytes + cfg.frames * n * frame.size() + maps * n * 6;
+            let (free, _) = gpu.mem_info()?;
+            if need > free {
+                return Err(Error::input(format!(
+                    "{nv} motion vectors on {w} x {h} frames would need {:.2} GB of GPU memory ({:.2} GB free)",
+                    need as f64 / 1e9,
+                    free as f64 / 1e9
+                )));
+            }
+            let src = source(&params.motions, frame, &cfg);
+            let module = gpu.module("tbd", &src, &kernel_names(&cfg, nv))?;
+            let state = [
+                DevBuf::<u8>::new(&gpu, sbytes, "the TBD state")?,
+                DevBuf::<u8>::new(&gpu, sbytes, "the TBD state")?,
+            ];
+            let frames = DevBuf::<u8>::new(&gpu, cfg.frames * n * frame.size(), "frames")?;
+            let score = DevBuf::<f32>::new(&gpu, maps * n, "detection maps")?;
+            let arg = DevBuf::<u16>::new(&gpu, maps * n, "arg-max vectors")?;
+            let t = GpuTbd {
+                gpu,
+                module,
+                cfg,
+                frame,
+                motions: params.motions.clone(),
+                alpha: params.alpha,
+                h,
+                w,
+                state,
+                cur: 0,
+                frames,
+                score,
+                arg,
+            };
+            t.zero_state()?;
+            Ok(t)
+        })
+    }
+
+    fn zero_state(&self) -> Result<()> {
+        let zeros = vec![0u8; self.state[self.cur].len()];
+        cuda::htod(
+            &self.gpu.stream,
+            &zeros,
+            &self.state[self.cur],
+            0,
+            "zeroing the state",
+        )?;
+        cuda::sync(&self.gpu.stream, "zeroing the state")
+    }
+
+    /// The device's name.
+    pub fn device_name(&self) -> String {
+        self.gpu.name.clone()
+    }
+
+    /// Frames consumed per launch.
+    pub fn frames_per_launch(&self) -> usize {
+        self.cfg.frames
+    }
+
+    /// Fills the outputs (maps, the next state) with NaN, so that an unwritten value shows.
+    pub fn poison(&self) -> Result<()> {
+        cuda::catch(|| {
+            self.score.poison(&self.gpu.stream)?;
+            self.arg.poison(&self.gpu.stream)?;
+            self.state[1 - self.cur].poison(&self.gpu.stream)
+        })
+    }
+
+    /// Copies `frames_per_launch()` frames (bytes as stored, `[F][H][W]`) to the device.
+    pub fn load_frames(&self, raw: &[u8]) -> Result<()> {
+        if raw.len() != self.frames.len() {
+            return Err(Error::input(format!(
+                "{} bytes of frames for a launch of {} frames of {} x {} {}",
+                raw.len(),
+                self.cfg.frames,
+                self.w,
+                self.h,
+                self.frame.name()
+            )));
+        }
+        cuda::catch(|| cuda::htod(&self.gpu.stream, raw, &self.frames, 0, "copying frames"))
+    }
+
+    /// One launch (asynchronous): the loaded frames advance the state; the maps are
+    /// written on the device.
+    pub fn launch(&mut self) -> Result<()> {
+        cuda::catch(|| {
+            let (bx, by) = self.cfg.block;
+            let grid = (
+                (self.w as u32).div_ceil(bx),
+                (self.h as u32).div_ceil(by),
+                1,
+            );
+            let args = [
+                Arg::Ptr(self.state[self.cur].ptr()),
+                Arg::Ptr(self.state[1 - self.cur].ptr()),
+                Arg::Ptr(self.frames.ptr()),
+                Arg::Ptr(self.score.ptr()),
+                Arg::Ptr(self.arg.ptr()),
+                Arg::I32(self.h as i32),
+                Arg::I32(self.w as i32),
+                Arg::F32(self.alpha),
+            ];
+            for k in kernel_names(&self.cfg, self.motions.len()) {
+                cuda::launch(&self.gpu.stream, &self.module, k, grid, (bx, by, 1), &args)?;
+            }
+            self.cur = 1 - self.cur;
+            Ok(())
+        })
+    }
+
+    /// Waits for the device.
+    pub fn sync(&self) -> Result<()> {
+        cuda::catch(|| cuda::sync(&self.gpu.stream, "track-before-detect"))
+    }
+
+    /// The maps of the last launch: `maps_per_launch()` pairs (score, arg), `[H][W]` each.
+    pub fn maps(&self) -> Result<Vec<MapPair>> {
+        cuda::catch(|| {
+            let n = self.h * self.w;
+            let m = self.cfg.maps_per_launch();
+            let mut s = vec![0f32; m * n];
+            let mut a = vec![0u16; m * n];
+            cuda::dtoh(&self.gpu.stream, &self.score, 0, &mut s, "copying maps")?;
+            cuda::dtoh(&self.gpu.stream, &self.arg, 0, &mut a, "copying maps")?;
+            cuda::sync(&self.gpu.stream, "copying maps")?;
+            Ok(s.chunks(n)
+                .zip(a.chunks(n))
+                .map(|(s, a)| (s.to_vec(), a.to_vec()))
+                .collect())
+        })
+    }
+
+    /// The state `[V][H][W]` as f32.
+    pub fn state(&self) -> Result<Vec<f32>> {
+        cuda::catch(|| {
+            let buf = &self.state[self.cur];
+            let mut raw = vec![0u8; buf.len()];
+            cuda::dtoh(&self.gpu.stream, buf, 0, &mut raw, "copying the state")?;
+            cuda::sync(&self.gpu.stream, "copying the state")?;
+            Ok(if self.cfg.half {
+                raw.chunks_exact(2)
+                    .map(|b| half_to_f32(u16::from_le_bytes([b[0], b[1]])))
+                    .collect()
+            } else {
+                raw.chunks_exact(4)
+                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                    .collect()
+            })
+        })
+    }
+
+    /// Milliseconds of `launches` launches on device-resident frames, by CUDA events.
+    pub fn time_launches(&mut self, launches: usize) -> Result<f64> {
+        let timer = cuda::catch(|| cuda::EventTimer::new(&self.gpu))?;
+        cuda::catch(|| timer.start(&self.gpu.stream))?;
+        for _ in 0..launches {
+            self.launch()?;
+        }
+        cuda::catch(|| {
+            timer.stop(&self.gpu.stream)?;
+            cuda::sync(&self.gpu.stream, "timing")?;
+            Ok(timer.elapsed_ms()? as f64)
+        })
+    }
+}

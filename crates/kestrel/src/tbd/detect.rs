@@ -1,0 +1,189 @@
+//! Detection on the map `D_k = max_v P_k`: a threshold (given, or calibrated for a
+//! per-pixel false-alarm probability on noise-only frames), then non-maximum
+//! suppression.
+
+use super::cpu::CpuState;
+use super::sim::{Noise, NoiseFrames};
+use super::{Map, Motion};
+use crate::error::{Error, Result};
+use rayon::prelude::*;
+
+/// One detection: emitted frame `t`, pixel `(x, y)`, the arg-max motion vector index,
+/// and the score `D_t(x, y)`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Detection {
+    pub t: usize,
+    pub x: usize,
+    pub y: usize,
+    pub motion: usize,
+    pub score: f32,
+}
+
+/// Pixels whose score exceeds `threshold` and is the largest in the
+/// `(2 radius + 1)^2` window around them (ties go to the first pixel in raster order),
+/// in raster order.
+pub fn detect(map: &Map, threshold: f32, radius: usize) -> Vec<Detection> {
+    let (h, w) = (map.h, map.w);
+    let s = &map.score;
+    let r = radius as i64;
+    (0..h)
+        .into_par_iter()
+        .flat_map_iter(|y| {
+            let row = &s[y * w..(y + 1) * w];
+            row.iter()
+                .enumerate()
+                .filter(move |&(_, &v)| v > threshold)
+                .filter_map(move |(x, &v)| {
+                    for dy in -r..=r {
+                        let yy = y as i64 + dy;
+                        if yy < 0 || yy >= h as i64 {
+                            continue;
+                        }
+                        for dx in -r..=r {
+                            let xx = x as i64 + dx;
+                            if xx < 0 || xx >= w as i64 || (dx == 0 && dy == 0) {
+                                continue;
+                            }
+                            let u = s[yy as usize * w + xx as usize];
+                            let earlier = dy < 0 || (dy == 0 && dx < 0);
+                            if u > v || (earlier && u == v) {
+                                return None;
+                            }
+                        }
+                    }
+                    Some(Detection {
+                        t: map.t,
+                        x,
+                        y,
+                        motion: map.arg[y * w + x] as usize,
+                        score: v,
+                    })
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// Frames after which the start (`P_0 = 0`) weighs less than 1e-3 in the state:
+/// `(1 - alpha)^n < 1e-3`.
+pub fn burn_in(alpha: f32) -> usize {
+    if alpha >= 1.0 {
+        return 1;
+    }
+    ((1e-3f64).ln() / (1.0 - alpha as f64).ln()).ceil() as usize
+}
+
+/// The `k` largest values seen (kept sorted descending after [`TopK::finish`]).
+struct TopK {
+    k: usize,
+    v: Vec<f32>,
+}
+
+impl TopK {
+    fn push_all(&mut self, xs: &[f32]) {
+        let floor = if self.v.len() >= self.k {
+            self.v.iter().copied().fold(f32::INFINITY, f32::min)
+        } else {
+            f32::NEG_INFINITY
+        };
+        self.v.extend(xs.iter().copied().filter(|&x| x > floor));
+        if self.v.len() > 2 * self.k {
+            self.trim();
+        }
+    }
+
+    fn trim(&mut self) {
+        if self.v.len() > self.k {
+            self.v
+                .select_nth_unstable_by(self.k - 1, |a, b| b.total_cmp(a));
+            self.v.truncate(self.k);
+        }
+    }
+
+    fn finish(mut self) -> Vec<f32> {
+        self.trim();
+        self.v.sort_by(|a, b| b.total_cmp(a));
+        self.v
+    }
+}
+
+/// Thresholds on `D_k` for the per-pixel false-alarm probabilities `pfas`, calibrated
+/// on simulated noise-only frames of `h x w` with the given noise: the recursion runs
+/// past its burn-in, then the emitted maps are pooled until they hold at least
+/// `100 / min(pfa)` pixel values, and each threshold is the `ceil(pfa N)`-th largest.
+/// `detector = None` calibrates the single-frame detector (`D_k = X_k`) instead.
+pub fn calibrate(
+    detector: Option<(&[Motion], f32, usize)>,
+    h: usize,
+    w: usize,
+    noise: Noise,
+    pfas: &[f64],
+    seed: u64,
+) -> Result<Vec<f32>> {
+    let pmin = pfas.iter().copied().fold(1.0, f64::min);
+    let pmax = pfas.iter().copied().fold(0.0, f64::max);
+    if pfas.is_empty() || !(pmin > 0.0) || !(pmax < 1.0) {
+        return Err(Error::input(format!(
+            "false-alarm probabilities must lie in (0, 1), got {pfas:?}"
+        )));
+    }
+    let px = h * w;
+    let needed = (100.0 / pmin).ceil();
+    let maps = (needed / px as f64).ceil().max(2.0);
+    let decimation = detector.map(|d| d.2).unwrap_or(1);
+    let warm = detector.map(|d| burn_in(d.1)).unwrap_or(0);
+    let frames = warm as f64 + maps * decimation as f64;
+    if frames * px as f64 > 4e9 {
+        return Err(Error::input(format!(
+            "false-alarm probability {pmin:e} on {w} x {h} frames needs {frames:.0} calibration frames (at most {:.0}); use a larger one",
+            4e9 / px as f64
+        )));
+    }
+    let maps = maps as usize;
+    let total = maps * px;
+    let k = ((pmax * total as f64).ceil() as usize).max(1);
+    let mut top = TopK {
+        k,
+        v: Vec::with_capacity(2 * k + px),
+    };
+    let gen = NoiseFrames::new(h, w, noise, seed);
+    let mut frame = vec![0.0f32; px];
+    match detector {
+        None => {
+            for t in 0..maps {
+                gen.frame(t, &mut frame);
+                top.push_all(&frame);
+            }
+        }
+        Some((motions, alpha, d)) => {
+            let mut st = CpuState::new(h, w, motions, alpha);
+            let mut score = vec![0.0f32; px];
+            let mut arg = vec![0u16; px];
+            let mut t = 0;
+            let mut emitted = 0;
+            let mut block: Vec<Vec<f32>> = Vec::with_capacity(d);
+            while emitted < maps {
+                block.clear();
+                for _ in 0..d {
+                    gen.frame(t, &mut frame);
+                    block.push(frame.clone());
+                    t += 1;
+                }
+                let refs: Vec<&[f32]> = block.iter().map(|f| f.as_slice()).collect();
+                st.block(&refs, &mut score, &mut arg);
+                if t >= warm {
+                    top.push_all(&score);
+                    emitted += 1;
+                }
+            }
+        }
+    }
+    let sorted = top.finish();
+    Ok(pfas
+        .iter()
+        .map(|&p| {
+            let i = ((p * total as f64).ceil() as usize).clamp(1, sorted.len());
+            sorted[i - 1]
+        })
+        .collect())
+}

@@ -1,0 +1,420 @@
+//! Frame sequences on disk: `.npy` arrays `[T, H, W]` (or `[H, W]`, one frame) of u8,
+//! u16 or f32 (f64 accepted too), or a directory of such files taken in name order.
+//! Files are memory-mapped and read one frame at a time, so a sequence longer than
+//! memory streams through (the kernel pages frames in on demand and drops them again).
+
+use crate::error::{Error, Result};
+use crate::io::write_atomic;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Element type of a frame file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dtype {
+    U8,
+    U16,
+    F32,
+    F64,
+}
+
+impl Dtype {
+    pub fn size(self) -> usize {
+        match self {
+            Dtype::U8 => 1,
+            Dtype::U16 => 2,
+            Dtype::F32 => 4,
+            Dtype::F64 => 8,
+        }
+    }
+
+    fn descr(self) -> &'static str {
+        match self {
+            Dtype::U8 => "|u1",
+            Dtype::U16 => "<u2",
+            Dtype::F32 => "<f4",
+            Dtype::F64 => "<f8",
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Dtype::U8 => "u8",
+            Dtype::U16 => "u16",
+            Dtype::F32 => "f32",
+            Dtype::F64 => "f64",
+        }
+    }
+}
+
+fn bad(path: &Path, msg: impl Into<String>) -> Error {
+    crate::io::parse_error(path, None, msg)
+}
+
+/// One mapped file: `frames` frames of `h x w` starting at byte `offset`.
+struct FrameFile {
+    path: PathBuf,
+    map: memmap2::Mmap,
+    offset: usize,
+    dtype: Dtype,
+    frames: usize,
+    h: usize,
+    w: usize,
+}
+
+/// Parses the header of a `.npy` file: (dtype, shape, data offset).
+fn parse_header(path: &Path, b: &[u8]) -> Result<(Dtype, Vec<usize>, usize)> {
+    if b.len() < 10 || &b[..6] != b"\x93NUMPY" {
+        return Err(bad(path, "not a .npy file (no NumPy magic string)"));
+    }
+    let (len, start): (usize, usize) = match b[6] {
+        1 => (u16::from_le_bytes([b[8], b[9]]) as usize, 10),
+        2 | 3 if b.len() >= 12 => (u32::from_le_bytes([b[8], b[9], b[10], b[11]]) as usize, 12),
+        v => return Err(bad(path, format!("unsupported .npy version {v}"))),
+    };
+    let end = start
+        .checked_add(len)
+        .filter(|&e| e <= b.len())
+        .ok_or_else(|| bad(path, "truncated .npy header"))?;
+    let text = std::str::from_utf8(&b[start..end])
+        .map_err(|_| bad(path, "the .npy header is not text"))?;
+    let field = |key: &str| -> Option<&str> {
+        let i = text.find(&format!("'{key}'"))?;
+        let rest = &text[i + key.len() + 2..];
+        Some(rest[rest.find(':')? + 1..].trim_start())
+    };
+    let descr = field("descr").ok_or_else(|| bad(path, "the .npy header has no 'descr'"))?;
+    let descr = descr
+        .strip_prefix('\'')
+        .and_then(|d| d.split('\'').next())
+        .ok_or_else(|| bad(path, "unreadable 'descr' in the .npy header"))?;
+    let dtype = match descr {
+        "|u1" | "<u1" | "u1" | "|b1" => Dtype::U8,
+        "<u2" => Dtype::U16,
+        "<f4" => Dtype::F32,
+        "<f8" => Dtype::F64,
+        d => {
+            return Err(bad(
+                path,
+                format!("unsupported dtype {d}: frames must be u8, u16 or f32 (little-endian)"),
+            ))
+        }
+    };
+    if field("fortran_order").is_some_and(|f| f.starts_with("True")) {
+        return Err(bad(
+            path,
+            "Fortran-ordered arrays are not supported (save C order)",
+        ));
+    }
+    let shape = field("shape").ok_or_else(|| bad(path, "the .npy header has no 'shape'"))?;
+    let inner = shape
+        .strip_prefix('(')
+        .and_then(|s| s.split(')').next())
+        .ok_or_else(|| bad(path, "unreadable 'shape' in the .npy header"))?;
+    let dims = inner
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| s.trim_end_matches('L').parse::<usize>())
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(|_| bad(path, format!("unreadable shape ({inner})")))?;
+    Ok((dtype, dims, end))
+}
+
+impl FrameFile {
+    fn open(path: &Path) -> Result<FrameFile> {
+        let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+        let meta = file.metadata().map_err(|e| Error::io(path, e))?;
+        if meta.len() == 0 {
+            return Err(bad(
+                path,
+                "empty file (expected a .npy array of frames [T, H, W])",
+            ));
+        }
+        // SAFETY: read-only map, read while the sequence is processed; a file truncated
+        // by another process meanwhile is outside what a reader can defend against.
+        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
+        #[cfg(unix)]
+        let _ = map.advise(memmap2::Advice::Sequential);
+        let (dtype, shape, offset) = parse_header(path, &map)?;
+        let (frames, h, w) = match shape[..] {
+            [t, h, w] => (t, h, w),
+            [h, w] => (1, h, w),
+            _ => {
+                return Err(bad(
+                    path,
+                    format!(
+                        "expected frames [T, H, W] (or one frame [H, W]), found shape {shape:?}"
+                    ),
+                ))
+            }
+        };
+        if h == 0 || w == 0 {
+            return Err(bad(
+                path,
+                format!("frames of {h} x {w} pixels hold nothing"),
+            ));
+        }
+        let need = frames
+            .checked_mul(h)
+            .and_then(|n| n.checked_mul(w))
+            .and_then(|n| n.checked_mul(dtype.size()))
+            .and_then(|n| n.checked_add(offset))
+            .ok_or_else(|| bad(path, format!("shape {shape:?} is too large")))?;
+        if need > map.len() {
+            return Err(bad(
+                path,
+                format!(
+                    "truncated: shape {shape:?} of {} needs {need} bytes, the file has {}",
+                    dtype.name(),
+                    map.len()
+                ),
+            ));
+        }
+        Ok(FrameFile {
+            path: path.to_path_buf(),
+            map,
+            offset,
+            dtype,
+            frames,
+            h,
+            w,
+        })
+    }
+}
+
+/// A sequence of frames of one size, from one file or a directory of files.
+pub struct Frames {
+    files: Vec<FrameFile>,
+    /// Index of the first frame of each file.
+    starts: Vec<usize>,
+    pub len: usize,
+    pub h: usize,
+    pub w: usize,
+}
+
+impl Frames {
+    /// Opens a `.npy` file or a directory of `.npy` files (name order; each `[T, H, W]`
+    /// or `[H, W]`). Frames of different sizes, a sequence of no frames, an unknown
+    /// dtype and a truncated file are errors naming the file.
+    pub fn open(path: &Path) -> Result<Frames> {
+        let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+        let paths: Vec<PathBuf> = if meta.is_dir() {
+            let mut v: Vec<PathBuf> = std::fs::read_dir(path)
+                .map_err(|e| Error::io(path, e))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|e| e.eq_ignore_ascii_case("npy")))
+                .collect();
+            v.sort();
+            if v.is_empty() {
+                return Err(bad(
+                    path,
+                    "empty sequence: the directory holds no .npy frames",
+                ));
+            }
+            v
+        } else {
+            vec![path.to_path_buf()]
+        };
+        let mut files = Vec::with_capacity(paths.len());
+        let mut starts = Vec::with_capacity(paths.len());
+        let mut len = 0usize;
+        for p in &paths {
+            let f = FrameFile::open(p)?;
+            if let Some(first) = files.first() {
+                let first: &FrameFile = first;
+                if (f.h, f.w) != (first.h, first.w) {
+                    return Err(bad(
+                        p,
+                        format!(
+                            "frames of different sizes: {} x {} here, {} x {} in {}",
+                            f.w,
+                            f.h,
+                            first.w,
+                            first.h,
+                            first.path.display()
+                        ),
+                    ));
+                }
+            }
+            starts.push(len);
+            len += f.frames;
+            files.push(f);
+        }
+        if len == 0 {
+            return Err(bad(path, "empty sequence: no frames (T = 0)"));
+        }
+        let (h, w) = (files[0].h, files[0].w);
+        Ok(Frames {
+            files,
+            starts,
+            len,
+            h,
+            w,
+        })
+    }
+
+    fn locate(&self, t: usize) -> (&FrameFile, usize) {
+        let i = self.starts.partition_point(|&s| s <= t) - 1;
+        (&self.files[i], t - self.starts[i])
+    }
+
+    /// The element type of frame `t`.
+    pub fn dtype(&self, t: usize) -> Dtype {
+        self.locate(t).0.dtype
+    }
+
+    /// The bytes of frame `t` as stored (little-endian).
+    pub fn raw(&self, t: usize) -> &[u8] {
+        let (f, k) = self.locate(t);
+        let n = f.h * f.w * f.dtype.size();
+        &f.map[f.offset + k * n..][..n]
+    }
+
+    /// Frame `t` converted to f32 into `out` (`h * w`); a value that is not finite is
+    /// an error naming the frame and pixel.
+    pub fn read(&self, t: usize, out: &mut [f32]) -> Result<()> {
+        let (f, k) = self.locate(t);
+        let raw = self.raw(t);
+        assert_eq!(out.len(), f.h * f.w);
+        match f.dtype {
+            Dtype::U8 => out.iter_mut().zip(raw).for_each(|(o, &b)| *o = b as f32),
+            Dtype::U16 => out
+                .iter_mut()
+                .zip(raw.chunks_exact(2))
+                .for_each(|(o, b)| *o = u16::from_le_bytes([b[0], b[1]]) as f32),
+            Dtype::F32 => out
+                .iter_mut()
+                .zip(raw.chunks_exact(4))
+                .for_each(|(o, b)| *o = f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+            Dtype::F64 => out.iter_mut().zip(raw.chunks_exact(8)).for_each(|(o, b)| {
+                *o = f64::from_le_bytes(b.try_into().expect("chunks of 8 bytes")) as f32
+            }),
+        }
+        if matches!(f.dtype, Dtype::F32 | Dtype::F64) {
+            if let Some(i) = out.iter().position(|v| !v.is_finite()) {
+                return Err(bad(
+                    &f.path,
+                    format!(
+                        "frame {k}, pixel x {} y {}: value is not finite",
+                        i % f.w,
+                        i / f.w
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The files' element types, all the same (else `None`).
+    pub fn common_dtype(&self) -> Option<Dtype> {
+        let d = self.files[0].dtype;
+        self.files.iter().all(|f| f.dtype == d).then_some(d)
+    }
+}
+
+/// The header of a `.npy` array of `shape` (version 1.0, data aligned to 64 bytes).
+pub fn npy_header(dtype: Dtype, shape: &[usize]) -> Vec<u8> {
+    let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+    let shape = if dims.len() == 1 {
+        format!("({},)", dims[0])
+    } else {
+        format!("({})", dims.join(", "))
+    };
+    let mut text = format!(
+        "{{'descr': '{}', 'fortran_order': False, 'shape': {shape}, }}",
+        dtype.descr()
+    );
+    // Magic (6) + version (2) + length (2) + text + '\n', padded to 64 bytes.
+    let total = (10 + text.len() + 1).div_ceil(64) * 64;
+    while 10 + text.len() + 1 < total {
+        text.push(' ');
+    }
+    text.push('\n');
+    let mut h = b"\x93NUMPY\x01\x00".to_vec();
+    h.extend((text.len() as u16).to_le_bytes());
+    h.extend(text.as_bytes());
+    h
+}
+
+/// Element data a `.npy` file can hold.
+pub trait NpyElement: Copy {
+    const DTYPE: Dtype;
+    fn put(self, out: &mut Vec<u8>);
+}
+
+impl NpyElement for u8 {
+    const DTYPE: Dtype = Dtype::U8;
+    fn put(self, out: &mut Vec<u8>) {
+        out.push(self)
+    }
+}
+
+impl NpyElement for u16 {
+    const DTYPE: Dtype = Dtype::U16;
+    fn put(self, out: &mut Vec<u8>) {
+        out.extend(self.to_le_bytes())
+    }
+}
+
+impl NpyElement for f32 {
+    const DTYPE: Dtype = Dtype::F32;
+    fn put(self, out: &mut Vec<u8>) {
+        out.extend(self.to_le_bytes())
+    }
+}
+
+/// Writes `data` as one `.npy` array of `shape` (through the atomic writer).
+pub fn write_npy<T: NpyElement>(path: &Path, shape: &[usize], data: &[T]) -> Result<()> {
+    let n: usize = shape.iter().product();
+    if n != data.len() {
+        return Err(Error::input(format!(
+            "{}: {} values for shape {shape:?}",
+            path.display(),
+            data.len()
+        )));
+    }
+    write_atomic(path, |w| {
+        w.write_all(&npy_header(T::DTYPE, shape))?;
+        let mut buf = Vec::with_capacity(1 << 16);
+        for chunk in data.chunks(1 << 14) {
+            buf.clear();
+            chunk.iter().for_each(|v| v.put(&mut buf));
+            w.write_all(&buf)?;
+        }
+        Ok(())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_each_dtype() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("a.npy");
+        write_npy(&p, &[2, 3, 4], &(0..24u16).collect::<Vec<_>>()).unwrap();
+        let f = Frames::open(&p).unwrap();
+        assert_eq!((f.len, f.h, f.w), (2, 3, 4));
+        let mut out = vec![0.0; 12];
+        f.read(1, &mut out).unwrap();
+        assert_eq!(out[0], 12.0);
+        assert_eq!(out[11], 23.0);
+        let q = dir.path().join("b.npy");
+        write_npy(
+            &q,
+            &[3, 4],
+            &(0..12).map(|i| i as f32 * 0.5).collect::<Vec<_>>(),
+        )
+        .unwrap();
+        let g = Frames::open(&q).unwrap();
+        assert_eq!(g.len, 1);
+        g.read(0, &mut out).unwrap();
+        assert_eq!(out[3], 1.5);
+        // The directory: both files, in name order.
+        let d = Frames::open(dir.path()).unwrap();
+        assert_eq!(d.len, 3);
+        d.read(2, &mut out).unwrap();
+        assert_eq!(out[3], 1.5);
+    }
+}

@@ -1,0 +1,255 @@
+// Spatio-temporal track-before-detect on the GPU (see tbd/mod.rs for the recursion and
+// tbd/motion.rs for the bilinear convention, which every kernel follows in the same
+// order of operations as the CPU reference).
+//
+// The launcher prepends the compile-time parameters:
+//   NV            number of motion vectors; MVX / MVY their components (MOTIONS_INIT)
+//   STATE_HALF    1: the state is stored as f16 (computed in f32), 0: f32
+//   FRAME_T       element type of the frames on the device (float, unsigned char, unsigned short)
+//   USE_LDG       1: read-only cached loads (__ldg), 0: plain loads
+//   UNROLL_V      1: the loop over vectors unrolled (every shift a constant), 0: not
+//   DEC           frames per launch: the decimation D (fused and per-vector kernels), or
+//                 the frames K kept on chip by the tiled kernel
+//   TX, TY        tile of the tiled kernel (also its block shape); SHRINK = pixels a
+//                 trajectory moves per frame, rounded up (the halo grows by it per frame)
+//
+// Layouts: state [NV][H][W]; frames [DEC][H][W]; score (f32) and arg (u16) [H][W] for the
+// fused and per-vector kernels, [DEC][H][W] for the tiled kernel.
+
+#if STATE_HALF
+typedef unsigned short state_t;
+#ifdef KESTREL_EMULATION
+__device__ __forceinline__ float load_state_f(state_t h) { return emu_half_to_float(h); }
+__device__ __forceinline__ state_t store_state_f(float f) { return emu_float_to_half(f); }
+#else
+__device__ __forceinline__ float load_state_f(state_t h) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    return f;
+}
+__device__ __forceinline__ state_t store_state_f(float f) {
+    state_t h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    return h;
+}
+#endif
+#else
+typedef float state_t;
+__device__ __forceinline__ float load_state_f(state_t v) { return v; }
+__device__ __forceinline__ state_t store_state_f(float f) { return f; }
+#endif
+
+#if USE_LDG
+#define LD(p) __ldg(p)
+#else
+#define LD(p) (*(p))
+#endif
+
+#if UNROLL_V
+#define PRAGMA_V _Pragma("unroll")
+#else
+#define PRAGMA_V _Pragma("unroll 1")
+#endif
+
+__device__ __constant__ float MVX[NV] = MOTIONS_VX;
+__device__ __constant__ float MVY[NV] = MOTIONS_VY;
+// The same numbers as compile-time constants, so that unrolled loops fold every shift.
+struct Motions {
+    float vx[NV];
+    float vy[NV];
+};
+__device__ __forceinline__ float mvx(int v) {
+    constexpr Motions m = {MOTIONS_VX, MOTIONS_VY};
+    return m.vx[v];
+}
+__device__ __forceinline__ float mvy(int v) {
+    constexpr Motions m = {MOTIONS_VX, MOTIONS_VY};
+    return m.vy[v];
+}
+
+__device__ __forceinline__ int ifloor(float s) {
+    int i = (int)s;
+    return (s < (float)i) ? i - 1 : i;
+}
+
+// Bilinear sample at (x + sx, y + sy) of an h x w image read through `get(r, c)`, taps
+// outside read 0; zero-weight taps are skipped (exactly the value with them).
+template <class Get>
+__device__ __forceinline__ float bilinear(Get get, int h, int w, int x, int y, float sx, float sy) {
+    const int ix = ifloor(sx), iy = ifloor(sy);
+    const float fx = sx - (float)ix, fy = sy - (float)iy;
+    const float wx0 = 1.0f - fx, wx1 = fx, wy0 = 1.0f - fy, wy1 = fy;
+    const int r = y + iy, c = x + ix;
+    auto at = [&](int rr, int cc) -> float {
+        return ((unsigned)rr < (unsigned)h && (unsigned)cc < (unsigned)w) ? get(rr, cc) : 0.0f;
+    };
+    float h0, h1 = 0.0f;
+    if (wx1 == 0.0f) {
+        h0 = at(r, c);
+        if (wy1 != 0.0f) h1 = at(r + 1, c);
+    } else {
+        h0 = wx0 * at(r, c) + wx1 * at(r, c + 1);
+        if (wy1 != 0.0f) h1 = wx0 * at(r + 1, c) + wx1 * at(r + 1, c + 1);
+    }
+    return (wy1 == 0.0f) ? h0 : wy0 * h0 + wy1 * h1;
+}
+
+// One trajectory through a block of DEC frames (the seed's decimation): the value at
+// (x, y) for vector v after the block, from the state before it.
+__device__ __forceinline__ float trajectory(const state_t* __restrict__ s_prev, const FRAME_T* __restrict__ frames,
+                                            int h, int w, int x, int y, float vx, float vy, float alpha) {
+    const size_t n = (size_t)h * w;
+    const float c = 1.0f - alpha;
+    float s = bilinear([&](int r, int cc) { return load_state_f(LD(s_prev + (size_t)r * w + cc)); }, h, w, x, y,
+                       -(float)DEC * vx, -(float)DEC * vy);
+#pragma unroll
+    for (int j = 0; j < DEC; ++j) {
+        const FRAME_T* f = frames + j * n;
+        const float back = (float)(DEC - 1 - j);
+        float xs;
+        if (j == DEC - 1) {
+            xs = (float)LD(f + (size_t)y * w + x);
+        } else {
+            xs = bilinear([&](int r, int cc) { return (float)LD(f + (size_t)r * w + cc); }, h, w, x, y, -back * vx,
+                          -back * vy);
+        }
+        s = c * s + alpha * xs;
+    }
+    return s;
+}
+
+// All vectors in one kernel, one thread per pixel (2-D blocks), DEC frames per launch,
+// the detection map written once per launch.
+extern "C" __global__ void tbd_fused(const state_t* __restrict__ s_prev, state_t* __restrict__ s_next,
+                                     const FRAME_T* __restrict__ frames, float* __restrict__ score,
+                                     unsigned short* __restrict__ arg, int h, int w, float alpha) {
+    const int x = blockIdx.x * blockDim.x + threadIdx.x;
+    const int y = blockIdx.y * blockDim.y + threadIdx.y;
+    if (x >= w || y >= h) return;
+    const size_t n = (size_t)h * w, p = (size_t)y * w + x;
+    float best = 0.0f;
+    int barg = 0;
+    PRAGMA_V
+    for (int v = 0; v < NV; ++v) {
+#if UNROLL_V
+        const float vx = mvx(v), vy = mvy(v);
+#else
+        const float vx = MVX[v], vy = MVY[v];
+#endif
+        const float s = trajectory(s_prev + v * n, frames, h, w, x, y, vx, vy, alpha);
+        s_next[v * n + p] = store_state_f(s);
+        if (v == 0 || s > best) {
+            best = s;
+            barg = v;
+        }
+    }
+    score[p] = best;
+    arg[p] = (unsigned short)barg;
+}
+
+// One kernel per vector (the seed's separate kernels, each with its shifts compiled
+// in); the launches run in order on one stream and fold the map in place.
+template <int V>
+__device__ __forceinline__ void tbd_vec_body(const state_t* __restrict__ s_prev, state_t* __restrict__ s_next,
+                                             const FRAME_T* __restrict__ frames, float* __restrict__ score,
+                                             unsigned short* __restrict__ arg, int h, int w, float alpha) {
+    const int x = blockIdx.x * blockDim.x + threadIdx.x;
+    const int y = blockIdx.y * blockDim.y + threadIdx.y;
+    if (x >= w || y >= h) return;
+    const size_t n = (size_t)h * w, p = (size_t)y * w + x;
+    const float s = trajectory(s_prev + V * n, frames, h, w, x, y, mvx(V), mvy(V), alpha);
+    s_next[V * n + p] = store_state_f(s);
+    if (V == 0 || s > score[p]) {
+        score[p] = s;
+        arg[p] = (unsigned short)V;
+    }
+}
+
+#define TBD_VEC(i)                                                                                          \
+    extern "C" __global__ void tbd_vec_##i(const state_t* __restrict__ s_prev, state_t* __restrict__ s_next,     \
+                                           const FRAME_T* __restrict__ frames, float* __restrict__ score,  \
+                                           unsigned short* __restrict__ arg, int h, int w, float alpha) {   \
+        tbd_vec_body<i>(s_prev, s_next, frames, score, arg, h, w, alpha);                                        \
+    }
+
+#ifdef TBD_VEC_LIST
+TBD_VEC_LIST
+#endif
+
+// Tiles with halos: the state of a TX x TY tile and a halo of DEC * SHRINK pixels is
+// read once, advanced DEC frames in shared memory (the plain recursion, resampled every
+// frame: the valid region shrinks by SHRINK per frame), the map of every frame written,
+// and the tile's state written once. State traffic falls by DEC; output is not decimated.
+#define HALO (DEC * SHRINK)
+#define BW (TX + 2 * HALO)
+#define BH (TY + 2 * HALO)
+
+extern "C" __global__ void __launch_bounds__(TX * TY)
+    tbd_tiled(const state_t* __restrict__ s_prev, state_t* __restrict__ s_next, const FRAME_T* __restrict__ frames,
+              float* __restrict__ score, unsigned short* __restrict__ arg, int h, int w, float alpha) {
+    __shared__ float buf[2][BH * BW];
+    __shared__ float best[DEC][TY * TX];
+    __shared__ unsigned short barg[DEC][TY * TX];
+    const int tid = threadIdx.y * TX + threadIdx.x;
+    const int nt = TX * TY;
+    const int x0 = (int)blockIdx.x * TX - HALO, y0 = (int)blockIdx.y * TY - HALO;
+    const size_t n = (size_t)h * w;
+    const float c = 1.0f - alpha;
+    for (int v = 0; v < NV; ++v) {
+        const state_t* s = s_prev + v * n;
+        for (int i = tid; i < BH * BW; i += nt) {
+            const int gx = x0 + i % BW, gy = y0 + i / BW;
+            buf[0][i] = ((unsigned)gx < (unsigned)w && (unsigned)gy < (unsigned)h)
+                            ? load_state_f(LD(s + (size_t)gy * w + gx))
+                            : 0.0f;
+        }
+        __syncthreads();
+        const float vx = MVX[v], vy = MVY[v];
+        int cur = 0;
+        for (int k = 0; k < DEC; ++k) {
+            const int m = (k + 1) * SHRINK;
+            const int rw = BW - 2 * m, rh = BH - 2 * m;
+            const float* src = buf[cur];
+            float* dst = buf[cur ^ 1];
+            const FRAME_T* f = frames + k * n;
+            for (int i = tid; i < rw * rh; i += nt) {
+                const int bx = m + i % rw, by = m + i / rw;
+                const int gx = x0 + bx, gy = y0 + by;
+                float val = 0.0f;
+                if ((unsigned)gx < (unsigned)w && (unsigned)gy < (unsigned)h) {
+                    // Taps stay inside the tile (margin >= SHRINK); cells outside the
+                    // frame hold 0, which is the convention's "outside reads 0".
+                    const float p =
+                        bilinear([&](int r, int cc) { return src[r * BW + cc]; }, BH, BW, bx, by, -vx, -vy);
+                    val = c * p + alpha * (float)LD(f + (size_t)gy * w + gx);
+                }
+                dst[by * BW + bx] = val;
+                const int ox = bx - HALO, oy = by - HALO;
+                if ((unsigned)ox < (unsigned)TX && (unsigned)oy < (unsigned)TY) {
+                    const int o = oy * TX + ox;
+                    if (v == 0 || val > best[k][o]) {
+                        best[k][o] = val;
+                        barg[k][o] = (unsigned short)v;
+                    }
+                }
+            }
+            __syncthreads();
+            cur ^= 1;
+        }
+        state_t* so = s_next + v * n;
+        for (int i = tid; i < TX * TY; i += nt) {
+            const int gx = x0 + HALO + i % TX, gy = y0 + HALO + i / TX;
+            if (gx < w && gy < h) so[(size_t)gy * w + gx] = store_state_f(buf[cur][(HALO + i / TX) * BW + HALO + i % TX]);
+        }
+        __syncthreads();
+    }
+    for (int k = 0; k < DEC; ++k) {
+        for (int i = tid; i < TX * TY; i += nt) {
+            const int gx = x0 + HALO + i % TX, gy = y0 + HALO + i / TX;
+            if (gx < w && gy < h) {
+                score[k * n + (size_t)gy * w + gx] = best[k][i];
+                arg[k * n + (size_t)gy * w + gx] = barg[k][i];
+            }
+        }
+    }
+}

@@ -1,0 +1,370 @@
+//! Spatio-temporal track-before-detect (Mazurek, "Optimization of Track-Before-Detect
+//! Systems with Decimation for GPGPU"): dim targets found by accumulating frames along
+//! motion hypotheses.
+//!
+//! For each motion vector `v = (vx, vy)` (pixels per frame) the state is
+//!
+//! ```text
+//! P_k(x, y; v) = (1 - alpha) P_{k-1}(x - vx, y - vy; v) + alpha X_k(x, y),   P_0 = 0,
+//! ```
+//!
+//! positions outside the frame read 0 and fractional positions are sampled bilinearly
+//! (`motion.rs` states the convention). The detection map is `D_k = max_v P_k` with
+//! the arg-max vector (the first on ties).
+//!
+//! *Decimation* `D` (the seed's scheme): frames are taken in blocks of `D`, each
+//! trajectory folded through the block in one pass with its value kept on chip, and the
+//! map emitted once per block, after frames `D-1, 2D-1, ...` (0-based), and after the
+//! last frame when the sequence ends inside a block (that block is shorter). For integer
+//! vectors the emitted maps equal the plain recursion's exactly; for fractional ones the
+//! block samples each frame once along the straight trajectory instead of resampling the
+//! state every frame (`cpu.rs` says how they differ).
+//!
+//! Files: `motion.rs` (vectors, sampling), `cpu.rs` (reference and fast path),
+//! `detect.rs` (threshold, calibration, non-maximum suppression), `sim.rs` (frames with
+//! targets), `eval.rs` (Pd against Pfa and SNR), `frames.rs` (`.npy` frames, streamed),
+//! `cuda.rs` + `kernels/tbd.cu` (the GPU).
+
+pub mod autotune;
+pub mod cpu;
+pub mod cuda;
+pub mod detect;
+pub mod eval;
+pub mod frames;
+pub mod motion;
+pub mod sim;
+
+pub use detect::{calibrate, detect, Detection};
+pub use frames::{Dtype, Frames};
+pub use motion::{parse_velocities, speeds_directions, Motion};
+pub use sim::{Noise, NoiseFrames, Target};
+
+use crate::device::Device;
+use crate::error::{Error, Result};
+use cpu::CpuState;
+
+/// What the recursion needs besides the frames.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Params {
+    pub motions: Vec<Motion>,
+    /// Weight of the newest frame, in (0, 1].
+    pub alpha: f32,
+    /// Frames per emitted map (1 = every frame).
+    pub decimation: usize,
+}
+
+impl Params {
+    /// Checks the parameters against frames of `h x w`.
+    pub fn check(&self, h: usize, w: usize) -> Result<()> {
+        if !(self.alpha > 0.0 && self.alpha <= 1.0) {
+            return Err(Error::input(format!(
+                "alpha must lie in (0, 1], got {}",
+                self.alpha
+            )));
+        }
+        if self.decimation == 0 || self.decimation > 1024 {
+            return Err(Error::input(format!(
+                "decimation must be between 1 and 1024, got {}",
+                self.decimation
+            )));
+        }
+        motion::check_motions(&self.motions, h, w)
+    }
+
+    /// Bytes of one state `[V][H][W]` of f32, if it fits in a usize.
+    pub fn state_bytes(&self, h: usize, w: usize) -> Option<usize> {
+        self.motions
+            .len()
+            .checked_mul(h)?
+            .checked_mul(w)?
+            .checked_mul(4)
+    }
+}
+
+/// The detection map of one emitted frame `t` (0-based frame index): `score[y][x] =
+/// D_t(x, y)` and `arg[y][x]`, the index of the arg-max motion vector.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Map {
+    pub t: usize,
+    pub h: usize,
+    pub w: usize,
+    pub score: Vec<f32>,
+    pub arg: Vec<u16>,
+}
+
+/// Options of the GPU path.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct GpuOptions {
+    /// Store the state as f16 (computed in f32; half the state traffic).
+    pub half: bool,
+    /// This kernel instead of the autotuner's choice.
+    pub kernel: Option<cuda::KernelConfig>,
+}
+
+enum Engine {
+    Cpu(CpuState),
+    Cuda(Box<cuda::GpuTbd>),
+}
+
+/// The recursion over a stream of frames, on one device: push frames one at a time, a
+/// map comes back at every emitted frame.
+pub struct Tbd {
+    params: Params,
+    h: usize,
+    w: usize,
+    engine: Engine,
+    pending: Vec<Vec<f32>>,
+    /// Frames per launch of the engine.
+    per_launch: usize,
+    seen: usize,
+}
+
+/// Physical memory of this machine in bytes (None when unknown).
+fn physical_memory() -> Option<u64> {
+    #[cfg(unix)]
+    {
+        // SAFETY: sysconf has no preconditions.
+        let (pages, size) = unsafe {
+            (
+                libc::sysconf(libc::_SC_PHYS_PAGES),
+                libc::sysconf(libc::_SC_PAGESIZE),
+            )
+        };
+        if pages > 0 && size > 0 {
+            return Some(pages as u64 * size as u64);
+        }
+    }
+    None
+}
+
+impl Tbd {
+    /// A zero state for frames of `h x w`. The memory the run needs (two states and a
+    /// block of frames) is checked before anything is allocated.
+    pub fn new(params: Params, h: usize, w: usize, device: Device) -> Result<Tbd> {
+        Tbd::with_gpu_options(params, h, w, device, GpuOptions::default())
+    }
+
+    /// As [`Tbd::new`], with the GPU path's options (ignored on the CPU). Without a
+    /// kernel given, the autotuner chooses one (timed once, then cached). For D = 1 the
+    /// chosen kernel may keep the state on chip for K frames: maps then come back K at
+    /// a time.
+    pub fn with_gpu_options(
+        params: Params,
+        h: usize,
+        w: usize,
+        device: Device,
+        opts: GpuOptions,
+    ) -> Result<Tbd> {
+        params.check(h, w)?;
+        let need = params
+            .state_bytes(h, w)
+            .and_then(|s| s.checked_mul(2))
+            .and_then(|s| {
+                s.checked_add(h.checked_mul(w)?.checked_mul(4 * (params.decimation + 2))?)
+            });
+        let limit = physical_memory().unwrap_or(u64::MAX);
+        match need {
+            Some(n) if (n as u64) <= limit => {}
+            _ => {
+                let gb = (params.motions.len() as f64 * h as f64 * w as f64 * 8.0
+                    + h as f64 * w as f64 * 4.0 * (params.decimation + 2) as f64)
+                    / 1e9;
+                return Err(Error::input(format!(
+                    "{} motion vectors on {w} x {h} frames would need {gb:.1} GB (this machine has {:.1} GB)",
+                    params.motions.len(),
+                    limit as f64 / 1e9
+                )));
+            }
+        }
+        let engine = match device {
+            Device::Cpu => Engine::Cpu(CpuState::new(h, w, &params.motions, params.alpha)),
+            Device::Cuda(_) | Device::AllCuda => {
+                // One GPU: the recursion is one state (all devices: the first).
+                let ordinal = match device {
+                    Device::Cuda(o) => o,
+                    _ => 0,
+                };
+                let cfg = match opts.kernel {
+                    Some(k) => k,
+                    None => autotune::choose(ordinal, &params, h, w, Dtype::F32, opts.half)?,
+                };
+                if cfg.variant != cuda::Variant::Tiled && cfg.frames != params.decimation {
+                    return Err(Error::input(format!(
+                        "kernel {} folds {} frames per launch, the decimation is {}",
+                        cfg.name(),
+                        cfg.frames,
+                        params.decimation
+                    )));
+                }
+                if cfg.variant == cuda::Variant::Tiled && params.decimation != 1 {
+                    return Err(Error::input(format!(
+                        "kernel {} emits every frame; decimation {} needs the fused or per-vector kernel",
+                        cfg.name(),
+                        params.decimation
+                    )));
+                }
+                Engine::Cuda(Box::new(cuda::GpuTbd::new(
+                    ordinal,
+                    &params,
+                    h,
+                    w,
+                    cfg,
+                    Dtype::F32,
+                )?))
+            }
+        };
+        let per_launch = match &engine {
+            Engine::Cpu(_) => params.decimation,
+            Engine::Cuda(g) => g.frames_per_launch(),
+        };
+        Ok(Tbd {
+            h,
+            w,
+            engine,
+            pending: Vec::with_capacity(per_launch),
+            per_launch,
+            params,
+            seen: 0,
+        })
+    }
+
+    pub fn params(&self) -> &Params {
+        &self.params
+    }
+
+    /// Frames pushed so far.
+    pub fn frames_seen(&self) -> usize {
+        self.seen
+    }
+
+    /// Adds frame `X_k` (`h * w`, row-major); returns the maps completed by it (one at
+    /// each emitted frame; with a kernel that keeps the state on chip for K frames, K
+    /// at a time).
+    pub fn push(&mut self, frame: &[f32]) -> Result<Vec<Map>> {
+        if frame.len() != self.h * self.w {
+            return Err(Error::input(format!(
+                "frame {} holds {} pixels, expected {} x {} = {}",
+                self.seen,
+                frame.len(),
+                self.w,
+                self.h,
+                self.h * self.w
+            )));
+        }
+        self.pending.push(frame.to_vec());
+        self.seen += 1;
+        if self.pending.len() == self.per_launch {
+            return self.flush();
+        }
+        Ok(Vec::new())
+    }
+
+    /// Ends the sequence: frames left over run as a shorter block (decimation: one map
+    /// after the last frame; a K-frame GPU kernel: one map per frame), the GPU's tail on
+    /// the CPU from the GPU's state (the same arithmetic).
+    pub fn finish(&mut self) -> Result<Vec<Map>> {
+        if self.pending.is_empty() {
+            return Ok(Vec::new());
+        }
+        if let Engine::Cuda(g) = &self.engine {
+            let mut st = CpuState::new(self.h, self.w, &self.params.motions, self.params.alpha);
+            st.set_state(&g.state()?);
+            self.engine = Engine::Cpu(st);
+            if self.params.decimation == 1 {
+                self.per_launch = 1;
+                let frames = std::mem::take(&mut self.pending);
+                let first = self.seen - frames.len();
+                let mut out = Vec::new();
+                for (i, f) in frames.into_iter().enumerate() {
+                    self.pending.push(f);
+                    let mut m = self.flush()?;
+                    m.iter_mut().for_each(|m| m.t = first + i);
+                    out.extend(m);
+                }
+                return Ok(out);
+            }
+        }
+        self.flush()
+    }
+
+    fn flush(&mut self) -> Result<Vec<Map>> {
+        let n = self.h * self.w;
+        let first = self.seen - self.pending.len();
+        let out = match &mut self.engine {
+            Engine::Cpu(st) => {
+                let mut map = Map {
+                    t: self.seen - 1,
+                    h: self.h,
+                    w: self.w,
+                    score: vec![0.0; n],
+                    arg: vec![0; n],
+                };
+                let frames: Vec<&[f32]> = self.pending.iter().map(|f| f.as_slice()).collect();
+                st.block(&frames, &mut map.score, &mut map.arg);
+                vec![map]
+            }
+            Engine::Cuda(g) => {
+                let mut raw = Vec::with_capacity(self.pending.len() * n * 4);
+                for f in &self.pending {
+                    raw.extend(f.iter().flat_map(|v| v.to_le_bytes()));
+                }
+                g.load_frames(&raw)?;
+                g.launch()?;
+                let maps = g.maps()?;
+                let k = maps.len();
+                maps.into_iter()
+                    .enumerate()
+                    .map(|(i, (score, arg))| Map {
+                        t: if k == 1 { self.seen - 1 } else { first + i },
+                        h: self.h,
+                        w: self.w,
+                        score,
+                        arg,
+                    })
+                    .collect()
+            }
+        };
+        self.pending.clear();
+        Ok(out)
+    }
+
+    /// The state `P` after the last completed block, `[V][H][W]`.
+    pub fn state(&self) -> Result<Vec<f32>> {
+        match &self.engine {
+            Engine::Cpu(st) => Ok(st.state()),
+            Engine::Cuda(g) => g.state(),
+        }
+    }
+
+    /// The GPU kernel in use (None on the CPU).
+    pub fn kernel(&self) -> Option<cuda::KernelConfig> {
+        match &self.engine {
+            Engine::Cpu(_) => None,
+            Engine::Cuda(g) => Some(g.cfg),
+        }
+    }
+}
+
+/// Runs the recursion over `frames` (`[T][H][W]`) and returns every emitted map.
+pub fn run(
+    frames: &[f32],
+    h: usize,
+    w: usize,
+    params: &Params,
+    device: Device,
+) -> Result<Vec<Map>> {
+    let n = h * w;
+    if n == 0 || frames.is_empty() || !frames.len().is_multiple_of(n) {
+        return Err(Error::input(format!(
+            "{} values are not a whole number of {w} x {h} frames",
+            frames.len()
+        )));
+    }
+    let mut tbd = Tbd::new(params.clone(), h, w, device)?;
+    let mut maps = Vec::new();
+    for f in frames.chunks(n) {
+        maps.extend(tbd.push(f)?);
+    }
+    maps.extend(tbd.finish()?);
+    Ok(maps)
+}

@@ -1,0 +1,268 @@
+//! The bootstrap filter against the Kalman filter on a linear-Gaussian model (where the
+//! Kalman filter is exact): means, covariances and total log-likelihood converge at the
+//! Monte Carlo rate, with tolerances computed from the replicas' own spread; results
+//! do not depend on the thread count or on how the work is split; bad input is refused.
+
+use kestrel::particle::{particle_filter_cpu, PfModel, PfOptions, Resampler};
+use kestrel::{FilterOptions, Measurements, Model};
+use nalgebra::{DMatrix, DVector};
+
+fn cv_model() -> Model {
+    let q = 0.1;
+    Model::new(
+        DMatrix::from_row_slice(2, 2, &[1.0, 1.0, 0.0, 1.0]),
+        DMatrix::from_row_slice(2, 2, &[q / 3.0, q / 2.0, q / 2.0, q]),
+        DMatrix::from_row_slice(1, 2, &[1.0, 0.0]),
+        DMatrix::from_row_slice(1, 1, &[1.0]),
+        DVector::from_vec(vec![0.0, 1.0]),
+        DMatrix::from_row_slice(2, 2, &[4.0, 0.0, 0.0, 1.0]),
+    )
+    .unwrap()
+}
+
+/// One simulated track of `steps` steps (one missing measurement), copied `reps` times.
+fn replicated(model: &Model, steps: usize, reps: usize) -> (Measurements<f64>, Measurements<f64>) {
+    let mut sim = kestrel::sim::simulate(model, 1, steps, 4, 0.0).unwrap();
+    if steps > 7 {
+        sim.measurements.data[7] = f64::NAN;
+    }
+    let one = sim.measurements;
+    let data: Vec<f64> = (0..reps).flat_map(|_| one.data.iter().copied()).collect();
+    (
+        one.clone(),
+        Measurements::new(reps, steps, 1, data).unwrap(),
+    )
+}
+
+struct Errors {
+    /// Per replica: normalised squared error of the means and covariances over all
+    /// steps, and the error of the total log-likelihood.
+    mean_sq: Vec<f64>,
+    cov_sq: Vec<f64>,
+    ll: Vec<f64>,
+}
+
+fn errors(n: usize, reps: usize, resampler: Resampler) -> Errors {
+    let model = cv_model();
+    let steps = 20;
+    let (one, z) = replicated(&model, steps, reps);
+    let kf = kestrel::filter(&model, &one, &FilterOptions::default())
+        .unwrap()
+        .filtered;
+    let mut opts = PfOptions::new(n);
+    opts.resampler = resampler;
+    opts.seed = 17;
+    let pf = particle_filter_cpu(&PfModel::linear(&model).unwrap(), &z, &opts).unwrap();
+    let est = &pf.estimates;
+    let mut e = Errors {
+        mean_sq: vec![],
+        cov_sq: vec![],
+        ll: vec![],
+    };
+    for r in 0..reps {
+        let (mut m2, mut c2) = (0.0, 0.0);
+        for k in 0..steps {
+            let (pm, km) = (est.mean_at(r, k), kf.mean_at(0, k));
+            let (pc, kc) = (est.cov_at(r, k), kf.cov_at(0, k));
+            for a in 0..2 {
+                m2 += (pm[a] - km[a]).powi(2) / kc[a * 3];
+                for b in 0..2 {
+                    c2 += (pc[a * 2 + b] - kc[a * 2 + b]).powi(2) / (kc[a * 3] * kc[b * 3]);
+                }
+            }
+        }
+        e.mean_sq.push(m2);
+        e.cov_sq.push(c2);
+        let ll_pf: f64 = est.loglik.as_ref().unwrap()[r * steps..(r + 1) * steps]
+            .iter()
+            .sum();
+        e.ll.push(ll_pf - kf.total_loglik());
+        assert_eq!(
+            est.loglik.as_ref().unwrap()[r * steps + 7],
+            0.0,
+            "missing step: no update"
+        );
+    }
+    e
+}
+
+fn mean(v: &[f64]) -> f64 {
+    v.iter().sum::<f64>() / v.len() as f64
+}
+
+fn sd(v: &[f64]) -> f64 {
+    let m = mean(v);
+    (v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (v.len() - 1) as f64).sqrt()
+}
+
+#[test]
+fn converges_to_the_kalman_filter_at_the_monte_carlo_rate() {
+    let reps = 16;
+    let ns = [400usize, 4_000, 40_000];
+    let runs: Vec<Errors> = ns
+        .iter()
+        .map(|&n| errors(n, reps, Resampler::Systematic))
+        .collect();
+    for (n, e) in ns.iter().zip(&runs) {
+        // The likelihood estimate is unbiased, its logarithm biased by about -Var/2: the
+        // replicas' mean error lies within 4.5 standard errors of that.
+        let s = sd(&e.ll);
+        let tol = 4.5 * s / (reps as f64).sqrt() + s * s / 2.0;
+        assert!(
+            mean(&e.ll).abs() < tol,
+            "N = {n}: log-likelihood error {} (tolerance {tol})",
+            mean(&e.ll)
+        );
+    }
+    // Mean squared errors fall as 1 / N: the log-log slope of the RMS error is -1/2.
+    // Each MSE is a mean over `reps` replicas, relative sd <= sqrt(2 / reps); the slope
+    // over two decades then has sd <= sqrt(2 * 2 / reps) / 2 / ln(100).
+    let slope_sd = (4.0 / reps as f64).sqrt() / 2.0 / (100f64).ln();
+    for (what, get) in [
+        (
+            "mean",
+            (|e: &Errors| mean(&e.mean_sq)) as fn(&Errors) -> f64,
+        ),
+        ("covariance", |e: &Errors| mean(&e.cov_sq)),
+        ("log-likelihood", |e: &Errors| {
+            mean(&e.ll.iter().map(|x| x * x).collect::<Vec<_>>())
+        }),
+    ] {
+        let slope = 0.5 * (get(&runs[2]) / get(&runs[0])).ln() / (100f64).ln();
+        assert!(
+            (slope + 0.5).abs() < 4.0 * slope_sd,
+            "{what}: RMS error falls as N^{slope:.3} (expected -0.5 +- {:.3})",
+            4.0 * slope_sd
+        );
+    }
+    // And the error at the largest N is small in absolute terms: the normalised mean
+    // error over 20 steps x 2 components is about 40 x (a few) / N.
+    assert!(
+        mean(&runs[2].mean_sq) < 40.0 * 50.0 / 40_000.0,
+        "{}",
+        mean(&runs[2].mean_sq)
+    );
+}
+
+#[test]
+fn every_resampler_tracks_the_kalman_filter() {
+    for r in Resampler::ALL {
+        let e = errors(3_000, 4, r);
+        // Normalised squared error per (step, component) of order a few / N.
+        let per = mean(&e.mean_sq) / 40.0;
+        assert!(per < 50.0 / 3_000.0, "{r}: {per}");
+    }
+}
+
+#[test]
+fn results_do_not_depend_on_threads_or_on_the_split() {
+    let model = cv_model();
+    let (one, _) = replicated(&model, 6, 1);
+    let pm = PfModel::linear(&model).unwrap();
+    let mut opts = PfOptions::new(70_000); // more than 4 chunks: particles spread over cores
+    opts.ess_threshold = 1.0;
+    let run = |threads: usize, z: &Measurements<f64>| {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap()
+            .install(|| particle_filter_cpu(&pm, z, &opts).unwrap())
+    };
+    let a = run(1, &one);
+    let b = run(2, &one);
+    assert_eq!(a.estimates, b.estimates);
+    assert_eq!(a.ess, b.ess);
+    // Four filters side by side (one per task): filter 0 is the same filter.
+    let four = Measurements::new(4, 6, 1, one.data.repeat(4)).unwrap();
+    let c = run(2, &four);
+    assert_eq!(c.estimates.mean_at(0, 5), a.estimates.mean_at(0, 5));
+    assert_eq!(
+        c.estimates.loglik.as_ref().unwrap()[..6],
+        a.estimates.loglik.as_ref().unwrap()[..]
+    );
+    // Buffers reused from filter to filter (one thread) start each filter afresh.
+    let small = {
+        let mut o = opts;
+        o.particles = 500;
+        o
+    };
+    let one_thread = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap();
+    let many = rayon::ThreadPoolBuilder::new()
+        .num_threads(4)
+        .build()
+        .unwrap();
+    let a4 = one_thread.install(|| particle_filter_cpu(&pm, &four, &small).unwrap());
+    let b4 = many.install(|| particle_filter_cpu(&pm, &four, &small).unwrap());
+    let alone = particle_filter_cpu(&pm, &one, &small).unwrap();
+    assert_eq!(a4.estimates, b4.estimates);
+    assert_eq!(a4.estimates.mean_at(3, 5), b4.estimates.mean_at(3, 5));
+    assert_eq!(a4.estimates.mean_at(0, 5), alone.estimates.mean_at(0, 5));
+    // Filters differ from each other (their own random numbers).
+    assert_ne!(c.estimates.mean_at(1, 5), c.estimates.mean_at(0, 5));
+}
+
+#[test]
+fn f32_agrees_with_f64_to_its_precision() {
+    let model = cv_model();
+    let (one, _) = replicated(&model, 10, 1);
+    let pm = PfModel::linear(&model).unwrap();
+    let opts = PfOptions::new(2_000);
+    let a = particle_filter_cpu(&pm, &one, &opts).unwrap();
+    let b = particle_filter_cpu(&pm, &one.cast::<f32>(), &opts).unwrap();
+    // Same random numbers; f32 rounding may flip a resampling choice now and then, which
+    // moves the estimate by about one particle's share of the spread.
+    for k in 0..10 {
+        for a_ in 0..2 {
+            let (x, y) = (
+                a.estimates.mean_at(0, k)[a_],
+                b.estimates.mean_at(0, k)[a_] as f64,
+            );
+            let s = a.estimates.cov_at(0, k)[a_ * 3].sqrt();
+            assert!((x - y).abs() < 0.05 * s, "step {k}: {x} vs {y}");
+        }
+    }
+}
+
+#[test]
+fn tiny_likelihoods_do_not_underflow() {
+    // A measurement 1000 standard deviations off: every weight is exp(-5e5) before the
+    // shift; the estimate stays finite and the log-likelihood is the huge negative it is.
+    let model = cv_model();
+    let z = Measurements::<f64>::new(1, 3, 1, vec![0.0, 1000.0, 2.0]).unwrap();
+    let out =
+        particle_filter_cpu(&PfModel::linear(&model).unwrap(), &z, &PfOptions::new(1000)).unwrap();
+    let ll = out.estimates.loglik.unwrap();
+    assert!(ll.iter().all(|v| v.is_finite()), "{ll:?}");
+    assert!(ll[1] < -1e5, "{ll:?}");
+    assert!(out.estimates.mean.iter().all(|v| v.is_finite()));
+    assert!(out.ess.iter().all(|&e| (1.0..=1000.0).contains(&e)));
+}
+
+#[test]
+fn bad_input_is_refused() {
+    let model = cv_model();
+    let pm = PfModel::linear(&model).unwrap();
+    let z = Measurements::new(1, 2, 1, vec![0.0, 1.0]).unwrap();
+    let e = particle_filter_cpu(&pm, &z, &PfOptions::new(0))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("at least 1"), "{e}");
+    // Too many for memory: refused before allocating.
+    let e = particle_filter_cpu(&pm, &z, &PfOptions::new(1 << 31))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("would need") && e.contains("GB"), "{e}");
+    let inf = Measurements::new(1, 2, 1, vec![0.0, f64::INFINITY]).unwrap();
+    assert!(particle_filter_cpu(&pm, &inf, &PfOptions::new(10)).is_err());
+    let wrong = Measurements::new(1, 2, 2, vec![0.0; 4]).unwrap();
+    let e = particle_filter_cpu(&pm, &wrong, &PfOptions::new(10))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("2 components"), "{e}");
+    let mut o = PfOptions::new(10);
+    o.ess_threshold = f64::NAN;
+    assert!(particle_filter_cpu(&pm, &z, &o).is_err());
+}

@@ -1,0 +1,176 @@
+//! Shared by the track-before-detect kernel tests: random cases, the kernel
+//! configurations to cover, the CPU expectation of a run and the comparison.
+#![allow(dead_code)]
+
+use kestrel::tbd::cpu::CpuState;
+use kestrel::tbd::cuda::MapPair;
+use kestrel::tbd::cuda::{KernelConfig, Variant};
+use kestrel::tbd::{Dtype, Motion};
+use rand::{Rng, SeedableRng};
+
+pub struct Case {
+    pub h: usize,
+    pub w: usize,
+    pub motions: Vec<Motion>,
+    pub alpha: f32,
+    pub frame: Dtype,
+    /// Frames as stored (bytes) and as the CPU reads them (f32), `[T][H][W]`.
+    pub raw: Vec<u8>,
+    pub frames: Vec<Vec<f32>>,
+}
+
+pub fn case(seed: u64, h: usize, w: usize, t: usize, frame: Dtype, integer: bool) -> Case {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let nv = rng.gen_range(2..7);
+    let motions = (0..nv)
+        .map(|_| {
+            if integer {
+                Motion::new(rng.gen_range(-2..=2) as f32, rng.gen_range(-2..=2) as f32)
+            } else {
+                Motion::new(rng.gen_range(-2.0f32..2.0), rng.gen_range(-2.0f32..2.0))
+            }
+        })
+        .collect();
+    let mut raw = Vec::new();
+    let mut frames = Vec::new();
+    for _ in 0..t {
+        let mut f = Vec::with_capacity(h * w);
+        for _ in 0..h * w {
+            match frame {
+                Dtype::U8 => {
+                    let v: u8 = rng.gen();
+                    raw.push(v);
+                    f.push(v as f32);
+                }
+                Dtype::U16 => {
+                    let v: u16 = rng.gen();
+                    raw.extend(v.to_le_bytes());
+                    f.push(v as f32);
+                }
+                _ => {
+                    let v: f32 = rng.gen_range(-1.0..3.0);
+                    raw.extend(v.to_le_bytes());
+                    f.push(v);
+                }
+            }
+        }
+        frames.push(f);
+    }
+    Case {
+        h,
+        w,
+        motions,
+        alpha: rng.gen_range(0.05..0.6),
+        frame,
+        raw,
+        frames,
+    }
+}
+
+/// The configurations every test covers (small tiles, so that the tests are quick and
+/// tiles meet the frame's edges).
+pub fn configs() -> Vec<KernelConfig> {
+    let k = |variant, half, ldg, unroll, frames, block| KernelConfig {
+        variant,
+        half,
+        ldg,
+        unroll,
+        frames,
+        block,
+    };
+    use Variant::*;
+    vec![
+        k(Fused, false, true, true, 1, (8, 4)),
+        k(Fused, false, true, true, 3, (8, 4)),
+        k(Fused, false, false, false, 1, (8, 4)),
+        k(Fused, false, false, false, 2, (16, 2)),
+        k(PerVector, false, true, true, 1, (16, 2)),
+        k(PerVector, false, false, true, 2, (8, 4)),
+        k(Tiled, false, true, false, 1, (8, 4)),
+        k(Tiled, false, true, false, 3, (8, 4)),
+        k(Tiled, false, false, false, 2, (16, 8)),
+        k(Fused, true, true, true, 1, (8, 4)),
+        k(Fused, true, true, true, 3, (8, 4)),
+        k(PerVector, true, true, true, 1, (16, 2)),
+        k(Tiled, true, true, false, 3, (8, 4)),
+    ]
+}
+
+/// What a run of `launches` launches must give: the maps in order and the final state
+/// (fused and per-vector: decimated blocks of `cfg.frames`; tiled: plain, every frame).
+pub fn expected(c: &Case, cfg: &KernelConfig, launches: usize) -> (Vec<MapPair>, Vec<f32>) {
+    let n = c.h * c.w;
+    let mut st = CpuState::new(c.h, c.w, &c.motions, c.alpha);
+    let mut maps = Vec::new();
+    let per = if cfg.variant == Variant::Tiled {
+        1
+    } else {
+        cfg.frames
+    };
+    for block in c.frames[..launches * cfg.frames].chunks(per) {
+        let refs: Vec<&[f32]> = block.iter().map(|f| f.as_slice()).collect();
+        let mut s = vec![0.0; n];
+        let mut a = vec![0; n];
+        st.block(&refs, &mut s, &mut a);
+        maps.push((s, a));
+    }
+    (maps, st.state())
+}
+
+/// The bound on f16 state storage: each store rounds by at most 2^-11 relative, and a
+/// launch of F frames shrinks earlier errors by (1 - alpha)^F, so the error stays below
+/// 2^-11 max|P| / (1 - (1 - alpha)^F).
+pub fn half_bound(c: &Case, cfg: &KernelConfig, scale: f32) -> f64 {
+    let keep = (1.0 - c.alpha as f64).powi(cfg.frames as i32);
+    2f64.powi(-11) * scale as f64 / (1.0 - keep) * 1.01
+}
+
+/// Compares a run with the expectation: f32 state to `tol` relative (to the largest
+/// value), f16 to its bound; the arg-max wherever the top two vectors are apart by more
+/// than the error. NaN anywhere (an output nobody wrote) fails.
+pub fn compare(
+    what: &str,
+    c: &Case,
+    cfg: &KernelConfig,
+    got: &[(Vec<f32>, Vec<u16>)],
+    got_state: &[f32],
+    want: &[(Vec<f32>, Vec<u16>)],
+    want_state: &[f32],
+    tol: f64,
+) {
+    let scale = want_state.iter().fold(1e-30f32, |m, v| m.max(v.abs()));
+    let bound = if cfg.half {
+        half_bound(c, cfg, scale)
+    } else {
+        tol * scale as f64
+    };
+    assert_eq!(got.len(), want.len(), "{what}: number of maps");
+    for (k, ((gs, ga), (ws, wa))) in got.iter().zip(want).enumerate() {
+        for i in 0..gs.len() {
+            let e = (gs[i] as f64 - ws[i] as f64).abs();
+            assert!(
+                e <= bound,
+                "{what}: map {k}, pixel {i}: {} vs {} (bound {bound:e})",
+                gs[i],
+                ws[i]
+            );
+            if ga[i] != wa[i] {
+                // Only a near-tie may choose differently.
+                let v = ga[i] as usize;
+                assert!(v < c.motions.len(), "{what}: map {k}, pixel {i}: arg {v}");
+            }
+        }
+        let ties_ok = ga.iter().zip(wa).filter(|(a, b)| a != b).count();
+        assert!(
+            cfg.half || ties_ok * 100 <= ga.len(),
+            "{what}: map {k}: {ties_ok} arg-max differ"
+        );
+    }
+    for (i, (g, w)) in got_state.iter().zip(want_state).enumerate() {
+        let e = (*g as f64 - *w as f64).abs();
+        assert!(
+            e <= bound,
+            "{what}: state {i}: {g} vs {w} (bound {bound:e})"
+        );
+    }
+}

@@ -1,0 +1,55 @@
+// Lets kernels/tbd.cu compile as plain C++ (tests/tbd_kernels_on_cpu.rs): the CUDA
+// keywords become nothing; a block's threads are std::threads when the kernel
+// synchronises (the tiled kernel, __syncthreads = a barrier), else one loop.
+#include <barrier>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <thread>
+#include <vector>
+#define KESTREL_EMULATION 1
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __launch_bounds__(x)
+#define __constant__
+#define __shared__ static
+struct dim3 { unsigned x, y, z; };
+thread_local dim3 threadIdx;
+dim3 blockIdx, blockDim, gridDim;
+std::barrier<>* g_barrier = nullptr;
+inline void __syncthreads() { if (g_barrier) g_barrier->arrive_and_wait(); }
+template <class T> T __ldg(const T* p) { return *p; }
+
+inline float emu_half_to_float(unsigned short h) {
+    uint32_t sign = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 0x1f, m = h & 0x3ff, x;
+    if (e == 0) {
+        float v = std::ldexp((float)m, -24);
+        return sign ? -v : v;
+    }
+    x = e == 31 ? (sign | 0x7f800000u | (m << 13)) : (sign | ((e + 112) << 23) | (m << 13));
+    float f;
+    std::memcpy(&f, &x, 4);
+    return f;
+}
+
+// Round to nearest, ties to even (as cvt.rn.f16.f32).
+inline unsigned short emu_float_to_half(float f) {
+    uint32_t x;
+    std::memcpy(&x, &f, 4);
+    uint32_t sign = (x >> 16) & 0x8000, ax = x & 0x7fffffff;
+    if (ax >= 0x7f800000) return sign | 0x7c00 | (ax > 0x7f800000 ? 0x200 : 0);
+    if (ax >= 0x477ff000) return sign | 0x7c00;
+    if (ax < 0x38800000) {
+        float a;
+        std::memcpy(&a, &ax, 4);
+        return sign | (unsigned short)std::nearbyint(a * 16777216.0f);
+    }
+    uint32_t e = (ax >> 23) - 112, m = ax & 0x7fffff, hm = m >> 13, rest = m & 0x1fff;
+    uint32_t h = (e << 10) | hm;
+    if (rest > 0x1000 || (rest == 0x1000 && (hm & 1))) h += 1;
+    return sign | h;
+}

@@ -1,0 +1,175 @@
+//! The track-before-detect kernels (`tbd/kernels/tbd.cu`) compiled as plain C++ by the
+//! host compiler and run on the CPU (a block's threads as std::threads where the kernel
+//! synchronises) against the CPU reference: every variant, f32 and f16 state, u8 / u16 /
+//! f32 frames, integer and fractional vectors, frames whose size is not a multiple of
+//! the block. Skips with a printed reason when there is no C++20 compiler.
+
+mod tbd_common;
+
+use kestrel::tbd::cuda::MapPair;
+use kestrel::tbd::cuda::{source, KernelConfig, Variant};
+use kestrel::tbd::Dtype;
+use std::io::Write;
+use std::process::{Command, Stdio};
+use tbd_common::*;
+
+const SHIM: &str = include_str!("tbd_emulation/shim.h");
+const HARNESS: &str = include_str!("tbd_emulation/harness.inc");
+
+fn compiler() -> Option<String> {
+    let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
+    let ok = Command::new(&cxx)
+        .args(["-std=c++20", "-x", "c++", "-fsyntax-only", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .and_then(|mut c| {
+            c.stdin
+                .take()
+                .expect("piped")
+                .write_all(b"#include <barrier>\nint main(){}\n")?;
+            c.wait()
+        })
+        .map(|s| s.success())
+        .unwrap_or(false);
+    ok.then_some(cxx)
+}
+
+fn run_emulated(
+    cxx: &str,
+    dir: &std::path::Path,
+    tag: &str,
+    c: &Case,
+    cfg: &KernelConfig,
+    launches: usize,
+) -> (Vec<MapPair>, Vec<f32>) {
+    let src = format!("{SHIM}\n{}\n{HARNESS}", source(&c.motions, c.frame, cfg));
+    let cpp = dir.join(format!("{tag}.cpp"));
+    let exe = dir.join(tag);
+    std::fs::write(&cpp, src).unwrap();
+    let out = Command::new(cxx)
+        .args(["-std=c++20", "-O0", "-w", "-pthread", "-o"])
+        .arg(&exe)
+        .arg(&cpp)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{tag}: C++ compile failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let n = c.h * c.w;
+    let kind = match cfg.variant {
+        Variant::Fused => 0,
+        Variant::PerVector => 1,
+        Variant::Tiled => 2,
+    };
+    let mut input = Vec::new();
+    for v in [
+        kind,
+        c.h as i32,
+        c.w as i32,
+        cfg.block.0 as i32,
+        cfg.block.1 as i32,
+        launches as i32,
+    ] {
+        input.extend(v.to_le_bytes());
+    }
+    input.extend(c.alpha.to_le_bytes());
+    input.extend(vec![
+        0u8;
+        c.motions.len() * n * if cfg.half { 2 } else { 4 }
+    ]);
+    input.extend(&c.raw[..launches * cfg.frames * n * c.frame.size()]);
+    let mut child = Command::new(&exe)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || stdin.write_all(&input));
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap().unwrap();
+    assert!(
+        out.status.success(),
+        "{tag}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let b = out.stdout;
+    let mut at = 0;
+    let mut maps = Vec::new();
+    for _ in 0..launches {
+        for _ in 0..cfg.maps_per_launch() {
+            let s: Vec<f32> = b[at..at + 4 * n]
+                .chunks(4)
+                .map(|x| f32::from_le_bytes(x.try_into().unwrap()))
+                .collect();
+            at += 4 * n;
+            maps.push(s);
+        }
+        let mut args = Vec::new();
+        for _ in 0..cfg.maps_per_launch() {
+            let a: Vec<u16> = b[at..at + 2 * n]
+                .chunks(2)
+                .map(|x| u16::from_le_bytes([x[0], x[1]]))
+                .collect();
+            at += 2 * n;
+            args.push(a);
+        }
+        let k = maps.len() - args.len();
+        let scores: Vec<Vec<f32>> = maps.drain(k..).collect();
+        maps.extend(scores.into_iter().zip(args).map(|(s, a)| {
+            // Keep (score, arg) pairs in one list; encoded below.
+            let mut v = s;
+            v.extend(a.iter().map(|&x| x as f32));
+            v
+        }));
+    }
+    let state: Vec<f32> = if cfg.half {
+        b[at..]
+            .chunks(2)
+            .map(|x| kestrel::tbd::cuda::half_to_f32(u16::from_le_bytes([x[0], x[1]])))
+            .collect()
+    } else {
+        b[at..]
+            .chunks(4)
+            .map(|x| f32::from_le_bytes(x.try_into().unwrap()))
+            .collect()
+    };
+    assert_eq!(state.len(), c.motions.len() * n, "{tag}: state length");
+    let pairs = maps
+        .into_iter()
+        .map(|v| (v[..n].to_vec(), v[n..].iter().map(|&x| x as u16).collect()))
+        .collect();
+    (pairs, state)
+}
+
+#[test]
+fn every_variant_equals_the_cpu_reference() {
+    let Some(cxx) = compiler() else {
+        eprintln!("skipped: no C++20 compiler (set CXX)");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut k = 0u64;
+    for (ci, cfg) in configs().iter().enumerate() {
+        // Each configuration on one frame type and one kind of vectors, in rotation.
+        let frame = [Dtype::F32, Dtype::U8, Dtype::U16][ci % 3];
+        let integer = ci % 2 == 0;
+        k += 1;
+        let launches = 3;
+        let c = case(100 + k, 13, 21, launches * cfg.frames, frame, integer);
+        let tag = format!("c{ci}");
+        let (got, gs) = run_emulated(&cxx, dir.path(), &tag, &c, cfg, launches);
+        let (want, ws) = expected(&c, cfg, launches);
+        let what = format!(
+            "{} ({:?} frames, {} vectors)",
+            cfg.name(),
+            frame,
+            if integer { "integer" } else { "fractional" }
+        );
+        compare(&what, &c, cfg, &got, &gs, &want, &ws, 1e-6);
+    }
+}
