@@ -49,6 +49,7 @@ pub mod error;
 pub mod estimate;
 pub mod io;
 pub mod kalman;
+pub mod likelihood;
 pub mod limits;
 pub mod linalg;
 pub mod model;

@@ -7,6 +7,7 @@ pub enum Family {
     Cpu,
     Cuda,
     Parallel,
+    Likelihood,
     Particle,
     Tbd,
     Tracking,
@@ -25,10 +26,11 @@ pub struct Args {
 type Runner = fn(&mut Sink, bool) -> anyhow::Result<()>;
 
 pub fn run(a: Args) -> anyhow::Result<()> {
-    let families: [(Family, &str, Runner); 6] = [
+    let families: [(Family, &str, Runner); 7] = [
         (Family::Cpu, "cpu", bench::cpu::run),
         (Family::Cuda, "cuda", bench::cuda::run),
         (Family::Parallel, "parallel", bench::parallel::run),
+        (Family::Likelihood, "likelihood", bench::likelihood::run),
         (Family::Particle, "particle", bench::particle::run),
         (Family::Tbd, "tbd", bench::tbd::run),
         (Family::Tracking, "tracking", bench::tracking::run),

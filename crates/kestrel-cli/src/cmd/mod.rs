@@ -6,6 +6,7 @@ pub mod demo;
 mod demo_tracking;
 pub mod estimate;
 pub mod eval;
+pub mod loglik;
 pub mod pf;
 mod plot;
 pub mod simulate;
