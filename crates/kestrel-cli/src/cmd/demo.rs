@@ -50,6 +50,10 @@ pub struct Args {
     /// Where to write the plot of a few tracks (SVG).
     #[arg(long, value_name = "FILE.svg", default_value = "kestrel-demo.svg")]
     plot: PathBuf,
+    /// Multi-target tracking instead: crossing targets in clutter, tracked with GNN and
+    /// JPDA, scored with GOSPA and CLEAR MOT.
+    #[arg(long)]
+    tracking: bool,
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
@@ -62,6 +66,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             "--plot {}: the plot is written as SVG; name a .svg file",
             a.plot.display()
         )));
+    }
+    if a.tracking {
+        return super::demo_tracking::run(&a.plot, a.seed);
     }
     if a.tracks == 0 || a.steps == 0 {
         return Err(bad("--tracks and --steps must be at least 1"));

@@ -305,6 +305,6 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         let title = format!("{} against time: {}", e.series[0].0, a.tracks.display());
         plot(p, &e, &title)?;
     }
-    println!("{}", e.summary);
+    outln!("{}", e.summary);
     Ok(())
 }

@@ -3,6 +3,7 @@
 
 pub mod bench;
 pub mod demo;
+mod demo_tracking;
 pub mod estimate;
 pub mod eval;
 pub mod loglik;
@@ -12,6 +13,7 @@ pub mod simulate;
 pub mod simulate_frames;
 pub mod tbd;
 pub mod tbd_eval;
+pub mod track;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use kestrel::Device;
