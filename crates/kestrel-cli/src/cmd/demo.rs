@@ -74,7 +74,19 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         return Err(bad("--tracks and --steps must be at least 1"));
     }
     let outputs = kestrel::io::Outputs::plan(&[], &[&a.plot])?;
-    let device = choose_device(&a.device)?;
+    let device = if a.device == "auto" && !a.pf {
+        // The Kalman demo: the GPU only where it pays for its set-up.
+        let model = kestrel::model::constant_velocity(2, 1.0, Q, R, P0)?;
+        let rows = (a.tracks as u64).saturating_mul(a.steps as u64);
+        let choice = kestrel::kalman::cuda::choose::<f32>(&model, rows, true);
+        super::note(format!(
+            "device: {} (auto: {})",
+            choice.device, choice.reason
+        ));
+        choice.device
+    } else {
+        choose_device(&a.device)?
+    };
     if a.pf {
         if a.particles == 0 {
             return Err(bad("--particles must be at least 1"));

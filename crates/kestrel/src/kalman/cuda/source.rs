@@ -137,6 +137,16 @@ pub fn source(nx: usize, ny: usize, dtype: &str, baked: Option<&Model>, part: Pa
     s
 }
 
+/// The name of a module (errors, cache files).
+pub(crate) fn module_name<T: Real>(nx: usize, ny: usize, bake: bool, part: Part) -> String {
+    format!(
+        "kestrel-{}-nx{nx}-ny{ny}-{}{}",
+        part.name(),
+        T::NAME,
+        if bake { "-baked" } else { "" }
+    )
+}
+
 /// The kernels of `part` for `model`'s dimensions and type `T` on `gpu`, compiled on
 /// first use (the runtime caches them); `bake` compiles the model's numbers into the code.
 pub(crate) fn kernels<T: Real>(
@@ -151,12 +161,7 @@ pub(crate) fn kernels<T: Real>(
             "the CUDA kernels are built for 1 <= nx <= {MAX_NX} and 1 <= ny <= {MAX_NY}; this model has nx = {nx}, ny = {ny}"
         )));
     }
-    let what = format!(
-        "kestrel-{}-nx{nx}-ny{ny}-{}{}",
-        part.name(),
-        T::NAME,
-        if bake { "-baked" } else { "" }
-    );
+    let what = module_name::<T>(nx, ny, bake, part);
     let src = source(nx, ny, T::NAME, bake.then_some(model), part);
     gpu.module(&what, &src, part.kernels())
 }
