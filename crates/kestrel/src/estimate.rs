@@ -11,6 +11,7 @@ use crate::scan::ScanAlgorithm;
 
 /// How to filter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum FilterMethod {
     /// The sequential Kalman filter (each track's steps in order; tracks in parallel).
     #[default]
@@ -21,6 +22,7 @@ pub enum FilterMethod {
 
 /// How to smooth.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum SmoothMethod {
     /// Sequential Kalman filter then Rauch-Tung-Striebel smoother.
     #[default]
@@ -40,7 +42,20 @@ fn invariant<'a, M: StateSpace + ?Sized>(
         .ok_or_else(|| Error::Unsupported(format!("{what} on cuda needs a time-invariant model")))
 }
 
-/// Filters every track of `z` on `device` with `method`.
+/// The ordinals of every CUDA device of this host (an error when there is none).
+fn all_gpus() -> Result<Vec<usize>> {
+    let n = crate::cuda::device_count();
+    if n == 0 {
+        return Err(Error::Unsupported(
+            "no CUDA device on this host (all CUDA devices were asked for)".into(),
+        ));
+    }
+    Ok((0..n).collect())
+}
+
+/// Filters every track of `z` on `device` with `method`. `Device::AllCuda` splits the
+/// tracks over every GPU of the host (the sequential filter; the parallel-in-time
+/// methods run on the first GPU).
 pub fn filter_on<T: Real, M: StateSpace + ?Sized>(
     device: Device,
     model: &M,
@@ -48,11 +63,20 @@ pub fn filter_on<T: Real, M: StateSpace + ?Sized>(
     method: FilterMethod,
     opts: &FilterOptions,
 ) -> Result<FilterOutput<T>> {
+    check_outputs("filter", model, z, 1)?;
+    warn_if_large_for_f32(z);
     match (method, device) {
         (FilterMethod::Sequential, Device::Cpu) => kalman::filter(model, z, opts),
         (FilterMethod::Sequential, Device::Cuda(i)) => {
             crate::kalman::cuda::filter(i, invariant(model, "the batched filter")?, z, opts)
         }
+        (FilterMethod::Sequential, Device::AllCuda) => crate::kalman::cuda::filter_on_devices(
+            &all_gpus()?,
+            invariant(model, "the batched filter")?,
+            z,
+            opts,
+            &crate::kalman::cuda::CudaOptions::default(),
+        ),
         (FilterMethod::Parallel(_), _) if opts.keep == kalman::Keep::Last => Err(
             Error::Unsupported("the parallel filter keeps every step: Keep::Last is not available with FilterMethod::Parallel".into()),
         ),
@@ -60,7 +84,8 @@ pub fn filter_on<T: Real, M: StateSpace + ?Sized>(
             "the parallel filter does not return predicted moments (FilterOptions::predicted)".into(),
         )),
         (FilterMethod::Parallel(scan), d) => {
-            let filtered = crate::parallel::filter(d, model, z, scan)?;
+            let mut filtered = crate::parallel::filter(d.first(), model, z, scan)?;
+            opts.outputs.apply(&mut filtered);
             Ok(FilterOutput {
                 filtered,
                 predicted: None,
@@ -69,13 +94,44 @@ pub fn filter_on<T: Real, M: StateSpace + ?Sized>(
     }
 }
 
-/// Smooths every track of `z` on `device` with `method`; returns `(filtered, smoothed)`.
+/// What [`smooth_on`] returns.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct Smoothed<T> {
+    /// The filtered moments (with per-step log-likelihoods).
+    pub filtered: Estimates<T>,
+    /// The smoothed moments.
+    pub smoothed: Estimates<T>,
+}
+
+/// Smooths every track of `z` on `device` with `method`.
+///
+/// ```
+/// use kestrel::{smooth_on, Device, SmoothMethod};
+/// let model = kestrel::model::constant_velocity(1, 1.0, 0.5, 2.0, 10.0)?;
+/// let z = kestrel::sim::simulate(&model, 3, 20, 1, 0.0)?.measurements;
+/// let out = smooth_on(Device::Cpu, &model, &z, SmoothMethod::Rts)?;
+/// assert_eq!(out.smoothed.steps(), 20);
+/// # Ok::<(), kestrel::Error>(())
+/// ```
 pub fn smooth_on<T: Real, M: StateSpace + ?Sized>(
     device: Device,
     model: &M,
     z: &Measurements<T>,
     method: SmoothMethod,
+) -> Result<Smoothed<T>> {
+    smooth_pair(device, model, z, method)
+        .map(|(filtered, smoothed)| Smoothed { filtered, smoothed })
+}
+
+fn smooth_pair<T: Real, M: StateSpace + ?Sized>(
+    device: Device,
+    model: &M,
+    z: &Measurements<T>,
+    method: SmoothMethod,
 ) -> Result<(Estimates<T>, Estimates<T>)> {
+    check_outputs("smoother", model, z, 2)?;
+    warn_if_large_for_f32(z);
     match (method, device) {
         (SmoothMethod::Rts, Device::Cpu) => kalman::smooth(model, z),
         (SmoothMethod::Rts, Device::Cuda(i)) => {
@@ -84,7 +140,67 @@ pub fn smooth_on<T: Real, M: StateSpace + ?Sized>(
             let m = invariant(model, "the batched smoother")?;
             crate::kalman::cuda::smooth(i, m, z, &crate::kalman::cuda::CudaOptions::default())
         }
-        (SmoothMethod::ParallelRts(scan), d) => crate::parallel::smooth_rts(d, model, z, scan),
-        (SmoothMethod::TwoFilter(scan), d) => crate::parallel::smooth_two_filter(d, model, z, scan),
+        (SmoothMethod::Rts, Device::AllCuda) => crate::kalman::cuda::smooth_on_devices(
+            &all_gpus()?,
+            invariant(model, "the batched smoother")?,
+            z,
+            &crate::kalman::cuda::CudaOptions::default(),
+        ),
+        (SmoothMethod::ParallelRts(scan), d) => {
+            crate::parallel::smooth_rts(d.first(), model, z, scan)
+        }
+        (SmoothMethod::TwoFilter(scan), d) => {
+            crate::parallel::smooth_two_filter(d.first(), model, z, scan)
+        }
+    }
+}
+
+/// Checks that `copies` sets of estimates (means, covariances, log-likelihoods) of the
+/// size of `z` fit in memory, before any is allocated.
+fn check_outputs<T: Real, M: StateSpace + ?Sized>(
+    what: &str,
+    model: &M,
+    z: &Measurements<T>,
+    copies: usize,
+) -> Result<()> {
+    use crate::limits::Size;
+    let nx = model.nx();
+    let per_step = nx
+        .checked_mul(nx)
+        .and_then(|c| c.checked_add(nx + 1))
+        .unwrap_or(usize::MAX);
+    crate::limits::check(
+        &format!("{what} estimates"),
+        &[
+            Size("tracks", z.tracks),
+            Size("steps", z.steps),
+            Size("values per step", per_step),
+            Size("copies", copies),
+        ],
+        std::mem::size_of::<T>(),
+    )?;
+    Ok(())
+}
+
+/// Measurements this large in magnitude cost an f32 filter its accuracy: the
+/// log-likelihood's quadratic form loses about 6-15% at |z| ~ 5e7 (24-bit mantissa).
+pub const F32_LARGE_MEASUREMENT: f64 = 1e7;
+
+/// Records a warning when `z` is f32 and holds a value of magnitude beyond
+/// [`F32_LARGE_MEASUREMENT`] (centre or scale such data, or use f64).
+pub fn warn_if_large_for_f32<T: Real>(z: &Measurements<T>) {
+    if T::NAME != "f32" {
+        return;
+    }
+    let big = z
+        .data
+        .iter()
+        .map(|v| v.to_f64().abs())
+        .filter(|v| v.is_finite())
+        .fold(0.0f64, f64::max);
+    if big >= F32_LARGE_MEASUREMENT {
+        crate::error::warn(format!(
+            "measurements reach |z| = {big:.3e}: in f32 the log-likelihoods lose accuracy beyond |z| ~ {F32_LARGE_MEASUREMENT:.0e} (centre the data or use --precision f64)"
+        ));
     }
 }

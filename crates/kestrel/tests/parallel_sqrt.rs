@@ -27,16 +27,11 @@ fn rel_err(a: &[f64], b: &[f64], per: usize, floor: f64) -> f64 {
 }
 
 fn errs(got: &Estimates<f64>, want: &Estimates<f64>) -> (f64, f64, f64) {
-    let n = want.nx;
+    let n = want.nx();
     (
-        rel_err(&got.mean, &want.mean, n, 1e-3),
-        rel_err(&got.cov, &want.cov, n * n, 1e-3),
-        rel_err(
-            got.loglik.as_ref().unwrap(),
-            want.loglik.as_ref().unwrap(),
-            1,
-            1.0,
-        ),
+        rel_err(got.mean(), want.mean(), n, 1e-3),
+        rel_err(got.cov(), want.cov(), n * n, 1e-3),
+        rel_err(got.loglik().unwrap(), want.loglik().unwrap(), 1, 1.0),
     )
 }
 

@@ -41,8 +41,8 @@ fn rel_err<T: Real>(a: &[T], b: &[f64], per: usize) -> f64 {
 
 fn errors<T: Real>(got: &Estimates<T>, want: &Estimates<f64>) -> serde_json::Value {
     serde_json::json!({
-        "max_rel_err_mean": rel_err(&got.mean, &want.mean, got.nx),
-        "max_rel_err_cov": rel_err(&got.cov, &want.cov, got.nx * got.nx),
+        "max_rel_err_mean": rel_err(got.mean(), want.mean(), got.nx()),
+        "max_rel_err_cov": rel_err(got.cov(), want.cov(), got.nx() * got.nx()),
         "loglik_total": got.total_loglik(),
         "loglik_total_ref": want.total_loglik(),
     })
@@ -310,14 +310,15 @@ fn gpu(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
                         cp::time(0, model, &z, method, alg, w, n)?
                     };
                     let mut extra = serde_json::json!({
-                        "max_rel_err_mean": rel_err(&f.mean, &rf.mean, NX),
-                        "max_rel_err_cov": rel_err(&f.cov, &rf.cov, NX * NX),
+                        "max_rel_err_mean": rel_err(f.mean(), rf.mean(), NX),
+                        "max_rel_err_cov": rel_err(f.cov(), rf.cov(), NX * NX),
                         "time_varying": !big,
                     });
                     if let Some(s) = s {
-                        extra["smoothed_max_rel_err_mean"] = rel_err(&s.mean, &rs.mean, NX).into();
+                        extra["smoothed_max_rel_err_mean"] =
+                            rel_err(s.mean(), rs.mean(), NX).into();
                         extra["smoothed_max_rel_err_cov"] =
-                            rel_err(&s.cov, &rs.cov, NX * NX).into();
+                            rel_err(s.cov(), rs.cov(), NX * NX).into();
                     }
                     if let Some(o) = one {
                         extra["speedup_vs_one_gpu_thread"] = (o / super::median(&times)).into();
@@ -410,14 +411,14 @@ fn batched(sink: &mut Sink, dev: &str) -> anyhow::Result<()> {
         ] {
             let (times, (f, s)) = cp::time(0, &model, &z32, method, alg, 1, 5)?;
             let mut extra = serde_json::json!({
-                "max_rel_err_mean": rel_err(&f.mean, &rf.mean, NX),
-                "max_rel_err_cov": rel_err(&f.cov, &rf.cov, NX * NX),
+                "max_rel_err_mean": rel_err(f.mean(), rf.mean(), NX),
+                "max_rel_err_cov": rel_err(f.cov(), rf.cov(), NX * NX),
                 "time_varying": true,
                 "missing": 0.1,
             });
             if let Some(s) = s {
-                extra["smoothed_max_rel_err_mean"] = rel_err(&s.mean, &rs.mean, NX).into();
-                extra["smoothed_max_rel_err_cov"] = rel_err(&s.cov, &rs.cov, NX * NX).into();
+                extra["smoothed_max_rel_err_mean"] = rel_err(s.mean(), rs.mean(), NX).into();
+                extra["smoothed_max_rel_err_cov"] = rel_err(s.cov(), rs.cov(), NX * NX).into();
             }
             let mut r = Record::new(
                 format!("gpu-batched-{mname}/{}", alg.name()),
@@ -487,7 +488,7 @@ fn batched(sink: &mut Sink, dev: &str) -> anyhow::Result<()> {
             &model,
             &rf32,
             ScanAlgorithm::Fastest,
-            false,
+            parallel::Moments::MeansAndCovariances,
         ))
     });
     let s = out.expect("ran")?;
@@ -502,8 +503,8 @@ fn batched(sink: &mut Sink, dev: &str) -> anyhow::Result<()> {
         &times,
     );
     r.extra = serde_json::json!({
-        "max_rel_err_mean": rel_err(&s.mean, &rs.mean, NX),
-        "max_rel_err_cov": rel_err(&s.cov, &rs.cov, NX * NX),
+        "max_rel_err_mean": rel_err(s.mean(), rs.mean(), NX),
+        "max_rel_err_cov": rel_err(s.cov(), rs.cov(), NX * NX),
     });
     sink.push(r);
     Ok(())

@@ -1,6 +1,7 @@
 //! `kestrel filter` and `kestrel smooth`: measurements file in, estimates file out.
 
 use super::{bad, choose_device, rate, Precision, Progress};
+use kestrel::data::Outputs;
 use kestrel::io::{self, Format, ESTIMATE_FORMATS, MEASUREMENT_FORMATS};
 use kestrel::{
     Device, Estimates, FilterMethod, FilterOptions, Measurements, Model, Real, ScanAlgorithm,
@@ -31,6 +32,13 @@ pub struct Common {
     /// ladner-fischer, sengupta[:N], fastest.
     #[arg(long, value_name = "ALG", default_value = "fastest")]
     scan: ScanAlgorithm,
+    /// Which estimates to write, comma-separated: mean, cov (full covariances), diag
+    /// (their diagonals), loglik; or all. What is not asked for is not copied off a GPU.
+    #[arg(long, value_name = "LIST", default_value = "all")]
+    outputs: String,
+    /// Precision of the numbers written (default: the precision of the run).
+    #[arg(long, value_enum, value_name = "f32|f64")]
+    output_precision: Option<Precision>,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, Default)]
@@ -85,6 +93,8 @@ impl Job {
                 format!("smooth (parallel RTS, scan {s:?})")
             }
             Job::Smooth(SmoothMethod::TwoFilter(s)) => format!("smooth (two-filter, scan {s:?})"),
+            Job::Filter(m) => format!("filter ({m:?})"),
+            Job::Smooth(m) => format!("smooth ({m:?})"),
         }
     }
 }
@@ -110,13 +120,68 @@ fn run(c: &Common, job: Job) -> anyhow::Result<()> {
     // Everything that can be checked before the work is checked first.
     Format::of(&c.input, MEASUREMENT_FORMATS)?;
     Format::of(&c.output, ESTIMATE_FORMATS)?;
+    let selection = Outputs::parse(&c.outputs)?;
     let outputs = io::Outputs::plan(&[&c.model, &c.input], &[&c.output])?;
     let device = choose_device(&c.device)?;
     let model = kestrel::model::load_model(&c.model)?;
     match c.precision.unwrap_or(Precision::default_for(device)) {
-        Precision::F64 => run_typed::<f64>(c, job, device, &model, outputs),
-        Precision::F32 => run_typed::<f32>(c, job, device, &model, outputs),
+        Precision::F64 => run_typed::<f64>(c, job, device, &model, selection, outputs),
+        Precision::F32 => run_typed::<f32>(c, job, device, &model, selection, outputs),
     }
+}
+
+/// Writes `est` in the precision asked for (a value too large for f32 is an error).
+fn write_in<T: Real>(
+    c: &Common,
+    est: &Estimates<T>,
+    tick: &(dyn Fn(usize) + Sync),
+) -> anyhow::Result<()> {
+    match c.output_precision {
+        Some(Precision::F32) if T::NAME != "f32" => {
+            let e32: Estimates<f32> = est.cast();
+            check_fits_f32(est, &e32)?;
+            Ok(io::write_estimates_with_progress(&c.output, &e32, tick)?)
+        }
+        Some(Precision::F64) if T::NAME != "f64" => {
+            let e64: Estimates<f64> = est.cast();
+            Ok(io::write_estimates_with_progress(&c.output, &e64, tick)?)
+        }
+        _ => Ok(io::write_estimates_with_progress(&c.output, est, tick)?),
+    }
+}
+
+/// A finite value that became infinite in f32 does not fit: say where.
+fn check_fits_f32<T: Real>(est: &Estimates<T>, e32: &Estimates<f32>) -> anyhow::Result<()> {
+    let arrays: [(&str, &[T], &[f32], usize); 3] = [
+        ("mean", est.mean(), e32.mean(), est.nx()),
+        (
+            "cov",
+            est.cov(),
+            e32.cov(),
+            est.cov().len() / (est.tracks() * est.steps()).max(1),
+        ),
+        (
+            "loglik",
+            est.loglik().unwrap_or(&[]),
+            e32.loglik().unwrap_or(&[]),
+            1,
+        ),
+    ];
+    for (name, a, b, per) in arrays {
+        if let Some(i) = a
+            .iter()
+            .zip(b)
+            .position(|(x, y)| x.is_finite_value() && !y.is_finite())
+        {
+            let (k, track) = (i / per.max(1), i / per.max(1) / est.steps().max(1));
+            return Err(bad(format!(
+                "--output-precision f32: {name} of track {track}, step {} is {} and does not fit in f32",
+                k % est.steps().max(1),
+                a[i].to_f64()
+            )));
+        }
+    }
+    Ok(())
 }
 
 fn run_typed<T: Real>(
@@ -124,18 +189,19 @@ fn run_typed<T: Real>(
     job: Job,
     device: Device,
     model: &Model,
+    selection: Outputs,
     outputs: io::Outputs,
 ) -> anyhow::Result<()> {
     let t0 = Instant::now();
     let progress = Progress::new("reading");
     let z: Measurements<T> = io::read_measurements(&c.input)?;
     io::check_measurement_dim(&c.input, &z, model.ny())?;
-    if z.tracks == 0 || z.steps == 0 {
+    if z.tracks() == 0 || z.steps() == 0 {
         return Err(bad(format!(
             "{}: no measurements ({} tracks x {} steps)",
             c.input.display(),
-            z.tracks,
-            z.steps
+            z.tracks(),
+            z.steps()
         )));
     }
     let t_read = t0.elapsed().as_secs_f64();
@@ -144,20 +210,20 @@ fn run_typed<T: Real>(
         Job::Smooth(_) => "smoothing",
     });
     let t1 = Instant::now();
-    let (est, loglik) = estimate(device, model, &z, job)?;
+    let (est, loglik) = estimate(device, model, &z, job, selection)?;
     let t_compute = t1.elapsed().as_secs_f64();
-    progress.tracks("writing", z.tracks);
+    progress.tracks("writing", z.tracks());
     let t2 = Instant::now();
-    io::write_estimates_with_progress(&c.output, &est, &|n| progress.inc(n))?;
+    write_in(c, &est, &|n| progress.inc(n))?;
     outputs.commit()?;
     let t_write = t2.elapsed().as_secs_f64();
     progress.finish();
-    let n = z.tracks * z.steps;
+    let n = z.tracks() * z.steps();
     errln!(
         "{}: {} tracks x {} steps on {device}, {}: total log-likelihood {loglik:.6e}; compute {t_compute:.3} s ({}); total {:.3} s (read {t_read:.3} s, write {t_write:.3} s) -> {}",
         job.describe(),
-        z.tracks,
-        z.steps,
+        z.tracks(),
+        z.steps(),
         T::NAME,
         rate(n, t_compute),
         t0.elapsed().as_secs_f64(),
@@ -168,21 +234,36 @@ fn run_typed<T: Real>(
 
 /// Runs `job` over all tracks of `z` at once (splitting the batch would cost a copy of
 /// every output); returns the estimates the job writes (filtered for `filter`, smoothed
-/// for `smooth`) and the total log-likelihood.
+/// for `smooth`), reduced to `outputs`, and the total log-likelihood (NaN when a
+/// filter's log-likelihoods were not kept).
 pub fn estimate<T: Real>(
     device: Device,
     model: &Model,
     z: &Measurements<T>,
     job: Job,
+    outputs: Outputs,
 ) -> kestrel::Result<(Estimates<T>, f64)> {
     match job {
         Job::Filter(m) => {
-            let f = kestrel::filter_on(device, model, z, m, &FilterOptions::default())?.filtered;
-            let ll = f.total_loglik();
+            let opts = FilterOptions {
+                outputs,
+                ..FilterOptions::default()
+            };
+            let f = kestrel::filter_on(device, model, z, m, &opts)?.filtered;
+            let ll = if f.loglik().is_some() {
+                f.total_loglik()
+            } else {
+                f64::NAN
+            };
             Ok((f, ll))
         }
         Job::Smooth(m) => {
-            let (f, s) = kestrel::smooth_on(device, model, z, m)?;
+            let kestrel::Smoothed {
+                filtered: f,
+                smoothed: mut s,
+                ..
+            } = kestrel::smooth_on(device, model, z, m)?;
+            outputs.apply(&mut s);
             Ok((s, f.total_loglik()))
         }
     }

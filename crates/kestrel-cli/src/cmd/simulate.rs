@@ -75,7 +75,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     progress.finish();
     let missing = sim
         .measurements
-        .data
+        .data()
         .chunks(model.ny())
         .filter(|z| z.iter().any(|v| v.is_nan()))
         .count();

@@ -46,12 +46,27 @@ fn to_measurements<S: Real, T: Real>(path: &Path, a: ArrayViewD<'_, S>) -> Resul
         .position(|v| !v.is_nan_value() && !v.is_finite_value())
     {
         let (tr, k, j) = (i / (t * ny), (i / ny) % t, i % ny);
+        let source = match a.as_slice() {
+            Some(s) => s[i].to_f64(),
+            None => a.iter().nth(i).map_or(f64::INFINITY, |v| v.to_f64()),
+        };
+        let what = if source.is_finite() {
+            format!(
+                "value {source:e} does not fit in {} (largest magnitude {:e})",
+                T::NAME,
+                if T::NAME == "f32" {
+                    f32::MAX as f64
+                } else {
+                    f64::MAX
+                }
+            )
+        } else {
+            "infinite value (a missing value is NaN)".to_string()
+        };
         return Err(parse_error(
             path,
             None,
-            format!(
-                "track {tr}, step {k}, component z{j}: infinite value (a missing value is NaN)"
-            ),
+            format!("track {tr}, step {k}, component z{j}: {what}"),
         ));
     }
     Measurements::new(b, t, ny, data)
@@ -136,7 +151,9 @@ pub(super) fn write_array<T: Real>(path: &Path, shape: &[usize], data: &[T]) -> 
     super::write_atomic(path, |w| a.write_npy(w).map_err(std::io::Error::other))
 }
 
-/// Writes estimates as an uncompressed `.npz`: `mean`, `cov` and (filters) `loglik`.
+/// Writes estimates as an uncompressed `.npz`: `mean`, `cov` and (filters) `loglik`,
+/// each when the estimates hold it ([`crate::data::Outputs`]), by the parallel archive
+/// writer ([`super::npz`]).
 pub(super) fn write_estimates<T: Real>(path: &Path, est: &Estimates<T>) -> Result<()> {
     write_estimates_with_columns(path, est, &[])
 }
@@ -148,68 +165,75 @@ pub(super) fn write_estimates_with_columns<T: Real>(
     columns: &[(&str, &[T])],
 ) -> Result<()> {
     let (b, t, nx) = (est.tracks, est.steps, est.nx);
-    let shape_err = |e: ndarray::ShapeError| Error::Input {
-        msg: format!("{}: estimates: {e}", path.display()),
-    };
-    let mean = ArrayView::from_shape(IxDyn(&[b, t, nx]), &est.mean).map_err(shape_err)?;
-    let cov = ArrayView::from_shape(IxDyn(&[b, t, nx, nx]), &est.cov).map_err(shape_err)?;
-    let loglik = match &est.loglik {
-        Some(l) => Some(ArrayView::from_shape(IxDyn(&[b, t]), l).map_err(shape_err)?),
-        None => None,
-    };
-    let extra = columns
-        .iter()
-        .map(|(name, v)| {
-            Ok((
-                *name,
-                ArrayView::from_shape(IxDyn(&[b, t]), v).map_err(shape_err)?,
-            ))
-        })
-        .collect::<Result<Vec<_>>>()?;
-    // Arrays of 4 GiB and more need the zip64 extensions.
-    let large = std::mem::size_of_val(est.cov.as_slice()) as u64 >= (1 << 32) - (1 << 20);
-    let options = zip::write::SimpleFileOptions::default()
-        .compression_method(zip::CompressionMethod::Stored)
-        .large_file(large);
-    super::write_atomic(path, |w| {
-        // The archive is finished explicitly; after a failed write the latch swallows
-        // what the zip writer's drop still writes, so the error is reported once, here.
-        let mut npz =
-            ndarray_npy::NpzWriter::new_with_options(super::output::Latch::new(w), options);
-        let added = (|| {
-            npz.add_array("mean", &mean)?;
-            npz.add_array("cov", &cov)?;
-            if let Some(l) = &loglik {
-                npz.add_array("loglik", l)?;
-            }
-            for (name, a) in &extra {
-                npz.add_array(*name, a)?;
-            }
-            Ok::<_, ndarray_npy::WriteNpzError>(())
-        })();
-        let finished = match added {
-            Ok(()) => npz.finish(),
-            Err(e) => {
-                drop(npz);
-                Err(e)
-            }
-        };
-        match finished {
-            Ok(mut latch) => latch.take_error().map_or(Ok(()), Err),
-            Err(e) => Err(npz_io_error(e)),
+    let descr = if T::NAME == "f64" { "<f8" } else { "<f4" };
+    let mut arrays: Vec<(&str, Vec<usize>, &[T])> = Vec::new();
+    if !est.mean.is_empty() {
+        arrays.push(("mean", vec![b, t, nx], &est.mean));
+    }
+    match est.cov_output() {
+        crate::data::CovOutput::Full => arrays.push(("cov", vec![b, t, nx, nx], &est.cov)),
+        crate::data::CovOutput::Diag => arrays.push(("cov", vec![b, t, nx], &est.cov)),
+        crate::data::CovOutput::None => {}
+    }
+    if let Some(l) = &est.loglik {
+        arrays.push(("loglik", vec![b, t], l));
+    }
+    for (name, v) in columns {
+        arrays.push((name, vec![b, t], v));
+    }
+    let mut members = Vec::with_capacity(arrays.len());
+    for (name, shape, data) in arrays {
+        if shape.iter().product::<usize>() != data.len() {
+            return Err(Error::Input {
+                msg: format!(
+                    "{}: estimates: {name} holds {} values, not {shape:?}",
+                    path.display(),
+                    data.len()
+                ),
+            });
         }
-    })
+        members.push(super::npz::Member {
+            name,
+            descr,
+            shape,
+            data: as_le_bytes(data),
+        });
+    }
+    // Positioned writes on the temporary file itself (the buffered writer stays empty).
+    super::write_atomic(path, |w| super::npz::write(w.get_ref(), &members))
 }
 
-/// The I/O error inside an NPZ writer's error (the disk's own message, e.g. "No space
-/// left on device"), or the writer's message.
-fn npz_io_error(e: ndarray_npy::WriteNpzError) -> std::io::Error {
-    use ndarray_npy::{WriteNpyError, WriteNpzError};
-    match e {
-        WriteNpzError::Zip(zip::result::ZipError::Io(io)) => io,
-        WriteNpzError::Npy(WriteNpyError::Io(io)) => io,
-        other => std::io::Error::other(other.to_string()),
+/// The bytes of a slice of scalars, which the NPY files hold little-endian.
+fn as_le_bytes<T: Real>(v: &[T]) -> &[u8] {
+    const _: () = assert!(
+        cfg!(target_endian = "little"),
+        "NPY data are written little-endian"
+    );
+    // SAFETY: f32/f64 have no padding; any value is a valid sequence of bytes.
+    unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) }
+}
+
+/// The array `name` of an `.npz` file with its shape, or `None` when the archive has no
+/// such member; the file's values must be of type `T`.
+pub(super) fn read_npz_array<T: Real>(
+    path: &Path,
+    name: &str,
+) -> Result<Option<(Vec<usize>, Vec<T>)>> {
+    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let bad = |e: ndarray_npy::ReadNpzError| {
+        parse_error(path, None, format!("not a valid .npz (array {name}): {e}"))
+    };
+    let mut npz = ndarray_npy::NpzReader::new(std::io::BufReader::new(file)).map_err(bad)?;
+    let names = npz.names().map_err(bad)?;
+    if !names
+        .iter()
+        .any(|n| n == name || *n == format!("{name}.npy"))
+    {
+        return Ok(None);
     }
+    let a: ArrayD<T> = npz.by_name(name).map_err(bad)?;
+    let shape = a.shape().to_vec();
+    Ok(Some((shape, a.iter().copied().collect())))
 }
 
 /// Reads estimates written by [`write_estimates`].

@@ -6,8 +6,8 @@
 //! A measurement with a NaN in any component is missing: that step is predict only and its
 //! log-likelihood term is 0.
 //!
-//! Two paths compute the same thing: [`dense`] (any size, time-varying models, one track
-//! at a time) and [`lanes`] (time-invariant models of the common tracking sizes, tracks
+//! Two paths compute the same thing: `dense` (any size, time-varying models, one track
+//! at a time) and `lanes` (time-invariant models of the common tracking sizes, tracks
 //! processed in SIMD lanes). [`filter`] and [`smooth`] choose between them.
 
 pub mod cuda;
@@ -28,6 +28,7 @@ use crate::model::StateSpace;
 
 /// Which filtered states to keep.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum Keep {
     /// Every step's filtered mean, covariance and log-likelihood.
     #[default]
@@ -45,6 +46,10 @@ pub struct FilterOptions {
     pub predicted: bool,
     /// Force the general path even where a fixed-size fast path exists.
     pub force_general: bool,
+    /// Which filtered estimates to return (default: all, full covariances). What is not
+    /// wanted is left empty ([`crate::data::Outputs`]); on a GPU it is never copied to
+    /// the host.
+    pub outputs: crate::data::Outputs,
 }
 
 /// What [`filter`] returns.
@@ -97,6 +102,7 @@ pub fn filter<T: Real, M: StateSpace + ?Sized>(
         .predicted
         .then(|| Estimates::nan(z.tracks, z.steps, model.nx(), false));
     filter_impl(model, z, opts, &mut filtered, predicted.as_mut())?;
+    opts.outputs.apply(&mut filtered);
     Ok(FilterOutput {
         filtered,
         predicted,

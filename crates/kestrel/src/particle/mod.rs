@@ -168,5 +168,6 @@ pub fn particle_filter_on<T: Real>(
             particle_filter_cpu(model, z, opts)
         }
         Device::Cuda(ordinal) => cuda::particle_filter_cuda(ordinal, model, z, opts),
+        Device::AllCuda => cuda::particle_filter_cuda(0, model, z, opts),
     }
 }

@@ -1,6 +1,7 @@
 //! Writing the long form: rows formatted on all cores, numbers in their shortest
 //! round-trip form (Ryu), the file written atomically.
 
+use crate::data::CovOutput;
 use crate::data::Estimates;
 use crate::error::Result;
 use crate::linalg::Real;
@@ -129,21 +130,57 @@ pub(crate) fn write_series<T: Real>(
     )
 }
 
+/// Writes one value per track and step, `[tracks][steps]`, with columns `track,t,{column}`.
+pub(crate) fn write_per_step<T: Real>(
+    path: &Path,
+    tracks: usize,
+    steps: usize,
+    data: &[T],
+    column: &str,
+) -> Result<()> {
+    write_rows(
+        path,
+        format!("track,t,{column}\n"),
+        tracks,
+        steps,
+        |buf, b, k| {
+            buf.push(b',');
+            push_value(buf, data[b * steps + k]);
+        },
+        &|_| {},
+    )
+}
+
 /// The CSV header of estimates: `track,t,x0..,P00..` (`P{i}_{j}` when `nx > 10`), and
 /// `loglik` when present.
-pub(crate) fn estimates_header(nx: usize, loglik: bool) -> String {
+pub(crate) fn estimates_header(nx: usize, mean: bool, cov: CovOutput, loglik: bool) -> String {
     let mut h = String::from("track,t");
-    for i in 0..nx {
-        h += &format!(",x{i}");
+    if mean {
+        for i in 0..nx {
+            h += &format!(",x{i}");
+        }
     }
-    for i in 0..nx {
-        for j in 0..nx {
-            if nx > 10 {
-                h += &format!(",P{i}_{j}");
-            } else {
-                h += &format!(",P{i}{j}");
+    let name = |i: usize, j: usize| {
+        if nx > 10 {
+            format!(",P{i}_{j}")
+        } else {
+            format!(",P{i}{j}")
+        }
+    };
+    match cov {
+        CovOutput::Full => {
+            for i in 0..nx {
+                for j in 0..nx {
+                    h += &name(i, j);
+                }
             }
         }
+        CovOutput::Diag => {
+            for i in 0..nx {
+                h += &name(i, i);
+            }
+        }
+        CovOutput::None => {}
     }
     if loglik {
         h += ",loglik";
@@ -152,8 +189,8 @@ pub(crate) fn estimates_header(nx: usize, loglik: bool) -> String {
     h
 }
 
-/// Writes estimates: means, full row-major covariances, and the log-likelihood column
-/// when the estimates carry one.
+/// Writes estimates: means, full row-major covariances (or their diagonals), and the
+/// log-likelihood column, each when the estimates carry it ([`crate::data::Outputs`]).
 pub(crate) fn write_estimates<T: Real>(
     path: &Path,
     est: &Estimates<T>,
@@ -169,20 +206,35 @@ pub(crate) fn write_estimates_with_columns<T: Real>(
     columns: &[(&str, &[T])],
     tick: &(dyn Fn(usize) + Sync),
 ) -> Result<()> {
-    let mut header = estimates_header(est.nx, est.loglik.is_some());
+    let cov = est.cov_output();
+    let mean = !est.mean.is_empty();
+    let mut header = estimates_header(est.nx, mean, cov, est.loglik.is_some());
     header.pop();
     for (name, _) in columns {
         header.push(',');
         header += name;
     }
     header.push('\n');
+    let (nx, steps) = (est.nx, est.steps);
+    let per_cov = match cov {
+        CovOutput::Full => nx * nx,
+        CovOutput::Diag => nx,
+        CovOutput::None => 0,
+    };
     write_rows(
         path,
         header,
         est.tracks,
         est.steps,
         |buf, b, k| {
-            for &v in est.mean_at(b, k).iter().chain(est.cov_at(b, k)) {
+            let i = b * steps + k;
+            let m = if mean {
+                &est.mean[i * nx..(i + 1) * nx]
+            } else {
+                &[][..]
+            };
+            let c = &est.cov[i * per_cov..(i + 1) * per_cov];
+            for &v in m.iter().chain(c) {
                 buf.push(b',');
                 push_value(buf, v);
             }

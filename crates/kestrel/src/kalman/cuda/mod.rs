@@ -130,7 +130,7 @@ pub fn filter_with<T: Real>(
     opts: &FilterOptions,
     copts: &CudaOptions,
 ) -> Result<FilterOutput<T>> {
-    catch(|| pipeline::filter(&*gpu(ordinal)?, model, z, opts, copts))
+    catch(|| pipeline::filter(&[gpu(ordinal)?], model, z, opts, copts))
 }
 
 /// Batched RTS smoother on GPU `ordinal` over filtered estimates (all steps kept).
@@ -161,5 +161,36 @@ pub fn smooth<T: Real>(
     z: &Measurements<T>,
     copts: &CudaOptions,
 ) -> Result<(Estimates<T>, Estimates<T>)> {
-    catch(|| pipeline::smooth(&*gpu(ordinal)?, model, z, copts))
+    catch(|| pipeline::smooth(&[gpu(ordinal)?], model, z, copts))
+}
+
+fn open_all(ordinals: &[usize]) -> Result<Vec<std::sync::Arc<crate::cuda::Gpu>>> {
+    if ordinals.is_empty() {
+        return Err(crate::Error::Unsupported("no CUDA device was named".into()));
+    }
+    ordinals.iter().map(|&i| gpu(i)).collect()
+}
+
+/// [`filter_with`] with the tracks split over the GPUs `ordinals` (contiguous shares
+/// in order, one host thread per device, each device running the chunked pipeline on
+/// its share); the outputs are gathered in track order and equal one GPU's bit for bit
+/// (tracks are independent and every device runs the same kernels).
+pub fn filter_on_devices<T: Real>(
+    ordinals: &[usize],
+    model: &Model,
+    z: &Measurements<T>,
+    opts: &FilterOptions,
+    copts: &CudaOptions,
+) -> Result<FilterOutput<T>> {
+    catch(|| pipeline::filter(&open_all(ordinals)?, model, z, opts, copts))
+}
+
+/// [`smooth`] with the tracks split over the GPUs `ordinals` (see [`filter_on_devices`]).
+pub fn smooth_on_devices<T: Real>(
+    ordinals: &[usize],
+    model: &Model,
+    z: &Measurements<T>,
+    copts: &CudaOptions,
+) -> Result<(Estimates<T>, Estimates<T>)> {
+    catch(|| pipeline::smooth(&open_all(ordinals)?, model, z, copts))
 }

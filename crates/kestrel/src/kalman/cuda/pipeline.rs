@@ -58,31 +58,6 @@ fn host_estimates<T: Real>(tracks: usize, steps: usize, nx: usize, loglik: bool)
 }
 
 /// One slot for the whole batch when it fits the budget, else two of a chunk each.
-/// Starts a chunk of tracks `b0..b0 + nb` on slot `s`: clears its error flag, poisons
-/// its outputs when asked, and queues the copy of the chunk's measurements.
-fn load_measurements<T: Real>(
-    gpu: &Gpu,
-    s: &Slot<T>,
-    z: &Measurements<T>,
-    b0: usize,
-    nb: usize,
-    copts: &CudaOptions,
-) -> Result<()> {
-    s.clear_err()?;
-    if copts.poison {
-        s.poison()?;
-    }
-    let per = z.steps * z.ny;
-    upload(
-        gpu,
-        &s.stream,
-        &z.data[b0 * per..(b0 + nb) * per],
-        &s.z,
-        0,
-        "copying measurements to the GPU",
-    )
-}
-
 fn make_slots<T: Real>(
     gpu: &Gpu,
     tracks: usize,
@@ -98,17 +73,178 @@ fn make_slots<T: Real>(
     Ok(slots)
 }
 
-/// The batched filter (see [`super::filter_with`]).
-pub(crate) fn filter<T: Real>(
+/// Host destinations of a run, in the order of [`Slot::outputs`]: for each output the
+/// slice to fill (`per` values a track) or `None` when it is not wanted (its device
+/// buffer is then never copied down).
+struct Dest<'a, T> {
+    parts: Vec<Option<(&'a mut [T], usize)>>,
+}
+
+impl<'a, T> Dest<'a, T> {
+    /// The first `tracks` tracks and the rest.
+    fn split(self, tracks: usize) -> (Dest<'a, T>, Dest<'a, T>) {
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        for p in self.parts {
+            match p {
+                Some((s, per)) => {
+                    let (x, y) = s.split_at_mut(tracks * per);
+                    a.push(Some((x, per)));
+                    b.push(Some((y, per)));
+                }
+                None => {
+                    a.push(None);
+                    b.push(None);
+                }
+            }
+        }
+        (Dest { parts: a }, Dest { parts: b })
+    }
+}
+
+/// What a run computes on each chunk.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Run {
+    Filter,
+    FilterSmooth,
+}
+
+/// Runs `run` for `tracks` tracks of `z` (`[tracks][steps][ny]`) on `gpu`, filling
+/// `dest`; `first` is the index of the first track in the caller's batch (errors name
+/// tracks of the whole batch).
+#[allow(clippy::too_many_arguments)]
+fn run_on<T: Real>(
     gpu: &Gpu,
+    model: &Model,
+    z: &[T],
+    tracks: usize,
+    first: usize,
+    shape: Shape,
+    copts: &CudaOptions,
+    run: Run,
+    mut dest: Dest<'_, T>,
+) -> Result<()> {
+    if tracks == 0 {
+        return Ok(());
+    }
+    let kf = kernels::<T>(gpu, model, copts.bake_model, Part::Filter)?;
+    let ks = match run {
+        Run::FilterSmooth => Some(kernels::<T>(gpu, model, copts.bake_model, Part::Smooth)?),
+        Run::Filter => None,
+    };
+    let params = model_params::<T>(model);
+    let slots = make_slots::<T>(gpu, tracks, shape, copts)?;
+    let per_z = shape.steps * shape.ny;
+    let what = match run {
+        Run::Filter => "innovation covariance S",
+        Run::FilterSmooth => "covariance (filter or smoother)",
+    };
+    drive(
+        tracks,
+        slots[0].cap,
+        &slots,
+        |s, b0, nb| {
+            s.clear_err()?;
+            if copts.poison {
+                s.poison()?;
+            }
+            upload(
+                gpu,
+                &s.stream,
+                &z[b0 * per_z..(b0 + nb) * per_z],
+                &s.z,
+                0,
+                "copying measurements to the GPU",
+            )?;
+            s.filter(&kf, &params, nb)?;
+            if let Some(ks) = &ks {
+                s.smooth(ks, &params, nb)?;
+            }
+            s.to_host_layout(&kf, nb)?;
+            if let Some(ks) = &ks {
+                s.smoothed_to_host_layout(ks, nb)?;
+            }
+            Ok(())
+        },
+        |s, b0, nb| {
+            for (src, d) in s.outputs().into_iter().zip(dest.parts.iter_mut()) {
+                let (Some((buf, name)), Some((host, per))) = (src, d.as_mut()) else {
+                    continue;
+                };
+                download(
+                    gpu,
+                    &s.stream,
+                    buf,
+                    0,
+                    &mut host[b0 * *per..(b0 + nb) * *per],
+                    &format!("copying {name}"),
+                )?;
+            }
+            s.check_err(first + b0, what)
+        },
+    )
+}
+
+/// Splits `tracks` over `gpus` in contiguous shares (in order) and runs each share on
+/// its device in its own thread; the first error (by device order) is returned.
+fn run_split<T: Real>(
+    gpus: &[std::sync::Arc<Gpu>],
+    model: &Model,
+    z: &Measurements<T>,
+    shape: Shape,
+    copts: &CudaOptions,
+    run: Run,
+    dest: Dest<'_, T>,
+) -> Result<()> {
+    if gpus.len() <= 1 {
+        let g = gpus
+            .first()
+            .ok_or_else(|| Error::Unsupported("no CUDA device".into()))?;
+        return run_on(g, model, &z.data, z.tracks, 0, shape, copts, run, dest);
+    }
+    let n = gpus.len();
+    let per_z = z.steps * z.ny;
+    let mut shares = Vec::with_capacity(n);
+    let mut rest = dest;
+    let mut b0 = 0;
+    for i in 0..n {
+        let nb = z.tracks / n + usize::from(i < z.tracks % n);
+        let (mine, others) = rest.split(nb);
+        shares.push((b0, nb, mine));
+        rest = others;
+        b0 += nb;
+    }
+    let results: Vec<Result<()>> = std::thread::scope(|sc| {
+        let handles: Vec<_> = shares
+            .into_iter()
+            .zip(gpus)
+            .map(|((b0, nb, d), g)| {
+                let zs = &z.data[b0 * per_z..(b0 + nb) * per_z];
+                sc.spawn(move || {
+                    crate::cuda::catch(|| run_on(g, model, zs, nb, b0, shape, copts, run, d))
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(Error::Cuda("a device thread panicked".into())))
+            })
+            .collect()
+    });
+    results.into_iter().collect()
+}
+
+/// The batched filter (see [`super::filter_with`]) on one device or, split by tracks,
+/// on several.
+pub(crate) fn filter<T: Real>(
+    gpus: &[std::sync::Arc<Gpu>],
     model: &Model,
     z: &Measurements<T>,
     opts: &FilterOptions,
     copts: &CudaOptions,
 ) -> Result<FilterOutput<T>> {
     check_input(model, z, opts)?;
-    let k = kernels::<T>(gpu, model, copts.bake_model, Part::Filter)?;
-    let params = model_params::<T>(model);
     let (nx, ny, t) = (model.nx(), model.ny(), z.steps);
     let last = opts.keep == Keep::Last;
     let kept = if last { 1 } else { t };
@@ -126,70 +262,30 @@ pub(crate) fn filter<T: Real>(
         },
         smoothed: false,
     };
-    let slots = make_slots::<T>(gpu, z.tracks, shape, copts)?;
+    let out = opts.outputs;
     let mut est = host_estimates(z.tracks, kept, nx, true);
     let mut pred = opts
         .predicted
         .then(|| host_estimates::<T>(z.tracks, t, nx, false));
-    drive(
-        z.tracks,
-        slots[0].cap,
-        &slots,
-        |s, b0, nb| {
-            load_measurements(gpu, s, z, b0, nb, copts)?;
-            s.filter(&k, &params, nb)?;
-            s.to_host_layout(&k, nb)
-        },
-        |s, b0, nb| {
-            let ll = est
-                .loglik
-                .as_mut()
-                .ok_or_else(|| Error::Cuda("no log-likelihood buffer".into()))?;
-            download(
-                gpu,
-                &s.stream,
-                &s.mean,
-                0,
-                &mut est.mean[b0 * kept * nx..(b0 + nb) * kept * nx],
-                "copying means",
-            )?;
-            download(
-                gpu,
-                &s.stream,
-                &s.cov,
-                0,
-                &mut est.cov[b0 * kept * nx * nx..(b0 + nb) * kept * nx * nx],
-                "copying covariances",
-            )?;
-            download(
-                gpu,
-                &s.stream,
-                &s.ll,
-                0,
-                &mut ll[b0 * kept..(b0 + nb) * kept],
-                "copying log-likelihoods",
-            )?;
-            if let (Some(p), Some(pm), Some(pc)) = (pred.as_mut(), &s.pmean, &s.pcov) {
-                download(
-                    gpu,
-                    &s.stream,
-                    pm,
-                    0,
-                    &mut p.mean[b0 * t * nx..(b0 + nb) * t * nx],
-                    "copying predicted means",
-                )?;
-                download(
-                    gpu,
-                    &s.stream,
-                    pc,
-                    0,
-                    &mut p.cov[b0 * t * nx * nx..(b0 + nb) * t * nx * nx],
-                    "copying predicted covariances",
-                )?;
-            }
-            s.check_err(b0, "innovation covariance S")
-        },
-    )?;
+    {
+        let ll = est
+            .loglik
+            .as_mut()
+            .ok_or_else(|| Error::Cuda("no log-likelihood buffer".into()))?;
+        let mut parts = vec![
+            out.mean.then_some((&mut est.mean[..], kept * nx)),
+            out.cov
+                .wanted()
+                .then_some((&mut est.cov[..], kept * nx * nx)),
+            out.loglik.then_some((&mut ll[..], kept)),
+        ];
+        if let Some(p) = pred.as_mut() {
+            parts.push(Some((&mut p.mean[..], t * nx)));
+            parts.push(Some((&mut p.cov[..], t * nx * nx)));
+        }
+        run_split(gpus, model, z, shape, copts, Run::Filter, Dest { parts })?;
+    }
+    out.apply(&mut est);
     Ok(FilterOutput {
         filtered: est,
         predicted: pred,
@@ -280,17 +376,15 @@ pub(crate) fn smooth_filtered<T: Real>(
     Ok(out)
 }
 
-/// Filter then smoother without a round trip through the host in between.
+/// Filter then smoother without a round trip through the host in between, on one
+/// device or, split by tracks, on several.
 pub(crate) fn smooth<T: Real>(
-    gpu: &Gpu,
+    gpus: &[std::sync::Arc<Gpu>],
     model: &Model,
     z: &Measurements<T>,
     copts: &CudaOptions,
 ) -> Result<(Estimates<T>, Estimates<T>)> {
     check_input(model, z, &FilterOptions::default())?;
-    let kf = kernels::<T>(gpu, model, copts.bake_model, Part::Filter)?;
-    let ks = kernels::<T>(gpu, model, copts.bake_model, Part::Smooth)?;
-    let params = model_params::<T>(model);
     let (nx, ny, t) = (model.nx(), model.ny(), z.steps);
     let shape = Shape {
         nx,
@@ -302,71 +396,29 @@ pub(crate) fn smooth<T: Real>(
         layout: copts.layout,
         smoothed: true,
     };
-    let slots = make_slots::<T>(gpu, z.tracks, shape, copts)?;
     let mut f = host_estimates(z.tracks, t, nx, true);
     let mut sm = host_estimates(z.tracks, t, nx, false);
-    let (m1, c1) = (t * nx, t * nx * nx);
-    drive(
-        z.tracks,
-        slots[0].cap,
-        &slots,
-        |s, b0, nb| {
-            load_measurements(gpu, s, z, b0, nb, copts)?;
-            s.filter(&kf, &params, nb)?;
-            s.smooth(&ks, &params, nb)?;
-            s.to_host_layout(&kf, nb)?;
-            s.smoothed_to_host_layout(&ks, nb)
-        },
-        |s, b0, nb| {
-            let ll = f
-                .loglik
-                .as_mut()
-                .ok_or_else(|| Error::Cuda("no log-likelihood buffer".into()))?;
-            download(
-                gpu,
-                &s.stream,
-                &s.mean,
-                0,
-                &mut f.mean[b0 * m1..(b0 + nb) * m1],
-                "copying filtered means",
-            )?;
-            download(
-                gpu,
-                &s.stream,
-                &s.cov,
-                0,
-                &mut f.cov[b0 * c1..(b0 + nb) * c1],
-                "copying filtered covariances",
-            )?;
-            download(
-                gpu,
-                &s.stream,
-                &s.ll,
-                0,
-                &mut ll[b0 * t..(b0 + nb) * t],
-                "copying log-likelihoods",
-            )?;
-            let (Some(smean), Some(scov)) = (&s.smean, &s.scov) else {
-                return Err(Error::Cuda("no smoothed buffers".into()));
-            };
-            download(
-                gpu,
-                &s.stream,
-                smean,
-                0,
-                &mut sm.mean[b0 * m1..(b0 + nb) * m1],
-                "copying smoothed means",
-            )?;
-            download(
-                gpu,
-                &s.stream,
-                scov,
-                0,
-                &mut sm.cov[b0 * c1..(b0 + nb) * c1],
-                "copying smoothed covariances",
-            )?;
-            s.check_err(b0, "covariance (filter or smoother)")
-        },
-    )?;
+    {
+        let ll = f
+            .loglik
+            .as_mut()
+            .ok_or_else(|| Error::Cuda("no log-likelihood buffer".into()))?;
+        let parts = vec![
+            Some((&mut f.mean[..], t * nx)),
+            Some((&mut f.cov[..], t * nx * nx)),
+            Some((&mut ll[..], t)),
+            Some((&mut sm.mean[..], t * nx)),
+            Some((&mut sm.cov[..], t * nx * nx)),
+        ];
+        run_split(
+            gpus,
+            model,
+            z,
+            shape,
+            copts,
+            Run::FilterSmooth,
+            Dest { parts },
+        )?;
+    }
     Ok((f, sm))
 }

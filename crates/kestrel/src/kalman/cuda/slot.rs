@@ -73,6 +73,27 @@ pub(crate) struct Slot<T> {
     pub stream: Arc<CudaStream>,
 }
 
+impl<T> Slot<T> {
+    /// The buffers a run copies to the host, in a fixed order: filtered means,
+    /// covariances, log-likelihoods, then the predicted (filter) or smoothed (smoother)
+    /// means and covariances; `None` where the slot has no such buffer.
+    pub fn outputs(&self) -> [Option<(&DevBuf<T>, &'static str)>; 5] {
+        [
+            Some((&self.mean, "means")),
+            Some((&self.cov, "covariances")),
+            Some((&self.ll, "log-likelihoods")),
+            self.pmean
+                .as_ref()
+                .map(|b| (b, "predicted means"))
+                .or(self.smean.as_ref().map(|b| (b, "smoothed means"))),
+            self.pcov
+                .as_ref()
+                .map(|b| (b, "predicted covariances"))
+                .or(self.scov.as_ref().map(|b| (b, "smoothed covariances"))),
+        ]
+    }
+}
+
 impl<T> ChunkSlot for Slot<T> {
     fn stream(&self) -> &CudaStream {
         &self.stream
