@@ -434,6 +434,32 @@ fn batched(sink: &mut Sink, dev: &str) -> anyhow::Result<()> {
             sink.push(r);
         }
     }
+    // The fused scan's chunk length for the batch, swept (filter).
+    for kk in [8, 16, 32, 64] {
+        std::env::set_var("KESTREL_PAR_CHUNK", kk.to_string());
+        let (times, _) = cp::time(
+            0,
+            &model,
+            &z32,
+            Method::Filter,
+            ScanAlgorithm::Fastest,
+            1,
+            5,
+        )?;
+        let mut r = Record::new(
+            format!("gpu-batched-parallel-filter/fastest-chunk{kk}"),
+            dev.to_string(),
+            "f32",
+            b,
+            t,
+            NX,
+            NY,
+            &times,
+        );
+        r.extra = serde_json::json!({ "chunk": kk });
+        sink.push(r);
+    }
+    std::env::remove_var("KESTREL_PAR_CHUNK");
     let mut out = None;
     let times = time_runs(1, 3, || {
         out = Some(parallel::filter(
