@@ -458,3 +458,253 @@ fn signals_remove_the_temporaries() {
         d.intact("z.csv");
     }
 }
+
+#[test]
+fn sizes_from_input_are_checked_before_allocating() {
+    let d = Dir::new();
+    let out = d.sentinel("z.csv");
+    let mut left = vec!["z.csv"];
+    for (i, (dims, why)) in [
+        ("2000", "limit"),
+        ("100000000", "limit"),
+        ("4294967296", "limit"),
+        ("18446744073709551615", "too large"),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let name = format!("rw{i}.toml");
+        let m = d.file(
+            &name,
+            format!("[model]\nkind = \"random-walk\"\ndims = {dims}\nq = 1.0\nr = 1.0\n")
+                .as_bytes(),
+        );
+        left.push(Box::leak(name.into_boxed_str()));
+        let o = run(&[
+            "simulate", "--model", &m, "--tracks", "1", "--steps", "1", "--output", &out,
+        ]);
+        contract(&o, 2, &["dims", why], d.path(), &left);
+    }
+    let m = example("cv2d.toml");
+    for (tracks, steps) in [
+        ("1000000000000", "10"),
+        ("18446744073709551615", "1"),
+        ("4294967296", "4294967296"),
+    ] {
+        let o = run(&[
+            "simulate", "--model", &m, "--tracks", tracks, "--steps", steps, "--output", &out,
+        ]);
+        contract(&o, 2, &[tracks, "would need", "GB"], d.path(), &left);
+    }
+    let o = run(&[
+        "demo",
+        "--tracks",
+        "1000000000000",
+        "--steps",
+        "1000",
+        "--device",
+        "cpu",
+        "--plot",
+        d.p("p.svg").to_str().unwrap(),
+    ]);
+    contract(&o, 2, &["would need"], d.path(), &left);
+    d.intact("z.csv");
+}
+
+#[test]
+fn model_keys_of_the_other_form_are_refused() {
+    let d = Dir::new();
+    let z = d.file("z.csv", GOOD_CSV.as_bytes());
+    let out = d.p("o.csv");
+    let cases = [
+        (
+            "[model]\nkind = \"cv\"\ndims = 2\nq = 1.0\nr = 1.0\nF = [[2.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 1.0]]\n",
+            "F",
+        ),
+        (
+            "[model]\nkind = \"cv\"\ndims = 2\nq = 1.0\nr = 1.0\ncoeffs = [0.5]\n",
+            "coeffs",
+        ),
+        (
+            "[model]\nF = [[1.0, 0.0], [0.0, 1.0]]\nQ = [[1.0, 0.0], [0.0, 1.0]]\nH = [[1.0, 0.0], [0.0, 1.0]]\nR = [[1.0, 0.0], [0.0, 1.0]]\nq = 5.0\ndt = 0.1\n[prior]\nx0 = [0.0, 0.0]\nP0 = [[1.0, 0.0], [0.0, 1.0]]\n",
+            "dt, q",
+        ),
+    ];
+    for (text, key) in cases {
+        let m = d.file("m.toml", text.as_bytes());
+        let o = run(&[
+            "filter",
+            "--model",
+            &m,
+            "--input",
+            &z,
+            "--output",
+            out.to_str().unwrap(),
+        ]);
+        contract(
+            &o,
+            2,
+            &["m.toml", key, "not used by"],
+            d.path(),
+            &["m.toml", "z.csv"],
+        );
+    }
+}
+
+#[test]
+fn values_too_large_for_f32_are_named_and_large_ones_warned() {
+    let d = Dir::new();
+    let m = example("cv2d.toml");
+    let out = d.p("o.csv");
+    let out = out.to_str().unwrap();
+    let z = d.file("z.csv", b"track,t,z0,z1\n0,0,1e39,2\n");
+    let o = run(&[
+        "filter",
+        "--model",
+        &m,
+        "--input",
+        &z,
+        "--output",
+        out,
+        "--precision",
+        "f32",
+    ]);
+    contract(
+        &o,
+        2,
+        &["z.csv:2", "z0", "does not fit in f32"],
+        d.path(),
+        &["z.csv"],
+    );
+    // The same value in an f64 .npy file.
+    let mut npy = b"\x93NUMPY\x01\x00".to_vec();
+    let mut header = "{'descr': '<f8', 'fortran_order': False, 'shape': (1, 1, 2), }".to_string();
+    while !(10 + header.len() + 1).is_multiple_of(64) {
+        header.push(' ');
+    }
+    header.push('\n');
+    npy.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    npy.extend_from_slice(header.as_bytes());
+    npy.extend_from_slice(&1e39f64.to_le_bytes());
+    npy.extend_from_slice(&2f64.to_le_bytes());
+    let zn = d.file("z.npy", &npy);
+    let o = run(&[
+        "filter",
+        "--model",
+        &m,
+        "--input",
+        &zn,
+        "--output",
+        out,
+        "--precision",
+        "f32",
+    ]);
+    contract(
+        &o,
+        2,
+        &["z.npy", "track 0, step 0", "does not fit in f32"],
+        d.path(),
+        &["z.csv", "z.npy"],
+    );
+    ok(&run(&[
+        "filter",
+        "--model",
+        &m,
+        "--input",
+        &zn,
+        "--output",
+        out,
+        "--precision",
+        "f64",
+    ]));
+    // Large but representable: filtered, with a warning about f32 accuracy.
+    let big = d.file("big.csv", b"track,t,z0,z1\n0,0,5e7,2\n0,1,5e7,3\n");
+    let o = run(&[
+        "filter",
+        "--model",
+        &m,
+        "--input",
+        &big,
+        "--output",
+        out,
+        "--precision",
+        "f32",
+    ]);
+    ok(&o);
+    let err = stderr(&o);
+    assert!(
+        err.lines()
+            .any(|l| l.starts_with("warning: ") && l.contains("f32") && l.contains("5.000e7")),
+        "{err}"
+    );
+}
+
+const UNSTABLE: &str = "[model]\nF = [[10.0, 0.0], [0.0, 10.0]]\nQ = [[1.0, 0.0], [0.0, 1.0]]\nH = [[1.0, 0.0]]\nR = [[1.0]]\n[prior]\nx0 = [0.0, 0.0]\nP0 = [[1.0, 0.0], [0.0, 1.0]]\n";
+
+#[test]
+fn non_finite_results_are_never_written_silently() {
+    let d = Dir::new();
+    let m = d.file("unstable.toml", UNSTABLE.as_bytes());
+    // F = 10 I, only the first component measured, T = 1000.
+    let mut csv = String::from("track,t,z0\n");
+    for k in 0..1000 {
+        csv += &format!("0,{k},{}\n", ((k * 7919) % 13) as f64 * 0.1 - 0.6);
+    }
+    let z = d.file("z.csv", csv.as_bytes());
+    for out in ["s.npz", "s.csv"] {
+        let o_path = d.sentinel(out);
+        let o = run(&["smooth", "--model", &m, "--input", &z, "--output", &o_path]);
+        contract(
+            &o,
+            1,
+            &[out, "track 0, step", "NaN"],
+            d.path(),
+            &[out, "unstable.toml", "z.csv"],
+        );
+        d.intact(out);
+        std::fs::remove_file(&o_path).unwrap();
+    }
+    // The filter's means are right and only the unobserved variance is infinite: the
+    // output is written, with one warning line naming where.
+    let f = d.p("f.npz");
+    let o = run(&[
+        "filter",
+        "--model",
+        &m,
+        "--input",
+        &z,
+        "--output",
+        f.to_str().unwrap(),
+    ]);
+    ok(&o);
+    let err = stderr(&o);
+    let warnings: Vec<&str> = err.lines().filter(|l| l.starts_with("warning:")).collect();
+    assert_eq!(warnings.len(), 1, "{err}");
+    assert!(
+        warnings[0].contains("infinite") && warnings[0].contains("P11"),
+        "{err}"
+    );
+    let est = npz(&f);
+    assert!(est.mean.iter().all(|v| v.is_finite()));
+    assert!(est.cov.iter().any(|v| v.is_infinite()));
+    // Simulating the unstable model overflows the state: an error, not a NaN file.
+    let x = d.p("x.csv");
+    let o = run(&[
+        "simulate",
+        "--model",
+        &m,
+        "--tracks",
+        "1",
+        "--steps",
+        "1000",
+        "--output",
+        x.to_str().unwrap(),
+    ]);
+    contract(
+        &o,
+        1,
+        &["truth", "track 0, step", "overflows"],
+        d.path(),
+        &["f.npz", "unstable.toml", "z.csv"],
+    );
+}

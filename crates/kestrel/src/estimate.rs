@@ -61,6 +61,8 @@ pub fn filter_on<T: Real, M: StateSpace + ?Sized>(
     method: FilterMethod,
     opts: &FilterOptions,
 ) -> Result<FilterOutput<T>> {
+    check_outputs("filter", model, z, 1)?;
+    warn_if_large_for_f32(z);
     match (method, device) {
         (FilterMethod::Sequential, Device::Cpu) => kalman::filter(model, z, opts),
         (FilterMethod::Sequential, Device::Cuda(i)) => {
@@ -97,6 +99,8 @@ pub fn smooth_on<T: Real, M: StateSpace + ?Sized>(
     z: &Measurements<T>,
     method: SmoothMethod,
 ) -> Result<(Estimates<T>, Estimates<T>)> {
+    check_outputs("smoother", model, z, 2)?;
+    warn_if_large_for_f32(z);
     match (method, device) {
         (SmoothMethod::Rts, Device::Cpu) => kalman::smooth(model, z),
         (SmoothMethod::Rts, Device::Cuda(i)) => {
@@ -117,5 +121,55 @@ pub fn smooth_on<T: Real, M: StateSpace + ?Sized>(
         (SmoothMethod::TwoFilter(scan), d) => {
             crate::parallel::smooth_two_filter(d.first(), model, z, scan)
         }
+    }
+}
+
+/// Checks that `copies` sets of estimates (means, covariances, log-likelihoods) of the
+/// size of `z` fit in memory, before any is allocated.
+fn check_outputs<T: Real, M: StateSpace + ?Sized>(
+    what: &str,
+    model: &M,
+    z: &Measurements<T>,
+    copies: usize,
+) -> Result<()> {
+    use crate::limits::Size;
+    let nx = model.nx();
+    let per_step = nx
+        .checked_mul(nx)
+        .and_then(|c| c.checked_add(nx + 1))
+        .unwrap_or(usize::MAX);
+    crate::limits::check(
+        &format!("{what} estimates"),
+        &[
+            Size("tracks", z.tracks),
+            Size("steps", z.steps),
+            Size("values per step", per_step),
+            Size("copies", copies),
+        ],
+        std::mem::size_of::<T>(),
+    )?;
+    Ok(())
+}
+
+/// Measurements this large in magnitude cost an f32 filter its accuracy: the
+/// log-likelihood's quadratic form loses about 6-15% at |z| ~ 5e7 (24-bit mantissa).
+pub const F32_LARGE_MEASUREMENT: f64 = 1e7;
+
+/// Records a warning when `z` is f32 and holds a value of magnitude beyond
+/// [`F32_LARGE_MEASUREMENT`] (centre or scale such data, or use f64).
+pub fn warn_if_large_for_f32<T: Real>(z: &Measurements<T>) {
+    if T::NAME != "f32" {
+        return;
+    }
+    let big = z
+        .data
+        .iter()
+        .map(|v| v.to_f64().abs())
+        .filter(|v| v.is_finite())
+        .fold(0.0f64, f64::max);
+    if big >= F32_LARGE_MEASUREMENT {
+        crate::error::warn(format!(
+            "measurements reach |z| = {big:.3e}: in f32 the log-likelihoods lose accuracy beyond |z| ~ {F32_LARGE_MEASUREMENT:.0e} (centre the data or use --precision f64)"
+        ));
     }
 }

@@ -15,6 +15,7 @@ use std::process::{Command, Stdio};
 const OPS: &str = include_str!("../src/parallel/kernels/parallel_ops.cu");
 const SCAN: &str = include_str!("../src/parallel/kernels/parallel_scan.cu");
 const MODEL: &str = include_str!("../src/parallel/kernels/parallel_model.cu");
+const FUSED: &str = include_str!("../src/parallel/kernels/parallel_fused.cu");
 const HARNESS: &str = include_str!("parallel_emulation/harness.inc");
 
 fn compiler() -> Option<String> {
@@ -90,7 +91,7 @@ fn run<T: Real>(cxx: &str, nx: usize, ny: usize, t: usize, nb: usize, seed: u64,
     let real = if T::NAME == "f64" { "double" } else { "float" };
     let src = format!(
         "#define NX {nx}\n#define NY {ny}\ntypedef {real} real;\n{}",
-        HARNESS.replace("/*KERNELS*/", &format!("{OPS}\n{SCAN}\n{MODEL}\n"))
+        HARNESS.replace("/*KERNELS*/", &format!("{OPS}\n{SCAN}\n{MODEL}\n{FUSED}\n"))
     );
     let dir = tempfile::tempdir().unwrap();
     let (cpp, exe) = (dir.path().join(format!("{tag}.cpp")), dir.path().join(&tag));
@@ -146,7 +147,7 @@ fn run<T: Real>(cxx: &str, nx: usize, ny: usize, t: usize, nb: usize, seed: u64,
     let vals = read::<T>(&out.stdout);
     let (n1, n2) = (nb * t * nx, nb * t * nx * nx);
     let per_alg = 3 * n1 + 3 * n2 + nb * t;
-    assert_eq!(vals.len(), 6 * per_alg, "{tag}: output size");
+    assert_eq!(vals.len(), 7 * per_alg, "{tag}: output size");
     let ll = rf.loglik.as_ref().expect("filter log-likelihoods");
     for (a, name) in [
         "sequential",
@@ -155,6 +156,7 @@ fn run<T: Real>(cxx: &str, nx: usize, ny: usize, t: usize, nb: usize, seed: u64,
         "blelloch",
         "chunked",
         "sengupta:2",
+        "fused",
     ]
     .iter()
     .enumerate()

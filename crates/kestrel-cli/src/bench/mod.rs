@@ -3,8 +3,10 @@
 
 pub mod cpu;
 pub mod cuda;
+pub mod likelihood;
 pub mod parallel;
 pub mod particle;
+pub mod tbd;
 
 use std::time::Instant;
 

@@ -7,7 +7,9 @@ pub enum Family {
     Cpu,
     Cuda,
     Parallel,
+    Likelihood,
     Particle,
+    Tbd,
 }
 
 #[derive(clap::Args, Debug)]
@@ -23,11 +25,13 @@ pub struct Args {
 type Runner = fn(&mut Sink, bool) -> anyhow::Result<()>;
 
 pub fn run(a: Args) -> anyhow::Result<()> {
-    let families: [(Family, &str, Runner); 4] = [
+    let families: [(Family, &str, Runner); 6] = [
         (Family::Cpu, "cpu", bench::cpu::run),
         (Family::Cuda, "cuda", bench::cuda::run),
         (Family::Parallel, "parallel", bench::parallel::run),
+        (Family::Likelihood, "likelihood", bench::likelihood::run),
         (Family::Particle, "particle", bench::particle::run),
+        (Family::Tbd, "tbd", bench::tbd::run),
     ];
     let mut sink = Sink::default();
     let mut failed = Vec::new();

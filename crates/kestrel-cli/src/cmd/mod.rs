@@ -5,6 +5,7 @@ pub mod bench;
 pub mod demo;
 pub mod estimate;
 pub mod eval;
+pub mod loglik;
 pub mod pf;
 mod plot;
 pub mod simulate;

@@ -21,7 +21,9 @@ pub(super) use delimiters::Delimiters;
 #[cfg(test)]
 pub(super) use write::push_value;
 
-pub(super) use write::{write_estimates, write_estimates_with_columns, write_series};
+pub(super) use write::{
+    write_estimates, write_estimates_with_columns, write_per_step, write_series,
+};
 
 /// Where a row sits: its line in the file (1-based), track and step.
 #[derive(Clone, Copy, Debug)]
@@ -176,6 +178,16 @@ fn parse_value<T: Real>(field: &[u8]) -> std::result::Result<T, String> {
     let s = unsafe { std::str::from_utf8_unchecked(f) };
     match s.parse::<T>() {
         Ok(v) if v.is_finite_value() || v.is_nan_value() => Ok(v),
+        Ok(_) if s.parse::<f64>().is_ok_and(f64::is_finite) => Err(format!(
+            "value \"{}\" does not fit in {} (largest magnitude {:e})",
+            super::excerpt(f),
+            T::NAME,
+            if T::NAME == "f32" {
+                f32::MAX as f64
+            } else {
+                f64::MAX
+            }
+        )),
         Ok(_) => Err(format!(
             "infinite value \"{}\" (a missing value is empty or NaN)",
             super::excerpt(f)

@@ -11,10 +11,12 @@
 //! partial file, a temporary file or a clobbered input.
 
 mod csv;
+mod finite;
 mod npy;
 mod npz;
 pub mod output;
 
+pub use finite::check_estimates;
 pub use output::{check_paths, set_fsync, write_atomic, Outputs};
 
 use crate::data::{Estimates, Measurements};
@@ -211,6 +213,32 @@ fn write_series<T: Real>(
     }
 }
 
+/// Formats accepted for per-step values (`[B, T]`, such as log-likelihoods).
+pub const PER_STEP_FORMATS: &[Format] = &[Format::Csv, Format::Npy];
+
+/// Writes one value per track and step, `[tracks][steps]`, as `.npy` (`[B, T]`) or `.csv`
+/// (`track,t,{column}`).
+pub fn write_per_step<T: Real>(
+    path: &Path,
+    tracks: usize,
+    steps: usize,
+    data: &[T],
+    column: &str,
+) -> Result<()> {
+    if data.len() != tracks * steps {
+        return Err(Error::Input {
+            msg: format!(
+                "{} values, expected {tracks} tracks x {steps} steps",
+                data.len()
+            ),
+        });
+    }
+    match Format::of(path, PER_STEP_FORMATS)? {
+        Format::Csv => csv::write_per_step(path, tracks, steps, data, column),
+        _ => npy::write_array(path, &[tracks, steps], data),
+    }
+}
+
 /// Reads a `.npy` array (f64 or f32, any shape) as its shape and row-major f64 values.
 pub fn read_npy_array(path: impl AsRef<Path>) -> Result<(Vec<usize>, Vec<f64>)> {
     let path = path.as_ref();
@@ -238,7 +266,9 @@ pub fn write_estimates_with_progress<T: Real>(
     tick: &(dyn Fn(usize) + Sync),
 ) -> Result<()> {
     let path = path.as_ref();
-    match Format::of(path, ESTIMATE_FORMATS)? {
+    let format = Format::of(path, ESTIMATE_FORMATS)?;
+    check_estimates(path, est)?;
+    match format {
         Format::Csv => csv::write_estimates(path, est, tick),
         _ => npy::write_estimates(path, est),
     }
@@ -265,7 +295,9 @@ pub fn write_estimates_with_columns<T: Real>(
             });
         }
     }
-    match Format::of(path, ESTIMATE_FORMATS)? {
+    let format = Format::of(path, ESTIMATE_FORMATS)?;
+    finite::check_estimates_with_columns(path, est, columns)?;
+    match format {
         Format::Csv => csv::write_estimates_with_columns(path, est, columns, &|_| {}),
         _ => npy::write_estimates_with_columns(path, est, columns),
     }

@@ -46,12 +46,27 @@ fn to_measurements<S: Real, T: Real>(path: &Path, a: ArrayViewD<'_, S>) -> Resul
         .position(|v| !v.is_nan_value() && !v.is_finite_value())
     {
         let (tr, k, j) = (i / (t * ny), (i / ny) % t, i % ny);
+        let source = match a.as_slice() {
+            Some(s) => s[i].to_f64(),
+            None => a.iter().nth(i).map_or(f64::INFINITY, |v| v.to_f64()),
+        };
+        let what = if source.is_finite() {
+            format!(
+                "value {source:e} does not fit in {} (largest magnitude {:e})",
+                T::NAME,
+                if T::NAME == "f32" {
+                    f32::MAX as f64
+                } else {
+                    f64::MAX
+                }
+            )
+        } else {
+            "infinite value (a missing value is NaN)".to_string()
+        };
         return Err(parse_error(
             path,
             None,
-            format!(
-                "track {tr}, step {k}, component z{j}: infinite value (a missing value is NaN)"
-            ),
+            format!("track {tr}, step {k}, component z{j}: {what}"),
         ));
     }
     Measurements::new(b, t, ny, data)

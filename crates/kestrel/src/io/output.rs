@@ -36,8 +36,9 @@
 //!   followed; the name is short, so an output name of 255 bytes works.
 //! - A failure while writing is an [`Error::Write`] naming the output (exit status 1:
 //!   a full disk is not bad input); the temporary is removed.
-//! - NPZ archives are finished explicitly; a write error inside the archive is returned
-//!   once, without the zip writer's own messages ([`Latch`]).
+//! - A writer whose archive finishes itself on drop (a `zip::ZipWriter`) is wrapped in
+//!   a [`Latch`], so that a write error is returned once, without the writer's own
+//!   messages on stderr.
 //! - After [`remove_temporaries_on_signals`], SIGINT, SIGTERM and SIGHUP remove every
 //!   temporary file and end the process with status 130, 143 or 129.
 //! - Durability: with [`set_fsync`]`(true)` (the CLI's `--fsync`), the file is flushed to

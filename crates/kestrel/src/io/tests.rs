@@ -291,7 +291,12 @@ fn unknown_extension_and_missing_file() {
 }
 
 fn sample_estimates(tracks: usize, steps: usize, nx: usize, loglik: bool) -> Estimates<f64> {
-    let z = sample(tracks, steps, nx * nx + nx + 1);
+    // Estimates are finite (the writers refuse NaN); the sample's missing values become 0.25.
+    let mut z = sample(tracks, steps, nx * nx + nx + 1);
+    z.data
+        .iter_mut()
+        .filter(|v| v.is_nan())
+        .for_each(|v| *v = 0.25);
     let w = nx * nx + nx + 1;
     let mut e = Estimates::nan(tracks, steps, nx, loglik);
     for i in 0..tracks * steps {
@@ -411,5 +416,42 @@ fn failed_write_leaves_no_file() {
         std::fs::read_dir(d.path()).unwrap().count(),
         0,
         "neither the file nor its temporary remains"
+    );
+}
+
+#[test]
+fn non_finite_estimates_are_refused_with_track_and_step() {
+    let d = tmp();
+    for (which, at) in [("mean", 2 * 5 * 2 + 3 * 2 + 1), ("cov", 7), ("loglik", 9)] {
+        let mut e = sample_estimates(4, 5, 2, true);
+        match which {
+            "mean" => e.mean[at] = f64::NAN,
+            "cov" => e.cov[at] = f64::NAN,
+            _ => e.loglik.as_mut().unwrap()[at] = f64::NEG_INFINITY,
+        }
+        for name in ["e.csv", "e.npz"] {
+            let p = d.path().join(name);
+            let err = write_estimates(&p, &e).unwrap_err();
+            assert!(matches!(err, Error::NonFinite { .. }), "{err}");
+            let msg = err.to_string();
+            let want = match which {
+                "mean" => "track 2, step 3: mean x1 is NaN",
+                "cov" => "track 0, step 1: covariance P11 is NaN",
+                _ => "track 1, step 4: log-likelihood is -inf",
+            };
+            assert!(msg.contains(want), "{msg}");
+            assert!(!p.exists());
+        }
+    }
+    // An infinite variance alone is written, with a warning.
+    let mut e = sample_estimates(2, 3, 2, true);
+    e.cov[4 * 4 + 3] = f64::INFINITY;
+    let p = d.path().join("inf.npz");
+    write_estimates(&p, &e).unwrap();
+    let w = crate::error::take_warnings();
+    assert!(
+        w.iter()
+            .any(|w| w.contains("inf.npz") && w.contains("track 1, step 1 (P11)")),
+        "{w:?}"
     );
 }

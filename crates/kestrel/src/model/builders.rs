@@ -206,6 +206,8 @@ pub fn random_walk(n: usize, q: f64, r: f64, p0: f64) -> Result<Model> {
     if n == 0 {
         return Err(Error::model("dims", "must be at least 1"));
     }
+    // Before any n x n matrix exists: a huge n from a file must not reach the allocator.
+    crate::limits::check_dim("dims", n)?;
     non_negative("q", q)?;
     positive("r", r)?;
     positive("p0", p0)?;
@@ -230,6 +232,7 @@ pub fn ar(coeffs: &[f64], q: f64, r: f64, p0: f64) -> Result<Model> {
             "an AR model needs at least one coefficient",
         ));
     }
+    crate::limits::check_dim("coeffs", p)?;
     if let Some(c) = coeffs.iter().find(|c| !c.is_finite()) {
         return Err(Error::model("coeffs", format!("not finite: {c}")));
     }

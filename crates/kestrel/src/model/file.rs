@@ -16,6 +16,10 @@
 //! Builder form: `[model] kind = "cv" | "ca" | "random-walk" | "ar"` with `dims`, `dt`,
 //! `q`, `r` (and `coeffs` for `ar`); `[prior]` is optional there (`x0` defaults to zeros,
 //! `P0` to `p0 I`, `p0` default 1).
+//!
+//! Any form may say `prior = "stationary"` in `[model]`: the prior is then the stationary
+//! law of the state (`P0` from the discrete Lyapunov equation, see
+//! [`Model::with_stationary_prior`]); `F` must be stable and `[prior]` must be absent.
 
 use super::{builders, Model, Prior};
 use crate::error::{Error, Result};
@@ -49,6 +53,7 @@ struct ModelSection {
     q: Option<f64>,
     r: Option<f64>,
     coeffs: Option<Vec<f64>>,
+    prior: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -85,9 +90,82 @@ fn required<'a, T>(field: &str, v: &'a Option<T>, kind: &str) -> Result<&'a T> {
         .ok_or_else(|| Error::model(field, format!("missing (required for kind = \"{kind}\")")))
 }
 
-fn from_root(root: FileRoot) -> Result<Model> {
+/// Keys of `[model]` that the form `kind` does not read are an error, named, rather than
+/// silently ignored (an explicit `F` beside `kind = "cv"` would otherwise not be used).
+fn reject_foreign_keys(m: &ModelSection) -> Result<()> {
+    let present: [(&str, bool); 11] = [
+        ("F", m.f.is_some()),
+        ("Q", m.qm.is_some()),
+        ("H", m.h.is_some()),
+        ("R", m.rm.is_some()),
+        ("u", m.u.is_some()),
+        ("d", m.d.is_some()),
+        ("dims", m.dims.is_some()),
+        ("dt", m.dt.is_some()),
+        ("q", m.q.is_some()),
+        ("r", m.r.is_some()),
+        ("coeffs", m.coeffs.is_some()),
+    ];
+    let kind = m.kind.as_deref().unwrap_or("explicit");
+    let allowed: &[&str] = match kind {
+        "explicit" => &["F", "Q", "H", "R", "u", "d"],
+        "cv" | "ca" => &["dims", "dt", "q", "r"],
+        "random-walk" | "rw" => &["dims", "q", "r"],
+        "ar" => &["coeffs", "q", "r"],
+        // An unknown kind is reported by the caller.
+        _ => return Ok(()),
+    };
+    let foreign: Vec<&str> = present
+        .iter()
+        .filter(|(k, on)| *on && !allowed.contains(k))
+        .map(|(k, _)| *k)
+        .collect();
+    if foreign.is_empty() {
+        return Ok(());
+    }
+    let form = if kind == "explicit" {
+        "the explicit form (F, Q, H, R, u, d)".to_string()
+    } else {
+        format!("kind = \"{kind}\" (which reads {})", allowed.join(", "))
+    };
+    Err(Error::model(
+        foreign.join(", "),
+        format!("not used by {form}; remove it or choose the form that uses it"),
+    ))
+}
+
+fn from_root(mut root: FileRoot) -> Result<Model> {
+    match root.model.prior.take().as_deref() {
+        None => {}
+        Some("stationary") => {
+            if root.prior.is_some() {
+                return Err(Error::model(
+                    "prior",
+                    "prior = \"stationary\" and a [prior] section: give one or the other",
+                ));
+            }
+            // The builders need a prior to start from; it is replaced here.
+            let needs_prior = matches!(root.model.kind.as_deref(), None | Some("explicit"));
+            if needs_prior {
+                let nx = root.model.f.as_ref().map_or(0, |f| f.len());
+                root.prior = Some(PriorSection {
+                    x0: Some(vec![0.0; nx]),
+                    p0m: None,
+                    p0: Some(1.0),
+                });
+            }
+            return from_root(root)?.with_stationary_prior();
+        }
+        Some(other) => {
+            return Err(Error::model(
+                "prior",
+                format!("unknown prior \"{other}\" (the only named prior is \"stationary\")"),
+            ))
+        }
+    }
     let m = root.model;
     let p = root.prior;
+    reject_foreign_keys(&m)?;
     let model = match m.kind.as_deref() {
         None | Some("explicit") => {
             let need = |field: &str, v: &Option<Vec<Vec<f64>>>| -> Result<DMatrix<f64>> {
@@ -195,9 +273,29 @@ pub fn model_from_str(text: &str) -> Result<Model> {
 
 /// Parses a model from TOML text. `origin` names the source in error messages.
 pub fn model_from_toml(text: &str, origin: &Path) -> Result<Model> {
-    let root: FileRoot = toml::from_str(text).map_err(|e| Error::ModelFile {
-        path: origin.to_path_buf(),
-        msg: e.to_string().trim_end().replace('\n', " "),
+    let root: FileRoot = toml::from_str(text).map_err(|e| {
+        // The parser's own message without its multi-line source excerpt.
+        let at = e.span().map(|s| {
+            let before = &text.as_bytes()[..s.start.min(text.len())];
+            let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+            let start = before
+                .iter()
+                .rposition(|&b| b == b'\n')
+                .map_or(0, |p| p + 1);
+            let col = before.len() - start + 1;
+            let rest = &text.as_bytes()[start..];
+            let end = rest.iter().position(|&b| b == b'\n').unwrap_or(rest.len());
+            let source = crate::io::excerpt(rest[..end].trim_ascii());
+            format!("line {line}, column {col} (`{source}`): ")
+        });
+        Error::ModelFile {
+            path: origin.to_path_buf(),
+            msg: format!(
+                "{}{}",
+                at.unwrap_or_default(),
+                e.message().trim_end().replace('\n', " ")
+            ),
+        }
     })?;
     from_root(root).map_err(|e| match e {
         Error::Model { field, msg } => Error::ModelFile {
@@ -294,6 +392,64 @@ P0 = [[10.0, 0.0], [0.0, 10.0]]
         .unwrap();
         assert_eq!((m.nx(), m.ny()), (4, 2));
         assert_eq!(m.prior.p0[(3, 3)], 100.0);
+    }
+
+    #[test]
+    fn stationary_prior() {
+        let text = "[model]\nkind = \"ar\"\ncoeffs = [0.5, 0.2]\nq = 1.0\nr = 0.1\nprior = \"stationary\"\n";
+        let m = model_from_toml(text, Path::new("m.toml")).unwrap();
+        let resid = &m.f * &m.prior.p0 * m.f.transpose() + &m.q - &m.prior.p0;
+        assert!(resid.amax() < 1e-12, "{resid}");
+        let explicit = "[model]\nF = [[0.9]]\nQ = [[1.0]]\nH = [[1.0]]\nR = [[1.0]]\nu = [0.1]\nprior = \"stationary\"\n";
+        let m = model_from_toml(explicit, Path::new("m.toml")).unwrap();
+        assert!((m.prior.p0[(0, 0)] - 1.0 / 0.19).abs() < 1e-12);
+        assert!((m.prior.x0[0] - 1.0).abs() < 1e-12);
+        let e = model_from_toml(&text.replace("0.5, 0.2", "1.0, 0.2"), Path::new("m.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("m.toml") && e.contains("stable"), "{e}");
+        let e = model_from_toml(&text.replace("stationary", "flat"), Path::new("m.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("unknown prior"), "{e}");
+    }
+
+    #[test]
+    fn keys_of_the_other_form_are_refused_by_name() {
+        let cases = [
+            (
+                "[model]\nkind = \"cv\"\ndims = 2\nq = 1.0\nr = 1.0\nF = [[1.0]]\n",
+                "F",
+            ),
+            (
+                "[model]\nkind = \"cv\"\ndims = 1\nq = 1.0\nr = 1.0\ncoeffs = [0.5]\n",
+                "coeffs",
+            ),
+            (
+                "[model]\nkind = \"ar\"\ncoeffs = [0.5]\nq = 1.0\nr = 1.0\ndims = 3\n",
+                "dims",
+            ),
+            (
+                &EXPLICIT.replace("u = [0.0, 0.1]", "q = 2.0\ndt = 0.1"),
+                "dt, q",
+            ),
+        ];
+        for (text, key) in cases {
+            let e = model_from_toml(text, Path::new("m.toml"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(key) && e.contains("not used by"), "{e}");
+        }
+    }
+
+    #[test]
+    fn huge_dimensions_are_refused_before_allocating() {
+        for dims in ["300", "4294967296", "18446744073709551615"] {
+            let text =
+                format!("[model]\nkind = \"random-walk\"\ndims = {dims}\nq = 1.0\nr = 1.0\n");
+            let e = model_from_toml(&text, Path::new("m.toml")).unwrap_err();
+            assert!(e.to_string().contains("dims"), "{e}");
+        }
     }
 
     #[test]

@@ -12,10 +12,12 @@
 
 mod builders;
 mod file;
+mod stationary;
 mod validate;
 
 pub use builders::{ar, constant_acceleration, constant_velocity, random_walk, Kinematics};
 pub use file::{load_model, model_from_str, model_from_toml, model_to_toml, save_model};
+pub use stationary::{lyapunov, spectral_radius, stationary};
 pub use validate::{check_psd, check_spd};
 
 use crate::error::{Error, Result};

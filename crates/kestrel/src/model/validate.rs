@@ -92,6 +92,8 @@ pub(super) fn validate_parts(
     u: &DVector<f64>,
     d: &DVector<f64>,
 ) -> Result<()> {
+    crate::limits::check_dim(&format!("{prefix}F"), f.nrows())?;
+    crate::limits::check_dim(&format!("{prefix}H"), h.nrows())?;
     let nx = f.nrows();
     let ny = h.nrows();
     let name = |s: &str| format!("{prefix}{s}");

@@ -20,11 +20,13 @@ pub mod filtering;
 mod paper;
 mod small;
 pub mod smoothing;
+pub mod sqrt;
 mod track;
 
 pub use filtering::FilterOp;
 pub use paper::PaperModel;
 pub use smoothing::SmoothOp;
+pub use sqrt::{filter_sqrt, SqrtFilterOp};
 
 use crate::data::{Estimates, Measurements};
 use crate::device::Device;

@@ -58,13 +58,28 @@ pub fn simulate<M: StateSpace + ?Sized>(
         }
     }
     let (nx, ny) = (model.nx(), model.ny());
+    {
+        use crate::limits::Size;
+        let n = crate::limits::elements(
+            "simulation",
+            &[
+                Size("tracks", tracks),
+                Size("steps", steps),
+                Size("values", nx + ny),
+            ],
+        )?;
+        crate::limits::check_bytes(
+            &format!("simulating {tracks} tracks x {steps} steps (nx {nx}, ny {ny})"),
+            n as u128 * 8,
+        )?;
+    }
     let invariant = model.as_invariant().is_some();
     let nq = if invariant { 1 } else { steps.max(1) };
     let sq: Vec<DMatrix<f64>> = (0..nq).map(|k| sqrt_psd(model.transition(k).2)).collect();
     let sr: Vec<DMatrix<f64>> = (0..nq).map(|k| sqrt_psd(model.observation(k).2)).collect();
     let sp = sqrt_psd(&model.prior().p0);
-    let mut truth = vec![0.0; tracks * steps * nx];
-    let mut z = vec![0.0; tracks * steps * ny];
+    let mut truth = crate::limits::filled("simulated truth", tracks * steps * nx, 0.0)?;
+    let mut z = crate::limits::filled("simulated measurements", tracks * steps * ny, 0.0)?;
     truth
         .par_chunks_mut((steps * nx).max(1))
         .zip(z.par_chunks_mut((steps * ny).max(1)))
@@ -113,6 +128,30 @@ pub fn simulate<M: StateSpace + ?Sized>(
                 }
             }
         });
+    // An unstable model can overflow the state; such a truth is no sample of the model
+    // (and a NaN measurement would read back as a missing one).
+    if let Some(i) = truth.iter().position(|v| !v.is_finite()) {
+        let (b, k) = (i / (steps * nx), (i / nx) % steps);
+        return Err(Error::NonFinite {
+            what: "simulate: truth".into(),
+            track: b,
+            step: k,
+            msg: format!(
+                "state component x{} overflows to {} (the model is unstable over {steps} steps)",
+                i % nx,
+                truth[i]
+            ),
+        });
+    }
+    if let Some(i) = z.iter().position(|v| v.is_infinite()) {
+        let (b, k) = (i / (steps * ny), (i / ny) % steps);
+        return Err(Error::NonFinite {
+            what: "simulate: measurements".into(),
+            track: b,
+            step: k,
+            msg: format!("component z{} overflows", i % ny),
+        });
+    }
     Ok(Simulation {
         truth,
         measurements: Measurements::new(tracks, steps, ny, z)?,

@@ -1,0 +1,167 @@
+//! The one size check for every size that comes from input: dimensions, tracks x steps
+//! x values, particles, frames.
+//!
+//! Sizes are multiplied with checked arithmetic (in `u128`, so that an overflow is a
+//! size too large, never a wrapped small one), then compared, before anything is
+//! allocated, with the memory this machine has available (`MemAvailable` on Linux; the
+//! environment variable `KESTREL_MAX_MEMORY`, in bytes, sets a lower bound of one's
+//! own). A request beyond it is an [`Error::TooLarge`]: `... would need N GB, ...`
+//! (exit status 2). Allocations then go through `try_reserve`, so that an allocator
+//! refusal is the same error rather than an abort.
+//!
+//! ```
+//! # fn main() -> kestrel::Result<()> {
+//! use kestrel::limits::{self, Size};
+//! let n = limits::elements("simulated truth", &[Size("tracks", 1000), Size("steps", 100), Size("nx", 4)])?;
+//! limits::check_bytes("simulate", n as u128 * 8)?;
+//! let v: Vec<f64> = limits::filled("simulated truth", n, 0.0)?;
+//! # assert_eq!(v.len(), 400_000); Ok(()) }
+//! ```
+
+use crate::error::{Error, Result};
+
+/// The largest state or measurement dimension a model may have. Every step costs
+/// O(nx^3); at 256 one step of one track is a few tens of milliseconds, and the dense
+/// matrices of a model stay under a megabyte each.
+pub const MAX_DIM: usize = 256;
+
+/// A named factor of a size (`Size("tracks", b)`), for the message.
+#[derive(Clone, Copy, Debug)]
+pub struct Size(pub &'static str, pub usize);
+
+fn describe(factors: &[Size]) -> String {
+    factors
+        .iter()
+        .map(|Size(n, v)| format!("{v} {n}"))
+        .collect::<Vec<_>>()
+        .join(" x ")
+}
+
+/// The product of `factors` as a count of elements, or a [`Error::TooLarge`] naming
+/// them when it does not fit in memory at all.
+pub fn elements(what: &str, factors: &[Size]) -> Result<usize> {
+    let mut n: u128 = 1;
+    for Size(_, v) in factors {
+        n = n.saturating_mul(*v as u128);
+    }
+    if n > usize::MAX as u128 / 8 {
+        return Err(Error::TooLarge {
+            what: format!("{what} ({})", describe(factors)),
+            bytes: n.saturating_mul(8),
+            limit: "more than any machine can address".into(),
+        });
+    }
+    Ok(n as usize)
+}
+
+/// Checks the dimension `field` of a model against [`MAX_DIM`].
+pub fn check_dim(field: &str, n: usize) -> Result<()> {
+    if n > MAX_DIM {
+        return Err(Error::model(
+            field,
+            format!("dimension {n} is beyond the limit of {MAX_DIM}"),
+        ));
+    }
+    Ok(())
+}
+
+/// Memory available to this process in bytes: `MemAvailable` (Linux), lowered by
+/// `KESTREL_MAX_MEMORY` when set. `None` when unknown (no limit is then applied
+/// beyond the allocator's own).
+pub fn available_memory() -> Option<u128> {
+    let env = std::env::var("KESTREL_MAX_MEMORY")
+        .ok()
+        .and_then(|v| v.trim().parse::<u128>().ok());
+    let sys = std::fs::read_to_string("/proc/meminfo").ok().and_then(|s| {
+        s.lines()
+            .find(|l| l.starts_with("MemAvailable:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|kb| kb.parse::<u128>().ok())
+            .map(|kb| kb * 1024)
+    });
+    match (env, sys) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// Checks that `bytes` (everything a job is about to allocate) fits in the memory
+/// available; `what` names the job and its sizes in the message.
+pub fn check_bytes(what: &str, bytes: u128) -> Result<()> {
+    if let Some(avail) = available_memory() {
+        if bytes > avail {
+            return Err(Error::TooLarge {
+                what: what.to_string(),
+                bytes,
+                limit: format!(
+                    "more than the {:.1} GB of memory available",
+                    avail as f64 / 1e9
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Bytes of `factors` elements of `elem` bytes each, checked against the available
+/// memory; returns the element count.
+pub fn check(what: &str, factors: &[Size], elem: usize) -> Result<usize> {
+    let n = elements(what, factors)?;
+    check_bytes(
+        &format!("{what} ({})", describe(factors)),
+        n as u128 * elem as u128,
+    )?;
+    Ok(n)
+}
+
+/// A vector of `n` copies of `value`, allocated with `try_reserve`: an allocator
+/// refusal is a [`Error::TooLarge`], not an abort.
+pub fn filled<T: Clone>(what: &str, n: usize, value: T) -> Result<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| Error::TooLarge {
+        what: what.to_string(),
+        bytes: n as u128 * std::mem::size_of::<T>() as u128,
+        limit: "more than the allocator could give".into(),
+    })?;
+    v.resize(n, value);
+    Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overflowing_sizes_are_errors_not_wrapped() {
+        let e = elements("x", &[Size("tracks", 1 << 32), Size("steps", 1 << 32)]).unwrap_err();
+        assert!(e.to_string().contains("would need"), "{e}");
+        let e = elements(
+            "x",
+            &[Size("tracks", usize::MAX), Size("steps", usize::MAX)],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("tracks") && e.contains("GB"), "{e}");
+        assert_eq!(elements("x", &[Size("a", 3), Size("b", 5)]).unwrap(), 15);
+    }
+
+    #[test]
+    fn more_than_the_memory_is_refused_before_allocating() {
+        let e = check(
+            "simulate",
+            &[Size("tracks", 1_000_000_000_000), Size("steps", 10)],
+            8,
+        )
+        .unwrap_err();
+        assert!(e.is_bad_input());
+        let msg = e.to_string();
+        assert!(msg.contains("would need 80000 GB"), "{msg}");
+        assert!(check("small", &[Size("tracks", 10)], 8).is_ok());
+    }
+
+    #[test]
+    fn dimensions_are_bounded() {
+        assert!(check_dim("dims", MAX_DIM).is_ok());
+        assert!(check_dim("dims", MAX_DIM + 1).is_err());
+    }
+}
