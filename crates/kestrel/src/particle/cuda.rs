@@ -235,7 +235,8 @@ fn run<T: Real>(
         )));
     }
     let src = source::<T>(model, BLOCK)?;
-    let what = format!("particle filter ({}, {})", model.kind_name(), T::NAME);
+    // Names the module in errors and its disk-cache file.
+    let what = format!("kestrel-pf-{}-nx{nx}-ny{ny}-{}", model.kind_name(), T::NAME);
     let module = gpu.module(&what, &src, &KERNELS)?;
     let stream = gpu.stream.clone();
     let g = n.div_ceil(BLOCK as usize);
