@@ -23,6 +23,10 @@ grep -E -A3 "panicked|FAILED" "$OUT/tests.log" | head -30
 q=""; [ "${1:-}" = quick ] && q="--quick"
 timeout 200 ./kestrel bench --only cuda $q > "$OUT/bench-cuda.log" 2>&1; echo "bench cuda exit $?"
 KESTREL_BENCH_GPU_ONLY=1 timeout 150 ./kestrel bench --only parallel --quick > "$OUT/bench-parallel.log" 2>&1; echo "bench parallel exit $?"
+timeout 400 ./kestrel bench --only tbd $q > "$OUT/bench-tbd.log" 2>&1; echo "bench tbd exit $?"
+timeout 240 ./kestrel bench --only likelihood $q > "$OUT/bench-likelihood.log" 2>&1; echo "bench likelihood exit $?"
 (cd /tmp && timeout 60 "$OLDPWD/kestrel" demo --plot "$OUT/demo.svg") > "$OUT/demo.log" 2>&1; echo "demo exit $?"
+KESTREL_BENCH_GPU_ONLY=1 timeout 300 ./kestrel bench --only particle $q > "$OUT/bench-particle.log" 2>&1; echo "bench particle exit $?"
+(cd /tmp && timeout 120 "$OLDPWD/kestrel" demo --pf --steps 1000 --particles 1000000 --device cuda --plot "$OUT/demo-pf.svg") > "$OUT/demo-pf.log" 2>&1; echo "demo --pf exit $?"
 grep -h '^{' "$OUT"/bench-*.log > "$OUT/bench.jsonl"
-grep -v '^{' "$OUT/bench-cuda.log" | tail -25; grep -v '^{' "$OUT/bench-parallel.log" | tail -25; cat "$OUT/demo.log"
+grep -v '^{' "$OUT/bench-cuda.log" | tail -25; grep -v '^{' "$OUT/bench-parallel.log" | tail -25; grep -v '^{' "$OUT/bench-tbd.log" | tail -40; cat "$OUT/demo.log"; grep -v '^{' "$OUT/bench-particle.log" | tail -30; cat "$OUT/demo-pf.log"; grep -v '^{' "$OUT/bench-likelihood.log" | tail -40

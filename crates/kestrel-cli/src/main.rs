@@ -63,6 +63,8 @@ enum Command {
     Filter(cmd::estimate::FilterArgs),
     /// Smoother (retrodiction): smoothed means and covariances.
     Smooth(cmd::estimate::SmoothArgs),
+    /// Per-step marginal log-likelihoods: exact, parallel or windowed (splash) filter.
+    Loglik(cmd::loglik::Args),
     /// Simulate a large 2-D tracking scenario, filter and smooth it, report speed and accuracy, plot a few tracks.
     Demo(cmd::demo::Args),
     /// Throughput of every path: JSON lines, then a table.
@@ -77,6 +79,8 @@ enum Command {
     TbdEval(cmd::tbd_eval::Args),
     /// Bootstrap particle filter: weighted means, covariances, log-likelihood estimates and ESS.
     Pf(cmd::pf::Args),
+    /// Multi-target tracking of unlabelled detections: gating, GNN or JPDA, track life cycle.
+    Track(cmd::track::Args),
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
@@ -84,6 +88,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Simulate(a) => cmd::simulate::run(a),
         Command::Filter(a) => cmd::estimate::run_filter(a),
         Command::Smooth(a) => cmd::estimate::run_smooth(a),
+        Command::Loglik(a) => cmd::loglik::run(a),
         Command::Demo(a) => cmd::demo::run(a),
         Command::Bench(a) => cmd::bench::run(a),
         Command::Eval(a) => cmd::eval::run(a),
@@ -91,6 +96,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::SimulateFrames(a) => cmd::simulate_frames::run(a),
         Command::TbdEval(a) => cmd::tbd_eval::run(a),
         Command::Pf(a) => cmd::pf::run(a),
+        Command::Track(a) => cmd::track::run(a),
     }
 }
 

@@ -685,8 +685,8 @@ fn non_finite_results_are_never_written_silently() {
         "{err}"
     );
     let est = npz(&f);
-    assert!(est.mean.iter().all(|v| v.is_finite()));
-    assert!(est.cov.iter().any(|v| v.is_infinite()));
+    assert!(est.mean().iter().all(|v| v.is_finite()));
+    assert!(est.cov().iter().any(|v| v.is_infinite()));
     // Simulating the unstable model overflows the state: an error, not a NaN file.
     let x = d.p("x.csv");
     let o = run(&[

@@ -1,8 +1,43 @@
-//! kestrel: Bayesian state estimation at scale.
+//! kestrel: Bayesian state estimation at scale, on the CPU of any machine and on NVIDIA
+//! GPUs, with the same API and the same results.
 //!
-//! Batched Kalman filters and smoothers for very many targets, parallel-in-time filters
-//! and smoothers for very long sequences, on the CPU and on NVIDIA GPUs. See the
-//! repository's `ARCHITECTURE.md` for the map of modules.
+//! - **Batched Kalman filter and Rauch-Tung-Striebel smoother** for many independent
+//!   tracks: [`filter`], [`smooth`], [`filter_on`] / [`smooth_on`] (a [`Device`] and a
+//!   method), f32 and f64, time-invariant ([`Model`]) or per-step ([`TimeVaryingModel`])
+//!   models, missing measurements (NaN), per-step predictive log-likelihoods.
+//! - **The per-step API** for streaming and tracking: [`kalman::BatchState`] (CPU) and
+//!   `kalman::cuda::BatchTracker` (GPU): predict, gate, update, add and remove targets.
+//! - **Parallel in time** ([`parallel`]): Sarkka & Garcia-Fernandez's associative-scan
+//!   filter and smoothers for very long sequences, on the scan engine of [`scan`].
+//! - **Models** ([`model`]): explicit matrices, builders (constant velocity and
+//!   acceleration, random walk, AR(p)), TOML files. **Files** ([`io`]): CSV and NumPy.
+//!
+//! Time convention: the prior `(x0, P0)` is the state at step 0 *before* the step-0
+//! measurement; step 0 is an update of the prior, each later step is predict-then-update;
+//! a measurement with a NaN is missing (predict only, log-likelihood term 0).
+//!
+//! ```
+//! use kestrel::model::constant_velocity;
+//! use kestrel::{filter_on, Device, FilterMethod, FilterOptions, Measurements};
+//!
+//! # fn main() -> kestrel::Result<()> {
+//! let model = constant_velocity(2, 1.0, 0.5, 25.0, 100.0)?; // 2-D, dt, q, r, p0
+//! let sim = kestrel::sim::simulate(&model, 100, 50, 7, 0.05)?; // 100 tracks x 50 steps
+//! let z: Measurements<f64> = sim.measurements;
+//! // The GPU when one is usable, else all cores of the CPU.
+//! let device = Device::auto().device;
+//! let out = filter_on(device, &model, &z, FilterMethod::Sequential, &FilterOptions::default())?;
+//! println!("total log-likelihood {}", out.filtered.total_loglik());
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! The repository's `ARCHITECTURE.md` maps the modules; `README.md` has the command line.
+
+/// The README's Rust examples, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;
 
 pub mod cuda;
 pub mod data;
@@ -11,6 +46,7 @@ pub mod error;
 pub mod estimate;
 pub mod io;
 pub mod kalman;
+pub mod likelihood;
 pub mod limits;
 pub mod linalg;
 pub mod model;
@@ -28,9 +64,9 @@ pub use nalgebra;
 pub use ndarray;
 
 pub use data::{Estimates, Measurements};
-pub use device::Device;
+pub use device::{AutoDevice, Device};
 pub use error::{Error, Result};
-pub use estimate::{filter_on, smooth_on, FilterMethod, SmoothMethod};
+pub use estimate::{filter_on, smooth_on, FilterMethod, SmoothMethod, Smoothed};
 pub use kalman::{
     filter, filter_into, smooth, smooth_filtered, smooth_in_place, FilterOptions, FilterOutput,
     Keep,

@@ -219,7 +219,7 @@ fn calibrated_threshold_holds_its_false_alarm_rate() {
     let (mut over, mut n) = (0usize, 0usize);
     for k in 0..200 {
         gen.frame(k, &mut f);
-        let map = t.push(&f).unwrap().unwrap();
+        let map = t.push(&f).unwrap().pop().unwrap();
         if k >= tbd::detect::burn_in(0.2) {
             over += map.score.iter().filter(|&&s| s > thr).count();
             n += h * w;

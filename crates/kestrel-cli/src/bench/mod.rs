@@ -3,7 +3,11 @@
 
 pub mod cpu;
 pub mod cuda;
+pub mod likelihood;
 pub mod parallel;
+pub mod particle;
+pub mod tbd;
+pub mod tracking;
 
 use std::time::Instant;
 

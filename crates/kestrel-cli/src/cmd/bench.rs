@@ -7,6 +7,10 @@ pub enum Family {
     Cpu,
     Cuda,
     Parallel,
+    Likelihood,
+    Particle,
+    Tbd,
+    Tracking,
 }
 
 #[derive(clap::Args, Debug)]
@@ -22,10 +26,14 @@ pub struct Args {
 type Runner = fn(&mut Sink, bool) -> anyhow::Result<()>;
 
 pub fn run(a: Args) -> anyhow::Result<()> {
-    let families: [(Family, &str, Runner); 3] = [
+    let families: [(Family, &str, Runner); 7] = [
         (Family::Cpu, "cpu", bench::cpu::run),
         (Family::Cuda, "cuda", bench::cuda::run),
         (Family::Parallel, "parallel", bench::parallel::run),
+        (Family::Likelihood, "likelihood", bench::likelihood::run),
+        (Family::Particle, "particle", bench::particle::run),
+        (Family::Tbd, "tbd", bench::tbd::run),
+        (Family::Tracking, "tracking", bench::tracking::run),
     ];
     let mut sink = Sink::default();
     let mut failed = Vec::new();

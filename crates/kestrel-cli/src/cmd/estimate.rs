@@ -93,6 +93,8 @@ impl Job {
                 format!("smooth (parallel RTS, scan {s:?})")
             }
             Job::Smooth(SmoothMethod::TwoFilter(s)) => format!("smooth (two-filter, scan {s:?})"),
+            Job::Filter(m) => format!("filter ({m:?})"),
+            Job::Smooth(m) => format!("smooth ({m:?})"),
         }
     }
 }
@@ -151,17 +153,17 @@ fn write_in<T: Real>(
 /// A finite value that became infinite in f32 does not fit: say where.
 fn check_fits_f32<T: Real>(est: &Estimates<T>, e32: &Estimates<f32>) -> anyhow::Result<()> {
     let arrays: [(&str, &[T], &[f32], usize); 3] = [
-        ("mean", &est.mean, &e32.mean, est.nx),
+        ("mean", est.mean(), e32.mean(), est.nx()),
         (
             "cov",
-            &est.cov,
-            &e32.cov,
-            est.cov.len() / (est.tracks * est.steps).max(1),
+            est.cov(),
+            e32.cov(),
+            est.cov().len() / (est.tracks() * est.steps()).max(1),
         ),
         (
             "loglik",
-            est.loglik.as_deref().unwrap_or(&[]),
-            e32.loglik.as_deref().unwrap_or(&[]),
+            est.loglik().unwrap_or(&[]),
+            e32.loglik().unwrap_or(&[]),
             1,
         ),
     ];
@@ -171,10 +173,10 @@ fn check_fits_f32<T: Real>(est: &Estimates<T>, e32: &Estimates<f32>) -> anyhow::
             .zip(b)
             .position(|(x, y)| x.is_finite_value() && !y.is_finite())
         {
-            let (k, track) = (i / per.max(1), i / per.max(1) / est.steps.max(1));
+            let (k, track) = (i / per.max(1), i / per.max(1) / est.steps().max(1));
             return Err(bad(format!(
                 "--output-precision f32: {name} of track {track}, step {} is {} and does not fit in f32",
-                k % est.steps.max(1),
+                k % est.steps().max(1),
                 a[i].to_f64()
             )));
         }
@@ -194,12 +196,12 @@ fn run_typed<T: Real>(
     let progress = Progress::new("reading");
     let z: Measurements<T> = io::read_measurements(&c.input)?;
     io::check_measurement_dim(&c.input, &z, model.ny())?;
-    if z.tracks == 0 || z.steps == 0 {
+    if z.tracks() == 0 || z.steps() == 0 {
         return Err(bad(format!(
             "{}: no measurements ({} tracks x {} steps)",
             c.input.display(),
-            z.tracks,
-            z.steps
+            z.tracks(),
+            z.steps()
         )));
     }
     let t_read = t0.elapsed().as_secs_f64();
@@ -210,18 +212,18 @@ fn run_typed<T: Real>(
     let t1 = Instant::now();
     let (est, loglik) = estimate(device, model, &z, job, selection)?;
     let t_compute = t1.elapsed().as_secs_f64();
-    progress.tracks("writing", z.tracks);
+    progress.tracks("writing", z.tracks());
     let t2 = Instant::now();
     write_in(c, &est, &|n| progress.inc(n))?;
     outputs.commit()?;
     let t_write = t2.elapsed().as_secs_f64();
     progress.finish();
-    let n = z.tracks * z.steps;
+    let n = z.tracks() * z.steps();
     errln!(
         "{}: {} tracks x {} steps on {device}, {}: total log-likelihood {loglik:.6e}; compute {t_compute:.3} s ({}); total {:.3} s (read {t_read:.3} s, write {t_write:.3} s) -> {}",
         job.describe(),
-        z.tracks,
-        z.steps,
+        z.tracks(),
+        z.steps(),
         T::NAME,
         rate(n, t_compute),
         t0.elapsed().as_secs_f64(),
@@ -248,7 +250,7 @@ pub fn estimate<T: Real>(
                 ..FilterOptions::default()
             };
             let f = kestrel::filter_on(device, model, z, m, &opts)?.filtered;
-            let ll = if f.loglik.is_some() {
+            let ll = if f.loglik().is_some() {
                 f.total_loglik()
             } else {
                 f64::NAN
@@ -256,7 +258,11 @@ pub fn estimate<T: Real>(
             Ok((f, ll))
         }
         Job::Smooth(m) => {
-            let (f, mut s) = kestrel::smooth_on(device, model, z, m)?;
+            let kestrel::Smoothed {
+                filtered: f,
+                smoothed: mut s,
+                ..
+            } = kestrel::smooth_on(device, model, z, m)?;
             outputs.apply(&mut s);
             Ok((s, f.total_loglik()))
         }

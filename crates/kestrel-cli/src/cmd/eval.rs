@@ -277,7 +277,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             let model = kestrel::model::load_model(m)?;
             let h: Vec<f64> = (0..model.ny())
                 .flat_map(|i| (0..model.nx()).map(move |j| (i, j)))
-                .map(|(i, j)| model.h[(i, j)])
+                .map(|(i, j)| model.h()[(i, j)])
                 .collect();
             Some((h, model.ny()))
         }

@@ -3,14 +3,17 @@
 
 pub mod bench;
 pub mod demo;
+mod demo_tracking;
 pub mod estimate;
 pub mod eval;
+pub mod loglik;
 pub mod pf;
 mod plot;
 pub mod simulate;
 pub mod simulate_frames;
 pub mod tbd;
 pub mod tbd_eval;
+pub mod track;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use kestrel::Device;
@@ -76,7 +79,7 @@ impl Precision {
     pub fn default_for(device: Device) -> Precision {
         match device {
             Device::Cpu => Precision::F64,
-            Device::Cuda(_) | Device::AllCuda => Precision::F32,
+            _ => Precision::F32,
         }
     }
 }
@@ -85,8 +88,9 @@ impl Precision {
 /// success, or at once with `--verbose`).
 pub fn choose_device(s: &str) -> anyhow::Result<Device> {
     if s == "auto" {
-        let (d, why) = Device::auto();
-        match why {
+        let choice = Device::auto();
+        let d = choice.device;
+        match choice.why_not_gpu {
             Some(w) => note(format!("device: {d} (auto: no usable CUDA GPU: {w})")),
             None => note(format!("device: {d} (auto: a CUDA GPU is available)")),
         }

@@ -90,8 +90,15 @@ pub struct Args {
     #[arg(long, value_name = "MAP.npy")]
     state_out: Option<PathBuf>,
     /// auto, cpu, cuda or cuda:N.
-    #[arg(long, default_value = "cpu")]
+    #[arg(long, default_value = "auto")]
     device: String,
+    /// GPU: store the state as f16 (computed in f32; half the memory traffic).
+    #[arg(long)]
+    f16_state: bool,
+    /// GPU: this kernel instead of the autotuner's choice, e.g. fused/ldg/unroll/f32/32x8/D1
+    /// or tiled/ldg/loop/f32/32x16/K8 (names as `kestrel bench --only tbd` prints them).
+    #[arg(long, value_name = "NAME")]
+    kernel: Option<String>,
 }
 
 fn write_detections(path: &Path, dets: &[Detection], motions: &[Motion]) -> anyhow::Result<()> {
@@ -157,7 +164,21 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     params
         .check(h, w)
         .map_err(|e| bad(format!("{}: {e}", a.input.display())))?;
-    let mut engine = Tbd::new(params.clone(), h, w, device)?;
+    let kernel = match &a.kernel {
+        Some(k) => Some(
+            tbd::cuda::KernelConfig::parse(k)
+                .ok_or_else(|| bad(format!("--kernel: unknown kernel name \"{k}\"")))?,
+        ),
+        None => None,
+    };
+    let opts = tbd::GpuOptions {
+        half: a.f16_state,
+        kernel,
+    };
+    let mut engine = Tbd::with_gpu_options(params.clone(), h, w, device, opts)?;
+    if let Some(k) = engine.kernel() {
+        eprintln!("tbd: kernel {}", k.name());
+    }
     let mut frame = vec![0.0f32; h * w];
     frames.read(0, &mut frame)?;
     let threshold = match a.threshold {
@@ -189,14 +210,13 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         if t > 0 {
             frames.read(t, &mut frame)?;
         }
-        let map = match engine.push(&frame)? {
-            Some(m) => Some(m),
-            None if t + 1 == frames.len => engine.finish()?,
-            None => None,
-        };
-        if let Some(map) = map {
+        let mut maps = engine.push(&frame)?;
+        if t + 1 == frames.len {
+            maps.extend(engine.finish()?);
+        }
+        for map in &maps {
             emitted += 1;
-            dets.extend(tbd::detect(&map, threshold, a.nms));
+            dets.extend(tbd::detect(map, threshold, a.nms));
         }
         bar.inc(1);
     }

@@ -1,7 +1,7 @@
 //! The GPU runtime: everything an estimator family needs to run its kernels on an NVIDIA
 //! GPU, and nothing that names an estimator.
 //!
-//! - *Devices* ([`gpu`](fn@gpu) / `Gpu`): the CUDA driver and NVRTC are loaded at run
+//! - *Devices* (`gpu` / `Gpu`): the CUDA driver and NVRTC are loaded at run
 //!   time through `cudarc`, so the crate builds and every CPU path runs on machines
 //!   without CUDA; [`available`] says why a GPU cannot be used instead of failing later.
 //!   One context and one default stream per device, opened once per process, with
@@ -20,7 +20,7 @@
 //! - *Chunks* (`chunks.rs`): the out-of-core pipeline of any "map over independent
 //!   items" family: items in chunks that fit a memory budget, one or two buffer sets on
 //!   their own streams so that one chunk's copies overlap the other's kernels.
-//! - *Timing* ([`EventTimer`]): kernel time by CUDA events, for benchmarks.
+//! - *Timing* (`EventTimer`): kernel time by CUDA events, for benchmarks.
 //!
 //! # Sharing a GPU
 //!
@@ -39,7 +39,7 @@
 //! kernels (`FAMILY/kernels/*.cu`) in its own folder. Its launcher builds the source
 //! (`#define`s + `include_str!` of its `.cu` files), gets the device with `gpu(ordinal)`,
 //! the module with `Gpu::module`, allocates `DevBuf`s, launches with `launch`, and wraps
-//! its public entry points in [`catch`]. The Kalman family (`kalman/cuda/`) is the worked
+//! its public entry points in `catch`. The Kalman family (`kalman/cuda/`) is the worked
 //! example of chunks, staging and graphs; `parallel/cuda/` of per-level scans.
 
 mod chunks;

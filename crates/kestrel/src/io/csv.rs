@@ -21,7 +21,9 @@ pub(super) use delimiters::Delimiters;
 #[cfg(test)]
 pub(super) use write::push_value;
 
-pub(super) use write::{write_estimates, write_estimates_with_columns, write_series};
+pub(super) use write::{
+    write_estimates, write_estimates_with_columns, write_per_step, write_series,
+};
 
 /// Where a row sits: its line in the file (1-based), track and step.
 #[derive(Clone, Copy, Debug)]

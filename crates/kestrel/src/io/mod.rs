@@ -213,6 +213,32 @@ fn write_series<T: Real>(
     }
 }
 
+/// Formats accepted for per-step values (`[B, T]`, such as log-likelihoods).
+pub const PER_STEP_FORMATS: &[Format] = &[Format::Csv, Format::Npy];
+
+/// Writes one value per track and step, `[tracks][steps]`, as `.npy` (`[B, T]`) or `.csv`
+/// (`track,t,{column}`).
+pub fn write_per_step<T: Real>(
+    path: &Path,
+    tracks: usize,
+    steps: usize,
+    data: &[T],
+    column: &str,
+) -> Result<()> {
+    if data.len() != tracks * steps {
+        return Err(Error::Input {
+            msg: format!(
+                "{} values, expected {tracks} tracks x {steps} steps",
+                data.len()
+            ),
+        });
+    }
+    match Format::of(path, PER_STEP_FORMATS)? {
+        Format::Csv => csv::write_per_step(path, tracks, steps, data, column),
+        _ => npy::write_array(path, &[tracks, steps], data),
+    }
+}
+
 /// Reads a `.npy` array (f64 or f32, any shape) as its shape and row-major f64 values.
 pub fn read_npy_array(path: impl AsRef<Path>) -> Result<(Vec<usize>, Vec<f64>)> {
     let path = path.as_ref();

@@ -6,8 +6,8 @@
 //! A measurement with a NaN in any component is missing: that step is predict only and its
 //! log-likelihood term is 0.
 //!
-//! Two paths compute the same thing: [`dense`] (any size, time-varying models, one track
-//! at a time) and [`lanes`] (time-invariant models of the common tracking sizes, tracks
+//! Two paths compute the same thing: `dense` (any size, time-varying models, one track
+//! at a time) and `lanes` (time-invariant models of the common tracking sizes, tracks
 //! processed in SIMD lanes). [`filter`] and [`smooth`] choose between them.
 
 pub mod cuda;
@@ -28,6 +28,7 @@ use crate::model::StateSpace;
 
 /// Which filtered states to keep.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum Keep {
     /// Every step's filtered mean, covariance and log-likelihood.
     #[default]

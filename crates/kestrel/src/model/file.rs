@@ -16,6 +16,10 @@
 //! Builder form: `[model] kind = "cv" | "ca" | "random-walk" | "ar"` with `dims`, `dt`,
 //! `q`, `r` (and `coeffs` for `ar`); `[prior]` is optional there (`x0` defaults to zeros,
 //! `P0` to `p0 I`, `p0` default 1).
+//!
+//! Any form may say `prior = "stationary"` in `[model]`: the prior is then the stationary
+//! law of the state (`P0` from the discrete Lyapunov equation, see
+//! [`Model::with_stationary_prior`]); `F` must be stable and `[prior]` must be absent.
 
 use super::{builders, Model, Prior};
 use crate::error::{Error, Result};
@@ -49,6 +53,7 @@ struct ModelSection {
     q: Option<f64>,
     r: Option<f64>,
     coeffs: Option<Vec<f64>>,
+    prior: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -129,7 +134,35 @@ fn reject_foreign_keys(m: &ModelSection) -> Result<()> {
     ))
 }
 
-fn from_root(root: FileRoot) -> Result<Model> {
+fn from_root(mut root: FileRoot) -> Result<Model> {
+    match root.model.prior.take().as_deref() {
+        None => {}
+        Some("stationary") => {
+            if root.prior.is_some() {
+                return Err(Error::model(
+                    "prior",
+                    "prior = \"stationary\" and a [prior] section: give one or the other",
+                ));
+            }
+            // The builders need a prior to start from; it is replaced here.
+            let needs_prior = matches!(root.model.kind.as_deref(), None | Some("explicit"));
+            if needs_prior {
+                let nx = root.model.f.as_ref().map_or(0, |f| f.len());
+                root.prior = Some(PriorSection {
+                    x0: Some(vec![0.0; nx]),
+                    p0m: None,
+                    p0: Some(1.0),
+                });
+            }
+            return from_root(root)?.with_stationary_prior();
+        }
+        Some(other) => {
+            return Err(Error::model(
+                "prior",
+                format!("unknown prior \"{other}\" (the only named prior is \"stationary\")"),
+            ))
+        }
+    }
     let m = root.model;
     let p = root.prior;
     reject_foreign_keys(&m)?;
@@ -359,6 +392,26 @@ P0 = [[10.0, 0.0], [0.0, 10.0]]
         .unwrap();
         assert_eq!((m.nx(), m.ny()), (4, 2));
         assert_eq!(m.prior.p0[(3, 3)], 100.0);
+    }
+
+    #[test]
+    fn stationary_prior() {
+        let text = "[model]\nkind = \"ar\"\ncoeffs = [0.5, 0.2]\nq = 1.0\nr = 0.1\nprior = \"stationary\"\n";
+        let m = model_from_toml(text, Path::new("m.toml")).unwrap();
+        let resid = &m.f * &m.prior.p0 * m.f.transpose() + &m.q - &m.prior.p0;
+        assert!(resid.amax() < 1e-12, "{resid}");
+        let explicit = "[model]\nF = [[0.9]]\nQ = [[1.0]]\nH = [[1.0]]\nR = [[1.0]]\nu = [0.1]\nprior = \"stationary\"\n";
+        let m = model_from_toml(explicit, Path::new("m.toml")).unwrap();
+        assert!((m.prior.p0[(0, 0)] - 1.0 / 0.19).abs() < 1e-12);
+        assert!((m.prior.x0[0] - 1.0).abs() < 1e-12);
+        let e = model_from_toml(&text.replace("0.5, 0.2", "1.0, 0.2"), Path::new("m.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("m.toml") && e.contains("stable"), "{e}");
+        let e = model_from_toml(&text.replace("stationary", "flat"), Path::new("m.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("unknown prior"), "{e}");
     }
 
     #[test]

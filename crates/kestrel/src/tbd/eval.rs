@@ -139,13 +139,12 @@ fn measure(
     };
     for t in 0..s.frames {
         gen.frame_with(t, &mut frame, &targets);
-        let map = match tbd.push(&frame)? {
-            Some(m) => Some(m),
-            None if t + 1 == s.frames => tbd.finish()?,
-            None => None,
-        };
-        if let Some(map) = map {
-            count(&map, &frame, &mut hits_t, &mut hits_s);
+        let mut maps = tbd.push(&frame)?;
+        if t + 1 == s.frames {
+            maps.extend(tbd.finish()?);
+        }
+        for map in &maps {
+            count(map, &frame, &mut hits_t, &mut hits_s);
         }
     }
     if trials == 0 {

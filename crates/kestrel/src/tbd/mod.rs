@@ -25,6 +25,7 @@
 //! targets), `eval.rs` (Pd against Pfa and SNR), `frames.rs` (`.npy` frames, streamed),
 //! `cuda.rs` + `kernels/tbd.cu` (the GPU).
 
+pub mod autotune;
 pub mod cpu;
 pub mod cuda;
 pub mod detect;
@@ -91,8 +92,18 @@ pub struct Map {
     pub arg: Vec<u16>,
 }
 
+/// Options of the GPU path.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct GpuOptions {
+    /// Store the state as f16 (computed in f32; half the state traffic).
+    pub half: bool,
+    /// This kernel instead of the autotuner's choice.
+    pub kernel: Option<cuda::KernelConfig>,
+}
+
 enum Engine {
     Cpu(CpuState),
+    Cuda(Box<cuda::GpuTbd>),
 }
 
 /// The recursion over a stream of frames, on one device: push frames one at a time, a
@@ -103,6 +114,8 @@ pub struct Tbd {
     w: usize,
     engine: Engine,
     pending: Vec<Vec<f32>>,
+    /// Frames per launch of the engine.
+    per_launch: usize,
     seen: usize,
 }
 
@@ -128,6 +141,20 @@ impl Tbd {
     /// A zero state for frames of `h x w`. The memory the run needs (two states and a
     /// block of frames) is checked before anything is allocated.
     pub fn new(params: Params, h: usize, w: usize, device: Device) -> Result<Tbd> {
+        Tbd::with_gpu_options(params, h, w, device, GpuOptions::default())
+    }
+
+    /// As [`Tbd::new`], with the GPU path's options (ignored on the CPU). Without a
+    /// kernel given, the autotuner chooses one (timed once, then cached). For D = 1 the
+    /// chosen kernel may keep the state on chip for K frames: maps then come back K at
+    /// a time.
+    pub fn with_gpu_options(
+        params: Params,
+        h: usize,
+        w: usize,
+        device: Device,
+        opts: GpuOptions,
+    ) -> Result<Tbd> {
         params.check(h, w)?;
         let need = params
             .state_bytes(h, w)
@@ -152,16 +179,50 @@ impl Tbd {
         let engine = match device {
             Device::Cpu => Engine::Cpu(CpuState::new(h, w, &params.motions, params.alpha)),
             Device::Cuda(_) | Device::AllCuda => {
-                return Err(Error::Unsupported(
-                    "track-before-detect on CUDA is not in this build yet".into(),
-                ))
+                // One GPU: the recursion is one state (all devices: the first).
+                let ordinal = match device {
+                    Device::Cuda(o) => o,
+                    _ => 0,
+                };
+                let cfg = match opts.kernel {
+                    Some(k) => k,
+                    None => autotune::choose(ordinal, &params, h, w, Dtype::F32, opts.half)?,
+                };
+                if cfg.variant != cuda::Variant::Tiled && cfg.frames != params.decimation {
+                    return Err(Error::input(format!(
+                        "kernel {} folds {} frames per launch, the decimation is {}",
+                        cfg.name(),
+                        cfg.frames,
+                        params.decimation
+                    )));
+                }
+                if cfg.variant == cuda::Variant::Tiled && params.decimation != 1 {
+                    return Err(Error::input(format!(
+                        "kernel {} emits every frame; decimation {} needs the fused or per-vector kernel",
+                        cfg.name(),
+                        params.decimation
+                    )));
+                }
+                Engine::Cuda(Box::new(cuda::GpuTbd::new(
+                    ordinal,
+                    &params,
+                    h,
+                    w,
+                    cfg,
+                    Dtype::F32,
+                )?))
             }
+        };
+        let per_launch = match &engine {
+            Engine::Cpu(_) => params.decimation,
+            Engine::Cuda(g) => g.frames_per_launch(),
         };
         Ok(Tbd {
             h,
             w,
             engine,
-            pending: Vec::with_capacity(params.decimation),
+            pending: Vec::with_capacity(per_launch),
+            per_launch,
             params,
             seen: 0,
         })
@@ -176,8 +237,10 @@ impl Tbd {
         self.seen
     }
 
-    /// Adds frame `X_k` (`h * w`, row-major); returns the map when `k` is an emitted frame.
-    pub fn push(&mut self, frame: &[f32]) -> Result<Option<Map>> {
+    /// Adds frame `X_k` (`h * w`, row-major); returns the maps completed by it (one at
+    /// each emitted frame; with a kernel that keeps the state on chip for K frames, K
+    /// at a time).
+    pub fn push(&mut self, frame: &[f32]) -> Result<Vec<Map>> {
         if frame.len() != self.h * self.w {
             return Err(Error::input(format!(
                 "frame {} holds {} pixels, expected {} x {} = {}",
@@ -190,41 +253,94 @@ impl Tbd {
         }
         self.pending.push(frame.to_vec());
         self.seen += 1;
-        if self.pending.len() == self.params.decimation {
-            return self.flush().map(Some);
+        if self.pending.len() == self.per_launch {
+            return self.flush();
         }
-        Ok(None)
+        Ok(Vec::new())
     }
 
-    /// Ends the sequence: a block left incomplete is run (shorter) and its map returned.
-    pub fn finish(&mut self) -> Result<Option<Map>> {
+    /// Ends the sequence: frames left over run as a shorter block (decimation: one map
+    /// after the last frame; a K-frame GPU kernel: one map per frame), the GPU's tail on
+    /// the CPU from the GPU's state (the same arithmetic).
+    pub fn finish(&mut self) -> Result<Vec<Map>> {
         if self.pending.is_empty() {
-            return Ok(None);
+            return Ok(Vec::new());
         }
-        self.flush().map(Some)
+        if let Engine::Cuda(g) = &self.engine {
+            let mut st = CpuState::new(self.h, self.w, &self.params.motions, self.params.alpha);
+            st.set_state(&g.state()?);
+            self.engine = Engine::Cpu(st);
+            if self.params.decimation == 1 {
+                self.per_launch = 1;
+                let frames = std::mem::take(&mut self.pending);
+                let first = self.seen - frames.len();
+                let mut out = Vec::new();
+                for (i, f) in frames.into_iter().enumerate() {
+                    self.pending.push(f);
+                    let mut m = self.flush()?;
+                    m.iter_mut().for_each(|m| m.t = first + i);
+                    out.extend(m);
+                }
+                return Ok(out);
+            }
+        }
+        self.flush()
     }
 
-    fn flush(&mut self) -> Result<Map> {
+    fn flush(&mut self) -> Result<Vec<Map>> {
         let n = self.h * self.w;
-        let mut map = Map {
-            t: self.seen - 1,
-            h: self.h,
-            w: self.w,
-            score: vec![0.0; n],
-            arg: vec![0; n],
+        let first = self.seen - self.pending.len();
+        let out = match &mut self.engine {
+            Engine::Cpu(st) => {
+                let mut map = Map {
+                    t: self.seen - 1,
+                    h: self.h,
+                    w: self.w,
+                    score: vec![0.0; n],
+                    arg: vec![0; n],
+                };
+                let frames: Vec<&[f32]> = self.pending.iter().map(|f| f.as_slice()).collect();
+                st.block(&frames, &mut map.score, &mut map.arg);
+                vec![map]
+            }
+            Engine::Cuda(g) => {
+                let mut raw = Vec::with_capacity(self.pending.len() * n * 4);
+                for f in &self.pending {
+                    raw.extend(f.iter().flat_map(|v| v.to_le_bytes()));
+                }
+                g.load_frames(&raw)?;
+                g.launch()?;
+                let maps = g.maps()?;
+                let k = maps.len();
+                maps.into_iter()
+                    .enumerate()
+                    .map(|(i, (score, arg))| Map {
+                        t: if k == 1 { self.seen - 1 } else { first + i },
+                        h: self.h,
+                        w: self.w,
+                        score,
+                        arg,
+                    })
+                    .collect()
+            }
         };
-        let frames: Vec<&[f32]> = self.pending.iter().map(|f| f.as_slice()).collect();
-        match &mut self.engine {
-            Engine::Cpu(st) => st.block(&frames, &mut map.score, &mut map.arg),
-        }
         self.pending.clear();
-        Ok(map)
+        Ok(out)
     }
 
     /// The state `P` after the last completed block, `[V][H][W]`.
     pub fn state(&self) -> Result<Vec<f32>> {
         match &self.engine {
             Engine::Cpu(st) => Ok(st.state()),
+            Engine::Cuda(g) => g.state(),
+        }
+    }
+
+    /// The GPU kernel in use (None on the CPU).
+    pub fn kernel(&self) -> Option<cuda::KernelConfig> {
+        match &self.engine {
+            Engine::Cpu(_) => None,
+            Engine::Cuda(g) => Some(g.cfg),
         }
     }
 }

@@ -130,6 +130,27 @@ pub(crate) fn write_series<T: Real>(
     )
 }
 
+/// Writes one value per track and step, `[tracks][steps]`, with columns `track,t,{column}`.
+pub(crate) fn write_per_step<T: Real>(
+    path: &Path,
+    tracks: usize,
+    steps: usize,
+    data: &[T],
+    column: &str,
+) -> Result<()> {
+    write_rows(
+        path,
+        format!("track,t,{column}\n"),
+        tracks,
+        steps,
+        |buf, b, k| {
+            buf.push(b',');
+            push_value(buf, data[b * steps + k]);
+        },
+        &|_| {},
+    )
+}
+
 /// The CSV header of estimates: `track,t,x0..,P00..` (`P{i}_{j}` when `nx > 10`), and
 /// `loglik` when present.
 pub(crate) fn estimates_header(nx: usize, mean: bool, cov: CovOutput, loglik: bool) -> String {

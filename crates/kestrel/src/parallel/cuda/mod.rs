@@ -19,10 +19,11 @@ use crate::scan::ScanAlgorithm;
 use cudarc::driver::{DeviceRepr, LaunchConfig, ValidAsZeroBits};
 use std::sync::Arc;
 
-const SOURCES: [&str; 3] = [
+const SOURCES: [&str; 4] = [
     include_str!("../kernels/parallel_ops.cu"),
     include_str!("../kernels/parallel_scan.cu"),
     include_str!("../kernels/parallel_model.cu"),
+    include_str!("../kernels/parallel_fused.cu"),
 ];
 
 const SCAN_KERNELS: [&str; 11] = [
@@ -38,7 +39,13 @@ const SCAN_KERNELS: [&str; 11] = [
     "chunk",
     "fix",
 ];
-const MODEL_KERNELS: [&str; 8] = [
+const MODEL_KERNELS: [&str; 14] = [
+    "pf_reduce",
+    "pf_sweep",
+    "ps_reduce",
+    "ps_sweep",
+    "tf_reduce",
+    "tf_sweep",
     "pf_build",
     "pf_extract",
     "ps_build",
@@ -168,13 +175,30 @@ fn se_len(nx: usize) -> usize {
     2 * nx * nx + nx
 }
 
-/// Chunk length of the chunked scan (`KESTREL_PAR_CHUNK` overrides, for tuning).
-fn chunk_len() -> usize {
+fn chunk_env() -> Option<usize> {
     std::env::var("KESTREL_PAR_CHUNK")
         .ok()
         .and_then(|v| v.parse().ok())
         .filter(|&k: &usize| k >= 2)
-        .unwrap_or(16)
+}
+
+/// Chunk length of the chunked scan (`KESTREL_PAR_CHUNK` overrides, for tuning).
+fn chunk_len() -> usize {
+    chunk_env().unwrap_or(16)
+}
+
+/// Chunk length of the fused scan for `steps` steps in all (`KESTREL_PAR_CHUNK`
+/// overrides): about 2^17 chunks, enough threads to fill a large GPU, each chunk 4 to 64
+/// steps (a power of two).
+fn fused_chunk_len(steps: usize) -> usize {
+    chunk_env().unwrap_or_else(|| (steps >> 17).next_power_of_two().clamp(4, 64))
+}
+
+/// Whether [`ScanAlgorithm::Fastest`] runs the fused scan (reduce, scan of the chunk
+/// totals, sweep: `kernels/parallel_fused.cu`); `KESTREL_PAR_FUSED=0` runs the chunked
+/// scan over stored elements instead (for comparison).
+fn fused(alg: ScanAlgorithm) -> bool {
+    alg == ScanAlgorithm::Fastest && std::env::var("KESTREL_PAR_FUSED").map_or(true, |v| v != "0")
 }
 
 /// Filtered estimates (with log-likelihoods) and, for the smoothers, smoothed ones.
@@ -373,7 +397,7 @@ fn run_on<D: GpuReal, M: StateSpace + ?Sized>(
             &z.data[b0 * t * ny..b1 * t * ny]
         };
         let fg = filtered.map(|f| (&f.mean[b0 * n1..b1 * n1], &f.cov[b0 * n2..b1 * n2]));
-        let mut bufs = GroupBufs::new(&g, nx, t, nb, method, zg, fg)?;
+        let mut bufs = GroupBufs::new(&g, nx, t, nb, method, alg, zg, fg)?;
         for i in 0..warmup + repeats {
             bufs.poison(&g, &k, method)?;
             sync("poisoning the outputs")?;

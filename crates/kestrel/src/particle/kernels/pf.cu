@@ -76,7 +76,7 @@ extern "C" __global__ void pf_propagate(real_t* x, real_t* lw, double* pmax, con
 
 // One block per filter: its largest log-weight; a filter whose weights are all zero (or
 // NaN) records the first such step + 1 in fail[b].
-extern "C" __global__ void pf_max(const double* pmax, double* fmax, unsigned* fail, unsigned g,
+extern "C" __global__ void pf_max(const double* pmax, double* fmx, unsigned* fail, unsigned g,
                                   unsigned k) {
     __shared__ double red[PF_BLOCK];
     const unsigned b = blockIdx.y;
@@ -84,7 +84,7 @@ extern "C" __global__ void pf_max(const double* pmax, double* fmax, unsigned* fa
     for (unsigned j = threadIdx.x; j < g; j += PF_BLOCK) m = fmax(m, pmax[(size_t)b * g + j]);
     m = pf_block_max(m, red);
     if (threadIdx.x == 0) {
-        fmax[b] = m;
+        fmx[b] = m;
         if (!(m > -PF_INF) || m == PF_INF) {
             if (fail[b] == 0) fail[b] = k + 1;
         }
@@ -92,7 +92,7 @@ extern "C" __global__ void pf_max(const double* pmax, double* fmax, unsigned* fa
 }
 
 extern "C" __global__ void pf_weights(const real_t* x, const real_t* lw, real_t* w,
-                                      const double* fmax, double* part, unsigned n, unsigned g) {
+                                      const double* fmx, double* part, unsigned n, unsigned g) {
     __shared__ double red[PF_BLOCK];
     const unsigned b = blockIdx.y;
     const unsigned i = blockIdx.x * PF_BLOCK + threadIdx.x;
@@ -100,7 +100,7 @@ extern "C" __global__ void pf_weights(const real_t* x, const real_t* lw, real_t*
     for (int c = 0; c < PF_STRIDE; ++c) acc[c] = 0.0;
     if (i < n) {
         const size_t p = (size_t)b * n + i;
-        const real_t mt = (real_t)fmax[b];
+        const real_t mt = (real_t)fmx[b];
         real_t v = exp(lw[p] - mt);
         w[p] = v;
         double vd = (double)v;
@@ -126,7 +126,7 @@ extern "C" __global__ void pf_weights(const real_t* x, const real_t* lw, real_t*
 // One block per filter: totals over the blocks' sums, the step's outputs, the resampling
 // decision, and the blocks' offsets in the cumulative sum of the weights.
 extern "C" __global__ void pf_moments(const double* part, double* offs, const real_t* x,
-                                      const real_t* z, const double* fmax, double* logprev,
+                                      const real_t* z, const double* fmx, double* logprev,
                                       double* wtot, unsigned* flag, real_t* mean, real_t* cov,
                                       real_t* loglik, real_t* ess, unsigned k, unsigned n,
                                       unsigned steps, unsigned g, double threshold) {
@@ -169,7 +169,7 @@ extern "C" __global__ void pf_moments(const double* part, double* offs, const re
     __syncthreads();
     if (threadIdx.x != 0) return;
     const double s = tot[0], s2 = tot[1], nf = (double)n;
-    const double log_now = fmax[b] + log(s);
+    const double log_now = fmx[b] + log(s);
     const real_t* zk = z + ((size_t)b * steps + k) * NY;
     bool observed = true;
     for (int j = 0; j < NY; ++j) observed = observed && !pf_isnan(zk[j]);

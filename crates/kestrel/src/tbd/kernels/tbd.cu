@@ -96,11 +96,11 @@ __device__ __forceinline__ float bilinear(Get get, int h, int w, int x, int y, f
 
 // One trajectory through a block of DEC frames (the seed's decimation): the value at
 // (x, y) for vector v after the block, from the state before it.
-__device__ __forceinline__ float trajectory(const state_t* __restrict__ sin, const FRAME_T* __restrict__ frames,
+__device__ __forceinline__ float trajectory(const state_t* __restrict__ s_prev, const FRAME_T* __restrict__ frames,
                                             int h, int w, int x, int y, float vx, float vy, float alpha) {
     const size_t n = (size_t)h * w;
     const float c = 1.0f - alpha;
-    float s = bilinear([&](int r, int cc) { return load_state_f(LD(sin + (size_t)r * w + cc)); }, h, w, x, y,
+    float s = bilinear([&](int r, int cc) { return load_state_f(LD(s_prev + (size_t)r * w + cc)); }, h, w, x, y,
                        -(float)DEC * vx, -(float)DEC * vy);
 #pragma unroll
     for (int j = 0; j < DEC; ++j) {
@@ -120,7 +120,7 @@ __device__ __forceinline__ float trajectory(const state_t* __restrict__ sin, con
 
 // All vectors in one kernel, one thread per pixel (2-D blocks), DEC frames per launch,
 // the detection map written once per launch.
-extern "C" __global__ void tbd_fused(const state_t* __restrict__ sin, state_t* __restrict__ sout,
+extern "C" __global__ void tbd_fused(const state_t* __restrict__ s_prev, state_t* __restrict__ s_next,
                                      const FRAME_T* __restrict__ frames, float* __restrict__ score,
                                      unsigned short* __restrict__ arg, int h, int w, float alpha) {
     const int x = blockIdx.x * blockDim.x + threadIdx.x;
@@ -136,8 +136,8 @@ extern "C" __global__ void tbd_fused(const state_t* __restrict__ sin, state_t* _
 #else
         const float vx = MVX[v], vy = MVY[v];
 #endif
-        const float s = trajectory(sin + v * n, frames, h, w, x, y, vx, vy, alpha);
-        sout[v * n + p] = store_state_f(s);
+        const float s = trajectory(s_prev + v * n, frames, h, w, x, y, vx, vy, alpha);
+        s_next[v * n + p] = store_state_f(s);
         if (v == 0 || s > best) {
             best = s;
             barg = v;
@@ -150,15 +150,15 @@ extern "C" __global__ void tbd_fused(const state_t* __restrict__ sin, state_t* _
 // One kernel per vector (the seed's separate kernels, each with its shifts compiled
 // in); the launches run in order on one stream and fold the map in place.
 template <int V>
-__device__ __forceinline__ void tbd_vec_body(const state_t* __restrict__ sin, state_t* __restrict__ sout,
+__device__ __forceinline__ void tbd_vec_body(const state_t* __restrict__ s_prev, state_t* __restrict__ s_next,
                                              const FRAME_T* __restrict__ frames, float* __restrict__ score,
                                              unsigned short* __restrict__ arg, int h, int w, float alpha) {
     const int x = blockIdx.x * blockDim.x + threadIdx.x;
     const int y = blockIdx.y * blockDim.y + threadIdx.y;
     if (x >= w || y >= h) return;
     const size_t n = (size_t)h * w, p = (size_t)y * w + x;
-    const float s = trajectory(sin + V * n, frames, h, w, x, y, mvx(V), mvy(V), alpha);
-    sout[V * n + p] = store_state_f(s);
+    const float s = trajectory(s_prev + V * n, frames, h, w, x, y, mvx(V), mvy(V), alpha);
+    s_next[V * n + p] = store_state_f(s);
     if (V == 0 || s > score[p]) {
         score[p] = s;
         arg[p] = (unsigned short)V;
@@ -166,10 +166,10 @@ __device__ __forceinline__ void tbd_vec_body(const state_t* __restrict__ sin, st
 }
 
 #define TBD_VEC(i)                                                                                          \
-    extern "C" __global__ void tbd_vec_##i(const state_t* __restrict__ sin, state_t* __restrict__ sout,     \
+    extern "C" __global__ void tbd_vec_##i(const state_t* __restrict__ s_prev, state_t* __restrict__ s_next,     \
                                            const FRAME_T* __restrict__ frames, float* __restrict__ score,  \
                                            unsigned short* __restrict__ arg, int h, int w, float alpha) {   \
-        tbd_vec_body<i>(sin, sout, frames, score, arg, h, w, alpha);                                        \
+        tbd_vec_body<i>(s_prev, s_next, frames, score, arg, h, w, alpha);                                        \
     }
 
 #ifdef TBD_VEC_LIST
@@ -185,7 +185,7 @@ TBD_VEC_LIST
 #define BH (TY + 2 * HALO)
 
 extern "C" __global__ void __launch_bounds__(TX * TY)
-    tbd_tiled(const state_t* __restrict__ sin, state_t* __restrict__ sout, const FRAME_T* __restrict__ frames,
+    tbd_tiled(const state_t* __restrict__ s_prev, state_t* __restrict__ s_next, const FRAME_T* __restrict__ frames,
               float* __restrict__ score, unsigned short* __restrict__ arg, int h, int w, float alpha) {
     __shared__ float buf[2][BH * BW];
     __shared__ float best[DEC][TY * TX];
@@ -196,7 +196,7 @@ extern "C" __global__ void __launch_bounds__(TX * TY)
     const size_t n = (size_t)h * w;
     const float c = 1.0f - alpha;
     for (int v = 0; v < NV; ++v) {
-        const state_t* s = sin + v * n;
+        const state_t* s = s_prev + v * n;
         for (int i = tid; i < BH * BW; i += nt) {
             const int gx = x0 + i % BW, gy = y0 + i / BW;
             buf[0][i] = ((unsigned)gx < (unsigned)w && (unsigned)gy < (unsigned)h)
@@ -236,7 +236,7 @@ extern "C" __global__ void __launch_bounds__(TX * TY)
             __syncthreads();
             cur ^= 1;
         }
-        state_t* so = sout + v * n;
+        state_t* so = s_next + v * n;
         for (int i = tid; i < TX * TY; i += nt) {
             const int gx = x0 + HALO + i % TX, gy = y0 + HALO + i / TX;
             if (gx < w && gy < h) so[(size_t)gy * w + gx] = store_state_f(buf[cur][(HALO + i / TX) * BW + HALO + i % TX]);

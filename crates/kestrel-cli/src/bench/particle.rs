@@ -1,0 +1,219 @@
+//! Particle filter benchmarks: particle-steps per second of the bootstrap filter on the
+//! seed's case (two range sensors, 2-D constant velocity) for N = 10^3 ... 10^7 (B = 1)
+//! and B = 10^4 filters x N = 10^3, resampling every step; each resampler alone; CPU
+//! (f64) and GPU (f32). GPU records carry the roofline: the bytes a particle-step must
+//! move (kernels/pf.cu) over the device bandwidth.
+
+use super::{fmt_time, time_runs, Record, Sink};
+use kestrel::particle::philox::{counter, key_of, philox4x32_10, uniform_f64, Purpose};
+use kestrel::particle::resample::{resample, Draws, Scratch};
+use kestrel::particle::{particle_filter_on, pf_model_from_toml, PfModel, PfOptions, Resampler};
+use kestrel::{Device, Measurements, Real};
+use std::path::Path;
+
+/// Device-copy bandwidth of the H100 the figures are compared with (DESIGN.md).
+const H100_BANDWIDTH: f64 = 2.9e12;
+
+/// Bytes one particle-step moves on the GPU with resampling every step (f32, nx = 4):
+/// propagate (x, lw read and written: 40), weights (x, lw read, w written: 24),
+/// cumulative sum (w read, f64 written: 12), ancestors (f64 search, index written: 12),
+/// gather (index, x read and written, lw: 40).
+const GPU_BYTES_PER_PARTICLE_STEP: f64 = 128.0;
+
+fn model() -> anyhow::Result<PfModel> {
+    Ok(pf_model_from_toml(
+        crate::cmd::pf::DEMO_MODEL,
+        Path::new("bench model"),
+    )?)
+}
+
+fn measurements<T: Real>(b: usize, t: usize) -> anyhow::Result<Measurements<T>> {
+    let (_, z) = kestrel::particle::simulate(&model()?, b, t, 1, 0.0)?;
+    Ok(z.cast())
+}
+
+fn filter_record<T: Real>(
+    sink: &mut Sink,
+    device: Device,
+    b: usize,
+    n: usize,
+    t: usize,
+    ess: f64,
+    repeats: usize,
+) -> anyhow::Result<f64> {
+    let m = model()?;
+    let z = measurements::<T>(b, t)?;
+    let mut opts = PfOptions::new(n);
+    opts.ess_threshold = ess;
+    let mut err = None;
+    let times = time_runs(1, repeats, || {
+        if let Err(e) = particle_filter_on(device, &m, &z, &opts) {
+            err = Some(e);
+        }
+    });
+    if let Some(e) = err {
+        return Err(e.into());
+    }
+    let mut r = Record::new(
+        format!(
+            "pf/range-only/N={n}{}",
+            if ess >= 1.0 { "" } else { "/no-resampling" }
+        ),
+        device.to_string(),
+        T::NAME,
+        b,
+        t,
+        4,
+        2,
+        &times,
+    );
+    let ps = (b * t * n) as f64 / r.median_s;
+    let mut extra = serde_json::json!({ "particles": n, "particle_steps_per_s": ps, "resampler": "systematic", "ess_threshold": ess });
+    if matches!(device, Device::Cuda(_)) {
+        let roof = H100_BANDWIDTH / GPU_BYTES_PER_PARTICLE_STEP;
+        extra["bytes_per_particle_step"] = serde_json::json!(GPU_BYTES_PER_PARTICLE_STEP);
+        extra["roofline_particle_steps_per_s_h100"] = serde_json::json!(roof);
+        extra["fraction_of_roofline"] = serde_json::json!(ps / roof);
+    }
+    r.extra = extra;
+    errln!(
+        "pf {} {} B={b} N={n} T={t}: {} per run, {ps:.3e} particle-steps/s",
+        device,
+        T::NAME,
+        fmt_time(r.median_s)
+    );
+    let secs = r.median_s;
+    sink.push(r);
+    Ok(secs)
+}
+
+fn resampler_records(sink: &mut Sink, n: usize, repeats: usize) {
+    let key = key_of(3);
+    let w: Vec<f64> = (0..n)
+        .map(|i| {
+            let u =
+                uniform_f64(philox4x32_10(counter(i as u32, 0, 0, Purpose::SimState, 0), key)[0]);
+            (-4.0 * u).exp()
+        })
+        .collect();
+    let mut anc = vec![0u32; n];
+    let mut scratch = Scratch::default();
+    for scheme in Resampler::ALL {
+        let mut k = 0u32;
+        let times = time_runs(1, repeats, || {
+            k += 1;
+            let d = Draws {
+                key,
+                filter: 0,
+                step: k,
+            };
+            resample(scheme, &w, d, &mut anc, &mut scratch, true);
+        });
+        let mut r = Record::new(
+            format!("resample/{scheme}/N={n}"),
+            Device::Cpu.to_string(),
+            "f64",
+            1,
+            1,
+            0,
+            0,
+            &times,
+        );
+        r.extra = serde_json::json!({ "particles": n, "particles_per_s": n as f64 / r.median_s });
+        errln!("resample {scheme} N={n} (cpu): {}", fmt_time(r.median_s));
+        sink.push(r);
+    }
+}
+
+pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
+    let (t, sizes): (usize, &[usize]) = if quick {
+        (20, &[1_000, 10_000, 100_000])
+    } else {
+        (100, &[1_000, 10_000, 100_000, 1_000_000])
+    };
+    if std::env::var("KESTREL_BENCH_GPU_ONLY").is_err() {
+        for &n in sizes {
+            let reps = if n >= 1_000_000 { 2 } else { 3 };
+            filter_record::<f64>(sink, Device::Cpu, 1, n, t, 1.0, reps)?;
+        }
+        filter_record::<f64>(
+            sink,
+            Device::Cpu,
+            if quick { 1_000 } else { 10_000 },
+            1_000,
+            if quick { 2 } else { 5 },
+            1.0,
+            2,
+        )?;
+        resampler_records(sink, if quick { 100_000 } else { 1_000_000 }, 3);
+    }
+    if kestrel::cuda::available(0).is_err() {
+        errln!("bench particle: no usable GPU, CPU records only");
+        return Ok(());
+    }
+    let gpu = Device::Cuda(0);
+    let gsizes: &[usize] = if quick {
+        &[1_000, 100_000, 1_000_000]
+    } else {
+        &[1_000, 10_000, 100_000, 1_000_000, 10_000_000]
+    };
+    let tg = if quick { 20 } else { 100 };
+    for &n in gsizes {
+        let with = filter_record::<f32>(sink, gpu, 1, n, tg, 1.0, 3)?;
+        if n == *gsizes.last().unwrap() {
+            // Resampling alone: the same run with and without resampling.
+            let without = filter_record::<f32>(sink, gpu, 1, n, tg, 0.0, 3)?;
+            let per_step = (with - without) / tg as f64;
+            errln!("pf cuda f32 N={n}: resampling (cumulative sum, systematic ancestors, gather) {} per step", fmt_time(per_step));
+            let mut r = Record::new(
+                format!("pf/resampling-per-step/N={n}"),
+                gpu.to_string(),
+                "f32",
+                1,
+                1,
+                4,
+                2,
+                &[per_step.max(0.0)],
+            );
+            r.extra = serde_json::json!({ "particles": n, "resampler": "systematic", "note": "difference of runs with and without resampling, per step" });
+            sink.push(r);
+        }
+    }
+    filter_record::<f32>(sink, gpu, 10_000, 1_000, tg, 1.0, 3)?;
+    for scheme in [
+        Resampler::Stratified,
+        Resampler::Metropolis(32),
+        Resampler::Rejection,
+    ] {
+        let m = model()?;
+        let n = if quick { 1_000_000 } else { 10_000_000 };
+        let z = measurements::<f32>(1, tg)?;
+        let mut opts = PfOptions::new(n);
+        opts.resampler = scheme;
+        opts.ess_threshold = 1.0;
+        let mut err = None;
+        let times = time_runs(1, 3, || {
+            if let Err(e) = particle_filter_on(gpu, &m, &z, &opts) {
+                err = Some(e);
+            }
+        });
+        if let Some(e) = err {
+            return Err(e.into());
+        }
+        let mut r = Record::new(
+            format!("pf/range-only/{scheme}/N={n}"),
+            gpu.to_string(),
+            "f32",
+            1,
+            tg,
+            4,
+            2,
+            &times,
+        );
+        let ps = (tg * n) as f64 / r.median_s;
+        r.extra = serde_json::json!({ "particles": n, "particle_steps_per_s": ps, "resampler": scheme.to_string() });
+        errln!("pf cuda f32 {scheme} N={n}: {ps:.3e} particle-steps/s");
+        sink.push(r);
+    }
+    Ok(())
+}

@@ -1,0 +1,234 @@
+//! Benchmarks of track-before-detect: the CPU fast path, and on a GPU every kernel
+//! variant the autotuner considers (13 vectors, 1024 x 1024 frames by default), each
+//! against its roofline, frames on the device and frames coming over PCIe (u8, f32).
+//!
+//! Roofline of a launch: the bytes its scheme must move (state read and written once,
+//! its frames read once, its maps written: f32 score + u16 arg per pixel) over the H100's
+//! 2.9 TB/s; per frame that is that / frames per launch. Host-fed: the frame's bytes over
+//! the measured host-to-device copy bandwidth.
+
+use super::{time_runs, Record, Sink};
+use kestrel::tbd::cpu::CpuState;
+use kestrel::tbd::cuda::{GpuTbd, KernelConfig};
+use kestrel::tbd::{autotune, speeds_directions, Dtype, Params};
+use serde_json::json;
+
+/// Measured device-to-device bandwidth of the H100 here (ANCHORS.md), bytes/s.
+const BANDWIDTH: f64 = 2.9e12;
+
+fn params(decimation: usize) -> Params {
+    Params {
+        motions: speeds_directions(&[0.0, 1.0], 12).expect("the benchmark's vectors"),
+        alpha: 0.1,
+        decimation,
+    }
+}
+
+/// Bytes per frame that the scheme of `cfg` must move.
+fn bytes_per_frame(cfg: &KernelConfig, nv: usize, n: usize, frame: Dtype) -> f64 {
+    let sb = if cfg.half { 2 } else { 4 };
+    let f = cfg.frames as f64;
+    let maps = cfg.maps_per_launch() as f64;
+    (2.0 * (nv * n * sb) as f64 + f * (n * frame.size()) as f64 + maps * (n * 6) as f64) / f
+}
+
+fn record(
+    name: String,
+    device: &str,
+    prec: &'static str,
+    h: usize,
+    w: usize,
+    nv: usize,
+    frames: usize,
+    secs: &[f64],
+    extra: serde_json::Value,
+) -> Record {
+    let mut r = Record::new(name, device, prec, h * w, frames, nv, 1, secs);
+    let fps = frames as f64 / r.median_s;
+    let mut e = json!({"frames_per_s": fps, "height": h, "width": w, "vectors": nv});
+    if let (Some(o), Some(x)) = (e.as_object_mut(), extra.as_object()) {
+        for (k, v) in x {
+            o.insert(k.clone(), v.clone());
+        }
+    }
+    r.extra = e;
+    r
+}
+
+fn cpu(sink: &mut Sink, quick: bool) {
+    let (h, w) = if quick { (256, 256) } else { (1024, 1024) };
+    let frames = if quick { 8 } else { 20 };
+    for d in [1usize, 10] {
+        let p = params(d);
+        let mut st = CpuState::new(h, w, &p.motions, p.alpha);
+        let fr: Vec<Vec<f32>> = (0..d)
+            .map(|k| {
+                (0..h * w)
+                    .map(|i| ((i * 7 + k * 13) % 17) as f32 * 0.1)
+                    .collect()
+            })
+            .collect();
+        let refs: Vec<&[f32]> = fr.iter().map(|f| f.as_slice()).collect();
+        let mut s = vec![0.0f32; h * w];
+        let mut a = vec![0u16; h * w];
+        let launches = (frames / d).max(1);
+        let times = time_runs(1, 3, || {
+            for _ in 0..launches {
+                st.block(&refs, &mut s, &mut a);
+            }
+        });
+        let device = format!("cpu ({} threads)", rayon::current_num_threads());
+        sink.push(record(
+            format!("tbd/cpu/D{d}"),
+            &device,
+            "f32",
+            h,
+            w,
+            p.motions.len(),
+            launches * d,
+            &times,
+            json!({}),
+        ));
+    }
+}
+
+fn gpu(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
+    if let Err(why) = kestrel::cuda::available(0) {
+        errln!("bench tbd: no GPU ({why}); GPU rows skipped");
+        return Ok(());
+    }
+    let (h, w) = if quick { (512, 512) } else { (1024, 1024) };
+    let n = h * w;
+    let device = kestrel::cuda::device_name(0)?;
+    let mut best: Vec<(String, f64)> = Vec::new();
+    for (d, half) in [(1, false), (1, true), (10, false), (10, true)] {
+        let p = params(d);
+        let nv = p.motions.len();
+        let mut top = (0.0f64, None);
+        for cfg in autotune::candidates(&p, half) {
+            let mut g = match GpuTbd::new(0, &p, h, w, cfg, Dtype::F32) {
+                Ok(g) => g,
+                Err(e) => {
+                    errln!("bench tbd: {}: {e}", cfg.name());
+                    continue;
+                }
+            };
+            g.load_frames(&vec![0u8; n * 4 * cfg.frames])?;
+            let launches = if quick {
+                (40 / cfg.frames).max(2)
+            } else {
+                (200 / cfg.frames).max(4)
+            };
+            g.time_launches(2)?;
+            let ms: Vec<f64> = (0..5)
+                .map(|_| g.time_launches(launches))
+                .collect::<Result<_, _>>()?;
+            let secs: Vec<f64> = ms.iter().map(|m| m / 1e3).collect();
+            let frames = launches * cfg.frames;
+            let bpf = bytes_per_frame(&cfg, nv, n, Dtype::F32);
+            let r = record(
+                format!("tbd/gpu/{}", cfg.name()),
+                &device,
+                if half { "f16" } else { "f32" },
+                h,
+                w,
+                nv,
+                frames,
+                &secs,
+                json!({
+                    "fed": "device",
+                    "decimation": d,
+                    "bytes_per_frame": bpf,
+                    "roofline_frames_per_s": BANDWIDTH / bpf,
+                }),
+            );
+            let fps = frames as f64 / r.median_s;
+            let mut r = r;
+            if let Some(o) = r.extra.as_object_mut() {
+                o.insert(
+                    "fraction_of_roofline".into(),
+                    json!(fps / (BANDWIDTH / bpf)),
+                );
+            }
+            sink.push(r);
+            if fps > top.0 {
+                top = (fps, Some(cfg));
+            }
+        }
+        if let (fps, Some(cfg)) = top {
+            best.push((
+                format!("D{d} {}: {}", if half { "f16" } else { "f32" }, cfg.name()),
+                fps,
+            ));
+            host_fed(sink, &device, &p, h, w, cfg, quick)?;
+        }
+    }
+    for (what, fps) in best {
+        errln!("bench tbd: fastest {what}: {fps:.0} frames/s");
+    }
+    Ok(())
+}
+
+/// Frames copied from host memory before each launch (u8 and f32), against the bus.
+fn host_fed(
+    sink: &mut Sink,
+    device: &str,
+    p: &Params,
+    h: usize,
+    w: usize,
+    cfg: KernelConfig,
+    quick: bool,
+) -> anyhow::Result<()> {
+    let n = h * w;
+    for frame in [Dtype::U8, Dtype::F32] {
+        let mut g = GpuTbd::new(0, p, h, w, cfg, frame)?;
+        let raw = vec![7u8; n * frame.size() * cfg.frames];
+        let launches = if quick {
+            (20 / cfg.frames).max(2)
+        } else {
+            (100 / cfg.frames).max(4)
+        };
+        // The bus: the same copies alone.
+        let copy = time_runs(1, 3, || {
+            for _ in 0..launches {
+                g.load_frames(&raw).expect("copy");
+            }
+            g.sync().expect("sync");
+        });
+        let times = time_runs(1, 3, || {
+            for _ in 0..launches {
+                g.load_frames(&raw).expect("copy");
+                g.launch().expect("launch");
+            }
+            g.sync().expect("sync");
+        });
+        let bytes = (launches * raw.len()) as f64;
+        let bus = bytes / super::median(&copy);
+        let frames = launches * cfg.frames;
+        let bus_fps = bus / (n * frame.size()) as f64;
+        let r = record(
+            format!("tbd/gpu-host-fed/{}/{}", frame.name(), cfg.name()),
+            device,
+            if cfg.half { "f16" } else { "f32" },
+            h,
+            w,
+            p.motions.len(),
+            frames,
+            &times,
+            json!({"fed": "host", "frame_type": frame.name(), "bus_GBps": bus / 1e9, "bus_limit_frames_per_s": bus_fps}),
+        );
+        sink.push(r);
+    }
+    Ok(())
+}
+
+pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
+    if std::env::var("KESTREL_BENCH_GPU_ONLY")
+        .map(|v| v == "1")
+        .unwrap_or(false)
+    {
+        return gpu(sink, quick);
+    }
+    cpu(sink, quick);
+    gpu(sink, quick)
+}

@@ -1,0 +1,150 @@
+//! A small autotuner: times the kernel variants for a frame size, motion set,
+//! decimation and frame type on the device, and caches the fastest in
+//! `<cache dir>/tbd-autotune.txt` (one line per setting: key, kernel, frames/s), so the
+//! timing runs once per machine and setting.
+
+use super::cuda::{shrink, tiled_shared_bytes, GpuTbd, KernelConfig, Variant};
+use super::frames::Dtype;
+use super::Params;
+use crate::error::{Error, Result};
+use std::io::Write;
+
+/// The variants worth timing: for decimation D > 1 the per-trajectory kernels (fused
+/// and per-vector) with D frames per launch; for D = 1 also the tiled kernel keeping
+/// the state on chip for 4 or 8 frames. Loads, unrolling and block shapes vary.
+pub fn candidates(params: &Params, half: bool) -> Vec<KernelConfig> {
+    let d = params.decimation;
+    let mut v = Vec::new();
+    for block in [(32, 8), (64, 4), (128, 2), (32, 16)] {
+        for (ldg, unroll) in [(true, true), (false, true), (true, false)] {
+            v.push(KernelConfig {
+                variant: Variant::Fused,
+                half,
+                ldg,
+                unroll,
+                frames: d,
+                block,
+            });
+        }
+    }
+    if params.motions.len() <= 64 {
+        for ldg in [true, false] {
+            v.push(KernelConfig {
+                variant: Variant::PerVector,
+                half,
+                ldg,
+                unroll: true,
+                frames: d,
+                block: (32, 8),
+            });
+        }
+    }
+    if d == 1 && shrink(&params.motions) <= 4 {
+        for frames in [4, 8] {
+            for block in [(32, 8), (32, 16), (64, 8)] {
+                let c = KernelConfig {
+                    variant: Variant::Tiled,
+                    half,
+                    ldg: true,
+                    unroll: false,
+                    frames,
+                    block,
+                };
+                if tiled_shared_bytes(&c, &params.motions) <= 48 * 1024 {
+                    v.push(c);
+                }
+            }
+        }
+    }
+    v
+}
+
+fn key(device: &str, params: &Params, h: usize, w: usize, frame: Dtype, half: bool) -> String {
+    let mut hsh = 0xcbf2_9ce4_8422_2325u64;
+    let mut eat = |b: &[u8]| {
+        for &x in b {
+            hsh = (hsh ^ x as u64).wrapping_mul(0x100_0000_01b3);
+        }
+    };
+    eat(device.as_bytes());
+    for m in &params.motions {
+        eat(&m.vx.to_le_bytes());
+        eat(&m.vy.to_le_bytes());
+    }
+    format!(
+        "{:016x}-{w}x{h}-v{}-D{}-{}-{}",
+        hsh,
+        params.motions.len(),
+        params.decimation,
+        frame.name(),
+        if half { "f16" } else { "f32" }
+    )
+}
+
+fn cache_file() -> Option<std::path::PathBuf> {
+    crate::cuda::nvrtc::cache_dir().map(|d| d.join("tbd-autotune.txt"))
+}
+
+/// Frames per second of `cfg` on device-resident frames (median of a few timed runs).
+pub fn measure(gpu: &mut GpuTbd, launches: usize) -> Result<f64> {
+    let mut t = Vec::new();
+    gpu.time_launches(2)?;
+    for _ in 0..3 {
+        t.push(gpu.time_launches(launches)?);
+    }
+    t.sort_by(|a, b| a.total_cmp(b));
+    let frames = (launches * gpu.frames_per_launch()) as f64;
+    Ok(frames / (t[1] / 1e3))
+}
+
+/// The fastest kernel for this setting on GPU `ordinal`: from the cache, else timed.
+pub fn choose(
+    ordinal: usize,
+    params: &Params,
+    h: usize,
+    w: usize,
+    frame: Dtype,
+    half: bool,
+) -> Result<KernelConfig> {
+    let device = crate::cuda::device_name(ordinal)?;
+    let k = key(&device, params, h, w, frame, half);
+    let file = cache_file();
+    if let Some(text) = file.as_ref().and_then(|f| std::fs::read_to_string(f).ok()) {
+        for line in text.lines().rev() {
+            let mut it = line.split_whitespace();
+            if it.next() == Some(k.as_str()) {
+                if let Some(c) = it.next().and_then(KernelConfig::parse) {
+                    return Ok(c);
+                }
+            }
+        }
+    }
+    let mut best: Option<(f64, KernelConfig)> = None;
+    let raw = vec![0u8; h * w * frame.size() * 64];
+    for c in candidates(params, half) {
+        let mut g = match GpuTbd::new(ordinal, params, h, w, c, frame) {
+            Ok(g) => g,
+            Err(Error::Cuda(_)) => continue,
+            Err(e) => return Err(e),
+        };
+        g.load_frames(&raw[..h * w * frame.size() * c.frames])?;
+        let launches = (64 / c.frames).max(4);
+        let fps = measure(&mut g, launches)?;
+        if best.map(|(b, _)| fps > b).unwrap_or(true) {
+            best = Some((fps, c));
+        }
+    }
+    let (fps, c) = best.ok_or_else(|| Error::Cuda("no track-before-detect kernel ran".into()))?;
+    if let Some(f) = file {
+        // Failing soft: a cache that cannot be written only costs a new timing.
+        let _ = std::fs::create_dir_all(f.parent().unwrap_or(std::path::Path::new(".")));
+        if let Ok(mut out) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&f)
+        {
+            let _ = writeln!(out, "{k} {} {fps:.0}", c.name());
+        }
+    }
+    Ok(c)
+}

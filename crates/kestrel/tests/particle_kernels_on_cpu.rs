@@ -1,0 +1,328 @@
+//! The particle filter's CUDA kernels (`particle/kernels/*`), compiled as plain C++ by the
+//! host compiler and run on the CPU (each block as PF_BLOCK threads meeting at a barrier
+//! for `__syncthreads`, see particle_emulation/shim.h), against the CPU reference:
+//! the same Philox words and Gaussian draws, and in f64 the same filter to rounding, on
+//! fresh random measurements with every output starting as NaN. A resampling choice
+//! flipped by rounding (the device sums in another order) sends a filter its own way from
+//! then on; the tests count such filters. Skips with a printed reason when there is no
+//! C++ compiler. The device's own compiler and hardware are checked by
+//! tests/particle_gpu.rs on the GPU.
+
+use kestrel::particle::philox::{key_of, Normals, Purpose};
+use kestrel::particle::{
+    cuda::source, particle_filter_cpu, pf_model_from_toml, PfModel, PfOptions, Resampler,
+};
+use kestrel::{Measurements, Real};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+const SHIM: &str = include_str!("particle_emulation/shim.h");
+const HARNESS: &str = include_str!("particle_emulation/harness.inc");
+const BLOCK: u32 = 32;
+
+fn compiler() -> Option<String> {
+    let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
+    let ok = Command::new(&cxx)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    if !ok {
+        eprintln!("skipped: no C++ compiler ({cxx})");
+    }
+    ok.then_some(cxx)
+}
+
+/// Compiles the kernels for `model` in precision `T` with the harness; the executable.
+fn build<T: Real>(cxx: &str, model: &PfModel, dir: &Path) -> PathBuf {
+    let src = format!("{SHIM}\n{}\n{HARNESS}", source::<T>(model, BLOCK).unwrap());
+    let cpp = dir.join(format!("pf_{}.cpp", T::NAME));
+    std::fs::write(&cpp, src).unwrap();
+    let exe = dir.join(format!("pf_{}", T::NAME));
+    let out = Command::new(cxx)
+        .args(["-std=c++20", "-O2", "-pthread", "-ffp-contract=off", "-o"])
+        .arg(&exe)
+        .arg(&cpp)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    exe
+}
+
+fn bytes<T: Real>(v: &[T]) -> Vec<u8> {
+    let mut o = Vec::new();
+    for x in v {
+        if T::NAME == "f32" {
+            o.extend((x.to_f64() as f32).to_le_bytes());
+        } else {
+            o.extend(x.to_f64().to_le_bytes());
+        }
+    }
+    o
+}
+
+fn reals<T: Real>(b: &[u8]) -> Vec<T> {
+    if T::NAME == "f32" {
+        b.chunks_exact(4)
+            .map(|c| T::of(f32::from_le_bytes(c.try_into().unwrap()) as f64))
+            .collect()
+    } else {
+        b.chunks_exact(8)
+            .map(|c| T::of(f64::from_le_bytes(c.try_into().unwrap())))
+            .collect()
+    }
+}
+
+struct DeviceRun<T> {
+    mean: Vec<T>,
+    cov: Vec<T>,
+    loglik: Vec<T>,
+    ess: Vec<T>,
+    fail: Vec<u32>,
+}
+
+fn run_device<T: Real>(
+    exe: &Path,
+    dir: &Path,
+    z: &Measurements<T>,
+    opts: &PfOptions,
+    nx: usize,
+) -> DeviceRun<T> {
+    let (scheme, steps_b) = match opts.resampler {
+        Resampler::Systematic => (0u32, 0u32),
+        Resampler::Stratified => (1, 0),
+        Resampler::Metropolis(b) => (2, b),
+        Resampler::Rejection => (3, 0),
+        other => panic!("{other} is not on the GPU"),
+    };
+    let key = key_of(opts.seed);
+    let mut input = Vec::new();
+    for v in [
+        z.tracks() as u32,
+        z.steps() as u32,
+        opts.particles as u32,
+        scheme,
+        steps_b,
+        key[0],
+        key[1],
+    ] {
+        input.extend(v.to_le_bytes());
+    }
+    input.extend(opts.ess_threshold.to_le_bytes());
+    input.extend(bytes(z.data()));
+    let (fin, fout) = (dir.join("in.bin"), dir.join("out.bin"));
+    std::fs::write(&fin, input).unwrap();
+    let st = Command::new(exe)
+        .arg("filter")
+        .arg(&fin)
+        .arg(&fout)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let out = std::fs::read(&fout).unwrap();
+    let s = std::mem::size_of::<T>();
+    let (b, t) = (z.tracks(), z.steps());
+    let sizes = [b * t * nx, b * t * nx * nx, b * t, b * t];
+    let mut o = 0;
+    let mut parts = Vec::new();
+    for n in sizes {
+        parts.push(reals::<T>(&out[o..o + n * s]));
+        o += n * s;
+    }
+    let fail = out[o..]
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    let ess = parts.pop().unwrap();
+    let loglik = parts.pop().unwrap();
+    let cov = parts.pop().unwrap();
+    let mean = parts.pop().unwrap();
+    DeviceRun {
+        mean,
+        cov,
+        loglik,
+        ess,
+        fail,
+    }
+}
+
+const RANGE: &str = r#"
+[model]
+kind = "range-only"
+dt = 1.0
+q = 0.05
+sensors = [[0.0, 0.0], [150.0, 40.0]]
+r = 1.0
+[prior]
+x0 = [20.0, 1.0, 100.0, -0.3]
+p0 = 4.0
+"#;
+
+#[test]
+fn philox_and_gaussians_are_the_cpu_ones() {
+    let Some(cxx) = compiler() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let model = pf_model_from_toml(RANGE, Path::new("m.toml")).unwrap();
+    for f32_ in [false, true] {
+        let exe = if f32_ {
+            build::<f32>(&cxx, &model, dir.path())
+        } else {
+            build::<f64>(&cxx, &model, dir.path())
+        };
+        let key = key_of(0xDEAD_BEEF_0123_4567);
+        let cells: Vec<[u32; 3]> = (0..500u32).map(|c| [c * 7919, c % 13, c / 3]).collect();
+        let mut input = Vec::new();
+        for v in [cells.len() as u32, key[0], key[1]] {
+            input.extend(v.to_le_bytes());
+        }
+        for c in &cells {
+            for v in c {
+                input.extend(v.to_le_bytes());
+            }
+        }
+        let (fin, fout) = (dir.path().join("n.bin"), dir.path().join("n.out"));
+        std::fs::write(&fin, input).unwrap();
+        assert!(Command::new(&exe)
+            .arg("normals")
+            .arg(&fin)
+            .arg(&fout)
+            .status()
+            .unwrap()
+            .success());
+        let out = std::fs::read(&fout).unwrap();
+        let check = |dev: Vec<f64>, host: Vec<f64>, tol: f64| {
+            for (j, (d, h)) in dev.iter().zip(&host).enumerate() {
+                assert!(
+                    (d - h).abs() <= tol * (1.0 + h.abs()),
+                    "draw {j}: device {d}, host {h}"
+                );
+            }
+        };
+        if f32_ {
+            let dev: Vec<f64> = reals::<f32>(&out).iter().map(|v| *v as f64).collect();
+            let mut host = Vec::new();
+            for c in &cells {
+                let mut n = Normals::<f32>::new(key, c[0], c[1], c[2], Purpose::Propagate);
+                host.extend((0..8).map(|_| n.draw() as f64));
+            }
+            check(dev, host, 1e-6);
+        } else {
+            let dev: Vec<f64> = reals::<f64>(&out);
+            let mut host = Vec::new();
+            for c in &cells {
+                let mut n = Normals::<f64>::new(key, c[0], c[1], c[2], Purpose::Propagate);
+                host.extend((0..8).map(|_| n.draw()));
+            }
+            check(dev, host, 1e-15);
+        }
+    }
+}
+
+/// Filters whose device run leaves the CPU's (a flipped resampling choice); the rest
+/// must agree to `tol` (relative to the posterior standard deviation) at every step.
+fn compare<T: Real>(
+    cpu: &kestrel::particle::PfOutput<T>,
+    dev: &DeviceRun<T>,
+    nx: usize,
+    tol: f64,
+) -> usize {
+    let est = &cpu.estimates;
+    let (b, t) = (est.tracks(), est.steps());
+    assert!(dev.fail.iter().all(|&f| f == 0));
+    let all = dev
+        .mean
+        .iter()
+        .chain(&dev.cov)
+        .chain(&dev.loglik)
+        .chain(&dev.ess);
+    assert!(
+        all.clone().all(|v| v.is_finite_value()),
+        "an output was not written"
+    );
+    let mut flipped = 0;
+    for tr in 0..b {
+        let mut same = true;
+        for k in 0..t {
+            let o = tr * t + k;
+            for a in 0..nx {
+                let sd = est.cov_at(tr, k)[a * nx + a].to_f64().sqrt();
+                let d = (dev.mean[o * nx + a].to_f64() - est.mean_at(tr, k)[a].to_f64()).abs();
+                same &= d <= tol * sd;
+                let dc = (dev.cov[(o * nx + a) * nx + a].to_f64()
+                    - est.cov_at(tr, k)[a * nx + a].to_f64())
+                .abs();
+                same &= dc <= tol * sd * sd;
+            }
+            let l = est.loglik().unwrap()[o].to_f64();
+            same &= (dev.loglik[o].to_f64() - l).abs() <= tol * (1.0 + l.abs());
+            same &= (dev.ess[o].to_f64() - cpu.ess[o].to_f64()).abs() <= tol * cpu.ess[o].to_f64();
+        }
+        if !same {
+            flipped += 1;
+        }
+    }
+    flipped
+}
+
+#[test]
+fn the_filter_kernels_match_the_cpu_filter() {
+    let Some(cxx) = compiler() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let model = pf_model_from_toml(RANGE, Path::new("m.toml")).unwrap();
+    let (_, z) = kestrel::particle::simulate(&model, 4, 6, 5, 0.1).unwrap();
+    let exe = build::<f64>(&cxx, &model, dir.path());
+    // 100 particles: four blocks of 32, the last one partial.
+    for (resampler, ess) in [
+        (Resampler::Systematic, 1.0),
+        (Resampler::Stratified, 0.5),
+        (Resampler::Metropolis(12), 1.0),
+        (Resampler::Rejection, 0.8),
+    ] {
+        let mut opts = PfOptions::new(100);
+        opts.resampler = resampler;
+        opts.ess_threshold = ess;
+        opts.seed = 21;
+        let cpu = particle_filter_cpu(&model, &z, &opts).unwrap();
+        let dev = run_device(&exe, dir.path(), &z, &opts, 4);
+        let flipped = compare(&cpu, &dev, 4, 1e-9);
+        eprintln!("{resampler}: {flipped} of 4 filters flipped a resampling choice");
+        assert!(flipped <= 1, "{resampler}: {flipped} of 4 filters differ");
+    }
+}
+
+#[test]
+fn linear_and_f32_kernels_match_the_cpu_filter() {
+    let Some(cxx) = compiler() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let lin = pf_model_from_toml(
+        "[model]\nkind = \"cv\"\ndims = 2\nq = 0.3\nr = 2.0\n",
+        Path::new("m.toml"),
+    )
+    .unwrap();
+    let (_, mut z) = kestrel::particle::simulate(&lin, 4, 6, 8, 0.0).unwrap();
+    z.data_mut()[5] = f64::NAN; // track 0, step 2: missing
+    let exe = build::<f64>(&cxx, &lin, dir.path());
+    let mut opts = PfOptions::new(100);
+    opts.seed = 3;
+    let cpu = particle_filter_cpu(&lin, &z, &opts).unwrap();
+    let dev = run_device(&exe, dir.path(), &z, &opts, 4);
+    assert_eq!(dev.loglik[2], 0.0);
+    assert!(compare(&cpu, &dev, 4, 1e-9) <= 1);
+    // f32: the same draws to rounding; agreement to f32's precision.
+    let model = pf_model_from_toml(RANGE, Path::new("m.toml")).unwrap();
+    let (_, z) = kestrel::particle::simulate(&model, 4, 6, 5, 0.0).unwrap();
+    let z32: Measurements<f32> = z.cast();
+    let exe = build::<f32>(&cxx, &model, dir.path());
+    let opts = PfOptions::new(100);
+    let cpu = particle_filter_cpu(&model, &z32, &opts).unwrap();
+    let dev = run_device(&exe, dir.path(), &z32, &opts, 4);
+    let flipped = compare(&cpu, &dev, 4, 2e-3);
+    eprintln!("f32: {flipped} of 4 filters flipped a resampling choice");
+    assert!(flipped <= 1);
+}

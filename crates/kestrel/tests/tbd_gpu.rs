@@ -1,0 +1,164 @@
+//! Track-before-detect on the GPU against the CPU reference: every kernel variant on
+//! fresh random frames and vector sets with NaN-poisoned outputs, the benchmark-sized
+//! configurations, the end-to-end `Tbd` on `Device::Cuda` (tails and decimation
+//! included) and the autotuner. Skips without a GPU; fails with KESTREL_REQUIRE_GPU=1.
+
+mod gpu_common;
+mod tbd_common;
+
+use gpu_common::gpu_or_skip;
+use kestrel::tbd::cuda::{GpuTbd, KernelConfig, MapPair, Variant};
+use kestrel::tbd::{self, Dtype, Params, Tbd};
+use kestrel::Device;
+use tbd_common::*;
+
+fn run_gpu(c: &Case, cfg: &KernelConfig, launches: usize) -> (Vec<MapPair>, Vec<f32>) {
+    let params = Params {
+        motions: c.motions.clone(),
+        alpha: c.alpha,
+        decimation: 1,
+    };
+    let mut g = GpuTbd::new(0, &params, c.h, c.w, *cfg, c.frame).unwrap();
+    let per = c.h * c.w * c.frame.size() * cfg.frames;
+    let mut maps = Vec::new();
+    for l in 0..launches {
+        g.poison().unwrap();
+        g.load_frames(&c.raw[l * per..(l + 1) * per]).unwrap();
+        g.launch().unwrap();
+        maps.extend(g.maps().unwrap());
+    }
+    (maps, g.state().unwrap())
+}
+
+#[test]
+fn every_variant_equals_the_cpu_reference() {
+    if !gpu_or_skip("tbd every_variant_equals_the_cpu_reference") {
+        return;
+    }
+    let mut k = 0;
+    let mut all = configs();
+    // The benchmark's shapes too.
+    for half in [false, true] {
+        all.push(KernelConfig {
+            block: (32, 8),
+            ..KernelConfig::fused(1)
+        });
+        all.push(KernelConfig {
+            half,
+            ..KernelConfig::fused(10)
+        });
+        all.push(KernelConfig {
+            variant: Variant::Tiled,
+            half,
+            ldg: true,
+            unroll: false,
+            frames: 8,
+            block: (32, 16),
+        });
+    }
+    for (ci, cfg) in all.iter().enumerate() {
+        // f32 frames with integer vectors, and u8 or u16 frames with fractional ones.
+        let other = [Dtype::U8, Dtype::U16][ci % 2];
+        for (frame, integer) in [(Dtype::F32, true), (other, false)] {
+            {
+                k += 1;
+                let launches = 3;
+                let c = case(500 + k, 67, 93, launches * cfg.frames, frame, integer);
+                let (got, gs) = run_gpu(&c, cfg, launches);
+                let (want, ws) = expected(&c, cfg, launches);
+                let what = format!("{} ({frame:?}, integer {integer})", cfg.name());
+                compare(&what, &c, cfg, &got, &gs, &want, &ws, 1e-5);
+            }
+        }
+    }
+}
+
+#[test]
+fn tbd_on_cuda_equals_tbd_on_cpu() {
+    if !gpu_or_skip("tbd_on_cuda_equals_tbd_on_cpu") {
+        return;
+    }
+    let c = case(9, 70, 90, 23, Dtype::F32, false);
+    for (d, kernel) in [
+        (1, None),
+        (
+            1,
+            Some(KernelConfig {
+                variant: Variant::Tiled,
+                half: false,
+                ldg: true,
+                unroll: false,
+                frames: 4,
+                block: (32, 8),
+            }),
+        ),
+        (5, None),
+        (
+            5,
+            Some(KernelConfig {
+                variant: Variant::PerVector,
+                ..KernelConfig::fused(5)
+            }),
+        ),
+    ] {
+        let params = Params {
+            motions: c.motions.clone(),
+            alpha: c.alpha,
+            decimation: d,
+        };
+        let mut cpu = Tbd::new(params.clone(), c.h, c.w, Device::Cpu).unwrap();
+        let opts = tbd::GpuOptions {
+            half: false,
+            kernel,
+        };
+        let mut gpu = Tbd::with_gpu_options(params, c.h, c.w, Device::Cuda(0), opts).unwrap();
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        for f in &c.frames {
+            a.extend(cpu.push(f).unwrap());
+            b.extend(gpu.push(f).unwrap());
+        }
+        a.extend(cpu.finish().unwrap());
+        b.extend(gpu.finish().unwrap());
+        assert_eq!(a.len(), b.len(), "D {d} {kernel:?}: maps");
+        for (x, y) in a.iter().zip(&b) {
+            assert_eq!(x.t, y.t);
+            let scale = x.score.iter().fold(1e-30f32, |m, v| m.max(v.abs())) as f64;
+            for (p, q) in x.score.iter().zip(&y.score) {
+                assert!(
+                    ((p - q).abs() as f64) <= 1e-5 * scale,
+                    "D {d} {kernel:?}, frame {}: {p} vs {q}",
+                    x.t
+                );
+            }
+        }
+        let (sa, sb) = (cpu.state().unwrap(), gpu.state().unwrap());
+        let scale = sa.iter().fold(1e-30f32, |m, v| m.max(v.abs())) as f64;
+        assert!(
+            sa.iter()
+                .zip(&sb)
+                .all(|(p, q)| ((p - q).abs() as f64) <= 1e-5 * scale),
+            "D {d}: states"
+        );
+    }
+}
+
+#[test]
+fn autotuner_picks_a_kernel_that_runs() {
+    if !gpu_or_skip("autotuner_picks_a_kernel_that_runs") {
+        return;
+    }
+    let motions = tbd::speeds_directions(&[0.0, 1.0], 12).unwrap();
+    for d in [1, 4] {
+        let params = Params {
+            motions: motions.clone(),
+            alpha: 0.1,
+            decimation: d,
+        };
+        let cfg = tbd::autotune::choose(0, &params, 256, 256, Dtype::F32, false).unwrap();
+        assert!(d == 1 || cfg.frames == d, "{cfg:?}");
+        // Cached: the same answer again without timing.
+        let again = tbd::autotune::choose(0, &params, 256, 256, Dtype::F32, false).unwrap();
+        assert_eq!(cfg, again);
+        eprintln!("D {d}: {}", cfg.name());
+    }
+}
