@@ -177,7 +177,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     };
     let mut engine = Tbd::with_gpu_options(params.clone(), h, w, device, opts)?;
     if let Some(k) = engine.kernel() {
-        eprintln!("tbd: kernel {}", k.name());
+        errln!("tbd: kernel {}", k.name());
     }
     let mut frame = vec![0.0f32; h * w];
     frames.read(0, &mut frame)?;
