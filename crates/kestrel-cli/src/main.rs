@@ -104,7 +104,13 @@ fn main() -> ExitCode {
     kestrel::io::output::remove_temporaries_on_signals();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
-        Err(e) => return cmd::usage_error(e),
+        Err(e) => {
+            let commands: Vec<String> = <Cli as clap::CommandFactory>::command()
+                .get_subcommands()
+                .map(|c| c.get_name().to_string())
+                .collect();
+            return cmd::usage_error(e, &commands);
+        }
     };
     kestrel::io::set_fsync(cli.fsync);
     cmd::set_verbose(cli.verbose);

@@ -160,7 +160,7 @@ pub fn one_line(text: &str) -> String {
 
 /// A command-line parsing error as one `error:` line (clap's usage and tips left out),
 /// exit status 2; `--help` and `--version` print as usual and exit 0.
-pub fn usage_error(e: clap::Error) -> std::process::ExitCode {
+pub fn usage_error(e: clap::Error, commands: &[String]) -> std::process::ExitCode {
     use clap::error::ErrorKind;
     match e.kind() {
         ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
@@ -168,7 +168,10 @@ pub fn usage_error(e: clap::Error) -> std::process::ExitCode {
             return std::process::ExitCode::SUCCESS;
         }
         ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand | ErrorKind::MissingSubcommand => {
-            errln!("error: no command given (simulate, filter, smooth, demo, bench; `kestrel --help` lists them)");
+            errln!(
+                "error: no command given (one of {}; `kestrel --help` says more)",
+                commands.join(", ")
+            );
             return std::process::ExitCode::from(2);
         }
         _ => {}
