@@ -24,6 +24,27 @@ pub(crate) fn fnv1a(bytes: &[u8], mut h: u64) -> u64 {
 /// FNV-1a offset basis.
 pub(crate) const FNV0: u64 = 0xcbf2_9ce4_8422_2325;
 
+/// A number as a CUDA C++ literal that reads back to the same f64 (`{:e}` prints the
+/// shortest such form): for families that compile their constants into the source.
+pub(crate) fn literal(v: f64) -> String {
+    format!("{v:e}")
+}
+
+/// A `constexpr` device function `name(i)` returning `vals[i]` (0 for the zeros, so that
+/// products with structural zeros vanish when the compiler folds them).
+pub(crate) fn constexpr_table(name: &str, vals: &[f64]) -> String {
+    let mut s = format!(
+        "__device__ __forceinline__ constexpr double {name}(int i) {{\n    switch (i) {{\n"
+    );
+    for (i, v) in vals.iter().enumerate() {
+        if *v != 0.0 {
+            s += &format!("        case {i}: return {};\n", literal(*v));
+        }
+    }
+    s += "        default: return 0.0;\n    }\n}\n";
+    s
+}
+
 /// A compiled image: a cubin for a real architecture, or PTX (NUL-terminated) when
 /// NVRTC does not know the device's architecture and a virtual one is used.
 pub(crate) struct Image {
