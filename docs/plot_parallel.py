@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Draws time against T per scan algorithm (log-log SVG) from `kestrel bench` JSON lines.
+"""Draws time against T per scan algorithm (log-log SVG) from `kestrel bench` JSON lines,
+with cuthbert's figures on the same H100 (/work/shared/ANCHORS.md) as a dashed reference.
 
     python3 docs/plot_parallel.py docs/parallel-h100.jsonl gpu-parallel-filter f32 docs/parallel-gpu-filter.svg
 """
@@ -15,9 +16,15 @@ for line in open(src):
     if not n.startswith(prefix + "/") or r["precision"] != prec or "chunk" in n or "batched" in n:
         continue
     series.setdefault(n.split("/", 1)[1], []).append((r["steps"], r["median_s"]))
+# cuthbert 0.1.1 (JAX), H100, nx = 4, ny = 2, f32: seconds at T = 1e3 .. 1e6.
+CUTHBERT = {
+    "gpu-parallel-filter": [(1e3, 4.7e-3), (1e4, 7.8e-3), (1e5, 7.4e-3), (1e6, 20.6e-3)],
+    "gpu-parallel-rts": [(1e3, 1.0e-3), (1e4, 1.5e-3), (1e5, 2.3e-3), (1e6, 7.2e-3)],
+}
+ref = CUTHBERT.get(prefix, []) if prec == "f32" else []
 W, H, L, B, R, T = 640, 420, 70, 50, 150, 30
 xs = [t for s in series.values() for t, _ in s]
-ys = [y for s in series.values() for _, y in s]
+ys = [y for s in series.values() for _, y in s] + [y for _, y in ref]
 x0, x1 = math.log10(min(xs)), math.log10(max(xs))
 y0, y1 = math.floor(math.log10(min(ys))), math.ceil(math.log10(max(ys)))
 X = lambda t: L + (math.log10(t) - x0) / (x1 - x0) * (W - L - R)
@@ -38,5 +45,9 @@ for i, (name, pts) in enumerate(sorted(series.items())):
     for t, y in pts:
         o.append(f'<circle cx="{X(t):.1f}" cy="{Y(y):.1f}" r="3" fill="{c}"/>')
     o.append(f'<text x="{W-R+10}" y="{T+20+18*i}" fill="{c}">{name}</text>')
+if ref:
+    pts = " ".join(f"{X(t):.1f},{Y(y):.1f}" for t, y in ref)
+    o.append(f'<polyline fill="none" stroke="#555" stroke-width="2" stroke-dasharray="6,4" points="{pts}"/>')
+    o.append(f'<text x="{W-R+10}" y="{T+20+18*len(series)}" fill="#555">cuthbert (JAX)</text>')
 o.append("</svg>")
 open(out, "w").write("\n".join(o))

@@ -79,6 +79,8 @@ enum Command {
     TbdEval(cmd::tbd_eval::Args),
     /// Bootstrap particle filter: weighted means, covariances, log-likelihood estimates and ESS.
     Pf(cmd::pf::Args),
+    /// Multi-target tracking of unlabelled detections: gating, GNN or JPDA, track life cycle.
+    Track(cmd::track::Args),
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
@@ -94,6 +96,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::SimulateFrames(a) => cmd::simulate_frames::run(a),
         Command::TbdEval(a) => cmd::tbd_eval::run(a),
         Command::Pf(a) => cmd::pf::run(a),
+        Command::Track(a) => cmd::track::run(a),
     }
 }
 
@@ -101,7 +104,13 @@ fn main() -> ExitCode {
     kestrel::io::output::remove_temporaries_on_signals();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
-        Err(e) => return cmd::usage_error(e),
+        Err(e) => {
+            let commands: Vec<String> = <Cli as clap::CommandFactory>::command()
+                .get_subcommands()
+                .map(|c| c.get_name().to_string())
+                .collect();
+            return cmd::usage_error(e, &commands);
+        }
     };
     kestrel::io::set_fsync(cli.fsync);
     cmd::set_verbose(cli.verbose);

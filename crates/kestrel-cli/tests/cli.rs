@@ -36,14 +36,14 @@ fn filter_round_trips_through_csv_npy_and_npz() {
             s(&x),
         ]));
         let zs: Measurements<f64> = kestrel::io::read_measurements(&z).unwrap();
-        assert_eq!((zs.tracks, zs.steps, zs.ny), (b, t, 2));
+        assert_eq!((zs.tracks(), zs.steps(), zs.ny()), (b, t, 2));
         assert!((0..b)
             .flat_map(|i| (0..t).map(move |k| (i, k)))
             .any(|(i, k)| zs.is_missing(i, k)));
         let truth: Vec<f64> = if ext == "npy" {
             let xs: Measurements<f64> = kestrel::io::read_measurements(&x).unwrap();
-            assert_eq!((xs.tracks, xs.steps, xs.ny), (b, t, 4));
-            xs.data
+            assert_eq!((xs.tracks(), xs.steps(), xs.ny()), (b, t, 4));
+            xs.data().to_vec()
         } else {
             let text = std::fs::read_to_string(&x).unwrap();
             assert!(text.starts_with("track,t,x0,x1,x2,x3\n"));
@@ -85,24 +85,19 @@ fn filter_round_trips_through_csv_npy_and_npz() {
             s(&fc),
         ]));
         let e = npz(&fz);
-        assert_eq!((e.tracks, e.steps, e.nx), (b, t, 4));
+        assert_eq!((e.tracks(), e.steps(), e.nx()), (b, t, 4));
         let (m, c, l) = read_estimates_csv(&fc, b, t, 4, true);
         // CSV numbers are written in their shortest exact form: the files agree exactly.
-        assert_eq!(m, e.mean);
-        assert_eq!(c, e.cov);
-        assert_eq!(Some(l), e.loglik);
+        assert_eq!(m, e.mean());
+        assert_eq!(c, e.cov());
+        assert_eq!(Some(&l[..]), e.loglik());
         let lib = kestrel::filter(&model, &zs, &FilterOptions::default())
             .unwrap()
             .filtered;
-        close(&e.mean, &lib.mean, 1e-12, "mean");
-        close(&e.cov, &lib.cov, 1e-12, "cov");
-        close(
-            e.loglik.as_ref().unwrap(),
-            lib.loglik.as_ref().unwrap(),
-            1e-12,
-            "loglik",
-        );
-        assert!(e.mean.iter().chain(&e.cov).all(|v| v.is_finite()));
+        close(e.mean(), lib.mean(), 1e-12, "mean");
+        close(e.cov(), lib.cov(), 1e-12, "cov");
+        close(e.loglik().unwrap(), lib.loglik().unwrap(), 1e-12, "loglik");
+        assert!(e.mean().iter().chain(e.cov()).all(|v| v.is_finite()));
         outputs.push(e);
     }
     // The same measurements through CSV and through NPY give the same estimates.
@@ -143,10 +138,13 @@ fn smooth_and_f32_match_the_library() {
         "rts",
     ]));
     let e = npz(&out);
-    assert!(e.loglik.is_none(), "smoother output has no log-likelihood");
+    assert!(
+        e.loglik().is_none(),
+        "smoother output has no log-likelihood"
+    );
     let (_, lib) = kestrel::smooth(&model, &zs).unwrap();
-    close(&e.mean, &lib.mean, 1e-12, "smoothed mean");
-    close(&e.cov, &lib.cov, 1e-12, "smoothed cov");
+    close(e.mean(), lib.mean(), 1e-12, "smoothed mean");
+    close(e.cov(), lib.cov(), 1e-12, "smoothed cov");
     let csv = d.path().join("s.csv");
     ok(&kestrel(&[
         "smooth",
@@ -158,7 +156,7 @@ fn smooth_and_f32_match_the_library() {
         s(&csv),
     ]));
     let (m, c, l) = read_estimates_csv(&csv, 9, 30, 4, false);
-    assert_eq!((m, c), (e.mean.clone(), e.cov.clone()));
+    assert_eq!((m, c), (e.mean().to_vec(), e.cov().to_vec()));
     assert!(l.is_empty());
 
     let out32 = d.path().join("f32.npz");
@@ -185,8 +183,8 @@ fn smooth_and_f32_match_the_library() {
     let lib32 = kestrel::filter(&model, &zs.cast::<f32>(), &FilterOptions::default())
         .unwrap()
         .filtered;
-    assert_eq!(e32.mean, lib32.mean);
-    assert_eq!(e32.cov, lib32.cov);
+    assert_eq!(e32.mean(), lib32.mean());
+    assert_eq!(e32.cov(), lib32.cov());
 }
 
 #[test]
@@ -257,10 +255,10 @@ fn parallel_method_gives_the_filter_or_a_clean_error() {
                 },
                 npz(&out),
             );
-            close(&b.mean, &a.mean, 1e-8, &format!("{method} mean"));
-            close(&b.cov, &a.cov, 1e-8, &format!("{method} cov"));
-            assert_eq!(a.loglik.is_some(), b.loglik.is_some());
-            if let (Some(x), Some(y)) = (&b.loglik, &a.loglik) {
+            close(b.mean(), a.mean(), 1e-8, &format!("{method} mean"));
+            close(b.cov(), a.cov(), 1e-8, &format!("{method} cov"));
+            assert_eq!(a.loglik().is_some(), b.loglik().is_some());
+            if let (Some(x), Some(y)) = (&b.loglik(), &a.loglik()) {
                 close(x, y, 1e-8, &format!("{method} loglik"));
             }
         } else {

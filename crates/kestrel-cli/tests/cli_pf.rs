@@ -65,8 +65,8 @@ fn filter_round_trips() {
         ]));
     }
     let est = kestrel::io::read_estimates_npz::<f64>(&npz).unwrap();
-    assert_eq!((est.tracks, est.steps, est.nx), (3, 25, 4));
-    assert!(est.mean.iter().chain(&est.cov).all(|v| v.is_finite()));
+    assert_eq!((est.tracks(), est.steps(), est.nx()), (3, 25, 4));
+    assert!(est.mean().iter().chain(est.cov()).all(|v| v.is_finite()));
     let bytes = std::fs::read(&npz).unwrap();
     assert!(bytes.windows(7).any(|w| w == b"ess.npy"), "no ess array");
     let text = std::fs::read_to_string(&csv).unwrap();
@@ -89,7 +89,7 @@ fn filter_round_trips() {
         .collect();
     let (b, k) = (row[0] as usize, row[1] as usize);
     assert_eq!(&row[2..6], est.mean_at(b, k));
-    assert_eq!(row[22], est.loglik.as_ref().unwrap()[b * 25 + k]);
+    assert_eq!(row[22], est.loglik().unwrap()[b * 25 + k]);
     assert!(row[23] >= 1.0 && row[23] <= 2000.0);
     // Linear kinds run too (checked against the Kalman filter in the library's tests).
     let zl = dir.path().join("zl.csv");

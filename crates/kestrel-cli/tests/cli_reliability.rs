@@ -685,8 +685,8 @@ fn non_finite_results_are_never_written_silently() {
         "{err}"
     );
     let est = npz(&f);
-    assert!(est.mean.iter().all(|v| v.is_finite()));
-    assert!(est.cov.iter().any(|v| v.is_infinite()));
+    assert!(est.mean().iter().all(|v| v.is_finite()));
+    assert!(est.cov().iter().any(|v| v.is_infinite()));
     // Simulating the unstable model overflows the state: an error, not a NaN file.
     let x = d.p("x.csv");
     let o = run(&[
@@ -707,4 +707,100 @@ fn non_finite_results_are_never_written_silently() {
         d.path(),
         &["f.npz", "unstable.toml", "z.csv"],
     );
+}
+
+/// The commands added this round hold the same contract: an output that is an input or
+/// another output is refused, sizes are checked, failures are one line.
+#[test]
+fn the_newer_commands_hold_the_contract() {
+    let d = Dir::new();
+    let f = d.p("f.npy");
+    let f = f.to_str().unwrap();
+    ok(&run(&[
+        "simulate-frames",
+        "--output",
+        f,
+        "--frames",
+        "3",
+        "--height",
+        "16",
+        "--width",
+        "16",
+    ]));
+    let x = d.sentinel("x.csv");
+    let o = run(&[
+        "simulate-frames",
+        "--output",
+        &x,
+        "--truth",
+        &x,
+        "--frames",
+        "2",
+    ]);
+    contract(
+        &o,
+        2,
+        &["x.csv", "two outputs"],
+        d.path(),
+        &["f.npy", "x.csv"],
+    );
+    d.intact("x.csv");
+    let o = run(&[
+        "simulate-frames",
+        "--output",
+        d.p("g.npy").to_str().unwrap(),
+        "--frames",
+        "1",
+        "--height",
+        "4294967296",
+        "--width",
+        "4294967296",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_eq!(stderr(&o).lines().count(), 1, "{}", stderr(&o));
+    assert_eq!(listing(d.path()), vec!["f.npy", "x.csv"]);
+    // tbd: the state written over its own frames.
+    let o = run(&[
+        "tbd",
+        "--input",
+        f,
+        "--output",
+        d.p("det.csv").to_str().unwrap(),
+        "--state-out",
+        f,
+    ]);
+    contract(&o, 2, &["f.npy", "input"], d.path(), &["f.npy", "x.csv"]);
+    // eval: the per-step output over the truth.
+    let truth = d.file("truth.csv", b"t,id,x,y\n0,0,1.0,2.0\n");
+    let o = run(&[
+        "eval", "--truth", &truth, "--tracks", &truth, "--output", &truth,
+    ]);
+    contract(
+        &o,
+        2,
+        &["truth.csv", "input"],
+        d.path(),
+        &["f.npy", "truth.csv", "x.csv"],
+    );
+    // pf: output over the measurements.
+    let z = d.file("z.csv", GOOD_CSV.as_bytes());
+    let o = run(&[
+        "pf",
+        "--model",
+        &example("cv2d.toml"),
+        "--input",
+        &z,
+        "--output",
+        &z,
+        "--particles",
+        "10",
+    ]);
+    contract(
+        &o,
+        2,
+        &["z.csv", "input"],
+        d.path(),
+        &["f.npy", "truth.csv", "x.csv", "z.csv"],
+    );
+    assert_eq!(std::fs::read_to_string(d.p("z.csv")).unwrap(), GOOD_CSV);
 }

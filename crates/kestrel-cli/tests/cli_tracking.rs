@@ -154,3 +154,278 @@ fn eval_rejects_broken_input() {
         before + 2,
     );
 }
+
+fn simulate_scenario(dir: &Path, extra: &[&str]) -> (std::path::PathBuf, std::path::PathBuf) {
+    let det = dir.join("det.csv");
+    let truth = dir.join("truth.csv");
+    let model = example("tracking.toml");
+    let mut args = vec![
+        "simulate",
+        "--scenario",
+        "crossing",
+        "--model",
+        &model,
+        "--tracks",
+        "10",
+        "--steps",
+        "25",
+        "--pd",
+        "0.9",
+        "--clutter",
+        "10",
+        "--region",
+        "500",
+        "--births",
+        "0.1",
+        "--seed",
+        "4",
+        "--output",
+        s(&det),
+        "--truth",
+        s(&truth),
+    ];
+    args.extend_from_slice(extra);
+    ok(&kestrel(&args));
+    (det, truth)
+}
+
+#[test]
+fn simulate_track_and_eval_end_to_end() {
+    let d = tempfile::tempdir().unwrap();
+    let (det, truth) = simulate_scenario(d.path(), &[]);
+    let text = std::fs::read_to_string(&det).unwrap();
+    assert!(text.starts_with("t,z0,z1\n"));
+    let t_text = std::fs::read_to_string(&truth).unwrap();
+    assert!(t_text.starts_with("t,id,x0,x1,x2,x3\n"));
+    // Ten targets at step 0.
+    assert_eq!(t_text.lines().filter(|l| l.starts_with("0,")).count(), 10);
+    let model = example("tracking.toml");
+    for assoc in ["gnn", "jpda"] {
+        let tracks = d.path().join(format!("tracks-{assoc}.csv"));
+        ok(&kestrel(&[
+            "track",
+            "--model",
+            &model,
+            "--detections",
+            s(&det),
+            "--output",
+            s(&tracks),
+            "--assoc",
+            assoc,
+            "--pd",
+            "0.9",
+            "--clutter",
+            "1e-5",
+            "--confirm",
+            "3/4",
+            "--delete",
+            "3",
+        ]));
+        let out = std::fs::read_to_string(&tracks).unwrap();
+        assert!(out.starts_with("t,track,status,x0,x1,x2,x3,P00,P01,"));
+        assert!(out
+            .lines()
+            .skip(1)
+            .all(|l| l.split(',').count() == 3 + 4 + 16));
+        let o = kestrel(&[
+            "eval",
+            "--truth",
+            s(&truth),
+            "--tracks",
+            s(&tracks),
+            "--metric",
+            "mot",
+            "--c",
+            "20",
+            "--model",
+            &model,
+        ]);
+        ok(&o);
+        let text = String::from_utf8_lossy(&o.stdout).to_string();
+        let mota: f64 = text.split_whitespace().nth(1).unwrap().parse().unwrap();
+        assert!(mota > 0.7, "{assoc}: {text}");
+    }
+    // NPY detections and times in seconds give the same tracks.
+    let npy = d.path().join("det.npy");
+    let secs = d.path().join("det-seconds.csv");
+    let mut rows = Vec::new();
+    let mut with_seconds = String::from("t,z0,z1\n");
+    for l in text.lines().skip(1) {
+        let v: Vec<f64> = l.split(',').map(|f| f.parse().unwrap()).collect();
+        with_seconds += &format!("{},{},{}\n", v[0] * 0.5, v[1], v[2]);
+        rows.extend(v);
+    }
+    kestrel::io::write_npy_array(&npy, &[rows.len() / 3, 3], &rows).unwrap();
+    write(&secs, &with_seconds);
+    let base = d.path().join("tracks-gnn.csv");
+    let a = d.path().join("a.csv");
+    let b = d.path().join("b.csv");
+    let run = |input: &Path, out: &Path, extra: &[&str]| {
+        let mut args = vec![
+            "track",
+            "--model",
+            &model,
+            "--detections",
+            s(input),
+            "--output",
+            s(out),
+            "--pd",
+            "0.9",
+            "--clutter",
+            "1e-5",
+            "--confirm",
+            "3/4",
+        ];
+        args.extend_from_slice(extra);
+        ok(&kestrel(&args));
+    };
+    run(&npy, &a, &[]);
+    assert_eq!(
+        std::fs::read_to_string(&a).unwrap(),
+        std::fs::read_to_string(&base).unwrap()
+    );
+    run(&secs, &b, &["--dt", "0.5"]);
+    let halve = |text: String| -> Vec<String> {
+        text.lines()
+            .skip(1)
+            .map(|l| l.split_once(',').unwrap().1.to_string())
+            .collect()
+    };
+    assert_eq!(
+        halve(std::fs::read_to_string(&b).unwrap()),
+        halve(std::fs::read_to_string(&base).unwrap())
+    );
+}
+
+#[test]
+fn track_and_scenario_reject_broken_input() {
+    let d = tempfile::tempdir().unwrap();
+    let model = example("tracking.toml");
+    let det = d.path().join("det.csv");
+    write(&det, "t,z0,z1\n0,1,2\n1,3,4\n");
+    let wide = d.path().join("wide.csv");
+    write(&wide, "t,z0,z1,z2\n0,1,2,3\n");
+    let back = d.path().join("back.csv");
+    write(&back, "t,z0,z1\n0,1,2\n2,3,4\n1,5,6\n");
+    let ragged = d.path().join("ragged.csv");
+    write(&ragged, "t,z0,z1\n0,1,2\n1,3\n");
+    let frac = d.path().join("frac.csv");
+    write(&frac, "t,z0,z1\n0.5,1,2\n");
+    let before = std::fs::read_dir(d.path()).unwrap().count();
+    let out = d.path().join("tracks.csv");
+    let track = |input: &Path, extra: &[&str]| {
+        let mut args = vec![
+            "track",
+            "--model",
+            &model,
+            "--detections",
+            s(input),
+            "--output",
+            s(&out),
+        ];
+        args.extend_from_slice(extra);
+        kestrel(&args)
+    };
+    expect_bad(
+        &track(&wide, &[]),
+        &["wide.csv", "3 components", "measures 2"],
+        d.path(),
+        before,
+    );
+    expect_bad(
+        &track(&back, &[]),
+        &["back.csv:4", "backwards"],
+        d.path(),
+        before,
+    );
+    expect_bad(
+        &track(&ragged, &[]),
+        &["ragged.csv:3", "fields"],
+        d.path(),
+        before,
+    );
+    expect_bad(
+        &track(&frac, &[]),
+        &["frac.csv:2", "--dt"],
+        d.path(),
+        before,
+    );
+    expect_bad(
+        &track(&frac, &["--dt", "0.3"]),
+        &["frac.csv:2", "multiple"],
+        d.path(),
+        before,
+    );
+    expect_bad(&track(&det, &["--pd", "0"]), &["--pd"], d.path(), before);
+    expect_bad(&track(&det, &["--pd", "1.5"]), &["--pd"], d.path(), before);
+    expect_bad(
+        &track(&det, &["--clutter", "-1"]),
+        &["--clutter"],
+        d.path(),
+        before,
+    );
+    expect_bad(
+        &track(&det, &["--confirm", "4/3"]),
+        &["--confirm", "M <= N"],
+        d.path(),
+        before,
+    );
+    expect_bad(
+        &track(&det, &["--confirm", "three"]),
+        &["--confirm"],
+        d.path(),
+        before,
+    );
+    expect_bad(
+        &track(&det, &["--gate", "1"]),
+        &["--gate"],
+        d.path(),
+        before,
+    );
+    expect_bad(
+        &track(&det, &["--delete", "0"]),
+        &["--delete"],
+        d.path(),
+        before,
+    );
+    expect_bad(&track(&det, &["--dt", "-1"]), &["--dt"], d.path(), before);
+    let sim = |extra: &[&str]| {
+        let mut args = vec![
+            "simulate",
+            "--model",
+            &model,
+            "--tracks",
+            "3",
+            "--steps",
+            "4",
+            "--output",
+            s(&out),
+        ];
+        args.extend_from_slice(extra);
+        kestrel(&args)
+    };
+    expect_bad(
+        &sim(&["--scenario", "random", "--pd", "0"]),
+        &["--pd"],
+        d.path(),
+        before,
+    );
+    expect_bad(
+        &sim(&["--scenario", "random", "--clutter", "-3"]),
+        &["--clutter"],
+        d.path(),
+        before,
+    );
+    expect_bad(
+        &sim(&["--scenario", "random", "--death", "2"]),
+        &["--death"],
+        d.path(),
+        before,
+    );
+    expect_bad(
+        &sim(&["--pd", "0.5"]),
+        &["--pd", "--scenario"],
+        d.path(),
+        before,
+    );
+}

@@ -31,7 +31,8 @@ fn main() -> kestrel::Result<()> {
     };
     let m = model::load_model(&model_path)?;
     // The GPU when one is usable (f32 there), else every core of the CPU (f64).
-    let (device, why) = Device::auto();
+    let choice = Device::auto();
+    let (device, why) = (choice.device, choice.why_not_gpu);
     let t0 = std::time::Instant::now();
     let est = match device {
         Device::Cpu => {

@@ -5,6 +5,7 @@ use std::fmt;
 
 /// A compute device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Device {
     /// All cores of this machine, through rayon.
     Cpu,
@@ -15,13 +16,38 @@ pub enum Device {
     AllCuda,
 }
 
+/// What [`Device::auto`] chose.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct AutoDevice {
+    /// The device to run on.
+    pub device: Device,
+    /// Why no GPU was chosen (no driver, no device, ...), when the CPU was.
+    pub why_not_gpu: Option<String>,
+}
+
 impl Device {
-    /// The GPU when a CUDA driver and device are usable, else the CPU. The second value
-    /// says why the CPU was chosen, when it was.
-    pub fn auto() -> (Device, Option<String>) {
+    /// The GPU when a CUDA driver and device are usable, else the CPU, with the reason
+    /// the GPU was passed over.
+    ///
+    /// ```
+    /// let choice = kestrel::Device::auto();
+    /// if let Some(why) = &choice.why_not_gpu {
+    ///     println!("running on the CPU: {why}");
+    /// }
+    /// let device = choice.device;
+    /// # let _ = device;
+    /// ```
+    pub fn auto() -> AutoDevice {
         match crate::cuda::available(0) {
-            Ok(()) => (Device::Cuda(0), None),
-            Err(why) => (Device::Cpu, Some(why)),
+            Ok(()) => AutoDevice {
+                device: Device::Cuda(0),
+                why_not_gpu: None,
+            },
+            Err(why) => AutoDevice {
+                device: Device::Cpu,
+                why_not_gpu: Some(why),
+            },
         }
     }
 
@@ -37,7 +63,7 @@ impl Device {
     /// for availability.
     pub fn parse(s: &str) -> Result<Device> {
         match s {
-            "auto" => Ok(Device::auto().0),
+            "auto" => Ok(Device::auto().device),
             "cpu" => Ok(Device::Cpu),
             "cuda:all" => {
                 crate::cuda::available(0).map_err(|why| {

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 /// The library's error type.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// The model is malformed: wrong shapes, non-finite entries, a covariance that is
     /// not symmetric positive (semi-)definite. `field` names the matrix (`F`, `Q`, `R`, ...).

@@ -11,6 +11,7 @@ use crate::scan::ScanAlgorithm;
 
 /// How to filter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum FilterMethod {
     /// The sequential Kalman filter (each track's steps in order; tracks in parallel).
     #[default]
@@ -21,6 +22,7 @@ pub enum FilterMethod {
 
 /// How to smooth.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum SmoothMethod {
     /// Sequential Kalman filter then Rauch-Tung-Striebel smoother.
     #[default]
@@ -92,8 +94,37 @@ pub fn filter_on<T: Real, M: StateSpace + ?Sized>(
     }
 }
 
-/// Smooths every track of `z` on `device` with `method`; returns `(filtered, smoothed)`.
+/// What [`smooth_on`] returns.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct Smoothed<T> {
+    /// The filtered moments (with per-step log-likelihoods).
+    pub filtered: Estimates<T>,
+    /// The smoothed moments.
+    pub smoothed: Estimates<T>,
+}
+
+/// Smooths every track of `z` on `device` with `method`.
+///
+/// ```
+/// use kestrel::{smooth_on, Device, SmoothMethod};
+/// let model = kestrel::model::constant_velocity(1, 1.0, 0.5, 2.0, 10.0)?;
+/// let z = kestrel::sim::simulate(&model, 3, 20, 1, 0.0)?.measurements;
+/// let out = smooth_on(Device::Cpu, &model, &z, SmoothMethod::Rts)?;
+/// assert_eq!(out.smoothed.steps(), 20);
+/// # Ok::<(), kestrel::Error>(())
+/// ```
 pub fn smooth_on<T: Real, M: StateSpace + ?Sized>(
+    device: Device,
+    model: &M,
+    z: &Measurements<T>,
+    method: SmoothMethod,
+) -> Result<Smoothed<T>> {
+    smooth_pair(device, model, z, method)
+        .map(|(filtered, smoothed)| Smoothed { filtered, smoothed })
+}
+
+fn smooth_pair<T: Real, M: StateSpace + ?Sized>(
     device: Device,
     model: &M,
     z: &Measurements<T>,

@@ -25,10 +25,7 @@
 //! let sim = kestrel::sim::simulate(&model, 100, 50, 7, 0.05)?; // 100 tracks x 50 steps
 //! let z: Measurements<f64> = sim.measurements;
 //! // The GPU when one is usable, else all cores of the CPU.
-//! let device = match Device::auto() {
-//!     (Device::Cpu, _) => Device::Cpu,
-//!     (gpu, _) => gpu,
-//! };
+//! let device = Device::auto().device;
 //! let out = filter_on(device, &model, &z, FilterMethod::Sequential, &FilterOptions::default())?;
 //! println!("total log-likelihood {}", out.filtered.total_loglik());
 //! # Ok(())
@@ -67,9 +64,9 @@ pub use nalgebra;
 pub use ndarray;
 
 pub use data::{Estimates, Measurements};
-pub use device::Device;
+pub use device::{AutoDevice, Device};
 pub use error::{Error, Result};
-pub use estimate::{filter_on, smooth_on, FilterMethod, SmoothMethod};
+pub use estimate::{filter_on, smooth_on, FilterMethod, SmoothMethod, Smoothed};
 pub use kalman::{
     filter, filter_into, smooth, smooth_filtered, smooth_in_place, FilterOptions, FilterOutput,
     Keep,

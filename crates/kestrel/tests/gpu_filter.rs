@@ -285,7 +285,7 @@ fn bad_input_is_an_error_not_a_panic() {
     assert!(e.is_bad_input(), "{e}");
     let mut bad = z.clone();
     // Track 1, step 1, component 0 of 3 tracks x 5 steps x 2 components.
-    bad.data[12] = f64::INFINITY;
+    bad.data_mut()[12] = f64::INFINITY;
     let e = cuda::filter(0, &m, &bad, &FilterOptions::default()).expect_err("infinite value");
     assert!(e.to_string().contains("track 1, step 1"), "{e}");
     assert!(kestrel::Device::parse("cuda").is_ok());
@@ -302,7 +302,7 @@ fn large_batches_cross_the_staging_buffers_intact() {
     let m = random_model(4, 2, 7000);
     let base = random_measurements::<f32>(&m, 1000, 50, 7001, 0.05);
     let tracks = 200_000;
-    let mut data = Vec::with_capacity(tracks * base.data.len() / 1000);
+    let mut data = Vec::with_capacity(tracks * base.data().len() / 1000);
     for i in 0..tracks {
         data.extend_from_slice(base.track(i % 1000));
     }
@@ -331,23 +331,22 @@ fn large_batches_cross_the_staging_buffers_intact() {
             1000,
             50,
             2,
-            z.data[first * 100..(first + 1000) * 100].to_vec(),
+            z.data()[first * 100..(first + 1000) * 100].to_vec(),
         )
         .expect("consistent shape");
         let want = kalman::filter(&m, &sub, &reference())
             .expect("CPU")
             .filtered;
-        let part = kestrel::Estimates {
-            tracks: 1000,
-            steps: 50,
-            nx: 4,
-            mean: got.mean[first * 200..(first + 1000) * 200].to_vec(),
-            cov: got.cov[first * 800..(first + 1000) * 800].to_vec(),
-            loglik: got
-                .loglik
-                .as_ref()
+        let part = kestrel::Estimates::new(
+            1000,
+            50,
+            4,
+            got.mean()[first * 200..(first + 1000) * 200].to_vec(),
+            got.cov()[first * 800..(first + 1000) * 800].to_vec(),
+            got.loglik()
                 .map(|l| l[first * 50..(first + 1000) * 50].to_vec()),
-        };
+        )
+        .expect("consistent buffers");
         assert_close(&format!("tracks {first}.."), &part, &want, 1e-4);
     }
 }

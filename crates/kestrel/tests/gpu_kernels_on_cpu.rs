@@ -90,7 +90,7 @@ fn run<T: Real>(cxx: &str, dir: &Path, nx: usize, ny: usize, bake: bool, seed: u
     input.extend((b as i32).to_le_bytes());
     input.extend((t as i32).to_le_bytes());
     input.extend(to_bytes(&model_params::<T>(&m)));
-    input.extend(to_bytes(&z.data));
+    input.extend(to_bytes(z.data()));
     let mut child = Command::new(&exe)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -144,13 +144,16 @@ fn run<T: Real>(cxx: &str, dir: &Path, nx: usize, ny: usize, bake: bool, seed: u
         errs.iter().all(|e| *e == u64::MAX),
         "{tag}: error flags {errs:?}"
     );
-    let est = |i: usize, s: usize, ll: Option<usize>| Estimates {
-        tracks: b,
-        steps: s,
-        nx,
-        mean: parts[i].clone(),
-        cov: parts[i + 1].clone(),
-        loglik: ll.map(|j| parts[j].clone()),
+    let est = |i: usize, s: usize, ll: Option<usize>| {
+        Estimates::new(
+            b,
+            s,
+            nx,
+            parts[i].clone(),
+            parts[i + 1].clone(),
+            ll.map(|j| parts[j].clone()),
+        )
+        .expect("consistent buffers")
     };
     let reference = FilterOptions {
         force_general: true,
@@ -195,14 +198,8 @@ fn run<T: Real>(cxx: &str, dir: &Path, nx: usize, ny: usize, bake: bool, seed: u
             }
         }
     }
-    let tracker = Estimates {
-        tracks: b,
-        steps: 1,
-        nx,
-        mean: tm,
-        cov: tc,
-        loglik: Some(parts[15].clone()),
-    };
+    let tracker =
+        Estimates::new(b, 1, nx, tm, tc, Some(parts[15].clone())).expect("consistent buffers");
     assert_close(&format!("{tag} tracker"), &tracker, &last, tol);
     eprintln!("{tag}: ok");
 }

@@ -45,27 +45,27 @@ fn tracks_split_over_two_gpus_equal_one_gpu_bit_for_bit() {
     let n = kestrel::cuda::device_count();
     let all: Vec<usize> = (0..n).collect();
     let split = cuda::filter_on_devices(&all, &m, &z, &opts, &poisoned()).expect("all GPUs");
-    assert_eq!(one.filtered.mean, split.filtered.mean);
-    assert_eq!(one.filtered.cov, split.filtered.cov);
-    assert_eq!(one.filtered.loglik, split.filtered.loglik);
+    assert_eq!(one.filtered.mean(), split.filtered.mean());
+    assert_eq!(one.filtered.cov(), split.filtered.cov());
+    assert_eq!(one.filtered.loglik(), split.filtered.loglik());
     // Chunked on each device as well (a budget of a few tracks' worth).
     let small = CudaOptions {
         memory_budget: Some(64 * 37 * 40 * 4),
         ..poisoned()
     };
     let chunked = cuda::filter_on_devices(&all, &m, &z, &opts, &small).expect("chunked");
-    assert_eq!(one.filtered.mean, chunked.filtered.mean);
-    assert_eq!(one.filtered.cov, chunked.filtered.cov);
+    assert_eq!(one.filtered.mean(), chunked.filtered.mean());
+    assert_eq!(one.filtered.cov(), chunked.filtered.cov());
     let (f1, s1) = cuda::smooth(0, &m, &z, &poisoned()).expect("one GPU smoother");
     let (f2, s2) = cuda::smooth_on_devices(&all, &m, &z, &poisoned()).expect("all GPUs");
-    assert_eq!(f1.mean, f2.mean);
-    assert_eq!(f1.loglik, f2.loglik);
-    assert_eq!(s1.mean, s2.mean);
-    assert_eq!(s1.cov, s2.cov);
+    assert_eq!(f1.mean(), f2.mean());
+    assert_eq!(f1.loglik(), f2.loglik());
+    assert_eq!(s1.mean(), s2.mean());
+    assert_eq!(s1.cov(), s2.cov());
     // Through the device-generic entry point.
     let d = kestrel::filter_on(Device::AllCuda, &m, &z, FilterMethod::Sequential, &opts)
         .expect("AllCuda");
-    assert_eq!(one.filtered.mean, d.filtered.mean);
+    assert_eq!(one.filtered.mean(), d.filtered.mean());
 }
 
 #[test]
@@ -89,12 +89,12 @@ fn gpu_output_selection_keeps_what_was_asked() {
             .filtered;
         let mut want = full.clone();
         o.apply(&mut want);
-        assert_eq!(got.mean, want.mean, "{list}");
-        assert_eq!(got.cov, want.cov, "{list}");
-        assert_eq!(got.loglik, want.loglik, "{list}");
+        assert_eq!(got.mean(), want.mean(), "{list}");
+        assert_eq!(got.cov(), want.cov(), "{list}");
+        assert_eq!(got.loglik(), want.loglik(), "{list}");
         assert_eq!(got.cov_output(), o.cov, "{list}");
         if o.cov == CovOutput::None {
-            assert!(got.cov.is_empty());
+            assert!(got.cov().is_empty());
         }
     }
 }

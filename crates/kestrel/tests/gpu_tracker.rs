@@ -24,7 +24,7 @@ fn last_of<T: Real>(m: &kestrel::Model, z: &Measurements<T>) -> kestrel::Estimat
 }
 
 fn rows<T: Real>(z: &Measurements<T>, k: usize) -> Vec<T> {
-    (0..z.tracks).flat_map(|b| z.at(b, k).to_vec()).collect()
+    (0..z.tracks()).flat_map(|b| z.at(b, k).to_vec()).collect()
 }
 
 /// Every live slot of the GPU state against the CPU state, relative tolerance `tol`.
@@ -45,10 +45,7 @@ fn same_state<T: Real>(what: &str, gpu: &mut BatchTracker<T>, cpu: &BatchState<T
             .iter()
             .zip(cpu.mean(s).expect("live"))
             .chain(g.cov_at(s, 0).iter().zip(cpu.cov(s).expect("live")))
-            .chain(std::iter::once((
-                &g.loglik.as_ref().expect("loglik")[s],
-                &ll,
-            )));
+            .chain(std::iter::once((&g.loglik().expect("loglik")[s], &ll)));
         for (a, b) in pairs {
             let (a, b) = (a.to_f64(), b.to_f64());
             if a.is_nan() && b.is_nan() {
@@ -84,14 +81,8 @@ fn per_step_on_the_gpu_equals_the_batch_filter() {
         let got = tr.state().expect("state");
         let want = last_of(&m, &z);
         // The state matches; the log-likelihood is the last step's, not the total.
-        let e = kestrel::Estimates {
-            loglik: None,
-            ..got.clone()
-        };
-        let w = kestrel::Estimates {
-            loglik: None,
-            ..want
-        };
+        let e = got.clone().without_loglik();
+        let w = want.without_loglik();
         assert_close(&format!("tracker nx={nx} vs CPU"), &e, &w, 1e-10);
         let batch = cuda::filter(
             0,
@@ -104,10 +95,7 @@ fn per_step_on_the_gpu_equals_the_batch_filter() {
         )
         .expect("GPU batch")
         .filtered;
-        let batch = kestrel::Estimates {
-            loglik: None,
-            ..batch
-        };
+        let batch = batch.without_loglik();
         assert_close(&format!("tracker nx={nx} vs GPU batch"), &e, &batch, 1e-12);
     }
 }
@@ -241,7 +229,7 @@ fn a_slot_without_a_new_row_is_not_updated_again() {
         cpu.update(&z, None, None).expect("update");
         same_state(&format!("update {t}"), &mut gpu, &cpu, 1e-10);
     }
-    assert_eq!(gpu.state().expect("state").loglik.expect("ll")[1], 0.0);
+    assert_eq!(gpu.state().expect("state").loglik().expect("ll")[1], 0.0);
 }
 
 #[test]

@@ -7,7 +7,6 @@
 
 use kestrel::io;
 use kestrel::model::model_from_toml;
-use kestrel::Measurements;
 use proptest::prelude::*;
 use std::path::Path;
 
@@ -145,12 +144,8 @@ fn check_measurements<T: kestrel::Real>(bytes: &[u8], ext: &str) {
     let p = dir.path().join(&name);
     std::fs::write(&p, bytes).unwrap();
     match io::read_measurements::<T>(&p) {
-        Ok(Measurements {
-            tracks,
-            steps,
-            ny,
-            data,
-        }) => {
+        Ok(z) => {
+            let (tracks, steps, ny, data) = (z.tracks(), z.steps(), z.ny(), z.data());
             assert_eq!(data.len(), tracks * steps * ny);
             assert!(data.iter().all(|v| v.is_finite_value() || v.is_nan_value()));
         }

@@ -25,21 +25,14 @@ fn assert_in_chi2_interval(mean: f64, tracks: usize, dof: usize, what: &str) {
 
 fn step_slice(e: &Estimates<f64>, k: usize) -> Estimates<f64> {
     // The estimates of every track at step k only.
-    let nx = e.nx;
+    let nx = e.nx();
     let mut mean = Vec::new();
     let mut cov = Vec::new();
-    for b in 0..e.tracks {
+    for b in 0..e.tracks() {
         mean.extend_from_slice(e.mean_at(b, k));
         cov.extend_from_slice(e.cov_at(b, k));
     }
-    Estimates {
-        tracks: e.tracks,
-        steps: 1,
-        nx,
-        mean,
-        cov,
-        loglik: None,
-    }
+    Estimates::new(e.tracks(), 1, nx, mean, cov, None).expect("consistent buffers")
 }
 
 fn truth_slice(truth: &[f64], tracks: usize, steps: usize, nx: usize, k: usize) -> Vec<f64> {
@@ -66,7 +59,7 @@ fn nees_nis_and_smoother_gain_on_simulated_data() {
     .unwrap();
     let f = out.filtered;
     let fast = filter(&m, z, &FilterOptions::default()).unwrap().filtered;
-    assert!(common::max_rel_err(fast.mean.iter().cloned(), f.mean.iter().cloned()) < 1e-10);
+    assert!(common::max_rel_err(fast.mean().iter().cloned(), f.mean().iter().cloned()) < 1e-10);
     let s = smooth_filtered(&m, &f).unwrap();
     // NEES of filter and smoother at several steps: each an average over independent tracks.
     for k in [0, 1, 10, 30, steps - 1] {
@@ -107,7 +100,7 @@ fn nees_nis_and_smoother_gain_on_simulated_data() {
     // The smoother is more accurate than the filter, which beats the raw measurements.
     let pos = [0usize, 2];
     let rm_f = rmse(
-        &f.mean
+        &f.mean()
             .chunks(4)
             .flat_map(|c| [c[0], c[2]])
             .collect::<Vec<_>>(),
@@ -117,7 +110,7 @@ fn nees_nis_and_smoother_gain_on_simulated_data() {
         &pos,
     );
     let rm_s = rmse(
-        &s.mean
+        &s.mean()
             .chunks(4)
             .flat_map(|c| [c[0], c[2]])
             .collect::<Vec<_>>(),
@@ -126,7 +119,7 @@ fn nees_nis_and_smoother_gain_on_simulated_data() {
         4,
         &pos,
     );
-    let rm_z = rmse(&z.data, 2, &sim.truth, 4, &pos);
+    let rm_z = rmse(z.data(), 2, &sim.truth, 4, &pos);
     assert!(
         rm_s < rm_f && rm_f < rm_z,
         "RMSE smoother {rm_s}, filter {rm_f}, measurements {rm_z}"

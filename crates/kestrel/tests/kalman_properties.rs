@@ -33,9 +33,9 @@ proptest! {
         for b in 0..tracks {
             let one = Measurements::new(1, steps, ny, z.track(b).to_vec()).unwrap();
             let f = filter(&m, &one, &opts).unwrap().filtered;
-            prop_assert_eq!(&f.mean[..], &all.mean[b * steps * nx..(b + 1) * steps * nx]);
-            prop_assert_eq!(&f.cov[..], &all.cov[b * steps * nx * nx..(b + 1) * steps * nx * nx]);
-            prop_assert_eq!(&f.loglik.unwrap()[..], &all.loglik.as_ref().unwrap()[b * steps..(b + 1) * steps]);
+            prop_assert_eq!(f.mean(), &all.mean()[b * steps * nx..(b + 1) * steps * nx]);
+            prop_assert_eq!(f.cov(), &all.cov()[b * steps * nx * nx..(b + 1) * steps * nx * nx]);
+            prop_assert_eq!(f.loglik().unwrap(), &all.loglik().unwrap()[b * steps..(b + 1) * steps]);
         }
     }
 
@@ -44,7 +44,7 @@ proptest! {
         let m = random_model(seed, nx, ny);
         let z = random_measurements(seed + 7, tracks, steps, ny, 0.3);
         let f = filter(&m, &z, &FilterOptions::default()).unwrap().filtered;
-        let ll = f.loglik.as_ref().unwrap();
+        let ll = f.loglik().unwrap();
         let mut sum = 0.0;
         for v in ll {
             prop_assert!(v.is_finite());

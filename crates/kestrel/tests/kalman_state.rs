@@ -14,7 +14,7 @@ use rand::{Rng, SeedableRng};
 
 /// The rows of step `k` of every track, `[tracks][ny]`.
 fn rows<T: Real>(z: &Measurements<T>, k: usize) -> Vec<T> {
-    (0..z.tracks).flat_map(|b| z.at(b, k).to_vec()).collect()
+    (0..z.tracks()).flat_map(|b| z.at(b, k).to_vec()).collect()
 }
 
 fn bits<T: Real>(v: &[T]) -> Vec<u64> {
@@ -30,23 +30,23 @@ fn per_step_equals_batch<T: Real>(m: &Model, z: &Measurements<T>, general: bool)
         ..Default::default()
     };
     let want = filter(m, z, &opts).unwrap().filtered;
-    let mut st = BatchState::<T>::new(m, z.tracks).unwrap();
-    for b in 0..z.tracks {
+    let mut st = BatchState::<T>::new(m, z.tracks()).unwrap();
+    for b in 0..z.tracks() {
         assert_eq!(st.add().unwrap(), b);
     }
-    for k in 0..z.steps {
+    for k in 0..z.steps() {
         if k > 0 {
             st.predict().unwrap();
         }
         st.update(&rows(z, k), None, None).unwrap();
-        for b in 0..z.tracks {
+        for b in 0..z.tracks() {
             assert_eq!(
                 bits(st.mean(b).unwrap()),
                 bits(want.mean_at(b, k)),
                 "mean, track {b}, step {k} (nx {nx}, ny {ny})"
             );
             assert_eq!(bits(st.cov(b).unwrap()), bits(want.cov_at(b, k)));
-            let ll = want.loglik.as_ref().unwrap()[b * z.steps + k];
+            let ll = want.loglik().unwrap()[b * z.steps() + k];
             assert_eq!(
                 st.loglik(b).unwrap().to_f64().to_bits(),
                 ll.to_f64().to_bits()
@@ -178,13 +178,16 @@ fn mask_per_target_noise_and_control() {
         st.update(&rows(&z, k), Some(&mask), Some(&r_all)).unwrap();
     }
     for b in 0..tracks {
-        let mut u = base.u.clone();
+        let mut u = base.u().clone();
         for i in 0..nx {
             u[i] += cs[b * nx + i];
         }
-        let mut mb = base.clone();
-        mb.r = rs[b].clone();
-        let mb = mb.with_offsets(u, base.d.clone()).unwrap();
+        let mb = base
+            .clone()
+            .with_r(rs[b].clone())
+            .unwrap()
+            .with_offsets(u, base.d().clone())
+            .unwrap();
         let mut data = z.track(b).to_vec();
         for k in 0..steps {
             if masked(b, k) {
@@ -282,13 +285,13 @@ fn per_target_intervals_for_kinematic_models() {
                             f,
                             q: qm,
                             u: DVector::zeros(nx),
-                            h: base.h.clone(),
-                            d: base.d.clone(),
-                            r: base.r.clone(),
+                            h: base.h().clone(),
+                            d: base.d().clone(),
+                            r: base.r().clone(),
                         }
                     })
                     .collect(),
-                base.prior.clone(),
+                base.prior().clone(),
             )
             .unwrap();
             let one = Measurements::new(1, steps, ny, z.track(b).to_vec()).unwrap();

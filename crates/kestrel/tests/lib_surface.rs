@@ -14,7 +14,7 @@ fn measurements_and_estimates_through_ndarray() {
     let ptr = owned.as_ptr();
     let z = Measurements::from_array(owned).unwrap();
     assert_eq!(
-        z.data.as_ptr(),
+        z.data().as_ptr(),
         ptr,
         "a standard-layout array is taken without a copy"
     );
@@ -39,9 +39,9 @@ fn measurements_and_estimates_through_ndarray() {
     assert_eq!(mean[(1, 2, 0)], est.mean_at(1, 2)[0]);
     assert_eq!(est.cov_view().unwrap()[(2, 3, 1, 1)], est.cov_at(2, 3)[3]);
     let ll = est.loglik_view().unwrap().unwrap();
-    assert_eq!(ll[(0, 1)], est.loglik.as_ref().unwrap()[1]);
+    assert_eq!(ll[(0, 1)], est.loglik().unwrap()[1]);
     let owned = est.clone();
-    let ptr = owned.mean.as_ptr();
+    let ptr = owned.mean().as_ptr();
     let (mean, cov, ll) = owned.into_arrays().unwrap();
     assert_eq!(mean.as_ptr(), ptr, "owned arrays without a copy");
     assert_eq!((cov.dim(), ll.unwrap().dim()), ((3, 4, 2, 2), (3, 4)));
@@ -124,7 +124,7 @@ fn options_are_honoured_or_refused_by_name() {
     }
     // The sequential filter honours both.
     let s = filter_on(Device::Cpu, &m, &z, FilterMethod::Sequential, &last).unwrap();
-    assert_eq!(s.filtered.steps, 1);
+    assert_eq!(s.filtered.steps(), 1);
 }
 
 #[test]

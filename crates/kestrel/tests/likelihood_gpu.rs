@@ -21,8 +21,8 @@ fn compare<T: Real>(model: &Model, z: &Measurements<T>, method: Method, tol: f64
             (a - b).abs() <= tol * a.abs().max(1.0),
             "{} {method:?}: track {}, step {}: cpu {a} vs gpu {b}",
             T::NAME,
-            i / z.steps,
-            i % z.steps
+            i / z.steps(),
+            i % z.steps()
         );
     }
 }
@@ -46,12 +46,14 @@ fn gpu_equals_cpu() {
         (2, random_model(4, 2, 33)),
     ] {
         let mut z = simulate(&model, 5, 5000, seed, 0.0).unwrap().measurements;
-        let ny = z.ny;
-        for k in (5..z.steps).step_by(20) {
-            z.data[(z.steps + k) * ny..(z.steps + k + 1) * ny].fill(f64::NAN);
+        let ny = z.ny();
+        for k in (5..z.steps()).step_by(20) {
+            let t = z.steps();
+            z.data_mut()[(t + k) * ny..(t + k + 1) * ny].fill(f64::NAN);
         }
         for k in [3usize, 1000, 1001, 4000] {
-            z.data[(2 * z.steps + k) * ny] = f64::NAN;
+            let t = z.steps();
+            z.data_mut()[(2 * t + k) * ny] = f64::NAN;
         }
         for n in [1usize, 9, 64, 700] {
             compare::<f64>(&model, &z, Method::Window(n), 1e-10);

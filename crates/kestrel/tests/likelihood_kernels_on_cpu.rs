@@ -106,7 +106,7 @@ fn emulate<T: Real>(cxx: &str, dir: &Path, plan: &Plan<T>, z: &Measurements<T>) 
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     }
     let w = |name: &str, b: Vec<u8>| std::fs::write(dir.join(name), b).unwrap();
-    w("z", bytes(&z.data));
+    w("z", bytes(z.data()));
     w("g", bytes(&plan.g));
     w("c", bytes(&plan.c));
     w("l", bytes(&plan.l));
@@ -168,8 +168,8 @@ fn check<T: Real>(cxx: &str, dir: &Path, model: &Model, z: &Measurements<T>, n: 
             (g - w).abs() <= tol * w.abs().max(1.0),
             "{} N = {n}: track {}, step {}: kernel {g} vs cpu {w}",
             T::NAME,
-            i / z.steps,
-            i % z.steps
+            i / z.steps(),
+            i % z.steps()
         );
     }
 }
@@ -189,13 +189,15 @@ fn window_kernels_equal_the_cpu_path() {
         let mut z = simulate(model, 3, 3 * BLOCK + 37, 5, 0.0)
             .unwrap()
             .measurements;
-        let ny = z.ny;
+        let ny = z.ny();
         // Track 1: missing every 20 steps (patterns); track 2: a few at random places.
-        for k in (5..z.steps).step_by(20) {
-            z.data[(z.steps + k) * ny..(z.steps + k + 1) * ny].fill(f64::NAN);
+        for k in (5..z.steps()).step_by(20) {
+            let t = z.steps();
+            z.data_mut()[(t + k) * ny..(t + k + 1) * ny].fill(f64::NAN);
         }
         for k in [3usize, 100, 101, 300] {
-            z.data[(2 * z.steps + k) * ny] = f64::NAN;
+            let t = z.steps();
+            z.data_mut()[(2 * t + k) * ny] = f64::NAN;
         }
         // Windows shorter than, equal to and longer than a tile of taps.
         for n in [1usize, 7, 40, 300] {

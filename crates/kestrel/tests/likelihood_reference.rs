@@ -45,7 +45,7 @@ fn check(name: &str, method: Method) {
         worst = worst.max(rel);
     }
     // The missing steps are in the file and count 0.
-    assert!(z.data.iter().filter(|v| v.is_nan()).count() >= 4);
+    assert!(z.data().iter().filter(|v| v.is_nan()).count() >= 4);
     eprintln!("{name} {method:?}: worst relative difference {worst:.2e}");
 }
 
@@ -74,9 +74,9 @@ fn local_level_nile_parallel() {
 #[test]
 fn stationary_prior_first_step() {
     let (model, z, want) = reference("ar10_sunspots");
-    let p00 = model.prior.p0[(0, 0)];
-    let s = p00 + model.r[(0, 0)];
-    let z0 = z.data[0];
+    let p00 = model.prior().p0[(0, 0)];
+    let s = p00 + model.r()[(0, 0)];
+    let z0 = z.data()[0];
     let ll0 = -0.5 * ((2.0 * std::f64::consts::PI * s).ln() + z0 * z0 / s);
     assert!(
         (ll0 - want[0]).abs() <= 1e-10 * want[0].abs(),

@@ -19,23 +19,23 @@ fn textbook(model: &Model, x0: DVector<f64>, p0: DMatrix<f64>, z: &[DVector<f64>
     let mut ll = 0.0;
     for (i, zi) in z.iter().enumerate() {
         if i > 0 {
-            x = &model.f * x + &model.u;
-            p = &model.f * p * model.f.transpose() + &model.q;
+            x = model.f() * x + model.u();
+            p = model.f() * p * model.f().transpose() + model.q();
         }
         if zi.iter().any(|v| v.is_nan()) {
             ll = 0.0;
             continue;
         }
-        let s = &model.h * &p * model.h.transpose() + &model.r;
+        let s = model.h() * &p * model.h().transpose() + model.r();
         let si = s.clone().try_inverse().unwrap();
-        let y = zi - &model.h * &x - &model.d;
-        let k = &p * model.h.transpose() * &si;
+        let y = zi - model.h() * &x - model.d();
+        let k = &p * model.h().transpose() * &si;
         let ny = zi.len() as f64;
         ll = -0.5 * (ny * (2.0 * std::f64::consts::PI).ln() + s.determinant().ln())
             - 0.5 * (y.transpose() * &si * &y)[(0, 0)];
         x = &x + &k * y;
-        let ikh = DMatrix::identity(x.len(), x.len()) - &k * &model.h;
-        p = &ikh * p * ikh.transpose() + &k * &model.r * k.transpose();
+        let ikh = DMatrix::identity(x.len(), x.len()) - &k * model.h();
+        p = &ikh * p * ikh.transpose() + &k * model.r() * k.transpose();
     }
     ll
 }
@@ -46,8 +46,8 @@ fn algorithm2(model: &Model, z: &[DVector<f64>], n: usize, vague: f64, t: usize)
     if t + 1 < n {
         return textbook(
             model,
-            model.prior.x0.clone(),
-            model.prior.p0.clone(),
+            model.prior().x0.clone(),
+            model.prior().p0.clone(),
             &z[..=t],
         );
     }
@@ -89,7 +89,7 @@ fn random_model(rng: &mut rand::rngs::StdRng, nx: usize, ny: usize) -> Model {
 }
 
 fn steps_of(z: &Measurements<f64>, b: usize) -> Vec<DVector<f64>> {
-    (0..z.steps)
+    (0..z.steps())
         .map(|k| DVector::from_column_slice(z.at(b, k)))
         .collect()
 }
@@ -113,14 +113,16 @@ fn window_equals_algorithm2() {
     for (mi, model) in models.iter().enumerate() {
         let sim = simulate(model, 3, 90, 7 + mi as u64, 0.0).unwrap();
         let mut z = sim.measurements;
-        let ny = z.ny;
+        let ny = z.ny();
         // Track 0: none missing; track 1: every 9th; track 2: at random (with a run).
-        for k in (4..z.steps).step_by(9) {
-            z.data[(z.steps + k) * ny..(z.steps + k + 1) * ny].fill(f64::NAN);
+        for k in (4..z.steps()).step_by(9) {
+            let t = z.steps();
+            z.data_mut()[(t + k) * ny..(t + k + 1) * ny].fill(f64::NAN);
         }
-        for k in 0..z.steps {
+        for k in 0..z.steps() {
             if rng.gen_bool(0.12) || (40..43).contains(&k) {
-                z.data[(2 * z.steps + k) * ny] = f64::NAN;
+                let t = z.steps();
+                z.data_mut()[(2 * t + k) * ny] = f64::NAN;
             }
         }
         for n in [1usize, 2, 5, 13, 40, 200] {
@@ -135,11 +137,11 @@ fn window_equals_algorithm2() {
                 },
             )
             .unwrap();
-            for b in 0..z.tracks {
+            for b in 0..z.tracks() {
                 let zs = steps_of(&z, b);
-                for t in 0..z.steps {
+                for t in 0..z.steps() {
                     let want = algorithm2(model, &zs, n, vague, t);
-                    let g = got.values[b * z.steps + t];
+                    let g = got.values[b * z.steps() + t];
                     assert!(
                         (g - want).abs() <= 1e-10 * want.abs().max(1.0),
                         "model {mi}, N = {n}, track {b}, step {t}: {g} vs {want}"
@@ -235,8 +237,8 @@ fn steady_state_exact_is_exact_to_its_tolerance() {
     let model = sunspot_model();
     let mut z = simulate(&model, 2, 4000, 5, 0.0).unwrap().measurements;
     // Missing values far enough apart for the covariance to settle in between.
-    for k in (10..z.steps).step_by(400) {
-        z.data[k] = f64::NAN;
+    for k in (10..z.steps()).step_by(400) {
+        z.data_mut()[k] = f64::NAN;
     }
     let exact = loglik(Device::Cpu, &model, &z, Method::Exact, &Options::default()).unwrap();
     for tol in [1e-9, 1e-12] {
@@ -265,8 +267,9 @@ fn steady_state_exact_is_exact_to_its_tolerance() {
 fn f32_window_agrees_with_f64() {
     let model = sunspot_model();
     let mut z = simulate(&model, 2, 2000, 9, 0.0).unwrap().measurements;
-    for k in (3..z.steps).step_by(20) {
-        z.data[z.steps + k] = f64::NAN;
+    for k in (3..z.steps()).step_by(20) {
+        let t = z.steps();
+        z.data_mut()[t + k] = f64::NAN;
     }
     let z32: Measurements<f32> = z.cast();
     for n in [12usize, 60] {
@@ -370,13 +373,13 @@ fn window_auto_with_missing_values() {
         ("random walk 2-D", random_walk(2, 1.0, 2.0, 5.0).unwrap()),
     ] {
         let mut z = simulate(&model, 3, 1000, 11, 0.0).unwrap().measurements;
-        let ny = z.ny;
-        for k in (7..z.steps).step_by(20) {
-            z.data[k * ny..(k + 1) * ny].fill(f64::NAN);
+        let ny = z.ny();
+        for k in (7..z.steps()).step_by(20) {
+            z.data_mut()[k * ny..(k + 1) * ny].fill(f64::NAN);
         }
-        for k in z.steps..z.tracks * z.steps {
+        for k in z.steps()..z.tracks() * z.steps() {
             if rng.gen_bool(0.08) {
-                z.data[k * ny..(k + 1) * ny].fill(f64::NAN);
+                z.data_mut()[k * ny..(k + 1) * ny].fill(f64::NAN);
             }
         }
         let exact = loglik(Device::Cpu, &model, &z, Method::Exact, &Options::default()).unwrap();
@@ -424,7 +427,7 @@ fn signal_plus_ar_noise() {
         })
         .collect();
     let with: Vec<f64> = noise
-        .data
+        .data()
         .iter()
         .zip(&template)
         .map(|(n, s)| n + s)
@@ -446,7 +449,7 @@ fn signal_plus_ar_noise() {
     let arrived = Measurements::new(1, steps, 1, with.clone()).unwrap();
     for m in [Method::Exact, Method::WindowAuto(1e-6), Method::Parallel] {
         let present = total(&minus(&with), m) - total(&arrived, m);
-        let absent = total(&minus(&noise.data), m) - total(&noise, m);
+        let absent = total(&minus(noise.data()), m) - total(&noise, m);
         eprintln!("{m:?}: statistic with the arrival {present:.2}, without {absent:.2}");
         assert!(
             present > 20.0 && absent < -20.0,

@@ -15,6 +15,7 @@ use std::process::{Command, Stdio};
 const OPS: &str = include_str!("../src/parallel/kernels/parallel_ops.cu");
 const SCAN: &str = include_str!("../src/parallel/kernels/parallel_scan.cu");
 const MODEL: &str = include_str!("../src/parallel/kernels/parallel_model.cu");
+const FUSED: &str = include_str!("../src/parallel/kernels/parallel_fused.cu");
 const HARNESS: &str = include_str!("parallel_emulation/harness.inc");
 
 fn compiler() -> Option<String> {
@@ -90,7 +91,7 @@ fn run<T: Real>(cxx: &str, nx: usize, ny: usize, t: usize, nb: usize, seed: u64,
     let real = if T::NAME == "f64" { "double" } else { "float" };
     let src = format!(
         "#define NX {nx}\n#define NY {ny}\ntypedef {real} real;\n{}",
-        HARNESS.replace("/*KERNELS*/", &format!("{OPS}\n{SCAN}\n{MODEL}\n"))
+        HARNESS.replace("/*KERNELS*/", &format!("{OPS}\n{SCAN}\n{MODEL}\n{FUSED}\n"))
     );
     let dir = tempfile::tempdir().unwrap();
     let (cpp, exe) = (dir.path().join(format!("{tag}.cpp")), dir.path().join(&tag));
@@ -127,7 +128,7 @@ fn run<T: Real>(cxx: &str, nx: usize, ny: usize, t: usize, nb: usize, seed: u64,
         .for_each(|v| push::<T>(&mut input, *v));
     push_mat::<T>(&mut input, &model.prior.p0);
     let z: Measurements<T> = z.cast();
-    z.data
+    z.data()
         .iter()
         .for_each(|v| push::<T>(&mut input, v.to_f64()));
     let mut child = Command::new(&exe)
@@ -146,8 +147,8 @@ fn run<T: Real>(cxx: &str, nx: usize, ny: usize, t: usize, nb: usize, seed: u64,
     let vals = read::<T>(&out.stdout);
     let (n1, n2) = (nb * t * nx, nb * t * nx * nx);
     let per_alg = 3 * n1 + 3 * n2 + nb * t;
-    assert_eq!(vals.len(), 6 * per_alg, "{tag}: output size");
-    let ll = rf.loglik.as_ref().expect("filter log-likelihoods");
+    assert_eq!(vals.len(), 7 * per_alg, "{tag}: output size");
+    let ll = rf.loglik().expect("filter log-likelihoods");
     for (a, name) in [
         "sequential",
         "ladner-fischer",
@@ -155,6 +156,7 @@ fn run<T: Real>(cxx: &str, nx: usize, ny: usize, t: usize, nb: usize, seed: u64,
         "blelloch",
         "chunked",
         "sengupta:2",
+        "fused",
     ]
     .iter()
     .enumerate()
@@ -175,13 +177,13 @@ fn run<T: Real>(cxx: &str, nx: usize, ny: usize, t: usize, nb: usize, seed: u64,
             take(n2),
         );
         let errs = [
-            ("filter mean", rel_err(&m, &rf.mean, nx)),
-            ("filter cov", rel_err(&c, &rf.cov, nx * nx)),
+            ("filter mean", rel_err(&m, rf.mean(), nx)),
+            ("filter cov", rel_err(&c, rf.cov(), nx * nx)),
             ("loglik", rel_err(&l, ll, 1)),
-            ("rts mean", rel_err(&sm, &rs.mean, nx)),
-            ("rts cov", rel_err(&sc, &rs.cov, nx * nx)),
-            ("two-filter mean", rel_err(&tm, &rs.mean, nx)),
-            ("two-filter cov", rel_err(&tc, &rs.cov, nx * nx)),
+            ("rts mean", rel_err(&sm, rs.mean(), nx)),
+            ("rts cov", rel_err(&sc, rs.cov(), nx * nx)),
+            ("two-filter mean", rel_err(&tm, rs.mean(), nx)),
+            ("two-filter cov", rel_err(&tc, rs.cov(), nx * nx)),
         ];
         for (what, e) in errs {
             assert!(e < tol, "{tag} {name} {what}: {e:e}");

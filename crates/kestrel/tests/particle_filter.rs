@@ -24,10 +24,10 @@ fn cv_model() -> Model {
 fn replicated(model: &Model, steps: usize, reps: usize) -> (Measurements<f64>, Measurements<f64>) {
     let mut sim = kestrel::sim::simulate(model, 1, steps, 4, 0.0).unwrap();
     if steps > 7 {
-        sim.measurements.data[7] = f64::NAN;
+        sim.measurements.data_mut()[7] = f64::NAN;
     }
     let one = sim.measurements;
-    let data: Vec<f64> = (0..reps).flat_map(|_| one.data.iter().copied()).collect();
+    let data: Vec<f64> = (0..reps).flat_map(|_| one.data().iter().copied()).collect();
     (
         one.clone(),
         Measurements::new(reps, steps, 1, data).unwrap(),
@@ -73,12 +73,12 @@ fn errors(n: usize, reps: usize, resampler: Resampler) -> Errors {
         }
         e.mean_sq.push(m2);
         e.cov_sq.push(c2);
-        let ll_pf: f64 = est.loglik.as_ref().unwrap()[r * steps..(r + 1) * steps]
+        let ll_pf: f64 = est.loglik().unwrap()[r * steps..(r + 1) * steps]
             .iter()
             .sum();
         e.ll.push(ll_pf - kf.total_loglik());
         assert_eq!(
-            est.loglik.as_ref().unwrap()[r * steps + 7],
+            est.loglik().unwrap()[r * steps + 7],
             0.0,
             "missing step: no update"
         );
@@ -173,12 +173,12 @@ fn results_do_not_depend_on_threads_or_on_the_split() {
     assert_eq!(a.estimates, b.estimates);
     assert_eq!(a.ess, b.ess);
     // Four filters side by side (one per task): filter 0 is the same filter.
-    let four = Measurements::new(4, 6, 1, one.data.repeat(4)).unwrap();
+    let four = Measurements::new(4, 6, 1, one.data().repeat(4)).unwrap();
     let c = run(2, &four);
     assert_eq!(c.estimates.mean_at(0, 5), a.estimates.mean_at(0, 5));
     assert_eq!(
-        c.estimates.loglik.as_ref().unwrap()[..6],
-        a.estimates.loglik.as_ref().unwrap()[..]
+        c.estimates.loglik().unwrap()[..6],
+        a.estimates.loglik().unwrap()[..]
     );
     // Buffers reused from filter to filter (one thread) start each filter afresh.
     let small = {
@@ -234,10 +234,10 @@ fn tiny_likelihoods_do_not_underflow() {
     let z = Measurements::<f64>::new(1, 3, 1, vec![0.0, 1000.0, 2.0]).unwrap();
     let out =
         particle_filter_cpu(&PfModel::linear(&model).unwrap(), &z, &PfOptions::new(1000)).unwrap();
-    let ll = out.estimates.loglik.unwrap();
+    let ll = out.estimates.loglik().unwrap();
     assert!(ll.iter().all(|v| v.is_finite()), "{ll:?}");
     assert!(ll[1] < -1e5, "{ll:?}");
-    assert!(out.estimates.mean.iter().all(|v| v.is_finite()));
+    assert!(out.estimates.mean().iter().all(|v| v.is_finite()));
     assert!(out.ess.iter().all(|&e| (1.0..=1000.0).contains(&e)));
 }
 

@@ -29,21 +29,21 @@ p0 = 4.0
 /// diagonals, log-likelihoods and ESS at every step).
 fn diverging<T: Real>(a: &PfOutput<T>, b: &PfOutput<T>, tol: f64) -> usize {
     let (ea, eb) = (&a.estimates, &b.estimates);
-    let nx = ea.nx;
+    let nx = ea.nx();
     assert!(
-        eb.mean
+        eb.mean()
             .iter()
-            .chain(&eb.cov)
+            .chain(eb.cov())
             .chain(&b.ess)
             .all(|v| v.is_finite_value()),
         "unwritten output"
     );
-    (0..ea.tracks)
+    (0..ea.tracks())
         .filter(|&tr| {
-            (0..ea.steps).any(|k| {
-                let o = tr * ea.steps + k;
-                let l = ea.loglik.as_ref().unwrap()[o].to_f64();
-                let lb = eb.loglik.as_ref().unwrap()[o].to_f64();
+            (0..ea.steps()).any(|k| {
+                let o = tr * ea.steps() + k;
+                let l = ea.loglik().unwrap()[o].to_f64();
+                let lb = eb.loglik().unwrap()[o].to_f64();
                 (0..nx).any(|i| {
                     let sd = ea.cov_at(tr, k)[i * nx + i].to_f64().sqrt();
                     (ea.mean_at(tr, k)[i].to_f64() - eb.mean_at(tr, k)[i].to_f64()).abs() > tol * sd

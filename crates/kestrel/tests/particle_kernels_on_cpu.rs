@@ -104,8 +104,8 @@ fn run_device<T: Real>(
     let key = key_of(opts.seed);
     let mut input = Vec::new();
     for v in [
-        z.tracks as u32,
-        z.steps as u32,
+        z.tracks() as u32,
+        z.steps() as u32,
         opts.particles as u32,
         scheme,
         steps_b,
@@ -115,7 +115,7 @@ fn run_device<T: Real>(
         input.extend(v.to_le_bytes());
     }
     input.extend(opts.ess_threshold.to_le_bytes());
-    input.extend(bytes(&z.data));
+    input.extend(bytes(z.data()));
     let (fin, fout) = (dir.join("in.bin"), dir.join("out.bin"));
     std::fs::write(&fin, input).unwrap();
     let st = Command::new(exe)
@@ -127,7 +127,7 @@ fn run_device<T: Real>(
     assert!(st.success());
     let out = std::fs::read(&fout).unwrap();
     let s = std::mem::size_of::<T>();
-    let (b, t) = (z.tracks, z.steps);
+    let (b, t) = (z.tracks(), z.steps());
     let sizes = [b * t * nx, b * t * nx * nx, b * t, b * t];
     let mut o = 0;
     let mut parts = Vec::new();
@@ -233,7 +233,7 @@ fn compare<T: Real>(
     tol: f64,
 ) -> usize {
     let est = &cpu.estimates;
-    let (b, t) = (est.tracks, est.steps);
+    let (b, t) = (est.tracks(), est.steps());
     assert!(dev.fail.iter().all(|&f| f == 0));
     let all = dev
         .mean
@@ -259,7 +259,7 @@ fn compare<T: Real>(
                 .abs();
                 same &= dc <= tol * sd * sd;
             }
-            let l = est.loglik.as_ref().unwrap()[o].to_f64();
+            let l = est.loglik().unwrap()[o].to_f64();
             same &= (dev.loglik[o].to_f64() - l).abs() <= tol * (1.0 + l.abs());
             same &= (dev.ess[o].to_f64() - cpu.ess[o].to_f64()).abs() <= tol * cpu.ess[o].to_f64();
         }
@@ -306,7 +306,7 @@ fn linear_and_f32_kernels_match_the_cpu_filter() {
     )
     .unwrap();
     let (_, mut z) = kestrel::particle::simulate(&lin, 4, 6, 8, 0.0).unwrap();
-    z.data[5] = f64::NAN; // track 0, step 2: missing
+    z.data_mut()[5] = f64::NAN; // track 0, step 2: missing
     let exe = build::<f64>(&cxx, &lin, dir.path());
     let mut opts = PfOptions::new(100);
     opts.seed = 3;

@@ -79,10 +79,10 @@ fn every_nonlinear_kind_simulates_and_filters() {
         let out = particle_filter_cpu(&m, &z, &PfOptions::new(2_000)).unwrap();
         let est = &out.estimates;
         assert!(
-            est.mean.iter().chain(&est.cov).all(|v| v.is_finite()),
+            est.mean().iter().chain(est.cov()).all(|v| v.is_finite()),
             "{text}"
         );
-        assert!(est.loglik.as_ref().unwrap().iter().all(|v| v.is_finite()));
+        assert!(est.loglik().unwrap().iter().all(|v| v.is_finite()));
         if !matches!(m.kind, PfKind::StochasticVolatility { .. }) {
             // Position errors at the last step within 4 posterior standard deviations.
             for b in 0..2 {

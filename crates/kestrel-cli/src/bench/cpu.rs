@@ -72,8 +72,8 @@ pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
         // The RTS pass alone, over restored filtered estimates (the restore is not timed).
         let mut rts_times = Vec::with_capacity(reps);
         for i in 0..warm + reps {
-            out.mean.copy_from_slice(&filtered.mean);
-            out.cov.copy_from_slice(&filtered.cov);
+            out.mean_mut().copy_from_slice(filtered.mean());
+            out.cov_mut().copy_from_slice(filtered.cov());
             let t = Instant::now();
             kalman::smooth_in_place(&model, &mut out)?;
             if i >= warm {

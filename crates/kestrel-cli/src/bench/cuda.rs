@@ -63,13 +63,13 @@ fn measurements(model: &Model, tracks: usize, steps: usize) -> anyhow::Result<Me
     let z = kestrel::sim::simulate(model, base, steps, 11, 0.02)?
         .measurements
         .cast::<f32>();
-    let per = steps * z.ny;
+    let per = steps * z.ny();
     let mut data = Vec::with_capacity(tracks * per);
     while data.len() < tracks * per {
-        let take = (tracks * per - data.len()).min(z.data.len());
-        data.extend_from_slice(&z.data[..take]);
+        let take = (tracks * per - data.len()).min(z.data().len());
+        data.extend_from_slice(&z.data()[..take]);
     }
-    Ok(Measurements::new(tracks, steps, z.ny, data)?)
+    Ok(Measurements::new(tracks, steps, z.ny(), data)?)
 }
 
 fn kernel_times(
@@ -233,7 +233,7 @@ fn tracker(sink: &mut Sink, dev: &str, model: &Model, n: usize) -> anyhow::Resul
         tr.add()?;
     }
     let z = measurements(model, n, 1)?;
-    tr.update(&z.data, None, None)?;
+    tr.update(z.data(), None, None)?;
     tr.synchronize()?;
     let steps = 200;
     let mut wall = Vec::new();
@@ -241,7 +241,7 @@ fn tracker(sink: &mut Sink, dev: &str, model: &Model, n: usize) -> anyhow::Resul
         let t0 = Instant::now();
         for _ in 0..steps {
             tr.predict()?;
-            tr.update(&z.data, None, None)?;
+            tr.update(z.data(), None, None)?;
         }
         tr.synchronize()?;
         wall.push(t0.elapsed().as_secs_f64() / steps as f64);

@@ -44,22 +44,22 @@ struct Case {
 fn data(c: &Case) -> anyhow::Result<Measurements<f64>> {
     // Long series are simulated as one track and copied: simulation is not what is timed.
     let mut z = simulate(&c.model, c.tracks.min(4), c.steps, 1, 0.0)?.measurements;
-    if z.tracks < c.tracks {
-        let one = z.data.clone();
-        z.data = one
+    if z.tracks() < c.tracks {
+        let one = z.data().to_vec();
+        let data = one
             .iter()
             .cycle()
-            .take(one.len() / z.tracks * c.tracks)
+            .take(one.len() / z.tracks() * c.tracks)
             .copied()
             .collect();
-        z.tracks = c.tracks;
+        z = Measurements::new(c.tracks, z.steps(), z.ny(), data)?;
     }
     if let Some(e) = c.missing_every {
-        let ny = z.ny;
-        for b in 0..z.tracks {
-            for k in (e - 1..z.steps).step_by(e) {
-                let o = (b * z.steps + k) * ny;
-                z.data[o..o + ny].fill(f64::NAN);
+        let ny = z.ny();
+        for b in 0..z.tracks() {
+            for k in (e - 1..z.steps()).step_by(e) {
+                let o = (b * z.steps() + k) * ny;
+                z.data_mut()[o..o + ny].fill(f64::NAN);
             }
         }
     }

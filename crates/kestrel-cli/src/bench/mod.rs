@@ -7,6 +7,7 @@ pub mod likelihood;
 pub mod parallel;
 pub mod particle;
 pub mod tbd;
+pub mod tracking;
 
 use std::time::Instant;
 

@@ -41,8 +41,8 @@ fn rel_err<T: Real>(a: &[T], b: &[f64], per: usize) -> f64 {
 
 fn errors<T: Real>(got: &Estimates<T>, want: &Estimates<f64>) -> serde_json::Value {
     serde_json::json!({
-        "max_rel_err_mean": rel_err(&got.mean, &want.mean, got.nx),
-        "max_rel_err_cov": rel_err(&got.cov, &want.cov, got.nx * got.nx),
+        "max_rel_err_mean": rel_err(got.mean(), want.mean(), got.nx()),
+        "max_rel_err_cov": rel_err(got.cov(), want.cov(), got.nx() * got.nx()),
         "loglik_total": got.total_loglik(),
         "loglik_total_ref": want.total_loglik(),
     })
@@ -195,7 +195,7 @@ fn pram(sink: &mut Sink, quick: bool) {
 fn gpu(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
     use kestrel::parallel::cuda::{self as cp, Method};
     let lengths: &[usize] = if quick {
-        &[1_000, 10_000]
+        &[1_000, 10_000, 1_000_000]
     } else {
         &[1_000, 10_000, 100_000, 1_000_000, 10_000_000]
     };
@@ -269,15 +269,35 @@ fn gpu(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
                 None
             };
             let mut algs = vec![
-                ScanAlgorithm::Fastest,
-                ScanAlgorithm::LadnerFischer,
-                ScanAlgorithm::Blelloch,
-                ScanAlgorithm::Sengupta(1),
+                (ScanAlgorithm::Fastest, true),
+                (ScanAlgorithm::Fastest, false),
+                (ScanAlgorithm::LadnerFischer, true),
             ];
-            if t <= 1_000_000 {
-                algs.push(ScanAlgorithm::HillisSteele);
+            if !quick {
+                algs.extend([
+                    (ScanAlgorithm::Blelloch, true),
+                    (ScanAlgorithm::Sengupta(1), true),
+                ]);
+                if t <= 1_000_000 {
+                    algs.push((ScanAlgorithm::HillisSteele, true));
+                }
             }
-            for alg in algs {
+            for (alg, fused) in algs {
+                // The fastest scan fused (the default) and over stored elements.
+                if fused {
+                    std::env::remove_var("KESTREL_PAR_FUSED");
+                } else {
+                    std::env::set_var("KESTREL_PAR_FUSED", "0");
+                }
+                let aname = if alg == ScanAlgorithm::Fastest {
+                    if fused {
+                        "fastest-fused".to_string()
+                    } else {
+                        "fastest-stored".to_string()
+                    }
+                } else {
+                    alg.name()
+                };
                 for (mname, method) in [
                     ("parallel-filter", Method::Filter),
                     ("parallel-rts", Method::Rts),
@@ -290,20 +310,36 @@ fn gpu(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
                         cp::time(0, model, &z, method, alg, w, n)?
                     };
                     let mut extra = serde_json::json!({
-                        "max_rel_err_mean": rel_err(&f.mean, &rf.mean, NX),
-                        "max_rel_err_cov": rel_err(&f.cov, &rf.cov, NX * NX),
+                        "max_rel_err_mean": rel_err(f.mean(), rf.mean(), NX),
+                        "max_rel_err_cov": rel_err(f.cov(), rf.cov(), NX * NX),
                         "time_varying": !big,
                     });
                     if let Some(s) = s {
-                        extra["smoothed_max_rel_err_mean"] = rel_err(&s.mean, &rs.mean, NX).into();
+                        extra["smoothed_max_rel_err_mean"] =
+                            rel_err(s.mean(), rs.mean(), NX).into();
                         extra["smoothed_max_rel_err_cov"] =
-                            rel_err(&s.cov, &rs.cov, NX * NX).into();
+                            rel_err(s.cov(), rs.cov(), NX * NX).into();
                     }
                     if let Some(o) = one {
                         extra["speedup_vs_one_gpu_thread"] = (o / super::median(&times)).into();
                     }
+                    // The least traffic: z read, the moments written (filtered, and
+                    // smoothed for the smoothers), against the device's bandwidth.
+                    let size = if prec == "f32" { 4 } else { 8 };
+                    let per_step = NY
+                        + NX
+                        + NX * NX
+                        + 1
+                        + if method == Method::Filter {
+                            0
+                        } else {
+                            NX + NX * NX
+                        };
+                    let bytes = (t * per_step * size) as f64;
+                    extra["min_bytes"] = bytes.into();
+                    extra["gb_per_s_of_min_bytes"] = (bytes / super::median(&times) / 1e9).into();
                     let mut r = Record::new(
-                        format!("gpu-{mname}/{}", alg.name()),
+                        format!("gpu-{mname}/{aname}"),
                         dev.clone(),
                         if prec == "f32" { "f32" } else { "f64" },
                         1,
@@ -316,9 +352,10 @@ fn gpu(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
                     sink.push(r);
                 }
             }
+            std::env::remove_var("KESTREL_PAR_FUSED");
         }
         if t == 1_000_000 {
-            // The chunk length of the default scan, swept (f32 filter).
+            // The chunk length of the default (fused) scan, swept (f32 filter).
             for kk in [4, 8, 16, 32, 64] {
                 std::env::set_var("KESTREL_PAR_CHUNK", kk.to_string());
                 let (times, _) = cp::time(
@@ -374,14 +411,14 @@ fn batched(sink: &mut Sink, dev: &str) -> anyhow::Result<()> {
         ] {
             let (times, (f, s)) = cp::time(0, &model, &z32, method, alg, 1, 5)?;
             let mut extra = serde_json::json!({
-                "max_rel_err_mean": rel_err(&f.mean, &rf.mean, NX),
-                "max_rel_err_cov": rel_err(&f.cov, &rf.cov, NX * NX),
+                "max_rel_err_mean": rel_err(f.mean(), rf.mean(), NX),
+                "max_rel_err_cov": rel_err(f.cov(), rf.cov(), NX * NX),
                 "time_varying": true,
                 "missing": 0.1,
             });
             if let Some(s) = s {
-                extra["smoothed_max_rel_err_mean"] = rel_err(&s.mean, &rs.mean, NX).into();
-                extra["smoothed_max_rel_err_cov"] = rel_err(&s.cov, &rs.cov, NX * NX).into();
+                extra["smoothed_max_rel_err_mean"] = rel_err(s.mean(), rs.mean(), NX).into();
+                extra["smoothed_max_rel_err_cov"] = rel_err(s.cov(), rs.cov(), NX * NX).into();
             }
             let mut r = Record::new(
                 format!("gpu-batched-{mname}/{}", alg.name()),
@@ -397,6 +434,32 @@ fn batched(sink: &mut Sink, dev: &str) -> anyhow::Result<()> {
             sink.push(r);
         }
     }
+    // The fused scan's chunk length for the batch, swept (filter).
+    for kk in [8, 16, 32, 64] {
+        std::env::set_var("KESTREL_PAR_CHUNK", kk.to_string());
+        let (times, _) = cp::time(
+            0,
+            &model,
+            &z32,
+            Method::Filter,
+            ScanAlgorithm::Fastest,
+            1,
+            5,
+        )?;
+        let mut r = Record::new(
+            format!("gpu-batched-parallel-filter/fastest-chunk{kk}"),
+            dev.to_string(),
+            "f32",
+            b,
+            t,
+            NX,
+            NY,
+            &times,
+        );
+        r.extra = serde_json::json!({ "chunk": kk });
+        sink.push(r);
+    }
+    std::env::remove_var("KESTREL_PAR_CHUNK");
     let mut out = None;
     let times = time_runs(1, 3, || {
         out = Some(parallel::filter(
@@ -425,7 +488,7 @@ fn batched(sink: &mut Sink, dev: &str) -> anyhow::Result<()> {
             &model,
             &rf32,
             ScanAlgorithm::Fastest,
-            false,
+            parallel::Moments::MeansAndCovariances,
         ))
     });
     let s = out.expect("ran")?;
@@ -440,8 +503,8 @@ fn batched(sink: &mut Sink, dev: &str) -> anyhow::Result<()> {
         &times,
     );
     r.extra = serde_json::json!({
-        "max_rel_err_mean": rel_err(&s.mean, &rs.mean, NX),
-        "max_rel_err_cov": rel_err(&s.cov, &rs.cov, NX * NX),
+        "max_rel_err_mean": rel_err(s.mean(), rs.mean(), NX),
+        "max_rel_err_cov": rel_err(s.cov(), rs.cov(), NX * NX),
     });
     sink.push(r);
     Ok(())

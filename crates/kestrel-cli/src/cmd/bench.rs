@@ -10,6 +10,7 @@ pub enum Family {
     Likelihood,
     Particle,
     Tbd,
+    Tracking,
 }
 
 #[derive(clap::Args, Debug)]
@@ -25,13 +26,14 @@ pub struct Args {
 type Runner = fn(&mut Sink, bool) -> anyhow::Result<()>;
 
 pub fn run(a: Args) -> anyhow::Result<()> {
-    let families: [(Family, &str, Runner); 6] = [
+    let families: [(Family, &str, Runner); 7] = [
         (Family::Cpu, "cpu", bench::cpu::run),
         (Family::Cuda, "cuda", bench::cuda::run),
         (Family::Parallel, "parallel", bench::parallel::run),
         (Family::Likelihood, "likelihood", bench::likelihood::run),
         (Family::Particle, "particle", bench::particle::run),
         (Family::Tbd, "tbd", bench::tbd::run),
+        (Family::Tracking, "tracking", bench::tracking::run),
     ];
     let mut sink = Sink::default();
     let mut failed = Vec::new();

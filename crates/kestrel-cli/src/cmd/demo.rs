@@ -50,6 +50,10 @@ pub struct Args {
     /// Where to write the plot of a few tracks (SVG).
     #[arg(long, value_name = "FILE.svg", default_value = "kestrel-demo.svg")]
     plot: PathBuf,
+    /// Multi-target tracking instead: crossing targets in clutter, tracked with GNN and
+    /// JPDA, scored with GOSPA and CLEAR MOT.
+    #[arg(long)]
+    tracking: bool,
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
@@ -63,11 +67,26 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             a.plot.display()
         )));
     }
+    if a.tracking {
+        return super::demo_tracking::run(&a.plot, a.seed);
+    }
     if a.tracks == 0 || a.steps == 0 {
         return Err(bad("--tracks and --steps must be at least 1"));
     }
     let outputs = kestrel::io::Outputs::plan(&[], &[&a.plot])?;
-    let device = choose_device(&a.device)?;
+    let device = if a.device == "auto" && !a.pf {
+        // The Kalman demo: the GPU only where it pays for its set-up.
+        let model = kestrel::model::constant_velocity(2, 1.0, Q, R, P0)?;
+        let rows = (a.tracks as u64).saturating_mul(a.steps as u64);
+        let choice = kestrel::kalman::cuda::choose::<f32>(&model, rows, true);
+        super::note(format!(
+            "device: {} (auto: {})",
+            choice.device, choice.reason
+        ));
+        choice.device
+    } else {
+        choose_device(&a.device)?
+    };
     if a.pf {
         if a.particles == 0 {
             return Err(bad("--particles must be at least 1"));
@@ -87,15 +106,15 @@ pub fn run(a: Args) -> anyhow::Result<()> {
 /// Mean NEES `(x - m)^T P^{-1} (x - m)` over all tracks and steps (the per-step
 /// `kestrel::kalman::nees`, tracks in parallel).
 fn mean_nees<T: Real>(est: &Estimates<T>, truth: &[f64]) -> f64 {
-    let nx = est.nx;
-    let sum: f64 = (0..est.tracks)
+    let nx = est.nx();
+    let sum: f64 = (0..est.tracks())
         .into_par_iter()
         .map(|b| {
             let mut err = vec![0.0; nx];
             let mut cov = vec![0.0; nx * nx];
-            (0..est.steps)
+            (0..est.steps())
                 .map(|k| {
-                    let o = (b * est.steps + k) * nx;
+                    let o = (b * est.steps() + k) * nx;
                     for (i, m) in est.mean_at(b, k).iter().enumerate() {
                         err[i] = truth[o + i] - m.to_f64();
                     }
@@ -107,12 +126,12 @@ fn mean_nees<T: Real>(est: &Estimates<T>, truth: &[f64]) -> f64 {
                 .sum::<f64>()
         })
         .sum();
-    sum / (est.tracks * est.steps).max(1) as f64
+    sum / (est.tracks() * est.steps()).max(1) as f64
 }
 
 /// Positions `(x, y)` (state components 0 and 2) of every track and step.
 fn positions<T: Real>(e: &Estimates<T>) -> Vec<T> {
-    e.mean.chunks(e.nx).flat_map(|m| [m[0], m[2]]).collect()
+    e.mean().chunks(e.nx()).flat_map(|m| [m[0], m[2]]).collect()
 }
 
 fn run_typed<T: Real>(a: &Args, device: Device) -> anyhow::Result<()> {
@@ -146,13 +165,17 @@ fn run_typed<T: Real>(a: &Args, device: Device) -> anyhow::Result<()> {
 
     progress.phase("smoothing");
     let t2 = Instant::now();
-    let (f, s) = kestrel::smooth_on(device, &model, &z, SmoothMethod::Rts)?;
+    let kestrel::Smoothed {
+        filtered: f,
+        smoothed: s,
+        ..
+    } = kestrel::smooth_on(device, &model, &z, SmoothMethod::Rts)?;
     let t_smooth = t2.elapsed().as_secs_f64();
 
     progress.phase("scoring");
     let truth_t: Vec<T> = sim.truth.iter().map(|&v| T::of(v)).collect();
     let pos = [0, 2];
-    let rmse_raw = kestrel::kalman::rmse(&z.data, 2, &truth_t, 4, &pos);
+    let rmse_raw = kestrel::kalman::rmse(z.data(), 2, &truth_t, 4, &pos);
     let rmse_f = kestrel::kalman::rmse(&positions(&f), 2, &truth_t, 4, &pos);
     let rmse_s = kestrel::kalman::rmse(&positions(&s), 2, &truth_t, 4, &pos);
     let nees_f = mean_nees(&f, &sim.truth);
@@ -164,11 +187,11 @@ fn run_typed<T: Real>(a: &Args, device: Device) -> anyhow::Result<()> {
         .map(|tr| {
             let truth = &sim.truth[tr * t * 4..(tr + 1) * t * 4];
             let zs = sim.measurements.track(tr);
-            let fm: Vec<f64> = f.mean[tr * t * 4..(tr + 1) * t * 4]
+            let fm: Vec<f64> = f.mean()[tr * t * 4..(tr + 1) * t * 4]
                 .iter()
                 .map(|v| v.to_f64())
                 .collect();
-            let sm: Vec<f64> = s.mean[tr * t * 4..(tr + 1) * t * 4]
+            let sm: Vec<f64> = s.mean()[tr * t * 4..(tr + 1) * t * 4]
                 .iter()
                 .map(|v| v.to_f64())
                 .collect();

@@ -93,6 +93,8 @@ impl Job {
                 format!("smooth (parallel RTS, scan {s:?})")
             }
             Job::Smooth(SmoothMethod::TwoFilter(s)) => format!("smooth (two-filter, scan {s:?})"),
+            Job::Filter(m) => format!("filter ({m:?})"),
+            Job::Smooth(m) => format!("smooth ({m:?})"),
         }
     }
 }
@@ -120,12 +122,73 @@ fn run(c: &Common, job: Job) -> anyhow::Result<()> {
     Format::of(&c.output, ESTIMATE_FORMATS)?;
     let selection = Outputs::parse(&c.outputs)?;
     let outputs = io::Outputs::plan(&[&c.model, &c.input], &[&c.output])?;
-    let device = choose_device(&c.device)?;
     let model = kestrel::model::load_model(&c.model)?;
+    let device = match (c.device.as_str(), job) {
+        // The sequential filter and RTS: the GPU only where it pays for its set-up.
+        ("auto", Job::Filter(FilterMethod::Sequential) | Job::Smooth(SmoothMethod::Rts)) => {
+            auto_device(&model, &c.input, matches!(job, Job::Smooth(_)), c.precision)
+        }
+        _ => choose_device(&c.device)?,
+    };
     match c.precision.unwrap_or(Precision::default_for(device)) {
         Precision::F64 => run_typed::<f64>(c, job, device, &model, selection, outputs),
         Precision::F32 => run_typed::<f32>(c, job, device, &model, selection, outputs),
     }
+}
+
+/// On a GPU, opens the device and compiles (or loads from the cache) the kernels of the
+/// sequential filter / RTS smoother before the timed work, so that the summary shows
+/// set-up apart from compute; returns that part of the summary line.
+fn gpu_setup<T: Real>(device: Device, model: &Model, job: Job) -> anyhow::Result<String> {
+    use kestrel::kalman::cuda::source::Part;
+    let parts: &[Part] = match job {
+        Job::Filter(FilterMethod::Sequential) => &[Part::Filter],
+        Job::Smooth(SmoothMethod::Rts) => &[Part::Filter, Part::Smooth],
+        _ => return Ok(String::new()),
+    };
+    let ordinals: Vec<usize> = match device {
+        Device::Cuda(i) => vec![i],
+        Device::AllCuda => (0..kestrel::cuda::device_count()).collect(),
+        _ => return Ok(String::new()),
+    };
+    let t = Instant::now();
+    for &i in &ordinals {
+        kestrel::cuda::device_name(i)?;
+    }
+    let open = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    for &i in &ordinals {
+        for &part in parts {
+            kestrel::kalman::cuda::compile_kernels::<T>(i, model, true, part)?;
+        }
+    }
+    let compile = t.elapsed().as_secs_f64();
+    Ok(format!(
+        "GPU set-up {:.3} s (device {open:.3} s, kernels {compile:.3} s); ",
+        open + compile
+    ))
+}
+
+/// `--device auto` for the batched filter and smoother: the size of the job (read from
+/// the input's header, or estimated from a CSV's size) against a model of CPU and GPU
+/// time, set-up included (`kestrel::kalman::cuda::choose`); the choice and its reason
+/// go to the notes printed after success.
+fn auto_device(
+    model: &Model,
+    input: &std::path::Path,
+    smooth: bool,
+    p: Option<Precision>,
+) -> Device {
+    let rows = io::peek_rows(input).unwrap_or(u64::MAX);
+    let choice = match p {
+        Some(Precision::F64) => kestrel::kalman::cuda::choose::<f64>(model, rows, smooth),
+        _ => kestrel::kalman::cuda::choose::<f32>(model, rows, smooth),
+    };
+    super::note(format!(
+        "device: {} (auto: {})",
+        choice.device, choice.reason
+    ));
+    choice.device
 }
 
 /// Writes `est` in the precision asked for (a value too large for f32 is an error).
@@ -151,17 +214,17 @@ fn write_in<T: Real>(
 /// A finite value that became infinite in f32 does not fit: say where.
 fn check_fits_f32<T: Real>(est: &Estimates<T>, e32: &Estimates<f32>) -> anyhow::Result<()> {
     let arrays: [(&str, &[T], &[f32], usize); 3] = [
-        ("mean", &est.mean, &e32.mean, est.nx),
+        ("mean", est.mean(), e32.mean(), est.nx()),
         (
             "cov",
-            &est.cov,
-            &e32.cov,
-            est.cov.len() / (est.tracks * est.steps).max(1),
+            est.cov(),
+            e32.cov(),
+            est.cov().len() / (est.tracks() * est.steps()).max(1),
         ),
         (
             "loglik",
-            est.loglik.as_deref().unwrap_or(&[]),
-            e32.loglik.as_deref().unwrap_or(&[]),
+            est.loglik().unwrap_or(&[]),
+            e32.loglik().unwrap_or(&[]),
             1,
         ),
     ];
@@ -171,10 +234,10 @@ fn check_fits_f32<T: Real>(est: &Estimates<T>, e32: &Estimates<f32>) -> anyhow::
             .zip(b)
             .position(|(x, y)| x.is_finite_value() && !y.is_finite())
         {
-            let (k, track) = (i / per.max(1), i / per.max(1) / est.steps.max(1));
+            let (k, track) = (i / per.max(1), i / per.max(1) / est.steps().max(1));
             return Err(bad(format!(
                 "--output-precision f32: {name} of track {track}, step {} is {} and does not fit in f32",
-                k % est.steps.max(1),
+                k % est.steps().max(1),
                 a[i].to_f64()
             )));
         }
@@ -194,12 +257,12 @@ fn run_typed<T: Real>(
     let progress = Progress::new("reading");
     let z: Measurements<T> = io::read_measurements(&c.input)?;
     io::check_measurement_dim(&c.input, &z, model.ny())?;
-    if z.tracks == 0 || z.steps == 0 {
+    if z.tracks() == 0 || z.steps() == 0 {
         return Err(bad(format!(
             "{}: no measurements ({} tracks x {} steps)",
             c.input.display(),
-            z.tracks,
-            z.steps
+            z.tracks(),
+            z.steps()
         )));
     }
     let t_read = t0.elapsed().as_secs_f64();
@@ -207,21 +270,22 @@ fn run_typed<T: Real>(
         Job::Filter(_) => "filtering",
         Job::Smooth(_) => "smoothing",
     });
+    let setup = gpu_setup::<T>(device, model, job)?;
     let t1 = Instant::now();
     let (est, loglik) = estimate(device, model, &z, job, selection)?;
     let t_compute = t1.elapsed().as_secs_f64();
-    progress.tracks("writing", z.tracks);
+    progress.tracks("writing", z.tracks());
     let t2 = Instant::now();
     write_in(c, &est, &|n| progress.inc(n))?;
     outputs.commit()?;
     let t_write = t2.elapsed().as_secs_f64();
     progress.finish();
-    let n = z.tracks * z.steps;
+    let n = z.tracks() * z.steps();
     errln!(
-        "{}: {} tracks x {} steps on {device}, {}: total log-likelihood {loglik:.6e}; compute {t_compute:.3} s ({}); total {:.3} s (read {t_read:.3} s, write {t_write:.3} s) -> {}",
+        "{}: {} tracks x {} steps on {device}, {}: total log-likelihood {loglik:.6e}; {setup}compute {t_compute:.3} s ({}); total {:.3} s (read {t_read:.3} s, write {t_write:.3} s) -> {}",
         job.describe(),
-        z.tracks,
-        z.steps,
+        z.tracks(),
+        z.steps(),
         T::NAME,
         rate(n, t_compute),
         t0.elapsed().as_secs_f64(),
@@ -248,7 +312,7 @@ pub fn estimate<T: Real>(
                 ..FilterOptions::default()
             };
             let f = kestrel::filter_on(device, model, z, m, &opts)?.filtered;
-            let ll = if f.loglik.is_some() {
+            let ll = if f.loglik().is_some() {
                 f.total_loglik()
             } else {
                 f64::NAN
@@ -256,7 +320,11 @@ pub fn estimate<T: Real>(
             Ok((f, ll))
         }
         Job::Smooth(m) => {
-            let (f, mut s) = kestrel::smooth_on(device, model, z, m)?;
+            let kestrel::Smoothed {
+                filtered: f,
+                smoothed: mut s,
+                ..
+            } = kestrel::smooth_on(device, model, z, m)?;
             outputs.apply(&mut s);
             Ok((s, f.total_loglik()))
         }

@@ -264,6 +264,12 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     if let Some(p) = &a.plot {
         check_ext(p, "svg", "--plot")?;
     }
+    let mut inputs = vec![a.truth.as_path(), a.tracks.as_path()];
+    inputs.extend(a.model.as_deref());
+    let mut outs = Vec::new();
+    outs.extend(a.output.as_deref());
+    outs.extend(a.plot.as_deref());
+    let outputs = kestrel::io::Outputs::plan(&inputs, &outs)?;
     let truth = read_truth(&a.truth)?;
     let tracks = read_tracks(&a.tracks)?;
     let h = match &a.model {
@@ -271,7 +277,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             let model = kestrel::model::load_model(m)?;
             let h: Vec<f64> = (0..model.ny())
                 .flat_map(|i| (0..model.nx()).map(move |j| (i, j)))
-                .map(|(i, j)| model.h[(i, j)])
+                .map(|(i, j)| model.h()[(i, j)])
                 .collect();
             Some((h, model.ny()))
         }
@@ -305,6 +311,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         let title = format!("{} against time: {}", e.series[0].0, a.tracks.display());
         plot(p, &e, &title)?;
     }
-    println!("{}", e.summary);
+    outputs.commit()?;
+    outln!("{}", e.summary);
     Ok(())
 }

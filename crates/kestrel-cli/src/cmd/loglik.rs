@@ -95,12 +95,12 @@ fn run_typed<T: Real>(
     let progress = Progress::new("reading");
     let z: Measurements<T> = io::read_measurements(&a.input)?;
     io::check_measurement_dim(&a.input, &z, model.ny())?;
-    if z.tracks == 0 || z.steps == 0 {
+    if z.tracks() == 0 || z.steps() == 0 {
         return Err(bad(format!(
             "{}: no measurements ({} tracks x {} steps)",
             a.input.display(),
-            z.tracks,
-            z.steps
+            z.tracks(),
+            z.steps()
         )));
     }
     progress.phase("computing log-likelihoods");
@@ -120,10 +120,10 @@ fn run_typed<T: Real>(
     errln!(
         "loglik ({}{window}): {} tracks x {} steps on {device}, {}; compute {t_compute:.3} s ({}); total {:.3} s -> {}",
         a.method,
-        z.tracks,
-        z.steps,
+        z.tracks(),
+        z.steps(),
         T::NAME,
-        rate(z.tracks * z.steps, t_compute),
+        rate(z.tracks() * z.steps(), t_compute),
         t0.elapsed().as_secs_f64(),
         a.output.display()
     );

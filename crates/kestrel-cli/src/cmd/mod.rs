@@ -3,6 +3,7 @@
 
 pub mod bench;
 pub mod demo;
+mod demo_tracking;
 pub mod estimate;
 pub mod eval;
 pub mod loglik;
@@ -12,6 +13,7 @@ pub mod simulate;
 pub mod simulate_frames;
 pub mod tbd;
 pub mod tbd_eval;
+pub mod track;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use kestrel::Device;
@@ -77,7 +79,7 @@ impl Precision {
     pub fn default_for(device: Device) -> Precision {
         match device {
             Device::Cpu => Precision::F64,
-            Device::Cuda(_) | Device::AllCuda => Precision::F32,
+            _ => Precision::F32,
         }
     }
 }
@@ -86,8 +88,9 @@ impl Precision {
 /// success, or at once with `--verbose`).
 pub fn choose_device(s: &str) -> anyhow::Result<Device> {
     if s == "auto" {
-        let (d, why) = Device::auto();
-        match why {
+        let choice = Device::auto();
+        let d = choice.device;
+        match choice.why_not_gpu {
             Some(w) => note(format!("device: {d} (auto: no usable CUDA GPU: {w})")),
             None => note(format!("device: {d} (auto: a CUDA GPU is available)")),
         }
@@ -157,7 +160,7 @@ pub fn one_line(text: &str) -> String {
 
 /// A command-line parsing error as one `error:` line (clap's usage and tips left out),
 /// exit status 2; `--help` and `--version` print as usual and exit 0.
-pub fn usage_error(e: clap::Error) -> std::process::ExitCode {
+pub fn usage_error(e: clap::Error, commands: &[String]) -> std::process::ExitCode {
     use clap::error::ErrorKind;
     match e.kind() {
         ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
@@ -165,7 +168,10 @@ pub fn usage_error(e: clap::Error) -> std::process::ExitCode {
             return std::process::ExitCode::SUCCESS;
         }
         ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand | ErrorKind::MissingSubcommand => {
-            errln!("error: no command given (simulate, filter, smooth, demo, bench; `kestrel --help` lists them)");
+            errln!(
+                "error: no command given (one of {}; `kestrel --help` says more)",
+                commands.join(", ")
+            );
             return std::process::ExitCode::from(2);
         }
         _ => {}

@@ -105,11 +105,11 @@ fn run_typed<T: Real>(
     progress.phase("writing");
     io::write_estimates_with_columns(&a.output, &out.estimates, &[("ess", &out.ess)])?;
     progress.finish();
-    let ps = (z.tracks * z.steps) as f64 * opts.particles as f64;
+    let ps = (z.tracks() * z.steps()) as f64 * opts.particles as f64;
     errln!(
         "pf: {} tracks x {} steps (kind {}, nx {nx}, ny {ny}), {} particles, {} resampling below ESS {} N, seed {}, {} on {device}: {secs:.3} s, {:.3e} particle-steps/s, total log-likelihood {:.6e} -> {}",
-        z.tracks,
-        z.steps,
+        z.tracks(),
+        z.steps(),
         model.kind_name(),
         opts.particles,
         opts.resampler,

@@ -1,4 +1,6 @@
-//! `kestrel simulate`: truth and measurements drawn from a model.
+//! `kestrel simulate`: truth and measurements drawn from a model; with `--scenario`, a
+//! multi-target scenario (births, deaths, crossings, misses, clutter) as unlabelled
+//! detections `t,z0,..` and truth `t,id,x0,..`.
 
 use super::{bad, Progress};
 use kestrel::io::{self, Format, MEASUREMENT_FORMATS};
@@ -25,13 +27,127 @@ pub struct Args {
     /// Measurements: `.csv` (track,t,z0,..) or `.npy` ([B, T, ny]).
     #[arg(long, value_name = "Z.csv|Z.npy")]
     output: PathBuf,
-    /// Also write the true states: `.csv` (track,t,x0,..) or `.npy` ([B, T, nx]).
+    /// Also write the true states: `.csv` (track,t,x0,..) or `.npy` ([B, T, nx]);
+    /// with --scenario, `.csv` `t,id,x0,..`.
     #[arg(long, value_name = "X.csv|X.npy")]
     truth: Option<PathBuf>,
+    /// A multi-target scenario: --tracks targets at step 0 (random: anywhere in the
+    /// region; crossing: in pairs that meet at the middle step), written as detections
+    /// `t,z0,..` (--output) and truth `t,id,x0,..` (--truth).
+    #[arg(long, value_enum)]
+    scenario: Option<ScenarioArg>,
+    /// Scenario: detection probability (default 0.9).
+    #[arg(long, allow_negative_numbers = true, value_name = "P")]
+    pd: Option<f64>,
+    /// Scenario: mean number of clutter detections per scan, Poisson (default 10).
+    #[arg(long, allow_negative_numbers = true, value_name = "L")]
+    clutter: Option<f64>,
+    /// Scenario: half-width A of the region [-A, A]^ny where targets start and clutter
+    /// falls (default 1000).
+    #[arg(long, allow_negative_numbers = true, value_name = "A")]
+    region: Option<f64>,
+    /// Scenario: mean number of target births per step, Poisson (default 0).
+    #[arg(long, allow_negative_numbers = true, value_name = "B")]
+    births: Option<f64>,
+    /// Scenario: probability that a target dies at each step (default 0).
+    #[arg(long, allow_negative_numbers = true, value_name = "P")]
+    death: Option<f64>,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScenarioArg {
+    Random,
+    Crossing,
+}
+
+fn run_scenario(a: &Args, kind: ScenarioArg) -> anyhow::Result<()> {
+    use kestrel::tracking::{files, scenario};
+    if a.missing != 0.0 {
+        return Err(bad("--missing does not apply to a scenario: use --pd"));
+    }
+    if let Some(t) = &a.truth {
+        Format::of(t, &[Format::Csv])?;
+    }
+    let s = scenario::Scenario {
+        kind: match kind {
+            ScenarioArg::Random => scenario::Kind::Random,
+            ScenarioArg::Crossing => scenario::Kind::Crossing,
+        },
+        targets: a.tracks,
+        steps: a.steps,
+        pd: a.pd.unwrap_or(0.9),
+        clutter: a.clutter.unwrap_or(10.0),
+        region: a.region.unwrap_or(1000.0),
+        births: a.births.unwrap_or(0.0),
+        death: a.death.unwrap_or(0.0),
+        seed: a.seed,
+    };
+    if !(s.pd > 0.0 && s.pd <= 1.0) {
+        return Err(bad(format!("--pd must be in (0, 1], got {}", s.pd)));
+    }
+    for (flag, v) in [("--clutter", s.clutter), ("--births", s.births)] {
+        if !(v >= 0.0 && v.is_finite()) {
+            return Err(bad(format!("{flag} must be non-negative, got {v}")));
+        }
+    }
+    if !(s.region > 0.0 && s.region.is_finite()) {
+        return Err(bad(format!("--region must be positive, got {}", s.region)));
+    }
+    if !(0.0..=1.0).contains(&s.death) {
+        return Err(bad(format!(
+            "--death must be a probability in [0, 1], got {}",
+            s.death
+        )));
+    }
+    let model = kestrel::model::load_model(&a.model)?;
+    let t0 = Instant::now();
+    let (truth, det) = scenario::simulate(&model, &s)?;
+    files::write_detections(&a.output, &det)?;
+    if let Some(t) = &a.truth {
+        if let Err(e) = files::write_truth(t, &truth) {
+            let _ = std::fs::remove_file(&a.output);
+            return Err(e.into());
+        }
+    }
+    let ids: std::collections::HashSet<u64> = truth.id.iter().copied().collect();
+    errln!(
+        "simulate: {kind:?} scenario, {} targets in all ({} at step 0), {} steps, {} detections (pd {}, {} clutter per scan in [-{}, {}]^{}, density {:.3e}), seed {}; {:.3} s -> {}{}",
+        ids.len(),
+        a.tracks,
+        a.steps,
+        det.len(),
+        s.pd,
+        s.clutter,
+        s.region,
+        s.region,
+        model.ny(),
+        s.clutter_density(model.ny()),
+        a.seed,
+        t0.elapsed().as_secs_f64(),
+        a.output.display(),
+        a.truth.as_ref().map(|t| format!(", truth -> {}", t.display())).unwrap_or_default()
+    );
+    Ok(())
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
     Format::of(&a.output, MEASUREMENT_FORMATS)?;
+    if let Some(kind) = a.scenario {
+        if a.steps == 0 {
+            return Err(bad("--steps must be at least 1"));
+        }
+        return run_scenario(&a, kind);
+    }
+    let only_scenario = [
+        ("--pd", a.pd.is_some()),
+        ("--clutter", a.clutter.is_some()),
+        ("--region", a.region.is_some()),
+        ("--births", a.births.is_some()),
+        ("--death", a.death.is_some()),
+    ];
+    if let Some((flag, _)) = only_scenario.iter().find(|f| f.1) {
+        return Err(bad(format!("{flag} applies only with --scenario")));
+    }
     if let Some(t) = &a.truth {
         Format::of(t, MEASUREMENT_FORMATS)?;
     }
@@ -75,7 +191,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     progress.finish();
     let missing = sim
         .measurements
-        .data
+        .data()
         .chunks(model.ny())
         .filter(|z| z.iter().any(|v| v.is_nan()))
         .count();

@@ -136,14 +136,17 @@ pub fn run(a: Args) -> anyhow::Result<()> {
                 "{t} frames of {w} x {h} overflow the address space"
             ))
         })?;
-    // A frame is made in memory before it is written.
-    let frame_bytes = (h as f64) * (w as f64) * 8.0;
-    if frame_bytes > 32e9 {
-        return Err(bad(format!(
-            "one {w} x {h} frame would need {:.1} GB",
-            frame_bytes / 1e9
-        )));
-    }
+    let mut outs = vec![a.output.as_path()];
+    outs.extend(a.truth.as_deref());
+    let outputs = kestrel::io::Outputs::plan(&[], &outs)?;
+    // A frame is made in memory (f32, and its bytes) before it is written.
+    use kestrel::limits::{self, Size};
+    limits::check("a frame", &[Size("rows", h), Size("columns", w)], 4 + size)?;
+    limits::check(
+        "random targets",
+        &[Size("targets", a.targets)],
+        std::mem::size_of::<Target>(),
+    )?;
     let amp = amplitude(a.snr);
     let mut targets: Vec<Target> = a
         .target
@@ -205,12 +208,11 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         Ok(())
     })?;
     if let Some(p) = &a.truth {
-        if let Err(e) = write_truth(p, &targets, t, h, w) {
-            let _ = std::fs::remove_file(&a.output);
-            return Err(e);
-        }
+        write_truth(p, &targets, t, h, w)?;
     }
-    eprintln!(
+    // Both files or neither.
+    outputs.commit()?;
+    errln!(
         "simulate-frames: {t} frames of {w} x {h} ({:?}, {:?} noise), {} targets at {} dB (amplitude {amp:.3}) -> {}",
         a.dtype,
         a.noise,

@@ -138,10 +138,21 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     if a.threshold.is_some_and(|t| !t.is_finite()) {
         return Err(bad("--threshold must be a finite number"));
     }
+    let mut outs = vec![a.output.as_path()];
+    outs.extend(a.state_out.as_deref());
+    let outputs = kestrel::io::Outputs::plan(&[&a.input], &outs)?;
     let device = super::choose_device(&a.device)?;
     let t0 = Instant::now();
     let frames = Frames::open(&a.input)?;
     let (h, w) = (frames.h, frames.w);
+    kestrel::limits::check(
+        "a frame",
+        &[
+            kestrel::limits::Size("rows", h),
+            kestrel::limits::Size("columns", w),
+        ],
+        4,
+    )?;
     let motions = a
         .motion
         .motions(|| tbd::speeds_directions(&[0.0, 1.0], 12).expect("a valid default motion set"))?;
@@ -166,7 +177,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     };
     let mut engine = Tbd::with_gpu_options(params.clone(), h, w, device, opts)?;
     if let Some(k) = engine.kernel() {
-        eprintln!("tbd: kernel {}", k.name());
+        errln!("tbd: kernel {}", k.name());
     }
     let mut frame = vec![0.0f32; h * w];
     frames.read(0, &mut frame)?;
@@ -183,7 +194,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
                 &[pfa],
                 0,
             )?[0];
-            eprintln!("tbd: threshold {thr} for Pfa {pfa:e} ({noise:?} fitted to frame 0)");
+            errln!("tbd: threshold {thr} for Pfa {pfa:e} ({noise:?} fitted to frame 0)");
             thr
         }
     };
@@ -214,12 +225,11 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     write_detections(&a.output, &dets, &motions)?;
     if let Some(s) = &a.state_out {
         let state = engine.state()?;
-        if let Err(e) = tbd::frames::write_npy(s, &[motions.len(), h, w], &state) {
-            let _ = std::fs::remove_file(&a.output);
-            return Err(e.into());
-        }
+        tbd::frames::write_npy(s, &[motions.len(), h, w], &state)?;
     }
-    eprintln!(
+    // Both files or neither.
+    outputs.commit()?;
+    errln!(
         "tbd: {} frames of {w} x {h}, {} vectors, alpha {}, decimation {}, {emitted} maps, {} detections; {:.3} s ({:.1} frames/s) on {device} -> {}",
         frames.len,
         motions.len(),

@@ -168,9 +168,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let pfas = [1e-1, 3e-2, 1e-2, 3e-3, 1e-3, 3e-4, 1e-4];
     let rocs = roc(&s, a.roc_snr, &pfas)?;
     for p in sweep.iter().chain(&rocs) {
-        println!("{}", serde_json::to_string(p)?);
+        outln!("{}", serde_json::to_string(p)?);
     }
-    println!(
+    outln!(
         "\nPd at Pfa {:e} ({} vectors, alpha {}, {} x {} x {} frames, {} targets, {:?} noise)",
         a.pfa,
         s.params.motions.len(),
@@ -181,20 +181,26 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         a.targets,
         a.noise
     );
-    println!(
+    outln!(
         "{:>8} {:>10} {:>12} {:>8}",
-        "SNR dB", "Pd TBD", "Pd 1 frame", "trials"
+        "SNR dB",
+        "Pd TBD",
+        "Pd 1 frame",
+        "trials"
     );
     for p in &sweep {
-        println!(
+        outln!(
             "{:>8.1} {:>10.3} {:>12.3} {:>8}",
-            p.snr_db, p.pd_tbd, p.pd_single, p.trials
+            p.snr_db,
+            p.pd_tbd,
+            p.pd_single,
+            p.trials
         );
     }
-    println!("\nROC at {} dB", a.roc_snr);
-    println!("{:>10} {:>10} {:>12}", "Pfa", "Pd TBD", "Pd 1 frame");
+    outln!("\nROC at {} dB", a.roc_snr);
+    outln!("{:>10} {:>10} {:>12}", "Pfa", "Pd TBD", "Pd 1 frame");
     for p in &rocs {
-        println!("{:>10.0e} {:>10.3} {:>12.3}", p.pfa, p.pd_tbd, p.pd_single);
+        outln!("{:>10.0e} {:>10.3} {:>12.3}", p.pfa, p.pd_tbd, p.pd_single);
     }
     if let Some(path) = &a.plot {
         let title = format!(
@@ -205,7 +211,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         );
         draw(path, &sweep, &rocs, &title)
             .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-        eprintln!("tbd-eval: plot -> {}", path.display());
+        errln!("tbd-eval: plot -> {}", path.display());
     }
     Ok(())
 }

@@ -75,6 +75,14 @@ pub(crate) fn libraries_missing() -> Option<String> {
     None
 }
 
+/// Whether this process has opened device `ordinal` already.
+pub(crate) fn is_open(ordinal: usize) -> bool {
+    registry()
+        .lock()
+        .map(|r| r.contains_key(&ordinal))
+        .unwrap_or(false)
+}
+
 /// The device `ordinal`, opened once per process.
 pub(crate) fn gpu(ordinal: usize) -> Result<Arc<Gpu>> {
     let mut reg = registry()

@@ -49,7 +49,8 @@ mod transfer;
 
 pub(crate) use chunks::{drive, plan, streams, ChunkSlot};
 pub(crate) use gpu::{
-    as_bytes, ck, dtoh, gpu, grid_for, htod, launch, sync, Arg, DevBuf, Gpu, Module, Pinned,
+    as_bytes, ck, dtoh, gpu, grid_for, htod, is_open, launch, sync, Arg, DevBuf, Gpu, Module,
+    Pinned,
 };
 pub use nvrtc::set_cache_dir;
 pub(crate) use transfer::{download, upload};
@@ -83,6 +84,19 @@ pub fn available(ordinal: usize) -> std::result::Result<(), String> {
     catch(|| gpu::gpu(ordinal).map(|_| ())).map_err(|e| e.to_string())
 }
 
+/// `Ok` when the CUDA driver and NVRTC load and device `ordinal` exists, checked without
+/// creating a context (which costs a tenth of a second or more); else the reason.
+pub fn available_without_opening(ordinal: usize) -> std::result::Result<(), String> {
+    if let Some(why) = gpu::libraries_missing() {
+        return Err(why);
+    }
+    let n = device_count();
+    if ordinal >= n {
+        return Err(format!("there is no CUDA device {ordinal} ({n} found)"));
+    }
+    Ok(())
+}
+
 /// The number of CUDA devices (0 when the driver is missing).
 pub fn device_count() -> usize {
     if gpu::libraries_missing().is_some() {
@@ -97,6 +111,33 @@ pub fn device_count() -> usize {
     })
     .map(|n| n.max(0) as usize)
     .unwrap_or(0)
+}
+
+/// The compute capability of device `ordinal`, read without creating a context (cheap
+/// next to opening the device).
+pub fn compute_capability(ordinal: usize) -> Result<(i32, i32)> {
+    if let Some(why) = gpu::libraries_missing() {
+        return Err(Error::DeviceUnavailable(why));
+    }
+    catch(|| {
+        use cudarc::driver::{result, sys::CUdevice_attribute as A};
+        ck(result::init(), "cuInit")?;
+        let dev = ck(result::device::get(ordinal as i32), "cuDeviceGet")?;
+        // SAFETY: plain attribute queries of a valid device handle.
+        let major = ck(
+            unsafe {
+                result::device::get_attribute(dev, A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)
+            },
+            "reading the compute capability",
+        )?;
+        let minor = ck(
+            unsafe {
+                result::device::get_attribute(dev, A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)
+            },
+            "reading the compute capability",
+        )?;
+        Ok((major, minor))
+    })
 }
 
 /// The name of device `ordinal`.

@@ -24,6 +24,27 @@ pub(crate) fn fnv1a(bytes: &[u8], mut h: u64) -> u64 {
 /// FNV-1a offset basis.
 pub(crate) const FNV0: u64 = 0xcbf2_9ce4_8422_2325;
 
+/// A number as a CUDA C++ literal that reads back to the same f64 (`{:e}` prints the
+/// shortest such form): for families that compile their constants into the source.
+pub(crate) fn literal(v: f64) -> String {
+    format!("{v:e}")
+}
+
+/// A `constexpr` device function `name(i)` returning `vals[i]` (0 for the zeros, so that
+/// products with structural zeros vanish when the compiler folds them).
+pub(crate) fn constexpr_table(name: &str, vals: &[f64]) -> String {
+    let mut s = format!(
+        "__device__ __forceinline__ constexpr double {name}(int i) {{\n    switch (i) {{\n"
+    );
+    for (i, v) in vals.iter().enumerate() {
+        if *v != 0.0 {
+            s += &format!("        case {i}: return {};\n", literal(*v));
+        }
+    }
+    s += "        default: return 0.0;\n    }\n}\n";
+    s
+}
+
 /// A compiled image: a cubin for a real architecture, or PTX (NUL-terminated) when
 /// NVRTC does not know the device's architecture and a virtual one is used.
 pub(crate) struct Image {
@@ -77,18 +98,7 @@ pub(crate) fn cache_dir() -> Option<PathBuf> {
 /// Compiles `src` for compute capability `cc` (cached on disk), naming the module
 /// `what` in errors. The full NVRTC log is part of the error on failure.
 pub(crate) fn compile(src: &str, cc: (i32, i32), what: &str) -> Result<Image> {
-    let ver = nvrtc_version();
-    let opts = [
-        format!("--gpu-architecture=sm_{}{}", cc.0, cc.1),
-        "--std=c++17".to_string(),
-        "--fmad=true".to_string(),
-    ];
-    let mut h = fnv1a(src.as_bytes(), FNV0);
-    for o in &opts {
-        h = fnv1a(o.as_bytes(), h);
-    }
-    h = fnv1a(format!("nvrtc{}.{}", ver.0, ver.1).as_bytes(), h);
-    let file = cache_dir().map(|d| d.join(format!("{what}-sm{}{}-{h:016x}.cubin", cc.0, cc.1)));
+    let (opts, file) = options_and_cache_file(src, cc, what);
     if let Some(f) = &file {
         if let Ok(bytes) = std::fs::read(f) {
             if !bytes.is_empty() {
@@ -105,6 +115,32 @@ pub(crate) fn compile(src: &str, cc: (i32, i32), what: &str) -> Result<Image> {
         let _ = write_cache(f, &img.bytes);
     }
     Ok(img)
+}
+
+/// NVRTC's options for `cc` and the disk-cache file of `src` (none when the cache is off).
+fn options_and_cache_file(src: &str, cc: (i32, i32), what: &str) -> ([String; 3], Option<PathBuf>) {
+    let ver = nvrtc_version();
+    let opts = [
+        format!("--gpu-architecture=sm_{}{}", cc.0, cc.1),
+        "--std=c++17".to_string(),
+        "--fmad=true".to_string(),
+    ];
+    let mut h = fnv1a(src.as_bytes(), FNV0);
+    for o in &opts {
+        h = fnv1a(o.as_bytes(), h);
+    }
+    h = fnv1a(format!("nvrtc{}.{}", ver.0, ver.1).as_bytes(), h);
+    let file = cache_dir().map(|d| d.join(format!("{what}-sm{}{}-{h:016x}.cubin", cc.0, cc.1)));
+    (opts, file)
+}
+
+/// Whether the image of `src` for `cc` is in the disk cache (so that using it costs a
+/// load, not a compilation).
+pub(crate) fn is_cached(src: &str, cc: (i32, i32), what: &str) -> bool {
+    options_and_cache_file(src, cc, what)
+        .1
+        .and_then(|f| std::fs::metadata(f).ok())
+        .is_some_and(|m| m.len() > 0)
 }
 
 fn write_cache(f: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {

@@ -17,10 +17,10 @@ use crate::linalg::Real;
 /// `[tracks][steps][ny]`. A step with a NaN in any component is missing.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Measurements<T> {
-    pub tracks: usize,
-    pub steps: usize,
-    pub ny: usize,
-    pub data: Vec<T>,
+    pub(crate) tracks: usize,
+    pub(crate) steps: usize,
+    pub(crate) ny: usize,
+    pub(crate) data: Vec<T>,
 }
 
 impl<T: Real> Measurements<T> {
@@ -39,6 +39,36 @@ impl<T: Real> Measurements<T> {
             ny,
             data,
         })
+    }
+
+    /// Number of tracks.
+    pub fn tracks(&self) -> usize {
+        self.tracks
+    }
+
+    /// Number of steps.
+    pub fn steps(&self) -> usize {
+        self.steps
+    }
+
+    /// Components per measurement.
+    pub fn ny(&self) -> usize {
+        self.ny
+    }
+
+    /// The buffer `[tracks][steps][ny]`.
+    pub fn data(&self) -> &[T] {
+        &self.data
+    }
+
+    /// The buffer, writable in place (its length cannot change).
+    pub fn data_mut(&mut self) -> &mut [T] {
+        &mut self.data
+    }
+
+    /// The buffer, taken out.
+    pub fn into_data(self) -> Vec<T> {
+        self.data
     }
 
     /// The measurement of track `b` at step `k`.
@@ -97,12 +127,12 @@ impl<T: Real> Measurements<T> {
 /// log-likelihood `[tracks][steps]`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Estimates<T> {
-    pub tracks: usize,
-    pub steps: usize,
-    pub nx: usize,
-    pub mean: Vec<T>,
-    pub cov: Vec<T>,
-    pub loglik: Option<Vec<T>>,
+    pub(crate) tracks: usize,
+    pub(crate) steps: usize,
+    pub(crate) nx: usize,
+    pub(crate) mean: Vec<T>,
+    pub(crate) cov: Vec<T>,
+    pub(crate) loglik: Option<Vec<T>>,
 }
 
 impl<T: Real> Estimates<T> {
@@ -159,12 +189,110 @@ impl<T: Real> Estimates<T> {
         }
     }
 
+    /// Estimates from their buffers: `mean [tracks][steps][nx]`, `cov
+    /// [tracks][steps][nx][nx]`, optional `loglik [tracks][steps]`; lengths checked.
+    pub fn new(
+        tracks: usize,
+        steps: usize,
+        nx: usize,
+        mean: Vec<T>,
+        cov: Vec<T>,
+        loglik: Option<Vec<T>>,
+    ) -> Result<Self> {
+        let n = tracks.checked_mul(steps);
+        let ok = n.and_then(|n| n.checked_mul(nx)) == Some(mean.len())
+            && n.and_then(|n| n.checked_mul(nx * nx)) == Some(cov.len())
+            && loglik.as_ref().is_none_or(|l| n == Some(l.len()));
+        if !ok {
+            return Err(Error::input(format!(
+                "estimate buffers of {} means, {} covariance and {} log-likelihood values do not fit {tracks} tracks x {steps} steps x nx {nx}",
+                mean.len(),
+                cov.len(),
+                loglik.as_ref().map_or(0, |l| l.len())
+            )));
+        }
+        Ok(Estimates {
+            tracks,
+            steps,
+            nx,
+            mean,
+            cov,
+            loglik,
+        })
+    }
+
+    /// Number of tracks.
+    pub fn tracks(&self) -> usize {
+        self.tracks
+    }
+
+    /// Number of steps kept (1 for `Keep::Last`).
+    pub fn steps(&self) -> usize {
+        self.steps
+    }
+
+    /// State size.
+    pub fn nx(&self) -> usize {
+        self.nx
+    }
+
+    /// All means, `[tracks][steps][nx]`.
+    pub fn mean(&self) -> &[T] {
+        &self.mean
+    }
+
+    /// All covariances, `[tracks][steps][nx][nx]` (row-major).
+    pub fn cov(&self) -> &[T] {
+        &self.cov
+    }
+
+    /// Per-step log-likelihoods `[tracks][steps]` (filters; with `Keep::Last`, each
+    /// track's total).
+    pub fn loglik(&self) -> Option<&[T]> {
+        self.loglik.as_deref()
+    }
+
+    /// The same estimates without their log-likelihoods.
+    pub fn without_loglik(mut self) -> Self {
+        self.loglik = None;
+        self
+    }
+
+    /// All means, writable in place.
+    pub fn mean_mut(&mut self) -> &mut [T] {
+        &mut self.mean
+    }
+
+    /// All covariances, writable in place.
+    pub fn cov_mut(&mut self) -> &mut [T] {
+        &mut self.cov
+    }
+
+    /// The log-likelihoods, writable in place.
+    pub fn loglik_mut(&mut self) -> Option<&mut [T]> {
+        self.loglik.as_deref_mut()
+    }
+
+    /// The mean of track `b` at its last kept step (with `Keep::Last`, the only one);
+    /// `None` when there is no such track or no step.
+    pub fn last_mean(&self, b: usize) -> Option<&[T]> {
+        (b < self.tracks && self.steps > 0).then(|| self.mean_at(b, self.steps - 1))
+    }
+
+    /// The covariance of track `b` at its last kept step.
+    pub fn last_cov(&self, b: usize) -> Option<&[T]> {
+        (b < self.tracks && self.steps > 0).then(|| self.cov_at(b, self.steps - 1))
+    }
+
+    /// The mean of track `b` at kept step `k` (`k < steps()`: with `Keep::Last` only
+    /// step 0 is kept; see [`Estimates::last_mean`]).
     #[inline]
     pub fn mean_at(&self, b: usize, k: usize) -> &[T] {
         let o = (b * self.steps + k) * self.nx;
         &self.mean[o..o + self.nx]
     }
 
+    /// The covariance of track `b` at kept step `k`, `nx x nx` row-major.
     #[inline]
     pub fn cov_at(&self, b: usize, k: usize) -> &[T] {
         let n2 = self.nx * self.nx;

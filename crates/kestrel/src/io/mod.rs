@@ -151,6 +151,27 @@ pub fn read_measurements<T: Real>(path: impl AsRef<Path>) -> Result<Measurements
     }
 }
 
+/// The number of measurement rows (tracks x steps) in `path`, without reading it: exact
+/// from an `.npy` header, estimated from the file size and the first rows' length for
+/// a `.csv`. For choosing a device before the work; `None` when it cannot be told.
+pub fn peek_rows(path: impl AsRef<Path>) -> Option<u64> {
+    let path = path.as_ref();
+    match Format::of(path, MEASUREMENT_FORMATS).ok()? {
+        Format::Csv => {
+            use std::io::Read;
+            let len = std::fs::metadata(path).ok()?.len();
+            let mut head = vec![0u8; 1 << 16];
+            let n = std::fs::File::open(path).ok()?.read(&mut head).ok()?;
+            let lines = head[..n].iter().filter(|&&b| b == b'\n').count() as u64;
+            (lines > 1).then(|| len * lines.saturating_sub(1) / n as u64)
+        }
+        _ => {
+            let s = npy::peek_shape(path)?;
+            (s.len() == 3).then(|| (s[0] as u64).saturating_mul(s[1] as u64))
+        }
+    }
+}
+
 /// Checks that measurements read from `path` have the `ny` components the model
 /// measures, naming the file when they do not.
 pub fn check_measurement_dim<T>(

@@ -143,6 +143,18 @@ pub(super) fn read_array(path: &Path) -> Result<(Vec<usize>, Vec<f64>)> {
     Ok((shape, a.iter().copied().collect()))
 }
 
+/// The shape of the `.npy` array in `path` (read from its header through a memory map),
+/// or `None` when it cannot be viewed in place.
+pub(super) fn peek_shape(path: &Path) -> Option<Vec<usize>> {
+    let map = super::map_file(path, "a .npy array").ok()?;
+    if let Ok(v) = ArrayViewD::<f64>::view_npy(&map) {
+        return Some(v.shape().to_vec());
+    }
+    ArrayViewD::<f32>::view_npy(&map)
+        .ok()
+        .map(|v| v.shape().to_vec())
+}
+
 /// Writes `data` as one `.npy` array of `shape`.
 pub(super) fn write_array<T: Real>(path: &Path, shape: &[usize], data: &[T]) -> Result<()> {
     let a = ArrayView::from_shape(IxDyn(shape), data).map_err(|e| Error::Input {

@@ -420,6 +420,23 @@ fn failed_write_leaves_no_file() {
 }
 
 #[test]
+fn peek_rows_reads_npy_headers_and_estimates_csv() {
+    let d = tempfile::tempdir().unwrap();
+    let (b, t) = (37, 53);
+    let data: Vec<f64> = (0..b * t * 2).map(|i| (i as f64) * 0.37 - 11.0).collect();
+    let z = crate::Measurements::new(b, t, 2, data).unwrap();
+    let npy = d.path().join("z.npy");
+    super::write_measurements(&npy, &z).unwrap();
+    assert_eq!(super::peek_rows(&npy), Some((b * t) as u64));
+    let csv = d.path().join("z.csv");
+    super::write_measurements(&csv, &z).unwrap();
+    let est = super::peek_rows(&csv).unwrap() as f64;
+    let exact = (b * t) as f64;
+    assert!((est - exact).abs() < 0.2 * exact, "{est} vs {exact}");
+    assert_eq!(super::peek_rows(d.path().join("none.npy")), None);
+}
+
+#[test]
 fn non_finite_estimates_are_refused_with_track_and_step() {
     let d = tmp();
     for (which, at) in [("mean", 2 * 5 * 2 + 3 * 2 + 1), ("cov", 7), ("loglik", 9)] {

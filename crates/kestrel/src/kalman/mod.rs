@@ -28,6 +28,7 @@ use crate::model::StateSpace;
 
 /// Which filtered states to keep.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum Keep {
     /// Every step's filtered mean, covariance and log-likelihood.
     #[default]

@@ -34,19 +34,19 @@ pub struct Prior {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Model {
     /// State transition, `nx x nx`.
-    pub f: DMatrix<f64>,
+    pub(crate) f: DMatrix<f64>,
     /// Process noise covariance, `nx x nx`, symmetric positive semi-definite.
-    pub q: DMatrix<f64>,
+    pub(crate) q: DMatrix<f64>,
     /// Measurement matrix, `ny x nx`.
-    pub h: DMatrix<f64>,
+    pub(crate) h: DMatrix<f64>,
     /// Measurement noise covariance, `ny x ny`, symmetric positive definite.
-    pub r: DMatrix<f64>,
+    pub(crate) r: DMatrix<f64>,
     /// Transition offset (control input), length `nx`.
-    pub u: DVector<f64>,
+    pub(crate) u: DVector<f64>,
     /// Measurement offset, length `ny`.
-    pub d: DVector<f64>,
+    pub(crate) d: DVector<f64>,
     /// Prior on the state at step 0.
-    pub prior: Prior,
+    pub(crate) prior: Prior,
 }
 
 /// What a recursion needs from a model: the matrices of each step and the prior.
@@ -258,8 +258,8 @@ pub struct StepMatrices {
 /// are rejected by the recursions.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TimeVaryingModel {
-    pub steps: Vec<StepMatrices>,
-    pub prior: Prior,
+    pub(crate) steps: Vec<StepMatrices>,
+    pub(crate) prior: Prior,
 }
 
 impl TimeVaryingModel {
@@ -303,6 +303,18 @@ impl TimeVaryingModel {
         }
     }
 
+    /// The per-step matrices: `steps()[k]` holds the transition into step `k` and the
+    /// measurement model of step `k`.
+    pub fn steps(&self) -> &[StepMatrices] {
+        &self.steps
+    }
+
+    /// The prior on the state at step 0.
+    pub fn prior(&self) -> &Prior {
+        &self.prior
+    }
+
+    /// Number of steps the model has matrices for.
     pub fn len(&self) -> usize {
         self.steps.len()
     }

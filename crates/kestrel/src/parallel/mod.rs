@@ -20,11 +20,13 @@ pub mod filtering;
 mod paper;
 mod small;
 pub mod smoothing;
+pub mod sqrt;
 mod track;
 
 pub use filtering::FilterOp;
 pub use paper::PaperModel;
 pub use smoothing::SmoothOp;
+pub use sqrt::{filter_sqrt, SqrtFilterOp};
 
 use crate::data::{Estimates, Measurements};
 use crate::device::Device;
@@ -203,17 +205,29 @@ pub fn smooth_two_filter<T: Real, M: StateSpace + ?Sized>(
     Ok((f, s))
 }
 
+/// What [`retrodict`] computes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Moments {
+    /// Smoothed means and covariances.
+    #[default]
+    MeansAndCovariances,
+    /// Smoothed means only (the covariances of the result are NaN).
+    MeansOnly,
+}
+
 /// The thesis's retrodiction as a scan (Tager 2013, Section 3.2) over filtered estimates
-/// from any filter: smoothed means from the pairs `(C_k, b_k)`, and, unless `means_only`,
-/// smoothed covariances from the congruence part of the same elements (Lemma 4). With
-/// `means_only` the covariances of the result are left NaN.
+/// from any filter: smoothed means from the pairs `(C_k, b_k)`, and with
+/// [`Moments::MeansAndCovariances`] smoothed covariances from the congruence part of the
+/// same elements (Lemma 4).
 pub fn retrodict<T: Real, M: StateSpace + ?Sized>(
     device: Device,
     model: &M,
     filtered: &Estimates<T>,
     scan: ScanAlgorithm,
-    means_only: bool,
+    moments: Moments,
 ) -> Result<Estimates<T>> {
+    let means_only = moments == Moments::MeansOnly;
     if filtered.nx != model.nx()
         || model.steps_covered().is_some_and(|n| n < filtered.steps)
         || filtered.steps == 0

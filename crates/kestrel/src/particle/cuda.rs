@@ -10,6 +10,7 @@ use super::models::{PfKind, PfModel};
 use super::philox::key_of;
 use super::resample::Resampler;
 use super::{PfOptions, PfOutput};
+use crate::cuda::nvrtc::{constexpr_table, literal};
 use crate::cuda::{self, Arg, DevBuf};
 use crate::data::Measurements;
 use crate::error::{Error, Result};
@@ -38,23 +39,6 @@ pub const BLOCK: u32 = 256;
 pub const MAX_NX: usize = 16;
 pub const MAX_NY: usize = 16;
 
-fn literal(v: f64) -> String {
-    format!("{v:e}")
-}
-
-fn constexpr_fn(name: &str, vals: &[f64]) -> String {
-    let mut s = format!(
-        "__device__ __forceinline__ constexpr double {name}(int i) {{\n    switch (i) {{\n"
-    );
-    for (i, v) in vals.iter().enumerate() {
-        if *v != 0.0 {
-            s += &format!("        case {i}: return {};\n", literal(*v));
-        }
-    }
-    s += "        default: return 0.0;\n    }\n}\n";
-    s
-}
-
 fn define(name: &str, v: f64) -> String {
     format!("#define {name} ({})\n", literal(v))
 }
@@ -79,8 +63,8 @@ pub fn source<T: Real>(model: &PfModel, block: u32) -> Result<String> {
     );
     if let Some(p) = &model.prior {
         s += "#define PF_GAUSSIAN_PRIOR 1\n";
-        s += &constexpr_fn("PF_X0", &p.x0);
-        s += &constexpr_fn("PF_L0", &p.sqrt_p0);
+        s += &constexpr_table("PF_X0", &p.x0);
+        s += &constexpr_table("PF_L0", &p.sqrt_p0);
     }
     let gauss = |r: f64| (-0.5 * (LN_2PI + r.ln()), 0.5 / r);
     let cv = |s: &mut String, c: &super::models::ConstantVelocity| {
@@ -95,12 +79,12 @@ pub fn source<T: Real>(model: &PfModel, block: u32) -> Result<String> {
     match &model.kind {
         PfKind::Linear(l) => {
             s += "#define PF_KIND_LINEAR 1\n";
-            s += &constexpr_fn("PF_F", &l.f);
-            s += &constexpr_fn("PF_SQ", &l.sqrt_q);
-            s += &constexpr_fn("PF_H", &l.h);
-            s += &constexpr_fn("PF_CR", &l.chol_r);
-            s += &constexpr_fn("PF_U", &l.u);
-            s += &constexpr_fn("PF_D", &l.d);
+            s += &constexpr_table("PF_F", &l.f);
+            s += &constexpr_table("PF_SQ", &l.sqrt_q);
+            s += &constexpr_table("PF_H", &l.h);
+            s += &constexpr_table("PF_CR", &l.chol_r);
+            s += &constexpr_table("PF_U", &l.u);
+            s += &constexpr_table("PF_D", &l.d);
             s += &define("PF_LOG_NORM", l.log_norm);
         }
         PfKind::RangeOnly { cv: c, sensors, r } | PfKind::BearingsOnly { cv: c, sensors, r } => {
@@ -111,7 +95,7 @@ pub fn source<T: Real>(model: &PfModel, block: u32) -> Result<String> {
                 "#define PF_MEASURE_BEARING 1\n"
             };
             let flat: Vec<f64> = sensors.iter().flat_map(|p| [p[0], p[1]]).collect();
-            s += &constexpr_fn("PF_SENSORS", &flat);
+            s += &constexpr_table("PF_SENSORS", &flat);
             let (c0, c1) = gauss(*r);
             s += &define("PF_LL0", c0);
             s += &define("PF_LL1", c1);
@@ -123,7 +107,7 @@ pub fn source<T: Real>(model: &PfModel, block: u32) -> Result<String> {
             r_bearing,
         } => {
             cv(&mut s, c);
-            s += &constexpr_fn("PF_SENSORS", radar);
+            s += &constexpr_table("PF_SENSORS", radar);
             let (c0, c1) = gauss(*r_range);
             let (b0, b1) = gauss(*r_bearing);
             s += &define("PF_LL0", c0);
@@ -235,7 +219,8 @@ fn run<T: Real>(
         )));
     }
     let src = source::<T>(model, BLOCK)?;
-    let what = format!("particle filter ({}, {})", model.kind_name(), T::NAME);
+    // Names the module in errors and its disk-cache file.
+    let what = format!("kestrel-pf-{}-nx{nx}-ny{ny}-{}", model.kind_name(), T::NAME);
     let module = gpu.module(&what, &src, &KERNELS)?;
     let stream = gpu.stream.clone();
     let g = n.div_ceil(BLOCK as usize);

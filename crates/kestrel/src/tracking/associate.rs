@@ -3,12 +3,13 @@
 //!
 //! - **GNN**: the most likely joint assignment, as an optimal 2-D assignment with a
 //!   missed-detection choice per track. Assigning detection `j` to track `i` scores
-//!   `ln(pd N(z_j; zhat_i, S_i) / lambda)` against `ln(1 - pd)` for a miss (the
-//!   likelihood ratio of "target" against "clutter", Blackman & Popoli 1999, sec. 6.5).
+//!   `ln(pd N(z_j; zhat_i, S_i) / lambda)` against `ln(1 - pd pg)` for a miss (`pg`:
+//!   the gate probability; the likelihood ratio of "target" against "clutter",
+//!   Bar-Shalom, Daum & Huang, IEEE CSM 2009, eq. 33).
 //! - **JPDA**: the marginal probability `beta_ij` that detection `j` is track `i`'s,
 //!   over all feasible joint events (each track takes at most one detection, each
 //!   detection at most one track), with event weights
-//!   `prod_assigned pd N_ij / lambda * prod_missed (1 - pd)` (Fortmann, Bar-Shalom &
+//!   `prod_assigned pd N_ij / lambda * prod_missed (1 - pd pg)` (Fortmann, Bar-Shalom &
 //!   Scheffe 1983, the parametric form). Exact by enumeration while a cluster has at
 //!   most [`EXACT_EVENTS`] events; past that, loopy belief propagation on the
 //!   association graph (Williams & Lau, IEEE TAES 2014), which is exact on clusters
@@ -99,11 +100,12 @@ pub fn gnn(
     g: &Gated,
     ntracks: usize,
     pd: f64,
+    pg: f64,
     clutter: f64,
 ) -> Vec<Option<u32>> {
     let gain = pd.ln() - clutter.ln();
-    let miss = if pd < 1.0 {
-        -(1.0 - pd).ln()
+    let miss = if pd * pg < 1.0 {
+        -(1.0 - pd * pg).ln()
     } else {
         CERTAIN_MISS_COST
     };
@@ -252,10 +254,11 @@ pub fn jpda(
     g: &Gated,
     ntracks: usize,
     pd: f64,
+    pg: f64,
     clutter: f64,
 ) -> Vec<Weights> {
     let gain = pd.ln() - clutter.ln();
-    let log_miss = (1.0 - pd).ln();
+    let log_miss = (1.0 - pd * pg).ln();
     let solved: Vec<Vec<(usize, Weights)>> = clusters
         .par_iter()
         .map(|cl| {

@@ -414,3 +414,21 @@ pub fn tracks_header(nx: usize) -> String {
     }
     h
 }
+
+/// Writes one scan's live tracks as rows `t,track,status,x..,P..` (see [`tracks_header`]).
+pub fn write_tracks_scan(
+    w: &mut impl Write,
+    t: f64,
+    tracker: &super::Tracker,
+) -> std::io::Result<()> {
+    for i in 0..tracker.len() {
+        put(w, t)?;
+        write!(w, ",{},{}", tracker.id(i), tracker.status(i).name())?;
+        for &v in tracker.mean(i).iter().chain(tracker.cov(i)) {
+            w.write_all(b",")?;
+            put(w, v)?;
+        }
+        w.write_all(b"\n")?;
+    }
+    Ok(())
+}

@@ -13,6 +13,7 @@ pub mod files;
 mod filter;
 pub mod gate;
 pub mod metrics;
+pub mod scenario;
 mod tracker;
 
 pub use assign::Assignment;

@@ -57,6 +57,11 @@ pub struct TrackerConfig {
     pub confirm: (u32, u32),
     /// Delete a confirmed track after this many consecutive misses.
     pub delete: u32,
+    /// Delete a tentative track after this many consecutive misses (`u32::MAX`: only
+    /// when M of N can no longer be reached). With `confirm = (M, 2M - 1)` and 2, this is
+    /// Stone Soup's `MultiMeasurementInitiator` with `UpdateTimeStepsDeleter(2)`: M
+    /// detections with no two misses in a row.
+    pub delete_tentative: u32,
     /// Delete a track when a diagonal element of `H P H^T` exceeds this.
     pub max_variance: f64,
 }
@@ -70,6 +75,7 @@ impl Default for TrackerConfig {
             clutter: 1e-6,
             confirm: (2, 3),
             delete: 3,
+            delete_tentative: u32::MAX,
             max_variance: f64::INFINITY,
         }
     }
@@ -102,7 +108,7 @@ impl TrackerConfig {
                 "confirmation M/N = {m}/{n} needs 1 <= M <= N"
             )));
         }
-        if self.delete == 0 {
+        if self.delete == 0 || self.delete_tentative == 0 {
             return Err(Error::input("deletion after K misses needs K >= 1"));
         }
         if !(self.max_variance > 0.0) {
@@ -262,50 +268,45 @@ impl Tracker {
             });
         }
         let inns: Vec<Innovation> = inns.into_iter().map(|v| v.unwrap_or_default()).collect();
-        let gated = gate_all(&inns, z, ny, self.gamma);
-        let t2 = Instant::now();
-        let cl = clusters(&gated, ndet);
         let n = self.life.len();
         let mut detected = vec![false; n];
         let mut claimed = vec![false; ndet];
-        let (cfg_pd, cfg_clutter) = (self.cfg.pd, self.cfg.clutter);
-        let t3;
-        match self.cfg.assoc {
-            Assoc::Gnn => {
-                let pick = gnn(&cl, &gated, n, cfg_pd, cfg_clutter);
-                t3 = Instant::now();
-                for (i, p) in pick.iter().enumerate() {
-                    if let Some(j) = *p {
-                        let j = j as usize;
-                        self.bank.update(i, &z[j * ny..(j + 1) * ny])?;
-                        detected[i] = true;
-                        claimed[j] = true;
-                    }
-                }
-            }
-            Assoc::Jpda => {
-                let w = jpda(&cl, &gated, n, cfg_pd, cfg_clutter);
-                t3 = Instant::now();
-                let mut e = Vec::new();
-                for (i, wi) in w.iter().enumerate() {
-                    for k in gated.of(i) {
-                        claimed[gated.det[k] as usize] = true;
-                    }
-                    if wi.det.is_empty() {
-                        continue;
-                    }
-                    e.resize(wi.det.len() * ny, 0.0);
-                    let mut betas = Vec::with_capacity(wi.det.len());
-                    for (k, &(j, b)) in wi.det.iter().enumerate() {
-                        let j = j as usize;
-                        inns[i].whiten(&z[j * ny..(j + 1) * ny], &mut e[k * ny..(k + 1) * ny]);
-                        betas.push(b);
-                    }
-                    self.bank.update_mixture(i, &inns[i], &e, &betas);
-                    detected[i] = wi.beta0 < 0.5;
-                }
+        // Stage 1: confirmed tracks, with the chosen association, over every detection.
+        // Stage 2: tentative tracks, by GNN, over the detections stage 1 left.
+        let (mut confirmed, mut tentative) = (Vec::new(), Vec::new());
+        let (mut inn_c, mut inn_t) = (Vec::new(), Vec::new());
+        for (i, inn) in inns.into_iter().enumerate() {
+            if self.life[i].status == Status::Confirmed {
+                confirmed.push(i);
+                inn_c.push(inn);
+            } else {
+                tentative.push(i);
+                inn_t.push(inn);
             }
         }
+        let all: Vec<usize> = (0..ndet).collect();
+        let mut spent = [0.0; 3];
+        self.associate(
+            &confirmed,
+            &inn_c,
+            z,
+            &all,
+            self.cfg.assoc,
+            &mut detected,
+            &mut claimed,
+            &mut spent,
+        )?;
+        let rest: Vec<usize> = (0..ndet).filter(|&j| !claimed[j]).collect();
+        self.associate(
+            &tentative,
+            &inn_t,
+            z,
+            &rest,
+            Assoc::Gnn,
+            &mut detected,
+            &mut claimed,
+            &mut spent,
+        )?;
         let t4 = Instant::now();
         self.life_cycle(&detected);
         // Initiation from the detections no track claimed.
@@ -333,11 +334,95 @@ impl Tracker {
         let t5 = Instant::now();
         let tm = &mut self.timing;
         tm.predict += (t1 - t0).as_secs_f64();
-        tm.gate += (t2 - t1).as_secs_f64();
-        tm.associate += (t3 - t2).as_secs_f64();
-        tm.update += (t4 - t3).as_secs_f64();
+        // Gating: the innovations, the grid and the gate itself.
+        let rest = (t4 - t1).as_secs_f64() - spent[1] - spent[2];
+        tm.gate += rest;
+        tm.associate += spent[1];
+        tm.update += spent[2];
         tm.life += (t5 - t4).as_secs_f64();
         tm.scans += 1;
+        Ok(())
+    }
+
+    /// Associates the tracks `idx` (with innovations `inns`) with the detections `dets`
+    /// of `z`, updates them, and marks them `detected` and the detections they take
+    /// `claimed` (GNN: the assigned ones; JPDA: those more likely a track's than its
+    /// "no detection"). `spent` adds the
+    /// seconds of gating, association and update.
+    #[allow(clippy::too_many_arguments)]
+    fn associate(
+        &mut self,
+        idx: &[usize],
+        inns: &[Innovation],
+        z: &[f64],
+        dets: &[usize],
+        assoc: Assoc,
+        detected: &mut [bool],
+        claimed: &mut [bool],
+        spent: &mut [f64; 3],
+    ) -> Result<()> {
+        if idx.is_empty() || dets.is_empty() {
+            return Ok(());
+        }
+        let ny = self.bank.ny;
+        let t0 = Instant::now();
+        let zs: Vec<f64> = if dets.len() * ny == z.len() {
+            z.to_vec()
+        } else {
+            dets.iter()
+                .flat_map(|&j| z[j * ny..(j + 1) * ny].iter().copied())
+                .collect()
+        };
+        let gated = gate_all(inns, &zs, ny, self.gamma);
+        let t1 = Instant::now();
+        let cl = clusters(&gated, dets.len());
+        let (pd, clutter) = (self.cfg.pd, self.cfg.clutter);
+        let t2;
+        match assoc {
+            Assoc::Gnn => {
+                let pick = gnn(&cl, &gated, idx.len(), pd, self.cfg.gate, clutter);
+                t2 = Instant::now();
+                for (k, p) in pick.iter().enumerate() {
+                    if let Some(l) = *p {
+                        let l = l as usize;
+                        self.bank.update(idx[k], &zs[l * ny..(l + 1) * ny])?;
+                        detected[idx[k]] = true;
+                        claimed[dets[l]] = true;
+                    }
+                }
+            }
+            Assoc::Jpda => {
+                let w = jpda(&cl, &gated, idx.len(), pd, self.cfg.gate, clutter);
+                t2 = Instant::now();
+                let mut e = Vec::new();
+                for (k, wk) in w.iter().enumerate() {
+                    // As Stone Soup's mixture tracker: a detection more likely the
+                    // track's than "no detection" counts as detecting the track and is
+                    // not free to start a new one.
+                    for &(l, b) in &wk.det {
+                        if b > wk.beta0 {
+                            claimed[dets[l as usize]] = true;
+                            detected[idx[k]] = true;
+                        }
+                    }
+                    if wk.det.is_empty() {
+                        continue;
+                    }
+                    e.resize(wk.det.len() * ny, 0.0);
+                    let mut betas = Vec::with_capacity(wk.det.len());
+                    for (m, &(l, b)) in wk.det.iter().enumerate() {
+                        let l = l as usize;
+                        inns[k].whiten(&zs[l * ny..(l + 1) * ny], &mut e[m * ny..(m + 1) * ny]);
+                        betas.push(b);
+                    }
+                    self.bank.update_mixture(idx[k], &inns[k], &e, &betas);
+                }
+            }
+        }
+        let t3 = Instant::now();
+        spent[0] += (t1 - t0).as_secs_f64();
+        spent[1] += (t2 - t1).as_secs_f64();
+        spent[2] += (t3 - t2).as_secs_f64();
         Ok(())
     }
 
@@ -345,6 +430,7 @@ impl Tracker {
     fn life_cycle(&mut self, detected: &[bool]) {
         let (m, n) = self.cfg.confirm;
         let k_del = self.cfg.delete;
+        let k_tent = self.cfg.delete_tentative;
         let (nx, ny) = (self.bank.nx, self.bank.ny);
         let bound = self.cfg.max_variance;
         let mut keep = vec![true; self.life.len()];
@@ -362,7 +448,7 @@ impl Tracker {
                     }
                     if l.hits >= m {
                         l.status = Status::Confirmed;
-                    } else if l.hits + n.saturating_sub(l.age) < m {
+                    } else if l.hits + n.saturating_sub(l.age) < m || l.misses >= k_tent {
                         // M detections within N scans can no longer be reached.
                         keep[i] = false;
                     }

@@ -111,15 +111,9 @@ pub fn random_model(seed: u64, nx: usize, ny: usize) -> kestrel::Model {
     let mut rng = StdRng::seed_from_u64(seed);
     let s = random_step(&mut rng, nx, ny);
     let p = random_prior(&mut rng, nx);
-    kestrel::Model {
-        f: s.f,
-        q: s.q,
-        h: s.h,
-        r: s.r,
-        u: s.u,
-        d: s.d,
-        prior: p,
-    }
+    kestrel::Model::new(s.f, s.q, s.h, s.r, p.x0, p.p0)
+        .and_then(|m| m.with_offsets(s.u, s.d))
+        .expect("the random model is valid by construction")
 }
 
 /// A random time-varying model of `steps` steps.

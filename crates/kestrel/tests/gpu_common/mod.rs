@@ -70,8 +70,8 @@ pub fn random_measurements<T: Real>(
         .expect("simulation of a valid model");
     let mut z = sim.measurements;
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ 0x5eed);
-    let ny = z.ny;
-    for s in z.data.chunks_mut(ny) {
+    let ny = z.ny();
+    for s in z.data_mut().chunks_mut(ny) {
         if rng.gen::<f64>() < missing {
             if rng.gen::<bool>() {
                 s.fill(f64::NAN);
@@ -108,13 +108,13 @@ pub fn max_rel<T: Real>(a: &[T], b: &[T], block: usize) -> f64 {
 /// Asserts that two sets of estimates agree within `tol` (normwise relative per step).
 pub fn assert_close<T: Real>(what: &str, got: &Estimates<T>, want: &Estimates<T>, tol: f64) {
     assert_eq!(
-        (got.tracks, got.steps, got.nx),
-        (want.tracks, want.steps, want.nx),
+        (got.tracks(), got.steps(), got.nx()),
+        (want.tracks(), want.steps(), want.nx()),
         "{what}: shapes"
     );
-    let n = got.nx;
-    let em = max_rel(&got.mean, &want.mean, n);
-    let ec = max_rel(&got.cov, &want.cov, n * n);
+    let n = got.nx();
+    let em = max_rel(got.mean(), want.mean(), n);
+    let ec = max_rel(got.cov(), want.cov(), n * n);
     assert!(
         em <= tol,
         "{what}: means differ by {em:e} (tolerance {tol:e})"
@@ -123,7 +123,7 @@ pub fn assert_close<T: Real>(what: &str, got: &Estimates<T>, want: &Estimates<T>
         ec <= tol,
         "{what}: covariances differ by {ec:e} (tolerance {tol:e})"
     );
-    match (&got.loglik, &want.loglik) {
+    match (got.loglik(), want.loglik()) {
         (Some(g), Some(w)) => {
             let el = max_rel(g, w, 1);
             // Log-likelihoods near zero: compare against the scale of the whole set.

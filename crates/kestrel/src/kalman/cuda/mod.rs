@@ -38,6 +38,7 @@
 //! over all cores. *Streaming*: [`BatchTracker`]. Files and measured throughput:
 //! `src/cuda/README.md`, `docs/cuda-perf.md`.
 
+mod auto;
 mod batch;
 mod pipeline;
 mod slot;
@@ -45,6 +46,7 @@ pub mod source;
 mod tracker;
 
 pub use crate::cuda::{available, device_info, device_name};
+pub use auto::{choose, AutoChoice};
 pub use batch::DeviceBatch;
 pub use tracker::BatchTracker;
 

@@ -2,6 +2,7 @@
 //! default, the model's numbers as compile-time constants) and the kernel files of each
 //! [`Part`]. Compiled by the runtime's NVRTC cache (`crate::cuda`).
 
+use crate::cuda::nvrtc::constexpr_table;
 use crate::cuda::{Gpu, Module};
 use crate::error::{Error, Result};
 use crate::linalg::Real;
@@ -76,24 +77,6 @@ pub const MAX_NX: usize = 16;
 /// See [`MAX_NX`].
 pub const MAX_NY: usize = 8;
 
-fn literal(v: f64) -> String {
-    // `{:e}` prints the shortest form that reads back to the same f64.
-    format!("{v:e}")
-}
-
-fn constexpr_fn(name: &str, vals: &[f64]) -> String {
-    let mut s = format!(
-        "__device__ __forceinline__ constexpr double {name}(int i) {{\n    switch (i) {{\n"
-    );
-    for (i, v) in vals.iter().enumerate() {
-        if *v != 0.0 {
-            s += &format!("        case {i}: return {};\n", literal(*v));
-        }
-    }
-    s += "        default: return 0.0;\n    }\n}\n";
-    s
-}
-
 fn row_major(m: &nalgebra::DMatrix<f64>) -> Vec<f64> {
     let mut v = Vec::with_capacity(m.len());
     for i in 0..m.nrows() {
@@ -111,14 +94,14 @@ pub(crate) fn prelude(nx: usize, ny: usize, dtype: &str, baked: Option<&Model>) 
     match baked {
         Some(m) => {
             s += "#define KS_BAKED 1\n";
-            s += &constexpr_fn("kF", &row_major(&m.f));
-            s += &constexpr_fn("kQ", &row_major(&m.q));
-            s += &constexpr_fn("kH", &row_major(&m.h));
-            s += &constexpr_fn("kR", &row_major(&m.r));
-            s += &constexpr_fn("ku", m.u.as_slice());
-            s += &constexpr_fn("kd", m.d.as_slice());
-            s += &constexpr_fn("kx0", m.prior.x0.as_slice());
-            s += &constexpr_fn("kP0", &row_major(&m.prior.p0));
+            s += &constexpr_table("kF", &row_major(&m.f));
+            s += &constexpr_table("kQ", &row_major(&m.q));
+            s += &constexpr_table("kH", &row_major(&m.h));
+            s += &constexpr_table("kR", &row_major(&m.r));
+            s += &constexpr_table("ku", m.u.as_slice());
+            s += &constexpr_table("kd", m.d.as_slice());
+            s += &constexpr_table("kx0", m.prior.x0.as_slice());
+            s += &constexpr_table("kP0", &row_major(&m.prior.p0));
         }
         None => s += "#define KS_BAKED 0\n",
     }
@@ -137,6 +120,16 @@ pub fn source(nx: usize, ny: usize, dtype: &str, baked: Option<&Model>, part: Pa
     s
 }
 
+/// The name of a module (errors, cache files).
+pub(crate) fn module_name<T: Real>(nx: usize, ny: usize, bake: bool, part: Part) -> String {
+    format!(
+        "kestrel-{}-nx{nx}-ny{ny}-{}{}",
+        part.name(),
+        T::NAME,
+        if bake { "-baked" } else { "" }
+    )
+}
+
 /// The kernels of `part` for `model`'s dimensions and type `T` on `gpu`, compiled on
 /// first use (the runtime caches them); `bake` compiles the model's numbers into the code.
 pub(crate) fn kernels<T: Real>(
@@ -151,12 +144,7 @@ pub(crate) fn kernels<T: Real>(
             "the CUDA kernels are built for 1 <= nx <= {MAX_NX} and 1 <= ny <= {MAX_NY}; this model has nx = {nx}, ny = {ny}"
         )));
     }
-    let what = format!(
-        "kestrel-{}-nx{nx}-ny{ny}-{}{}",
-        part.name(),
-        T::NAME,
-        if bake { "-baked" } else { "" }
-    );
+    let what = module_name::<T>(nx, ny, bake, part);
     let src = source(nx, ny, T::NAME, bake.then_some(model), part);
     gpu.module(&what, &src, part.kernels())
 }
@@ -187,6 +175,7 @@ pub fn model_params<T: Real>(m: &Model) -> Vec<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cuda::nvrtc::literal;
 
     #[test]
     fn baked_prelude_lists_nonzero_entries_only() {

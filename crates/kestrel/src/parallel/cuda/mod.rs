@@ -19,10 +19,11 @@ use crate::scan::ScanAlgorithm;
 use cudarc::driver::{DeviceRepr, LaunchConfig, ValidAsZeroBits};
 use std::sync::Arc;
 
-const SOURCES: [&str; 3] = [
+const SOURCES: [&str; 4] = [
     include_str!("../kernels/parallel_ops.cu"),
     include_str!("../kernels/parallel_scan.cu"),
     include_str!("../kernels/parallel_model.cu"),
+    include_str!("../kernels/parallel_fused.cu"),
 ];
 
 const SCAN_KERNELS: [&str; 11] = [
@@ -38,7 +39,13 @@ const SCAN_KERNELS: [&str; 11] = [
     "chunk",
     "fix",
 ];
-const MODEL_KERNELS: [&str; 8] = [
+const MODEL_KERNELS: [&str; 14] = [
+    "pf_reduce",
+    "pf_sweep",
+    "ps_reduce",
+    "ps_sweep",
+    "tf_reduce",
+    "tf_sweep",
     "pf_build",
     "pf_extract",
     "ps_build",
@@ -168,13 +175,55 @@ fn se_len(nx: usize) -> usize {
     2 * nx * nx + nx
 }
 
-/// Chunk length of the chunked scan (`KESTREL_PAR_CHUNK` overrides, for tuning).
-fn chunk_len() -> usize {
+fn chunk_env() -> Option<usize> {
     std::env::var("KESTREL_PAR_CHUNK")
         .ok()
         .and_then(|v| v.parse().ok())
         .filter(|&k: &usize| k >= 2)
-        .unwrap_or(16)
+}
+
+/// Chunk length of the chunked scan (`KESTREL_PAR_CHUNK` overrides, for tuning).
+fn chunk_len() -> usize {
+    chunk_env().unwrap_or(16)
+}
+
+/// Chunk length of the fused scan for `steps` steps in all (`KESTREL_PAR_CHUNK`
+/// overrides): about 2^15 chunks (32 at 10^6 steps, the best of 4..64 measured on the
+/// H100), each chunk 4 to 64 steps (a power of two).
+fn fused_chunk_len(steps: usize) -> usize {
+    chunk_env().unwrap_or_else(|| (steps >> 15).next_power_of_two().clamp(4, 64))
+}
+
+/// Whether [`ScanAlgorithm::Fastest`] runs the fused scan (reduce, scan of the chunk
+/// totals, sweep: `kernels/parallel_fused.cu`); `KESTREL_PAR_FUSED=0` runs the chunked
+/// scan over stored elements instead (for comparison).
+fn fused(alg: ScanAlgorithm) -> bool {
+    alg == ScanAlgorithm::Fastest && std::env::var("KESTREL_PAR_FUSED").map_or(true, |v| v != "0")
+}
+
+/// `e` as `Estimates<U>`: moved when `T` is `U` (the common case: no copy of what may be
+/// gigabytes of outputs), converted otherwise.
+fn est_as<T: Real, U: Real>(e: Estimates<T>) -> Estimates<U> {
+    let b: Box<dyn std::any::Any> = Box::new(e);
+    match b.downcast::<Estimates<U>>() {
+        Ok(u) => *u,
+        Err(b) => b
+            .downcast::<Estimates<T>>()
+            .expect("the box holds the Estimates<T> put in above")
+            .cast(),
+    }
+}
+
+fn out_as<D: Real, T: Real>((f, s): Output<D>) -> Output<T> {
+    (est_as(f), s.map(est_as))
+}
+
+/// Runs `f` on `z` as `Measurements<D>`: borrowed when `T` is `D`, converted otherwise.
+fn with_as<T: Real, D: Real, R>(z: &Measurements<T>, f: impl FnOnce(&Measurements<D>) -> R) -> R {
+    match (z as &dyn std::any::Any).downcast_ref::<Measurements<D>>() {
+        Some(same) => f(same),
+        None => f(&z.cast()),
+    }
 }
 
 /// Filtered estimates (with log-likelihoods) and, for the smoothers, smoothed ones.
@@ -190,13 +239,7 @@ pub fn run<T: Real, M: StateSpace + ?Sized>(
     method: Method,
     alg: ScanAlgorithm,
 ) -> Result<Output<T>> {
-    let back = |(f, s): Output<f64>| (f.cast::<T>(), s.map(|s| s.cast::<T>()));
-    let back32 = |(f, s): Output<f32>| (f.cast::<T>(), s.map(|s| s.cast::<T>()));
-    if T::NAME == "f64" {
-        run_as::<f64, M>(ordinal, model, &z.cast(), method, alg, 0, 1).map(|(_, o)| back(o))
-    } else {
-        run_as::<f32, M>(ordinal, model, &z.cast(), method, alg, 0, 1).map(|(_, o)| back32(o))
-    }
+    time(ordinal, model, z, method, alg, 0, 1).map(|(_, o)| o)
 }
 
 /// Like [`run`], timing `repeats` runs after `warmup` with the data resident on the
@@ -212,13 +255,15 @@ pub fn time<T: Real, M: StateSpace + ?Sized>(
     repeats: usize,
 ) -> Result<(Vec<f64>, Output<T>)> {
     if T::NAME == "f64" {
-        let (t, (f, s)) =
-            run_as::<f64, M>(ordinal, model, &z.cast(), method, alg, warmup, repeats)?;
-        Ok((t, (f.cast(), s.map(|s| s.cast()))))
+        let (t, o) = with_as::<T, f64, _>(z, |z| {
+            run_as::<f64, M>(ordinal, model, z, method, alg, warmup, repeats)
+        })?;
+        Ok((t, out_as(o)))
     } else {
-        let (t, (f, s)) =
-            run_as::<f32, M>(ordinal, model, &z.cast(), method, alg, warmup, repeats)?;
-        Ok((t, (f.cast(), s.map(|s| s.cast()))))
+        let (t, o) = with_as::<T, f32, _>(z, |z| {
+            run_as::<f32, M>(ordinal, model, z, method, alg, warmup, repeats)
+        })?;
+        Ok((t, out_as(o)))
     }
 }
 
@@ -231,48 +276,36 @@ pub fn retrodict<T: Real, M: StateSpace + ?Sized>(
     filtered: &Estimates<T>,
     alg: ScanAlgorithm,
 ) -> Result<Estimates<T>> {
-    let z = Measurements::<f64> {
+    let s = if T::NAME == "f64" {
+        retrodict_as::<T, f64, M>(ordinal, model, filtered, alg)?.map(est_as)
+    } else {
+        retrodict_as::<T, f32, M>(ordinal, model, filtered, alg)?.map(est_as)
+    };
+    s.ok_or_else(|| Error::Cuda("the retrodiction returned no estimates".into()))
+}
+
+fn retrodict_as<T: Real, D: GpuReal, M: StateSpace + ?Sized>(
+    ordinal: usize,
+    model: &M,
+    filtered: &Estimates<T>,
+    alg: ScanAlgorithm,
+) -> Result<Option<Estimates<D>>> {
+    let z = Measurements::<D> {
         tracks: filtered.tracks,
         steps: filtered.steps,
         ny: model.ny(),
         data: Vec::new(),
     };
-    let s = if T::NAME == "f64" {
-        let f = filtered.cast::<f64>();
-        catch(|| {
-            run_on(
-                ordinal,
-                model,
-                &z.cast(),
-                Method::Retrodict,
-                alg,
-                0,
-                1,
-                Some(&f),
-            )
-        })?
-        .1
-         .1
-        .map(|s| s.cast::<T>())
-    } else {
-        let f = filtered.cast::<f32>();
-        catch(|| {
-            run_on(
-                ordinal,
-                model,
-                &z.cast(),
-                Method::Retrodict,
-                alg,
-                0,
-                1,
-                Some(&f),
-            )
-        })?
-        .1
-         .1
-        .map(|s| s.cast::<T>())
+    let owned;
+    let f = match (filtered as &dyn std::any::Any).downcast_ref::<Estimates<D>>() {
+        Some(same) => same,
+        None => {
+            owned = filtered.cast::<D>();
+            &owned
+        }
     };
-    s.ok_or_else(|| Error::Cuda("the retrodiction returned no estimates".into()))
+    let run = || run_on(ordinal, model, &z, Method::Retrodict, alg, 0, 1, Some(f));
+    Ok(catch(run)?.1 .1)
 }
 
 /// The first non-finite value of `v` in blocks of `per` values per step, as
@@ -373,7 +406,7 @@ fn run_on<D: GpuReal, M: StateSpace + ?Sized>(
             &z.data[b0 * t * ny..b1 * t * ny]
         };
         let fg = filtered.map(|f| (&f.mean[b0 * n1..b1 * n1], &f.cov[b0 * n2..b1 * n2]));
-        let mut bufs = GroupBufs::new(&g, nx, t, nb, method, zg, fg)?;
+        let mut bufs = GroupBufs::new(&g, nx, t, nb, method, alg, zg, fg)?;
         for i in 0..warmup + repeats {
             bufs.poison(&g, &k, method)?;
             sync("poisoning the outputs")?;

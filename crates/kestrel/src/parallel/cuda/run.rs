@@ -1,6 +1,6 @@
 //! The scans and the filter / smoother pipelines on the device.
 
-use super::{chunk_len, cu, fe_len, se_len, Gpu, GpuReal, Kernels};
+use super::{chunk_len, cu, fe_len, fused, fused_chunk_len, se_len, Gpu, GpuReal, Kernels};
 use crate::error::Result;
 use crate::kalman::dense::ConvertedModel;
 use crate::scan::ScanAlgorithm;
@@ -362,6 +362,15 @@ pub(crate) fn scalars_per_track(
 ) -> Option<usize> {
     let fe = fe_len(nx);
     let se = se_len(nx);
+    if fused(alg) && method != Method::OneThread {
+        // Chunk totals (at least one per 4 steps) and their scan's work space.
+        let outs = if method.smooths() {
+            2 * (nx + nx * nx) + 1
+        } else {
+            nx + nx * nx + 1
+        };
+        return t.checked_mul(fe / 2 + outs + ny + 1);
+    }
     let (el, scanned) = match method {
         Method::OneThread => (0, 0),
         Method::Filter => (fe, fe),
@@ -388,6 +397,9 @@ pub(crate) fn scalars_per_track(
 pub(crate) struct GroupBufs<D> {
     pub t: usize,
     pub nb: usize,
+    /// Chunk length of the fused scan, 0 when the elements are stored and scanned.
+    fused_k: usize,
+    tot: CudaSlice<D>,
     pub z: CudaSlice<D>,
     el: CudaSlice<D>,
     back: CudaSlice<D>,
@@ -402,17 +414,25 @@ pub(crate) struct GroupBufs<D> {
 impl<D: GpuReal> GroupBufs<D> {
     /// Buffers for `method`, with `z` (the group's measurements, `nb * t * ny`) uploaded;
     /// for [`Method::Retrodict`], `filtered` (means and covariances) instead.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         g: &Gpu,
         nx: usize,
         t: usize,
         nb: usize,
         method: Method,
+        alg: ScanAlgorithm,
         z: &[D],
         filtered: Option<(&[D], &[D])>,
     ) -> Result<Self> {
         let n = nb * t;
-        let used = |yes: bool, len: usize| if yes { n * len } else { 1 };
+        let fused_k = if fused(alg) && method != Method::OneThread {
+            fused_chunk_len(n)
+        } else {
+            0
+        };
+        let stored = fused_k == 0;
+        let used = |yes: bool, len: usize| if yes && stored { n * len } else { 1 };
         let filter = !matches!(method, Method::Retrodict | Method::OneThread);
         let (mean, cov) = match filtered {
             Some((m, c)) => (
@@ -424,9 +444,16 @@ impl<D: GpuReal> GroupBufs<D> {
                 alloc(g, n * nx * nx, "covariances")?,
             ),
         };
+        let tot = if stored {
+            1
+        } else {
+            nb * t.div_ceil(fused_k) * fe_len(nx)
+        };
         Ok(GroupBufs {
             t,
             nb,
+            fused_k,
+            tot: alloc(g, tot, "chunk totals")?,
             z: if z.is_empty() {
                 alloc(g, 1, "measurements")?
             } else {
@@ -448,9 +475,17 @@ impl<D: GpuReal> GroupBufs<D> {
             )?,
             mean,
             cov,
-            ll: alloc(g, used(filtered.is_none(), 1), "log-likelihoods")?,
-            smean: alloc(g, used(method.smooths(), nx), "smoothed means")?,
-            scov: alloc(g, used(method.smooths(), nx * nx), "smoothed covariances")?,
+            ll: alloc(g, if filtered.is_none() { n } else { 1 }, "log-likelihoods")?,
+            smean: alloc(
+                g,
+                if method.smooths() { n * nx } else { 1 },
+                "smoothed means",
+            )?,
+            scov: alloc(
+                g,
+                if method.smooths() { n * nx * nx } else { 1 },
+                "smoothed covariances",
+            )?,
         })
     }
 
@@ -497,6 +532,9 @@ impl<D: GpuReal> GroupBufs<D> {
                 &mut self.ll
             );
             return Ok(());
+        }
+        if self.fused_k > 0 {
+            return self.run_fused(g, k, m, method);
         }
         if method != Method::Retrodict {
             launch!(
@@ -568,6 +606,123 @@ impl<D: GpuReal> GroupBufs<D> {
                     &self.mean,
                     &self.cov,
                     &tt,
+                    &mut self.smean,
+                    &mut self.scov
+                );
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// The fused scan (`kernels/parallel_fused.cu`): per method, a reduce over chunks of
+    /// `fused_k` steps, the chunked scan of the chunk totals, and a sweep that writes the
+    /// moments.
+    fn run_fused(
+        &mut self,
+        g: &Gpu,
+        k: &Arc<Kernels>,
+        m: &DevModel<D>,
+        method: Method,
+    ) -> Result<()> {
+        let s = &g.stream;
+        let (t, tt, nb, nx) = (self.t, self.t as i64, self.nb, m.nx);
+        let kk = self.fused_k as i32;
+        let nc = t.div_ceil(self.fused_k);
+        let fast = ScanAlgorithm::Fastest;
+        if method != Method::Retrodict {
+            launch!(
+                k,
+                s,
+                "pf_reduce",
+                (nc, nb),
+                &m.steps,
+                &m.varying,
+                &m.prior,
+                &self.z,
+                &tt,
+                &kk,
+                &mut self.tot
+            );
+            scan(g, k, "pf", fe_len(nx), &mut self.tot, nc, nb, fast, false)?;
+            launch!(
+                k,
+                s,
+                "pf_sweep",
+                (nc, nb),
+                &self.tot,
+                &m.steps,
+                &m.varying,
+                &m.prior,
+                &self.z,
+                &tt,
+                &kk,
+                &mut self.mean,
+                &mut self.cov,
+                &mut self.ll
+            );
+        }
+        match method {
+            Method::Rts | Method::Retrodict => {
+                launch!(
+                    k,
+                    s,
+                    "ps_reduce",
+                    (nc, nb),
+                    &m.steps,
+                    &m.varying,
+                    &self.mean,
+                    &self.cov,
+                    &tt,
+                    &kk,
+                    &mut self.tot
+                );
+                scan(g, k, "ps", se_len(nx), &mut self.tot, nc, nb, fast, true)?;
+                launch!(
+                    k,
+                    s,
+                    "ps_sweep",
+                    (nc, nb),
+                    &self.tot,
+                    &m.steps,
+                    &m.varying,
+                    &self.mean,
+                    &self.cov,
+                    &tt,
+                    &kk,
+                    &mut self.smean,
+                    &mut self.scov
+                );
+            }
+            Method::TwoFilter => {
+                launch!(
+                    k,
+                    s,
+                    "tf_reduce",
+                    (nc, nb),
+                    &m.steps,
+                    &m.varying,
+                    &m.prior,
+                    &self.z,
+                    &tt,
+                    &kk,
+                    &mut self.tot
+                );
+                scan(g, k, "pf", fe_len(nx), &mut self.tot, nc, nb, fast, true)?;
+                launch!(
+                    k,
+                    s,
+                    "tf_sweep",
+                    (nc, nb),
+                    &self.tot,
+                    &m.steps,
+                    &m.varying,
+                    &m.prior,
+                    &self.z,
+                    &self.mean,
+                    &self.cov,
+                    &tt,
+                    &kk,
                     &mut self.smean,
                     &mut self.scov
                 );

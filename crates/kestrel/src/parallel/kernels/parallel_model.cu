@@ -108,15 +108,11 @@ __device__ __forceinline__ void fe_nan(FE& o) {
     for (int i = 0; i < NX; ++i) { o.b[i] = nanv(); o.eta[i] = nanv(); }
 }
 
-// Filtering elements (eqs. 43-45; step 0: eq. 44 with the prior).
-extern "C" __global__ void pf_build(const StepM* st, int varying, const real* prior, const real* z, long long T, FE* el) {
-    long long k = gtid();
-    if (k >= T) return;
-    z += bat() * T * NY;
-    el += bat() * T;
+// The filtering element of step k (eqs. 43-45; step 0: eq. 44 with the prior) of the
+// sequence whose measurements start at z.
+__device__ __forceinline__ void pf_element(const StepM* st, int varying, const real* prior, const real* z, long long k, FE& o) {
     const real* zk = z + k * NY;
     const StepM& m = step_at(st, varying, k);
-    FE o;
     if (k == 0) {
         real x[NX], P[NX2];
 #pragma unroll
@@ -130,7 +126,6 @@ extern "C" __global__ void pf_build(const StepM* st, int varying, const real* pr
 #pragma unroll
         for (int i = 0; i < NX; ++i) { o.b[i] = x[i]; o.eta[i] = 0; }
         if (!ok) fe_nan(o);
-        el[k] = o;
         return;
     }
 #pragma unroll
@@ -163,7 +158,7 @@ extern "C" __global__ void pf_build(const StepM* st, int varying, const real* pr
                 S[a * NY + b] = s; S[b * NY + a] = s;
             }
         }
-        if (!chol<NY>(S)) { fe_nan(o); el[k] = o; return; }
+        if (!chol<NY>(S)) { fe_nan(o); return; }
         lsolve<NY, NX>(S, WT);
         lsolve<NY, NX>(S, G);
         lsolve<NY, 1>(S, e);
@@ -197,6 +192,15 @@ extern "C" __global__ void pf_build(const StepM* st, int varying, const real* pr
             }
         }
     }
+}
+
+extern "C" __global__ void pf_build(const StepM* st, int varying, const real* prior, const real* z, long long T, FE* el) {
+    long long k = gtid();
+    if (k >= T) return;
+    z += bat() * T * NY;
+    el += bat() * T;
+    FE o;
+    pf_element(st, varying, prior, z, k, o);
     el[k] = o;
 }
 
@@ -235,14 +239,9 @@ extern "C" __global__ void pf_extract(const FE* el, const StepM* st, int varying
     ll[k] = kf_update(x, P, m, zk, l) ? l : nanv();
 }
 
-// Smoothing elements (eqs. 49-50) from the filtered moments.
-extern "C" __global__ void ps_build(const StepM* st, int varying, const real* mean, const real* cov, long long T, SE* se) {
-    long long k = gtid();
-    if (k >= T) return;
-    mean += bat() * T * NX;
-    cov += bat() * T * NX2;
-    se += bat() * T;
-    SE o;
+// The smoothing element of step k (eqs. 49-50) from the filtered moments of the
+// sequence (mean, cov) of T steps.
+__device__ __forceinline__ void ps_element(const StepM* st, int varying, const real* mean, const real* cov, long long T, long long k, SE& o) {
     const real* x = mean + k * NX;
     const real* P = cov + k * NX2;
     if (k == T - 1) {
@@ -250,7 +249,6 @@ extern "C" __global__ void ps_build(const StepM* st, int varying, const real* me
         for (int i = 0; i < NX2; ++i) { o.E[i] = 0; o.L[i] = P[i]; }
 #pragma unroll
         for (int i = 0; i < NX; ++i) o.g[i] = x[i];
-        se[k] = o;
         return;
     }
     const StepM& m = step_at(st, varying, k + 1);
@@ -284,7 +282,6 @@ extern "C" __global__ void ps_build(const StepM* st, int varying, const real* me
         for (int i = 0; i < NX2; ++i) { o.E[i] = nanv(); o.L[i] = nanv(); }
 #pragma unroll
         for (int i = 0; i < NX; ++i) o.g[i] = nanv();
-        se[k] = o;
         return;
     }
     lsolve<NX, NX>(Pp, V);  // V = L^{-1} F P
@@ -307,6 +304,17 @@ extern "C" __global__ void ps_build(const StepM* st, int varying, const real* me
         for (int j = 0; j < NX; ++j) { o.E[i * NX + j] = V[j * NX + i]; s -= V[j * NX + i] * xp[j]; }
         o.g[i] = s;
     }
+}
+
+// Smoothing elements from the filtered moments.
+extern "C" __global__ void ps_build(const StepM* st, int varying, const real* mean, const real* cov, long long T, SE* se) {
+    long long k = gtid();
+    if (k >= T) return;
+    mean += bat() * T * NX;
+    cov += bat() * T * NX2;
+    se += bat() * T;
+    SE o;
+    ps_element(st, varying, mean, cov, T, k, o);
     se[k] = o;
 }
 
@@ -333,18 +341,10 @@ extern "C" __global__ void tf_shift(const FE* el, FE* back, long long T) {
     else { FE e; FilterOp::identity(e); back[k] = e; }
 }
 
-// Eqs. 25-26: P_{k|T} = (I + P J)^{-1} P, x_{k|T} = (I + P J)^{-1} (x + P eta).
-extern "C" __global__ void tf_combine(const FE* back, const real* mean, const real* cov, long long T, real* smean, real* scov) {
-    long long k = gtid();
-    if (k >= T) return;
-    back += bat() * T;
-    mean += bat() * T * NX;
-    cov += bat() * T * NX2;
-    smean += bat() * T * NX;
-    scov += bat() * T * NX2;
+// Eqs. 25-26: P_{k|T} = (I + P J)^{-1} P, x_{k|T} = (I + P J)^{-1} (x + P eta), with
+// (eta, J) of the backward element bk.
+__device__ __forceinline__ void tf_merge(const FE& bk, const real* x, const real* P, real* sm, real* sc) {
     const int W = NX + 1;
-    const real* x = mean + k * NX;
-    const real* P = cov + k * NX2;
     real M[NX2], B[NX * W];
 #pragma unroll
     for (int r = 0; r < NX; ++r) {
@@ -353,20 +353,31 @@ extern "C" __global__ void tf_combine(const FE* back, const real* mean, const re
         for (int c = 0; c < NX; ++c) {
             real t = (r == c) ? (real)1 : (real)0;
 #pragma unroll
-            for (int l = 0; l < NX; ++l) t += P[r * NX + l] * back[k].J[l * NX + c];
+            for (int l = 0; l < NX; ++l) t += P[r * NX + l] * bk.J[l * NX + c];
             M[r * NX + c] = t;
             B[r * W + c] = P[r * NX + c];
-            s += P[r * NX + c] * back[k].eta[c];
+            s += P[r * NX + c] * bk.eta[c];
         }
         B[r * W + NX] = s;
     }
     bool ok = solve_nx<W>(M, B);
 #pragma unroll
     for (int r = 0; r < NX; ++r) {
-        smean[k * NX + r] = ok ? B[r * W + NX] : nanv();
+        sm[r] = ok ? B[r * W + NX] : nanv();
 #pragma unroll
-        for (int c = 0; c < NX; ++c) scov[k * NX2 + r * NX + c] = ok ? (real)0.5 * (B[r * W + c] + B[c * W + r]) : nanv();
+        for (int c = 0; c < NX; ++c) sc[r * NX + c] = ok ? (real)0.5 * (B[r * W + c] + B[c * W + r]) : nanv();
     }
+}
+
+extern "C" __global__ void tf_combine(const FE* back, const real* mean, const real* cov, long long T, real* smean, real* scov) {
+    long long k = gtid();
+    if (k >= T) return;
+    back += bat() * T;
+    mean += bat() * T * NX;
+    cov += bat() * T * NX2;
+    smean += bat() * T * NX;
+    scov += bat() * T * NX2;
+    tf_merge(back[k], mean + k * NX, cov + k * NX2, smean + k * NX, scov + k * NX2);
 }
 
 // The sequential Kalman filter in one thread (the paper's speed-up baseline).

@@ -1,0 +1,207 @@
+// The fused scan of the filter and the smoothers: reduce, scan of the chunk totals,
+// sweep. Each sequence of T steps is cut into chunks of K steps; chunk c covers steps
+// [cK, min(T, (c+1)K)) and is one thread's work in the two passes over the data:
+//
+//  1. reduce: the thread builds its K elements on the fly (nothing written) and combines
+//     them into the chunk total tot_c = a_lo x ... x a_{hi-1};
+//  2. the totals (T/K of them) are scanned with the chunked scan of parallel_scan.cu,
+//     forward for the filter, in reverse for the smoothers;
+//  3. sweep: the thread starts from the scanned prefix of the chunks before (after) its
+//     own and walks its K steps, writing the moments directly.
+//
+// A prefix of filtering elements that starts at step 0 is (0, x_{k|k}, P_{k|k}, 0, 0)
+// (Sarkka & Garcia-Fernandez, eq. 47), so the forward sweep from it is the Kalman
+// filter's predict and update; a suffix of smoothing elements that ends at T-1 is
+// (0, x_{k|T}, P_{k|T}) (eq. 52), so the backward sweep is the RTS step
+// x = E x' + g, P = E P' E^T + L with the element of step k. For the two-filter smoother
+// the suffix of backward elements keeps its (eta, J), carried through the sweep with the
+// operator itself (the eta and J of a x b depend on b's eta and J alone).
+//
+// Elements are read and written only as chunk totals: per step, the measurements are read
+// twice and the moments written once. Batched like the other kernels (blockIdx.y).
+
+__device__ __forceinline__ long long n_chunks(long long T, int K) { return (T + K - 1) / K; }
+
+extern "C" __global__ void pf_reduce(const StepM* st, int varying, const real* prior, const real* z, long long T, int K, FE* tot) {
+    long long c = gtid(), nc = n_chunks(T, K);
+    if (c >= nc) return;
+    z += bat() * T * NY;
+    tot += bat() * nc;
+    long long lo = c * K, hi = min(T, lo + K);
+    FE acc;
+    pf_element(st, varying, prior, z, lo, acc);
+    for (long long k = lo + 1; k < hi; ++k) {
+        FE e, t;
+        pf_element(st, varying, prior, z, k, e);
+        FilterOp::combine(acc, e, t);
+        acc = t;
+    }
+    tot[c] = acc;
+}
+
+// tot: the forward-scanned chunk totals (tot[c-1] = the prefix through chunk c-1).
+extern "C" __global__ void pf_sweep(const FE* tot, const StepM* st, int varying, const real* prior, const real* z, long long T, int K,
+                                    real* mean, real* cov, real* ll) {
+    long long c = gtid(), nc = n_chunks(T, K);
+    if (c >= nc) return;
+    z += bat() * T * NY;
+    tot += bat() * nc;
+    mean += bat() * T * NX;
+    cov += bat() * T * NX2;
+    ll += bat() * T;
+    long long lo = c * K, hi = min(T, lo + K);
+    real x[NX], P[NX2];
+    if (c == 0) {
+#pragma unroll
+        for (int i = 0; i < NX; ++i) x[i] = prior[i];
+#pragma unroll
+        for (int i = 0; i < NX2; ++i) P[i] = prior[NX + i];
+    } else {
+#pragma unroll
+        for (int i = 0; i < NX; ++i) x[i] = tot[c - 1].b[i];
+#pragma unroll
+        for (int i = 0; i < NX2; ++i) P[i] = tot[c - 1].C[i];
+    }
+    for (long long k = lo; k < hi; ++k) {
+        const StepM& m = step_at(st, varying, k);
+        if (k > 0) kf_predict(x, P, m);
+        const real* zk = z + k * NY;
+        real l = 0;
+        if (!missing(zk) && !kf_update(x, P, m, zk, l)) {
+            l = nanv();
+#pragma unroll
+            for (int i = 0; i < NX; ++i) x[i] = nanv();
+        }
+        ll[k] = l;
+#pragma unroll
+        for (int i = 0; i < NX; ++i) mean[k * NX + i] = x[i];
+#pragma unroll
+        for (int i = 0; i < NX2; ++i) cov[k * NX2 + i] = P[i];
+    }
+}
+
+extern "C" __global__ void ps_reduce(const StepM* st, int varying, const real* mean, const real* cov, long long T, int K, SE* tot) {
+    long long c = gtid(), nc = n_chunks(T, K);
+    if (c >= nc) return;
+    mean += bat() * T * NX;
+    cov += bat() * T * NX2;
+    tot += bat() * nc;
+    long long lo = c * K, hi = min(T, lo + K);
+    SE acc;
+    ps_element(st, varying, mean, cov, T, lo, acc);
+    for (long long k = lo + 1; k < hi; ++k) {
+        SE e, t;
+        ps_element(st, varying, mean, cov, T, k, e);
+        SmoothOp::combine(acc, e, t);
+        acc = t;
+    }
+    tot[c] = acc;
+}
+
+// tot: the reverse-scanned chunk totals (tot[c+1] = the suffix from chunk c+1 on).
+extern "C" __global__ void ps_sweep(const SE* tot, const StepM* st, int varying, const real* mean, const real* cov, long long T, int K,
+                                    real* smean, real* scov) {
+    long long c = gtid(), nc = n_chunks(T, K);
+    if (c >= nc) return;
+    mean += bat() * T * NX;
+    cov += bat() * T * NX2;
+    tot += bat() * nc;
+    smean += bat() * T * NX;
+    scov += bat() * T * NX2;
+    long long lo = c * K, hi = min(T, lo + K);
+    real xs[NX], Ps[NX2];
+    if (c + 1 < nc) {
+#pragma unroll
+        for (int i = 0; i < NX; ++i) xs[i] = tot[c + 1].g[i];
+#pragma unroll
+        for (int i = 0; i < NX2; ++i) Ps[i] = tot[c + 1].L[i];
+    }
+    for (long long k = hi - 1; k >= lo; --k) {
+        SE e;
+        ps_element(st, varying, mean, cov, T, k, e);
+        if (k == T - 1) {
+#pragma unroll
+            for (int i = 0; i < NX; ++i) xs[i] = e.g[i];
+#pragma unroll
+            for (int i = 0; i < NX2; ++i) Ps[i] = e.L[i];
+        } else {
+            real xn[NX], EP[NX2];
+#pragma unroll
+            for (int r = 0; r < NX; ++r) {
+                real s = e.g[r];
+#pragma unroll
+                for (int c2 = 0; c2 < NX; ++c2) {
+                    s += e.E[r * NX + c2] * xs[c2];
+                    real t = 0;
+#pragma unroll
+                    for (int l = 0; l < NX; ++l) t += e.E[r * NX + l] * Ps[l * NX + c2];
+                    EP[r * NX + c2] = t;
+                }
+                xn[r] = s;
+            }
+#pragma unroll
+            for (int r = 0; r < NX; ++r) {
+                xs[r] = xn[r];
+#pragma unroll
+                for (int c2 = 0; c2 <= r; ++c2) {
+                    real s1 = 0, s2 = 0;
+#pragma unroll
+                    for (int l = 0; l < NX; ++l) { s1 += EP[r * NX + l] * e.E[c2 * NX + l]; s2 += EP[c2 * NX + l] * e.E[r * NX + l]; }
+                    real v = (real)0.5 * (s1 + s2) + (real)0.5 * (e.L[r * NX + c2] + e.L[c2 * NX + r]);
+                    Ps[r * NX + c2] = v; Ps[c2 * NX + r] = v;
+                }
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < NX; ++i) smean[k * NX + i] = xs[i];
+#pragma unroll
+        for (int i = 0; i < NX2; ++i) scov[k * NX2 + i] = Ps[i];
+    }
+}
+
+// The backward element of step k: a_{k+1}, the identity at T-1 (eq. 54).
+__device__ __forceinline__ void tf_back(const StepM* st, int varying, const real* prior, const real* z, long long T, long long k, FE& o) {
+    if (k + 1 < T) pf_element(st, varying, prior, z, k + 1, o);
+    else FilterOp::identity(o);
+}
+
+extern "C" __global__ void tf_reduce(const StepM* st, int varying, const real* prior, const real* z, long long T, int K, FE* tot) {
+    long long c = gtid(), nc = n_chunks(T, K);
+    if (c >= nc) return;
+    z += bat() * T * NY;
+    tot += bat() * nc;
+    long long lo = c * K, hi = min(T, lo + K);
+    FE acc;
+    tf_back(st, varying, prior, z, T, lo, acc);
+    for (long long k = lo + 1; k < hi; ++k) {
+        FE e, t;
+        tf_back(st, varying, prior, z, T, k, e);
+        FilterOp::combine(acc, e, t);
+        acc = t;
+    }
+    tot[c] = acc;
+}
+
+// tot: the reverse-scanned totals of the backward elements; mean, cov: the filter's.
+extern "C" __global__ void tf_sweep(const FE* tot, const StepM* st, int varying, const real* prior, const real* z, const real* mean,
+                                    const real* cov, long long T, int K, real* smean, real* scov) {
+    long long c = gtid(), nc = n_chunks(T, K);
+    if (c >= nc) return;
+    z += bat() * T * NY;
+    tot += bat() * nc;
+    mean += bat() * T * NX;
+    cov += bat() * T * NX2;
+    smean += bat() * T * NX;
+    scov += bat() * T * NX2;
+    long long lo = c * K, hi = min(T, lo + K);
+    FE acc;
+    if (c + 1 < nc) acc = tot[c + 1];
+    else FilterOp::identity(acc);
+    for (long long k = hi - 1; k >= lo; --k) {
+        FE e, t;
+        tf_back(st, varying, prior, z, T, k, e);
+        FilterOp::combine(e, acc, t);
+        acc = t;
+        tf_merge(acc, mean + k * NX, cov + k * NX2, smean + k * NX, scov + k * NX2);
+    }
+}
