@@ -45,7 +45,7 @@ use std::process::ExitCode;
 )]
 struct Cli {
     /// Flush every output and its directory to the disk before and after the rename,
-    /// so that outputs survive a power loss (costs about 2 s per GB written).
+    /// so that outputs survive a power loss (measured: ~60 ms per small file, seconds per GB).
     #[arg(long, global = true)]
     fsync: bool,
     /// Print notes (the device chosen) as they come instead of after success.

@@ -45,8 +45,8 @@
 //!   the disk (`fsync`) before the rename, and its directory before and after, so that the
 //!   output survives a power loss. Without it the output is complete and atomic with
 //!   respect to other processes and crashes of kestrel, but a power loss shortly after
-//!   the run may lose it. Measured cost (ext4 on an NVMe SSD, 2 cores): about 2 ms per
-//!   small file and 2 s per GB written (the data must reach the disk).
+//!   the run may lose it. Measured cost on the 2-core development VM (virtio disk,
+//!   loaded): about 60 ms per small output and 2-7 s per 320 MB written.
 
 use crate::error::{Error, Result};
 use std::fs::File;
