@@ -731,16 +731,16 @@ fn the_newer_commands_hold_the_contract() {
     let o = run(&[
         "simulate-frames",
         "--output",
-        &x,
+        f,
         "--truth",
-        &x,
+        f,
         "--frames",
         "2",
     ]);
     contract(
         &o,
         2,
-        &["x.csv", "two outputs"],
+        &["f.npy", "two outputs"],
         d.path(),
         &["f.npy", "x.csv"],
     );
