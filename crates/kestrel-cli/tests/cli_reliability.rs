@@ -773,7 +773,7 @@ fn the_newer_commands_hold_the_contract() {
     // eval: the per-step output over the truth.
     let truth = d.file("truth.csv", b"t,id,x,y\n0,0,1.0,2.0\n");
     let o = run(&[
-        "eval", "--truth", &truth, "--tracks", &truth, "--output", &truth,
+        "eval", "--truth", &truth, "--tracks", &truth, "--output", &truth, "--metric", "gospa",
     ]);
     contract(
         &o,
