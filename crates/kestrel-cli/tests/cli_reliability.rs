@@ -731,16 +731,16 @@ fn the_newer_commands_hold_the_contract() {
     let o = run(&[
         "simulate-frames",
         "--output",
-        &x,
+        f,
         "--truth",
-        &x,
+        f,
         "--frames",
         "2",
     ]);
     contract(
         &o,
         2,
-        &["x.csv", "two outputs"],
+        &["f.npy", "two outputs"],
         d.path(),
         &["f.npy", "x.csv"],
     );
@@ -773,7 +773,7 @@ fn the_newer_commands_hold_the_contract() {
     // eval: the per-step output over the truth.
     let truth = d.file("truth.csv", b"t,id,x,y\n0,0,1.0,2.0\n");
     let o = run(&[
-        "eval", "--truth", &truth, "--tracks", &truth, "--output", &truth,
+        "eval", "--truth", &truth, "--tracks", &truth, "--output", &truth, "--metric", "gospa",
     ]);
     contract(
         &o,
