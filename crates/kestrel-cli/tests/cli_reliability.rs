@@ -727,7 +727,7 @@ fn the_newer_commands_hold_the_contract() {
         "--width",
         "16",
     ]));
-    let x = d.sentinel("x.csv");
+    d.sentinel("x.csv");
     let o = run(&[
         "simulate-frames",
         "--output",
