@@ -139,7 +139,12 @@ impl Gpu {
     /// compiled by NVRTC on first use, then cached in memory and on disk. `what` names
     /// the module in errors and cache files.
     pub fn module(&self, what: &str, src: &str, names: &[&str]) -> Result<Arc<Module>> {
-        let key = nvrtc::fnv1a(src.as_bytes(), nvrtc::fnv1a(what.as_bytes(), nvrtc::FNV0));
+        // The kernels looked up are part of the key: two callers may compile the same
+        // source and ask for different kernels of it.
+        let mut key = nvrtc::fnv1a(src.as_bytes(), nvrtc::fnv1a(what.as_bytes(), nvrtc::FNV0));
+        for n in names {
+            key = nvrtc::fnv1a(n.as_bytes(), nvrtc::fnv1a(b"\0", key));
+        }
         let cached = || -> Result<Option<Arc<Module>>> {
             let mods = self
                 .modules
