@@ -354,7 +354,7 @@ mod arrays {
         /// ```
         /// let a = ndarray::Array3::<f64>::zeros((10, 5, 2));
         /// let z = kestrel::Measurements::from_array(a)?;
-        /// assert_eq!((z.tracks, z.steps, z.ny), (10, 5, 2));
+        /// assert_eq!((z.tracks(), z.steps(), z.ny()), (10, 5, 2));
         /// # Ok::<(), kestrel::Error>(())
         /// ```
         pub fn from_array(a: Array3<T>) -> Result<Self> {
