@@ -193,6 +193,7 @@ pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
             &t,
             json!({"includes": "H2D z, kernel, D2H mean+cov+loglik, host allocation"}),
         ));
+        let e2e_all = median(&t);
         let t = time_runs(1, reps_e2e, || {
             let _ = std::hint::black_box(cuda::smooth(0, &cv, &z, &opts));
         });
@@ -201,7 +202,42 @@ pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
             &t,
             json!({"includes": "H2D z, both kernels, D2H filtered and smoothed"}),
         ));
+        // Only the mean and the log-likelihood brought back (--outputs mean,loglik).
+        let sel = FilterOptions {
+            outputs: kestrel::data::Outputs::parse("mean,loglik")?,
+            ..FilterOptions::default()
+        };
+        let t = time_runs(1, reps_e2e, || {
+            let _ = std::hint::black_box(cuda::filter_with(0, &cv, &z, &sel, &opts));
+        });
+        sink.push(rec(
+            "cuda filter end to end (mean,loglik)",
+            &t,
+            json!({"includes": "H2D z, kernel, D2H mean+loglik, host allocation"}),
+        ));
+        if b == *sizes.last().unwrap_or(&b) {
+            // The bus: the ceiling of every host-to-host figure above.
+            let (up, down) = cuda_bus(256 << 20)?;
+            let out_bytes = (b * STEPS * (4 + 16 + 1) * 4) as f64;
+            let in_bytes = (b * STEPS * 2 * 4) as f64;
+            let floor = in_bytes / up + out_bytes / down;
+            let mut r = rec(
+                "cuda bus floor of filter end to end",
+                &[floor],
+                json!({
+                    "h2d_GBps": up / 1e9,
+                    "d2h_GBps": down / 1e9,
+                    "bytes_in": in_bytes,
+                    "bytes_out": out_bytes,
+                    "end_to_end_s": e2e_all,
+                    "end_to_end_fraction_of_bus": floor / e2e_all,
+                }),
+            );
+            r.repeats = 1;
+            sink.push(r);
+        }
     }
+    multi_gpu(sink, &cv, quick)?;
     if !quick {
         let b = 4_000_000;
         let z = measurements(&cv, b, STEPS)?;
@@ -222,6 +258,107 @@ pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
     }
     tracker(sink, &dev, &cv, if quick { 100_000 } else { 1_000_000 })?;
     thesis(sink, &dev, quick)?;
+    Ok(())
+}
+
+/// Bus bandwidth `(H2D, D2H)` of device 0 in bytes/s.
+fn cuda_bus(bytes: usize) -> anyhow::Result<(f64, f64)> {
+    Ok(kestrel::cuda::bus_bandwidth(0, bytes)?)
+}
+
+/// All GPUs of the host against one: the filter end to end (host arrays in and out) of
+/// B = 2x10^6 tracks (2x10^5 quick) on device 0 alone and split over every device.
+fn multi_gpu(sink: &mut Sink, model: &Model, quick: bool) -> anyhow::Result<()> {
+    let n = kestrel::cuda::device_count();
+    if n < 2 {
+        outln!("multi-GPU benchmark skipped: {n} CUDA device(s) on this host");
+        return Ok(());
+    }
+    let b = if quick { 200_000 } else { 2_000_000 };
+    let z = measurements(model, b, STEPS)?;
+    let opts = CudaOptions::default();
+    let all: Vec<usize> = (0..n).collect();
+    let mut times = Vec::new();
+    for (devs, name) in [(&all[..1], "one GPU"), (&all[..], "all GPUs")] {
+        for sel in ["mean,cov,loglik", "mean,loglik"] {
+            let fo = FilterOptions {
+                outputs: kestrel::data::Outputs::parse(sel)?,
+                ..FilterOptions::default()
+            };
+            let t = time_runs(1, 3, || {
+                let _ = std::hint::black_box(cuda::filter_on_devices(devs, model, &z, &fo, &opts));
+            });
+            times.push(median(&t));
+            let mut r = Record::new(
+                format!("cuda filter end to end, {name} ({sel})"),
+                format!("cuda:0..{} ({})", devs.len() - 1, kestrel::cuda::device_name(0)?),
+                "f32",
+                b,
+                STEPS,
+                4,
+                2,
+                &t,
+            );
+            r.extra = json!({"devices": devs.len()});
+            if devs.len() > 1 {
+                let one = times[times.len() - 3];
+                r.extra = json!({"devices": devs.len(), "speedup_over_one": one / median(&t)});
+            }
+            sink.push(r);
+        }
+    }
+    // Device side: the filter kernel with device-resident batches, one share per GPU,
+    // launched at once from one thread per device (wall time of the slowest).
+    let mut kt = Vec::new();
+    for devs in [&all[..1], &all[..]] {
+        let k = devs.len();
+        let per = b / k;
+        let shares: Vec<Measurements<f32>> = (0..k)
+            .map(|i| measurements(model, per + usize::from(i < b % k), STEPS))
+            .collect::<anyhow::Result<_>>()?;
+        let barrier = std::sync::Barrier::new(k);
+        let walls: Vec<Vec<f64>> = std::thread::scope(|sc| {
+            let hs: Vec<_> = devs
+                .iter()
+                .zip(&shares)
+                .map(|(&d, zs)| {
+                    let barrier = &barrier;
+                    let opts = &opts;
+                    sc.spawn(move || -> anyhow::Result<Vec<f64>> {
+                        let db = DeviceBatch::new(d, model, zs, Keep::All, OutputLayout::Host, false, opts)?;
+                        db.filter()?;
+                        let mut w = Vec::new();
+                        for _ in 0..7 {
+                            barrier.wait();
+                            let t0 = Instant::now();
+                            db.filter()?;
+                            w.push(t0.elapsed().as_secs_f64());
+                        }
+                        Ok(w)
+                    })
+                })
+                .collect();
+            hs.into_iter()
+                .map(|h| h.join().unwrap_or_else(|_| Err(anyhow::anyhow!("a device thread panicked"))))
+                .collect::<anyhow::Result<Vec<_>>>()
+        })?;
+        let slowest: Vec<f64> = (0..7)
+            .map(|i| walls.iter().map(|w| w[i]).fold(0.0, f64::max))
+            .collect();
+        kt.push(median(&slowest));
+        let mut r = Record::new(
+            format!("cuda filter kernel, {k} GPU(s) at once (device-resident)"),
+            format!("cuda:0..{} ({})", k - 1, kestrel::cuda::device_name(0)?),
+            "f32",
+            b,
+            STEPS,
+            4,
+            2,
+            &slowest,
+        );
+        r.extra = json!({"devices": k, "speedup_over_one": kt[0] / median(&slowest)});
+        sink.push(r);
+    }
     Ok(())
 }
 

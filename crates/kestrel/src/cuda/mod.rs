@@ -153,6 +153,39 @@ pub fn device_info(ordinal: usize) -> Result<((i32, i32), usize)> {
     })
 }
 
+/// The bus between host and device `ordinal`, measured: `(host to device, device to
+/// host)` in bytes per second for copies of `bytes` between page-locked host memory and
+/// the device (median of 5 after one warm-up). The ceiling of every host-to-host figure.
+#[doc(hidden)]
+pub fn bus_bandwidth(ordinal: usize, bytes: usize) -> Result<(f64, f64)> {
+    catch(|| {
+        let g = gpu::gpu(ordinal)?;
+        let n = bytes / 4;
+        let mut host = Pinned::<f32>::new(&g, n)?;
+        let dev = DevBuf::<f32>::new(&g, n, "bus bandwidth buffer")?;
+        let timer = EventTimer::new(&g)?;
+        let mut time = |up: bool| -> Result<f64> {
+            let mut t = Vec::new();
+            for i in 0..6 {
+                timer.start(&g.stream)?;
+                if up {
+                    htod(&g.stream, host.as_slice(), &dev, 0, "timing the bus")?;
+                } else {
+                    dtoh(&g.stream, &dev, 0, host.as_mut_slice(), "timing the bus")?;
+                }
+                timer.stop(&g.stream)?;
+                let ms = timer.elapsed_ms()? as f64;
+                if i > 0 {
+                    t.push(ms);
+                }
+            }
+            t.sort_by(f64::total_cmp);
+            Ok((n * 4) as f64 / (t[t.len() / 2] * 1e-3))
+        };
+        Ok((time(true)?, time(false)?))
+    })
+}
+
 /// Kernel time on a stream by a pair of CUDA events.
 pub(crate) struct EventTimer {
     start: CudaEvent,

@@ -1,9 +1,17 @@
-//! Copies between pageable host memory (the caller's `Vec`s) and the device through two
-//! page-locked staging buffers: while the copy engine moves one piece, the CPU threads
-//! (rayon) move the previous piece between the staging buffer and the caller's memory.
-//! A plain copy from pageable memory is staged by the driver on one thread, and the
-//! first touch of freshly allocated output pages makes it slower still; here both
-//! happen on every core, beside the DMA.
+//! Copies between pageable host memory (the caller's `Vec`s) and the device.
+//!
+//! Small copies go through two page-locked staging buffers: while the copy engine moves
+//! one piece, the CPU threads (rayon) move the previous piece between the staging buffer
+//! and the caller's memory. A plain copy from pageable memory is staged by the driver on
+//! one thread, and the first touch of freshly allocated output pages makes it slower
+//! still; here both happen on every core, beside the DMA.
+//!
+//! Large downloads skip the second copy: the caller's memory itself is page-locked
+//! (`cuMemHostRegister`) piece by piece and the copy engine writes straight into it.
+//! Registering fresh pages would fault them in on one thread inside the driver, so each
+//! piece is first touched on every core; the touch and registration of piece k+1 run
+//! while the DMA of piece k is in flight, so the bus stays busy. A piece the driver
+//! refuses to register goes through the staging buffers instead.
 
 use super::gpu::{ck, DevBuf, Gpu, Pinned};
 use crate::error::{Error, Result};
@@ -17,6 +25,13 @@ use std::sync::{Arc, Mutex, OnceLock};
 const STAGE_BYTES: usize = 64 << 20;
 /// Values per parallel host copy task.
 const TASK: usize = 1 << 16;
+/// Address alignment and size unit of a directly registered piece (a huge page, so that
+/// two pieces never share a page).
+const ALIGN: usize = 2 << 20;
+/// Bytes per directly registered piece.
+const PIECE: usize = 64 << 20;
+/// Downloads of fewer bytes than this use the staging buffers only.
+const DIRECT_MIN: usize = 2 * PIECE;
 
 /// Two page-locked buffers and the events that say when the device is done with them.
 pub(crate) struct Staging {
@@ -66,8 +81,9 @@ fn staging(gpu: &Gpu) -> Result<Arc<Mutex<Staging>>> {
     Ok(s)
 }
 
-/// Copies `src` to `dst` at element offset `at` on `stream`. Returns once the last piece
-/// is queued; the stream orders the copies before later work.
+/// Copies `src` to `dst` at element offset `at` on `stream`. Small copies return once
+/// the last piece is queued (the stream orders them before later work); large ones, made
+/// straight from the caller's registered memory, return when they are done.
 pub(crate) fn upload<T: Real>(
     gpu: &Gpu,
     stream: &CudaStream,
@@ -81,6 +97,68 @@ pub(crate) fn upload<T: Real>(
             "{what}: copy of {} values past the end of a buffer",
             src.len()
         )));
+    }
+    let bytes = std::mem::size_of_val(src);
+    if bytes < DIRECT_MIN || std::env::var_os("KESTREL_STAGED_COPIES").is_some() {
+        return upload_staged(gpu, stream, src, dst, at, what);
+    }
+    let sz = std::mem::size_of::<T>();
+    let base = src.as_ptr() as usize;
+    let a0 = base.next_multiple_of(ALIGN);
+    let a1 = (base + bytes) / ALIGN * ALIGN;
+    let (h, m) = ((a0 - base) / sz, (a1 - a0) / sz);
+    let (head, rest) = src.split_at(h);
+    let (mid, tail) = rest.split_at(m);
+    upload_staged(gpu, stream, head, dst, at, what)?;
+    upload_staged(gpu, stream, tail, dst, at + h + m, what)?;
+    gpu.bind()?;
+    let per = PIECE / sz;
+    let mut held = Vec::new();
+    let mut r = Ok(());
+    for (i, piece) in mid.chunks(per).enumerate() {
+        let off = at + h + i * per;
+        let p = piece.as_ptr() as *mut std::ffi::c_void;
+        let n = std::mem::size_of_val(piece);
+        // SAFETY: live memory of this size, only read by the device; unregistered below
+        // after the stream has passed the copies. Read-only registration first (the
+        // memory may be a read-only map of the input file), then plain.
+        let ok = unsafe {
+            use cudarc::driver::sys::{cuMemHostRegister_v2, CUresult::CUDA_SUCCESS};
+            cuMemHostRegister_v2(p, n, cudarc::driver::sys::CU_MEMHOSTREGISTER_READ_ONLY)
+                == CUDA_SUCCESS
+                || cuMemHostRegister_v2(p, n, 0) == CUDA_SUCCESS
+        };
+        let q = if ok {
+            held.push(Registered(p));
+            // SAFETY: bounds checked above; registered until the stream has passed.
+            ck(
+                unsafe { cu::memcpy_htod_async(dst.at(off), piece, stream.cu_stream()) },
+                what,
+            )
+        } else {
+            upload_staged(gpu, stream, piece, dst, off, what)
+        };
+        if let Err(e) = q {
+            r = Err(e);
+            break;
+        }
+    }
+    let w = ck(stream.synchronize(), what);
+    drop(held);
+    r.and(w)
+}
+
+/// [`upload`] through the staging buffers.
+fn upload_staged<T: Real>(
+    gpu: &Gpu,
+    stream: &CudaStream,
+    src: &[T],
+    dst: &DevBuf<T>,
+    at: usize,
+    what: &str,
+) -> Result<()> {
+    if src.is_empty() {
+        return Ok(());
     }
     let staged = staging(gpu)?;
     let mut guard = staged
@@ -119,6 +197,114 @@ pub(crate) fn download<T: Real>(
             "{what}: copy of {} values past the end of a buffer",
             dst.len()
         )));
+    }
+    let bytes = std::mem::size_of_val(dst);
+    if bytes < DIRECT_MIN || std::env::var_os("KESTREL_STAGED_COPIES").is_some() {
+        return download_staged(gpu, stream, src, at, dst, what);
+    }
+    // The page-aligned middle goes straight into the caller's memory; the unaligned head
+    // and tail (less than ALIGN bytes each) through the staging buffers.
+    let sz = std::mem::size_of::<T>();
+    let base = dst.as_ptr() as usize;
+    let a0 = base.next_multiple_of(ALIGN);
+    let a1 = (base + bytes) / ALIGN * ALIGN;
+    let (h, m) = ((a0 - base) / sz, (a1 - a0) / sz);
+    let (head, rest) = dst.split_at_mut(h);
+    let (mid, tail) = rest.split_at_mut(m);
+    download_staged(gpu, stream, src, at, head, what)?;
+    download_direct(gpu, stream, src, at + h, mid, what)?;
+    download_staged(gpu, stream, src, at + h + m, tail, what)
+}
+
+/// A registered piece of host memory, unregistered on drop.
+struct Registered(*mut std::ffi::c_void);
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        // SAFETY: registered by `register` below and not yet unregistered.
+        unsafe {
+            let _ = cudarc::driver::sys::cuMemHostUnregister(self.0);
+        }
+    }
+}
+
+/// Page-locks `piece` for the device, after touching its pages on every core.
+fn register<T: Real>(piece: &mut [T]) -> Option<Registered> {
+    let per_page = 4096 / std::mem::size_of::<T>();
+    piece
+        .par_chunks_mut(per_page * 64)
+        .for_each(|c| c.iter_mut().step_by(per_page).for_each(|v| *v = T::zero()));
+    let p = piece.as_mut_ptr() as *mut std::ffi::c_void;
+    // SAFETY: `piece` is live, owned memory of this size; it is unregistered (on drop of
+    // the guard) before the borrow ends.
+    let r = unsafe {
+        cudarc::driver::sys::cuMemHostRegister_v2(p, std::mem::size_of_val(piece), 0)
+    };
+    (r == cudarc::driver::sys::CUresult::CUDA_SUCCESS).then_some(Registered(p))
+}
+
+/// [`download`] of a page-aligned destination, piece by piece into registered memory.
+fn download_direct<T: Real>(
+    gpu: &Gpu,
+    stream: &CudaStream,
+    src: &DevBuf<T>,
+    at: usize,
+    dst: &mut [T],
+    what: &str,
+) -> Result<()> {
+    gpu.bind()?;
+    let per = PIECE / std::mem::size_of::<T>();
+    let ev = || ck(gpu.ctx.new_event(None), "creating an event");
+    let done = [ev()?, ev()?];
+    // At most two pieces registered at a time: the one in flight and the next.
+    let mut held: [Option<Registered>; 2] = [None, None];
+    let mut r = Ok(());
+    for (i, piece) in dst.chunks_mut(per).enumerate() {
+        let s = i % 2;
+        if held[s].is_some() {
+            if let Err(e) = ck(done[s].synchronize(), what) {
+                r = Err(e);
+                break;
+            }
+            held[s] = None;
+        }
+        let off = at + i * per;
+        match register(piece) {
+            Some(g) => {
+                // SAFETY: bounds checked by the caller; the memory stays registered and
+                // borrowed until the event recorded after the copy has passed.
+                let q = unsafe { cu::memcpy_dtoh_async(&mut *piece, src.at(off), stream.cu_stream()) };
+                held[s] = Some(g);
+                if let Err(e) = ck(q, what).and_then(|_| ck(done[s].record(stream), what)) {
+                    r = Err(e);
+                    break;
+                }
+            }
+            None => {
+                if let Err(e) = download_staged(gpu, stream, src, off, piece, what) {
+                    r = Err(e);
+                    break;
+                }
+            }
+        }
+    }
+    // Wait for every copy before the registrations (and the borrow) end, on error too.
+    let w = ck(stream.synchronize(), what);
+    drop(held);
+    r.and(w)
+}
+
+/// [`download`] through the staging buffers.
+fn download_staged<T: Real>(
+    gpu: &Gpu,
+    stream: &CudaStream,
+    src: &DevBuf<T>,
+    at: usize,
+    dst: &mut [T],
+    what: &str,
+) -> Result<()> {
+    if dst.is_empty() {
+        return Ok(());
     }
     let staged = staging(gpu)?;
     let mut guard = staged
