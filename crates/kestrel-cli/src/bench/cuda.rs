@@ -291,7 +291,11 @@ fn multi_gpu(sink: &mut Sink, model: &Model, quick: bool) -> anyhow::Result<()> 
             times.push(median(&t));
             let mut r = Record::new(
                 format!("cuda filter end to end, {name} ({sel})"),
-                format!("cuda:0..{} ({})", devs.len() - 1, kestrel::cuda::device_name(0)?),
+                format!(
+                    "cuda:0..{} ({})",
+                    devs.len() - 1,
+                    kestrel::cuda::device_name(0)?
+                ),
                 "f32",
                 b,
                 STEPS,
@@ -325,7 +329,15 @@ fn multi_gpu(sink: &mut Sink, model: &Model, quick: bool) -> anyhow::Result<()> 
                     let barrier = &barrier;
                     let opts = &opts;
                     sc.spawn(move || -> anyhow::Result<Vec<f64>> {
-                        let db = DeviceBatch::new(d, model, zs, Keep::All, OutputLayout::Host, false, opts)?;
+                        let db = DeviceBatch::new(
+                            d,
+                            model,
+                            zs,
+                            Keep::All,
+                            OutputLayout::Host,
+                            false,
+                            opts,
+                        )?;
                         db.filter()?;
                         let mut w = Vec::new();
                         for _ in 0..7 {
@@ -339,7 +351,10 @@ fn multi_gpu(sink: &mut Sink, model: &Model, quick: bool) -> anyhow::Result<()> 
                 })
                 .collect();
             hs.into_iter()
-                .map(|h| h.join().unwrap_or_else(|_| Err(anyhow::anyhow!("a device thread panicked"))))
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(anyhow::anyhow!("a device thread panicked")))
+                })
                 .collect::<anyhow::Result<Vec<_>>>()
         })?;
         let slowest: Vec<f64> = (0..7)

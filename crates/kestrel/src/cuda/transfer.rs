@@ -237,9 +237,8 @@ fn register<T: Real>(piece: &mut [T]) -> Option<Registered> {
     let p = piece.as_mut_ptr() as *mut std::ffi::c_void;
     // SAFETY: `piece` is live, owned memory of this size; it is unregistered (on drop of
     // the guard) before the borrow ends.
-    let r = unsafe {
-        cudarc::driver::sys::cuMemHostRegister_v2(p, std::mem::size_of_val(piece), 0)
-    };
+    let r =
+        unsafe { cudarc::driver::sys::cuMemHostRegister_v2(p, std::mem::size_of_val(piece), 0) };
     (r == cudarc::driver::sys::CUresult::CUDA_SUCCESS).then_some(Registered(p))
 }
 
@@ -273,7 +272,8 @@ fn download_direct<T: Real>(
             Some(g) => {
                 // SAFETY: bounds checked by the caller; the memory stays registered and
                 // borrowed until the event recorded after the copy has passed.
-                let q = unsafe { cu::memcpy_dtoh_async(&mut *piece, src.at(off), stream.cu_stream()) };
+                let q =
+                    unsafe { cu::memcpy_dtoh_async(&mut *piece, src.at(off), stream.cu_stream()) };
                 held[s] = Some(g);
                 if let Err(e) = ck(q, what).and_then(|_| ck(done[s].record(stream), what)) {
                     r = Err(e);

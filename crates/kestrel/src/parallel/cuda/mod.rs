@@ -56,10 +56,11 @@ const MODEL_KERNELS: [&str; 14] = [
     "poison",
 ];
 
-/// The largest dimensions the kernels are compiled for (everything lives in registers).
-pub const MAX_NX: usize = 8;
+/// The largest dimensions the kernels are compiled for (the elements live in registers;
+/// beyond nx = 8 they spill to local memory: slower, still exact).
+pub const MAX_NX: usize = 12;
 /// See [`MAX_NX`].
-pub const MAX_NY: usize = 4;
+pub const MAX_NY: usize = 12;
 
 /// Threads per block of every launch.
 const BLOCK: u32 = 128;
