@@ -50,7 +50,11 @@ fn same_state<T: Real>(what: &str, gpu: &mut BatchTracker<T>, cpu: &BatchState<T
         let parts: [(&str, &[T], &[T]); 3] = [
             ("mean", g.mean_at(s, 0), cpu.mean(s).expect("live")),
             ("covariance", g.cov_at(s, 0), cpu.cov(s).expect("live")),
-            ("log-likelihood", std::slice::from_ref(&gl), std::slice::from_ref(&ll)),
+            (
+                "log-likelihood",
+                std::slice::from_ref(&gl),
+                std::slice::from_ref(&ll),
+            ),
         ];
         for (name, gv, cv) in parts {
             let scale = cv

@@ -119,10 +119,20 @@ fn gpu(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
             } else {
                 (200 / cfg.frames).max(4)
             };
-            g.time_launches(2)?;
-            let ms: Vec<f64> = (0..5)
-                .map(|_| g.time_launches(launches))
-                .collect::<Result<_, _>>()?;
+            // A configuration the device cannot launch (resources) is reported and
+            // skipped, as the autotuner skips it.
+            let timed = g.time_launches(2).and_then(|_| {
+                (0..5)
+                    .map(|_| g.time_launches(launches))
+                    .collect::<Result<Vec<f64>, _>>()
+            });
+            let ms = match timed {
+                Ok(ms) => ms,
+                Err(e) => {
+                    errln!("bench tbd: {}: {e}", cfg.name());
+                    continue;
+                }
+            };
             let secs: Vec<f64> = ms.iter().map(|m| m / 1e3).collect();
             let frames = launches * cfg.frames;
             let bpf = bytes_per_frame(&cfg, nv, n, Dtype::F32);

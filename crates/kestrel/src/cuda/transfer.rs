@@ -219,6 +219,10 @@ pub(crate) fn download<T: Real>(
 /// A registered piece of host memory, unregistered on drop.
 struct Registered(*mut std::ffi::c_void);
 
+// SAFETY: the pointer only names the registration; unregistering from another thread
+// with the context bound is allowed.
+unsafe impl Send for Registered {}
+
 impl Drop for Registered {
     fn drop(&mut self) {
         // SAFETY: registered by `register` below and not yet unregistered.
@@ -228,18 +232,60 @@ impl Drop for Registered {
     }
 }
 
-/// Page-locks `piece` for the device, after touching its pages on every core.
-fn register<T: Real>(piece: &mut [T]) -> Option<Registered> {
+/// Touches every page of `piece` on every core (first-touch faults spread over threads).
+fn touch<T: Real>(piece: &mut [T]) {
     let per_page = 4096 / std::mem::size_of::<T>();
     piece
         .par_chunks_mut(per_page * 64)
         .for_each(|c| c.iter_mut().step_by(per_page).for_each(|v| *v = T::zero()));
+}
+
+/// Page-locks `piece` for the device (current context); `None` if the driver refuses.
+fn register<T: Real>(piece: &mut [T]) -> Option<Registered> {
     let p = piece.as_mut_ptr() as *mut std::ffi::c_void;
     // SAFETY: `piece` is live, owned memory of this size; it is unregistered (on drop of
     // the guard) before the borrow ends.
     let r =
         unsafe { cudarc::driver::sys::cuMemHostRegister_v2(p, std::mem::size_of_val(piece), 0) };
     (r == cudarc::driver::sys::CUresult::CUDA_SUCCESS).then_some(Registered(p))
+}
+
+/// Seconds spent in each part of direct downloads, printed with KESTREL_COPY_PROFILE=1.
+struct Profile {
+    on: bool,
+    at: std::time::Instant,
+    parts: [f64; 4],
+}
+
+impl Profile {
+    fn new() -> Profile {
+        Profile {
+            on: std::env::var_os("KESTREL_COPY_PROFILE").is_some(),
+            at: std::time::Instant::now(),
+            parts: [0.0; 4],
+        }
+    }
+    /// Adds the time since the last mark to part `i`.
+    fn mark(&mut self, i: usize) {
+        if self.on {
+            let now = std::time::Instant::now();
+            self.parts[i] += (now - self.at).as_secs_f64();
+            self.at = now;
+        }
+    }
+    fn report(&self, bytes: usize, mode: &str) {
+        if self.on {
+            let [t, r, w, u] = self.parts;
+            eprintln!(
+                "copy profile ({mode}): {:.1} MB: touch {:.1} ms, register {:.1} ms, wait {:.1} ms, unregister {:.1} ms",
+                bytes as f64 / 1e6,
+                t * 1e3,
+                r * 1e3,
+                w * 1e3,
+                u * 1e3
+            );
+        }
+    }
 }
 
 /// [`download`] of a page-aligned destination, piece by piece into registered memory.
@@ -252,6 +298,11 @@ fn download_direct<T: Real>(
     what: &str,
 ) -> Result<()> {
     gpu.bind()?;
+    if std::env::var("KESTREL_DIRECT").as_deref() == Ok("par") {
+        return download_direct_all(gpu, stream, src, at, dst, what);
+    }
+    let mut prof = Profile::new();
+    let bytes = std::mem::size_of_val(dst);
     let per = PIECE / std::mem::size_of::<T>();
     let ev = || ck(gpu.ctx.new_event(None), "creating an event");
     let done = [ev()?, ev()?];
@@ -260,15 +311,21 @@ fn download_direct<T: Real>(
     let mut r = Ok(());
     for (i, piece) in dst.chunks_mut(per).enumerate() {
         let s = i % 2;
+        touch(piece);
+        prof.mark(0);
         if held[s].is_some() {
             if let Err(e) = ck(done[s].synchronize(), what) {
                 r = Err(e);
                 break;
             }
+            prof.mark(2);
             held[s] = None;
+            prof.mark(3);
         }
         let off = at + i * per;
-        match register(piece) {
+        let reg = register(piece);
+        prof.mark(1);
+        match reg {
             Some(g) => {
                 // SAFETY: bounds checked by the caller; the memory stays registered and
                 // borrowed until the event recorded after the copy has passed.
@@ -290,7 +347,57 @@ fn download_direct<T: Real>(
     }
     // Wait for every copy before the registrations (and the borrow) end, on error too.
     let w = ck(stream.synchronize(), what);
+    prof.mark(2);
     drop(held);
+    prof.mark(3);
+    prof.report(bytes, "pieces");
+    r.and(w)
+}
+
+/// [`download_direct`] with every piece touched and registered at once on all cores,
+/// then all copies queued.
+fn download_direct_all<T: Real>(
+    gpu: &Gpu,
+    stream: &CudaStream,
+    src: &DevBuf<T>,
+    at: usize,
+    dst: &mut [T],
+    what: &str,
+) -> Result<()> {
+    let mut prof = Profile::new();
+    let bytes = std::mem::size_of_val(dst);
+    let per = PIECE / std::mem::size_of::<T>();
+    let regs: Vec<Option<Registered>> = dst
+        .par_chunks_mut(per)
+        .map(|piece| {
+            touch(piece);
+            gpu.bind().ok()?;
+            register(piece)
+        })
+        .collect();
+    prof.mark(1);
+    let mut r = Ok(());
+    for ((i, piece), reg) in dst.chunks_mut(per).enumerate().zip(&regs) {
+        let off = at + i * per;
+        let q = if reg.is_some() {
+            // SAFETY: bounds checked by the caller; registered until after the sync below.
+            ck(
+                unsafe { cu::memcpy_dtoh_async(&mut *piece, src.at(off), stream.cu_stream()) },
+                what,
+            )
+        } else {
+            download_staged(gpu, stream, src, off, piece, what)
+        };
+        if let Err(e) = q {
+            r = Err(e);
+            break;
+        }
+    }
+    let w = ck(stream.synchronize(), what);
+    prof.mark(2);
+    drop(regs);
+    prof.mark(3);
+    prof.report(bytes, "all at once");
     r.and(w)
 }
 

@@ -120,7 +120,7 @@ __device__ __forceinline__ float trajectory(const state_t* __restrict__ s_prev, 
 
 // All vectors in one kernel, one thread per pixel (2-D blocks), DEC frames per launch,
 // the detection map written once per launch.
-extern "C" __global__ void tbd_fused(const state_t* __restrict__ s_prev, state_t* __restrict__ s_next,
+extern "C" __global__ void __launch_bounds__(TX * TY) tbd_fused(const state_t* __restrict__ s_prev, state_t* __restrict__ s_next,
                                      const FRAME_T* __restrict__ frames, float* __restrict__ score,
                                      unsigned short* __restrict__ arg, int h, int w, float alpha) {
     const int x = blockIdx.x * blockDim.x + threadIdx.x;
@@ -166,7 +166,7 @@ __device__ __forceinline__ void tbd_vec_body(const state_t* __restrict__ s_prev,
 }
 
 #define TBD_VEC(i)                                                                                          \
-    extern "C" __global__ void tbd_vec_##i(const state_t* __restrict__ s_prev, state_t* __restrict__ s_next,     \
+    extern "C" __global__ void __launch_bounds__(TX * TY) tbd_vec_##i(const state_t* __restrict__ s_prev, state_t* __restrict__ s_next,     \
                                            const FRAME_T* __restrict__ frames, float* __restrict__ score,  \
                                            unsigned short* __restrict__ arg, int h, int w, float alpha) {   \
         tbd_vec_body<i>(s_prev, s_next, frames, score, arg, h, w, alpha);                                        \
