@@ -17,6 +17,7 @@
 //! smoother over every GPU of the host (`parallel::cuda::filter_on_devices`: one element
 //! per track crosses between neighbouring shares); the RTS smoother runs on the first GPU.
 
+#[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod filtering;
 mod paper;
@@ -37,10 +38,12 @@ use crate::kalman::dense::ConvertedModel;
 use crate::linalg::Real;
 use crate::model::StateSpace;
 use crate::scan::{Exec, ScanAlgorithm};
+#[cfg(feature = "cuda")]
 use cuda as gpu;
 use rayon::prelude::*;
 use track::TrackOut;
 
+#[cfg(feature = "cuda")]
 fn smoothed<T>(
     (f, s): (Estimates<T>, Option<Estimates<T>>),
 ) -> Result<(Estimates<T>, Estimates<T>)> {
@@ -79,6 +82,7 @@ fn check<T: Real, M: StateSpace + ?Sized>(model: &M, z: &Measurements<T>) -> Res
 
 /// The ordinals of every GPU of the host for [`Device::AllCuda`] when there are at least
 /// two (the time steps are then split over them), `None` otherwise (one device runs it).
+#[cfg(feature = "cuda")]
 fn several_gpus(device: Device) -> Result<Option<Vec<usize>>> {
     if device != Device::AllCuda {
         return Ok(None);
@@ -156,9 +160,13 @@ pub fn filter<T: Real, M: StateSpace + ?Sized>(
     scan: ScanAlgorithm,
 ) -> Result<Estimates<T>> {
     check(model, z)?;
+    #[cfg(not(feature = "cuda"))]
+    crate::cuda::refuse(device, "the parallel filter")?;
+    #[cfg(feature = "cuda")]
     if let Some(all) = several_gpus(device)? {
         return gpu::filter_on_devices(&all, model, z, scan);
     }
+    #[cfg(feature = "cuda")]
     if let Device::Cuda(i) = device.first() {
         return Ok(gpu::run(i, model, z, gpu::Method::Filter, scan)?.0);
     }
@@ -178,6 +186,9 @@ pub fn smooth_rts<T: Real, M: StateSpace + ?Sized>(
     scan: ScanAlgorithm,
 ) -> Result<(Estimates<T>, Estimates<T>)> {
     check(model, z)?;
+    #[cfg(not(feature = "cuda"))]
+    crate::cuda::refuse(device, "the parallel RTS smoother")?;
+    #[cfg(feature = "cuda")]
     if let Device::Cuda(i) = device.first() {
         return smoothed(gpu::run(i, model, z, gpu::Method::Rts, scan)?);
     }
@@ -213,9 +224,13 @@ pub fn smooth_two_filter<T: Real, M: StateSpace + ?Sized>(
     scan: ScanAlgorithm,
 ) -> Result<(Estimates<T>, Estimates<T>)> {
     check(model, z)?;
+    #[cfg(not(feature = "cuda"))]
+    crate::cuda::refuse(device, "the parallel two-filter smoother")?;
+    #[cfg(feature = "cuda")]
     if let Some(all) = several_gpus(device)? {
         return gpu::two_filter_on_devices(&all, model, z, scan);
     }
+    #[cfg(feature = "cuda")]
     if let Device::Cuda(i) = device.first() {
         return smoothed(gpu::run(i, model, z, gpu::Method::TwoFilter, scan)?);
     }
@@ -264,6 +279,9 @@ pub fn retrodict<T: Real, M: StateSpace + ?Sized>(
             ),
         });
     }
+    #[cfg(not(feature = "cuda"))]
+    crate::cuda::refuse(device, "the retrodiction scan")?;
+    #[cfg(feature = "cuda")]
     if let Device::Cuda(i) = device.first() {
         let mut s = gpu::retrodict(i, model, filtered, scan)?;
         if means_only {
