@@ -200,7 +200,13 @@ pub(super) fn budget_group<D: GpuReal>(
     t: usize,
     tracks: usize,
 ) -> Result<usize> {
-    let mut group = MAX_GROUP.min(tracks.max(1));
+    // `KESTREL_PAR_GROUP` caps the group as on one device (tests cross group boundaries).
+    let cap = std::env::var("KESTREL_PAR_GROUP")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&c: &usize| c >= 1)
+        .unwrap_or(MAX_GROUP);
+    let mut group = MAX_GROUP.min(cap).min(tracks.max(1));
     for (i, g) in gpus.iter().enumerate() {
         let bytes = per[i]
             .and_then(|s| s.checked_mul(std::mem::size_of::<D>()))
