@@ -249,6 +249,7 @@ pub fn loglik<T: Real>(
         }
         Method::Parallel => match device {
             // The covariance recursion on the host, the mean recursion as a scan.
+            #[cfg(feature = "cuda")]
             Device::Cuda(i) => (cuda::exact(i, model, z)?, None, None),
             _ => (parallel(device, model, z, opts.scan)?, None, None),
         },
