@@ -95,6 +95,20 @@ pub(crate) fn run<T: Real>(
     let m = ConvertedModel::<T>::new(model, z.steps);
     let st = Structure::of(&model.f);
     let steps = z.steps;
+    if let Some(p) = super::companion::applies(model) {
+        return out
+            .par_chunks_mut(steps)
+            .enumerate()
+            .try_for_each(|(b, o)| {
+                super::companion::track(p, &m, z.track(b), steady, o).map_err(|k| {
+                    Error::NotPositiveDefinite {
+                        track: b,
+                        step: k,
+                        what: "innovation covariance S",
+                    }
+                })
+            });
+    }
     out.par_chunks_mut(steps)
         .enumerate()
         .try_for_each(|(b, o)| track(&m, st, b, z.track(b), steady, o))

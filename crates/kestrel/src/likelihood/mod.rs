@@ -28,6 +28,7 @@
 //! then costs `N ny^2` multiply-adds on any device, whatever the state dimension.
 
 pub mod bound;
+mod companion;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 mod exact;
