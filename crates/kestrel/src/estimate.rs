@@ -56,8 +56,8 @@ fn all_gpus() -> Result<Vec<usize>> {
 }
 
 /// Filters every track of `z` on `device` with `method`. `Device::AllCuda` splits the
-/// tracks over every GPU of the host (the sequential filter; the parallel-in-time
-/// methods run on the first GPU).
+/// tracks over every GPU of the host (the sequential filter) or the time steps of every
+/// track (the parallel-in-time filter, `parallel::cuda::filter_on_devices`).
 pub fn filter_on<T: Real, M: StateSpace + ?Sized>(
     device: Device,
     model: &M,
@@ -90,7 +90,7 @@ pub fn filter_on<T: Real, M: StateSpace + ?Sized>(
             "the parallel filter does not return predicted moments (FilterOptions::predicted)".into(),
         )),
         (FilterMethod::Parallel(scan), d) => {
-            let mut filtered = crate::parallel::filter(d.first(), model, z, scan)?;
+            let mut filtered = crate::parallel::filter(d, model, z, scan)?;
             opts.outputs.apply(&mut filtered);
             Ok(FilterOutput {
                 filtered,
@@ -161,9 +161,7 @@ fn smooth_pair<T: Real, M: StateSpace + ?Sized>(
         (SmoothMethod::ParallelRts(scan), d) => {
             crate::parallel::smooth_rts(d.first(), model, z, scan)
         }
-        (SmoothMethod::TwoFilter(scan), d) => {
-            crate::parallel::smooth_two_filter(d.first(), model, z, scan)
-        }
+        (SmoothMethod::TwoFilter(scan), d) => crate::parallel::smooth_two_filter(d, model, z, scan),
     }
 }
 

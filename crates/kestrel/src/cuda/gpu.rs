@@ -342,6 +342,37 @@ pub(crate) fn dtoh<T>(
     )
 }
 
+/// Asynchronous copy of `bytes` bytes from device pointer `src.1` of device `src.0` to
+/// `dst.1` of device `dst.0`, ordered on `stream` (a stream of the destination device):
+/// peer to peer where the two devices allow it, else staged by the driver; a plain
+/// device-to-device copy when both are the same device. The caller orders the source's
+/// writes before the copy (e.g. by synchronising the source's stream).
+pub(crate) fn copy_between(
+    dst: (&Gpu, sys::CUdeviceptr),
+    src: (&Gpu, sys::CUdeviceptr),
+    bytes: usize,
+    stream: &CudaStream,
+    what: &str,
+) -> Result<()> {
+    dst.0.bind()?;
+    // SAFETY: the caller passes live allocations of at least `bytes` bytes each.
+    let r = unsafe {
+        if dst.0.ordinal == src.0.ordinal {
+            cu::memcpy_dtod_async(dst.1, src.1, bytes, stream.cu_stream())
+        } else {
+            cu::memcpy_peer_async(
+                dst.0.ctx.cu_ctx(),
+                dst.1,
+                src.0.ctx.cu_ctx(),
+                src.1,
+                bytes,
+                stream.cu_stream(),
+            )
+        }
+    };
+    ck(r, what)
+}
+
 /// A kernel argument: its value, kept alive until the launch.
 // The scalar kinds a kernel parameter can have; a family uses those its kernels take.
 #[allow(dead_code)]
