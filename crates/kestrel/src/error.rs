@@ -114,6 +114,7 @@ impl Error {
         Error::Input { msg: msg.into() }
     }
 
+    #[cfg_attr(not(feature = "io"), allow(dead_code))]
     pub(crate) fn write(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Error::Write {
             path: path.into(),
@@ -121,6 +122,7 @@ impl Error {
         }
     }
 
+    #[cfg_attr(not(feature = "io"), allow(dead_code))]
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Error::Io {
             path: path.into(),

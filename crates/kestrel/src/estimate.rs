@@ -33,6 +33,7 @@ pub enum SmoothMethod {
     TwoFilter(ScanAlgorithm),
 }
 
+#[cfg(feature = "cuda")]
 fn invariant<'a, M: StateSpace + ?Sized>(
     model: &'a M,
     what: &str,
@@ -43,6 +44,7 @@ fn invariant<'a, M: StateSpace + ?Sized>(
 }
 
 /// The ordinals of every CUDA device of this host (an error when there is none).
+#[cfg(feature = "cuda")]
 fn all_gpus() -> Result<Vec<usize>> {
     let n = crate::cuda::device_count();
     if n == 0 {
@@ -67,9 +69,11 @@ pub fn filter_on<T: Real, M: StateSpace + ?Sized>(
     warn_if_large_for_f32(z);
     match (method, device) {
         (FilterMethod::Sequential, Device::Cpu) => kalman::filter(model, z, opts),
+        #[cfg(feature = "cuda")]
         (FilterMethod::Sequential, Device::Cuda(i)) => {
             crate::kalman::cuda::filter(i, invariant(model, "the batched filter")?, z, opts)
         }
+        #[cfg(feature = "cuda")]
         (FilterMethod::Sequential, Device::AllCuda) => crate::kalman::cuda::filter_on_devices(
             &all_gpus()?,
             invariant(model, "the batched filter")?,
@@ -77,6 +81,8 @@ pub fn filter_on<T: Real, M: StateSpace + ?Sized>(
             opts,
             &crate::kalman::cuda::CudaOptions::default(),
         ),
+        #[cfg(not(feature = "cuda"))]
+        (FilterMethod::Sequential, d) => Err(crate::cuda::unsupported(&format!("the batched filter ({d:?})"))),
         (FilterMethod::Parallel(_), _) if opts.keep == kalman::Keep::Last => Err(
             Error::Unsupported("the parallel filter keeps every step: Keep::Last is not available with FilterMethod::Parallel".into()),
         ),
@@ -134,18 +140,24 @@ fn smooth_pair<T: Real, M: StateSpace + ?Sized>(
     warn_if_large_for_f32(z);
     match (method, device) {
         (SmoothMethod::Rts, Device::Cpu) => kalman::smooth(model, z),
+        #[cfg(feature = "cuda")]
         (SmoothMethod::Rts, Device::Cuda(i)) => {
             // Filter and smoother back to back on the device: the filtered moments stay
             // there between the two kernels.
             let m = invariant(model, "the batched smoother")?;
             crate::kalman::cuda::smooth(i, m, z, &crate::kalman::cuda::CudaOptions::default())
         }
+        #[cfg(feature = "cuda")]
         (SmoothMethod::Rts, Device::AllCuda) => crate::kalman::cuda::smooth_on_devices(
             &all_gpus()?,
             invariant(model, "the batched smoother")?,
             z,
             &crate::kalman::cuda::CudaOptions::default(),
         ),
+        #[cfg(not(feature = "cuda"))]
+        (SmoothMethod::Rts, d) => Err(crate::cuda::unsupported(&format!(
+            "the batched smoother ({d:?})"
+        ))),
         (SmoothMethod::ParallelRts(scan), d) => {
             crate::parallel::smooth_rts(d.first(), model, z, scan)
         }

@@ -39,11 +39,16 @@
 #[doc = include_str!("../../../README.md")]
 pub struct ReadmeDoctests;
 
+#[cfg(feature = "cuda")]
+pub mod cuda;
+#[cfg(not(feature = "cuda"))]
+#[path = "cuda/off.rs"]
 pub mod cuda;
 pub mod data;
 pub mod device;
 pub mod error;
 pub mod estimate;
+#[cfg(feature = "io")]
 pub mod io;
 pub mod kalman;
 pub mod likelihood;
@@ -54,7 +59,9 @@ pub mod parallel;
 pub mod particle;
 pub mod scan;
 pub mod sim;
+#[cfg(all(feature = "io", feature = "cuda"))]
 pub mod tbd;
+#[cfg(feature = "io")]
 pub mod tracking;
 
 /// The linear-algebra crate of kestrel's public API ([`Model`] holds `nalgebra`

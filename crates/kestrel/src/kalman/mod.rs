@@ -10,6 +10,7 @@
 //! at a time) and `lanes` (time-invariant models of the common tracking sizes, tracks
 //! processed in SIMD lanes). [`filter`] and [`smooth`] choose between them.
 
+#[cfg(feature = "cuda")]
 pub mod cuda;
 pub(crate) mod dense;
 pub(crate) mod lanes;

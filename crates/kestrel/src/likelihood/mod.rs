@@ -23,6 +23,7 @@
 //! then costs `N ny^2` multiply-adds on any device, whatever the state dimension.
 
 pub mod bound;
+#[cfg(feature = "cuda")]
 pub mod cuda;
 mod exact;
 pub mod taps;

@@ -183,6 +183,9 @@ pub(crate) fn run<T: Real>(
     n: usize,
     vague: f64,
 ) -> Result<Vec<T>> {
+    #[cfg(not(feature = "cuda"))]
+    crate::cuda::refuse(device, "the windowed likelihood")?;
+    #[cfg(feature = "cuda")]
     if let Device::Cuda(i) = device {
         return super::cuda::window(i, model, z, n, vague);
     }

@@ -8,6 +8,21 @@ mod chol;
 
 pub use chol::{cholesky_in_place, solve_lower_in_place, solve_upper_t_in_place};
 
+/// What the `.npy` reader and writer need of an element (nothing in a build without the
+/// `io` feature).
+#[cfg(feature = "io")]
+#[doc(hidden)]
+pub trait NpyElement: ndarray_npy::ReadableElement + ndarray_npy::WritableElement {}
+#[cfg(feature = "io")]
+impl<T: ndarray_npy::ReadableElement + ndarray_npy::WritableElement> NpyElement for T {}
+/// What the `.npy` reader and writer need of an element (nothing in a build without the
+/// `io` feature).
+#[cfg(not(feature = "io"))]
+#[doc(hidden)]
+pub trait NpyElement {}
+#[cfg(not(feature = "io"))]
+impl<T> NpyElement for T {}
+
 /// A floating-point scalar kestrel computes in: `f32` or `f64`.
 pub trait Real:
     nalgebra::RealField
@@ -18,8 +33,7 @@ pub trait Real:
     + std::fmt::Debug
     + std::fmt::Display
     + std::str::FromStr
-    + ndarray_npy::ReadableElement
-    + ndarray_npy::WritableElement
+    + NpyElement
     + 'static
 {
     /// `"f32"` or `"f64"`.

@@ -11,11 +11,13 @@
 //! `f64`; the recursions convert them once to the precision they run in.
 
 mod builders;
+#[cfg(feature = "io")]
 mod file;
 mod stationary;
 mod validate;
 
 pub use builders::{ar, constant_acceleration, constant_velocity, random_walk, Kinematics};
+#[cfg(feature = "io")]
 pub use file::{load_model, model_from_str, model_from_toml, model_to_toml, save_model};
 pub use stationary::{lyapunov, spectral_radius, stationary};
 pub use validate::{check_psd, check_spd};

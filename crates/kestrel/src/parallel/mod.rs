@@ -15,6 +15,7 @@
 //! (`parallel::cuda`), all tracks of a batch in the same launches; the retrodiction scan
 //! too.
 
+#[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod filtering;
 mod paper;
@@ -35,10 +36,12 @@ use crate::kalman::dense::ConvertedModel;
 use crate::linalg::Real;
 use crate::model::StateSpace;
 use crate::scan::{Exec, ScanAlgorithm};
+#[cfg(feature = "cuda")]
 use cuda as gpu;
 use rayon::prelude::*;
 use track::TrackOut;
 
+#[cfg(feature = "cuda")]
 fn smoothed<T>(
     (f, s): (Estimates<T>, Option<Estimates<T>>),
 ) -> Result<(Estimates<T>, Estimates<T>)> {
@@ -139,6 +142,9 @@ pub fn filter<T: Real, M: StateSpace + ?Sized>(
     scan: ScanAlgorithm,
 ) -> Result<Estimates<T>> {
     check(model, z)?;
+    #[cfg(not(feature = "cuda"))]
+    crate::cuda::refuse(device, "the parallel filter")?;
+    #[cfg(feature = "cuda")]
     if let Device::Cuda(i) = device {
         return Ok(gpu::run(i, model, z, gpu::Method::Filter, scan)?.0);
     }
@@ -158,6 +164,9 @@ pub fn smooth_rts<T: Real, M: StateSpace + ?Sized>(
     scan: ScanAlgorithm,
 ) -> Result<(Estimates<T>, Estimates<T>)> {
     check(model, z)?;
+    #[cfg(not(feature = "cuda"))]
+    crate::cuda::refuse(device, "the parallel RTS smoother")?;
+    #[cfg(feature = "cuda")]
     if let Device::Cuda(i) = device {
         return smoothed(gpu::run(i, model, z, gpu::Method::Rts, scan)?);
     }
@@ -193,6 +202,9 @@ pub fn smooth_two_filter<T: Real, M: StateSpace + ?Sized>(
     scan: ScanAlgorithm,
 ) -> Result<(Estimates<T>, Estimates<T>)> {
     check(model, z)?;
+    #[cfg(not(feature = "cuda"))]
+    crate::cuda::refuse(device, "the parallel two-filter smoother")?;
+    #[cfg(feature = "cuda")]
     if let Device::Cuda(i) = device {
         return smoothed(gpu::run(i, model, z, gpu::Method::TwoFilter, scan)?);
     }
@@ -241,6 +253,9 @@ pub fn retrodict<T: Real, M: StateSpace + ?Sized>(
             ),
         });
     }
+    #[cfg(not(feature = "cuda"))]
+    crate::cuda::refuse(device, "the retrodiction scan")?;
+    #[cfg(feature = "cuda")]
     if let Device::Cuda(i) = device {
         let mut s = gpu::retrodict(i, model, filtered, scan)?;
         if means_only {

@@ -15,7 +15,9 @@
 //! the update, the log-likelihood estimate `ln p^(z_k | z_0:k-1)` and the effective
 //! sample size before resampling.
 
+#[cfg(feature = "cuda")]
 pub mod cuda;
+#[cfg(feature = "io")]
 mod file;
 mod filter;
 pub mod models;
@@ -23,6 +25,7 @@ pub mod philox;
 pub mod resample;
 mod sim;
 
+#[cfg(feature = "io")]
 pub use file::{load_pf_model, pf_model_from_toml, KINDS};
 pub use filter::particle_filter_cpu;
 pub use models::{ParticleModel, PfKind, PfModel};
@@ -167,7 +170,11 @@ pub fn particle_filter_on<T: Real>(
             model.check_cpu()?;
             particle_filter_cpu(model, z, opts)
         }
+        #[cfg(feature = "cuda")]
         Device::Cuda(ordinal) => cuda::particle_filter_cuda(ordinal, model, z, opts),
+        #[cfg(feature = "cuda")]
         Device::AllCuda => cuda::particle_filter_cuda(0, model, z, opts),
+        #[cfg(not(feature = "cuda"))]
+        _ => Err(crate::cuda::unsupported("the particle filter")),
     }
 }

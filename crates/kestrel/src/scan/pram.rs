@@ -19,7 +19,8 @@ impl LevelLog {
 }
 
 /// Work, span and time on `P` processors of one scan.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "io", derive(serde::Serialize))]
 pub struct PramCount {
     pub work: u64,
     pub span: u64,

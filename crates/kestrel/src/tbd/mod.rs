@@ -27,6 +27,7 @@
 
 pub mod autotune;
 pub mod cpu;
+#[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod detect;
 pub mod eval;
