@@ -26,8 +26,8 @@ fn kf(
 fn mixture_update_equals_the_moments_of_the_mixture() {
     let mut rng = rand::rngs::StdRng::seed_from_u64(38);
     let model = constant_velocity(2, 1.0, 0.5, 4.0, 10.0).unwrap();
-    let h = model.h.clone();
-    let r = model.r.clone();
+    let h = model.h().clone();
+    let r = model.r().clone();
     let cap = 40;
     let mut st = BatchState::<f64>::new(&model, cap).unwrap();
     let mut priors = Vec::new();
