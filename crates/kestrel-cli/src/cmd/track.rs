@@ -245,7 +245,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let secs = t0.elapsed().as_secs_f64();
     let tm = tracker.timing;
     errln!(
-        "track: {} detections in {} scans, {:?}, gate {} (chi-square {:.3}), pd {}, clutter {:.3e}, confirm {}, delete after {}: {} confirmed tracks, {} rows; {:.3} s ({:.3} ms/scan: predict {:.3}, gate {:.3}, associate {:.3}, update {:.3}, life cycle {:.3}) -> {}",
+        "track: {} detections in {} scans, {:?}, gate {} (chi-square {:.3}), pd {}, clutter {:.3e}, confirm {}, delete after {}: {} confirmed tracks, {} rows; {:.3} s ({:.3} ms/scan: predict {:.3}, gate {:.3}, cluster {:.3}, associate {:.3}, update {:.3}, life cycle {:.3}) -> {}",
         det.len(),
         sc.len(),
         a.assoc,
@@ -261,6 +261,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         1e3 * secs / sc.len().max(1) as f64,
         1e3 * tm.predict / tm.scans.max(1) as f64,
         1e3 * tm.gate / tm.scans.max(1) as f64,
+        1e3 * tm.cluster / tm.scans.max(1) as f64,
         1e3 * tm.associate / tm.scans.max(1) as f64,
         1e3 * tm.update / tm.scans.max(1) as f64,
         1e3 * tm.life / tm.scans.max(1) as f64,
