@@ -210,7 +210,7 @@ pub fn warn_if_large_for_f32<T: Real>(z: &Measurements<T>) {
         .fold(0.0f64, f64::max);
     if big >= F32_LARGE_MEASUREMENT {
         crate::error::warn(format!(
-            "measurements reach |z| = {big:.3e}: in f32 the log-likelihoods lose accuracy beyond |z| ~ {F32_LARGE_MEASUREMENT:.0e} (centre the data or use --precision f64)"
+            "measurements reach |z| = {big:.3e}: in f32 the log-likelihoods lose accuracy beyond |z| ~ {F32_LARGE_MEASUREMENT:.0e} (centre the data, or compute in f64)"
         ));
     }
 }

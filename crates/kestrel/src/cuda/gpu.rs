@@ -299,6 +299,17 @@ impl<T> Drop for Pinned<T> {
     }
 }
 
+/// Checks that a copy of `n` values at element offset `at` stays inside a device buffer
+/// of `len` values (the check every copy makes before its unsafe call).
+pub(crate) fn check_span(len: usize, at: usize, n: usize, what: &str) -> Result<()> {
+    match at.checked_add(n) {
+        Some(end) if end <= len => Ok(()),
+        _ => Err(Error::Cuda(format!(
+            "{what}: copy of {n} values at {at} past the end of a buffer of {len}"
+        ))),
+    }
+}
+
 /// Asynchronous host-to-device copy of `src` to `dst` (element offset `at`).
 pub(crate) fn htod<T>(
     stream: &CudaStream,
@@ -307,12 +318,7 @@ pub(crate) fn htod<T>(
     at: usize,
     what: &str,
 ) -> Result<()> {
-    if at + src.len() > dst.len() {
-        return Err(Error::Cuda(format!(
-            "{what}: copy of {} values past the end of a buffer",
-            src.len()
-        )));
-    }
+    check_span(dst.len(), at, src.len(), what)?;
     // SAFETY: bounds checked; the caller keeps `src` alive until the stream passes.
     ck(
         unsafe { cu::memcpy_htod_async(dst.at(at), src, stream.cu_stream()) },
@@ -328,12 +334,7 @@ pub(crate) fn dtoh<T>(
     dst: &mut [T],
     what: &str,
 ) -> Result<()> {
-    if at + dst.len() > src.len() {
-        return Err(Error::Cuda(format!(
-            "{what}: copy of {} values past the end of a buffer",
-            dst.len()
-        )));
-    }
+    check_span(src.len(), at, dst.len(), what)?;
     // SAFETY: bounds checked; the caller keeps `dst` alive until the stream passes.
     ck(
         unsafe { cu::memcpy_dtoh_async(dst, src.at(at), stream.cu_stream()) },
