@@ -34,6 +34,8 @@
 //!
 //! The repository's `ARCHITECTURE.md` maps the modules; `README.md` has the command line.
 
+#![warn(missing_docs)]
+
 /// The README's Rust examples, compiled and run as doc tests.
 #[cfg(doctest)]
 #[doc = include_str!("../../../README.md")]

@@ -42,6 +42,7 @@ pub enum Keep {
 /// Options of [`filter`].
 #[derive(Clone, Copy, Debug, Default)]
 pub struct FilterOptions {
+    /// Which steps' filtered moments to return (default: every step).
     pub keep: Keep,
     /// Also return the predicted moments `x_{k|k-1}`, `P_{k|k-1}` (with `Keep::All`).
     pub predicted: bool,

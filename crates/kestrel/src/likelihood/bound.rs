@@ -44,6 +44,7 @@ pub const MAX_WINDOW: usize = 1 << 16;
 /// What [`choose_window`] picked.
 #[derive(Clone, Copy, Debug)]
 pub struct WindowChoice {
+    /// The window length `N` (steps).
     pub window: usize,
     /// The bound at that window.
     pub bound: f64,

@@ -24,6 +24,7 @@
 
 pub mod bound;
 #[cfg(feature = "cuda")]
+#[doc(hidden)]
 pub mod cuda;
 mod exact;
 pub mod taps;
@@ -121,7 +122,9 @@ impl Default for Options {
 /// Per-step log-likelihoods `[tracks][steps]` and how they were computed.
 #[derive(Clone, Debug)]
 pub struct LogLik<T> {
+    /// Number of tracks.
     pub tracks: usize,
+    /// Steps per track.
     pub steps: usize,
     /// `log p(z_t | z_0:t-1)` of track `b` at `values[b * steps + t]`; 0 where `z_t` is
     /// missing.

@@ -16,6 +16,7 @@
 //! too.
 
 #[cfg(feature = "cuda")]
+#[doc(hidden)]
 pub mod cuda;
 pub mod filtering;
 mod paper;

@@ -35,8 +35,9 @@ pub const KERNELS: [&str; 7] = [
 /// Threads per block.
 pub const BLOCK: u32 = 256;
 
-/// The largest state and measurement the kernels are built for (registers hold them).
+/// The largest state the kernels are built for (registers hold it).
 pub const MAX_NX: usize = 16;
+/// The largest measurement the kernels are built for (registers hold it).
 pub const MAX_NY: usize = 16;
 
 fn define(name: &str, v: f64) -> String {

@@ -16,6 +16,7 @@
 //! sample size before resampling.
 
 #[cfg(feature = "cuda")]
+#[doc(hidden)]
 pub mod cuda;
 #[cfg(feature = "io")]
 mod file;
@@ -42,15 +43,18 @@ use crate::{Device, Estimates};
 pub struct PfOptions {
     /// Particles per filter, N.
     pub particles: usize,
+    /// The resampling scheme.
     pub resampler: Resampler,
     /// Resample when `ESS < ess_threshold N`; 1 (or more) resamples every step, 0 never.
     pub ess_threshold: f64,
+    /// Seed of the counter-based generator: the same seed gives the same draws on any device and thread count.
     pub seed: u64,
     /// Also return every filter's particles and weights after the last step.
     pub keep_particles: bool,
 }
 
 impl PfOptions {
+    /// `particles` per filter with the default scheme, threshold and seed.
     pub fn new(particles: usize) -> Self {
         PfOptions {
             particles,

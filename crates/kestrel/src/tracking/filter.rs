@@ -26,9 +26,13 @@ fn row_major(m: &DMatrix<f64>) -> Vec<f64> {
 /// (so that the gain is `K = W L^{-1}`) and `ln |S| / 2 = sum ln L_ii`.
 #[derive(Clone, Debug, Default)]
 pub struct Innovation {
+    /// Predicted measurement `H x + d`, length `ny`.
     pub zhat: Vec<f64>,
+    /// Lower Cholesky factor of `S`, `ny x ny` row-major.
     pub l: Vec<f64>,
+    /// `W^T = L^{-1} H P`, `ny x nx` row-major.
     pub wt: Vec<f64>,
+    /// `ln |S| / 2`.
     pub half_logdet: f64,
 }
 

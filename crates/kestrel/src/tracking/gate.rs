@@ -132,12 +132,16 @@ impl Grid {
 /// `det[start[i]..start[i + 1]]` with log-likelihoods `ll[..]` (`ln N(z; zhat, S)`).
 #[derive(Clone, Debug, Default)]
 pub struct Gated {
+    /// Row starts, one more than the tracks.
     pub start: Vec<usize>,
+    /// Gated detection indices, track after track.
     pub det: Vec<u32>,
+    /// `ln N(z; zhat, S)` of each gated detection.
     pub ll: Vec<f64>,
 }
 
 impl Gated {
+    /// The entries of track `i` in `det` and `ll`.
     pub fn of(&self, i: usize) -> std::ops::Range<usize> {
         self.start[i]..self.start[i + 1]
     }

@@ -30,11 +30,14 @@ pub enum Assoc {
 /// A track's status.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Status {
+    /// Not yet confirmed by enough detections.
     Tentative,
+    /// Confirmed (`m` of `n` detections).
     Confirmed,
 }
 
 impl Status {
+    /// `tentative` or `confirmed`, as in the track files.
     pub fn name(self) -> &'static str {
         match self {
             Status::Tentative => "tentative",
@@ -46,6 +49,7 @@ impl Status {
 /// Tracker settings.
 #[derive(Clone, Debug)]
 pub struct TrackerConfig {
+    /// How detections are associated with tracks.
     pub assoc: Assoc,
     /// Probability that a target's detection falls inside its gate.
     pub gate: f64,
@@ -136,11 +140,17 @@ struct Life {
 /// Time spent in each phase of the scans so far, in seconds.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Timing {
+    /// Prediction.
     pub predict: f64,
+    /// Gating.
     pub gate: f64,
+    /// Association.
     pub associate: f64,
+    /// Updates.
     pub update: f64,
+    /// Track initiation, confirmation and deletion.
     pub life: f64,
+    /// Scans processed.
     pub scans: usize,
 }
 
@@ -157,10 +167,12 @@ pub struct Tracker {
     d: Vec<f64>,
     p_init: Vec<f64>,
     h: Vec<f64>,
+    /// Time spent in each phase so far.
     pub timing: Timing,
 }
 
 impl Tracker {
+    /// A tracker without tracks for targets of `model` (its prior initiates new tracks); `cfg` and the model are checked.
     pub fn new(model: &Model, cfg: TrackerConfig) -> Result<Tracker> {
         cfg.validate()?;
         model.validate()?;
@@ -195,6 +207,7 @@ impl Tracker {
         })
     }
 
+    /// The settings.
     pub fn config(&self) -> &TrackerConfig {
         &self.cfg
     }
@@ -209,30 +222,37 @@ impl Tracker {
         self.life.len()
     }
 
+    /// True without live tracks.
     pub fn is_empty(&self) -> bool {
         self.life.is_empty()
     }
 
+    /// The identity of live track `i` (stable over its life).
     pub fn id(&self, i: usize) -> u64 {
         self.life[i].id
     }
 
+    /// The status of live track `i`.
     pub fn status(&self, i: usize) -> Status {
         self.life[i].status
     }
 
+    /// The state mean of live track `i`, length `nx`.
     pub fn mean(&self, i: usize) -> &[f64] {
         self.bank.mean(i)
     }
 
+    /// The state covariance of live track `i`, `nx x nx` row-major.
     pub fn cov(&self, i: usize) -> &[f64] {
         self.bank.cov(i)
     }
 
+    /// State size.
     pub fn nx(&self) -> usize {
         self.bank.nx
     }
 
+    /// Measurement size.
     pub fn ny(&self) -> usize {
         self.bank.ny
     }

@@ -54,6 +54,7 @@ pub struct SqrtFilterOp<T> {
 }
 
 impl<T: Real> SqrtFilterOp<T> {
+    /// The operator for states of size `nx`.
     pub fn new(nx: usize) -> Self {
         SqrtFilterOp {
             lay: FilterLayout { n: nx },
