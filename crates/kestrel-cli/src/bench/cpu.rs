@@ -104,10 +104,7 @@ pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
         ));
         drop(rows);
 
-        let general = FilterOptions {
-            force_general: true,
-            ..FilterOptions::default()
-        };
+        let general = FilterOptions::default().with_force_general(true);
         kalman::filter(&model, &z, &general)?;
         sink.push(rec(
             "filter/general",

@@ -40,7 +40,14 @@ pub enum Keep {
 }
 
 /// Options of [`filter`].
+///
+/// ```
+/// use kestrel::{FilterOptions, Keep};
+/// let opts = FilterOptions::default().with_keep(Keep::Last).with_predicted(false);
+/// # let _ = opts;
+/// ```
 #[derive(Clone, Copy, Debug, Default)]
+#[non_exhaustive]
 pub struct FilterOptions {
     /// Which steps' filtered moments to return (default: every step).
     pub keep: Keep,
@@ -53,6 +60,13 @@ pub struct FilterOptions {
     /// the host.
     pub outputs: crate::data::Outputs,
 }
+
+setters!(FilterOptions {
+    with_keep(keep: Keep, "Sets [`FilterOptions::keep`]."),
+    with_predicted(predicted: bool, "Sets [`FilterOptions::predicted`]."),
+    with_force_general(force_general: bool, "Sets [`FilterOptions::force_general`]."),
+    with_outputs(outputs: crate::data::Outputs, "Sets [`FilterOptions::outputs`]."),
+});
 
 /// What [`filter`] returns.
 #[derive(Clone, Debug)]

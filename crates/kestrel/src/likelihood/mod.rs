@@ -98,6 +98,7 @@ impl FromStr for Method {
 
 /// Options of [`loglik`].
 #[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
 pub struct Options {
     /// Variance `V` of the windowed filter's vague start `N(0, V I)`.
     pub vague: f64,
@@ -108,6 +109,12 @@ pub struct Options {
     /// Scan algorithm of `Parallel`.
     pub scan: ScanAlgorithm,
 }
+
+setters!(Options {
+    with_vague(vague: f64, "Sets [`Options::vague`]."),
+    with_steady(steady: Option<f64>, "Sets [`Options::steady`]."),
+    with_scan(scan: ScanAlgorithm, "Sets [`Options::scan`]."),
+});
 
 impl Default for Options {
     fn default() -> Self {

@@ -211,7 +211,7 @@ fn run<T: Real>(
     let gpu = cuda::gpu(ordinal)?;
     let sc = std::mem::size_of::<T>();
     let need = device_bytes(bn, t, n, nx, ny, sc).unwrap_or(u128::MAX);
-    let (free, _) = gpu.mem_info()?;
+    let free = gpu.usable_memory()?;
     if need > free as u128 {
         return Err(Error::input(format!(
             "{n} particles x {bn} tracks x {t} steps would need {:.1} GB on the GPU; {:.1} GB is free",

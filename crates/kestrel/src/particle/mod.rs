@@ -40,6 +40,7 @@ use crate::{Device, Estimates};
 
 /// Options of the particle filter.
 #[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
 pub struct PfOptions {
     /// Particles per filter, N.
     pub particles: usize,
@@ -52,6 +53,14 @@ pub struct PfOptions {
     /// Also return every filter's particles and weights after the last step.
     pub keep_particles: bool,
 }
+
+setters!(PfOptions {
+    with_particles(particles: usize, "Sets [`PfOptions::particles`]."),
+    with_resampler(resampler: Resampler, "Sets [`PfOptions::resampler`]."),
+    with_ess_threshold(ess_threshold: f64, "Sets [`PfOptions::ess_threshold`]."),
+    with_seed(seed: u64, "Sets [`PfOptions::seed`]."),
+    with_keep_particles(keep_particles: bool, "Sets [`PfOptions::keep_particles`]."),
+});
 
 impl PfOptions {
     /// `particles` per filter with the default scheme, threshold and seed.

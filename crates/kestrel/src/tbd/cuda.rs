@@ -353,7 +353,7 @@ impl GpuTbd {
             let sbytes = nv * n * if cfg.half { 2 } else { 4 };
             let maps = cfg.maps_per_launch();
             let need = 2 * sbytes + cfg.frames * n * frame.size() + maps * n * 6;
-            let (free, _) = gpu.mem_info()?;
+            let free = gpu.usable_memory()?;
             if need > free {
                 return Err(Error::input(format!(
                     "{nv} motion vectors on {w} x {h} frames would need {:.2} GB of GPU memory ({:.2} GB free)",

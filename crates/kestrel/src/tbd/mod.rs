@@ -101,12 +101,18 @@ pub struct Map {
 
 /// Options of the GPU path.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[non_exhaustive]
 pub struct GpuOptions {
     /// Store the state as f16 (computed in f32; half the state traffic).
     pub half: bool,
     /// This kernel instead of the autotuner's choice.
     pub kernel: Option<cuda::KernelConfig>,
 }
+
+setters!(GpuOptions {
+    with_half(half: bool, "Sets [`GpuOptions::half`]."),
+    with_kernel(kernel: Option<cuda::KernelConfig>, "Sets [`GpuOptions::kernel`]."),
+});
 
 enum Engine {
     Cpu(CpuState),

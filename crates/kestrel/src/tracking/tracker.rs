@@ -48,6 +48,7 @@ impl Status {
 
 /// Tracker settings.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct TrackerConfig {
     /// How detections are associated with tracks.
     pub assoc: Assoc,
@@ -69,6 +70,17 @@ pub struct TrackerConfig {
     /// Delete a track when a diagonal element of `H P H^T` exceeds this.
     pub max_variance: f64,
 }
+
+setters!(TrackerConfig {
+    with_assoc(assoc: Assoc, "Sets [`TrackerConfig::assoc`]."),
+    with_gate(gate: f64, "Sets [`TrackerConfig::gate`]."),
+    with_pd(pd: f64, "Sets [`TrackerConfig::pd`]."),
+    with_clutter(clutter: f64, "Sets [`TrackerConfig::clutter`]."),
+    with_confirm(confirm: (u32, u32), "Sets [`TrackerConfig::confirm`] (`(m, n)`)."),
+    with_delete(delete: u32, "Sets [`TrackerConfig::delete`]."),
+    with_delete_tentative(delete_tentative: u32, "Sets [`TrackerConfig::delete_tentative`]."),
+    with_max_variance(max_variance: f64, "Sets [`TrackerConfig::max_variance`]."),
+});
 
 impl Default for TrackerConfig {
     fn default() -> Self {
