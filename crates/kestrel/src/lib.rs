@@ -98,10 +98,12 @@ pub use ndarray;
 pub use data::{Estimates, Measurements};
 pub use device::{AutoDevice, Device};
 pub use error::{Error, Result};
-pub use estimate::{filter_on, smooth_on, FilterMethod, SmoothMethod, Smoothed};
+pub use estimate::{
+    filter_on, filter_on_with, smooth_on, smooth_on_with, FilterMethod, SmoothMethod, Smoothed,
+};
 pub use kalman::{
-    filter, filter_into, smooth, smooth_filtered, smooth_in_place, FilterOptions, FilterOutput,
-    Keep,
+    filter, filter_into, filter_with, smooth, smooth_filtered, smooth_in_place, smooth_with,
+    FilterOptions, FilterOutput, Keep, TrackInputs,
 };
 pub use linalg::Real;
 pub use model::{Model, StateSpace, TimeVaryingModel};
