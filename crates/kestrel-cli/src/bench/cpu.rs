@@ -199,6 +199,7 @@ fn per_step<T: kestrel::Real>(
         st.add()?;
     }
     let (warm, reps) = if quick { (1, 5) } else { (2, 10) };
+    let cpu0 = cpu_seconds();
     let times = time_runs(warm, reps, || {
         for (k, row) in rows.iter().enumerate() {
             if k > 0 {
@@ -207,7 +208,7 @@ fn per_step<T: kestrel::Real>(
             let _ = black_box(st.update(row, None, None));
         }
     });
-    sink.push(Record::new(
+    let mut r = Record::new(
         "per-step predict + update (BatchState)",
         Device::Cpu.to_string(),
         T::NAME,
@@ -216,6 +217,29 @@ fn per_step<T: kestrel::Real>(
         4,
         2,
         &times,
-    ));
+    );
+    // CPU time (user + sys, all threads) per run: on a machine shared with other work
+    // the wall-clock rate understates what the cores deliver.
+    if let (Some(c0), Some(c1)) = (cpu0, cpu_seconds()) {
+        let per_run = (c1 - c0) / (warm + reps) as f64;
+        r.extra = serde_json::json!({
+            "cpu_s_per_run": per_run,
+            "target_steps_per_cpu_s": (b * steps) as f64 / per_run,
+            "threads": rayon::current_num_threads(),
+        });
+    }
+    sink.push(r);
     Ok(())
+}
+
+/// User + system CPU time of this process so far, in seconds (Linux: `/proc/self/stat`,
+/// clock ticks of 1/100 s; `None` elsewhere).
+fn cpu_seconds() -> Option<f64> {
+    let s = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name (which may hold spaces) in parentheses: utime and
+    // stime are fields 14 and 15 of the line, 12 and 13 after the ')'.
+    let rest = &s[s.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
+    Some(ticks / 100.0)
 }
