@@ -254,6 +254,28 @@ fn steady_state_exact_is_exact_to_its_tolerance() {
     }
 }
 
+/// A stationary prior repeats itself through a missing first measurement (no update):
+/// that is not the filter's fixed point, and the switch must wait for an update.
+#[test]
+fn steady_state_waits_for_an_update() {
+    let model = kestrel::model::ar(&[1.2, -0.4, 0.1], 3.0, 0.2, 1.0)
+        .unwrap()
+        .with_stationary_prior()
+        .unwrap();
+    let mut z = simulate(&model, 1, 300, 3, 0.0).unwrap().measurements;
+    z.data_mut()[0] = f64::NAN;
+    z.data_mut()[150] = f64::NAN;
+    let exact = loglik(Device::Cpu, &model, &z, Method::Exact, &Options::default()).unwrap();
+    let o = Options {
+        steady: Some(1e-9),
+        ..Options::default()
+    };
+    let fast = loglik(Device::Cpu, &model, &z, Method::Exact, &o).unwrap();
+    for (k, (a, b)) in exact.values.iter().zip(&fast.values).enumerate() {
+        assert!((a - b).abs() <= 1e-6, "step {k}: exact {a} vs steady {b}");
+    }
+}
+
 #[test]
 fn f32_window_agrees_with_f64() {
     let model = sunspot_model();

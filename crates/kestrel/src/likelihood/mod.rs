@@ -6,8 +6,13 @@
 //!   keeping only the state of the current step), optionally switching to the
 //!   steady-state gain once the predicted covariance has converged (the trick of Moore's
 //!   sigvisa filter), which makes a time-invariant model's step cost a few dot products.
-//! - [`Method::Parallel`]: the associative-scan filter of `crate::parallel` (Sarkka &
-//!   Garcia-Fernandez), on the CPU or the GPU.
+//! - [`Method::Parallel`]: on the CPU the associative-scan filter of `crate::parallel`
+//!   (Sarkka & Garcia-Fernandez). On a GPU the data-free covariance recursion runs once
+//!   on the host in `f64` until it reaches its fixed point ([`schedule`]) and the mean
+//!   recursion, affine in the state, runs as a chunked parallel scan (`kernels/scan.cu`;
+//!   for a companion `F` each step is a shift and one dot product): no covariance and no
+//!   filtered moment is kept per step, so the device moves little more than `z` and the
+//!   output.
 //! - [`Method::Window`]: the windowed ("splash") filter of Lin, Moore & Russell
 //!   (Algorithm 2): the value at step `t` comes from a Kalman filter over the `N` most
 //!   recent measurements `z_{t-N+1..t}` started from a vague prior `N(0, V I)` placed as
@@ -23,10 +28,12 @@
 //! then costs `N ny^2` multiply-adds on any device, whatever the state dimension.
 
 pub mod bound;
+mod companion;
 #[cfg(feature = "cuda")]
 #[doc(hidden)]
 pub mod cuda;
 mod exact;
+pub mod schedule;
 pub mod taps;
 mod window;
 
@@ -251,7 +258,12 @@ pub fn loglik<T: Real>(
             exact::run(model, z, opts.steady, &mut out)?;
             (out, None, None)
         }
-        Method::Parallel => (parallel(device, model, z, opts.scan)?, None, None),
+        Method::Parallel => match device {
+            // The covariance recursion on the host, the mean recursion as a scan.
+            #[cfg(feature = "cuda")]
+            Device::Cuda(i) => (cuda::exact(i, model, z)?, None, None),
+            _ => (parallel(device, model, z, opts.scan)?, None, None),
+        },
         Method::Window(w) => {
             if w < 1 {
                 return Err(Error::input(format!(
