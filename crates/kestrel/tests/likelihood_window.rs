@@ -266,10 +266,7 @@ fn steady_state_waits_for_an_update() {
     z.data_mut()[0] = f64::NAN;
     z.data_mut()[150] = f64::NAN;
     let exact = loglik(Device::Cpu, &model, &z, Method::Exact, &Options::default()).unwrap();
-    let o = Options {
-        steady: Some(1e-9),
-        ..Options::default()
-    };
+    let o = Options::default().with_steady(Some(1e-9));
     let fast = loglik(Device::Cpu, &model, &z, Method::Exact, &o).unwrap();
     for (k, (a, b)) in exact.values.iter().zip(&fast.values).enumerate() {
         assert!((a - b).abs() <= 1e-6, "step {k}: exact {a} vs steady {b}");
