@@ -56,8 +56,8 @@ fn all_gpus() -> Result<Vec<usize>> {
 }
 
 /// Filters every track of `z` on `device` with `method`. `Device::AllCuda` splits the
-/// tracks over every GPU of the host (the sequential filter; the parallel-in-time
-/// methods run on the first GPU).
+/// tracks over every GPU of the host (the sequential filter) or the time steps of every
+/// track (the parallel-in-time filter, `parallel::cuda::filter_on_devices`).
 pub fn filter_on<T: Real, M: StateSpace + ?Sized>(
     device: Device,
     model: &M,
@@ -90,7 +90,7 @@ pub fn filter_on<T: Real, M: StateSpace + ?Sized>(
             "the parallel filter does not return predicted moments (FilterOptions::predicted)".into(),
         )),
         (FilterMethod::Parallel(scan), d) => {
-            let mut filtered = crate::parallel::filter(d.first(), model, z, scan)?;
+            let mut filtered = crate::parallel::filter(d, model, z, scan)?;
             opts.outputs.apply(&mut filtered);
             Ok(FilterOutput {
                 filtered,
@@ -223,9 +223,7 @@ fn smooth_pair<T: Real, M: StateSpace + ?Sized>(
         (SmoothMethod::ParallelRts(scan), d) => {
             crate::parallel::smooth_rts(d.first(), model, z, scan)
         }
-        (SmoothMethod::TwoFilter(scan), d) => {
-            crate::parallel::smooth_two_filter(d.first(), model, z, scan)
-        }
+        (SmoothMethod::TwoFilter(scan), d) => crate::parallel::smooth_two_filter(d, model, z, scan),
     }
 }
 
@@ -274,7 +272,7 @@ pub fn warn_if_large_for_f32<T: Real>(z: &Measurements<T>) {
         .fold(0.0f64, f64::max);
     if big >= F32_LARGE_MEASUREMENT {
         crate::error::warn(format!(
-            "measurements reach |z| = {big:.3e}: in f32 the log-likelihoods lose accuracy beyond |z| ~ {F32_LARGE_MEASUREMENT:.0e} (centre the data or use --precision f64)"
+            "measurements reach |z| = {big:.3e}: in f32 the log-likelihoods lose accuracy beyond |z| ~ {F32_LARGE_MEASUREMENT:.0e} (centre the data, or compute in f64)"
         ));
     }
 }

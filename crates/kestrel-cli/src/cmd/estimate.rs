@@ -122,7 +122,7 @@ fn run(c: &Common, job: Job) -> anyhow::Result<()> {
     Format::of(&c.output, ESTIMATE_FORMATS)?;
     let selection = Outputs::parse(&c.outputs)?;
     let outputs = io::Outputs::plan(&[&c.model, &c.input], &[&c.output])?;
-    let model = kestrel::model::load_model(&c.model)?;
+    let model = super::load_linear_model(&c.model)?;
     let device = match (c.device.as_str(), job) {
         // The sequential filter and RTS: the GPU only where it pays for its set-up.
         ("auto", Job::Filter(FilterMethod::Sequential) | Job::Smooth(SmoothMethod::Rts)) => {

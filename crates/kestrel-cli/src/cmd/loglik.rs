@@ -71,7 +71,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     } else {
         choose_device(&a.device)?
     };
-    let model = kestrel::model::load_model(&a.model)?;
+    let model = super::load_linear_model(&a.model)?;
     let opts = Options::default()
         .with_vague(a.vague)
         .with_steady(a.steady)
@@ -94,6 +94,7 @@ fn run_typed<T: Real>(
     let progress = Progress::new("reading");
     let z: Measurements<T> = io::read_measurements(&a.input)?;
     io::check_measurement_dim(&a.input, &z, model.ny())?;
+    kestrel::estimate::warn_if_large_for_f32(&z);
     if z.tracks() == 0 || z.steps() == 0 {
         return Err(bad(format!(
             "{}: no measurements ({} tracks x {} steps)",

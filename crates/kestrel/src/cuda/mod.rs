@@ -14,7 +14,8 @@
 //! - *Memory and launches* (`gpu.rs`): device buffers (`DevBuf`, freed on drop, poisoned
 //!   with NaN on request so that unwritten outputs show in tests), page-locked host
 //!   memory (`Pinned`), checked asynchronous copies and kernel launches (`launch` with
-//!   typed `Arg`s); every failure is an [`Error::Cuda`] naming what was being done.
+//!   typed `Arg`s), copies between two devices (`copy_between`: peer to peer where
+//!   allowed); every failure is an [`Error::Cuda`] naming what was being done.
 //! - *Transfers* (`transfer.rs`): host copies through two page-locked staging buffers
 //!   per device, the CPU side spread over all cores beside the DMA.
 //! - *Chunks* (`chunks.rs`): the out-of-core pipeline of any "map over independent
@@ -50,8 +51,8 @@ mod transfer;
 
 pub(crate) use chunks::{drive, plan, streams, ChunkSlot};
 pub(crate) use gpu::{
-    as_bytes, ck, dtoh, gpu, grid_for, htod, is_open, launch, sync, Arg, DevBuf, Gpu, Module,
-    Pinned,
+    as_bytes, ck, copy_between, dtoh, gpu, grid_for, htod, is_open, launch, sync, Arg, DevBuf, Gpu,
+    Module, Pinned,
 };
 pub use nvrtc::set_cache_dir;
 pub(crate) use transfer::{download, upload};

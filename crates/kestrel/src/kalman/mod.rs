@@ -22,7 +22,7 @@ pub(crate) mod step;
 pub use inputs::TrackInputs;
 pub use lanes::supports as has_fast_path;
 pub use metrics::{mean_nees, mean_nis, nees, rmse};
-pub use state::{BatchState, Interval, Prediction, Score};
+pub use state::{BatchState, Interval, Mixture, Prediction, Score};
 
 use crate::data::{Estimates, Measurements};
 use crate::error::{Error, Result};

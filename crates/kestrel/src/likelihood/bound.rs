@@ -146,7 +146,7 @@ fn walk(
     if !settled {
         return Err(Error::input(
             "the window bound does not converge: the exact filter's covariance does not settle \
-             (is the model detectable?); use --method exact",
+             (is the model detectable?); use the exact method",
         ));
     }
     let steady = exact.last().expect("at least the prior").clone();
@@ -271,7 +271,7 @@ pub fn choose_window(model: &Model, tol: f64, vague: f64, scale: f64) -> Result<
         None => Err(Error::input(format!(
             "window:auto: the window bound does not converge to {tol:e} (it levels off at \
              {best:.3e}; the vague start's error contracts by {rho:.6} per step); \
-             use --method exact"
+             use the exact method"
         ))),
     }
 }

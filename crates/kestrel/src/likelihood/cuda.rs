@@ -224,7 +224,7 @@ pub(crate) fn window<T: Real>(
 ) -> Result<Vec<T>> {
     if shared_bytes(z.ny) > 48 * 1024 {
         return Err(Error::Unsupported(format!(
-            "the windowed filter on cuda would need {} bytes of shared memory for {} measurement components (at most 48 KB; use --device cpu)",
+            "the windowed filter on cuda would need {} bytes of shared memory for {} measurement components (at most 48 KB; run it on the CPU)",
             shared_bytes(z.ny),
             z.ny
         )));

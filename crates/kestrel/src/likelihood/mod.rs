@@ -160,34 +160,10 @@ impl<T: Real> LogLik<T> {
     }
 }
 
-/// Checks that `bytes` of working memory are reasonable before allocating them.
+/// Checks that `bytes` of working memory (`None`: an overflowing size) fit in memory
+/// before allocating them (the shared [`crate::limits`] check).
 pub(crate) fn check_memory(bytes: Option<usize>, what: &str) -> Result<()> {
-    let avail = available_memory();
-    match bytes {
-        Some(b) if (b as u64) <= avail => Ok(()),
-        Some(b) => Err(Error::input(format!(
-            "{what} would need {:.1} GB; this machine has {:.1} GB available",
-            b as f64 / 1e9,
-            avail as f64 / 1e9
-        ))),
-        None => Err(Error::input(format!(
-            "{what} would need more memory than can be addressed"
-        ))),
-    }
-}
-
-/// Available memory from `/proc/meminfo` (Linux), else 16 GB.
-fn available_memory() -> u64 {
-    std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("MemAvailable:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse::<u64>().ok())
-        })
-        .map(|kb| kb * 1024)
-        .unwrap_or(16 << 30)
+    crate::limits::check_bytes(what, bytes.map_or(u128::MAX, |b| b as u128))
 }
 
 fn check_input<T: Real>(model: &Model, z: &Measurements<T>, opts: &Options) -> Result<()> {
@@ -250,7 +226,7 @@ pub fn loglik<T: Real>(
         Method::Exact => {
             if let Device::Cuda(_) = device {
                 return Err(Error::Unsupported(
-                    "the exact sequential filter runs on the CPU; on a GPU use --method parallel or window"
+                    "the exact sequential filter runs on the CPU; on a GPU use the parallel or windowed method"
                         .into(),
                 ));
             }

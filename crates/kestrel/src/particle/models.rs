@@ -262,7 +262,7 @@ impl PfModel {
     pub fn check_cpu(&self) -> Result<()> {
         if let PfKind::Custom { origin, .. } = &self.kind {
             return Err(Error::Unsupported(format!(
-                "{}: kind = \"custom\" is CUDA C++ and runs on a GPU only (use --device cuda; in the library, implement the ParticleModel trait for the CPU)",
+                "{}: kind = \"custom\" is CUDA C++ and runs on a GPU only (on the CPU, implement the ParticleModel trait instead)",
                 origin.display()
             )));
         }

@@ -39,7 +39,7 @@ const SCAN_KERNELS: [&str; 11] = [
     "chunk",
     "fix",
 ];
-const MODEL_KERNELS: [&str; 14] = [
+const MODEL_KERNELS: [&str; 19] = [
     "pf_reduce",
     "pf_sweep",
     "ps_reduce",
@@ -54,6 +54,11 @@ const MODEL_KERNELS: [&str; 14] = [
     "tf_combine",
     "kf_seq",
     "poison",
+    "pf_reduce_at",
+    "pf_sweep_at",
+    "tf_reduce_at",
+    "tf_sweep_at",
+    "fe_pick",
 ];
 
 /// The largest dimensions the kernels are compiled for (everything lives in registers).
@@ -163,9 +168,13 @@ macro_rules! launch {
     }};
 }
 
+mod directions;
 mod run;
+mod split;
+pub use directions::time_two_filter_by_direction;
 pub use run::Method;
 use run::{scalars_per_track, DevModel, GroupBufs};
+pub use split::{filter_on_devices, time_on_devices, two_filter_on_devices};
 
 /// Scalars per element.
 fn fe_len(nx: usize) -> usize {

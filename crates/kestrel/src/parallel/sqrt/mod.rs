@@ -567,7 +567,7 @@ pub fn filter_sqrt<T: Real, M: StateSpace + ?Sized>(
 ) -> Result<Estimates<T>> {
     if let Device::Cuda(_) = device {
         return Err(Error::Unsupported(
-            "the square-root parallel filter on cuda is not built yet (use --device cpu)".into(),
+            "the square-root parallel filter on cuda is not built yet (run it on the CPU)".into(),
         ));
     }
     super::check(model, z)?;
