@@ -13,7 +13,7 @@
 //! while the DMA of piece k is in flight, so the bus stays busy. A piece the driver
 //! refuses to register goes through the staging buffers instead.
 
-use super::gpu::{ck, DevBuf, Gpu, Pinned};
+use super::gpu::{check_span, ck, DevBuf, Gpu, Pinned};
 use crate::error::{Error, Result};
 use crate::linalg::Real;
 use cudarc::driver::{result as cu, CudaEvent, CudaStream};
@@ -92,12 +92,7 @@ pub(crate) fn upload<T: Real>(
     at: usize,
     what: &str,
 ) -> Result<()> {
-    if at + src.len() > dst.len() {
-        return Err(Error::Cuda(format!(
-            "{what}: copy of {} values past the end of a buffer",
-            src.len()
-        )));
-    }
+    check_span(dst.len(), at, src.len(), what)?;
     let bytes = std::mem::size_of_val(src);
     if bytes < DIRECT_MIN || std::env::var_os("KESTREL_STAGED_COPIES").is_some() {
         return upload_staged(gpu, stream, src, dst, at, what);
@@ -192,12 +187,7 @@ pub(crate) fn download<T: Real>(
     dst: &mut [T],
     what: &str,
 ) -> Result<()> {
-    if at + dst.len() > src.len() {
-        return Err(Error::Cuda(format!(
-            "{what}: copy of {} values past the end of a buffer",
-            dst.len()
-        )));
-    }
+    check_span(src.len(), at, dst.len(), what)?;
     let bytes = std::mem::size_of_val(dst);
     if bytes < DIRECT_MIN || std::env::var_os("KESTREL_STAGED_COPIES").is_some() {
         return download_staged(gpu, stream, src, at, dst, what);
