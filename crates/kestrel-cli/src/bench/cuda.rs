@@ -200,10 +200,8 @@ pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
             json!({"includes": "H2D z, both kernels, D2H filtered and smoothed"}),
         ));
         // Only the mean and the log-likelihood brought back (--outputs mean,loglik).
-        let sel = FilterOptions {
-            outputs: kestrel::data::Outputs::parse("mean,loglik")?,
-            ..FilterOptions::default()
-        };
+        let sel =
+            FilterOptions::default().with_outputs(kestrel::data::Outputs::parse("mean,loglik")?);
         let t = time_runs(1, reps_e2e, || {
             let _ = std::hint::black_box(cuda::filter_with(0, &cv, &z, &sel, &opts));
         });
@@ -278,10 +276,7 @@ fn multi_gpu(sink: &mut Sink, model: &Model, quick: bool) -> anyhow::Result<()> 
     let mut times = Vec::new();
     for (devs, name) in [(&all[..1], "one GPU"), (&all[..], "all GPUs")] {
         for sel in ["mean,cov,loglik", "mean,loglik"] {
-            let fo = FilterOptions {
-                outputs: kestrel::data::Outputs::parse(sel)?,
-                ..FilterOptions::default()
-            };
+            let fo = FilterOptions::default().with_outputs(kestrel::data::Outputs::parse(sel)?);
             let t = time_runs(1, 3, || {
                 let _ = std::hint::black_box(cuda::filter_on_devices(devs, model, &z, &fo, &opts));
             });
