@@ -294,45 +294,65 @@ fn download_direct<T: Real>(
     let mut prof = Profile::new();
     let bytes = std::mem::size_of_val(dst);
     let per = PIECE / std::mem::size_of::<T>();
+    // The pieces as raw parts: piece i+1 is touched on the pool while piece i is
+    // registered, each by one task; they never overlap.
+    let raw: Vec<(usize, usize)> = dst
+        .chunks_mut(per)
+        .map(|p| (p.as_mut_ptr() as usize, p.len()))
+        .collect();
+    let n = raw.len();
+    let piece = |k: usize| -> &mut [T] {
+        // SAFETY: disjoint pieces of `dst`, which is borrowed mutably for this whole call;
+        // each piece is used by one task at a time (touch, then register, then the DMA).
+        unsafe { std::slice::from_raw_parts_mut(raw[k].0 as *mut T, raw[k].1) }
+    };
     let ev = || ck(gpu.ctx.new_event(None), "creating an event");
-    let done = [ev()?, ev()?];
-    // At most two pieces registered at a time: the one in flight and the next.
-    let mut held: [Option<Registered>; 2] = [None, None];
+    let done = [ev()?, ev()?, ev()?];
+    // Registered pieces whose copy may be in flight, oldest first.
+    let mut held: std::collections::VecDeque<(usize, Option<Registered>)> =
+        std::collections::VecDeque::new();
     let mut r = Ok(());
-    for (i, piece) in dst.chunks_mut(per).enumerate() {
-        let s = i % 2;
-        touch(piece);
-        prof.mark(0);
-        if held[s].is_some() {
-            if let Err(e) = ck(done[s].synchronize(), what) {
-                r = Err(e);
-                break;
-            }
-            prof.mark(2);
-            held[s] = None;
-            prof.mark(3);
-        }
-        let off = at + i * per;
-        let reg = register(piece);
+    touch(piece(0));
+    prof.mark(0);
+    for i in 0..n {
+        // On one task: release piece i-2 once its copy is done, then register piece i
+        // (the driver takes both calls one at a time); on the others: touch piece i+1.
+        let old = if held.len() >= 2 {
+            held.pop_front()
+        } else {
+            None
+        };
+        let (reg, ()) = rayon::join(
+            || -> Result<Option<Registered>> {
+                gpu.bind()?;
+                if let Some((k, g)) = old {
+                    ck(done[k % 3].synchronize(), what)?;
+                    drop(g);
+                }
+                Ok(register(piece(i)))
+            },
+            || {
+                if i + 1 < n {
+                    touch(piece(i + 1));
+                }
+            },
+        );
         prof.mark(1);
-        match reg {
-            Some(g) => {
+        let off = at + i * per;
+        let q = match reg {
+            Ok(Some(g)) => {
                 // SAFETY: bounds checked by the caller; the memory stays registered and
                 // borrowed until the event recorded after the copy has passed.
-                let q =
-                    unsafe { cu::memcpy_dtoh_async(&mut *piece, src.at(off), stream.cu_stream()) };
-                held[s] = Some(g);
-                if let Err(e) = ck(q, what).and_then(|_| ck(done[s].record(stream), what)) {
-                    r = Err(e);
-                    break;
-                }
+                let q = unsafe { cu::memcpy_dtoh_async(piece(i), src.at(off), stream.cu_stream()) };
+                held.push_back((i, Some(g)));
+                ck(q, what).and_then(|_| ck(done[i % 3].record(stream), what))
             }
-            None => {
-                if let Err(e) = download_staged(gpu, stream, src, off, piece, what) {
-                    r = Err(e);
-                    break;
-                }
-            }
+            Ok(None) => download_staged(gpu, stream, src, off, piece(i), what),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = q {
+            r = Err(e);
+            break;
         }
     }
     // Wait for every copy before the registrations (and the borrow) end, on error too.
@@ -340,7 +360,7 @@ fn download_direct<T: Real>(
     prof.mark(2);
     drop(held);
     prof.mark(3);
-    prof.report(bytes, "pieces");
+    prof.report(bytes, "pipelined pieces");
     r.and(w)
 }
 
