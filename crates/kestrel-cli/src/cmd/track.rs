@@ -123,19 +123,18 @@ pub fn config(a: &Args, clutter: f64) -> anyhow::Result<TrackerConfig> {
             "--max-variance must be positive, got {max_variance}"
         )));
     }
-    Ok(TrackerConfig {
-        assoc: match a.assoc {
+    Ok(TrackerConfig::default()
+        .with_assoc(match a.assoc {
             AssocArg::Gnn => Assoc::Gnn,
             AssocArg::Jpda => Assoc::Jpda,
-        },
-        gate: a.gate,
-        pd: a.pd,
-        clutter,
-        confirm: parse_confirm(&a.confirm)?,
-        delete: a.delete,
-        delete_tentative: a.delete_tentative.unwrap_or(u32::MAX),
-        max_variance,
-    })
+        })
+        .with_gate(a.gate)
+        .with_pd(a.pd)
+        .with_clutter(clutter)
+        .with_confirm(parse_confirm(&a.confirm)?)
+        .with_delete(a.delete)
+        .with_delete_tentative(a.delete_tentative.unwrap_or(u32::MAX))
+        .with_max_variance(max_variance))
 }
 
 /// The tracks' states after a scan are finite: a NaN anywhere or an infinite mean is an
@@ -245,7 +244,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let secs = t0.elapsed().as_secs_f64();
     let tm = tracker.timing;
     errln!(
-        "track: {} detections in {} scans, {:?}, gate {} (chi-square {:.3}), pd {}, clutter {:.3e}, confirm {}, delete after {}: {} confirmed tracks, {} rows; {:.3} s ({:.3} ms/scan: predict {:.3}, gate {:.3}, associate {:.3}, update {:.3}, life cycle {:.3}) -> {}",
+        "track: {} detections in {} scans, {:?}, gate {} (chi-square {:.3}), pd {}, clutter {:.3e}, confirm {}, delete after {}: {} confirmed tracks, {} rows; {:.3} s ({:.3} ms/scan: predict {:.3}, gate {:.3}, cluster {:.3}, associate {:.3}, update {:.3}, life cycle {:.3}) -> {}",
         det.len(),
         sc.len(),
         a.assoc,
@@ -261,6 +260,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         1e3 * secs / sc.len().max(1) as f64,
         1e3 * tm.predict / tm.scans.max(1) as f64,
         1e3 * tm.gate / tm.scans.max(1) as f64,
+        1e3 * tm.cluster / tm.scans.max(1) as f64,
         1e3 * tm.associate / tm.scans.max(1) as f64,
         1e3 * tm.update / tm.scans.max(1) as f64,
         1e3 * tm.life / tm.scans.max(1) as f64,

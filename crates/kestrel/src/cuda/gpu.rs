@@ -188,6 +188,13 @@ impl Gpu {
     pub fn mem_info(&self) -> Result<(usize, usize)> {
         ck(self.ctx.mem_get_info(), "cuMemGetInfo")
     }
+
+    /// The device memory a call may plan with: the free memory, capped by the process's
+    /// budget ([`set_memory_budget`](super::set_memory_budget)).
+    pub fn usable_memory(&self) -> Result<usize> {
+        let free = self.mem_info()?.0;
+        Ok(super::memory_budget().map_or(free, |b| b.min(free)))
+    }
 }
 
 /// Device memory of `len` values of `T`, freed on drop (`cuMemFree` waits for the device).
@@ -340,6 +347,58 @@ pub(crate) fn dtoh<T>(
         unsafe { cu::memcpy_dtoh_async(dst, src.at(at), stream.cu_stream()) },
         what,
     )
+}
+
+/// Asynchronous copy of `bytes` bytes from device pointer `src.1` of device `src.0` to
+/// `dst.1` of device `dst.0`, ordered on `stream` (a stream of the destination device):
+/// peer to peer where the two devices allow it, else staged by the driver; a plain
+/// device-to-device copy when both are the same device. The caller orders the source's
+/// writes before the copy (e.g. by synchronising the source's stream).
+pub(crate) fn copy_between(
+    dst: (&Gpu, sys::CUdeviceptr),
+    src: (&Gpu, sys::CUdeviceptr),
+    bytes: usize,
+    stream: &CudaStream,
+    what: &str,
+) -> Result<()> {
+    dst.0.bind()?;
+    if dst.0.ordinal != src.0.ordinal {
+        enable_peer(dst.0, src.0);
+    }
+    // SAFETY: the caller passes live allocations of at least `bytes` bytes each.
+    let r = unsafe {
+        if dst.0.ordinal == src.0.ordinal {
+            cu::memcpy_dtod_async(dst.1, src.1, bytes, stream.cu_stream())
+        } else {
+            cu::memcpy_peer_async(
+                dst.0.ctx.cu_ctx(),
+                dst.1,
+                src.0.ctx.cu_ctx(),
+                src.1,
+                bytes,
+                stream.cu_stream(),
+            )
+        }
+    };
+    ck(r, what)
+}
+
+/// Lets `dst`'s context reach `src`'s memory directly (once per pair of devices), so
+/// that copies between them go peer to peer instead of through the host; where the
+/// devices cannot, nothing changes (the driver stages such copies).
+fn enable_peer(dst: &Gpu, src: &Gpu) {
+    static DONE: OnceLock<Mutex<std::collections::HashSet<(usize, usize)>>> = OnceLock::new();
+    let done = DONE.get_or_init(|| Mutex::new(std::collections::HashSet::new()));
+    let Ok(mut done) = done.lock() else { return };
+    if !done.insert((dst.ordinal, src.ordinal)) {
+        return;
+    }
+    if dst.bind().is_err() {
+        return;
+    }
+    // SAFETY: both contexts are live (held by their `Gpu`s for the process); an error
+    // (already enabled, not supported) leaves copies working through the driver.
+    let _ = unsafe { sys::cuCtxEnablePeerAccess(src.ctx.cu_ctx(), 0) };
 }
 
 /// A kernel argument: its value, kept alive until the launch.

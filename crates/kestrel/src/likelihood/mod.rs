@@ -6,8 +6,13 @@
 //!   keeping only the state of the current step), optionally switching to the
 //!   steady-state gain once the predicted covariance has converged (the trick of Moore's
 //!   sigvisa filter), which makes a time-invariant model's step cost a few dot products.
-//! - [`Method::Parallel`]: the associative-scan filter of `crate::parallel` (Sarkka &
-//!   Garcia-Fernandez), on the CPU or the GPU.
+//! - [`Method::Parallel`]: on the CPU the associative-scan filter of `crate::parallel`
+//!   (Sarkka & Garcia-Fernandez). On a GPU the data-free covariance recursion runs once
+//!   on the host in `f64` until it reaches its fixed point ([`schedule`]) and the mean
+//!   recursion, affine in the state, runs as a chunked parallel scan (`kernels/scan.cu`;
+//!   for a companion `F` each step is a shift and one dot product): no covariance and no
+//!   filtered moment is kept per step, so the device moves little more than `z` and the
+//!   output.
 //! - [`Method::Window`]: the windowed ("splash") filter of Lin, Moore & Russell
 //!   (Algorithm 2): the value at step `t` comes from a Kalman filter over the `N` most
 //!   recent measurements `z_{t-N+1..t}` started from a vague prior `N(0, V I)` placed as
@@ -23,9 +28,12 @@
 //! then costs `N ny^2` multiply-adds on any device, whatever the state dimension.
 
 pub mod bound;
+mod companion;
 #[cfg(feature = "cuda")]
+#[doc(hidden)]
 pub mod cuda;
 mod exact;
+pub mod schedule;
 pub mod taps;
 mod window;
 
@@ -97,6 +105,7 @@ impl FromStr for Method {
 
 /// Options of [`loglik`].
 #[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
 pub struct Options {
     /// Variance `V` of the windowed filter's vague start `N(0, V I)`.
     pub vague: f64,
@@ -107,6 +116,12 @@ pub struct Options {
     /// Scan algorithm of `Parallel`.
     pub scan: ScanAlgorithm,
 }
+
+setters!(Options {
+    with_vague(vague: f64, "Sets [`Options::vague`]."),
+    with_steady(steady: Option<f64>, "Sets [`Options::steady`]."),
+    with_scan(scan: ScanAlgorithm, "Sets [`Options::scan`]."),
+});
 
 impl Default for Options {
     fn default() -> Self {
@@ -121,7 +136,9 @@ impl Default for Options {
 /// Per-step log-likelihoods `[tracks][steps]` and how they were computed.
 #[derive(Clone, Debug)]
 pub struct LogLik<T> {
+    /// Number of tracks.
     pub tracks: usize,
+    /// Steps per track.
     pub steps: usize,
     /// `log p(z_t | z_0:t-1)` of track `b` at `values[b * steps + t]`; 0 where `z_t` is
     /// missing.
@@ -217,7 +234,12 @@ pub fn loglik<T: Real>(
             exact::run(model, z, opts.steady, &mut out)?;
             (out, None, None)
         }
-        Method::Parallel => (parallel(device, model, z, opts.scan)?, None, None),
+        Method::Parallel => match device {
+            // The covariance recursion on the host, the mean recursion as a scan.
+            #[cfg(feature = "cuda")]
+            Device::Cuda(i) => (cuda::exact(i, model, z)?, None, None),
+            _ => (parallel(device, model, z, opts.scan)?, None, None),
+        },
         Method::Window(w) => {
             if w < 1 {
                 return Err(Error::input(format!(
