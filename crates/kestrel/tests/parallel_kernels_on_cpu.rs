@@ -8,41 +8,12 @@
 //! compiler. On a GPU, tests/parallel_gpu.rs runs the real thing.
 
 mod emulation;
+mod parallel_emulation;
 
-use emulation::{compile, compiler, put_f64, reals, run_piped};
+use emulation::{compile, compiler, reals, run_piped};
 use kestrel::parallel::PaperModel;
-use kestrel::{Estimates, FilterOptions, Measurements, Real, StateSpace};
-
-const OPS: &str = include_str!("../src/parallel/kernels/parallel_ops.cu");
-const SCAN: &str = include_str!("../src/parallel/kernels/parallel_scan.cu");
-const MODEL: &str = include_str!("../src/parallel/kernels/parallel_model.cu");
-const FUSED: &str = include_str!("../src/parallel/kernels/parallel_fused.cu");
-const HARNESS: &str = include_str!("parallel_emulation/harness.inc");
-
-fn push_mat<T: Real>(out: &mut Vec<u8>, m: &nalgebra::DMatrix<f64>) {
-    for i in 0..m.nrows() {
-        for j in 0..m.ncols() {
-            put_f64::<T>(out, m[(i, j)]);
-        }
-    }
-}
-
-/// Largest per-step relative difference `||a_k - b_k||_inf / max(||b_k||_inf, 1e-3)`.
-fn rel_err(a: &[f64], b: &[f64], per: usize) -> f64 {
-    a.chunks(per)
-        .zip(b.chunks(per))
-        .map(|(x, y)| {
-            let s = y.iter().fold(0.0f64, |m, v| m.max(v.abs())).max(1e-3);
-            x.iter().zip(y).fold(0.0f64, |m, (p, q)| {
-                if (p - q).is_nan() {
-                    f64::INFINITY
-                } else {
-                    m.max((p - q).abs())
-                }
-            }) / s
-        })
-        .fold(0.0, f64::max)
-}
+use kestrel::{Estimates, FilterOptions, Real};
+use parallel_emulation::{put_model, rel_err, source};
 
 #[allow(clippy::too_many_arguments)]
 fn run<T: Real>(cxx: &str, nx: usize, ny: usize, t: usize, nb: usize, seed: u64, tol: f64) {
@@ -54,37 +25,14 @@ fn run<T: Real>(cxx: &str, nx: usize, ny: usize, t: usize, nb: usize, seed: u64,
     let rf: Estimates<f64> = kestrel::filter(&model, &z, &opts).unwrap().filtered;
     let rs = kestrel::smooth_filtered(&model, &rf).unwrap();
     let tag = format!("nx{nx}_ny{ny}_T{t}_B{nb}_{}", T::NAME);
-    let real = if T::NAME == "f64" { "double" } else { "float" };
-    let src = format!(
-        "#define NX {nx}\n#define NY {ny}\ntypedef {real} real;\n{}",
-        HARNESS.replace("/*KERNELS*/", &format!("{OPS}\n{SCAN}\n{MODEL}\n{FUSED}\n"))
-    );
+    let src = source::<T>(nx, ny, "", "");
     let dir = tempfile::tempdir().unwrap();
     let exe = compile(cxx, dir.path(), &tag, &src, &["-std=c++17", "-O1", "-w"]);
     let mut input = Vec::new();
     input.extend((t as i64).to_le_bytes());
     input.extend(1i32.to_le_bytes());
     input.extend((nb as i64).to_le_bytes());
-    for k in 0..t {
-        let (f, u, q) = model.transition(k);
-        let (h, d, r) = model.observation(k);
-        push_mat::<T>(&mut input, f);
-        u.iter().for_each(|v| put_f64::<T>(&mut input, *v));
-        push_mat::<T>(&mut input, q);
-        push_mat::<T>(&mut input, h);
-        d.iter().for_each(|v| put_f64::<T>(&mut input, *v));
-        push_mat::<T>(&mut input, r);
-    }
-    model
-        .prior
-        .x0
-        .iter()
-        .for_each(|v| put_f64::<T>(&mut input, *v));
-    push_mat::<T>(&mut input, &model.prior.p0);
-    let z: Measurements<T> = z.cast();
-    z.data()
-        .iter()
-        .for_each(|v| put_f64::<T>(&mut input, v.to_f64()));
+    put_model::<T>(&mut input, &model, &z, t);
     let vals: Vec<f64> = reals::<T>(&run_piped(&exe, input, &tag))
         .iter()
         .map(|v| v.to_f64())
