@@ -11,28 +11,46 @@ pub enum Error {
     /// The model is malformed: wrong shapes, non-finite entries, a covariance that is
     /// not symmetric positive (semi-)definite. `field` names the matrix (`F`, `Q`, `R`, ...).
     #[error("model: {field}: {msg}")]
-    Model { field: String, msg: String },
+    Model {
+        /// The matrix or entry at fault (`F`, `Q`, `R`, `P0`, ...).
+        field: String,
+        /// What is wrong with it.
+        msg: String,
+    },
 
     /// The model file could not be parsed.
     #[error("{}: {msg}", path.display())]
-    ModelFile { path: PathBuf, msg: String },
+    ModelFile {
+        /// The model file.
+        path: PathBuf,
+        /// What is wrong (with the key or line where known).
+        msg: String,
+    },
 
     /// Measurements or other inputs do not fit the model or each other.
     #[error("{msg}")]
-    Input { msg: String },
+    Input {
+        /// What does not fit, naming the sizes or values involved.
+        msg: String,
+    },
 
     /// A data file is malformed. `line` is 1-based when known.
     #[error("{}{}: {msg}", path.display(), line.map(|l| format!(":{l}")).unwrap_or_default())]
     Parse {
+        /// The file.
         path: PathBuf,
+        /// The 1-based line, when known.
         line: Option<usize>,
+        /// What is malformed.
         msg: String,
     },
 
     /// A file could not be read or written.
     #[error("{}: {source}", path.display())]
     Io {
+        /// The file.
         path: PathBuf,
+        /// The operating system's error.
         #[source]
         source: std::io::Error,
     },
@@ -41,7 +59,9 @@ pub enum Error {
     /// fault, so the CLI exits 1.
     #[error("{}: cannot write: {source}", path.display())]
     Write {
+        /// The output file.
         path: PathBuf,
+        /// The operating system's error.
         #[source]
         source: std::io::Error,
     },
@@ -50,8 +70,11 @@ pub enum Error {
     /// beyond what this machine can hold, or overflows; found before allocating.
     #[error("{what} would need {} GB, {limit}", gb(*.bytes))]
     TooLarge {
+        /// What would be allocated.
         what: String,
+        /// The bytes it would need (saturated at `u128::MAX` on overflow).
         bytes: u128,
+        /// The limit it exceeds, in words (the machine's memory, an address space, ...).
         limit: String,
     },
 
@@ -59,17 +82,24 @@ pub enum Error {
     /// down numerically. Names the output, track and step.
     #[error("{what}: track {track}, step {step}: {msg}")]
     NonFinite {
+        /// The output (filtered mean, log-likelihood, ...).
         what: String,
+        /// The track (0-based).
         track: usize,
+        /// The step (0-based).
         step: usize,
+        /// What was found.
         msg: String,
     },
 
     /// A covariance lost positive definiteness during the recursion.
     #[error("track {track}, step {step}: {what} is not positive definite")]
     NotPositiveDefinite {
+        /// The track (0-based).
         track: usize,
+        /// The step (0-based).
         step: usize,
+        /// The matrix (the innovation covariance `S`, the predicted `P`, ...).
         what: &'static str,
     },
 

@@ -100,6 +100,68 @@ pub fn filter_on<T: Real, M: StateSpace + ?Sized>(
     }
 }
 
+/// [`filter_on`] with per-track and per-step inputs beyond the model
+/// ([`kalman::TrackInputs`]: priors per track, `R` per track and step, sampling
+/// intervals per track): the sequential filter on the CPU
+/// ([`kalman::filter_with`]). The GPU and the parallel-in-time methods take the model
+/// alone: with inputs they return [`Error::Unsupported`] naming them.
+pub fn filter_on_with<T: Real, M: StateSpace + ?Sized>(
+    device: Device,
+    model: &M,
+    z: &Measurements<T>,
+    method: FilterMethod,
+    opts: &FilterOptions,
+    inputs: &kalman::TrackInputs<'_>,
+) -> Result<FilterOutput<T>> {
+    if inputs.is_empty() {
+        return filter_on(device, model, z, method, opts);
+    }
+    match (method, device) {
+        (FilterMethod::Sequential, Device::Cpu) => {
+            check_outputs("filter", model, z, 1)?;
+            kalman::filter_with(model, z, opts, inputs)
+        }
+        (FilterMethod::Sequential, d) => Err(Error::Unsupported(format!(
+            "{} on {d:?}: the GPU filter takes the model's prior, R and interval (use Device::Cpu)",
+            inputs.names()
+        ))),
+        (FilterMethod::Parallel(_), _) => Err(Error::Unsupported(format!(
+            "{} with FilterMethod::Parallel: the parallel-in-time filter takes the model alone (use FilterMethod::Sequential)",
+            inputs.names()
+        ))),
+    }
+}
+
+/// [`smooth_on`] with per-track and per-step inputs ([`kalman::TrackInputs`]): the RTS
+/// smoother on the CPU ([`kalman::smooth_with`]); other devices and methods return
+/// [`Error::Unsupported`] naming the inputs.
+pub fn smooth_on_with<T: Real, M: StateSpace + ?Sized>(
+    device: Device,
+    model: &M,
+    z: &Measurements<T>,
+    method: SmoothMethod,
+    inputs: &kalman::TrackInputs<'_>,
+) -> Result<Smoothed<T>> {
+    if inputs.is_empty() {
+        return smooth_on(device, model, z, method);
+    }
+    match (method, device) {
+        (SmoothMethod::Rts, Device::Cpu) => {
+            check_outputs("smoother", model, z, 2)?;
+            kalman::smooth_with(model, z, inputs)
+                .map(|(filtered, smoothed)| Smoothed { filtered, smoothed })
+        }
+        (SmoothMethod::Rts, d) => Err(Error::Unsupported(format!(
+            "{} on {d:?}: the GPU smoother takes the model's prior, R and interval (use Device::Cpu)",
+            inputs.names()
+        ))),
+        (m, _) => Err(Error::Unsupported(format!(
+            "{} with {m:?}: the parallel-in-time smoothers take the model alone (use SmoothMethod::Rts)",
+            inputs.names()
+        ))),
+    }
+}
+
 /// What [`smooth_on`] returns.
 #[derive(Clone, Debug)]
 #[non_exhaustive]

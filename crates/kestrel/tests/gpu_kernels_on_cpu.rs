@@ -155,11 +155,9 @@ fn run<T: Real>(cxx: &str, dir: &Path, nx: usize, ny: usize, bake: bool, seed: u
         )
         .expect("consistent buffers")
     };
-    let reference = FilterOptions {
-        force_general: true,
-        predicted: true,
-        ..Default::default()
-    };
+    let reference = FilterOptions::default()
+        .with_force_general(true)
+        .with_predicted(true);
     let r = kalman::filter(&m, &z, &reference).expect("CPU reference");
     assert_close(
         &format!("{tag} filter"),
@@ -169,11 +167,9 @@ fn run<T: Real>(cxx: &str, dir: &Path, nx: usize, ny: usize, bake: bool, seed: u
     );
     let pred = r.predicted.as_ref().expect("asked for");
     assert_close(&format!("{tag} predicted"), &est(3, t, None), pred, tol);
-    let last_opts = FilterOptions {
-        force_general: true,
-        keep: Keep::Last,
-        ..Default::default()
-    };
+    let last_opts = FilterOptions::default()
+        .with_force_general(true)
+        .with_keep(Keep::Last);
     let last = kalman::filter(&m, &z, &last_opts)
         .expect("CPU reference")
         .filtered;

@@ -156,10 +156,7 @@ fn check<T: Real>(cxx: &str, dir: &Path, model: &Model, z: &Measurements<T>, n: 
         model,
         z,
         Method::Window(n),
-        &Options {
-            vague: 1e4,
-            ..Options::default()
-        },
+        &Options::default().with_vague(1e4),
     )
     .unwrap();
     for (i, (g, w)) in got.iter().zip(&want.values).enumerate() {

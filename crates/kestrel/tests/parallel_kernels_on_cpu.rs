@@ -81,10 +81,7 @@ fn run<T: Real>(cxx: &str, nx: usize, ny: usize, t: usize, nb: usize, seed: u64,
     let z = kestrel::sim::simulate(&model, nb, t, seed + 1, 0.25)
         .unwrap()
         .measurements;
-    let opts = FilterOptions {
-        force_general: true,
-        ..FilterOptions::default()
-    };
+    let opts = FilterOptions::default().with_force_general(true);
     let rf: Estimates<f64> = kestrel::filter(&model, &z, &opts).unwrap().filtered;
     let rs = kestrel::smooth_filtered(&model, &rf).unwrap();
     let tag = format!("nx{nx}_ny{ny}_T{t}_B{nb}_{}", T::NAME);

@@ -117,10 +117,7 @@ fn run<T: Real>(
     let z = kestrel::sim::simulate(&model, nb, t, seed + 1, 0.25)
         .unwrap()
         .measurements;
-    let opts = FilterOptions {
-        force_general: true,
-        ..FilterOptions::default()
-    };
+    let opts = FilterOptions::default().with_force_general(true);
     let rf: Estimates<f64> = kestrel::filter(&model, &z, &opts).unwrap().filtered;
     let rs = kestrel::smooth_filtered(&model, &rf).unwrap();
     let tag = format!("nx{nx}_ny{ny}_T{t}_B{nb}_G{g}_{}", T::NAME);

@@ -81,10 +81,7 @@ fn timings<T: Real>(
 ) -> anyhow::Result<()> {
     let z: Measurements<T> = z.cast();
     let (w, n) = repeats(t);
-    let general = FilterOptions {
-        force_general: true,
-        ..FilterOptions::default()
-    };
+    let general = FilterOptions::default().with_force_general(true);
     let mut out = None;
     let times = time_runs(w, n, || out = Some(kestrel::filter(model, &z, &general)));
     let seq = out.expect("ran")?.filtered;
@@ -216,10 +213,7 @@ fn gpu(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
         let big = t > 1_000_000;
         let model: &dyn kestrel::StateSpace = if big { &inv } else { &tv };
         let z = kestrel::sim::simulate(model, 1, t, 7, 0.0)?.measurements;
-        let general = FilterOptions {
-            force_general: true,
-            ..FilterOptions::default()
-        };
+        let general = FilterOptions::default().with_force_general(true);
         let rf = kestrel::filter(model, &z, &general)?.filtered;
         let rs = kestrel::smooth_filtered(model, &rf)?;
         let (w, n) = if t >= 1_000_000 { (1, 5) } else { (2, 10) };
@@ -455,10 +449,7 @@ fn multi_gpu(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
         let big = t > 1_000_000;
         let model: &dyn kestrel::StateSpace = if big { &inv } else { &tv };
         let z = kestrel::sim::simulate(model, 1, t, 7, 0.0)?.measurements;
-        let general = FilterOptions {
-            force_general: true,
-            ..FilterOptions::default()
-        };
+        let general = FilterOptions::default().with_force_general(true);
         let rf = kestrel::filter(model, &z, &general)?.filtered;
         let rs = kestrel::smooth_filtered(model, &rf)?;
         let z32 = z.cast::<f32>();
@@ -535,10 +526,7 @@ fn batched(sink: &mut Sink, dev: &str) -> anyhow::Result<()> {
     let (b, t) = (1000, 10_000);
     let model = PaperModel::new(NX, NY, t, 1000, 5);
     let z = kestrel::sim::simulate(&model, b, t, 3, 0.1)?.measurements;
-    let general = FilterOptions {
-        force_general: true,
-        ..FilterOptions::default()
-    };
+    let general = FilterOptions::default().with_force_general(true);
     let rf = kestrel::filter(&model, &z, &general)?.filtered;
     let rs = kestrel::smooth_filtered(&model, &rf)?;
     let z32: Measurements<f32> = z.cast();
@@ -676,10 +664,7 @@ pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
     for &t in lengths {
         let model = PaperModel::new(NX, NY, t, 1000, 42);
         let z = kestrel::sim::simulate(&model, 1, t, 7, 0.0)?.measurements;
-        let general = FilterOptions {
-            force_general: true,
-            ..FilterOptions::default()
-        };
+        let general = FilterOptions::default().with_force_general(true);
         let reference = kestrel::filter(&model, &z, &general)?.filtered;
         timings::<f64>(sink, &model, &z, &reference, t)?;
         timings::<f32>(sink, &model, &z, &reference, t)?;

@@ -307,10 +307,7 @@ pub fn estimate<T: Real>(
 ) -> kestrel::Result<(Estimates<T>, f64)> {
     match job {
         Job::Filter(m) => {
-            let opts = FilterOptions {
-                outputs,
-                ..FilterOptions::default()
-            };
+            let opts = FilterOptions::default().with_outputs(outputs);
             let f = kestrel::filter_on(device, model, z, m, &opts)?.filtered;
             let ll = if f.loglik().is_some() {
                 f.total_loglik()

@@ -72,11 +72,10 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         choose_device(&a.device)?
     };
     let model = super::load_linear_model(&a.model)?;
-    let opts = Options {
-        vague: a.vague,
-        steady: a.steady,
-        scan: a.scan,
-    };
+    let opts = Options::default()
+        .with_vague(a.vague)
+        .with_steady(a.steady)
+        .with_scan(a.scan);
     match a.precision.unwrap_or(Precision::default_for(device)) {
         Precision::F64 => run_typed::<f64>(&a, method, device, &model, &opts, outputs),
         Precision::F32 => run_typed::<f32>(&a, method, device, &model, &opts, outputs),

@@ -123,19 +123,18 @@ pub fn config(a: &Args, clutter: f64) -> anyhow::Result<TrackerConfig> {
             "--max-variance must be positive, got {max_variance}"
         )));
     }
-    Ok(TrackerConfig {
-        assoc: match a.assoc {
+    Ok(TrackerConfig::default()
+        .with_assoc(match a.assoc {
             AssocArg::Gnn => Assoc::Gnn,
             AssocArg::Jpda => Assoc::Jpda,
-        },
-        gate: a.gate,
-        pd: a.pd,
-        clutter,
-        confirm: parse_confirm(&a.confirm)?,
-        delete: a.delete,
-        delete_tentative: a.delete_tentative.unwrap_or(u32::MAX),
-        max_variance,
-    })
+        })
+        .with_gate(a.gate)
+        .with_pd(a.pd)
+        .with_clutter(clutter)
+        .with_confirm(parse_confirm(&a.confirm)?)
+        .with_delete(a.delete)
+        .with_delete_tentative(a.delete_tentative.unwrap_or(u32::MAX))
+        .with_max_variance(max_variance))
 }
 
 /// The tracks' states after a scan are finite: a NaN anywhere or an infinite mean is an

@@ -188,6 +188,13 @@ impl Gpu {
     pub fn mem_info(&self) -> Result<(usize, usize)> {
         ck(self.ctx.mem_get_info(), "cuMemGetInfo")
     }
+
+    /// The device memory a call may plan with: the free memory, capped by the process's
+    /// budget ([`set_memory_budget`](super::set_memory_budget)).
+    pub fn usable_memory(&self) -> Result<usize> {
+        let free = self.mem_info()?.0;
+        Ok(super::memory_budget().map_or(free, |b| b.min(free)))
+    }
 }
 
 /// Device memory of `len` values of `T`, freed on drop (`cuMemFree` waits for the device).

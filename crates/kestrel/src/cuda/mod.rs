@@ -28,8 +28,9 @@
 //! All work of a process on one device goes through one context; each call of a family
 //! (a batched filter, a tracker) uses its own streams, so calls from several threads
 //! run side by side on the GPU. A batched call budgets its device memory from
-//! `CudaOptions::memory_budget` (default: 80% of the memory free when it starts: two
-//! threads starting large batches at once should each set a budget). Compiled kernels
+//! `CudaOptions::memory_budget` (default: 80% of the memory free when it starts, capped
+//! by [`set_memory_budget`]: two threads starting large batches at once should each set
+//! a budget). Compiled kernels
 //! are cached in memory per device and on disk: [`set_cache_dir`], else
 //! `$KESTREL_CACHE_DIR`, `$XDG_CACHE_HOME/kestrel` or `~/.cache/kestrel`
 //! (`KESTREL_CUDA_CACHE=0` turns the disk cache off).
@@ -58,6 +59,29 @@ pub(crate) use transfer::{download, upload};
 
 use crate::error::{Error, Result};
 use cudarc::driver::{CudaEvent, CudaStream};
+
+/// The process's cap on the device memory one call plans with (0: none).
+static MEMORY_BUDGET: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Caps the device memory that each GPU call of this process plans with, in bytes
+/// (`None`: no cap, the default). A call budgets a share of the memory free when it
+/// starts (the batched Kalman filter 80%, the parallel-in-time scans 70%, the particle
+/// filter and track-before-detect all of it); with a cap, the share of
+/// `min(free, cap)`. Threads that share a GPU set a cap so that their calls fit side by
+/// side; a larger job is then processed in chunks (the batched filter and smoother) or
+/// refused with a message naming its size. A per-call
+/// `kalman::cuda::CudaOptions::memory_budget` takes precedence.
+pub fn set_memory_budget(bytes: Option<usize>) {
+    MEMORY_BUDGET.store(bytes.unwrap_or(0), std::sync::atomic::Ordering::Relaxed);
+}
+
+/// The cap set by [`set_memory_budget`].
+pub fn memory_budget() -> Option<usize> {
+    match MEMORY_BUDGET.load(std::sync::atomic::Ordering::Relaxed) {
+        0 => None,
+        b => Some(b),
+    }
+}
 
 /// Runs `f`, turning a panic inside the CUDA libraries into [`Error::Cuda`].
 pub(crate) fn catch<R>(f: impl FnOnce() -> Result<R>) -> Result<R> {

@@ -27,8 +27,11 @@ use std::path::Path;
 /// File formats of the contract.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
+    /// Comma-separated text with a header line.
     Csv,
+    /// A NumPy `.npy` array.
     Npy,
+    /// A NumPy `.npz` archive of named arrays.
     Npz,
 }
 

@@ -13,7 +13,7 @@
 //! ```
 //!
 //! (computed as the difference `Sigma - P` and `P^w - P` from the exact covariances,
-//! whose recursions have no cancellation: see [`walk`]).
+//! whose recursions have no cancellation: see `walk`).
 //!
 //! The exact innovation is orthogonal to the past, so `Var(y^w_t - y^_t) = H Sigma_{N-1}
 //! H^T + R - S_t`. With `L L^T = S_t`, two numbers measure the window's error:
@@ -44,6 +44,7 @@ pub const MAX_WINDOW: usize = 1 << 16;
 /// What [`choose_window`] picked.
 #[derive(Clone, Copy, Debug)]
 pub struct WindowChoice {
+    /// The window length `N` (steps).
     pub window: usize,
     /// The bound at that window.
     pub bound: f64,

@@ -205,7 +205,7 @@ pub fn prepare<T: Real>(
     Ok(plan)
 }
 
-/// Kernel time of the last [`window`] call on this thread, in milliseconds (benchmarks).
+/// Kernel time of the last `window` call on this thread, in milliseconds (benchmarks).
 pub fn last_kernel_ms() -> f64 {
     LAST_MS.with(|c| c.get())
 }

@@ -30,6 +30,7 @@
 pub mod bound;
 mod companion;
 #[cfg(feature = "cuda")]
+#[doc(hidden)]
 pub mod cuda;
 mod exact;
 pub mod schedule;
@@ -104,6 +105,7 @@ impl FromStr for Method {
 
 /// Options of [`loglik`].
 #[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
 pub struct Options {
     /// Variance `V` of the windowed filter's vague start `N(0, V I)`.
     pub vague: f64,
@@ -114,6 +116,12 @@ pub struct Options {
     /// Scan algorithm of `Parallel`.
     pub scan: ScanAlgorithm,
 }
+
+setters!(Options {
+    with_vague(vague: f64, "Sets [`Options::vague`]."),
+    with_steady(steady: Option<f64>, "Sets [`Options::steady`]."),
+    with_scan(scan: ScanAlgorithm, "Sets [`Options::scan`]."),
+});
 
 impl Default for Options {
     fn default() -> Self {
@@ -128,7 +136,9 @@ impl Default for Options {
 /// Per-step log-likelihoods `[tracks][steps]` and how they were computed.
 #[derive(Clone, Debug)]
 pub struct LogLik<T> {
+    /// Number of tracks.
     pub tracks: usize,
+    /// Steps per track.
     pub steps: usize,
     /// `log p(z_t | z_0:t-1)` of track `b` at `values[b * steps + t]`; 0 where `z_t` is
     /// missing.

@@ -18,6 +18,7 @@
 //! per track crosses between neighbouring shares); the RTS smoother runs on the first GPU.
 
 #[cfg(feature = "cuda")]
+#[doc(hidden)]
 pub mod cuda;
 pub mod filtering;
 mod paper;

@@ -35,8 +35,9 @@ pub const KERNELS: [&str; 7] = [
 /// Threads per block.
 pub const BLOCK: u32 = 256;
 
-/// The largest state and measurement the kernels are built for (registers hold them).
+/// The largest state the kernels are built for (registers hold it).
 pub const MAX_NX: usize = 16;
+/// The largest measurement the kernels are built for (registers hold it).
 pub const MAX_NY: usize = 16;
 
 fn define(name: &str, v: f64) -> String {
@@ -212,7 +213,7 @@ fn run<T: Real>(
     let gpu = cuda::gpu(ordinal)?;
     let sc = std::mem::size_of::<T>();
     let need = device_bytes(bn, t, n, nx, ny, sc).unwrap_or(u128::MAX);
-    let (free, _) = gpu.mem_info()?;
+    let free = gpu.usable_memory()?;
     if need > free as u128 {
         return Err(Error::input(format!(
             "{n} particles x {bn} tracks x {t} steps would need {:.1} GB on the GPU; {:.1} GB is free",

@@ -16,6 +16,7 @@
 //! sample size before resampling.
 
 #[cfg(feature = "cuda")]
+#[doc(hidden)]
 pub mod cuda;
 #[cfg(feature = "io")]
 mod file;
@@ -39,18 +40,30 @@ use crate::{Device, Estimates};
 
 /// Options of the particle filter.
 #[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
 pub struct PfOptions {
     /// Particles per filter, N.
     pub particles: usize,
+    /// The resampling scheme.
     pub resampler: Resampler,
     /// Resample when `ESS < ess_threshold N`; 1 (or more) resamples every step, 0 never.
     pub ess_threshold: f64,
+    /// Seed of the counter-based generator: the same seed gives the same draws on any device and thread count.
     pub seed: u64,
     /// Also return every filter's particles and weights after the last step.
     pub keep_particles: bool,
 }
 
+setters!(PfOptions {
+    with_particles(particles: usize, "Sets [`PfOptions::particles`]."),
+    with_resampler(resampler: Resampler, "Sets [`PfOptions::resampler`]."),
+    with_ess_threshold(ess_threshold: f64, "Sets [`PfOptions::ess_threshold`]."),
+    with_seed(seed: u64, "Sets [`PfOptions::seed`]."),
+    with_keep_particles(keep_particles: bool, "Sets [`PfOptions::keep_particles`]."),
+});
+
 impl PfOptions {
+    /// `particles` per filter with the default scheme, threshold and seed.
     pub fn new(particles: usize) -> Self {
         PfOptions {
             particles,

@@ -29,9 +29,11 @@ pub enum Kind {
 /// The scenario's settings.
 #[derive(Clone, Debug)]
 pub struct Scenario {
+    /// How targets start.
     pub kind: Kind,
     /// Targets alive at step 0.
     pub targets: usize,
+    /// Steps (scans) to draw.
     pub steps: usize,
     /// Detection probability of each target at each step.
     pub pd: f64,
@@ -43,6 +45,7 @@ pub struct Scenario {
     pub births: f64,
     /// Probability that a target dies at each step after step 0.
     pub death: f64,
+    /// Seed of every draw.
     pub seed: u64,
 }
 

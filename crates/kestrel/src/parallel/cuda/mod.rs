@@ -251,7 +251,7 @@ pub fn run<T: Real, M: StateSpace + ?Sized>(
     time(ordinal, model, z, method, alg, 0, 1).map(|(_, o)| o)
 }
 
-/// Like [`run`], timing `repeats` runs after `warmup` with the data resident on the
+/// Like `run`, timing `repeats` runs after `warmup` with the data resident on the
 /// device (wall clock from the first launch to the stream's end, summed over the groups
 /// of tracks when they do not fit the device at once).
 pub fn time<T: Real, M: StateSpace + ?Sized>(
@@ -354,7 +354,7 @@ fn group_size<D: GpuReal>(
         .ok_or_else(|| Error::Input {
             msg: format!("a track of {t} steps is too long to address"),
         })?;
-    let (free, _) = g.mem_info()?;
+    let free = g.usable_memory()?;
     let budget = free / 10 * 7;
     if per > budget {
         return Err(Error::Unsupported(format!(

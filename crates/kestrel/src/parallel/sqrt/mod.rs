@@ -46,7 +46,7 @@ use std::marker::PhantomData;
 
 mod factor;
 
-/// The square-root filtering operator (same layout as [`FilterLayout`], with `U` in
+/// The square-root filtering operator (same layout as `FilterLayout`, with `U` in
 /// place of `C` and `Z` in place of `J`, both lower triangular).
 pub struct SqrtFilterOp<T> {
     pub(crate) lay: FilterLayout,
@@ -54,6 +54,7 @@ pub struct SqrtFilterOp<T> {
 }
 
 impl<T: Real> SqrtFilterOp<T> {
+    /// The operator for states of size `nx`.
     pub fn new(nx: usize) -> Self {
         SqrtFilterOp {
             lay: FilterLayout { n: nx },
