@@ -134,6 +134,13 @@ fn files_devices_and_usage_errors() {
     c.filter_fails(&m, &z, &["--device", "tpu"], &["unknown device", "tpu"]);
     if kestrel::cuda::available(0).is_err() {
         c.filter_fails(&m, &z, &["--device", "cuda"], &["cuda"]);
+        // The parallel filter split over every GPU: the same refusal, naming the device.
+        c.filter_fails(
+            &m,
+            &z,
+            &["--method", "parallel", "--device", "cuda:all"],
+            &["cuda:all"],
+        );
     } else {
         println!("a CUDA GPU is present: the no-GPU error of --device cuda is not checked");
     }
