@@ -74,6 +74,9 @@ fn same_state<T: Real>(what: &str, gpu: &mut BatchTracker<T>, cpu: &BatchState<T
     }
 }
 
+/// A quantity of one slot: its name, the GPU's and the CPU's f32 values, the f64 values.
+type Judged<'a> = (&'a str, &'a [f32], &'a [f32], &'a [f64]);
+
 /// f32 on the GPU against f32 on the CPU, both judged by the same calls in f64: every
 /// value of the GPU state within 1e-5 of the f64 value (relative to the largest magnitude
 /// of its kind in the slot, at least 1), or, where f32 itself cannot reach that (the
@@ -91,7 +94,7 @@ fn as_accurate(
         let gl = g.loglik().expect("loglik")[s];
         let cl = cpu.loglik(s).expect("live");
         let el = exact.loglik(s).expect("live");
-        let parts: [(&str, &[f32], &[f32], &[f64]); 3] = [
+        let parts: [Judged<'_>; 3] = [
             (
                 "mean",
                 g.mean_at(s, 0),
