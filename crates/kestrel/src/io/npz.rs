@@ -134,16 +134,6 @@ fn write_crc(file: &File, offset: u64, bytes: &[u8]) -> std::io::Result<crc32fas
 
 /// Writes the archive of `members` into `file` from offset 0 (the file is empty).
 pub(crate) fn write(file: &File, members: &[Member<'_>]) -> std::io::Result<()> {
-    write_with(
-        file,
-        members,
-        std::env::var("KESTREL_NPZ_MMAP").as_deref() == Ok("1"),
-    )
-}
-
-/// [`write`], through a map of the file when `map` (and the file system can reserve the
-/// space), else by positioned writes.
-fn write_with(file: &File, members: &[Member<'_>], map: bool) -> std::io::Result<()> {
     // Offsets of every member's local header and data, known from the sizes alone.
     let mut plan = Vec::with_capacity(members.len());
     let mut at = 0u64;
@@ -155,36 +145,14 @@ fn write_with(file: &File, members: &[Member<'_>], map: bool) -> std::io::Result
         plan.push((name, header, size, at, data_at));
         at = data_at + size;
     }
-    let total = at
-        + members
-            .iter()
-            .map(|m| 46 + m.name.len() as u64 + 4 + 28)
-            .sum::<u64>()
-        + 56
-        + 20
-        + 22;
-    let mut map = if map { mapped(file, total)? } else { None };
     let mut central = Vec::new();
     for ((name, header, size, local_at, data_at), m) in plan.iter().zip(members) {
+        file.write_all_at(header, *data_at)?;
         let mut crc = crc32fast::Hasher::new();
         crc.update(header);
-        let body_at = data_at + header.len() as u64;
-        match map.as_mut() {
-            Some(mm) => {
-                mm[*data_at as usize..body_at as usize].copy_from_slice(header);
-                crc.combine(&copy_crc(&mut mm[body_at as usize..], m.data));
-            }
-            None => {
-                file.write_all_at(header, *data_at)?;
-                crc.combine(&write_crc(file, body_at, m.data)?);
-            }
-        }
+        crc.combine(&write_crc(file, data_at + header.len() as u64, m.data)?);
         let crc = crc.finalize();
-        let lh = local_header(name, crc, *size);
-        match map.as_mut() {
-            Some(mm) => mm[*local_at as usize..*local_at as usize + lh.len()].copy_from_slice(&lh),
-            None => file.write_all_at(&lh, *local_at)?,
-        }
+        file.write_all_at(&local_header(name, crc, *size), *local_at)?;
         central.extend(central_header(name, crc, *size, *local_at));
     }
     let cd_at = at;
@@ -216,55 +184,8 @@ fn write_with(file: &File, members: &[Member<'_>], map: bool) -> std::io::Result
     u32le(&mut end, u32::MAX);
     u32le(&mut end, u32::MAX);
     u16le(&mut end, 0);
-    match map.as_mut() {
-        Some(mm) => {
-            if cd_at + end.len() as u64 != total {
-                return Err(std::io::Error::other("npz: archive size planned wrongly"));
-            }
-            mm[cd_at as usize..].copy_from_slice(&end);
-        }
-        None => file.write_all_at(&end, cd_at)?,
-    }
+    file.write_all_at(&end, cd_at)?;
     Ok(())
-}
-
-/// The whole archive file of `len` bytes mapped for writing, its blocks reserved first
-/// (so that a full disk is an error here, not a fault while writing the map); `None`
-/// where the file system cannot reserve space (positioned writes then).
-fn mapped(file: &File, len: u64) -> std::io::Result<Option<memmap2::MmapMut>> {
-    if len == 0 {
-        return Ok(None);
-    }
-    use std::os::fd::AsRawFd;
-    // SAFETY: a plain call on an open descriptor.
-    let r = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, len as libc::off_t) };
-    match r {
-        0 => {}
-        libc::EOPNOTSUPP | libc::EINVAL => return Ok(None),
-        e => return Err(std::io::Error::from_raw_os_error(e)),
-    }
-    // SAFETY: the file is this process's own new temporary, not shared while mapped.
-    let m = unsafe { memmap2::MmapMut::map_mut(file)? };
-    Ok(Some(m))
-}
-
-/// Copies `bytes` to the start of `dst` in parallel pieces; returns their CRC-32 state.
-fn copy_crc(dst: &mut [u8], bytes: &[u8]) -> crc32fast::Hasher {
-    let parts: Vec<crc32fast::Hasher> = dst[..bytes.len()]
-        .par_chunks_mut(PIECE)
-        .zip(bytes.par_chunks(PIECE))
-        .map(|(d, piece)| {
-            d.copy_from_slice(piece);
-            let mut h = crc32fast::Hasher::new();
-            h.update(piece);
-            h
-        })
-        .collect();
-    let mut crc = crc32fast::Hasher::new();
-    for p in parts {
-        crc.combine(&p);
-    }
-    crc
 }
 
 #[cfg(test)]
@@ -318,24 +239,23 @@ mod tests {
             },
         ];
         let dir = tempfile::tempdir().unwrap();
-        for map in [false, true] {
-            let path = dir.path().join(format!("a{map}.npz"));
-            let file = File::create(&path).unwrap();
-            write_with(&file, &members, map).unwrap();
-            drop(file);
-            let mut npz =
-                ndarray_npy::NpzReader::new(std::io::BufReader::new(File::open(&path).unwrap()))
-                    .unwrap();
-            let b: ArrayD<f64> = npz.by_name("big").unwrap();
-            assert_eq!(b.shape(), [1600, 2000]);
-            assert!(b.iter().zip(&big).all(|(x, y)| x == y));
-            let s: ArrayD<f32> = npz.by_name("small").unwrap();
-            assert_eq!(s.shape(), [2, 3, 5]);
-            assert!(s.iter().zip(&small).all(|(x, y)| x == y));
-            let e: ArrayD<f64> = npz.by_name("empty").unwrap();
-            assert_eq!(e.shape(), [0, 4]);
-            // NumPy itself, where it is installed (zipfile checks every CRC on read).
-            let script = "import sys, numpy as np\n\
+        let path = dir.path().join("a.npz");
+        let file = File::create(&path).unwrap();
+        write(&file, &members).unwrap();
+        drop(file);
+        let mut npz =
+            ndarray_npy::NpzReader::new(std::io::BufReader::new(File::open(&path).unwrap()))
+                .unwrap();
+        let b: ArrayD<f64> = npz.by_name("big").unwrap();
+        assert_eq!(b.shape(), [1600, 2000]);
+        assert!(b.iter().zip(&big).all(|(x, y)| x == y));
+        let s: ArrayD<f32> = npz.by_name("small").unwrap();
+        assert_eq!(s.shape(), [2, 3, 5]);
+        assert!(s.iter().zip(&small).all(|(x, y)| x == y));
+        let e: ArrayD<f64> = npz.by_name("empty").unwrap();
+        assert_eq!(e.shape(), [0, 4]);
+        // NumPy itself, where it is installed (zipfile checks every CRC on read).
+        let script = "import sys, numpy as np\n\
             a = np.load(sys.argv[1])\n\
             b = a['big']; s = a['small']\n\
             assert b.shape == (1600, 2000) and b.dtype == np.float64\n\
@@ -343,20 +263,19 @@ mod tests {
             assert s.dtype == np.float32 and s.shape == (2, 3, 5) and s[1, 2, 4] == 29 * 0.5 - 3\n\
             assert a['empty'].shape == (0, 4)\n\
             print('numpy ok')\n";
-            match std::process::Command::new("python3")
-                .args(["-c", script, path.to_str().unwrap()])
-                .output()
-            {
-                Ok(o) if String::from_utf8_lossy(&o.stderr).contains("No module named 'numpy'") => {
-                    eprintln!("numpy check skipped: numpy is not installed");
-                }
-                Ok(o) => assert!(
-                    o.status.success() && String::from_utf8_lossy(&o.stdout).contains("numpy ok"),
-                    "numpy could not read the archive: {}",
-                    String::from_utf8_lossy(&o.stderr)
-                ),
-                Err(e) => eprintln!("numpy check skipped: no python3 ({e})"),
+        match std::process::Command::new("python3")
+            .args(["-c", script, path.to_str().unwrap()])
+            .output()
+        {
+            Ok(o) if String::from_utf8_lossy(&o.stderr).contains("No module named 'numpy'") => {
+                eprintln!("numpy check skipped: numpy is not installed");
             }
+            Ok(o) => assert!(
+                o.status.success() && String::from_utf8_lossy(&o.stdout).contains("numpy ok"),
+                "numpy could not read the archive: {}",
+                String::from_utf8_lossy(&o.stderr)
+            ),
+            Err(e) => eprintln!("numpy check skipped: no python3 ({e})"),
         }
     }
 }
