@@ -8,23 +8,21 @@ use kestrel::tracking::associate::{clusters, jpda_exact, jpda_lbp};
 use kestrel::tracking::gate::{gate_all, gate_all_brute};
 use kestrel::tracking::metrics::{clear_mot, frames, gospa_over_time};
 use kestrel::tracking::scenario::{simulate, Kind, Scenario};
-use kestrel::tracking::{Assoc, Innovation, Tracker, TrackerConfig};
+use kestrel::tracking::{Assoc, Innovations, Tracker, TrackerConfig};
 use rand::{Rng, SeedableRng};
 
-fn random_innovation(rng: &mut impl Rng, ny: usize, spread: f64) -> Innovation {
+fn random_innovation(rng: &mut impl Rng, inns: &mut Innovations, spread: f64) {
     // S = A A^T + 0.5 I, Cholesky by hand through nalgebra.
+    let ny = inns.ny;
     let a = nalgebra::DMatrix::from_fn(ny, ny, |_, _| rng.gen_range(-3.0..3.0));
     let s = &a * a.transpose() + nalgebra::DMatrix::identity(ny, ny) * 0.5;
     let l = s.cholesky().unwrap().l();
-    Innovation {
-        zhat: (0..ny).map(|_| rng.gen_range(-spread..spread)).collect(),
-        l: (0..ny)
-            .flat_map(|i| (0..ny).map(move |j| (i, j)))
-            .map(|(i, j)| l[(i, j)])
-            .collect(),
-        wt: vec![0.0; ny],
-        half_logdet: (0..ny).map(|i| l[(i, i)].ln()).sum(),
-    }
+    let zhat: Vec<f64> = (0..ny).map(|_| rng.gen_range(-spread..spread)).collect();
+    let l: Vec<f64> = (0..ny)
+        .flat_map(|i| (0..ny).map(move |j| (i, j)))
+        .map(|(i, j)| l[(i, j)])
+        .collect();
+    inns.push_factor(&zhat, &l);
 }
 
 #[test]
@@ -33,9 +31,10 @@ fn grid_gate_equals_gating_every_detection() {
     for trial in 0..60 {
         let ny = 1 + trial % 3;
         let spread = [10.0, 100.0, 1000.0][trial % 3];
-        let inns: Vec<Innovation> = (0..rng.gen_range(0..80))
-            .map(|_| random_innovation(&mut rng, ny, spread))
-            .collect();
+        let mut inns = Innovations::new(ny);
+        for _ in 0..rng.gen_range(0..80) {
+            random_innovation(&mut rng, &mut inns, spread);
+        }
         let ndet = rng.gen_range(0..400);
         let z: Vec<f64> = (0..ndet * ny)
             .map(|_| rng.gen_range(-spread..spread))
@@ -129,14 +128,12 @@ fn scenario(kind: Kind, targets: usize, clutter: f64, seed: u64) -> Scenario {
 fn run(assoc: Assoc, s: &Scenario) -> (f64, f64, usize) {
     let model = constant_velocity(2, 1.0, 1.0, 25.0, 100.0).unwrap();
     let (truth, det) = simulate(&model, s).unwrap();
-    let cfg = TrackerConfig {
-        assoc,
-        pd: s.pd,
-        clutter: s.clutter_density(2),
-        confirm: (3, 4),
-        delete: 3,
-        ..Default::default()
-    };
+    let cfg = TrackerConfig::default()
+        .with_assoc(assoc)
+        .with_pd(s.pd)
+        .with_clutter(s.clutter_density(2))
+        .with_confirm((3, 4))
+        .with_delete(3);
     let mut tracker = Tracker::new(&model, cfg).unwrap();
     let mut tracks = kestrel::tracking::files::Labelled {
         n: 4,

@@ -88,10 +88,7 @@ fn one<T: Real>(
     steady: Option<f64>,
     repeats: usize,
 ) -> anyhow::Result<()> {
-    let opts = Options {
-        steady,
-        ..Options::default()
-    };
+    let opts = Options::default().with_steady(steady);
     let mut last = None;
     let mut err = None;
     let times = time_runs(1, repeats, || {
@@ -256,10 +253,7 @@ pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
             &c.model,
             &z,
             Method::Exact,
-            &Options {
-                steady,
-                ..Options::default()
-            },
+            &Options::default().with_steady(steady),
         )?;
         let ex: Vec<f64> = exact.values.clone();
         if !gpu_only {

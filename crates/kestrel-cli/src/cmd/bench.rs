@@ -21,6 +21,9 @@ pub struct Args {
     /// Run one family only.
     #[arg(long, value_enum)]
     only: Option<Family>,
+    /// Write the families' plots (SVG) into this folder (tracking: tracking-scale.svg).
+    #[arg(long)]
+    plot: Option<std::path::PathBuf>,
 }
 
 type Runner = fn(&mut Sink, bool) -> anyhow::Result<()>;
@@ -47,6 +50,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         }
     }
     out!("{}", sink.table());
+    if let Some(dir) = &a.plot {
+        bench::tracking::plot(&sink.records, dir)?;
+    }
     if !failed.is_empty() {
         anyhow::bail!("benchmark families failed: {}", failed.join(", "));
     }

@@ -205,7 +205,7 @@ pub fn prepare<T: Real>(
     Ok(plan)
 }
 
-/// Kernel time of the last [`window`] call on this thread, in milliseconds (benchmarks).
+/// Kernel time of the last `window` call on this thread, in milliseconds (benchmarks).
 pub fn last_kernel_ms() -> f64 {
     LAST_MS.with(|c| c.get())
 }
@@ -224,7 +224,7 @@ pub(crate) fn window<T: Real>(
 ) -> Result<Vec<T>> {
     if shared_bytes(z.ny) > 48 * 1024 {
         return Err(Error::Unsupported(format!(
-            "the windowed filter on cuda would need {} bytes of shared memory for {} measurement components (at most 48 KB; use --device cpu)",
+            "the windowed filter on cuda would need {} bytes of shared memory for {} measurement components (at most 48 KB; run it on the CPU)",
             shared_bytes(z.ny),
             z.ny
         )));

@@ -38,9 +38,13 @@ pub fn record_len(nx: usize, ny: usize) -> usize {
 /// The per-step gains of every track.
 #[derive(Clone, Debug)]
 pub struct Schedule<T> {
+    /// State size.
     pub nx: usize,
+    /// Measurement size.
     pub ny: usize,
+    /// Number of tracks.
     pub tracks: usize,
+    /// Steps per track.
     pub steps: usize,
     /// Records `[R][record_len]`: `W^T` row-major, `L` row-major, `-(ny ln 2 pi)/2 - sum
     /// ln L_ii`.

@@ -3,8 +3,107 @@
 //! that a track looks only at the cells its gate's bounding box covers instead of at
 //! every detection.
 
-use super::filter::Innovation;
+use crate::linalg::{cholesky_in_place, solve_lower_in_place, LN_2PI};
 use rayon::prelude::*;
+
+/// The predicted measurements of a set of tracks, as the gate needs them (structure of
+/// arrays): `zhat = H x + d` (`[n][ny]`), the Cholesky factor `L` of `S = H P H^T + R`
+/// (`[n][ny][ny]`, row-major, lower) and `ln |S| / 2 = sum ln L_aa` (`[n]`).
+#[derive(Clone, Debug, Default)]
+pub struct Innovations {
+    /// Measurement size.
+    pub ny: usize,
+    /// Predicted measurements, `[n][ny]`.
+    pub zhat: Vec<f64>,
+    /// Cholesky factors of `S`, `[n][ny][ny]`.
+    pub l: Vec<f64>,
+    /// `ln |S| / 2` of each track, `[n]`.
+    pub half_logdet: Vec<f64>,
+}
+
+impl Innovations {
+    /// An empty set for measurements of `ny` components.
+    pub fn new(ny: usize) -> Self {
+        Innovations {
+            ny,
+            ..Default::default()
+        }
+    }
+
+    /// Tracks held.
+    pub fn len(&self) -> usize {
+        self.half_logdet.len()
+    }
+
+    /// True when no track is held.
+    pub fn is_empty(&self) -> bool {
+        self.half_logdet.is_empty()
+    }
+
+    /// Removes every track (keeps the buffers).
+    pub fn clear(&mut self) {
+        self.zhat.clear();
+        self.l.clear();
+        self.half_logdet.clear();
+    }
+
+    /// Adds a track with predicted measurement `zhat` and innovation covariance `s`
+    /// (full, row-major); `false` (nothing added) when `S` is not positive definite.
+    pub fn push(&mut self, zhat: &[f64], s: &[f64]) -> bool {
+        let ny = self.ny;
+        let at = self.l.len();
+        self.l.extend_from_slice(&s[..ny * ny]);
+        let l = &mut self.l[at..];
+        if !cholesky_in_place(l, ny) {
+            self.l.truncate(at);
+            return false;
+        }
+        self.half_logdet
+            .push((0..ny).map(|a| l[a * ny + a].ln()).sum());
+        self.zhat.extend_from_slice(&zhat[..ny]);
+        true
+    }
+
+    /// Adds a track from its predicted measurement and the Cholesky factor of `S`.
+    pub fn push_factor(&mut self, zhat: &[f64], l: &[f64]) {
+        let ny = self.ny;
+        self.zhat.extend_from_slice(&zhat[..ny]);
+        self.l.extend_from_slice(&l[..ny * ny]);
+        self.half_logdet
+            .push((0..ny).map(|a| l[a * ny + a].ln()).sum());
+    }
+
+    /// The predicted measurement of track `i`.
+    pub fn zhat(&self, i: usize) -> &[f64] {
+        &self.zhat[i * self.ny..(i + 1) * self.ny]
+    }
+
+    /// Whitened innovation `e = L^{-1} (z - zhat)` of track `i` into `e`; returns
+    /// `|e|^2`, the squared Mahalanobis distance.
+    pub fn whiten(&self, i: usize, z: &[f64], e: &mut [f64]) -> f64 {
+        let ny = self.ny;
+        let zhat = self.zhat(i);
+        for a in 0..ny {
+            e[a] = z[a] - zhat[a];
+        }
+        solve_lower_in_place(&self.l[i * ny * ny..(i + 1) * ny * ny], ny, e, 1);
+        e.iter().map(|v| v * v).sum()
+    }
+
+    /// `ln N(z; zhat, S)` of track `i` from the squared Mahalanobis distance.
+    pub fn log_likelihood(&self, i: usize, maha: f64) -> f64 {
+        -0.5 * (self.ny as f64 * LN_2PI + maha) - self.half_logdet[i]
+    }
+
+    /// Half-width of track `i`'s gate `maha <= gamma` along measurement component `a`:
+    /// `sqrt(gamma S_aa)`, `S_aa = sum_b L_ab^2`.
+    pub fn half_width(&self, i: usize, a: usize, gamma: f64) -> f64 {
+        let ny = self.ny;
+        let l = &self.l[i * ny * ny..(i + 1) * ny * ny];
+        let saa: f64 = (0..=a).map(|b| l[a * ny + b].powi(2)).sum();
+        (gamma * saa).sqrt()
+    }
+}
 
 /// Detections sorted into uniform cells over measurement components 0 (and 1).
 #[derive(Clone, Debug)]
@@ -132,35 +231,34 @@ impl Grid {
 /// `det[start[i]..start[i + 1]]` with log-likelihoods `ll[..]` (`ln N(z; zhat, S)`).
 #[derive(Clone, Debug, Default)]
 pub struct Gated {
+    /// Row starts, one more than the tracks.
     pub start: Vec<usize>,
+    /// Gated detection indices, track after track.
     pub det: Vec<u32>,
+    /// `ln N(z; zhat, S)` of each gated detection.
     pub ll: Vec<f64>,
 }
 
 impl Gated {
+    /// The entries of track `i` in `det` and `ll`.
     pub fn of(&self, i: usize) -> std::ops::Range<usize> {
         self.start[i]..self.start[i + 1]
     }
 }
 
-/// Half-width of the gate `maha <= gamma` along measurement component `a`:
-/// `sqrt(gamma S_aa)`, `S_aa = sum_b L_ab^2`.
-pub fn half_width(inn: &Innovation, a: usize, gamma: f64) -> f64 {
-    let ny = inn.zhat.len();
-    let saa: f64 = (0..=a).map(|b| inn.l[a * ny + b].powi(2)).sum();
-    (gamma * saa).sqrt()
-}
+/// Tracks per rayon task of the gate.
+const GATE_CHUNK: usize = 512;
 
 /// Gates every track's innovation against the detections `z` (`len x ny`): detection `j`
 /// is in track `i`'s gate when `(z_j - zhat_i)^T S_i^{-1} (z_j - zhat_i) <= gamma`.
-pub fn gate_all(inns: &[Innovation], z: &[f64], ny: usize, gamma: f64) -> Gated {
+pub fn gate_all(inns: &Innovations, z: &[f64], ny: usize, gamma: f64) -> Gated {
     let dims = ny.min(2);
+    let n = inns.len();
     // Cells about the size of a typical gate: a gate then covers a few cells.
-    let mut widths: Vec<f64> = inns
-        .iter()
-        .map(|inn| {
+    let mut widths: Vec<f64> = (0..n)
+        .map(|i| {
             (0..dims)
-                .map(|a| half_width(inn, a, gamma))
+                .map(|a| inns.half_width(i, a, gamma))
                 .fold(0.0, f64::max)
         })
         .collect();
@@ -171,60 +269,72 @@ pub fn gate_all(inns: &[Innovation], z: &[f64], ny: usize, gamma: f64) -> Gated 
         *widths.select_nth_unstable_by(mid, f64::total_cmp).1 * 2.0
     };
     let grid = Grid::new(z, ny, cell);
-    let lists: Vec<Vec<(u32, f64)>> = inns
-        .par_iter()
-        .with_min_len(64)
-        .map_init(
-            || vec![0.0; ny],
-            |e, inn| {
+    // Each task gates a run of tracks into its own compressed rows; the runs are then
+    // joined in order.
+    let parts: Vec<(Vec<u32>, Vec<u32>, Vec<f64>)> = (0..n.div_ceil(GATE_CHUNK))
+        .into_par_iter()
+        .map(|c| {
+            let (mut count, mut det, mut ll) = (Vec::new(), Vec::new(), Vec::new());
+            let mut e = vec![0.0; ny];
+            let mut found: Vec<(u32, f64)> = Vec::new();
+            for i in c * GATE_CHUNK..((c + 1) * GATE_CHUNK).min(n) {
                 let mut lo = [0.0; 2];
                 let mut hi = [0.0; 2];
+                let zhat = inns.zhat(i);
                 for a in 0..dims {
-                    let w = half_width(inn, a, gamma);
-                    lo[a] = inn.zhat[a] - w;
-                    hi[a] = inn.zhat[a] + w;
+                    let w = inns.half_width(i, a, gamma);
+                    lo[a] = zhat[a] - w;
+                    hi[a] = zhat[a] + w;
                 }
-                let mut out = Vec::new();
+                found.clear();
                 grid.visit(lo, hi, |j| {
-                    let maha = inn.whiten(&z[j * ny..(j + 1) * ny], e);
+                    let maha = inns.whiten(i, &z[j * ny..(j + 1) * ny], &mut e);
                     if maha <= gamma {
-                        out.push((j as u32, inn.log_likelihood(maha)));
+                        found.push((j as u32, inns.log_likelihood(i, maha)));
                     }
                 });
                 // Detection order, so that results do not depend on the grid.
-                out.sort_unstable_by_key(|p| p.0);
-                out
-            },
-        )
+                found.sort_unstable_by_key(|p| p.0);
+                count.push(found.len() as u32);
+                for &(j, l) in &found {
+                    det.push(j);
+                    ll.push(l);
+                }
+            }
+            (count, det, ll)
+        })
         .collect();
+    let total: usize = parts.iter().map(|p| p.1.len()).sum();
     let mut g = Gated {
-        start: Vec::with_capacity(inns.len() + 1),
-        ..Default::default()
+        start: Vec::with_capacity(n + 1),
+        det: Vec::with_capacity(total),
+        ll: Vec::with_capacity(total),
     };
     g.start.push(0);
-    for l in lists {
-        for (j, ll) in l {
-            g.det.push(j);
-            g.ll.push(ll);
+    for (count, det, ll) in parts {
+        for c in count {
+            let last = g.start[g.start.len() - 1];
+            g.start.push(last + c as usize);
         }
-        g.start.push(g.det.len());
+        g.det.extend_from_slice(&det);
+        g.ll.extend_from_slice(&ll);
     }
     g
 }
 
 /// The same gate by looking at every detection (the reference for tests).
-pub fn gate_all_brute(inns: &[Innovation], z: &[f64], ny: usize, gamma: f64) -> Gated {
+pub fn gate_all_brute(inns: &Innovations, z: &[f64], ny: usize, gamma: f64) -> Gated {
     let mut g = Gated {
         start: vec![0],
         ..Default::default()
     };
     let mut e = vec![0.0; ny];
-    for inn in inns {
+    for i in 0..inns.len() {
         for (j, zj) in z.chunks(ny).enumerate() {
-            let maha = inn.whiten(zj, &mut e);
+            let maha = inns.whiten(i, zj, &mut e);
             if maha <= gamma {
                 g.det.push(j as u32);
-                g.ll.push(inn.log_likelihood(maha));
+                g.ll.push(inns.log_likelihood(i, maha));
             }
         }
         g.start.push(g.det.len());

@@ -10,12 +10,11 @@ pub mod assign;
 pub mod associate;
 pub mod chi2;
 pub mod files;
-mod filter;
 pub mod gate;
 pub mod metrics;
 pub mod scenario;
 mod tracker;
 
 pub use assign::Assignment;
-pub use filter::Innovation;
+pub use gate::Innovations;
 pub use tracker::{Assoc, Status, Timing, Tracker, TrackerConfig};

@@ -8,14 +8,18 @@
 //! a detection `z` starts a track at `x = G (z - d) + N x0`,
 //! `P = G R G^T + N P0 N^T` (for a constant-velocity model: the position from the
 //! detection, the velocity from the model's prior).
+//!
+//! The Kalman filtering is the per-step API, [`BatchState`]: every live track has a
+//! slot; one `predict` moves them all, one `measure` gives every predicted measurement
+//! and `S` for the gate, one `update` applies the GNN assignments (and one
+//! `update_mixture` the JPDA weights); births take free slots and deaths free them.
 
 use super::associate::{clusters, gnn, jpda};
 use super::chi2::chi2_quantile;
-use super::filter::{Bank, Innovation};
-use super::gate::gate_all;
+use super::gate::{gate_all, Innovations};
 use crate::error::{Error, Result};
+use crate::kalman::{BatchState, Mixture};
 use crate::model::Model;
-use rayon::prelude::*;
 use std::time::Instant;
 
 /// How detections are associated with tracks.
@@ -30,11 +34,14 @@ pub enum Assoc {
 /// A track's status.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Status {
+    /// Not yet confirmed by enough detections.
     Tentative,
+    /// Confirmed (`m` of `n` detections).
     Confirmed,
 }
 
 impl Status {
+    /// `tentative` or `confirmed`, as in the track files.
     pub fn name(self) -> &'static str {
         match self {
             Status::Tentative => "tentative",
@@ -45,7 +52,9 @@ impl Status {
 
 /// Tracker settings.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct TrackerConfig {
+    /// How detections are associated with tracks.
     pub assoc: Assoc,
     /// Probability that a target's detection falls inside its gate.
     pub gate: f64,
@@ -65,6 +74,17 @@ pub struct TrackerConfig {
     /// Delete a track when a diagonal element of `H P H^T` exceeds this.
     pub max_variance: f64,
 }
+
+setters!(TrackerConfig {
+    with_assoc(assoc: Assoc, "Sets [`TrackerConfig::assoc`]."),
+    with_gate(gate: f64, "Sets [`TrackerConfig::gate`]."),
+    with_pd(pd: f64, "Sets [`TrackerConfig::pd`]."),
+    with_clutter(clutter: f64, "Sets [`TrackerConfig::clutter`]."),
+    with_confirm(confirm: (u32, u32), "Sets [`TrackerConfig::confirm`] (`(m, n)`)."),
+    with_delete(delete: u32, "Sets [`TrackerConfig::delete`]."),
+    with_delete_tentative(delete_tentative: u32, "Sets [`TrackerConfig::delete_tentative`]."),
+    with_max_variance(max_variance: f64, "Sets [`TrackerConfig::max_variance`]."),
+});
 
 impl Default for TrackerConfig {
     fn default() -> Self {
@@ -136,11 +156,19 @@ struct Life {
 /// Time spent in each phase of the scans so far, in seconds.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Timing {
+    /// Prediction.
     pub predict: f64,
+    /// Predicted measurements, their factors, the grid and the gate.
     pub gate: f64,
+    /// Clusters of tracks that share gated detections.
+    pub cluster: f64,
+    /// GNN assignment or JPDA weights per cluster.
     pub associate: f64,
+    /// Updates.
     pub update: f64,
+    /// Confirmation, deletion and initiation.
     pub life: f64,
+    /// Scans processed.
     pub scans: usize,
 }
 
@@ -148,19 +176,38 @@ pub struct Timing {
 pub struct Tracker {
     cfg: TrackerConfig,
     gamma: f64,
-    bank: Bank,
+    nx: usize,
+    ny: usize,
+    state: BatchState<f64>,
+    /// Track `i`'s slot in `state`; tracks in birth order.
+    slots: Vec<usize>,
     life: Vec<Life>,
     next_id: u64,
-    /// Initiation: `x = G (z - d) + N x0`, `P = P_init`.
+    /// Initiation: `x = G (z - d) + N x0`, with the covariance `P_init` of `state`'s
+    /// prior.
     g: Vec<f64>,
     n_x0: Vec<f64>,
     d: Vec<f64>,
-    p_init: Vec<f64>,
     h: Vec<f64>,
+    /// One measurement row per slot for the GNN update, NaN where none.
+    zbuf: Vec<f64>,
+    /// Time spent in each phase so far.
     pub timing: Timing,
 }
 
+/// The update a scan's association asks for.
+#[derive(Default)]
+struct Decisions {
+    /// GNN: (track, detection).
+    pick: Vec<(usize, usize)>,
+    /// JPDA: (track, detection, beta), grouped by track.
+    mix: Vec<(usize, usize, f64)>,
+}
+
+const FIRST_CAPACITY: usize = 1024;
+
 impl Tracker {
+    /// A tracker without tracks for targets of `model` (its prior initiates new tracks); `cfg` and the model are checked.
     pub fn new(model: &Model, cfg: TrackerConfig) -> Result<Tracker> {
         cfg.validate()?;
         model.validate()?;
@@ -178,23 +225,28 @@ impl Tracker {
                 .flat_map(|i| (0..m.ncols()).map(move |j| m[(i, j)]))
                 .collect()
         };
-        let n_x0 = &n * &model.prior.x0;
-        let _ = ny;
+        let n_x0: Vec<f64> = (&n * &model.prior.x0).iter().copied().collect();
+        let mut state = BatchState::new(model, FIRST_CAPACITY)?;
+        state.set_prior(&n_x0, &rm(&p))?;
         Ok(Tracker {
             gamma: chi2_quantile(ny, cfg.gate),
             cfg,
-            bank: Bank::new(model),
+            nx,
+            ny,
+            state,
+            slots: Vec::new(),
             life: Vec::new(),
             next_id: 0,
             g: rm(&g),
-            n_x0: n_x0.iter().copied().collect(),
+            n_x0,
             d: model.d.iter().copied().collect(),
-            p_init: rm(&p),
             h: rm(&model.h),
+            zbuf: vec![f64::NAN; FIRST_CAPACITY * ny],
             timing: Timing::default(),
         })
     }
 
+    /// The settings.
     pub fn config(&self) -> &TrackerConfig {
         &self.cfg
     }
@@ -209,38 +261,67 @@ impl Tracker {
         self.life.len()
     }
 
+    /// True without live tracks.
     pub fn is_empty(&self) -> bool {
         self.life.is_empty()
     }
 
+    /// The identity of live track `i` (stable over its life).
     pub fn id(&self, i: usize) -> u64 {
         self.life[i].id
     }
 
+    /// The status of live track `i`.
     pub fn status(&self, i: usize) -> Status {
         self.life[i].status
     }
 
+    /// The state mean of live track `i`, length `nx`.
     pub fn mean(&self, i: usize) -> &[f64] {
-        self.bank.mean(i)
+        // Every track's slot is live.
+        self.state.mean(self.slots[i]).unwrap_or(&[])
     }
 
+    /// The state covariance of live track `i`, `nx x nx` row-major.
     pub fn cov(&self, i: usize) -> &[f64] {
-        self.bank.cov(i)
+        self.state.cov(self.slots[i]).unwrap_or(&[])
     }
 
+    /// State size.
     pub fn nx(&self) -> usize {
-        self.bank.nx
+        self.nx
     }
 
+    /// Measurement size.
     pub fn ny(&self) -> usize {
-        self.bank.ny
+        self.ny
+    }
+
+    /// The per-step filter the tracks live in.
+    pub fn state(&self) -> &BatchState<f64> {
+        &self.state
+    }
+
+    /// The track in `slot` of the batch state, for errors.
+    fn track_of_slot(&self, e: Error) -> Error {
+        match e {
+            Error::NotPositiveDefinite { track, step, what } => Error::NotPositiveDefinite {
+                track: self
+                    .slots
+                    .iter()
+                    .position(|&s| s == track)
+                    .map_or(track, |i| self.life[i].id as usize),
+                step,
+                what,
+            },
+            e => e,
+        }
     }
 
     /// Processes one scan of detections `z` (`count x ny`, row-major): predicts every
     /// track to this scan, associates, updates, and runs the life cycle.
     pub fn step(&mut self, z: &[f64]) -> Result<()> {
-        let ny = self.bank.ny;
+        let ny = self.ny;
         if !z.len().is_multiple_of(ny) {
             return Err(Error::input(format!(
                 "a scan of {} values is not a whole number of {ny}-component detections",
@@ -248,45 +329,47 @@ impl Tracker {
             )));
         }
         let ndet = z.len() / ny;
-        let t0 = Instant::now();
-        self.bank.predict_all();
-        let t1 = Instant::now();
-        let bank = &self.bank;
-        let inns: Vec<Option<Innovation>> = (0..bank.len())
-            .into_par_iter()
-            .with_min_len(256)
-            .map(|i| {
-                let mut inn = Innovation::default();
-                bank.innovation(i, &mut inn).then_some(inn)
-            })
-            .collect();
-        if let Some(i) = inns.iter().position(|v| v.is_none()) {
-            return Err(Error::NotPositiveDefinite {
-                track: self.life[i].id as usize,
-                step: self.timing.scans,
-                what: "innovation covariance S",
-            });
-        }
-        let inns: Vec<Innovation> = inns.into_iter().map(|v| v.unwrap_or_default()).collect();
         let n = self.life.len();
-        let mut detected = vec![false; n];
-        let mut claimed = vec![false; ndet];
+        let t0 = Instant::now();
+        if n > 0 {
+            self.state.predict()?;
+        }
+        let t1 = Instant::now();
         // Stage 1: confirmed tracks, with the chosen association, over every detection.
         // Stage 2: tentative tracks, by GNN, over the detections stage 1 left.
         let (mut confirmed, mut tentative) = (Vec::new(), Vec::new());
-        let (mut inn_c, mut inn_t) = (Vec::new(), Vec::new());
-        for (i, inn) in inns.into_iter().enumerate() {
-            if self.life[i].status == Status::Confirmed {
-                confirmed.push(i);
-                inn_c.push(inn);
-            } else {
-                tentative.push(i);
-                inn_t.push(inn);
+        let (mut inn_c, mut inn_t) = (Innovations::new(ny), Innovations::new(ny));
+        if n > 0 {
+            self.state.measure(None)?;
+            let (zh, s) = (
+                self.state.predicted_measurements(),
+                self.state.innovation_covs(),
+            );
+            for (i, &slot) in self.slots.iter().enumerate() {
+                let (list, inns) = if self.life[i].status == Status::Confirmed {
+                    (&mut confirmed, &mut inn_c)
+                } else {
+                    (&mut tentative, &mut inn_t)
+                };
+                let ok = inns.push(
+                    &zh[slot * ny..(slot + 1) * ny],
+                    &s[slot * ny * ny..(slot + 1) * ny * ny],
+                );
+                if !ok {
+                    return Err(Error::NotPositiveDefinite {
+                        track: self.life[i].id as usize,
+                        step: self.timing.scans,
+                        what: "innovation covariance S",
+                    });
+                }
+                list.push(i);
             }
         }
+        let mut detected = vec![false; n];
+        let mut claimed = vec![false; ndet];
         let all: Vec<usize> = (0..ndet).collect();
         let mut spent = [0.0; 3];
-        self.associate(
+        let mut first = self.associate(
             &confirmed,
             &inn_c,
             z,
@@ -295,9 +378,9 @@ impl Tracker {
             &mut detected,
             &mut claimed,
             &mut spent,
-        )?;
+        );
         let rest: Vec<usize> = (0..ndet).filter(|&j| !claimed[j]).collect();
-        self.associate(
+        let second = self.associate(
             &tentative,
             &inn_t,
             z,
@@ -306,95 +389,76 @@ impl Tracker {
             &mut detected,
             &mut claimed,
             &mut spent,
-        )?;
-        let t4 = Instant::now();
+        );
+        let t2 = Instant::now();
+        first.pick.extend(second.pick);
+        self.apply(z, &first)?;
+        let t3 = Instant::now();
         self.life_cycle(&detected);
-        // Initiation from the detections no track claimed.
-        let nx = self.bank.nx;
-        let mut x = vec![0.0; nx];
-        for j in (0..ndet).filter(|&j| !claimed[j]) {
-            let zj = &z[j * ny..(j + 1) * ny];
-            for r in 0..nx {
-                let mut acc = self.n_x0[r];
-                for a in 0..ny {
-                    acc += self.g[r * ny + a] * (zj[a] - self.d[a]);
-                }
-                x[r] = acc;
-            }
-            self.bank.push(&x, &self.p_init);
-            self.life.push(Life {
-                id: self.next_id,
-                status: Status::Tentative,
-                age: 1,
-                hits: 1,
-                misses: 0,
-            });
-            self.next_id += 1;
-        }
-        let t5 = Instant::now();
+        self.initiate(z, &claimed)?;
+        let t4 = Instant::now();
         let tm = &mut self.timing;
         tm.predict += (t1 - t0).as_secs_f64();
-        // Gating: the innovations, the grid and the gate itself.
-        let rest = (t4 - t1).as_secs_f64() - spent[1] - spent[2];
-        tm.gate += rest;
-        tm.associate += spent[1];
-        tm.update += spent[2];
-        tm.life += (t5 - t4).as_secs_f64();
+        tm.gate += (t2 - t1).as_secs_f64() - spent[1] - spent[2];
+        tm.cluster += spent[1];
+        tm.associate += spent[2];
+        tm.update += (t3 - t2).as_secs_f64();
+        tm.life += (t4 - t3).as_secs_f64();
         tm.scans += 1;
         Ok(())
     }
 
     /// Associates the tracks `idx` (with innovations `inns`) with the detections `dets`
-    /// of `z`, updates them, and marks them `detected` and the detections they take
-    /// `claimed` (GNN: the assigned ones; JPDA: those more likely a track's than its
-    /// "no detection"). `spent` adds the
-    /// seconds of gating, association and update.
+    /// of `z`: returns the updates, and marks the tracks `detected` and the detections
+    /// they take `claimed` (GNN: the assigned ones; JPDA: those more likely a track's
+    /// than its "no detection"). `spent` adds the seconds of gating, clustering and
+    /// association.
     #[allow(clippy::too_many_arguments)]
     fn associate(
-        &mut self,
+        &self,
         idx: &[usize],
-        inns: &[Innovation],
+        inns: &Innovations,
         z: &[f64],
         dets: &[usize],
         assoc: Assoc,
         detected: &mut [bool],
         claimed: &mut [bool],
         spent: &mut [f64; 3],
-    ) -> Result<()> {
+    ) -> Decisions {
+        let mut out = Decisions::default();
         if idx.is_empty() || dets.is_empty() {
-            return Ok(());
+            return out;
         }
-        let ny = self.bank.ny;
+        let ny = self.ny;
         let t0 = Instant::now();
-        let zs: Vec<f64> = if dets.len() * ny == z.len() {
-            z.to_vec()
+        let zs: Vec<f64>;
+        let zs: &[f64] = if dets.len() * ny == z.len() {
+            z
         } else {
-            dets.iter()
+            zs = dets
+                .iter()
                 .flat_map(|&j| z[j * ny..(j + 1) * ny].iter().copied())
-                .collect()
+                .collect();
+            &zs
         };
-        let gated = gate_all(inns, &zs, ny, self.gamma);
+        let gated = gate_all(inns, zs, ny, self.gamma);
         let t1 = Instant::now();
         let cl = clusters(&gated, dets.len());
+        let t2 = Instant::now();
         let (pd, clutter) = (self.cfg.pd, self.cfg.clutter);
-        let t2;
         match assoc {
             Assoc::Gnn => {
                 let pick = gnn(&cl, &gated, idx.len(), pd, self.cfg.gate, clutter);
-                t2 = Instant::now();
                 for (k, p) in pick.iter().enumerate() {
                     if let Some(l) = *p {
-                        let l = l as usize;
-                        self.bank.update(idx[k], &zs[l * ny..(l + 1) * ny])?;
+                        out.pick.push((idx[k], dets[l as usize]));
                         detected[idx[k]] = true;
-                        claimed[dets[l]] = true;
+                        claimed[dets[l as usize]] = true;
                     }
                 }
             }
             Assoc::Jpda => {
                 let w = jpda(&cl, &gated, idx.len(), pd, self.cfg.gate, clutter);
-                t2 = Instant::now();
-                let mut e = Vec::new();
                 for (k, wk) in w.iter().enumerate() {
                     // As Stone Soup's mixture tracker: a detection more likely the
                     // track's than "no detection" counts as detecting the track and is
@@ -404,18 +468,8 @@ impl Tracker {
                             claimed[dets[l as usize]] = true;
                             detected[idx[k]] = true;
                         }
+                        out.mix.push((idx[k], dets[l as usize], b));
                     }
-                    if wk.det.is_empty() {
-                        continue;
-                    }
-                    e.resize(wk.det.len() * ny, 0.0);
-                    let mut betas = Vec::with_capacity(wk.det.len());
-                    for (m, &(l, b)) in wk.det.iter().enumerate() {
-                        let l = l as usize;
-                        inns[k].whiten(&zs[l * ny..(l + 1) * ny], &mut e[m * ny..(m + 1) * ny]);
-                        betas.push(b);
-                    }
-                    self.bank.update_mixture(idx[k], &inns[k], &e, &betas);
                 }
             }
         }
@@ -423,6 +477,88 @@ impl Tracker {
         spent[0] += (t1 - t0).as_secs_f64();
         spent[1] += (t2 - t1).as_secs_f64();
         spent[2] += (t3 - t2).as_secs_f64();
+        out
+    }
+
+    /// The scan's updates through the batch state: one `update` with the GNN picks, one
+    /// `update_mixture` with the JPDA weights.
+    fn apply(&mut self, z: &[f64], dec: &Decisions) -> Result<()> {
+        let (ny, cap) = (self.ny, self.state.capacity());
+        if !dec.pick.is_empty() {
+            self.zbuf.resize(cap * ny, f64::NAN);
+            for &(i, j) in &dec.pick {
+                let s = self.slots[i];
+                self.zbuf[s * ny..(s + 1) * ny].copy_from_slice(&z[j * ny..(j + 1) * ny]);
+            }
+            let r = self.state.update(&self.zbuf, None, None);
+            for &(i, _) in &dec.pick {
+                let s = self.slots[i];
+                self.zbuf[s * ny..(s + 1) * ny].fill(f64::NAN);
+            }
+            r.map_err(|e| self.track_of_slot(e))?;
+        }
+        if !dec.mix.is_empty() {
+            // Compressed rows by slot.
+            let mut start = vec![0usize; cap + 1];
+            for &(i, _, _) in &dec.mix {
+                start[self.slots[i] + 1] += 1;
+            }
+            for s in 0..cap {
+                start[s + 1] += start[s];
+            }
+            let rows = start[cap];
+            let (mut zz, mut beta) = (vec![0.0; rows * ny], vec![0.0; rows]);
+            let mut fill = start.clone();
+            for &(i, j, b) in &dec.mix {
+                let s = self.slots[i];
+                let at = fill[s];
+                fill[s] += 1;
+                zz[at * ny..(at + 1) * ny].copy_from_slice(&z[j * ny..(j + 1) * ny]);
+                beta[at] = b;
+            }
+            let mix = Mixture {
+                start: &start,
+                z: &zz,
+                beta: &beta,
+            };
+            self.state
+                .update_mixture(&mix)
+                .map_err(|e| self.track_of_slot(e))?;
+        }
+        Ok(())
+    }
+
+    /// Starts a tentative track from every detection no track claimed.
+    fn initiate(&mut self, z: &[f64], claimed: &[bool]) -> Result<()> {
+        let (nx, ny) = (self.nx, self.ny);
+        let births = claimed.iter().filter(|&&c| !c).count();
+        let need = self.state.len() + births;
+        if need > self.state.capacity() {
+            self.state.reserve(need.max(2 * self.state.capacity()))?;
+        }
+        let mut x = vec![0.0; nx];
+        for (j, zj) in z.chunks(ny).enumerate() {
+            if claimed[j] {
+                continue;
+            }
+            for r in 0..nx {
+                let mut acc = self.n_x0[r];
+                for a in 0..ny {
+                    acc += self.g[r * ny + a] * (zj[a] - self.d[a]);
+                }
+                x[r] = acc;
+            }
+            let slot = self.state.add_with_mean(&x)?;
+            self.slots.push(slot);
+            self.life.push(Life {
+                id: self.next_id,
+                status: Status::Tentative,
+                age: 1,
+                hits: 1,
+                misses: 0,
+            });
+            self.next_id += 1;
+        }
         Ok(())
     }
 
@@ -431,7 +567,7 @@ impl Tracker {
         let (m, n) = self.cfg.confirm;
         let k_del = self.cfg.delete;
         let k_tent = self.cfg.delete_tentative;
-        let (nx, ny) = (self.bank.nx, self.bank.ny);
+        let (nx, ny) = (self.nx, self.ny);
         let bound = self.cfg.max_variance;
         let mut keep = vec![true; self.life.len()];
         for (i, l) in self.life.iter_mut().enumerate() {
@@ -460,8 +596,8 @@ impl Tracker {
                 }
             }
             if keep[i] && bound.is_finite() {
-                let p = self.bank.cov(i);
-                for a in 0..ny {
+                let p = self.state.cov(self.slots[i]).unwrap_or(&[]);
+                for a in 0..ny.min(p.len()) {
                     let ha = &self.h[a * nx..(a + 1) * nx];
                     let mut v = 0.0;
                     for r in 0..nx {
@@ -478,7 +614,14 @@ impl Tracker {
         if keep.iter().all(|&k| k) {
             return;
         }
-        self.bank.retain(&keep);
+        for (i, &k) in keep.iter().enumerate() {
+            if !k {
+                // Live by construction.
+                let _ = self.state.remove(self.slots[i]);
+            }
+        }
+        let mut it = keep.iter();
+        self.slots.retain(|_| *it.next().unwrap_or(&true));
         let mut it = keep.iter();
         self.life.retain(|_| *it.next().unwrap_or(&true));
     }

@@ -63,10 +63,16 @@
 
 mod fast;
 mod general;
+mod mixture;
+
+pub use mixture::Mixture;
 
 use crate::error::{Error, Result};
+use crate::kalman::step::StepMats;
 use crate::linalg::{cholesky_in_place, solve_lower_in_place, Real, LN_2PI};
 use crate::model::{Kinematics, Model};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 
 /// How far [`BatchState::predict_with`] moves the targets.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -183,8 +189,10 @@ pub struct BatchState<T: Real> {
     kin: Option<Kinematics>,
     x0: Vec<T>,
     p0: Vec<T>,
-    /// Free slots, lowest last (so `pop` gives the lowest).
-    free: Vec<usize>,
+    /// The model's matrices in the working precision (the mixture update).
+    mats: StepMats<T>,
+    /// Free slots; `pop` gives the lowest.
+    free: BinaryHeap<Reverse<usize>>,
     updates: usize,
     measured: bool,
 }
@@ -241,7 +249,15 @@ impl<T: Real> BatchState<T> {
             kin: None,
             x0: model.prior.x0.iter().map(|v| T::of(*v)).collect(),
             p0: row_major(&model.prior.p0),
-            free: (0..capacity).rev().collect(),
+            mats: StepMats {
+                f: row_major(&model.f),
+                u: model.u.iter().map(|v| T::of(*v)).collect(),
+                q: row_major(&model.q),
+                h: row_major(&model.h),
+                d: model.d.iter().map(|v| T::of(*v)).collect(),
+                r: row_major(&model.r),
+            },
+            free: (0..capacity).map(Reverse).collect(),
             updates: 0,
             measured: false,
         })
@@ -358,10 +374,74 @@ impl<T: Real> BatchState<T> {
         self.st.ll[slot] = nan;
         self.st.zhat[slot * ny..(slot + 1) * ny].fill(nan);
         self.st.s[slot * ny * ny..(slot + 1) * ny * ny].fill(nan);
-        // Keep the free list sorted, lowest last.
-        let at = self.free.partition_point(|&f| f > slot);
-        self.free.insert(at, slot);
+        self.free.push(Reverse(slot));
         Ok(())
+    }
+
+    /// Grows the batch to `capacity` slots (no change when it already has that many);
+    /// live targets keep their slots, the new slots are free.
+    ///
+    /// ```
+    /// let model = kestrel::model::random_walk(1, 0.1, 1.0, 10.0)?;
+    /// let mut state = kestrel::kalman::BatchState::<f64>::new(&model, 1)?;
+    /// state.add()?;
+    /// state.reserve(4)?;
+    /// assert_eq!((state.capacity(), state.add()?), (4, 1));
+    /// # Ok::<(), kestrel::Error>(())
+    /// ```
+    pub fn reserve(&mut self, capacity: usize) -> Result<()> {
+        let old = self.st.cap;
+        if capacity <= old {
+            return Ok(());
+        }
+        let (nx, ny) = (self.st.nx, self.st.ny);
+        let need = capacity
+            .checked_mul(nx * nx + nx + ny * ny + ny + 1)
+            .and_then(|n| n.checked_mul(std::mem::size_of::<T>()));
+        if need.is_none() || need > Some(isize::MAX as usize) {
+            return Err(Error::input(format!(
+                "a batch state of {capacity} targets would not fit in memory"
+            )));
+        }
+        let nan = T::nan();
+        let st = &mut self.st;
+        st.x.resize(capacity * nx, nan);
+        st.p.resize(capacity * nx * nx, nan);
+        st.live.resize(capacity, false);
+        st.ll.resize(capacity, nan);
+        st.zhat.resize(capacity * ny, nan);
+        st.s.resize(capacity * ny * ny, nan);
+        st.cap = capacity;
+        self.free.extend((old..capacity).map(Reverse));
+        self.measured = false;
+        Ok(())
+    }
+
+    /// Replaces the prior that [`BatchState::add`] and [`BatchState::add_with_mean`]
+    /// give new targets (checked once here, so that adding is cheap).
+    pub fn set_prior(&mut self, x0: &[T], p0: &[T]) -> Result<()> {
+        self.check_prior(x0, p0)?;
+        self.x0.copy_from_slice(x0);
+        self.p0.copy_from_slice(p0);
+        Ok(())
+    }
+
+    /// Adds a target with its own mean `x0` (`nx`, finite) and the covariance of the
+    /// prior ([`BatchState::set_prior`], else the model's): the usual start of a track
+    /// from one detection. Returns its slot.
+    pub fn add_with_mean(&mut self, x0: &[T]) -> Result<usize> {
+        let nx = self.st.nx;
+        if x0.len() != nx || x0.iter().any(|v| !v.is_finite_value()) {
+            return Err(Error::input(format!(
+                "a mean needs {nx} finite values, got {} values",
+                x0.len()
+            )));
+        }
+        let slot = self.take_slot()?;
+        self.st.x[slot * nx..(slot + 1) * nx].copy_from_slice(x0);
+        self.st.p[slot * nx * nx..(slot + 1) * nx * nx].copy_from_slice(&self.p0);
+        self.st.live[slot] = true;
+        Ok(slot)
     }
 
     /// Moves every live target one step with the model's `F`, `Q` and `u`.
@@ -611,7 +691,7 @@ impl<T: Real> BatchState<T> {
 
     fn take_slot(&mut self) -> Result<usize> {
         self.measured = false;
-        self.free.pop().ok_or_else(|| {
+        self.free.pop().map(|Reverse(s)| s).ok_or_else(|| {
             Error::input(format!(
                 "cannot add a target: all {} slots are taken",
                 self.st.cap
