@@ -37,6 +37,9 @@ fn fixtures(d: &Dir) -> Vec<String> {
     d.file("bad.npy", b"hello");
     d.file("baddet.csv", b"t,z0,z1\n0,1\n");
     d.file("badtruth.csv", b"t,id,x0,x1\n0,1,0,abc\n");
+    // Directories where files are read: a read failure that is the input's fault.
+    std::fs::create_dir(d.p("dir.csv")).unwrap();
+    std::fs::create_dir(d.p("dir.toml")).unwrap();
     listing(d.path())
 }
 
@@ -52,7 +55,9 @@ fn cases() -> Vec<(&'static str, Case)> {
             bad: vec![
                 (swap("--input", "bad.csv"), vec!["bad.csv:2", "z0"]),
                 (swap("--input", "absent.csv"), vec!["absent.csv"]),
+                (swap("--input", "dir.csv"), vec!["dir.csv"]),
                 (swap("--model", "bad.toml"), vec!["bad.toml"]),
+                (swap("--model", "dir.toml"), vec!["dir.toml"]),
                 (swap("--output", "z.csv"), vec!["z.csv", "input"]),
                 (swap("--output", "nodir/o.csv"), vec!["nodir"]),
             ],

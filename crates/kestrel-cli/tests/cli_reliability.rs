@@ -766,3 +766,143 @@ fn the_newer_commands_hold_the_contract() {
     );
     assert_eq!(std::fs::read_to_string(d.p("z.csv")).unwrap(), GOOD_CSV);
 }
+
+/// The log-likelihoods of `loglik` and the states of `track` are checked like the
+/// filter's estimates: a non-finite log-likelihood is an error naming track and step,
+/// with the old output kept; an infinite variance with finite means is a warning.
+#[test]
+fn loglik_and_track_outputs_are_checked_for_non_finite_values() {
+    let d = Dir::new();
+    let rw = "[model]\nF = [[1.0]]\nQ = [[1.0]]\nH = [[1.0]]\nR = [[1.0]]\n[prior]\nx0 = [0.0]\nP0 = [[1.0]]\n";
+    let m = d.file("rw.toml", rw.as_bytes());
+    // |z| = 1e300: the quadratic form overflows, the log-likelihood is -inf.
+    let z = d.file("z.csv", b"track,t,z0\n0,0,1.0\n0,1,1e300\n0,2,3.0\n");
+    for (out, method) in [("ll.csv", "exact"), ("ll.npy", "window:2")] {
+        let o_path = d.sentinel(out);
+        let o = kestrel(&[
+            "loglik", "--model", &m, "--input", &z, "--output", &o_path, "--method", method,
+            "--device", "cpu",
+        ]);
+        contract(
+            &o,
+            1,
+            &[out, "track 0, step 1", "loglik is -inf"],
+            d.path(),
+            &[out, "rw.toml", "z.csv"],
+        );
+        d.intact(out);
+        std::fs::remove_file(&o_path).unwrap();
+    }
+    // F = 1e200: a coasting track's variance overflows while its mean (0) stays finite.
+    let big = d.file(
+        "big.toml",
+        rw.replace("F = [[1.0]]", "F = [[1e200]]").as_bytes(),
+    );
+    let det = d.file("det.csv", b"t,z0\n0,0\n1,0\n2,0\n");
+    let t = d.p("t.csv");
+    let o = kestrel(&[
+        "track",
+        "--model",
+        &big,
+        "--detections",
+        &det,
+        "--output",
+        t.to_str().unwrap(),
+    ]);
+    ok(&o);
+    let err = stderr(&o);
+    let warnings: Vec<&str> = err.lines().filter(|l| l.starts_with("warning:")).collect();
+    assert_eq!(warnings.len(), 1, "{err}");
+    assert!(
+        warnings[0].contains("t.csv: track 0, step 1") && warnings[0].contains("infinite"),
+        "{err}"
+    );
+    let text = std::fs::read_to_string(&t).unwrap();
+    assert!(text.lines().any(|l| l.ends_with(",inf")), "{text}");
+}
+
+/// `pf` and `loglik` under `--precision f32`: a value beyond the f32 range is named
+/// ("does not fit in f32"), a large one gives the accuracy warning.
+#[test]
+fn pf_and_loglik_hold_the_f32_limits() {
+    let d = Dir::new();
+    let m = example("cv2d.toml");
+    let huge = d.file("huge.csv", b"track,t,z0,z1\n0,0,1e39,2\n");
+    let large = d.file("large.csv", b"track,t,z0,z1\n0,0,5e7,2\n0,1,5e7,3\n");
+    for (cmd, out, extra) in [
+        ("pf", "o.npz", ["--particles", "64"]),
+        ("loglik", "o.npy", ["--method", "parallel"]),
+    ] {
+        let o_path = d.p(out);
+        let base = [
+            cmd,
+            "--model",
+            &m,
+            "--input",
+            &huge,
+            "--output",
+            o_path.to_str().unwrap(),
+            "--precision",
+            "f32",
+            "--device",
+            "cpu",
+        ];
+        let base = with(&base, &extra);
+        let o = kestrel(&base);
+        contract(
+            &o,
+            2,
+            &["huge.csv:2", "z0", "does not fit in f32"],
+            d.path(),
+            &["huge.csv", "large.csv"],
+        );
+        let o = kestrel(&with(&base, &["--input", &large]));
+        ok(&o);
+        let err = stderr(&o);
+        assert!(
+            err.lines()
+                .any(|l| l.starts_with("warning: ") && l.contains("f32") && l.contains("5.000e7")),
+            "{cmd}: {err}"
+        );
+        std::fs::remove_file(&o_path).unwrap();
+    }
+}
+
+/// A window length from the command line costs nothing beyond the track: `window:N`
+/// with N far beyond the steps is the exact filter (it hung, computing N gains).
+#[test]
+fn a_window_longer_than_the_tracks_is_the_exact_filter() {
+    let d = Dir::new();
+    let m = example("cv2d.toml");
+    let z = d.file("z.csv", GOOD_CSV.as_bytes());
+    let read = |name: &str| -> Vec<f64> {
+        std::fs::read_to_string(d.p(name))
+            .unwrap()
+            .lines()
+            .skip(1)
+            .map(|l| l.rsplit(',').next().unwrap().parse().unwrap())
+            .collect()
+    };
+    for (method, out) in [("exact", "e.csv"), ("window:1000000000000000", "w.csv")] {
+        let o = d.p(out);
+        ok(&kestrel(&[
+            "loglik",
+            "--model",
+            &m,
+            "--input",
+            &z,
+            "--output",
+            o.to_str().unwrap(),
+            "--method",
+            method,
+            "--device",
+            "cpu",
+        ]));
+    }
+    close(
+        &read("w.csv"),
+        &read("e.csv"),
+        1e-9,
+        "window beyond the tracks",
+    );
+}

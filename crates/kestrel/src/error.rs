@@ -127,10 +127,9 @@ impl Error {
                 | Error::ModelFile { .. }
                 | Error::Input { .. }
                 | Error::Parse { .. }
-                | Error::Io { .. }
                 | Error::Unsupported(_)
                 | Error::TooLarge { .. }
-        )
+        ) || matches!(self, Error::Io { source, .. } if read_failure_is_bad_input(source))
     }
 
     pub(crate) fn model(field: impl Into<String>, msg: impl Into<String>) -> Self {
@@ -159,6 +158,20 @@ impl Error {
             source,
         }
     }
+}
+
+/// A failure to read an input is the input's fault (a file missing, unreadable to this
+/// user, a directory, malformed) unless the device or the machine failed: an I/O error
+/// of the device (EIO), no memory, an interrupted or timed-out read.
+fn read_failure_is_bad_input(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind;
+    let machine = matches!(
+        e.kind(),
+        ErrorKind::OutOfMemory | ErrorKind::Interrupted | ErrorKind::TimedOut
+    );
+    #[cfg(unix)]
+    let machine = machine || e.raw_os_error() == Some(libc::EIO);
+    !machine
 }
 
 /// Bytes in GB (10^9), with enough digits to tell sizes apart.
@@ -192,4 +205,36 @@ pub fn warn(msg: impl Into<String>) {
 /// The warnings recorded since the last call, oldest first.
 pub fn take_warnings() -> Vec<String> {
     std::mem::take(&mut *WARNINGS.lock().unwrap_or_else(|p| p.into_inner()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_read_failure_is_bad_input_unless_the_machine_failed() {
+        let io = |e: std::io::Error| Error::Io {
+            path: "z.csv".into(),
+            source: e,
+        };
+        use std::io::ErrorKind;
+        for kind in [
+            ErrorKind::NotFound,
+            ErrorKind::PermissionDenied,
+            ErrorKind::IsADirectory,
+            ErrorKind::InvalidData,
+            ErrorKind::UnexpectedEof,
+        ] {
+            assert!(io(kind.into()).is_bad_input(), "{kind:?}");
+        }
+        assert!(!io(ErrorKind::OutOfMemory.into()).is_bad_input());
+        #[cfg(unix)]
+        assert!(!io(std::io::Error::from_raw_os_error(libc::EIO)).is_bad_input());
+        // A failed write is never the input's fault.
+        assert!(!Error::Write {
+            path: "o.csv".into(),
+            source: ErrorKind::NotFound.into()
+        }
+        .is_bad_input());
+    }
 }

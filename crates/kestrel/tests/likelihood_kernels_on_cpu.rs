@@ -3,8 +3,10 @@
 //! with the kernel's shared-memory staging; pattern windows one by one), against the CPU
 //! path. Skips with a printed reason when there is no C++ compiler.
 
+mod emulation;
 mod gpu_common;
 
+use emulation::{bytes, compile, compiler, reals};
 use gpu_common::random_model;
 use kestrel::likelihood::cuda::{prepare, source, Plan, BLOCK};
 use kestrel::likelihood::{loglik, Method, Options};
@@ -12,7 +14,7 @@ use kestrel::model::ar;
 use kestrel::sim::simulate;
 use kestrel::{Device, Measurements, Model, Real};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 const HARNESS: &str = r#"
 #include <cstdio>
@@ -64,46 +66,15 @@ int main(int argc, char** argv) {
 }
 "#;
 
-fn compiler() -> Option<String> {
-    let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
-    let ok = Command::new(&cxx)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false);
-    ok.then_some(cxx)
-}
-
-fn bytes<T: Real>(v: &[T]) -> Vec<u8> {
-    let mut out = Vec::new();
-    for x in v {
-        if T::NAME == "f64" {
-            out.extend(x.to_f64().to_le_bytes());
-        } else {
-            out.extend((x.to_f64() as f32).to_le_bytes());
-        }
-    }
-    out
-}
-
 fn emulate<T: Real>(cxx: &str, dir: &Path, plan: &Plan<T>, z: &Measurements<T>) -> Vec<T> {
-    let exe = dir.join(format!("window_{}_ny{}", T::NAME, plan.ny));
+    let tag = format!("window_{}_ny{}", T::NAME, plan.ny);
+    let exe = dir.join(&tag);
     if !exe.exists() {
         let src = format!(
             "#define KESTREL_HOST\n#include <string>\n#include <cmath>\n{}\n{HARNESS}",
             source(plan.ny, T::NAME)
         );
-        let cpp = exe.with_extension("cpp");
-        std::fs::write(&cpp, src).unwrap();
-        let o = Command::new(cxx)
-            .args(["-std=c++17", "-O1", "-w", "-o"])
-            .arg(&exe)
-            .arg(&cpp)
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        compile(cxx, dir, &tag, &src, &["-std=c++17", "-O1", "-w"]);
     }
     let w = |name: &str, b: Vec<u8>| std::fs::write(dir.join(name), b).unwrap();
     w("z", bytes(z.data()));
@@ -133,15 +104,7 @@ fn emulate<T: Real>(cxx: &str, dir: &Path, plan: &Plan<T>, z: &Measurements<T>) 
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let raw = std::fs::read(dir.join("out")).unwrap();
-    let mut out: Vec<T> = if T::NAME == "f64" {
-        raw.chunks_exact(8)
-            .map(|c| T::of(f64::from_le_bytes(c.try_into().unwrap())))
-            .collect()
-    } else {
-        raw.chunks_exact(4)
-            .map(|c| T::of(f32::from_le_bytes(c.try_into().unwrap()) as f64))
-            .collect()
-    };
+    let mut out: Vec<T> = reals(&raw);
     for &(i, v) in &plan.host {
         out[i] = v;
     }
@@ -173,10 +136,7 @@ fn check<T: Real>(cxx: &str, dir: &Path, model: &Model, z: &Measurements<T>, n: 
 
 #[test]
 fn window_kernels_equal_the_cpu_path() {
-    let Some(cxx) = compiler() else {
-        eprintln!("skipped: no C++ compiler ($CXX or c++)");
-        return;
-    };
+    let Some(cxx) = compiler() else { return };
     let dir = tempfile::tempdir().unwrap();
     let models = [
         ar(&[0.7, -0.2, 0.1, 0.05], 1.0, 0.5, 2.0).unwrap(),

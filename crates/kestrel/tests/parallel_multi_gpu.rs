@@ -153,6 +153,19 @@ fn split_on_one_gpu_equals_one_gpu_and_the_cpu() {
     check_split(&[0, 0, 0, 0, 0], 3, 2, 7, 1, 61);
 }
 
+#[test]
+fn split_in_groups_of_tracks_equals_one_gpu_and_the_cpu() {
+    if !gpu_or_skip("split_in_groups_of_tracks_equals_one_gpu_and_the_cpu") {
+        return;
+    }
+    // 7 tracks in groups of at most 3 (the last group of 1), each group split in two;
+    // the only test here that sets the variable, and it reads the same value throughout.
+    std::env::set_var("KESTREL_PAR_GROUP", "3");
+    check_split(&[0, 0], 4, 2, 501, 7, 62);
+    check_by_direction([0, 0], 4, 2, 501, 7, 63);
+    std::env::remove_var("KESTREL_PAR_GROUP");
+}
+
 /// The smoother split by direction (forward filter on `ordinals[0]`, backward on
 /// `ordinals[1]`) runs the one-GPU kernels over the same chunks: equal bit for bit.
 fn check_by_direction(ordinals: [usize; 2], nx: usize, ny: usize, t: usize, b: usize, seed: u64) {

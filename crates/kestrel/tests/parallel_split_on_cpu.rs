@@ -7,99 +7,21 @@
 //! values, both precisions, batches of tracks. Skips with a printed reason when there is
 //! no C++ compiler; tests/parallel_multi_gpu.rs runs the real thing on GPUs.
 
+mod emulation;
+mod parallel_emulation;
+
+use emulation::{compile, compiler, reals, run_piped};
 use kestrel::parallel::PaperModel;
-use kestrel::{Estimates, FilterOptions, Measurements, Real, StateSpace};
-use std::io::Write;
-use std::process::{Command, Stdio};
+use kestrel::{Estimates, FilterOptions, Real};
+use parallel_emulation::{put_model, rel_err, source};
 
-const OPS: &str = include_str!("../src/parallel/kernels/parallel_ops.cu");
-const SCAN: &str = include_str!("../src/parallel/kernels/parallel_scan.cu");
-const MODEL: &str = include_str!("../src/parallel/kernels/parallel_model.cu");
-const FUSED: &str = include_str!("../src/parallel/kernels/parallel_fused.cu");
-const HARNESS: &str = include_str!("parallel_emulation/harness.inc");
 const SPLIT: &str = include_str!("parallel_emulation/split.inc");
-
-fn compiler() -> Option<String> {
-    let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
-    let ok = Command::new(&cxx)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    ok.then_some(cxx)
-}
-
-fn push<T: Real>(out: &mut Vec<u8>, v: f64) {
-    if T::NAME == "f64" {
-        out.extend(v.to_le_bytes());
-    } else {
-        out.extend((v as f32).to_le_bytes());
-    }
-}
-
-fn push_mat<T: Real>(out: &mut Vec<u8>, m: &nalgebra::DMatrix<f64>) {
-    for i in 0..m.nrows() {
-        for j in 0..m.ncols() {
-            push::<T>(out, m[(i, j)]);
-        }
-    }
-}
-
-fn read<T: Real>(b: &[u8]) -> Vec<f64> {
-    let w = std::mem::size_of::<T>();
-    b.chunks_exact(w)
-        .map(|c| {
-            if w == 8 {
-                f64::from_le_bytes(c.try_into().expect("8 bytes"))
-            } else {
-                f64::from(f32::from_le_bytes(c.try_into().expect("4 bytes")))
-            }
-        })
-        .collect()
-}
-
-/// Largest per-step relative difference `||a_k - b_k||_inf / max(||b_k||_inf, 1e-3)`
-/// (NaN, an output nobody wrote, is infinite).
-fn rel_err(a: &[f64], b: &[f64], per: usize) -> f64 {
-    assert_eq!(a.len(), b.len());
-    a.chunks(per)
-        .zip(b.chunks(per))
-        .map(|(x, y)| {
-            let s = y.iter().fold(0.0f64, |m, v| m.max(v.abs())).max(1e-3);
-            x.iter().zip(y).fold(0.0f64, |m, (p, q)| {
-                if (p - q).is_nan() {
-                    f64::INFINITY
-                } else {
-                    m.max((p - q).abs())
-                }
-            }) / s
-        })
-        .fold(0.0, f64::max)
-}
 
 /// Builds the harness for `nx`, `ny` and `T` (once per size and precision).
 fn build<T: Real>(cxx: &str, dir: &std::path::Path, nx: usize, ny: usize) -> std::path::PathBuf {
     let tag = format!("split_nx{nx}_ny{ny}_{}", T::NAME);
-    let real = if T::NAME == "f64" { "double" } else { "float" };
-    let src = format!(
-        "#define NX {nx}\n#define NY {ny}\n#define SPLIT_MAIN\ntypedef {real} real;\n{}\n{SPLIT}",
-        HARNESS.replace("/*KERNELS*/", &format!("{OPS}\n{SCAN}\n{MODEL}\n{FUSED}\n"))
-    );
-    let (cpp, exe) = (dir.join(format!("{tag}.cpp")), dir.join(&tag));
-    std::fs::write(&cpp, src).unwrap();
-    let out = Command::new(cxx)
-        .args(["-std=c++17", "-O1", "-w", "-o"])
-        .arg(&exe)
-        .arg(&cpp)
-        .output()
-        .expect("run the C++ compiler");
-    assert!(
-        out.status.success(),
-        "{tag}: C++ compile failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    exe
+    let src = source::<T>(nx, ny, "#define SPLIT_MAIN\n", SPLIT);
+    compile(cxx, dir, &tag, &src, &["-std=c++17", "-O1", "-w"])
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -126,40 +48,11 @@ fn run<T: Real>(
     input.extend(1i32.to_le_bytes());
     input.extend((nb as i64).to_le_bytes());
     input.extend((g as i64).to_le_bytes());
-    for k in 0..t {
-        let (f, u, q) = model.transition(k);
-        let (h, d, r) = model.observation(k);
-        push_mat::<T>(&mut input, f);
-        u.iter().for_each(|v| push::<T>(&mut input, *v));
-        push_mat::<T>(&mut input, q);
-        push_mat::<T>(&mut input, h);
-        d.iter().for_each(|v| push::<T>(&mut input, *v));
-        push_mat::<T>(&mut input, r);
-    }
-    model
-        .prior
-        .x0
+    put_model::<T>(&mut input, &model, &z, t);
+    let vals: Vec<f64> = reals::<T>(&run_piped(exe, input, &tag))
         .iter()
-        .for_each(|v| push::<T>(&mut input, *v));
-    push_mat::<T>(&mut input, &model.prior.p0);
-    let z: Measurements<T> = z.cast();
-    z.data()
-        .iter()
-        .for_each(|v| push::<T>(&mut input, v.to_f64()));
-    let mut child = Command::new(exe)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start the harness");
-    child
-        .stdin
-        .take()
-        .expect("piped")
-        .write_all(&input)
-        .expect("feed the harness");
-    let out = child.wait_with_output().expect("harness output");
-    assert!(out.status.success(), "{tag}: harness failed");
-    let vals = read::<T>(&out.stdout);
+        .map(|v| v.to_f64())
+        .collect();
     let (n1, n2) = (nb * t * nx, nb * t * nx * nx);
     assert_eq!(vals.len(), 2 * n1 + 2 * n2 + nb * t, "{tag}: output size");
     let mut o = &vals[..];
@@ -183,10 +76,7 @@ fn run<T: Real>(
 
 #[test]
 fn split_shares_equal_the_reference_on_the_cpu() {
-    let Some(cxx) = compiler() else {
-        eprintln!("skipped: no C++ compiler (set CXX)");
-        return;
-    };
+    let Some(cxx) = compiler() else { return };
     let dir = tempfile::tempdir().unwrap();
     let e42 = build::<f64>(&cxx, dir.path(), 4, 2);
     // One share (the whole-sequence path through the _at kernels), two, and more shares

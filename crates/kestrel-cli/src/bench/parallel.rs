@@ -405,6 +405,31 @@ fn multi_gpu(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
     } else {
         format!("cuda:0 ({})", cp::device_name(0)?)
     };
+    // What crosses between two devices: a few elements (the time split), the backward
+    // chunk totals (by direction, 35 MB at 10^7 in f32) or all moments (0.8 GB).
+    if n >= 2 {
+        for bytes in [224usize, 35_000_000, 800_000_000] {
+            let (direct, via) = kestrel::cuda::copy_rates(0, 1, bytes, 5)?;
+            let mut r = Record::new(
+                format!("gpu-copy/{bytes}-bytes"),
+                dev.clone(),
+                "f32",
+                1,
+                1,
+                NX,
+                NY,
+                &[bytes as f64 / direct / 1e9],
+            );
+            r.extra = serde_json::json!({
+                "bytes": bytes,
+                "gb_per_s_direct": direct,
+                "gb_per_s_through_host": via,
+                "ms_direct": bytes as f64 / direct / 1e6,
+                "ms_through_host": bytes as f64 / via / 1e6,
+            });
+            sink.push(r);
+        }
+    }
     let lengths: &[usize] = if quick {
         &[1_000_000]
     } else {

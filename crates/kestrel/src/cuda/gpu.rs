@@ -362,6 +362,9 @@ pub(crate) fn copy_between(
     what: &str,
 ) -> Result<()> {
     dst.0.bind()?;
+    if dst.0.ordinal != src.0.ordinal {
+        enable_peer(dst.0, src.0);
+    }
     // SAFETY: the caller passes live allocations of at least `bytes` bytes each.
     let r = unsafe {
         if dst.0.ordinal == src.0.ordinal {
@@ -378,6 +381,24 @@ pub(crate) fn copy_between(
         }
     };
     ck(r, what)
+}
+
+/// Lets `dst`'s context reach `src`'s memory directly (once per pair of devices), so
+/// that copies between them go peer to peer instead of through the host; where the
+/// devices cannot, nothing changes (the driver stages such copies).
+fn enable_peer(dst: &Gpu, src: &Gpu) {
+    static DONE: OnceLock<Mutex<std::collections::HashSet<(usize, usize)>>> = OnceLock::new();
+    let done = DONE.get_or_init(|| Mutex::new(std::collections::HashSet::new()));
+    let Ok(mut done) = done.lock() else { return };
+    if !done.insert((dst.ordinal, src.ordinal)) {
+        return;
+    }
+    if dst.bind().is_err() {
+        return;
+    }
+    // SAFETY: both contexts are live (held by their `Gpu`s for the process); an error
+    // (already enabled, not supported) leaves copies working through the driver.
+    let _ = unsafe { sys::cuCtxEnablePeerAccess(src.ctx.cu_ctx(), 0) };
 }
 
 /// A kernel argument: its value, kept alive until the launch.

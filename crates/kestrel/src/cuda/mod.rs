@@ -178,6 +178,51 @@ pub fn device_info(ordinal: usize) -> Result<((i32, i32), usize)> {
     })
 }
 
+/// Measured rates of copying `bytes` bytes from device `src` to device `dst`, in GB/s
+/// (medians of `repeats` after one warm-up): `(direct, through_host)`, the first by
+/// `copy_between` (peer to peer where the devices allow it), the second through pageable
+/// host memory (device to host, then host to device), as a family without peer copies
+/// would move data. For benchmarks of work split over several devices.
+pub fn copy_rates(dst: usize, src: usize, bytes: usize, repeats: usize) -> Result<(f64, f64)> {
+    catch(|| {
+        let (gd, gs) = (gpu::gpu(dst)?, gpu::gpu(src)?);
+        let n = bytes.div_ceil(4).max(1);
+        let a = DevBuf::<f32>::new(&gs, n, "the copy's source")?;
+        let b = DevBuf::<f32>::new(&gd, n, "the copy's destination")?;
+        let mut host = vec![0f32; n];
+        let (mut direct, mut via) = (Vec::new(), Vec::new());
+        for i in 0..=repeats.max(1) {
+            sync(&gs.stream, "waiting for the source device")?;
+            let t = std::time::Instant::now();
+            copy_between(
+                (&gd, b.ptr()),
+                (&gs, a.ptr()),
+                n * 4,
+                &gd.stream,
+                "a device copy",
+            )?;
+            sync(&gd.stream, "a device copy")?;
+            let d = t.elapsed().as_secs_f64();
+            let t = std::time::Instant::now();
+            dtoh(&gs.stream, &a, 0, &mut host, "a copy to the host")?;
+            sync(&gs.stream, "a copy to the host")?;
+            htod(&gd.stream, &host, &b, 0, "a copy from the host")?;
+            sync(&gd.stream, "a copy from the host")?;
+            let h = t.elapsed().as_secs_f64();
+            if i > 0 {
+                direct.push(d);
+                via.push(h);
+            }
+        }
+        let median = |v: &mut Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        let gb = (n * 4) as f64 / 1e9;
+        Ok((gb / median(&mut direct), gb / median(&mut via)))
+    })
+}
+
 /// Kernel time on a stream by a pair of CUDA events.
 pub(crate) struct EventTimer {
     start: CudaEvent,

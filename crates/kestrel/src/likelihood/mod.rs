@@ -246,6 +246,10 @@ pub fn loglik<T: Real>(
                     "window length must be at least 1, got {w}"
                 )));
             }
+            // A window longer than the tracks starts before step 0 at every step, where
+            // the windowed filter is exact: the same values as a window of `steps + 1`,
+            // without work (or memory) that grows with a length taken from input.
+            let w = w.min(z.steps.saturating_add(1));
             let b = window_bound(model, w, opts.vague, data_scale(model, z)).ok();
             (window::run(device, model, z, w, opts.vague)?, Some(w), b)
         }

@@ -200,7 +200,13 @@ pub(super) fn budget_group<D: GpuReal>(
     t: usize,
     tracks: usize,
 ) -> Result<usize> {
-    let mut group = MAX_GROUP.min(tracks.max(1));
+    // `KESTREL_PAR_GROUP` caps the group as on one device (tests cross group boundaries).
+    let cap = std::env::var("KESTREL_PAR_GROUP")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&c: &usize| c >= 1)
+        .unwrap_or(MAX_GROUP);
+    let mut group = MAX_GROUP.min(cap).min(tracks.max(1));
     for (i, g) in gpus.iter().enumerate() {
         let bytes = per[i]
             .and_then(|s| s.checked_mul(std::mem::size_of::<D>()))
@@ -327,8 +333,19 @@ fn run_split<D: GpuReal, M: StateSpace + ?Sized>(
                 times[rep - warmup] += start.elapsed().as_secs_f64();
             }
         }
-        for x in &sh {
-            x.read(&mut f, s.as_mut(), b0, nb, t)?;
+        // Every device's outputs at once (one host thread each: the copies share no
+        // link), then put in place.
+        let got: Vec<Result<Fetched<D>>> = std::thread::scope(|sc| {
+            let hs: Vec<_> = sh.iter().map(|x| sc.spawn(move || x.fetch(tf))).collect();
+            hs.into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(Error::Cuda("reading a share panicked".into())))
+                })
+                .collect()
+        });
+        for (x, g) in sh.iter().zip(got) {
+            x.place(g?, &mut f, s.as_mut(), b0, nb, t);
         }
         b0 += nb;
     }
@@ -608,44 +625,60 @@ impl<D: GpuReal> Share<D> {
         Ok(())
     }
 
-    /// Copies the share's outputs into steps `[k0, k0 + n)` of tracks `[b0, b0 + nb)`.
-    fn read(
+    /// The share's outputs, read back: means, covariances, log-likelihoods and (two-filter)
+    /// smoothed means and covariances, `nb * n` steps each.
+    fn fetch(&self, tf: bool) -> Result<Fetched<D>> {
+        self.g.bind()?;
+        let st = &self.g.stream;
+        let get = |src: &CudaSlice<D>, what: &str| -> Result<Vec<D>> {
+            let mut h = vec![D::zero(); src.len()];
+            cu(st.memcpy_dtoh(src, &mut h), what)?;
+            Ok(h)
+        };
+        let mut out = vec![
+            get(&self.mean, "reading means")?,
+            get(&self.cov, "reading covariances")?,
+            get(&self.ll, "reading log-likelihoods")?,
+        ];
+        if tf {
+            out.push(get(&self.smean, "reading smoothed means")?);
+            out.push(get(&self.scov, "reading smoothed covariances")?);
+        }
+        cu(st.synchronize(), "reading the results")?;
+        Ok(out)
+    }
+
+    /// Copies fetched outputs into steps `[k0, k0 + n)` of tracks `[b0, b0 + nb)`.
+    fn place(
         &self,
+        got: Fetched<D>,
         f: &mut Estimates<D>,
         s: Option<&mut Estimates<D>>,
         b0: usize,
         nb: usize,
         t: usize,
-    ) -> Result<()> {
-        self.g.bind()?;
-        let st = &self.g.stream;
+    ) {
         let (nx, n, k0) = (self.dm.nx, self.n, self.k0);
-        let get = |src: &CudaSlice<D>, per: usize, dst: &mut [D], what: &str| -> Result<()> {
-            let mut h = vec![D::zero(); src.len()];
-            cu(st.memcpy_dtoh(src, &mut h), what)?;
-            cu(st.synchronize(), what)?;
+        let put = |h: &[D], per: usize, dst: &mut [D]| {
             for b in 0..nb {
                 let at = ((b0 + b) * t + k0) * per;
                 dst[at..at + n * per].copy_from_slice(&h[b * n * per..(b + 1) * n * per]);
             }
-            Ok(())
         };
-        get(&self.mean, nx, &mut f.mean, "reading means")?;
-        get(&self.cov, nx * nx, &mut f.cov, "reading covariances")?;
+        put(&got[0], nx, &mut f.mean);
+        put(&got[1], nx * nx, &mut f.cov);
         let ll = f.loglik.as_mut().expect("allocated with log-likelihoods");
-        get(&self.ll, 1, ll, "reading log-likelihoods")?;
-        if let Some(s) = s {
-            get(&self.smean, nx, &mut s.mean, "reading smoothed means")?;
-            get(
-                &self.scov,
-                nx * nx,
-                &mut s.cov,
-                "reading smoothed covariances",
-            )?;
+        put(&got[2], 1, ll);
+        if let (Some(s), Some(sm), Some(sc)) = (s, got.get(3), got.get(4)) {
+            put(sm, nx, &mut s.mean);
+            put(sc, nx * nx, &mut s.cov);
         }
-        Ok(())
     }
 }
+
+/// A share's outputs on the host: means, covariances, log-likelihoods, then (two-filter)
+/// smoothed means and covariances.
+type Fetched<D> = Vec<Vec<D>>;
 
 #[cfg(test)]
 mod tests {
