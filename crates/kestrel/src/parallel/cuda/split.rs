@@ -37,7 +37,7 @@ use std::sync::Arc;
 use super::run::Method;
 
 /// The parallel filter (Algorithm 5) with every track's steps split over the devices
-/// `ordinals` (one contiguous share each, in order); equal to [`super::run`] with
+/// `ordinals` (one contiguous share each, in order); equal to `super::run` with
 /// [`Method::Filter`] on one device to rounding (the elements are combined in another
 /// order). The chunk totals of each share are scanned with `alg`.
 pub fn filter_on_devices<T: Real, M: StateSpace + ?Sized>(
