@@ -23,8 +23,10 @@ grep -E -A3 "panicked|FAILED" "$OUT/tests.log" | head -30
 q=""; [ "${1:-}" = quick ] && q="--quick"
 timeout 200 ./kestrel bench --only cuda $q > "$OUT/bench-cuda.log" 2>&1; echo "bench cuda exit $?"
 KESTREL_BENCH_GPU_ONLY=1 timeout 150 ./kestrel bench --only parallel --quick > "$OUT/bench-parallel.log" 2>&1; echo "bench parallel exit $?"
+KESTREL_BENCH_PAR_MULTI=1 timeout 300 ./kestrel bench --only parallel > "$OUT/bench-parallel-multi.log" 2>&1; echo "bench parallel multi-GPU exit $?"; grep -v '^{' "$OUT/bench-parallel-multi.log" | tail -8
+if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then for t in tests/parallel_multi_gpu-*; do KESTREL_REQUIRE_GPU=2 timeout 300 "$t" > "$OUT/tests-2gpu.log" 2>&1; echo "$(basename "$t") (KESTREL_REQUIRE_GPU=2) exit $?  $(grep -E '^test result' "$OUT/tests-2gpu.log" | tail -1)"; done; fi
 timeout 400 ./kestrel bench --only tbd $q > "$OUT/bench-tbd.log" 2>&1; echo "bench tbd exit $?"
-timeout 240 ./kestrel bench --only likelihood $q > "$OUT/bench-likelihood.log" 2>&1; echo "bench likelihood exit $?"
+KESTREL_BENCH_GPU_ONLY=1 timeout 300 ./kestrel bench --only likelihood $q > "$OUT/bench-likelihood.log" 2>&1; echo "bench likelihood exit $?"
 (cd /tmp && timeout 60 "$OLDPWD/kestrel" demo --plot "$OUT/demo.svg") > "$OUT/demo.log" 2>&1; echo "demo exit $?"
 KESTREL_BENCH_GPU_ONLY=1 timeout 300 ./kestrel bench --only particle $q > "$OUT/bench-particle.log" 2>&1; echo "bench particle exit $?"
 (cd /tmp && timeout 120 "$OLDPWD/kestrel" demo --pf --steps 1000 --particles 1000000 --device cuda --plot "$OUT/demo-pf.svg") > "$OUT/demo-pf.log" 2>&1; echo "demo --pf exit $?"

@@ -21,28 +21,32 @@ impl Case {
         std::fs::write(&p, text).unwrap();
         p
     }
-    fn count(&self) -> usize {
-        std::fs::read_dir(self.dir.path()).unwrap().count()
-    }
     fn out(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
     }
     /// Runs `filter` with the given model and input, expecting a clean failure.
     fn filter_fails(&self, model: &str, input: &Path, extra: &[&str], needles: &[&str]) {
-        let before = self.count();
         let out = self.out("out.npz");
-        let mut args = vec![
-            "filter",
-            "--model",
-            model,
-            "--input",
-            s(input),
-            "--output",
-            s(&out),
-        ];
-        args.extend_from_slice(extra);
-        expect_bad(&kestrel(&args), needles, self.dir.path(), before);
+        self.fails(
+            &with(
+                &[
+                    "filter",
+                    "--model",
+                    model,
+                    "--input",
+                    s(input),
+                    "--output",
+                    s(&out),
+                ],
+                extra,
+            ),
+            needles,
+        );
         assert!(!out.exists());
+    }
+    /// Runs `args`, expecting the failure contract with `needles`.
+    fn fails(&self, args: &[&str], needles: &[&str]) {
+        run_bad(self.dir.path(), args, needles);
     }
 }
 
@@ -130,69 +134,57 @@ fn files_devices_and_usage_errors() {
     c.filter_fails(&m, &z, &["--device", "tpu"], &["unknown device", "tpu"]);
     if kestrel::cuda::available(0).is_err() {
         c.filter_fails(&m, &z, &["--device", "cuda"], &["cuda"]);
+        // The parallel filter split over every GPU: the same refusal, naming the device.
+        c.filter_fails(
+            &m,
+            &z,
+            &["--method", "parallel", "--device", "cuda:all"],
+            &["cuda:all"],
+        );
     } else {
         println!("a CUDA GPU is present: the no-GPU error of --device cuda is not checked");
     }
 
     // An unknown output extension is refused before any work.
-    let before = c.count();
-    let o = kestrel(&[
+    let (json, npz) = (c.out("out.json"), c.out("o.npz"));
+    let filter = [
         "filter",
         "--model",
         &m,
         "--input",
         s(&z),
         "--output",
-        s(&c.out("out.json")),
-    ]);
-    expect_bad(&o, &["out.json", ".csv or .npz"], c.dir.path(), before);
+        s(&npz),
+    ];
+    c.fails(
+        &with(&filter, &["--output", s(&json)]),
+        &["out.json", ".csv or .npz"],
+    );
     // clap's usage errors exit 2 as well.
-    let o = kestrel(&[
-        "filter",
-        "--model",
-        &m,
-        "--input",
-        s(&z),
-        "--output",
-        s(&c.out("o.npz")),
-        "--method",
-        "sideways",
-    ]);
-    expect_bad(&o, &["sideways"], c.dir.path(), before);
-    let o = kestrel(&[
-        "smooth",
-        "--model",
-        &m,
-        "--input",
-        s(&z),
-        "--output",
-        s(&c.out("o.npz")),
-        "--scan",
-        "bogus",
-    ]);
-    expect_bad(&o, &["bogus"], c.dir.path(), before);
-    let o = kestrel(&[
-        "simulate",
-        "--model",
-        &m,
-        "--tracks",
-        "2",
-        "--steps",
-        "3",
-        "--missing",
-        "1.5",
-        "--output",
-        s(&c.out("z2.csv")),
-    ]);
-    expect_bad(&o, &["--missing"], c.dir.path(), before);
-    let o = kestrel(&[
-        "demo",
-        "--tracks",
-        "3",
-        "--steps",
-        "3",
-        "--plot",
-        s(&c.out("p.png")),
-    ]);
-    expect_bad(&o, &["svg"], c.dir.path(), before);
+    c.fails(&with(&filter, &["--method", "sideways"]), &["sideways"]);
+    let mut smooth = filter;
+    smooth[0] = "smooth";
+    c.fails(&with(&smooth, &["--scan", "bogus"]), &["bogus"]);
+    let z2 = c.out("z2.csv");
+    c.fails(
+        &[
+            "simulate",
+            "--model",
+            &m,
+            "--tracks",
+            "2",
+            "--steps",
+            "3",
+            "--missing",
+            "1.5",
+            "--output",
+            s(&z2),
+        ],
+        &["--missing"],
+    );
+    let png = c.out("p.png");
+    c.fails(
+        &["demo", "--tracks", "3", "--steps", "3", "--plot", s(&png)],
+        &["svg"],
+    );
 }

@@ -194,121 +194,51 @@ fn broken_inputs_are_refused() {
     let _ = cu;
     let sv = example("stochastic-volatility.toml");
     let out = d.join("out.npz");
-    let cases: Vec<(Vec<String>, Vec<&str>)> = vec![
+    let txt = d.join("o.txt");
+    let base = [
+        "pf",
+        "--model",
+        &m,
+        "--input",
+        s(&z),
+        "--output",
+        s(&out),
+        "--device",
+        "cpu",
+        "--particles",
+        "100",
+    ];
+    let cases: Vec<(Vec<&str>, Vec<&str>)> = vec![
+        (vec!["--particles", "0"], vec!["--particles", "at least 1"]),
+        (vec!["--resample", "bogus"], vec!["--resample", "bogus"]),
+        (vec!["--resample", "metropolis:0"], vec!["metropolis:0"]),
+        (vec!["--ess=-1"], vec!["--ess"]),
         (
-            vec!["--particles".into(), "0".into()],
-            vec!["--particles", "at least 1"],
-        ),
-        (
-            vec![
-                "--particles".into(),
-                "100".into(),
-                "--resample".into(),
-                "bogus".into(),
-            ],
-            vec!["--resample", "bogus"],
-        ),
-        (
-            vec![
-                "--particles".into(),
-                "100".into(),
-                "--resample".into(),
-                "metropolis:0".into(),
-            ],
-            vec!["metropolis:0"],
-        ),
-        (
-            vec!["--particles".into(), "100".into(), "--ess=-1".into()],
-            vec!["--ess"],
-        ),
-        (
-            vec![
-                "--particles".into(),
-                "100".into(),
-                "--model".into(),
-                s(&no_sensors).into(),
-            ],
+            vec!["--model", s(&no_sensors)],
             vec!["nosensors.toml", "sensors: missing"],
         ),
         (
-            vec![
-                "--particles".into(),
-                "100".into(),
-                "--model".into(),
-                s(&unknown).into(),
-            ],
+            vec!["--model", s(&unknown)],
             vec!["unknown.toml", "teleport"],
         ),
+        (vec!["--model", s(&nan)], vec!["nan.toml", "q", "finite"]),
+        (vec!["--model", s(&extra)], vec!["mu", "does not apply"]),
         (
-            vec![
-                "--particles".into(),
-                "100".into(),
-                "--model".into(),
-                s(&nan).into(),
-            ],
-            vec!["nan.toml", "q", "finite"],
+            vec!["--model", s(&custom)],
+            vec!["custom", "GPU", "--device cuda"],
         ),
         (
-            vec![
-                "--particles".into(),
-                "100".into(),
-                "--model".into(),
-                s(&extra).into(),
-            ],
-            vec!["mu", "does not apply"],
-        ),
-        (
-            vec![
-                "--particles".into(),
-                "100".into(),
-                "--model".into(),
-                s(&custom).into(),
-            ],
-            vec!["custom", "GPU"],
-        ),
-        (
-            vec!["--particles".into(), "100".into(), "--model".into(), sv],
+            vec!["--model", &sv],
             vec!["z.npy", "2 components", "model measures 1"],
         ),
+        (vec!["--particles", "2000000000"], vec!["would need", "GB"]),
         (
-            vec!["--particles".into(), "2000000000".into()],
-            vec!["would need", "GB"],
+            vec!["--particles", "1000000000000000"],
+            vec!["1000000000000000 particles", "at most"],
         ),
+        (vec!["--output", s(&txt)], vec!["o.txt", ".npz"]),
     ];
     for (extra_args, needles) in cases {
-        let before = std::fs::read_dir(d).unwrap().count();
-        let mut args: Vec<String> = vec![
-            "pf".into(),
-            "--input".into(),
-            s(&z).into(),
-            "--output".into(),
-            s(&out).into(),
-            "--device".into(),
-            "cpu".into(),
-        ];
-        if !extra_args.contains(&"--model".to_string()) {
-            args.extend(["--model".into(), m.clone()]);
-        }
-        args.extend(extra_args);
-        let refs: Vec<&str> = args.iter().map(|a| a.as_str()).collect();
-        expect_bad(&kestrel(&refs), &needles, d, before);
+        run_bad(d, &with(&base, &extra_args), &needles);
     }
-    // Unsupported output format.
-    let before = std::fs::read_dir(d).unwrap().count();
-    expect_bad(
-        &kestrel(&[
-            "pf",
-            "--model",
-            &m,
-            "--input",
-            s(&z),
-            "--output",
-            s(&d.join("o.txt")),
-            "--particles",
-            "10",
-        ]),
-        &["o.txt", ".npz"],
-        d,
-        before,
-    );
 }

@@ -8,51 +8,13 @@ mod common;
 use common::*;
 use std::io::Read;
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-const SENTINEL: &[u8] = b"sentinel: a file that was here before the run\n";
 const GOOD_CSV: &str = "track,t,z0,z1\n0,0,1.0,2.0\n0,1,1.5,2.5\n1,0,-1,0\n1,1,,\n";
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_kestrel"))
-}
-
-fn run(args: &[&str]) -> Output {
-    bin().args(args).output().expect("kestrel runs")
-}
-
-struct Dir {
-    dir: tempfile::TempDir,
-}
-
-impl Dir {
-    fn new() -> Dir {
-        Dir {
-            dir: tempfile::tempdir().unwrap(),
-        }
-    }
-    fn p(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-    fn file(&self, name: &str, bytes: &[u8]) -> String {
-        let p = self.p(name);
-        std::fs::write(&p, bytes).unwrap();
-        p.to_str().unwrap().to_string()
-    }
-    fn sentinel(&self, name: &str) -> String {
-        self.file(name, SENTINEL)
-    }
-    fn intact(&self, name: &str) {
-        assert_eq!(
-            std::fs::read(self.p(name)).unwrap(),
-            SENTINEL,
-            "{name} was changed"
-        );
-    }
 }
 
 /// Runs kestrel with the size of files it may write limited to `bytes` (writes beyond
@@ -84,20 +46,20 @@ fn an_output_equal_to_an_input_is_refused() {
     let dotted = d.p("sub/../z.csv");
     for out in [z.clone(), dotted.to_str().unwrap().to_string()] {
         for cmd in ["filter", "smooth"] {
-            let o = run(&[cmd, "--model", &m, "--input", &z, "--output", &out]);
+            let o = kestrel(&[cmd, "--model", &m, "--input", &z, "--output", &out]);
             contract(&o, 2, &["z.csv", "input"], d.path(), &["sub", "z.csv"]);
             assert_eq!(std::fs::read_to_string(d.p("z.csv")).unwrap(), GOOD_CSV);
         }
     }
     // The model is an input too.
     let mcopy = d.file("m.toml", &std::fs::read(&m).unwrap());
-    let o = run(&[
+    let o = kestrel(&[
         "filter", "--model", &mcopy, "--input", &z, "--output", &mcopy,
     ]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     // simulate --output a.npy --truth a.npy: refused, the existing a.npy kept.
     let a = d.sentinel("a.npy");
-    let o = run(&[
+    let o = kestrel(&[
         "simulate", "--model", &m, "--tracks", "2", "--steps", "3", "--output", &a, "--truth", &a,
     ]);
     contract(
@@ -117,7 +79,7 @@ fn simulate_writes_both_files_or_neither() {
     let z = d.sentinel("z.npy");
     // The truth's directory does not exist: refused before any work.
     let absent = d.p("absent/x.npy");
-    let o = run(&[
+    let o = kestrel(&[
         "simulate",
         "--model",
         &m,
@@ -161,7 +123,7 @@ fn a_full_disk_is_one_error_line_exit_1_and_the_old_output_kept() {
     let d = Dir::new();
     let m = example("cv2d.toml");
     let z = d.p("z.npy");
-    ok(&run(&[
+    ok(&kestrel(&[
         "simulate",
         "--model",
         &m,
@@ -252,20 +214,20 @@ fn printing_never_panics() {
 #[test]
 fn usage_errors_are_one_line() {
     let d = Dir::new();
-    let o = run(&[]);
+    let o = kestrel(&[]);
     contract(&o, 2, &["no command"], d.path(), &[]);
-    let o = run(&["filter", "--bogus"]);
+    let o = kestrel(&["filter", "--bogus"]);
     contract(&o, 2, &["--bogus"], d.path(), &[]);
-    let o = run(&["filter"]);
+    let o = kestrel(&["filter"]);
     contract(&o, 2, &["--model"], d.path(), &[]);
-    let o = run(&["frobnicate"]);
+    let o = kestrel(&["frobnicate"]);
     contract(&o, 2, &["frobnicate"], d.path(), &[]);
-    let o = run(&["simulate", "--tracks", "many"]);
+    let o = kestrel(&["simulate", "--tracks", "many"]);
     contract(&o, 2, &["many"], d.path(), &[]);
-    let o = run(&["simulate", "--tracks", "18446744073709551616"]);
+    let o = kestrel(&["simulate", "--tracks", "18446744073709551616"]);
     contract(&o, 2, &["18446744073709551616"], d.path(), &[]);
-    assert!(run(&["--help"]).status.success());
-    assert!(run(&["--version"]).status.success());
+    assert!(kestrel(&["--help"]).status.success());
+    assert!(kestrel(&["--version"]).status.success());
 }
 
 #[test]
@@ -274,7 +236,7 @@ fn the_device_line_comes_after_success_only() {
     let z = d.file("z.csv", GOOD_CSV.as_bytes());
     let m = example("cv2d.toml");
     let f = d.p("f.csv");
-    let o = run(&[
+    let o = kestrel(&[
         "filter",
         "--model",
         &m,
@@ -287,7 +249,7 @@ fn the_device_line_comes_after_success_only() {
     let err = stderr(&o);
     assert!(err.lines().any(|l| l.starts_with("device: ")), "{err}");
     let bad = d.file("bad.csv", b"track,t,z0,z1\n0,0,x,1\n");
-    let o = run(&[
+    let o = kestrel(&[
         "filter",
         "--model",
         &m,
@@ -303,7 +265,7 @@ fn the_device_line_comes_after_success_only() {
         d.path(),
         &["bad.csv", "f.csv", "z.csv"],
     );
-    let o = run(&[
+    let o = kestrel(&[
         "filter",
         "--model",
         &m,
@@ -329,7 +291,7 @@ fn quoted_text_is_cut_and_escaped() {
         cr.extend_from_slice(format!("\r0,{k},1.0,2.0").as_bytes());
     }
     let cr = d.file("cr.csv", &cr);
-    let o = run(&["filter", "--model", &m, "--input", &cr, "--output", out]);
+    let o = kestrel(&["filter", "--model", &m, "--input", &cr, "--output", out]);
     contract(
         &o,
         2,
@@ -342,7 +304,7 @@ fn quoted_text_is_cut_and_escaped() {
     big.extend(vec![b'7'; 1 << 20]);
     big.extend_from_slice(b"x\n");
     let big = d.file("big.csv", &big);
-    let o = run(&["filter", "--model", &m, "--input", &big, "--output", out]);
+    let o = kestrel(&["filter", "--model", &m, "--input", &big, "--output", out]);
     contract(
         &o,
         2,
@@ -351,7 +313,7 @@ fn quoted_text_is_cut_and_escaped() {
         &["big.csv", "cr.csv"],
     );
     let nul = d.file("nul.csv", b"track,t,z0,z1\n0,0,1.0,2\x003\n");
-    let o = run(&["filter", "--model", &m, "--input", &nul, "--output", out]);
+    let o = kestrel(&["filter", "--model", &m, "--input", &nul, "--output", out]);
     contract(
         &o,
         2,
@@ -361,7 +323,7 @@ fn quoted_text_is_cut_and_escaped() {
     );
     // A newline in a path.
     let nl = d.p("a\nb.csv");
-    let o = run(&[
+    let o = kestrel(&[
         "filter",
         "--model",
         &m,
@@ -384,7 +346,7 @@ fn an_output_name_of_255_bytes_works() {
     let d = Dir::new();
     let name = format!("{}.csv", "o".repeat(251));
     let z = d.p(&name);
-    ok(&run(&[
+    ok(&kestrel(&[
         "simulate",
         "--model",
         &example("cv2d.toml"),
@@ -480,7 +442,7 @@ fn sizes_from_input_are_checked_before_allocating() {
                 .as_bytes(),
         );
         left.push(Box::leak(name.into_boxed_str()));
-        let o = run(&[
+        let o = kestrel(&[
             "simulate", "--model", &m, "--tracks", "1", "--steps", "1", "--output", &out,
         ]);
         contract(&o, 2, &["dims", why], d.path(), &left);
@@ -491,12 +453,12 @@ fn sizes_from_input_are_checked_before_allocating() {
         ("18446744073709551615", "1"),
         ("4294967296", "4294967296"),
     ] {
-        let o = run(&[
+        let o = kestrel(&[
             "simulate", "--model", &m, "--tracks", tracks, "--steps", steps, "--output", &out,
         ]);
         contract(&o, 2, &[tracks, "would need", "GB"], d.path(), &left);
     }
-    let o = run(&[
+    let o = kestrel(&[
         "demo",
         "--tracks",
         "1000000000000",
@@ -532,7 +494,7 @@ fn model_keys_of_the_other_form_are_refused() {
     ];
     for (text, key) in cases {
         let m = d.file("m.toml", text.as_bytes());
-        let o = run(&[
+        let o = kestrel(&[
             "filter",
             "--model",
             &m,
@@ -558,7 +520,7 @@ fn values_too_large_for_f32_are_named_and_large_ones_warned() {
     let out = d.p("o.csv");
     let out = out.to_str().unwrap();
     let z = d.file("z.csv", b"track,t,z0,z1\n0,0,1e39,2\n");
-    let o = run(&[
+    let o = kestrel(&[
         "filter",
         "--model",
         &m,
@@ -588,7 +550,7 @@ fn values_too_large_for_f32_are_named_and_large_ones_warned() {
     npy.extend_from_slice(&1e39f64.to_le_bytes());
     npy.extend_from_slice(&2f64.to_le_bytes());
     let zn = d.file("z.npy", &npy);
-    let o = run(&[
+    let o = kestrel(&[
         "filter",
         "--model",
         &m,
@@ -606,7 +568,7 @@ fn values_too_large_for_f32_are_named_and_large_ones_warned() {
         d.path(),
         &["z.csv", "z.npy"],
     );
-    ok(&run(&[
+    ok(&kestrel(&[
         "filter",
         "--model",
         &m,
@@ -619,7 +581,7 @@ fn values_too_large_for_f32_are_named_and_large_ones_warned() {
     ]));
     // Large but representable: filtered, with a warning about f32 accuracy.
     let big = d.file("big.csv", b"track,t,z0,z1\n0,0,5e7,2\n0,1,5e7,3\n");
-    let o = run(&[
+    let o = kestrel(&[
         "filter",
         "--model",
         &m,
@@ -653,7 +615,7 @@ fn non_finite_results_are_never_written_silently() {
     let z = d.file("z.csv", csv.as_bytes());
     for out in ["s.npz", "s.csv"] {
         let o_path = d.sentinel(out);
-        let o = run(&["smooth", "--model", &m, "--input", &z, "--output", &o_path]);
+        let o = kestrel(&["smooth", "--model", &m, "--input", &z, "--output", &o_path]);
         contract(
             &o,
             1,
@@ -667,7 +629,7 @@ fn non_finite_results_are_never_written_silently() {
     // The filter's means are right and only the unobserved variance is infinite: the
     // output is written, with one warning line naming where.
     let f = d.p("f.npz");
-    let o = run(&[
+    let o = kestrel(&[
         "filter",
         "--model",
         &m,
@@ -689,7 +651,7 @@ fn non_finite_results_are_never_written_silently() {
     assert!(est.cov().iter().any(|v| v.is_infinite()));
     // Simulating the unstable model overflows the state: an error, not a NaN file.
     let x = d.p("x.csv");
-    let o = run(&[
+    let o = kestrel(&[
         "simulate",
         "--model",
         &m,
@@ -716,7 +678,7 @@ fn the_newer_commands_hold_the_contract() {
     let d = Dir::new();
     let f = d.p("f.npy");
     let f = f.to_str().unwrap();
-    ok(&run(&[
+    ok(&kestrel(&[
         "simulate-frames",
         "--output",
         f,
@@ -728,7 +690,7 @@ fn the_newer_commands_hold_the_contract() {
         "16",
     ]));
     d.sentinel("x.csv");
-    let o = run(&[
+    let o = kestrel(&[
         "simulate-frames",
         "--output",
         f,
@@ -745,7 +707,7 @@ fn the_newer_commands_hold_the_contract() {
         &["f.npy", "x.csv"],
     );
     d.intact("x.csv");
-    let o = run(&[
+    let o = kestrel(&[
         "simulate-frames",
         "--output",
         d.p("g.npy").to_str().unwrap(),
@@ -760,7 +722,7 @@ fn the_newer_commands_hold_the_contract() {
     assert_eq!(stderr(&o).lines().count(), 1, "{}", stderr(&o));
     assert_eq!(listing(d.path()), vec!["f.npy", "x.csv"]);
     // tbd: the state written over its own frames.
-    let o = run(&[
+    let o = kestrel(&[
         "tbd",
         "--input",
         f,
@@ -772,7 +734,7 @@ fn the_newer_commands_hold_the_contract() {
     contract(&o, 2, &["f.npy", "input"], d.path(), &["f.npy", "x.csv"]);
     // eval: the per-step output over the truth.
     let truth = d.file("truth.csv", b"t,id,x,y\n0,0,1.0,2.0\n");
-    let o = run(&[
+    let o = kestrel(&[
         "eval", "--truth", &truth, "--tracks", &truth, "--output", &truth, "--metric", "gospa",
     ]);
     contract(
@@ -784,7 +746,7 @@ fn the_newer_commands_hold_the_contract() {
     );
     // pf: output over the measurements.
     let z = d.file("z.csv", GOOD_CSV.as_bytes());
-    let o = run(&[
+    let o = kestrel(&[
         "pf",
         "--model",
         &example("cv2d.toml"),
@@ -803,4 +765,144 @@ fn the_newer_commands_hold_the_contract() {
         &["f.npy", "truth.csv", "x.csv", "z.csv"],
     );
     assert_eq!(std::fs::read_to_string(d.p("z.csv")).unwrap(), GOOD_CSV);
+}
+
+/// The log-likelihoods of `loglik` and the states of `track` are checked like the
+/// filter's estimates: a non-finite log-likelihood is an error naming track and step,
+/// with the old output kept; an infinite variance with finite means is a warning.
+#[test]
+fn loglik_and_track_outputs_are_checked_for_non_finite_values() {
+    let d = Dir::new();
+    let rw = "[model]\nF = [[1.0]]\nQ = [[1.0]]\nH = [[1.0]]\nR = [[1.0]]\n[prior]\nx0 = [0.0]\nP0 = [[1.0]]\n";
+    let m = d.file("rw.toml", rw.as_bytes());
+    // |z| = 1e300: the quadratic form overflows, the log-likelihood is -inf.
+    let z = d.file("z.csv", b"track,t,z0\n0,0,1.0\n0,1,1e300\n0,2,3.0\n");
+    for (out, method) in [("ll.csv", "exact"), ("ll.npy", "window:2")] {
+        let o_path = d.sentinel(out);
+        let o = kestrel(&[
+            "loglik", "--model", &m, "--input", &z, "--output", &o_path, "--method", method,
+            "--device", "cpu",
+        ]);
+        contract(
+            &o,
+            1,
+            &[out, "track 0, step 1", "loglik is -inf"],
+            d.path(),
+            &[out, "rw.toml", "z.csv"],
+        );
+        d.intact(out);
+        std::fs::remove_file(&o_path).unwrap();
+    }
+    // F = 1e200: a coasting track's variance overflows while its mean (0) stays finite.
+    let big = d.file(
+        "big.toml",
+        rw.replace("F = [[1.0]]", "F = [[1e200]]").as_bytes(),
+    );
+    let det = d.file("det.csv", b"t,z0\n0,0\n1,0\n2,0\n");
+    let t = d.p("t.csv");
+    let o = kestrel(&[
+        "track",
+        "--model",
+        &big,
+        "--detections",
+        &det,
+        "--output",
+        t.to_str().unwrap(),
+    ]);
+    ok(&o);
+    let err = stderr(&o);
+    let warnings: Vec<&str> = err.lines().filter(|l| l.starts_with("warning:")).collect();
+    assert_eq!(warnings.len(), 1, "{err}");
+    assert!(
+        warnings[0].contains("t.csv: track 0, step 1") && warnings[0].contains("infinite"),
+        "{err}"
+    );
+    let text = std::fs::read_to_string(&t).unwrap();
+    assert!(text.lines().any(|l| l.ends_with(",inf")), "{text}");
+}
+
+/// `pf` and `loglik` under `--precision f32`: a value beyond the f32 range is named
+/// ("does not fit in f32"), a large one gives the accuracy warning.
+#[test]
+fn pf_and_loglik_hold_the_f32_limits() {
+    let d = Dir::new();
+    let m = example("cv2d.toml");
+    let huge = d.file("huge.csv", b"track,t,z0,z1\n0,0,1e39,2\n");
+    let large = d.file("large.csv", b"track,t,z0,z1\n0,0,5e7,2\n0,1,5e7,3\n");
+    for (cmd, out, extra) in [
+        ("pf", "o.npz", ["--particles", "64"]),
+        ("loglik", "o.npy", ["--method", "parallel"]),
+    ] {
+        let o_path = d.p(out);
+        let base = [
+            cmd,
+            "--model",
+            &m,
+            "--input",
+            &huge,
+            "--output",
+            o_path.to_str().unwrap(),
+            "--precision",
+            "f32",
+            "--device",
+            "cpu",
+        ];
+        let base = with(&base, &extra);
+        let o = kestrel(&base);
+        contract(
+            &o,
+            2,
+            &["huge.csv:2", "z0", "does not fit in f32"],
+            d.path(),
+            &["huge.csv", "large.csv"],
+        );
+        let o = kestrel(&with(&base, &["--input", &large]));
+        ok(&o);
+        let err = stderr(&o);
+        assert!(
+            err.lines()
+                .any(|l| l.starts_with("warning: ") && l.contains("f32") && l.contains("5.000e7")),
+            "{cmd}: {err}"
+        );
+        std::fs::remove_file(&o_path).unwrap();
+    }
+}
+
+/// A window length from the command line costs nothing beyond the track: `window:N`
+/// with N far beyond the steps is the exact filter (it hung, computing N gains).
+#[test]
+fn a_window_longer_than_the_tracks_is_the_exact_filter() {
+    let d = Dir::new();
+    let m = example("cv2d.toml");
+    let z = d.file("z.csv", GOOD_CSV.as_bytes());
+    let read = |name: &str| -> Vec<f64> {
+        std::fs::read_to_string(d.p(name))
+            .unwrap()
+            .lines()
+            .skip(1)
+            .map(|l| l.rsplit(',').next().unwrap().parse().unwrap())
+            .collect()
+    };
+    for (method, out) in [("exact", "e.csv"), ("window:1000000000000000", "w.csv")] {
+        let o = d.p(out);
+        ok(&kestrel(&[
+            "loglik",
+            "--model",
+            &m,
+            "--input",
+            &z,
+            "--output",
+            o.to_str().unwrap(),
+            "--method",
+            method,
+            "--device",
+            "cpu",
+        ]));
+    }
+    close(
+        &read("w.csv"),
+        &read("e.csv"),
+        1e-9,
+        "window beyond the tracks",
+    );
 }

@@ -124,10 +124,7 @@ fn broken_inputs_of_tbd() {
     write_npy(&good, &[3, 16, 16], &vec![0.5f32; 3 * 256]).unwrap();
     let det = dir.join("det.csv");
     let run = |args: &[&str], needles: &[&str]| {
-        let before = count(dir);
-        let mut a = vec!["tbd", "--output", s(&det)];
-        a.extend_from_slice(args);
-        expect_bad(&kestrel(&a), needles, dir, before);
+        run_bad(dir, &with(&["tbd", "--output", s(&det)], args), needles);
     };
     // Frames of different sizes (a directory of files).
     let seq = dir.join("seq");

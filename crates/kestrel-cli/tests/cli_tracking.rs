@@ -97,9 +97,8 @@ fn eval_rejects_broken_input() {
     let tracks = d.path().join("tracks.csv");
     write(&truth, "t,id,x0,x1\n0,1,0,0\n");
     write(&tracks, "t,track,status,x0,x1\n0,5,confirmed,3,4\n");
-    let before = std::fs::read_dir(d.path()).unwrap().count();
-    let run = |t: &Path, k: &Path, extra: &[&str]| {
-        let mut args = vec![
+    let bad_eval = |t: &Path, k: &Path, extra: &[&str], needles: &[&str]| {
+        let base = [
             "eval",
             "--truth",
             s(t),
@@ -108,51 +107,20 @@ fn eval_rejects_broken_input() {
             "--metric",
             "gospa",
         ];
-        args.extend_from_slice(extra);
-        kestrel(&args)
+        run_bad(d.path(), &with(&base, extra), needles);
     };
-    expect_bad(
-        &run(&truth, &tracks, &["--c", "0"]),
-        &["--c"],
-        d.path(),
-        before,
-    );
-    expect_bad(
-        &run(&truth, &tracks, &["--p", "0.5"]),
-        &["--p"],
-        d.path(),
-        before,
-    );
+    bad_eval(&truth, &tracks, &["--c", "0"], &["--c"]);
+    bad_eval(&truth, &tracks, &["--p", "0.5"], &["--p"]);
     let bad_truth = d.path().join("bad.csv");
     write(&bad_truth, "t,id,x0,x1\n0,1,0\n");
-    expect_bad(
-        &run(&bad_truth, &tracks, &[]),
-        &["bad.csv:2", "fields"],
-        d.path(),
-        before + 1,
-    );
+    bad_eval(&bad_truth, &tracks, &[], &["bad.csv:2", "fields"]);
     write(&bad_truth, "t,id,x0\n0,1,0\n");
-    expect_bad(
-        &run(&bad_truth, &tracks, &[]),
-        &["state components"],
-        d.path(),
-        before + 1,
-    );
+    bad_eval(&bad_truth, &tracks, &[], &["state components"]);
     write(&bad_truth, "t,id,x0,x1\n0,1,0,abc\n");
-    expect_bad(
-        &run(&bad_truth, &tracks, &[]),
-        &["bad.csv:2", "x1"],
-        d.path(),
-        before + 1,
-    );
+    bad_eval(&bad_truth, &tracks, &[], &["bad.csv:2", "x1"]);
     let bad_tracks = d.path().join("badtracks.csv");
     write(&bad_tracks, "t,track,status,x0,x1\n0,5,lost,3,4\n");
-    expect_bad(
-        &run(&truth, &bad_tracks, &[]),
-        &["badtracks.csv:2", "status"],
-        d.path(),
-        before + 2,
-    );
+    bad_eval(&truth, &bad_tracks, &[], &["badtracks.csv:2", "status"]);
 }
 
 fn simulate_scenario(dir: &Path, extra: &[&str]) -> (std::path::PathBuf, std::path::PathBuf) {
@@ -311,10 +279,9 @@ fn track_and_scenario_reject_broken_input() {
     write(&ragged, "t,z0,z1\n0,1,2\n1,3\n");
     let frac = d.path().join("frac.csv");
     write(&frac, "t,z0,z1\n0.5,1,2\n");
-    let before = std::fs::read_dir(d.path()).unwrap().count();
     let out = d.path().join("tracks.csv");
-    let track = |input: &Path, extra: &[&str]| {
-        let mut args = vec![
+    let bad_track = |input: &Path, extra: &[&str], needles: &[&str]| {
+        let base = [
             "track",
             "--model",
             &model,
@@ -323,74 +290,23 @@ fn track_and_scenario_reject_broken_input() {
             "--output",
             s(&out),
         ];
-        args.extend_from_slice(extra);
-        kestrel(&args)
+        run_bad(d.path(), &with(&base, extra), needles);
     };
-    expect_bad(
-        &track(&wide, &[]),
-        &["wide.csv", "3 components", "measures 2"],
-        d.path(),
-        before,
-    );
-    expect_bad(
-        &track(&back, &[]),
-        &["back.csv:4", "backwards"],
-        d.path(),
-        before,
-    );
-    expect_bad(
-        &track(&ragged, &[]),
-        &["ragged.csv:3", "fields"],
-        d.path(),
-        before,
-    );
-    expect_bad(
-        &track(&frac, &[]),
-        &["frac.csv:2", "--dt"],
-        d.path(),
-        before,
-    );
-    expect_bad(
-        &track(&frac, &["--dt", "0.3"]),
-        &["frac.csv:2", "multiple"],
-        d.path(),
-        before,
-    );
-    expect_bad(&track(&det, &["--pd", "0"]), &["--pd"], d.path(), before);
-    expect_bad(&track(&det, &["--pd", "1.5"]), &["--pd"], d.path(), before);
-    expect_bad(
-        &track(&det, &["--clutter", "-1"]),
-        &["--clutter"],
-        d.path(),
-        before,
-    );
-    expect_bad(
-        &track(&det, &["--confirm", "4/3"]),
-        &["--confirm", "M <= N"],
-        d.path(),
-        before,
-    );
-    expect_bad(
-        &track(&det, &["--confirm", "three"]),
-        &["--confirm"],
-        d.path(),
-        before,
-    );
-    expect_bad(
-        &track(&det, &["--gate", "1"]),
-        &["--gate"],
-        d.path(),
-        before,
-    );
-    expect_bad(
-        &track(&det, &["--delete", "0"]),
-        &["--delete"],
-        d.path(),
-        before,
-    );
-    expect_bad(&track(&det, &["--dt", "-1"]), &["--dt"], d.path(), before);
-    let sim = |extra: &[&str]| {
-        let mut args = vec![
+    bad_track(&wide, &[], &["wide.csv", "3 components", "measures 2"]);
+    bad_track(&back, &[], &["back.csv:4", "backwards"]);
+    bad_track(&ragged, &[], &["ragged.csv:3", "fields"]);
+    bad_track(&frac, &[], &["frac.csv:2", "--dt"]);
+    bad_track(&frac, &["--dt", "0.3"], &["frac.csv:2", "multiple"]);
+    bad_track(&det, &["--pd", "0"], &["--pd"]);
+    bad_track(&det, &["--pd", "1.5"], &["--pd"]);
+    bad_track(&det, &["--clutter", "-1"], &["--clutter"]);
+    bad_track(&det, &["--confirm", "4/3"], &["--confirm", "M <= N"]);
+    bad_track(&det, &["--confirm", "three"], &["--confirm"]);
+    bad_track(&det, &["--gate", "1"], &["--gate"]);
+    bad_track(&det, &["--delete", "0"], &["--delete"]);
+    bad_track(&det, &["--dt", "-1"], &["--dt"]);
+    let bad_sim = |extra: &[&str], needles: &[&str]| {
+        let base = [
             "simulate",
             "--model",
             &model,
@@ -401,33 +317,12 @@ fn track_and_scenario_reject_broken_input() {
             "--output",
             s(&out),
         ];
-        args.extend_from_slice(extra);
-        kestrel(&args)
+        run_bad(d.path(), &with(&base, extra), needles);
     };
-    expect_bad(
-        &sim(&["--scenario", "random", "--pd", "0"]),
-        &["--pd"],
-        d.path(),
-        before,
-    );
-    expect_bad(
-        &sim(&["--scenario", "random", "--clutter", "-3"]),
-        &["--clutter"],
-        d.path(),
-        before,
-    );
-    expect_bad(
-        &sim(&["--scenario", "random", "--death", "2"]),
-        &["--death"],
-        d.path(),
-        before,
-    );
-    expect_bad(
-        &sim(&["--pd", "0.5"]),
-        &["--pd", "--scenario"],
-        d.path(),
-        before,
-    );
+    bad_sim(&["--scenario", "random", "--pd", "0"], &["--pd"]);
+    bad_sim(&["--scenario", "random", "--clutter", "-3"], &["--clutter"]);
+    bad_sim(&["--scenario", "random", "--death", "2"], &["--death"]);
+    bad_sim(&["--pd", "0.5"], &["--pd", "--scenario"]);
 }
 
 #[test]

@@ -67,7 +67,7 @@ impl Device {
             "cpu" => Ok(Device::Cpu),
             "cuda:all" => {
                 crate::cuda::available(0).map_err(|why| {
-                    Error::Unsupported(format!("--device {s}: no usable CUDA GPU: {why}"))
+                    Error::DeviceUnavailable(format!("{s}: no usable CUDA GPU: {why}"))
                 })?;
                 Ok(Device::AllCuda)
             }

@@ -11,28 +11,46 @@ pub enum Error {
     /// The model is malformed: wrong shapes, non-finite entries, a covariance that is
     /// not symmetric positive (semi-)definite. `field` names the matrix (`F`, `Q`, `R`, ...).
     #[error("model: {field}: {msg}")]
-    Model { field: String, msg: String },
+    Model {
+        /// The matrix or entry at fault (`F`, `Q`, `R`, `P0`, ...).
+        field: String,
+        /// What is wrong with it.
+        msg: String,
+    },
 
     /// The model file could not be parsed.
     #[error("{}: {msg}", path.display())]
-    ModelFile { path: PathBuf, msg: String },
+    ModelFile {
+        /// The model file.
+        path: PathBuf,
+        /// What is wrong (with the key or line where known).
+        msg: String,
+    },
 
     /// Measurements or other inputs do not fit the model or each other.
     #[error("{msg}")]
-    Input { msg: String },
+    Input {
+        /// What does not fit, naming the sizes or values involved.
+        msg: String,
+    },
 
     /// A data file is malformed. `line` is 1-based when known.
     #[error("{}{}: {msg}", path.display(), line.map(|l| format!(":{l}")).unwrap_or_default())]
     Parse {
+        /// The file.
         path: PathBuf,
+        /// The 1-based line, when known.
         line: Option<usize>,
+        /// What is malformed.
         msg: String,
     },
 
     /// A file could not be read or written.
     #[error("{}: {source}", path.display())]
     Io {
+        /// The file.
         path: PathBuf,
+        /// The operating system's error.
         #[source]
         source: std::io::Error,
     },
@@ -41,7 +59,9 @@ pub enum Error {
     /// fault, so the CLI exits 1.
     #[error("{}: cannot write: {source}", path.display())]
     Write {
+        /// The output file.
         path: PathBuf,
+        /// The operating system's error.
         #[source]
         source: std::io::Error,
     },
@@ -50,8 +70,11 @@ pub enum Error {
     /// beyond what this machine can hold, or overflows; found before allocating.
     #[error("{what} would need {} GB, {limit}", gb(*.bytes))]
     TooLarge {
+        /// What would be allocated.
         what: String,
+        /// The bytes it would need (saturated at `u128::MAX` on overflow).
         bytes: u128,
+        /// The limit it exceeds, in words (the machine's memory, an address space, ...).
         limit: String,
     },
 
@@ -59,17 +82,24 @@ pub enum Error {
     /// down numerically. Names the output, track and step.
     #[error("{what}: track {track}, step {step}: {msg}")]
     NonFinite {
+        /// The output (filtered mean, log-likelihood, ...).
         what: String,
+        /// The track (0-based).
         track: usize,
+        /// The step (0-based).
         step: usize,
+        /// What was found.
         msg: String,
     },
 
     /// A covariance lost positive definiteness during the recursion.
     #[error("track {track}, step {step}: {what} is not positive definite")]
     NotPositiveDefinite {
+        /// The track (0-based).
         track: usize,
+        /// The step (0-based).
         step: usize,
+        /// The matrix (the innovation covariance `S`, the predicted `P`, ...).
         what: &'static str,
     },
 
@@ -97,10 +127,9 @@ impl Error {
                 | Error::ModelFile { .. }
                 | Error::Input { .. }
                 | Error::Parse { .. }
-                | Error::Io { .. }
                 | Error::Unsupported(_)
                 | Error::TooLarge { .. }
-        )
+        ) || matches!(self, Error::Io { source, .. } if read_failure_is_bad_input(source))
     }
 
     pub(crate) fn model(field: impl Into<String>, msg: impl Into<String>) -> Self {
@@ -129,6 +158,20 @@ impl Error {
             source,
         }
     }
+}
+
+/// A failure to read an input is the input's fault (a file missing, unreadable to this
+/// user, a directory, malformed) unless the device or the machine failed: an I/O error
+/// of the device (EIO), no memory, an interrupted or timed-out read.
+fn read_failure_is_bad_input(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind;
+    let machine = matches!(
+        e.kind(),
+        ErrorKind::OutOfMemory | ErrorKind::Interrupted | ErrorKind::TimedOut
+    );
+    #[cfg(unix)]
+    let machine = machine || e.raw_os_error() == Some(libc::EIO);
+    !machine
 }
 
 /// Bytes in GB (10^9), with enough digits to tell sizes apart.
@@ -162,4 +205,36 @@ pub fn warn(msg: impl Into<String>) {
 /// The warnings recorded since the last call, oldest first.
 pub fn take_warnings() -> Vec<String> {
     std::mem::take(&mut *WARNINGS.lock().unwrap_or_else(|p| p.into_inner()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_read_failure_is_bad_input_unless_the_machine_failed() {
+        let io = |e: std::io::Error| Error::Io {
+            path: "z.csv".into(),
+            source: e,
+        };
+        use std::io::ErrorKind;
+        for kind in [
+            ErrorKind::NotFound,
+            ErrorKind::PermissionDenied,
+            ErrorKind::IsADirectory,
+            ErrorKind::InvalidData,
+            ErrorKind::UnexpectedEof,
+        ] {
+            assert!(io(kind.into()).is_bad_input(), "{kind:?}");
+        }
+        assert!(!io(ErrorKind::OutOfMemory.into()).is_bad_input());
+        #[cfg(unix)]
+        assert!(!io(std::io::Error::from_raw_os_error(libc::EIO)).is_bad_input());
+        // A failed write is never the input's fault.
+        assert!(!Error::Write {
+            path: "o.csv".into(),
+            source: ErrorKind::NotFound.into()
+        }
+        .is_bad_input());
+    }
 }

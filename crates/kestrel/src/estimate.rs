@@ -56,8 +56,8 @@ fn all_gpus() -> Result<Vec<usize>> {
 }
 
 /// Filters every track of `z` on `device` with `method`. `Device::AllCuda` splits the
-/// tracks over every GPU of the host (the sequential filter; the parallel-in-time
-/// methods run on the first GPU).
+/// tracks over every GPU of the host (the sequential filter) or the time steps of every
+/// track (the parallel-in-time filter, `parallel::cuda::filter_on_devices`).
 pub fn filter_on<T: Real, M: StateSpace + ?Sized>(
     device: Device,
     model: &M,
@@ -90,13 +90,75 @@ pub fn filter_on<T: Real, M: StateSpace + ?Sized>(
             "the parallel filter does not return predicted moments (FilterOptions::predicted)".into(),
         )),
         (FilterMethod::Parallel(scan), d) => {
-            let mut filtered = crate::parallel::filter(d.first(), model, z, scan)?;
+            let mut filtered = crate::parallel::filter(d, model, z, scan)?;
             opts.outputs.apply(&mut filtered);
             Ok(FilterOutput {
                 filtered,
                 predicted: None,
             })
         }
+    }
+}
+
+/// [`filter_on`] with per-track and per-step inputs beyond the model
+/// ([`kalman::TrackInputs`]: priors per track, `R` per track and step, sampling
+/// intervals per track): the sequential filter on the CPU
+/// ([`kalman::filter_with`]). The GPU and the parallel-in-time methods take the model
+/// alone: with inputs they return [`Error::Unsupported`] naming them.
+pub fn filter_on_with<T: Real, M: StateSpace + ?Sized>(
+    device: Device,
+    model: &M,
+    z: &Measurements<T>,
+    method: FilterMethod,
+    opts: &FilterOptions,
+    inputs: &kalman::TrackInputs<'_>,
+) -> Result<FilterOutput<T>> {
+    if inputs.is_empty() {
+        return filter_on(device, model, z, method, opts);
+    }
+    match (method, device) {
+        (FilterMethod::Sequential, Device::Cpu) => {
+            check_outputs("filter", model, z, 1)?;
+            kalman::filter_with(model, z, opts, inputs)
+        }
+        (FilterMethod::Sequential, d) => Err(Error::Unsupported(format!(
+            "{} on {d:?}: the GPU filter takes the model's prior, R and interval (use Device::Cpu)",
+            inputs.names()
+        ))),
+        (FilterMethod::Parallel(_), _) => Err(Error::Unsupported(format!(
+            "{} with FilterMethod::Parallel: the parallel-in-time filter takes the model alone (use FilterMethod::Sequential)",
+            inputs.names()
+        ))),
+    }
+}
+
+/// [`smooth_on`] with per-track and per-step inputs ([`kalman::TrackInputs`]): the RTS
+/// smoother on the CPU ([`kalman::smooth_with`]); other devices and methods return
+/// [`Error::Unsupported`] naming the inputs.
+pub fn smooth_on_with<T: Real, M: StateSpace + ?Sized>(
+    device: Device,
+    model: &M,
+    z: &Measurements<T>,
+    method: SmoothMethod,
+    inputs: &kalman::TrackInputs<'_>,
+) -> Result<Smoothed<T>> {
+    if inputs.is_empty() {
+        return smooth_on(device, model, z, method);
+    }
+    match (method, device) {
+        (SmoothMethod::Rts, Device::Cpu) => {
+            check_outputs("smoother", model, z, 2)?;
+            kalman::smooth_with(model, z, inputs)
+                .map(|(filtered, smoothed)| Smoothed { filtered, smoothed })
+        }
+        (SmoothMethod::Rts, d) => Err(Error::Unsupported(format!(
+            "{} on {d:?}: the GPU smoother takes the model's prior, R and interval (use Device::Cpu)",
+            inputs.names()
+        ))),
+        (m, _) => Err(Error::Unsupported(format!(
+            "{} with {m:?}: the parallel-in-time smoothers take the model alone (use SmoothMethod::Rts)",
+            inputs.names()
+        ))),
     }
 }
 
@@ -161,9 +223,7 @@ fn smooth_pair<T: Real, M: StateSpace + ?Sized>(
         (SmoothMethod::ParallelRts(scan), d) => {
             crate::parallel::smooth_rts(d.first(), model, z, scan)
         }
-        (SmoothMethod::TwoFilter(scan), d) => {
-            crate::parallel::smooth_two_filter(d.first(), model, z, scan)
-        }
+        (SmoothMethod::TwoFilter(scan), d) => crate::parallel::smooth_two_filter(d, model, z, scan),
     }
 }
 
@@ -212,7 +272,7 @@ pub fn warn_if_large_for_f32<T: Real>(z: &Measurements<T>) {
         .fold(0.0f64, f64::max);
     if big >= F32_LARGE_MEASUREMENT {
         crate::error::warn(format!(
-            "measurements reach |z| = {big:.3e}: in f32 the log-likelihoods lose accuracy beyond |z| ~ {F32_LARGE_MEASUREMENT:.0e} (centre the data or use --precision f64)"
+            "measurements reach |z| = {big:.3e}: in f32 the log-likelihoods lose accuracy beyond |z| ~ {F32_LARGE_MEASUREMENT:.0e} (centre the data, or compute in f64)"
         ));
     }
 }

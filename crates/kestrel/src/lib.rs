@@ -32,7 +32,32 @@
 //! # }
 //! ```
 //!
+//! Features (both default): `cuda`, the GPU backends (the driver and NVRTC are loaded at
+//! run time, so a build with it runs anywhere; without it a CUDA [`Device`] is refused
+//! with [`Error::Unsupported`]); `io`, files (CSV, NumPy, TOML models), the multi-target
+//! tracker and, with `cuda`, track-before-detect. Threads sharing a GPU: see [`cuda`]
+//! (`cuda::set_memory_budget`, `cuda::set_cache_dir`).
+//!
 //! The repository's `ARCHITECTURE.md` maps the modules; `README.md` has the command line.
+
+#![warn(missing_docs)]
+
+/// Builder-style setters of an options struct (`#[non_exhaustive]`, so users build it
+/// from `Default` or a constructor and these): `name(field: Type, "doc")`.
+macro_rules! setters {
+    ($ty:ty { $($name:ident($field:ident: $t:ty, $doc:literal)),* $(,)? }) => {
+        impl $ty {
+            $(
+                #[doc = $doc]
+                #[must_use]
+                pub fn $name(mut self, v: $t) -> Self {
+                    self.$field = v;
+                    self
+                }
+            )*
+        }
+    };
+}
 
 /// The README's Rust examples, compiled and run as doc tests.
 #[cfg(doctest)]
@@ -73,10 +98,12 @@ pub use ndarray;
 pub use data::{Estimates, Measurements};
 pub use device::{AutoDevice, Device};
 pub use error::{Error, Result};
-pub use estimate::{filter_on, smooth_on, FilterMethod, SmoothMethod, Smoothed};
+pub use estimate::{
+    filter_on, filter_on_with, smooth_on, smooth_on_with, FilterMethod, SmoothMethod, Smoothed,
+};
 pub use kalman::{
-    filter, filter_into, smooth, smooth_filtered, smooth_in_place, FilterOptions, FilterOutput,
-    Keep,
+    filter, filter_into, filter_with, smooth, smooth_filtered, smooth_in_place, smooth_with,
+    FilterOptions, FilterOutput, Keep, TrackInputs,
 };
 pub use linalg::Real;
 pub use model::{Model, StateSpace, TimeVaryingModel};

@@ -88,6 +88,13 @@ pub fn available_memory() -> Option<u128> {
 /// Checks that `bytes` (everything a job is about to allocate) fits in the memory
 /// available; `what` names the job and its sizes in the message.
 pub fn check_bytes(what: &str, bytes: u128) -> Result<()> {
+    if bytes > isize::MAX as u128 {
+        return Err(Error::TooLarge {
+            what: what.to_string(),
+            bytes,
+            limit: "more than any machine can address".into(),
+        });
+    }
     if let Some(avail) = available_memory() {
         if bytes > avail {
             return Err(Error::TooLarge {
@@ -96,6 +103,50 @@ pub fn check_bytes(what: &str, bytes: u128) -> Result<()> {
                 limit: format!(
                     "more than the {:.1} GB of memory available",
                     avail as f64 / 1e9
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Space free for this process on the file system that holds `dir` (`statvfs`), if
+/// known.
+pub fn free_disk(dir: &std::path::Path) -> Option<u128> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+        // SAFETY: `c` is a NUL-terminated path and `st` a zeroed statvfs that the call
+        // fills.
+        let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+        if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+            return None;
+        }
+        Some(st.f_bavail as u128 * st.f_frsize as u128)
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = dir;
+        None
+    }
+}
+
+/// Checks, before writing, that an output of `bytes` fits in the free space of the file
+/// system it goes to (a streamed output whose size comes from input).
+pub fn check_disk(output: &std::path::Path, bytes: u128) -> Result<()> {
+    let dir = output
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    if let Some(free) = free_disk(dir) {
+        if bytes > free {
+            return Err(Error::TooLarge {
+                what: output.display().to_string(),
+                bytes,
+                limit: format!(
+                    "more than the {:.1} GB free on its file system",
+                    free as f64 / 1e9
                 ),
             });
         }
@@ -157,6 +208,17 @@ mod tests {
         let msg = e.to_string();
         assert!(msg.contains("would need 80000 GB"), "{msg}");
         assert!(check("small", &[Size("tracks", 10)], 8).is_ok());
+    }
+
+    #[test]
+    fn an_output_beyond_the_free_disk_is_refused() {
+        let dir = std::env::temp_dir();
+        let free = free_disk(&dir).expect("statvfs of the temporary directory");
+        let out = dir.join("o.npy");
+        assert!(check_disk(&out, free / 2).is_ok());
+        let e = check_disk(&out, free + (1 << 40)).unwrap_err();
+        assert!(e.is_bad_input());
+        assert!(e.to_string().contains("free on its file system"), "{e}");
     }
 
     #[test]

@@ -23,19 +23,14 @@ const SIZES: [(usize, usize); 10] = [
 ];
 
 fn reference() -> FilterOptions {
-    FilterOptions {
-        force_general: true,
-        ..Default::default()
-    }
+    FilterOptions::default().with_force_general(true)
 }
 
 fn options(bake: bool, layout: OutputLayout) -> CudaOptions {
-    CudaOptions {
-        bake_model: bake,
-        layout,
-        poison: true,
-        ..Default::default()
-    }
+    CudaOptions::default()
+        .with_bake_model(bake)
+        .with_layout(layout)
+        .with_poison(true)
 }
 
 fn filter_case<T: Real>(
@@ -150,38 +145,17 @@ fn keep_last_and_predicted_match_the_cpu_reference() {
         let m = random_model(nx, ny, 3000 + i as u64);
         let z = random_measurements::<f64>(&m, 300, 50, 3100 + i as u64, 0.2);
         for layout in [OutputLayout::Host, OutputLayout::Soa] {
-            let last = FilterOptions {
-                keep: Keep::Last,
-                ..Default::default()
-            };
-            let want = kalman::filter(
-                &m,
-                &z,
-                &FilterOptions {
-                    force_general: true,
-                    ..last
-                },
-            )
-            .expect("CPU")
-            .filtered;
+            let last = FilterOptions::default().with_keep(Keep::Last);
+            let want = kalman::filter(&m, &z, &last.with_force_general(true))
+                .expect("CPU")
+                .filtered;
             let got = cuda::filter_with(0, &m, &z, &last, &options(i % 2 == 0, layout))
                 .expect("GPU")
                 .filtered;
             assert_close(&format!("keep last nx={nx} {layout:?}"), &got, &want, 1e-10);
         }
-        let pred = FilterOptions {
-            predicted: true,
-            ..Default::default()
-        };
-        let want = kalman::filter(
-            &m,
-            &z,
-            &FilterOptions {
-                force_general: true,
-                ..pred
-            },
-        )
-        .expect("CPU");
+        let pred = FilterOptions::default().with_predicted(true);
+        let want = kalman::filter(&m, &z, &pred.with_force_general(true)).expect("CPU");
         let got =
             cuda::filter_with(0, &m, &z, &pred, &options(true, OutputLayout::Host)).expect("GPU");
         assert_close("predicted: filtered", &got.filtered, &want.filtered, 1e-10);
@@ -245,10 +219,7 @@ fn chunked_equals_unchunked_under_a_small_memory_budget() {
     // Per track: z 128 + mean 256 + cov 1024 + loglik 64 values of 4 bytes = 5.9 KB; a
     // 600 KB budget holds about 50 tracks per slot: 21 chunks, two slots.
     for layout in [OutputLayout::Host, OutputLayout::Soa] {
-        let small = CudaOptions {
-            memory_budget: Some(600_000),
-            ..options(true, layout)
-        };
+        let small = options(true, layout).with_memory_budget(Some(600_000));
         let chunked = cuda::filter_with(0, &m, &z, &FilterOptions::default(), &small)
             .expect("GPU chunked")
             .filtered;
@@ -258,10 +229,7 @@ fn chunked_equals_unchunked_under_a_small_memory_budget() {
         );
     }
     for layout in [OutputLayout::Host, OutputLayout::Soa] {
-        let small = CudaOptions {
-            memory_budget: Some(600_000),
-            ..options(true, layout)
-        };
+        let small = options(true, layout).with_memory_budget(Some(600_000));
         let (f1, s1) = cuda::smooth(0, &m, &z, &options(true, layout)).expect("GPU");
         let (f2, s2) = cuda::smooth(0, &m, &z, &small).expect("GPU chunked");
         assert_eq!(f1, f2, "chunked fused filter differs ({layout:?})");

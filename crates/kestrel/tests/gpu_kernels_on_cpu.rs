@@ -6,58 +6,19 @@
 //! C++ compiler. The device's own compiler and hardware are checked by the other gpu_*
 //! tests on the GPU.
 
+mod emulation;
 mod gpu_common;
 
+use emulation::*;
 use gpu_common::*;
 use kestrel::kalman::cuda::source::{model_params, source, Part};
 use kestrel::{kalman, Estimates, FilterOptions, Keep, Real};
-use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
 
 const SHIM: &str = include_str!("kernel_emulation/shim.h");
 const HARNESS: &str = include_str!("kernel_emulation/harness.inc");
 const SMOOTH: &str = include_str!("../src/kalman/kernels/smooth.cu");
 const TRACKER: &str = include_str!("../src/kalman/kernels/tracker.cu");
-
-fn compiler() -> Option<String> {
-    let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
-    let ok = Command::new(&cxx)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false);
-    ok.then_some(cxx)
-}
-
-fn to_bytes<T: Real>(v: &[T]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(std::mem::size_of_val(v));
-    for x in v {
-        if std::mem::size_of::<T>() == 8 {
-            out.extend(x.to_f64().to_le_bytes());
-        } else {
-            out.extend((x.to_f64() as f32).to_le_bytes());
-        }
-    }
-    out
-}
-
-fn from_bytes<T: Real>(b: &[u8]) -> Vec<T> {
-    let w = std::mem::size_of::<T>();
-    b.chunks_exact(w)
-        .map(|c| {
-            if w == 8 {
-                T::of(f64::from_le_bytes(c.try_into().expect("8 bytes")))
-            } else {
-                T::of(f64::from(f32::from_le_bytes(
-                    c.try_into().expect("4 bytes"),
-                )))
-            }
-        })
-        .collect()
-}
 
 fn run<T: Real>(cxx: &str, dir: &Path, nx: usize, ny: usize, bake: bool, seed: u64, tol: f64) {
     let m = random_model(nx, ny, seed);
@@ -72,38 +33,13 @@ fn run<T: Real>(cxx: &str, dir: &Path, nx: usize, ny: usize, bake: bool, seed: u
         "{SHIM}\n{}\n{SMOOTH}\n{TRACKER}\n{HARNESS}",
         source(nx, ny, T::NAME, bake.then_some(&m), Part::Filter)
     );
-    let cpp = dir.join(format!("{tag}.cpp"));
-    let exe = dir.join(&tag);
-    std::fs::write(&cpp, src).expect("write the translation unit");
-    let out = Command::new(cxx)
-        .args(["-std=c++17", "-O1", "-w", "-o"])
-        .arg(&exe)
-        .arg(&cpp)
-        .output()
-        .expect("run the C++ compiler");
-    assert!(
-        out.status.success(),
-        "{tag}: C++ compile failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let exe = compile(cxx, dir, &tag, &src, &["-std=c++17", "-O1", "-w"]);
     let mut input = Vec::new();
     input.extend((b as i32).to_le_bytes());
     input.extend((t as i32).to_le_bytes());
-    input.extend(to_bytes(&model_params::<T>(&m)));
-    input.extend(to_bytes(z.data()));
-    let mut child = Command::new(&exe)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start the harness");
-    child
-        .stdin
-        .take()
-        .expect("piped stdin")
-        .write_all(&input)
-        .expect("feed the harness");
-    let out = child.wait_with_output().expect("harness output");
-    assert!(out.status.success(), "{tag}: harness failed");
+    input.extend(bytes(&model_params::<T>(&m)));
+    input.extend(bytes(z.data()));
+    let stdout = run_piped(&exe, input, &tag);
     let np = nx * (nx + 1) / 2;
     let (bt, n2) = (b * t, nx * nx);
     let sizes = [
@@ -128,15 +64,15 @@ fn run<T: Real>(cxx: &str, dir: &Path, nx: usize, ny: usize, bake: bool, seed: u
     ];
     let w = std::mem::size_of::<T>();
     let total: usize = sizes.iter().sum();
-    assert_eq!(out.stdout.len(), total * w + 5 * 8, "{tag}: output size");
-    let vals: Vec<T> = from_bytes(&out.stdout[..total * w]);
+    assert_eq!(stdout.len(), total * w + 5 * 8, "{tag}: output size");
+    let vals: Vec<T> = reals(&stdout[..total * w]);
     let mut parts = vec![];
     let mut off = 0;
     for s in sizes {
         parts.push(vals[off..off + s].to_vec());
         off += s;
     }
-    let errs: Vec<u64> = out.stdout[total * w..]
+    let errs: Vec<u64> = stdout[total * w..]
         .chunks_exact(8)
         .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
         .collect();
@@ -155,11 +91,9 @@ fn run<T: Real>(cxx: &str, dir: &Path, nx: usize, ny: usize, bake: bool, seed: u
         )
         .expect("consistent buffers")
     };
-    let reference = FilterOptions {
-        force_general: true,
-        predicted: true,
-        ..Default::default()
-    };
+    let reference = FilterOptions::default()
+        .with_force_general(true)
+        .with_predicted(true);
     let r = kalman::filter(&m, &z, &reference).expect("CPU reference");
     assert_close(
         &format!("{tag} filter"),
@@ -169,11 +103,9 @@ fn run<T: Real>(cxx: &str, dir: &Path, nx: usize, ny: usize, bake: bool, seed: u
     );
     let pred = r.predicted.as_ref().expect("asked for");
     assert_close(&format!("{tag} predicted"), &est(3, t, None), pred, tol);
-    let last_opts = FilterOptions {
-        force_general: true,
-        keep: Keep::Last,
-        ..Default::default()
-    };
+    let last_opts = FilterOptions::default()
+        .with_force_general(true)
+        .with_keep(Keep::Last);
     let last = kalman::filter(&m, &z, &last_opts)
         .expect("CPU reference")
         .filtered;
@@ -206,10 +138,7 @@ fn run<T: Real>(cxx: &str, dir: &Path, nx: usize, ny: usize, bake: bool, seed: u
 
 #[test]
 fn kernels_match_the_cpu_reference_when_run_on_the_cpu() {
-    let Some(cxx) = compiler() else {
-        eprintln!("skipped kernels_match_the_cpu_reference_when_run_on_the_cpu: no C++ compiler ($CXX or c++)");
-        return;
-    };
+    let Some(cxx) = compiler() else { return };
     let dir = tempfile::tempdir().expect("a temporary directory");
     for (i, &(nx, ny)) in [(1, 1), (2, 1), (4, 2), (6, 2), (5, 3), (9, 4)]
         .iter()

@@ -26,10 +26,7 @@ fn two_gpus_or_skip(test: &str) -> bool {
 }
 
 fn poisoned() -> CudaOptions {
-    CudaOptions {
-        poison: true,
-        ..CudaOptions::default()
-    }
+    CudaOptions::default().with_poison(true)
 }
 
 #[test]
@@ -49,10 +46,7 @@ fn tracks_split_over_two_gpus_equal_one_gpu_bit_for_bit() {
     assert_eq!(one.filtered.cov(), split.filtered.cov());
     assert_eq!(one.filtered.loglik(), split.filtered.loglik());
     // Chunked on each device as well (a budget of a few tracks' worth).
-    let small = CudaOptions {
-        memory_budget: Some(64 * 37 * 40 * 4),
-        ..poisoned()
-    };
+    let small = poisoned().with_memory_budget(Some(64 * 37 * 40 * 4));
     let chunked = cuda::filter_on_devices(&all, &m, &z, &opts, &small).expect("chunked");
     assert_eq!(one.filtered.mean(), chunked.filtered.mean());
     assert_eq!(one.filtered.cov(), chunked.filtered.cov());
@@ -80,10 +74,7 @@ fn gpu_output_selection_keeps_what_was_asked() {
         .filtered;
     for list in ["mean,loglik", "diag", "mean,cov", "loglik"] {
         let o = Outputs::parse(list).expect("a valid list");
-        let opts = FilterOptions {
-            outputs: o,
-            ..FilterOptions::default()
-        };
+        let opts = FilterOptions::default().with_outputs(o);
         let got = cuda::filter_with(0, &m, &z, &opts, &poisoned())
             .expect("GPU")
             .filtered;

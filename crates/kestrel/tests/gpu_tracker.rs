@@ -15,11 +15,9 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 fn last_of<T: Real>(m: &kestrel::Model, z: &Measurements<T>) -> kestrel::Estimates<T> {
-    let o = FilterOptions {
-        keep: Keep::Last,
-        force_general: true,
-        ..Default::default()
-    };
+    let o = FilterOptions::default()
+        .with_keep(Keep::Last)
+        .with_force_general(true);
     kalman::filter(m, z, &o).expect("CPU reference").filtered
 }
 
@@ -84,17 +82,9 @@ fn per_step_on_the_gpu_equals_the_batch_filter() {
         let e = got.clone().without_loglik();
         let w = want.without_loglik();
         assert_close(&format!("tracker nx={nx} vs CPU"), &e, &w, 1e-10);
-        let batch = cuda::filter(
-            0,
-            &m,
-            &z,
-            &FilterOptions {
-                keep: Keep::Last,
-                ..Default::default()
-            },
-        )
-        .expect("GPU batch")
-        .filtered;
+        let batch = cuda::filter(0, &m, &z, &FilterOptions::default().with_keep(Keep::Last))
+            .expect("GPU batch")
+            .filtered;
         let batch = batch.without_loglik();
         assert_close(&format!("tracker nx={nx} vs GPU batch"), &e, &batch, 1e-12);
     }

@@ -50,11 +50,9 @@ fn nees_nis_and_smoother_gain_on_simulated_data() {
     let out = filter(
         &m,
         z,
-        &FilterOptions {
-            predicted: true,
-            force_general: true,
-            ..Default::default()
-        },
+        &FilterOptions::default()
+            .with_predicted(true)
+            .with_force_general(true),
     )
     .unwrap();
     let f = out.filtered;

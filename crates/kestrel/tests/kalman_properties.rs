@@ -28,7 +28,7 @@ proptest! {
     fn batch_equals_each_track_alone(seed in 0u64..1_000_000, (nx, ny) in sizes(), tracks in 1usize..20, steps in 1usize..30, general in any::<bool>()) {
         let m: Model = random_model(seed, nx, ny);
         let z = random_measurements(seed + 1, tracks, steps, ny, 0.2);
-        let opts = FilterOptions { force_general: general, ..Default::default() };
+        let opts = FilterOptions::default().with_force_general(general);
         let all = filter(&m, &z, &opts).unwrap().filtered;
         for b in 0..tracks {
             let one = Measurements::new(1, steps, ny, z.track(b).to_vec()).unwrap();
@@ -72,10 +72,7 @@ fn f32_covariances_stay_positive_definite_over_1e5_steps() {
         let f = filter(
             &m,
             &z32,
-            &FilterOptions {
-                force_general: general,
-                ..Default::default()
-            },
+            &FilterOptions::default().with_force_general(general),
         )
         .unwrap()
         .filtered;

@@ -9,10 +9,7 @@ use kestrel::model::random_walk;
 use kestrel::{Estimates, Measurements, Model, StateSpace};
 
 fn opts(general: bool) -> FilterOptions {
-    FilterOptions {
-        force_general: general,
-        ..Default::default()
-    }
+    FilterOptions::default().with_force_general(general)
 }
 
 /// Compares both CPU paths (fast where available, general) with the textbook filter and
@@ -177,11 +174,9 @@ fn missing_steps_are_predict_only() {
         let o = filter(
             &m,
             &z,
-            &FilterOptions {
-                force_general: true,
-                predicted: true,
-                ..Default::default()
-            },
+            &FilterOptions::default()
+                .with_force_general(true)
+                .with_predicted(true),
         )
         .unwrap();
         let f = if general {
@@ -216,11 +211,9 @@ fn keep_last_equals_the_last_step_and_the_total() {
         let last = filter(
             &m,
             &z,
-            &FilterOptions {
-                keep: Keep::Last,
-                force_general: general,
-                ..Default::default()
-            },
+            &FilterOptions::default()
+                .with_keep(Keep::Last)
+                .with_force_general(general),
         )
         .unwrap()
         .filtered;

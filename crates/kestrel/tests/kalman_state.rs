@@ -25,10 +25,7 @@ fn bits<T: Real>(v: &[T]) -> Vec<u64> {
 /// and checks every step against the batch filter, bit for bit.
 fn per_step_equals_batch<T: Real>(m: &Model, z: &Measurements<T>, general: bool) {
     let (nx, ny) = (m.nx(), m.ny());
-    let opts = FilterOptions {
-        force_general: general,
-        ..Default::default()
-    };
+    let opts = FilterOptions::default().with_force_general(general);
     let want = filter(m, z, &opts).unwrap().filtered;
     let mut st = BatchState::<T>::new(m, z.tracks()).unwrap();
     for b in 0..z.tracks() {

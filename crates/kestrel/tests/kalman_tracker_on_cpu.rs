@@ -5,7 +5,10 @@
 //! inputs, updates with missing rows, masks and per-target R, and measure-only calls.
 //! Skips with a printed reason when there is no C++ compiler.
 
+mod emulation;
 mod gpu_common;
+
+use emulation::*;
 
 use kestrel::kalman::cuda::source::{model_params, source, Part};
 use kestrel::kalman::{BatchState, Prediction};
@@ -13,55 +16,13 @@ use kestrel::model::{constant_velocity, Kinematics};
 use kestrel::{Model, Real};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
 
 const SHIM: &str = include_str!("kernel_emulation/shim.h");
 const HARNESS: &str = include_str!("kernel_emulation/tracker_harness.inc");
 
-fn compiler() -> Option<String> {
-    let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
-    let ok = Command::new(&cxx)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false);
-    ok.then_some(cxx)
-}
-
-fn put<T: Real>(out: &mut Vec<u8>, v: &[T]) {
-    for x in v {
-        if std::mem::size_of::<T>() == 8 {
-            out.extend(x.to_f64().to_le_bytes());
-        } else {
-            out.extend((x.to_f64() as f32).to_le_bytes());
-        }
-    }
-}
-
 fn put_i(out: &mut Vec<u8>, v: usize) {
     out.extend((v as i32).to_le_bytes());
-}
-
-fn get<T: Real>(b: &[u8], at: &mut usize, n: usize) -> Vec<T> {
-    let w = std::mem::size_of::<T>();
-    let v = b[*at..*at + n * w]
-        .chunks_exact(w)
-        .map(|c| {
-            if w == 8 {
-                T::of(f64::from_le_bytes(c.try_into().expect("8 bytes")))
-            } else {
-                T::of(f64::from(f32::from_le_bytes(
-                    c.try_into().expect("4 bytes"),
-                )))
-            }
-        })
-        .collect();
-    *at += n * w;
-    v
 }
 
 fn close(what: &str, got: f64, want: f64, tol: f64) {
@@ -107,20 +68,7 @@ fn scenario<T: Real>(
         "{SHIM}\n{}\n{HARNESS}",
         source(nx, ny, T::NAME, bake.then_some(m), Part::Tracker)
     );
-    let cpp = dir.join(format!("{tag}.cpp"));
-    let exe = dir.join(&tag);
-    std::fs::write(&cpp, src).expect("write the translation unit");
-    let out = Command::new(cxx)
-        .args(["-std=c++17", "-O1", "-w", "-o"])
-        .arg(&exe)
-        .arg(&cpp)
-        .output()
-        .expect("run the C++ compiler");
-    assert!(
-        out.status.success(),
-        "{tag}: C++ compile failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let exe = compile(cxx, dir, &tag, &src, &["-std=c++17", "-O1", "-w"]);
 
     let mut rng = StdRng::seed_from_u64(seed);
     let mut st = BatchState::<T>::new(m, b).expect("state");
@@ -245,19 +193,7 @@ fn scenario<T: Real>(
             apply,
         ));
     }
-    let mut child = Command::new(&exe)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start the harness");
-    child
-        .stdin
-        .take()
-        .expect("piped stdin")
-        .write_all(&input)
-        .expect("feed the harness");
-    let out = child.wait_with_output().expect("harness output");
-    assert!(out.status.success(), "{tag}: harness failed");
+    let stdout = run_piped(&exe, input, &tag);
     let (np, nyp) = (nx * (nx + 1) / 2, ny * (ny + 1) / 2);
     let pk = |i: usize, j: usize| {
         if i >= j {
@@ -268,9 +204,9 @@ fn scenario<T: Real>(
     };
     let mut at = 0;
     for (t, (live, ll, zhat, s, apply)) in seen.iter().enumerate() {
-        let kll: Vec<T> = get(&out.stdout, &mut at, b);
-        let kz: Vec<T> = get(&out.stdout, &mut at, b * ny);
-        let ks: Vec<T> = get(&out.stdout, &mut at, b * nyp);
+        let kll: Vec<T> = take(&stdout, &mut at, b);
+        let kz: Vec<T> = take(&stdout, &mut at, b * ny);
+        let ks: Vec<T> = take(&stdout, &mut at, b * nyp);
         for &sl in live {
             if *apply {
                 close(
@@ -298,9 +234,9 @@ fn scenario<T: Real>(
             }
         }
     }
-    let kx: Vec<T> = get(&out.stdout, &mut at, b * nx);
-    let kp: Vec<T> = get(&out.stdout, &mut at, b * np);
-    let err = u64::from_le_bytes(out.stdout[at..at + 8].try_into().expect("8 bytes"));
+    let kx: Vec<T> = take(&stdout, &mut at, b * nx);
+    let kp: Vec<T> = take(&stdout, &mut at, b * np);
+    let err = u64::from_le_bytes(stdout[at..at + 8].try_into().expect("8 bytes"));
     assert_eq!(err, u64::MAX, "{tag}: error flag");
     for sl in st.live_slots() {
         let (x, p) = (st.mean(sl).expect("live"), st.cov(sl).expect("live"));
@@ -326,12 +262,7 @@ fn scenario<T: Real>(
 
 #[test]
 fn tracker_kernels_match_the_cpu_per_step_api() {
-    let Some(cxx) = compiler() else {
-        eprintln!(
-            "skipped tracker_kernels_match_the_cpu_per_step_api: no C++ compiler ($CXX or c++)"
-        );
-        return;
-    };
+    let Some(cxx) = compiler() else { return };
     let dir = tempfile::tempdir().expect("a temporary directory");
     let cv = constant_velocity(2, 1.0, 0.4, 1.5, 20.0).expect("cv model");
     let kin = Kinematics::constant_velocity(2, 0.4).expect("kinematics");

@@ -106,18 +106,12 @@ fn options_are_honoured_or_refused_by_name() {
     let m = constant_velocity(1, 1.0, 0.5, 2.0, 10.0).unwrap();
     let z = Measurements::new(2, 5, 1, vec![1.0; 10]).unwrap();
     let par = FilterMethod::Parallel(ScanAlgorithm::default());
-    let last = FilterOptions {
-        keep: Keep::Last,
-        ..Default::default()
-    };
+    let last = FilterOptions::default().with_keep(Keep::Last);
     match filter_on(Device::Cpu, &m, &z, par, &last) {
         Err(Error::Unsupported(msg)) => assert!(msg.contains("Keep::Last"), "{msg}"),
         other => panic!("Keep::Last with the parallel filter: {other:?}"),
     }
-    let pred = FilterOptions {
-        predicted: true,
-        ..Default::default()
-    };
+    let pred = FilterOptions::default().with_predicted(true);
     match filter_on(Device::Cpu, &m, &z, par, &pred) {
         Err(Error::Unsupported(msg)) => assert!(msg.contains("predicted"), "{msg}"),
         other => panic!("predicted with the parallel filter: {other:?}"),

@@ -63,3 +63,78 @@ fn gpu_equals_cpu() {
         compare::<f32>(&model, &z.cast(), Method::Parallel, 1e-3);
     }
 }
+
+/// The seed's AR(10) noise model (`examples/ar10-seismic-noise.toml`) with its
+/// stationary prior.
+fn ar10() -> Model {
+    ar(
+        &[
+            1.1683226661470807,
+            -0.40439109024056763,
+            -0.1642299430945436,
+            0.15430734274102076,
+            -0.09800919416735972,
+            0.010112486360333255,
+            0.053815886330902236,
+            -0.09082105724783522,
+            0.2583831545999658,
+            -0.0047046539830140925,
+        ],
+        218.29396537601593,
+        0.9456985302989142,
+        1.0,
+    )
+    .unwrap()
+    .with_stationary_prior()
+    .unwrap()
+}
+
+fn worst_rel(a: &[f64], b: &[f64]) -> f64 {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs() / x.abs().max(1.0))
+        .fold(0.0, f64::max)
+}
+
+/// Long series (thousands of chunks per track, so the carry between chunks matters) and
+/// many tracks: the GPU's exact method against the CPU's exact filter, and
+/// `window:auto` (f64) within its tolerance of exact.
+#[test]
+fn ar10_long_and_batched() {
+    if !gpu_or_skip("likelihood ar10_long_and_batched") {
+        return;
+    }
+    let model = ar10();
+    for (tracks, steps, seed) in [(1usize, 400_000usize, 11u64), (200, 3000, 12)] {
+        let mut z = simulate(&model, tracks, steps, seed, 0.0)
+            .unwrap()
+            .measurements;
+        // A measurement missing every 20 steps in the last track.
+        let last = tracks - 1;
+        for k in (19..steps).step_by(20) {
+            z.data_mut()[last * steps + k] = f64::NAN;
+        }
+        let o = Options::default();
+        let exact = loglik(Device::Cpu, &model, &z, Method::Exact, &o).unwrap();
+        let ex: Vec<f64> = exact.values.clone();
+        let g64 = loglik(Device::Cuda(0), &model, &z, Method::Parallel, &o).unwrap();
+        let e64 = worst_rel(&ex, &g64.values);
+        let z32: Measurements<f32> = z.cast();
+        let g32 = loglik(Device::Cuda(0), &model, &z32, Method::Parallel, &o).unwrap();
+        let v32: Vec<f64> = g32.values.iter().map(|v| v.to_f64()).collect();
+        let e32 = worst_rel(&ex, &v32);
+        let w = loglik(Device::Cuda(0), &model, &z, Method::WindowAuto(1e-6), &o).unwrap();
+        let ew = ex
+            .iter()
+            .zip(&w.values)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0, f64::max);
+        eprintln!(
+            "B = {tracks}, T = {steps}: parallel f64 {e64:.2e}, f32 {e32:.2e}; window:auto N = {:?} error {ew:.2e}",
+            w.window
+        );
+        assert!(e64 <= 1e-9, "parallel f64: {e64:e}");
+        assert!(e32 <= 1e-3, "parallel f32: {e32:e}");
+        assert!(ew <= 1e-6, "window:auto: {ew:e}");
+    }
+}

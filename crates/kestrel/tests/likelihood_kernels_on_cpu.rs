@@ -3,8 +3,10 @@
 //! with the kernel's shared-memory staging; pattern windows one by one), against the CPU
 //! path. Skips with a printed reason when there is no C++ compiler.
 
+mod emulation;
 mod gpu_common;
 
+use emulation::{bytes, compile, compiler, reals};
 use gpu_common::random_model;
 use kestrel::likelihood::cuda::{prepare, source, Plan, BLOCK};
 use kestrel::likelihood::{loglik, Method, Options};
@@ -12,7 +14,7 @@ use kestrel::model::ar;
 use kestrel::sim::simulate;
 use kestrel::{Device, Measurements, Model, Real};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 const HARNESS: &str = r#"
 #include <cstdio>
@@ -64,46 +66,15 @@ int main(int argc, char** argv) {
 }
 "#;
 
-fn compiler() -> Option<String> {
-    let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
-    let ok = Command::new(&cxx)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false);
-    ok.then_some(cxx)
-}
-
-fn bytes<T: Real>(v: &[T]) -> Vec<u8> {
-    let mut out = Vec::new();
-    for x in v {
-        if T::NAME == "f64" {
-            out.extend(x.to_f64().to_le_bytes());
-        } else {
-            out.extend((x.to_f64() as f32).to_le_bytes());
-        }
-    }
-    out
-}
-
 fn emulate<T: Real>(cxx: &str, dir: &Path, plan: &Plan<T>, z: &Measurements<T>) -> Vec<T> {
-    let exe = dir.join(format!("window_{}_ny{}", T::NAME, plan.ny));
+    let tag = format!("window_{}_ny{}", T::NAME, plan.ny);
+    let exe = dir.join(&tag);
     if !exe.exists() {
         let src = format!(
             "#define KESTREL_HOST\n#include <string>\n#include <cmath>\n{}\n{HARNESS}",
             source(plan.ny, T::NAME)
         );
-        let cpp = exe.with_extension("cpp");
-        std::fs::write(&cpp, src).unwrap();
-        let o = Command::new(cxx)
-            .args(["-std=c++17", "-O1", "-w", "-o"])
-            .arg(&exe)
-            .arg(&cpp)
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        compile(cxx, dir, &tag, &src, &["-std=c++17", "-O1", "-w"]);
     }
     let w = |name: &str, b: Vec<u8>| std::fs::write(dir.join(name), b).unwrap();
     w("z", bytes(z.data()));
@@ -133,15 +104,7 @@ fn emulate<T: Real>(cxx: &str, dir: &Path, plan: &Plan<T>, z: &Measurements<T>) 
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let raw = std::fs::read(dir.join("out")).unwrap();
-    let mut out: Vec<T> = if T::NAME == "f64" {
-        raw.chunks_exact(8)
-            .map(|c| T::of(f64::from_le_bytes(c.try_into().unwrap())))
-            .collect()
-    } else {
-        raw.chunks_exact(4)
-            .map(|c| T::of(f32::from_le_bytes(c.try_into().unwrap()) as f64))
-            .collect()
-    };
+    let mut out: Vec<T> = reals(&raw);
     for &(i, v) in &plan.host {
         out[i] = v;
     }
@@ -156,10 +119,7 @@ fn check<T: Real>(cxx: &str, dir: &Path, model: &Model, z: &Measurements<T>, n: 
         model,
         z,
         Method::Window(n),
-        &Options {
-            vague: 1e4,
-            ..Options::default()
-        },
+        &Options::default().with_vague(1e4),
     )
     .unwrap();
     for (i, (g, w)) in got.iter().zip(&want.values).enumerate() {
@@ -176,10 +136,7 @@ fn check<T: Real>(cxx: &str, dir: &Path, model: &Model, z: &Measurements<T>, n: 
 
 #[test]
 fn window_kernels_equal_the_cpu_path() {
-    let Some(cxx) = compiler() else {
-        eprintln!("skipped: no C++ compiler ($CXX or c++)");
-        return;
-    };
+    let Some(cxx) = compiler() else { return };
     let dir = tempfile::tempdir().unwrap();
     let models = [
         ar(&[0.7, -0.2, 0.1, 0.05], 1.0, 0.5, 2.0).unwrap(),
@@ -203,6 +160,179 @@ fn window_kernels_equal_the_cpu_path() {
         for n in [1usize, 7, 40, 300] {
             check::<f64>(&cxx, dir.path(), model, &z, n, 1e-10);
             check::<f32>(&cxx, dir.path(), model, &z.cast(), n, 2e-4);
+        }
+    }
+}
+
+const SCAN_HARNESS: &str = r#"
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+template <class T> std::vector<T> load(const char* path) {
+    FILE* f = fopen(path, "rb");
+    if (!f) { fprintf(stderr, "cannot open %s\n", path); exit(3); }
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    std::vector<T> v(n / sizeof(T) + 1);
+    if (n > 0 && fread(v.data(), 1, n, f) != (size_t)n) exit(4);
+    fclose(f);
+    return v;
+}
+int main(int argc, char** argv) {
+    // dir tracks steps len chunks
+    std::string d = argv[1];
+    long long tracks = atoll(argv[2]), steps = atoll(argv[3]), len = atoll(argv[4]),
+              chunks = atoll(argv[5]);
+    auto z = load<REAL>((d + "/z").c_str());
+    auto table = load<REAL>((d + "/table").c_str());
+    auto index = load<int>((d + "/index").c_str());
+    auto f = load<REAL>((d + "/f").c_str());
+    auto u = load<REAL>((d + "/u").c_str());
+    auto h = load<REAL>((d + "/h").c_str());
+    auto dd = load<REAL>((d + "/d").c_str());
+    auto x0 = load<REAL>((d + "/x0").c_str());
+    std::vector<REAL> m(tracks * chunks * NX * NX, (REAL)NAN), v(tracks * chunks * NX, (REAL)NAN),
+        start(tracks * chunks * NX, (REAL)NAN), out(tracks * steps, (REAL)NAN);
+    for (long long b = 0; b < tracks; ++b)
+        for (long long j = 0; j < chunks; ++j)
+            for (int col = 0; col <= NX; ++col)
+                scan_local_one(z.data(), table.data(), index.data(), f.data(), u.data(), h.data(),
+                               dd.data(), steps, len, chunks, m.data(), v.data(), b, j, col);
+    for (long long b = 0; b < tracks; ++b)
+        scan_carry_one(m.data(), v.data(), x0.data(), chunks, start.data(), b);
+    for (long long b = 0; b < tracks; ++b)
+        for (long long j = 0; j < chunks; ++j)
+            scan_final_one(z.data(), table.data(), index.data(), f.data(), u.data(), h.data(),
+                           dd.data(), steps, len, chunks, start.data(), out.data(), b, j);
+    FILE* o = fopen((d + "/out").c_str(), "wb");
+    fwrite(out.data(), sizeof(REAL), out.size(), o);
+    fclose(o);
+    return 0;
+}
+"#;
+
+fn row_major<T: Real>(m: &nalgebra::DMatrix<f64>) -> Vec<T> {
+    m.transpose().as_slice().iter().map(|v| T::of(*v)).collect()
+}
+
+/// The exact scan's kernels as C++ with `len`-step chunks, against the CPU's exact
+/// filter.
+fn check_scan<T: Real>(
+    cxx: &str,
+    dir: &Path,
+    model: &Model,
+    z: &Measurements<T>,
+    len: usize,
+    tol: f64,
+) {
+    use kestrel::likelihood::cuda::{is_companion, scan_source};
+    use kestrel::likelihood::schedule::Schedule;
+    let (nx, ny) = (model.nx(), model.ny());
+    let companion = is_companion(model);
+    let exe = dir.join(format!("scan_{}_{nx}_{ny}_{companion}", T::NAME));
+    if !exe.exists() {
+        let src = format!(
+            "#define KESTREL_HOST\n#include <string>\n#include <cmath>\n{}\n{SCAN_HARNESS}",
+            scan_source(nx, ny, companion, T::NAME)
+        );
+        let cpp = exe.with_extension("cpp");
+        std::fs::write(&cpp, src).unwrap();
+        let o = Command::new(cxx)
+            .args(["-std=c++17", "-O1", "-w", "-o"])
+            .arg(&exe)
+            .arg(&cpp)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let sched = Schedule::new(model, z).unwrap();
+    let w = |name: &str, b: Vec<u8>| std::fs::write(dir.join(name), b).unwrap();
+    let col = |v: &nalgebra::DVector<f64>| -> Vec<T> { v.iter().map(|x| T::of(*x)).collect() };
+    w("z", bytes(z.data()));
+    w("table", bytes(&sched.table));
+    w(
+        "index",
+        sched.index.iter().flat_map(|v| v.to_le_bytes()).collect(),
+    );
+    w("f", bytes(&row_major::<T>(model.f())));
+    w("h", bytes(&row_major::<T>(model.h())));
+    w("u", bytes(&col(model.u())));
+    w("d", bytes(&col(model.d())));
+    w("x0", bytes(&col(&model.prior().x0)));
+    let chunks = z.steps().div_ceil(len);
+    let o = Command::new(&exe)
+        .arg(dir)
+        .arg(z.tracks().to_string())
+        .arg(z.steps().to_string())
+        .arg(len.to_string())
+        .arg(chunks.to_string())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let raw = std::fs::read(dir.join("out")).unwrap();
+    let got: Vec<f64> = if T::NAME == "f64" {
+        raw.chunks_exact(8)
+            .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
+            .collect()
+    } else {
+        raw.chunks_exact(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()) as f64)
+            .collect()
+    };
+    let want = loglik(Device::Cpu, model, z, Method::Exact, &Options::default()).unwrap();
+    // The host's mean recursion over the same schedule, in f64.
+    let host = sched.loglik(model, z);
+    for (i, ((g, w), hv)) in got.iter().zip(&want.values).zip(&host).enumerate() {
+        let w = w.to_f64();
+        assert!(
+            (hv - w).abs() <= tol.max(1e-12) * w.abs().max(1.0),
+            "schedule: track {}, step {}: {hv} vs exact {w}",
+            i / z.steps(),
+            i % z.steps()
+        );
+        assert!(
+            (g - w).abs() <= tol * w.abs().max(1.0),
+            "{} chunks of {len}: track {}, step {}: kernel {g} vs exact {w}",
+            T::NAME,
+            i / z.steps(),
+            i % z.steps()
+        );
+    }
+}
+
+#[test]
+fn scan_kernels_equal_the_exact_filter() {
+    let Some(cxx) = compiler() else {
+        eprintln!("skipped: no C++ compiler ($CXX or c++)");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let models = [
+        // Companion F (AR), dense F, a stationary prior with a slow transient.
+        ar(&[0.7, -0.2, 0.1, 0.05], 1.0, 0.5, 2.0).unwrap(),
+        random_model(4, 2, 21),
+        ar(&[1.2, -0.4, 0.1], 3.0, 0.2, 1.0)
+            .unwrap()
+            .with_stationary_prior()
+            .unwrap(),
+    ];
+    for model in &models {
+        let mut z = simulate(model, 3, 1000, 9, 0.0).unwrap().measurements;
+        let ny = z.ny();
+        // Track 1: missing every 20 steps; track 2: a few, one at the first step.
+        for k in (5..z.steps()).step_by(20) {
+            let t = z.steps();
+            z.data_mut()[(t + k) * ny..(t + k + 1) * ny].fill(f64::NAN);
+        }
+        for k in [0usize, 100, 101, 999] {
+            let t = z.steps();
+            z.data_mut()[(2 * t + k) * ny] = f64::NAN;
+        }
+        // One chunk, chunks that divide the track, and a ragged last chunk.
+        for len in [1000usize, 100, 37] {
+            check_scan::<f64>(&cxx, dir.path(), model, &z, len, 1e-10);
+            check_scan::<f32>(&cxx, dir.path(), model, &z.cast(), len, 2e-4);
         }
     }
 }

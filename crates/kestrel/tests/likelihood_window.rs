@@ -131,10 +131,7 @@ fn window_equals_algorithm2() {
                 model,
                 &z,
                 Method::Window(n),
-                &Options {
-                    vague,
-                    ..Options::default()
-                },
+                &Options::default().with_vague(vague),
             )
             .unwrap();
             for b in 0..z.tracks() {
@@ -160,10 +157,7 @@ fn sunspot_model() -> Model {
 
 /// Per-step `|window:N - exact|`, worst over all steps.
 fn window_error(model: &Model, z: &Measurements<f64>, n: usize, vague: f64) -> f64 {
-    let o = Options {
-        vague,
-        ..Options::default()
-    };
+    let o = Options::default().with_vague(vague);
     let exact = loglik(Device::Cpu, model, z, Method::Exact, &o).unwrap();
     let w = loglik(Device::Cpu, model, z, Method::Window(n), &o).unwrap();
     exact
@@ -242,10 +236,7 @@ fn steady_state_exact_is_exact_to_its_tolerance() {
     }
     let exact = loglik(Device::Cpu, &model, &z, Method::Exact, &Options::default()).unwrap();
     for tol in [1e-9, 1e-12] {
-        let o = Options {
-            steady: Some(tol),
-            ..Options::default()
-        };
+        let o = Options::default().with_steady(Some(tol));
         let fast = loglik(Device::Cpu, &model, &z, Method::Exact, &o).unwrap();
         let worst = exact
             .values
@@ -260,6 +251,25 @@ fn steady_state_exact_is_exact_to_its_tolerance() {
         );
         assert!(worst <= 1e3 * tol, "tol {tol:e}: {worst:e}");
         assert_eq!(fast.values[10], 0.0);
+    }
+}
+
+/// A stationary prior repeats itself through a missing first measurement (no update):
+/// that is not the filter's fixed point, and the switch must wait for an update.
+#[test]
+fn steady_state_waits_for_an_update() {
+    let model = kestrel::model::ar(&[1.2, -0.4, 0.1], 3.0, 0.2, 1.0)
+        .unwrap()
+        .with_stationary_prior()
+        .unwrap();
+    let mut z = simulate(&model, 1, 300, 3, 0.0).unwrap().measurements;
+    z.data_mut()[0] = f64::NAN;
+    z.data_mut()[150] = f64::NAN;
+    let exact = loglik(Device::Cpu, &model, &z, Method::Exact, &Options::default()).unwrap();
+    let o = Options::default().with_steady(Some(1e-9));
+    let fast = loglik(Device::Cpu, &model, &z, Method::Exact, &o).unwrap();
+    for (k, (a, b)) in exact.values.iter().zip(&fast.values).enumerate() {
+        assert!((a - b).abs() <= 1e-6, "step {k}: exact {a} vs steady {b}");
     }
 }
 
@@ -352,10 +362,7 @@ fn bad_input() {
         &random_walk(1, 1.0, 1.0, 1.0).unwrap(),
         &z,
         Method::WindowAuto(1e-6),
-        &Options {
-            vague: -1.0,
-            ..Options::default()
-        },
+        &Options::default().with_vague(-1.0),
     )
     .unwrap_err()
     .to_string();

@@ -79,10 +79,7 @@ fn algorithms() -> [ScanAlgorithm; 6] {
 }
 
 fn reference(model: &TimeVaryingModel, z: &Measurements<f64>) -> (Estimates<f64>, Estimates<f64>) {
-    let opts = FilterOptions {
-        force_general: true,
-        ..FilterOptions::default()
-    };
+    let opts = FilterOptions::default().with_force_general(true);
     let f = kestrel::filter(model, z, &opts).unwrap().filtered;
     let s = kestrel::smooth_filtered(model, &f).unwrap();
     (f, s)
@@ -160,10 +157,7 @@ fn f32_parallel_filter_tracks_the_f64_reference() {
         .measurements;
     let (rf, rs) = reference(&model, &z);
     let z32: Measurements<f32> = z.cast();
-    let opts = FilterOptions {
-        force_general: true,
-        ..FilterOptions::default()
-    };
+    let opts = FilterOptions::default().with_force_general(true);
     let f32_seq = kestrel::filter(&model, &z32, &opts)
         .unwrap()
         .filtered

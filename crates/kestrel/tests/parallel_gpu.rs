@@ -45,10 +45,7 @@ fn errs(got: &Estimates<f64>, want: &Estimates<f64>) -> f64 {
 }
 
 fn reference(model: &PaperModel, z: &Measurements<f64>) -> (Estimates<f64>, Estimates<f64>) {
-    let opts = FilterOptions {
-        force_general: true,
-        ..FilterOptions::default()
-    };
+    let opts = FilterOptions::default().with_force_general(true);
     let f = kestrel::filter(model, z, &opts).unwrap().filtered;
     let s = kestrel::smooth_filtered(model, &f).unwrap();
     (f, s)

@@ -7,73 +7,13 @@
 //! indexing without a GPU (CI included); skips with a printed reason when there is no C++
 //! compiler. On a GPU, tests/parallel_gpu.rs runs the real thing.
 
+mod emulation;
+mod parallel_emulation;
+
+use emulation::{compile, compiler, reals, run_piped};
 use kestrel::parallel::PaperModel;
-use kestrel::{Estimates, FilterOptions, Measurements, Real, StateSpace};
-use std::io::Write;
-use std::process::{Command, Stdio};
-
-const OPS: &str = include_str!("../src/parallel/kernels/parallel_ops.cu");
-const SCAN: &str = include_str!("../src/parallel/kernels/parallel_scan.cu");
-const MODEL: &str = include_str!("../src/parallel/kernels/parallel_model.cu");
-const FUSED: &str = include_str!("../src/parallel/kernels/parallel_fused.cu");
-const HARNESS: &str = include_str!("parallel_emulation/harness.inc");
-
-fn compiler() -> Option<String> {
-    let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
-    let ok = Command::new(&cxx)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    ok.then_some(cxx)
-}
-
-fn push<T: Real>(out: &mut Vec<u8>, v: f64) {
-    if T::NAME == "f64" {
-        out.extend(v.to_le_bytes());
-    } else {
-        out.extend((v as f32).to_le_bytes());
-    }
-}
-
-fn push_mat<T: Real>(out: &mut Vec<u8>, m: &nalgebra::DMatrix<f64>) {
-    for i in 0..m.nrows() {
-        for j in 0..m.ncols() {
-            push::<T>(out, m[(i, j)]);
-        }
-    }
-}
-
-fn read<T: Real>(b: &[u8]) -> Vec<f64> {
-    let w = std::mem::size_of::<T>();
-    b.chunks_exact(w)
-        .map(|c| {
-            if w == 8 {
-                f64::from_le_bytes(c.try_into().expect("8 bytes"))
-            } else {
-                f64::from(f32::from_le_bytes(c.try_into().expect("4 bytes")))
-            }
-        })
-        .collect()
-}
-
-/// Largest per-step relative difference `||a_k - b_k||_inf / max(||b_k||_inf, 1e-3)`.
-fn rel_err(a: &[f64], b: &[f64], per: usize) -> f64 {
-    a.chunks(per)
-        .zip(b.chunks(per))
-        .map(|(x, y)| {
-            let s = y.iter().fold(0.0f64, |m, v| m.max(v.abs())).max(1e-3);
-            x.iter().zip(y).fold(0.0f64, |m, (p, q)| {
-                if (p - q).is_nan() {
-                    f64::INFINITY
-                } else {
-                    m.max((p - q).abs())
-                }
-            }) / s
-        })
-        .fold(0.0, f64::max)
-}
+use kestrel::{Estimates, FilterOptions, Real};
+use parallel_emulation::{put_model, rel_err, source};
 
 #[allow(clippy::too_many_arguments)]
 fn run<T: Real>(cxx: &str, nx: usize, ny: usize, t: usize, nb: usize, seed: u64, tol: f64) {
@@ -81,70 +21,22 @@ fn run<T: Real>(cxx: &str, nx: usize, ny: usize, t: usize, nb: usize, seed: u64,
     let z = kestrel::sim::simulate(&model, nb, t, seed + 1, 0.25)
         .unwrap()
         .measurements;
-    let opts = FilterOptions {
-        force_general: true,
-        ..FilterOptions::default()
-    };
+    let opts = FilterOptions::default().with_force_general(true);
     let rf: Estimates<f64> = kestrel::filter(&model, &z, &opts).unwrap().filtered;
     let rs = kestrel::smooth_filtered(&model, &rf).unwrap();
     let tag = format!("nx{nx}_ny{ny}_T{t}_B{nb}_{}", T::NAME);
-    let real = if T::NAME == "f64" { "double" } else { "float" };
-    let src = format!(
-        "#define NX {nx}\n#define NY {ny}\ntypedef {real} real;\n{}",
-        HARNESS.replace("/*KERNELS*/", &format!("{OPS}\n{SCAN}\n{MODEL}\n{FUSED}\n"))
-    );
+    let src = source::<T>(nx, ny, "", "");
     let dir = tempfile::tempdir().unwrap();
-    let (cpp, exe) = (dir.path().join(format!("{tag}.cpp")), dir.path().join(&tag));
-    std::fs::write(&cpp, src).unwrap();
-    let out = Command::new(cxx)
-        .args(["-std=c++17", "-O1", "-w", "-o"])
-        .arg(&exe)
-        .arg(&cpp)
-        .output()
-        .expect("run the C++ compiler");
-    assert!(
-        out.status.success(),
-        "{tag}: C++ compile failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let exe = compile(cxx, dir.path(), &tag, &src, &["-std=c++17", "-O1", "-w"]);
     let mut input = Vec::new();
     input.extend((t as i64).to_le_bytes());
     input.extend(1i32.to_le_bytes());
     input.extend((nb as i64).to_le_bytes());
-    for k in 0..t {
-        let (f, u, q) = model.transition(k);
-        let (h, d, r) = model.observation(k);
-        push_mat::<T>(&mut input, f);
-        u.iter().for_each(|v| push::<T>(&mut input, *v));
-        push_mat::<T>(&mut input, q);
-        push_mat::<T>(&mut input, h);
-        d.iter().for_each(|v| push::<T>(&mut input, *v));
-        push_mat::<T>(&mut input, r);
-    }
-    model
-        .prior
-        .x0
+    put_model::<T>(&mut input, &model, &z, t);
+    let vals: Vec<f64> = reals::<T>(&run_piped(&exe, input, &tag))
         .iter()
-        .for_each(|v| push::<T>(&mut input, *v));
-    push_mat::<T>(&mut input, &model.prior.p0);
-    let z: Measurements<T> = z.cast();
-    z.data()
-        .iter()
-        .for_each(|v| push::<T>(&mut input, v.to_f64()));
-    let mut child = Command::new(&exe)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start the harness");
-    child
-        .stdin
-        .take()
-        .expect("piped")
-        .write_all(&input)
-        .expect("feed the harness");
-    let out = child.wait_with_output().expect("harness output");
-    assert!(out.status.success(), "{tag}: harness failed");
-    let vals = read::<T>(&out.stdout);
+        .map(|v| v.to_f64())
+        .collect();
     let (n1, n2) = (nb * t * nx, nb * t * nx * nx);
     let per_alg = 3 * n1 + 3 * n2 + nb * t;
     assert_eq!(vals.len(), 7 * per_alg, "{tag}: output size");
@@ -193,10 +85,7 @@ fn run<T: Real>(cxx: &str, nx: usize, ny: usize, t: usize, nb: usize, seed: u64,
 
 #[test]
 fn parallel_kernels_equal_the_reference_on_the_cpu() {
-    let Some(cxx) = compiler() else {
-        eprintln!("skipped: no C++ compiler (set CXX)");
-        return;
-    };
+    let Some(cxx) = compiler() else { return };
     run::<f64>(&cxx, 4, 2, 1, 1, 1, 1e-9);
     run::<f64>(&cxx, 4, 2, 37, 1, 2, 1e-9);
     run::<f64>(&cxx, 3, 1, 100, 1, 3, 1e-9);

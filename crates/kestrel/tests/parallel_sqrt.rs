@@ -36,10 +36,7 @@ fn errs(got: &Estimates<f64>, want: &Estimates<f64>) -> (f64, f64, f64) {
 }
 
 fn reference<M: kestrel::StateSpace + ?Sized>(model: &M, z: &Measurements<f64>) -> Estimates<f64> {
-    let opts = FilterOptions {
-        force_general: true,
-        ..FilterOptions::default()
-    };
+    let opts = FilterOptions::default().with_force_general(true);
     kestrel::filter(model, z, &opts).unwrap().filtered
 }
 
@@ -134,10 +131,7 @@ fn sqrt_filter_keeps_f32_where_the_standard_form_fails() {
     let seq32 = kestrel::filter(
         &model,
         &z32,
-        &FilterOptions {
-            force_general: true,
-            ..FilterOptions::default()
-        },
+        &FilterOptions::default().with_force_general(true),
     )
     .unwrap()
     .filtered;

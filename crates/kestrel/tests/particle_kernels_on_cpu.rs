@@ -8,75 +8,31 @@
 //! C++ compiler. The device's own compiler and hardware are checked by
 //! tests/particle_gpu.rs on the GPU.
 
+mod emulation;
+
+use emulation::*;
 use kestrel::particle::philox::{key_of, Normals, Purpose};
 use kestrel::particle::{
     cuda::source, particle_filter_cpu, pf_model_from_toml, PfModel, PfOptions, Resampler,
 };
 use kestrel::{Measurements, Real};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 const SHIM: &str = include_str!("particle_emulation/shim.h");
 const HARNESS: &str = include_str!("particle_emulation/harness.inc");
 const BLOCK: u32 = 32;
+const FLAGS: &[&str] = &["-std=c++20", "-O2", "-pthread", "-ffp-contract=off"];
 
+/// The host compiler, if it has C++20's `<barrier>` (the shim's `__syncthreads`).
 fn compiler() -> Option<String> {
-    let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
-    let ok = Command::new(&cxx)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false);
-    if !ok {
-        eprintln!("skipped: no C++ compiler ({cxx})");
-    }
-    ok.then_some(cxx)
+    compiler_for(&FLAGS[..1], "#include <barrier>\nint main() {}\n")
 }
 
 /// Compiles the kernels for `model` in precision `T` with the harness; the executable.
 fn build<T: Real>(cxx: &str, model: &PfModel, dir: &Path) -> PathBuf {
     let src = format!("{SHIM}\n{}\n{HARNESS}", source::<T>(model, BLOCK).unwrap());
-    let cpp = dir.join(format!("pf_{}.cpp", T::NAME));
-    std::fs::write(&cpp, src).unwrap();
-    let exe = dir.join(format!("pf_{}", T::NAME));
-    let out = Command::new(cxx)
-        .args(["-std=c++20", "-O2", "-pthread", "-ffp-contract=off", "-o"])
-        .arg(&exe)
-        .arg(&cpp)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    exe
-}
-
-fn bytes<T: Real>(v: &[T]) -> Vec<u8> {
-    let mut o = Vec::new();
-    for x in v {
-        if T::NAME == "f32" {
-            o.extend((x.to_f64() as f32).to_le_bytes());
-        } else {
-            o.extend(x.to_f64().to_le_bytes());
-        }
-    }
-    o
-}
-
-fn reals<T: Real>(b: &[u8]) -> Vec<T> {
-    if T::NAME == "f32" {
-        b.chunks_exact(4)
-            .map(|c| T::of(f32::from_le_bytes(c.try_into().unwrap()) as f64))
-            .collect()
-    } else {
-        b.chunks_exact(8)
-            .map(|c| T::of(f64::from_le_bytes(c.try_into().unwrap())))
-            .collect()
-    }
+    compile(cxx, dir, &format!("pf_{}", T::NAME), &src, FLAGS)
 }
 
 struct DeviceRun<T> {

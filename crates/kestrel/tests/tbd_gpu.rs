@@ -107,10 +107,9 @@ fn tbd_on_cuda_equals_tbd_on_cpu() {
             decimation: d,
         };
         let mut cpu = Tbd::new(params.clone(), c.h, c.w, Device::Cpu).unwrap();
-        let opts = tbd::GpuOptions {
-            half: false,
-            kernel,
-        };
+        let opts = tbd::GpuOptions::default()
+            .with_half(false)
+            .with_kernel(kernel);
         let mut gpu = Tbd::with_gpu_options(params, c.h, c.w, Device::Cuda(0), opts).unwrap();
         let (mut a, mut b) = (Vec::new(), Vec::new());
         for f in &c.frames {

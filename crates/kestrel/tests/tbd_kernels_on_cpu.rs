@@ -4,36 +4,21 @@
 //! f32 frames, integer and fractional vectors, frames whose size is not a multiple of
 //! the block. Skips with a printed reason when there is no C++20 compiler.
 
+mod emulation;
 mod tbd_common;
 
+use emulation::{compile, compiler_for, run_piped};
 use kestrel::tbd::cuda::MapPair;
 use kestrel::tbd::cuda::{source, KernelConfig, Variant};
 use kestrel::tbd::Dtype;
-use std::io::Write;
-use std::process::{Command, Stdio};
 use tbd_common::*;
 
 const SHIM: &str = include_str!("tbd_emulation/shim.h");
 const HARNESS: &str = include_str!("tbd_emulation/harness.inc");
 
+/// The host compiler, if it has C++20's `<barrier>` (the shim's `__syncthreads`).
 fn compiler() -> Option<String> {
-    let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
-    let ok = Command::new(&cxx)
-        .args(["-std=c++20", "-x", "c++", "-fsyntax-only", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .and_then(|mut c| {
-            c.stdin
-                .take()
-                .expect("piped")
-                .write_all(b"#include <barrier>\nint main(){}\n")?;
-            c.wait()
-        })
-        .map(|s| s.success())
-        .unwrap_or(false);
-    ok.then_some(cxx)
+    compiler_for(&["-std=c++20"], "#include <barrier>\nint main() {}\n")
 }
 
 fn run_emulated(
@@ -45,19 +30,12 @@ fn run_emulated(
     launches: usize,
 ) -> (Vec<MapPair>, Vec<f32>) {
     let src = format!("{SHIM}\n{}\n{HARNESS}", source(&c.motions, c.frame, cfg));
-    let cpp = dir.join(format!("{tag}.cpp"));
-    let exe = dir.join(tag);
-    std::fs::write(&cpp, src).unwrap();
-    let out = Command::new(cxx)
-        .args(["-std=c++20", "-O0", "-w", "-pthread", "-o"])
-        .arg(&exe)
-        .arg(&cpp)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{tag}: C++ compile failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
+    let exe = compile(
+        cxx,
+        dir,
+        tag,
+        &src,
+        &["-std=c++20", "-O0", "-w", "-pthread"],
     );
     let n = c.h * c.w;
     let kind = match cfg.variant {
@@ -82,22 +60,7 @@ fn run_emulated(
         c.motions.len() * n * if cfg.half { 2 } else { 4 }
     ]);
     input.extend(&c.raw[..launches * cfg.frames * n * c.frame.size()]);
-    let mut child = Command::new(&exe)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let writer = std::thread::spawn(move || stdin.write_all(&input));
-    let out = child.wait_with_output().unwrap();
-    writer.join().unwrap().unwrap();
-    assert!(
-        out.status.success(),
-        "{tag}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let b = out.stdout;
+    let b = run_piped(&exe, input, tag);
     let mut at = 0;
     let mut maps = Vec::new();
     for _ in 0..launches {
@@ -148,10 +111,7 @@ fn run_emulated(
 
 #[test]
 fn every_variant_equals_the_cpu_reference() {
-    let Some(cxx) = compiler() else {
-        eprintln!("skipped: no C++20 compiler (set CXX)");
-        return;
-    };
+    let Some(cxx) = compiler() else { return };
     let dir = tempfile::tempdir().unwrap();
     let all = configs();
     // Two at a time: the C++ compiles dominate.

@@ -128,14 +128,12 @@ fn scenario(kind: Kind, targets: usize, clutter: f64, seed: u64) -> Scenario {
 fn run(assoc: Assoc, s: &Scenario) -> (f64, f64, usize) {
     let model = constant_velocity(2, 1.0, 1.0, 25.0, 100.0).unwrap();
     let (truth, det) = simulate(&model, s).unwrap();
-    let cfg = TrackerConfig {
-        assoc,
-        pd: s.pd,
-        clutter: s.clutter_density(2),
-        confirm: (3, 4),
-        delete: 3,
-        ..Default::default()
-    };
+    let cfg = TrackerConfig::default()
+        .with_assoc(assoc)
+        .with_pd(s.pd)
+        .with_clutter(s.clutter_density(2))
+        .with_confirm((3, 4))
+        .with_delete(3);
     let mut tracker = Tracker::new(&model, cfg).unwrap();
     let mut tracks = kestrel::tracking::files::Labelled {
         n: 4,

@@ -1,7 +1,8 @@
 //! Benchmarks of the CPU paths: the Kalman filter (fast path and the general reference
 //! path), the smoother (filter + RTS), the readers and writers, and the command-line
-//! path read NPY -> filter -> write NPZ end to end. 2-D constant velocity (nx 4, ny 2),
-//! f64, every output kept.
+//! path read NPY -> filter -> write NPZ end to end, and the per-step API
+//! (`kalman::BatchState`) on 10^5 targets in f64 and f32. 2-D constant velocity (nx 4,
+//! ny 2), f64 unless named, every output kept.
 
 use super::{median, time_runs, Record, Sink};
 use crate::cmd::estimate::{estimate, Job};
@@ -82,32 +83,7 @@ pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
         }
         sink.push(rec("rts smooth_in_place (reused outputs)", &rts_times));
 
-        // The per-step API: one predict and one update call per step for all B targets
-        // (kalman::BatchState), the measurement rows gathered per step beforehand.
-        let rows: Vec<Vec<f64>> = (0..STEPS)
-            .map(|k| (0..b).flat_map(|t| z.at(t, k).to_vec()).collect())
-            .collect();
-        let mut st = kalman::BatchState::<f64>::new(&model, b)?;
-        for _ in 0..b {
-            st.add()?;
-        }
-        sink.push(rec(
-            "per-step predict + update (BatchState)",
-            &time_runs(warm, reps, || {
-                for (k, row) in rows.iter().enumerate() {
-                    if k > 0 {
-                        let _ = st.predict();
-                    }
-                    let _ = black_box(st.update(row, None, None));
-                }
-            }),
-        ));
-        drop(rows);
-
-        let general = FilterOptions {
-            force_general: true,
-            ..FilterOptions::default()
-        };
+        let general = FilterOptions::default().with_force_general(true);
         kalman::filter(&model, &z, &general)?;
         sink.push(rec(
             "filter/general",
@@ -189,5 +165,81 @@ pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
         }
         let _ = std::fs::remove_file(&csv);
     }
+    drop(scratch);
+    per_step::<f64>(sink, &model, quick)?;
+    per_step::<f32>(sink, &model, quick)?;
     Ok(())
+}
+
+/// Targets of the per-step benchmark (the streaming size).
+const PER_STEP_TARGETS: usize = 100_000;
+
+/// The per-step API (`kalman::BatchState`) on 10^5 targets: one `predict` and one
+/// `update` call per step for all targets, the measurement rows gathered per step
+/// beforehand (as a tracker would after association). Target-steps/s counts one
+/// predict + update of one target.
+fn per_step<T: kestrel::Real>(
+    sink: &mut Sink,
+    model: &kestrel::Model,
+    quick: bool,
+) -> anyhow::Result<()> {
+    let b = PER_STEP_TARGETS;
+    let steps = if quick { 20 } else { STEPS };
+    let z: Measurements<f64> = kestrel::sim::simulate(model, b, steps, 11, 0.05)?.measurements;
+    let rows: Vec<Vec<T>> = (0..steps)
+        .map(|k| {
+            (0..b)
+                .flat_map(|t| z.at(t, k).iter().map(|&v| T::of(v)))
+                .collect()
+        })
+        .collect();
+    drop(z);
+    let mut st = kalman::BatchState::<T>::new(model, b)?;
+    for _ in 0..b {
+        st.add()?;
+    }
+    let (warm, reps) = if quick { (1, 5) } else { (2, 10) };
+    let cpu0 = cpu_seconds();
+    let times = time_runs(warm, reps, || {
+        for (k, row) in rows.iter().enumerate() {
+            if k > 0 {
+                let _ = st.predict();
+            }
+            let _ = black_box(st.update(row, None, None));
+        }
+    });
+    let mut r = Record::new(
+        "per-step predict + update (BatchState)",
+        Device::Cpu.to_string(),
+        T::NAME,
+        b,
+        steps,
+        4,
+        2,
+        &times,
+    );
+    // CPU time (user + sys, all threads) per run: on a machine shared with other work
+    // the wall-clock rate understates what the cores deliver.
+    if let (Some(c0), Some(c1)) = (cpu0, cpu_seconds()) {
+        let per_run = (c1 - c0) / (warm + reps) as f64;
+        r.extra = serde_json::json!({
+            "cpu_s_per_run": per_run,
+            "target_steps_per_cpu_s": (b * steps) as f64 / per_run,
+            "threads": rayon::current_num_threads(),
+        });
+    }
+    sink.push(r);
+    Ok(())
+}
+
+/// User + system CPU time of this process so far, in seconds (Linux: `/proc/self/stat`,
+/// clock ticks of 1/100 s; `None` elsewhere).
+fn cpu_seconds() -> Option<f64> {
+    let s = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name (which may hold spaces) in parentheses: utime and
+    // stime are fields 14 and 15 of the line, 12 and 13 after the ')'.
+    let rest = &s[s.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
+    Some(ticks / 100.0)
 }

@@ -163,10 +163,7 @@ pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
             }
         }
         if b == *sizes.last().unwrap_or(&b) {
-            let generic = CudaOptions {
-                bake_model: false,
-                ..opts
-            };
+            let generic = opts.with_bake_model(false);
             let db = DeviceBatch::new(0, &cv, &z, Keep::All, OutputLayout::Soa, false, &generic)?;
             let t = kernel_times(warm, reps, || db.filter())?;
             sink.push(rec(

@@ -39,6 +39,8 @@ struct Case {
     tracks: usize,
     steps: usize,
     missing_every: Option<usize>,
+    /// A configuration of the issue's targets (run in quick mode too).
+    target: bool,
 }
 
 fn data(c: &Case) -> anyhow::Result<Measurements<f64>> {
@@ -86,10 +88,7 @@ fn one<T: Real>(
     steady: Option<f64>,
     repeats: usize,
 ) -> anyhow::Result<()> {
-    let opts = Options {
-        steady,
-        ..Options::default()
-    };
+    let opts = Options::default().with_steady(steady);
     let mut last = None;
     let mut err = None;
     let times = time_runs(1, repeats, || {
@@ -126,8 +125,10 @@ fn one<T: Real>(
         &times,
     );
     let kernel_ms = if matches!(device, Device::Cuda(_))
-        && matches!(method, Method::Window(_) | Method::WindowAuto(_))
-    {
+        && matches!(
+            method,
+            Method::Window(_) | Method::WindowAuto(_) | Method::Parallel
+        ) {
         Some(likelihood::cuda::last_kernel_ms())
     } else {
         None
@@ -140,8 +141,29 @@ fn one<T: Real>(
         "kernel_ms": kernel_ms,
         "missing_every": c.missing_every,
     });
+    let name = r.name.clone();
+    let median = r.median_s;
     sink.push(r);
+    SUMMARY.with(|s| {
+        s.borrow_mut().push(format!(
+            "{:<34} {:<18} {:<4} {:>5} {:>9} {:>7} {:>11} {:>11} {:>10}",
+            name,
+            dev_name.chars().take(18).collect::<String>(),
+            T::NAME,
+            c.tracks,
+            c.steps,
+            out.window.map_or("-".into(), |w| w.to_string()),
+            super::fmt_time(median),
+            kernel_ms.map_or("-".into(), |k| format!("{k:.3} ms")),
+            err.map_or("-".into(), |e| format!("{e:.2e}")),
+        ))
+    });
     Ok(())
+}
+
+thread_local! {
+    /// The closing table's lines.
+    static SUMMARY: std::cell::RefCell<Vec<String>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
@@ -168,6 +190,19 @@ pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
             tracks: 1,
             steps: t,
             missing_every: None,
+            target: t == 10_000_000,
+        });
+    }
+    if quick {
+        // The targets: AR(10), T = 10^7 (the CPU's exact, the GPU's window:auto and
+        // parallel) and B = 10^3 series of T = 10^4.
+        cases.push(Case {
+            name: "ar10",
+            model: ar10()?,
+            tracks: 1,
+            steps: 10_000_000,
+            missing_every: None,
+            target: true,
         });
     }
     cases.push(Case {
@@ -176,13 +211,15 @@ pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
         tracks: 1,
         steps: if quick { 100_000 } else { 1_000_000 },
         missing_every: Some(20),
+        target: false,
     });
     cases.push(Case {
         name: "ar10",
         model: ar10()?,
         tracks: 1_000,
-        steps: if quick { 1_000 } else { 10_000 },
+        steps: 10_000,
         missing_every: None,
+        target: true,
     });
     for (name, dims) in [("rw2", 2usize), ("rw10", 10)] {
         for t in [10_000usize, if quick { 100_000 } else { 1_000_000 }] {
@@ -192,6 +229,7 @@ pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
                 tracks: 1,
                 steps: t,
                 missing_every: None,
+                target: false,
             });
         }
         cases.push(Case {
@@ -200,8 +238,10 @@ pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
             tracks: 1_000,
             steps: if quick { 1_000 } else { 10_000 },
             missing_every: None,
+            target: false,
         });
     }
+    SUMMARY.with(|s| s.borrow_mut().clear());
     for c in &cases {
         let z = data(c)?;
         let n = c.tracks * c.steps;
@@ -213,14 +253,11 @@ pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
             &c.model,
             &z,
             Method::Exact,
-            &Options {
-                steady,
-                ..Options::default()
-            },
+            &Options::default().with_steady(steady),
         )?;
         let ex: Vec<f64> = exact.values.clone();
         if !gpu_only {
-            if n <= 1_000_000 {
+            if n <= 1_000_000 || c.target {
                 one(
                     sink,
                     c,
@@ -336,5 +373,26 @@ pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
             }
         }
     }
+    outln!(
+        "\nper-step log-likelihoods: window = N used, kernel = device time of the kernels \
+         (data resident), error = largest |loglik - exact| per step"
+    );
+    outln!(
+        "{:<34} {:<18} {:<4} {:>5} {:>9} {:>7} {:>11} {:>11} {:>10}",
+        "name",
+        "device",
+        "prec",
+        "B",
+        "T",
+        "window",
+        "median",
+        "kernel",
+        "error"
+    );
+    SUMMARY.with(|s| {
+        for l in s.borrow().iter() {
+            outln!("{l}");
+        }
+    });
     Ok(())
 }

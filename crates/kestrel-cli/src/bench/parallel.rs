@@ -81,10 +81,7 @@ fn timings<T: Real>(
 ) -> anyhow::Result<()> {
     let z: Measurements<T> = z.cast();
     let (w, n) = repeats(t);
-    let general = FilterOptions {
-        force_general: true,
-        ..FilterOptions::default()
-    };
+    let general = FilterOptions::default().with_force_general(true);
     let mut out = None;
     let times = time_runs(w, n, || out = Some(kestrel::filter(model, &z, &general)));
     let seq = out.expect("ran")?.filtered;
@@ -216,10 +213,7 @@ fn gpu(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
         let big = t > 1_000_000;
         let model: &dyn kestrel::StateSpace = if big { &inv } else { &tv };
         let z = kestrel::sim::simulate(model, 1, t, 7, 0.0)?.measurements;
-        let general = FilterOptions {
-            force_general: true,
-            ..FilterOptions::default()
-        };
+        let general = FilterOptions::default().with_force_general(true);
         let rf = kestrel::filter(model, &z, &general)?.filtered;
         let rs = kestrel::smooth_filtered(model, &rf)?;
         let (w, n) = if t >= 1_000_000 { (1, 5) } else { (2, 10) };
@@ -384,6 +378,142 @@ fn gpu(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
         }
     }
     batched(sink, &dev)?;
+    multi_gpu(sink, quick)?;
+    Ok(())
+}
+
+/// The filter and the two-filter smoother with the time steps split over every GPU of the
+/// host (`parallel::cuda::time_on_devices`: one share per GPU, one element per track
+/// crossing between shares) against the same run on one GPU, f32, T = 10^6
+/// (time-varying model) and 10^7 (time-invariant, to keep the host side small); the
+/// speed-up is in `extra`. On a host with fewer than 2 GPUs those entries are skipped
+/// with a printed line, and the split into 2 shares on the one GPU is measured instead
+/// (`.../split-2-shares-1gpu`: the cost of the crossing, a speed-up of about 1 expected).
+fn multi_gpu(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
+    use kestrel::parallel::cuda::{self as cp, Method};
+    let n = kestrel::cuda::device_count();
+    let (all, label): (Vec<usize>, String) = if n >= 2 {
+        ((0..n).collect(), format!("{n}gpus"))
+    } else {
+        outln!(
+            "parallel multi-GPU benchmarks skipped: needs 2 GPUs, this host has {n} (measuring the split into 2 shares on GPU 0 instead)"
+        );
+        (vec![0, 0], "split-2-shares-1gpu".into())
+    };
+    let dev = if n >= 2 {
+        format!("cuda:all ({n} x {})", cp::device_name(0)?)
+    } else {
+        format!("cuda:0 ({})", cp::device_name(0)?)
+    };
+    // What crosses between two devices: a few elements (the time split), the backward
+    // chunk totals (by direction, 35 MB at 10^7 in f32) or all moments (0.8 GB).
+    if n >= 2 {
+        for bytes in [224usize, 35_000_000, 800_000_000] {
+            let (direct, via) = kestrel::cuda::copy_rates(0, 1, bytes, 5)?;
+            let mut r = Record::new(
+                format!("gpu-copy/{bytes}-bytes"),
+                dev.clone(),
+                "f32",
+                1,
+                1,
+                NX,
+                NY,
+                &[bytes as f64 / direct / 1e9],
+            );
+            r.extra = serde_json::json!({
+                "bytes": bytes,
+                "gb_per_s_direct": direct,
+                "gb_per_s_through_host": via,
+                "ms_direct": bytes as f64 / direct / 1e6,
+                "ms_through_host": bytes as f64 / via / 1e6,
+            });
+            sink.push(r);
+        }
+    }
+    let lengths: &[usize] = if quick {
+        &[1_000_000]
+    } else {
+        &[1_000_000, 10_000_000]
+    };
+    for &t in lengths {
+        let tv = PaperModel::new(NX, NY, t, 1000, 42);
+        let inv = kestrel::Model::new(
+            tv.steps[0].f.clone(),
+            tv.steps[0].q.clone(),
+            tv.steps[0].h.clone(),
+            tv.steps[0].r.clone(),
+            tv.prior.x0.clone(),
+            tv.prior.p0.clone(),
+        )?
+        .with_offsets(tv.steps[0].u.clone(), tv.steps[0].d.clone())?;
+        let big = t > 1_000_000;
+        let model: &dyn kestrel::StateSpace = if big { &inv } else { &tv };
+        let z = kestrel::sim::simulate(model, 1, t, 7, 0.0)?.measurements;
+        let general = FilterOptions::default().with_force_general(true);
+        let rf = kestrel::filter(model, &z, &general)?.filtered;
+        let rs = kestrel::smooth_filtered(model, &rf)?;
+        let z32 = z.cast::<f32>();
+        let alg = ScanAlgorithm::Fastest;
+        for (mname, method) in [
+            ("parallel-filter", Method::Filter),
+            ("two-filter", Method::TwoFilter),
+        ] {
+            let (one, (f1, s1)) = cp::time(0, model, &z32, method, alg, 1, 5)?;
+            let (times, (f, s)) = cp::time_on_devices(&all, model, &z32, method, alg, 1, 5)?;
+            let (f, f1) = (f.cast::<f64>(), f1.cast::<f64>());
+            let mut extra = serde_json::json!({
+                "ordinals": all.clone(),
+                "one_gpu_median_s": super::median(&one),
+                "speedup_vs_one_gpu": super::median(&one) / super::median(&times),
+                "max_rel_err_mean": rel_err(f.mean(), rf.mean(), NX),
+                "max_rel_err_cov": rel_err(f.cov(), rf.cov(), NX * NX),
+                "max_rel_diff_mean_vs_one_gpu": rel_err(f.mean(), f1.mean(), NX),
+                "time_varying": !big,
+            });
+            if let (Some(s), Some(s1)) = (s, s1) {
+                let (s, s1) = (s.cast::<f64>(), s1.cast::<f64>());
+                extra["smoothed_max_rel_err_mean"] = rel_err(s.mean(), rs.mean(), NX).into();
+                extra["smoothed_max_rel_err_cov"] = rel_err(s.cov(), rs.cov(), NX * NX).into();
+                extra["smoothed_max_rel_diff_mean_vs_one_gpu"] =
+                    rel_err(s.mean(), s1.mean(), NX).into();
+            }
+            let mut r = Record::new(
+                format!("gpu-{mname}/fastest-fused-{label}"),
+                dev.clone(),
+                "f32",
+                1,
+                t,
+                NX,
+                NY,
+                &times,
+            );
+            r.extra = extra;
+            sink.push(r);
+        }
+        // The two-filter smoother split by direction: forward filter on the first GPU,
+        // backward on the second, the backward chunk totals copied over and combined on
+        // the first (bit for bit the one-GPU result).
+        let (one, _) = cp::time(0, model, &z32, Method::TwoFilter, alg, 1, 5)?;
+        let (times, _) =
+            cp::time_two_filter_by_direction([all[0], all[1]], model, &z32, alg, 1, 5)?;
+        let mut r = Record::new(
+            format!("gpu-two-filter/fastest-fused-by-direction-{label}"),
+            dev.clone(),
+            "f32",
+            1,
+            t,
+            NX,
+            NY,
+            &times,
+        );
+        r.extra = serde_json::json!({
+            "ordinals": [all[0], all[1]],
+            "one_gpu_median_s": super::median(&one),
+            "speedup_vs_one_gpu": super::median(&one) / super::median(&times),
+            "time_varying": !big,
+        });
+        sink.push(r);
+    }
     Ok(())
 }
 
@@ -396,10 +526,7 @@ fn batched(sink: &mut Sink, dev: &str) -> anyhow::Result<()> {
     let (b, t) = (1000, 10_000);
     let model = PaperModel::new(NX, NY, t, 1000, 5);
     let z = kestrel::sim::simulate(&model, b, t, 3, 0.1)?.measurements;
-    let general = FilterOptions {
-        force_general: true,
-        ..FilterOptions::default()
-    };
+    let general = FilterOptions::default().with_force_general(true);
     let rf = kestrel::filter(&model, &z, &general)?.filtered;
     let rs = kestrel::smooth_filtered(&model, &rf)?;
     let z32: Measurements<f32> = z.cast();
@@ -511,8 +638,17 @@ fn batched(sink: &mut Sink, dev: &str) -> anyhow::Result<()> {
 }
 
 /// Runs this family's benchmarks; `quick` keeps sizes small. With a GPU, the GPU part
-/// runs too (`KESTREL_BENCH_GPU_ONLY=1` skips the CPU part).
+/// runs too (`KESTREL_BENCH_GPU_ONLY=1` skips the CPU part; `KESTREL_BENCH_PAR_MULTI=1`
+/// runs only the split over several GPUs).
 pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
+    // `KESTREL_BENCH_PAR_MULTI=1`: the time steps split over the GPUs only, full sizes.
+    if std::env::var("KESTREL_BENCH_PAR_MULTI").is_ok_and(|v| v == "1") {
+        if let Err(why) = kestrel::parallel::cuda::available(0) {
+            outln!("parallel multi-GPU benchmarks skipped: no usable GPU: {why}");
+            return Ok(());
+        }
+        return multi_gpu(sink, quick);
+    }
     if kestrel::parallel::cuda::available(0).is_ok() {
         gpu(sink, quick)?;
         if std::env::var("KESTREL_BENCH_GPU_ONLY").is_ok_and(|v| v == "1") {
@@ -528,10 +664,7 @@ pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
     for &t in lengths {
         let model = PaperModel::new(NX, NY, t, 1000, 42);
         let z = kestrel::sim::simulate(&model, 1, t, 7, 0.0)?.measurements;
-        let general = FilterOptions {
-            force_general: true,
-            ..FilterOptions::default()
-        };
+        let general = FilterOptions::default().with_force_general(true);
         let reference = kestrel::filter(&model, &z, &general)?.filtered;
         timings::<f64>(sink, &model, &z, &reference, t)?;
         timings::<f32>(sink, &model, &z, &reference, t)?;

@@ -32,14 +32,12 @@ fn one(sink: &mut Sink, assoc: Assoc, targets: usize, clutter: usize) -> anyhow:
         seed: 11,
     };
     let (_, det) = simulate(&model, &s)?;
-    let cfg = TrackerConfig {
-        assoc,
-        pd: s.pd,
-        clutter: s.clutter_density(2),
-        confirm: (3, 4),
-        delete: 3,
-        ..Default::default()
-    };
+    let cfg = TrackerConfig::default()
+        .with_assoc(assoc)
+        .with_pd(s.pd)
+        .with_clutter(s.clutter_density(2))
+        .with_confirm((3, 4))
+        .with_delete(3);
     let mut tracker = Tracker::new(&model, cfg)?;
     let mut times = Vec::new();
     let mut row = 0;

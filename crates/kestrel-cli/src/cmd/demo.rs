@@ -67,13 +67,14 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             a.plot.display()
         )));
     }
+    let outputs = kestrel::io::Outputs::plan(&[], &[&a.plot])?;
     if a.tracking {
-        return super::demo_tracking::run(&a.plot, a.seed);
+        super::demo_tracking::run(&a.plot, a.seed)?;
+        return Ok(outputs.commit()?);
     }
     if a.tracks == 0 || a.steps == 0 {
         return Err(bad("--tracks and --steps must be at least 1"));
     }
-    let outputs = kestrel::io::Outputs::plan(&[], &[&a.plot])?;
     let device = if a.device == "auto" && !a.pf {
         // The Kalman demo: the GPU only where it pays for its set-up.
         let model = kestrel::model::constant_velocity(2, 1.0, Q, R, P0)?;

@@ -140,14 +140,12 @@ pub fn run(plot: &Path, seed: u64) -> anyhow::Result<()> {
     let h = [1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0];
     let mut panels = Vec::new();
     for (assoc, name) in [(Assoc::Gnn, "GNN"), (Assoc::Jpda, "JPDA")] {
-        let cfg = TrackerConfig {
-            assoc,
-            pd: s.pd,
-            clutter: s.clutter_density(2),
-            confirm: (3, 4),
-            delete: 3,
-            ..Default::default()
-        };
+        let cfg = TrackerConfig::default()
+            .with_assoc(assoc)
+            .with_pd(s.pd)
+            .with_clutter(s.clutter_density(2))
+            .with_confirm((3, 4))
+            .with_delete(3);
         let (tracks, secs) = track(&model, &det, cfg)?;
         let (fr, dim) = frames(&truth, &tracks, Some((&h, 2)), false)?;
         let g = evaluate(&fr, dim, Metric::Gospa, 20.0, 2.0, 0.0);

@@ -122,7 +122,7 @@ fn run(c: &Common, job: Job) -> anyhow::Result<()> {
     Format::of(&c.output, ESTIMATE_FORMATS)?;
     let selection = Outputs::parse(&c.outputs)?;
     let outputs = io::Outputs::plan(&[&c.model, &c.input], &[&c.output])?;
-    let model = kestrel::model::load_model(&c.model)?;
+    let model = super::load_linear_model(&c.model)?;
     let device = match (c.device.as_str(), job) {
         // The sequential filter and RTS: the GPU only where it pays for its set-up.
         ("auto", Job::Filter(FilterMethod::Sequential) | Job::Smooth(SmoothMethod::Rts)) => {
@@ -307,10 +307,7 @@ pub fn estimate<T: Real>(
 ) -> kestrel::Result<(Estimates<T>, f64)> {
     match job {
         Job::Filter(m) => {
-            let opts = FilterOptions {
-                outputs,
-                ..FilterOptions::default()
-            };
+            let opts = FilterOptions::default().with_outputs(outputs);
             let f = kestrel::filter_on(device, model, z, m, &opts)?.filtered;
             let ll = if f.loglik().is_some() {
                 f.total_loglik()

@@ -274,7 +274,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let tracks = read_tracks(&a.tracks)?;
     let h = match &a.model {
         Some(m) => {
-            let model = kestrel::model::load_model(m)?;
+            let model = super::load_linear_model(m)?;
             let h: Vec<f64> = (0..model.ny())
                 .flat_map(|i| (0..model.nx()).map(move |j| (i, j)))
                 .map(|(i, j)| model.h()[(i, j)])

@@ -71,12 +71,11 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     } else {
         choose_device(&a.device)?
     };
-    let model = kestrel::model::load_model(&a.model)?;
-    let opts = Options {
-        vague: a.vague,
-        steady: a.steady,
-        scan: a.scan,
-    };
+    let model = super::load_linear_model(&a.model)?;
+    let opts = Options::default()
+        .with_vague(a.vague)
+        .with_steady(a.steady)
+        .with_scan(a.scan);
     match a.precision.unwrap_or(Precision::default_for(device)) {
         Precision::F64 => run_typed::<f64>(&a, method, device, &model, &opts, outputs),
         Precision::F32 => run_typed::<f32>(&a, method, device, &model, &opts, outputs),
@@ -95,6 +94,7 @@ fn run_typed<T: Real>(
     let progress = Progress::new("reading");
     let z: Measurements<T> = io::read_measurements(&a.input)?;
     io::check_measurement_dim(&a.input, &z, model.ny())?;
+    kestrel::estimate::warn_if_large_for_f32(&z);
     if z.tracks() == 0 || z.steps() == 0 {
         return Err(bad(format!(
             "{}: no measurements ({} tracks x {} steps)",

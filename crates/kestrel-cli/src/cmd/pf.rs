@@ -70,7 +70,10 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let model = load_pf_model(&a.model)?;
     let device = choose_device(&a.device)?;
     if device == Device::Cpu {
-        model.check_cpu()?;
+        model.check_cpu().map_err(|e| {
+            let msg = e.to_string();
+            anyhow::Error::new(e).context(format!("{msg}: run it with --device cuda"))
+        })?;
     }
     match a.precision.unwrap_or(Precision::default_for(device)) {
         Precision::F64 => run_typed::<f64>(&a, &model, device, &opts)?,
@@ -98,6 +101,7 @@ fn run_typed<T: Real>(
     let z: Measurements<T> = io::read_measurements(&a.input)?;
     let (nx, ny) = dims(model);
     io::check_measurement_dim(&a.input, &z, ny)?;
+    kestrel::estimate::warn_if_large_for_f32(&z);
     progress.phase("filtering");
     let t0 = Instant::now();
     let out: PfOutput<T> = particle_filter_on(device, model, &z, opts)?;

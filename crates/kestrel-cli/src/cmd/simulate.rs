@@ -99,16 +99,18 @@ fn run_scenario(a: &Args, kind: ScenarioArg) -> anyhow::Result<()> {
             s.death
         )));
     }
-    let model = kestrel::model::load_model(&a.model)?;
+    let mut outs = vec![a.output.as_path()];
+    outs.extend(a.truth.as_deref());
+    let outputs = io::Outputs::plan(&[&a.model], &outs)?;
+    let model = super::load_linear_model(&a.model)?;
     let t0 = Instant::now();
     let (truth, det) = scenario::simulate(&model, &s)?;
     files::write_detections(&a.output, &det)?;
     if let Some(t) = &a.truth {
-        if let Err(e) = files::write_truth(t, &truth) {
-            let _ = std::fs::remove_file(&a.output);
-            return Err(e.into());
-        }
+        files::write_truth(t, &truth)?;
     }
+    // Both files or neither.
+    outputs.commit()?;
     let ids: std::collections::HashSet<u64> = truth.id.iter().copied().collect();
     errln!(
         "simulate: {kind:?} scenario, {} targets in all ({} at step 0), {} steps, {} detections (pd {}, {} clutter per scan in [-{}, {}]^{}, density {:.3e}), seed {}; {:.3} s -> {}{}",
@@ -177,7 +179,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     else {
         return Ok(());
     };
-    let model = kestrel::model::load_model(&a.model)?;
+    let model = super::load_linear_model(&a.model)?;
     let t0 = Instant::now();
     let progress = Progress::new("simulating");
     let sim = kestrel::sim::simulate(&model, a.tracks, a.steps, a.seed, a.missing)?;

@@ -185,6 +185,11 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         },
         &shape,
     );
+    // The frames are streamed to the file: what must fit is the disk.
+    limits::check_disk(
+        &a.output,
+        header.len() as u128 + t as u128 * h as u128 * w as u128 * size as u128,
+    )?;
     let mut frame = vec![0.0f32; h * w];
     let mut bytes = Vec::with_capacity(h * w * size);
     write_atomic(&a.output, |out| {

@@ -171,10 +171,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         ),
         None => None,
     };
-    let opts = tbd::GpuOptions {
-        half: a.f16_state,
-        kernel,
-    };
+    let opts = tbd::GpuOptions::default()
+        .with_half(a.f16_state)
+        .with_kernel(kernel);
     let mut engine = Tbd::with_gpu_options(params.clone(), h, w, device, opts)?;
     if let Some(k) = engine.kernel() {
         errln!("tbd: kernel {}", k.name());

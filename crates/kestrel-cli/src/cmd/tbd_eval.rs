@@ -7,7 +7,8 @@ use super::tbd::{MotionArgs, NoiseKind};
 use kestrel::tbd::eval::{pd_vs_snr, roc, Point, Scenario};
 use kestrel::tbd::{Motion, Noise, Params};
 use plotters::prelude::*;
-use std::path::{Path, PathBuf};
+use std::io::Write;
+use std::path::PathBuf;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -44,12 +45,12 @@ pub struct Args {
     seed: u64,
 }
 
+/// The SVG of both panels (Pd against SNR, and ROC).
 fn draw(
-    path: &Path,
     sweep: &[Point],
     rocs: &[Point],
     title: &str,
-) -> Result<(), Box<dyn std::error::Error>> {
+) -> Result<String, Box<dyn std::error::Error>> {
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (1100, 460)).into_drawing_area();
@@ -133,8 +134,7 @@ fn draw(
         }
         root.present()?;
     }
-    std::fs::write(path, svg)?;
-    Ok(())
+    Ok(svg)
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
@@ -163,6 +163,22 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         seed: a.seed,
     };
     s.params.check(s.h, s.w)?;
+    // Sizes from the command line, before anything is allocated: the state [V, H, W]
+    // and its score map and frame (f32), and the targets.
+    use kestrel::limits::{self, Size};
+    let v = s.params.motions.len();
+    limits::check(
+        "the track-before-detect state",
+        &[
+            Size("motion vectors + 2", v.saturating_add(2)),
+            Size("rows", s.h),
+            Size("columns", s.w),
+        ],
+        4,
+    )?;
+    limits::check("the targets", &[Size("targets", s.targets)], 64)?;
+    let outputs =
+        kestrel::io::Outputs::plan(&[], &a.plot.iter().map(|p| p.as_path()).collect::<Vec<_>>())?;
     let snrs: Vec<f64> = (0..=a.snr_max).map(f64::from).collect();
     let sweep = pd_vs_snr(&s, a.pfa, &snrs)?;
     let pfas = [1e-1, 3e-2, 1e-2, 3e-3, 1e-3, 3e-4, 1e-4];
@@ -209,8 +225,10 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             a.alpha,
             a.noise
         );
-        draw(path, &sweep, &rocs, &title)
-            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        let svg =
+            draw(&sweep, &rocs, &title).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        kestrel::io::write_atomic(path, |w| w.write_all(svg.as_bytes()))?;
+        outputs.commit()?;
         errln!("tbd-eval: plot -> {}", path.display());
     }
     Ok(())

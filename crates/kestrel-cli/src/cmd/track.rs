@@ -123,19 +123,55 @@ pub fn config(a: &Args, clutter: f64) -> anyhow::Result<TrackerConfig> {
             "--max-variance must be positive, got {max_variance}"
         )));
     }
-    Ok(TrackerConfig {
-        assoc: match a.assoc {
+    Ok(TrackerConfig::default()
+        .with_assoc(match a.assoc {
             AssocArg::Gnn => Assoc::Gnn,
             AssocArg::Jpda => Assoc::Jpda,
-        },
-        gate: a.gate,
-        pd: a.pd,
-        clutter,
-        confirm: parse_confirm(&a.confirm)?,
-        delete: a.delete,
-        delete_tentative: a.delete_tentative.unwrap_or(u32::MAX),
-        max_variance,
-    })
+        })
+        .with_gate(a.gate)
+        .with_pd(a.pd)
+        .with_clutter(clutter)
+        .with_confirm(parse_confirm(&a.confirm)?)
+        .with_delete(a.delete)
+        .with_delete_tentative(a.delete_tentative.unwrap_or(u32::MAX))
+        .with_max_variance(max_variance))
+}
+
+/// The tracks' states after a scan are finite: a NaN anywhere or an infinite mean is an
+/// error naming the track and step (the output is not written); an infinite variance
+/// with finite means (an unstable model coasting) is written, with a warning, once.
+fn check_finite(output: &std::path::Path, step: i64, tracker: &Tracker) -> kestrel::Result<()> {
+    static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    for i in 0..tracker.len() {
+        let (m, p) = (tracker.mean(i), tracker.cov(i));
+        let bad = m
+            .iter()
+            .position(|v| !v.is_finite())
+            .map(|j| format!("mean x{j} is {}", m[j]))
+            .or_else(|| {
+                p.iter()
+                    .position(|v| v.is_nan())
+                    .map(|j| format!("covariance entry {j} is NaN"))
+            });
+        if let Some(msg) = bad {
+            return Err(kestrel::Error::NonFinite {
+                what: output.display().to_string(),
+                track: tracker.id(i) as usize,
+                step: step.max(0) as usize,
+                msg: format!("{msg}: the recursion broke down numerically"),
+            });
+        }
+        if p.iter().any(|v| v.is_infinite())
+            && !WARNED.swap(true, std::sync::atomic::Ordering::Relaxed)
+        {
+            kestrel::error::warn(format!(
+                "{}: track {}, step {step}: a covariance entry is infinite (an unstable model coasting); the means are finite",
+                output.display(),
+                tracker.id(i)
+            ));
+        }
+    }
+    Ok(())
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
@@ -153,7 +189,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     }
     parse_confirm(&a.confirm)?;
     kestrel::io::Format::of(&a.output, &[kestrel::io::Format::Csv])?;
-    let model = kestrel::model::load_model(&a.model)?;
+    let outputs = kestrel::io::Outputs::plan(&[&a.model, &a.detections], &[&a.output])?;
+    let model = super::load_linear_model(&a.model)?;
     let det = read_detections(&a.detections)?;
     if det.ny != model.ny() {
         return Err(bad(format!(
@@ -184,6 +221,10 @@ pub fn run(a: Args) -> anyhow::Result<()> {
                 return Err(std::io::Error::other("tracking failed"));
             }
             let step = sc.first + k as i64;
+            if let Err(e) = check_finite(&a.output, step, &tracker) {
+                failure = Some(e);
+                return Err(std::io::Error::other("tracking failed"));
+            }
             let t = a.dt.map_or(step as f64, |dt| step as f64 * dt);
             write_tracks_scan(w, t, &tracker)?;
             rows += tracker.len();
@@ -199,6 +240,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         return Err(e.into());
     }
     written?;
+    outputs.commit()?;
     let secs = t0.elapsed().as_secs_f64();
     let tm = tracker.timing;
     errln!(

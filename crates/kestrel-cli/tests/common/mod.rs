@@ -2,14 +2,73 @@
 #![allow(dead_code)]
 
 use kestrel::Estimates;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+
+/// The content of a file that was there before a run (a pre-existing output).
+pub const SENTINEL: &[u8] = b"sentinel: a file that was here before the run\n";
 
 pub fn kestrel(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_kestrel"))
         .args(args)
         .output()
         .expect("the kestrel binary runs")
+}
+
+/// Runs kestrel with `dir` as its working directory.
+pub fn kestrel_in(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kestrel"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("the kestrel binary runs")
+}
+
+/// A scratch directory for one test, removed at its end.
+pub struct Dir {
+    dir: tempfile::TempDir,
+}
+
+impl Dir {
+    pub fn new() -> Dir {
+        Dir {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+    pub fn p(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+    /// Writes `name` and returns its path.
+    pub fn file(&self, name: &str, bytes: &[u8]) -> String {
+        let p = self.p(name);
+        std::fs::write(&p, bytes).unwrap();
+        p.to_str().unwrap().to_string()
+    }
+    /// A pre-existing output: [`SENTINEL`] in `name`.
+    pub fn sentinel(&self, name: &str) -> String {
+        self.file(name, SENTINEL)
+    }
+    /// Asserts that `name` still holds [`SENTINEL`].
+    pub fn intact(&self, name: &str) {
+        assert_eq!(
+            std::fs::read(self.p(name)).unwrap(),
+            SENTINEL,
+            "{name} was changed"
+        );
+    }
+    /// [`run_bad`] in this directory.
+    pub fn run_bad(&self, args: &[&str], needles: &[&str]) -> Output {
+        run_bad(self.path(), args, needles)
+    }
+}
+
+impl Default for Dir {
+    fn default() -> Self {
+        Dir::new()
+    }
 }
 
 pub fn example(name: &str) -> String {
@@ -36,27 +95,81 @@ pub fn ok(o: &Output) {
     );
 }
 
-/// Exit status 2, an `error:` line holding every needle, and nothing written to `dir`
-/// beyond the files that were there before.
+/// Exit status 2 and the one-line failure contract (see [`contract`]) with every needle,
+/// and nothing written to `dir` beyond the `before` files that were there.
 pub fn expect_bad(o: &Output, needles: &[&str], dir: &Path, before: usize) {
-    let err = stderr(o);
-    assert_eq!(o.status.code(), Some(2), "expected exit 2, stderr:\n{err}");
-    assert!(!err.contains("panicked"), "{err}");
-    let line = err
-        .lines()
-        .find(|l| l.starts_with("error:"))
-        .unwrap_or_else(|| panic!("no line starting with `error:` in:\n{err}"));
-    for n in needles {
-        assert!(line.contains(n), "`{line}` does not mention `{n}`");
-    }
+    one_error_line(o, 2, needles);
     let now = std::fs::read_dir(dir).unwrap().count();
     assert_eq!(
         now,
         before,
         "a file was left behind in {}: {:?}",
         dir.display(),
-        std::fs::read_dir(dir).unwrap().collect::<Vec<_>>()
+        listing(dir)
     );
+}
+
+/// Every file directly in `dir` (hidden ones included) with its bytes, sorted by name.
+pub fn snapshot(dir: &Path) -> Vec<(String, Option<Vec<u8>>)> {
+    listing(dir)
+        .into_iter()
+        .map(|n| {
+            let p = dir.join(&n);
+            let bytes = p.is_file().then(|| std::fs::read(&p).unwrap());
+            (n, bytes)
+        })
+        .collect()
+}
+
+/// Runs kestrel with `args` in `dir` (its working directory, so that relative names
+/// land there) and asserts the failure contract of a bad input: exit
+/// status 2, exactly one `error:` line holding every needle, no panic text, and `dir`
+/// exactly as it was (no new file, no temporary, every existing file, a pre-existing
+/// output's sentinel included, byte for byte the same).
+pub fn run_bad(dir: &Path, args: &[&str], needles: &[&str]) -> Output {
+    let before = snapshot(dir);
+    let o = kestrel_in(dir, args);
+    one_error_line(&o, 2, needles);
+    let after = snapshot(dir);
+    let names =
+        |s: &[(String, Option<Vec<u8>>)]| s.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
+    assert_eq!(
+        names(&after),
+        names(&before),
+        "{args:?}: files left in {}",
+        dir.display()
+    );
+    for ((name, a), (_, b)) in after.iter().zip(&before) {
+        assert!(a == b, "{args:?}: {name} was changed");
+    }
+    o
+}
+
+/// `base` with the options of `extra` set: `--flag value` replaces the value of a
+/// `--flag` already in `base` (options are given once) or is appended; any other token
+/// (`--switch`, `--flag=value`) is appended. For tables of cases that differ in a few
+/// arguments.
+pub fn with<'a>(base: &[&'a str], extra: &[&'a str]) -> Vec<&'a str> {
+    let mut v = base.to_vec();
+    let mut i = 0;
+    while i < extra.len() {
+        let t = extra[i];
+        let value = extra.get(i + 1).filter(|n| !n.starts_with("--"));
+        match value {
+            Some(&val) if t.starts_with("--") && !t.contains('=') => {
+                match v.iter().position(|a| *a == t) {
+                    Some(at) if at + 1 < v.len() => v[at + 1] = val,
+                    _ => v.extend([t, val]),
+                }
+                i += 2;
+            }
+            _ => {
+                v.push(t);
+                i += 1;
+            }
+        }
+    }
+    v
 }
 
 pub fn close(a: &[f64], b: &[f64], tol: f64, what: &str) {
@@ -119,6 +232,15 @@ pub fn listing(dir: &Path) -> Vec<String> {
 /// line starts with `error:` and holds every needle, no panic text, and the directory
 /// holds exactly `left` afterwards (no output, no temporary, hidden files included).
 pub fn contract(o: &Output, code: i32, needles: &[&str], dir: &Path, left: &[&str]) {
+    one_error_line(o, code, needles);
+    let mut want: Vec<String> = left.iter().map(|s| s.to_string()).collect();
+    want.sort();
+    assert_eq!(listing(dir), want, "files left in {}", dir.display());
+}
+
+/// Exit status `code`, and stderr exactly one `error:` line (short, holding every
+/// needle) with no panic or debug text.
+pub fn one_error_line(o: &Output, code: i32, needles: &[&str]) {
     let err = stderr(o);
     assert_eq!(o.status.code(), Some(code), "exit status; stderr:\n{err}");
     for bad in ["panicked", "RUST_BACKTRACE", "ZipWriter", "internal error"] {
@@ -135,7 +257,4 @@ pub fn contract(o: &Output, code: i32, needles: &[&str], dir: &Path, left: &[&st
             lines[0]
         );
     }
-    let mut want: Vec<String> = left.iter().map(|s| s.to_string()).collect();
-    want.sort();
-    assert_eq!(listing(dir), want, "files left in {}", dir.display());
 }

@@ -188,6 +188,13 @@ impl Gpu {
     pub fn mem_info(&self) -> Result<(usize, usize)> {
         ck(self.ctx.mem_get_info(), "cuMemGetInfo")
     }
+
+    /// The device memory a call may plan with: the free memory, capped by the process's
+    /// budget ([`set_memory_budget`](super::set_memory_budget)).
+    pub fn usable_memory(&self) -> Result<usize> {
+        let free = self.mem_info()?.0;
+        Ok(super::memory_budget().map_or(free, |b| b.min(free)))
+    }
 }
 
 /// Device memory of `len` values of `T`, freed on drop (`cuMemFree` waits for the device).
@@ -299,6 +306,17 @@ impl<T> Drop for Pinned<T> {
     }
 }
 
+/// Checks that a copy of `n` values at element offset `at` stays inside a device buffer
+/// of `len` values (the check every copy makes before its unsafe call).
+pub(crate) fn check_span(len: usize, at: usize, n: usize, what: &str) -> Result<()> {
+    match at.checked_add(n) {
+        Some(end) if end <= len => Ok(()),
+        _ => Err(Error::Cuda(format!(
+            "{what}: copy of {n} values at {at} past the end of a buffer of {len}"
+        ))),
+    }
+}
+
 /// Asynchronous host-to-device copy of `src` to `dst` (element offset `at`).
 pub(crate) fn htod<T>(
     stream: &CudaStream,
@@ -307,12 +325,7 @@ pub(crate) fn htod<T>(
     at: usize,
     what: &str,
 ) -> Result<()> {
-    if at + src.len() > dst.len() {
-        return Err(Error::Cuda(format!(
-            "{what}: copy of {} values past the end of a buffer",
-            src.len()
-        )));
-    }
+    check_span(dst.len(), at, src.len(), what)?;
     // SAFETY: bounds checked; the caller keeps `src` alive until the stream passes.
     ck(
         unsafe { cu::memcpy_htod_async(dst.at(at), src, stream.cu_stream()) },
@@ -328,17 +341,64 @@ pub(crate) fn dtoh<T>(
     dst: &mut [T],
     what: &str,
 ) -> Result<()> {
-    if at + dst.len() > src.len() {
-        return Err(Error::Cuda(format!(
-            "{what}: copy of {} values past the end of a buffer",
-            dst.len()
-        )));
-    }
+    check_span(src.len(), at, dst.len(), what)?;
     // SAFETY: bounds checked; the caller keeps `dst` alive until the stream passes.
     ck(
         unsafe { cu::memcpy_dtoh_async(dst, src.at(at), stream.cu_stream()) },
         what,
     )
+}
+
+/// Asynchronous copy of `bytes` bytes from device pointer `src.1` of device `src.0` to
+/// `dst.1` of device `dst.0`, ordered on `stream` (a stream of the destination device):
+/// peer to peer where the two devices allow it, else staged by the driver; a plain
+/// device-to-device copy when both are the same device. The caller orders the source's
+/// writes before the copy (e.g. by synchronising the source's stream).
+pub(crate) fn copy_between(
+    dst: (&Gpu, sys::CUdeviceptr),
+    src: (&Gpu, sys::CUdeviceptr),
+    bytes: usize,
+    stream: &CudaStream,
+    what: &str,
+) -> Result<()> {
+    dst.0.bind()?;
+    if dst.0.ordinal != src.0.ordinal {
+        enable_peer(dst.0, src.0);
+    }
+    // SAFETY: the caller passes live allocations of at least `bytes` bytes each.
+    let r = unsafe {
+        if dst.0.ordinal == src.0.ordinal {
+            cu::memcpy_dtod_async(dst.1, src.1, bytes, stream.cu_stream())
+        } else {
+            cu::memcpy_peer_async(
+                dst.0.ctx.cu_ctx(),
+                dst.1,
+                src.0.ctx.cu_ctx(),
+                src.1,
+                bytes,
+                stream.cu_stream(),
+            )
+        }
+    };
+    ck(r, what)
+}
+
+/// Lets `dst`'s context reach `src`'s memory directly (once per pair of devices), so
+/// that copies between them go peer to peer instead of through the host; where the
+/// devices cannot, nothing changes (the driver stages such copies).
+fn enable_peer(dst: &Gpu, src: &Gpu) {
+    static DONE: OnceLock<Mutex<std::collections::HashSet<(usize, usize)>>> = OnceLock::new();
+    let done = DONE.get_or_init(|| Mutex::new(std::collections::HashSet::new()));
+    let Ok(mut done) = done.lock() else { return };
+    if !done.insert((dst.ordinal, src.ordinal)) {
+        return;
+    }
+    if dst.bind().is_err() {
+        return;
+    }
+    // SAFETY: both contexts are live (held by their `Gpu`s for the process); an error
+    // (already enabled, not supported) leaves copies working through the driver.
+    let _ = unsafe { sys::cuCtxEnablePeerAccess(src.ctx.cu_ctx(), 0) };
 }
 
 /// A kernel argument: its value, kept alive until the launch.

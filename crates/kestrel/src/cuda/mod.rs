@@ -14,7 +14,8 @@
 //! - *Memory and launches* (`gpu.rs`): device buffers (`DevBuf`, freed on drop, poisoned
 //!   with NaN on request so that unwritten outputs show in tests), page-locked host
 //!   memory (`Pinned`), checked asynchronous copies and kernel launches (`launch` with
-//!   typed `Arg`s); every failure is an [`Error::Cuda`] naming what was being done.
+//!   typed `Arg`s), copies between two devices (`copy_between`: peer to peer where
+//!   allowed); every failure is an [`Error::Cuda`] naming what was being done.
 //! - *Transfers* (`transfer.rs`): host copies through two page-locked staging buffers
 //!   per device, the CPU side spread over all cores beside the DMA.
 //! - *Chunks* (`chunks.rs`): the out-of-core pipeline of any "map over independent
@@ -27,8 +28,9 @@
 //! All work of a process on one device goes through one context; each call of a family
 //! (a batched filter, a tracker) uses its own streams, so calls from several threads
 //! run side by side on the GPU. A batched call budgets its device memory from
-//! `CudaOptions::memory_budget` (default: 80% of the memory free when it starts: two
-//! threads starting large batches at once should each set a budget). Compiled kernels
+//! `CudaOptions::memory_budget` (default: 80% of the memory free when it starts, capped
+//! by [`set_memory_budget`]: two threads starting large batches at once should each set
+//! a budget). Compiled kernels
 //! are cached in memory per device and on disk: [`set_cache_dir`], else
 //! `$KESTREL_CACHE_DIR`, `$XDG_CACHE_HOME/kestrel` or `~/.cache/kestrel`
 //! (`KESTREL_CUDA_CACHE=0` turns the disk cache off).
@@ -49,14 +51,37 @@ mod transfer;
 
 pub(crate) use chunks::{drive, plan, streams, ChunkSlot};
 pub(crate) use gpu::{
-    as_bytes, ck, dtoh, gpu, grid_for, htod, is_open, launch, sync, Arg, DevBuf, Gpu, Module,
-    Pinned,
+    as_bytes, ck, copy_between, dtoh, gpu, grid_for, htod, is_open, launch, sync, Arg, DevBuf, Gpu,
+    Module, Pinned,
 };
 pub use nvrtc::set_cache_dir;
 pub(crate) use transfer::{download, upload};
 
 use crate::error::{Error, Result};
 use cudarc::driver::{CudaEvent, CudaStream};
+
+/// The process's cap on the device memory one call plans with (0: none).
+static MEMORY_BUDGET: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Caps the device memory that each GPU call of this process plans with, in bytes
+/// (`None`: no cap, the default). A call budgets a share of the memory free when it
+/// starts (the batched Kalman filter 80%, the parallel-in-time scans 70%, the particle
+/// filter and track-before-detect all of it); with a cap, the share of
+/// `min(free, cap)`. Threads that share a GPU set a cap so that their calls fit side by
+/// side; a larger job is then processed in chunks (the batched filter and smoother) or
+/// refused with a message naming its size. A per-call
+/// `kalman::cuda::CudaOptions::memory_budget` takes precedence.
+pub fn set_memory_budget(bytes: Option<usize>) {
+    MEMORY_BUDGET.store(bytes.unwrap_or(0), std::sync::atomic::Ordering::Relaxed);
+}
+
+/// The cap set by [`set_memory_budget`].
+pub fn memory_budget() -> Option<usize> {
+    match MEMORY_BUDGET.load(std::sync::atomic::Ordering::Relaxed) {
+        0 => None,
+        b => Some(b),
+    }
+}
 
 /// Runs `f`, turning a panic inside the CUDA libraries into [`Error::Cuda`].
 pub(crate) fn catch<R>(f: impl FnOnce() -> Result<R>) -> Result<R> {
@@ -150,6 +175,51 @@ pub fn device_info(ordinal: usize) -> Result<((i32, i32), usize)> {
     catch(|| {
         let g = gpu::gpu(ordinal)?;
         Ok((g.cc, g.sms))
+    })
+}
+
+/// Measured rates of copying `bytes` bytes from device `src` to device `dst`, in GB/s
+/// (medians of `repeats` after one warm-up): `(direct, through_host)`, the first by
+/// `copy_between` (peer to peer where the devices allow it), the second through pageable
+/// host memory (device to host, then host to device), as a family without peer copies
+/// would move data. For benchmarks of work split over several devices.
+pub fn copy_rates(dst: usize, src: usize, bytes: usize, repeats: usize) -> Result<(f64, f64)> {
+    catch(|| {
+        let (gd, gs) = (gpu::gpu(dst)?, gpu::gpu(src)?);
+        let n = bytes.div_ceil(4).max(1);
+        let a = DevBuf::<f32>::new(&gs, n, "the copy's source")?;
+        let b = DevBuf::<f32>::new(&gd, n, "the copy's destination")?;
+        let mut host = vec![0f32; n];
+        let (mut direct, mut via) = (Vec::new(), Vec::new());
+        for i in 0..=repeats.max(1) {
+            sync(&gs.stream, "waiting for the source device")?;
+            let t = std::time::Instant::now();
+            copy_between(
+                (&gd, b.ptr()),
+                (&gs, a.ptr()),
+                n * 4,
+                &gd.stream,
+                "a device copy",
+            )?;
+            sync(&gd.stream, "a device copy")?;
+            let d = t.elapsed().as_secs_f64();
+            let t = std::time::Instant::now();
+            dtoh(&gs.stream, &a, 0, &mut host, "a copy to the host")?;
+            sync(&gs.stream, "a copy to the host")?;
+            htod(&gd.stream, &host, &b, 0, "a copy from the host")?;
+            sync(&gd.stream, "a copy from the host")?;
+            let h = t.elapsed().as_secs_f64();
+            if i > 0 {
+                direct.push(d);
+                via.push(h);
+            }
+        }
+        let median = |v: &mut Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        let gb = (n * 4) as f64 / 1e9;
+        Ok((gb / median(&mut direct), gb / median(&mut via)))
     })
 }
 

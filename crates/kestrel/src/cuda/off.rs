@@ -43,6 +43,19 @@ pub fn device_info(_ordinal: usize) -> Result<((i32, i32), usize)> {
     Err(Error::DeviceUnavailable(NO_CUDA.into()))
 }
 
+/// [`Error::DeviceUnavailable`]: this build has no GPU backend.
+pub fn copy_rates(_dst: usize, _src: usize, _bytes: usize, _repeats: usize) -> Result<(f64, f64)> {
+    Err(Error::DeviceUnavailable(NO_CUDA.into()))
+}
+
+/// Accepted and ignored: this build has no GPU backend.
+pub fn set_memory_budget(_bytes: Option<usize>) {}
+
+/// `None`: this build has no GPU backend.
+pub fn memory_budget() -> Option<usize> {
+    None
+}
+
 /// Accepted and ignored: this build compiles no GPU kernels.
 pub fn set_cache_dir(_dir: Option<PathBuf>) {}
 

@@ -5,7 +5,7 @@
 //! first touch of freshly allocated output pages makes it slower still; here both
 //! happen on every core, beside the DMA.
 
-use super::gpu::{ck, DevBuf, Gpu, Pinned};
+use super::gpu::{check_span, ck, DevBuf, Gpu, Pinned};
 use crate::error::{Error, Result};
 use crate::linalg::Real;
 use cudarc::driver::{result as cu, CudaEvent, CudaStream};
@@ -76,12 +76,7 @@ pub(crate) fn upload<T: Real>(
     at: usize,
     what: &str,
 ) -> Result<()> {
-    if at + src.len() > dst.len() {
-        return Err(Error::Cuda(format!(
-            "{what}: copy of {} values past the end of a buffer",
-            src.len()
-        )));
-    }
+    check_span(dst.len(), at, src.len(), what)?;
     let staged = staging(gpu)?;
     let mut guard = staged
         .lock()
@@ -114,12 +109,7 @@ pub(crate) fn download<T: Real>(
     dst: &mut [T],
     what: &str,
 ) -> Result<()> {
-    if at + dst.len() > src.len() {
-        return Err(Error::Cuda(format!(
-            "{what}: copy of {} values past the end of a buffer",
-            dst.len()
-        )));
-    }
+    check_span(src.len(), at, dst.len(), what)?;
     let staged = staging(gpu)?;
     let mut guard = staged
         .lock()

@@ -31,6 +31,22 @@ fn non_finite(path: &Path, track: usize, step: usize, msg: String) -> Error {
 const WHY: &str =
     "the recursion broke down numerically (an unstable model with an unobserved component?)";
 
+/// Checks per-step values `[tracks][steps]` (log-likelihoods) before they are written
+/// to `path`: every one must be finite; the first that is not is an
+/// [`Error::NonFinite`] naming the track and step.
+pub fn check_per_step<T: Real>(path: &Path, steps: usize, data: &[T], column: &str) -> Result<()> {
+    let steps = steps.max(1);
+    if let Some(i) = first_bad(data, |x| !x.is_finite_value()) {
+        return Err(non_finite(
+            path,
+            i / steps,
+            i % steps,
+            format!("{column} is {}: {WHY}", data[i].to_f64()),
+        ));
+    }
+    Ok(())
+}
+
 /// Checks `est` before it is written to `path` (see the module documentation). Means or
 /// covariances left out (empty) and diagonal-only covariances are understood.
 pub fn check_estimates<T: Real>(path: &Path, est: &Estimates<T>) -> Result<()> {

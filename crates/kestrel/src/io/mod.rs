@@ -27,8 +27,11 @@ use std::path::Path;
 /// File formats of the contract.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
+    /// Comma-separated text with a header line.
     Csv,
+    /// A NumPy `.npy` array.
     Npy,
+    /// A NumPy `.npz` archive of named arrays.
     Npz,
 }
 
@@ -238,7 +241,7 @@ fn write_series<T: Real>(
 pub const PER_STEP_FORMATS: &[Format] = &[Format::Csv, Format::Npy];
 
 /// Writes one value per track and step, `[tracks][steps]`, as `.npy` (`[B, T]`) or `.csv`
-/// (`track,t,{column}`).
+/// (`track,t,{column}`); a value that is not finite is an error naming its track and step.
 pub fn write_per_step<T: Real>(
     path: &Path,
     tracks: usize,
@@ -254,7 +257,9 @@ pub fn write_per_step<T: Real>(
             ),
         });
     }
-    match Format::of(path, PER_STEP_FORMATS)? {
+    let format = Format::of(path, PER_STEP_FORMATS)?;
+    finite::check_per_step(path, steps, data, column)?;
+    match format {
         Format::Csv => csv::write_per_step(path, tracks, steps, data, column),
         _ => npy::write_array(path, &[tracks, steps], data),
     }

@@ -214,6 +214,7 @@ pub struct Latch<W> {
 }
 
 impl<W> Latch<W> {
+    /// Wraps `inner`; nothing is latched yet.
     pub fn new(inner: W) -> Self {
         Latch {
             inner,

@@ -4,6 +4,7 @@
 //! This is the reference every other path is tested against. All buffers are allocated
 //! once per track ([`Workspace`]); the step loop does not allocate.
 
+use super::inputs::{TrackInputs, TrackModel};
 use super::step::{predict, update, StepMats};
 use crate::data::{Estimates, Measurements};
 use crate::error::{Error, Result};
@@ -106,9 +107,11 @@ pub(crate) struct TrackOut<'a, T> {
     pub keep_all: bool,
 }
 
-/// Filters one track. `z` is `[steps][ny]`.
+/// Filters one track. `z` is `[steps][ny]`; `tm`, when given, is the track's view of
+/// the model with its per-track inputs (set to `track`).
 pub(crate) fn filter_track<T: Real>(
     m: &ConvertedModel<T>,
+    mut tm: Option<&mut TrackModel<'_, T>>,
     track: usize,
     z: &[T],
     steps: usize,
@@ -124,11 +127,22 @@ pub(crate) fn filter_track<T: Real>(
         mut pred_cov,
         keep_all,
     } = out;
-    ws.x.copy_from_slice(&m.x0);
-    ws.p.copy_from_slice(&m.p0);
+    match tm.as_deref() {
+        Some(t) => {
+            ws.x.copy_from_slice(&t.x0);
+            ws.p.copy_from_slice(&t.p0);
+        }
+        None => {
+            ws.x.copy_from_slice(&m.x0);
+            ws.p.copy_from_slice(&m.p0);
+        }
+    }
     let mut total = T::zero();
     for k in 0..steps {
-        let mats = m.at(k);
+        let mats = match tm.as_deref_mut() {
+            Some(t) => t.at(k),
+            None => m.at(k),
+        };
         if k > 0 {
             predict(nx, mats, &mut ws.x, &mut ws.p, &mut ws.tmp);
         }
@@ -172,9 +186,11 @@ pub(crate) fn filter_track<T: Real>(
 /// `C_k = P_k F^T P_{k+1|k}^{-1}`, `x^s_k = x_k + C_k (x^s_{k+1} - x_{k+1|k})`,
 /// `P^s_k = P_k + C_k (P^s_{k+1} - P_{k+1|k}) C_k^T` (Rauch, Tung & Striebel 1965;
 /// Sarkka, *Bayesian Filtering and Smoothing*, Theorem 8.2). `C_k^T` is obtained by a
-/// Cholesky solve `P_{k+1|k} C_k^T = F P_k`, never by an inverse.
+/// Cholesky solve `P_{k+1|k} C_k^T = F P_k`, never by an inverse. `tm` as in
+/// [`filter_track`].
 pub(crate) fn smooth_track<T: Real>(
     m: &ConvertedModel<T>,
+    mut tm: Option<&mut TrackModel<'_, T>>,
     track: usize,
     steps: usize,
     mean: &mut [T],
@@ -184,7 +200,10 @@ pub(crate) fn smooth_track<T: Real>(
     let nx = m.nx;
     let n2 = nx * nx;
     for k in (0..steps.saturating_sub(1)).rev() {
-        let mats = m.at(k + 1);
+        let mats = match tm.as_deref_mut() {
+            Some(t) => t.at(k + 1),
+            None => m.at(k + 1),
+        };
         let f = &mats.f;
         let (head, tail) = mean.split_at_mut((k + 1) * nx);
         let xk = &mut head[k * nx..];
@@ -299,9 +318,11 @@ impl<T: Real> RtsWorkspace<T> {
 }
 
 /// Filters a batch track by track (rayon across tracks) into `est` (shaped for the
-/// kept steps, with log-likelihoods) and, when given, `pred` (all steps).
+/// kept steps, with log-likelihoods) and, when given, `pred` (all steps). `inputs`:
+/// per-track inputs, checked before.
 pub(crate) fn filter_batch<T: Real>(
     m: &ConvertedModel<T>,
+    inputs: Option<&TrackInputs<'_>>,
     z: &Measurements<T>,
     keep_all: bool,
     est: &mut Estimates<T>,
@@ -329,10 +350,17 @@ pub(crate) fn filter_batch<T: Real>(
         .zip(pm_chunks.into_par_iter().zip(pc_chunks.into_par_iter()))
         .enumerate()
         .try_for_each_init(
-            || Workspace::new(nx, ny),
-            |ws, (b, (((mean, cov), loglik), (pm, pc)))| {
+            || {
+                let tm = inputs.map(|i| TrackModel::new(m, i, z.tracks, steps));
+                (Workspace::new(nx, ny), tm)
+            },
+            |(ws, tm), (b, (((mean, cov), loglik), (pm, pc)))| {
+                if let Some(t) = tm.as_mut() {
+                    t.set_track(b);
+                }
                 filter_track(
                     m,
+                    tm.as_mut(),
                     b,
                     z.track(b),
                     steps,
@@ -350,16 +378,29 @@ pub(crate) fn filter_batch<T: Real>(
         )
 }
 
-/// Smooths a batch of filtered estimates track by track (rayon across tracks).
-pub(crate) fn smooth_batch<T: Real>(m: &ConvertedModel<T>, est: &mut Estimates<T>) -> Result<()> {
+/// Smooths a batch of filtered estimates track by track (rayon across tracks), with the
+/// per-track inputs the filter had.
+pub(crate) fn smooth_batch<T: Real>(
+    m: &ConvertedModel<T>,
+    inputs: Option<&TrackInputs<'_>>,
+    est: &mut Estimates<T>,
+) -> Result<()> {
     use rayon::prelude::*;
-    let (nx, steps) = (m.nx, est.steps);
+    let (nx, steps, tracks) = (m.nx, est.steps, est.tracks);
     est.mean
         .par_chunks_mut(steps * nx)
         .zip(est.cov.par_chunks_mut(steps * nx * nx))
         .enumerate()
         .try_for_each_init(
-            || RtsWorkspace::new(nx),
-            |ws, (b, (mean, cov))| smooth_track(m, b, steps, mean, cov, ws),
+            || {
+                let tm = inputs.map(|i| TrackModel::new(m, i, tracks, steps));
+                (RtsWorkspace::new(nx), tm)
+            },
+            |(ws, tm), (b, (mean, cov))| {
+                if let Some(t) = tm.as_mut() {
+                    t.set_track(b);
+                }
+                smooth_track(m, tm.as_mut(), b, steps, mean, cov, ws)
+            },
         )
 }

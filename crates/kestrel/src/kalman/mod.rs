@@ -13,11 +13,13 @@
 #[cfg(feature = "cuda")]
 pub mod cuda;
 pub(crate) mod dense;
+mod inputs;
 pub(crate) mod lanes;
 mod metrics;
 mod state;
 pub(crate) mod step;
 
+pub use inputs::TrackInputs;
 pub use lanes::supports as has_fast_path;
 pub use metrics::{mean_nees, mean_nis, nees, rmse};
 pub use state::{BatchState, Interval, Mixture, Prediction, Score};
@@ -40,8 +42,16 @@ pub enum Keep {
 }
 
 /// Options of [`filter`].
+///
+/// ```
+/// use kestrel::{FilterOptions, Keep};
+/// let opts = FilterOptions::default().with_keep(Keep::Last).with_predicted(false);
+/// # let _ = opts;
+/// ```
 #[derive(Clone, Copy, Debug, Default)]
+#[non_exhaustive]
 pub struct FilterOptions {
+    /// Which steps' filtered moments to return (default: every step).
     pub keep: Keep,
     /// Also return the predicted moments `x_{k|k-1}`, `P_{k|k-1}` (with `Keep::All`).
     pub predicted: bool,
@@ -52,6 +62,13 @@ pub struct FilterOptions {
     /// the host.
     pub outputs: crate::data::Outputs,
 }
+
+setters!(FilterOptions {
+    with_keep(keep: Keep, "Sets [`FilterOptions::keep`]."),
+    with_predicted(predicted: bool, "Sets [`FilterOptions::predicted`]."),
+    with_force_general(force_general: bool, "Sets [`FilterOptions::force_general`]."),
+    with_outputs(outputs: crate::data::Outputs, "Sets [`FilterOptions::outputs`]."),
+});
 
 /// What [`filter`] returns.
 #[derive(Clone, Debug)]
@@ -152,7 +169,7 @@ fn filter_impl<T: Real, M: StateSpace + ?Sized>(
         }
     }
     let m = dense::ConvertedModel::new(model, z.steps);
-    dense::filter_batch(&m, z, keep_all, out, pred)
+    dense::filter_batch(&m, None, z, keep_all, out, pred)
 }
 
 /// Rauch-Tung-Striebel smoother (the thesis's *retrodiction*) over filtered estimates
@@ -194,7 +211,95 @@ pub fn smooth_in_place<T: Real, M: StateSpace + ?Sized>(
         }
     }
     let m = dense::ConvertedModel::new(model, est.steps);
-    dense::smooth_batch(&m, est)
+    dense::smooth_batch(&m, None, est)
+}
+
+/// Like [`filter`], with per-track and per-step inputs beyond the model
+/// ([`TrackInputs`]: a prior per track, `R` per track and step, sampling intervals per
+/// track for the kinematic builders), on the CPU. Without inputs this is [`filter`];
+/// with them the general path runs (all sizes, all options of [`FilterOptions`]).
+///
+/// ```
+/// use kestrel::kalman::{filter_with, TrackInputs};
+/// use kestrel::{FilterOptions, Measurements};
+/// let model = kestrel::model::random_walk(1, 0.1, 1.0, 10.0)?;
+/// let z = Measurements::<f64>::new(2, 2, 1, vec![1.0, 1.2, -3.0, -2.9])?;
+/// // Track 0 starts near 1, track 1 near -3; the second step of track 1 is noisier.
+/// let inputs = TrackInputs::new()
+///     .with_priors(&[1.0, -3.0], &[0.5, 0.5])
+///     .with_r(&[1.0, 1.0, 1.0, 4.0]);
+/// let out = filter_with(&model, &z, &FilterOptions::default(), &inputs)?;
+/// assert!(out.filtered.mean_at(1, 1)[0] < -2.0);
+/// # Ok::<(), kestrel::Error>(())
+/// ```
+pub fn filter_with<T: Real, M: StateSpace + ?Sized>(
+    model: &M,
+    z: &Measurements<T>,
+    opts: &FilterOptions,
+    inputs: &TrackInputs<'_>,
+) -> Result<FilterOutput<T>> {
+    if inputs.is_empty() {
+        return filter(model, z, opts);
+    }
+    check_dims(model, z)?;
+    if z.steps == 0 {
+        return Err(Error::input("measurements have no steps"));
+    }
+    if opts.predicted && opts.keep == Keep::Last {
+        return Err(Error::input("predicted moments need all steps kept"));
+    }
+    inputs.check(model, z.tracks, z.steps)?;
+    let keep_all = opts.keep == Keep::All;
+    let kept = if keep_all { z.steps } else { 1 };
+    let mut filtered = Estimates::nan(z.tracks, kept, model.nx(), true);
+    let mut predicted = opts
+        .predicted
+        .then(|| Estimates::nan(z.tracks, z.steps, model.nx(), false));
+    let m = dense::ConvertedModel::new(model, z.steps);
+    dense::filter_batch(
+        &m,
+        Some(inputs),
+        z,
+        keep_all,
+        &mut filtered,
+        predicted.as_mut(),
+    )?;
+    opts.outputs.apply(&mut filtered);
+    Ok(FilterOutput {
+        filtered,
+        predicted,
+    })
+}
+
+/// Like [`smooth`], with per-track and per-step inputs ([`TrackInputs`]), on the CPU:
+/// the filter of [`filter_with`], then the RTS smoother with each track's own `F` and
+/// `Q` (its sampling intervals). Returns `(filtered, smoothed)`.
+///
+/// ```
+/// use kestrel::kalman::{smooth_with, TrackInputs};
+/// use kestrel::model::{constant_velocity, Kinematics};
+/// let model = constant_velocity(1, 1.0, 0.5, 1.0, 10.0)?;
+/// let z = kestrel::sim::simulate(&model, 2, 10, 3, 0.0)?.measurements;
+/// let kin = Kinematics::constant_velocity(1, 0.5)?;
+/// let dt: Vec<f64> = (0..20).map(|i| 0.5 + 0.1 * (i % 3) as f64).collect(); // [2][10]
+/// let (filtered, smoothed) = smooth_with(&model, &z, &TrackInputs::new().with_dt(&kin, &dt))?;
+/// assert_eq!((filtered.steps(), smoothed.steps()), (10, 10));
+/// # Ok::<(), kestrel::Error>(())
+/// ```
+pub fn smooth_with<T: Real, M: StateSpace + ?Sized>(
+    model: &M,
+    z: &Measurements<T>,
+    inputs: &TrackInputs<'_>,
+) -> Result<(Estimates<T>, Estimates<T>)> {
+    if inputs.is_empty() {
+        return smooth(model, z);
+    }
+    let f = filter_with(model, z, &FilterOptions::default(), inputs)?.filtered;
+    let mut s = f.copy_parallel();
+    s.loglik = None;
+    let m = dense::ConvertedModel::new(model, z.steps);
+    dense::smooth_batch(&m, Some(inputs), &mut s)?;
+    Ok((f, s))
 }
 
 /// Filters then smooths. Returns `(filtered, smoothed)`.

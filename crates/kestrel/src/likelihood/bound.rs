@@ -13,7 +13,7 @@
 //! ```
 //!
 //! (computed as the difference `Sigma - P` and `P^w - P` from the exact covariances,
-//! whose recursions have no cancellation: see [`walk`]).
+//! whose recursions have no cancellation: see `walk`).
 //!
 //! The exact innovation is orthogonal to the past, so `Var(y^w_t - y^_t) = H Sigma_{N-1}
 //! H^T + R - S_t`. With `L L^T = S_t`, two numbers measure the window's error:
@@ -44,6 +44,7 @@ pub const MAX_WINDOW: usize = 1 << 16;
 /// What [`choose_window`] picked.
 #[derive(Clone, Copy, Debug)]
 pub struct WindowChoice {
+    /// The window length `N` (steps).
     pub window: usize,
     /// The bound at that window.
     pub bound: f64,
@@ -145,7 +146,7 @@ fn walk(
     if !settled {
         return Err(Error::input(
             "the window bound does not converge: the exact filter's covariance does not settle \
-             (is the model detectable?); use --method exact",
+             (is the model detectable?); use the exact method",
         ));
     }
     let steady = exact.last().expect("at least the prior").clone();
@@ -270,7 +271,7 @@ pub fn choose_window(model: &Model, tol: f64, vague: f64, scale: f64) -> Result<
         None => Err(Error::input(format!(
             "window:auto: the window bound does not converge to {tol:e} (it levels off at \
              {best:.3e}; the vague start's error contracts by {rho:.6} per step); \
-             use --method exact"
+             use the exact method"
         ))),
     }
 }

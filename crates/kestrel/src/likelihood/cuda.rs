@@ -205,7 +205,7 @@ pub fn prepare<T: Real>(
     Ok(plan)
 }
 
-/// Kernel time of the last [`window`] call on this thread, in milliseconds (benchmarks).
+/// Kernel time of the last `window` call on this thread, in milliseconds (benchmarks).
 pub fn last_kernel_ms() -> f64 {
     LAST_MS.with(|c| c.get())
 }
@@ -224,7 +224,7 @@ pub(crate) fn window<T: Real>(
 ) -> Result<Vec<T>> {
     if shared_bytes(z.ny) > 48 * 1024 {
         return Err(Error::Unsupported(format!(
-            "the windowed filter on cuda would need {} bytes of shared memory for {} measurement components (at most 48 KB; use --device cpu)",
+            "the windowed filter on cuda would need {} bytes of shared memory for {} measurement components (at most 48 KB; run it on the CPU)",
             shared_bytes(z.ny),
             z.ny
         )));
@@ -338,6 +338,192 @@ fn run<T: Real>(ordinal: usize, plan: &Plan<T>, z: &Measurements<T>) -> Result<V
     if let Some(i) = out.iter().position(|v| v.is_nan_value()) {
         return Err(Error::Cuda(format!(
             "the windowed filter left track {}, step {} unwritten",
+            i / steps,
+            i % steps
+        )));
+    }
+    Ok(out)
+}
+
+/// The exact method's kernels' source (`kernels/scan.cu`).
+pub const SCAN_SOURCE: &str = include_str!("kernels/scan.cu");
+/// The largest state the exact scan's kernels are compiled for (a thread holds one
+/// state vector in registers, `scan_carry` a matrix row at a time).
+pub const SCAN_MAX_NX: usize = 32;
+/// See [`SCAN_MAX_NX`].
+pub const SCAN_MAX_NY: usize = 16;
+/// Chunks a track is cut into, at most (the carry between chunks is sequential).
+const SCAN_CHUNKS: usize = 4096;
+/// Steps per chunk, at least.
+const SCAN_MIN_LEN: usize = 64;
+
+/// The exact scan's source with its compile-time constants.
+pub fn scan_source(nx: usize, ny: usize, companion: bool, real: &str) -> String {
+    format!(
+        "#define REAL {}\n#define NX {nx}\n#define NY {ny}\n#define COMPANION {}\n{SCAN_SOURCE}",
+        if real == "f32" { "float" } else { "double" },
+        companion as i32
+    )
+}
+
+/// The chunk length and the number of chunks of a track of `steps` steps.
+pub fn scan_chunks(steps: usize) -> (usize, usize) {
+    let len = steps.div_ceil(SCAN_CHUNKS).max(SCAN_MIN_LEN);
+    (len, steps.div_ceil(len))
+}
+
+/// Whether `F` is a companion matrix (first row dense, ones on the subdiagonal).
+pub fn is_companion(model: &Model) -> bool {
+    super::exact::Structure::of(&model.f) == super::exact::Structure::Companion
+}
+
+/// The exact per-step log-likelihoods on GPU `ordinal`: the covariance recursion on the
+/// host ([`super::schedule`]), the mean recursion as a chunked scan on the device.
+pub(crate) fn exact<T: Real>(ordinal: usize, model: &Model, z: &Measurements<T>) -> Result<Vec<T>> {
+    let (nx, ny) = (model.nx(), model.ny());
+    if nx > SCAN_MAX_NX || ny > SCAN_MAX_NY {
+        return Err(Error::Unsupported(format!(
+            "the exact filter on cuda handles states up to {SCAN_MAX_NX} and measurements up to \
+             {SCAN_MAX_NY} components (this model: {nx} and {ny}); use --device cpu"
+        )));
+    }
+    let sched = super::schedule::Schedule::new(model, z)?;
+    catch(|| run_scan(ordinal, model, z, &sched))
+}
+
+fn run_scan<T: Real>(
+    ordinal: usize,
+    model: &Model,
+    z: &Measurements<T>,
+    sched: &super::schedule::Schedule<T>,
+) -> Result<Vec<T>> {
+    let g = gpu(ordinal)?;
+    let (nx, ny) = (model.nx(), model.ny());
+    let module = g.module(
+        "the exact scan",
+        &scan_source(nx, ny, is_companion(model), T::NAME),
+        &["scan_local", "scan_carry", "scan_final"],
+    )?;
+    let st = &g.stream;
+    let (b, steps) = (z.tracks, z.steps);
+    let (len, chunks) = scan_chunks(steps);
+    let conv = |v: &[f64]| -> Vec<T> { v.iter().map(|x| T::of(*x)).collect() };
+    let mf = conv(model.f.transpose().as_slice());
+    let mh = conv(model.h.transpose().as_slice());
+    let (mu, md, mx0) = (
+        conv(model.u.as_slice()),
+        conv(model.d.as_slice()),
+        conv(model.prior.x0.as_slice()),
+    );
+    let buf = |v: &[T], what: &str| -> Result<DevBuf<T>> {
+        let d = DevBuf::<T>::new(&g, v.len().max(1), what)?;
+        if !v.is_empty() {
+            htod(st, v, &d, 0, what)?;
+        }
+        Ok(d)
+    };
+    let dz = buf(&z.data, "measurements")?;
+    let dtable = buf(&sched.table, "gain table")?;
+    let dindex = DevBuf::<i32>::new(&g, sched.index.len().max(1), "gain index")?;
+    htod(st, &sched.index, &dindex, 0, "gain index")?;
+    let (df, du, dh, dd, dx0) = (
+        buf(&mf, "model")?,
+        buf(&mu, "model")?,
+        buf(&mh, "model")?,
+        buf(&md, "model")?,
+        buf(&mx0, "model")?,
+    );
+    let per = b * chunks;
+    let dm = DevBuf::<T>::new(&g, per * nx * nx, "chunk maps")?;
+    let dv = DevBuf::<T>::new(&g, per * nx, "chunk maps")?;
+    let dstart = DevBuf::<T>::new(&g, per * nx, "chunk starts")?;
+    let dout = DevBuf::<T>::new(&g, b * steps, "log-likelihoods")?;
+    for d in [&dm, &dv, &dstart, &dout] {
+        d.poison(st)?;
+    }
+    let timer = EventTimer::new(&g)?;
+    timer.start(st)?;
+    // Tracks go in groups of at most 65535 (the grid's y dimension).
+    let group = 65_535usize;
+    let mut b0 = 0;
+    while b0 < b {
+        let nb = group.min(b - b0);
+        let zoff = dz.at(b0 * steps * ny);
+        let ioff = dindex.at(b0 * steps);
+        let (moff, voff, soff) = (
+            dm.at(b0 * chunks * nx * nx),
+            dv.at(b0 * chunks * nx),
+            dstart.at(b0 * chunks * nx),
+        );
+        let threads = chunks * (nx + 1);
+        launch(
+            st,
+            &module,
+            "scan_local",
+            (threads.div_ceil(128) as u32, nb as u32, 1),
+            (128, 1, 1),
+            &[
+                Arg::Ptr(zoff),
+                Arg::Ptr(dtable.ptr()),
+                Arg::Ptr(ioff),
+                Arg::Ptr(df.ptr()),
+                Arg::Ptr(du.ptr()),
+                Arg::Ptr(dh.ptr()),
+                Arg::Ptr(dd.ptr()),
+                Arg::U64(steps as u64),
+                Arg::U64(len as u64),
+                Arg::U64(chunks as u64),
+                Arg::Ptr(moff),
+                Arg::Ptr(voff),
+            ],
+        )?;
+        launch(
+            st,
+            &module,
+            "scan_carry",
+            (nb.div_ceil(64) as u32, 1, 1),
+            (64, 1, 1),
+            &[
+                Arg::Ptr(moff),
+                Arg::Ptr(voff),
+                Arg::Ptr(dx0.ptr()),
+                Arg::U64(chunks as u64),
+                Arg::U64(nb as u64),
+                Arg::Ptr(soff),
+            ],
+        )?;
+        launch(
+            st,
+            &module,
+            "scan_final",
+            (chunks.div_ceil(64) as u32, nb as u32, 1),
+            (64, 1, 1),
+            &[
+                Arg::Ptr(zoff),
+                Arg::Ptr(dtable.ptr()),
+                Arg::Ptr(ioff),
+                Arg::Ptr(df.ptr()),
+                Arg::Ptr(du.ptr()),
+                Arg::Ptr(dh.ptr()),
+                Arg::Ptr(dd.ptr()),
+                Arg::U64(steps as u64),
+                Arg::U64(len as u64),
+                Arg::U64(chunks as u64),
+                Arg::Ptr(soff),
+                Arg::Ptr(dout.at(b0 * steps)),
+            ],
+        )?;
+        b0 += nb;
+    }
+    timer.stop(st)?;
+    let ms = f64::from(timer.elapsed_ms()?);
+    LAST_MS.with(|c| c.set(ms));
+    let mut out = vec![T::zero(); b * steps];
+    dtoh(st, &dout, 0, &mut out, "log-likelihoods")?;
+    sync(st, "the exact scan")?;
+    if let Some(i) = out.iter().position(|v| v.is_nan_value()) {
+        return Err(Error::Cuda(format!(
+            "the exact scan left track {}, step {} unwritten (or not finite)",
             i / steps,
             i % steps
         )));

@@ -95,6 +95,20 @@ pub(crate) fn run<T: Real>(
     let m = ConvertedModel::<T>::new(model, z.steps);
     let st = Structure::of(&model.f);
     let steps = z.steps;
+    if let Some(p) = super::companion::applies(model) {
+        return out
+            .par_chunks_mut(steps)
+            .enumerate()
+            .try_for_each(|(b, o)| {
+                super::companion::track(p, &m, z.track(b), steady, o).map_err(|k| {
+                    Error::NotPositiveDefinite {
+                        track: b,
+                        step: k,
+                        what: "innovation covariance S",
+                    }
+                })
+            });
+    }
     out.par_chunks_mut(steps)
         .enumerate()
         .try_for_each(|(b, o)| track(&m, st, b, z.track(b), steady, o))
@@ -118,6 +132,9 @@ pub(crate) fn track<T: Real>(
     let mut prev = vec![T::zero(); nx * nx];
     let mut frozen: Option<Steady<T>> = None;
     let mut steady_now = false;
+    // Two predictions compare only across an update: without one (a missing step) the
+    // covariance may repeat itself (a stationary prior) far from the fixed point.
+    let mut updated = false;
     let half_log2pi = T::of(0.5 * ny as f64 * LN_2PI);
     let tol = steady.map(T::of);
     let not_pd = |k| Error::NotPositiveDefinite {
@@ -140,6 +157,7 @@ pub(crate) fn track<T: Real>(
                     out[k] = T::zero();
                     ws.p.copy_from_slice(&s.p);
                     steady_now = false;
+                    updated = false;
                     k += 1;
                     break;
                 }
@@ -172,7 +190,7 @@ pub(crate) fn track<T: Real>(
         }
         // `prev` holds the previous step's predicted covariance.
         let converged = match tol {
-            Some(tol) if k > 0 => {
+            Some(tol) if updated => {
                 let mut scale = T::zero();
                 let mut diff = T::zero();
                 for (a, b) in ws.p.iter().zip(&prev) {
@@ -187,7 +205,8 @@ pub(crate) fn track<T: Real>(
             prev.copy_from_slice(&ws.p);
         }
         let zk = &z[k * ny..(k + 1) * ny];
-        if zk.iter().any(|v| v.is_nan_value()) {
+        updated = !zk.iter().any(|v| v.is_nan_value());
+        if !updated {
             out[k] = T::zero();
             k += 1;
             continue;

@@ -6,8 +6,13 @@
 //!   keeping only the state of the current step), optionally switching to the
 //!   steady-state gain once the predicted covariance has converged (the trick of Moore's
 //!   sigvisa filter), which makes a time-invariant model's step cost a few dot products.
-//! - [`Method::Parallel`]: the associative-scan filter of `crate::parallel` (Sarkka &
-//!   Garcia-Fernandez), on the CPU or the GPU.
+//! - [`Method::Parallel`]: on the CPU the associative-scan filter of `crate::parallel`
+//!   (Sarkka & Garcia-Fernandez). On a GPU the data-free covariance recursion runs once
+//!   on the host in `f64` until it reaches its fixed point ([`schedule`]) and the mean
+//!   recursion, affine in the state, runs as a chunked parallel scan (`kernels/scan.cu`;
+//!   for a companion `F` each step is a shift and one dot product): no covariance and no
+//!   filtered moment is kept per step, so the device moves little more than `z` and the
+//!   output.
 //! - [`Method::Window`]: the windowed ("splash") filter of Lin, Moore & Russell
 //!   (Algorithm 2): the value at step `t` comes from a Kalman filter over the `N` most
 //!   recent measurements `z_{t-N+1..t}` started from a vague prior `N(0, V I)` placed as
@@ -23,9 +28,12 @@
 //! then costs `N ny^2` multiply-adds on any device, whatever the state dimension.
 
 pub mod bound;
+mod companion;
 #[cfg(feature = "cuda")]
+#[doc(hidden)]
 pub mod cuda;
 mod exact;
+pub mod schedule;
 pub mod taps;
 mod window;
 
@@ -97,6 +105,7 @@ impl FromStr for Method {
 
 /// Options of [`loglik`].
 #[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
 pub struct Options {
     /// Variance `V` of the windowed filter's vague start `N(0, V I)`.
     pub vague: f64,
@@ -107,6 +116,12 @@ pub struct Options {
     /// Scan algorithm of `Parallel`.
     pub scan: ScanAlgorithm,
 }
+
+setters!(Options {
+    with_vague(vague: f64, "Sets [`Options::vague`]."),
+    with_steady(steady: Option<f64>, "Sets [`Options::steady`]."),
+    with_scan(scan: ScanAlgorithm, "Sets [`Options::scan`]."),
+});
 
 impl Default for Options {
     fn default() -> Self {
@@ -121,7 +136,9 @@ impl Default for Options {
 /// Per-step log-likelihoods `[tracks][steps]` and how they were computed.
 #[derive(Clone, Debug)]
 pub struct LogLik<T> {
+    /// Number of tracks.
     pub tracks: usize,
+    /// Steps per track.
     pub steps: usize,
     /// `log p(z_t | z_0:t-1)` of track `b` at `values[b * steps + t]`; 0 where `z_t` is
     /// missing.
@@ -143,34 +160,10 @@ impl<T: Real> LogLik<T> {
     }
 }
 
-/// Checks that `bytes` of working memory are reasonable before allocating them.
+/// Checks that `bytes` of working memory (`None`: an overflowing size) fit in memory
+/// before allocating them (the shared [`crate::limits`] check).
 pub(crate) fn check_memory(bytes: Option<usize>, what: &str) -> Result<()> {
-    let avail = available_memory();
-    match bytes {
-        Some(b) if (b as u64) <= avail => Ok(()),
-        Some(b) => Err(Error::input(format!(
-            "{what} would need {:.1} GB; this machine has {:.1} GB available",
-            b as f64 / 1e9,
-            avail as f64 / 1e9
-        ))),
-        None => Err(Error::input(format!(
-            "{what} would need more memory than can be addressed"
-        ))),
-    }
-}
-
-/// Available memory from `/proc/meminfo` (Linux), else 16 GB.
-fn available_memory() -> u64 {
-    std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("MemAvailable:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse::<u64>().ok())
-        })
-        .map(|kb| kb * 1024)
-        .unwrap_or(16 << 30)
+    crate::limits::check_bytes(what, bytes.map_or(u128::MAX, |b| b as u128))
 }
 
 fn check_input<T: Real>(model: &Model, z: &Measurements<T>, opts: &Options) -> Result<()> {
@@ -233,7 +226,7 @@ pub fn loglik<T: Real>(
         Method::Exact => {
             if let Device::Cuda(_) = device {
                 return Err(Error::Unsupported(
-                    "the exact sequential filter runs on the CPU; on a GPU use --method parallel or window"
+                    "the exact sequential filter runs on the CPU; on a GPU use the parallel or windowed method"
                         .into(),
                 ));
             }
@@ -241,13 +234,22 @@ pub fn loglik<T: Real>(
             exact::run(model, z, opts.steady, &mut out)?;
             (out, None, None)
         }
-        Method::Parallel => (parallel(device, model, z, opts.scan)?, None, None),
+        Method::Parallel => match device {
+            // The covariance recursion on the host, the mean recursion as a scan.
+            #[cfg(feature = "cuda")]
+            Device::Cuda(i) => (cuda::exact(i, model, z)?, None, None),
+            _ => (parallel(device, model, z, opts.scan)?, None, None),
+        },
         Method::Window(w) => {
             if w < 1 {
                 return Err(Error::input(format!(
                     "window length must be at least 1, got {w}"
                 )));
             }
+            // A window longer than the tracks starts before step 0 at every step, where
+            // the windowed filter is exact: the same values as a window of `steps + 1`,
+            // without work (or memory) that grows with a length taken from input.
+            let w = w.min(z.steps.saturating_add(1));
             let b = window_bound(model, w, opts.vague, data_scale(model, z)).ok();
             (window::run(device, model, z, w, opts.vague)?, Some(w), b)
         }

@@ -33,6 +33,7 @@ use nalgebra::{DMatrix, DVector};
 pub struct Taps {
     /// Window length `N`.
     pub n: usize,
+    /// Measurement size.
     pub ny: usize,
     /// `G_i`, `[N-1][ny][ny]` row-major: the weight of `z_{t-N+1+i}` in `y^_t`.
     pub g: Vec<f64>,

@@ -231,6 +231,14 @@ fn from_root(mut root: FileRoot) -> Result<Model> {
             let p0 = p.as_ref().and_then(|p| p.p0).unwrap_or(1.0);
             builders::ar(coeffs, q, r, p0)?
         }
+        Some(other @ ("range-only" | "bearings-only" | "range-bearing" | "stochastic-volatility" | "custom")) => {
+            return Err(Error::model(
+                "kind",
+                format!(
+                    "kind = \"{other}\" is a nonlinear model for the particle filter; this method needs a linear-Gaussian model (explicit, cv, ca, random-walk or ar)"
+                ),
+            ))
+        }
         Some(other) => {
             return Err(Error::model(
                 "kind",

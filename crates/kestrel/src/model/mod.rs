@@ -28,7 +28,9 @@ use nalgebra::{DMatrix, DVector};
 /// The Gaussian prior on the state at step 0, before the step-0 measurement.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Prior {
+    /// Mean of the state at step 0, length `nx`.
     pub x0: DVector<f64>,
+    /// Covariance of the state at step 0, `nx x nx`, symmetric positive semi-definite.
     pub p0: DMatrix<f64>,
 }
 
@@ -56,10 +58,15 @@ pub struct Model {
 /// `transition(k)` gives `(F, u, Q)` of the prediction *into* step `k` (from `k-1`), for
 /// `k >= 1`; `observation(k)` gives `(H, d, R)` of the measurement at step `k`.
 pub trait StateSpace: Sync {
+    /// State size.
     fn nx(&self) -> usize;
+    /// Measurement size.
     fn ny(&self) -> usize;
+    /// `(F, u, Q)` of the prediction from step `k - 1` into step `k` (`k >= 1`).
     fn transition(&self, k: usize) -> (&DMatrix<f64>, &DVector<f64>, &DMatrix<f64>);
+    /// `(H, d, R)` of the measurement at step `k`.
     fn observation(&self, k: usize) -> (&DMatrix<f64>, &DVector<f64>, &DMatrix<f64>);
+    /// The prior on the state at step 0, before the step-0 measurement.
     fn prior(&self) -> &Prior;
     /// How many steps the model has matrices for (`None`: any number).
     fn steps_covered(&self) -> Option<usize> {
@@ -206,10 +213,12 @@ impl Model {
         Ok(self)
     }
 
+    /// State size `nx` (rows of `F`).
     pub fn nx(&self) -> usize {
         self.f.nrows()
     }
 
+    /// Measurement size `ny` (rows of `H`).
     pub fn ny(&self) -> usize {
         self.h.nrows()
     }
@@ -247,11 +256,15 @@ impl StateSpace for Model {
 pub struct StepMatrices {
     /// Transition into this step (unused at step 0).
     pub f: DMatrix<f64>,
+    /// Transition offset (control input) into this step, length `nx`.
     pub u: DVector<f64>,
+    /// Process noise covariance into this step, `nx x nx`.
     pub q: DMatrix<f64>,
     /// Measurement at this step.
     pub h: DMatrix<f64>,
+    /// Measurement offset at this step, length `ny`.
     pub d: DVector<f64>,
+    /// Measurement noise covariance at this step, `ny x ny`.
     pub r: DMatrix<f64>,
 }
 
@@ -321,6 +334,7 @@ impl TimeVaryingModel {
         self.steps.len()
     }
 
+    /// True when the model has matrices for no step.
     pub fn is_empty(&self) -> bool {
         self.steps.is_empty()
     }

@@ -54,6 +54,7 @@ pub struct FilterOp<T> {
 }
 
 impl<T: Real> FilterOp<T> {
+    /// The operator for states of size `nx`.
     pub fn new(nx: usize) -> Self {
         FilterOp {
             lay: FilterLayout { n: nx },

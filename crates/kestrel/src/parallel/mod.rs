@@ -13,9 +13,12 @@
 //! serially); a few long tracks are scanned one at a time with every level on the pool.
 //! `Device::Cuda` runs the same elements and operators as CUDA kernels
 //! (`parallel::cuda`), all tracks of a batch in the same launches; the retrodiction scan
-//! too.
+//! too. `Device::AllCuda` splits the time steps of the filter and of the two-filter
+//! smoother over every GPU of the host (`parallel::cuda::filter_on_devices`: one element
+//! per track crosses between neighbouring shares); the RTS smoother runs on the first GPU.
 
 #[cfg(feature = "cuda")]
+#[doc(hidden)]
 pub mod cuda;
 pub mod filtering;
 mod paper;
@@ -76,6 +79,22 @@ fn check<T: Real, M: StateSpace + ?Sized>(model: &M, z: &Measurements<T>) -> Res
         });
     }
     z.check_finite()
+}
+
+/// The ordinals of every GPU of the host for [`Device::AllCuda`] when there are at least
+/// two (the time steps are then split over them), `None` otherwise (one device runs it).
+#[cfg(feature = "cuda")]
+fn several_gpus(device: Device) -> Result<Option<Vec<usize>>> {
+    if device != Device::AllCuda {
+        return Ok(None);
+    }
+    match crate::cuda::device_count() {
+        0 => Err(Error::Unsupported(
+            "no CUDA device on this host (all CUDA devices were asked for)".into(),
+        )),
+        1 => Ok(None),
+        n => Ok(Some((0..n).collect())),
+    }
 }
 
 /// One optional output slice per track.
@@ -145,7 +164,11 @@ pub fn filter<T: Real, M: StateSpace + ?Sized>(
     #[cfg(not(feature = "cuda"))]
     crate::cuda::refuse(device, "the parallel filter")?;
     #[cfg(feature = "cuda")]
-    if let Device::Cuda(i) = device {
+    if let Some(all) = several_gpus(device)? {
+        return gpu::filter_on_devices(&all, model, z, scan);
+    }
+    #[cfg(feature = "cuda")]
+    if let Device::Cuda(i) = device.first() {
         return Ok(gpu::run(i, model, z, gpu::Method::Filter, scan)?.0);
     }
     let m = ConvertedModel::<T>::new(model, z.steps);
@@ -167,7 +190,7 @@ pub fn smooth_rts<T: Real, M: StateSpace + ?Sized>(
     #[cfg(not(feature = "cuda"))]
     crate::cuda::refuse(device, "the parallel RTS smoother")?;
     #[cfg(feature = "cuda")]
-    if let Device::Cuda(i) = device {
+    if let Device::Cuda(i) = device.first() {
         return smoothed(gpu::run(i, model, z, gpu::Method::Rts, scan)?);
     }
     let m = ConvertedModel::<T>::new(model, z.steps);
@@ -205,7 +228,11 @@ pub fn smooth_two_filter<T: Real, M: StateSpace + ?Sized>(
     #[cfg(not(feature = "cuda"))]
     crate::cuda::refuse(device, "the parallel two-filter smoother")?;
     #[cfg(feature = "cuda")]
-    if let Device::Cuda(i) = device {
+    if let Some(all) = several_gpus(device)? {
+        return gpu::two_filter_on_devices(&all, model, z, scan);
+    }
+    #[cfg(feature = "cuda")]
+    if let Device::Cuda(i) = device.first() {
         return smoothed(gpu::run(i, model, z, gpu::Method::TwoFilter, scan)?);
     }
     let m = ConvertedModel::<T>::new(model, z.steps);
@@ -256,7 +283,7 @@ pub fn retrodict<T: Real, M: StateSpace + ?Sized>(
     #[cfg(not(feature = "cuda"))]
     crate::cuda::refuse(device, "the retrodiction scan")?;
     #[cfg(feature = "cuda")]
-    if let Device::Cuda(i) = device {
+    if let Device::Cuda(i) = device.first() {
         let mut s = gpu::retrodict(i, model, filtered, scan)?;
         if means_only {
             s.cov.fill(T::nan());

@@ -12,7 +12,9 @@ use rand_distr::StandardNormal;
 /// A time-varying model whose steps cycle through `distinct` random ones.
 #[derive(Clone, Debug)]
 pub struct PaperModel {
+    /// The matrices of each step.
     pub steps: Vec<StepMatrices>,
+    /// The prior at step 0.
     pub prior: Prior,
     /// How many steps the model covers.
     pub len: usize,

@@ -25,6 +25,7 @@ pub struct SmoothOp<T> {
 }
 
 impl<T: Real> SmoothOp<T> {
+    /// The operator for states of size `nx`; `means_only` skips the covariance part.
     pub fn new(nx: usize, means_only: bool) -> Self {
         SmoothOp {
             n: nx,

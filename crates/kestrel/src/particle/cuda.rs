@@ -35,8 +35,9 @@ pub const KERNELS: [&str; 7] = [
 /// Threads per block.
 pub const BLOCK: u32 = 256;
 
-/// The largest state and measurement the kernels are built for (registers hold them).
+/// The largest state the kernels are built for (registers hold it).
 pub const MAX_NX: usize = 16;
+/// The largest measurement the kernels are built for (registers hold it).
 pub const MAX_NY: usize = 16;
 
 fn define(name: &str, v: f64) -> String {
@@ -53,7 +54,7 @@ pub fn source<T: Real>(model: &PfModel, block: u32) -> Result<String> {
     let ny = ParticleModel::<f64>::ny(model);
     if nx > MAX_NX || ny > MAX_NY {
         return Err(Error::Unsupported(format!(
-            "the GPU particle filter is built for states up to {MAX_NX} and measurements up to {MAX_NY} components (this model: {nx}, {ny}); use --device cpu"
+            "the GPU particle filter is built for states up to {MAX_NX} and measurements up to {MAX_NY} components (this model: {nx}, {ny}); run it on the CPU"
         )));
     }
     let real = if T::NAME == "f32" { "float" } else { "double" };
@@ -155,7 +156,7 @@ fn scheme_of(r: Resampler) -> Result<(u32, u32)> {
         Resampler::Metropolis(b) => Ok((2, b)),
         Resampler::Rejection => Ok((3, 0)),
         other => Err(Error::Unsupported(format!(
-            "--resample {other} runs on the CPU only; on the GPU use systematic, stratified, metropolis[:B] or rejection (or --device cpu)"
+            "resampling scheme {other} runs on the CPU only; on the GPU use systematic, stratified, metropolis[:B] or rejection (or run on the CPU)"
         ))),
     }
 }
@@ -204,13 +205,15 @@ fn run<T: Real>(
     let (bn, t, n) = (z.tracks, z.steps, opts.particles);
     if bn > 65_535 {
         return Err(Error::Unsupported(format!(
-            "{bn} tracks: the GPU particle filter runs at most 65535 filters at once (split the input, or --device cpu)"
+            "{bn} tracks: the GPU particle filter runs at most 65535 filters at once (split the input, or run on the CPU)"
         )));
     }
+    // The outputs on the host first, then the particles on the GPU.
+    super::check_memory::<T>(bn, t, nx, 0, 0)?;
     let gpu = cuda::gpu(ordinal)?;
     let sc = std::mem::size_of::<T>();
     let need = device_bytes(bn, t, n, nx, ny, sc).unwrap_or(u128::MAX);
-    let (free, _) = gpu.mem_info()?;
+    let free = gpu.usable_memory()?;
     if need > free as u128 {
         return Err(Error::input(format!(
             "{n} particles x {bn} tracks x {t} steps would need {:.1} GB on the GPU; {:.1} GB is free",

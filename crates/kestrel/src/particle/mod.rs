@@ -16,6 +16,7 @@
 //! sample size before resampling.
 
 #[cfg(feature = "cuda")]
+#[doc(hidden)]
 pub mod cuda;
 #[cfg(feature = "io")]
 mod file;
@@ -39,18 +40,30 @@ use crate::{Device, Estimates};
 
 /// Options of the particle filter.
 #[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
 pub struct PfOptions {
     /// Particles per filter, N.
     pub particles: usize,
+    /// The resampling scheme.
     pub resampler: Resampler,
     /// Resample when `ESS < ess_threshold N`; 1 (or more) resamples every step, 0 never.
     pub ess_threshold: f64,
+    /// Seed of the counter-based generator: the same seed gives the same draws on any device and thread count.
     pub seed: u64,
     /// Also return every filter's particles and weights after the last step.
     pub keep_particles: bool,
 }
 
+setters!(PfOptions {
+    with_particles(particles: usize, "Sets [`PfOptions::particles`]."),
+    with_resampler(resampler: Resampler, "Sets [`PfOptions::resampler`]."),
+    with_ess_threshold(ess_threshold: f64, "Sets [`PfOptions::ess_threshold`]."),
+    with_seed(seed: u64, "Sets [`PfOptions::seed`]."),
+    with_keep_particles(keep_particles: bool, "Sets [`PfOptions::keep_particles`]."),
+});
+
 impl PfOptions {
+    /// `particles` per filter with the default scheme, threshold and seed.
     pub fn new(particles: usize) -> Self {
         PfOptions {
             particles,
@@ -119,16 +132,8 @@ pub(crate) fn check<T: Real>(
     z.check_finite()
 }
 
-/// Bytes of physical memory available now (Linux: `MemAvailable`), if known.
-pub(crate) fn available_memory() -> Option<u64> {
-    let s = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = s.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb * 1024)
-}
-
 /// Checks, before allocating, that `in_flight` filters of `n` particles and the outputs
-/// of `tracks x steps` fit in memory.
+/// of `tracks x steps` fit in memory (the shared [`crate::limits`] check).
 pub(crate) fn check_memory<T: Real>(
     tracks: usize,
     steps: usize,
@@ -141,21 +146,15 @@ pub(crate) fn check_memory<T: Real>(
     let per_particle = t * (2 * nx as u128 + 2) + 4 + 8;
     let work = per_particle * n as u128 * in_flight as u128;
     let outputs = t * tracks as u128 * steps as u128 * (nx as u128 * (nx as u128 + 1) + 2);
-    let need = work + outputs;
     let gb = |b: u128| b as f64 / 1e9;
-    let limit = available_memory()
-        .map(|m| m as u128)
-        .unwrap_or(u128::from(u64::MAX));
-    if need > limit || need > isize::MAX as u128 {
-        return Err(Error::input(format!(
-            "{n} particles x {tracks} tracks x {steps} steps would need {:.1} GB ({:.1} GB for particles, {:.1} GB for outputs); {:.1} GB is available",
-            gb(need),
+    crate::limits::check_bytes(
+        &format!(
+            "{n} particles x {tracks} tracks x {steps} steps ({:.1} GB for particles, {:.1} GB for outputs)",
             gb(work),
-            gb(outputs),
-            gb(limit.min(u64::MAX as u128))
-        )));
-    }
-    Ok(())
+            gb(outputs)
+        ),
+        work + outputs,
+    )
 }
 
 /// Runs the bootstrap particle filter on `device`.

@@ -15,7 +15,9 @@ use nalgebra::{DMatrix, DVector};
 /// What the bootstrap filter needs from a model. `x` is one particle's state (length
 /// `nx`), `z` one measurement (length `ny`, never missing when passed).
 pub trait ParticleModel<T: Real>: Sync {
+    /// State size.
     fn nx(&self) -> usize;
+    /// Measurement size.
     fn ny(&self) -> usize;
     /// Draws the state at step 0 from the prior.
     fn sample_prior(&self, x: &mut [T], noise: &mut Normals<T>);
@@ -31,12 +33,14 @@ pub trait ParticleModel<T: Real>: Sync {
 /// (`L L^T = P0`, lower triangular when `P0` is positive definite).
 #[derive(Clone, Debug, PartialEq)]
 pub struct GaussianPrior {
+    /// The prior mean, length `nx`.
     pub x0: Vec<f64>,
     /// Row-major `nx x nx`.
     pub sqrt_p0: Vec<f64>,
 }
 
 impl GaussianPrior {
+    /// From the mean and covariance (`P0` positive semi-definite, checked).
     pub fn new(x0: &DVector<f64>, p0: &DMatrix<f64>) -> Result<Self> {
         Ok(GaussianPrior {
             x0: x0.iter().copied().collect(),
@@ -52,7 +56,9 @@ impl GaussianPrior {
 /// `q [[dt^3/3, dt^2/2], [dt^2/2, dt]]`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ConstantVelocity {
+    /// Sampling interval.
     pub dt: f64,
+    /// Spectral density of the white-noise acceleration.
     pub q: f64,
 }
 
@@ -89,33 +95,54 @@ pub enum PfKind {
     Linear(LinearGaussian),
     /// Sensors at positions `s_j`, each measuring the range `|p - s_j|` with variance `r`.
     RangeOnly {
+        /// The motion.
         cv: ConstantVelocity,
+        /// Sensor positions `[x, y]`.
         sensors: Vec<[f64; 2]>,
+        /// Measurement variance of each sensor.
         r: f64,
     },
     /// Sensors measuring the bearing `atan2(py - s_y, px - s_x)` with variance `r`
     /// (radians^2); the innovation is wrapped to `(-pi, pi]`.
     BearingsOnly {
+        /// The motion.
         cv: ConstantVelocity,
+        /// Sensor positions `[x, y]`.
         sensors: Vec<[f64; 2]>,
+        /// Measurement variance of each sensor.
         r: f64,
     },
     /// A radar at `radar` measuring `[range, bearing]` with variances
     /// `r_range`, `r_bearing`.
     RangeBearing {
+        /// The motion.
         cv: ConstantVelocity,
+        /// Radar position `[x, y]`.
         radar: [f64; 2],
+        /// Range variance.
         r_range: f64,
+        /// Bearing variance (radians^2).
         r_bearing: f64,
     },
     /// `x_0 ~ N(mu, sigma^2 / (1 - phi^2))`, `x_k = mu + phi (x_{k-1} - mu) + sigma v_k`,
     /// `z_k ~ N(0, exp(x_k))`.
-    StochasticVolatility { mu: f64, phi: f64, sigma: f64 },
+    StochasticVolatility {
+        /// Mean log-variance.
+        mu: f64,
+        /// Persistence, `|phi| < 1`.
+        phi: f64,
+        /// Volatility of the log-variance.
+        sigma: f64,
+    },
     /// A CUDA C++ model (GPU only): see `particle/README.md`.
     Custom {
+        /// The CUDA C++ source of the model.
         source: String,
+        /// Where the source was read from (for messages).
         origin: std::path::PathBuf,
+        /// State size.
         nx: usize,
+        /// Measurement size.
         ny: usize,
     },
 }
@@ -123,6 +150,7 @@ pub enum PfKind {
 /// A model of the particle filter: a kind and (tracking and linear kinds) a prior.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PfModel {
+    /// Dynamics and measurement model.
     pub kind: PfKind,
     /// The prior of the tracking, linear and custom kinds (`None` for the stochastic
     /// volatility model, whose prior is its stationary law).
@@ -132,15 +160,22 @@ pub struct PfModel {
 /// An explicit linear-Gaussian model prepared for sampling and weighting.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LinearGaussian {
+    /// State size.
     pub nx: usize,
+    /// Measurement size.
     pub ny: usize,
     /// Row-major `F`, `H`; `sqrt_q` with `sqrt_q sqrt_q^T = Q`; `chol_r` the lower
     /// Cholesky factor of `R`.
     pub f: Vec<f64>,
+    /// `nx x nx`, row-major.
     pub sqrt_q: Vec<f64>,
+    /// `ny x nx`, row-major.
     pub h: Vec<f64>,
+    /// `ny x ny`, row-major, lower triangular.
     pub chol_r: Vec<f64>,
+    /// Transition offset, length `nx`.
     pub u: Vec<f64>,
+    /// Measurement offset, length `ny`.
     pub d: Vec<f64>,
     /// `sum ln L_ii + ny ln(2 pi) / 2`.
     pub log_norm: f64,
@@ -227,7 +262,7 @@ impl PfModel {
     pub fn check_cpu(&self) -> Result<()> {
         if let PfKind::Custom { origin, .. } = &self.kind {
             return Err(Error::Unsupported(format!(
-                "{}: kind = \"custom\" is CUDA C++ and runs on a GPU only (use --device cuda; in the library, implement the ParticleModel trait for the CPU)",
+                "{}: kind = \"custom\" is CUDA C++ and runs on a GPU only (on the CPU, implement the ParticleModel trait instead)",
                 origin.display()
             )));
         }

@@ -123,6 +123,7 @@ pub struct Normals<T> {
 
 impl<T: Real> Normals<T> {
     #[inline(always)]
+    /// The stream of particle `i` of filter `b` at step `k` for `purpose` under generator `key`: the same numbers on any device and thread count.
     pub fn new(key: [u32; 2], i: u32, b: u32, k: u32, purpose: Purpose) -> Self {
         Normals {
             key,

@@ -43,12 +43,17 @@ pub const REJECTION_LIMIT: u32 = 1 << 25;
 /// A resampling scheme.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Resampler {
+    /// Independent draws from the weights.
     Multinomial,
+    /// One uniform draw in each of `N` equal strata.
     Stratified,
+    /// One uniform offset shared by `N` equally spaced points.
     Systematic,
+    /// The integer parts of `N w_i` deterministically, the rest multinomially.
     Residual,
     /// Metropolis with this many steps.
     Metropolis(u32),
+    /// Rejection sampling against the largest weight (no sum over the weights).
     Rejection,
 }
 
@@ -118,8 +123,11 @@ impl fmt::Display for Resampler {
 /// Whose uniforms a resampling draws: generator key, filter `b`, step `k`.
 #[derive(Clone, Copy, Debug)]
 pub struct Draws {
+    /// Generator key (from the seed).
     pub key: [u32; 2],
+    /// Filter (track) index `b`.
     pub filter: u32,
+    /// Step `k`.
     pub step: u32,
 }
 

@@ -16,6 +16,7 @@ mod algorithms;
 mod pram;
 
 pub use algorithms::{scan_in_place, Exec};
+#[doc(hidden)]
 pub use pram::{pram_count, AffineU64, LevelLog, PramCount};
 
 use std::str::FromStr;
@@ -68,7 +69,9 @@ impl<O: AssocOp> AssocOp for Flipped<'_, O> {
 /// `n` elements of `len` scalars each, in one flat buffer.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Elements<S> {
+    /// Scalars per element.
     pub len: usize,
+    /// The elements one after another.
     pub data: Vec<S>,
 }
 
@@ -91,11 +94,13 @@ impl<S: Copy> Elements<S> {
     }
 
     #[inline]
+    /// Element `i`.
     pub fn get(&self, i: usize) -> &[S] {
         &self.data[i * self.len..(i + 1) * self.len]
     }
 
     #[inline]
+    /// Element `i`, mutable.
     pub fn get_mut(&mut self, i: usize) -> &mut [S] {
         &mut self.data[i * self.len..(i + 1) * self.len]
     }

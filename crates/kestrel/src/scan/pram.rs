@@ -9,10 +9,12 @@ use super::{AssocOp, ScanAlgorithm};
 /// Operator applications per parallel step, in order.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct LevelLog {
+    /// Operator applications of each parallel step.
     pub levels: Vec<usize>,
 }
 
 impl LevelLog {
+    /// Records a parallel step of `ops` applications.
     pub fn push(&mut self, ops: usize) {
         self.levels.push(ops);
     }
@@ -22,9 +24,13 @@ impl LevelLog {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "io", derive(serde::Serialize))]
 pub struct PramCount {
+    /// Operator applications in all.
     pub work: u64,
+    /// Parallel steps with unbounded processors.
     pub span: u64,
+    /// `P`.
     pub processors: u64,
+    /// Steps on `P` processors (each level takes `ceil(ops / P)`).
     pub time: u64,
 }
 

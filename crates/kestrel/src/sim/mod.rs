@@ -12,7 +12,9 @@ use rayon::prelude::*;
 
 /// Simulated truth `[tracks][steps][nx]` and measurements `[tracks][steps][ny]`.
 pub struct Simulation {
+    /// True states `[tracks][steps][nx]`.
     pub truth: Vec<f64>,
+    /// Noisy measurements, NaN where dropped.
     pub measurements: Measurements<f64>,
 }
 

@@ -162,9 +162,13 @@ fn sample_row(
 /// The fast path's state: `[H][V][W]`, so that one row task owns the rows of every
 /// vector at its `y` (the detection map is fused into the same pass).
 pub struct CpuState {
+    /// Frame height.
     pub h: usize,
+    /// Frame width.
     pub w: usize,
+    /// The motion hypotheses.
     pub motions: Vec<Motion>,
+    /// Weight of the newest frame.
     pub alpha: f32,
     state: Vec<f32>,
     next: Vec<f32>,

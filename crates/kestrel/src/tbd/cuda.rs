@@ -97,14 +97,18 @@ const VEC_NAMES: [&str; 64] = [
 /// How the recursion is mapped onto the GPU.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Variant {
+    /// One thread per pixel, all vectors in one kernel, several frames per launch.
     Fused,
+    /// One kernel per motion vector (shifts compiled in), the map folded in between.
     PerVector,
+    /// Tiles with halos in shared memory, every frame emitted.
     Tiled,
 }
 
 /// One kernel configuration (what the autotuner chooses among).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct KernelConfig {
+    /// How the recursion is mapped onto the GPU.
     pub variant: Variant,
     /// f16 state storage (computed in f32).
     pub half: bool,
@@ -309,11 +313,14 @@ pub fn half_to_f32(h: u16) -> f32 {
 pub struct GpuTbd {
     gpu: Arc<Gpu>,
     module: Arc<Module>,
+    /// The kernel configuration in use.
     pub cfg: KernelConfig,
     frame: Dtype,
     motions: Vec<Motion>,
     alpha: f32,
+    /// Frame height.
     pub h: usize,
+    /// Frame width.
     pub w: usize,
     state: [DevBuf<u8>; 2],
     cur: usize,
@@ -346,7 +353,7 @@ impl GpuTbd {
             let sbytes = nv * n * if cfg.half { 2 } else { 4 };
             let maps = cfg.maps_per_launch();
             let need = 2 * sbytes + cfg.frames * n * frame.size() + maps * n * 6;
-            let (free, _) = gpu.mem_info()?;
+            let free = gpu.usable_memory()?;
             if need > free {
                 return Err(Error::input(format!(
                     "{nv} motion vectors on {w} x {h} frames would need {:.2} GB of GPU memory ({:.2} GB free)",

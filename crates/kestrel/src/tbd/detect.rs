@@ -12,10 +12,15 @@ use rayon::prelude::*;
 /// and the score `D_t(x, y)`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Detection {
+    /// Emitted frame.
     pub t: usize,
+    /// Pixel column.
     pub x: usize,
+    /// Pixel row.
     pub y: usize,
+    /// Index of the arg-max motion vector.
     pub motion: usize,
+    /// The score `D_t(x, y)`.
     pub score: f32,
 }
 

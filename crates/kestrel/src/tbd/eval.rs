@@ -18,21 +18,32 @@ use rand::{Rng, SeedableRng};
 /// The scenario of an evaluation.
 #[derive(Clone, Debug)]
 pub struct Scenario {
+    /// Frame height.
     pub h: usize,
+    /// Frame width.
     pub w: usize,
+    /// Frames per trial sequence.
     pub frames: usize,
+    /// Targets per sequence.
     pub targets: usize,
+    /// The recursion's parameters.
     pub params: Params,
+    /// The frame noise.
     pub noise: Noise,
+    /// Seed of the scenario's draws.
     pub seed: u64,
 }
 
 /// Pd of both detectors at one SNR and one false-alarm probability.
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
 pub struct Point {
+    /// Signal-to-noise ratio (dB).
     pub snr_db: f64,
+    /// False-alarm probability per pixel the thresholds were set for.
     pub pfa: f64,
+    /// Detection probability of track-before-detect.
     pub pd_tbd: f64,
+    /// Detection probability of single-frame thresholding.
     pub pd_single: f64,
     /// Target-frames counted.
     pub trials: usize,

@@ -11,13 +11,18 @@ use std::path::{Path, PathBuf};
 /// Element type of a frame file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Dtype {
+    /// Unsigned 8-bit.
     U8,
+    /// Unsigned 16-bit, little-endian.
     U16,
+    /// 32-bit float, little-endian.
     F32,
+    /// 64-bit float, little-endian.
     F64,
 }
 
 impl Dtype {
+    /// Bytes per element.
     pub fn size(self) -> usize {
         match self {
             Dtype::U8 => 1,
@@ -36,6 +41,7 @@ impl Dtype {
         }
     }
 
+    /// `u8`, `u16`, `f32` or `f64`.
     pub fn name(self) -> &'static str {
         match self {
             Dtype::U8 => "u8",
@@ -187,8 +193,11 @@ pub struct Frames {
     files: Vec<FrameFile>,
     /// Index of the first frame of each file.
     starts: Vec<usize>,
+    /// Frames in the sequence.
     pub len: usize,
+    /// Frame height.
     pub h: usize,
+    /// Frame width.
     pub w: usize,
 }
 
@@ -338,7 +347,9 @@ pub fn npy_header(dtype: Dtype, shape: &[usize]) -> Vec<u8> {
 
 /// Element data a `.npy` file can hold.
 pub trait NpyElement: Copy {
+    /// The file's element type.
     const DTYPE: Dtype;
+    /// Appends the little-endian bytes.
     fn put(self, out: &mut Vec<u8>);
 }
 

@@ -47,6 +47,7 @@ use cpu::CpuState;
 /// What the recursion needs besides the frames.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Params {
+    /// The motion hypotheses (pixels per frame), one state plane each.
     pub motions: Vec<Motion>,
     /// Weight of the newest frame, in (0, 1].
     pub alpha: f32,
@@ -86,21 +87,32 @@ impl Params {
 /// D_t(x, y)` and `arg[y][x]`, the index of the arg-max motion vector.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Map {
+    /// The emitted frame (0-based frame index).
     pub t: usize,
+    /// Map height (pixels).
     pub h: usize,
+    /// Map width (pixels).
     pub w: usize,
+    /// `score[y * w + x] = D_t(x, y)`, the best motion's score.
     pub score: Vec<f32>,
+    /// `arg[y * w + x]`, the index of the arg-max motion.
     pub arg: Vec<u16>,
 }
 
 /// Options of the GPU path.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[non_exhaustive]
 pub struct GpuOptions {
     /// Store the state as f16 (computed in f32; half the state traffic).
     pub half: bool,
     /// This kernel instead of the autotuner's choice.
     pub kernel: Option<cuda::KernelConfig>,
 }
+
+setters!(GpuOptions {
+    with_half(half: bool, "Sets [`GpuOptions::half`]."),
+    with_kernel(kernel: Option<cuda::KernelConfig>, "Sets [`GpuOptions::kernel`]."),
+});
 
 enum Engine {
     Cpu(CpuState),
@@ -229,6 +241,7 @@ impl Tbd {
         })
     }
 
+    /// The recursion's parameters.
     pub fn params(&self) -> &Params {
         &self.params
     }

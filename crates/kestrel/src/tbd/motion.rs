@@ -18,11 +18,14 @@ use crate::error::{Error, Result};
 /// One motion hypothesis: the target moves `(vx, vy)` pixels per frame.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Motion {
+    /// Pixels per frame along x.
     pub vx: f32,
+    /// Pixels per frame along y.
     pub vy: f32,
 }
 
 impl Motion {
+    /// The motion `(vx, vy)`.
     pub fn new(vx: f32, vy: f32) -> Motion {
         Motion { vx, vy }
     }

@@ -17,9 +17,17 @@ use rayon::prelude::*;
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Noise {
     /// `mean + std * N(0, 1)`.
-    Gaussian { mean: f32, std: f32 },
+    Gaussian {
+        /// Mean.
+        mean: f32,
+        /// Standard deviation.
+        std: f32,
+    },
     /// `scale * |n|` with `n` complex Gaussian, `E|n|^2 = 1`.
-    Rayleigh { scale: f32 },
+    Rayleigh {
+        /// Scale.
+        scale: f32,
+    },
 }
 
 impl Noise {
@@ -55,10 +63,15 @@ impl Noise {
 /// A point target: position at frame 0, velocity in pixels per frame, amplitude.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Target {
+    /// Column at frame 0 (pixels).
     pub x: f64,
+    /// Row at frame 0 (pixels).
     pub y: f64,
+    /// Pixels per frame along x.
     pub vx: f64,
+    /// Pixels per frame along y.
     pub vy: f64,
+    /// Peak amplitude.
     pub amplitude: f64,
 }
 
@@ -92,13 +105,18 @@ fn row_rng(seed: u64, t: usize, y: usize) -> rand::rngs::StdRng {
 
 /// Noise-only frames, frame by frame.
 pub struct NoiseFrames {
+    /// Frame height.
     pub h: usize,
+    /// Frame width.
     pub w: usize,
+    /// The noise.
     pub noise: Noise,
+    /// Seed of the draws.
     pub seed: u64,
 }
 
 impl NoiseFrames {
+    /// Noise-only frames of `h x w`.
     pub fn new(h: usize, w: usize, noise: Noise, seed: u64) -> NoiseFrames {
         NoiseFrames { h, w, noise, seed }
     }

@@ -27,6 +27,7 @@ pub struct Assignment {
 const NONE: usize = usize::MAX;
 
 impl Assignment {
+    /// A solver with no buffers yet (they grow to the largest problem solved).
     pub fn new() -> Self {
         Self::default()
     }

@@ -167,7 +167,9 @@ pub fn gnn(
 /// JPDA weights of one track: `beta0` for "no detection" and `(detection, beta)` pairs.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Weights {
+    /// Probability that none of the detections is the track's.
     pub beta0: f64,
+    /// `(detection index, probability that it is the track's)` of each gated detection.
     pub det: Vec<(u32, f64)>,
 }
 

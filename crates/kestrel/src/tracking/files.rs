@@ -10,6 +10,7 @@ use std::path::Path;
 /// Detections without identities, in file order.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Detections {
+    /// Components per detection.
     pub ny: usize,
     /// Time of each detection (a step index, or seconds).
     pub t: Vec<f64>,
@@ -18,10 +19,12 @@ pub struct Detections {
 }
 
 impl Detections {
+    /// Number of detections.
     pub fn len(&self) -> usize {
         self.t.len()
     }
 
+    /// True without detections.
     pub fn is_empty(&self) -> bool {
         self.t.is_empty()
     }
@@ -31,19 +34,24 @@ impl Detections {
 /// step `first + k`. Steps without detections are scans too (every track misses).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Scans {
+    /// The step of scan 0.
     pub first: i64,
+    /// Row ranges: `starts.len()` is one more than the number of scans.
     pub starts: Vec<usize>,
 }
 
 impl Scans {
+    /// Number of scans.
     pub fn len(&self) -> usize {
         self.starts.len() - 1
     }
 
+    /// True without scans.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
+    /// The detection rows of scan `k`.
     pub fn rows(&self, k: usize) -> std::ops::Range<usize> {
         self.starts[k]..self.starts[k + 1]
     }
@@ -247,7 +255,9 @@ pub fn read_detections(path: &Path) -> Result<Detections> {
 pub struct Labelled {
     /// Components per point.
     pub n: usize,
+    /// Time of each point.
     pub t: Vec<f64>,
+    /// Identity of each point (truth id or track number).
     pub id: Vec<u64>,
     /// Tracks: whether the row's status is `confirmed`; truth: all true.
     pub confirmed: Vec<bool>,

@@ -11,13 +11,18 @@ use rayon::prelude::*;
 /// (`[n][ny][ny]`, row-major, lower) and `ln |S| / 2 = sum ln L_aa` (`[n]`).
 #[derive(Clone, Debug, Default)]
 pub struct Innovations {
+    /// Measurement size.
     pub ny: usize,
+    /// Predicted measurements, `[n][ny]`.
     pub zhat: Vec<f64>,
+    /// Cholesky factors of `S`, `[n][ny][ny]`.
     pub l: Vec<f64>,
+    /// `ln |S| / 2` of each track, `[n]`.
     pub half_logdet: Vec<f64>,
 }
 
 impl Innovations {
+    /// An empty set for measurements of `ny` components.
     pub fn new(ny: usize) -> Self {
         Innovations {
             ny,
@@ -25,14 +30,17 @@ impl Innovations {
         }
     }
 
+    /// Tracks held.
     pub fn len(&self) -> usize {
         self.half_logdet.len()
     }
 
+    /// True when no track is held.
     pub fn is_empty(&self) -> bool {
         self.half_logdet.is_empty()
     }
 
+    /// Removes every track (keeps the buffers).
     pub fn clear(&mut self) {
         self.zhat.clear();
         self.l.clear();
@@ -65,6 +73,7 @@ impl Innovations {
             .push((0..ny).map(|a| l[a * ny + a].ln()).sum());
     }
 
+    /// The predicted measurement of track `i`.
     pub fn zhat(&self, i: usize) -> &[f64] {
         &self.zhat[i * self.ny..(i + 1) * self.ny]
     }
@@ -222,12 +231,16 @@ impl Grid {
 /// `det[start[i]..start[i + 1]]` with log-likelihoods `ll[..]` (`ln N(z; zhat, S)`).
 #[derive(Clone, Debug, Default)]
 pub struct Gated {
+    /// Row starts, one more than the tracks.
     pub start: Vec<usize>,
+    /// Gated detection indices, track after track.
     pub det: Vec<u32>,
+    /// `ln N(z; zhat, S)` of each gated detection.
     pub ll: Vec<f64>,
 }
 
 impl Gated {
+    /// The entries of track `i` in `det` and `ll`.
     pub fn of(&self, i: usize) -> std::ops::Range<usize> {
         self.start[i]..self.start[i + 1]
     }

@@ -49,6 +49,7 @@ pub struct Gospa {
     pub switching: f64,
     /// Switches counted (a half switch counts 0.5).
     pub switches: f64,
+    /// Truth-estimate pairs assigned within the cut-off.
     pub assigned: usize,
 }
 
@@ -132,10 +133,13 @@ pub fn ospa(
 /// The truth and the estimates at one time, each point with its identity.
 #[derive(Clone, Debug, Default)]
 pub struct Frame {
+    /// The time.
     pub t: f64,
+    /// Identity of each true target.
     pub truth_ids: Vec<u64>,
     /// `truth_ids.len() x dim`.
     pub truth: Vec<f64>,
+    /// Identity of each track.
     pub track_ids: Vec<u64>,
     /// `track_ids.len() x dim`.
     pub tracks: Vec<f64>,
@@ -175,10 +179,15 @@ pub fn gospa_over_time(frames: &[Frame], dim: usize, c: f64, p: f64, gamma: f64)
 /// One step of CLEAR MOT.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct MotStep {
+    /// True targets present.
     pub truths: usize,
+    /// Truths matched to a track.
     pub matches: usize,
+    /// Truths without a track.
     pub misses: usize,
+    /// Tracks without a truth.
     pub false_tracks: usize,
+    /// Truths whose matched track changed.
     pub switches: usize,
     /// Sum of the matched distances.
     pub distance: f64,
@@ -187,13 +196,19 @@ pub struct MotStep {
 /// CLEAR MOT totals.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct MotSummary {
+    /// Multiple-object tracking accuracy, `1 - (misses + false tracks + switches) / truths`.
     pub mota: f64,
     /// Mean matched distance (NaN without matches).
     pub motp: f64,
+    /// True targets summed over the frames.
     pub truths: usize,
+    /// Matches summed over the frames.
     pub matches: usize,
+    /// Misses summed over the frames.
     pub misses: usize,
+    /// False tracks summed over the frames.
     pub false_tracks: usize,
+    /// Identity switches summed over the frames.
     pub switches: usize,
 }
 

@@ -29,9 +29,11 @@ pub enum Kind {
 /// The scenario's settings.
 #[derive(Clone, Debug)]
 pub struct Scenario {
+    /// How targets start.
     pub kind: Kind,
     /// Targets alive at step 0.
     pub targets: usize,
+    /// Steps (scans) to draw.
     pub steps: usize,
     /// Detection probability of each target at each step.
     pub pd: f64,
@@ -43,6 +45,7 @@ pub struct Scenario {
     pub births: f64,
     /// Probability that a target dies at each step after step 0.
     pub death: f64,
+    /// Seed of every draw.
     pub seed: u64,
 }
 
@@ -116,12 +119,14 @@ pub fn simulate(model: &Model, s: &Scenario) -> Result<(Labelled, Detections)> {
     let (nx, ny) = (model.nx(), model.ny());
     let expected = (s.targets as f64 + s.births * s.steps as f64) * s.steps as f64
         + s.clutter * s.steps as f64;
-    if expected * (nx + ny) as f64 * 8.0 > 16e9 {
-        return Err(Error::input(format!(
-            "the scenario would need about {:.1} GB",
-            expected * (nx + ny) as f64 * 8.0 / 1e9
-        )));
-    }
+    // `as` saturates: an absurd expectation is u128::MAX bytes, never a wrapped one.
+    crate::limits::check_bytes(
+        &format!(
+            "the scenario ({} targets, {} steps, {} births and {} clutter per step)",
+            s.targets, s.steps, s.births, s.clutter
+        ),
+        (expected * (nx + ny) as f64 * 8.0) as u128,
+    )?;
     let mut rng = rand::rngs::StdRng::seed_from_u64(s.seed);
     let g = model
         .h

@@ -34,11 +34,14 @@ pub enum Assoc {
 /// A track's status.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Status {
+    /// Not yet confirmed by enough detections.
     Tentative,
+    /// Confirmed (`m` of `n` detections).
     Confirmed,
 }
 
 impl Status {
+    /// `tentative` or `confirmed`, as in the track files.
     pub fn name(self) -> &'static str {
         match self {
             Status::Tentative => "tentative",
@@ -49,7 +52,9 @@ impl Status {
 
 /// Tracker settings.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct TrackerConfig {
+    /// How detections are associated with tracks.
     pub assoc: Assoc,
     /// Probability that a target's detection falls inside its gate.
     pub gate: f64,
@@ -69,6 +74,17 @@ pub struct TrackerConfig {
     /// Delete a track when a diagonal element of `H P H^T` exceeds this.
     pub max_variance: f64,
 }
+
+setters!(TrackerConfig {
+    with_assoc(assoc: Assoc, "Sets [`TrackerConfig::assoc`]."),
+    with_gate(gate: f64, "Sets [`TrackerConfig::gate`]."),
+    with_pd(pd: f64, "Sets [`TrackerConfig::pd`]."),
+    with_clutter(clutter: f64, "Sets [`TrackerConfig::clutter`]."),
+    with_confirm(confirm: (u32, u32), "Sets [`TrackerConfig::confirm`] (`(m, n)`)."),
+    with_delete(delete: u32, "Sets [`TrackerConfig::delete`]."),
+    with_delete_tentative(delete_tentative: u32, "Sets [`TrackerConfig::delete_tentative`]."),
+    with_max_variance(max_variance: f64, "Sets [`TrackerConfig::max_variance`]."),
+});
 
 impl Default for TrackerConfig {
     fn default() -> Self {
@@ -140,6 +156,7 @@ struct Life {
 /// Time spent in each phase of the scans so far, in seconds.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Timing {
+    /// Prediction.
     pub predict: f64,
     /// Predicted measurements, their factors, the grid and the gate.
     pub gate: f64,
@@ -147,9 +164,11 @@ pub struct Timing {
     pub cluster: f64,
     /// GNN assignment or JPDA weights per cluster.
     pub associate: f64,
+    /// Updates.
     pub update: f64,
     /// Confirmation, deletion and initiation.
     pub life: f64,
+    /// Scans processed.
     pub scans: usize,
 }
 
@@ -172,6 +191,7 @@ pub struct Tracker {
     h: Vec<f64>,
     /// One measurement row per slot for the GNN update, NaN where none.
     zbuf: Vec<f64>,
+    /// Time spent in each phase so far.
     pub timing: Timing,
 }
 
@@ -187,6 +207,7 @@ struct Decisions {
 const FIRST_CAPACITY: usize = 1024;
 
 impl Tracker {
+    /// A tracker without tracks for targets of `model` (its prior initiates new tracks); `cfg` and the model are checked.
     pub fn new(model: &Model, cfg: TrackerConfig) -> Result<Tracker> {
         cfg.validate()?;
         model.validate()?;
@@ -225,6 +246,7 @@ impl Tracker {
         })
     }
 
+    /// The settings.
     pub fn config(&self) -> &TrackerConfig {
         &self.cfg
     }
@@ -239,31 +261,38 @@ impl Tracker {
         self.life.len()
     }
 
+    /// True without live tracks.
     pub fn is_empty(&self) -> bool {
         self.life.is_empty()
     }
 
+    /// The identity of live track `i` (stable over its life).
     pub fn id(&self, i: usize) -> u64 {
         self.life[i].id
     }
 
+    /// The status of live track `i`.
     pub fn status(&self, i: usize) -> Status {
         self.life[i].status
     }
 
+    /// The state mean of live track `i`, length `nx`.
     pub fn mean(&self, i: usize) -> &[f64] {
         // Every track's slot is live.
         self.state.mean(self.slots[i]).unwrap_or(&[])
     }
 
+    /// The state covariance of live track `i`, `nx x nx` row-major.
     pub fn cov(&self, i: usize) -> &[f64] {
         self.state.cov(self.slots[i]).unwrap_or(&[])
     }
 
+    /// State size.
     pub fn nx(&self) -> usize {
         self.nx
     }
 
+    /// Measurement size.
     pub fn ny(&self) -> usize {
         self.ny
     }

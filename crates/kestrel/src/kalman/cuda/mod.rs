@@ -72,6 +72,7 @@ pub enum OutputLayout {
 
 /// Options of the CUDA paths.
 #[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
 pub struct CudaOptions {
     /// Compile the model's numbers into the kernels (one compilation per model).
     pub bake_model: bool,
@@ -83,6 +84,13 @@ pub struct CudaOptions {
     /// Fill device outputs with NaN before each run (tests: an unwritten value shows).
     pub poison: bool,
 }
+
+setters!(CudaOptions {
+    with_bake_model(bake_model: bool, "Sets [`CudaOptions::bake_model`]."),
+    with_memory_budget(memory_budget: Option<usize>, "Sets [`CudaOptions::memory_budget`] (bytes; `None`: 80% of the free memory)."),
+    with_layout(layout: OutputLayout, "Sets [`CudaOptions::layout`]."),
+    with_poison(poison: bool, "Sets [`CudaOptions::poison`]."),
+});
 
 impl Default for CudaOptions {
     fn default() -> Self {

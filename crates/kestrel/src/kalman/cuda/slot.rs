@@ -351,11 +351,11 @@ pub(crate) fn transpose<T: Real>(
     )
 }
 
-/// The options' memory budget, or 80% of the free device memory.
+/// The options' memory budget, or 80% of the usable device memory.
 pub(crate) fn budget(gpu: &Gpu, opts: &CudaOptions) -> Result<usize> {
     match opts.memory_budget {
         Some(b) => Ok(b),
-        None => Ok(gpu.mem_info()?.0 / 10 * 8),
+        None => Ok(gpu.usable_memory()? / 10 * 8),
     }
 }
 

@@ -17,6 +17,7 @@ const MIN_SLOTS: usize = 64;
 pub struct Mixture<'a, T> {
     /// `[capacity + 1]`, non-decreasing, from 0.
     pub start: &'a [usize],
+    /// The candidate measurements, `[rows][ny]`.
     pub z: &'a [T],
     /// The probability that each candidate is the target's; a slot's weights sum to at
     /// most 1, the rest `beta_0 = 1 - sum beta` being "none of them".

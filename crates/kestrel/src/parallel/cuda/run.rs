@@ -334,8 +334,20 @@ pub(crate) struct DevModel<D> {
 
 impl<D: GpuReal> DevModel<D> {
     pub fn new(g: &Gpu, m: &ConvertedModel<D>, varying: bool) -> Result<Self> {
+        Self::window(g, m, varying, 0..m.steps.len())
+    }
+
+    /// The model with the matrices of `steps` only (a share's window; all of a
+    /// time-invariant model's one set whatever `steps`).
+    pub fn window(
+        g: &Gpu,
+        m: &ConvertedModel<D>,
+        varying: bool,
+        steps: std::ops::Range<usize>,
+    ) -> Result<Self> {
+        let steps = if varying { steps } else { 0..1 };
         let mut flat = Vec::new();
-        for s in &m.steps {
+        for s in &m.steps[steps] {
             for part in [&s.f, &s.u, &s.q, &s.h, &s.d, &s.r] {
                 flat.extend_from_slice(part);
             }

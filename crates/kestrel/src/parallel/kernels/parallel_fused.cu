@@ -19,15 +19,27 @@
 //
 // Elements are read and written only as chunk totals: per step, the measurements are read
 // twice and the moments written once. Batched like the other kernels (blockIdx.y).
+//
+// Shares (the `_at` kernels; a sequence split over several devices, parallel/cuda/split.rs):
+// a device holds a window of Ta steps of each sequence (measurements and, when the model
+// varies, its matrices) and owns the n steps [first, first + n) of it; first is 0 for the
+// share that starts at step 0 and 1 otherwise (the window then starts one step before the
+// share, so that no step of a later share is taken for the prior step 0). Outputs hold the
+// n owned steps of each sequence. The chunks cover the owned steps only. A sweep may take a
+// carry (one element per sequence): for the filter the prefix of every step before the
+// share, combined in front of each chunk's scanned prefix (a prefix from step 0 again); for
+// the backward filter the suffix of every step after the share, combined behind each
+// chunk's scanned suffix. The whole-sequence kernels are the share [0, T) of a window of T.
 
 __device__ __forceinline__ long long n_chunks(long long T, int K) { return (T + K - 1) / K; }
 
-extern "C" __global__ void pf_reduce(const StepM* st, int varying, const real* prior, const real* z, long long T, int K, FE* tot) {
-    long long c = gtid(), nc = n_chunks(T, K);
+__device__ __forceinline__ void pf_reduce_body(const StepM* st, int varying, const real* prior, const real* z, long long Ta, long long first,
+                                               long long n, int K, FE* tot) {
+    long long c = gtid(), nc = n_chunks(n, K);
     if (c >= nc) return;
-    z += bat() * T * NY;
+    z += bat() * Ta * NY;
     tot += bat() * nc;
-    long long lo = c * K, hi = min(T, lo + K);
+    long long lo = first + c * K, hi = min(first + n, lo + K);
     FE acc;
     pf_element(st, varying, prior, z, lo, acc);
     for (long long k = lo + 1; k < hi; ++k) {
@@ -39,28 +51,38 @@ extern "C" __global__ void pf_reduce(const StepM* st, int varying, const real* p
     tot[c] = acc;
 }
 
-// tot: the forward-scanned chunk totals (tot[c-1] = the prefix through chunk c-1).
-extern "C" __global__ void pf_sweep(const FE* tot, const StepM* st, int varying, const real* prior, const real* z, long long T, int K,
-                                    real* mean, real* cov, real* ll) {
-    long long c = gtid(), nc = n_chunks(T, K);
+// tot: the forward-scanned chunk totals (tot[c-1] = the prefix through chunk c-1); with
+// has_carry, carry[sequence] = the prefix of every step before the share.
+__device__ __forceinline__ void pf_sweep_body(const FE* tot, const FE* carry, int has_carry, const StepM* st, int varying,
+                                              const real* prior, const real* z, long long Ta, long long first, long long n, int K,
+                                              real* mean, real* cov, real* ll) {
+    long long c = gtid(), nc = n_chunks(n, K);
     if (c >= nc) return;
-    z += bat() * T * NY;
+    z += bat() * Ta * NY;
     tot += bat() * nc;
-    mean += bat() * T * NX;
-    cov += bat() * T * NX2;
-    ll += bat() * T;
-    long long lo = c * K, hi = min(T, lo + K);
+    mean += bat() * n * NX;
+    cov += bat() * n * NX2;
+    ll += bat() * n;
+    long long lo = first + c * K, hi = min(first + n, lo + K);
     real x[NX], P[NX2];
-    if (c == 0) {
+    if (c == 0 && !has_carry) {
 #pragma unroll
         for (int i = 0; i < NX; ++i) x[i] = prior[i];
 #pragma unroll
         for (int i = 0; i < NX2; ++i) P[i] = prior[NX + i];
+    } else if (c == 0 || !has_carry) {
+        const FE& p = c == 0 ? carry[bat()] : tot[c - 1];
+#pragma unroll
+        for (int i = 0; i < NX; ++i) x[i] = p.b[i];
+#pragma unroll
+        for (int i = 0; i < NX2; ++i) P[i] = p.C[i];
     } else {
+        FE p;
+        FilterOp::combine(carry[bat()], tot[c - 1], p);
 #pragma unroll
-        for (int i = 0; i < NX; ++i) x[i] = tot[c - 1].b[i];
+        for (int i = 0; i < NX; ++i) x[i] = p.b[i];
 #pragma unroll
-        for (int i = 0; i < NX2; ++i) P[i] = tot[c - 1].C[i];
+        for (int i = 0; i < NX2; ++i) P[i] = p.C[i];
     }
     for (long long k = lo; k < hi; ++k) {
         const StepM& m = step_at(st, varying, k);
@@ -72,12 +94,39 @@ extern "C" __global__ void pf_sweep(const FE* tot, const StepM* st, int varying,
 #pragma unroll
             for (int i = 0; i < NX; ++i) x[i] = nanv();
         }
-        ll[k] = l;
+        long long o = k - first;
+        ll[o] = l;
 #pragma unroll
-        for (int i = 0; i < NX; ++i) mean[k * NX + i] = x[i];
+        for (int i = 0; i < NX; ++i) mean[o * NX + i] = x[i];
 #pragma unroll
-        for (int i = 0; i < NX2; ++i) cov[k * NX2 + i] = P[i];
+        for (int i = 0; i < NX2; ++i) cov[o * NX2 + i] = P[i];
     }
+}
+
+extern "C" __global__ void pf_reduce(const StepM* st, int varying, const real* prior, const real* z, long long T, int K, FE* tot) {
+    pf_reduce_body(st, varying, prior, z, T, 0, T, K, tot);
+}
+
+extern "C" __global__ void pf_sweep(const FE* tot, const StepM* st, int varying, const real* prior, const real* z, long long T, int K,
+                                    real* mean, real* cov, real* ll) {
+    pf_sweep_body(tot, tot, 0, st, varying, prior, z, T, 0, T, K, mean, cov, ll);
+}
+
+extern "C" __global__ void pf_reduce_at(const StepM* st, int varying, const real* prior, const real* z, long long Ta, long long first,
+                                        long long n, int K, FE* tot) {
+    pf_reduce_body(st, varying, prior, z, Ta, first, n, K, tot);
+}
+
+extern "C" __global__ void pf_sweep_at(const FE* tot, const FE* carry, int has_carry, const StepM* st, int varying, const real* prior,
+                                       const real* z, long long Ta, long long first, long long n, int K, real* mean, real* cov, real* ll) {
+    pf_sweep_body(tot, carry, has_carry, st, varying, prior, z, Ta, first, n, K, mean, cov, ll);
+}
+
+// out[sequence] = tot[sequence * nc + i]: a share's total (the last forward-scanned chunk
+// total, or the first reverse-scanned one) gathered for the crossing, one per sequence.
+extern "C" __global__ void fe_pick(const FE* tot, long long nc, long long i, FE* out) {
+    if (gtid() != 0) return;
+    out[bat()] = tot[bat() * nc + i];
 }
 
 extern "C" __global__ void ps_reduce(const StepM* st, int varying, const real* mean, const real* cov, long long T, int K, SE* tot) {
@@ -165,43 +214,70 @@ __device__ __forceinline__ void tf_back(const StepM* st, int varying, const real
     else FilterOp::identity(o);
 }
 
-extern "C" __global__ void tf_reduce(const StepM* st, int varying, const real* prior, const real* z, long long T, int K, FE* tot) {
-    long long c = gtid(), nc = n_chunks(T, K);
+__device__ __forceinline__ void tf_reduce_body(const StepM* st, int varying, const real* prior, const real* z, long long Ta, long long first,
+                                               long long n, int K, FE* tot) {
+    long long c = gtid(), nc = n_chunks(n, K);
     if (c >= nc) return;
-    z += bat() * T * NY;
+    z += bat() * Ta * NY;
     tot += bat() * nc;
-    long long lo = c * K, hi = min(T, lo + K);
+    long long lo = first + c * K, hi = min(first + n, lo + K);
     FE acc;
-    tf_back(st, varying, prior, z, T, lo, acc);
+    tf_back(st, varying, prior, z, Ta, lo, acc);
     for (long long k = lo + 1; k < hi; ++k) {
         FE e, t;
-        tf_back(st, varying, prior, z, T, k, e);
+        tf_back(st, varying, prior, z, Ta, k, e);
         FilterOp::combine(acc, e, t);
         acc = t;
     }
     tot[c] = acc;
 }
 
-// tot: the reverse-scanned totals of the backward elements; mean, cov: the filter's.
-extern "C" __global__ void tf_sweep(const FE* tot, const StepM* st, int varying, const real* prior, const real* z, const real* mean,
-                                    const real* cov, long long T, int K, real* smean, real* scov) {
-    long long c = gtid(), nc = n_chunks(T, K);
+// tot: the reverse-scanned totals of the backward elements (tot[c+1] = the suffix from
+// chunk c+1 on); with has_carry, carry[sequence] = the suffix of every step after the
+// share; mean, cov: the filter's, n steps a sequence like the outputs.
+__device__ __forceinline__ void tf_sweep_body(const FE* tot, const FE* carry, int has_carry, const StepM* st, int varying,
+                                              const real* prior, const real* z, const real* mean, const real* cov, long long Ta,
+                                              long long first, long long n, int K, real* smean, real* scov) {
+    long long c = gtid(), nc = n_chunks(n, K);
     if (c >= nc) return;
-    z += bat() * T * NY;
+    z += bat() * Ta * NY;
     tot += bat() * nc;
-    mean += bat() * T * NX;
-    cov += bat() * T * NX2;
-    smean += bat() * T * NX;
-    scov += bat() * T * NX2;
-    long long lo = c * K, hi = min(T, lo + K);
+    mean += bat() * n * NX;
+    cov += bat() * n * NX2;
+    smean += bat() * n * NX;
+    scov += bat() * n * NX2;
+    long long lo = first + c * K, hi = min(first + n, lo + K);
     FE acc;
-    if (c + 1 < nc) acc = tot[c + 1];
+    if (c + 1 < nc && has_carry) FilterOp::combine(tot[c + 1], carry[bat()], acc);
+    else if (c + 1 < nc) acc = tot[c + 1];
+    else if (has_carry) acc = carry[bat()];
     else FilterOp::identity(acc);
     for (long long k = hi - 1; k >= lo; --k) {
         FE e, t;
-        tf_back(st, varying, prior, z, T, k, e);
+        tf_back(st, varying, prior, z, Ta, k, e);
         FilterOp::combine(e, acc, t);
         acc = t;
-        tf_merge(acc, mean + k * NX, cov + k * NX2, smean + k * NX, scov + k * NX2);
+        long long o = k - first;
+        tf_merge(acc, mean + o * NX, cov + o * NX2, smean + o * NX, scov + o * NX2);
     }
+}
+
+extern "C" __global__ void tf_reduce(const StepM* st, int varying, const real* prior, const real* z, long long T, int K, FE* tot) {
+    tf_reduce_body(st, varying, prior, z, T, 0, T, K, tot);
+}
+
+extern "C" __global__ void tf_sweep(const FE* tot, const StepM* st, int varying, const real* prior, const real* z, const real* mean,
+                                    const real* cov, long long T, int K, real* smean, real* scov) {
+    tf_sweep_body(tot, tot, 0, st, varying, prior, z, mean, cov, T, 0, T, K, smean, scov);
+}
+
+extern "C" __global__ void tf_reduce_at(const StepM* st, int varying, const real* prior, const real* z, long long Ta, long long first,
+                                        long long n, int K, FE* tot) {
+    tf_reduce_body(st, varying, prior, z, Ta, first, n, K, tot);
+}
+
+extern "C" __global__ void tf_sweep_at(const FE* tot, const FE* carry, int has_carry, const StepM* st, int varying, const real* prior,
+                                       const real* z, const real* mean, const real* cov, long long Ta, long long first, long long n,
+                                       int K, real* smean, real* scov) {
+    tf_sweep_body(tot, carry, has_carry, st, varying, prior, z, mean, cov, Ta, first, n, K, smean, scov);
 }

@@ -46,7 +46,7 @@ use std::marker::PhantomData;
 
 mod factor;
 
-/// The square-root filtering operator (same layout as [`FilterLayout`], with `U` in
+/// The square-root filtering operator (same layout as `FilterLayout`, with `U` in
 /// place of `C` and `Z` in place of `J`, both lower triangular).
 pub struct SqrtFilterOp<T> {
     pub(crate) lay: FilterLayout,
@@ -54,6 +54,7 @@ pub struct SqrtFilterOp<T> {
 }
 
 impl<T: Real> SqrtFilterOp<T> {
+    /// The operator for states of size `nx`.
     pub fn new(nx: usize) -> Self {
         SqrtFilterOp {
             lay: FilterLayout { n: nx },
@@ -566,7 +567,7 @@ pub fn filter_sqrt<T: Real, M: StateSpace + ?Sized>(
 ) -> Result<Estimates<T>> {
     if let Device::Cuda(_) = device {
         return Err(Error::Unsupported(
-            "the square-root parallel filter on cuda is not built yet (use --device cpu)".into(),
+            "the square-root parallel filter on cuda is not built yet (run it on the CPU)".into(),
         ));
     }
     super::check(model, z)?;

@@ -1,0 +1,275 @@
+//! The exact filter for AR(p)-shaped models: a companion `F` (first row `a^T`, ones on
+//! the subdiagonal) and one measurement of the first state (`H = e_0^T`), the seismic
+//! noise model of the seed. Each step is `O(p^2)` instead of `O(p^3)`:
+//!
+//! ```text
+//! update:  S = P_00 + r,  w = P e_0 / sqrt(S),  e = (z - x_0 - d) / sqrt(S)
+//!          x += w e,      ll = -(ln 2 pi + ln S + e^2) / 2,   P^+ = P - w w^T
+//! predict: v = P^+ a = P a - w (w . a)
+//!          P'_00 = a . v + Q_00,  P'_0j = v_{j-1} + Q_0j,  P'_ij = P^+_{i-1,j-1} + Q_ij
+//!          x' = (a . x + u_0, x_0 + u_1, ..., x_{p-2} + u_{p-1})
+//! ```
+//!
+//! (`w w^T` is symmetric in floating point too, so `P` stays exactly symmetric.) The
+//! state dimension is a compile-time constant (2 ..= [`MAX_P`]) so that every loop is
+//! unrolled and vectorised. With a steady-state tolerance the gain freezes once the
+//! predicted covariance moves by less than `tol` times its largest entry across an
+//! update, as in the general path.
+
+use crate::kalman::dense::ConvertedModel;
+use crate::linalg::{Real, LN_2PI};
+use crate::model::Model;
+
+/// The largest `p` compiled.
+pub const MAX_P: usize = 16;
+
+/// `Some(p)` when the model has this structure (and `2 <= p <= MAX_P`).
+pub(crate) fn applies(model: &Model) -> Option<usize> {
+    let p = model.nx();
+    let e0 = model.ny() == 1 && (0..p).all(|j| model.h[(0, j)] == if j == 0 { 1.0 } else { 0.0 });
+    let companion = super::exact::Structure::of(&model.f) == super::exact::Structure::Companion;
+    (e0 && companion && (2..=MAX_P).contains(&p)).then_some(p)
+}
+
+/// One track; `Err(step)` where `S` is not positive.
+pub(crate) fn track<T: Real>(
+    p: usize,
+    m: &ConvertedModel<T>,
+    z: &[T],
+    steady: Option<f64>,
+    out: &mut [T],
+) -> std::result::Result<(), usize> {
+    macro_rules! dispatch {
+        ($($n:literal)*) => {
+            match p {
+                $($n => run::<T, $n>(m, z, steady, out),)*
+                _ => unreachable!("applies() bounds p"),
+            }
+        };
+    }
+    dispatch!(2 3 4 5 6 7 8 9 10 11 12 13 14 15 16)
+}
+
+struct Frozen<T, const P: usize> {
+    w: [T; P],
+    rs: T,
+    c: T,
+    p: [[T; P]; P],
+}
+
+#[inline(always)]
+fn predict_mean<T: Real, const P: usize>(a: &[T; P], u: &[T; P], x: &mut [T; P]) {
+    let mut s = u[0];
+    for j in 0..P {
+        s += a[j] * x[j];
+    }
+    for i in (1..P).rev() {
+        x[i] = x[i - 1] + u[i];
+    }
+    x[0] = s;
+}
+
+fn run<T: Real, const P: usize>(
+    m: &ConvertedModel<T>,
+    z: &[T],
+    steady: Option<f64>,
+    out: &mut [T],
+) -> std::result::Result<(), usize> {
+    let mats = m.at(0);
+    let mut a = [T::zero(); P];
+    let mut u = [T::zero(); P];
+    let mut q = [[T::zero(); P]; P];
+    let mut x = [T::zero(); P];
+    let mut bufs = [[[T::zero(); P]; P]; 2];
+    for i in 0..P {
+        a[i] = mats.f[i];
+        u[i] = mats.u[i];
+        x[i] = m.x0[i];
+        for j in 0..P {
+            q[i][j] = mats.q[i * P + j];
+            bufs[0][i][j] = m.p0[i * P + j];
+        }
+    }
+    let (d, r) = (mats.d[0], mats.r[0]);
+    let half = T::of(0.5);
+    let c0 = T::of(-0.5 * LN_2PI);
+    let tol = steady.map(T::of);
+    let mut cur = 0;
+    let mut settled = false;
+    let mut frozen: Option<Frozen<T, P>> = None;
+    let steps = out.len();
+    let mut k = 0;
+    while k < steps {
+        if let Some(f) = &frozen {
+            // The mean recursion alone, until the next missing measurement.
+            while k < steps {
+                let zk = z[k];
+                if zk.is_nan_value() {
+                    break;
+                }
+                let e = (zk - x[0] - d) * f.rs;
+                for i in 0..P {
+                    x[i] += f.w[i] * e;
+                }
+                out[k] = f.c - half * e * e;
+                predict_mean(&a, &u, &mut x);
+                k += 1;
+            }
+            if k == steps {
+                break;
+            }
+            // A missing measurement: the full recursion resumes from the frozen P.
+            bufs[cur] = f.p;
+            frozen = None;
+            settled = false;
+        }
+        let (lo, hi) = bufs.split_at_mut(1);
+        let (p, pn) = if cur == 0 {
+            (&lo[0], &mut hi[0])
+        } else {
+            (&hi[0], &mut lo[0])
+        };
+        let zk = z[k];
+        let present = !zk.is_nan_value();
+        let mut w = [T::zero(); P];
+        if present {
+            let s = p[0][0] + r;
+            if !(s > T::zero()) {
+                return Err(k);
+            }
+            let rs = T::one() / s.sqrt();
+            for i in 0..P {
+                w[i] = p[i][0] * rs;
+            }
+            let e = (zk - x[0] - d) * rs;
+            for i in 0..P {
+                x[i] += w[i] * e;
+            }
+            let c = c0 - half * s.ln();
+            out[k] = c - half * e * e;
+            if settled {
+                frozen = Some(Frozen { w, rs, c, p: *p });
+                predict_mean(&a, &u, &mut x);
+                k += 1;
+                continue;
+            }
+        } else {
+            out[k] = T::zero();
+        }
+        predict_mean(&a, &u, &mut x);
+        k += 1;
+        if k == steps {
+            break;
+        }
+        // v = P a - w (w . a)  (P symmetric: a sum of its rows)
+        let mut wa = T::zero();
+        for j in 0..P {
+            wa += w[j] * a[j];
+        }
+        let mut v = [T::zero(); P];
+        for j in 0..P {
+            let aj = a[j];
+            let row = &p[j];
+            for i in 0..P {
+                v[i] += aj * row[i];
+            }
+        }
+        for i in 0..P {
+            v[i] -= w[i] * wa;
+        }
+        let mut av = q[0][0];
+        for j in 0..P {
+            av += a[j] * v[j];
+        }
+        pn[0][0] = av;
+        for j in 1..P {
+            pn[0][j] = v[j - 1] + q[0][j];
+            pn[j][0] = v[j - 1] + q[j][0];
+        }
+        for i in 1..P {
+            let wi = w[i - 1];
+            let (src, qi) = (&p[i - 1], &q[i]);
+            let dst = &mut pn[i];
+            for j in 1..P {
+                dst[j] = src[j - 1] - wi * w[j - 1] + qi[j];
+            }
+        }
+        settled = match tol {
+            Some(tol) if present => {
+                let mut scale = T::zero();
+                let mut diff = T::zero();
+                for i in 0..P {
+                    for j in 0..P {
+                        scale = scale.max(pn[i][j].abs());
+                        diff = diff.max((pn[i][j] - p[i][j]).abs());
+                    }
+                }
+                diff <= tol * scale
+            }
+            _ => false,
+        };
+        cur ^= 1;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::likelihood::exact::{self, Structure};
+    use crate::model::ar;
+    use nalgebra::DVector;
+
+    /// The `O(p^2)` recursion equals the general one (offsets, a stationary prior,
+    /// missing values, with and without the steady switch), in f64 and f32.
+    #[test]
+    fn equals_the_general_recursion() {
+        let coef = [0.9, -0.3, 0.2, 0.1, -0.05, 0.02, 0.0, 0.01, 0.1, -0.02];
+        let model = ar(&coef, 2.0, 0.7, 1.5)
+            .unwrap()
+            .with_offsets(
+                DVector::from_fn(10, |i, _| 0.1 * i as f64 - 0.3),
+                DVector::from_vec(vec![0.4]),
+            )
+            .unwrap();
+        let stat = ar(&coef[..3], 5.0, 0.3, 1.0)
+            .unwrap()
+            .with_stationary_prior()
+            .unwrap();
+        for m in [&model, &stat] {
+            let p = applies(m).expect("an AR model");
+            let steps = 3000;
+            let mut z: Vec<f64> = (0..steps)
+                .map(|k| (k as f64 * 0.37).sin() * 4.0 + (k as f64 * 0.011).cos())
+                .collect();
+            for k in [0usize, 1, 57, 58, 59, 1000, 2999] {
+                z[k] = f64::NAN;
+            }
+            for steady in [None, Some(1e-12)] {
+                let cm = ConvertedModel::<f64>::new(m, steps);
+                let mut fast = vec![0.0; steps];
+                let mut slow = vec![0.0; steps];
+                track(p, &cm, &z, steady, &mut fast).unwrap();
+                exact::track(&cm, Structure::Dense, 0, &z, None, &mut slow).unwrap();
+                for k in 0..steps {
+                    assert!(
+                        (fast[k] - slow[k]).abs() <= 1e-10 * slow[k].abs().max(1.0),
+                        "p = {p}, steady {steady:?}, step {k}: {} vs {}",
+                        fast[k],
+                        slow[k]
+                    );
+                }
+                let c32 = ConvertedModel::<f32>::new(m, steps);
+                let z32: Vec<f32> = z.iter().map(|v| *v as f32).collect();
+                let mut f32s = vec![0f32; steps];
+                track(p, &c32, &z32, steady, &mut f32s).unwrap();
+                for k in 0..steps {
+                    assert!(
+                        (f32s[k] as f64 - slow[k]).abs() <= 1e-4 * slow[k].abs().max(1.0),
+                        "f32, step {k}"
+                    );
+                }
+            }
+        }
+    }
+}

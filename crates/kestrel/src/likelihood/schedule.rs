@@ -1,0 +1,226 @@
+//! The exact filter's gains, computed once on the host, for the GPU's exact method.
+//!
+//! For a time-invariant model the covariance recursion of the Kalman filter does not
+//! depend on the data, only on which measurements are missing. Its per-step products
+//! (the update's `W^T = L^{-1} H P`, the Cholesky factor `L` of `S = L L^T` and the
+//! log-density's constant) are computed here in `f64` for every distinct missing pattern
+//! of the tracks (tracks with the same missing steps share them) until the predicted
+//! covariance reaches its fixed point, and stored once: a table of records and, per step,
+//! the record it uses (`-1` where the measurement is missing). What is left for the
+//! device is the mean recursion, which is affine in the state:
+//!
+//! ```text
+//! e_t = L_t^{-1} (z_t - H x_t - d),  ll_t = c_t - |e_t|^2 / 2,
+//! x_{t+1} = F (x_t + W_t e_t) + u
+//! ```
+//!
+//! and runs as a chunked parallel scan (`kernels/scan.cu`). The fixed point is declared
+//! when no entry of the predicted covariance moves by more than [`FIXED_POINT`] times its
+//! largest entry in one step (the same rule as `--steady`); after a missing measurement
+//! the recursion resumes from the covariance it left and runs until it settles again.
+
+use crate::data::Measurements;
+use crate::error::{Error, Result};
+use crate::kalman::dense::{ConvertedModel, Workspace};
+use crate::kalman::step::{predict, update};
+use crate::linalg::Real;
+use crate::model::Model;
+use std::collections::HashMap;
+
+/// The covariance recursion's fixed point: a relative change per step below this.
+pub const FIXED_POINT: f64 = 1e-14;
+
+/// Values per record: `W^T` (`ny x nx`), `L` (`ny x ny`, lower), the constant.
+pub fn record_len(nx: usize, ny: usize) -> usize {
+    ny * nx + ny * ny + 1
+}
+
+/// The per-step gains of every track.
+#[derive(Clone, Debug)]
+pub struct Schedule<T> {
+    /// State size.
+    pub nx: usize,
+    /// Measurement size.
+    pub ny: usize,
+    /// Number of tracks.
+    pub tracks: usize,
+    /// Steps per track.
+    pub steps: usize,
+    /// Records `[R][record_len]`: `W^T` row-major, `L` row-major, `-(ny ln 2 pi)/2 - sum
+    /// ln L_ii`.
+    pub table: Vec<T>,
+    /// `[tracks][steps]`: the record of each step, `-1` where the measurement is missing.
+    pub index: Vec<i32>,
+}
+
+impl<T: Real> Schedule<T> {
+    /// The gains of every track of `z` under `model` (time-invariant).
+    pub fn new(model: &Model, z: &Measurements<T>) -> Result<Schedule<T>> {
+        let (nx, ny, steps) = (model.nx(), model.ny(), z.steps);
+        let m = ConvertedModel::<f64>::new(model, 1);
+        let mut table: Vec<f64> = Vec::new();
+        let mut index = vec![0i32; z.tracks * steps];
+        let mut known: HashMap<Vec<u32>, usize> = HashMap::new();
+        for b in 0..z.tracks {
+            let zt = z.track(b);
+            let missing: Vec<u32> = (0..steps)
+                .filter(|&k| zt[k * ny..(k + 1) * ny].iter().any(|v| v.is_nan_value()))
+                .map(|k| k as u32)
+                .collect();
+            if let Some(&first) = known.get(&missing) {
+                index.copy_within(first * steps..(first + 1) * steps, b * steps);
+                continue;
+            }
+            let row = &mut index[b * steps..(b + 1) * steps];
+            let mut is_missing = vec![false; steps];
+            for &k in &missing {
+                is_missing[k as usize] = true;
+            }
+            gains_of(&m, &is_missing, &mut table, row).map_err(|k| Error::NotPositiveDefinite {
+                track: b,
+                step: k,
+                what: "innovation covariance S",
+            })?;
+            known.insert(missing, b);
+        }
+        if table.len() / record_len(nx, ny) > i32::MAX as usize {
+            return Err(Error::input("the gain table has too many records"));
+        }
+        Ok(Schedule {
+            nx,
+            ny,
+            tracks: z.tracks,
+            steps,
+            table: table.iter().map(|v| T::of(*v)).collect(),
+            index,
+        })
+    }
+
+    /// The mean recursion on the host, in `f64` (the reference the kernels are held to).
+    pub fn loglik(&self, model: &Model, z: &Measurements<T>) -> Vec<f64> {
+        let (nx, ny, steps) = (self.nx, self.ny, self.steps);
+        let rec = record_len(nx, ny);
+        let m = ConvertedModel::<f64>::new(model, 1);
+        let mats = m.at(0);
+        let mut out = vec![0.0; self.tracks * steps];
+        let mut x = vec![0.0; nx];
+        let mut tmp = vec![0.0; nx];
+        let mut e = vec![0.0; ny];
+        for b in 0..self.tracks {
+            x.copy_from_slice(&m.x0);
+            let zt = z.track(b);
+            for t in 0..steps {
+                let id = self.index[b * steps + t];
+                if id >= 0 {
+                    let r: Vec<f64> = self.table[id as usize * rec..(id as usize + 1) * rec]
+                        .iter()
+                        .map(|v| v.to_f64())
+                        .collect();
+                    let (wt, l, c) = (&r[..ny * nx], &r[ny * nx..ny * nx + ny * ny], r[rec - 1]);
+                    let mut maha = 0.0;
+                    for a in 0..ny {
+                        let mut v = zt[t * ny + a].to_f64() - mats.d[a];
+                        for j in 0..nx {
+                            v -= mats.h[a * nx + j] * x[j];
+                        }
+                        for q in 0..a {
+                            v -= l[a * ny + q] * e[q];
+                        }
+                        e[a] = v / l[a * ny + a];
+                        maha += e[a] * e[a];
+                    }
+                    for i in 0..nx {
+                        for a in 0..ny {
+                            x[i] += wt[a * nx + i] * e[a];
+                        }
+                    }
+                    out[b * steps + t] = c - 0.5 * maha;
+                }
+                for i in 0..nx {
+                    let mut s = mats.u[i];
+                    for j in 0..nx {
+                        s += mats.f[i * nx + j] * x[j];
+                    }
+                    tmp[i] = s;
+                }
+                x.copy_from_slice(&tmp);
+            }
+        }
+        out
+    }
+}
+
+/// The covariance recursion of one missing pattern: records appended to `table`, each
+/// step's record id in `row`. `Err(step)` where `S` is not positive definite.
+fn gains_of(
+    m: &ConvertedModel<f64>,
+    missing: &[bool],
+    table: &mut Vec<f64>,
+    row: &mut [i32],
+) -> std::result::Result<(), usize> {
+    let (nx, ny) = (m.nx, m.ny);
+    let mats = m.at(0);
+    let rec = record_len(nx, ny);
+    let mut ws = Workspace::<f64>::new(nx, ny);
+    ws.p.copy_from_slice(&m.p0);
+    let mut prev = vec![0.0; nx * nx];
+    let zero = vec![0.0; ny];
+    // The settled record and the predicted covariance it belongs to.
+    let mut steady: Option<(i32, Vec<f64>)> = None;
+    // Two predictions compare only across an update: without one (a missing step) the
+    // covariance may repeat itself (a stationary prior) far from the fixed point.
+    let mut updated = false;
+    let half_log2pi = 0.5 * ny as f64 * crate::linalg::LN_2PI;
+    for (k, slot) in row.iter_mut().enumerate() {
+        if let Some((id, p)) = &steady {
+            if !missing[k] {
+                *slot = *id;
+                continue;
+            }
+            // Off the fixed point: the update is skipped, the recursion resumes.
+            ws.p.copy_from_slice(p);
+            steady = None;
+            *slot = -1;
+            continue;
+        }
+        if k > 0 {
+            predict(nx, mats, &mut ws.x, &mut ws.p, &mut ws.tmp);
+        }
+        let settled = updated && {
+            let mut scale = 0f64;
+            let mut diff = 0f64;
+            for (a, b) in ws.p.iter().zip(&prev) {
+                scale = scale.max(a.abs());
+                diff = diff.max((a - b).abs());
+            }
+            diff <= FIXED_POINT * scale
+        };
+        prev.copy_from_slice(&ws.p);
+        updated = !missing[k];
+        if missing[k] {
+            *slot = -1;
+            continue;
+        }
+        let p_pred = settled.then(|| ws.p.clone());
+        ws.x.fill(0.0);
+        update(
+            nx, ny, mats, &zero, &mut ws.x, &mut ws.p, &mut ws.y, &mut ws.s, &mut ws.wt,
+        )
+        .ok_or(k)?;
+        let id = (table.len() / rec) as i32;
+        table.extend_from_slice(&ws.wt);
+        let mut logdet = 0.0;
+        for a in 0..ny {
+            for q in 0..ny {
+                table.push(if q <= a { ws.s[a * ny + q] } else { 0.0 });
+            }
+            logdet += ws.s[a * ny + a].ln();
+        }
+        table.push(-half_log2pi - logdet);
+        *slot = id;
+        if let Some(p) = p_pred {
+            steady = Some((id, p));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,809 @@
+//! One sequence split over several devices: the parallel filter and the two-filter
+//! smoother with the time steps of every track cut into contiguous shares, one share per
+//! device (the same ordinal may appear more than once: its shares then run one after
+//! the other on that device, which exercises the crossing on a single GPU).
+//!
+//! Each device runs the fused scan (`kernels/parallel_fused.cu`, the `_at` kernels) over
+//! its share: the reduce of its chunks and the scan of its chunk totals. That scan leaves
+//! the share's total (the combination of all of its elements) in the last chunk total;
+//! one element per track crosses to the host, where the prefix of every share before
+//! share `k` is combined (`carry_{k+1} = carry_k x total_k`, the CPU operator of
+//! `parallel::filtering`, one combine per share and track), and crosses back to device
+//! `k`. The sweep then starts each chunk from `carry_k x prefix` (one extra combine per
+//! chunk, no extra pass over the steps). The backward filter of the two-filter smoother
+//! does the same from the right: the suffix of every share after share `k` crosses to
+//! device `k` and is combined behind each chunk's scanned suffix. So the only traffic
+//! between the devices is one element per track and share, each way.
+//!
+//! A share of a time-varying model holds the matrices of its own steps and one more on
+//! each side (the step before, so that the window never starts a later share at step 0;
+//! the step after, whose element the backward filter's last step takes).
+
+use super::run::{scan, DevModel};
+use super::{
+    cu, est_as, fe_len, first_bad, fused_chunk_len, kernels, with_as, GpuReal, Output, MAX_GROUP,
+};
+use crate::cuda::{catch, gpu, Gpu, Module as Kernels};
+use crate::data::{Estimates, Measurements};
+use crate::error::{Error, Result};
+use crate::kalman::dense::ConvertedModel;
+use crate::linalg::Real;
+use crate::model::StateSpace;
+use crate::parallel::FilterOp;
+use crate::scan::{AssocOp, ScanAlgorithm};
+use cudarc::driver::{CudaSlice, PushKernelArg};
+use std::sync::Arc;
+
+use super::run::Method;
+
+/// The parallel filter (Algorithm 5) with every track's steps split over the devices
+/// `ordinals` (one contiguous share each, in order); equal to `super::run` with
+/// [`Method::Filter`] on one device to rounding (the elements are combined in another
+/// order). The chunk totals of each share are scanned with `alg`.
+pub fn filter_on_devices<T: Real, M: StateSpace + ?Sized>(
+    ordinals: &[usize],
+    model: &M,
+    z: &Measurements<T>,
+    alg: ScanAlgorithm,
+) -> Result<Estimates<T>> {
+    time_on_devices(ordinals, model, z, Method::Filter, alg, 0, 1).map(|(_, (f, _))| f)
+}
+
+/// The two-filter smoother (Algorithm 7) with every track's steps split over the devices
+/// `ordinals`, forward and backward filter both; returns `(filtered, smoothed)`.
+pub fn two_filter_on_devices<T: Real, M: StateSpace + ?Sized>(
+    ordinals: &[usize],
+    model: &M,
+    z: &Measurements<T>,
+    alg: ScanAlgorithm,
+) -> Result<(Estimates<T>, Estimates<T>)> {
+    let (_, (f, s)) = time_on_devices(ordinals, model, z, Method::TwoFilter, alg, 0, 1)?;
+    let s =
+        s.ok_or_else(|| Error::Cuda("the split smoother returned no smoothed estimates".into()))?;
+    Ok((f, s))
+}
+
+/// Like [`filter_on_devices`] / [`two_filter_on_devices`] (`method` is
+/// [`Method::Filter`] or [`Method::TwoFilter`]), timing `repeats` runs after `warmup`
+/// with the data resident on the devices: wall clock from the first launch until every
+/// device is done, the crossing of the share totals included.
+pub fn time_on_devices<T: Real, M: StateSpace + ?Sized>(
+    ordinals: &[usize],
+    model: &M,
+    z: &Measurements<T>,
+    method: Method,
+    alg: ScanAlgorithm,
+    warmup: usize,
+    repeats: usize,
+) -> Result<(Vec<f64>, Output<T>)> {
+    if !matches!(method, Method::Filter | Method::TwoFilter) {
+        return Err(Error::Unsupported(format!(
+            "{method:?} is not split over devices (the filter and the two-filter smoother are)"
+        )));
+    }
+    if ordinals.is_empty() {
+        return Err(Error::Input {
+            msg: "no CUDA device to split over".into(),
+        });
+    }
+    if z.steps == 0 {
+        return Err(Error::Input {
+            msg: "measurements have no steps".into(),
+        });
+    }
+    let run = |ord: &[usize]| -> Result<(Vec<f64>, Output<T>)> {
+        if T::NAME == "f64" {
+            let (t, (f, s)) = with_as::<T, f64, _>(z, |z| {
+                catch(|| run_split::<f64, M>(ord, model, z, method, alg, warmup, repeats))
+            })?;
+            Ok((t, (est_as(f), s.map(est_as))))
+        } else {
+            let (t, (f, s)) = with_as::<T, f32, _>(z, |z| {
+                catch(|| run_split::<f32, M>(ord, model, z, method, alg, warmup, repeats))
+            })?;
+            Ok((t, (est_as(f), s.map(est_as))))
+        }
+    };
+    // No share shorter than one step.
+    run(&ordinals[..ordinals.len().min(z.steps)])
+}
+
+/// One device's share of every track of a group.
+struct Share<D> {
+    g: Arc<Gpu>,
+    k: Arc<Kernels>,
+    dm: DevModel<D>,
+    /// First global step owned, steps owned.
+    k0: usize,
+    n: usize,
+    /// Steps in the window, index of the first owned step in it.
+    ta: usize,
+    first: usize,
+    /// Chunk length and chunks of the share.
+    kk: usize,
+    nc: usize,
+    z: CudaSlice<D>,
+    tot: CudaSlice<D>,
+    btot: CudaSlice<D>,
+    pick: CudaSlice<D>,
+    bpick: CudaSlice<D>,
+    carry: CudaSlice<D>,
+    bcarry: CudaSlice<D>,
+    mean: CudaSlice<D>,
+    cov: CudaSlice<D>,
+    ll: CudaSlice<D>,
+    smean: CudaSlice<D>,
+    scov: CudaSlice<D>,
+}
+
+fn alloc<D: GpuReal>(g: &Gpu, n: usize, what: &str) -> Result<CudaSlice<D>> {
+    // SAFETY: every buffer is written before it is read (outputs are poisoned first).
+    cu(
+        unsafe { g.stream.alloc::<D>(n.max(1)) },
+        &format!("allocating {what}"),
+    )
+}
+
+/// The shares `[k0, k0 + n)` of `t` steps over `parts` devices (sizes differ by at most
+/// one).
+fn shares(t: usize, parts: usize) -> Vec<(usize, usize)> {
+    (0..parts)
+        .map(|i| {
+            let a = t * i / parts;
+            let b = t * (i + 1) / parts;
+            (a, b - a)
+        })
+        .collect()
+}
+
+/// The window of a share: `[off, end)` of the global steps.
+fn window(k0: usize, n: usize, t: usize, backward: bool) -> (usize, usize) {
+    let off = k0.saturating_sub(1);
+    let end = if backward {
+        (k0 + n + 1).min(t)
+    } else {
+        k0 + n
+    };
+    (off, end)
+}
+
+/// Scalars of device memory a track needs on a device for one share of `n` steps in a
+/// window of `ta` (measurements, chunk totals, crossing elements and outputs).
+pub(super) fn scalars_per_track(
+    nx: usize,
+    ny: usize,
+    n: usize,
+    ta: usize,
+    tf: bool,
+) -> Option<usize> {
+    let fe = fe_len(nx);
+    // Chunk totals: at least 4 steps a chunk, and the chunked scan's work space.
+    let per_step_tot = fe / 2;
+    let outs = if tf {
+        2 * (nx + nx * nx) + 1
+    } else {
+        nx + nx * nx + 1
+    };
+    let copies = if tf { 2 } else { 1 };
+    n.checked_mul(copies * per_step_tot + outs)?
+        .checked_add(ta.checked_mul(ny)?)?
+        .checked_add(4 * fe)
+}
+
+/// The crossing on the host: from the share totals of every track, `lasts[g]` (the
+/// forward total of share g) and `firsts[g]` (its backward total, for the two-filter
+/// smoother), the carried prefix of each share, `fwd[g] = lasts[0] x ... x lasts[g-1]`
+/// (`None` for share 0), and the carried suffix, `bwd[g] = firsts[g+1] x ... x
+/// firsts[G-1]` (`None` for the last share, and for all without `firsts`).
+type Carries<D> = (Vec<Option<Vec<D>>>, Vec<Option<Vec<D>>>);
+fn carries<D: Real>(op: &FilterOp<D>, lasts: &[Vec<D>], firsts: Option<&[Vec<D>]>) -> Carries<D> {
+    let fe = op.elem_len();
+    let mut scratch = op.scratch();
+    let mut combine_all = |a: &[D], b: &[D]| -> Vec<D> {
+        let mut out = vec![D::zero(); a.len()];
+        for ((ea, eb), o) in a.chunks(fe).zip(b.chunks(fe)).zip(out.chunks_mut(fe)) {
+            op.combine(ea, eb, o, &mut scratch);
+        }
+        out
+    };
+    let p = lasts.len();
+    let mut fwd: Vec<Option<Vec<D>>> = vec![None; p];
+    for i in 1..p {
+        fwd[i] = Some(match &fwd[i - 1] {
+            None => lasts[i - 1].clone(),
+            Some(c) => combine_all(c, &lasts[i - 1]),
+        });
+    }
+    let mut bwd: Vec<Option<Vec<D>>> = vec![None; p];
+    if let Some(firsts) = firsts {
+        for i in (0..p.saturating_sub(1)).rev() {
+            bwd[i] = Some(match &bwd[i + 1] {
+                None => firsts[i + 1].clone(),
+                Some(c) => combine_all(&firsts[i + 1], c),
+            });
+        }
+    }
+    (fwd, bwd)
+}
+
+/// Tracks per group: what fits in 70% of each device's free memory, divided among the
+/// parts that device holds; `per[i]` scalars a track of part `i` (on `gpus[i]`, ordinal
+/// `ordinals[i]`) needs, `None` when that overflows; `t` steps a track.
+pub(super) fn budget_group<D: GpuReal>(
+    gpus: &[Arc<Gpu>],
+    ordinals: &[usize],
+    per: &[Option<usize>],
+    t: usize,
+    tracks: usize,
+) -> Result<usize> {
+    // `KESTREL_PAR_GROUP` caps the group as on one device (tests cross group boundaries).
+    let cap = std::env::var("KESTREL_PAR_GROUP")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&c: &usize| c >= 1)
+        .unwrap_or(MAX_GROUP);
+    let mut group = MAX_GROUP.min(cap).min(tracks.max(1));
+    for (i, g) in gpus.iter().enumerate() {
+        let bytes = per[i]
+            .and_then(|s| s.checked_mul(std::mem::size_of::<D>()))
+            .ok_or_else(|| Error::Input {
+                msg: format!("a track of {t} steps is too long to address"),
+            })?;
+        let on_device = ordinals.iter().filter(|&&o| o == ordinals[i]).count();
+        let (free, _) = g.mem_info()?;
+        let budget = free / 10 * 7 / on_device;
+        if bytes > budget {
+            return Err(Error::Unsupported(format!(
+                "one track of {t} steps would need {:.2} GB on GPU {} for its part, {:.2} GB are free for it",
+                bytes as f64 / 1e9,
+                ordinals[i],
+                budget as f64 / 1e9
+            )));
+        }
+        group = group.min((budget / bytes.max(1)).max(1));
+    }
+    Ok(group)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_split<D: GpuReal, M: StateSpace + ?Sized>(
+    ordinals: &[usize],
+    model: &M,
+    z: &Measurements<D>,
+    method: Method,
+    alg: ScanAlgorithm,
+    warmup: usize,
+    repeats: usize,
+) -> Result<(Vec<f64>, Output<D>)> {
+    let (nx, ny, t) = (model.nx(), model.ny(), z.steps);
+    let tf = method == Method::TwoFilter;
+    let m = ConvertedModel::<D>::new(model, t);
+    let varying = model.as_invariant().is_none();
+    let parts = shares(t, ordinals.len());
+    let gpus: Vec<Arc<Gpu>> = ordinals.iter().map(|&o| gpu(o)).collect::<Result<_>>()?;
+    let ks: Vec<Arc<Kernels>> = gpus
+        .iter()
+        .map(|g| kernels::<D>(g, nx, ny))
+        .collect::<Result<_>>()?;
+    let per: Vec<Option<usize>> = parts
+        .iter()
+        .map(|&(k0, n)| {
+            let (off, end) = window(k0, n, t, tf);
+            scalars_per_track(nx, ny, n, end - off, tf)
+        })
+        .collect();
+    let group = budget_group::<D>(&gpus, ordinals, &per, t, z.tracks)?;
+    let mut f = Estimates::nan(z.tracks, t, nx, true);
+    let mut s = tf.then(|| Estimates::nan(z.tracks, t, nx, false));
+    let mut times = vec![0.0; repeats];
+    let op = FilterOp::<D>::new(nx);
+    let mut b0 = 0;
+    while b0 < z.tracks {
+        let nb = group.min(z.tracks - b0);
+        let mut sh = Vec::with_capacity(parts.len());
+        for (i, &(k0, n)) in parts.iter().enumerate() {
+            sh.push(Share::new(
+                &gpus[i],
+                &ks[i],
+                &m,
+                varying,
+                z,
+                (b0, nb),
+                (k0, n),
+                tf,
+            )?);
+        }
+        for rep in 0..warmup + repeats {
+            for x in sh.iter_mut() {
+                x.poison(tf)?;
+            }
+            for x in &sh {
+                x.sync("poisoning the outputs")?;
+            }
+            let start = std::time::Instant::now();
+            for x in sh.iter_mut() {
+                x.reduce(alg, tf)?;
+            }
+            // The crossing: each share's total(s) to the host (in order: the devices work
+            // concurrently meanwhile), the carries combined there and sent back.
+            let mut lasts = Vec::with_capacity(sh.len());
+            let mut firsts = Vec::with_capacity(sh.len());
+            for x in &sh {
+                let (l, fst) = x.totals(tf)?;
+                lasts.push(l);
+                firsts.push(fst);
+            }
+            let (fwd, bwd) = carries(&op, &lasts, tf.then_some(&firsts[..]));
+            for (i, x) in sh.iter_mut().enumerate() {
+                x.sweep(fwd[i].as_deref(), bwd[i].as_deref(), tf)?;
+            }
+            for x in &sh {
+                x.sync("running the split parallel kernels")?;
+            }
+            if rep >= warmup {
+                times[rep - warmup] += start.elapsed().as_secs_f64();
+            }
+        }
+        // Every device's outputs at once (one host thread each: the copies share no
+        // link), then put in place.
+        let got: Vec<Result<Fetched<D>>> = std::thread::scope(|sc| {
+            let hs: Vec<_> = sh.iter().map(|x| sc.spawn(move || x.fetch(tf))).collect();
+            hs.into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(Error::Cuda("reading a share panicked".into())))
+                })
+                .collect()
+        });
+        for (x, g) in sh.iter().zip(got) {
+            x.place(g?, &mut f, s.as_mut(), b0, nb, t);
+        }
+        b0 += nb;
+    }
+    let n1 = nx;
+    let ll = f.loglik.as_ref().expect("allocated with log-likelihoods");
+    let bad = [
+        first_bad(&f.mean, n1, t),
+        first_bad(&f.cov, nx * nx, t),
+        first_bad(ll, 1, t),
+    ]
+    .into_iter()
+    .flatten()
+    .min();
+    if let Some((track, step)) = bad {
+        return Err(Error::NotPositiveDefinite {
+            track,
+            step,
+            what:
+                "a covariance of the split parallel filter on the GPUs (a solve or Cholesky failed)",
+        });
+    }
+    if let Some(s) = s.as_ref() {
+        let bad = [first_bad(&s.mean, nx, t), first_bad(&s.cov, nx * nx, t)]
+            .into_iter()
+            .flatten()
+            .min();
+        if let Some((track, step)) = bad {
+            return Err(Error::NotPositiveDefinite {
+                track,
+                step,
+                what: "a covariance of the split two-filter smoother on the GPUs (a solve or Cholesky failed)",
+            });
+        }
+    }
+    Ok((times, (f, s)))
+}
+
+impl<D: GpuReal> Share<D> {
+    /// The buffers of share `(k0, n)` of tracks `[b0, b0 + nb)` on `g`, with the window's
+    /// measurements and model uploaded.
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        g: &Arc<Gpu>,
+        k: &Arc<Kernels>,
+        m: &ConvertedModel<D>,
+        varying: bool,
+        z: &Measurements<D>,
+        (b0, nb): (usize, usize),
+        (k0, n): (usize, usize),
+        tf: bool,
+    ) -> Result<Self> {
+        g.bind()?;
+        let (t, ny, nx) = (z.steps, z.ny, m.nx);
+        let (off, end) = window(k0, n, t, tf);
+        let ta = end - off;
+        let kk = fused_chunk_len(nb * n);
+        let nc = n.div_ceil(kk);
+        let zw: std::borrow::Cow<'_, [D]> = if nb == 1 {
+            let r = b0 * t * ny;
+            (&z.data[r + off * ny..r + end * ny]).into()
+        } else {
+            let mut v = Vec::with_capacity(nb * ta * ny);
+            for b in b0..b0 + nb {
+                let r = b * t * ny;
+                v.extend_from_slice(&z.data[r + off * ny..r + end * ny]);
+            }
+            v.into()
+        };
+        let fe = fe_len(nx);
+        let nn = nb * n;
+        Ok(Share {
+            g: g.clone(),
+            k: k.clone(),
+            dm: DevModel::window(g, m, varying, off..end)?,
+            k0,
+            n,
+            ta,
+            first: k0 - off,
+            kk,
+            nc,
+            z: cu(g.stream.clone_htod(&zw[..]), "uploading measurements")?,
+            tot: alloc(g, nb * nc * fe, "chunk totals")?,
+            btot: alloc(
+                g,
+                if tf { nb * nc * fe } else { 1 },
+                "backward chunk totals",
+            )?,
+            pick: alloc(g, nb * fe, "share totals")?,
+            bpick: alloc(g, nb * fe, "backward share totals")?,
+            carry: alloc(g, nb * fe, "carried prefixes")?,
+            bcarry: alloc(g, nb * fe, "carried suffixes")?,
+            mean: alloc(g, nn * nx, "means")?,
+            cov: alloc(g, nn * nx * nx, "covariances")?,
+            ll: alloc(g, nn, "log-likelihoods")?,
+            smean: alloc(g, if tf { nn * nx } else { 1 }, "smoothed means")?,
+            scov: alloc(g, if tf { nn * nx * nx } else { 1 }, "smoothed covariances")?,
+        })
+    }
+
+    fn nb(&self) -> usize {
+        self.pick.len() / fe_len(self.dm.nx)
+    }
+
+    fn sync(&self, what: &str) -> Result<()> {
+        self.g.bind()?;
+        cu(self.g.stream.synchronize(), what)
+    }
+
+    fn poison(&mut self, tf: bool) -> Result<()> {
+        self.g.bind()?;
+        let (k, s) = (&self.k, &self.g.stream);
+        let mut outs = vec![&mut self.mean, &mut self.cov, &mut self.ll];
+        if tf {
+            outs.extend([&mut self.smean, &mut self.scov]);
+        }
+        for b in outs {
+            let n = b.len() as i64;
+            launch!(k, s, "poison", n as usize, b, &n);
+        }
+        Ok(())
+    }
+
+    /// The reduce and the scan of the chunk totals, then the share totals picked out
+    /// (asynchronous).
+    fn reduce(&mut self, alg: ScanAlgorithm, tf: bool) -> Result<()> {
+        self.g.bind()?;
+        let (g, k) = (&*self.g, &self.k);
+        let s = &g.stream;
+        let nb = self.nb();
+        let fe = fe_len(self.dm.nx);
+        let (ta, first, n) = (self.ta as i64, self.first as i64, self.n as i64);
+        let (kk, nc) = (self.kk as i32, self.nc as i64);
+        launch!(
+            k,
+            s,
+            "pf_reduce_at",
+            (self.nc, nb),
+            &self.dm.steps,
+            &self.dm.varying,
+            &self.dm.prior,
+            &self.z,
+            &ta,
+            &first,
+            &n,
+            &kk,
+            &mut self.tot
+        );
+        scan(g, k, "pf", fe, &mut self.tot, self.nc, nb, alg, false)?;
+        let last = nc - 1;
+        launch!(
+            k,
+            s,
+            "fe_pick",
+            (1, nb),
+            &self.tot,
+            &nc,
+            &last,
+            &mut self.pick
+        );
+        if tf {
+            launch!(
+                k,
+                s,
+                "tf_reduce_at",
+                (self.nc, nb),
+                &self.dm.steps,
+                &self.dm.varying,
+                &self.dm.prior,
+                &self.z,
+                &ta,
+                &first,
+                &n,
+                &kk,
+                &mut self.btot
+            );
+            scan(g, k, "pf", fe, &mut self.btot, self.nc, nb, alg, true)?;
+            let zero = 0i64;
+            launch!(
+                k,
+                s,
+                "fe_pick",
+                (1, nb),
+                &self.btot,
+                &nc,
+                &zero,
+                &mut self.bpick
+            );
+        }
+        Ok(())
+    }
+
+    /// The share's forward total and (two-filter) backward total of every track, read
+    /// back (waits for this device's reduce).
+    fn totals(&self, tf: bool) -> Result<(Vec<D>, Vec<D>)> {
+        self.g.bind()?;
+        let s = &self.g.stream;
+        let n = self.pick.len();
+        let mut last = vec![D::zero(); n];
+        cu(s.memcpy_dtoh(&self.pick, &mut last), "reading share totals")?;
+        let mut first = Vec::new();
+        if tf {
+            first = vec![D::zero(); n];
+            cu(
+                s.memcpy_dtoh(&self.bpick, &mut first),
+                "reading backward share totals",
+            )?;
+        }
+        cu(s.synchronize(), "reading share totals")?;
+        Ok((last, first))
+    }
+
+    /// The sweeps with the carried prefix `fwd` and suffix `bwd` (one element per track;
+    /// `None` at the first / last share).
+    fn sweep(&mut self, fwd: Option<&[D]>, bwd: Option<&[D]>, tf: bool) -> Result<()> {
+        self.g.bind()?;
+        let (g, k) = (&*self.g, &self.k);
+        let s = &g.stream;
+        let nb = self.nb();
+        if let Some(c) = fwd {
+            cu(
+                s.memcpy_htod(c, &mut self.carry),
+                "uploading carried prefixes",
+            )?;
+        }
+        if let Some(c) = bwd {
+            cu(
+                s.memcpy_htod(c, &mut self.bcarry),
+                "uploading carried suffixes",
+            )?;
+        }
+        let (hf, hb) = (i32::from(fwd.is_some()), i32::from(bwd.is_some()));
+        let (ta, first, n) = (self.ta as i64, self.first as i64, self.n as i64);
+        let kk = self.kk as i32;
+        launch!(
+            k,
+            s,
+            "pf_sweep_at",
+            (self.nc, nb),
+            &self.tot,
+            &self.carry,
+            &hf,
+            &self.dm.steps,
+            &self.dm.varying,
+            &self.dm.prior,
+            &self.z,
+            &ta,
+            &first,
+            &n,
+            &kk,
+            &mut self.mean,
+            &mut self.cov,
+            &mut self.ll
+        );
+        if tf {
+            launch!(
+                k,
+                s,
+                "tf_sweep_at",
+                (self.nc, nb),
+                &self.btot,
+                &self.bcarry,
+                &hb,
+                &self.dm.steps,
+                &self.dm.varying,
+                &self.dm.prior,
+                &self.z,
+                &self.mean,
+                &self.cov,
+                &ta,
+                &first,
+                &n,
+                &kk,
+                &mut self.smean,
+                &mut self.scov
+            );
+        }
+        Ok(())
+    }
+
+    /// The share's outputs, read back: means, covariances, log-likelihoods and (two-filter)
+    /// smoothed means and covariances, `nb * n` steps each.
+    fn fetch(&self, tf: bool) -> Result<Fetched<D>> {
+        self.g.bind()?;
+        let st = &self.g.stream;
+        let get = |src: &CudaSlice<D>, what: &str| -> Result<Vec<D>> {
+            let mut h = vec![D::zero(); src.len()];
+            cu(st.memcpy_dtoh(src, &mut h), what)?;
+            Ok(h)
+        };
+        let mut out = vec![
+            get(&self.mean, "reading means")?,
+            get(&self.cov, "reading covariances")?,
+            get(&self.ll, "reading log-likelihoods")?,
+        ];
+        if tf {
+            out.push(get(&self.smean, "reading smoothed means")?);
+            out.push(get(&self.scov, "reading smoothed covariances")?);
+        }
+        cu(st.synchronize(), "reading the results")?;
+        Ok(out)
+    }
+
+    /// Copies fetched outputs into steps `[k0, k0 + n)` of tracks `[b0, b0 + nb)`.
+    fn place(
+        &self,
+        got: Fetched<D>,
+        f: &mut Estimates<D>,
+        s: Option<&mut Estimates<D>>,
+        b0: usize,
+        nb: usize,
+        t: usize,
+    ) {
+        let (nx, n, k0) = (self.dm.nx, self.n, self.k0);
+        let put = |h: &[D], per: usize, dst: &mut [D]| {
+            for b in 0..nb {
+                let at = ((b0 + b) * t + k0) * per;
+                dst[at..at + n * per].copy_from_slice(&h[b * n * per..(b + 1) * n * per]);
+            }
+        };
+        put(&got[0], nx, &mut f.mean);
+        put(&got[1], nx * nx, &mut f.cov);
+        let ll = f.loglik.as_mut().expect("allocated with log-likelihoods");
+        put(&got[2], 1, ll);
+        if let (Some(s), Some(sm), Some(sc)) = (s, got.get(3), got.get(4)) {
+            put(sm, nx, &mut s.mean);
+            put(sc, nx * nx, &mut s.cov);
+        }
+    }
+}
+
+/// A share's outputs on the host: means, covariances, log-likelihoods, then (two-filter)
+/// smoothed means and covariances.
+type Fetched<D> = Vec<Vec<D>>;
+
+#[cfg(test)]
+mod tests {
+    use super::{carries, shares, window};
+    use crate::parallel::FilterOp;
+    use crate::scan::AssocOp;
+
+    /// The carries are the folds of the share totals before (forward) and after
+    /// (backward) each share, per track, in order: checked against a plain fold with
+    /// random (non-commuting) elements, 1 to 5 shares, 2 tracks.
+    #[test]
+    fn carries_fold_the_totals_in_order() {
+        let nx = 3;
+        let op = FilterOp::<f64>::new(nx);
+        let fe = op.elem_len();
+        let mut seed = 7u64;
+        let mut rnd = || {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((seed >> 11) as f64 / (1u64 << 53) as f64) - 0.5
+        };
+        // An element with C and J symmetric positive semi-definite (a valid one).
+        let mut element = || {
+            let mut e: Vec<f64> = (0..fe).map(|_| rnd()).collect();
+            for part in [nx * nx + nx, 2 * nx * nx + 2 * nx] {
+                let m: Vec<f64> = e[part..part + nx * nx].to_vec();
+                for i in 0..nx {
+                    for j in 0..nx {
+                        e[part + i * nx + j] =
+                            (0..nx).map(|k| m[i * nx + k] * m[j * nx + k]).sum::<f64>()
+                                + if i == j { 0.1 } else { 0.0 };
+                    }
+                }
+            }
+            e
+        };
+        let tracks = 2;
+        for p in 1..=5 {
+            let lasts: Vec<Vec<f64>> = (0..p)
+                .map(|_| (0..tracks).flat_map(|_| element()).collect())
+                .collect();
+            let firsts: Vec<Vec<f64>> = (0..p)
+                .map(|_| (0..tracks).flat_map(|_| element()).collect())
+                .collect();
+            let (fwd, bwd) = carries(&op, &lasts, Some(&firsts));
+            let (fwd_only, none) = carries(&op, &lasts, None);
+            let mut s = op.scratch();
+            for g in 0..p {
+                assert_eq!(fwd[g], fwd_only[g]);
+                assert!(none[g].is_none());
+                assert_eq!(fwd[g].is_none(), g == 0, "p = {p}, g = {g}");
+                assert_eq!(bwd[g].is_none(), g + 1 == p, "p = {p}, g = {g}");
+                for b in 0..tracks {
+                    let at = |v: &Vec<f64>| v[b * fe..(b + 1) * fe].to_vec();
+                    let fold = |items: Vec<Vec<f64>>, s: &mut _| {
+                        let mut acc = vec![0.0; fe];
+                        op.identity(&mut acc);
+                        for e in items {
+                            let mut o = vec![0.0; fe];
+                            op.combine(&acc, &e, &mut o, s);
+                            acc = o;
+                        }
+                        acc
+                    };
+                    let close = |x: &[f64], y: &[f64]| {
+                        x.iter()
+                            .zip(y)
+                            .all(|(a, c)| (a - c).abs() <= 1e-9 * (1.0 + c.abs()))
+                    };
+                    if let Some(f) = &fwd[g] {
+                        let want = fold((0..g).map(|i| at(&lasts[i])).collect(), &mut s);
+                        assert!(
+                            close(&f[b * fe..(b + 1) * fe], &want),
+                            "forward p = {p}, g = {g}"
+                        );
+                    }
+                    if let Some(k) = &bwd[g] {
+                        let want = fold((g + 1..p).map(|i| at(&firsts[i])).collect(), &mut s);
+                        assert!(
+                            close(&k[b * fe..(b + 1) * fe], &want),
+                            "backward p = {p}, g = {g}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn shares_cover_the_steps_in_order() {
+        for t in [1, 2, 7, 100, 1001] {
+            for p in 1..=4.min(t) {
+                let s = shares(t, p);
+                assert_eq!(s.len(), p);
+                assert_eq!(s[0].0, 0);
+                let mut at = 0;
+                for &(k0, n) in &s {
+                    assert_eq!(k0, at);
+                    assert!(n >= 1, "t = {t}, p = {p}: an empty share");
+                    at += n;
+                }
+                assert_eq!(at, t);
+            }
+        }
+    }
+
+    #[test]
+    fn windows_reach_one_step_beyond_the_share() {
+        // The first share starts at 0; later ones one step early.
+        assert_eq!(window(0, 5, 10, false), (0, 5));
+        assert_eq!(window(5, 5, 10, false), (4, 10));
+        // The backward filter reads the step after the share, except at the end.
+        assert_eq!(window(0, 5, 10, true), (0, 6));
+        assert_eq!(window(5, 5, 10, true), (4, 10));
+    }
+}
