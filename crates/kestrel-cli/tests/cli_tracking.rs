@@ -324,3 +324,69 @@ fn track_and_scenario_reject_broken_input() {
     bad_sim(&["--scenario", "random", "--death", "2"], &["--death"]);
     bad_sim(&["--pd", "0.5"], &["--pd", "--scenario"]);
 }
+
+#[test]
+fn track_rejects_broken_npy_detections_and_settings() {
+    let d = tempfile::tempdir().unwrap();
+    let model = example("tracking.toml");
+    let det = d.path().join("det.csv");
+    write(&det, "t,z0,z1\n0,1,2\n1,3,4\n");
+    // NPY of the wrong width (3 measurement components for a model that measures 2),
+    // with times going backwards, and of the wrong rank.
+    let wide = d.path().join("wide.npy");
+    kestrel::io::write_npy_array(&wide, &[1, 4], &[0.0, 1.0, 2.0, 3.0]).unwrap();
+    let back = d.path().join("back.npy");
+    kestrel::io::write_npy_array(
+        &back,
+        &[3, 3],
+        &[0.0, 1.0, 2.0, 2.0, 3.0, 4.0, 1.0, 5.0, 6.0],
+    )
+    .unwrap();
+    let flat = d.path().join("flat.npy");
+    kestrel::io::write_npy_array(&flat, &[3], &[0.0, 1.0, 2.0]).unwrap();
+    let before = std::fs::read_dir(d.path()).unwrap().count();
+    let out = d.path().join("tracks.csv");
+    let track = |input: &Path, extra: &[&str]| {
+        let mut args = vec![
+            "track",
+            "--model",
+            &model,
+            "--detections",
+            s(input),
+            "--output",
+            s(&out),
+        ];
+        args.extend_from_slice(extra);
+        kestrel(&args)
+    };
+    expect_bad(
+        &track(&wide, &[]),
+        &["wide.npy", "3 components"],
+        d.path(),
+        before,
+    );
+    expect_bad(
+        &track(&back, &[]),
+        &["back.npy", "backwards"],
+        d.path(),
+        before,
+    );
+    expect_bad(
+        &track(&flat, &[]),
+        &["flat.npy", "[N, 1 + ny]"],
+        d.path(),
+        before,
+    );
+    for (flag, value) in [
+        ("--pd", "NaN"),
+        ("--pd", "-0.5"),
+        ("--clutter", "0"),
+        ("--clutter", "NaN"),
+        ("--clutter", "inf"),
+        ("--confirm", "0/3"),
+        ("--confirm", "3/"),
+        ("--gate", "0"),
+    ] {
+        expect_bad(&track(&det, &[flag, value]), &[flag], d.path(), before);
+    }
+}

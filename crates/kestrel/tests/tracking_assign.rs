@@ -1,7 +1,7 @@
 //! The 2-D assignment solver against brute force on random problems, and the chi-square
 //! quantile against closed forms.
 
-use kestrel::tracking::assign::{solve_with_misses, Assignment};
+use kestrel::tracking::assign::{solve_sparse_with_misses, solve_with_misses, Assignment};
 use kestrel::tracking::chi2::{chi2_cdf, chi2_quantile};
 use rand::{Rng, SeedableRng};
 
@@ -150,4 +150,59 @@ fn closed_forms() {
         let want = 1.0 - (-x / 2.0f64).exp() * (1.0 + x / 2.0);
         assert!((chi2_cdf(4, x) - want).abs() < 1e-13);
     }
+}
+
+/// The sparse solver against the dense one on random sparse problems with misses
+/// (negative costs included, as the tracker's log-likelihood ratios are): the same
+/// optimal total, a feasible assignment whose cost is that total.
+#[test]
+fn sparse_solver_equals_the_dense_one() {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(1987);
+    let mut solver = Assignment::new();
+    for trial in 0..400 {
+        let rows = rng.gen_range(0..30);
+        let cols = rng.gen_range(0..30);
+        let density = [0.05, 0.2, 0.6][trial % 3];
+        let mut dense = vec![f64::INFINITY; rows * cols];
+        let (mut start, mut col, mut cost) = (vec![0], Vec::new(), Vec::new());
+        for i in 0..rows {
+            for j in 0..cols {
+                if rng.gen_bool(density) {
+                    let c = rng.gen_range(-20.0..10.0);
+                    dense[i * cols + j] = c;
+                    col.push(j as u32);
+                    cost.push(c);
+                }
+            }
+            start.push(col.len());
+        }
+        let miss: Vec<f64> = (0..rows).map(|_| rng.gen_range(-5.0..8.0)).collect();
+        let (want, t0) = solve_with_misses(&mut solver, rows, cols, &dense, &miss).unwrap();
+        let (got, t1) = solve_sparse_with_misses(rows, cols, &start, &col, &cost, &miss).unwrap();
+        assert!(
+            (t0 - t1).abs() <= 1e-9 * (1.0 + t0.abs()),
+            "trial {trial}: {t0} vs {t1}"
+        );
+        let mut used = vec![false; cols];
+        let mut again = 0.0;
+        for (i, s) in got.iter().enumerate() {
+            match *s {
+                Some(j) => {
+                    assert!(!used[j], "trial {trial}: column {j} twice");
+                    used[j] = true;
+                    assert!(
+                        dense[i * cols + j].is_finite(),
+                        "trial {trial}: forbidden pair"
+                    );
+                    again += dense[i * cols + j];
+                }
+                None => again += miss[i],
+            }
+        }
+        assert!((again - t1).abs() <= 1e-9 * (1.0 + t1.abs()));
+        assert_eq!(want.len(), got.len());
+    }
+    // A row that can neither take a column nor miss: infeasible.
+    assert!(solve_sparse_with_misses(1, 1, &[0, 0], &[], &[], &[f64::INFINITY]).is_none());
+    assert!(solve_sparse_with_misses(1, 1, &[0, 1], &[0], &[f64::NAN], &[1.0]).is_none());
 }

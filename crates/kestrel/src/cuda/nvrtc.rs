@@ -153,8 +153,25 @@ fn write_cache(f: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
         std::process::id(),
         std::thread::current().id()
     ));
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, f)
+    // Created exclusively: a file or link planted at the temporary's name is never
+    // followed or truncated (the write fails, and the cache is only slower).
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)
+        .and_then(|mut t| {
+            use std::io::Write;
+            t.write_all(bytes)
+        });
+    if let Err(e) = written {
+        if e.kind() != std::io::ErrorKind::AlreadyExists {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        return Err(e);
+    }
+    std::fs::rename(&tmp, f).inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })
 }
 
 fn nvrtc_err(what: &str, step: &str, e: impl std::fmt::Debug) -> Error {
@@ -221,5 +238,31 @@ mod tests {
         // The published 64-bit FNV-1a test vector for "a".
         assert_eq!(fnv1a(b"a", FNV0), 0xaf63_dc4c_8601_ec8c);
         assert_ne!(fnv1a(b"a", FNV0), fnv1a(b"b", FNV0));
+    }
+}
+
+#[cfg(all(test, unix, feature = "io"))]
+mod cache_tests {
+    use super::write_cache;
+
+    #[test]
+    fn the_cache_is_written_whole_and_never_through_a_planted_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("module.cubin");
+        write_cache(&f, b"image").unwrap();
+        assert_eq!(std::fs::read(&f).unwrap(), b"image");
+        // A link planted at the temporary's name: refused, its target untouched, the
+        // cached image as it was.
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, b"keep").unwrap();
+        let tmp = dir.path().join(format!(
+            ".tmp-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        std::os::unix::fs::symlink(&victim, &tmp).unwrap();
+        assert!(write_cache(&f, b"other").is_err());
+        assert_eq!(std::fs::read(&victim).unwrap(), b"keep");
+        assert_eq!(std::fs::read(&f).unwrap(), b"image");
     }
 }

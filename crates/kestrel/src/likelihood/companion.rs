@@ -39,10 +39,22 @@ pub(crate) fn track<T: Real>(
     steady: Option<f64>,
     out: &mut [T],
 ) -> std::result::Result<(), usize> {
+    track_with(p, m, z, steady, true, out)
+}
+
+/// [`track`], replaying the covariance recursion's cycle (`cycles`) or not.
+pub(crate) fn track_with<T: Real>(
+    p: usize,
+    m: &ConvertedModel<T>,
+    z: &[T],
+    steady: Option<f64>,
+    cycles: bool,
+    out: &mut [T],
+) -> std::result::Result<(), usize> {
     macro_rules! dispatch {
         ($($n:literal)*) => {
             match p {
-                $($n => run::<T, $n>(m, z, steady, out),)*
+                $($n => run::<T, $n>(m, z, steady, cycles, out),)*
                 _ => unreachable!("applies() bounds p"),
             }
         };
@@ -50,11 +62,27 @@ pub(crate) fn track<T: Real>(
     dispatch!(2 3 4 5 6 7 8 9 10 11 12 13 14 15 16)
 }
 
-struct Frozen<T, const P: usize> {
+/// One step's update products and the predicted covariance they came from.
+#[derive(Clone, Copy)]
+struct Rec<T, const P: usize> {
     w: [T; P],
     rs: T,
     c: T,
     p: [[T; P]; P],
+}
+
+/// Predicted covariances kept to find the recursion's cycle (without `--steady`).
+const RING: usize = 64;
+/// Consecutive updates searched for a cycle before giving up (until a missing value).
+const SEARCH: usize = 1 << 16;
+
+/// Bitwise equality of two covariances.
+#[inline]
+fn same<T: Real, const P: usize>(a: &[[T; P]; P], b: &[[T; P]; P]) -> bool {
+    a.iter()
+        .flatten()
+        .zip(b.iter().flatten())
+        .all(|(x, y)| x.to_f64().to_bits() == y.to_f64().to_bits())
 }
 
 #[inline(always)]
@@ -69,12 +97,45 @@ fn predict_mean<T: Real, const P: usize>(a: &[T; P], u: &[T; P], x: &mut [T; P])
     x[0] = s;
 }
 
+/// Step result: `Err(step)` where `S` is not positive.
+type StepResult = std::result::Result<(), usize>;
+
 fn run<T: Real, const P: usize>(
     m: &ConvertedModel<T>,
     z: &[T],
     steady: Option<f64>,
+    cycles: bool,
     out: &mut [T],
-) -> std::result::Result<(), usize> {
+) -> StepResult {
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2 (checked just above).
+        return unsafe { run_avx2::<T, P>(m, z, steady, cycles, out) };
+    }
+    body::<T, P>(m, z, steady, cycles, out)
+}
+
+/// [`body`] compiled for AVX2 (4 doubles a vector; 25% faster on AR(10)).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn run_avx2<T: Real, const P: usize>(
+    m: &ConvertedModel<T>,
+    z: &[T],
+    steady: Option<f64>,
+    cycles: bool,
+    out: &mut [T],
+) -> StepResult {
+    body::<T, P>(m, z, steady, cycles, out)
+}
+
+#[inline(always)]
+fn body<T: Real, const P: usize>(
+    m: &ConvertedModel<T>,
+    z: &[T],
+    steady: Option<f64>,
+    cycles: bool,
+    out: &mut [T],
+) -> StepResult {
     let mats = m.at(0);
     let mut a = [T::zero(); P];
     let mut u = [T::zero(); P];
@@ -96,17 +157,27 @@ fn run<T: Real, const P: usize>(
     let tol = steady.map(T::of);
     let mut cur = 0;
     let mut settled = false;
-    let mut frozen: Option<Frozen<T, P>> = None;
+    // The records the mean recursion replays: one (the steady state of `--steady`) or
+    // the cycle the floating-point recursion has entered (without `--steady`: the
+    // covariance recursion is a deterministic map of P, so once a predicted P repeats
+    // bit for bit after updates only, the records between repeat forever and replaying
+    // them is the full recursion, bit for bit).
+    let mut frozen: Vec<Rec<T, P>> = Vec::new();
+    let mut ring: Vec<Rec<T, P>> = Vec::with_capacity(if tol.is_none() { RING } else { 0 });
+    let mut head = 0;
+    let mut searched = if cycles { 0 } else { SEARCH };
     let steps = out.len();
     let mut k = 0;
     while k < steps {
-        if let Some(f) = &frozen {
+        if !frozen.is_empty() {
             // The mean recursion alone, until the next missing measurement.
+            let mut pos = 0;
             while k < steps {
                 let zk = z[k];
                 if zk.is_nan_value() {
                     break;
                 }
+                let f = &frozen[pos];
                 let e = (zk - x[0] - d) * f.rs;
                 for i in 0..P {
                     x[i] += f.w[i] * e;
@@ -114,13 +185,17 @@ fn run<T: Real, const P: usize>(
                 out[k] = f.c - half * e * e;
                 predict_mean(&a, &u, &mut x);
                 k += 1;
+                pos += 1;
+                if pos == frozen.len() {
+                    pos = 0;
+                }
             }
             if k == steps {
                 break;
             }
-            // A missing measurement: the full recursion resumes from the frozen P.
-            bufs[cur] = f.p;
-            frozen = None;
+            // A missing measurement: the full recursion resumes from this step's P.
+            bufs[cur] = frozen[pos].p;
+            frozen.clear();
             settled = false;
         }
         let (lo, hi) = bufs.split_at_mut(1);
@@ -131,6 +206,22 @@ fn run<T: Real, const P: usize>(
         };
         let zk = z[k];
         let present = !zk.is_nan_value();
+        if !present {
+            ring.clear();
+            head = 0;
+            searched = if cycles { 0 } else { SEARCH };
+        } else if tol.is_none() && searched < SEARCH {
+            searched += 1;
+            // The ring holds the records of the latest consecutive updates, oldest at
+            // `head` once full.
+            let n = ring.len();
+            if let Some(j) = (0..n).find(|&j| same(&ring[(head + j) % n].p, p)) {
+                frozen.extend((j..n).map(|i| ring[(head + i) % n]));
+                ring.clear();
+                head = 0;
+                continue;
+            }
+        }
         let mut w = [T::zero(); P];
         if present {
             let s = p[0][0] + r;
@@ -147,11 +238,20 @@ fn run<T: Real, const P: usize>(
             }
             let c = c0 - half * s.ln();
             out[k] = c - half * e * e;
+            let rec = Rec { w, rs, c, p: *p };
             if settled {
-                frozen = Some(Frozen { w, rs, c, p: *p });
+                frozen.push(rec);
                 predict_mean(&a, &u, &mut x);
                 k += 1;
                 continue;
+            }
+            if tol.is_none() && searched < SEARCH {
+                if ring.len() < RING {
+                    ring.push(rec);
+                } else {
+                    ring[head] = rec;
+                    head = (head + 1) % RING;
+                }
             }
         } else {
             out[k] = T::zero();
@@ -238,11 +338,11 @@ mod tests {
             .unwrap();
         for m in [&model, &stat] {
             let p = applies(m).expect("an AR model");
-            let steps = 3000;
+            let steps = 30_000;
             let mut z: Vec<f64> = (0..steps)
                 .map(|k| (k as f64 * 0.37).sin() * 4.0 + (k as f64 * 0.011).cos())
                 .collect();
-            for k in [0usize, 1, 57, 58, 59, 1000, 2999] {
+            for k in [0usize, 1, 57, 58, 59, 1000, 2999, 20_000, 20_003] {
                 z[k] = f64::NAN;
             }
             for steady in [None, Some(1e-12)] {
@@ -258,6 +358,14 @@ mod tests {
                         fast[k],
                         slow[k]
                     );
+                }
+                if steady.is_none() {
+                    // Replaying the covariance's cycle is the full recursion, bit for bit.
+                    let mut full = vec![0.0; steps];
+                    track_with(p, &cm, &z, None, false, &mut full).unwrap();
+                    for k in 0..steps {
+                        assert_eq!(fast[k].to_bits(), full[k].to_bits(), "p = {p}, step {k}");
+                    }
                 }
                 let c32 = ConvertedModel::<f32>::new(m, steps);
                 let z32: Vec<f32> = z.iter().map(|v| *v as f32).collect();

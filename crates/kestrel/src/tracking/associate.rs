@@ -16,7 +16,7 @@
 //!   whose graph is a tree and otherwise a close approximation that converges fast and
 //!   costs `O(edges)` a sweep.
 
-use super::assign::{solve_with_misses, Assignment};
+use super::assign::{solve_sparse_with_misses, solve_with_misses, Assignment};
 use super::gate::Gated;
 use rayon::prelude::*;
 
@@ -89,6 +89,10 @@ fn local(cluster: &[usize], g: &Gated) -> (Vec<u32>, Vec<Vec<(usize, f64)>>) {
     (dets, rows)
 }
 
+/// Largest dense assignment problem (entries of the `tracks x (detections + tracks)`
+/// matrix) solved densely; larger clusters go to the sparse solver.
+const DENSE_LIMIT: usize = 1 << 20;
+
 /// Cost of leaving a track without a detection when `pd = 1` (a miss is then
 /// impossible unless no detection is left): large against any likelihood-ratio cost
 /// yet small enough that sums of costs keep their precision.
@@ -114,13 +118,34 @@ pub fn gnn(
         .map_init(Assignment::new, |solver, cl| {
             let (dets, rows) = local(cl, g);
             let nd = dets.len();
+            let misses = vec![miss; cl.len()];
+            if cl.len().saturating_mul(nd + cl.len()) > DENSE_LIMIT {
+                // A large cluster (dense clutter joins tracks into one): the sparse
+                // solver, in memory linear in the gated pairs.
+                let mut start = Vec::with_capacity(cl.len() + 1);
+                let (mut col, mut cost) = (Vec::new(), Vec::new());
+                start.push(0);
+                for row in &rows {
+                    for &(l, ll) in row {
+                        col.push(l as u32);
+                        cost.push(-(gain + ll));
+                    }
+                    start.push(col.len());
+                }
+                let (sol, _) = solve_sparse_with_misses(cl.len(), nd, &start, &col, &cost, &misses)
+                    .expect("every track may miss, so the problem is feasible");
+                return cl
+                    .iter()
+                    .zip(sol)
+                    .filter_map(|(&i, s)| s.map(|l| (i, dets[l])))
+                    .collect();
+            }
             let mut cost = vec![f64::INFINITY; cl.len() * nd];
             for (r, row) in rows.iter().enumerate() {
                 for &(l, ll) in row {
                     cost[r * nd + l] = -(gain + ll);
                 }
             }
-            let misses = vec![miss; cl.len()];
             // Feasible: every track may miss.
             let (sol, _) = solve_with_misses(solver, cl.len(), nd, &cost, &misses)
                 .expect("every track may miss, so the problem is feasible");

@@ -37,7 +37,7 @@ use std::sync::Arc;
 use super::run::Method;
 
 /// The parallel filter (Algorithm 5) with every track's steps split over the devices
-/// `ordinals` (one contiguous share each, in order); equal to [`super::run`] with
+/// `ordinals` (one contiguous share each, in order); equal to `super::run` with
 /// [`Method::Filter`] on one device to rounding (the elements are combined in another
 /// order). The chunk totals of each share are scanned with `alg`.
 pub fn filter_on_devices<T: Real, M: StateSpace + ?Sized>(
@@ -190,6 +190,42 @@ pub(super) fn scalars_per_track(
         .checked_add(4 * fe)
 }
 
+/// The crossing on the host: from the share totals of every track, `lasts[g]` (the
+/// forward total of share g) and `firsts[g]` (its backward total, for the two-filter
+/// smoother), the carried prefix of each share, `fwd[g] = lasts[0] x ... x lasts[g-1]`
+/// (`None` for share 0), and the carried suffix, `bwd[g] = firsts[g+1] x ... x
+/// firsts[G-1]` (`None` for the last share, and for all without `firsts`).
+type Carries<D> = (Vec<Option<Vec<D>>>, Vec<Option<Vec<D>>>);
+fn carries<D: Real>(op: &FilterOp<D>, lasts: &[Vec<D>], firsts: Option<&[Vec<D>]>) -> Carries<D> {
+    let fe = op.elem_len();
+    let mut scratch = op.scratch();
+    let mut combine_all = |a: &[D], b: &[D]| -> Vec<D> {
+        let mut out = vec![D::zero(); a.len()];
+        for ((ea, eb), o) in a.chunks(fe).zip(b.chunks(fe)).zip(out.chunks_mut(fe)) {
+            op.combine(ea, eb, o, &mut scratch);
+        }
+        out
+    };
+    let p = lasts.len();
+    let mut fwd: Vec<Option<Vec<D>>> = vec![None; p];
+    for i in 1..p {
+        fwd[i] = Some(match &fwd[i - 1] {
+            None => lasts[i - 1].clone(),
+            Some(c) => combine_all(c, &lasts[i - 1]),
+        });
+    }
+    let mut bwd: Vec<Option<Vec<D>>> = vec![None; p];
+    if let Some(firsts) = firsts {
+        for i in (0..p.saturating_sub(1)).rev() {
+            bwd[i] = Some(match &bwd[i + 1] {
+                None => firsts[i + 1].clone(),
+                Some(c) => combine_all(&firsts[i + 1], c),
+            });
+        }
+    }
+    (fwd, bwd)
+}
+
 /// Tracks per group: what fits in 70% of each device's free memory, divided among the
 /// parts that device holds; `per[i]` scalars a track of part `i` (on `gpus[i]`, ordinal
 /// `ordinals[i]`) needs, `None` when that overflows; `t` steps a track.
@@ -261,7 +297,6 @@ fn run_split<D: GpuReal, M: StateSpace + ?Sized>(
     let mut s = tf.then(|| Estimates::nan(z.tracks, t, nx, false));
     let mut times = vec![0.0; repeats];
     let op = FilterOp::<D>::new(nx);
-    let fe = fe_len(nx);
     let mut b0 = 0;
     while b0 < z.tracks {
         let nb = group.min(z.tracks - b0);
@@ -298,31 +333,7 @@ fn run_split<D: GpuReal, M: StateSpace + ?Sized>(
                 lasts.push(l);
                 firsts.push(fst);
             }
-            let mut scratch = op.scratch();
-            let mut combine_all = |a: &[D], b: &[D]| -> Vec<D> {
-                let mut out = vec![D::zero(); a.len()];
-                for ((ea, eb), o) in a.chunks(fe).zip(b.chunks(fe)).zip(out.chunks_mut(fe)) {
-                    op.combine(ea, eb, o, &mut scratch);
-                }
-                out
-            };
-            let p = sh.len();
-            let mut fwd: Vec<Option<Vec<D>>> = vec![None; p];
-            for i in 1..p {
-                fwd[i] = Some(match &fwd[i - 1] {
-                    None => lasts[i - 1].clone(),
-                    Some(c) => combine_all(c, &lasts[i - 1]),
-                });
-            }
-            let mut bwd: Vec<Option<Vec<D>>> = vec![None; p];
-            if tf {
-                for i in (0..p.saturating_sub(1)).rev() {
-                    bwd[i] = Some(match &bwd[i + 1] {
-                        None => firsts[i + 1].clone(),
-                        Some(c) => combine_all(&firsts[i + 1], c),
-                    });
-                }
-            }
+            let (fwd, bwd) = carries(&op, &lasts, tf.then_some(&firsts[..]));
             for (i, x) in sh.iter_mut().enumerate() {
                 x.sweep(fwd[i].as_deref(), bwd[i].as_deref(), tf)?;
             }
@@ -682,7 +693,91 @@ type Fetched<D> = Vec<Vec<D>>;
 
 #[cfg(test)]
 mod tests {
-    use super::{shares, window};
+    use super::{carries, shares, window};
+    use crate::parallel::FilterOp;
+    use crate::scan::AssocOp;
+
+    /// The carries are the folds of the share totals before (forward) and after
+    /// (backward) each share, per track, in order: checked against a plain fold with
+    /// random (non-commuting) elements, 1 to 5 shares, 2 tracks.
+    #[test]
+    fn carries_fold_the_totals_in_order() {
+        let nx = 3;
+        let op = FilterOp::<f64>::new(nx);
+        let fe = op.elem_len();
+        let mut seed = 7u64;
+        let mut rnd = || {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((seed >> 11) as f64 / (1u64 << 53) as f64) - 0.5
+        };
+        // An element with C and J symmetric positive semi-definite (a valid one).
+        let mut element = || {
+            let mut e: Vec<f64> = (0..fe).map(|_| rnd()).collect();
+            for part in [nx * nx + nx, 2 * nx * nx + 2 * nx] {
+                let m: Vec<f64> = e[part..part + nx * nx].to_vec();
+                for i in 0..nx {
+                    for j in 0..nx {
+                        e[part + i * nx + j] =
+                            (0..nx).map(|k| m[i * nx + k] * m[j * nx + k]).sum::<f64>()
+                                + if i == j { 0.1 } else { 0.0 };
+                    }
+                }
+            }
+            e
+        };
+        let tracks = 2;
+        for p in 1..=5 {
+            let lasts: Vec<Vec<f64>> = (0..p)
+                .map(|_| (0..tracks).flat_map(|_| element()).collect())
+                .collect();
+            let firsts: Vec<Vec<f64>> = (0..p)
+                .map(|_| (0..tracks).flat_map(|_| element()).collect())
+                .collect();
+            let (fwd, bwd) = carries(&op, &lasts, Some(&firsts));
+            let (fwd_only, none) = carries(&op, &lasts, None);
+            let mut s = op.scratch();
+            for g in 0..p {
+                assert_eq!(fwd[g], fwd_only[g]);
+                assert!(none[g].is_none());
+                assert_eq!(fwd[g].is_none(), g == 0, "p = {p}, g = {g}");
+                assert_eq!(bwd[g].is_none(), g + 1 == p, "p = {p}, g = {g}");
+                for b in 0..tracks {
+                    let at = |v: &Vec<f64>| v[b * fe..(b + 1) * fe].to_vec();
+                    let fold = |items: Vec<Vec<f64>>, s: &mut _| {
+                        let mut acc = vec![0.0; fe];
+                        op.identity(&mut acc);
+                        for e in items {
+                            let mut o = vec![0.0; fe];
+                            op.combine(&acc, &e, &mut o, s);
+                            acc = o;
+                        }
+                        acc
+                    };
+                    let close = |x: &[f64], y: &[f64]| {
+                        x.iter()
+                            .zip(y)
+                            .all(|(a, c)| (a - c).abs() <= 1e-9 * (1.0 + c.abs()))
+                    };
+                    if let Some(f) = &fwd[g] {
+                        let want = fold((0..g).map(|i| at(&lasts[i])).collect(), &mut s);
+                        assert!(
+                            close(&f[b * fe..(b + 1) * fe], &want),
+                            "forward p = {p}, g = {g}"
+                        );
+                    }
+                    if let Some(k) = &bwd[g] {
+                        let want = fold((g + 1..p).map(|i| at(&firsts[i])).collect(), &mut s);
+                        assert!(
+                            close(&k[b * fe..(b + 1) * fe], &want),
+                            "backward p = {p}, g = {g}"
+                        );
+                    }
+                }
+            }
+        }
+    }
 
     #[test]
     fn shares_cover_the_steps_in_order() {
