@@ -288,9 +288,6 @@ fn download_direct<T: Real>(
     what: &str,
 ) -> Result<()> {
     gpu.bind()?;
-    if std::env::var("KESTREL_DIRECT").as_deref() == Ok("par") {
-        return download_direct_all(gpu, stream, src, at, dst, what);
-    }
     let mut prof = Profile::new();
     let bytes = std::mem::size_of_val(dst);
     let per = PIECE / std::mem::size_of::<T>();
@@ -361,53 +358,6 @@ fn download_direct<T: Real>(
     drop(held);
     prof.mark(3);
     prof.report(bytes, "pipelined pieces");
-    r.and(w)
-}
-
-/// [`download_direct`] with every piece touched and registered at once on all cores,
-/// then all copies queued.
-fn download_direct_all<T: Real>(
-    gpu: &Gpu,
-    stream: &CudaStream,
-    src: &DevBuf<T>,
-    at: usize,
-    dst: &mut [T],
-    what: &str,
-) -> Result<()> {
-    let mut prof = Profile::new();
-    let bytes = std::mem::size_of_val(dst);
-    let per = PIECE / std::mem::size_of::<T>();
-    let regs: Vec<Option<Registered>> = dst
-        .par_chunks_mut(per)
-        .map(|piece| {
-            touch(piece);
-            gpu.bind().ok()?;
-            register(piece)
-        })
-        .collect();
-    prof.mark(1);
-    let mut r = Ok(());
-    for ((i, piece), reg) in dst.chunks_mut(per).enumerate().zip(&regs) {
-        let off = at + i * per;
-        let q = if reg.is_some() {
-            // SAFETY: bounds checked by the caller; registered until after the sync below.
-            ck(
-                unsafe { cu::memcpy_dtoh_async(&mut *piece, src.at(off), stream.cu_stream()) },
-                what,
-            )
-        } else {
-            download_staged(gpu, stream, src, off, piece, what)
-        };
-        if let Err(e) = q {
-            r = Err(e);
-            break;
-        }
-    }
-    let w = ck(stream.synchronize(), what);
-    prof.mark(2);
-    drop(regs);
-    prof.mark(3);
-    prof.report(bytes, "all at once");
     r.and(w)
 }
 
