@@ -20,14 +20,14 @@ recs = [r for r in recs if r["name"].startswith("loglik/") and r.get("extra", {}
         and r["extra"]["method"][7:].isdigit()]
 series = {}
 for r in recs:
-    key = (r["name"].split("/")[1] + ("/missing20" if r["extra"].get("missing_every") else ""), r["device"].split(" (")[0], r["precision"])
+    key = (r["name"].split("/")[1] + ("/missing20" if r["extra"].get("missing_every") else ""), r["device"].split(" (")[0], r["precision"], r["tracks"], r["steps"])
     series.setdefault(key, []).append(r)
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
-for (model, dev, prec), rs in sorted(series.items()):
+for (model, dev, prec, _, _), rs in sorted(series.items()):
     rs.sort(key=lambda r: r["extra"]["window"])
     n = [r["extra"]["window"] for r in rs]
     label = f"{model} {dev} {prec} (T={rs[0]['steps']:.0e})"
-    ax1.plot(n, [r["median_s"] / (r["tracks"] * r["steps"]) * 1e9 for r in rs], "o-", label=label)
+    ax1.semilogy(n, [r["median_s"] / (r["tracks"] * r["steps"]) * 1e9 for r in rs], "o-", label=label)
     ax2.semilogy(n, [max(r["extra"]["max_abs_error_vs_exact"] or 1e-17, 1e-17) for r in rs], "o-", label=label)
     ax2.semilogy(n, [r["extra"]["bound"] if r["extra"].get("bound") not in (None, float("inf")) else float("nan") for r in rs], "k:", alpha=0.5)
 ax1.set_xlabel("window N"); ax1.set_ylabel("ns per step"); ax1.set_title("time per step")
