@@ -63,15 +63,31 @@ __device__ __forceinline__ double ks_sqrt(double x) { return sqrt(x); }
 __device__ __forceinline__ float ks_log(float x) { return logf(x); }
 __device__ __forceinline__ double ks_log(double x) { return log(x); }
 
+// a * b; with EXACT the product is rounded on its own and never contracted with the
+// following addition into a fused multiply-add (NVRTC runs with --fmad=true). Code that
+// must round exactly as the CPU reference does (which never fuses) multiplies with
+// kmul<true>; kernels free to fuse pass false and read as plain products.
+template <bool EXACT>
+__device__ __forceinline__ float kmul(float a, float b) {
+    return EXACT ? __fmul_rn(a, b) : a * b;
+}
+template <bool EXACT>
+__device__ __forceinline__ double kmul(double a, double b) {
+    return EXACT ? __dmul_rn(a, b) : a * b;
+}
+
 // Cholesky factorisation of the packed symmetric N x N matrix `a` in place (lower
 // factor L, packed), with `inv[j] = 1 / L[j][j]`. Same column order as the CPU
-// reference (linalg/chol.rs). Returns false when a pivot is not positive.
-template <int N>
+// reference (linalg/chol.rs); EXACT: no fused multiply-adds (see kmul); DIV: the
+// column below a pivot divided by it (linalg/chol.rs) rather than multiplied by its
+// reciprocal (the SIMD lanes, kalman/lanes.rs). Returns false when a pivot is not
+// positive.
+template <int N, bool EXACT = false, bool DIV = false>
 __device__ __forceinline__ bool chol_packed(real* a, real* inv) {
     bool ok = true;
     UNROLL for (int j = 0; j < N; ++j) {
         real s = a[pk(j, j)];
-        UNROLL for (int k = 0; k < j; ++k) s -= a[pk(j, k)] * a[pk(j, k)];
+        UNROLL for (int k = 0; k < j; ++k) s -= kmul<EXACT>(a[pk(j, k)], a[pk(j, k)]);
         ok = ok && (s > (real)0);
         real dj = ks_sqrt(s);
         a[pk(j, j)] = dj;
@@ -79,8 +95,8 @@ __device__ __forceinline__ bool chol_packed(real* a, real* inv) {
         inv[j] = r;
         UNROLL for (int i = j + 1; i < N; ++i) {
             real t = a[pk(i, j)];
-            UNROLL for (int k = 0; k < j; ++k) t -= a[pk(i, k)] * a[pk(j, k)];
-            a[pk(i, j)] = t * r;
+            UNROLL for (int k = 0; k < j; ++k) t -= kmul<EXACT>(a[pk(i, k)], a[pk(j, k)]);
+            a[pk(i, j)] = DIV ? t / dj : t * r;
         }
     }
     return ok;
