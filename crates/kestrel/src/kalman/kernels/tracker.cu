@@ -118,13 +118,9 @@ extern "C" __global__ void __launch_bounds__(128) tracker_predict(
 
 // Measurement update of every live slot whose row of z has no NaN and whose mask (may
 // be null) is set, with the model's R or rs[b] ([B][NY][NY], may be null). Every
-// operation is the CPU per-step API's for this size, products never fused (kmul<true>),
-// so the state comes out as the CPU's bit for bit: with KS_LANE_ORDER (sizes that the
-// CPU's SIMD lanes cover) the order of kalman/lanes.rs, update_lanes (S from the rows of
-// H P, reciprocal pivots, terms added to x and taken from P one by one, the logarithm of
-// the product of the pivots); otherwise that of kalman/step.rs, update_parts (S from the
-// rows of H, divisions by the pivots, sums added to x and taken from P whole, the sum of
-// the pivots' logarithms). Writes the predicted measurement and S of every live slot;
+// operation is the CPU per-step API's for this size (kf_correct with EXACT; the prelude's
+// KS_LANE_ORDER says which of the CPU's two orders), so the state comes out as the CPU's
+// bit for bit. Writes the predicted measurement and S of every live slot;
 // `apply` 0 writes only those (tracker_measure). ll[b] is the update's predictive
 // log-likelihood, 0 without a measurement.
 __device__ __forceinline__ void update_slot(const ModelParams& mp, long long b, long long B, const real* __restrict__ z,
@@ -132,7 +128,6 @@ __device__ __forceinline__ void update_slot(const ModelParams& mp, long long b, 
                                             real* __restrict__ xs, real* __restrict__ Ps, real* __restrict__ ll,
                                             real* __restrict__ zhat, real* __restrict__ Ss, bool apply,
                                             unsigned long long* err) {
-    constexpr bool LANES = KS_LANE_ORDER != 0;
     real x[NX];
     real P[NP];
     UNROLL for (int i = 0; i < NX; ++i) x[i] = xs[i * B + b];
@@ -141,94 +136,23 @@ __device__ __forceinline__ void update_slot(const ModelParams& mp, long long b, 
     bool use = apply && (mask == nullptr || mask[b] != 0);
     UNROLL for (int a = 0; a < NY; ++a) zk[a] = use ? z[b * NY + a] : (real)0;
     use = use && !any_nan(zk);
-    // y = z - H x - d ; hp = H P (zero entries of H skipped: the same sums when finite)
     real y[NY];
     real hp[NY][NX];
-    UNROLL for (int a = 0; a < NY; ++a) {
-        real hx = MD(a);
-        UNROLL for (int l = 0; l < NX; ++l) if (NZH(a, l) && MH(a, l) != (real)0) hx += kmul<true>(MH(a, l), x[l]);
-        zhat[a * B + b] = hx;
-        y[a] = zk[a] - hx;
-        UNROLL for (int j = 0; j < NX; ++j) {
-            real t = (real)0;
-            UNROLL for (int l = 0; l < NX; ++l) if (NZH(a, l) && MH(a, l) != (real)0) t += kmul<true>(MH(a, l), P[pk(l, j)]);
-            hp[a][j] = t;
-        }
-    }
-    // S = H P H^T + R (lower triangle)
     real S[NYP];
-    UNROLL for (int a = 0; a < NY; ++a) {
-        UNROLL for (int c = 0; c <= a; ++c) {
-            real t = rs != nullptr ? rs[(b * NY + a) * NY + c] : MR(a, c);
-            if (LANES) {
-                UNROLL for (int l = 0; l < NX; ++l) if (NZH(c, l) && MH(c, l) != (real)0) t += kmul<true>(hp[a][l], MH(c, l));
-            } else {
-                UNROLL for (int l = 0; l < NX; ++l) if (NZH(a, l) && MH(a, l) != (real)0) t += kmul<true>(MH(a, l), hp[c][l]);
-            }
-            S[pk(a, c)] = t;
-        }
-    }
+    real zh[NY];
+    kf_innovation<true, KS_LANE_ORDER != 0>(mp, rs != nullptr ? rs + b * NY * NY : nullptr, zk, x, P, zh, y, hp, S);
+    UNROLL for (int a = 0; a < NY; ++a) zhat[a * B + b] = zh[a];
     UNROLL for (int p = 0; p < NYP; ++p) Ss[p * B + b] = S[p];
     if (!use) {
         if (apply) ll[b] = (real)0;
         return;
     }
-    real inv[NY];
-    if (!chol_packed<NY, true, !LANES>(S, inv)) {
+    real l;
+    if (!kf_correct<true, KS_LANE_ORDER != 0>(S, y, hp, x, P, l)) {
         report(err, (unsigned long long)b);
         return;
     }
-    // W^T = L^-1 H P and e = L^-1 y by forward substitution.
-    UNROLL for (int a = 0; a < NY; ++a) {
-        UNROLL for (int k = 0; k < a; ++k) {
-            y[a] -= kmul<true>(S[pk(a, k)], y[k]);
-            UNROLL for (int j = 0; j < NX; ++j) hp[a][j] -= kmul<true>(S[pk(a, k)], hp[k][j]);
-        }
-        if (LANES) {
-            y[a] = kmul<true>(y[a], inv[a]);
-            UNROLL for (int j = 0; j < NX; ++j) hp[a][j] = kmul<true>(hp[a][j], inv[a]);
-        } else {
-            y[a] = y[a] / S[pk(a, a)];
-            UNROLL for (int j = 0; j < NX; ++j) hp[a][j] = hp[a][j] / S[pk(a, a)];
-        }
-    }
-    real logdet = (real)0;
-    real maha = (real)0;
-    if (LANES) {
-        real det = (real)1;
-        UNROLL for (int a = 0; a < NY; ++a) det = kmul<true>(det, S[pk(a, a)]);
-        logdet = ks_log(det);
-        UNROLL for (int a = 0; a < NY; ++a) maha += kmul<true>(y[a], y[a]);
-    } else {
-        UNROLL for (int a = 0; a < NY; ++a) {
-            logdet += ks_log(S[pk(a, a)]);
-            maha += kmul<true>(y[a], y[a]);
-        }
-    }
-    UNROLL for (int i = 0; i < NX; ++i) {
-        if (LANES) {
-            UNROLL for (int a = 0; a < NY; ++a) x[i] += kmul<true>(hp[a][i], y[a]);
-        } else {
-            real t = (real)0;
-            UNROLL for (int a = 0; a < NY; ++a) t += kmul<true>(hp[a][i], y[a]);
-            x[i] += t;
-        }
-    }
-    UNROLL for (int i = 0; i < NX; ++i) {
-        UNROLL for (int j = 0; j <= i; ++j) {
-            real t;
-            if (LANES) {
-                t = P[pk(i, j)];
-                UNROLL for (int a = 0; a < NY; ++a) t -= kmul<true>(hp[a][i], hp[a][j]);
-            } else {
-                t = (real)0;
-                UNROLL for (int a = 0; a < NY; ++a) t += kmul<true>(hp[a][i], hp[a][j]);
-                t = P[pk(i, j)] - t;
-            }
-            P[pk(i, j)] = t;
-        }
-    }
-    ll[b] = kmul<true>(-((real)(NY * KS_LN_2PI) + maha), (real)0.5) - logdet;
+    ll[b] = l;
     UNROLL for (int i = 0; i < NX; ++i) xs[i * B + b] = x[i];
     UNROLL for (int p = 0; p < NP; ++p) Ps[p * B + b] = P[p];
 }
