@@ -161,3 +161,37 @@ fn autotuner_picks_a_kernel_that_runs() {
         eprintln!("D {d}: {}", cfg.name());
     }
 }
+
+#[test]
+fn an_f16_state_refuses_a_frame_beyond_f16() {
+    // The f16 state holds a weighted mean of frames: a pixel above 65504 would make it
+    // infinite. The frame is refused by name (frame, row, column), before any work.
+    if !gpu_or_skip("an_f16_state_refuses_a_frame_beyond_f16") {
+        return;
+    }
+    let (h, w) = (32, 48);
+    let params = Params {
+        motions: tbd::speeds_directions(&[0.0, 1.0], 4).unwrap(),
+        alpha: 0.2,
+        decimation: 1,
+    };
+    let opts = tbd::GpuOptions::default()
+        .with_half(true)
+        .with_kernel(Some(KernelConfig {
+            half: true,
+            ..KernelConfig::fused(1)
+        }));
+    let mut gpu = Tbd::with_gpu_options(params, h, w, Device::Cuda(0), opts).unwrap();
+    let mut f = vec![1.0f32; h * w];
+    gpu.push(&f).unwrap();
+    f[5 * w + 7] = 7.0e4;
+    let e = gpu.push(&f).unwrap_err().to_string();
+    assert!(
+        e.contains("frame 1, row 5, column 7") && e.contains("does not fit in f16"),
+        "{e}"
+    );
+    // The largest half still fits.
+    f[5 * w + 7] = 65504.0;
+    gpu.push(&f).unwrap();
+    assert_eq!(gpu.frames_seen(), 2);
+}

@@ -48,7 +48,11 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     // Everything that can be checked before the work is checked first.
     Format::of(&a.input, MEASUREMENT_FORMATS)?;
     Format::of(&a.output, PER_STEP_FORMATS)?;
-    let method: Method = a.method.parse()?;
+    // The library names the method; the command line adds its flag.
+    let method: Method = a
+        .method
+        .parse()
+        .map_err(|e: kestrel::Error| bad(format!("--method: {e}")))?;
     let outputs = io::Outputs::plan(&[&a.model, &a.input], &[&a.output])?;
     if !(a.vague.is_finite() && a.vague > 0.0) {
         return Err(bad(format!(

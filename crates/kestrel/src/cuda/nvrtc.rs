@@ -143,7 +143,9 @@ pub(crate) fn is_cached(src: &str, cc: (i32, i32), what: &str) -> bool {
         .is_some_and(|m| m.len() > 0)
 }
 
-fn write_cache(f: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+/// Replaces the cache file `f` with `bytes`: written to a temporary created exclusively
+/// beside it, then renamed over it (a link at `f` is replaced, never followed).
+pub(crate) fn write_cache(f: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
     let dir = f
         .parent()
         .ok_or_else(|| std::io::Error::other("no parent"))?;

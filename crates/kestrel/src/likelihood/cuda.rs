@@ -18,6 +18,7 @@ use crate::kalman::dense::{ConvertedModel, Workspace};
 use crate::kalman::step::{predict, update};
 use crate::linalg::Real;
 use crate::model::Model;
+use rayon::prelude::*;
 use std::collections::HashMap;
 
 /// The kernels' source.
@@ -136,17 +137,25 @@ pub fn prepare<T: Real>(
         host: Vec::new(),
     };
     let h = (n - 1).min(steps);
-    let mut heads = vec![T::zero(); b * steps];
-    head(model, z, n, &mut heads)?;
-    for tr in 0..b {
-        plan.host
-            .extend((0..h).map(|t| (tr * steps + t, heads[tr * steps + t])));
+    if h > 0 {
+        let mut heads = vec![T::zero(); b * h];
+        head(model, z, n, &mut heads, h)?;
+        plan.host.reserve(b * h);
+        for tr in 0..b {
+            plan.host
+                .extend((0..h).map(|t| (tr * steps + t, heads[tr * h + t])));
+        }
     }
-    drop(heads);
+    // Series without a missing value (the common case) need no pattern: one parallel
+    // pass finds them, and the loop below skips them without a scan of its own.
+    let has_missing: Vec<bool> = (0..b)
+        .into_par_iter()
+        .map(|tr| z.track(tr).par_iter().any(|v| v.is_nan_value()))
+        .collect();
     let mut ids: HashMap<Vec<u32>, i32> = HashMap::new();
     let direct = ConvertedModel::<f64>::new(model, 1);
     let mut ws = Workspace::<f64>::new(model.nx(), ny);
-    for tr in 0..b {
+    for tr in (0..b).filter(|&tr| has_missing[tr]) {
         let zt = z.track(tr);
         let missing: Vec<usize> = (0..steps)
             .filter(|&k| zt[k * ny..(k + 1) * ny].iter().any(|v| v.is_nan_value()))
@@ -335,7 +344,7 @@ fn run<T: Real>(ordinal: usize, plan: &Plan<T>, z: &Measurements<T>) -> Result<V
     for &(i, v) in &plan.host {
         out[i] = v;
     }
-    if let Some(i) = out.iter().position(|v| v.is_nan_value()) {
+    if let Some(i) = out.par_iter().position_first(|v| v.is_nan_value()) {
         return Err(Error::Cuda(format!(
             "the windowed filter left track {}, step {} unwritten",
             i / steps,
@@ -521,7 +530,7 @@ fn run_scan<T: Real>(
     let mut out = vec![T::zero(); b * steps];
     dtoh(st, &dout, 0, &mut out, "log-likelihoods")?;
     sync(st, "the exact scan")?;
-    if let Some(i) = out.iter().position(|v| v.is_nan_value()) {
+    if let Some(i) = out.par_iter().position_first(|v| v.is_nan_value()) {
         return Err(Error::Cuda(format!(
             "the exact scan left track {}, step {} unwritten (or not finite)",
             i / steps,

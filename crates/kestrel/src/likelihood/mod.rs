@@ -43,6 +43,7 @@ use crate::error::{Error, Result};
 use crate::linalg::Real;
 use crate::model::Model;
 use crate::scan::ScanAlgorithm;
+use rayon::prelude::*;
 use std::str::FromStr;
 
 pub use bound::{choose_window, window_bound, WindowChoice};
@@ -70,7 +71,7 @@ impl FromStr for Method {
 
     /// `exact`, `parallel`, `window:N` (N >= 1), `window:auto` or `window:auto:TOL` (TOL > 0).
     fn from_str(s: &str) -> Result<Method> {
-        let bad = |msg: String| Error::input(format!("--method {s}: {msg}"));
+        let bad = |msg: String| Error::input(format!("method \"{s}\": {msg}"));
         match s {
             "exact" => return Ok(Method::Exact),
             "parallel" => return Ok(Method::Parallel),
@@ -197,15 +198,23 @@ fn check_input<T: Real>(model: &Model, z: &Measurements<T>, opts: &Options) -> R
 /// the window bound needs (see [`bound`]).
 pub fn data_scale<T: Real>(model: &Model, z: &Measurements<T>) -> f64 {
     let ny = z.ny;
+    let d: Vec<f64> = model.d.iter().copied().collect();
+    // In parallel over blocks of whole rows (a row with a NaN does not count).
     z.data
-        .chunks(ny)
-        .filter(|v| !v.iter().any(|x| x.is_nan_value()))
-        .flat_map(|v| {
-            v.iter()
-                .enumerate()
-                .map(|(a, x)| (x.to_f64() - model.d[a]).abs())
+        .par_chunks(ny * 4096)
+        .map(|block| {
+            let mut m = 0.0f64;
+            for v in block.chunks(ny) {
+                if v.iter().any(|x| x.is_nan_value()) {
+                    continue;
+                }
+                for (a, x) in v.iter().enumerate() {
+                    m = m.max((x.to_f64() - d[a]).abs());
+                }
+            }
+            m
         })
-        .fold(0.0, f64::max)
+        .reduce(|| 0.0, f64::max)
 }
 
 /// Per-step log-likelihoods of every track of `z` on `device` with `method`.
@@ -291,6 +300,10 @@ pub fn widen_for_missing<T: Real>(model: &Model, z: &Measurements<T>, n: usize, 
     } else {
         2.0
     };
+    if !z.data.par_iter().any(|x| x.is_nan_value()) {
+        // Nothing missing: nothing to pay for.
+        return n;
+    }
     let steps = z.steps;
     let missing: Vec<bool> = z
         .data

@@ -194,12 +194,14 @@ pub(crate) fn run<T: Real>(
     Ok(out)
 }
 
-/// The first `min(n - 1, steps)` steps of every track: exact, from the model's prior.
+/// The first `h = min(n - 1, steps)` steps of every track: exact, from the model's
+/// prior, into the first `h` values of each `stride`-long row of `out` (`stride >= h`).
 pub(crate) fn head<T: Real>(
     model: &Model,
     z: &Measurements<T>,
     n: usize,
     out: &mut [T],
+    stride: usize,
 ) -> Result<()> {
     let steps = z.steps;
     let h = (n - 1).min(steps);
@@ -208,7 +210,7 @@ pub(crate) fn head<T: Real>(
     }
     let m = ConvertedModel::<T>::new(model, steps);
     let st = Structure::of(&model.f);
-    out.par_chunks_mut(steps)
+    out.par_chunks_mut(stride)
         .enumerate()
         .try_for_each(|(b, o)| exact::track(&m, st, b, z.track(b), None, &mut o[..h]))
 }
@@ -220,7 +222,7 @@ fn cpu<T: Real>(
     vague: f64,
     out: &mut [T],
 ) -> Result<()> {
-    head(model, z, n, out)?;
+    head(model, z, n, out, z.steps)?;
     let steps = z.steps;
     let h = (n - 1).min(steps);
     if h == steps {

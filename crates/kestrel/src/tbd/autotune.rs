@@ -7,7 +7,6 @@ use super::cuda::{shrink, tiled_shared_bytes, GpuTbd, KernelConfig, Variant};
 use super::frames::Dtype;
 use super::Params;
 use crate::error::{Error, Result};
-use std::io::Write;
 
 /// The variants worth timing: for decimation D > 1 the per-trajectory kernels (fused
 /// and per-vector) with D frames per launch; for D = 1 also the tiled kernel keeping
@@ -136,15 +135,18 @@ pub fn choose(
     }
     let (fps, c) = best.ok_or_else(|| Error::Cuda("no track-before-detect kernel ran".into()))?;
     if let Some(f) = file {
-        // Failing soft: a cache that cannot be written only costs a new timing.
-        let _ = std::fs::create_dir_all(f.parent().unwrap_or(std::path::Path::new(".")));
-        if let Ok(mut out) = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&f)
-        {
-            let _ = writeln!(out, "{k} {} {fps:.0}", c.name());
+        // Failing soft: a cache that cannot be written only costs a new timing. The file is
+        // replaced whole (temporary + rename), so a link planted at its name is replaced,
+        // not followed, and a concurrent reader sees the old or the new file.
+        let mut text = match std::fs::symlink_metadata(&f) {
+            Ok(m) if m.is_file() => std::fs::read_to_string(&f).unwrap_or_default(),
+            _ => String::new(),
+        };
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
         }
+        text += &format!("{k} {} {fps:.0}\n", c.name());
+        let _ = crate::cuda::nvrtc::write_cache(&f, text.as_bytes());
     }
     Ok(c)
 }

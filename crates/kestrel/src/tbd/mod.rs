@@ -119,6 +119,9 @@ enum Engine {
     Cuda(Box<cuda::GpuTbd>),
 }
 
+/// The largest finite IEEE half.
+const F16_MAX: f32 = 65504.0;
+
 /// The recursion over a stream of frames, on one device: push frames one at a time, a
 /// map comes back at every emitted frame.
 pub struct Tbd {
@@ -264,6 +267,21 @@ impl Tbd {
                 self.h,
                 self.h * self.w
             )));
+        }
+        if let Engine::Cuda(g) = &self.engine {
+            if g.cfg.half {
+                // The state is a weighted mean of frames: a frame that fits in f16 keeps
+                // it in range; a larger one would turn the state infinite.
+                if let Some(i) = frame.iter().position(|v| v.abs() > F16_MAX) {
+                    return Err(Error::input(format!(
+                        "frame {}, row {}, column {}: value {} does not fit in f16 (at most {F16_MAX}), in which the state is kept (the f16 state option); use the f32 state",
+                        self.seen,
+                        i / self.w,
+                        i % self.w,
+                        frame[i]
+                    )));
+                }
+            }
         }
         self.pending.push(frame.to_vec());
         self.seen += 1;

@@ -25,3 +25,7 @@ unsigned long long atomicMin(unsigned long long* p, unsigned long long v) {
 }
 using std::log;
 using std::sqrt;
+// The unfused products (the files compile with -ffp-contract=off, so no product is
+// fused with an addition here either).
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline double __dmul_rn(double a, double b) { return a * b; }

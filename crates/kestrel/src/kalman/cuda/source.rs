@@ -90,7 +90,12 @@ fn row_major(m: &nalgebra::DMatrix<f64>) -> Vec<f64> {
 /// The prelude: dimensions, scalar type and, when `baked`, the model as constants.
 pub(crate) fn prelude(nx: usize, ny: usize, dtype: &str, baked: Option<&Model>) -> String {
     let real = if dtype == "f64" { "double" } else { "float" };
-    let mut s = format!("#define NX {nx}\n#define NY {ny}\ntypedef {real} real;\n");
+    // The per-step kernels follow the CPU's order of operations for this size: the SIMD
+    // lanes' where they cover it, the general path's elsewhere (tracker.cu).
+    let lanes = crate::kalman::lanes::supports(nx, ny) as u8;
+    let mut s = format!(
+        "#define NX {nx}\n#define NY {ny}\ntypedef {real} real;\n#define KS_LANE_ORDER {lanes}\n"
+    );
     match baked {
         Some(m) => {
             s += "#define KS_BAKED 1\n";

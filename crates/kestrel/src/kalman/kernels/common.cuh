@@ -63,15 +63,31 @@ __device__ __forceinline__ double ks_sqrt(double x) { return sqrt(x); }
 __device__ __forceinline__ float ks_log(float x) { return logf(x); }
 __device__ __forceinline__ double ks_log(double x) { return log(x); }
 
+// a * b; with EXACT the product is rounded on its own and never contracted with the
+// following addition into a fused multiply-add (NVRTC runs with --fmad=true). Code that
+// must round exactly as the CPU reference does (which never fuses) multiplies with
+// kmul<true>; kernels free to fuse pass false and read as plain products.
+template <bool EXACT>
+__device__ __forceinline__ float kmul(float a, float b) {
+    return EXACT ? __fmul_rn(a, b) : a * b;
+}
+template <bool EXACT>
+__device__ __forceinline__ double kmul(double a, double b) {
+    return EXACT ? __dmul_rn(a, b) : a * b;
+}
+
 // Cholesky factorisation of the packed symmetric N x N matrix `a` in place (lower
 // factor L, packed), with `inv[j] = 1 / L[j][j]`. Same column order as the CPU
-// reference (linalg/chol.rs). Returns false when a pivot is not positive.
-template <int N>
+// reference (linalg/chol.rs); EXACT: no fused multiply-adds (see kmul); DIV: the
+// column below a pivot divided by it (linalg/chol.rs) rather than multiplied by its
+// reciprocal (the SIMD lanes, kalman/lanes.rs). Returns false when a pivot is not
+// positive.
+template <int N, bool EXACT = false, bool DIV = false>
 __device__ __forceinline__ bool chol_packed(real* a, real* inv) {
     bool ok = true;
     UNROLL for (int j = 0; j < N; ++j) {
         real s = a[pk(j, j)];
-        UNROLL for (int k = 0; k < j; ++k) s -= a[pk(j, k)] * a[pk(j, k)];
+        UNROLL for (int k = 0; k < j; ++k) s -= kmul<EXACT>(a[pk(j, k)], a[pk(j, k)]);
         ok = ok && (s > (real)0);
         real dj = ks_sqrt(s);
         a[pk(j, j)] = dj;
@@ -79,8 +95,8 @@ __device__ __forceinline__ bool chol_packed(real* a, real* inv) {
         inv[j] = r;
         UNROLL for (int i = j + 1; i < N; ++i) {
             real t = a[pk(i, j)];
-            UNROLL for (int k = 0; k < j; ++k) t -= a[pk(i, k)] * a[pk(j, k)];
-            a[pk(i, j)] = t * r;
+            UNROLL for (int k = 0; k < j; ++k) t -= kmul<EXACT>(a[pk(i, k)], a[pk(j, k)]);
+            a[pk(i, j)] = DIV ? t / dj : t * r;
         }
     }
     return ok;
@@ -111,64 +127,116 @@ __device__ __forceinline__ void kf_predict(const ModelParams& mp, real* x, real*
     UNROLL for (int p = 0; p < NP; ++p) P[p] = Pn[p];
 }
 
+// The first half of a measurement update: y = z - H x - d (z may be anything where the
+// caller will not correct), hp = H P, S = H P H^T + R (packed lower triangle), with R the
+// model's or, when `r` is not null, the NY x NY row-major r; zhat (may be null) receives
+// H x + d. EXACT and LANES as in kf_correct.
+template <bool EXACT, bool LANES>
+__device__ __forceinline__ void kf_innovation(const ModelParams& mp, const real* r, const real* z, const real* x,
+                                              const real* P, real* zhat, real* y, real (*hp)[NX], real* S) {
+    UNROLL for (int a = 0; a < NY; ++a) {
+        real hx = MD(a);
+        UNROLL for (int l = 0; l < NX; ++l) if (NZH(a, l) && (!EXACT || MH(a, l) != (real)0)) hx += kmul<EXACT>(MH(a, l), x[l]);
+        if (zhat != nullptr) zhat[a] = hx;
+        y[a] = z[a] - hx;
+        UNROLL for (int j = 0; j < NX; ++j) {
+            real t = (real)0;
+            UNROLL for (int l = 0; l < NX; ++l) if (NZH(a, l) && (!EXACT || MH(a, l) != (real)0)) t += kmul<EXACT>(MH(a, l), P[pk(l, j)]);
+            hp[a][j] = t;
+        }
+    }
+    UNROLL for (int a = 0; a < NY; ++a) {
+        UNROLL for (int c = 0; c <= a; ++c) {
+            real t = r != nullptr ? r[a * NY + c] : MR(a, c);
+            if (LANES) {
+                UNROLL for (int l = 0; l < NX; ++l) if (NZH(c, l) && (!EXACT || MH(c, l) != (real)0)) t += kmul<EXACT>(hp[a][l], MH(c, l));
+            } else {
+                UNROLL for (int l = 0; l < NX; ++l) if (NZH(a, l) && (!EXACT || MH(a, l) != (real)0)) t += kmul<EXACT>(MH(a, l), hp[c][l]);
+            }
+            S[pk(a, c)] = t;
+        }
+    }
+}
+
+// The second half: S = L L^T in place, W^T = L^{-1} H P (in hp), e = L^{-1} y, x += W e,
+// P -= W W^T, and the predictive log-likelihood -(NY ln 2pi + e^T e) / 2 - ln det L.
+// Returns false when S is not positive definite.
+//
+// EXACT false (the batch kernels): products may fuse, reciprocal pivots, ln det L from
+// pairs of pivots. EXACT true (the per-step kernels, tracker.cu): every operation is the
+// CPU per-step API's for this size, products never fused (kmul<true>), so the state
+// comes out as the CPU's bit for bit: with LANES (sizes the CPU's SIMD lanes cover) the
+// order of kalman/lanes.rs, update_lanes (S from the rows of H P, reciprocal pivots,
+// terms added to x and taken from P one by one, ln of the product of the pivots);
+// otherwise that of kalman/step.rs, update_parts (S from the rows of H, divisions by the
+// pivots, sums added to x and taken from P whole, the sum of the pivots' logarithms).
+template <bool EXACT, bool LANES>
+__device__ __forceinline__ bool kf_correct(real* S, real* y, real (*hp)[NX], real* x, real* P, real& ll) {
+    constexpr bool DIV = EXACT && !LANES;
+    real inv[NY];
+    if (!chol_packed<NY, EXACT, DIV>(S, inv)) return false;
+    UNROLL for (int a = 0; a < NY; ++a) {
+        UNROLL for (int j = 0; j < NX; ++j) {
+            real t = hp[a][j];
+            UNROLL for (int k = 0; k < a; ++k) t -= kmul<EXACT>(S[pk(a, k)], hp[k][j]);
+            hp[a][j] = DIV ? t / S[pk(a, a)] : kmul<EXACT>(t, inv[a]);
+        }
+        real t = y[a];
+        UNROLL for (int k = 0; k < a; ++k) t -= kmul<EXACT>(S[pk(a, k)], y[k]);
+        y[a] = DIV ? t / S[pk(a, a)] : kmul<EXACT>(t, inv[a]);
+    }
+    real logdet = (real)0;
+    real maha = (real)0;
+    if (LANES) {
+        real det = (real)1;
+        UNROLL for (int a = 0; a < NY; ++a) det = kmul<EXACT>(det, S[pk(a, a)]);
+        logdet = ks_log(det);
+    } else if (EXACT) {
+        UNROLL for (int a = 0; a < NY; ++a) logdet += ks_log(S[pk(a, a)]);
+    } else {
+        UNROLL for (int a = 0; a < NY; a += 2) {
+            if (a + 1 < NY) logdet += ks_log(S[pk(a, a)] * S[pk(a + 1, a + 1)]);
+            else logdet += ks_log(S[pk(a, a)]);
+        }
+    }
+    UNROLL for (int a = 0; a < NY; ++a) maha += kmul<EXACT>(y[a], y[a]);
+    UNROLL for (int i = 0; i < NX; ++i) {
+        if (LANES) {
+            UNROLL for (int a = 0; a < NY; ++a) x[i] += kmul<EXACT>(hp[a][i], y[a]);
+        } else {
+            real t = (real)0;
+            UNROLL for (int a = 0; a < NY; ++a) t += kmul<EXACT>(hp[a][i], y[a]);
+            x[i] += t;
+        }
+    }
+    UNROLL for (int i = 0; i < NX; ++i) {
+        UNROLL for (int j = 0; j <= i; ++j) {
+            real t;
+            if (LANES) {
+                t = P[pk(i, j)];
+                UNROLL for (int a = 0; a < NY; ++a) t -= kmul<EXACT>(hp[a][i], hp[a][j]);
+            } else {
+                t = (real)0;
+                UNROLL for (int a = 0; a < NY; ++a) t += kmul<EXACT>(hp[a][i], hp[a][j]);
+                t = P[pk(i, j)] - t;
+            }
+            P[pk(i, j)] = t;
+        }
+    }
+    ll = kmul<EXACT>(-((real)(NY * KS_LN_2PI) + maha), (real)0.5) - logdet;
+    return true;
+}
+
 // Measurement update with z (no NaN): S = H P H^T + R = L L^T, W^T = L^{-1} H P,
 // e = L^{-1} (z - H x - d), x += W e, P -= W W^T, and the predictive log-likelihood
 // -(NY ln 2pi + e^T e) / 2 - sum ln L_aa (kalman/step.rs, `update`). Returns false when
 // S is not positive definite.
 __device__ __forceinline__ bool kf_update(const ModelParams& mp, const real* z, real* x, real* P, real& ll) {
     real y[NY];
-    real wt[NY][NX];
-    UNROLL for (int a = 0; a < NY; ++a) {
-        real hx = MD(a);
-        UNROLL for (int l = 0; l < NX; ++l) if (NZH(a, l)) hx += MH(a, l) * x[l];
-        y[a] = z[a] - hx;
-        UNROLL for (int j = 0; j < NX; ++j) {
-            real t = (real)0;
-            UNROLL for (int l = 0; l < NX; ++l) if (NZH(a, l)) t += MH(a, l) * P[pk(l, j)];
-            wt[a][j] = t;
-        }
-    }
+    real hp[NY][NX];
     real S[NYP];
-    UNROLL for (int a = 0; a < NY; ++a) {
-        UNROLL for (int b = 0; b <= a; ++b) {
-            real t = MR(a, b);
-            UNROLL for (int l = 0; l < NX; ++l) if (NZH(a, l)) t += MH(a, l) * wt[b][l];
-            S[pk(a, b)] = t;
-        }
-    }
-    real inv[NY];
-    if (!chol_packed<NY>(S, inv)) return false;
-    UNROLL for (int a = 0; a < NY; ++a) {
-        UNROLL for (int j = 0; j < NX; ++j) {
-            real t = wt[a][j];
-            UNROLL for (int k = 0; k < a; ++k) t -= S[pk(a, k)] * wt[k][j];
-            wt[a][j] = t * inv[a];
-        }
-        real t = y[a];
-        UNROLL for (int k = 0; k < a; ++k) t -= S[pk(a, k)] * y[k];
-        y[a] = t * inv[a];
-    }
-    real logdet = (real)0;
-    real maha = (real)0;
-    UNROLL for (int a = 0; a < NY; a += 2) {
-        if (a + 1 < NY) logdet += ks_log(S[pk(a, a)] * S[pk(a + 1, a + 1)]);
-        else logdet += ks_log(S[pk(a, a)]);
-    }
-    UNROLL for (int a = 0; a < NY; ++a) maha += y[a] * y[a];
-    UNROLL for (int i = 0; i < NX; ++i) {
-        real t = (real)0;
-        UNROLL for (int a = 0; a < NY; ++a) t += wt[a][i] * y[a];
-        x[i] += t;
-    }
-    UNROLL for (int i = 0; i < NX; ++i) {
-        UNROLL for (int j = 0; j <= i; ++j) {
-            real t = (real)0;
-            UNROLL for (int a = 0; a < NY; ++a) t += wt[a][i] * wt[a][j];
-            P[pk(i, j)] = P[pk(i, j)] - t;
-        }
-    }
-    ll = -((real)(NY * KS_LN_2PI) + maha) * (real)0.5 - logdet;
-    return true;
+    kf_innovation<false, false>(mp, nullptr, z, x, P, nullptr, y, hp, S);
+    return kf_correct<false, false>(S, y, hp, x, P, ll);
 }
 
 __device__ __forceinline__ void load_prior(const ModelParams& mp, real* x, real* P) {

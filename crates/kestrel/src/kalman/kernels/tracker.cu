@@ -7,7 +7,8 @@
 // written by tracker_update (and by tracker_measure without an update).
 
 // F and Q of one axis of a kinematic model over dt (model/builders.rs, axis_block),
-// computed in double and rounded once, as on the CPU.
+// computed in double and rounded once, as on the CPU. Only products and quotients: no
+// contraction can change them.
 __device__ __forceinline__ void kin_block(int order, double dt, double q, double* fb, double* qb) {
     for (int i = 0; i < 9; ++i) {
         fb[i] = 0.0;
@@ -28,7 +29,8 @@ __device__ __forceinline__ void kin_block(int order, double dt, double q, double
         fb[4] = 1.0;
         fb[5] = dt;
         fb[8] = 1.0;
-        const double d2 = dt * dt, d3 = d2 * dt, d4 = d3 * dt, d5 = d4 * dt;
+        // The powers as the CPU's powi forms them (binary powering): d4 = d2 d2, d5 = dt d4.
+        const double d2 = dt * dt, d3 = dt * d2, d4 = d2 * d2, d5 = dt * d4;
         qb[0] = d5 / 20.0 * q;
         qb[1] = d4 / 8.0 * q;
         qb[2] = d3 / 6.0 * q;
@@ -41,26 +43,32 @@ __device__ __forceinline__ void kin_block(int order, double dt, double q, double
     }
 }
 
-// Prediction with F, Q and the offset u given per thread (intervals, control inputs);
-// the order of the sums is kf_predict's.
+// Prediction with F, Q and the offset u given per thread (intervals, control inputs).
+// The per-step kernels round exactly as the CPU's per-step API (kalman/lanes.rs,
+// predict_fixed and predict_lanes; kalman/step.rs, predict_parts, has the same order):
+// the same order of every sum, zero entries of F skipped (the same sums when finite),
+// and no fused multiply-adds (kmul<true>), so that in f32 as in f64 the GPU's state is
+// the CPU's bit for bit, whatever cancellation the update brings.
 __device__ __forceinline__ void kf_predict_fq(const real* F, const real* Q, const real* u, real* x, real* P) {
     real xn[NX];
     real Pn[NP];
     UNROLL for (int i = 0; i < NX; ++i) {
-        real s = u[i];
-        UNROLL for (int l = 0; l < NX; ++l) s += F[i * NX + l] * x[l];
-        xn[i] = s;
-        real fp[NX];
+        real fp[NX];  // row i of F P
         UNROLL for (int j = 0; j < NX; ++j) {
             real t = (real)0;
-            UNROLL for (int l = 0; l < NX; ++l) t += F[i * NX + l] * P[pk(l, j)];
+            UNROLL for (int l = 0; l < NX; ++l) if (F[i * NX + l] != (real)0) t += kmul<true>(F[i * NX + l], P[pk(l, j)]);
             fp[j] = t;
         }
         UNROLL for (int j = 0; j <= i; ++j) {
             real t = Q[i * NX + j];
-            UNROLL for (int l = 0; l < NX; ++l) t += fp[l] * F[j * NX + l];
+            UNROLL for (int l = 0; l < NX; ++l) if (F[j * NX + l] != (real)0) t += kmul<true>(fp[l], F[j * NX + l]);
             Pn[pk(i, j)] = t;
         }
+    }
+    UNROLL for (int i = 0; i < NX; ++i) {
+        real s = u[i];
+        UNROLL for (int l = 0; l < NX; ++l) if (F[i * NX + l] != (real)0) s += kmul<true>(F[i * NX + l], x[l]);
+        xn[i] = s;
     }
     UNROLL for (int i = 0; i < NX; ++i) x[i] = xn[i];
     UNROLL for (int p = 0; p < NP; ++p) P[p] = Pn[p];
@@ -80,9 +88,7 @@ extern "C" __global__ void __launch_bounds__(128) tracker_predict(
     real P[NP];
     UNROLL for (int i = 0; i < NX; ++i) x[i] = xs[i * B + b];
     UNROLL for (int p = 0; p < NP; ++p) P[p] = Ps[p * B + b];
-    if (kin_order == 0 && ctrl == nullptr) {
-        kf_predict(mp, x, P);
-    } else {
+    {
         real F[NX * NX];
         real Q[NX * NX];
         real u[NX];
@@ -111,8 +117,10 @@ extern "C" __global__ void __launch_bounds__(128) tracker_predict(
 }
 
 // Measurement update of every live slot whose row of z has no NaN and whose mask (may
-// be null) is set, with the model's R or rs[b] ([B][NY][NY], may be null); the order of
-// the sums is kf_update's. Writes the predicted measurement and S of every live slot;
+// be null) is set, with the model's R or rs[b] ([B][NY][NY], may be null). Every
+// operation is the CPU per-step API's for this size (kf_correct with EXACT; the prelude's
+// KS_LANE_ORDER says which of the CPU's two orders), so the state comes out as the CPU's
+// bit for bit. Writes the predicted measurement and S of every live slot;
 // `apply` 0 writes only those (tracker_measure). ll[b] is the update's predictive
 // log-likelihood, 0 without a measurement.
 __device__ __forceinline__ void update_slot(const ModelParams& mp, long long b, long long B, const real* __restrict__ z,
@@ -129,66 +137,22 @@ __device__ __forceinline__ void update_slot(const ModelParams& mp, long long b, 
     UNROLL for (int a = 0; a < NY; ++a) zk[a] = use ? z[b * NY + a] : (real)0;
     use = use && !any_nan(zk);
     real y[NY];
-    real wt[NY][NX];
-    UNROLL for (int a = 0; a < NY; ++a) {
-        real hx = MD(a);
-        UNROLL for (int l = 0; l < NX; ++l) if (NZH(a, l)) hx += MH(a, l) * x[l];
-        zhat[a * B + b] = hx;
-        y[a] = zk[a] - hx;
-        UNROLL for (int j = 0; j < NX; ++j) {
-            real t = (real)0;
-            UNROLL for (int l = 0; l < NX; ++l) if (NZH(a, l)) t += MH(a, l) * P[pk(l, j)];
-            wt[a][j] = t;
-        }
-    }
+    real hp[NY][NX];
     real S[NYP];
-    UNROLL for (int a = 0; a < NY; ++a) {
-        UNROLL for (int c = 0; c <= a; ++c) {
-            real t = rs != nullptr ? rs[(b * NY + a) * NY + c] : MR(a, c);
-            UNROLL for (int l = 0; l < NX; ++l) if (NZH(a, l)) t += MH(a, l) * wt[c][l];
-            S[pk(a, c)] = t;
-        }
-    }
+    real zh[NY];
+    kf_innovation<true, KS_LANE_ORDER != 0>(mp, rs != nullptr ? rs + b * NY * NY : nullptr, zk, x, P, zh, y, hp, S);
+    UNROLL for (int a = 0; a < NY; ++a) zhat[a * B + b] = zh[a];
     UNROLL for (int p = 0; p < NYP; ++p) Ss[p * B + b] = S[p];
     if (!use) {
         if (apply) ll[b] = (real)0;
         return;
     }
-    real inv[NY];
-    if (!chol_packed<NY>(S, inv)) {
+    real l;
+    if (!kf_correct<true, KS_LANE_ORDER != 0>(S, y, hp, x, P, l)) {
         report(err, (unsigned long long)b);
         return;
     }
-    UNROLL for (int a = 0; a < NY; ++a) {
-        UNROLL for (int j = 0; j < NX; ++j) {
-            real t = wt[a][j];
-            UNROLL for (int k = 0; k < a; ++k) t -= S[pk(a, k)] * wt[k][j];
-            wt[a][j] = t * inv[a];
-        }
-        real t = y[a];
-        UNROLL for (int k = 0; k < a; ++k) t -= S[pk(a, k)] * y[k];
-        y[a] = t * inv[a];
-    }
-    real logdet = (real)0;
-    real maha = (real)0;
-    UNROLL for (int a = 0; a < NY; a += 2) {
-        if (a + 1 < NY) logdet += ks_log(S[pk(a, a)] * S[pk(a + 1, a + 1)]);
-        else logdet += ks_log(S[pk(a, a)]);
-    }
-    UNROLL for (int a = 0; a < NY; ++a) maha += y[a] * y[a];
-    UNROLL for (int i = 0; i < NX; ++i) {
-        real t = (real)0;
-        UNROLL for (int a = 0; a < NY; ++a) t += wt[a][i] * y[a];
-        x[i] += t;
-    }
-    UNROLL for (int i = 0; i < NX; ++i) {
-        UNROLL for (int j = 0; j <= i; ++j) {
-            real t = (real)0;
-            UNROLL for (int a = 0; a < NY; ++a) t += wt[a][i] * wt[a][j];
-            P[pk(i, j)] = P[pk(i, j)] - t;
-        }
-    }
-    ll[b] = -((real)(NY * KS_LN_2PI) + maha) * (real)0.5 - logdet;
+    ll[b] = l;
     UNROLL for (int i = 0; i < NX; ++i) xs[i * B + b] = x[i];
     UNROLL for (int p = 0; p < NP; ++p) Ps[p * B + b] = P[p];
 }
