@@ -180,10 +180,11 @@ template <class T> std::vector<T> load(const char* path) {
     return v;
 }
 int main(int argc, char** argv) {
-    // dir tracks steps len chunks
+    // dir tracks steps len chunks istride ilen isteady
     std::string d = argv[1];
     long long tracks = atoll(argv[2]), steps = atoll(argv[3]), len = atoll(argv[4]),
-              chunks = atoll(argv[5]);
+              chunks = atoll(argv[5]), istride = atoll(argv[6]), ilen = atoll(argv[7]);
+    int isteady = atoi(argv[8]);
     auto z = load<REAL>((d + "/z").c_str());
     auto table = load<REAL>((d + "/table").c_str());
     auto index = load<int>((d + "/index").c_str());
@@ -197,13 +198,13 @@ int main(int argc, char** argv) {
     for (long long b = 0; b < tracks; ++b)
         for (long long j = 0; j < chunks; ++j)
             for (int col = 0; col <= NX; ++col)
-                scan_local_one(z.data(), table.data(), index.data(), f.data(), u.data(), h.data(),
+                scan_local_one(z.data(), table.data(), index.data(), istride, ilen, isteady, f.data(), u.data(), h.data(),
                                dd.data(), steps, len, chunks, m.data(), v.data(), b, j, col);
     for (long long b = 0; b < tracks; ++b)
         scan_carry_one(m.data(), v.data(), x0.data(), chunks, start.data(), b);
     for (long long b = 0; b < tracks; ++b)
         for (long long j = 0; j < chunks; ++j)
-            scan_final_one(z.data(), table.data(), index.data(), f.data(), u.data(), h.data(),
+            scan_final_one(z.data(), table.data(), index.data(), istride, ilen, isteady, f.data(), u.data(), h.data(),
                            dd.data(), steps, len, chunks, start.data(), out.data(), b, j);
     FILE* o = fopen((d + "/out").c_str(), "wb");
     fwrite(out.data(), sizeof(REAL), out.size(), o);
@@ -267,6 +268,9 @@ fn check_scan<T: Real>(
         .arg(z.steps().to_string())
         .arg(len.to_string())
         .arg(chunks.to_string())
+        .arg(sched.stride.to_string())
+        .arg(sched.index_len.to_string())
+        .arg(sched.steady.to_string())
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -331,6 +335,26 @@ fn scan_kernels_equal_the_exact_filter() {
         }
         // One chunk, chunks that divide the track, and a ragged last chunk.
         for len in [1000usize, 100, 37] {
+            check_scan::<f64>(&cxx, dir.path(), model, &z, len, 1e-10);
+            check_scan::<f32>(&cxx, dir.path(), model, &z.cast(), len, 2e-4);
+        }
+    }
+    // Complete series: one row shared by every track, ending where the recursion has
+    // settled; later steps read the settled record.
+    for model in &models {
+        let z = simulate(model, 3, 5000, 10, 0.0).unwrap().measurements;
+        let s = kestrel::likelihood::schedule::Schedule::new(model, &z).unwrap();
+        assert_eq!(s.stride, 0, "one shared row");
+        assert!(
+            s.index_len < z.steps() && s.steady >= 0,
+            "settled within a prefix: {} of {} steps",
+            s.index_len,
+            z.steps()
+        );
+        for t in [0, s.index_len - 1, s.index_len, z.steps() - 1] {
+            assert!(s.id(2, t) >= 0 && s.id(2, t) == s.id(0, t), "step {t}");
+        }
+        for len in [5000usize, 700, 37] {
             check_scan::<f64>(&cxx, dir.path(), model, &z, len, 1e-10);
             check_scan::<f32>(&cxx, dir.path(), model, &z.cast(), len, 2e-4);
         }

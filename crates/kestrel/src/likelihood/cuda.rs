@@ -400,6 +400,15 @@ pub(crate) fn exact<T: Real>(ordinal: usize, model: &Model, z: &Measurements<T>)
     catch(|| run_scan(ordinal, model, z, &sched))
 }
 
+/// The gain index on the device (at least one element).
+fn buf_i32(g: &std::sync::Arc<crate::cuda::Gpu>, v: &[i32]) -> Result<DevBuf<i32>> {
+    let d = DevBuf::<i32>::new(g, v.len().max(1), "gain index")?;
+    if !v.is_empty() {
+        htod(&g.stream, v, &d, 0, "gain index")?;
+    }
+    Ok(d)
+}
+
 fn run_scan<T: Real>(
     ordinal: usize,
     model: &Model,
@@ -433,8 +442,7 @@ fn run_scan<T: Real>(
     };
     let dz = buf(&z.data, "measurements")?;
     let dtable = buf(&sched.table, "gain table")?;
-    let dindex = DevBuf::<i32>::new(&g, sched.index.len().max(1), "gain index")?;
-    htod(st, &sched.index, &dindex, 0, "gain index")?;
+    let dindex = buf_i32(&g, &sched.index)?;
     let (df, du, dh, dd, dx0) = (
         buf(&mf, "model")?,
         buf(&mu, "model")?,
@@ -458,7 +466,7 @@ fn run_scan<T: Real>(
     while b0 < b {
         let nb = group.min(b - b0);
         let zoff = dz.at(b0 * steps * ny);
-        let ioff = dindex.at(b0 * steps);
+        let ioff = dindex.at(b0 * sched.stride);
         let (moff, voff, soff) = (
             dm.at(b0 * chunks * nx * nx),
             dv.at(b0 * chunks * nx),
@@ -475,6 +483,9 @@ fn run_scan<T: Real>(
                 Arg::Ptr(zoff),
                 Arg::Ptr(dtable.ptr()),
                 Arg::Ptr(ioff),
+                Arg::U64(sched.stride as u64),
+                Arg::U64(sched.index_len as u64),
+                Arg::I32(sched.steady),
                 Arg::Ptr(df.ptr()),
                 Arg::Ptr(du.ptr()),
                 Arg::Ptr(dh.ptr()),
@@ -511,6 +522,9 @@ fn run_scan<T: Real>(
                 Arg::Ptr(zoff),
                 Arg::Ptr(dtable.ptr()),
                 Arg::Ptr(ioff),
+                Arg::U64(sched.stride as u64),
+                Arg::U64(sched.index_len as u64),
+                Arg::I32(sched.steady),
                 Arg::Ptr(df.ptr()),
                 Arg::Ptr(du.ptr()),
                 Arg::Ptr(dh.ptr()),

@@ -25,6 +25,7 @@ use crate::kalman::dense::{ConvertedModel, Workspace};
 use crate::kalman::step::{predict, update};
 use crate::linalg::Real;
 use crate::model::Model;
+use rayon::prelude::*;
 use std::collections::HashMap;
 
 /// The covariance recursion's fixed point: a relative change per step below this.
@@ -49,8 +50,18 @@ pub struct Schedule<T> {
     /// Records `[R][record_len]`: `W^T` row-major, `L` row-major, `-(ny ln 2 pi)/2 - sum
     /// ln L_ii`.
     pub table: Vec<T>,
-    /// `[tracks][steps]`: the record of each step, `-1` where the measurement is missing.
+    /// The record of each step, `-1` where the measurement is missing: track `b`'s row
+    /// starts at `b * stride`; step `t` reads `index[b * stride + t]` while
+    /// `t < index_len`, and `steady` after. With missing values `[tracks][steps]`
+    /// (`stride = index_len = steps`); without, one row shared by every track (`stride =
+    /// 0`) that ends where the recursion has settled.
     pub index: Vec<i32>,
+    /// Distance between two tracks' rows of `index` (0: one shared row).
+    pub stride: usize,
+    /// Length of a row of `index`.
+    pub index_len: usize,
+    /// The record of every step from `index_len` on (the settled one).
+    pub steady: i32,
 }
 
 impl<T: Real> Schedule<T> {
@@ -58,8 +69,34 @@ impl<T: Real> Schedule<T> {
     pub fn new(model: &Model, z: &Measurements<T>) -> Result<Schedule<T>> {
         let (nx, ny, steps) = (model.nx(), model.ny(), z.steps);
         let m = ConvertedModel::<f64>::new(model, 1);
+        let not_pd = |b: usize| {
+            move |k: usize| Error::NotPositiveDefinite {
+                track: b,
+                step: k,
+                what: "innovation covariance S",
+            }
+        };
+        if !z.data.par_iter().any(|v| v.is_nan_value()) {
+            // Nothing missing: every track has the same schedule, and it ends in the
+            // settled record. Run the recursion on a growing prefix until it settles
+            // (or covers the series) and share that one row.
+            let mut len = steps.min(1024);
+            loop {
+                let mut table = Vec::new();
+                let mut row = vec![0i32; len];
+                let settled =
+                    gains_of(&m, &vec![false; len], &mut table, &mut row).map_err(not_pd(0))?;
+                let last = row.last().copied().unwrap_or(-1);
+                if settled == Some(last) || len == steps {
+                    return Self::finish(nx, ny, z, &table, row, 0, len, last);
+                }
+                len = len.saturating_mul(4).min(steps);
+            }
+        }
         let mut table: Vec<f64> = Vec::new();
         let mut index = vec![0i32; z.tracks * steps];
+        // Tracks with the same missing steps share the recursion: their first row is
+        // copied.
         let mut known: HashMap<Vec<u32>, usize> = HashMap::new();
         for b in 0..z.tracks {
             let zt = z.track(b);
@@ -76,13 +113,23 @@ impl<T: Real> Schedule<T> {
             for &k in &missing {
                 is_missing[k as usize] = true;
             }
-            gains_of(&m, &is_missing, &mut table, row).map_err(|k| Error::NotPositiveDefinite {
-                track: b,
-                step: k,
-                what: "innovation covariance S",
-            })?;
+            gains_of(&m, &is_missing, &mut table, row).map_err(not_pd(b))?;
             known.insert(missing, b);
         }
+        Self::finish(nx, ny, z, &table, index, steps, steps, -1)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn finish(
+        nx: usize,
+        ny: usize,
+        z: &Measurements<T>,
+        table: &[f64],
+        index: Vec<i32>,
+        stride: usize,
+        index_len: usize,
+        steady: i32,
+    ) -> Result<Schedule<T>> {
         if table.len() / record_len(nx, ny) > i32::MAX as usize {
             return Err(Error::input("the gain table has too many records"));
         }
@@ -90,10 +137,22 @@ impl<T: Real> Schedule<T> {
             nx,
             ny,
             tracks: z.tracks,
-            steps,
+            steps: z.steps,
             table: table.iter().map(|v| T::of(*v)).collect(),
             index,
+            stride,
+            index_len,
+            steady,
         })
+    }
+
+    /// The record of track `b`'s step `t` (`-1`: missing).
+    pub fn id(&self, b: usize, t: usize) -> i32 {
+        if t < self.index_len {
+            self.index[b * self.stride + t]
+        } else {
+            self.steady
+        }
     }
 
     /// The mean recursion on the host, in `f64` (the reference the kernels are held to).
@@ -110,7 +169,7 @@ impl<T: Real> Schedule<T> {
             x.copy_from_slice(&m.x0);
             let zt = z.track(b);
             for t in 0..steps {
-                let id = self.index[b * steps + t];
+                let id = self.id(b, t);
                 if id >= 0 {
                     let r: Vec<f64> = self.table[id as usize * rec..(id as usize + 1) * rec]
                         .iter()
@@ -151,13 +210,14 @@ impl<T: Real> Schedule<T> {
 }
 
 /// The covariance recursion of one missing pattern: records appended to `table`, each
-/// step's record id in `row`. `Err(step)` where `S` is not positive definite.
+/// step's record id in `row`; the settled record where the recursion ends settled.
+/// `Err(step)` where `S` is not positive definite.
 fn gains_of(
     m: &ConvertedModel<f64>,
     missing: &[bool],
     table: &mut Vec<f64>,
     row: &mut [i32],
-) -> std::result::Result<(), usize> {
+) -> std::result::Result<Option<i32>, usize> {
     let (nx, ny) = (m.nx, m.ny);
     let mats = m.at(0);
     let rec = record_len(nx, ny);
@@ -222,5 +282,5 @@ fn gains_of(
             steady = Some((id, p));
         }
     }
-    Ok(())
+    Ok(steady.map(|(id, _)| id))
 }

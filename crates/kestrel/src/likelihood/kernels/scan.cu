@@ -1,7 +1,8 @@
 // The exact per-step log-likelihood as a chunked parallel scan of the mean recursion.
-// The covariance recursion (data-free) was run on the host: each step t has a record
-// id index[t] into `table` (W^T: NY x NX, L: NY x NY lower, the log-density constant), or
-// -1 where z_t is missing. The mean recursion is affine in the predicted state x_t:
+// The covariance recursion (data-free) was run on the host: step t of track b has a record
+// id into `table` (W^T: NY x NX, L: NY x NY lower, the log-density constant), or -1 where
+// z_t is missing: index[b * istride + t] for t < ilen, isteady after (istride 0: every
+// track shares one row that ends where the recursion settled). The mean recursion is affine in the predicted state x_t:
 //
 //   e = L^{-1} (z_t - H x_t - d),  ll_t = c - |e|^2 / 2,  x_{t+1} = F (x_t + W e) + u
 //
@@ -82,7 +83,7 @@ KESTREL_FN REAL scan_step(REAL* x, const REAL* z, const REAL* rec, const REAL* f
 // Thread (track b, chunk j, column col) of scan_local: writes column col of M_j
 // (m[b][j][NX][NX]) or, for col == NX, v_j (v[b][j][NX]).
 KESTREL_FN void scan_local_one(const REAL* z, const REAL* table, const int* index,
-                               const REAL* f, const REAL* u, const REAL* h, const REAL* d,
+                               long long istride, long long ilen, int isteady, const REAL* f, const REAL* u, const REAL* h, const REAL* d,
                                long long steps, long long len, long long chunks, REAL* m,
                                REAL* v, long long b, long long j, int col) {
     const bool data = col == NX;
@@ -92,9 +93,9 @@ KESTREL_FN void scan_local_one(const REAL* z, const REAL* table, const int* inde
     const long long t0 = j * len;
     const long long t1 = t0 + len < steps ? t0 + len : steps;
     const REAL* zb = z + b * steps * NY;
-    const int* ib = index + b * steps;
+    const int* ib = index + b * istride;
     for (long long t = t0; t < t1; ++t) {
-        const int id = ib[t];
+        const int id = t < ilen ? ib[t] : isteady;
         scan_step(x, zb + t * NY, id >= 0 ? table + (long long)id * REC : (const REAL*)0, f, u,
                   h, d, data);
     }
@@ -133,7 +134,7 @@ KESTREL_FN void scan_carry_one(const REAL* m, const REAL* v, const REAL* x0, lon
 
 // Thread (track b, chunk j) of scan_final: ll_t of the chunk into out[b][t].
 KESTREL_FN void scan_final_one(const REAL* z, const REAL* table, const int* index,
-                               const REAL* f, const REAL* u, const REAL* h, const REAL* d,
+                               long long istride, long long ilen, int isteady, const REAL* f, const REAL* u, const REAL* h, const REAL* d,
                                long long steps, long long len, long long chunks,
                                const REAL* start, REAL* out, long long b, long long j) {
     REAL x[NX];
@@ -143,10 +144,10 @@ KESTREL_FN void scan_final_one(const REAL* z, const REAL* table, const int* inde
     const long long t0 = j * len;
     const long long t1 = t0 + len < steps ? t0 + len : steps;
     const REAL* zb = z + b * steps * NY;
-    const int* ib = index + b * steps;
+    const int* ib = index + b * istride;
     REAL* ob = out + b * steps;
     for (long long t = t0; t < t1; ++t) {
-        const int id = ib[t];
+        const int id = t < ilen ? ib[t] : isteady;
         ob[t] = scan_step(x, zb + t * NY, id >= 0 ? table + (long long)id * REC : (const REAL*)0,
                           f, u, h, d, true);
     }
@@ -155,14 +156,15 @@ KESTREL_FN void scan_final_one(const REAL* z, const REAL* table, const int* inde
 #ifndef KESTREL_HOST
 // Grid: x over chunks * (NX + 1) threads, y over tracks.
 extern "C" __global__ void scan_local(const REAL* __restrict__ z, const REAL* __restrict__ table,
-                                      const int* __restrict__ index, const REAL* __restrict__ f,
+                                      const int* __restrict__ index, long long istride,
+                                      long long ilen, int isteady, const REAL* __restrict__ f,
                                       const REAL* __restrict__ u, const REAL* __restrict__ h,
                                       const REAL* __restrict__ d, long long steps, long long len,
                                       long long chunks, REAL* __restrict__ m,
                                       REAL* __restrict__ v) {
     const long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= chunks * (NX + 1)) return;
-    scan_local_one(z, table, index, f, u, h, d, steps, len, chunks, m, v, blockIdx.y,
+    scan_local_one(z, table, index, istride, ilen, isteady, f, u, h, d, steps, len, chunks, m, v, blockIdx.y,
                    k / (NX + 1), (int)(k % (NX + 1)));
 }
 
@@ -177,13 +179,15 @@ extern "C" __global__ void scan_carry(const REAL* __restrict__ m, const REAL* __
 
 // Grid: x over chunks, y over tracks.
 extern "C" __global__ void scan_final(const REAL* __restrict__ z, const REAL* __restrict__ table,
-                                      const int* __restrict__ index, const REAL* __restrict__ f,
+                                      const int* __restrict__ index, long long istride,
+                                      long long ilen, int isteady, const REAL* __restrict__ f,
                                       const REAL* __restrict__ u, const REAL* __restrict__ h,
                                       const REAL* __restrict__ d, long long steps, long long len,
                                       long long chunks, const REAL* __restrict__ start,
                                       REAL* __restrict__ out) {
     const long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= chunks) return;
-    scan_final_one(z, table, index, f, u, h, d, steps, len, chunks, start, out, blockIdx.y, j);
+    scan_final_one(z, table, index, istride, ilen, isteady, f, u, h, d, steps, len, chunks, start, out,
+                   blockIdx.y, j);
 }
 #endif
