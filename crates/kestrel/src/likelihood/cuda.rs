@@ -11,7 +11,7 @@
 
 use super::taps::{gains, Taps};
 use super::window::{head, TapsT};
-use crate::cuda::{catch, dtoh, gpu, htod, launch, sync, Arg, DevBuf, EventTimer};
+use crate::cuda::{catch, download, gpu, htod, launch, upload, Arg, DevBuf, EventTimer};
 use crate::data::Measurements;
 use crate::error::{Error, Result};
 use crate::kalman::dense::{ConvertedModel, Workspace};
@@ -261,7 +261,9 @@ fn run<T: Real>(ordinal: usize, plan: &Plan<T>, z: &Measurements<T>) -> Result<V
         }
         Ok(d)
     };
-    htod(st, &z.data, &dz, 0, "measurements")?;
+    // The series and the log-likelihoods through the runtime's staged copies (pinned
+    // buffers, host side on every core, beside the DMA).
+    upload(&g, st, &z.data, &dz, 0, "measurements")?;
     let (dg, dc, dl) = (
         buf(&plan.g, "taps")?,
         buf(&plan.c, "taps")?,
@@ -339,8 +341,7 @@ fn run<T: Real>(ordinal: usize, plan: &Plan<T>, z: &Measurements<T>) -> Result<V
     let ms = f64::from(timer.elapsed_ms()?);
     LAST_MS.with(|c| c.set(ms));
     let mut out = vec![T::zero(); total];
-    dtoh(st, &dout, 0, &mut out, "log-likelihoods")?;
-    sync(st, "the windowed filter")?;
+    download(&g, st, &dout, 0, &mut out, "log-likelihoods")?;
     for &(i, v) in &plan.host {
         out[i] = v;
     }
@@ -440,7 +441,8 @@ fn run_scan<T: Real>(
         }
         Ok(d)
     };
-    let dz = buf(&z.data, "measurements")?;
+    let dz = DevBuf::<T>::new(&g, z.data.len().max(1), "measurements")?;
+    upload(&g, st, &z.data, &dz, 0, "measurements")?;
     let dtable = buf(&sched.table, "gain table")?;
     let dindex = buf_i32(&g, &sched.index)?;
     let (df, du, dh, dd, dx0) = (
@@ -542,8 +544,7 @@ fn run_scan<T: Real>(
     let ms = f64::from(timer.elapsed_ms()?);
     LAST_MS.with(|c| c.set(ms));
     let mut out = vec![T::zero(); b * steps];
-    dtoh(st, &dout, 0, &mut out, "log-likelihoods")?;
-    sync(st, "the exact scan")?;
+    download(&g, st, &dout, 0, &mut out, "log-likelihoods")?;
     if let Some(i) = out.par_iter().position_first(|v| v.is_nan_value()) {
         return Err(Error::Cuda(format!(
             "the exact scan left track {}, step {} unwritten (or not finite)",
