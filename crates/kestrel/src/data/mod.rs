@@ -12,6 +12,25 @@ pub use outputs::{CovOutput, Outputs};
 
 use crate::error::{Error, Result};
 use crate::linalg::Real;
+use rayon::prelude::*;
+
+/// The index of the first value of `v` for which `bad` holds, searched on every core.
+///
+/// Blocks of values are tested whole, without an early exit (a loop the compiler keeps
+/// tight), and only the first block that holds a bad value is searched for its first
+/// one: the scan of a clean output runs at memory speed, where an element-wise parallel
+/// search pays the bookkeeping of "first" on every element.
+pub(crate) fn first_where<T: Copy + Sync>(
+    v: &[T],
+    bad: impl Fn(T) -> bool + Sync,
+) -> Option<usize> {
+    const BLOCK: usize = 1 << 14;
+    let block = v
+        .par_chunks(BLOCK)
+        .position_first(|c| c.iter().fold(false, |acc, &x| acc | bad(x)))?;
+    let start = block * BLOCK;
+    v[start..].iter().position(|&x| bad(x)).map(|i| start + i)
+}
 
 /// Measurements of `tracks` tracks over `steps` steps, `ny` components each, layout
 /// `[tracks][steps][ny]`. A step with a NaN in any component is missing.

@@ -14,9 +14,7 @@ use rayon::prelude::*;
 use std::path::Path;
 
 fn first_bad<T: Real>(v: &[T], bad: impl Fn(T) -> bool + Sync) -> Option<usize> {
-    v.par_iter()
-        .with_min_len(1 << 16)
-        .position_first(|x| bad(*x))
+    crate::data::first_where(v, bad)
 }
 
 fn non_finite(path: &Path, track: usize, step: usize, msg: String) -> Error {

@@ -345,7 +345,7 @@ fn run<T: Real>(ordinal: usize, plan: &Plan<T>, z: &Measurements<T>) -> Result<V
     for &(i, v) in &plan.host {
         out[i] = v;
     }
-    if let Some(i) = out.par_iter().position_first(|v| v.is_nan_value()) {
+    if let Some(i) = crate::data::first_where(&out, |v: T| v.is_nan_value()) {
         return Err(Error::Cuda(format!(
             "the windowed filter left track {}, step {} unwritten",
             i / steps,
@@ -545,7 +545,7 @@ fn run_scan<T: Real>(
     LAST_MS.with(|c| c.set(ms));
     let mut out = vec![T::zero(); b * steps];
     download(&g, st, &dout, 0, &mut out, "log-likelihoods")?;
-    if let Some(i) = out.par_iter().position_first(|v| v.is_nan_value()) {
+    if let Some(i) = crate::data::first_where(&out, |v: T| v.is_nan_value()) {
         return Err(Error::Cuda(format!(
             "the exact scan left track {}, step {} unwritten (or not finite)",
             i / steps,
