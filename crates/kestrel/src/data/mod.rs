@@ -12,6 +12,7 @@ pub use outputs::{CovOutput, Outputs};
 
 use crate::error::{Error, Result};
 use crate::linalg::Real;
+#[cfg(any(feature = "io", feature = "cuda"))]
 use rayon::prelude::*;
 
 /// The index of the first value of `v` for which `bad` holds, searched on every core.
@@ -20,6 +21,7 @@ use rayon::prelude::*;
 /// tight), and only the first block that holds a bad value is searched for its first
 /// one: the scan of a clean output runs at memory speed, where an element-wise parallel
 /// search pays the bookkeeping of "first" on every element.
+#[cfg(any(feature = "io", feature = "cuda"))]
 pub(crate) fn first_where<T: Copy + Sync>(
     v: &[T],
     bad: impl Fn(T) -> bool + Sync,
