@@ -16,7 +16,8 @@ use kestrel::{Device, Measurements, Model, Real};
 use std::path::Path;
 use std::process::Command;
 
-const HARNESS: &str = r#"
+/// Both harnesses read their inputs with this (a file of raw values into a vector).
+const LOADER: &str = r#"
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
@@ -31,6 +32,9 @@ template <class T> std::vector<T> load(const char* path) {
     fclose(f);
     return v;
 }
+"#;
+
+const HARNESS: &str = r#"
 int main(int argc, char** argv) {
     // dir tracks steps n count norm
     std::string d = argv[1];
@@ -71,7 +75,7 @@ fn emulate<T: Real>(cxx: &str, dir: &Path, plan: &Plan<T>, z: &Measurements<T>) 
     let exe = dir.join(&tag);
     if !exe.exists() {
         let src = format!(
-            "#define KESTREL_HOST\n#include <string>\n#include <cmath>\n{}\n{HARNESS}",
+            "#define KESTREL_HOST\n#include <string>\n#include <cmath>\n{}\n{LOADER}{HARNESS}",
             source(plan.ny, T::NAME)
         );
         compile(cxx, dir, &tag, &src, &["-std=c++17", "-O1", "-w"]);
@@ -165,20 +169,6 @@ fn window_kernels_equal_the_cpu_path() {
 }
 
 const SCAN_HARNESS: &str = r#"
-#include <cstdio>
-#include <cstdlib>
-#include <vector>
-template <class T> std::vector<T> load(const char* path) {
-    FILE* f = fopen(path, "rb");
-    if (!f) { fprintf(stderr, "cannot open %s\n", path); exit(3); }
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    std::vector<T> v(n / sizeof(T) + 1);
-    if (n > 0 && fread(v.data(), 1, n, f) != (size_t)n) exit(4);
-    fclose(f);
-    return v;
-}
 int main(int argc, char** argv) {
     // dir tracks steps len chunks istride ilen isteady
     std::string d = argv[1];
@@ -234,7 +224,7 @@ fn check_scan<T: Real>(
     let exe = dir.join(format!("scan_{}_{nx}_{ny}_{companion}", T::NAME));
     if !exe.exists() {
         let src = format!(
-            "#define KESTREL_HOST\n#include <string>\n#include <cmath>\n{}\n{SCAN_HARNESS}",
+            "#define KESTREL_HOST\n#include <string>\n#include <cmath>\n{}\n{LOADER}{SCAN_HARNESS}",
             scan_source(nx, ny, companion, T::NAME)
         );
         let cpp = exe.with_extension("cpp");

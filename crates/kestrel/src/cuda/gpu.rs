@@ -225,6 +225,15 @@ impl<T> DevBuf<T> {
             _t: std::marker::PhantomData,
         })
     }
+    /// A buffer holding a copy of `v`, queued on `stream` (at least one element, so that
+    /// an empty slice still gives a valid pointer).
+    pub fn from_slice(gpu: &Gpu, stream: &CudaStream, v: &[T], what: &str) -> Result<Self> {
+        let d = DevBuf::new(gpu, v.len().max(1), what)?;
+        if !v.is_empty() {
+            htod(stream, v, &d, 0, what)?;
+        }
+        Ok(d)
+    }
     pub fn ptr(&self) -> u64 {
         self.ptr
     }
@@ -404,6 +413,7 @@ fn enable_peer(dst: &Gpu, src: &Gpu) {
 /// A kernel argument: its value, kept alive until the launch.
 // The scalar kinds a kernel parameter can have; a family uses those its kernels take.
 #[allow(dead_code)]
+#[derive(Clone, Copy)]
 pub(crate) enum Arg<'a> {
     /// A device pointer.
     Ptr(u64),

@@ -11,7 +11,7 @@
 
 use super::taps::{gains, Taps};
 use super::window::{head, TapsT};
-use crate::cuda::{catch, download, gpu, htod, launch, upload, Arg, DevBuf, EventTimer};
+use crate::cuda::{catch, download, gpu, launch, upload, Arg, DevBuf, EventTimer};
 use crate::data::Measurements;
 use crate::error::{Error, Result};
 use crate::kalman::dense::{ConvertedModel, Workspace};
@@ -254,13 +254,7 @@ fn run<T: Real>(ordinal: usize, plan: &Plan<T>, z: &Measurements<T>) -> Result<V
     let total = b * steps;
     let dz = DevBuf::<T>::new(&g, z.data.len(), "measurements")?;
     let dout = DevBuf::<T>::new(&g, total, "log-likelihoods")?;
-    let buf = |v: &[T], what: &str| -> Result<DevBuf<T>> {
-        let d = DevBuf::<T>::new(&g, v.len().max(1), what)?;
-        if !v.is_empty() {
-            htod(st, v, &d, 0, what)?;
-        }
-        Ok(d)
-    };
+    let buf = |v: &[T], what: &str| DevBuf::from_slice(&g, st, v, what);
     // The series and the log-likelihoods through the runtime's staged copies (pinned
     // buffers, host side on every core, beside the DMA).
     upload(&g, st, &z.data, &dz, 0, "measurements")?;
@@ -275,12 +269,8 @@ fn run<T: Real>(ordinal: usize, plan: &Plan<T>, z: &Measurements<T>) -> Result<V
         buf(&plan.pl, "pattern taps")?,
         buf(&plan.pnorm, "pattern taps")?,
     );
-    let didx = DevBuf::<u64>::new(&g, plan.index.len().max(1), "window list")?;
-    let dpat = DevBuf::<i32>::new(&g, plan.pattern.len().max(1), "window list")?;
-    if !plan.index.is_empty() {
-        htod(st, &plan.index, &didx, 0, "window list")?;
-        htod(st, &plan.pattern, &dpat, 0, "window list")?;
-    }
+    let didx = DevBuf::from_slice(&g, st, &plan.index, "window list")?;
+    let dpat = DevBuf::from_slice(&g, st, &plan.pattern, "window list")?;
     dout.poison(st)?;
     let norm = |v: T| -> Arg<'static> {
         if T::NAME == "f32" {
@@ -401,15 +391,6 @@ pub(crate) fn exact<T: Real>(ordinal: usize, model: &Model, z: &Measurements<T>)
     catch(|| run_scan(ordinal, model, z, &sched))
 }
 
-/// The gain index on the device (at least one element).
-fn buf_i32(g: &std::sync::Arc<crate::cuda::Gpu>, v: &[i32]) -> Result<DevBuf<i32>> {
-    let d = DevBuf::<i32>::new(g, v.len().max(1), "gain index")?;
-    if !v.is_empty() {
-        htod(&g.stream, v, &d, 0, "gain index")?;
-    }
-    Ok(d)
-}
-
 fn run_scan<T: Real>(
     ordinal: usize,
     model: &Model,
@@ -434,17 +415,11 @@ fn run_scan<T: Real>(
         conv(model.d.as_slice()),
         conv(model.prior.x0.as_slice()),
     );
-    let buf = |v: &[T], what: &str| -> Result<DevBuf<T>> {
-        let d = DevBuf::<T>::new(&g, v.len().max(1), what)?;
-        if !v.is_empty() {
-            htod(st, v, &d, 0, what)?;
-        }
-        Ok(d)
-    };
+    let buf = |v: &[T], what: &str| DevBuf::from_slice(&g, st, v, what);
     let dz = DevBuf::<T>::new(&g, z.data.len().max(1), "measurements")?;
     upload(&g, st, &z.data, &dz, 0, "measurements")?;
     let dtable = buf(&sched.table, "gain table")?;
-    let dindex = buf_i32(&g, &sched.index)?;
+    let dindex = DevBuf::from_slice(&g, st, &sched.index, "gain index")?;
     let (df, du, dh, dd, dx0) = (
         buf(&mf, "model")?,
         buf(&mu, "model")?,
@@ -474,6 +449,22 @@ fn run_scan<T: Real>(
             dv.at(b0 * chunks * nx),
             dstart.at(b0 * chunks * nx),
         );
+        // What scan_local and scan_final both read: the series, the gains, the model.
+        let inputs = [
+            Arg::Ptr(zoff),
+            Arg::Ptr(dtable.ptr()),
+            Arg::Ptr(ioff),
+            Arg::U64(sched.stride as u64),
+            Arg::U64(sched.index_len as u64),
+            Arg::I32(sched.steady),
+            Arg::Ptr(df.ptr()),
+            Arg::Ptr(du.ptr()),
+            Arg::Ptr(dh.ptr()),
+            Arg::Ptr(dd.ptr()),
+            Arg::U64(steps as u64),
+            Arg::U64(len as u64),
+            Arg::U64(chunks as u64),
+        ];
         let threads = chunks * (nx + 1);
         launch(
             st,
@@ -481,23 +472,7 @@ fn run_scan<T: Real>(
             "scan_local",
             (threads.div_ceil(128) as u32, nb as u32, 1),
             (128, 1, 1),
-            &[
-                Arg::Ptr(zoff),
-                Arg::Ptr(dtable.ptr()),
-                Arg::Ptr(ioff),
-                Arg::U64(sched.stride as u64),
-                Arg::U64(sched.index_len as u64),
-                Arg::I32(sched.steady),
-                Arg::Ptr(df.ptr()),
-                Arg::Ptr(du.ptr()),
-                Arg::Ptr(dh.ptr()),
-                Arg::Ptr(dd.ptr()),
-                Arg::U64(steps as u64),
-                Arg::U64(len as u64),
-                Arg::U64(chunks as u64),
-                Arg::Ptr(moff),
-                Arg::Ptr(voff),
-            ],
+            &[&inputs[..], &[Arg::Ptr(moff), Arg::Ptr(voff)]].concat(),
         )?;
         launch(
             st,
@@ -521,22 +496,10 @@ fn run_scan<T: Real>(
             (chunks.div_ceil(64) as u32, nb as u32, 1),
             (64, 1, 1),
             &[
-                Arg::Ptr(zoff),
-                Arg::Ptr(dtable.ptr()),
-                Arg::Ptr(ioff),
-                Arg::U64(sched.stride as u64),
-                Arg::U64(sched.index_len as u64),
-                Arg::I32(sched.steady),
-                Arg::Ptr(df.ptr()),
-                Arg::Ptr(du.ptr()),
-                Arg::Ptr(dh.ptr()),
-                Arg::Ptr(dd.ptr()),
-                Arg::U64(steps as u64),
-                Arg::U64(len as u64),
-                Arg::U64(chunks as u64),
-                Arg::Ptr(soff),
-                Arg::Ptr(dout.at(b0 * steps)),
-            ],
+                &inputs[..],
+                &[Arg::Ptr(soff), Arg::Ptr(dout.at(b0 * steps))],
+            ]
+            .concat(),
         )?;
         b0 += nb;
     }
