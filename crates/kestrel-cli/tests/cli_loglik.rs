@@ -172,7 +172,11 @@ fn broken_input() {
         &m,
         &o,
         &["--method", "kalman"],
-        &["expected exact, parallel, window:N"],
+        // The library names the method, the command line its flag.
+        &[
+            "--method: method \"kalman\"",
+            "expected exact, parallel, window:N",
+        ],
     );
     run(
         &m,
