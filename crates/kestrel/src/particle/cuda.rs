@@ -34,6 +34,9 @@ pub const KERNELS: [&str; 5] = [
 /// Threads per block.
 pub const BLOCK: u32 = 256;
 
+/// Slots a thread of `pf_ancestors` resamples (`PF_AITEMS`).
+pub const ANCESTOR_ITEMS: u32 = 8;
+
 /// The largest state the kernels are built for (registers hold it).
 pub const MAX_NX: usize = 16;
 /// The largest measurement the kernels are built for (registers hold it).
@@ -142,6 +145,7 @@ pub fn source<T: Real>(model: &PfModel, block: u32) -> Result<String> {
             s += "\n#line 1 \"pf.cu\"\n";
         }
     }
+    s += &format!("#ifndef PF_AITEMS\n#define PF_AITEMS {ANCESTOR_ITEMS}\n#endif\n");
     s += "// ---- pf.cu\n";
     s += PF;
     Ok(s)
@@ -280,7 +284,12 @@ fn run<T: Real>(
     )?;
     let key = key_of(opts.seed);
     let chunks = (g as u32, bn as u32, 1);
-    let slots = (n.div_ceil(BLOCK as usize) as u32, bn as u32, 1);
+    let slots = (
+        n.div_ceil((ANCESTOR_ITEMS * BLOCK) as usize) as u32,
+        bn as u32,
+        1,
+    );
+    let each = (n.div_ceil(BLOCK as usize) as u32, bn as u32, 1);
     let one = (1, bn as u32, 1);
     let blk = (BLOCK, 1, 1);
     let (nu, tu, gu, peru) = (n as u32, t as u32, g as u32, per as u32);
@@ -406,7 +415,7 @@ fn run<T: Real>(
             &stream,
             &module,
             "pf_weights_out",
-            slots,
+            each,
             blk,
             &[
                 Arg::Ptr(lw.ptr()),

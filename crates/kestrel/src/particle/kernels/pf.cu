@@ -5,8 +5,8 @@
 //
 //   pf_ancestors  (after a step that resampled) each slot's ancestor: systematic and
 //                 stratified by searching the cumulative weights (the block's range of
-//                 them staged in shared memory, found by two searches a block);
-//                 Metropolis and rejection need no prefix sum. One slot a thread.
+//                 them staged in shared memory, found by two searches a block of
+//                 PF_AITEMS x PF_BLOCK slots); Metropolis and rejection need no prefix sum.
 //   pf_step       gather the ancestor (or keep the particle), draw or propagate, weight in
 //                 the log domain; the chunk's largest log-weight and, relative to it and
 //                 to the chunk's first particle, its sums (f64) of w, w^2, w (x - r),
@@ -32,7 +32,7 @@
 // Cumulative weights staged in shared memory for a block's ancestor search (longer ranges
 // are searched in global memory).
 #ifndef PF_TILE
-#define PF_TILE 2048
+#define PF_TILE 4096
 #endif
 // Weights per thread in a tile of the cumulative sum.
 #ifndef PF_ITEMS
@@ -91,8 +91,9 @@ __device__ __forceinline__ unsigned pf_above(const double* c, unsigned lo, unsig
 #define PF_METROPOLIS 2
 #define PF_REJECTION 3
 
-// The ancestors of the slots of filters that resampled after step kr: one slot a thread,
-// a grid of (ceil(N / PF_BLOCK), B) blocks.
+// The ancestors of the slots of filters that resampled after step kr: PF_AITEMS x
+// PF_BLOCK slots a block (PF_AITEMS is set by the launcher), a grid of
+// (ceil(N / (PF_AITEMS x PF_BLOCK)), B) blocks.
 extern "C" __global__ void pf_ancestors(const double* cdf, const double* wtot, const real_t* lw,
                                         const double* fmx, unsigned* anc, const unsigned* flag,
                                         unsigned n, unsigned kr, unsigned key0, unsigned key1,
@@ -101,8 +102,7 @@ extern "C" __global__ void pf_ancestors(const double* cdf, const double* wtot, c
     __shared__ unsigned srange[2];
     const unsigned b = blockIdx.y;
     if (flag[b] == 0) return;
-    const unsigned j0 = blockIdx.x * PF_BLOCK;
-    const unsigned j = j0 + threadIdx.x;
+    const unsigned j0 = blockIdx.x * (PF_AITEMS * PF_BLOCK);
     const size_t base = (size_t)b * n;
     if (scheme == PF_SYSTEMATIC || scheme == PF_STRATIFIED) {
         const double* c = cdf + base;
@@ -117,7 +117,7 @@ extern "C" __global__ void pf_ancestors(const double* cdf, const double* wtot, c
         // The targets increase with the slot, so the block's ancestors lie between those
         // of its first and last slots: two searches of the whole array, then each thread
         // searches that range in shared memory (or in global memory when it is long).
-        const unsigned jl = pf_umin(j0 + PF_BLOCK, n) - 1;
+        const unsigned jl = pf_umin(j0 + PF_AITEMS * PF_BLOCK, n) - 1;
         if (threadIdx.x == 0) srange[0] = pf_above(c, 0, n, target(j0));
         if (threadIdx.x == PF_BLOCK - 1) srange[1] = pf_above(c, 0, n, target(jl));
         __syncthreads();
@@ -126,43 +126,49 @@ extern "C" __global__ void pf_ancestors(const double* cdf, const double* wtot, c
         if (len <= PF_TILE)
             for (unsigned i = threadIdx.x; i < len; i += PF_BLOCK) scdf[i] = c[lo + i];
         __syncthreads();
-        if (j >= n) return;
-        const double xt = target(j);
-        unsigned a = len <= PF_TILE ? lo + pf_above(scdf, 0, len, xt) : pf_above(c, lo, end, xt);
-        if (a >= n) {
-            // Past the end (rounding): the last particle of positive weight.
-            a = n - 1;
-            while (a > 0 && c[a] == c[a - 1]) --a;
+        for (unsigned q = 0; q < PF_AITEMS; ++q) {
+            const unsigned j = j0 + q * PF_BLOCK + threadIdx.x;
+            if (j >= n) break;
+            const double xt = target(j);
+            unsigned a = len <= PF_TILE ? lo + pf_above(scdf, 0, len, xt) : pf_above(c, lo, end, xt);
+            if (a >= n) {
+                // Past the end (rounding): the last particle of positive weight.
+                a = n - 1;
+                while (a > 0 && c[a] == c[a - 1]) --a;
+            }
+            anc[base + j] = a;
         }
-        anc[base + j] = a;
         return;
     }
-    if (j >= n) return;
     // The weights relative to the largest, which the max-shift makes exactly 1.
     const real_t mt = (real_t)fmx[b];
     auto weight = [&](unsigned i) { return (double)exp(lw[base + i] - mt); };
-    unsigned a = j;
-    if (scheme == PF_METROPOLIS) {
-        double wk = weight(a);
-        PfWords x;
-        for (unsigned s = 0; s < steps_b; ++s) {
-            if (s % 2 == 0) x = pf_words(j, b, kr, PF_PURPOSE_RESAMPLE, s / 2, key0, key1);
-            const unsigned p = 2 * (s % 2);
-            const unsigned cand = pf_index(x.v[p], n);
-            const double wc = weight(cand);
-            if (pf_uniform_f64(x.v[p + 1]) * wk <= wc) { a = cand; wk = wc; }
+    for (unsigned q = 0; q < PF_AITEMS; ++q) {
+        const unsigned j = j0 + q * PF_BLOCK + threadIdx.x;
+        if (j >= n) break;
+        unsigned a = j;
+        if (scheme == PF_METROPOLIS) {
+            double wk = weight(a);
+            PfWords x;
+            for (unsigned s = 0; s < steps_b; ++s) {
+                if (s % 2 == 0) x = pf_words(j, b, kr, PF_PURPOSE_RESAMPLE, s / 2, key0, key1);
+                const unsigned p = 2 * (s % 2);
+                const unsigned cand = pf_index(x.v[p], n);
+                const double wc = weight(cand);
+                if (pf_uniform_f64(x.v[p + 1]) * wk <= wc) { a = cand; wk = wc; }
+            }
+        } else {
+            // Rejection against the largest weight.
+            PfWords x;
+            for (unsigned s = 0; s < (1u << 25); ++s) {
+                if (s % 2 == 0) x = pf_words(j, b, kr, PF_PURPOSE_RESAMPLE, s / 2, key0, key1);
+                const unsigned p = 2 * (s % 2);
+                if (s > 0) a = pf_index(x.v[p], n);
+                if (pf_uniform_f64(x.v[p + 1]) <= weight(a)) break;
+            }
         }
-    } else {
-        // Rejection against the largest weight.
-        PfWords x;
-        for (unsigned s = 0; s < (1u << 25); ++s) {
-            if (s % 2 == 0) x = pf_words(j, b, kr, PF_PURPOSE_RESAMPLE, s / 2, key0, key1);
-            const unsigned p = 2 * (s % 2);
-            if (s > 0) a = pf_index(x.v[p], n);
-            if (pf_uniform_f64(x.v[p + 1]) <= weight(a)) break;
-        }
+        anc[base + j] = a;
     }
-    anc[base + j] = a;
 }
 
 // Step k: the particles x and log-weights lw of step k - 1 (ancestors anc where the filter
