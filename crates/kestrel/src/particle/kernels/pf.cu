@@ -324,8 +324,10 @@ extern "C" __global__ void pf_combine(const double* rec, double* coef, double* o
     run[threadIdx.x] = acc[0];
     __syncthreads();
     if (threadIdx.x == 0) {
+        // Only the threads that hold chunks (one at B = 10^4 x N = 10^3).
+        const unsigned busy = pf_umin((g + per - 1) / per, PF_BLOCK);
         double o = 0.0;
-        for (unsigned t = 0; t < PF_BLOCK; ++t) {
+        for (unsigned t = 0; t < busy; ++t) {
             const double v = run[t];
             run[t] = o;
             o += v;
