@@ -182,13 +182,17 @@ pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
         }
     }
     filter_record::<f32>(sink, gpu, 10_000, 1_000, tg, 1.0, 3)?;
+    // Each resampler alone on the GPU: its runs less the same filter without resampling.
+    let n_alone = if quick { 1_000_000 } else { 10_000_000 };
+    let without = filter_record::<f32>(sink, gpu, 1, n_alone, tg, 0.0, 3)?;
     for scheme in [
+        Resampler::Systematic,
         Resampler::Stratified,
         Resampler::Metropolis(32),
         Resampler::Rejection,
     ] {
         let m = model()?;
-        let n = if quick { 1_000_000 } else { 10_000_000 };
+        let n = n_alone;
         let z = measurements::<f32>(1, tg)?;
         let mut opts = PfOptions::new(n);
         opts.resampler = scheme;
@@ -215,7 +219,24 @@ pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
         let ps = (tg * n) as f64 / r.median_s;
         r.extra = serde_json::json!({ "particles": n, "particle_steps_per_s": ps, "resampler": scheme.to_string() });
         errln!("pf cuda f32 {scheme} N={n}: {ps:.3e} particle-steps/s");
+        let alone = (r.median_s - without) / tg as f64;
         sink.push(r);
+        errln!(
+            "pf cuda f32 N={n}: {scheme} resampling alone {} per step",
+            fmt_time(alone)
+        );
+        let mut a = Record::new(
+            format!("pf/resampling-per-step/{scheme}/N={n}"),
+            gpu.to_string(),
+            "f32",
+            1,
+            1,
+            4,
+            2,
+            &[alone.max(0.0)],
+        );
+        a.extra = serde_json::json!({ "particles": n, "resampler": scheme.to_string(), "note": "difference of runs with and without resampling, per step" });
+        sink.push(a);
     }
     Ok(())
 }
