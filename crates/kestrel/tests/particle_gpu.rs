@@ -100,6 +100,26 @@ fn gpu_f32_at_a_million_particles() {
 }
 
 #[test]
+fn gpu_f64_at_four_million_particles_in_many_chunks() {
+    if !gpu_or_skip("gpu_f64_at_four_million_particles_in_many_chunks") {
+        return;
+    }
+    // One filter cut into about a thousand chunks of several blocks each, whose
+    // cumulative sum takes several tiles a chunk: the same filter as the CPU's to rounding
+    // (a flipped choice moves one particle in four million).
+    let model = pf_model_from_toml(RANGE, Path::new("m.toml")).unwrap();
+    let (_, z) = kestrel::particle::simulate(&model, 1, 6, 4, 0.0).unwrap();
+    for (r, ess) in [(Resampler::Systematic, 1.0), (Resampler::Stratified, 0.5)] {
+        let mut opts = PfOptions::new(4_000_000);
+        opts.resampler = r;
+        opts.ess_threshold = ess;
+        let cpu = particle_filter_cpu(&model, &z, &opts).unwrap();
+        let gpu = particle_filter_on(Device::Cuda(0), &model, &z, &opts).unwrap();
+        assert_eq!(diverging(&cpu, &gpu, 1e-5), 0, "{r}");
+    }
+}
+
+#[test]
 fn custom_models_compile_with_the_kernels() {
     if !gpu_or_skip("custom_models_compile_with_the_kernels") {
         return;
