@@ -65,7 +65,8 @@ unsafe fn advance_avx2(
     advance_lanes(model, k, key, b, first, xs, z)
 }
 
-type Lanes = [[f64; L]; MAX_NX];
+/// A state per lane: `x[a][l]` is component `a` of lane `l`.
+type Lanes<const R: usize> = [[f64; L]; R];
 
 #[inline(always)]
 fn advance_lanes(
@@ -75,21 +76,54 @@ fn advance_lanes(
     b: u32,
     first: u32,
     xs: &mut [f64],
+    z: Option<(&[f64], &mut [f64])>,
+) {
+    // A state size known at compile time lets the loads and stores of the particles be
+    // fixed shuffles and the small loops unroll.
+    match ParticleModel::<f64>::nx(model) {
+        1 => advance_n::<1, 1>(model, k, key, b, first, xs, z),
+        2 => advance_n::<2, 2>(model, k, key, b, first, xs, z),
+        4 => advance_n::<4, 4>(model, k, key, b, first, xs, z),
+        _ => advance_n::<0, MAX_NX>(model, k, key, b, first, xs, z),
+    }
+}
+
+/// The batch of `xs` with `NX` components (0: the model's `nx`, at most `R`).
+#[inline(always)]
+fn advance_n<const NX: usize, const R: usize>(
+    model: &PfModel,
+    k: usize,
+    key: [u32; 2],
+    b: u32,
+    first: u32,
+    xs: &mut [f64],
     mut z: Option<(&[f64], &mut [f64])>,
 ) {
-    let nx = ParticleModel::<f64>::nx(model);
+    let nx = if NX > 0 {
+        NX
+    } else {
+        ParticleModel::<f64>::nx(model)
+    };
     let n = xs.len() / nx;
     let blocks = nx.div_ceil(4);
     let mut g = 0;
     while g < n {
         let m = (n - g).min(L);
-        let mut x: Lanes = [[0.0; L]; MAX_NX];
-        for l in 0..m {
-            for a in 0..nx {
-                x[a][l] = xs[(g + l) * nx + a];
+        let mut x: Lanes<R> = [[0.0; L]; R];
+        if m == L {
+            for l in 0..L {
+                for a in 0..nx {
+                    x[a][l] = xs[(g + l) * nx + a];
+                }
+            }
+        } else {
+            for l in 0..m {
+                for a in 0..nx {
+                    x[a][l] = xs[(g + l) * nx + a];
+                }
             }
         }
-        let mut noise: Lanes = [[0.0; L]; MAX_NX];
+        let mut noise: Lanes<R> = [[0.0; L]; R];
         for j in 0..blocks {
             let nb = normals_lanes(
                 key,
@@ -100,7 +134,9 @@ fn advance_lanes(
                 j as u32,
             );
             for (w, v) in nb.into_iter().enumerate() {
-                noise[4 * j + w] = v;
+                if 4 * j + w < R {
+                    noise[4 * j + w] = v;
+                }
             }
         }
         if k == 0 {
@@ -108,9 +144,17 @@ fn advance_lanes(
         } else {
             propagate(model, nx, &mut x, &noise);
         }
-        for l in 0..m {
-            for a in 0..nx {
-                xs[(g + l) * nx + a] = x[a][l];
+        if m == L {
+            for l in 0..L {
+                for a in 0..nx {
+                    xs[(g + l) * nx + a] = x[a][l];
+                }
+            }
+        } else {
+            for l in 0..m {
+                for a in 0..nx {
+                    xs[(g + l) * nx + a] = x[a][l];
+                }
             }
         }
         if let Some((zk, ll)) = &mut z {
@@ -122,7 +166,7 @@ fn advance_lanes(
 
 /// `sample_prior` of [`PfModel`], lane by lane.
 #[inline(always)]
-fn prior(model: &PfModel, nx: usize, x: &mut Lanes, noise: &Lanes) {
+fn prior<const R: usize>(model: &PfModel, nx: usize, x: &mut Lanes<R>, noise: &Lanes<R>) {
     match (&model.kind, &model.prior) {
         (PfKind::StochasticVolatility { mu, phi, sigma }, _) => {
             let sd = sigma / (1.0 - phi * phi).sqrt();
@@ -154,7 +198,7 @@ fn prior(model: &PfModel, nx: usize, x: &mut Lanes, noise: &Lanes) {
 
 /// `propagate` of [`PfModel`], lane by lane.
 #[inline(always)]
-fn propagate(model: &PfModel, nx: usize, x: &mut Lanes, n: &Lanes) {
+fn propagate<const R: usize>(model: &PfModel, nx: usize, x: &mut Lanes<R>, n: &Lanes<R>) {
     match &model.kind {
         PfKind::Linear(lg) => {
             let prev = *x;
@@ -205,7 +249,14 @@ fn propagate(model: &PfModel, nx: usize, x: &mut Lanes, n: &Lanes) {
 /// `log_likelihood` of [`PfModel`]: the range sensors lane by lane, the other kinds
 /// particle by particle.
 #[inline(always)]
-fn log_likelihood(model: &PfModel, k: usize, nx: usize, x: &Lanes, z: &[f64], ll: &mut [f64]) {
+fn log_likelihood<const R: usize>(
+    model: &PfModel,
+    k: usize,
+    nx: usize,
+    x: &Lanes<R>,
+    z: &[f64],
+    ll: &mut [f64],
+) {
     match &model.kind {
         PfKind::RangeOnly { sensors, r, .. } => {
             let c = -0.5 * (LN_2PI + r.ln());

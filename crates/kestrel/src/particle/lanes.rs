@@ -24,44 +24,46 @@ use super::philox::Purpose;
 /// Particles processed together.
 pub const L: usize = 8;
 
-const M0: u32 = 0xD251_1F53;
-const M1: u32 = 0xCD9E_8D57;
+const M0: u64 = 0xD251_1F53;
+const M1: u64 = 0xCD9E_8D57;
 const W0: u32 = 0x9E37_79B9;
 const W1: u32 = 0xBB67_AE85;
+const LOW: u64 = 0xFFFF_FFFF;
 
 /// Philox 4x32-10 on `L` counters: `c[w][l]` is word `w` of lane `l`'s counter on entry
-/// and of its output block on return.
+/// and of its output block on return. Each 32-bit word is held in a 64-bit lane, so the
+/// 32 x 32 -> 64-bit products and the halves need no shuffles.
 #[inline(always)]
-pub fn philox_lanes(c: &mut [[u32; L]; 4], key: [u32; 2]) {
+pub fn philox_lanes(c: &mut [[u64; L]; 4], key: [u32; 2]) {
     let (mut k0, mut k1) = (key[0], key[1]);
     for r in 0..10 {
         if r > 0 {
             k0 = k0.wrapping_add(W0);
             k1 = k1.wrapping_add(W1);
         }
+        let (k0w, k1w) = (k0 as u64, k1 as u64);
         for l in 0..L {
-            let p0 = (M0 as u64) * (c[0][l] as u64);
-            let p1 = (M1 as u64) * (c[2][l] as u64);
-            let n0 = ((p1 >> 32) as u32) ^ c[1][l] ^ k0;
-            let n2 = ((p0 >> 32) as u32) ^ c[3][l] ^ k1;
+            let p0 = M0 * (c[0][l] & LOW);
+            let p1 = M1 * (c[2][l] & LOW);
+            let n0 = (p1 >> 32) ^ c[1][l] ^ k0w;
+            let n2 = (p0 >> 32) ^ c[3][l] ^ k1w;
             c[0][l] = n0;
-            c[1][l] = p1 as u32;
+            c[1][l] = p1 & LOW;
             c[2][l] = n2;
-            c[3][l] = p0 as u32;
+            c[3][l] = p0 & LOW;
         }
     }
 }
 
-/// `2^52 + x` as a double, minus `2^52`: `x` exactly (a conversion that vectorises).
-#[inline(always)]
-fn u32_to_f64(x: u32) -> f64 {
-    f64::from_bits(0x4330_0000_0000_0000 | x as u64) - 4_503_599_627_370_496.0
-}
+/// `2^52` as a double: `from_bits(EXP52 | x) - 2^52` is the integer `x < 2^52` exactly.
+const EXP52: u64 = 0x4330_0000_0000_0000;
+const TWO52: f64 = 4_503_599_627_370_496.0;
 
-/// The uniform of [`uniform_f64`](super::philox::uniform_f64): `(x + 0.5) 2^-32`.
+/// The uniform of [`uniform_f64`](super::philox::uniform_f64), `(x + 0.5) 2^-32`, of a
+/// 32-bit word held in a 64-bit lane.
 #[inline(always)]
-fn uniform(x: u32) -> f64 {
-    (u32_to_f64(x) + 0.5) * (1.0 / 4_294_967_296.0)
+fn uniform(x: u64) -> f64 {
+    ((f64::from_bits(EXP52 | x) - TWO52) + 0.5) * (1.0 / 4_294_967_296.0)
 }
 
 #[inline(always)]
@@ -73,15 +75,16 @@ fn select(c: bool, a: f64, b: f64) -> f64 {
     }
 }
 
-const LN2_HI: f64 = 6.931_471_803_691_238_164_90e-01; // 0x3fe62e42 fee00000
-const LN2_LO: f64 = 1.908_214_929_270_587_700_02e-10; // 0x3dea39ef 35793c76
-const LG1: f64 = 6.666_666_666_666_735_130e-01;
-const LG2: f64 = 3.999_999_999_940_941_908e-01;
-const LG3: f64 = 2.857_142_874_366_239_149e-01;
-const LG4: f64 = 2.222_219_843_214_978_396e-01;
-const LG5: f64 = 1.818_357_216_161_805_012e-01;
-const LG6: f64 = 1.531_383_769_920_937_332e-01;
-const LG7: f64 = 1.479_819_860_511_658_591e-01;
+// fdlibm's constants, by their bits (the values its sources give in hexadecimal).
+const LN2_HI: f64 = f64::from_bits(0x3fe6_2e42_fee0_0000);
+const LN2_LO: f64 = f64::from_bits(0x3dea_39ef_3579_3c76);
+const LG1: f64 = f64::from_bits(0x3FE5_5555_5555_5593);
+const LG2: f64 = f64::from_bits(0x3FD9_9999_9997_FA04);
+const LG3: f64 = f64::from_bits(0x3FD2_4924_9422_9359);
+const LG4: f64 = f64::from_bits(0x3FCC_71C5_1D8E_78AF);
+const LG5: f64 = f64::from_bits(0x3FC7_4664_96CB_03DE);
+const LG6: f64 = f64::from_bits(0x3FC3_9A09_D078_C69F);
+const LG7: f64 = f64::from_bits(0x3FC2_F112_DF3E_5244);
 
 /// `ln x` for a positive, normal, finite `x` (no special cases): `x = 2^k (1 + f)` with
 /// `1 + f` in `[sqrt(2)/2, sqrt(2))`, `s = f / (2 + f)`,
@@ -89,10 +92,12 @@ const LG7: f64 = 1.479_819_860_511_658_591e-01;
 #[inline(always)]
 pub fn ln_positive(x: f64) -> f64 {
     let ui = x.to_bits();
-    let hx = ((ui >> 32) as u32).wrapping_add(0x3ff0_0000 - 0x3fe6_a09e);
-    let k = ((hx >> 20) as i32) - 0x3ff;
-    let hx = (hx & 0x000f_ffff) + 0x3fe6_a09e;
-    let m = f64::from_bits(((hx as u64) << 32) | (ui & 0xffff_ffff));
+    // The high word, moved so that the mantissa's reduction to [sqrt(2)/2, sqrt(2))
+    // carries into the exponent.
+    let hx = (ui >> 32) + (0x3ff0_0000 - 0x3fe6_a09e);
+    let e = hx >> 20;
+    let hm = (hx & 0x000f_ffff) + 0x3fe6_a09e;
+    let m = f64::from_bits((hm << 32) | (ui & LOW));
     let f = m - 1.0;
     let hfsq = 0.5 * f * f;
     let s = f / (2.0 + f);
@@ -101,26 +106,31 @@ pub fn ln_positive(x: f64) -> f64 {
     let t1 = w * (LG2 + w * (LG4 + w * LG6));
     let t2 = z * (LG1 + w * (LG3 + w * (LG5 + w * LG7)));
     let r = t2 + t1;
-    let dk = k as f64;
+    // k = e - 1023, as a double without an integer conversion.
+    let dk = f64::from_bits(EXP52 | e) - (TWO52 + 1023.0);
     s * (hfsq + r) + dk * LN2_LO - hfsq + f + dk * LN2_HI
 }
 
-const S1: f64 = -1.666_666_666_666_663_243_48e-01;
-const S2: f64 = 8.333_333_333_322_489_461_24e-03;
-const S3: f64 = -1.984_126_982_985_794_931_34e-04;
-const S4: f64 = 2.755_731_370_707_006_767_89e-06;
-const S5: f64 = -2.505_076_025_340_686_341_95e-08;
-const S6: f64 = 1.589_690_995_211_550_102_21e-10;
-const C1: f64 = 4.166_666_666_666_660_190_37e-02;
-const C2: f64 = -1.388_888_888_887_410_957_49e-03;
-const C3: f64 = 2.480_158_728_947_672_941_78e-05;
-const C4: f64 = -2.755_731_435_139_066_330_35e-07;
-const C5: f64 = 2.087_572_321_298_174_827_90e-09;
-const C6: f64 = -1.135_964_755_778_819_482_65e-11;
-const INV_PIO2: f64 = 6.366_197_723_675_813_824_33e-01;
-const PIO2_1: f64 = 1.570_796_326_734_125_614_17e+00; // first 33 bits of pi/2
-const PIO2_2: f64 = 6.077_100_506_303_965_976_60e-11; // next 33 bits
-const PIO2_2T: f64 = 2.022_266_248_795_950_631_54e-21; // pi/2 - (PIO2_1 + PIO2_2)
+const S1: f64 = f64::from_bits(0xBFC5_5555_5555_5549);
+const S2: f64 = f64::from_bits(0x3F81_1111_1110_F8A6);
+const S3: f64 = f64::from_bits(0xBF2A_01A0_19C1_61D5);
+const S4: f64 = f64::from_bits(0x3EC7_1DE3_57B1_FE7D);
+const S5: f64 = f64::from_bits(0xBE5A_E5E6_8A2B_9CEB);
+const S6: f64 = f64::from_bits(0x3DE5_D93A_5ACF_D57C);
+const C1: f64 = f64::from_bits(0x3FA5_5555_5555_554C);
+const C2: f64 = f64::from_bits(0xBF56_C16C_16C1_5177);
+const C3: f64 = f64::from_bits(0x3EFA_01A0_19CB_1590);
+const C4: f64 = f64::from_bits(0xBE92_7E4F_809C_52AD);
+const C5: f64 = f64::from_bits(0x3E21_EE9E_BDB4_B1C4);
+const C6: f64 = f64::from_bits(0xBDA8_FAE9_BE88_38D4);
+/// 2/pi.
+const INV_PIO2: f64 = f64::from_bits(0x3FE4_5F30_6DC9_C883);
+/// The first 33 bits of pi/2.
+const PIO2_1: f64 = f64::from_bits(0x3FF9_21FB_5440_0000);
+/// The next 33 bits.
+const PIO2_2: f64 = f64::from_bits(0x3DD0_B461_1A60_0000);
+/// pi/2 - (PIO2_1 + PIO2_2).
+const PIO2_2T: f64 = f64::from_bits(0x3BA3_198A_2E03_7073);
 /// `1.5 * 2^52`: adding and subtracting it rounds to an integer (to nearest).
 const ROUND: f64 = 6_755_399_441_055_744.0;
 
@@ -151,7 +161,7 @@ fn kernel_cos(x: f64, y: f64) -> f64 {
 #[inline(always)]
 pub fn sin_cos(t: f64) -> (f64, f64) {
     let big = t * INV_PIO2 + ROUND;
-    let n = big.to_bits() as u32;
+    let n = big.to_bits();
     let fnv = big - ROUND;
     let t1 = t - fnv * PIO2_1;
     let w = fnv * PIO2_2;
@@ -163,20 +173,21 @@ pub fn sin_cos(t: f64) -> (f64, f64) {
     let c = kernel_cos(y0, y1);
     let swap = n & 1 != 0;
     let (sv, cv) = (select(swap, c, s), select(swap, s, c));
-    let neg_s = ((n & 2) as u64) << 62;
-    let neg_c = ((n.wrapping_add(1) & 2) as u64) << 62;
+    let neg_s = (n & 2) << 62;
+    let neg_c = (n.wrapping_add(1) & 2) << 62;
     (
         f64::from_bits(sv.to_bits() ^ neg_s),
         f64::from_bits(cv.to_bits() ^ neg_c),
     )
 }
 
-const INV_LN2: f64 = 1.442_695_040_888_963_387;
-const P1: f64 = 1.666_666_666_666_660_190_37e-01;
-const P2: f64 = -2.777_777_777_701_559_338_42e-03;
-const P3: f64 = 6.613_756_321_437_934_361_17e-05;
-const P4: f64 = -1.653_390_220_546_525_153_90e-06;
-const P5: f64 = 4.138_136_797_057_238_460_39e-08;
+/// 1/ln 2.
+const INV_LN2: f64 = f64::from_bits(0x3ff7_1547_652b_82fe);
+const P1: f64 = f64::from_bits(0x3FC5_5555_5555_553E);
+const P2: f64 = f64::from_bits(0xBF66_C16C_16BE_BD93);
+const P3: f64 = f64::from_bits(0x3F11_566A_AF25_DE2C);
+const P4: f64 = f64::from_bits(0xBEBB_BD41_C5D2_6BF1);
+const P5: f64 = f64::from_bits(0x3E66_3769_72BE_A4D0);
 
 /// `exp(x)` for `x <= 0` (`-inf` included; 0 below -745.2, where it underflows):
 /// `x = k ln 2 + r`, `|r| <= ln 2 / 2`, `exp(r) = 1 + r + r c(r) / (2 - c(r))`
@@ -185,7 +196,6 @@ const P5: f64 = 4.138_136_797_057_238_460_39e-08;
 #[inline(always)]
 pub fn exp_nonpositive(x: f64) -> f64 {
     let big = x * INV_LN2 + ROUND;
-    let k = big.to_bits() as u32 as i32;
     let kf = big - ROUND;
     let hi = x - kf * LN2_HI;
     let lo = kf * LN2_LO;
@@ -193,10 +203,12 @@ pub fn exp_nonpositive(x: f64) -> f64 {
     let rr = r * r;
     let c = r - rr * (P1 + rr * (P2 + rr * (P3 + rr * (P4 + rr * P5))));
     let y = 1.0 + (r * c / (2.0 - c) - lo + hi);
-    let k1 = k >> 1;
-    let k2 = k.wrapping_sub(k1);
-    let p1 = f64::from_bits((k1.wrapping_add(1023) as u32 as u64 & 0x7ff) << 52);
-    let p2 = f64::from_bits((k2.wrapping_add(1023) as u32 as u64 & 0x7ff) << 52);
+    // -k >= 0 from the low bits of `big` (2^51 + k), in two halves.
+    let nk = (1u64 << 51).wrapping_sub(big.to_bits() & ((1 << 52) - 1));
+    let nk1 = nk >> 1;
+    let nk2 = nk.wrapping_sub(nk1);
+    let p1 = f64::from_bits((1023u64.wrapping_sub(nk1) & 0x7ff) << 52);
+    let p2 = f64::from_bits((1023u64.wrapping_sub(nk2) & 0x7ff) << 52);
     select(x < -745.2, 0.0, y * p1 * p2)
 }
 
@@ -212,12 +224,12 @@ pub fn normals_lanes(
     purpose: Purpose,
     j: u32,
 ) -> [[f64; L]; 4] {
-    let mut c = [[0u32; L]; 4];
+    let mut c = [[0u64; L]; 4];
     for l in 0..L {
-        c[0][l] = first.wrapping_add(l as u32);
-        c[1][l] = b;
-        c[2][l] = k;
-        c[3][l] = ((purpose as u32) << 24) | (j & 0x00FF_FFFF);
+        c[0][l] = first.wrapping_add(l as u32) as u64;
+        c[1][l] = b as u64;
+        c[2][l] = k as u64;
+        c[3][l] = (((purpose as u32) << 24) | (j & 0x00FF_FFFF)) as u64;
     }
     philox_lanes(&mut c, key);
     let mut n = [[0.0f64; L]; 4];
@@ -246,7 +258,7 @@ mod tests {
     #[test]
     fn philox_lanes_are_philox() {
         let key = key_of(0x0123_4567_89AB_CDEF);
-        let mut c = [[0u32; L]; 4];
+        let mut c = [[0u64; L]; 4];
         let mut want = Vec::new();
         for l in 0..L {
             let ctr = [
@@ -256,20 +268,22 @@ mod tests {
                 1 << 24 | 5,
             ];
             for w in 0..4 {
-                c[w][l] = ctr[w];
+                c[w][l] = ctr[w] as u64;
             }
             want.push(philox4x32_10(ctr, key));
         }
         philox_lanes(&mut c, key);
         for (l, want) in want.iter().enumerate() {
-            assert_eq!([c[0][l], c[1][l], c[2][l], c[3][l]], *want, "lane {l}");
+            let got = [c[0][l], c[1][l], c[2][l], c[3][l]].map(|v| v as u32);
+            assert_eq!(got, *want, "lane {l}");
+            assert!(c.iter().all(|w| w[l] >> 32 == 0));
         }
     }
 
     #[test]
     fn uniforms_are_exact() {
         for x in [0u32, 1, 2, 12345, 1 << 31, u32::MAX - 1, u32::MAX] {
-            assert_eq!(uniform(x), uniform_f64(x));
+            assert_eq!(uniform(x as u64), uniform_f64(x));
         }
     }
 
@@ -284,7 +298,7 @@ mod tests {
                 1.0 + 1e-9,
                 1.1,
                 1.2345,
-                1.4142,
+                std::f64::consts::SQRT_2 - 1e-12,
                 1.41422,
                 1.5,
                 1.7,
@@ -333,7 +347,16 @@ mod tests {
         // Quadrant boundaries and the ends of the range.
         for q in 0..=4 {
             let c = q as f64 * std::f64::consts::FRAC_PI_2;
-            for d in [-1e-3, -1e-9, -1e-15, 0.0, 1e-15, 1e-9, 1e-3, 0.7853981] {
+            for d in [
+                -1e-3,
+                -1e-9,
+                -1e-15,
+                0.0,
+                1e-15,
+                1e-9,
+                1e-3,
+                std::f64::consts::FRAC_PI_4 - 1e-9,
+            ] {
                 if c + d >= 0.0 {
                     check(c + d);
                 }
