@@ -264,7 +264,10 @@ fn streamed_maps_on_recycled_buffers_equal_the_fast_path() {
             alpha: 0.3,
             decimation: d,
         };
-        let mut t = tbd::Tbd::new(params, h, w, Device::Cpu).unwrap();
+        // Passes of 3 frames (D = 1): maps come back 3 at a time, the same maps.
+        let mut t = tbd::Tbd::new(params, h, w, Device::Cpu)
+            .unwrap()
+            .with_cpu_frames_per_pass(3);
         let mut got = Vec::new();
         for (k, f) in frames.iter().enumerate() {
             let mut maps = t.push(f).unwrap();
@@ -275,7 +278,7 @@ fn streamed_maps_on_recycled_buffers_equal_the_fast_path() {
                 assert_eq!(
                     map.t,
                     if d == 1 {
-                        k
+                        got.len()
                     } else {
                         k.min((got.len() + 1) * d - 1)
                     }
@@ -288,5 +291,37 @@ fn streamed_maps_on_recycled_buffers_equal_the_fast_path() {
         }
         assert_eq!(got, want, "D {d}: maps");
         assert_eq!(t.state().unwrap(), ws, "D {d}: state");
+    }
+}
+
+#[test]
+fn multi_step_passes_equal_single_steps() {
+    // Bands of 64 rows with their recomputed edges, rows shifted by up to 3 (fractional
+    // and integer vectors), passes of 2..6 frames and a shorter last one: every map and
+    // the state equal one plain step at a time, bit for bit.
+    let mut rng = rand::rngs::StdRng::seed_from_u64(4);
+    for case in 0..6 {
+        let (h, w) = ([150, 70, 129, 200, 64, 97][case], rng.gen_range(5..40));
+        let nv = rng.gen_range(1..6);
+        let mut m = random_motions(&mut rng, nv, case % 2 == 0);
+        m.push(Motion::new(0.5, [-2.5f32, 1.0, 3.0, 0.0, -0.25, 2.0][case]));
+        let alpha = rng.gen_range(0.05f32..1.0);
+        let k = 2 + case % 5;
+        let frames = random_frames(&mut rng, 2 * k + 1, h, w);
+        let (want, ws) = fast_run(&frames, h, w, &m, alpha, 1);
+        let mut st = CpuState::new(h, w, &m, alpha);
+        let mut got = Vec::new();
+        for pass in frames.chunks(k) {
+            let refs: Vec<&[f32]> = pass.iter().map(|f| f.as_slice()).collect();
+            let mut maps = vec![(vec![f32::NAN; h * w], vec![u16::MAX; h * w]); pass.len()];
+            let mut rows: Vec<(&mut [f32], &mut [u16])> = maps
+                .iter_mut()
+                .map(|(s, a)| (&mut s[..], &mut a[..]))
+                .collect();
+            st.steps(&refs, &mut rows);
+            got.extend(maps);
+        }
+        assert_eq!(got, want, "case {case}: maps ({h} x {w}, K {k}, {m:?})");
+        assert_eq!(st.state(), ws, "case {case}: state");
     }
 }

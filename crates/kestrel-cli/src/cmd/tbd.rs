@@ -101,6 +101,10 @@ pub struct Args {
     kernel: Option<String>,
 }
 
+/// Frames per pass over the state on the CPU (`D = 1`): the rows of the intermediate
+/// states of 13 vectors x 1024 columns stay in a core's L2 cache.
+const CPU_FRAMES_PER_PASS: usize = 4;
+
 fn write_detections(path: &Path, dets: &[Detection], motions: &[Motion]) -> anyhow::Result<()> {
     write_atomic(path, |w| {
         writeln!(w, "t,x,y,vx,vy,score")?;
@@ -174,7 +178,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let opts = tbd::GpuOptions::default()
         .with_half(a.f16_state)
         .with_kernel(kernel);
-    let mut engine = Tbd::with_gpu_options(params.clone(), h, w, device, opts)?;
+    let mut engine = Tbd::with_gpu_options(params.clone(), h, w, device, opts)?
+        .with_cpu_frames_per_pass(CPU_FRAMES_PER_PASS);
     if let Some(k) = engine.kernel() {
         errln!("tbd: kernel {}", k.name());
     }

@@ -18,6 +18,7 @@
 //! affine images away from the borders (bilinear interpolation reproduces them).
 
 use super::motion::{taps, Motion};
+use super::pass::{MapRows, Pass, PASS_BAND};
 use rayon::prelude::*;
 
 /// Bilinear sample of `img` (`h x w`, row-major, rows `stride` apart from `base`) at
@@ -125,23 +126,89 @@ struct RowOp {
     v: f32,
 }
 
-/// The running detection map of a row: the best score so far is read from `score_in`
-/// and written to `score_out` (two rows: a select stored back to where it was loaded
-/// from becomes a masked store, which is slow on some CPUs), the arg-max in place.
+/// The running detection map of a row over the vectors: the best score so far and its
+/// vector are read from `*_in` and written to `*_out`, two copies that the vectors
+/// alternate between (a blend stored back where it was loaded from becomes a masked
+/// store in the vectorised loop, which is slow on some CPUs).
 struct MapRow<'a> {
     ax: &'a [f32],
     score_in: &'a [f32],
+    arg_in: &'a [f32],
     score_out: &'a mut [f32],
-    argf: &'a mut [f32],
+    arg_out: &'a mut [f32],
 }
 
-/// `n` into the running map at one pixel: strictly greater wins (the first vector on
-/// ties, as in the reference).
+/// The two copies of a row's running map (`*0`: the final one) and `alpha X`, from a
+/// scratch of 4 W floats.
+struct Copies<'a> {
+    ax: &'a mut [f32],
+    arg0: &'a mut [f32],
+    score1: &'a mut [f32],
+    arg1: &'a mut [f32],
+}
+
+impl<'a> Copies<'a> {
+    fn new(scratch: &'a mut [f32], w: usize) -> Copies<'a> {
+        let (ax, rest) = scratch.split_at_mut(w);
+        let (arg0, rest) = rest.split_at_mut(w);
+        let (score1, arg1) = rest[..2 * w].split_at_mut(w);
+        Copies {
+            ax,
+            arg0,
+            score1,
+            arg1,
+        }
+    }
+
+    /// Starts a row of `nv` vectors whose final scores go to `srow`: vector `vi` writes
+    /// copy `(nv - 1 - vi) % 2`, so that the last one ends in copy 0; vector 0 reads
+    /// -inf and vector 0.
+    fn start(&mut self, srow: &mut [f32], nv: usize) {
+        let (s, a) = if nv % 2 == 0 {
+            (srow, &mut *self.arg0)
+        } else {
+            (&mut *self.score1, &mut *self.arg1)
+        };
+        s.fill(f32::NEG_INFINITY);
+        a.fill(0.0);
+    }
+
+    /// The running map as vector `vi` of `nv` reads and writes it.
+    fn for_vector<'b>(&'b mut self, srow: &'b mut [f32], vi: usize, nv: usize) -> MapRow<'b> {
+        if (nv - 1 - vi) % 2 == 0 {
+            MapRow {
+                ax: self.ax,
+                score_in: self.score1,
+                arg_in: self.arg1,
+                score_out: srow,
+                arg_out: self.arg0,
+            }
+        } else {
+            MapRow {
+                ax: self.ax,
+                score_in: srow,
+                arg_in: self.arg0,
+                score_out: self.score1,
+                arg_out: self.arg1,
+            }
+        }
+    }
+
+    /// The final arg-max row (after the last vector).
+    fn finish(&self, arow: &mut [u16]) {
+        for (a, &g) in arow.iter_mut().zip(self.arg0.iter()) {
+            *a = g as u16;
+        }
+    }
+}
+
+/// `n` (vector `v`) into the running map at one pixel: strictly greater wins (the first
+/// vector on ties, as in the reference).
 #[inline(always)]
-fn keep_max(n: f32, v: f32, s_in: f32, s_out: &mut f32, arg: &mut f32) {
+fn keep_max(n: f32, v: f32, s_in: f32, a_in: f32, s_out: &mut f32, a_out: &mut f32) {
     let gt = n > s_in;
     *s_out = if gt { n } else { s_in };
-    *arg = if gt { v } else { *arg };
+    *a_out = if gt { v } else { a_in };
 }
 
 /// One row of samples `S(img, (x, y) + shift)` for every `x`, combined into `out` as `OP`
@@ -195,8 +262,9 @@ fn row_pass<const FX: bool, const FY: bool, const OP: u8>(
                     n,
                     v,
                     map.score_in[x],
+                    map.arg_in[x],
                     &mut map.score_out[x],
-                    &mut map.argf[x],
+                    &mut map.arg_out[x],
                 );
             }
         }
@@ -225,11 +293,12 @@ fn row_pass<const FX: bool, const FY: bool, const OP: u8>(
             let ax = &map.ax[lo..hi];
             let s_in = &map.score_in[lo..hi];
             let s_out = &mut map.score_out[lo..hi];
-            let argf = &mut map.argf[lo..hi];
+            let a_in = &map.arg_in[lo..hi];
+            let a_out = &mut map.arg_out[lo..hi];
             for i in 0..n {
                 let nv = c * vs(hs(a0[i], b0[i]), hs(a1[i], b1[i])) + ax[i];
                 out[i] = nv;
-                keep_max(nv, v, s_in[i], &mut s_out[i], &mut argf[i]);
+                keep_max(nv, v, s_in[i], a_in[i], &mut s_out[i], &mut a_out[i]);
             }
         }
     }
@@ -251,6 +320,46 @@ fn row_case<const OP: u8>(
         (false, true) => row_pass::<false, true, OP>(p0, p1, sh, op, out, map),
         (true, true) => row_pass::<true, true, OP>(p0, p1, sh, op, out, map),
     }
+}
+
+/// One plain step (`D = 1`) of row `y` for every vector: `rows` (`[V][W]`) from the
+/// previous state's rows `src(v, r)` (row `r` of plane `v`, zeros outside the frame) and
+/// the frame's row `x_row`, with the detection map's row (`srow`, `arow`); `scratch`
+/// holds 4 W (`alpha X` and the second copy of the running map, see [`Copies`]).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub(super) fn step_row<'s>(
+    motions: &[Motion],
+    c: f32,
+    alpha: f32,
+    y: usize,
+    src: impl Fn(usize, i64) -> &'s [f32],
+    x_row: &[f32],
+    rows: &mut [f32],
+    srow: &mut [f32],
+    arow: &mut [u16],
+    scratch: &mut [f32],
+) {
+    let w = x_row.len();
+    let nv = motions.len();
+    let mut copies = Copies::new(scratch, w);
+    for (a, &x) in copies.ax.iter_mut().zip(x_row) {
+        *a = alpha * x;
+    }
+    copies.start(srow, nv);
+    for (vi, m) in motions.iter().enumerate() {
+        let mut map = copies.for_vector(srow, vi, nv);
+        let sh = Shift::new(-m.vx, -m.vy);
+        let p0 = src(vi, y as i64 + sh.iy);
+        let p1 = src(vi, y as i64 + sh.iy + 1);
+        let op = RowOp {
+            c,
+            alpha,
+            v: vi as f32,
+        };
+        row_case::<STEP>(p0, p1, sh, op, &mut rows[vi * w..(vi + 1) * w], &mut map);
+    }
+    copies.finish(arow);
 }
 
 /// Rows of the fast path's frames and states, for one block.
@@ -290,8 +399,7 @@ impl Block<'_> {
     }
 
     /// The rows `y0..` of the band: `next` (`[rows][V][W]`), the map (`score`, `arg`:
-    /// `[rows][W]`), with `scratch` (3 W): `alpha X`, the arg-max in f32 and a second
-    /// score row.
+    /// `[rows][W]`), with `scratch` (4 W, see [`Copies`]).
     #[inline(always)]
     fn band(
         &self,
@@ -303,8 +411,28 @@ impl Block<'_> {
     ) {
         let (w, nv) = (self.w, self.motions.len());
         let d = self.frames.len();
-        let (ax, rest) = scratch.split_at_mut(w);
-        let (argf, score2) = rest.split_at_mut(w);
+        if d == 1 {
+            let rows = next.chunks_mut(nv * w).zip(score.chunks_mut(w));
+            for (i, ((rows, srow), arow)) in rows.zip(arg.chunks_mut(w)).enumerate() {
+                let y = y0 + i;
+                let x = &self.frames[0][y * w..][..w];
+                let src = |v, r| self.state_row(v, r);
+                step_row(
+                    self.motions,
+                    self.c,
+                    self.alpha,
+                    y,
+                    src,
+                    x,
+                    rows,
+                    srow,
+                    arow,
+                    scratch,
+                );
+            }
+            return;
+        }
+        let mut copies = Copies::new(scratch, w);
         let op = |v: usize| RowOp {
             c: self.c,
             alpha: self.alpha,
@@ -318,38 +446,17 @@ impl Block<'_> {
         {
             let y = y0 + i;
             let last = &self.frames[d - 1][y * w..][..w];
-            for (a, &x) in ax.iter_mut().zip(last) {
+            for (a, &x) in copies.ax.iter_mut().zip(last) {
                 *a = self.alpha * x;
             }
-            // Vector vi writes its running max into srow when nv - 1 - vi is even (so
-            // the last one ends there), into score2 otherwise; vector 0 reads -inf.
-            if nv % 2 == 0 {
-                srow.fill(f32::NEG_INFINITY);
-            } else {
-                score2.fill(f32::NEG_INFINITY);
-            }
-            argf.fill(0.0);
+            copies.start(srow, nv);
             for (vi, m) in self.motions.iter().enumerate() {
                 let acc = &mut rows[vi * w..(vi + 1) * w];
-                let (score_in, score_out): (&[f32], &mut [f32]) = if (nv - 1 - vi) % 2 == 0 {
-                    (score2, srow)
-                } else {
-                    (srow, score2)
-                };
-                let mut map = MapRow {
-                    ax,
-                    score_in,
-                    score_out,
-                    argf,
-                };
+                let mut map = copies.for_vector(srow, vi, nv);
                 let df = d as f32;
                 let sh = Shift::new(-df * m.vx, -df * m.vy);
                 let p0 = self.state_row(vi, y as i64 + sh.iy);
                 let p1 = self.state_row(vi, y as i64 + sh.iy + 1);
-                if d == 1 {
-                    row_case::<STEP>(p0, p1, sh, op(vi), acc, &mut map);
-                    continue;
-                }
                 row_case::<SET>(p0, p1, sh, op(vi), acc, &mut map);
                 for j in 0..d - 1 {
                     let back = (d - 1 - j) as f32;
@@ -360,21 +467,29 @@ impl Block<'_> {
                 }
                 // The newest frame is the lookup itself: s = c s + alpha X.
                 let (v, c) = (vi as f32, self.c);
+                let MapRow {
+                    ax,
+                    score_in,
+                    arg_in,
+                    score_out,
+                    arg_out,
+                } = map;
+                let (ax, score_in, arg_in) = (&ax[..w], &score_in[..w], &arg_in[..w]);
+                let (score_out, arg_out) = (&mut score_out[..w], &mut arg_out[..w]);
                 for i in 0..w {
-                    let n = c * acc[i] + map.ax[i];
+                    let n = c * acc[i] + ax[i];
                     acc[i] = n;
                     keep_max(
                         n,
                         v,
-                        map.score_in[i],
-                        &mut map.score_out[i],
-                        &mut map.argf[i],
+                        score_in[i],
+                        arg_in[i],
+                        &mut score_out[i],
+                        &mut arg_out[i],
                     );
                 }
             }
-            for (a, &g) in arow.iter_mut().zip(argf.iter()) {
-                *a = g as u16;
-            }
+            copies.finish(arow);
         }
     }
 
@@ -411,8 +526,31 @@ pub struct CpuState {
     state: Vec<f32>,
     next: Vec<f32>,
     zeros: Vec<f32>,
-    /// Per band: `alpha X`, the arg-max and a second score row (3 W).
+    /// Per band: `alpha X` and the second copy of a row's running map (4 W).
     scratch: Vec<f32>,
+    /// Per task of a multi-step pass: its rings and scratch rows (made on first use).
+    pass_scratch: Vec<f32>,
+    pass_args: Vec<u16>,
+}
+
+/// A zero vector of `len` floats for a large state: the kernel is asked to back it with
+/// huge pages (fewer page faults on first touch, fewer TLB misses in every pass).
+fn state_vec(len: usize) -> Vec<f32> {
+    let v = vec![0.0f32; len];
+    #[cfg(target_os = "linux")]
+    {
+        let page = 4096usize;
+        let start = (v.as_ptr() as usize).next_multiple_of(page);
+        let end = (v.as_ptr() as usize + len * 4) & !(page - 1);
+        if end > start {
+            // SAFETY: advice on whole pages inside the vector's own allocation, which
+            // changes how the kernel backs them, never their contents (still zero).
+            unsafe {
+                libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
+            }
+        }
+    }
+    v
 }
 
 impl CpuState {
@@ -424,10 +562,12 @@ impl CpuState {
             w,
             motions: motions.to_vec(),
             alpha,
-            state: vec![0.0; len],
-            next: vec![0.0; len],
+            state: state_vec(len),
+            next: state_vec(len),
             zeros: vec![0.0; w],
-            scratch: vec![0.0; h.div_ceil(BAND) * 3 * w],
+            scratch: vec![0.0; h.div_ceil(BAND) * 4 * w],
+            pass_scratch: Vec::new(),
+            pass_args: Vec::new(),
         }
     }
 
@@ -454,7 +594,7 @@ impl CpuState {
             .par_chunks_mut(BAND * nv * w)
             .zip(score.par_chunks_mut(BAND * w))
             .zip(arg.par_chunks_mut(BAND * w))
-            .zip(self.scratch.par_chunks_mut(3 * w))
+            .zip(self.scratch.par_chunks_mut(4 * w))
             .enumerate()
             .for_each(|(b, (((next, score), arg), scratch))| {
                 #[cfg(target_arch = "x86_64")]
@@ -464,6 +604,77 @@ impl CpuState {
                     return;
                 }
                 blk.band(b * BAND, next, score, arg, scratch);
+            });
+        std::mem::swap(&mut self.state, &mut self.next);
+    }
+
+    /// `frames.len()` plain steps (`D = 1`) in one pass over memory (`pass.rs`): map `j`
+    /// (`maps[j]`: score and arg-max, `[H][W]`) is the map after frame `j`. Bit for bit
+    /// what `frames.len()` calls of [`CpuState::block`] with one frame each give; runs as
+    /// those calls when the vectors shift rows too far for rows in cache to pay.
+    pub fn steps(&mut self, frames: &[&[f32]], maps: &mut [MapRows]) {
+        let (h, w, nv) = (self.h, self.w, self.motions.len());
+        let k = frames.len();
+        assert!(k >= 1 && maps.len() == k);
+        let reach = self
+            .motions
+            .iter()
+            .map(|m| m.vy.abs().ceil() as usize)
+            .max()
+            .unwrap_or(0);
+        if k == 1 || reach > 4 || h <= 2 * reach * k {
+            for (f, (s, a)) in frames.iter().zip(maps.iter_mut()) {
+                self.block(&[f], s, a);
+            }
+            return;
+        }
+        assert!(frames.iter().all(|f| f.len() == h * w));
+        assert!(maps
+            .iter()
+            .all(|(s, a)| s.len() == h * w && a.len() == h * w));
+        let pass = Pass {
+            h,
+            w,
+            motions: &self.motions,
+            c: 1.0 - self.alpha,
+            alpha: self.alpha,
+            prev: &self.state,
+            frames,
+            zeros: &self.zeros,
+            reach,
+        };
+        let tasks = h.div_ceil(PASS_BAND);
+        let per = pass.ring_len() + 5 * w;
+        if self.pass_scratch.len() != tasks * per {
+            self.pass_scratch = vec![0.0; tasks * per];
+            self.pass_args = vec![0; tasks * w];
+        }
+        // Each task's rows of every map.
+        let mut rows: Vec<Vec<MapRows>> = (0..tasks).map(|_| Vec::with_capacity(k)).collect();
+        for (s, a) in maps.iter_mut() {
+            let chunks = s.chunks_mut(PASS_BAND * w).zip(a.chunks_mut(PASS_BAND * w));
+            for (b, (s, a)) in chunks.enumerate() {
+                rows[b].push((s, a));
+            }
+        }
+        #[cfg(target_arch = "x86_64")]
+        let avx2 = std::arch::is_x86_feature_detected!("avx2");
+        self.next
+            .par_chunks_mut(PASS_BAND * nv * w)
+            .zip(rows.par_iter_mut())
+            .zip(self.pass_scratch.par_chunks_mut(per))
+            .zip(self.pass_args.par_chunks_mut(w))
+            .enumerate()
+            .for_each(|(b, (((next, maps), scratch), spare))| {
+                let (y0, y1) = (b * PASS_BAND, ((b + 1) * PASS_BAND).min(h));
+                let (rings, scratch) = scratch.split_at_mut(per - 5 * w);
+                #[cfg(target_arch = "x86_64")]
+                if avx2 {
+                    // SAFETY: the CPU has AVX2 (checked above).
+                    unsafe { pass.band_avx2(y0, y1, next, maps, rings, scratch, spare) };
+                    return;
+                }
+                pass.band(y0, y1, next, maps, rings, scratch, spare);
             });
         std::mem::swap(&mut self.state, &mut self.next);
     }

@@ -33,6 +33,7 @@ pub mod detect;
 pub mod eval;
 pub mod frames;
 pub mod motion;
+mod pass;
 pub mod sim;
 
 pub use detect::{calibrate, detect, Detection};
@@ -250,6 +251,19 @@ impl Tbd {
         })
     }
 
+    /// On the CPU with `D = 1`: advance the state `k` frames per pass over memory
+    /// (`cpu.rs`, [`cpu::CpuState::steps`]), the maps then coming back `k` at a time,
+    /// each the same as one frame at a time gives. Elsewhere (GPU, `D > 1`) nothing
+    /// changes. The state in memory moves once per pass instead of once per frame, which
+    /// is what limits the plain step on a CPU.
+    pub fn with_cpu_frames_per_pass(mut self, k: usize) -> Tbd {
+        if matches!(self.engine, Engine::Cpu(_)) && self.params.decimation == 1 && k >= 1 {
+            self.per_launch = k;
+            self.pending = Vec::with_capacity(k);
+        }
+        self
+    }
+
     /// The recursion's parameters.
     pub fn params(&self) -> &Params {
         &self.params
@@ -368,16 +382,29 @@ impl Tbd {
         let n = self.h * self.w;
         let first = self.seen - self.pending.len();
         let t_last = self.seen - 1;
-        let cpu_map = match self.engine {
-            Engine::Cpu(_) => Some(self.spare_map(t_last)),
-            Engine::Cuda(_) => None,
+        // The CPU's maps: one per block of D frames, or (D = 1) one per frame of a pass.
+        let cpu_maps: Vec<Map> = match self.engine {
+            Engine::Cpu(_) if self.params.decimation == 1 => {
+                (first..self.seen).map(|t| self.spare_map(t)).collect()
+            }
+            Engine::Cpu(_) => vec![self.spare_map(t_last)],
+            Engine::Cuda(_) => Vec::new(),
         };
         let out = match &mut self.engine {
             Engine::Cpu(st) => {
-                let mut map = cpu_map.expect("made above for the CPU engine");
+                let mut maps = cpu_maps;
                 let frames: Vec<&[f32]> = self.pending.iter().map(|f| f.as_slice()).collect();
-                st.block(&frames, &mut map.score, &mut map.arg);
-                vec![map]
+                if self.params.decimation == 1 {
+                    let mut rows: Vec<(&mut [f32], &mut [u16])> = maps
+                        .iter_mut()
+                        .map(|m| (&mut m.score[..], &mut m.arg[..]))
+                        .collect();
+                    st.steps(&frames, &mut rows);
+                } else {
+                    let m = &mut maps[0];
+                    st.block(&frames, &mut m.score, &mut m.arg);
+                }
+                maps
             }
             Engine::Cuda(g) => {
                 let mut raw = Vec::with_capacity(self.pending.len() * n * 4);
