@@ -164,7 +164,7 @@ impl<'a> Copies<'a> {
     /// copy `(nv - 1 - vi) % 2`, so that the last one ends in copy 0; vector 0 reads
     /// -inf and vector 0.
     fn start(&mut self, srow: &mut [f32], nv: usize) {
-        let (s, a) = if nv % 2 == 0 {
+        let (s, a) = if nv.is_multiple_of(2) {
             (srow, &mut *self.arg0)
         } else {
             (&mut *self.score1, &mut *self.arg1)
@@ -175,7 +175,7 @@ impl<'a> Copies<'a> {
 
     /// The running map as vector `vi` of `nv` reads and writes it.
     fn for_vector<'b>(&'b mut self, srow: &'b mut [f32], vi: usize, nv: usize) -> MapRow<'b> {
-        if (nv - 1 - vi) % 2 == 0 {
+        if (nv - 1 - vi).is_multiple_of(2) {
             MapRow {
                 ax: self.ax,
                 score_in: self.score1,
