@@ -42,6 +42,7 @@ fn run_emulated(
         Variant::Fused => 0,
         Variant::PerVector => 1,
         Variant::Tiled => 2,
+        Variant::Resident { .. } => 3,
     };
     let mut input = Vec::new();
     for v in [

@@ -253,3 +253,128 @@ extern "C" __global__ void __launch_bounds__(TX * TY)
         }
     }
 }
+
+// The state resident on chip for DEC frames, laid out for speed (`Variant::Resident`):
+// one vector at a time; each thread owns a column of RB cells of a TX x (TY * RB) tile
+// (threadIdx.x the column, so a warp touches 32 consecutive pixels) and keeps them in
+// registers; every frame it publishes them to a shared tile padded by one frame's reach
+// (SHRINK) on each side, double buffered so that one barrier per frame orders it, and
+// reads back the taps of its shifted column (each shared row once: the vertical taps of
+// neighbouring cells are shared in registers). The per-frame max / arg-max of all DEC
+// frames stays in registers across the vectors (arg-max packed ARG_BITS per frame), the
+// next vector's state is loaded while the current one runs, and a frame's pixels are
+// loaded before the barrier that they wait at. The halo is DEC * SHRINK on each side:
+// the block emits the inner (TX - 2 halo) x (TY * RB - 2 halo) pixels.
+#ifdef RB
+#define R_HALO (DEC * SHRINK)
+#define R_BW TX
+#define R_BH (TY * RB)
+#define R_PAD SHRINK
+#define R_PW (R_BW + 2 * R_PAD + 1)
+#define R_PH (R_BH + 2 * R_PAD + 1)
+#if NV <= 16
+#define ARG_BITS 4
+#else
+#define ARG_BITS 8
+#endif
+#define ARG_PER_WORD (32 / ARG_BITS)
+#define ARG_WORDS ((DEC + ARG_PER_WORD - 1) / ARG_PER_WORD)
+
+extern "C" __global__ void __launch_bounds__(TX * TY)
+    tbd_resident(const state_t* __restrict__ s_prev, state_t* __restrict__ s_next, const FRAME_T* __restrict__ frames,
+                 float* __restrict__ score, unsigned short* __restrict__ arg, int h, int w, float alpha) {
+    __shared__ float rbuf[2][R_PH][R_PW];
+    const int tx = threadIdx.x, r0 = threadIdx.y * RB;
+    const int gx = (int)blockIdx.x * (R_BW - 2 * R_HALO) - R_HALO + tx;
+    const int gy0 = (int)blockIdx.y * (R_BH - 2 * R_HALO) - R_HALO + r0;
+    const size_t n = (size_t)h * w;
+    const float c = 1.0f - alpha;
+    const bool col_in = (unsigned)gx < (unsigned)w;
+    const bool col_out = col_in && tx >= R_HALO && tx < R_BW - R_HALO;
+    bool in[RB], out[RB];
+    size_t off[RB];
+#pragma unroll
+    for (int i = 0; i < RB; ++i) {
+        const int gy = gy0 + i;
+        in[i] = col_in && (unsigned)gy < (unsigned)h;
+        out[i] = col_out && in[i] && r0 + i >= R_HALO && r0 + i < R_BH - R_HALO;
+        off[i] = in[i] ? (size_t)gy * w + gx : 0;
+    }
+    float best[DEC][RB];
+    unsigned barg[RB][ARG_WORDS];
+#pragma unroll
+    for (int i = 0; i < RB; ++i)
+#pragma unroll
+        for (int q = 0; q < ARG_WORDS; ++q) barg[i][q] = 0u;
+    float nxt[RB];
+#pragma unroll
+    for (int i = 0; i < RB; ++i) nxt[i] = in[i] ? load_state_f(LD(s_prev + off[i])) : 0.0f;
+    PRAGMA_V
+    for (int v = 0; v < NV; ++v) {
+#if UNROLL_V
+        const float vx = mvx(v), vy = mvy(v);
+#else
+        const float vx = MVX[v], vy = MVY[v];
+#endif
+        float s[RB];
+#pragma unroll
+        for (int i = 0; i < RB; ++i) s[i] = nxt[i];
+        if (v + 1 < NV) {
+            const state_t* sp = s_prev + (size_t)(v + 1) * n;
+#pragma unroll
+            for (int i = 0; i < RB; ++i) nxt[i] = in[i] ? load_state_f(LD(sp + off[i])) : 0.0f;
+        }
+        // The taps of the shift by -v (motion.rs): rows iy, iy + 1, columns ix, ix + 1.
+        const float sx = -vx, sy = -vy;
+        const int ix = ifloor(sx), iy = ifloor(sy);
+        const float fx = sx - (float)ix, fy = sy - (float)iy;
+        const float wx0 = 1.0f - fx, wx1 = fx, wy0 = 1.0f - fy, wy1 = fy;
+#pragma unroll
+        for (int k = 0; k < DEC; ++k) {
+            const FRAME_T* f = frames + (size_t)k * n;
+            float xk[RB];
+#pragma unroll
+            for (int i = 0; i < RB; ++i) xk[i] = in[i] ? (float)LD(f + off[i]) : 0.0f;
+            float(*b)[R_PW] = rbuf[(v * DEC + k) & 1];
+#pragma unroll
+            for (int i = 0; i < RB; ++i) b[R_PAD + r0 + i][R_PAD + tx] = s[i];
+            __syncthreads();
+            float hr[RB + 1];
+#pragma unroll
+            for (int j = 0; j <= RB; ++j) {
+                if (j < RB || wy1 != 0.0f) {
+                    const float* row = &b[R_PAD + r0 + iy + j][R_PAD + tx + ix];
+                    hr[j] = (wx1 == 0.0f) ? row[0] : wx0 * row[0] + wx1 * row[1];
+                } else {
+                    hr[j] = 0.0f;
+                }
+            }
+#pragma unroll
+            for (int i = 0; i < RB; ++i) {
+                const float p = (wy1 == 0.0f) ? hr[i] : wy0 * hr[i] + wy1 * hr[i + 1];
+                // Cells outside the frame hold 0: the convention's "outside reads 0".
+                const float val = in[i] ? c * p + alpha * xk[i] : 0.0f;
+                s[i] = val;
+                if (v == 0 || val > best[k][i]) {
+                    best[k][i] = val;
+                    const int q = k / ARG_PER_WORD, sh = (k % ARG_PER_WORD) * ARG_BITS;
+                    barg[i][q] = (barg[i][q] & ~(((1u << ARG_BITS) - 1u) << sh)) | ((unsigned)v << sh);
+                }
+            }
+        }
+        state_t* so = s_next + (size_t)v * n;
+#pragma unroll
+        for (int i = 0; i < RB; ++i)
+            if (out[i]) so[off[i]] = store_state_f(s[i]);
+    }
+#pragma unroll
+    for (int k = 0; k < DEC; ++k)
+#pragma unroll
+        for (int i = 0; i < RB; ++i)
+            if (out[i]) {
+                score[(size_t)k * n + off[i]] = best[k][i];
+                const int q = k / ARG_PER_WORD, sh = (k % ARG_PER_WORD) * ARG_BITS;
+                arg[(size_t)k * n + off[i]] = (unsigned short)((barg[i][q] >> sh) & ((1u << ARG_BITS) - 1u));
+            }
+}
+#endif
