@@ -13,6 +13,9 @@
 //!   `rows` cells held in registers, the shifts compiled in, neighbours exchanged through
 //!   a double-buffered shared tile (one barrier per frame), the per-frame max / arg-max
 //!   of every frame kept in registers across the vectors (arg-max packed 4 or 8 bits);
+//! - [`Variant::FusedCells`]: the fused kernel with `px` x `py` pixels per thread, the
+//!   taps and horizontal blends that neighbouring pixels share loaded and computed once,
+//!   no bounds checks where a thread's footprint lies inside the frame;
 //! - and for each: read-only cached (`__ldg`) or plain loads, the vector loop unrolled
 //!   or not, the block shape, f32 or f16 state storage (computed in f32).
 //!
@@ -114,6 +117,13 @@ pub enum Variant {
         /// Cells (rows) per thread; the tile is `block.0` x `block.1 * rows` cells.
         rows: u32,
     },
+    /// The fused kernel with `px` x `py` pixels per thread.
+    FusedCells {
+        /// Pixels per thread along x.
+        px: u32,
+        /// Pixels per thread along y.
+        py: u32,
+    },
 }
 
 /// One kernel configuration (what the autotuner chooses among).
@@ -174,6 +184,7 @@ impl KernelConfig {
                     (by * rows as usize).saturating_sub(halo),
                 )
             }
+            Variant::FusedCells { px, py } => (bx * px as usize, by * py as usize),
             _ => (bx, by),
         }
     }
@@ -188,6 +199,7 @@ impl KernelConfig {
                 Variant::PerVector => "per-vector".to_string(),
                 Variant::Tiled => "tiled".to_string(),
                 Variant::Resident { rows } => format!("resident{rows}"),
+                Variant::FusedCells { px, py } => format!("fused{px}x{py}"),
             },
             if self.ldg { "ldg" } else { "plain" },
             if self.unroll { "unroll" } else { "loop" },
@@ -213,9 +225,19 @@ impl KernelConfig {
             "fused" => Variant::Fused,
             "per-vector" => Variant::PerVector,
             "tiled" => Variant::Tiled,
-            r => Variant::Resident {
-                rows: r.strip_prefix("resident")?.parse().ok()?,
-            },
+            r => {
+                if let Some(rows) = r.strip_prefix("resident") {
+                    Variant::Resident {
+                        rows: rows.parse().ok()?,
+                    }
+                } else {
+                    let (px, py) = r.strip_prefix("fused")?.split_once('x')?;
+                    Variant::FusedCells {
+                        px: px.parse().ok()?,
+                        py: py.parse().ok()?,
+                    }
+                }
+            }
         };
         let (bx, by) = p[4].split_once('x')?;
         let frames = p[5].get(1..)?.parse().ok()?;
@@ -246,6 +268,11 @@ impl KernelConfig {
             let smem = tiled_shared_bytes(self, motions);
             if smem > 48 * 1024 {
                 return bad(format!("{smem} bytes of shared memory (at most 49152)"));
+            }
+        }
+        if let Variant::FusedCells { px, py } = self.variant {
+            if !(1..=8).contains(&px) || !(1..=8).contains(&py) {
+                return bad(format!("{px} x {py} pixels per thread (1..=8 each)"));
             }
         }
         if let Variant::Resident { rows } = self.variant {
@@ -335,6 +362,9 @@ pub fn source(motions: &[Motion], frame: Dtype, cfg: &KernelConfig) -> String {
     if let Variant::Resident { rows } = cfg.variant {
         s += &format!("#define RB {rows}\n");
     }
+    if let Variant::FusedCells { px, py } = cfg.variant {
+        s += &format!("#define PX {px}\n#define PY {py}\n");
+    }
     if cfg.variant == Variant::PerVector {
         let list: Vec<String> = (0..motions.len())
             .map(|i| format!("TBD_VEC({i})"))
@@ -353,6 +383,7 @@ pub fn kernel_names(cfg: &KernelConfig, nv: usize) -> Vec<&'static str> {
         Variant::Fused => vec!["tbd_fused"],
         Variant::Tiled => vec!["tbd_tiled"],
         Variant::Resident { .. } => vec!["tbd_resident"],
+        Variant::FusedCells { .. } => vec!["tbd_fused_cells"],
         Variant::PerVector => VEC_NAMES[..nv].to_vec(),
     }
 }
