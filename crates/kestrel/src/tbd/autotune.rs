@@ -8,9 +8,11 @@ use super::frames::Dtype;
 use super::Params;
 use crate::error::{Error, Result};
 
-/// The variants worth timing: for decimation D > 1 the per-trajectory kernels (fused
-/// and per-vector) with D frames per launch; for D = 1 also the tiled kernel keeping
-/// the state on chip for 4 or 8 frames. Loads, unrolling and block shapes vary.
+/// The variants worth timing: for decimation D > 1 the per-trajectory kernels (fused,
+/// fused with several pixels per thread, per-vector) with D frames per launch; for D = 1
+/// also the kernels keeping the state on chip for K frames (tiled: K = 4, 8; resident:
+/// K = 4, 6, 8 in tiles of 64 x 64 and 128 x 32 cells). Loads, unrolling and block shapes
+/// vary.
 pub fn candidates(params: &Params, half: bool) -> Vec<KernelConfig> {
     let d = params.decimation;
     let mut v = Vec::new();
@@ -25,6 +27,16 @@ pub fn candidates(params: &Params, half: bool) -> Vec<KernelConfig> {
                 block,
             });
         }
+    }
+    for (px, py, block) in [(4, 2, (32, 4)), (2, 2, (32, 4)), (4, 1, (32, 8)), (2, 4, (32, 4))] {
+        v.push(KernelConfig {
+            variant: Variant::FusedCells { px, py },
+            half,
+            ldg: true,
+            unroll: true,
+            frames: d,
+            block,
+        });
     }
     if params.motions.len() <= 64 {
         for ldg in [true, false] {
@@ -54,8 +66,46 @@ pub fn candidates(params: &Params, half: bool) -> Vec<KernelConfig> {
                 }
             }
         }
+        for (rows, block, frames) in [
+            (8, (64, 8), 8),
+            (4, (64, 16), 8),
+            (8, (64, 8), 6),
+            (8, (64, 8), 4),
+            (4, (64, 16), 4),
+            (4, (128, 8), 4),
+            (8, (128, 4), 4),
+        ] {
+            let c = KernelConfig {
+                variant: Variant::Resident { rows },
+                half,
+                ldg: true,
+                unroll: true,
+                frames,
+                block,
+            };
+            if c.check(&params.motions).is_ok() {
+                v.push(c);
+            }
+        }
     }
     v
+}
+
+/// Frames to time on: a fixed pattern of small integers, not zeros (zeros can hide an
+/// unwritten output and run faster than real data).
+pub fn timing_frames(bytes: usize, frame: Dtype) -> Vec<u8> {
+    let n = bytes / frame.size();
+    let mut raw = Vec::with_capacity(bytes);
+    for i in 0..n {
+        let v = ((i * 7 + i / 1031 * 13) % 17) as u8;
+        match frame {
+            Dtype::U8 => raw.push(v),
+            Dtype::U16 => raw.extend((v as u16).to_le_bytes()),
+            Dtype::F64 => raw.extend((v as f64 * 0.1).to_le_bytes()),
+            _ => raw.extend((v as f32 * 0.1).to_le_bytes()),
+        }
+    }
+    raw
 }
 
 fn key(device: &str, params: &Params, h: usize, w: usize, frame: Dtype, half: bool) -> String {
@@ -119,7 +169,7 @@ pub fn choose(
         }
     }
     let mut best: Option<(f64, KernelConfig)> = None;
-    let raw = vec![0u8; h * w * frame.size() * 64];
+    let raw = timing_frames(h * w * frame.size() * 64, frame);
     for c in candidates(params, half) {
         let mut g = match GpuTbd::new(ordinal, params, h, w, c, frame) {
             Ok(g) => g,

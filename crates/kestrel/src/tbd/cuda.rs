@@ -359,6 +359,9 @@ pub fn source(motions: &[Motion], frame: Dtype, cfg: &KernelConfig) -> String {
     s += &format!("#define DEC {}\n", cfg.frames);
     s += &format!("#define TX {}\n#define TY {}\n", cfg.block.0, cfg.block.1);
     s += &format!("#define SHRINK {}\n", shrink(motions).max(1));
+    if cfg.variant == Variant::Tiled {
+        s += "#define TBD_TILED 1\n";
+    }
     if let Variant::Resident { rows } = cfg.variant {
         s += &format!("#define RB {rows}\n");
     }

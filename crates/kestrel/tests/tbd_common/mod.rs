@@ -98,6 +98,8 @@ pub fn configs() -> Vec<KernelConfig> {
         k(Resident { rows: 4 }, false, false, true, 3, (24, 5)),
         k(Resident { rows: 2 }, false, true, false, 1, (12, 4)),
         k(Resident { rows: 3 }, true, true, true, 2, (16, 4)),
+        // 6 frames x 6 rows: the frames read per vector rather than held in registers.
+        k(Resident { rows: 6 }, false, true, false, 6, (32, 5)),
         // 4 x 2 and 2 x 3 pixels per thread on 13 x 21 frames: threads inside the frame
         // (no bounds checks) only where the reach allows, ragged right and bottom edges.
         k(FusedCells { px: 4, py: 2 }, false, true, true, 1, (2, 2)),

@@ -176,6 +176,7 @@ __device__ __forceinline__ void tbd_vec_body(const state_t* __restrict__ s_prev,
 TBD_VEC_LIST
 #endif
 
+#ifdef TBD_TILED
 // Tiles with halos: the state of a TX x TY tile and a halo of DEC * SHRINK pixels is
 // read once, advanced DEC frames in shared memory (the plain recursion, resampled every
 // frame: the valid region shrinks by SHRINK per frame), the map of every frame written,
@@ -254,6 +255,7 @@ extern "C" __global__ void __launch_bounds__(TX * TY)
     }
 }
 
+#endif
 // The state resident on chip for DEC frames, laid out for speed (`Variant::Resident`):
 // one vector at a time; each thread owns a column of RB cells of a TX x (TY * RB) tile
 // (threadIdx.x the column, so a warp touches 32 consecutive pixels) and keeps them in
@@ -280,35 +282,44 @@ extern "C" __global__ void __launch_bounds__(TX * TY)
 #define ARG_PER_WORD (32 / ARG_BITS)
 #define ARG_WORDS ((DEC + ARG_PER_WORD - 1) / ARG_PER_WORD)
 
-extern "C" __global__ void __launch_bounds__(TX * TY)
-    tbd_resident(const state_t* __restrict__ s_prev, state_t* __restrict__ s_next, const FRAME_T* __restrict__ frames,
-                 float* __restrict__ score, unsigned short* __restrict__ arg, int h, int w, float alpha) {
-    __shared__ float rbuf[2][R_PH][R_PW];
+// Frames in registers (read once per block, not once per vector) where they fit.
+#define R_FREG (DEC * RB <= 32)
+
+// ALLIN: the whole tile lies inside the frame (no per-cell frame tests).
+template <bool ALLIN>
+__device__ __forceinline__ void resident_body(const state_t* __restrict__ s_prev, state_t* __restrict__ s_next,
+                                              const FRAME_T* __restrict__ frames, float* __restrict__ score,
+                                              unsigned short* __restrict__ arg, int h, int w, float alpha,
+                                              float (*rbuf)[R_PH][R_PW], int gx, int gy0) {
     const int tx = threadIdx.x, r0 = threadIdx.y * RB;
-    const int gx = (int)blockIdx.x * (R_BW - 2 * R_HALO) - R_HALO + tx;
-    const int gy0 = (int)blockIdx.y * (R_BH - 2 * R_HALO) - R_HALO + r0;
     const size_t n = (size_t)h * w;
     const float c = 1.0f - alpha;
-    const bool col_in = (unsigned)gx < (unsigned)w;
+    const bool col_in = ALLIN || (unsigned)gx < (unsigned)w;
     const bool col_out = col_in && tx >= R_HALO && tx < R_BW - R_HALO;
     bool in[RB], out[RB];
-    size_t off[RB];
+    const size_t base = col_in ? (size_t)gy0 * w + gx : 0;
 #pragma unroll
     for (int i = 0; i < RB; ++i) {
-        const int gy = gy0 + i;
-        in[i] = col_in && (unsigned)gy < (unsigned)h;
+        in[i] = ALLIN || (col_in && (unsigned)(gy0 + i) < (unsigned)h);
         out[i] = col_out && in[i] && r0 + i >= R_HALO && r0 + i < R_BH - R_HALO;
-        off[i] = in[i] ? (size_t)gy * w + gx : 0;
     }
+#define R_OFF(i) (base + (size_t)(i) * w)
     float best[DEC][RB];
     unsigned barg[RB][ARG_WORDS];
 #pragma unroll
     for (int i = 0; i < RB; ++i)
 #pragma unroll
         for (int q = 0; q < ARG_WORDS; ++q) barg[i][q] = 0u;
+#if R_FREG
+    float xr[DEC][RB];
+#pragma unroll
+    for (int k = 0; k < DEC; ++k)
+#pragma unroll
+        for (int i = 0; i < RB; ++i) xr[k][i] = in[i] ? (float)LD(frames + (size_t)k * n + R_OFF(i)) : 0.0f;
+#endif
     float nxt[RB];
 #pragma unroll
-    for (int i = 0; i < RB; ++i) nxt[i] = in[i] ? load_state_f(LD(s_prev + off[i])) : 0.0f;
+    for (int i = 0; i < RB; ++i) nxt[i] = in[i] ? load_state_f(LD(s_prev + R_OFF(i))) : 0.0f;
     PRAGMA_V
     for (int v = 0; v < NV; ++v) {
 #if UNROLL_V
@@ -322,7 +333,7 @@ extern "C" __global__ void __launch_bounds__(TX * TY)
         if (v + 1 < NV) {
             const state_t* sp = s_prev + (size_t)(v + 1) * n;
 #pragma unroll
-            for (int i = 0; i < RB; ++i) nxt[i] = in[i] ? load_state_f(LD(sp + off[i])) : 0.0f;
+            for (int i = 0; i < RB; ++i) nxt[i] = in[i] ? load_state_f(LD(sp + R_OFF(i))) : 0.0f;
         }
         // The taps of the shift by -v (motion.rs): rows iy, iy + 1, columns ix, ix + 1.
         const float sx = -vx, sy = -vy;
@@ -331,10 +342,14 @@ extern "C" __global__ void __launch_bounds__(TX * TY)
         const float wx0 = 1.0f - fx, wx1 = fx, wy0 = 1.0f - fy, wy1 = fy;
 #pragma unroll
         for (int k = 0; k < DEC; ++k) {
+#if R_FREG
+            const float* xk = xr[k];
+#else
             const FRAME_T* f = frames + (size_t)k * n;
             float xk[RB];
 #pragma unroll
-            for (int i = 0; i < RB; ++i) xk[i] = in[i] ? (float)LD(f + off[i]) : 0.0f;
+            for (int i = 0; i < RB; ++i) xk[i] = in[i] ? (float)LD(f + R_OFF(i)) : 0.0f;
+#endif
             float(*b)[R_PW] = rbuf[(v * DEC + k) & 1];
 #pragma unroll
             for (int i = 0; i < RB; ++i) b[R_PAD + r0 + i][R_PAD + tx] = s[i];
@@ -365,17 +380,32 @@ extern "C" __global__ void __launch_bounds__(TX * TY)
         state_t* so = s_next + (size_t)v * n;
 #pragma unroll
         for (int i = 0; i < RB; ++i)
-            if (out[i]) so[off[i]] = store_state_f(s[i]);
+            if (out[i]) so[R_OFF(i)] = store_state_f(s[i]);
     }
 #pragma unroll
     for (int k = 0; k < DEC; ++k)
 #pragma unroll
         for (int i = 0; i < RB; ++i)
             if (out[i]) {
-                score[(size_t)k * n + off[i]] = best[k][i];
+                score[(size_t)k * n + R_OFF(i)] = best[k][i];
                 const int q = k / ARG_PER_WORD, sh = (k % ARG_PER_WORD) * ARG_BITS;
-                arg[(size_t)k * n + off[i]] = (unsigned short)((barg[i][q] >> sh) & ((1u << ARG_BITS) - 1u));
+                arg[(size_t)k * n + R_OFF(i)] = (unsigned short)((barg[i][q] >> sh) & ((1u << ARG_BITS) - 1u));
             }
+#undef R_OFF
+}
+
+extern "C" __global__ void __launch_bounds__(TX * TY)
+    tbd_resident(const state_t* __restrict__ s_prev, state_t* __restrict__ s_next, const FRAME_T* __restrict__ frames,
+                 float* __restrict__ score, unsigned short* __restrict__ arg, int h, int w, float alpha) {
+    __shared__ float rbuf[2][R_PH][R_PW];
+    const int bx0 = (int)blockIdx.x * (R_BW - 2 * R_HALO) - R_HALO;
+    const int by0 = (int)blockIdx.y * (R_BH - 2 * R_HALO) - R_HALO;
+    const int gx = bx0 + (int)threadIdx.x, gy0 = by0 + (int)threadIdx.y * RB;
+    // Block-uniform: every thread takes the same branch (the barriers inside stay paired).
+    if (bx0 >= 0 && by0 >= 0 && bx0 + R_BW <= w && by0 + R_BH <= h)
+        resident_body<true>(s_prev, s_next, frames, score, arg, h, w, alpha, rbuf, gx, gy0);
+    else
+        resident_body<false>(s_prev, s_next, frames, score, arg, h, w, alpha, rbuf, gx, gy0);
 }
 #endif
 
