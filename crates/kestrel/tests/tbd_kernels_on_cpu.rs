@@ -132,14 +132,7 @@ fn every_variant_equals_the_cpu_reference() {
                         Variant::FusedCells { .. } => (29, 37),
                         _ => (13, 21),
                     };
-                    let c = case(
-                        101 + ci as u64,
-                        h,
-                        w,
-                        launches * cfg.frames,
-                        frame,
-                        integer,
-                    );
+                    let c = case(101 + ci as u64, h, w, launches * cfg.frames, frame, integer);
                     let (got, gs) = run_emulated(cxx, dir, &format!("c{ci}"), &c, cfg, launches);
                     let (want, ws) = expected(&c, cfg, launches);
                     let what = format!(

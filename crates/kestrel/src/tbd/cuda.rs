@@ -206,11 +206,7 @@ impl KernelConfig {
             if self.half { "f16" } else { "f32" },
             self.block.0,
             self.block.1,
-            if self.emits_every_frame() {
-                "K"
-            } else {
-                "D"
-            },
+            if self.emits_every_frame() { "K" } else { "D" },
             self.frames
         )
     }

@@ -282,7 +282,9 @@ extern "C" __global__ void __launch_bounds__(TX * TY)
 #define ARG_PER_WORD (32 / ARG_BITS)
 #define ARG_WORDS ((DEC + ARG_PER_WORD - 1) / ARG_PER_WORD)
 
-// Frames in registers (read once per block, not once per vector) where they fit.
+// Frames in registers (read once per block, not once per vector) where they fit: on an
+// H100 (1024 x 1024, 13 vectors, K = 4, 128 x 32 tiles) 40,100 frames/s with them (a few
+// registers spilled) against 24,900 reading the frames once per vector.
 #define R_FREG (DEC * RB <= 32)
 
 // ALLIN: the whole tile lies inside the frame (no per-cell frame tests).
