@@ -182,6 +182,9 @@ pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
         }
     }
     filter_record::<f32>(sink, gpu, 10_000, 1_000, tg, 1.0, 3)?;
+    if !quick {
+        block_records(sink, tg)?;
+    }
     // Each resampler alone on the GPU: its runs less the same filter without resampling.
     let n_alone = if quick { 1_000_000 } else { 10_000_000 };
     let without = filter_record::<f32>(sink, gpu, 1, n_alone, tg, 0.0, 3)?;
@@ -237,6 +240,45 @@ pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
         );
         a.extra = serde_json::json!({ "particles": n, "resampler": scheme.to_string(), "note": "difference of runs with and without resampling, per step" });
         sink.push(a);
+    }
+    Ok(())
+}
+
+/// Threads per block of the GPU filter (the default is `particle::cuda::block_for`):
+/// B = 10^4 x N = 10^3 and B = 1 x N = 10^7, f32, resampling every step.
+fn block_records(sink: &mut Sink, t: usize) -> anyhow::Result<()> {
+    let m = model()?;
+    for (b, n) in [(10_000usize, 1_000usize), (1, 10_000_000)] {
+        let z = measurements::<f32>(b, t)?;
+        let opts = PfOptions::new(n);
+        for block in [64u32, 128, 256, 512] {
+            let mut err = None;
+            let times = time_runs(1, 3, || {
+                if let Err(e) =
+                    kestrel::particle::cuda::particle_filter_cuda_block(0, &m, &z, &opts, block)
+                {
+                    err = Some(e);
+                }
+            });
+            if let Some(e) = err {
+                return Err(e.into());
+            }
+            let mut r = Record::new(
+                format!("pf/block-{block}/B={b}/N={n}"),
+                Device::Cuda(0).to_string(),
+                "f32",
+                b,
+                t,
+                4,
+                2,
+                &times,
+            );
+            let ps = (b * t * n) as f64 / r.median_s;
+            r.extra =
+                serde_json::json!({ "particles": n, "block": block, "particle_steps_per_s": ps });
+            errln!("pf cuda f32 B={b} N={n} block {block}: {ps:.3e} particle-steps/s");
+            sink.push(r);
+        }
     }
     Ok(())
 }

@@ -31,8 +31,21 @@ pub const KERNELS: [&str; 5] = [
     "pf_weights_out",
 ];
 
-/// Threads per block.
+/// Threads per block (the default; [`block_for`] picks per run).
 pub const BLOCK: u32 = 256;
+
+/// Threads per block for B filters of N particles: 128 for filters of a few thousand
+/// particles (one or two chunks a filter; `kestrel bench --only particle` on an H100 at
+/// B = 10^4 x N = 10^3: 1.41e10 particle-steps/s against 1.14e10 with 256, 1.33e10 with
+/// 64), else 256 (B = 1 x N = 10^7: 2.55e10 against 2.29e10 with 128 and 2.43e10 with
+/// 512).
+pub fn block_for(_b: usize, n: usize) -> u32 {
+    if n <= 2048 {
+        128
+    } else {
+        BLOCK
+    }
+}
 
 /// Slots a thread of `pf_ancestors` resamples (`PF_AITEMS`).
 pub const ANCESTOR_ITEMS: u32 = 8;
@@ -164,12 +177,12 @@ fn scheme_of(r: Resampler) -> Result<(u32, u32)> {
     }
 }
 
-/// Particles a chunk of `kernels/pf.cu` holds (`per` x [`BLOCK`]): enough chunks in
+/// Blocks of `block` threads a chunk of `kernels/pf.cu` holds (`per`): enough chunks in
 /// the whole grid to fill `sms` multiprocessors several times over, and no more, so that
 /// the per-step combination of the chunks' records stays small.
-pub fn chunk_per(b: usize, n: usize, sms: usize) -> usize {
+pub fn chunk_per(b: usize, n: usize, sms: usize, block: u32) -> usize {
     let target = (8 * sms.max(1)).div_ceil(b.max(1)).max(1);
-    n.div_ceil(BLOCK as usize * target).max(1)
+    n.div_ceil(block as usize * target).max(1)
 }
 
 /// Device bytes a run needs (checked arithmetic: `None` on overflow).
@@ -207,7 +220,25 @@ pub fn particle_filter_cuda<T: Real>(
     z: &Measurements<T>,
     opts: &PfOptions,
 ) -> Result<PfOutput<T>> {
-    cuda::catch(|| run(ordinal, model, z, opts))
+    cuda::catch(|| run(ordinal, model, z, opts, block_for(z.tracks, opts.particles)))
+}
+
+/// [`particle_filter_cuda`] with blocks of `block` threads (a power of two from 32 to
+/// 512: the kernels' shared memory), for tuning.
+#[doc(hidden)]
+pub fn particle_filter_cuda_block<T: Real>(
+    ordinal: usize,
+    model: &PfModel,
+    z: &Measurements<T>,
+    opts: &PfOptions,
+    block: u32,
+) -> Result<PfOutput<T>> {
+    if !block.is_power_of_two() || !(32..=512).contains(&block) {
+        return Err(Error::input(format!(
+            "{block} threads a block: a power of two from 32 to 512"
+        )));
+    }
+    cuda::catch(|| run(ordinal, model, z, opts, block))
 }
 
 fn run<T: Real>(
@@ -215,6 +246,7 @@ fn run<T: Real>(
     model: &PfModel,
     z: &Measurements<T>,
     opts: &PfOptions,
+    block: u32,
 ) -> Result<PfOutput<T>> {
     use super::ParticleModel;
     let (nx, ny) = (
@@ -233,8 +265,8 @@ fn run<T: Real>(
     super::check_memory::<T>(bn, t, nx, 0, 0)?;
     let gpu = cuda::gpu(ordinal)?;
     let sc = std::mem::size_of::<T>();
-    let per = chunk_per(bn, n, gpu.sms);
-    let chunk = per * BLOCK as usize;
+    let per = chunk_per(bn, n, gpu.sms, block);
+    let chunk = per * block as usize;
     let g = n.div_ceil(chunk);
     let need = device_bytes(bn, t, n, nx, ny, sc, g, opts.keep_particles).unwrap_or(u128::MAX);
     let free = gpu.usable_memory()?;
@@ -245,9 +277,13 @@ fn run<T: Real>(
             free as f64 / 1e9
         )));
     }
-    let src = source::<T>(model, BLOCK)?;
+    let src = source::<T>(model, block)?;
     // Names the module in errors and its disk-cache file.
-    let what = format!("kestrel-pf-{}-nx{nx}-ny{ny}-{}", model.kind_name(), T::NAME);
+    let what = format!(
+        "kestrel-pf-{}-nx{nx}-ny{ny}-{}-b{block}",
+        model.kind_name(),
+        T::NAME
+    );
     let module = gpu.module(&what, &src, &KERNELS)?;
     let stream = gpu.stream.clone();
     let rec_len = 1 + 2 + nx + nx * (nx + 1) / 2 + nx;
@@ -285,13 +321,13 @@ fn run<T: Real>(
     let key = key_of(opts.seed);
     let chunks = (g as u32, bn as u32, 1);
     let slots = (
-        n.div_ceil((ANCESTOR_ITEMS * BLOCK) as usize) as u32,
+        n.div_ceil((ANCESTOR_ITEMS * block) as usize) as u32,
         bn as u32,
         1,
     );
-    let each = (n.div_ceil(BLOCK as usize) as u32, bn as u32, 1);
+    let each = (n.div_ceil(block as usize) as u32, bn as u32, 1);
     let one = (1, bn as u32, 1);
-    let blk = (BLOCK, 1, 1);
+    let blk = (block, 1, 1);
     let (nu, tu, gu, peru) = (n as u32, t as u32, g as u32, per as u32);
     for k in 0..t as u32 {
         if k > 0 {
