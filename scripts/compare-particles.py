@@ -1,16 +1,27 @@
 #!/usr/bin/env python3
-"""CPU comparison of `kestrel pf` with the `particles` package (Chopin), measured as a
-pair in one run: the seed's two-range-sensor model (examples/range-only.toml), the
-same measurements, bootstrap filter, systematic resampling at every step, f64.
+"""CPU comparison of `kestrel pf` with the `particles` package (Chopin) and with a
+bootstrap filter written the FilterPy way (NumPy, FilterPy's `systematic_resample`),
+measured together in one run: the seed's two-range-sensor model
+(examples/range-only.toml), the same measurements, bootstrap filter, systematic
+resampling at every step, f64.
 
-    python3 -m venv /tmp/venv && /tmp/venv/bin/pip install particles
-    /tmp/venv/bin/python scripts/compare-particles.py [--kestrel target/release/kestrel] [--steps 100] [--particles 10000 100000]
+    python3 -m venv /tmp/venv && /tmp/venv/bin/pip install particles filterpy
+    /tmp/venv/bin/python scripts/compare-particles.py [--kestrel target/release/kestrel] \
+        [--steps 100] [--particles 10000 100000 1000000] [--repeats 3]
 
-Prints particle-steps per second of each and their ratio, and the total log-likelihood
-estimates (they agree to Monte Carlo error, not digit for digit: different generators).
+For each N, every tool runs `--repeats` times in turn (kestrel, particles, FilterPy,
+kestrel, ...) and the medians are printed: particle-steps per second of each, kestrel's
+both as the filter's own time (printed by `kestrel pf`, the like of `particles`' `run()`)
+and as the whole process (start, reading, writing), and the ratios. FilterPy's pure-Python
+resampling loop is slow: it runs the first `--filterpy-budget / N` steps only (its rate
+per step does not change along the run). The total log-likelihoods agree to Monte Carlo
+error, not digit for digit (different generators).
 """
 import argparse
+import importlib.metadata
 import os
+import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -44,14 +55,50 @@ class RangeOnly(ssm.StateSpaceModel):
         return dists.IndepProd(*[dists.Normal(loc=ri, scale=np.sqrt(R)) for ri in r])
 
 
+def filterpy_bootstrap(ys, n, rng):
+    """The bootstrap filter of Labbe's "Kalman and Bayesian Filters in Python" (ch. 12)
+    on this model: NumPy predict and update, FilterPy's `systematic_resample`, weighted
+    mean and covariance every step; returns the total log-likelihood."""
+    from filterpy.monte_carlo import systematic_resample
+    from scipy.stats import norm
+
+    lq = np.linalg.cholesky(QM)
+    lp = np.linalg.cholesky(P0)
+    x = X0 + rng.standard_normal((n, 4)) @ lp.T
+    weights = np.full(n, 1.0 / n)
+    ll = 0.0
+    for k, z in enumerate(ys):
+        if k > 0:
+            x = x @ F.T + rng.standard_normal((n, 4)) @ lq.T
+        for s, zs in zip(SENSORS, z):
+            dist = np.hypot(x[:, 0] - s[0], x[:, 2] - s[1])
+            weights *= norm(dist, np.sqrt(R)).pdf(zs)
+        weights += 1.0e-300
+        ll += np.log(weights.sum())
+        weights /= weights.sum()
+        mean = np.average(x, weights=weights, axis=0)
+        d = x - mean
+        _cov = (d * weights[:, None]).T @ d
+        idx = systematic_resample(weights)
+        x = x[idx]
+        weights.fill(1.0 / n)
+    return ll
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kestrel", default="target/release/kestrel")
     ap.add_argument("--steps", type=int, default=100)
-    ap.add_argument("--particles", type=int, nargs="+", default=[10_000, 100_000])
+    ap.add_argument("--particles", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--filterpy-budget", type=float, default=2e7,
+                    help="particle-steps of each FilterPy run (0: skip FilterPy)")
     a = ap.parse_args()
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     model = os.path.join(root, "examples", "range-only.toml")
+    print(f"load average {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} "
+          f"{os.getloadavg()[2]:.2f}; {os.cpu_count()} CPUs; particles "
+          f"{importlib.metadata.version('particles')}, filterpy {importlib.metadata.version('filterpy')}")
     with tempfile.TemporaryDirectory() as d:
         z = os.path.join(d, "z.npy")
         subprocess.run([a.kestrel, "simulate", "--model", model, "--tracks", "1", "--steps",
@@ -60,23 +107,44 @@ def main():
         y = np.load(z)[0]
         data = [y[k] for k in range(a.steps)]
         for n in a.particles:
-            fk = ssm.Bootstrap(ssm=RangeOnly(), data=data)
-            alg = particles.SMC(fk=fk, N=n, resampling="systematic", ESSrmin=1.0, verbose=False)
-            t0 = time.perf_counter()
-            alg.run()
-            t_p = time.perf_counter() - t0
-            out = os.path.join(d, "pf.npz")
-            t0 = time.perf_counter()
-            subprocess.run([a.kestrel, "pf", "--model", model, "--input", z, "--output", out,
-                            "--particles", str(n), "--resample", "systematic", "--ess", "1",
-                            "--device", "cpu", "--precision", "f64"], check=True,
-                           stderr=subprocess.DEVNULL)
-            t_k = time.perf_counter() - t0
-            ll_k = float(np.load(out)["loglik"].sum())
             ps = a.steps * n
-            print(f"N={n:>9} T={a.steps}: particles {ps / t_p:.3e} particle-steps/s ({t_p:.2f} s, "
-                  f"loglik {alg.summaries.logLts[-1]:.2f}); kestrel {ps / t_k:.3e} ({t_k:.2f} s incl. "
-                  f"process start and I/O, loglik {ll_k:.2f}); ratio {t_p / t_k:.1f}x")
+            t_k, t_kf, t_p, t_f = [], [], [], []
+            fp_steps = min(a.steps, int(a.filterpy_budget // n))
+            for rep in range(a.repeats):
+                out = os.path.join(d, "pf.npz")
+                t0 = time.perf_counter()
+                run = subprocess.run([a.kestrel, "pf", "--model", model, "--input", z, "--output",
+                                      out, "--particles", str(n), "--resample", "systematic",
+                                      "--ess", "1", "--device", "cpu", "--precision", "f64",
+                                      "--seed", str(rep)],
+                                     check=True, stderr=subprocess.PIPE, text=True)
+                t_k.append(time.perf_counter() - t0)
+                t_kf.append(float(re.search(r": ([0-9.]+) s, ", run.stderr).group(1)))
+                ll_k = float(np.load(out)["loglik"].sum())
+
+                fk = ssm.Bootstrap(ssm=RangeOnly(), data=data)
+                alg = particles.SMC(fk=fk, N=n, resampling="systematic", ESSrmin=1.0,
+                                    verbose=False)
+                t0 = time.perf_counter()
+                alg.run()
+                t_p.append(time.perf_counter() - t0)
+                ll_p = alg.summaries.logLts[-1]
+
+                if fp_steps > 0:
+                    t0 = time.perf_counter()
+                    ll_f = filterpy_bootstrap(y[:fp_steps], n, np.random.default_rng(rep))
+                    t_f.append(time.perf_counter() - t0)
+            mk, mkf, mp = (statistics.median(v) for v in (t_k, t_kf, t_p))
+            line = (f"N={n:>9} T={a.steps} (medians of {a.repeats}): kestrel {ps / mkf:.3e} "
+                    f"particle-steps/s ({mkf:.3f} s filtering; {ps / mk:.3e} whole process, "
+                    f"{mk:.3f} s), loglik {ll_k:.2f}; particles {ps / mp:.3e} ({mp:.2f} s), loglik "
+                    f"{ll_p:.2f}; ratio {mp / mkf:.1f}x ({mp / mk:.1f}x whole process)")
+            if t_f:
+                mf = statistics.median(t_f)
+                pf = fp_steps * n
+                line += (f"; FilterPy-book {pf / mf:.3e} ({fp_steps} steps, {mf:.2f} s, "
+                         f"loglik of those steps {ll_f:.2f}), ratio {(ps / mkf) / (pf / mf):.1f}x")
+            print(line)
             sys.stdout.flush()
 
 

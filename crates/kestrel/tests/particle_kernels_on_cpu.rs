@@ -31,8 +31,21 @@ fn compiler() -> Option<String> {
 
 /// Compiles the kernels for `model` in precision `T` with the harness; the executable.
 fn build<T: Real>(cxx: &str, model: &PfModel, dir: &Path) -> PathBuf {
-    let src = format!("{SHIM}\n{}\n{HARNESS}", source::<T>(model, BLOCK).unwrap());
-    compile(cxx, dir, &format!("pf_{}", T::NAME), &src, FLAGS)
+    build_with::<T>(cxx, model, dir, "")
+}
+
+/// [`build`] with `defines` ahead of the kernels (to shrink their tiles).
+fn build_with<T: Real>(cxx: &str, model: &PfModel, dir: &Path, defines: &str) -> PathBuf {
+    let src = format!(
+        "{SHIM}\n{defines}\n{}\n{HARNESS}",
+        source::<T>(model, BLOCK).unwrap()
+    );
+    let name = format!(
+        "pf_{}{}",
+        T::NAME,
+        if defines.is_empty() { "" } else { "_small" }
+    );
+    compile(cxx, dir, &name, &src, FLAGS)
 }
 
 struct DeviceRun<T> {
@@ -49,6 +62,7 @@ fn run_device<T: Real>(
     z: &Measurements<T>,
     opts: &PfOptions,
     nx: usize,
+    per: u32,
 ) -> DeviceRun<T> {
     let (scheme, steps_b) = match opts.resampler {
         Resampler::Systematic => (0u32, 0u32),
@@ -65,6 +79,7 @@ fn run_device<T: Real>(
         opts.particles as u32,
         scheme,
         steps_b,
+        per,
         key[0],
         key[1],
     ] {
@@ -232,23 +247,39 @@ fn the_filter_kernels_match_the_cpu_filter() {
     let dir = tempfile::tempdir().unwrap();
     let model = pf_model_from_toml(RANGE, Path::new("m.toml")).unwrap();
     let (_, z) = kestrel::particle::simulate(&model, 4, 6, 5, 0.1).unwrap();
-    let exe = build::<f64>(&cxx, &model, dir.path());
-    // 100 particles: four blocks of 32, the last one partial.
-    for (resampler, ess) in [
-        (Resampler::Systematic, 1.0),
-        (Resampler::Stratified, 0.5),
-        (Resampler::Metropolis(12), 1.0),
-        (Resampler::Rejection, 0.8),
-    ] {
-        let mut opts = PfOptions::new(100);
-        opts.resampler = resampler;
-        opts.ess_threshold = ess;
-        opts.seed = 21;
-        let cpu = particle_filter_cpu(&model, &z, &opts).unwrap();
-        let dev = run_device(&exe, dir.path(), &z, &opts, 4);
-        let flipped = compare(&cpu, &dev, 4, 1e-9);
-        eprintln!("{resampler}: {flipped} of 4 filters flipped a resampling choice");
-        assert!(flipped <= 1, "{resampler}: {flipped} of 4 filters differ");
+    // The kernels as built for the GPU, and with tiles small enough that 100 particles
+    // take the long paths: the ancestor search in global memory (ranges over 4), several
+    // tiles of the cumulative sum in a chunk (2 x 32 weights), two blocks of ancestors
+    // (2 x 32 slots each).
+    let exes = [
+        build::<f64>(&cxx, &model, dir.path()),
+        build_with::<f64>(
+            &cxx,
+            &model,
+            dir.path(),
+            "#define PF_TILE 4\n#define PF_ITEMS 2\n#define PF_AITEMS 2\n",
+        ),
+    ];
+    // 100 particles in blocks of 32 (the last one partial); chunks of 1, 2 and 3 blocks.
+    for (exe, per) in exes.iter().flat_map(|e| [(e, 1), (e, 2), (e, 3)]) {
+        for (resampler, ess) in [
+            (Resampler::Systematic, 1.0),
+            (Resampler::Stratified, 0.5),
+            (Resampler::Metropolis(12), 1.0),
+            (Resampler::Rejection, 0.8),
+        ] {
+            let mut opts = PfOptions::new(100);
+            opts.resampler = resampler;
+            opts.ess_threshold = ess;
+            opts.seed = 21;
+            let cpu = particle_filter_cpu(&model, &z, &opts).unwrap();
+            let dev = run_device(exe, dir.path(), &z, &opts, 4, per);
+            let flipped = compare(&cpu, &dev, 4, 1e-9);
+            eprintln!(
+                "{resampler}, chunks of {per}: {flipped} of 4 filters flipped a resampling choice"
+            );
+            assert!(flipped <= 1, "{resampler}: {flipped} of 4 filters differ");
+        }
     }
 }
 
@@ -267,7 +298,7 @@ fn linear_and_f32_kernels_match_the_cpu_filter() {
     let mut opts = PfOptions::new(100);
     opts.seed = 3;
     let cpu = particle_filter_cpu(&lin, &z, &opts).unwrap();
-    let dev = run_device(&exe, dir.path(), &z, &opts, 4);
+    let dev = run_device(&exe, dir.path(), &z, &opts, 4, 2);
     assert_eq!(dev.loglik[2], 0.0);
     assert!(compare(&cpu, &dev, 4, 1e-9) <= 1);
     // f32: the same draws to rounding; agreement to f32's precision.
@@ -277,7 +308,7 @@ fn linear_and_f32_kernels_match_the_cpu_filter() {
     let exe = build::<f32>(&cxx, &model, dir.path());
     let opts = PfOptions::new(100);
     let cpu = particle_filter_cpu(&model, &z32, &opts).unwrap();
-    let dev = run_device(&exe, dir.path(), &z32, &opts, 4);
+    let dev = run_device(&exe, dir.path(), &z32, &opts, 4, 4);
     let flipped = compare(&cpu, &dev, 4, 2e-3);
     eprintln!("f32: {flipped} of 4 filters flipped a resampling choice");
     assert!(flipped <= 1);

@@ -7,7 +7,10 @@
 //! scheme's own rounding (+-2), which a running f32 sum cannot.
 
 use kestrel::particle::philox::{counter, key_of, philox4x32_10, uniform_f64, Purpose};
-use kestrel::particle::resample::{offspring, resample, Draws, Resampler, Scratch};
+use kestrel::particle::resample::{
+    offspring, resample, systematic_gather, systematic_uniform, ChunkedCdf, Draws, Resampler,
+    Scratch, CHUNK,
+};
 
 /// Upper 0.999 quantile of chi-square with `k` degrees of freedom (Wilson-Hilferty).
 fn chi2_999(k: f64) -> f64 {
@@ -148,6 +151,81 @@ fn parallel_and_sequential_paths_agree() {
             a.iter().all(|&i| w[i as usize] > 0.0),
             "{scheme} chose a zero weight"
         );
+    }
+}
+
+/// The running sums within chunks and the chunk offsets of `w`, as the filter forms them.
+fn chunked_cdf(w: &[f64]) -> (Vec<f64>, Vec<f64>, f64) {
+    let mut local = vec![0.0; w.len()];
+    let mut offsets = vec![];
+    let mut off = 0.0f64;
+    for (wc, lc) in w.chunks(CHUNK).zip(local.chunks_mut(CHUNK)) {
+        let mut acc = 0.0f64;
+        for (v, o) in wc.iter().zip(lc.iter_mut()) {
+            acc += v;
+            *o = acc;
+        }
+        offsets.push(off);
+        off += acc;
+    }
+    (local, offsets, off)
+}
+
+#[test]
+fn fused_systematic_copies_are_the_resamplers_choice() {
+    // Particles are their own index (nx = 2: index and its negative), so the copies
+    // name their ancestors. Weights with zeros, with trailing zeros (positions past the
+    // total land on the last positive weight), one dominant weight; N off the chunks.
+    let n = 3 * CHUNK + 123;
+    let mut cases = vec![weights(n, 9), weights(n, 10)];
+    let mut tail = weights(n, 11);
+    tail[n - 40..].iter_mut().for_each(|v| *v = 0.0);
+    cases.push(tail);
+    let mut spike = vec![1e-300; n];
+    spike[CHUNK + 7] = 1.0;
+    cases.push(spike);
+    let x: Vec<f64> = (0..n).flat_map(|i| [i as f64, -(i as f64)]).collect();
+    let mut s = Scratch::default();
+    for (c, w) in cases.iter().enumerate() {
+        for step in 0..20 {
+            let d = Draws {
+                key: key_of(c as u64),
+                filter: 2,
+                step,
+            };
+            let mut want = vec![0u32; n];
+            resample(Resampler::Systematic, w, d, &mut want, &mut s, false);
+            let (local, offsets, total) = chunked_cdf(w);
+            let cdf = ChunkedCdf {
+                local: &local,
+                offsets: &offsets,
+            };
+            let u = systematic_uniform(d);
+            let mut out = vec![f64::NAN; 2 * n];
+            // Slot ranges as the filter's chunks, and odd ones.
+            let mut s0 = 0usize;
+            for len in [CHUNK, 1, 17, CHUNK + 5, usize::MAX] {
+                let s1 = s0.saturating_add(len).min(n);
+                systematic_gather(
+                    cdf,
+                    u,
+                    total / n as f64,
+                    s0,
+                    &x,
+                    2,
+                    &mut out[2 * s0..2 * s1],
+                );
+                s0 = s1;
+            }
+            for j in 0..n {
+                let a = want[j] as f64;
+                assert_eq!(
+                    [out[2 * j], out[2 * j + 1]],
+                    [a, -a],
+                    "case {c}, step {step}, slot {j}"
+                );
+            }
+        }
     }
 }
 

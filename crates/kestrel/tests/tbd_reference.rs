@@ -247,3 +247,46 @@ fn bad_parameters_are_errors() {
     assert!(tbd::Tbd::new(p(0.5, 1, vec![Motion::new(9.0, 0.0)]), 8, 8, Device::Cpu).is_err());
     assert!(tbd::Tbd::new(p(0.5, 1, vec![]), 8, 8, Device::Cpu).is_err());
 }
+
+#[test]
+fn streamed_maps_on_recycled_buffers_equal_the_fast_path() {
+    // `Tbd` writes maps straight from the caller's frame (D = 1) or from its buffered
+    // block (D > 1), into buffers given back by `recycle`: poisoned before they go
+    // back, so a value the next block does not write shows up.
+    let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+    let (h, w) = (19, 27);
+    let m = random_motions(&mut rng, 5, false);
+    let frames = random_frames(&mut rng, 7, h, w);
+    for d in [1, 3] {
+        let (want, ws) = fast_run(&frames, h, w, &m, 0.3, d);
+        let params = Params {
+            motions: m.clone(),
+            alpha: 0.3,
+            decimation: d,
+        };
+        let mut t = tbd::Tbd::new(params, h, w, Device::Cpu).unwrap();
+        let mut got = Vec::new();
+        for (k, f) in frames.iter().enumerate() {
+            let mut maps = t.push(f).unwrap();
+            if k + 1 == frames.len() {
+                maps.extend(t.finish().unwrap());
+            }
+            for mut map in maps {
+                assert_eq!(
+                    map.t,
+                    if d == 1 {
+                        k
+                    } else {
+                        k.min((got.len() + 1) * d - 1)
+                    }
+                );
+                got.push((map.score.clone(), map.arg.clone()));
+                map.score.fill(f32::NAN);
+                map.arg.fill(u16::MAX);
+                t.recycle(map);
+            }
+        }
+        assert_eq!(got, want, "D {d}: maps");
+        assert_eq!(t.state().unwrap(), ws, "D {d}: state");
+    }
+}

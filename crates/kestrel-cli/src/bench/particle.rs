@@ -15,10 +15,10 @@ use std::path::Path;
 const H100_BANDWIDTH: f64 = 2.9e12;
 
 /// Bytes one particle-step moves on the GPU with resampling every step (f32, nx = 4):
-/// propagate (x, lw read and written: 40), weights (x, lw read, w written: 24),
-/// cumulative sum (w read, f64 written: 12), ancestors (f64 search, index written: 12),
-/// gather (index, x read and written, lw: 40).
-const GPU_BYTES_PER_PARTICLE_STEP: f64 = 128.0;
+/// ancestors (the cumulative weights staged once, f64, an index written: 12), step (the
+/// index and the ancestor read, the particle and its log-weight written: 40), cumulative
+/// sum (log-weight read, f64 written: 12).
+const GPU_BYTES_PER_PARTICLE_STEP: f64 = 64.0;
 
 fn model() -> anyhow::Result<PfModel> {
     Ok(pf_model_from_toml(
@@ -159,6 +159,8 @@ pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
     };
     let tg = if quick { 20 } else { 100 };
     for &n in gsizes {
+        // The seed's length (T = 1000) at the largest size of the full run.
+        let tg = if !quick && n >= 10_000_000 { 1000 } else { tg };
         let with = filter_record::<f32>(sink, gpu, 1, n, tg, 1.0, 3)?;
         if n == *gsizes.last().unwrap() {
             // Resampling alone: the same run with and without resampling.
@@ -180,13 +182,20 @@ pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
         }
     }
     filter_record::<f32>(sink, gpu, 10_000, 1_000, tg, 1.0, 3)?;
+    if !quick {
+        block_records(sink, tg)?;
+    }
+    // Each resampler alone on the GPU: its runs less the same filter without resampling.
+    let n_alone = if quick { 1_000_000 } else { 10_000_000 };
+    let without = filter_record::<f32>(sink, gpu, 1, n_alone, tg, 0.0, 3)?;
     for scheme in [
+        Resampler::Systematic,
         Resampler::Stratified,
         Resampler::Metropolis(32),
         Resampler::Rejection,
     ] {
         let m = model()?;
-        let n = if quick { 1_000_000 } else { 10_000_000 };
+        let n = n_alone;
         let z = measurements::<f32>(1, tg)?;
         let mut opts = PfOptions::new(n);
         opts.resampler = scheme;
@@ -213,7 +222,63 @@ pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
         let ps = (tg * n) as f64 / r.median_s;
         r.extra = serde_json::json!({ "particles": n, "particle_steps_per_s": ps, "resampler": scheme.to_string() });
         errln!("pf cuda f32 {scheme} N={n}: {ps:.3e} particle-steps/s");
+        let alone = (r.median_s - without) / tg as f64;
         sink.push(r);
+        errln!(
+            "pf cuda f32 N={n}: {scheme} resampling alone {} per step",
+            fmt_time(alone)
+        );
+        let mut a = Record::new(
+            format!("pf/resampling-per-step/{scheme}/N={n}"),
+            gpu.to_string(),
+            "f32",
+            1,
+            1,
+            4,
+            2,
+            &[alone.max(0.0)],
+        );
+        a.extra = serde_json::json!({ "particles": n, "resampler": scheme.to_string(), "note": "difference of runs with and without resampling, per step" });
+        sink.push(a);
+    }
+    Ok(())
+}
+
+/// Threads per block of the GPU filter (the default is `particle::cuda::block_for`):
+/// B = 10^4 x N = 10^3 and B = 1 x N = 10^7, f32, resampling every step.
+fn block_records(sink: &mut Sink, t: usize) -> anyhow::Result<()> {
+    let m = model()?;
+    for (b, n) in [(10_000usize, 1_000usize), (1, 10_000_000)] {
+        let z = measurements::<f32>(b, t)?;
+        let opts = PfOptions::new(n);
+        for block in [64u32, 128, 256, 512] {
+            let mut err = None;
+            let times = time_runs(1, 3, || {
+                if let Err(e) =
+                    kestrel::particle::cuda::particle_filter_cuda_block(0, &m, &z, &opts, block)
+                {
+                    err = Some(e);
+                }
+            });
+            if let Some(e) = err {
+                return Err(e.into());
+            }
+            let mut r = Record::new(
+                format!("pf/block-{block}/B={b}/N={n}"),
+                Device::Cuda(0).to_string(),
+                "f32",
+                b,
+                t,
+                4,
+                2,
+                &times,
+            );
+            let ps = (b * t * n) as f64 / r.median_s;
+            r.extra =
+                serde_json::json!({ "particles": n, "block": block, "particle_steps_per_s": ps });
+            errln!("pf cuda f32 B={b} N={n} block {block}: {ps:.3e} particle-steps/s");
+            sink.push(r);
+        }
     }
     Ok(())
 }

@@ -207,16 +207,20 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let mut dets = Vec::new();
     let mut emitted = 0usize;
     for t in 0..frames.len {
-        if t > 0 {
-            frames.read(t, &mut frame)?;
-        }
-        let mut maps = engine.push(&frame)?;
+        // f32 frames straight from the mapped file; others converted into `frame`.
+        let x = if t > 0 {
+            frames.frame(t, &mut frame)?
+        } else {
+            &frame
+        };
+        let mut maps = engine.push(x)?;
         if t + 1 == frames.len {
             maps.extend(engine.finish()?);
         }
-        for map in &maps {
+        for map in maps {
             emitted += 1;
-            dets.extend(tbd::detect(map, threshold, a.nms));
+            dets.extend(tbd::detect(&map, threshold, a.nms));
+            engine.recycle(map);
         }
         bar.inc(1);
     }

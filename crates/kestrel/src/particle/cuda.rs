@@ -1,7 +1,8 @@
 //! The particle filter on a CUDA GPU: the launcher of `kernels/pf.cu` on the shared
 //! runtime (`crate::cuda`). One module per model and precision (the model's numbers are
 //! compiled in); buffers for all B filters x N particles stay on the device for the whole
-//! run; per step seven launches (see `kernels/pf.cu`) and no host synchronisation.
+//! run; per step two launches, four when the filters resample (see `kernels/pf.cu`), and
+//! no host synchronisation.
 //!
 //! On the GPU: systematic, stratified, Metropolis(B) and rejection resampling.
 //! Multinomial and residual resampling run on the CPU only.
@@ -22,18 +23,32 @@ const MODELS: &str = include_str!("kernels/models.cuh");
 const PF: &str = include_str!("kernels/pf.cu");
 
 /// The kernels of `kernels/pf.cu`.
-pub const KERNELS: [&str; 7] = [
-    "pf_propagate",
-    "pf_max",
-    "pf_weights",
-    "pf_moments",
-    "pf_cdf",
+pub const KERNELS: [&str; 5] = [
     "pf_ancestors",
-    "pf_gather",
+    "pf_step",
+    "pf_combine",
+    "pf_cdf",
+    "pf_weights_out",
 ];
 
-/// Threads per block.
+/// Threads per block (the default; [`block_for`] picks per run).
 pub const BLOCK: u32 = 256;
+
+/// Threads per block for B filters of N particles: 128 for filters of a few thousand
+/// particles (one or two chunks a filter; `kestrel bench --only particle` on an H100 at
+/// B = 10^4 x N = 10^3: 1.41e10 particle-steps/s against 1.14e10 with 256, 1.33e10 with
+/// 64), else 256 (B = 1 x N = 10^7: 2.55e10 against 2.29e10 with 128 and 2.43e10 with
+/// 512).
+pub fn block_for(_b: usize, n: usize) -> u32 {
+    if n <= 2048 {
+        128
+    } else {
+        BLOCK
+    }
+}
+
+/// Slots a thread of `pf_ancestors` resamples (`PF_AITEMS`).
+pub const ANCESTOR_ITEMS: u32 = 8;
 
 /// The largest state the kernels are built for (registers hold it).
 pub const MAX_NX: usize = 16;
@@ -143,6 +158,7 @@ pub fn source<T: Real>(model: &PfModel, block: u32) -> Result<String> {
             s += "\n#line 1 \"pf.cu\"\n";
         }
     }
+    s += &format!("#ifndef PF_AITEMS\n#define PF_AITEMS {ANCESTOR_ITEMS}\n#endif\n");
     s += "// ---- pf.cu\n";
     s += PF;
     Ok(s)
@@ -161,22 +177,40 @@ fn scheme_of(r: Resampler) -> Result<(u32, u32)> {
     }
 }
 
+/// Blocks of `block` threads a chunk of `kernels/pf.cu` holds (`per`): enough chunks in
+/// the whole grid to fill `sms` multiprocessors several times over, and no more, so that
+/// the per-step combination of the chunks' records stays small.
+pub fn chunk_per(b: usize, n: usize, sms: usize, block: u32) -> usize {
+    let target = (8 * sms.max(1)).div_ceil(b.max(1)).max(1);
+    n.div_ceil(block as usize * target).max(1)
+}
+
 /// Device bytes a run needs (checked arithmetic: `None` on overflow).
-fn device_bytes(b: usize, t: usize, n: usize, nx: usize, ny: usize, scalar: usize) -> Option<u128> {
-    let (b, t, n, nx, ny, sc) = (
+fn device_bytes(
+    b: usize,
+    t: usize,
+    n: usize,
+    nx: usize,
+    ny: usize,
+    scalar: usize,
+    g: usize,
+    keep: bool,
+) -> Option<u128> {
+    let (b, t, n, nx, ny, sc, g) = (
         b as u128,
         t as u128,
         n as u128,
         nx as u128,
         ny as u128,
         scalar as u128,
+        g as u128,
     );
-    let g = n.div_ceil(BLOCK as u128);
-    let stride = 2 + nx + nx * (nx + 1) / 2;
-    let particles = b * n * (sc * (2 * nx + 2) + 8 + 4);
-    let blocks = b * g * 8 * (stride + 2);
+    let rec = 1 + 2 + nx + nx * (nx + 1) / 2 + nx;
+    // x, xn, lw, lwn, the cumulative weights (f64), the ancestors; the final weights.
+    let particles = b * n * (sc * (2 * nx + 2 + u128::from(keep)) + 8 + 4);
+    let chunks = b * g * 8 * (rec + 2);
     let outputs = b * t * sc * (nx + nx * nx + 2 + ny);
-    Some(particles + blocks + outputs + b * 64)
+    Some(particles + chunks + outputs + b * 64)
 }
 
 /// The bootstrap filter over every track of `z` on GPU `ordinal`.
@@ -186,7 +220,25 @@ pub fn particle_filter_cuda<T: Real>(
     z: &Measurements<T>,
     opts: &PfOptions,
 ) -> Result<PfOutput<T>> {
-    cuda::catch(|| run(ordinal, model, z, opts))
+    cuda::catch(|| run(ordinal, model, z, opts, block_for(z.tracks, opts.particles)))
+}
+
+/// [`particle_filter_cuda`] with blocks of `block` threads (a power of two from 32 to
+/// 512: the kernels' shared memory), for tuning.
+#[doc(hidden)]
+pub fn particle_filter_cuda_block<T: Real>(
+    ordinal: usize,
+    model: &PfModel,
+    z: &Measurements<T>,
+    opts: &PfOptions,
+    block: u32,
+) -> Result<PfOutput<T>> {
+    if !block.is_power_of_two() || !(32..=512).contains(&block) {
+        return Err(Error::input(format!(
+            "{block} threads a block: a power of two from 32 to 512"
+        )));
+    }
+    cuda::catch(|| run(ordinal, model, z, opts, block))
 }
 
 fn run<T: Real>(
@@ -194,6 +246,7 @@ fn run<T: Real>(
     model: &PfModel,
     z: &Measurements<T>,
     opts: &PfOptions,
+    block: u32,
 ) -> Result<PfOutput<T>> {
     use super::ParticleModel;
     let (nx, ny) = (
@@ -212,7 +265,10 @@ fn run<T: Real>(
     super::check_memory::<T>(bn, t, nx, 0, 0)?;
     let gpu = cuda::gpu(ordinal)?;
     let sc = std::mem::size_of::<T>();
-    let need = device_bytes(bn, t, n, nx, ny, sc).unwrap_or(u128::MAX);
+    let per = chunk_per(bn, n, gpu.sms, block);
+    let chunk = per * block as usize;
+    let g = n.div_ceil(chunk);
+    let need = device_bytes(bn, t, n, nx, ny, sc, g, opts.keep_particles).unwrap_or(u128::MAX);
     let free = gpu.usable_memory()?;
     if need > free as u128 {
         return Err(Error::input(format!(
@@ -221,26 +277,26 @@ fn run<T: Real>(
             free as f64 / 1e9
         )));
     }
-    let src = source::<T>(model, BLOCK)?;
+    let src = source::<T>(model, block)?;
     // Names the module in errors and its disk-cache file.
-    let what = format!("kestrel-pf-{}-nx{nx}-ny{ny}-{}", model.kind_name(), T::NAME);
+    let what = format!(
+        "kestrel-pf-{}-nx{nx}-ny{ny}-{}-b{block}",
+        model.kind_name(),
+        T::NAME
+    );
     let module = gpu.module(&what, &src, &KERNELS)?;
     let stream = gpu.stream.clone();
-    let g = n.div_ceil(BLOCK as usize);
-    let st = 2 + nx + nx * (nx + 1) / 2;
+    let rec_len = 1 + 2 + nx + nx * (nx + 1) / 2 + nx;
     let mut x = DevBuf::<T>::new(&gpu, bn * n * nx, "particles")?;
-    let mut xn = DevBuf::<T>::new(&gpu, bn * n * nx, "resampled particles")?;
-    let lw = DevBuf::<T>::new(&gpu, bn * n, "log-weights")?;
-    let w = DevBuf::<T>::new(&gpu, bn * n, "weights")?;
-    let cdf = DevBuf::<f64>::new(
-        &gpu,
-        if scheme <= 1 { bn * n } else { 1 },
-        "cumulative weights",
-    )?;
+    let mut xn = DevBuf::<T>::new(&gpu, bn * n * nx, "propagated particles")?;
+    let mut lw = DevBuf::<T>::new(&gpu, bn * n, "log-weights")?;
+    let mut lwn = DevBuf::<T>::new(&gpu, bn * n, "new log-weights")?;
+    let sorted = scheme <= 1;
+    let cdf = DevBuf::<f64>::new(&gpu, if sorted { bn * n } else { 1 }, "cumulative weights")?;
     let anc = DevBuf::<u32>::new(&gpu, bn * n, "ancestors")?;
-    let pmax = DevBuf::<f64>::new(&gpu, bn * g, "block maxima")?;
-    let part = DevBuf::<f64>::new(&gpu, bn * g * st, "block sums")?;
-    let offs = DevBuf::<f64>::new(&gpu, bn * g, "block offsets")?;
+    let rec = DevBuf::<f64>::new(&gpu, bn * g * rec_len, "chunk records")?;
+    let coef = DevBuf::<f64>::new(&gpu, bn * g, "chunk scales")?;
+    let offs = DevBuf::<f64>::new(&gpu, bn * g, "chunk offsets")?;
     let fmax = DevBuf::<f64>::new(&gpu, bn, "maxima")?;
     let logprev = DevBuf::<f64>::new(&gpu, bn, "log-sums")?;
     let wtot = DevBuf::<f64>::new(&gpu, bn, "weight totals")?;
@@ -263,75 +319,82 @@ fn run<T: Real>(
         "clearing the failure flags",
     )?;
     let key = key_of(opts.seed);
-    let grid = (g as u32, bn as u32, 1);
+    let chunks = (g as u32, bn as u32, 1);
+    let slots = (
+        n.div_ceil((ANCESTOR_ITEMS * block) as usize) as u32,
+        bn as u32,
+        1,
+    );
+    let each = (n.div_ceil(block as usize) as u32, bn as u32, 1);
     let one = (1, bn as u32, 1);
-    let blk = (BLOCK, 1, 1);
-    let (nu, tu, gu) = (n as u32, t as u32, g as u32);
+    let blk = (block, 1, 1);
+    let (nu, tu, gu, peru) = (n as u32, t as u32, g as u32, per as u32);
     for k in 0..t as u32 {
+        if k > 0 {
+            cuda::launch(
+                &stream,
+                &module,
+                "pf_ancestors",
+                slots,
+                blk,
+                &[
+                    Arg::Ptr(cdf.ptr()),
+                    Arg::Ptr(wtot.ptr()),
+                    Arg::Ptr(lw.ptr()),
+                    Arg::Ptr(fmax.ptr()),
+                    Arg::Ptr(anc.ptr()),
+                    Arg::Ptr(flag.ptr()),
+                    Arg::U32(nu),
+                    Arg::U32(k - 1),
+                    Arg::U32(key[0]),
+                    Arg::U32(key[1]),
+                    Arg::U32(scheme),
+                    Arg::U32(steps_b),
+                ],
+            )?;
+        }
         cuda::launch(
             &stream,
             &module,
-            "pf_propagate",
-            grid,
+            "pf_step",
+            chunks,
             blk,
             &[
                 Arg::Ptr(x.ptr()),
+                Arg::Ptr(xn.ptr()),
                 Arg::Ptr(lw.ptr()),
-                Arg::Ptr(pmax.ptr()),
+                Arg::Ptr(lwn.ptr()),
+                Arg::Ptr(anc.ptr()),
+                Arg::Ptr(flag.ptr()),
+                Arg::Ptr(rec.ptr()),
                 Arg::Ptr(zd.ptr()),
                 Arg::U32(k),
                 Arg::U32(nu),
                 Arg::U32(tu),
+                Arg::U32(peru),
                 Arg::U32(gu),
                 Arg::U32(key[0]),
                 Arg::U32(key[1]),
             ],
         )?;
+        std::mem::swap(&mut x, &mut xn);
+        std::mem::swap(&mut lw, &mut lwn);
         cuda::launch(
             &stream,
             &module,
-            "pf_max",
+            "pf_combine",
             one,
             blk,
             &[
-                Arg::Ptr(pmax.ptr()),
-                Arg::Ptr(fmax.ptr()),
-                Arg::Ptr(fail.ptr()),
-                Arg::U32(gu),
-                Arg::U32(k),
-            ],
-        )?;
-        cuda::launch(
-            &stream,
-            &module,
-            "pf_weights",
-            grid,
-            blk,
-            &[
-                Arg::Ptr(x.ptr()),
-                Arg::Ptr(lw.ptr()),
-                Arg::Ptr(w.ptr()),
-                Arg::Ptr(fmax.ptr()),
-                Arg::Ptr(part.ptr()),
-                Arg::U32(nu),
-                Arg::U32(gu),
-            ],
-        )?;
-        cuda::launch(
-            &stream,
-            &module,
-            "pf_moments",
-            one,
-            blk,
-            &[
-                Arg::Ptr(part.ptr()),
+                Arg::Ptr(rec.ptr()),
+                Arg::Ptr(coef.ptr()),
                 Arg::Ptr(offs.ptr()),
-                Arg::Ptr(x.ptr()),
                 Arg::Ptr(zd.ptr()),
                 Arg::Ptr(fmax.ptr()),
                 Arg::Ptr(logprev.ptr()),
                 Arg::Ptr(wtot.ptr()),
                 Arg::Ptr(flag.ptr()),
+                Arg::Ptr(fail.ptr()),
                 Arg::Ptr(mean.ptr()),
                 Arg::Ptr(cov.ptr()),
                 Arg::Ptr(ll.ptr()),
@@ -343,60 +406,25 @@ fn run<T: Real>(
                 Arg::F64(opts.ess_threshold),
             ],
         )?;
-        if k + 1 < t as u32 {
-            if scheme <= 1 {
-                cuda::launch(
-                    &stream,
-                    &module,
-                    "pf_cdf",
-                    grid,
-                    blk,
-                    &[
-                        Arg::Ptr(w.ptr()),
-                        Arg::Ptr(offs.ptr()),
-                        Arg::Ptr(cdf.ptr()),
-                        Arg::Ptr(flag.ptr()),
-                        Arg::U32(nu),
-                        Arg::U32(gu),
-                    ],
-                )?;
-            }
+        if k + 1 < t as u32 && sorted {
             cuda::launch(
                 &stream,
                 &module,
-                "pf_ancestors",
-                grid,
+                "pf_cdf",
+                chunks,
                 blk,
                 &[
-                    Arg::Ptr(cdf.ptr()),
-                    Arg::Ptr(wtot.ptr()),
-                    Arg::Ptr(w.ptr()),
-                    Arg::Ptr(anc.ptr()),
-                    Arg::Ptr(flag.ptr()),
-                    Arg::U32(nu),
-                    Arg::U32(k),
-                    Arg::U32(key[0]),
-                    Arg::U32(key[1]),
-                    Arg::U32(scheme),
-                    Arg::U32(steps_b),
-                ],
-            )?;
-            cuda::launch(
-                &stream,
-                &module,
-                "pf_gather",
-                grid,
-                blk,
-                &[
-                    Arg::Ptr(x.ptr()),
-                    Arg::Ptr(xn.ptr()),
                     Arg::Ptr(lw.ptr()),
-                    Arg::Ptr(anc.ptr()),
+                    Arg::Ptr(rec.ptr()),
+                    Arg::Ptr(coef.ptr()),
+                    Arg::Ptr(offs.ptr()),
+                    Arg::Ptr(cdf.ptr()),
                     Arg::Ptr(flag.ptr()),
                     Arg::U32(nu),
+                    Arg::U32(peru),
+                    Arg::U32(gu),
                 ],
             )?;
-            std::mem::swap(&mut x, &mut xn);
         }
     }
     let mut failed = vec![0u32; bn];
@@ -418,6 +446,20 @@ fn run<T: Real>(
         "copying the effective sample sizes",
     )?;
     let particles = if opts.keep_particles {
+        let w = DevBuf::<T>::new(&gpu, bn * n, "weights")?;
+        cuda::launch(
+            &stream,
+            &module,
+            "pf_weights_out",
+            each,
+            blk,
+            &[
+                Arg::Ptr(lw.ptr()),
+                Arg::Ptr(fmax.ptr()),
+                Arg::Ptr(w.ptr()),
+                Arg::U32(nu),
+            ],
+        )?;
         let mut xs = vec![T::nan(); bn * n * nx];
         let mut ws = vec![T::nan(); bn * n];
         let mut tot = vec![0.0f64; bn];

@@ -15,14 +15,23 @@
 //! 3. if `ESS < threshold N` (and `k` is not the last step), resample, copy the chosen
 //!    particles and reset `lw = 0`.
 //!
-//! Particles are processed in chunks of [`CHUNK`]; each chunk's sums are formed in order
-//! and the chunk sums added in order, so results are identical for every thread count,
-//! whether the filters run side by side (many filters) or one filter's particles are
-//! spread over all cores (few filters, many particles).
+//! Two passes over the particles a step, each in chunks of [`CHUNK`]: (1) resampling's
+//! copies (systematic: the search for the ancestors and the copy in one walk), the move
+//! and the likelihood ([`ParticleModel::advance_batch`]: the built-in kinds draw the
+//! noise of several particles at once), the chunk's largest log-weight; (2) the weights,
+//! the chunk's sums and the running sums of its weights (the cumulative sum that
+//! resampling searches). Each chunk's sums are formed in order and the chunk sums added
+//! in order, so results are identical for every thread count, whether the filters run
+//! side by side (many filters) or one filter's particles are spread over all cores (few
+//! filters, many particles).
 
+use super::batch::{as_f64, as_f64_mut};
+use super::lanes::exp_nonpositive;
 use super::models::ParticleModel;
-use super::philox::{key_of, Normals, Purpose};
-use super::resample::{resample, Draws, Scratch, CHUNK};
+use super::philox::key_of;
+use super::resample::{
+    resample, systematic_gather, systematic_uniform, ChunkedCdf, Draws, Resampler, Scratch, CHUNK,
+};
 use super::{PfOptions, PfOutput};
 use crate::data::Measurements;
 use crate::error::{Error, Result};
@@ -32,10 +41,17 @@ use rayon::prelude::*;
 
 /// The working buffers of one filter.
 struct Buffers<T> {
+    /// The particles of the current step, `[N][nx]`.
     x: Vec<T>,
+    /// Where resampling copies the chosen particles.
     x_next: Vec<T>,
     lw: Vec<T>,
+    /// The weights `exp(lw - max lw)`; first the step's log-likelihoods.
     w: Vec<T>,
+    /// Running sums of the weights within each chunk (systematic resampling).
+    local_cdf: Vec<f64>,
+    /// Sum of the weights of the chunks before each chunk.
+    offsets: Vec<f64>,
     ancestors: Vec<u32>,
     partial: Vec<f64>,
     maxima: Vec<f64>,
@@ -50,6 +66,8 @@ impl<T: Real> Buffers<T> {
             x_next: vec![T::zero(); n * nx],
             lw: vec![T::zero(); n],
             w: vec![T::zero(); n],
+            local_cdf: vec![0.0; n],
+            offsets: vec![0.0; chunks],
             ancestors: vec![0; n],
             partial: vec![0.0; chunks * stride(nx)],
             maxima: vec![0.0; chunks],
@@ -73,26 +91,154 @@ struct Out<'a, T> {
     cloud: Option<(&'a mut [T], &'a mut [T])>,
 }
 
-/// Runs `f(c, a_c, b_c, p_c)` over chunk `c` of three buffers (chunk sizes `ca`, `cb`, `cp`).
-fn chunks3<A: Send, B: Send, P: Send>(
+/// Runs `f(c, a_c, b_c, p_c, q_c)` over chunk `c` of four buffers (chunk sizes `ca`,
+/// `cb`, `cp`, `cq`), on all cores when `par`.
+fn chunks4<A: Send, B: Send, P: Send, Q: Send>(
     par: bool,
     (a, ca): (&mut [A], usize),
     (b, cb): (&mut [B], usize),
     (p, cp): (&mut [P], usize),
-    f: impl Fn(usize, &mut [A], &mut [B], &mut [P]) + Sync,
+    (q, cq): (&mut [Q], usize),
+    f: impl Fn(usize, &mut [A], &mut [B], &mut [P], &mut [Q]) + Sync,
 ) {
     if par {
         a.par_chunks_mut(ca)
             .zip(b.par_chunks_mut(cb))
             .zip(p.par_chunks_mut(cp))
+            .zip(q.par_chunks_mut(cq))
             .enumerate()
-            .for_each(|(c, ((a, b), p))| f(c, a, b, p));
+            .for_each(|(c, (((a, b), p), q))| f(c, a, b, p, q));
     } else {
         a.chunks_mut(ca)
             .zip(b.chunks_mut(cb))
             .zip(p.chunks_mut(cp))
+            .zip(q.chunks_mut(cq))
             .enumerate()
-            .for_each(|(c, ((a, b), p))| f(c, a, b, p));
+            .for_each(|(c, (((a, b), p), q))| f(c, a, b, p, q));
+    }
+}
+
+/// How the particles of the previous step become this step's, before they move.
+#[derive(Clone, Copy)]
+enum Entry {
+    /// Step 0: drawn from the prior.
+    Prior,
+    /// Not resampled: they move where they are, keeping their log-weights.
+    Kept,
+    /// Systematic resampling with this uniform and position scale `W / N`, fused with
+    /// the copy of the chosen particles.
+    Systematic(f64, f64),
+    /// Any other scheme: the ancestors are in the buffers.
+    Ancestors,
+}
+
+/// `w_i = exp(lw_i - m)` for one chunk.
+fn weights_of<T: Real>(lw: &[T], m: f64, w: &mut [T]) {
+    if let (Some(lw), Some(w)) = (as_f64(lw), as_f64_mut(w)) {
+        #[cfg(target_arch = "x86_64")]
+        if std::is_x86_feature_detected!("avx2") {
+            // SAFETY: the processor was checked for AVX2 above.
+            unsafe { exp_avx2(lw, m, w) };
+            return;
+        }
+        exp_lanes(lw, m, w);
+        return;
+    }
+    let mt = T::of(m);
+    for (wi, &l) in w.iter_mut().zip(lw) {
+        *wi = (l - mt).exp();
+    }
+}
+
+#[inline(always)]
+fn exp_lanes(lw: &[f64], m: f64, w: &mut [f64]) {
+    for (wi, &l) in w.iter_mut().zip(lw) {
+        *wi = exp_nonpositive(l - m);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn exp_avx2(lw: &[f64], m: f64, w: &mut [f64]) {
+    exp_lanes(lw, m, w)
+}
+
+/// One chunk's sums around `c0` (see [`stride`]) and the running sums of its weights.
+fn chunk_sums<T: Real>(w: &[T], xs: &[T], c0: &[f64], p: &mut [f64], cdf: &mut [f64]) {
+    let nx = c0.len();
+    p.iter_mut().for_each(|v| *v = 0.0);
+    if nx == 4 {
+        // The same sums as below, each in the same order; the full 4 x 4 products
+        // (of which the upper triangle is kept) run as vector operations.
+        let (mut s, mut s2) = (0.0f64, 0.0f64);
+        let mut m1 = [0.0f64; 4];
+        let mut m2 = [[0.0f64; 4]; 4];
+        let c = [c0[0], c0[1], c0[2], c0[3]];
+        for ((&wi, xi), o) in w.iter().zip(xs.chunks_exact(4)).zip(cdf.iter_mut()) {
+            let v = wi.to_f64();
+            s += v;
+            *o = s;
+            s2 += v * v;
+            let d = [
+                xi[0].to_f64() - c[0],
+                xi[1].to_f64() - c[1],
+                xi[2].to_f64() - c[2],
+                xi[3].to_f64() - c[3],
+            ];
+            for a in 0..4 {
+                m1[a] += v * d[a];
+            }
+            for a in 0..4 {
+                let vd = v * d[a];
+                for bb in 0..4 {
+                    m2[a][bb] += vd * d[bb];
+                }
+            }
+        }
+        p[0] = s;
+        p[1] = s2;
+        p[2..6].copy_from_slice(&m1);
+        let mut t = 6;
+        for a in 0..4 {
+            for bb in a..4 {
+                p[t] = m2[a][bb];
+                t += 1;
+            }
+        }
+        return;
+    }
+    let mut d = [0.0f64; 16];
+    for ((&wi, xi), o) in w.iter().zip(xs.chunks_exact(nx)).zip(cdf.iter_mut()) {
+        let v = wi.to_f64();
+        p[0] += v;
+        *o = p[0];
+        p[1] += v * v;
+        if nx > 16 {
+            // Large states: no stack buffer, straight from the particle.
+            let mut t = 2 + nx;
+            for a in 0..nx {
+                let da = xi[a].to_f64() - c0[a];
+                p[2 + a] += v * da;
+                for bb in a..nx {
+                    p[t] += v * da * (xi[bb].to_f64() - c0[bb]);
+                    t += 1;
+                }
+            }
+            continue;
+        }
+        let d = &mut d[..nx];
+        for a in 0..nx {
+            d[a] = xi[a].to_f64() - c0[a];
+            p[2 + a] += v * d[a];
+        }
+        let mut t = 2 + nx;
+        for a in 0..nx {
+            let vd = v * d[a];
+            for bb in a..nx {
+                p[t] += vd * d[bb];
+                t += 1;
+            }
+        }
     }
 }
 
@@ -113,43 +259,71 @@ fn run_one<T: Real, M: ParticleModel<T> + ?Sized>(
     let nf = n as f64;
     let mut log_prev = nf.ln();
     let always = opts.ess_threshold >= 1.0;
+    let mut entry = Entry::Prior;
     for k in 0..steps {
         let z = &zb[k * ny..(k + 1) * ny];
         let observed = !z.iter().any(|v| v.is_nan_value());
-        // 1. Propagate and weight; the chunk's largest log-weight.
-        chunks3(
-            par,
-            (&mut buf.x, CHUNK * nx),
-            (&mut buf.lw, CHUNK),
-            (&mut buf.maxima, 1),
-            |c, xs, lw, mx| {
-                let mut m = f64::NEG_INFINITY;
-                for (l, (x, lwi)) in xs.chunks_exact_mut(nx).zip(lw.iter_mut()).enumerate() {
-                    let i = (c * CHUNK + l) as u32;
-                    let mut noise = Normals::new(key, i, b as u32, k as u32, Purpose::Propagate);
-                    if k == 0 {
-                        model.sample_prior(x, &mut noise);
-                    } else {
-                        model.propagate(k, x, &mut noise);
+        // 1. Bring in the particles (resampled ones are copied from their ancestors),
+        // move and weight them; the chunk's largest log-weight. The step's
+        // log-likelihoods pass through `w`.
+        let resampled = matches!(entry, Entry::Systematic(..) | Entry::Ancestors);
+        if resampled {
+            std::mem::swap(&mut buf.x, &mut buf.x_next);
+        }
+        {
+            let (src, anc) = (&buf.x_next, &buf.ancestors);
+            let cdf = ChunkedCdf {
+                local: &buf.local_cdf,
+                offsets: &buf.offsets,
+            };
+            chunks4(
+                par,
+                (&mut buf.x, CHUNK * nx),
+                (&mut buf.lw, CHUNK),
+                (&mut buf.w, CHUNK),
+                (&mut buf.maxima, 1),
+                |c, xs, lw, ll, mx| {
+                    let s0 = c * CHUNK;
+                    match entry {
+                        Entry::Systematic(u, scale) => {
+                            systematic_gather(cdf, u, scale, s0, src, nx, xs)
+                        }
+                        Entry::Ancestors => {
+                            let anc = &anc[s0..s0 + lw.len()];
+                            for (xo, &a) in xs.chunks_exact_mut(nx).zip(anc) {
+                                let a = a as usize;
+                                xo.copy_from_slice(&src[a * nx..(a + 1) * nx]);
+                            }
+                        }
+                        Entry::Prior | Entry::Kept => {}
                     }
-                    if k == 0 {
+                    model.advance_batch(
+                        k,
+                        key,
+                        b as u32,
+                        s0 as u32,
+                        xs,
+                        observed.then_some((z, &mut *ll)),
+                    );
+                    let fresh = k == 0 || resampled;
+                    let mut m = f64::NEG_INFINITY;
+                    for (lwi, &l) in lw.iter_mut().zip(ll.iter()) {
                         // The buffers are reused from filter to filter.
-                        *lwi = T::zero();
-                    }
-                    if observed {
-                        let l = model.log_likelihood(k, x, z);
-                        // A NaN likelihood (a particle that left the model's domain) is zero.
-                        *lwi = if l.is_nan_value() {
+                        let base = if fresh { T::zero() } else { *lwi };
+                        *lwi = if !observed {
+                            base
+                        } else if l.is_nan_value() {
+                            // A NaN likelihood (a particle that left the model's domain) is zero.
                             T::of(f64::NEG_INFINITY)
                         } else {
-                            *lwi + l
+                            base + l
                         };
+                        m = m.max(lwi.to_f64());
                     }
-                    m = m.max(lwi.to_f64());
-                }
-                mx[0] = m;
-            },
-        );
+                    mx[0] = m;
+                },
+            );
+        }
         let m = buf.maxima.iter().fold(f64::NEG_INFINITY, |a, &v| a.max(v));
         if !(m > f64::NEG_INFINITY) || m == f64::INFINITY {
             return Err(Error::input(format!(
@@ -157,53 +331,21 @@ fn run_one<T: Real, M: ParticleModel<T> + ?Sized>(
                 z.iter().map(|v| v.to_f64()).collect::<Vec<_>>()
             )));
         }
-        // 2. Weights and the chunks' sums around c = particle 0.
+        // 2. Weights, the chunks' sums around c = particle 0 and the running sums of
+        // the weights.
         let c0: Vec<f64> = buf.x[..nx].iter().map(|v| v.to_f64()).collect();
         let (x, lw) = (&buf.x, &buf.lw);
-        let mt = T::of(m);
-        chunks3(
+        chunks4(
             par,
             (&mut buf.w, CHUNK),
-            (&mut buf.maxima, 1),
+            (&mut buf.local_cdf, CHUNK),
             (&mut buf.partial, st),
-            |c, w, _, p| {
-                p.iter_mut().for_each(|v| *v = 0.0);
-                let lw = &lw[c * CHUNK..c * CHUNK + w.len()];
-                let xs = &x[c * CHUNK * nx..(c * CHUNK + w.len()) * nx];
-                let mut d = [0.0f64; 16];
-                for ((wi, &lwi), xi) in w.iter_mut().zip(lw).zip(xs.chunks_exact(nx)) {
-                    let v = (lwi - mt).exp();
-                    *wi = v;
-                    let v = v.to_f64();
-                    p[0] += v;
-                    p[1] += v * v;
-                    let d = &mut d[..nx.min(16)];
-                    if nx > 16 {
-                        // Large states: no stack buffer, straight from the particle.
-                        let mut t = 2 + nx;
-                        for a in 0..nx {
-                            let da = xi[a].to_f64() - c0[a];
-                            p[2 + a] += v * da;
-                            for bb in a..nx {
-                                p[t] += v * da * (xi[bb].to_f64() - c0[bb]);
-                                t += 1;
-                            }
-                        }
-                        continue;
-                    }
-                    for a in 0..nx {
-                        d[a] = xi[a].to_f64() - c0[a];
-                        p[2 + a] += v * d[a];
-                    }
-                    let mut t = 2 + nx;
-                    for a in 0..nx {
-                        let vd = v * d[a];
-                        for bb in a..nx {
-                            p[t] += vd * d[bb];
-                            t += 1;
-                        }
-                    }
-                }
+            (&mut buf.maxima, 1),
+            |c, w, cdf, p, _| {
+                let s0 = c * CHUNK;
+                weights_of(&lw[s0..s0 + w.len()], m, w);
+                let xs = &x[s0 * nx..(s0 + w.len()) * nx];
+                chunk_sums(w, xs, &c0, p, cdf);
             },
         );
         let mut tot = vec![0.0f64; st];
@@ -241,37 +383,32 @@ fn run_one<T: Real, M: ParticleModel<T> + ?Sized>(
                 t += 1;
             }
         }
-        // 3. Resample.
+        // 3. Resample: the systematic scheme is done by the next step's first pass.
+        entry = Entry::Kept;
         if k + 1 < steps && (always || ess < opts.ess_threshold * nf) {
             let draws = Draws {
                 key,
                 filter: b as u32,
                 step: k as u32,
             };
-            resample(
-                opts.resampler,
-                &buf.w,
-                draws,
-                &mut buf.ancestors,
-                &mut buf.scratch,
-                par,
-            );
-            let (x, anc) = (&buf.x, &buf.ancestors);
-            chunks3(
-                par,
-                (&mut buf.x_next, CHUNK * nx),
-                (&mut buf.lw, CHUNK),
-                (&mut buf.maxima, 1),
-                |c, xn, lw, _| {
-                    let anc = &anc[c * CHUNK..c * CHUNK + lw.len()];
-                    for (xo, &a) in xn.chunks_exact_mut(nx).zip(anc) {
-                        let a = a as usize;
-                        xo.copy_from_slice(&x[a * nx..(a + 1) * nx]);
-                    }
-                    lw.iter_mut().for_each(|v| *v = T::zero());
-                },
-            );
-            std::mem::swap(&mut buf.x, &mut buf.x_next);
+            if opts.resampler == Resampler::Systematic {
+                let mut off = 0.0f64;
+                for (o, p) in buf.offsets.iter_mut().zip(buf.partial.chunks_exact(st)) {
+                    *o = off;
+                    off += p[0];
+                }
+                entry = Entry::Systematic(systematic_uniform(draws), off / nf);
+            } else {
+                resample(
+                    opts.resampler,
+                    &buf.w,
+                    draws,
+                    &mut buf.ancestors,
+                    &mut buf.scratch,
+                    par,
+                );
+                entry = Entry::Ancestors;
+            }
             log_prev = nf.ln();
         }
         if k + 1 == steps {

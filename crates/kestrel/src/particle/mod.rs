@@ -15,12 +15,14 @@
 //! the update, the log-likelihood estimate `ln p^(z_k | z_0:k-1)` and the effective
 //! sample size before resampling.
 
+mod batch;
 #[cfg(feature = "cuda")]
 #[doc(hidden)]
 pub mod cuda;
 #[cfg(feature = "io")]
 mod file;
 mod filter;
+pub mod lanes;
 pub mod models;
 pub mod philox;
 pub mod resample;

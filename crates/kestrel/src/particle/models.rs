@@ -6,7 +6,7 @@
 //! order (documented per kind), the same order as the CUDA kernels (`kernels/models.cuh`),
 //! so that both devices propagate a particle identically from the same seed.
 
-use super::philox::Normals;
+use super::philox::{Normals, Purpose};
 use crate::error::{Error, Result};
 use crate::linalg::{Real, LN_2PI};
 use crate::model::Model;
@@ -27,6 +27,49 @@ pub trait ParticleModel<T: Real>: Sync {
     fn log_likelihood(&self, k: usize, x: &[T], z: &[T]) -> T;
     /// Draws a measurement `z_k` of the state `x` (simulation).
     fn measure(&self, k: usize, x: &[T], noise: &mut Normals<T>, z: &mut [T]);
+
+    /// Many particles at once: draws (`k = 0`) or propagates the particles `xs`
+    /// (`[n][nx]`, slots `first..first + n` of filter `b`, each with its own [`Normals`]
+    /// stream of [`Purpose::Propagate`] under `key`) and, when `z = Some((z_k, ll))`,
+    /// writes `ll[i] = ln p(z_k | x_i)`. The default goes one particle at a time through
+    /// the methods above; the built-in kinds draw the noise of several particles together
+    /// in f64 (the same numbers, to rounding).
+    fn advance_batch(
+        &self,
+        k: usize,
+        key: [u32; 2],
+        b: u32,
+        first: u32,
+        xs: &mut [T],
+        z: Option<(&[T], &mut [T])>,
+    ) {
+        advance_one_by_one(self, k, key, b, first, xs, z)
+    }
+}
+
+/// [`ParticleModel::advance_batch`] one particle at a time.
+pub fn advance_one_by_one<T: Real, M: ParticleModel<T> + ?Sized>(
+    model: &M,
+    k: usize,
+    key: [u32; 2],
+    b: u32,
+    first: u32,
+    xs: &mut [T],
+    mut z: Option<(&[T], &mut [T])>,
+) {
+    let nx = model.nx();
+    for (l, x) in xs.chunks_exact_mut(nx).enumerate() {
+        let i = first.wrapping_add(l as u32);
+        let mut noise = Normals::new(key, i, b, k as u32, Purpose::Propagate);
+        if k == 0 {
+            model.sample_prior(x, &mut noise);
+        } else {
+            model.propagate(k, x, &mut noise);
+        }
+        if let Some((zk, ll)) = &mut z {
+            ll[l] = model.log_likelihood(k, x, zk);
+        }
+    }
 }
 
 /// A Gaussian prior in the form the samplers use: mean and a square root `L`
@@ -463,6 +506,28 @@ impl<T: Real> ParticleModel<T> for PfModel {
             }
             PfKind::Custom { .. } => T::nan(),
         }
+    }
+
+    fn advance_batch(
+        &self,
+        k: usize,
+        key: [u32; 2],
+        b: u32,
+        first: u32,
+        xs: &mut [T],
+        z: Option<(&[T], &mut [T])>,
+    ) {
+        if super::batch::supports(self) {
+            if let Some(x64) = super::batch::as_f64_mut(xs) {
+                let z64 = z.map(|(zk, ll)| {
+                    let cast = (super::batch::as_f64(zk), super::batch::as_f64_mut(ll));
+                    // Both are T = f64, as xs is.
+                    (cast.0.expect("f64"), cast.1.expect("f64"))
+                });
+                return super::batch::advance(self, k, key, b, first, x64, z64);
+            }
+        }
+        advance_one_by_one(self, k, key, b, first, xs, z)
     }
 
     fn measure(&self, _k: usize, x: &[T], noise: &mut Normals<T>, z: &mut [T]) {

@@ -31,8 +31,9 @@ use crate::linalg::Real;
 use rayon::prelude::*;
 use std::fmt;
 
-/// Weights per chunk of the cumulative sum and of the ancestor loops.
-pub const CHUNK: usize = 1 << 14;
+/// Weights per chunk of the cumulative sum and of the ancestor loops (and particles per
+/// task of the CPU filter): small enough that 10^4 particles keep two cores busy.
+pub const CHUNK: usize = 1 << 11;
 
 /// Metropolis steps when `metropolis` is given without `:B`.
 pub const DEFAULT_METROPOLIS_STEPS: u32 = 32;
@@ -243,7 +244,7 @@ pub fn resample<W: Real>(
     match scheme {
         Resampler::Systematic => {
             let total = cumulative(par, n, |i| w[i].to_f64(), scratch);
-            let u = uniform_f64(draws.words(0, 0)[0]);
+            let u = systematic_uniform(draws);
             let scale = total / nf;
             let cdf = &scratch.cdf;
             for_chunks(par, ancestors, |c, out| {
@@ -295,6 +296,118 @@ pub fn resample<W: Real>(
                 }
             });
         }
+    }
+}
+
+/// The one uniform of systematic resampling.
+pub fn systematic_uniform(draws: Draws) -> f64 {
+    uniform_f64(draws.words(0, 0)[0])
+}
+
+/// The inclusive cumulative sum of the weights as [`resample`] forms it, held as the
+/// running sums within each chunk of [`CHUNK`] (`local`) and the sum of the chunks
+/// before each chunk (`offsets`): `C_i = local_i + offsets[i / CHUNK]`, the same sums
+/// in the same order, so the same values.
+#[derive(Clone, Copy)]
+pub struct ChunkedCdf<'a> {
+    /// Running sums within each chunk.
+    pub local: &'a [f64],
+    /// Sum of the weights of the chunks before each chunk (0 for the first).
+    pub offsets: &'a [f64],
+}
+
+impl ChunkedCdf<'_> {
+    #[inline(always)]
+    fn at(&self, i: usize) -> f64 {
+        self.local[i] + self.offsets[i / CHUNK]
+    }
+
+    /// `C^{-1}(x)` as [`first_above`] gives it.
+    fn first_above(&self, x: f64) -> usize {
+        let n = self.local.len();
+        let (mut lo, mut hi) = (0usize, n);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.at(mid) <= x {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        if lo < n {
+            return lo;
+        }
+        self.last_positive()
+    }
+
+    /// The last particle of positive weight (where positions past the total land).
+    fn last_positive(&self) -> usize {
+        let mut j = self.local.len() - 1;
+        while j > 0 && self.at(j) == self.at(j - 1) {
+            j -= 1;
+        }
+        j
+    }
+}
+
+/// Systematic resampling and the copy of the chosen particles in one pass: fills `out`
+/// (the particles of slots `s0..s0 + out.len() / nx`, each `nx` values) with the
+/// particles of `x` that [`resample`] with [`Resampler::Systematic`] assigns to those
+/// slots, for the weights whose cumulative sum is `cdf` (total `W`), and the uniform
+/// `u` of [`systematic_uniform`]: slot `j` takes the first `i` with `C_i > (j + u) W / N`.
+/// One search for the first slot, then a walk over the particles: each particle's
+/// copies are written as the positions pass it.
+pub fn systematic_gather<T: Copy>(
+    cdf: ChunkedCdf<'_>,
+    u: f64,
+    scale: f64,
+    s0: usize,
+    x: &[T],
+    nx: usize,
+    out: &mut [T],
+) {
+    // A state size known at compile time makes each copy a few moves.
+    match nx {
+        1 => gather_walk::<T, 1>(cdf, u, scale, s0, x, nx, out),
+        2 => gather_walk::<T, 2>(cdf, u, scale, s0, x, nx, out),
+        4 => gather_walk::<T, 4>(cdf, u, scale, s0, x, nx, out),
+        _ => gather_walk::<T, 0>(cdf, u, scale, s0, x, nx, out),
+    }
+}
+
+/// [`systematic_gather`] for states of `NX` values (0: `nx`).
+#[inline(always)]
+fn gather_walk<T: Copy, const NX: usize>(
+    cdf: ChunkedCdf<'_>,
+    u: f64,
+    scale: f64,
+    s0: usize,
+    x: &[T],
+    nx: usize,
+    out: &mut [T],
+) {
+    let nx = if NX > 0 { NX } else { nx };
+    let n = cdf.local.len();
+    let s1 = s0 + out.len() / nx;
+    let pos = |j: usize| (j as f64 + u) * scale;
+    let mut i = cdf.first_above(pos(s0));
+    let mut j = s0;
+    while j < s1 {
+        if i == n {
+            let last = cdf.last_positive();
+            let src = &x[last * nx..(last + 1) * nx];
+            for o in out[(j - s0) * nx..].chunks_exact_mut(nx) {
+                o.copy_from_slice(src);
+            }
+            return;
+        }
+        let ci = cdf.at(i);
+        let src = &x[i * nx..(i + 1) * nx];
+        while j < s1 && pos(j) < ci {
+            out[(j - s0) * nx..(j - s0 + 1) * nx].copy_from_slice(src);
+            j += 1;
+        }
+        i += 1;
     }
 }
 

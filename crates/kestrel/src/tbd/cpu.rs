@@ -85,79 +85,317 @@ pub fn reference_block(
     (score, arg)
 }
 
-/// Horizontal pass of the bilinear sample: `out[x] = wx0 row[x+ix] + wx1 row[x+ix+1]`,
-/// taps outside read 0; `row = None` is a row outside the frame.
-#[inline]
-fn hsample(row: Option<&[f32]>, ix: i64, wx0: f32, wx1: f32, out: &mut [f32]) {
-    let w = out.len() as i64;
-    let Some(row) = row else {
-        out.fill(0.0);
-        return;
-    };
-    let at = |c: i64| {
-        if c < 0 || c >= w {
-            0.0
-        } else {
-            row[c as usize]
+/// The taps of one shift `(sx, sy)` (`motion.rs`): first tap offsets and weights.
+#[derive(Clone, Copy)]
+struct Shift {
+    ix: i64,
+    wx0: f32,
+    wx1: f32,
+    iy: i64,
+    wy0: f32,
+    wy1: f32,
+}
+
+impl Shift {
+    fn new(sx: f32, sy: f32) -> Shift {
+        let (ix, wx0, wx1) = taps(sx);
+        let (iy, wy0, wy1) = taps(sy);
+        Shift {
+            ix,
+            wx0,
+            wx1,
+            iy,
+            wy0,
+            wy1,
         }
-    };
-    if wx1 == 0.0 {
-        // wx0 = 1: the blend is the lookup itself.
-        let lo = (-ix).clamp(0, w);
-        let hi = (w - ix).clamp(lo, w);
-        out[..lo as usize].fill(0.0);
-        out[hi as usize..].fill(0.0);
-        if lo < hi {
-            let src = &row[(lo + ix) as usize..(hi + ix) as usize];
-            out[lo as usize..hi as usize].copy_from_slice(src);
-        }
-        return;
-    }
-    // Both taps inside for x in [lo, hi).
-    let lo = (-ix).clamp(0, w);
-    let hi = (w - ix - 1).clamp(lo, w);
-    for x in 0..lo {
-        out[x as usize] = wx0 * at(x + ix) + wx1 * at(x + ix + 1);
-    }
-    if lo < hi {
-        let a = &row[(lo + ix) as usize..(hi + ix) as usize];
-        let b = &row[(lo + ix + 1) as usize..(hi + ix + 1) as usize];
-        for ((o, &p), &q) in out[lo as usize..hi as usize].iter_mut().zip(a).zip(b) {
-            *o = wx0 * p + wx1 * q;
-        }
-    }
-    for x in hi..w {
-        out[x as usize] = wx0 * at(x + ix) + wx1 * at(x + ix + 1);
     }
 }
 
-/// Bilinear samples of a whole row: `out[x] = S(img, (x + sx, y + sy))`. `img` holds
-/// rows of `out.len()` pixels, row `r` at `base + r * stride`.
-#[inline]
-fn sample_row(
-    img: &[f32],
-    base: usize,
-    stride: usize,
-    h: usize,
-    y: usize,
-    sx: f32,
-    sy: f32,
-    tmp: &mut [f32],
+/// What a row pass does with the sample `s` at each pixel.
+const SET: u8 = 0; // out = s
+const FOLD: u8 = 1; // out = c out + alpha s
+const STEP: u8 = 2; // out = c s + (alpha X)[x], and the running max / arg-max
+
+/// The scalars of a row pass.
+#[derive(Clone, Copy)]
+struct RowOp {
+    c: f32,
+    alpha: f32,
+    /// The vector's index as f32 (the arg-max is kept in f32 lanes, beside the score).
+    v: f32,
+}
+
+/// The running detection map of a row: the best score so far is read from `score_in`
+/// and written to `score_out` (two rows: a select stored back to where it was loaded
+/// from becomes a masked store, which is slow on some CPUs), the arg-max in place.
+struct MapRow<'a> {
+    ax: &'a [f32],
+    score_in: &'a [f32],
+    score_out: &'a mut [f32],
+    argf: &'a mut [f32],
+}
+
+/// `n` into the running map at one pixel: strictly greater wins (the first vector on
+/// ties, as in the reference).
+#[inline(always)]
+fn keep_max(n: f32, v: f32, s_in: f32, s_out: &mut f32, arg: &mut f32) {
+    let gt = n > s_in;
+    *s_out = if gt { n } else { s_in };
+    *arg = if gt { v } else { *arg };
+}
+
+/// One row of samples `S(img, (x, y) + shift)` for every `x`, combined into `out` as `OP`
+/// says. `p0` and `p1` are the source rows `y + iy` and `y + iy + 1` (rows outside the
+/// frame are zero rows). `FX`/`FY`: the horizontal/vertical weight of the second tap is
+/// not zero (else that tap is skipped, as in the reference's lookups). Pixels whose taps
+/// all lie inside the row run as straight passes over contiguous slices (vectorised);
+/// the few at the ends read 0 outside. The arithmetic is the reference's, in its order:
+/// `wy0 (wx0 a + wx1 b) + wy1 (wx0 c + wx1 d)`, then `c s + alpha x`, no fused multiply-add.
+#[inline(always)]
+fn row_pass<const FX: bool, const FY: bool, const OP: u8>(
+    p0: &[f32],
+    p1: &[f32],
+    sh: Shift,
+    op: RowOp,
     out: &mut [f32],
+    map: &mut MapRow,
 ) {
     let w = out.len();
-    let (ix, wx0, wx1) = taps(sx);
-    let (iy, wy0, wy1) = taps(sy);
-    let row = |r: i64| (r >= 0 && r < h as i64).then(|| &img[base + r as usize * stride..][..w]);
-    let r0 = y as i64 + iy;
-    hsample(row(r0), ix, wx0, wx1, out);
-    if wy1 != 0.0 {
-        hsample(row(r0 + 1), ix, wx0, wx1, tmp);
-        for (o, &t) in out.iter_mut().zip(tmp.iter()) {
-            *o = wy0 * *o + wy1 * t;
+    let wi = w as i64;
+    let Shift {
+        ix,
+        wx0,
+        wx1,
+        wy0,
+        wy1,
+        ..
+    } = sh;
+    let RowOp { c, alpha, v } = op;
+    // Closures by value (`move`): captured references turn selects of values into
+    // selects of addresses, which do not vectorise.
+    let hs = move |a: f32, b: f32| if FX { wx0 * a + wx1 * b } else { a };
+    let vs = move |h0: f32, h1: f32| if FY { wy0 * h0 + wy1 * h1 } else { h0 };
+    // Every tap inside the row for x in [lo, hi); the ends read 0 outside.
+    let lo = (-ix).clamp(0, wi) as usize;
+    let hi = (wi - ix - FX as i64).clamp(lo as i64, wi) as usize;
+    let at = move |r: &[f32], c: i64| if c < 0 || c >= wi { 0.0 } else { r[c as usize] };
+    for x in (0..lo).chain(hi..w) {
+        let c0 = x as i64 + ix;
+        let s = vs(
+            hs(at(p0, c0), at(p0, c0 + 1)),
+            hs(at(p1, c0), at(p1, c0 + 1)),
+        );
+        match OP {
+            SET => out[x] = s,
+            FOLD => out[x] = c * out[x] + alpha * s,
+            _ => {
+                let n = c * s + map.ax[x];
+                out[x] = n;
+                keep_max(
+                    n,
+                    v,
+                    map.score_in[x],
+                    &mut map.score_out[x],
+                    &mut map.argf[x],
+                );
+            }
+        }
+    }
+    let n = hi - lo;
+    if n == 0 {
+        return;
+    }
+    let s0 = (lo as i64 + ix) as usize;
+    let fx = FX as usize;
+    let (a0, b0) = (&p0[s0..s0 + n], &p0[s0 + fx..s0 + fx + n]);
+    let (a1, b1) = (&p1[s0..s0 + n], &p1[s0 + fx..s0 + fx + n]);
+    let out = &mut out[lo..hi];
+    match OP {
+        SET => {
+            for i in 0..n {
+                out[i] = vs(hs(a0[i], b0[i]), hs(a1[i], b1[i]));
+            }
+        }
+        FOLD => {
+            for i in 0..n {
+                out[i] = c * out[i] + alpha * vs(hs(a0[i], b0[i]), hs(a1[i], b1[i]));
+            }
+        }
+        _ => {
+            let ax = &map.ax[lo..hi];
+            let s_in = &map.score_in[lo..hi];
+            let s_out = &mut map.score_out[lo..hi];
+            let argf = &mut map.argf[lo..hi];
+            for i in 0..n {
+                let nv = c * vs(hs(a0[i], b0[i]), hs(a1[i], b1[i])) + ax[i];
+                out[i] = nv;
+                keep_max(nv, v, s_in[i], &mut s_out[i], &mut argf[i]);
+            }
         }
     }
 }
+
+/// [`row_pass`] for the shift's case (which taps have weight).
+#[inline(always)]
+fn row_case<const OP: u8>(
+    p0: &[f32],
+    p1: &[f32],
+    sh: Shift,
+    op: RowOp,
+    out: &mut [f32],
+    map: &mut MapRow,
+) {
+    match (sh.wx1 != 0.0, sh.wy1 != 0.0) {
+        (false, false) => row_pass::<false, false, OP>(p0, p1, sh, op, out, map),
+        (true, false) => row_pass::<true, false, OP>(p0, p1, sh, op, out, map),
+        (false, true) => row_pass::<false, true, OP>(p0, p1, sh, op, out, map),
+        (true, true) => row_pass::<true, true, OP>(p0, p1, sh, op, out, map),
+    }
+}
+
+/// Rows of the fast path's frames and states, for one block.
+struct Block<'a> {
+    h: usize,
+    w: usize,
+    motions: &'a [Motion],
+    c: f32,
+    alpha: f32,
+    /// The state before the block, `[H][V][W]`.
+    prev: &'a [f32],
+    frames: &'a [&'a [f32]],
+    /// A row of zeros: the rows outside the frame.
+    zeros: &'a [f32],
+}
+
+impl Block<'_> {
+    /// Row `r` of plane `v` of the previous state (zeros outside).
+    #[inline(always)]
+    fn state_row(&self, v: usize, r: i64) -> &[f32] {
+        if r < 0 || r >= self.h as i64 {
+            self.zeros
+        } else {
+            let nv = self.motions.len();
+            &self.prev[(r as usize * nv + v) * self.w..][..self.w]
+        }
+    }
+
+    /// Row `r` of frame `j` (zeros outside).
+    #[inline(always)]
+    fn frame_row(&self, j: usize, r: i64) -> &[f32] {
+        if r < 0 || r >= self.h as i64 {
+            self.zeros
+        } else {
+            &self.frames[j][r as usize * self.w..][..self.w]
+        }
+    }
+
+    /// The rows `y0..` of the band: `next` (`[rows][V][W]`), the map (`score`, `arg`:
+    /// `[rows][W]`), with `scratch` (3 W): `alpha X`, the arg-max in f32 and a second
+    /// score row.
+    #[inline(always)]
+    fn band(
+        &self,
+        y0: usize,
+        next: &mut [f32],
+        score: &mut [f32],
+        arg: &mut [u16],
+        scratch: &mut [f32],
+    ) {
+        let (w, nv) = (self.w, self.motions.len());
+        let d = self.frames.len();
+        let (ax, rest) = scratch.split_at_mut(w);
+        let (argf, score2) = rest.split_at_mut(w);
+        let op = |v: usize| RowOp {
+            c: self.c,
+            alpha: self.alpha,
+            v: v as f32,
+        };
+        for (i, ((rows, srow), arow)) in next
+            .chunks_mut(nv * w)
+            .zip(score.chunks_mut(w))
+            .zip(arg.chunks_mut(w))
+            .enumerate()
+        {
+            let y = y0 + i;
+            let last = &self.frames[d - 1][y * w..][..w];
+            for (a, &x) in ax.iter_mut().zip(last) {
+                *a = self.alpha * x;
+            }
+            // Vector vi writes its running max into srow when nv - 1 - vi is even (so
+            // the last one ends there), into score2 otherwise; vector 0 reads -inf.
+            if nv % 2 == 0 {
+                srow.fill(f32::NEG_INFINITY);
+            } else {
+                score2.fill(f32::NEG_INFINITY);
+            }
+            argf.fill(0.0);
+            for (vi, m) in self.motions.iter().enumerate() {
+                let acc = &mut rows[vi * w..(vi + 1) * w];
+                let (score_in, score_out): (&[f32], &mut [f32]) = if (nv - 1 - vi) % 2 == 0 {
+                    (score2, srow)
+                } else {
+                    (srow, score2)
+                };
+                let mut map = MapRow {
+                    ax,
+                    score_in,
+                    score_out,
+                    argf,
+                };
+                let df = d as f32;
+                let sh = Shift::new(-df * m.vx, -df * m.vy);
+                let p0 = self.state_row(vi, y as i64 + sh.iy);
+                let p1 = self.state_row(vi, y as i64 + sh.iy + 1);
+                if d == 1 {
+                    row_case::<STEP>(p0, p1, sh, op(vi), acc, &mut map);
+                    continue;
+                }
+                row_case::<SET>(p0, p1, sh, op(vi), acc, &mut map);
+                for j in 0..d - 1 {
+                    let back = (d - 1 - j) as f32;
+                    let sh = Shift::new(-back * m.vx, -back * m.vy);
+                    let f0 = self.frame_row(j, y as i64 + sh.iy);
+                    let f1 = self.frame_row(j, y as i64 + sh.iy + 1);
+                    row_case::<FOLD>(f0, f1, sh, op(vi), acc, &mut map);
+                }
+                // The newest frame is the lookup itself: s = c s + alpha X.
+                let (v, c) = (vi as f32, self.c);
+                for i in 0..w {
+                    let n = c * acc[i] + map.ax[i];
+                    acc[i] = n;
+                    keep_max(
+                        n,
+                        v,
+                        map.score_in[i],
+                        &mut map.score_out[i],
+                        &mut map.argf[i],
+                    );
+                }
+            }
+            for (a, &g) in arow.iter_mut().zip(argf.iter()) {
+                *a = g as u16;
+            }
+        }
+    }
+
+    /// [`Block::band`] compiled for AVX2 (eight f32 lanes; no FMA, so the same results).
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn band_avx2(
+        &self,
+        y0: usize,
+        next: &mut [f32],
+        score: &mut [f32],
+        arg: &mut [u16],
+        scratch: &mut [f32],
+    ) {
+        self.band(y0, next, score, arg, scratch)
+    }
+}
+
+/// Rows per task of the fast path: a band's rows of every vector stay in cache while
+/// it runs, its rows are read from memory once (the neighbours' rows from cache).
+const BAND: usize = 16;
 
 /// The fast path's state: `[H][V][W]`, so that one row task owns the rows of every
 /// vector at its `y` (the detection map is fused into the same pass).
@@ -172,6 +410,9 @@ pub struct CpuState {
     pub alpha: f32,
     state: Vec<f32>,
     next: Vec<f32>,
+    zeros: Vec<f32>,
+    /// Per band: `alpha X`, the arg-max and a second score row (3 W).
+    scratch: Vec<f32>,
 }
 
 impl CpuState {
@@ -185,6 +426,8 @@ impl CpuState {
             alpha,
             state: vec![0.0; len],
             next: vec![0.0; len],
+            zeros: vec![0.0; w],
+            scratch: vec![0.0; h.div_ceil(BAND) * 3 * w],
         }
     }
 
@@ -195,50 +438,33 @@ impl CpuState {
         let d = frames.len();
         assert!(d >= 1 && frames.iter().all(|f| f.len() == h * w));
         assert!(score.len() == h * w && arg.len() == h * w);
-        let c = 1.0 - self.alpha;
-        let alpha = self.alpha;
-        let motions = &self.motions;
-        let prev = &self.state;
+        let blk = Block {
+            h,
+            w,
+            motions: &self.motions,
+            c: 1.0 - self.alpha,
+            alpha: self.alpha,
+            prev: &self.state,
+            frames,
+            zeros: &self.zeros,
+        };
+        #[cfg(target_arch = "x86_64")]
+        let avx2 = std::arch::is_x86_feature_detected!("avx2");
         self.next
-            .par_chunks_mut(nv * w)
-            .zip(score.par_chunks_mut(w))
-            .zip(arg.par_chunks_mut(w))
+            .par_chunks_mut(BAND * nv * w)
+            .zip(score.par_chunks_mut(BAND * w))
+            .zip(arg.par_chunks_mut(BAND * w))
+            .zip(self.scratch.par_chunks_mut(3 * w))
             .enumerate()
-            .for_each_init(
-                || (vec![0.0f32; w], vec![0.0f32; w]),
-                |(tmp, smp), (y, ((rows, srow), arow))| {
-                    for (vi, m) in motions.iter().enumerate() {
-                        let acc = &mut rows[vi * w..(vi + 1) * w];
-                        let df = d as f32;
-                        sample_row(prev, vi * w, nv * w, h, y, -df * m.vx, -df * m.vy, tmp, acc);
-                        for (j, f) in frames.iter().enumerate() {
-                            let back = (d - 1 - j) as f32;
-                            let xs: &[f32] = if back == 0.0 {
-                                &f[y * w..(y + 1) * w]
-                            } else {
-                                sample_row(f, 0, w, h, y, -back * m.vx, -back * m.vy, tmp, smp);
-                                smp
-                            };
-                            for (a, &x) in acc.iter_mut().zip(xs) {
-                                *a = c * *a + alpha * x;
-                            }
-                        }
-                        if vi == 0 {
-                            srow.copy_from_slice(acc);
-                            arow.fill(0);
-                        } else {
-                            let v = vi as u16;
-                            for ((s, a), &p) in srow.iter_mut().zip(arow.iter_mut()).zip(acc.iter())
-                            {
-                                if p > *s {
-                                    *s = p;
-                                    *a = v;
-                                }
-                            }
-                        }
-                    }
-                },
-            );
+            .for_each(|(b, (((next, score), arg), scratch))| {
+                #[cfg(target_arch = "x86_64")]
+                if avx2 {
+                    // SAFETY: the CPU has AVX2 (checked above).
+                    unsafe { blk.band_avx2(b * BAND, next, score, arg, scratch) };
+                    return;
+                }
+                blk.band(b * BAND, next, score, arg, scratch);
+            });
         std::mem::swap(&mut self.state, &mut self.next);
     }
 

@@ -35,6 +35,10 @@ pub fn detect(map: &Map, threshold: f32, radius: usize) -> Vec<Detection> {
         .into_par_iter()
         .flat_map_iter(|y| {
             let row = &s[y * w..(y + 1) * w];
+            // Most rows hold nothing over the threshold: a vectorised pass over the row
+            // skips them (no early exit, so the compiler can use every lane).
+            let any = row.iter().fold(false, |any, &v| any | (v > threshold));
+            let row = if any { row } else { &row[..0] };
             row.iter()
                 .enumerate()
                 .filter(move |&(_, &v)| v > threshold)

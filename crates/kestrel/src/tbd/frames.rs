@@ -282,7 +282,7 @@ impl Frames {
     /// Frame `t` converted to f32 into `out` (`h * w`); a value that is not finite is
     /// an error naming the frame and pixel.
     pub fn read(&self, t: usize, out: &mut [f32]) -> Result<()> {
-        let (f, k) = self.locate(t);
+        let (f, _) = self.locate(t);
         let raw = self.raw(t);
         assert_eq!(out.len(), f.h * f.w);
         match f.dtype {
@@ -300,18 +300,45 @@ impl Frames {
             }),
         }
         if matches!(f.dtype, Dtype::F32 | Dtype::F64) {
-            if let Some(i) = out.iter().position(|v| !v.is_finite()) {
-                return Err(bad(
-                    &f.path,
-                    format!(
-                        "frame {k}, pixel x {} y {}: value is not finite",
-                        i % f.w,
-                        i / f.w
-                    ),
-                ));
-            }
+            self.check_finite(t, out)?;
         }
         Ok(())
+    }
+
+    /// Frame `t` as f32: borrowed from the mapped file, without a copy, when it is stored
+    /// as f32 in this machine's byte order at an aligned offset (NumPy aligns its data);
+    /// else converted into `buf` (`h * w`) as [`Frames::read`] does. A value that is not
+    /// finite is an error naming the frame and pixel.
+    pub fn frame<'a>(&'a self, t: usize, buf: &'a mut [f32]) -> Result<&'a [f32]> {
+        if self.dtype(t) == Dtype::F32 && cfg!(target_endian = "little") {
+            // SAFETY: every bit pattern is an f32; `align_to` only hands out the aligned
+            // middle, which is used only when it is the whole frame.
+            let (head, mid, tail) = unsafe { self.raw(t).align_to::<f32>() };
+            if head.is_empty() && tail.is_empty() {
+                self.check_finite(t, mid)?;
+                return Ok(mid);
+            }
+        }
+        self.read(t, buf)?;
+        Ok(buf)
+    }
+
+    /// An error naming the first value of frame `t` that is not finite.
+    fn check_finite(&self, t: usize, v: &[f32]) -> Result<()> {
+        // A vectorised pass first (no early exit); the position only when one is bad.
+        if v.iter().fold(true, |ok, x| ok & x.is_finite()) {
+            return Ok(());
+        }
+        let (f, k) = self.locate(t);
+        let i = v.iter().position(|v| !v.is_finite()).unwrap_or(0);
+        Err(bad(
+            &f.path,
+            format!(
+                "frame {k}, pixel x {} y {}: value is not finite",
+                i % f.w,
+                i / f.w
+            ),
+        ))
     }
 
     /// The files' element types, all the same (else `None`).
@@ -427,5 +454,39 @@ mod tests {
         assert_eq!(d.len, 3);
         d.read(2, &mut out).unwrap();
         assert_eq!(out[3], 1.5);
+    }
+
+    #[test]
+    fn f32_frames_are_borrowed_from_the_map_others_converted() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f.npy");
+        let v: Vec<f32> = (0..24).map(|i| i as f32 - 3.25).collect();
+        write_npy(&p, &[2, 3, 4], &v).unwrap();
+        let f = Frames::open(&p).unwrap();
+        let mut buf = vec![f32::NAN; 12];
+        let x = f.frame(1, &mut buf).unwrap();
+        assert_eq!(x, &v[12..]);
+        // No copy: the slice lies in the mapped file, the buffer is untouched.
+        let raw = f.raw(1).as_ptr() as usize;
+        assert_eq!(x.as_ptr() as usize, raw);
+        assert!(buf.iter().all(|b| b.is_nan()));
+        // u8 frames are converted into the buffer.
+        let q = dir.path().join("g.npy");
+        write_npy(&q, &[1, 3, 4], &(0..12u8).collect::<Vec<_>>()).unwrap();
+        let g = Frames::open(&q).unwrap();
+        let y = g.frame(0, &mut buf).unwrap().to_vec();
+        assert_eq!(y, (0..12).map(|i| i as f32).collect::<Vec<_>>());
+        assert_eq!(buf, y);
+        // A value that is not finite names its frame and pixel either way.
+        let r = dir.path().join("h.npy");
+        let mut bad = v.clone();
+        bad[12 + 6] = f32::INFINITY;
+        write_npy(&r, &[2, 3, 4], &bad).unwrap();
+        let h = Frames::open(&r).unwrap();
+        assert!(h.frame(0, &mut buf).is_ok());
+        let e = h.frame(1, &mut buf).unwrap_err().to_string();
+        assert!(e.contains("frame 1, pixel x 2 y 1"), "{e}");
+        let e = h.read(1, &mut buf).unwrap_err().to_string();
+        assert!(e.contains("frame 1, pixel x 2 y 1"), "{e}");
     }
 }

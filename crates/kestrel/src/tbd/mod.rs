@@ -130,6 +130,10 @@ pub struct Tbd {
     w: usize,
     engine: Engine,
     pending: Vec<Vec<f32>>,
+    /// Frame buffers to reuse (no allocation per frame).
+    spare_frames: Vec<Vec<f32>>,
+    /// Map buffers given back by [`Tbd::recycle`].
+    spare_maps: Vec<(Vec<f32>, Vec<u16>)>,
     /// Frames per launch of the engine.
     per_launch: usize,
     seen: usize,
@@ -238,6 +242,8 @@ impl Tbd {
             w,
             engine,
             pending: Vec::with_capacity(per_launch),
+            spare_frames: Vec::new(),
+            spare_maps: Vec::new(),
             per_launch,
             params,
             seen: 0,
@@ -283,7 +289,20 @@ impl Tbd {
                 }
             }
         }
-        self.pending.push(frame.to_vec());
+        if self.pending.is_empty() && self.per_launch == 1 && matches!(self.engine, Engine::Cpu(_))
+        {
+            // The plain recursion on the CPU: straight from the caller's frame.
+            let mut map = self.spare_map(self.seen);
+            if let Engine::Cpu(st) = &mut self.engine {
+                st.block(&[frame], &mut map.score, &mut map.arg);
+            }
+            self.seen += 1;
+            return Ok(vec![map]);
+        }
+        let mut buf = self.spare_frames.pop().unwrap_or_default();
+        buf.clear();
+        buf.extend_from_slice(frame);
+        self.pending.push(buf);
         self.seen += 1;
         if self.pending.len() == self.per_launch {
             return self.flush();
@@ -319,18 +338,43 @@ impl Tbd {
         self.flush()
     }
 
+    /// Gives the buffers of a map that the caller is done with back to the recursion,
+    /// which writes later maps into them (on the CPU: no allocation per frame).
+    pub fn recycle(&mut self, map: Map) {
+        let n = self.h * self.w;
+        if map.score.len() == n && map.arg.len() == n && self.spare_maps.len() < 4 {
+            self.spare_maps.push((map.score, map.arg));
+        }
+    }
+
+    /// A map for frame `t` on recycled buffers when there are some (every value is
+    /// overwritten by the block that fills it).
+    fn spare_map(&mut self, t: usize) -> Map {
+        let n = self.h * self.w;
+        let (score, arg) = self
+            .spare_maps
+            .pop()
+            .unwrap_or_else(|| (vec![0.0; n], vec![0; n]));
+        Map {
+            t,
+            h: self.h,
+            w: self.w,
+            score,
+            arg,
+        }
+    }
+
     fn flush(&mut self) -> Result<Vec<Map>> {
         let n = self.h * self.w;
         let first = self.seen - self.pending.len();
+        let t_last = self.seen - 1;
+        let cpu_map = match self.engine {
+            Engine::Cpu(_) => Some(self.spare_map(t_last)),
+            Engine::Cuda(_) => None,
+        };
         let out = match &mut self.engine {
             Engine::Cpu(st) => {
-                let mut map = Map {
-                    t: self.seen - 1,
-                    h: self.h,
-                    w: self.w,
-                    score: vec![0.0; n],
-                    arg: vec![0; n],
-                };
+                let mut map = cpu_map.expect("made above for the CPU engine");
                 let frames: Vec<&[f32]> = self.pending.iter().map(|f| f.as_slice()).collect();
                 st.block(&frames, &mut map.score, &mut map.arg);
                 vec![map]
@@ -356,7 +400,7 @@ impl Tbd {
                     .collect()
             }
         };
-        self.pending.clear();
+        self.spare_frames.append(&mut self.pending);
         Ok(out)
     }
 

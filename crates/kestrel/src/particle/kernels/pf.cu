@@ -1,24 +1,47 @@
-// The bootstrap particle filter on the GPU: B filters of N particles, one thread per
-// particle, a grid of (G, B) blocks of PF_BLOCK threads (G = ceil(N / PF_BLOCK)), so the
-// same kernels serve one filter of 10^7 particles and 10^4 filters of 10^3. Per step:
+// The bootstrap particle filter on the GPU: B filters of N particles. A filter's particles
+// are cut into G chunks of PF_PER x PF_BLOCK (PF_PER, "per", a launch argument chosen so
+// that the whole grid fills the device: one chunk a filter at B = 10^4 x N = 10^3, about a
+// thousand at B = 1 x N = 10^7), one block per chunk, a grid of (G, B) blocks. Per step:
 //
-//   pf_propagate   draw or propagate, weight (log domain), block maxima of the log-weights
-//   pf_max         each filter's largest log-weight (the max-shift)
-//   pf_weights     w = exp(lw - max), block sums (f64) of w, w^2, w (x - c), w (x - c)(x - c)^T
-//   pf_moments     each filter: mean, covariance, log-likelihood, ESS, whether to resample,
-//                  and the blocks' offsets in the cumulative sum (an exclusive scan, f64)
-//   pf_cdf         the cumulative sum of the weights in f64 (block scan + offset)
-//   pf_ancestors   systematic / stratified: binary search of each position; Metropolis and
-//                  rejection: no prefix sum
-//   pf_gather      copy the chosen particles (or all, for filters that did not resample)
+//   pf_ancestors  (after a step that resampled) each slot's ancestor: systematic and
+//                 stratified by searching the cumulative weights (the block's range of
+//                 them staged in shared memory, found by two searches a block of
+//                 PF_AITEMS x PF_BLOCK slots); Metropolis and rejection need no prefix sum.
+//   pf_step       gather the ancestor (or keep the particle), draw or propagate, weight in
+//                 the log domain; the chunk's largest log-weight and, relative to it and
+//                 to the chunk's first particle, its sums (f64) of w, w^2, w (x - r),
+//                 w (x - r)(x - r)^T, formed online (a thread rescales its sums when its
+//                 largest log-weight grows), one record a chunk
+//   pf_combine    one block a filter: the largest log-weight, each chunk's scale
+//                 exp(m_chunk - m), the totals, mean, covariance, log-likelihood, ESS, the
+//                 resampling decision and the chunks' offsets in the cumulative sum (f64)
+//   pf_cdf        (when resampling by systematic or stratified) the cumulative sum of the
+//                 weights in f64: each chunk scans exp(lw - m_chunk) and scales it
 //
-// The random numbers and the models are those of the CPU path (particle/philox.rs,
+// Particles and log-weights are double-buffered (read the old, write the new), so a step
+// reads and writes each particle once; nothing is summed in single precision. The random
+// numbers and the models are those of the CPU path (particle/philox.rs,
 // particle/models.rs); the sums are formed in a different order, so results agree with
 // the CPU to rounding, except where rounding flips a resampling choice.
 
 #define PF_STRIDE (2 + NX + NX * (NX + 1) / 2)
+// A chunk's record: its largest log-weight, its sums (PF_STRIDE), its reference particle.
+#define PF_REC (1 + PF_STRIDE + NX)
+// Sums reduced together in one pass of a block reduction.
+#define PF_COLS 8
+// Cumulative weights staged in shared memory for a block's ancestor search (longer ranges
+// are searched in global memory).
+#ifndef PF_TILE
+#define PF_TILE 4096
+#endif
+// Weights per thread in a tile of the cumulative sum.
+#ifndef PF_ITEMS
+#define PF_ITEMS 8
+#endif
 
 __device__ __forceinline__ bool pf_isnan(real_t v) { return v != v; }
+
+__device__ __forceinline__ unsigned pf_umin(unsigned a, unsigned b) { return a < b ? a : b; }
 
 __device__ __forceinline__ double pf_block_max(double v, double* red) {
     red[threadIdx.x] = v;
@@ -32,202 +55,35 @@ __device__ __forceinline__ double pf_block_max(double v, double* red) {
     return r;
 }
 
-__device__ __forceinline__ double pf_block_sum(double v, double* red) {
-    red[threadIdx.x] = v;
-    __syncthreads();
-    for (unsigned s = PF_BLOCK / 2; s > 0; s >>= 1) {
-        if (threadIdx.x < s) red[threadIdx.x] += red[threadIdx.x + s];
+// The block's totals of the PF_STRIDE sums, PF_COLS at a time, into tot (shared).
+__device__ __forceinline__ void pf_block_sums(const double* acc, double (*red)[PF_BLOCK], double* tot) {
+#pragma unroll
+    for (int c0 = 0; c0 < PF_STRIDE; c0 += PF_COLS) {
+#pragma unroll
+        for (int c = 0; c < PF_COLS; ++c)
+            if (c0 + c < PF_STRIDE) red[c][threadIdx.x] = acc[c0 + c];
         __syncthreads();
-    }
-    double r = red[0];
-    __syncthreads();
-    return r;
-}
-
-extern "C" __global__ void pf_propagate(real_t* x, real_t* lw, double* pmax, const real_t* z,
-                                        unsigned k, unsigned n, unsigned steps, unsigned g,
-                                        unsigned key0, unsigned key1) {
-    __shared__ double red[PF_BLOCK];
-    const unsigned b = blockIdx.y;
-    const unsigned i = blockIdx.x * PF_BLOCK + threadIdx.x;
-    double m = -PF_INF;
-    if (i < n) {
-        const size_t p = (size_t)b * n + i;
-        real_t s[NX];
-        for (int a = 0; a < NX; ++a) s[a] = x[p * NX + a];
-        PfNormals noise(key0, key1, i, b, k, PF_PURPOSE_PROPAGATE);
-        if (k == 0) pf_prior(s, noise);
-        else pf_propagate(k, s, noise);
-        for (int a = 0; a < NX; ++a) x[p * NX + a] = s[a];
-        const real_t* zk = z + ((size_t)b * steps + k) * NY;
-        bool observed = true;
-        for (int j = 0; j < NY; ++j) observed = observed && !pf_isnan(zk[j]);
-        real_t l = k == 0 ? (real_t)0 : lw[p];
-        if (observed) {
-            real_t ll = pf_loglik(k, s, zk);
-            l = pf_isnan(ll) ? (real_t)(-PF_INF) : l + ll;
-        }
-        lw[p] = l;
-        m = (double)l;
-    }
-    m = pf_block_max(m, red);
-    if (threadIdx.x == 0) pmax[(size_t)b * g + blockIdx.x] = m;
-}
-
-// One block per filter: its largest log-weight; a filter whose weights are all zero (or
-// NaN) records the first such step + 1 in fail[b].
-extern "C" __global__ void pf_max(const double* pmax, double* fmx, unsigned* fail, unsigned g,
-                                  unsigned k) {
-    __shared__ double red[PF_BLOCK];
-    const unsigned b = blockIdx.y;
-    double m = -PF_INF;
-    for (unsigned j = threadIdx.x; j < g; j += PF_BLOCK) m = fmax(m, pmax[(size_t)b * g + j]);
-    m = pf_block_max(m, red);
-    if (threadIdx.x == 0) {
-        fmx[b] = m;
-        if (!(m > -PF_INF) || m == PF_INF) {
-            if (fail[b] == 0) fail[b] = k + 1;
-        }
-    }
-}
-
-extern "C" __global__ void pf_weights(const real_t* x, const real_t* lw, real_t* w,
-                                      const double* fmx, double* part, unsigned n, unsigned g) {
-    __shared__ double red[PF_BLOCK];
-    const unsigned b = blockIdx.y;
-    const unsigned i = blockIdx.x * PF_BLOCK + threadIdx.x;
-    double acc[PF_STRIDE];
-    for (int c = 0; c < PF_STRIDE; ++c) acc[c] = 0.0;
-    if (i < n) {
-        const size_t p = (size_t)b * n + i;
-        const real_t mt = (real_t)fmx[b];
-        real_t v = exp(lw[p] - mt);
-        w[p] = v;
-        double vd = (double)v;
-        acc[0] = vd;
-        acc[1] = vd * vd;
-        double d[NX];
-        for (int a = 0; a < NX; ++a) {
-            d[a] = (double)x[p * NX + a] - (double)x[(size_t)b * n * NX + a];
-            acc[2 + a] = vd * d[a];
-        }
-        int t = 2 + NX;
-        for (int a = 0; a < NX; ++a) {
-            double va = vd * d[a];
-            for (int c = a; c < NX; ++c) acc[t++] = va * d[c];
-        }
-    }
-    for (int c = 0; c < PF_STRIDE; ++c) {
-        double s = pf_block_sum(acc[c], red);
-        if (threadIdx.x == 0) part[((size_t)b * g + blockIdx.x) * PF_STRIDE + c] = s;
-    }
-}
-
-// One block per filter: totals over the blocks' sums, the step's outputs, the resampling
-// decision, and the blocks' offsets in the cumulative sum of the weights.
-extern "C" __global__ void pf_moments(const double* part, double* offs, const real_t* x,
-                                      const real_t* z, const double* fmx, double* logprev,
-                                      double* wtot, unsigned* flag, real_t* mean, real_t* cov,
-                                      real_t* loglik, real_t* ess, unsigned k, unsigned n,
-                                      unsigned steps, unsigned g, double threshold) {
-    __shared__ double red[PF_BLOCK];
-    __shared__ double tot[PF_STRIDE];
-    __shared__ double run[PF_BLOCK];
-    const unsigned b = blockIdx.y;
-    // Each thread takes a contiguous range of blocks.
-    const unsigned per = (g + PF_BLOCK - 1) / PF_BLOCK;
-    const unsigned j0 = threadIdx.x * per;
-    const unsigned j1 = j0 + per < g ? j0 + per : g;
-    for (int c = 0; c < PF_STRIDE; ++c) {
-        double s = 0.0;
-        for (unsigned j = j0; j < j1; ++j) s += part[((size_t)b * g + j) * PF_STRIDE + c];
-        s = pf_block_sum(s, red);
-        if (threadIdx.x == 0) tot[c] = s;
-        if (c == 0) {
-            // Exclusive offsets of the blocks: this thread's range total, then a scan of
-            // the threads' totals (one thread, PF_BLOCK values), then the range.
-            double r = 0.0;
-            for (unsigned j = j0; j < j1; ++j) r += part[((size_t)b * g + j) * PF_STRIDE];
-            run[threadIdx.x] = r;
-            __syncthreads();
-            if (threadIdx.x == 0) {
-                double acc = 0.0;
-                for (unsigned t = 0; t < PF_BLOCK; ++t) {
-                    double v = run[t];
-                    run[t] = acc;
-                    acc += v;
-                }
+        for (unsigned s = PF_BLOCK / 2; s > 0; s >>= 1) {
+            if (threadIdx.x < s) {
+#pragma unroll
+                for (int c = 0; c < PF_COLS; ++c)
+                    if (c0 + c < PF_STRIDE) red[c][threadIdx.x] += red[c][threadIdx.x + s];
             }
             __syncthreads();
-            double o = run[threadIdx.x];
-            for (unsigned j = j0; j < j1; ++j) {
-                offs[(size_t)b * g + j] = o;
-                o += part[((size_t)b * g + j) * PF_STRIDE];
-            }
         }
-    }
-    __syncthreads();
-    if (threadIdx.x != 0) return;
-    const double s = tot[0], s2 = tot[1], nf = (double)n;
-    const double log_now = fmx[b] + log(s);
-    const real_t* zk = z + ((size_t)b * steps + k) * NY;
-    bool observed = true;
-    for (int j = 0; j < NY; ++j) observed = observed && !pf_isnan(zk[j]);
-    const double prev = k == 0 ? log(nf) : logprev[b];
-    const size_t o = (size_t)b * steps + k;
-    loglik[o] = (real_t)(observed ? log_now - prev : 0.0);
-    const double e = s * s / s2;
-    ess[o] = (real_t)e;
-    double dm[NX];
-    for (int a = 0; a < NX; ++a) {
-        dm[a] = tot[2 + a] / s;
-        mean[o * NX + a] = (real_t)((double)x[(size_t)b * n * NX + a] + dm[a]);
-    }
-    int t = 2 + NX;
-    for (int a = 0; a < NX; ++a)
-        for (int c = a; c < NX; ++c) {
-            real_t v = (real_t)(tot[t++] / s - dm[a] * dm[c]);
-            cov[o * NX * NX + a * NX + c] = v;
-            cov[o * NX * NX + c * NX + a] = v;
-        }
-    const bool resample = k + 1 < steps && (threshold >= 1.0 || e < threshold * nf);
-    flag[b] = resample ? 1u : 0u;
-    logprev[b] = resample ? log(nf) : log_now;
-    wtot[b] = s;
-}
-
-// Inclusive cumulative sum of a filter's weights in f64: a scan within the block
-// (Hillis-Steele in shared memory) plus the block's offset.
-extern "C" __global__ void pf_cdf(const real_t* w, const double* offs, double* cdf,
-                                  const unsigned* flag, unsigned n, unsigned g) {
-    __shared__ double sc[PF_BLOCK];
-    const unsigned b = blockIdx.y;
-    if (flag[b] == 0) return;
-    const unsigned i = blockIdx.x * PF_BLOCK + threadIdx.x;
-    const size_t p = (size_t)b * n + i;
-    sc[threadIdx.x] = i < n ? (double)w[p] : 0.0;
-    __syncthreads();
-    for (unsigned s = 1; s < PF_BLOCK; s <<= 1) {
-        double v = threadIdx.x >= s ? sc[threadIdx.x - s] : 0.0;
-        __syncthreads();
-        sc[threadIdx.x] += v;
+        if (threadIdx.x < PF_COLS && c0 + (int)threadIdx.x < PF_STRIDE) tot[c0 + threadIdx.x] = red[threadIdx.x][0];
         __syncthreads();
     }
-    if (i < n) cdf[p] = offs[(size_t)b * g + blockIdx.x] + sc[threadIdx.x];
 }
 
-// The first index with cdf > x; past the end, the last particle of positive weight.
-__device__ __forceinline__ unsigned pf_first_above(const double* cdf, unsigned n, double x) {
-    unsigned lo = 0, hi = n;
+// The first index in [lo, hi) with c[i] > x (hi when none).
+__device__ __forceinline__ unsigned pf_above(const double* c, unsigned lo, unsigned hi, double x) {
     while (lo < hi) {
         unsigned mid = lo + (hi - lo) / 2;
-        if (cdf[mid] <= x) lo = mid + 1;
+        if (c[mid] <= x) lo = mid + 1;
         else hi = mid;
     }
-    if (lo < n) return lo;
-    unsigned j = n - 1;
-    while (j > 0 && cdf[j] == cdf[j - 1]) --j;
-    return j;
+    return lo;
 }
 
 #define PF_SYSTEMATIC 0
@@ -235,52 +91,346 @@ __device__ __forceinline__ unsigned pf_first_above(const double* cdf, unsigned n
 #define PF_METROPOLIS 2
 #define PF_REJECTION 3
 
-extern "C" __global__ void pf_ancestors(const double* cdf, const double* wtot, const real_t* w,
-                                        unsigned* anc, const unsigned* flag, unsigned n,
-                                        unsigned k, unsigned key0, unsigned key1,
+// The ancestors of the slots of filters that resampled after step kr: PF_AITEMS x
+// PF_BLOCK slots a block (PF_AITEMS is set by the launcher), a grid of
+// (ceil(N / (PF_AITEMS x PF_BLOCK)), B) blocks.
+extern "C" __global__ void pf_ancestors(const double* cdf, const double* wtot, const real_t* lw,
+                                        const double* fmx, unsigned* anc, const unsigned* flag,
+                                        unsigned n, unsigned kr, unsigned key0, unsigned key1,
                                         unsigned scheme, unsigned steps_b) {
+    __shared__ double scdf[PF_TILE];
+    __shared__ unsigned srange[2];
     const unsigned b = blockIdx.y;
     if (flag[b] == 0) return;
-    const unsigned j = blockIdx.x * PF_BLOCK + threadIdx.x;
-    if (j >= n) return;
+    const unsigned j0 = blockIdx.x * (PF_AITEMS * PF_BLOCK);
     const size_t base = (size_t)b * n;
-    unsigned a = j;
     if (scheme == PF_SYSTEMATIC || scheme == PF_STRATIFIED) {
-        const unsigned slot = scheme == PF_SYSTEMATIC ? 0u : j;
-        const double u = pf_uniform_f64(pf_words(slot, b, k, PF_PURPOSE_RESAMPLE, 0, key0, key1).v[0]);
+        const double* c = cdf + base;
         const double scale = wtot[b] / (double)n;
-        a = pf_first_above(cdf + base, n, ((double)j + u) * scale);
-    } else if (scheme == PF_METROPOLIS) {
-        double wk = (double)w[base + a];
-        PfWords x;
-        for (unsigned s = 0; s < steps_b; ++s) {
-            if (s % 2 == 0) x = pf_words(j, b, k, PF_PURPOSE_RESAMPLE, s / 2, key0, key1);
-            const unsigned p = 2 * (s % 2);
-            const unsigned cand = pf_index(x.v[p], n);
-            const double wc = (double)w[base + cand];
-            if (pf_uniform_f64(x.v[p + 1]) * wk <= wc) { a = cand; wk = wc; }
+        const double u0 = pf_uniform_f64(pf_words(0, b, kr, PF_PURPOSE_RESAMPLE, 0, key0, key1).v[0]);
+        auto target = [&](unsigned i) {
+            const double u = scheme == PF_SYSTEMATIC
+                                 ? u0
+                                 : pf_uniform_f64(pf_words(i, b, kr, PF_PURPOSE_RESAMPLE, 0, key0, key1).v[0]);
+            return ((double)i + u) * scale;
+        };
+        // The targets increase with the slot, so the block's ancestors lie between those
+        // of its first and last slots: two searches of the whole array, then each thread
+        // searches that range in shared memory (or in global memory when it is long).
+        const unsigned jl = pf_umin(j0 + PF_AITEMS * PF_BLOCK, n) - 1;
+        if (threadIdx.x == 0) srange[0] = pf_above(c, 0, n, target(j0));
+        if (threadIdx.x == PF_BLOCK - 1) srange[1] = pf_above(c, 0, n, target(jl));
+        __syncthreads();
+        const unsigned lo = srange[0], end = srange[1] < n ? srange[1] + 1 : n;
+        const unsigned len = lo < end ? end - lo : 0;
+        if (len <= PF_TILE)
+            for (unsigned i = threadIdx.x; i < len; i += PF_BLOCK) scdf[i] = c[lo + i];
+        __syncthreads();
+        for (unsigned q = 0; q < PF_AITEMS; ++q) {
+            const unsigned j = j0 + q * PF_BLOCK + threadIdx.x;
+            if (j >= n) break;
+            const double xt = target(j);
+            unsigned a = len <= PF_TILE ? lo + pf_above(scdf, 0, len, xt) : pf_above(c, lo, end, xt);
+            if (a >= n) {
+                // Past the end (rounding): the last particle of positive weight.
+                a = n - 1;
+                while (a > 0 && c[a] == c[a - 1]) --a;
+            }
+            anc[base + j] = a;
         }
-    } else {
-        // Rejection against the largest weight, which the max-shift makes exactly 1.
-        PfWords x;
-        for (unsigned s = 0; s < (1u << 25); ++s) {
-            if (s % 2 == 0) x = pf_words(j, b, k, PF_PURPOSE_RESAMPLE, s / 2, key0, key1);
-            const unsigned p = 2 * (s % 2);
-            if (s > 0) a = pf_index(x.v[p], n);
-            if (pf_uniform_f64(x.v[p + 1]) <= (double)w[base + a]) break;
-        }
+        return;
     }
-    anc[base + j] = a;
+    // The weights relative to the largest, which the max-shift makes exactly 1.
+    const real_t mt = (real_t)fmx[b];
+    auto weight = [&](unsigned i) { return (double)exp(lw[base + i] - mt); };
+    for (unsigned q = 0; q < PF_AITEMS; ++q) {
+        const unsigned j = j0 + q * PF_BLOCK + threadIdx.x;
+        if (j >= n) break;
+        unsigned a = j;
+        if (scheme == PF_METROPOLIS) {
+            double wk = weight(a);
+            PfWords x;
+            for (unsigned s = 0; s < steps_b; ++s) {
+                if (s % 2 == 0) x = pf_words(j, b, kr, PF_PURPOSE_RESAMPLE, s / 2, key0, key1);
+                const unsigned p = 2 * (s % 2);
+                const unsigned cand = pf_index(x.v[p], n);
+                const double wc = weight(cand);
+                if (pf_uniform_f64(x.v[p + 1]) * wk <= wc) { a = cand; wk = wc; }
+            }
+        } else {
+            // Rejection against the largest weight.
+            PfWords x;
+            for (unsigned s = 0; s < (1u << 25); ++s) {
+                if (s % 2 == 0) x = pf_words(j, b, kr, PF_PURPOSE_RESAMPLE, s / 2, key0, key1);
+                const unsigned p = 2 * (s % 2);
+                if (s > 0) a = pf_index(x.v[p], n);
+                if (pf_uniform_f64(x.v[p + 1]) <= weight(a)) break;
+            }
+        }
+        anc[base + j] = a;
+    }
 }
 
-extern "C" __global__ void pf_gather(const real_t* x, real_t* xn, real_t* lw, const unsigned* anc,
-                                     const unsigned* flag, unsigned n) {
+// Step k: the particles x and log-weights lw of step k - 1 (ancestors anc where the filter
+// resampled) to those of step k in xn and lwn, and one record a chunk in rec.
+extern "C" __global__ void pf_step(const real_t* __restrict__ x, real_t* __restrict__ xn,
+                                   const real_t* __restrict__ lw, real_t* __restrict__ lwn,
+                                   const unsigned* __restrict__ anc, const unsigned* __restrict__ flag,
+                                   double* __restrict__ rec, const real_t* __restrict__ z, unsigned k,
+                                   unsigned n, unsigned steps, unsigned per, unsigned g, unsigned key0,
+                                   unsigned key1) {
+    __shared__ double red[PF_COLS][PF_BLOCK];
+    __shared__ double tot[PF_STRIDE];
+    __shared__ double sref[NX];
+    const unsigned b = blockIdx.y;
+    const size_t base = (size_t)b * n;
+    const unsigned start = blockIdx.x * per * PF_BLOCK;
+    const bool moved = k > 0 && flag[b] != 0;
+    const real_t* zk = z + ((size_t)b * steps + k) * NY;
+    bool observed = true;
+    for (int q = 0; q < NY; ++q) observed = observed && !pf_isnan(zk[q]);
+    // This thread's largest log-weight m and its sums relative to exp(m).
+    double m = -PF_INF;
+    double acc[PF_STRIDE];
+#pragma unroll
+    for (int c = 0; c < PF_STRIDE; ++c) acc[c] = 0.0;
+    for (unsigned t = 0; t < per; ++t) {
+        const unsigned j0 = start + t * PF_BLOCK;
+        if (j0 >= n) break;
+        const unsigned j = j0 + threadIdx.x;
+        real_t s[NX];
+        real_t l = (real_t)0;
+        if (j < n) {
+            PfNormals noise(key0, key1, j, b, k, PF_PURPOSE_PROPAGATE);
+            if (k == 0) {
+                pf_prior(s, noise);
+            } else {
+                const size_t from = base + (moved ? anc[base + j] : j);
+#pragma unroll
+                for (int a = 0; a < NX; ++a) s[a] = x[from * NX + a];
+                if (!moved) l = lw[base + j];
+                pf_propagate(k, s, noise);
+            }
+#pragma unroll
+            for (int a = 0; a < NX; ++a) xn[(base + j) * NX + a] = s[a];
+            if (observed) {
+                real_t ll = pf_loglik(k, s, zk);
+                l = pf_isnan(ll) ? (real_t)(-PF_INF) : l + ll;
+            }
+            lwn[base + j] = l;
+        }
+        if (t == 0) {
+            // The chunk's first particle is the reference of its sums.
+            if (threadIdx.x == 0)
+                for (int a = 0; a < NX; ++a) sref[a] = (double)s[a];
+            __syncthreads();
+        }
+        const double ld = (double)l;
+        if (j < n && ld > -PF_INF) {
+            if (ld > m) {
+                if (m > -PF_INF) {
+                    const double f = exp(m - ld);
+                    acc[0] *= f;
+                    acc[1] *= f * f;
+#pragma unroll
+                    for (int c = 2; c < PF_STRIDE; ++c) acc[c] *= f;
+                }
+                m = ld;
+            }
+            const double wd = exp(ld - m);
+            acc[0] += wd;
+            acc[1] += wd * wd;
+            double d[NX];
+#pragma unroll
+            for (int a = 0; a < NX; ++a) {
+                d[a] = (double)s[a] - sref[a];
+                acc[2 + a] += wd * d[a];
+            }
+            int c = 2 + NX;
+#pragma unroll
+            for (int a = 0; a < NX; ++a) {
+                const double va = wd * d[a];
+#pragma unroll
+                for (int e = a; e < NX; ++e) acc[c++] += va * d[e];
+            }
+        }
+    }
+    const double mb = pf_block_max(m, red[0]);
+    const double f = m > -PF_INF ? exp(m - mb) : 0.0;
+    acc[0] *= f;
+    acc[1] *= f * f;
+#pragma unroll
+    for (int c = 2; c < PF_STRIDE; ++c) acc[c] *= f;
+    pf_block_sums(acc, red, tot);
+    double* r = rec + ((size_t)b * g + blockIdx.x) * PF_REC;
+    if (threadIdx.x == 0) r[0] = mb;
+    for (unsigned c = threadIdx.x; c < PF_STRIDE; c += PF_BLOCK) r[1 + c] = tot[c];
+    if (threadIdx.x < NX) r[1 + PF_STRIDE + threadIdx.x] = sref[threadIdx.x];
+}
+
+// One block a filter: totals over the chunks' records, the step's outputs, the resampling
+// decision, each chunk's scale and its offset in the cumulative sum of the weights; a
+// filter whose weights are all zero (or not a number) records the first such step + 1 in
+// fail[b].
+extern "C" __global__ void pf_combine(const double* rec, double* coef, double* offs, const real_t* z,
+                                      double* fmx, double* logprev, double* wtot, unsigned* flag,
+                                      unsigned* fail, real_t* mean, real_t* cov, real_t* loglik,
+                                      real_t* ess, unsigned k, unsigned n, unsigned steps, unsigned g,
+                                      double threshold) {
+    __shared__ double red[PF_COLS][PF_BLOCK];
+    __shared__ double tot[PF_STRIDE];
+    __shared__ double r0[NX];
+    const unsigned b = blockIdx.y;
+    const double* rb = rec + (size_t)b * g * PF_REC;
+    double m = -PF_INF;
+    for (unsigned j = threadIdx.x; j < g; j += PF_BLOCK) m = fmax(m, rb[(size_t)j * PF_REC]);
+    const double mx = pf_block_max(m, red[0]);
+    const bool valid = mx > -PF_INF && mx < PF_INF;
+    if (threadIdx.x < NX) r0[threadIdx.x] = rb[1 + PF_STRIDE + threadIdx.x];
+    __syncthreads();
+    // Each thread a contiguous range of chunks.
+    const unsigned per = (g + PF_BLOCK - 1) / PF_BLOCK;
+    const unsigned j0 = threadIdx.x * per;
+    const unsigned j1 = pf_umin(j0 + per, g);
+    double acc[PF_STRIDE];
+#pragma unroll
+    for (int c = 0; c < PF_STRIDE; ++c) acc[c] = 0.0;
+    for (unsigned j = j0; j < j1; ++j) {
+        const double* q = rb + (size_t)j * PF_REC;
+        const double cj = valid && q[0] > -PF_INF ? exp(q[0] - mx) : 0.0;
+        coef[(size_t)b * g + j] = cj;
+        const double s0 = q[1];
+        acc[0] += cj * s0;
+        acc[1] += cj * cj * q[2];
+        // The chunk's sums moved from its reference to the filter's (chunk 0's).
+        double e[NX], m1[NX];
+#pragma unroll
+        for (int a = 0; a < NX; ++a) {
+            e[a] = q[1 + PF_STRIDE + a] - r0[a];
+            m1[a] = q[3 + a];
+            acc[2 + a] += cj * (m1[a] + s0 * e[a]);
+        }
+        int c = 2 + NX;
+#pragma unroll
+        for (int a = 0; a < NX; ++a)
+#pragma unroll
+            for (int d = a; d < NX; ++d) {
+                acc[c] += cj * (q[1 + c] + e[a] * m1[d] + m1[a] * e[d] + s0 * e[a] * e[d]);
+                ++c;
+            }
+    }
+    // Exclusive offsets of the chunks: a scan of the threads' range totals, then the range.
+    double* run = red[0];
+    run[threadIdx.x] = acc[0];
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        // Only the threads that hold chunks (one at B = 10^4 x N = 10^3).
+        const unsigned busy = pf_umin((g + per - 1) / per, PF_BLOCK);
+        double o = 0.0;
+        for (unsigned t = 0; t < busy; ++t) {
+            const double v = run[t];
+            run[t] = o;
+            o += v;
+        }
+    }
+    __syncthreads();
+    double o = run[threadIdx.x];
+    for (unsigned j = j0; j < j1; ++j) {
+        offs[(size_t)b * g + j] = o;
+        o += coef[(size_t)b * g + j] * rb[(size_t)j * PF_REC + 1];
+    }
+    __syncthreads();
+    pf_block_sums(acc, red, tot);
+    if (threadIdx.x != 0) return;
+    if (!valid && fail[b] == 0) fail[b] = k + 1;
+    const double s = tot[0], s2 = tot[1], nf = (double)n;
+    const double log_now = mx + log(s);
+    const real_t* zk = z + ((size_t)b * steps + k) * NY;
+    bool observed = true;
+    for (int q = 0; q < NY; ++q) observed = observed && !pf_isnan(zk[q]);
+    const double prev = k == 0 ? log(nf) : logprev[b];
+    const size_t o2 = (size_t)b * steps + k;
+    loglik[o2] = (real_t)(observed ? log_now - prev : 0.0);
+    const double e = s * s / s2;
+    ess[o2] = (real_t)e;
+    double dm[NX];
+    for (int a = 0; a < NX; ++a) {
+        dm[a] = tot[2 + a] / s;
+        mean[o2 * NX + a] = (real_t)(r0[a] + dm[a]);
+    }
+    int t = 2 + NX;
+    for (int a = 0; a < NX; ++a)
+        for (int c = a; c < NX; ++c) {
+            real_t v = (real_t)(tot[t++] / s - dm[a] * dm[c]);
+            cov[o2 * NX * NX + a * NX + c] = v;
+            cov[o2 * NX * NX + c * NX + a] = v;
+        }
+    const bool resample = k + 1 < steps && (threshold >= 1.0 || e < threshold * nf);
+    flag[b] = resample ? 1u : 0u;
+    logprev[b] = resample ? log(nf) : log_now;
+    wtot[b] = s;
+    fmx[b] = mx;
+}
+
+// The cumulative sum of a filter's weights in f64, for filters that resample: each chunk
+// scans exp(lw - m_chunk) in tiles of PF_ITEMS x PF_BLOCK (a thread sums PF_ITEMS
+// neighbours, a block scan of the threads' sums) and scales by its coefficient.
+extern "C" __global__ void pf_cdf(const real_t* lw, const double* rec, const double* coef,
+                                  const double* offs, double* cdf, const unsigned* flag, unsigned n,
+                                  unsigned per, unsigned g) {
+    __shared__ double tile[PF_ITEMS * PF_BLOCK];
+    __shared__ double sc[PF_BLOCK];
+    const unsigned b = blockIdx.y;
+    if (flag[b] == 0) return;
+    const size_t r = (size_t)b * g + blockIdx.x;
+    const double mb = rec[r * PF_REC];
+    const real_t mt = (real_t)mb;
+    const double cb = coef[r], off = offs[r];
+    const size_t base = (size_t)b * n;
+    const unsigned start = blockIdx.x * per * PF_BLOCK;
+    const unsigned end = pf_umin(start + per * PF_BLOCK, n);
+    double carry = 0.0;
+    for (unsigned t0 = start; t0 < end; t0 += PF_ITEMS * PF_BLOCK) {
+#pragma unroll
+        for (int q = 0; q < PF_ITEMS; ++q) {
+            const unsigned i = t0 + q * PF_BLOCK + threadIdx.x;
+            tile[q * PF_BLOCK + threadIdx.x] = i < end && mb > -PF_INF ? (double)exp(lw[base + i] - mt) : 0.0;
+        }
+        __syncthreads();
+        double v[PF_ITEMS];
+        double s = 0.0;
+#pragma unroll
+        for (int q = 0; q < PF_ITEMS; ++q) {
+            s += tile[threadIdx.x * PF_ITEMS + q];
+            v[q] = s;
+        }
+        sc[threadIdx.x] = s;
+        __syncthreads();
+        for (unsigned d = 1; d < PF_BLOCK; d <<= 1) {
+            const double add = threadIdx.x >= d ? sc[threadIdx.x - d] : 0.0;
+            __syncthreads();
+            sc[threadIdx.x] += add;
+            __syncthreads();
+        }
+        const double before = carry + (threadIdx.x > 0 ? sc[threadIdx.x - 1] : 0.0);
+#pragma unroll
+        for (int q = 0; q < PF_ITEMS; ++q) tile[threadIdx.x * PF_ITEMS + q] = before + v[q];
+        carry += sc[PF_BLOCK - 1];
+        __syncthreads();
+#pragma unroll
+        for (int q = 0; q < PF_ITEMS; ++q) {
+            const unsigned i = t0 + q * PF_BLOCK + threadIdx.x;
+            if (i < end) cdf[base + i] = off + cb * tile[q * PF_BLOCK + threadIdx.x];
+        }
+        __syncthreads();
+    }
+}
+
+// The final weights relative to the largest (for the particles' output).
+extern "C" __global__ void pf_weights_out(const real_t* lw, const double* fmx, real_t* w, unsigned n) {
     const unsigned b = blockIdx.y;
     const unsigned j = blockIdx.x * PF_BLOCK + threadIdx.x;
     if (j >= n) return;
-    const size_t base = (size_t)b * n;
-    const bool moved = flag[b] != 0;
-    const size_t from = base + (moved ? anc[base + j] : j);
-    for (int a = 0; a < NX; ++a) xn[(base + j) * NX + a] = x[from * NX + a];
-    if (moved) lw[base + j] = (real_t)0;
+    const size_t p = (size_t)b * n + j;
+    w[p] = exp(lw[p] - (real_t)fmx[b]);
 }

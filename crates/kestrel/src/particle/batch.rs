@@ -1,0 +1,285 @@
+//! The built-in kinds over many particles at once, in f64: the noise of [`L`] particles
+//! drawn together ([`normals_lanes`]), then the prior draw or the motion, and the range
+//! likelihood, in lane loops. The arithmetic is that of the per-particle methods of
+//! [`PfModel`], operation for operation and in the same order; only the Gaussians'
+//! logarithm, sine and cosine are computed differently (to rounding, see `lanes.rs`).
+
+use super::lanes::{normals_lanes, L};
+use super::models::{ParticleModel, PfKind, PfModel};
+use super::philox::Purpose;
+use crate::linalg::LN_2PI;
+use std::any::TypeId;
+
+/// Largest state (and so the most normals a particle draws) of the batch form.
+const MAX_NX: usize = 16;
+
+/// `s` as `f64` when `T` is `f64`.
+pub(crate) fn as_f64<T: 'static>(s: &[T]) -> Option<&[f64]> {
+    // SAFETY: T is f64 (same type, so same size, alignment and validity).
+    (TypeId::of::<T>() == TypeId::of::<f64>())
+        .then(|| unsafe { &*(s as *const [T] as *const [f64]) })
+}
+
+/// `s` as `f64` when `T` is `f64`.
+pub(crate) fn as_f64_mut<T: 'static>(s: &mut [T]) -> Option<&mut [f64]> {
+    // SAFETY: T is f64 (same type, so same size, alignment and validity).
+    (TypeId::of::<T>() == TypeId::of::<f64>())
+        .then(|| unsafe { &mut *(s as *mut [T] as *mut [f64]) })
+}
+
+/// Whether [`advance`] covers this model.
+pub(crate) fn supports(model: &PfModel) -> bool {
+    ParticleModel::<f64>::nx(model) <= MAX_NX && !matches!(model.kind, PfKind::Custom { .. })
+}
+
+/// [`ParticleModel::advance_batch`] for a model that [`supports`] it.
+pub(crate) fn advance(
+    model: &PfModel,
+    k: usize,
+    key: [u32; 2],
+    b: u32,
+    first: u32,
+    xs: &mut [f64],
+    z: Option<(&[f64], &mut [f64])>,
+) {
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx2") {
+        // SAFETY: the processor was checked for AVX2 above.
+        unsafe { advance_avx2(model, k, key, b, first, xs, z) };
+        return;
+    }
+    advance_lanes(model, k, key, b, first, xs, z)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn advance_avx2(
+    model: &PfModel,
+    k: usize,
+    key: [u32; 2],
+    b: u32,
+    first: u32,
+    xs: &mut [f64],
+    z: Option<(&[f64], &mut [f64])>,
+) {
+    advance_lanes(model, k, key, b, first, xs, z)
+}
+
+/// A state per lane: `x[a][l]` is component `a` of lane `l`.
+type Lanes<const R: usize> = [[f64; L]; R];
+
+#[inline(always)]
+fn advance_lanes(
+    model: &PfModel,
+    k: usize,
+    key: [u32; 2],
+    b: u32,
+    first: u32,
+    xs: &mut [f64],
+    z: Option<(&[f64], &mut [f64])>,
+) {
+    // A state size known at compile time lets the loads and stores of the particles be
+    // fixed shuffles and the small loops unroll.
+    match ParticleModel::<f64>::nx(model) {
+        1 => advance_n::<1, 1>(model, k, key, b, first, xs, z),
+        2 => advance_n::<2, 2>(model, k, key, b, first, xs, z),
+        4 => advance_n::<4, 4>(model, k, key, b, first, xs, z),
+        _ => advance_n::<0, MAX_NX>(model, k, key, b, first, xs, z),
+    }
+}
+
+/// The batch of `xs` with `NX` components (0: the model's `nx`, at most `R`).
+#[inline(always)]
+fn advance_n<const NX: usize, const R: usize>(
+    model: &PfModel,
+    k: usize,
+    key: [u32; 2],
+    b: u32,
+    first: u32,
+    xs: &mut [f64],
+    mut z: Option<(&[f64], &mut [f64])>,
+) {
+    let nx = if NX > 0 {
+        NX
+    } else {
+        ParticleModel::<f64>::nx(model)
+    };
+    let n = xs.len() / nx;
+    let blocks = nx.div_ceil(4);
+    let mut g = 0;
+    while g < n {
+        let m = (n - g).min(L);
+        let mut x: Lanes<R> = [[0.0; L]; R];
+        if m == L {
+            for l in 0..L {
+                for a in 0..nx {
+                    x[a][l] = xs[(g + l) * nx + a];
+                }
+            }
+        } else {
+            for l in 0..m {
+                for a in 0..nx {
+                    x[a][l] = xs[(g + l) * nx + a];
+                }
+            }
+        }
+        let mut noise: Lanes<R> = [[0.0; L]; R];
+        for j in 0..blocks {
+            let nb = normals_lanes(
+                key,
+                first.wrapping_add(g as u32),
+                b,
+                k as u32,
+                Purpose::Propagate,
+                j as u32,
+            );
+            for (w, v) in nb.into_iter().enumerate() {
+                if 4 * j + w < R {
+                    noise[4 * j + w] = v;
+                }
+            }
+        }
+        if k == 0 {
+            prior(model, nx, &mut x, &noise);
+        } else {
+            propagate(model, nx, &mut x, &noise);
+        }
+        if m == L {
+            for l in 0..L {
+                for a in 0..nx {
+                    xs[(g + l) * nx + a] = x[a][l];
+                }
+            }
+        } else {
+            for l in 0..m {
+                for a in 0..nx {
+                    xs[(g + l) * nx + a] = x[a][l];
+                }
+            }
+        }
+        if let Some((zk, ll)) = &mut z {
+            log_likelihood(model, k, nx, &x, zk, &mut ll[g..g + m]);
+        }
+        g += L;
+    }
+}
+
+/// `sample_prior` of [`PfModel`], lane by lane.
+#[inline(always)]
+fn prior<const R: usize>(model: &PfModel, nx: usize, x: &mut Lanes<R>, noise: &Lanes<R>) {
+    match (&model.kind, &model.prior) {
+        (PfKind::StochasticVolatility { mu, phi, sigma }, _) => {
+            let sd = sigma / (1.0 - phi * phi).sqrt();
+            for l in 0..L {
+                x[0][l] = mu + sd * noise[0][l];
+            }
+        }
+        (_, Some(p)) => {
+            for i in 0..nx {
+                let mut acc = [p.x0[i]; L];
+                for j in 0..nx {
+                    let s = p.sqrt_p0[i * nx + j];
+                    if s != 0.0 {
+                        for l in 0..L {
+                            acc[l] += s * noise[j][l];
+                        }
+                    }
+                }
+                x[i] = acc;
+            }
+        }
+        (_, None) => {
+            for row in x.iter_mut().take(nx) {
+                *row = [0.0; L];
+            }
+        }
+    }
+}
+
+/// `propagate` of [`PfModel`], lane by lane.
+#[inline(always)]
+fn propagate<const R: usize>(model: &PfModel, nx: usize, x: &mut Lanes<R>, n: &Lanes<R>) {
+    match &model.kind {
+        PfKind::Linear(lg) => {
+            let prev = *x;
+            for i in 0..nx {
+                let mut acc = [lg.u[i]; L];
+                for j in 0..nx {
+                    let f = lg.f[i * nx + j];
+                    let s = lg.sqrt_q[i * nx + j];
+                    if f != 0.0 && s != 0.0 {
+                        for l in 0..L {
+                            acc[l] += f * prev[j][l];
+                            acc[l] += s * n[j][l];
+                        }
+                    } else if f != 0.0 {
+                        for l in 0..L {
+                            acc[l] += f * prev[j][l];
+                        }
+                    } else if s != 0.0 {
+                        for l in 0..L {
+                            acc[l] += s * n[j][l];
+                        }
+                    }
+                }
+                x[i] = acc;
+            }
+        }
+        PfKind::RangeOnly { cv, .. }
+        | PfKind::BearingsOnly { cv, .. }
+        | PfKind::RangeBearing { cv, .. } => {
+            let (a, bb, c) = cv.noise_factor();
+            let dt = cv.dt;
+            for l in 0..L {
+                x[0][l] = x[0][l] + dt * x[1][l] + a * n[0][l];
+                x[1][l] = x[1][l] + bb * n[0][l] + c * n[1][l];
+                x[2][l] = x[2][l] + dt * x[3][l] + a * n[2][l];
+                x[3][l] = x[3][l] + bb * n[2][l] + c * n[3][l];
+            }
+        }
+        PfKind::StochasticVolatility { mu, phi, sigma } => {
+            for l in 0..L {
+                x[0][l] = mu + phi * (x[0][l] - mu) + sigma * n[0][l];
+            }
+        }
+        PfKind::Custom { .. } => {}
+    }
+}
+
+/// `log_likelihood` of [`PfModel`]: the range sensors lane by lane, the other kinds
+/// particle by particle.
+#[inline(always)]
+fn log_likelihood<const R: usize>(
+    model: &PfModel,
+    k: usize,
+    nx: usize,
+    x: &Lanes<R>,
+    z: &[f64],
+    ll: &mut [f64],
+) {
+    match &model.kind {
+        PfKind::RangeOnly { sensors, r, .. } => {
+            let c = -0.5 * (LN_2PI + r.ln());
+            let h = 0.5 / r;
+            let mut acc = [0.0f64; L];
+            for (s, &zs) in sensors.iter().zip(z) {
+                for l in 0..L {
+                    let dx = x[0][l] - s[0];
+                    let dy = x[2][l] - s[1];
+                    let y = zs - (dx * dx + dy * dy).sqrt();
+                    acc[l] += c - h * y * y;
+                }
+            }
+            ll.copy_from_slice(&acc[..ll.len()]);
+        }
+        _ => {
+            let mut xl = [0.0f64; MAX_NX];
+            for (l, o) in ll.iter_mut().enumerate() {
+                for a in 0..nx {
+                    xl[a] = x[a][l];
+                }
+                *o = ParticleModel::<f64>::log_likelihood(model, k, &xl[..nx], z);
+            }
+        }
+    }
+}
