@@ -1,6 +1,8 @@
 //! The recursion on the CPU: a plain per-pixel reference (the definition, written to be
-//! read) and the fast path (rayon over rows, every inner loop a straight pass over
-//! contiguous rows that the compiler vectorises), which the reference checks.
+//! read) and the fast path (rayon over bands of rows; per row and vector one straight
+//! pass over contiguous rows that samples, folds in the frame and keeps the running
+//! max / arg-max, vectorised, AVX2 when present), which the reference checks bit for
+//! bit. `pass.rs` runs several plain steps per pass over memory on top of it.
 //!
 //! A *block* is `D` frames folded along each trajectory (the seed's decimation): the
 //! value at pixel `p` for vector `v` after the block is
