@@ -18,6 +18,7 @@ per step does not change along the run). The total log-likelihoods agree to Mont
 error, not digit for digit (different generators).
 """
 import argparse
+import importlib.metadata
 import os
 import re
 import statistics
@@ -96,7 +97,8 @@ def main():
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     model = os.path.join(root, "examples", "range-only.toml")
     print(f"load average {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} "
-          f"{os.getloadavg()[2]:.2f}; {os.cpu_count()} CPUs; particles {particles.__version__}")
+          f"{os.getloadavg()[2]:.2f}; {os.cpu_count()} CPUs; particles "
+          f"{importlib.metadata.version('particles')}, filterpy {importlib.metadata.version('filterpy')}")
     with tempfile.TemporaryDirectory() as d:
         z = os.path.join(d, "z.npy")
         subprocess.run([a.kestrel, "simulate", "--model", model, "--tracks", "1", "--steps",

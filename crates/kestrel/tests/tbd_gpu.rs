@@ -55,6 +55,30 @@ fn every_variant_equals_the_cpu_reference() {
             frames: 8,
             block: (32, 16),
         });
+        all.push(KernelConfig {
+            variant: Variant::Resident { rows: 8 },
+            half,
+            ldg: true,
+            unroll: true,
+            frames: 8,
+            block: (64, 8),
+        });
+        all.push(KernelConfig {
+            variant: Variant::Resident { rows: 4 },
+            half,
+            ldg: true,
+            unroll: true,
+            frames: 4,
+            block: (128, 8),
+        });
+        for d in [1, 10] {
+            all.push(KernelConfig {
+                variant: Variant::FusedCells { px: 4, py: 2 },
+                half,
+                block: (32, 4),
+                ..KernelConfig::fused(d)
+            });
+        }
     }
     for (ci, cfg) in all.iter().enumerate() {
         // f32 frames with integer vectors, and u8 or u16 frames with fractional ones.
@@ -92,7 +116,26 @@ fn tbd_on_cuda_equals_tbd_on_cpu() {
                 block: (32, 8),
             }),
         ),
+        (
+            1,
+            Some(KernelConfig {
+                variant: Variant::Resident { rows: 4 },
+                half: false,
+                ldg: true,
+                unroll: true,
+                frames: 3,
+                block: (32, 8),
+            }),
+        ),
         (5, None),
+        (
+            5,
+            Some(KernelConfig {
+                variant: Variant::FusedCells { px: 4, py: 2 },
+                block: (8, 4),
+                ..KernelConfig::fused(5)
+            }),
+        ),
         (
             5,
             Some(KernelConfig {

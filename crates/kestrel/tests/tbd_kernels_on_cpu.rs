@@ -42,6 +42,8 @@ fn run_emulated(
         Variant::Fused => 0,
         Variant::PerVector => 1,
         Variant::Tiled => 2,
+        Variant::Resident { .. } => 3,
+        Variant::FusedCells { .. } => 4,
     };
     let mut input = Vec::new();
     for v in [
@@ -124,14 +126,13 @@ fn every_variant_equals_the_cpu_reference() {
                     let frame = [Dtype::F32, Dtype::U8, Dtype::U16][ci % 3];
                     let integer = ci % 2 == 0;
                     let launches = 3;
-                    let c = case(
-                        101 + ci as u64,
-                        13,
-                        21,
-                        launches * cfg.frames,
-                        frame,
-                        integer,
-                    );
+                    // The kernels with pixels per thread on frames large enough that
+                    // some threads lie inside (no bounds checks) at every decimation.
+                    let (h, w) = match cfg.variant {
+                        Variant::FusedCells { .. } => (29, 37),
+                        _ => (13, 21),
+                    };
+                    let c = case(101 + ci as u64, h, w, launches * cfg.frames, frame, integer);
                     let (got, gs) = run_emulated(cxx, dir, &format!("c{ci}"), &c, cfg, launches);
                     let (want, ws) = expected(&c, cfg, launches);
                     let what = format!(
@@ -145,4 +146,49 @@ fn every_variant_equals_the_cpu_reference() {
             });
         }
     });
+}
+
+#[test]
+fn decimated_kernels_equal_the_resident_kernel_at_emitted_frames() {
+    // Integer vectors: a trajectory folded through D frames (fused, fused4x2) is the
+    // plain recursion's arithmetic in the same order, so its map and state equal, bit for
+    // bit, the resident kernel's (plain, every frame) at frames D-1, 2D-1, ...
+    let Some(cxx) = compiler() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (d, launches) = (3, 2);
+    let c = case(77, 19, 29, d * launches, Dtype::F32, true);
+    let resident = KernelConfig {
+        variant: Variant::Resident { rows: 4 },
+        ldg: true,
+        unroll: true,
+        frames: d,
+        block: (24, 5),
+        half: false,
+    };
+    let (plain, plain_state) = run_emulated(&cxx, dir.path(), "res", &c, &resident, launches);
+    assert_eq!(plain.len(), d * launches);
+    for (tag, cfg) in [
+        ("fused", KernelConfig::fused(d)),
+        (
+            "cells",
+            KernelConfig {
+                variant: Variant::FusedCells { px: 4, py: 2 },
+                block: (2, 2),
+                ..KernelConfig::fused(d)
+            },
+        ),
+    ] {
+        let (dec, dec_state) = run_emulated(&cxx, dir.path(), tag, &c, &cfg, launches);
+        assert_eq!(dec.len(), launches, "{tag}");
+        for (l, (s, a)) in dec.iter().enumerate() {
+            let (ps, pa) = &plain[(l + 1) * d - 1];
+            assert!(
+                s.iter().all(|v| v.is_finite()),
+                "{tag}: map {l} not all written"
+            );
+            assert_eq!(s, ps, "{tag}: map after frame {}", (l + 1) * d - 1);
+            assert_eq!(a, pa, "{tag}: arg-max after frame {}", (l + 1) * d - 1);
+        }
+        assert_eq!(dec_state, plain_state, "{tag}: final state");
+    }
 }

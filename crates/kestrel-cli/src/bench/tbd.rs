@@ -5,7 +5,8 @@
 //! Roofline of a launch: the bytes its scheme must move (state read and written once,
 //! its frames read once, its maps written: f32 score + u16 arg per pixel) over the H100's
 //! 2.9 TB/s; per frame that is that / frames per launch. Host-fed: the frame's bytes over
-//! the measured host-to-device copy bandwidth.
+//! the measured host-to-device copy bandwidth. Timed on a fixed non-zero pattern of
+//! frames. `KESTREL_BENCH_TBD=part,...` keeps only the kernels whose name holds a part.
 
 use super::{time_runs, Record, Sink};
 use kestrel::tbd::cpu::CpuState;
@@ -101,11 +102,22 @@ fn gpu(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
     let n = h * w;
     let device = kestrel::cuda::device_name(0)?;
     let mut best: Vec<(String, f64)> = Vec::new();
+    // KESTREL_BENCH_TBD=part,part: only the kernels whose name holds one of the parts.
+    let only: Vec<String> = std::env::var("KESTREL_BENCH_TBD")
+        .unwrap_or_default()
+        .split(',')
+        .filter(|p| !p.is_empty())
+        .map(str::to_string)
+        .collect();
     for (d, half) in [(1, false), (1, true), (10, false), (10, true)] {
         let p = params(d);
         let nv = p.motions.len();
         let mut top = (0.0f64, None);
         for cfg in autotune::candidates(&p, half) {
+            let name = cfg.name();
+            if !only.is_empty() && !only.iter().any(|o| name.contains(o.as_str())) {
+                continue;
+            }
             let mut g = match GpuTbd::new(0, &p, h, w, cfg, Dtype::F32) {
                 Ok(g) => g,
                 Err(e) => {
@@ -113,7 +125,7 @@ fn gpu(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
                     continue;
                 }
             };
-            g.load_frames(&vec![0u8; n * 4 * cfg.frames])?;
+            g.load_frames(&autotune::timing_frames(n * 4 * cfg.frames, Dtype::F32))?;
             let launches = if quick {
                 (40 / cfg.frames).max(2)
             } else {

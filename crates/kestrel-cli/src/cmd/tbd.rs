@@ -95,8 +95,9 @@ pub struct Args {
     /// GPU: store the state as f16 (computed in f32; half the memory traffic).
     #[arg(long)]
     f16_state: bool,
-    /// GPU: this kernel instead of the autotuner's choice, e.g. fused/ldg/unroll/f32/32x8/D1
-    /// or tiled/ldg/loop/f32/32x16/K8 (names as `kestrel bench --only tbd` prints them).
+    /// GPU: this kernel instead of the autotuner's choice, e.g. fused/ldg/unroll/f32/32x8/D1,
+    /// resident4/ldg/unroll/f32/128x8/K4 or tiled/ldg/loop/f32/32x16/K8 (names as
+    /// `kestrel bench --only tbd` prints them).
     #[arg(long, value_name = "NAME")]
     kernel: Option<String>,
 }

@@ -390,7 +390,6 @@ fn gather_walk<T: Copy, const NX: usize>(
     let n = cdf.local.len();
     let s1 = s0 + out.len() / nx;
     let pos = |j: usize| (j as f64 + u) * scale;
-    let inv = 1.0 / scale;
     let mut i = cdf.first_above(pos(s0));
     let mut j = s0;
     while j < s1 {
@@ -403,34 +402,11 @@ fn gather_walk<T: Copy, const NX: usize>(
             return;
         }
         let ci = cdf.at(i);
-        // The slots j..e this particle takes: e is the first slot with pos(e) >= C_i.
-        // An estimate from the division, then exact comparisons with the positions
-        // (rarely more than one step): no branch per slot.
-        let guess = (ci * inv - u).ceil();
-        let mut e = if guess > j as f64 {
-            (guess as usize).min(s1)
-        } else {
-            j
-        };
-        while e < s1 && pos(e) < ci {
-            e += 1;
-        }
-        while e > j && pos(e - 1) >= ci {
-            e -= 1;
-        }
         let src = &x[i * nx..(i + 1) * nx];
-        let o = (j - s0) * nx;
-        if e - j <= 2 && j + 2 <= s1 {
-            // Two copies whatever the count (0, 1 or 2): a slot past e belongs to a
-            // later particle, which overwrites it.
-            out[o..o + nx].copy_from_slice(src);
-            out[o + nx..o + 2 * nx].copy_from_slice(src);
-        } else {
-            for d in out[o..(e - s0) * nx].chunks_exact_mut(nx) {
-                d.copy_from_slice(src);
-            }
+        while j < s1 && pos(j) < ci {
+            out[(j - s0) * nx..(j - s0 + 1) * nx].copy_from_slice(src);
+            j += 1;
         }
-        j = e;
         i += 1;
     }
 }

@@ -3,59 +3,118 @@
 //! `<cache dir>/tbd-autotune.txt` (one line per setting: key, kernel, frames/s), so the
 //! timing runs once per machine and setting.
 
-use super::cuda::{shrink, tiled_shared_bytes, GpuTbd, KernelConfig, Variant};
+use super::cuda::{shrink, GpuTbd, KernelConfig, Variant};
 use super::frames::Dtype;
 use super::Params;
 use crate::error::{Error, Result};
 
-/// The variants worth timing: for decimation D > 1 the per-trajectory kernels (fused
-/// and per-vector) with D frames per launch; for D = 1 also the tiled kernel keeping
-/// the state on chip for 4 or 8 frames. Loads, unrolling and block shapes vary.
+/// The variants worth timing: for decimation D > 1 the per-trajectory kernels (fused,
+/// fused with several pixels per thread, per-vector) with D frames per launch; for D = 1
+/// also the kernels keeping the state on chip for K frames (tiled: K = 4, 8; resident:
+/// K = 4 in tiles of 128, 96 or 64 x 32 cells, K = 8 in 64 x 64). Loads, unrolling and
+/// block shapes vary.
 pub fn candidates(params: &Params, half: bool) -> Vec<KernelConfig> {
     let d = params.decimation;
     let mut v = Vec::new();
-    for block in [(32, 8), (64, 4), (128, 2), (32, 16)] {
-        for (ldg, unroll) in [(true, true), (false, true), (true, false)] {
-            v.push(KernelConfig {
-                variant: Variant::Fused,
-                half,
-                ldg,
+    let mut push = |c: KernelConfig| {
+        if c.check(&params.motions).is_ok() {
+            v.push(c);
+        }
+    };
+    let base = KernelConfig {
+        half,
+        ..KernelConfig::fused(d)
+    };
+    // The seed's variants: cached or plain loads and block shapes (vectors unrolled), and
+    // one block shape with the vector loop not unrolled.
+    for block in [(32, 8), (64, 4), (128, 2), (32, 16), (32, 32)] {
+        for ldg in [true, false] {
+            push(KernelConfig { ldg, block, ..base });
+        }
+    }
+    push(KernelConfig {
+        unroll: false,
+        ..base
+    });
+    // Several pixels per thread, plain loads (faster than __ldg for the fused kernel on
+    // an H100). Unrolling the vectors makes the body 13 x D x PX x PY samples long: it
+    // spills at D = 10, so only D = 1 times it.
+    for (px, py, block) in [
+        (4, 2, (32, 4)),
+        (4, 2, (32, 8)),
+        (2, 2, (32, 8)),
+        (4, 1, (32, 8)),
+        (2, 4, (32, 4)),
+    ] {
+        for unroll in [false, true] {
+            if unroll && d > 1 {
+                continue;
+            }
+            push(KernelConfig {
+                variant: Variant::FusedCells { px, py },
+                ldg: false,
                 unroll,
-                frames: d,
                 block,
+                ..base
             });
         }
     }
+    // One kernel per vector.
     if params.motions.len() <= 64 {
         for ldg in [true, false] {
-            v.push(KernelConfig {
+            push(KernelConfig {
                 variant: Variant::PerVector,
-                half,
                 ldg,
-                unroll: true,
-                frames: d,
-                block: (32, 8),
+                ..base
             });
         }
     }
     if d == 1 && shrink(&params.motions) <= 4 {
+        // The state on chip for K frames: the first tiled kernel, and the resident one.
         for frames in [4, 8] {
-            for block in [(32, 8), (32, 16), (64, 8)] {
-                let c = KernelConfig {
-                    variant: Variant::Tiled,
-                    half,
+            push(KernelConfig {
+                variant: Variant::Tiled,
+                unroll: false,
+                frames,
+                ..base
+            });
+        }
+        for (rows, block, frames, unrolls) in [
+            (4, (128, 8), 4, &[true, false][..]),
+            (4, (96, 8), 4, &[true, false][..]),
+            (4, (64, 8), 4, &[true, false][..]),
+            (8, (64, 8), 8, &[false][..]),
+        ] {
+            for &unroll in unrolls {
+                push(KernelConfig {
+                    variant: Variant::Resident { rows },
                     ldg: true,
-                    unroll: false,
+                    unroll,
                     frames,
                     block,
-                };
-                if tiled_shared_bytes(&c, &params.motions) <= 48 * 1024 {
-                    v.push(c);
-                }
+                    ..base
+                });
             }
         }
     }
     v
+}
+
+/// Frames to time on: a fixed pattern of small integers, not zeros (zeros can hide an
+/// unwritten output and run faster than real data).
+pub fn timing_frames(bytes: usize, frame: Dtype) -> Vec<u8> {
+    let n = bytes / frame.size();
+    let mut raw = Vec::with_capacity(bytes);
+    for i in 0..n {
+        let v = ((i * 7 + i / 1031 * 13) % 17) as u8;
+        match frame {
+            Dtype::U8 => raw.push(v),
+            Dtype::U16 => raw.extend((v as u16).to_le_bytes()),
+            Dtype::F64 => raw.extend((v as f64 * 0.1).to_le_bytes()),
+            _ => raw.extend((v as f32 * 0.1).to_le_bytes()),
+        }
+    }
+    raw
 }
 
 fn key(device: &str, params: &Params, h: usize, w: usize, frame: Dtype, half: bool) -> String {
@@ -119,7 +178,7 @@ pub fn choose(
         }
     }
     let mut best: Option<(f64, KernelConfig)> = None;
-    let raw = vec![0u8; h * w * frame.size() * 64];
+    let raw = timing_frames(h * w * frame.size() * 64, frame);
     for c in candidates(params, half) {
         let mut g = match GpuTbd::new(ordinal, params, h, w, c, frame) {
             Ok(g) => g,

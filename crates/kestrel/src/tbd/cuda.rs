@@ -8,6 +8,14 @@
 //!   in place across the launches;
 //! - [`Variant::Tiled`]: tiles with halos in shared memory, the state read and written
 //!   once per `frames` frames, the map written every frame (plain recursion);
+//! - [`Variant::Resident`]: the same scheme (state on chip for `frames` frames, a map
+//!   every frame) laid out for speed: one vector at a time, each thread a column of
+//!   `rows` cells held in registers, the shifts compiled in, neighbours exchanged through
+//!   a double-buffered shared tile (one barrier per frame), the per-frame max / arg-max
+//!   of every frame kept in registers across the vectors (arg-max packed 4 or 8 bits);
+//! - [`Variant::FusedCells`]: the fused kernel with `px` x `py` pixels per thread, the
+//!   taps and horizontal blends that neighbouring pixels share loaded and computed once,
+//!   no bounds checks where a thread's footprint lies inside the frame;
 //! - and for each: read-only cached (`__ldg`) or plain loads, the vector loop unrolled
 //!   or not, the block shape, f32 or f16 state storage (computed in f32).
 //!
@@ -103,6 +111,19 @@ pub enum Variant {
     PerVector,
     /// Tiles with halos in shared memory, every frame emitted.
     Tiled,
+    /// Tiles with halos, each thread a column of `rows` cells in registers, one vector
+    /// at a time, every frame emitted.
+    Resident {
+        /// Cells (rows) per thread; the tile is `block.0` x `block.1 * rows` cells.
+        rows: u32,
+    },
+    /// The fused kernel with `px` x `py` pixels per thread.
+    FusedCells {
+        /// Pixels per thread along x.
+        px: u32,
+        /// Pixels per thread along y.
+        py: u32,
+    },
 }
 
 /// One kernel configuration (what the autotuner chooses among).
@@ -136,33 +157,56 @@ impl KernelConfig {
         }
     }
 
+    /// The state stays on chip for `frames` frames and a map is emitted every frame
+    /// (the plain recursion; no decimation).
+    pub fn emits_every_frame(&self) -> bool {
+        matches!(self.variant, Variant::Tiled | Variant::Resident { .. })
+    }
+
     /// Maps written per launch.
     pub fn maps_per_launch(&self) -> usize {
-        match self.variant {
-            Variant::Tiled => self.frames,
-            _ => 1,
+        if self.emits_every_frame() {
+            self.frames
+        } else {
+            1
         }
     }
 
-    /// A short name, e.g. `fused/ldg/unroll/f32/32x8/D1`.
+    /// Output pixels of one block (`x`, `y`): the tile less its halo for the kernels that
+    /// keep the state on chip, else the block.
+    pub fn out_tile(&self, motions: &[Motion]) -> (usize, usize) {
+        let (bx, by) = (self.block.0 as usize, self.block.1 as usize);
+        match self.variant {
+            Variant::Resident { rows } => {
+                let halo = 2 * self.frames * shrink(motions);
+                (
+                    bx.saturating_sub(halo),
+                    (by * rows as usize).saturating_sub(halo),
+                )
+            }
+            Variant::FusedCells { px, py } => (bx * px as usize, by * py as usize),
+            _ => (bx, by),
+        }
+    }
+
+    /// A short name, e.g. `fused/ldg/unroll/f32/32x8/D1` or
+    /// `resident8/ldg/unroll/f32/64x8/K8` (8 rows per thread).
     pub fn name(&self) -> String {
         format!(
             "{}/{}/{}/{}/{}x{}/{}{}",
             match self.variant {
-                Variant::Fused => "fused",
-                Variant::PerVector => "per-vector",
-                Variant::Tiled => "tiled",
+                Variant::Fused => "fused".to_string(),
+                Variant::PerVector => "per-vector".to_string(),
+                Variant::Tiled => "tiled".to_string(),
+                Variant::Resident { rows } => format!("resident{rows}"),
+                Variant::FusedCells { px, py } => format!("fused{px}x{py}"),
             },
             if self.ldg { "ldg" } else { "plain" },
             if self.unroll { "unroll" } else { "loop" },
             if self.half { "f16" } else { "f32" },
             self.block.0,
             self.block.1,
-            if self.variant == Variant::Tiled {
-                "K"
-            } else {
-                "D"
-            },
+            if self.emits_every_frame() { "K" } else { "D" },
             self.frames
         )
     }
@@ -177,7 +221,19 @@ impl KernelConfig {
             "fused" => Variant::Fused,
             "per-vector" => Variant::PerVector,
             "tiled" => Variant::Tiled,
-            _ => return None,
+            r => {
+                if let Some(rows) = r.strip_prefix("resident") {
+                    Variant::Resident {
+                        rows: rows.parse().ok()?,
+                    }
+                } else {
+                    let (px, py) = r.strip_prefix("fused")?.split_once('x')?;
+                    Variant::FusedCells {
+                        px: px.parse().ok()?,
+                        py: py.parse().ok()?,
+                    }
+                }
+            }
         };
         let (bx, by) = p[4].split_once('x')?;
         let frames = p[5].get(1..)?.parse().ok()?;
@@ -204,10 +260,34 @@ impl KernelConfig {
         if self.variant == Variant::PerVector && motions.len() > VEC_NAMES.len() {
             return bad(format!("at most {} vectors", VEC_NAMES.len()));
         }
-        if self.variant == Variant::Tiled {
+        if self.emits_every_frame() {
             let smem = tiled_shared_bytes(self, motions);
             if smem > 48 * 1024 {
                 return bad(format!("{smem} bytes of shared memory (at most 49152)"));
+            }
+        }
+        if let Variant::FusedCells { px, py } = self.variant {
+            if !(1..=8).contains(&px) || !(1..=8).contains(&py) {
+                return bad(format!("{px} x {py} pixels per thread (1..=8 each)"));
+            }
+        }
+        if let Variant::Resident { rows } = self.variant {
+            if rows == 0 || rows > 32 {
+                return bad(format!("{rows} rows per thread (1..=32)"));
+            }
+            if motions.len() > 256 {
+                return bad(format!(
+                    "{} vectors (the packed arg-max holds at most 256)",
+                    motions.len()
+                ));
+            }
+            let (ox, oy) = self.out_tile(motions);
+            if ox == 0 || oy == 0 {
+                return bad(format!(
+                    "the tile is no larger than its halo ({} frames x {} pixels per frame on each side)",
+                    self.frames,
+                    shrink(motions)
+                ));
             }
         }
         Ok(())
@@ -229,11 +309,20 @@ pub fn shrink(motions: &[Motion]) -> usize {
         .unwrap_or(0)
 }
 
-/// Shared memory of the tiled kernel in bytes.
+/// Shared memory of the tiled and resident kernels in bytes.
 pub fn tiled_shared_bytes(cfg: &KernelConfig, motions: &[Motion]) -> usize {
-    let halo = cfg.frames * shrink(motions);
     let (tx, ty) = (cfg.block.0 as usize, cfg.block.1 as usize);
-    2 * (tx + 2 * halo) * (ty + 2 * halo) * 4 + cfg.frames * tx * ty * 6
+    match cfg.variant {
+        Variant::Resident { rows } => {
+            // Two tiles padded by one frame's reach on each side.
+            let pad = 2 * shrink(motions).max(1);
+            2 * (tx + pad) * (ty * rows as usize + pad) * 4
+        }
+        _ => {
+            let halo = cfg.frames * shrink(motions);
+            2 * (tx + 2 * halo) * (ty + 2 * halo) * 4 + cfg.frames * tx * ty * 6
+        }
+    }
 }
 
 fn floats(v: impl Iterator<Item = f32>) -> String {
@@ -266,6 +355,15 @@ pub fn source(motions: &[Motion], frame: Dtype, cfg: &KernelConfig) -> String {
     s += &format!("#define DEC {}\n", cfg.frames);
     s += &format!("#define TX {}\n#define TY {}\n", cfg.block.0, cfg.block.1);
     s += &format!("#define SHRINK {}\n", shrink(motions).max(1));
+    if cfg.variant == Variant::Tiled {
+        s += "#define TBD_TILED 1\n";
+    }
+    if let Variant::Resident { rows } = cfg.variant {
+        s += &format!("#define RB {rows}\n");
+    }
+    if let Variant::FusedCells { px, py } = cfg.variant {
+        s += &format!("#define PX {px}\n#define PY {py}\n");
+    }
     if cfg.variant == Variant::PerVector {
         let list: Vec<String> = (0..motions.len())
             .map(|i| format!("TBD_VEC({i})"))
@@ -283,6 +381,8 @@ pub fn kernel_names(cfg: &KernelConfig, nv: usize) -> Vec<&'static str> {
     match cfg.variant {
         Variant::Fused => vec!["tbd_fused"],
         Variant::Tiled => vec!["tbd_tiled"],
+        Variant::Resident { .. } => vec!["tbd_resident"],
+        Variant::FusedCells { .. } => vec!["tbd_fused_cells"],
         Variant::PerVector => VEC_NAMES[..nv].to_vec(),
     }
 }
@@ -441,9 +541,10 @@ impl GpuTbd {
     pub fn launch(&mut self) -> Result<()> {
         cuda::catch(|| {
             let (bx, by) = self.cfg.block;
+            let (ox, oy) = self.cfg.out_tile(&self.motions);
             let grid = (
-                (self.w as u32).div_ceil(bx),
-                (self.h as u32).div_ceil(by),
+                (self.w as u32).div_ceil(ox as u32),
+                (self.h as u32).div_ceil(oy as u32),
                 1,
             );
             let args = [

@@ -208,7 +208,7 @@ impl Tbd {
                     Some(k) => k,
                     None => autotune::choose(ordinal, &params, h, w, Dtype::F32, opts.half)?,
                 };
-                if cfg.variant != cuda::Variant::Tiled && cfg.frames != params.decimation {
+                if !cfg.emits_every_frame() && cfg.frames != params.decimation {
                     return Err(Error::input(format!(
                         "kernel {} folds {} frames per launch, the decimation is {}",
                         cfg.name(),
@@ -216,7 +216,7 @@ impl Tbd {
                         params.decimation
                     )));
                 }
-                if cfg.variant == cuda::Variant::Tiled && params.decimation != 1 {
+                if cfg.emits_every_frame() && params.decimation != 1 {
                     return Err(Error::input(format!(
                         "kernel {} emits every frame; decimation {} needs the fused or per-vector kernel",
                         cfg.name(),

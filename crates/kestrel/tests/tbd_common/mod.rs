@@ -93,6 +93,19 @@ pub fn configs() -> Vec<KernelConfig> {
         k(Fused, true, true, true, 3, (8, 4)),
         k(PerVector, true, true, true, 1, (16, 2)),
         k(Tiled, true, true, false, 3, (8, 4)),
+        // Tiles of 16 x 12, 24 x 20 and 12 x 8 cells: halos of up to 6 pixels meet the edges.
+        k(Resident { rows: 3 }, false, true, true, 2, (16, 4)),
+        k(Resident { rows: 4 }, false, false, true, 3, (24, 5)),
+        k(Resident { rows: 2 }, false, true, false, 1, (12, 4)),
+        k(Resident { rows: 3 }, true, true, true, 2, (16, 4)),
+        // 6 frames x 6 rows: the frames read per vector rather than held in registers.
+        k(Resident { rows: 6 }, false, true, false, 6, (32, 5)),
+        // 4 x 2 and 2 x 3 pixels per thread on 13 x 21 frames: threads inside the frame
+        // (no bounds checks) only where the reach allows, ragged right and bottom edges.
+        k(FusedCells { px: 4, py: 2 }, false, true, true, 1, (2, 2)),
+        k(FusedCells { px: 4, py: 2 }, false, false, true, 3, (2, 2)),
+        k(FusedCells { px: 2, py: 3 }, false, true, false, 2, (4, 2)),
+        k(FusedCells { px: 4, py: 2 }, true, true, true, 3, (2, 2)),
     ]
 }
 
@@ -102,7 +115,7 @@ pub fn expected(c: &Case, cfg: &KernelConfig, launches: usize) -> (Vec<MapPair>,
     let n = c.h * c.w;
     let mut st = CpuState::new(c.h, c.w, &c.motions, c.alpha);
     let mut maps = Vec::new();
-    let per = if cfg.variant == Variant::Tiled {
+    let per = if cfg.emits_every_frame() {
         1
     } else {
         cfg.frames

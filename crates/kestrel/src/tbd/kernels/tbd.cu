@@ -176,6 +176,7 @@ __device__ __forceinline__ void tbd_vec_body(const state_t* __restrict__ s_prev,
 TBD_VEC_LIST
 #endif
 
+#ifdef TBD_TILED
 // Tiles with halos: the state of a TX x TY tile and a halo of DEC * SHRINK pixels is
 // read once, advanced DEC frames in shared memory (the plain recursion, resampled every
 // frame: the valid region shrinks by SHRINK per frame), the map of every frame written,
@@ -253,3 +254,275 @@ extern "C" __global__ void __launch_bounds__(TX * TY)
         }
     }
 }
+
+#endif
+// The state resident on chip for DEC frames, laid out for speed (`Variant::Resident`):
+// one vector at a time; each thread owns a column of RB cells of a TX x (TY * RB) tile
+// (threadIdx.x the column, so a warp touches 32 consecutive pixels) and keeps them in
+// registers; every frame it publishes them to a shared tile padded by one frame's reach
+// (SHRINK) on each side, double buffered so that one barrier per frame orders it, and
+// reads back the taps of its shifted column (each shared row once: the vertical taps of
+// neighbouring cells are shared in registers). The per-frame max / arg-max of all DEC
+// frames stays in registers across the vectors (arg-max packed ARG_BITS per frame), the
+// next vector's state is loaded while the current one runs, and a frame's pixels are
+// loaded before the barrier that they wait at. The halo is DEC * SHRINK on each side:
+// the block emits the inner (TX - 2 halo) x (TY * RB - 2 halo) pixels.
+#ifdef RB
+#define R_HALO (DEC * SHRINK)
+#define R_BW TX
+#define R_BH (TY * RB)
+#define R_PAD SHRINK
+#define R_PW (R_BW + 2 * R_PAD + 1)
+#define R_PH (R_BH + 2 * R_PAD + 1)
+#if NV <= 16
+#define ARG_BITS 4
+#else
+#define ARG_BITS 8
+#endif
+#define ARG_PER_WORD (32 / ARG_BITS)
+#define ARG_WORDS ((DEC + ARG_PER_WORD - 1) / ARG_PER_WORD)
+
+// Frames in registers (read once per block, not once per vector) where they fit: on an
+// H100 (1024 x 1024, 13 vectors, K = 4, 128 x 32 tiles) 40,100 frames/s with them (a few
+// registers spilled) against at most 24,900 reading the frames once per vector.
+#define R_FREG (DEC * RB <= 32)
+
+// ALLIN: the whole tile lies inside the frame (no per-cell frame tests).
+template <bool ALLIN>
+__device__ __forceinline__ void resident_body(const state_t* __restrict__ s_prev, state_t* __restrict__ s_next,
+                                              const FRAME_T* __restrict__ frames, float* __restrict__ score,
+                                              unsigned short* __restrict__ arg, int h, int w, float alpha,
+                                              float (*rbuf)[R_PH][R_PW], int gx, int gy0) {
+    const int tx = threadIdx.x, r0 = threadIdx.y * RB;
+    const size_t n = (size_t)h * w;
+    const float c = 1.0f - alpha;
+    const bool col_in = ALLIN || (unsigned)gx < (unsigned)w;
+    const bool col_out = col_in && tx >= R_HALO && tx < R_BW - R_HALO;
+    bool in[RB], out[RB];
+    const size_t base = col_in ? (size_t)gy0 * w + gx : 0;
+#pragma unroll
+    for (int i = 0; i < RB; ++i) {
+        in[i] = ALLIN || (col_in && (unsigned)(gy0 + i) < (unsigned)h);
+        out[i] = col_out && in[i] && r0 + i >= R_HALO && r0 + i < R_BH - R_HALO;
+    }
+#define R_OFF(i) (base + (size_t)(i) * w)
+    float best[DEC][RB];
+    unsigned barg[RB][ARG_WORDS];
+#pragma unroll
+    for (int i = 0; i < RB; ++i)
+#pragma unroll
+        for (int q = 0; q < ARG_WORDS; ++q) barg[i][q] = 0u;
+#if R_FREG
+    float xr[DEC][RB];
+#pragma unroll
+    for (int k = 0; k < DEC; ++k)
+#pragma unroll
+        for (int i = 0; i < RB; ++i) xr[k][i] = in[i] ? (float)LD(frames + (size_t)k * n + R_OFF(i)) : 0.0f;
+#endif
+    float nxt[RB];
+#pragma unroll
+    for (int i = 0; i < RB; ++i) nxt[i] = in[i] ? load_state_f(LD(s_prev + R_OFF(i))) : 0.0f;
+    PRAGMA_V
+    for (int v = 0; v < NV; ++v) {
+#if UNROLL_V
+        const float vx = mvx(v), vy = mvy(v);
+#else
+        const float vx = MVX[v], vy = MVY[v];
+#endif
+        float s[RB];
+#pragma unroll
+        for (int i = 0; i < RB; ++i) s[i] = nxt[i];
+        if (v + 1 < NV) {
+            const state_t* sp = s_prev + (size_t)(v + 1) * n;
+#pragma unroll
+            for (int i = 0; i < RB; ++i) nxt[i] = in[i] ? load_state_f(LD(sp + R_OFF(i))) : 0.0f;
+        }
+        // The taps of the shift by -v (motion.rs): rows iy, iy + 1, columns ix, ix + 1.
+        const float sx = -vx, sy = -vy;
+        const int ix = ifloor(sx), iy = ifloor(sy);
+        const float fx = sx - (float)ix, fy = sy - (float)iy;
+        const float wx0 = 1.0f - fx, wx1 = fx, wy0 = 1.0f - fy, wy1 = fy;
+#pragma unroll
+        for (int k = 0; k < DEC; ++k) {
+#if R_FREG
+            const float* xk = xr[k];
+#else
+            const FRAME_T* f = frames + (size_t)k * n;
+            float xk[RB];
+#pragma unroll
+            for (int i = 0; i < RB; ++i) xk[i] = in[i] ? (float)LD(f + R_OFF(i)) : 0.0f;
+#endif
+            float(*b)[R_PW] = rbuf[(v * DEC + k) & 1];
+#pragma unroll
+            for (int i = 0; i < RB; ++i) b[R_PAD + r0 + i][R_PAD + tx] = s[i];
+            __syncthreads();
+            float hr[RB + 1];
+#pragma unroll
+            for (int j = 0; j <= RB; ++j) {
+                if (j < RB || wy1 != 0.0f) {
+                    const float* row = &b[R_PAD + r0 + iy + j][R_PAD + tx + ix];
+                    hr[j] = (wx1 == 0.0f) ? row[0] : wx0 * row[0] + wx1 * row[1];
+                } else {
+                    hr[j] = 0.0f;
+                }
+            }
+#pragma unroll
+            for (int i = 0; i < RB; ++i) {
+                const float p = (wy1 == 0.0f) ? hr[i] : wy0 * hr[i] + wy1 * hr[i + 1];
+                // Cells outside the frame hold 0: the convention's "outside reads 0".
+                const float val = in[i] ? c * p + alpha * xk[i] : 0.0f;
+                s[i] = val;
+                if (v == 0 || val > best[k][i]) {
+                    best[k][i] = val;
+                    const int q = k / ARG_PER_WORD, sh = (k % ARG_PER_WORD) * ARG_BITS;
+                    barg[i][q] = (barg[i][q] & ~(((1u << ARG_BITS) - 1u) << sh)) | ((unsigned)v << sh);
+                }
+            }
+        }
+        state_t* so = s_next + (size_t)v * n;
+#pragma unroll
+        for (int i = 0; i < RB; ++i)
+            if (out[i]) so[R_OFF(i)] = store_state_f(s[i]);
+    }
+#pragma unroll
+    for (int k = 0; k < DEC; ++k)
+#pragma unroll
+        for (int i = 0; i < RB; ++i)
+            if (out[i]) {
+                score[(size_t)k * n + R_OFF(i)] = best[k][i];
+                const int q = k / ARG_PER_WORD, sh = (k % ARG_PER_WORD) * ARG_BITS;
+                arg[(size_t)k * n + R_OFF(i)] = (unsigned short)((barg[i][q] >> sh) & ((1u << ARG_BITS) - 1u));
+            }
+#undef R_OFF
+}
+
+extern "C" __global__ void __launch_bounds__(TX * TY)
+    tbd_resident(const state_t* __restrict__ s_prev, state_t* __restrict__ s_next, const FRAME_T* __restrict__ frames,
+                 float* __restrict__ score, unsigned short* __restrict__ arg, int h, int w, float alpha) {
+    __shared__ float rbuf[2][R_PH][R_PW];
+    const int bx0 = (int)blockIdx.x * (R_BW - 2 * R_HALO) - R_HALO;
+    const int by0 = (int)blockIdx.y * (R_BH - 2 * R_HALO) - R_HALO;
+    const int gx = bx0 + (int)threadIdx.x, gy0 = by0 + (int)threadIdx.y * RB;
+    // Block-uniform: every thread takes the same branch (the barriers inside stay paired).
+    if (bx0 >= 0 && by0 >= 0 && bx0 + R_BW <= w && by0 + R_BH <= h)
+        resident_body<true>(s_prev, s_next, frames, score, arg, h, w, alpha, rbuf, gx, gy0);
+    else
+        resident_body<false>(s_prev, s_next, frames, score, arg, h, w, alpha, rbuf, gx, gy0);
+}
+#endif
+
+// The fused kernel with PX x PY pixels per thread (`Variant::FusedCells`): the taps
+// that neighbouring pixels share along a trajectory are loaded once (a PX x PY block of
+// bilinear samples needs (PX + 1) x (PY + 1) taps, not 4 PX PY) and the horizontal
+// blends of a shared row once; a thread whose whole footprint lies inside the frame
+// skips the bounds checks. Same arithmetic, same order as `trajectory`.
+#ifdef PX
+#define C_REACH (DEC * SHRINK + 1)
+
+template <bool IN, class Get>
+__device__ __forceinline__ void sample_cells(float (&o)[PY][PX], Get get, int h, int w, int x0, int y0, float sx,
+                                             float sy) {
+    const int ix = ifloor(sx), iy = ifloor(sy);
+    const float fx = sx - (float)ix, fy = sy - (float)iy;
+    const float wx0 = 1.0f - fx, wx1 = fx, wy0 = 1.0f - fy, wy1 = fy;
+    const bool hx = wx1 != 0.0f, hy = wy1 != 0.0f;
+    float hr[PY + 1][PX];
+#pragma unroll
+    for (int b = 0; b <= PY; ++b) {
+        if (b == PY && !hy) break;
+        const int r = y0 + iy + b;
+        float g[PX + 1];
+#pragma unroll
+        for (int a = 0; a <= PX; ++a) {
+            const int cc = x0 + ix + a;
+            if (a == PX && !hx) {
+                g[a] = 0.0f;
+            } else {
+                g[a] = (IN || ((unsigned)r < (unsigned)h && (unsigned)cc < (unsigned)w)) ? get(r, cc) : 0.0f;
+            }
+        }
+#pragma unroll
+        for (int a = 0; a < PX; ++a) hr[b][a] = hx ? wx0 * g[a] + wx1 * g[a + 1] : g[a];
+    }
+#pragma unroll
+    for (int b = 0; b < PY; ++b)
+#pragma unroll
+        for (int a = 0; a < PX; ++a) o[b][a] = hy ? wy0 * hr[b][a] + wy1 * hr[b + 1][a] : hr[b][a];
+}
+
+template <bool IN>
+__device__ __forceinline__ void cells_body(const state_t* __restrict__ s_prev, state_t* __restrict__ s_next,
+                                           const FRAME_T* __restrict__ frames, float* __restrict__ score,
+                                           unsigned short* __restrict__ arg, int h, int w, float alpha, int x0,
+                                           int y0) {
+    const size_t n = (size_t)h * w;
+    const float c = 1.0f - alpha;
+    float best[PY][PX];
+    int barg[PY][PX];
+    PRAGMA_V
+    for (int v = 0; v < NV; ++v) {
+#if UNROLL_V
+        const float vx = mvx(v), vy = mvy(v);
+#else
+        const float vx = MVX[v], vy = MVY[v];
+#endif
+        const state_t* sp = s_prev + (size_t)v * n;
+        float s[PY][PX];
+        sample_cells<IN>(s, [&](int r, int cc) { return load_state_f(LD(sp + (size_t)r * w + cc)); }, h, w, x0, y0,
+                         -(float)DEC * vx, -(float)DEC * vy);
+#pragma unroll
+        for (int j = 0; j < DEC; ++j) {
+            const FRAME_T* f = frames + (size_t)j * n;
+            const float back = (float)(DEC - 1 - j);
+            float xs[PY][PX];
+            if (j == DEC - 1) {
+#pragma unroll
+                for (int b = 0; b < PY; ++b)
+#pragma unroll
+                    for (int a = 0; a < PX; ++a)
+                        xs[b][a] = (IN || (x0 + a < w && y0 + b < h)) ? (float)LD(f + (size_t)(y0 + b) * w + x0 + a)
+                                                                      : 0.0f;
+            } else {
+                sample_cells<IN>(xs, [&](int r, int cc) { return (float)LD(f + (size_t)r * w + cc); }, h, w, x0, y0,
+                                 -back * vx, -back * vy);
+            }
+#pragma unroll
+            for (int b = 0; b < PY; ++b)
+#pragma unroll
+                for (int a = 0; a < PX; ++a) s[b][a] = c * s[b][a] + alpha * xs[b][a];
+        }
+        state_t* so = s_next + (size_t)v * n;
+#pragma unroll
+        for (int b = 0; b < PY; ++b)
+#pragma unroll
+            for (int a = 0; a < PX; ++a) {
+                if (IN || (x0 + a < w && y0 + b < h)) so[(size_t)(y0 + b) * w + x0 + a] = store_state_f(s[b][a]);
+                if (v == 0 || s[b][a] > best[b][a]) {
+                    best[b][a] = s[b][a];
+                    barg[b][a] = v;
+                }
+            }
+    }
+#pragma unroll
+    for (int b = 0; b < PY; ++b)
+#pragma unroll
+        for (int a = 0; a < PX; ++a)
+            if (IN || (x0 + a < w && y0 + b < h)) {
+                const size_t p = (size_t)(y0 + b) * w + x0 + a;
+                score[p] = best[b][a];
+                arg[p] = (unsigned short)barg[b][a];
+            }
+}
+
+extern "C" __global__ void __launch_bounds__(TX * TY)
+    tbd_fused_cells(const state_t* __restrict__ s_prev, state_t* __restrict__ s_next, const FRAME_T* __restrict__ frames,
+                    float* __restrict__ score, unsigned short* __restrict__ arg, int h, int w, float alpha) {
+    const int x0 = (int)(blockIdx.x * blockDim.x + threadIdx.x) * PX;
+    const int y0 = (int)(blockIdx.y * blockDim.y + threadIdx.y) * PY;
+    if (x0 >= w || y0 >= h) return;
+    if (x0 >= C_REACH && x0 + PX - 1 + C_REACH < w && y0 >= C_REACH && y0 + PY - 1 + C_REACH < h)
+        cells_body<true>(s_prev, s_next, frames, score, arg, h, w, alpha, x0, y0);
+    else
+        cells_body<false>(s_prev, s_next, frames, score, arg, h, w, alpha, x0, y0);
+}
+#endif
