@@ -248,16 +248,23 @@ fn the_filter_kernels_match_the_cpu_filter() {
     let model = pf_model_from_toml(RANGE, Path::new("m.toml")).unwrap();
     let (_, z) = kestrel::particle::simulate(&model, 4, 6, 5, 0.1).unwrap();
     // The kernels as built for the GPU, and with tiles small enough that 100 particles
-    // take the long paths: the ancestor search in global memory (ranges over 4), several
-    // tiles of the cumulative sum in a chunk (2 x 32 weights), two blocks of ancestors
-    // (2 x 32 slots each).
+    // take the long paths: the ancestors' range streamed through shared memory in tiles
+    // of 16 (ranges up to 128), or searched in global memory (tiles of 4, ranges over 8);
+    // several tiles of the cumulative sum a chunk (2 x 32 weights); two blocks of
+    // ancestors (2 x 32 slots each).
     let exes = [
         build::<f64>(&cxx, &model, dir.path()),
         build_with::<f64>(
             &cxx,
             &model,
             dir.path(),
-            "#define PF_TILE 4\n#define PF_ITEMS 2\n#define PF_AITEMS 2\n",
+            "#define PF_TILE 16\n#define PF_WINDOWS 8\n#define PF_ITEMS 2\n#define PF_AITEMS 2\n",
+        ),
+        build_with::<f64>(
+            &cxx,
+            &model,
+            dir.path(),
+            "#define PF_TILE 4\n#define PF_WINDOWS 2\n#define PF_ITEMS 2\n#define PF_AITEMS 2\n",
         ),
     ];
     // 100 particles in blocks of 32 (the last one partial); chunks of 1, 2 and 3 blocks.

@@ -147,3 +147,48 @@ fn every_variant_equals_the_cpu_reference() {
         }
     });
 }
+
+#[test]
+fn decimated_kernels_equal_the_resident_kernel_at_emitted_frames() {
+    // Integer vectors: a trajectory folded through D frames (fused, fused4x2) is the
+    // plain recursion's arithmetic in the same order, so its map and state equal, bit for
+    // bit, the resident kernel's (plain, every frame) at frames D-1, 2D-1, ...
+    let Some(cxx) = compiler() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (d, launches) = (3, 2);
+    let c = case(77, 19, 29, d * launches, Dtype::F32, true);
+    let resident = KernelConfig {
+        variant: Variant::Resident { rows: 4 },
+        ldg: true,
+        unroll: true,
+        frames: d,
+        block: (24, 5),
+        half: false,
+    };
+    let (plain, plain_state) = run_emulated(&cxx, dir.path(), "res", &c, &resident, launches);
+    assert_eq!(plain.len(), d * launches);
+    for (tag, cfg) in [
+        ("fused", KernelConfig::fused(d)),
+        (
+            "cells",
+            KernelConfig {
+                variant: Variant::FusedCells { px: 4, py: 2 },
+                block: (2, 2),
+                ..KernelConfig::fused(d)
+            },
+        ),
+    ] {
+        let (dec, dec_state) = run_emulated(&cxx, dir.path(), tag, &c, &cfg, launches);
+        assert_eq!(dec.len(), launches, "{tag}");
+        for (l, (s, a)) in dec.iter().enumerate() {
+            let (ps, pa) = &plain[(l + 1) * d - 1];
+            assert!(
+                s.iter().all(|v| v.is_finite()),
+                "{tag}: map {l} not all written"
+            );
+            assert_eq!(s, ps, "{tag}: map after frame {}", (l + 1) * d - 1);
+            assert_eq!(a, pa, "{tag}: arg-max after frame {}", (l + 1) * d - 1);
+        }
+        assert_eq!(dec_state, plain_state, "{tag}: final state");
+    }
+}

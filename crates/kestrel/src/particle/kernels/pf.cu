@@ -34,6 +34,13 @@
 #ifndef PF_TILE
 #define PF_TILE 4096
 #endif
+// Tiles of cumulative weights a block of ancestors streams through shared memory before
+// it searches in global memory instead (on an H100 at N = 10^7, with the weight on a few
+// per cent of the particles, streaming up to 16 tiles took 172 us a step against 127 us
+// for the global searches: one tile).
+#ifndef PF_WINDOWS
+#define PF_WINDOWS 1
+#endif
 // Weights per thread in a tile of the cumulative sum.
 #ifndef PF_ITEMS
 #define PF_ITEMS 8
@@ -115,28 +122,56 @@ extern "C" __global__ void pf_ancestors(const double* cdf, const double* wtot, c
             return ((double)i + u) * scale;
         };
         // The targets increase with the slot, so the block's ancestors lie between those
-        // of its first and last slots: two searches of the whole array, then each thread
-        // searches that range in shared memory (or in global memory when it is long).
+        // of its first and last slots: two searches of the whole array, then the range
+        // streams through shared memory a tile at a time, each target searched in the
+        // tile that holds its ancestor (ranges longer than PF_WINDOWS tiles, where the
+        // weight sits on few particles: a search in global memory a target, which
+        // measured faster).
         const unsigned jl = pf_umin(j0 + PF_AITEMS * PF_BLOCK, n) - 1;
         if (threadIdx.x == 0) srange[0] = pf_above(c, 0, n, target(j0));
         if (threadIdx.x == PF_BLOCK - 1) srange[1] = pf_above(c, 0, n, target(jl));
         __syncthreads();
         const unsigned lo = srange[0], end = srange[1] < n ? srange[1] + 1 : n;
         const unsigned len = lo < end ? end - lo : 0;
-        if (len <= PF_TILE)
-            for (unsigned i = threadIdx.x; i < len; i += PF_BLOCK) scdf[i] = c[lo + i];
-        __syncthreads();
+        double xt[PF_AITEMS];
+        unsigned a[PF_AITEMS];
+#pragma unroll
+        for (unsigned q = 0; q < PF_AITEMS; ++q) {
+            const unsigned j = j0 + q * PF_BLOCK + threadIdx.x;
+            xt[q] = j < n ? target(j) : 0.0;
+            a[q] = end;
+        }
+        if (len <= PF_WINDOWS * PF_TILE) {
+            unsigned open = 0;  // this thread's targets not yet placed: q >= open
+            for (unsigned w0 = lo; w0 < end; w0 += PF_TILE) {
+                const unsigned wl = pf_umin(PF_TILE, end - w0);
+                __syncthreads();
+                for (unsigned i = threadIdx.x; i < wl; i += PF_BLOCK) scdf[i] = c[w0 + i];
+                __syncthreads();
+                const double top = scdf[wl - 1];
+                const bool last = w0 + wl == end;
+#pragma unroll
+                for (unsigned q = 0; q < PF_AITEMS; ++q)
+                    if (q >= open && (xt[q] < top || last)) {
+                        a[q] = w0 + pf_above(scdf, 0, wl, xt[q]);
+                        open = q + 1;
+                    }
+            }
+        } else {
+#pragma unroll
+            for (unsigned q = 0; q < PF_AITEMS; ++q) a[q] = pf_above(c, lo, end, xt[q]);
+        }
+#pragma unroll
         for (unsigned q = 0; q < PF_AITEMS; ++q) {
             const unsigned j = j0 + q * PF_BLOCK + threadIdx.x;
             if (j >= n) break;
-            const double xt = target(j);
-            unsigned a = len <= PF_TILE ? lo + pf_above(scdf, 0, len, xt) : pf_above(c, lo, end, xt);
-            if (a >= n) {
+            unsigned r = a[q];
+            if (r >= n) {
                 // Past the end (rounding): the last particle of positive weight.
-                a = n - 1;
-                while (a > 0 && c[a] == c[a - 1]) --a;
+                r = n - 1;
+                while (r > 0 && c[r] == c[r - 1]) --r;
             }
-            anc[base + j] = a;
+            anc[base + j] = r;
         }
         return;
     }
@@ -229,7 +264,7 @@ extern "C" __global__ void pf_step(const real_t* __restrict__ x, real_t* __restr
         if (j < n && ld > -PF_INF) {
             if (ld > m) {
                 if (m > -PF_INF) {
-                    const double f = exp(m - ld);
+                    const double f = (double)exp((real_t)m - l);
                     acc[0] *= f;
                     acc[1] *= f * f;
 #pragma unroll
@@ -237,7 +272,8 @@ extern "C" __global__ void pf_step(const real_t* __restrict__ x, real_t* __restr
                 }
                 m = ld;
             }
-            const double wd = exp(ld - m);
+            // The weight in the filter's precision (as the CPU forms it), summed in f64.
+            const double wd = (double)exp(l - (real_t)m);
             acc[0] += wd;
             acc[1] += wd * wd;
             double d[NX];
@@ -372,13 +408,16 @@ extern "C" __global__ void pf_combine(const double* rec, double* coef, double* o
     fmx[b] = mx;
 }
 
+#define PF_PAD(i) ((i) + (i) / PF_ITEMS)
+
 // The cumulative sum of a filter's weights in f64, for filters that resample: each chunk
 // scans exp(lw - m_chunk) in tiles of PF_ITEMS x PF_BLOCK (a thread sums PF_ITEMS
 // neighbours, a block scan of the threads' sums) and scales by its coefficient.
 extern "C" __global__ void pf_cdf(const real_t* lw, const double* rec, const double* coef,
                                   const double* offs, double* cdf, const unsigned* flag, unsigned n,
                                   unsigned per, unsigned g) {
-    __shared__ double tile[PF_ITEMS * PF_BLOCK];
+    // A thread reads PF_ITEMS neighbours: one pad a PF_ITEMS keeps the banks apart.
+    __shared__ double tile[PF_ITEMS * PF_BLOCK + PF_BLOCK];
     __shared__ double sc[PF_BLOCK];
     const unsigned b = blockIdx.y;
     if (flag[b] == 0) return;
@@ -394,14 +433,14 @@ extern "C" __global__ void pf_cdf(const real_t* lw, const double* rec, const dou
 #pragma unroll
         for (int q = 0; q < PF_ITEMS; ++q) {
             const unsigned i = t0 + q * PF_BLOCK + threadIdx.x;
-            tile[q * PF_BLOCK + threadIdx.x] = i < end && mb > -PF_INF ? (double)exp(lw[base + i] - mt) : 0.0;
+            tile[PF_PAD(q * PF_BLOCK + threadIdx.x)] = i < end && mb > -PF_INF ? (double)exp(lw[base + i] - mt) : 0.0;
         }
         __syncthreads();
         double v[PF_ITEMS];
         double s = 0.0;
 #pragma unroll
         for (int q = 0; q < PF_ITEMS; ++q) {
-            s += tile[threadIdx.x * PF_ITEMS + q];
+            s += tile[PF_PAD(threadIdx.x * PF_ITEMS + q)];
             v[q] = s;
         }
         sc[threadIdx.x] = s;
@@ -414,13 +453,13 @@ extern "C" __global__ void pf_cdf(const real_t* lw, const double* rec, const dou
         }
         const double before = carry + (threadIdx.x > 0 ? sc[threadIdx.x - 1] : 0.0);
 #pragma unroll
-        for (int q = 0; q < PF_ITEMS; ++q) tile[threadIdx.x * PF_ITEMS + q] = before + v[q];
+        for (int q = 0; q < PF_ITEMS; ++q) tile[PF_PAD(threadIdx.x * PF_ITEMS + q)] = before + v[q];
         carry += sc[PF_BLOCK - 1];
         __syncthreads();
 #pragma unroll
         for (int q = 0; q < PF_ITEMS; ++q) {
             const unsigned i = t0 + q * PF_BLOCK + threadIdx.x;
-            if (i < end) cdf[base + i] = off + cb * tile[q * PF_BLOCK + threadIdx.x];
+            if (i < end) cdf[base + i] = off + cb * tile[PF_PAD(q * PF_BLOCK + threadIdx.x)];
         }
         __syncthreads();
     }

@@ -284,7 +284,7 @@ extern "C" __global__ void __launch_bounds__(TX * TY)
 
 // Frames in registers (read once per block, not once per vector) where they fit: on an
 // H100 (1024 x 1024, 13 vectors, K = 4, 128 x 32 tiles) 40,100 frames/s with them (a few
-// registers spilled) against 24,900 reading the frames once per vector.
+// registers spilled) against at most 24,900 reading the frames once per vector.
 #define R_FREG (DEC * RB <= 32)
 
 // ALLIN: the whole tile lies inside the frame (no per-cell frame tests).
