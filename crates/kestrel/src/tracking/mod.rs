@@ -11,6 +11,9 @@ pub mod associate;
 pub mod chi2;
 pub mod files;
 pub mod gate;
+#[cfg(feature = "cuda")]
+#[doc(hidden)]
+pub mod gpu_assign;
 pub mod metrics;
 pub mod scenario;
 mod tracker;
