@@ -1,10 +1,10 @@
 //! GNN association alone on the GPU (`tracking::gpu_assign`) at scale, against the
 //! host's clustering + GNN on the same gated pairs (the peer, all cores). The pairs are
 //! those of the tracking bench's scene (2-D constant velocity, pd 0.9, 50 targets per
-//! 4 km^2, as many clutter detections per scan as targets) after the CPU tracker has
-//! run its first scans: every live track (confirmed and tentative) predicted and gated
-//! against the next scan's detections. Device time by CUDA events, median of 20 solves.
-//! Records `assoc-gnn-gpu/...` with the cluster-size histogram.
+//! 4 km^2, clutter uniform) after the CPU tracker has run its first scans: every live
+//! track (confirmed and tentative) predicted and gated against the next scan's
+//! detections. Device time by CUDA events, median of 20 solves. Records
+//! `assoc-gnn-gpu/...` with the cluster-size histogram.
 
 use super::{median, Record, Sink};
 use kestrel::model::constant_velocity;
@@ -20,14 +20,14 @@ const SCANS: usize = 6;
 
 /// The gated pairs of every live track against scan `SCANS` of the scene, and the
 /// number of detections, the costs' inputs (pd, gate probability, clutter density).
-fn scene(targets: usize) -> anyhow::Result<(Gated, usize, f64, f64, f64)> {
+fn scene(targets: usize, clutter: usize) -> anyhow::Result<(Gated, usize, f64, f64, f64)> {
     let model = constant_velocity(2, 1.0, 1.0, 25.0, 100.0)?;
     let s = Scenario {
         kind: Kind::Random,
         targets,
         steps: SCANS + 1,
         pd: 0.9,
-        clutter: targets as f64,
+        clutter: clutter as f64,
         region: 1000.0 * (targets as f64 / 50.0).sqrt(),
         births: 0.0,
         death: 0.0,
@@ -75,10 +75,16 @@ fn scene(targets: usize) -> anyhow::Result<(Gated, usize, f64, f64, f64)> {
 
 pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
     let gpu_ok = kestrel::cuda::available(0);
-    let sizes: &[usize] = if quick { &[10_000] } else { &[10_000, 100_000] };
-    for &targets in sizes {
+    // (targets, clutter per scan); 10^3 targets in 10^5 clutter chain into one large
+    // cluster (the host path).
+    let sizes: &[(usize, usize)] = if quick {
+        &[(10_000, 10_000)]
+    } else {
+        &[(10_000, 10_000), (100_000, 100_000), (1_000, 100_000)]
+    };
+    for &(targets, clutter_per_scan) in sizes {
         let t0 = Instant::now();
-        let (g, ndet, pd, pg, clutter) = scene(targets)?;
+        let (g, ndet, pd, pg, clutter) = scene(targets, clutter_per_scan)?;
         let scene_s = t0.elapsed().as_secs_f64();
         let n = g.start.len() - 1;
         // The peer: the host's clustering + GNN, median of 5.
@@ -112,7 +118,7 @@ pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
         let differ = got.iter().zip(&want).filter(|(a, b)| a != b).count();
         let times: Vec<f64> = gpu.times_ms.iter().map(|t| t * 1e-3).collect();
         let mut r = Record::new(
-            format!("assoc-gnn-gpu/targets {targets}"),
+            format!("assoc-gnn-gpu/{targets} x clutter {clutter_per_scan}"),
             format!("cuda:0 ({device})"),
             "f64",
             n,

@@ -274,7 +274,7 @@ pub fn blobs(nblobs: usize, seed: u64) -> (Gated, usize) {
         let c: [f64; 2] = [rng.gen(), rng.gen()];
         let t = rng.gen_range(1..=5);
         let d = t - 1 + rng.gen_range(0..=1);
-        let mut near = |rng: &mut StdRng| {
+        let near = |rng: &mut StdRng| {
             [
                 c[0] + spread * rng.gen_range(-1.0..1.0),
                 c[1] + spread * rng.gen_range(-1.0..1.0),

@@ -91,12 +91,19 @@ extern "C" __global__ void ga_union(unsigned n, const unsigned* start, const uns
     }
 }
 
+// The find here only reads: a thread halving a path could otherwise write back a parent
+// it read before another thread set it to the root, and leave a non-root behind.
 extern "C" __global__ void ga_root(unsigned n, const unsigned* start, unsigned* parent,
                                    unsigned* size) {
     const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n || start[i] == start[i + 1]) return;
-    const unsigned r = ga_find(parent, i);
-    parent[i] = r;
+    volatile unsigned* vp = parent;
+    unsigned r = i, p = vp[i];
+    while (p != r) {
+        r = p;
+        p = vp[r];
+    }
+    vp[i] = r;
     atomicAdd(&size[r], 1u);
 }
 
