@@ -34,8 +34,8 @@ use super::lanes::{exp_nonpositive, L};
 use super::models::ParticleModel;
 use super::philox::key_of;
 use super::resample::{
-    gather, resample, systematic_ancestors, systematic_uniform, ChunkedCdf, Draws, Resampler,
-    Scratch, CHUNK,
+    gather, resample, systematic_gather, systematic_uniform, ChunkedCdf, Draws, Resampler, Scratch,
+    CHUNK,
 };
 use super::{PfOptions, PfOutput};
 use crate::data::Measurements;
@@ -60,7 +60,8 @@ struct Buffers<T> {
     /// The previous step's particles (the source of resampling's copies).
     x_next: Vec<T>,
     lw: Vec<T>,
-    /// The weights `exp(lw - m_c)` of each chunk; first the step's log-likelihoods.
+    /// The weights on one scale (`exp(lw - m)`), formed only for the resamplers other
+    /// than systematic and for the particles' output.
     w: Vec<T>,
     /// Running sums of the weights within each chunk (systematic resampling), this
     /// step's and the previous step's.
@@ -120,34 +121,30 @@ struct Out<'a, T> {
     cloud: Option<(&'a mut [T], &'a mut [T])>,
 }
 
-/// Runs `f(c, a_c, b_c, p_c, q_c, r_c)` over chunk `c` of five buffers (chunk sizes
-/// `ca`, ...), on all cores when `par`.
-#[allow(clippy::type_complexity)]
-fn chunks5<A: Send, B: Send, P: Send, Q: Send, R: Send>(
+/// Runs `f(c, a_c, b_c, p_c, q_c)` over chunk `c` of four buffers (chunk sizes `ca`,
+/// `cb`, `cp`, `cq`), on all cores when `par`.
+fn chunks4<A: Send, B: Send, P: Send, Q: Send>(
     par: bool,
     (a, ca): (&mut [A], usize),
     (b, cb): (&mut [B], usize),
     (p, cp): (&mut [P], usize),
     (q, cq): (&mut [Q], usize),
-    (r, cr): (&mut [R], usize),
-    f: impl Fn(usize, &mut [A], &mut [B], &mut [P], &mut [Q], &mut [R]) + Sync,
+    f: impl Fn(usize, &mut [A], &mut [B], &mut [P], &mut [Q]) + Sync,
 ) {
     if par {
         a.par_chunks_mut(ca)
             .zip(b.par_chunks_mut(cb))
             .zip(p.par_chunks_mut(cp))
             .zip(q.par_chunks_mut(cq))
-            .zip(r.par_chunks_mut(cr))
             .enumerate()
-            .for_each(|(c, ((((a, b), p), q), r))| f(c, a, b, p, q, r));
+            .for_each(|(c, (((a, b), p), q))| f(c, a, b, p, q));
     } else {
         a.chunks_mut(ca)
             .zip(b.chunks_mut(cb))
             .zip(p.chunks_mut(cp))
             .zip(q.chunks_mut(cq))
-            .zip(r.chunks_mut(cr))
             .enumerate()
-            .for_each(|(c, ((((a, b), p), q), r))| f(c, a, b, p, q, r));
+            .for_each(|(c, (((a, b), p), q))| f(c, a, b, p, q));
     }
 }
 
@@ -196,7 +193,105 @@ unsafe fn exp_avx2(lw: &[f64], m: f64, w: &mut [f64]) {
     exp_lanes(lw, m, w)
 }
 
+/// The end of a chunk's work once its particles have moved (`ll`: their
+/// log-likelihoods): the log-weights, the record `r` (`m_c`, the sums of the weights
+/// `exp(lw - m_c)` around the chunk's first particle, that particle) and the running sums
+/// of the weights; AVX2 where the processor has it (the same operations, the same
+/// results).
+fn finish_chunk<T: Real>(
+    lw: &mut [T],
+    ll: &mut [T],
+    fresh: bool,
+    observed: bool,
+    xs: &[T],
+    r: &mut [f64],
+    cdf: &mut [f64],
+) {
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx2") {
+        // SAFETY: the processor was checked for AVX2 above.
+        unsafe { finish_chunk_avx2(lw, ll, fresh, observed, xs, r, cdf) };
+        return;
+    }
+    finish_chunk_lanes(lw, ll, fresh, observed, xs, r, cdf)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn finish_chunk_avx2<T: Real>(
+    lw: &mut [T],
+    ll: &mut [T],
+    fresh: bool,
+    observed: bool,
+    xs: &[T],
+    r: &mut [f64],
+    cdf: &mut [f64],
+) {
+    finish_chunk_lanes(lw, ll, fresh, observed, xs, r, cdf)
+}
+
+#[inline(always)]
+fn finish_chunk_lanes<T: Real>(
+    lw: &mut [T],
+    ll: &mut [T],
+    fresh: bool,
+    observed: bool,
+    xs: &[T],
+    r: &mut [f64],
+    cdf: &mut [f64],
+) {
+    let nx = xs.len() / lw.len();
+    let m = update_log_weights(lw, ll, fresh, observed);
+    let (m_c, rest) = r.split_at_mut(1);
+    let (p, rf) = rest.split_at_mut(stride(nx));
+    m_c[0] = m;
+    for (o, v) in rf.iter_mut().zip(&xs[..nx]) {
+        *o = v.to_f64();
+    }
+    if m > f64::NEG_INFINITY && m < f64::INFINITY {
+        weights_of(lw, m, ll);
+        chunk_sums(ll, xs, rf, p, cdf);
+    } else {
+        cdf.iter_mut().for_each(|v| *v = 0.0);
+        p.iter_mut().for_each(|v| *v = 0.0);
+    }
+}
+
+/// `lw += ll` (`lw = ll` when `fresh`, the buffers being reused from filter to filter;
+/// unchanged when not `observed`), a NaN likelihood (a particle that left the model's
+/// domain) counting as zero; returns the largest log-weight (eight running maxima, which
+/// vector instructions keep, then their maximum: the same value).
+#[inline(always)]
+fn update_log_weights<T: Real>(lw: &mut [T], ll: &[T], fresh: bool, observed: bool) -> f64 {
+    let ninf = T::of(f64::NEG_INFINITY);
+    let mut mm = [f64::NEG_INFINITY; 8];
+    let upd = |lwi: &mut T, l: T| {
+        let base = if fresh { T::zero() } else { *lwi };
+        let v = if !observed {
+            base
+        } else if l.is_nan_value() {
+            ninf
+        } else {
+            base + l
+        };
+        *lwi = v;
+        v.to_f64()
+    };
+    let mut a = lw.chunks_exact_mut(8);
+    let mut b = ll.chunks_exact(8);
+    for (lc, llc) in (&mut a).zip(&mut b) {
+        for q in 0..8 {
+            mm[q] = mm[q].max(upd(&mut lc[q], llc[q]));
+        }
+    }
+    for (lwi, &l) in a.into_remainder().iter_mut().zip(b.remainder()) {
+        mm[0] = mm[0].max(upd(lwi, l));
+    }
+    mm.iter().fold(f64::NEG_INFINITY, |a, &v| a.max(v))
+}
+
 /// One chunk's sums around `c0` (see [`stride`]) and the running sums of its weights.
+#[inline(always)]
 fn chunk_sums<T: Real>(w: &[T], xs: &[T], c0: &[f64], p: &mut [f64], cdf: &mut [f64]) {
     let nx = c0.len();
     p.iter_mut().for_each(|v| *v = 0.0);
@@ -312,21 +407,20 @@ fn run_one<T: Real, M: ParticleModel<T> + ?Sized>(
                 scale: &buf.coef,
                 chunk: ch,
             };
-            chunks5(
+            chunks4(
                 par,
                 (&mut buf.x, ch * nx),
                 (&mut buf.lw, ch),
-                (&mut buf.w, ch),
                 (&mut buf.local_cdf, ch),
                 (&mut buf.rec, rs),
-                |c, xs, lw, ll, cdf_out, r| {
+                |c, xs, lw, cdf_out, r| {
                     let s0 = c * ch;
+                    // The chunk's log-likelihoods, then its weights: in cache only.
+                    let mut wbuf = [T::zero(); CHUNK];
+                    let ll = &mut wbuf[..lw.len()];
                     match entry {
                         Entry::Systematic(u, scale) => {
-                            let mut a = [0u32; CHUNK];
-                            let a = &mut a[..lw.len()];
-                            systematic_ancestors(cdf, u, scale, s0, a);
-                            gather(src, nx, a, xs);
+                            systematic_gather(cdf, u, scale, s0, src, nx, xs)
                         }
                         Entry::Ancestors => gather(src, nx, &anc[s0..s0 + lw.len()], xs),
                         Entry::Prior | Entry::Kept => {}
@@ -339,35 +433,7 @@ fn run_one<T: Real, M: ParticleModel<T> + ?Sized>(
                         xs,
                         observed.then_some((z, &mut *ll)),
                     );
-                    let fresh = k == 0 || resampled;
-                    let mut m = f64::NEG_INFINITY;
-                    for (lwi, &l) in lw.iter_mut().zip(ll.iter()) {
-                        // The buffers are reused from filter to filter.
-                        let base = if fresh { T::zero() } else { *lwi };
-                        *lwi = if !observed {
-                            base
-                        } else if l.is_nan_value() {
-                            // A NaN likelihood (a particle that left the model's domain) is zero.
-                            T::of(f64::NEG_INFINITY)
-                        } else {
-                            base + l
-                        };
-                        m = m.max(lwi.to_f64());
-                    }
-                    let (m_c, rest) = r.split_at_mut(1);
-                    let (p, rf) = rest.split_at_mut(st);
-                    m_c[0] = m;
-                    for (o, v) in rf.iter_mut().zip(&xs[..nx]) {
-                        *o = v.to_f64();
-                    }
-                    if m > f64::NEG_INFINITY && m < f64::INFINITY {
-                        weights_of(lw, m, ll);
-                        chunk_sums(ll, xs, rf, p, cdf_out);
-                    } else {
-                        ll.iter_mut().for_each(|v| *v = T::zero());
-                        cdf_out.iter_mut().for_each(|v| *v = 0.0);
-                        p.iter_mut().for_each(|v| *v = 0.0);
-                    }
+                    finish_chunk(lw, ll, k == 0 || resampled, observed, xs, r, cdf_out);
                 },
             );
         }
@@ -445,11 +511,18 @@ fn run_one<T: Real, M: ParticleModel<T> + ?Sized>(
         if (resample_now && opts.resampler != Resampler::Systematic)
             || (last && out.cloud.is_some())
         {
-            // The weights on one scale (the filter's largest weight is 1).
-            let coef = &buf.coef;
+            // The weights on one scale (the filter's largest weight is 1): each chunk's
+            // weights as the pass formed them, times its scale.
+            let (coef, rec, lw) = (&buf.coef, &buf.rec, &buf.lw);
             let scale_chunk = |c: usize, w: &mut [T]| {
-                let f = T::of(coef[c]);
-                w.iter_mut().for_each(|v| *v *= f);
+                let lw = &lw[c * ch..c * ch + w.len()];
+                if coef[c] > 0.0 {
+                    weights_of(lw, rec[c * rs], w);
+                    let f = T::of(coef[c]);
+                    w.iter_mut().for_each(|v| *v *= f);
+                } else {
+                    w.iter_mut().for_each(|v| *v = T::zero());
+                }
             };
             if par {
                 buf.w

@@ -370,28 +370,58 @@ const BLOCK: usize = 256;
 /// without slots are overwritten by the next owner), and a running maximum fills the
 /// slots in between.
 pub fn systematic_ancestors(cdf: ChunkedCdf<'_>, u: f64, scale: f64, s0: usize, anc: &mut [u32]) {
+    let (end, last) = ancestor_marks(cdf, u, scale, s0, anc);
+    let mut mx = 0u32;
+    for (j, a) in anc.iter_mut().enumerate() {
+        mx = mx.max(*a);
+        *a = if s0 + j < end { mx } else { last };
+    }
+}
+
+/// The marks of [`systematic_ancestors`] (each owner's index at its first slot, 0
+/// elsewhere), and from which slot on the positions are past the total, with the
+/// particle those take.
+fn ancestor_marks(
+    cdf: ChunkedCdf<'_>,
+    u: f64,
+    scale: f64,
+    s0: usize,
+    anc: &mut [u32],
+) -> (usize, u32) {
     #[cfg(target_arch = "x86_64")]
     if std::is_x86_feature_detected!("avx2") {
         // SAFETY: the processor was checked for AVX2 above.
-        unsafe { ancestors_avx2(cdf, u, scale, s0, anc) };
-        return;
+        return unsafe { marks_avx2(cdf, u, scale, s0, anc) };
     }
-    ancestors_lanes(cdf, u, scale, s0, anc)
+    marks_lanes(cdf, u, scale, s0, anc)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn ancestors_avx2(cdf: ChunkedCdf<'_>, u: f64, scale: f64, s0: usize, anc: &mut [u32]) {
-    ancestors_lanes(cdf, u, scale, s0, anc)
+unsafe fn marks_avx2(
+    cdf: ChunkedCdf<'_>,
+    u: f64,
+    scale: f64,
+    s0: usize,
+    anc: &mut [u32],
+) -> (usize, u32) {
+    marks_lanes(cdf, u, scale, s0, anc)
 }
 
 #[inline(always)]
-fn ancestors_lanes(cdf: ChunkedCdf<'_>, u: f64, scale: f64, s0: usize, anc: &mut [u32]) {
+fn marks_lanes(
+    cdf: ChunkedCdf<'_>,
+    u: f64,
+    scale: f64,
+    s0: usize,
+    anc: &mut [u32],
+) -> (usize, u32) {
     const ROUND: f64 = 6_755_399_441_055_744.0;
     const TWO52: f64 = 4_503_599_627_370_496.0;
     let len = anc.len();
+    anc.fill(0);
     if len == 0 {
-        return;
+        return (s0, 0);
     }
     let n = cdf.local.len();
     let nf = n as f64;
@@ -407,46 +437,44 @@ fn ancestors_lanes(cdf: ChunkedCdf<'_>, u: f64, scale: f64, s0: usize, anc: &mut
     };
     let i_lo = cdf.search(pos(s0 as f64));
     let end = count(cdf.at(n - 1)) as usize;
-    if i_lo < n {
-        let i_hi = cdf.search(pos((s1 - 1) as f64)).min(n - 1);
-        anc.fill(0);
-        let mut prev = if i_lo == 0 {
-            0
-        } else {
-            count(cdf.at(i_lo - 1)) as usize
-        };
-        let mut counts = [0u32; BLOCK];
-        let mut i = i_lo;
-        while i <= i_hi {
-            // A block of sources within one chunk: its offset and scale are constants.
-            let c = i / cdf.chunk;
-            let m = (i_hi + 1 - i).min(BLOCK).min((c + 1) * cdf.chunk - i);
-            let (off, sc) = (cdf.offsets[c], cdf.scale[c]);
-            for (o, &l) in counts[..m].iter_mut().zip(&cdf.local[i..i + m]) {
-                *o = (count(off + sc * l) + TWO52).to_bits() as u32;
-            }
-            for (t, &cn) in counts[..m].iter().enumerate() {
-                anc[prev.max(s0).min(s1 - 1) - s0] = (i + t) as u32;
-                prev = cn as usize;
-            }
-            i += m;
-        }
-        let mut mx = 0u32;
-        for a in anc.iter_mut() {
-            mx = mx.max(*a);
-            *a = mx;
-        }
+    // Positions past the total (rounding) take the last particle of positive weight.
+    let last = if end < s1 {
+        cdf.last_positive() as u32
+    } else {
+        0
+    };
+    if i_lo == n {
+        return (end, last);
     }
-    if end < s1 {
-        // Positions past the total (rounding): the last particle of positive weight.
-        let last = cdf.last_positive() as u32;
-        anc[end.max(s0) - s0..].fill(last);
+    let i_hi = cdf.search(pos((s1 - 1) as f64)).min(n - 1);
+    let mut prev = if i_lo == 0 {
+        0
+    } else {
+        count(cdf.at(i_lo - 1)) as usize
+    };
+    let mut counts = [0u32; BLOCK];
+    let mut i = i_lo;
+    while i <= i_hi {
+        // A block of sources within one chunk: its offset and scale are constants.
+        let c = i / cdf.chunk;
+        let m = (i_hi + 1 - i).min(BLOCK).min((c + 1) * cdf.chunk - i);
+        let (off, sc) = (cdf.offsets[c], cdf.scale[c]);
+        for (o, &l) in counts[..m].iter_mut().zip(&cdf.local[i..i + m]) {
+            *o = (count(off + sc * l) + TWO52).to_bits() as u32;
+        }
+        for (t, &cn) in counts[..m].iter().enumerate() {
+            anc[prev.max(s0).min(s1 - 1) - s0] = (i + t) as u32;
+            prev = cn as usize;
+        }
+        i += m;
     }
+    (end, last)
 }
 
 /// Systematic resampling and the copy of the chosen particles: fills `out` (the
 /// particles of slots `s0..s0 + out.len() / nx`, each `nx` values) with the particles of
-/// `x` that [`systematic_ancestors`] assigns to those slots.
+/// `x` that [`systematic_ancestors`] assigns to those slots (the running maximum of the
+/// marks taken as the copy goes).
 pub fn systematic_gather<T: Copy>(
     cdf: ChunkedCdf<'_>,
     u: f64,
@@ -456,14 +484,40 @@ pub fn systematic_gather<T: Copy>(
     nx: usize,
     out: &mut [T],
 ) {
-    let mut anc = [0u32; BLOCK];
+    match nx {
+        1 => gather_walk::<T, 1>(cdf, u, scale, s0, x, nx, out),
+        2 => gather_walk::<T, 2>(cdf, u, scale, s0, x, nx, out),
+        4 => gather_walk::<T, 4>(cdf, u, scale, s0, x, nx, out),
+        _ => gather_walk::<T, 0>(cdf, u, scale, s0, x, nx, out),
+    }
+}
+
+/// [`systematic_gather`] for states of `NX` values (0: `nx`).
+#[inline(always)]
+fn gather_walk<T: Copy, const NX: usize>(
+    cdf: ChunkedCdf<'_>,
+    u: f64,
+    scale: f64,
+    s0: usize,
+    x: &[T],
+    nx: usize,
+    out: &mut [T],
+) {
+    let nx = if NX > 0 { NX } else { nx };
+    let mut marks = [0u32; CHUNK];
     let slots = out.len() / nx;
-    let mut j = 0;
-    while j < slots {
-        let m = (slots - j).min(BLOCK);
-        systematic_ancestors(cdf, u, scale, s0 + j, &mut anc[..m]);
-        gather(x, nx, &anc[..m], &mut out[j * nx..(j + m) * nx]);
-        j += m;
+    let mut j0 = 0;
+    while j0 < slots {
+        let m = (slots - j0).min(CHUNK);
+        let (end, last) = ancestor_marks(cdf, u, scale, s0 + j0, &mut marks[..m]);
+        let mut mx = 0u32;
+        let out = &mut out[j0 * nx..(j0 + m) * nx];
+        for (j, (o, &a)) in out.chunks_exact_mut(nx).zip(&marks[..m]).enumerate() {
+            mx = mx.max(a);
+            let a = if s0 + j0 + j < end { mx } else { last } as usize;
+            o.copy_from_slice(&x[a * nx..(a + 1) * nx]);
+        }
+        j0 += m;
     }
 }
 
