@@ -186,7 +186,10 @@ fn state_of(model: &Model, s: &Scan) -> BatchState<f64> {
     let mut st = BatchState::<f64>::new(model, n.max(1)).unwrap();
     for i in 0..n {
         let slot = st
-            .add_with_prior(&s.x[i * nx..(i + 1) * nx], &s.p[i * nx * nx..(i + 1) * nx * nx])
+            .add_with_prior(
+                &s.x[i * nx..(i + 1) * nx],
+                &s.p[i * nx * nx..(i + 1) * nx * nx],
+            )
             .unwrap();
         assert_eq!(slot, i);
     }
@@ -241,7 +244,11 @@ fn check_gate(cxx: &str, dir: &Path, model: &Model, tag: &str, n: usize, ndet: u
                 );
             }
         }
-        same(&[hld[i]], &[one.half_logdet[0]], &format!("{tag} ln|S|/2 {i}"));
+        same(
+            &[hld[i]],
+            &[one.half_logdet[0]],
+            &format!("{tag} ln|S|/2 {i}"),
+        );
         let k = 1 - s.status[i] as usize;
         inns[k].push(zh, sm);
         lists[k].push(i);
@@ -282,7 +289,10 @@ fn check_gate(cxx: &str, dir: &Path, model: &Model, tag: &str, n: usize, ndet: u
     let err = take_u64(&out, &mut at, 1)[0];
     assert_eq!(err, u64::MAX, "{tag}: no factor failed");
     assert_eq!(at, out.len());
-    assert!(pairs > n / 4, "{tag}: the scan gates enough pairs to test ({pairs})");
+    assert!(
+        pairs > n / 4,
+        "{tag}: the scan gates enough pairs to test ({pairs})"
+    );
 }
 
 #[test]
@@ -380,7 +390,14 @@ fn update_life_and_compaction_kernels_follow_the_cpu() {
                     .flat_map(|i| (0..m.ncols()).map(move |j| m[(i, j)]))
                     .collect()
             };
-            (rm(&gm), (&nm * &model.prior().x0).iter().copied().collect::<Vec<_>>(), rm(&p))
+            (
+                rm(&gm),
+                (&nm * &model.prior().x0)
+                    .iter()
+                    .copied()
+                    .collect::<Vec<_>>(),
+                rm(&p),
+            )
         };
         let next_id = 5000u64;
         let mut inp = head(1, &model, &s);
@@ -418,7 +435,16 @@ fn update_life_and_compaction_kernels_follow_the_cpu() {
         for i in 0..n {
             let (mut stt, mut ag, mut ht, mut ms) = (s.status[i], age[i], hits[i], misses[i]);
             let p = st.cov(i).unwrap();
-            if life(&mut stt, &mut ag, &mut ht, &mut ms, picks[i] >= 0, p, &model, rules) {
+            if life(
+                &mut stt,
+                &mut ag,
+                &mut ht,
+                &mut ms,
+                picks[i] >= 0,
+                p,
+                &model,
+                rules,
+            ) {
                 want_x.extend_from_slice(st.mean(i).unwrap());
                 want_p.extend_from_slice(p);
                 want_life.push((id[i], stt, ag, ht, ms));
@@ -466,7 +492,11 @@ fn update_life_and_compaction_kernels_follow_the_cpu() {
                 "{what}: life"
             );
             for k in 0..nx {
-                same(&[xo[k * co + t]], &[want_x[t * nx + k]], &format!("{what} x{k}"));
+                same(
+                    &[xo[k * co + t]],
+                    &[want_x[t * nx + k]],
+                    &format!("{what} x{k}"),
+                );
                 for c in 0..nx {
                     same(
                         &[po[pk(k, c) * co + t]],
@@ -476,6 +506,9 @@ fn update_life_and_compaction_kernels_follow_the_cpu() {
                 }
             }
         }
-        assert!(kept > 20 && kept < n, "seed {seed}: some tracks kept, some deleted ({kept})");
+        assert!(
+            kept > 20 && kept < n,
+            "seed {seed}: some tracks kept, some deleted ({kept})"
+        );
     }
 }

@@ -98,18 +98,6 @@ const DENSE_LIMIT: usize = 1 << 20;
 /// yet small enough that sums of costs keep their precision.
 const CERTAIN_MISS_COST: f64 = 1e6;
 
-/// The GNN's score of taking a detection over calling it clutter, `ln pd - ln lambda`
-/// (to which the detection's `ln N(z; zhat, S)` is added), and the cost of a miss.
-pub(crate) fn gnn_gain_miss(pd: f64, pg: f64, clutter: f64) -> (f64, f64) {
-    let gain = pd.ln() - clutter.ln();
-    let miss = if pd * pg < 1.0 {
-        -(1.0 - pd * pg).ln()
-    } else {
-        CERTAIN_MISS_COST
-    };
-    (gain, miss)
-}
-
 /// GNN over all clusters: each track's detection, if any.
 pub fn gnn(
     clusters: &[Vec<usize>],
@@ -119,7 +107,12 @@ pub fn gnn(
     pg: f64,
     clutter: f64,
 ) -> Vec<Option<u32>> {
-    let (gain, miss) = gnn_gain_miss(pd, pg, clutter);
+    let gain = pd.ln() - clutter.ln();
+    let miss = if pd * pg < 1.0 {
+        -(1.0 - pd * pg).ln()
+    } else {
+        CERTAIN_MISS_COST
+    };
     let decided: Vec<Vec<(usize, u32)>> = clusters
         .par_iter()
         .map_init(Assignment::new, |solver, cl| {

@@ -231,10 +231,7 @@ impl GpuTracker {
         if p.iter().any(|v| !v.is_finite()) || n_x0.iter().any(|v| !v.is_finite()) {
             return Err(Error::model("P0", "a new track's prior is not finite"));
         }
-        crate::model::check_psd(
-            "P0",
-            &nalgebra::DMatrix::from_row_slice(nx, nx, &p),
-        )?;
+        crate::model::check_psd("P0", &nalgebra::DMatrix::from_row_slice(nx, nx, &p))?;
         let gpu = crate::cuda::gpu(ordinal)?;
         let name = format!("kestrel-track-nx{nx}-ny{ny}-f64-baked");
         let k = gpu.module(&name, &source(model), KERNELS)?;
@@ -250,9 +247,8 @@ impl GpuTracker {
         let mut events = Vec::with_capacity(EVENTS);
         for _ in 0..EVENTS {
             events.push(ck(
-                gpu.ctx.new_event(Some(
-                    cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT,
-                )),
+                gpu.ctx
+                    .new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT)),
                 "creating an event",
             )?);
         }
@@ -560,7 +556,13 @@ impl GpuTracker {
                     Arg::Ptr(self.scratch.ptr()),
                 ],
             )?;
-            memset(&s, self.cstart.buf.ptr(), 0, 4 * (ncap + 1), "clearing the histogram")?;
+            memset(
+                &s,
+                self.cstart.buf.ptr(),
+                0,
+                4 * (ncap + 1),
+                "clearing the histogram",
+            )?;
             self.go(
                 "tk_cells",
                 ndet,
@@ -666,7 +668,13 @@ impl GpuTracker {
         )?;
         self.record(7)?;
         let mut counts = [0u32; 2];
-        dtoh(&s, &self.flags.buf, n, &mut counts[..1], "reading the survivors")?;
+        dtoh(
+            &s,
+            &self.flags.buf,
+            n,
+            &mut counts[..1],
+            "reading the survivors",
+        )?;
         dtoh(
             &s,
             &self.flags.buf,
@@ -768,8 +776,20 @@ impl GpuTracker {
         let mut ll = vec![0.0f64; m];
         dtoh(s, &self.rows.buf, 0, &mut start, "reading the gated rows")?;
         if m > 0 {
-            dtoh(s, &self.det.buf, 0, &mut det, "reading the gated detections")?;
-            dtoh(s, &self.ll.buf, 0, &mut ll, "reading the gated log-likelihoods")?;
+            dtoh(
+                s,
+                &self.det.buf,
+                0,
+                &mut det,
+                "reading the gated detections",
+            )?;
+            dtoh(
+                s,
+                &self.ll.buf,
+                0,
+                &mut ll,
+                "reading the gated log-likelihoods",
+            )?;
         }
         sync(s, "reading the gated pairs")?;
         let g = Gated {
@@ -808,7 +828,13 @@ impl GpuTracker {
         let mut st = vec![0u8; n];
         if n > 0 {
             for k in 0..nx {
-                dtoh(s, &c.x, k * c.cap, &mut x[k * n..(k + 1) * n], "reading the means")?;
+                dtoh(
+                    s,
+                    &c.x,
+                    k * c.cap,
+                    &mut x[k * n..(k + 1) * n],
+                    "reading the means",
+                )?;
             }
             for q in 0..np {
                 dtoh(
