@@ -15,22 +15,27 @@
 //! 3. if `ESS < threshold N` (and `k` is not the last step), resample, copy the chosen
 //!    particles and reset `lw = 0`.
 //!
-//! Two passes over the particles a step, each in chunks of [`CHUNK`]: (1) resampling's
-//! copies (systematic: the search for the ancestors and the copy in one walk), the move
-//! and the likelihood ([`ParticleModel::advance_batch`]: the built-in kinds draw the
-//! noise of several particles at once), the chunk's largest log-weight; (2) the weights,
-//! the chunk's sums and the running sums of its weights (the cumulative sum that
-//! resampling searches). Each chunk's sums are formed in order and the chunk sums added
-//! in order, so results are identical for every thread count, whether the filters run
-//! side by side (many filters) or one filter's particles are spread over all cores (few
-//! filters, many particles).
+//! One pass over the particles a step, in chunks of [`chunk_len`] particles (a function
+//! of N alone), all of a chunk's work while it is in cache: resampling's choice for the
+//! chunk's slots (systematic: [`systematic_ancestors`], no branch a particle) and the copy
+//! of the chosen particles, the move and the likelihood ([`ParticleModel::advance_batch`]:
+//! the built-in kinds draw the noise of several particles at once), the chunk's largest
+//! log-weight `m_c`, its weights `exp(lw - m_c)` and their sums around the chunk's first
+//! particle, and the running sums of its weights. Then, once per step, the chunks'
+//! records are combined as the GPU's `pf_combine` does: `m = max m_c`, each chunk's scale
+//! `exp(m_c - m)`, the totals moved to chunk 0's reference, and the chunks' offsets in the
+//! cumulative sum that the next step's resampling searches. Each chunk's sums are formed
+//! in order and the chunks combined in order, so results are identical for every thread
+//! count, whether the filters run side by side (many filters) or one filter's particles
+//! are spread over all cores (few filters, many particles).
 
 use super::batch::{as_f64, as_f64_mut};
-use super::lanes::exp_nonpositive;
+use super::lanes::{exp_nonpositive, L};
 use super::models::ParticleModel;
 use super::philox::key_of;
 use super::resample::{
-    resample, systematic_gather, systematic_uniform, ChunkedCdf, Draws, Resampler, Scratch, CHUNK,
+    gather, resample, systematic_ancestors, systematic_uniform, ChunkedCdf, Draws, Resampler,
+    Scratch, CHUNK,
 };
 use super::{PfOptions, PfOutput};
 use crate::data::Measurements;
@@ -39,41 +44,65 @@ use crate::linalg::Real;
 use crate::Estimates;
 use rayon::prelude::*;
 
+/// Particles per chunk of a filter of `n` particles: about 16 chunks (two cores stay
+/// evenly busy at N = 10^4), from 256 to [`CHUNK`], a multiple of the lanes. It depends on
+/// N alone, so results do not depend on the thread count.
+pub(crate) fn chunk_len(n: usize) -> usize {
+    n.div_ceil(16).next_multiple_of(L).clamp(256, CHUNK)
+}
+
 /// The working buffers of one filter.
 struct Buffers<T> {
+    /// Particles per chunk.
+    chunk: usize,
     /// The particles of the current step, `[N][nx]`.
     x: Vec<T>,
-    /// Where resampling copies the chosen particles.
+    /// The previous step's particles (the source of resampling's copies).
     x_next: Vec<T>,
     lw: Vec<T>,
-    /// The weights `exp(lw - max lw)`; first the step's log-likelihoods.
+    /// The weights `exp(lw - m_c)` of each chunk; first the step's log-likelihoods.
     w: Vec<T>,
-    /// Running sums of the weights within each chunk (systematic resampling).
+    /// Running sums of the weights within each chunk (systematic resampling), this
+    /// step's and the previous step's.
     local_cdf: Vec<f64>,
-    /// Sum of the weights of the chunks before each chunk.
+    local_prev: Vec<f64>,
+    /// Sum of the scaled weights of the chunks before each chunk.
     offsets: Vec<f64>,
+    /// Each chunk's scale `exp(m_c - m)`.
+    coef: Vec<f64>,
     ancestors: Vec<u32>,
-    partial: Vec<f64>,
-    maxima: Vec<f64>,
+    /// One record a chunk: `m_c`, its sums ([`stride`]), its first particle.
+    rec: Vec<f64>,
+    /// The totals of the sums.
+    tot: Vec<f64>,
     scratch: Scratch,
 }
 
 impl<T: Real> Buffers<T> {
     fn new(n: usize, nx: usize) -> Self {
-        let chunks = n.div_ceil(CHUNK);
+        let chunk = chunk_len(n);
+        let chunks = n.div_ceil(chunk);
         Buffers {
+            chunk,
             x: vec![T::zero(); n * nx],
             x_next: vec![T::zero(); n * nx],
             lw: vec![T::zero(); n],
             w: vec![T::zero(); n],
             local_cdf: vec![0.0; n],
+            local_prev: vec![0.0; n],
             offsets: vec![0.0; chunks],
+            coef: vec![0.0; chunks],
             ancestors: vec![0; n],
-            partial: vec![0.0; chunks * stride(nx)],
-            maxima: vec![0.0; chunks],
+            rec: vec![0.0; chunks * record(nx)],
+            tot: vec![0.0; stride(nx)],
             scratch: Scratch::default(),
         }
     }
+}
+
+/// Values of a chunk's record: `m_c`, its sums, its first particle.
+fn record(nx: usize) -> usize {
+    1 + stride(nx) + nx
 }
 
 /// Values of one chunk's sums: `S`, `sum w^2`, `sum w (x - c)` (nx), the upper triangle
@@ -91,30 +120,34 @@ struct Out<'a, T> {
     cloud: Option<(&'a mut [T], &'a mut [T])>,
 }
 
-/// Runs `f(c, a_c, b_c, p_c, q_c)` over chunk `c` of four buffers (chunk sizes `ca`,
-/// `cb`, `cp`, `cq`), on all cores when `par`.
-fn chunks4<A: Send, B: Send, P: Send, Q: Send>(
+/// Runs `f(c, a_c, b_c, p_c, q_c, r_c)` over chunk `c` of five buffers (chunk sizes
+/// `ca`, ...), on all cores when `par`.
+#[allow(clippy::type_complexity)]
+fn chunks5<A: Send, B: Send, P: Send, Q: Send, R: Send>(
     par: bool,
     (a, ca): (&mut [A], usize),
     (b, cb): (&mut [B], usize),
     (p, cp): (&mut [P], usize),
     (q, cq): (&mut [Q], usize),
-    f: impl Fn(usize, &mut [A], &mut [B], &mut [P], &mut [Q]) + Sync,
+    (r, cr): (&mut [R], usize),
+    f: impl Fn(usize, &mut [A], &mut [B], &mut [P], &mut [Q], &mut [R]) + Sync,
 ) {
     if par {
         a.par_chunks_mut(ca)
             .zip(b.par_chunks_mut(cb))
             .zip(p.par_chunks_mut(cp))
             .zip(q.par_chunks_mut(cq))
+            .zip(r.par_chunks_mut(cr))
             .enumerate()
-            .for_each(|(c, (((a, b), p), q))| f(c, a, b, p, q));
+            .for_each(|(c, ((((a, b), p), q), r))| f(c, a, b, p, q, r));
     } else {
         a.chunks_mut(ca)
             .zip(b.chunks_mut(cb))
             .zip(p.chunks_mut(cp))
             .zip(q.chunks_mut(cq))
+            .zip(r.chunks_mut(cr))
             .enumerate()
-            .for_each(|(c, (((a, b), p), q))| f(c, a, b, p, q));
+            .for_each(|(c, ((((a, b), p), q), r))| f(c, a, b, p, q, r));
     }
 }
 
@@ -125,8 +158,8 @@ enum Entry {
     Prior,
     /// Not resampled: they move where they are, keeping their log-weights.
     Kept,
-    /// Systematic resampling with this uniform and position scale `W / N`, fused with
-    /// the copy of the chosen particles.
+    /// Systematic resampling with this uniform and position scale `W / N`, done chunk
+    /// by chunk with the copy of the chosen particles.
     Systematic(f64, f64),
     /// Any other scheme: the ancestors are in the buffers.
     Ancestors,
@@ -255,7 +288,7 @@ fn run_one<T: Real, M: ParticleModel<T> + ?Sized>(
     let (nx, ny, n) = (model.nx(), model.ny(), opts.particles);
     let steps = out.loglik.len();
     let key = key_of(opts.seed);
-    let st = stride(nx);
+    let (st, rs, ch) = (stride(nx), record(nx), buf.chunk);
     let nf = n as f64;
     let mut log_prev = nf.ln();
     let always = opts.ess_threshold >= 1.0;
@@ -263,38 +296,39 @@ fn run_one<T: Real, M: ParticleModel<T> + ?Sized>(
     for k in 0..steps {
         let z = &zb[k * ny..(k + 1) * ny];
         let observed = !z.iter().any(|v| v.is_nan_value());
-        // 1. Bring in the particles (resampled ones are copied from their ancestors),
-        // move and weight them; the chunk's largest log-weight. The step's
-        // log-likelihoods pass through `w`.
+        // 1. Each chunk: bring in the particles (resampled ones are copied from their
+        // ancestors), move and weight them (the step's log-likelihoods pass through `w`),
+        // then its largest log-weight, its weights and sums and their running sums.
         let resampled = matches!(entry, Entry::Systematic(..) | Entry::Ancestors);
         if resampled {
             std::mem::swap(&mut buf.x, &mut buf.x_next);
+            std::mem::swap(&mut buf.local_cdf, &mut buf.local_prev);
         }
         {
             let (src, anc) = (&buf.x_next, &buf.ancestors);
             let cdf = ChunkedCdf {
-                local: &buf.local_cdf,
+                local: &buf.local_prev,
                 offsets: &buf.offsets,
+                scale: &buf.coef,
+                chunk: ch,
             };
-            chunks4(
+            chunks5(
                 par,
-                (&mut buf.x, CHUNK * nx),
-                (&mut buf.lw, CHUNK),
-                (&mut buf.w, CHUNK),
-                (&mut buf.maxima, 1),
-                |c, xs, lw, ll, mx| {
-                    let s0 = c * CHUNK;
+                (&mut buf.x, ch * nx),
+                (&mut buf.lw, ch),
+                (&mut buf.w, ch),
+                (&mut buf.local_cdf, ch),
+                (&mut buf.rec, rs),
+                |c, xs, lw, ll, cdf_out, r| {
+                    let s0 = c * ch;
                     match entry {
                         Entry::Systematic(u, scale) => {
-                            systematic_gather(cdf, u, scale, s0, src, nx, xs)
+                            let mut a = [0u32; CHUNK];
+                            let a = &mut a[..lw.len()];
+                            systematic_ancestors(cdf, u, scale, s0, a);
+                            gather(src, nx, a, xs);
                         }
-                        Entry::Ancestors => {
-                            let anc = &anc[s0..s0 + lw.len()];
-                            for (xo, &a) in xs.chunks_exact_mut(nx).zip(anc) {
-                                let a = a as usize;
-                                xo.copy_from_slice(&src[a * nx..(a + 1) * nx]);
-                            }
-                        }
+                        Entry::Ancestors => gather(src, nx, &anc[s0..s0 + lw.len()], xs),
                         Entry::Prior | Entry::Kept => {}
                     }
                     model.advance_batch(
@@ -320,38 +354,69 @@ fn run_one<T: Real, M: ParticleModel<T> + ?Sized>(
                         };
                         m = m.max(lwi.to_f64());
                     }
-                    mx[0] = m;
+                    let (m_c, rest) = r.split_at_mut(1);
+                    let (p, rf) = rest.split_at_mut(st);
+                    m_c[0] = m;
+                    for (o, v) in rf.iter_mut().zip(&xs[..nx]) {
+                        *o = v.to_f64();
+                    }
+                    if m > f64::NEG_INFINITY && m < f64::INFINITY {
+                        weights_of(lw, m, ll);
+                        chunk_sums(ll, xs, rf, p, cdf_out);
+                    } else {
+                        ll.iter_mut().for_each(|v| *v = T::zero());
+                        cdf_out.iter_mut().for_each(|v| *v = 0.0);
+                        p.iter_mut().for_each(|v| *v = 0.0);
+                    }
                 },
             );
         }
-        let m = buf.maxima.iter().fold(f64::NEG_INFINITY, |a, &v| a.max(v));
+        // 2. The chunks' records combined: the largest log-weight, each chunk's scale,
+        // the totals around chunk 0's first particle, the chunks' offsets in the
+        // cumulative sum of the weights.
+        let m = buf
+            .rec
+            .chunks_exact(rs)
+            .fold(f64::NEG_INFINITY, |a, q| a.max(q[0]));
         if !(m > f64::NEG_INFINITY) || m == f64::INFINITY {
             return Err(Error::input(format!(
                 "track {b}, step {k}: every particle has likelihood zero (or not a number): the measurement {:?} is impossible under the model",
                 z.iter().map(|v| v.to_f64()).collect::<Vec<_>>()
             )));
         }
-        // 2. Weights, the chunks' sums around c = particle 0 and the running sums of
-        // the weights.
-        let c0: Vec<f64> = buf.x[..nx].iter().map(|v| v.to_f64()).collect();
-        let (x, lw) = (&buf.x, &buf.lw);
-        chunks4(
-            par,
-            (&mut buf.w, CHUNK),
-            (&mut buf.local_cdf, CHUNK),
-            (&mut buf.partial, st),
-            (&mut buf.maxima, 1),
-            |c, w, cdf, p, _| {
-                let s0 = c * CHUNK;
-                weights_of(&lw[s0..s0 + w.len()], m, w);
-                let xs = &x[s0 * nx..(s0 + w.len()) * nx];
-                chunk_sums(w, xs, &c0, p, cdf);
-            },
-        );
-        let mut tot = vec![0.0f64; st];
-        for p in buf.partial.chunks_exact(st) {
-            for (t, v) in tot.iter_mut().zip(p) {
-                *t += v;
+        let tot = &mut buf.tot;
+        tot.iter_mut().for_each(|v| *v = 0.0);
+        let r0 = &buf.rec[1 + st..rs];
+        let mut off = 0.0f64;
+        for ((q, cj), o) in buf
+            .rec
+            .chunks_exact(rs)
+            .zip(buf.coef.iter_mut())
+            .zip(buf.offsets.iter_mut())
+        {
+            let c = if q[0] > f64::NEG_INFINITY {
+                (q[0] - m).exp()
+            } else {
+                0.0
+            };
+            *cj = c;
+            let s0 = q[1];
+            *o = off;
+            off += c * s0;
+            tot[0] += c * s0;
+            tot[1] += c * c * q[2];
+            // The chunk's sums moved from its first particle to chunk 0's.
+            let e = |a: usize| q[1 + st + a] - r0[a];
+            let m1 = |a: usize| q[3 + a];
+            for a in 0..nx {
+                tot[2 + a] += c * (m1(a) + s0 * e(a));
+            }
+            let mut t = 2 + nx;
+            for a in 0..nx {
+                for d in a..nx {
+                    tot[t] += c * (q[1 + t] + e(a) * m1(d) + m1(a) * e(d) + s0 * e(a) * e(d));
+                    t += 1;
+                }
             }
         }
         let (s, s2) = (tot[0], tot[1]);
@@ -361,42 +426,52 @@ fn run_one<T: Real, M: ParticleModel<T> + ?Sized>(
         let ess = s * s / s2;
         out.ess[k] = T::of(ess);
         let mean = &mut out.mean[k * nx..(k + 1) * nx];
-        let mut dm = [0.0f64; 64];
-        let mut dm_big = Vec::new();
-        let dm: &mut [f64] = if nx <= 64 {
-            &mut dm[..nx]
-        } else {
-            dm_big.resize(nx, 0.0);
-            &mut dm_big
-        };
+        let dm = |a: usize| tot[2 + a] / s;
         for a in 0..nx {
-            dm[a] = tot[2 + a] / s;
-            mean[a] = T::of(c0[a] + dm[a]);
+            mean[a] = T::of(r0[a] + dm(a));
         }
         let cov = &mut out.cov[k * nx * nx..(k + 1) * nx * nx];
         let mut t = 2 + nx;
         for a in 0..nx {
             for bb in a..nx {
-                let v = T::of(tot[t] / s - dm[a] * dm[bb]);
+                let v = T::of(tot[t] / s - dm(a) * dm(bb));
                 cov[a * nx + bb] = v;
                 cov[bb * nx + a] = v;
                 t += 1;
             }
         }
-        // 3. Resample: the systematic scheme is done by the next step's first pass.
+        let last = k + 1 == steps;
+        let resample_now = !last && (always || ess < opts.ess_threshold * nf);
+        if (resample_now && opts.resampler != Resampler::Systematic)
+            || (last && out.cloud.is_some())
+        {
+            // The weights on one scale (the filter's largest weight is 1).
+            let coef = &buf.coef;
+            let scale_chunk = |c: usize, w: &mut [T]| {
+                let f = T::of(coef[c]);
+                w.iter_mut().for_each(|v| *v *= f);
+            };
+            if par {
+                buf.w
+                    .par_chunks_mut(ch)
+                    .enumerate()
+                    .for_each(|(c, w)| scale_chunk(c, w));
+            } else {
+                buf.w
+                    .chunks_mut(ch)
+                    .enumerate()
+                    .for_each(|(c, w)| scale_chunk(c, w));
+            }
+        }
+        // 3. Resample: the systematic scheme is done by the next step's pass.
         entry = Entry::Kept;
-        if k + 1 < steps && (always || ess < opts.ess_threshold * nf) {
+        if resample_now {
             let draws = Draws {
                 key,
                 filter: b as u32,
                 step: k as u32,
             };
             if opts.resampler == Resampler::Systematic {
-                let mut off = 0.0f64;
-                for (o, p) in buf.offsets.iter_mut().zip(buf.partial.chunks_exact(st)) {
-                    *o = off;
-                    off += p[0];
-                }
                 entry = Entry::Systematic(systematic_uniform(draws), off / nf);
             } else {
                 resample(
@@ -411,7 +486,7 @@ fn run_one<T: Real, M: ParticleModel<T> + ?Sized>(
             }
             log_prev = nf.ln();
         }
-        if k + 1 == steps {
+        if last {
             if let Some((xs, ws)) = out.cloud {
                 xs.copy_from_slice(&buf.x);
                 let inv = T::of(1.0 / s);
@@ -435,7 +510,7 @@ pub fn particle_filter_cpu<T: Real, M: ParticleModel<T> + ?Sized>(
     super::check(nx, model.ny(), z, opts)?;
     let threads = rayon::current_num_threads();
     // Many filters: one per task; few filters with many particles: chunks on all cores.
-    let side_by_side = z.tracks >= 2 * threads || n < 4 * CHUNK;
+    let side_by_side = z.tracks >= 2 * threads || n < 4 * chunk_len(n);
     let in_flight = if side_by_side {
         threads.min(z.tracks)
     } else {
