@@ -1,8 +1,9 @@
-//! The multi-target tracker on the GPU: [`GpuTracker`] has [`Tracker`]'s configuration,
-//! scan semantics and decisions (GNN association, f64), with every scan's work on the
-//! device. The host uploads each scan's detections and reads back two or three counts
-//! (the gated pairs of each stage and the live tracks); the tracks themselves come back
-//! only when asked for ([`GpuTracker::tracks`]).
+//! The multi-target tracker on the GPU: [`GpuTracker`] has the configuration, the scan
+//! semantics and the decisions of [`Tracker`](super::Tracker) (GNN association, f64),
+//! with every scan's work on the device. The host uploads each scan's detections and
+//! reads back a few counts (the gated pairs of each stage, the association's counters,
+//! the live tracks); the tracks themselves come back only when asked for
+//! ([`GpuTracker::tracks`]).
 //!
 //! One scan (kernels in `kernels/track.cu`, on the Kalman family's per-step arithmetic):
 //!
@@ -18,8 +19,10 @@
 //!    pass), each row sorted by detection index, with `ln N(z; zhat, S)`.
 //! 4. *Associate* as the CPU does, in two stages: confirmed tracks by GNN over every
 //!    detection, then tentative tracks by GNN over the detections left (the claimed ones
-//!    are skipped by the second gate pass). The GNN of each stage runs on the host over
-//!    the downloaded gated pairs (clusters and assignment as [`Tracker`]).
+//!    are skipped by the second gate pass). The GNN of each stage is the device's
+//!    ([`GpuGnn`](super::gpu_assign): clusters and the same optimal assignment as the
+//!    CPU's, clusters past its limits solved on the host), on the gated pairs where the
+//!    gate left them.
 //! 5. *Update and life cycle* in one kernel: the pick's update (or the prediction kept),
 //!    M-of-N confirmation, deletion after K misses, the tentative rule, the covariance
 //!    bound; every detection no track claimed is flagged for a birth.
@@ -31,9 +34,9 @@
 //! Tracks are dense structure-of-arrays (`x [nx][C]`, packed `P [np][C]`), compacted
 //! each scan into a second set of buffers, which may be larger (growth re-lays the rows).
 
-use super::associate::{clusters, gnn};
+use super::associate::gnn_costs;
 use super::chi2::chi2_quantile;
-use super::gate::Gated;
+use super::gpu_assign::GpuGnn;
 use super::tracker::initiation;
 use super::tracks::Tracks;
 use super::{Assoc, Status, Timing, TrackerConfig};
@@ -187,6 +190,7 @@ pub struct GpuTracker {
     err: DevBuf<u64>,
     staged: Pinned<f64>,
     events: Vec<CudaEvent>,
+    gnn: GpuGnn,
     poison: bool,
     /// Time spent in each phase so far, by CUDA events (`predict` includes the upload of
     /// the detections; `cluster` is part of `associate`).
@@ -288,6 +292,7 @@ impl GpuTracker {
             err: DevBuf::new(&gpu, 1, "the error flag")?,
             staged: Pinned::new(&gpu, 1)?,
             events,
+            gnn: GpuGnn::new(&gpu)?,
             poison: false,
             timing: Timing::default(),
             wall: 0.0,
@@ -756,59 +761,24 @@ impl GpuTracker {
         self.record(ev)?;
         let pick = if want == 1 { &self.pick1 } else { &self.pick2 };
         self.poison_buf(&pick.buf)?;
-        self.gnn_host(n, ndet, m, want == 1)?;
-        let pick = if want == 1 { &self.pick1 } else { &self.pick2 };
+        let (gain, miss) = gnn_costs(self.cfg.pd, self.cfg.gate, self.cfg.clutter);
+        self.gnn.solve(
+            n,
+            ndet,
+            m,
+            &self.rows.buf,
+            &self.det.buf,
+            &self.ll.buf,
+            gain,
+            miss,
+            &pick.buf,
+        )?;
         self.go(
             "tk_claim",
             n,
             &[Arg::I32(n as i32), pick.ptr(), self.claimed.ptr()],
         )?;
         self.record(ev + 1)?;
-        Ok(())
-    }
-
-    /// GNN over the gated pairs on the host (the CPU tracker's clusters and
-    /// assignment); writes the picks of stage 1 (`first`) or 2.
-    fn gnn_host(&mut self, n: usize, ndet: usize, m: usize, first: bool) -> Result<()> {
-        let s = &self.stream;
-        let mut start = vec![0u32; n + 1];
-        let mut det = vec![0u32; m];
-        let mut ll = vec![0.0f64; m];
-        dtoh(s, &self.rows.buf, 0, &mut start, "reading the gated rows")?;
-        if m > 0 {
-            dtoh(
-                s,
-                &self.det.buf,
-                0,
-                &mut det,
-                "reading the gated detections",
-            )?;
-            dtoh(
-                s,
-                &self.ll.buf,
-                0,
-                &mut ll,
-                "reading the gated log-likelihoods",
-            )?;
-        }
-        sync(s, "reading the gated pairs")?;
-        let g = Gated {
-            start: start.iter().map(|&v| v as usize).collect(),
-            det,
-            ll,
-        };
-        let cl = clusters(&g, ndet);
-        let (pd, pg, clutter) = (self.cfg.pd, self.cfg.gate, self.cfg.clutter);
-        let pick: Vec<i32> = gnn(&cl, &g, n, pd, pg, clutter)
-            .iter()
-            .map(|p| p.map_or(-1, |j| j as i32))
-            .collect();
-        let buf = if first { &self.pick1 } else { &self.pick2 };
-        if n > 0 {
-            htod(s, &pick, &buf.buf, 0, "uploading the picks")?;
-            // `pick` is pageable host memory: wait until the copy has read it.
-            sync(s, "uploading the picks")?;
-        }
         Ok(())
     }
 
