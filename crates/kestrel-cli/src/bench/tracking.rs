@@ -182,7 +182,10 @@ pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
         Ok(()) => {
             for &targets in sizes {
                 for &clutter in sizes {
-                    one(sink, Assoc::Gnn, targets, clutter, true)?;
+                    // One size's failure is reported and the others still run.
+                    if let Err(e) = one(sink, Assoc::Gnn, targets, clutter, true) {
+                        errln!("bench tracking: GPU, {targets} targets x {clutter} clutter: error: {e:#}");
+                    }
                 }
             }
         }
