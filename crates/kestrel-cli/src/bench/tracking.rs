@@ -155,6 +155,11 @@ fn one(
 }
 
 pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
+    // KESTREL_BENCH_TRACKING=assign-gpu: the GPU association alone.
+    if std::env::var("KESTREL_BENCH_TRACKING").is_ok_and(|v| v == "assign-gpu") {
+        return super::tracking_assign::run(sink, quick);
+    }
+    super::tracking_assign::run(sink, quick)?;
     let sizes: &[usize] = if quick {
         &[1_000, 10_000]
     } else {

@@ -13,6 +13,9 @@ pub mod files;
 pub mod gate;
 #[cfg(feature = "cuda")]
 pub mod gpu;
+#[cfg(feature = "cuda")]
+#[doc(hidden)]
+pub mod gpu_assign;
 pub mod metrics;
 pub mod scenario;
 mod tracker;
