@@ -305,6 +305,13 @@ fn track_and_scenario_reject_broken_input() {
     bad_track(&det, &["--gate", "1"], &["--gate"]);
     bad_track(&det, &["--delete", "0"], &["--delete"]);
     bad_track(&det, &["--dt", "-1"], &["--dt"]);
+    // JPDA is not on the GPU (and without a GPU, --device cuda itself is refused).
+    bad_track(
+        &det,
+        &["--assoc", "jpda", "--device", "cuda"],
+        &["--device cuda"],
+    );
+    bad_track(&det, &["--device", "tpu"], &["tpu"]);
     let bad_sim = |extra: &[&str], needles: &[&str]| {
         let base = [
             "simulate",

@@ -8,8 +8,8 @@
 
 use kestrel::particle::philox::{counter, key_of, philox4x32_10, uniform_f64, Purpose};
 use kestrel::particle::resample::{
-    offspring, resample, systematic_gather, systematic_uniform, ChunkedCdf, Draws, Resampler,
-    Scratch, CHUNK,
+    offspring, resample, systematic_ancestors, systematic_gather, systematic_uniform, ChunkedCdf,
+    Draws, Resampler, Scratch, CHUNK,
 };
 
 /// Upper 0.999 quantile of chi-square with `k` degrees of freedom (Wilson-Hilferty).
@@ -196,9 +196,12 @@ fn fused_systematic_copies_are_the_resamplers_choice() {
             let mut want = vec![0u32; n];
             resample(Resampler::Systematic, w, d, &mut want, &mut s, false);
             let (local, offsets, total) = chunked_cdf(w);
+            let ones = vec![1.0; offsets.len()];
             let cdf = ChunkedCdf {
                 local: &local,
                 offsets: &offsets,
+                scale: &ones,
+                chunk: CHUNK,
             };
             let u = systematic_uniform(d);
             let mut out = vec![f64::NAN; 2 * n];
@@ -224,6 +227,88 @@ fn fused_systematic_copies_are_the_resamplers_choice() {
                     [a, -a],
                     "case {c}, step {step}, slot {j}"
                 );
+            }
+        }
+    }
+}
+
+#[test]
+fn systematic_ancestors_are_the_first_cumulative_weight_above_each_position() {
+    // Chunks with their own scales (as the filter's chunks, each relative to its own
+    // largest weight), small chunks, chunks of zeros and trailing zeros: every slot's
+    // ancestor is the first i with C_i > (j + u) W / N, searched one slot at a time over
+    // the same C_i.
+    let n: usize = 9 * 300 + 77;
+    let chunk: usize = 300;
+    let chunks = n.div_ceil(chunk);
+    for case in 0..6u64 {
+        let mut local = weights(n, 20 + case);
+        match case {
+            1 => local[n - 500..].iter_mut().for_each(|v| *v = 0.0),
+            2 => local[chunk..3 * chunk].iter_mut().for_each(|v| *v = 0.0),
+            3 => {
+                local.iter_mut().for_each(|v| *v = 0.0);
+                local[4 * chunk + 17] = 1.0;
+            }
+            4 => local.iter_mut().step_by(3).for_each(|v| *v = 0.0),
+            _ => {}
+        }
+        for lc in local.chunks_mut(chunk) {
+            let mut acc = 0.0;
+            for v in lc.iter_mut() {
+                acc += *v;
+                *v = acc;
+            }
+        }
+        let scale: Vec<f64> = (0..chunks)
+            .map(|c| {
+                if c % 4 == 3 {
+                    1.0
+                } else {
+                    0.37 + 0.9 * (c as f64).sin().abs()
+                }
+            })
+            .collect();
+        let mut offsets = vec![0.0; chunks];
+        let mut off = 0.0;
+        for c in 0..chunks {
+            offsets[c] = off;
+            off += scale[c] * local[((c + 1) * chunk).min(n) - 1];
+        }
+        let cdf = ChunkedCdf {
+            local: &local,
+            offsets: &offsets,
+            scale: &scale,
+            chunk,
+        };
+        let full: Vec<f64> = (0..n)
+            .map(|i| offsets[i / chunk] + scale[i / chunk] * local[i])
+            .collect();
+        let last = (0..n)
+            .rev()
+            .find(|&i| i == 0 || full[i] > full[i - 1])
+            .unwrap();
+        for step in 0..10u32 {
+            let u = systematic_uniform(Draws {
+                key: key_of(case),
+                filter: 0,
+                step,
+            });
+            // Positions past the total too (rounding): a scale slightly above W / N.
+            for scale_pos in [off / n as f64, off / n as f64 * (1.0 + 1e-3)] {
+                let mut got = vec![u32::MAX; n];
+                let mut s0 = 0usize;
+                for len in [chunk, 1, 17, 2 * chunk + 5, usize::MAX] {
+                    let s1 = s0.saturating_add(len).min(n);
+                    systematic_ancestors(cdf, u, scale_pos, s0, &mut got[s0..s1]);
+                    s0 = s1;
+                }
+                for j in 0..n {
+                    let x = (j as f64 + u) * scale_pos;
+                    let want = full.partition_point(|&c| c <= x);
+                    let want = if want == n { last } else { want };
+                    assert_eq!(got[j] as usize, want, "case {case}, step {step}, slot {j}");
+                }
             }
         }
     }

@@ -8,6 +8,7 @@ pub mod parallel;
 pub mod particle;
 pub mod tbd;
 pub mod tracking;
+pub mod tracking_assign;
 
 use std::time::Instant;
 

@@ -1,15 +1,18 @@
-//! Benchmarks of the multi-target tracker on the CPU: time per scan, end to end (predict,
-//! gate, cluster, associate, update, life cycle), for GNN over targets x clutter
-//! detections per scan in {10^3, 10^4, 10^5}^2 and for JPDA with as much clutter as
-//! targets. Scenario: 2-D constant velocity, pd 0.9, 50 targets per 4 km^2 (the region
+//! Benchmarks of the multi-target tracker: time per scan, end to end (predict, gate,
+//! cluster, associate, update, life cycle), for GNN over targets x clutter detections per
+//! scan in {10^3, 10^4, 10^5}^2 and for JPDA with as much clutter as targets, on the CPU;
+//! and GNN on the GPU (`track-gnn-gpu`, when one is usable: wall-clock time per scan with
+//! the upload and every host synchronisation, phases by CUDA events) over the same grid.
+//! With `KESTREL_BENCH_GPU_ONLY` set, the CPU runs only 10^5 x 10^5, as the GPU's peer. Scenario: 2-D constant velocity, pd 0.9, 50 targets per 4 km^2 (the region
 //! grows with the number of targets), clutter uniform over the region; the first scans
 //! (before tracks confirm) are not timed. `kestrel bench --only tracking --plot DIR`
 //! draws `DIR/tracking-scale.svg` from the records.
 
 use super::{median, Record, Sink};
 use kestrel::model::constant_velocity;
+use kestrel::tracking::gpu::GpuTracker;
 use kestrel::tracking::scenario::{simulate, Kind, Scenario};
-use kestrel::tracking::{Assoc, Status, Tracker, TrackerConfig};
+use kestrel::tracking::{Assoc, Status, Timing, TrackSet, Tracker, TrackerConfig};
 use plotters::prelude::*;
 use std::io::Write;
 use std::path::Path;
@@ -18,7 +21,51 @@ use std::time::Instant;
 const STEPS: usize = 10;
 const WARMUP_SCANS: usize = 4;
 
-fn one(sink: &mut Sink, assoc: Assoc, targets: usize, clutter: usize) -> anyhow::Result<()> {
+/// The tracker on the CPU or on GPU 0.
+enum Engine {
+    Cpu(Box<Tracker>),
+    Gpu(Box<GpuTracker>),
+}
+
+impl Engine {
+    fn step(&mut self, z: &[f64]) -> kestrel::Result<()> {
+        match self {
+            Engine::Cpu(t) => t.step(z),
+            Engine::Gpu(t) => t.step(z),
+        }
+    }
+    fn timing(&self) -> Timing {
+        match self {
+            Engine::Cpu(t) => t.timing,
+            Engine::Gpu(t) => t.timing,
+        }
+    }
+    fn len(&self) -> usize {
+        match self {
+            Engine::Cpu(t) => t.len(),
+            Engine::Gpu(t) => t.len(),
+        }
+    }
+    fn confirmed(&self) -> kestrel::Result<usize> {
+        let count = |t: &dyn TrackSet| {
+            (0..t.len())
+                .filter(|&i| t.status(i) == Status::Confirmed)
+                .count()
+        };
+        Ok(match self {
+            Engine::Cpu(t) => count(t.as_ref()),
+            Engine::Gpu(t) => count(&t.tracks()?),
+        })
+    }
+}
+
+fn one(
+    sink: &mut Sink,
+    assoc: Assoc,
+    targets: usize,
+    clutter: usize,
+    gpu: bool,
+) -> anyhow::Result<()> {
     let model = constant_velocity(2, 1.0, 1.0, 25.0, 100.0)?;
     let s = Scenario {
         kind: Kind::Random,
@@ -38,7 +85,16 @@ fn one(sink: &mut Sink, assoc: Assoc, targets: usize, clutter: usize) -> anyhow:
         .with_clutter(s.clutter_density(2))
         .with_confirm((3, 4))
         .with_delete(3);
-    let mut tracker = Tracker::new(&model, cfg)?;
+    let (mut tracker, device) = if gpu {
+        let t = GpuTracker::new(0, &model, cfg)?;
+        let d = format!("cuda:0 ({})", t.device_name());
+        (Engine::Gpu(Box::new(t)), d)
+    } else {
+        (
+            Engine::Cpu(Box::new(Tracker::new(&model, cfg)?)),
+            format!("cpu ({} threads)", rayon::current_num_threads()),
+        )
+    };
     let mut times = Vec::new();
     let mut row = 0;
     let mut phases = [0.0; 6];
@@ -48,12 +104,12 @@ fn one(sink: &mut Sink, assoc: Assoc, targets: usize, clutter: usize) -> anyhow:
         while row < det.len() && det.t[row] == k as f64 {
             row += 1;
         }
-        let before = tracker.timing;
+        let before = tracker.timing();
         let t0 = Instant::now();
         tracker.step(&det.z[start * 2..row * 2])?;
         if k >= WARMUP_SCANS {
             times.push(t0.elapsed().as_secs_f64());
-            let t = tracker.timing;
+            let t = tracker.timing();
             phases[0] += t.predict - before.predict;
             phases[1] += t.gate - before.gate;
             phases[2] += t.cluster - before.cluster;
@@ -64,16 +120,15 @@ fn one(sink: &mut Sink, assoc: Assoc, targets: usize, clutter: usize) -> anyhow:
         }
     }
     let n = times.len() as f64;
-    let confirmed = (0..tracker.len())
-        .filter(|&i| tracker.status(i) == Status::Confirmed)
-        .count();
-    let name = match assoc {
-        Assoc::Gnn => "track-gnn",
-        Assoc::Jpda => "track-jpda",
+    let confirmed = tracker.confirmed()?;
+    let name = match (assoc, gpu) {
+        (Assoc::Gnn, false) => "track-gnn",
+        (Assoc::Gnn, true) => "track-gnn-gpu",
+        (Assoc::Jpda, _) => "track-jpda",
     };
     let mut r = Record::new(
         format!("{name}/clutter {clutter}"),
-        format!("cpu ({} threads)", rayon::current_num_threads()),
+        device,
         "f64",
         targets,
         times.len(),
@@ -100,18 +155,38 @@ fn one(sink: &mut Sink, assoc: Assoc, targets: usize, clutter: usize) -> anyhow:
 }
 
 pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
+    // KESTREL_BENCH_TRACKING=assign-gpu: the GPU association alone.
+    if std::env::var("KESTREL_BENCH_TRACKING").is_ok_and(|v| v == "assign-gpu") {
+        return super::tracking_assign::run(sink, quick);
+    }
+    super::tracking_assign::run(sink, quick)?;
     let sizes: &[usize] = if quick {
         &[1_000, 10_000]
     } else {
         &[1_000, 10_000, 100_000]
     };
-    for &targets in sizes {
-        for &clutter in sizes {
-            one(sink, Assoc::Gnn, targets, clutter)?;
+    if std::env::var("KESTREL_BENCH_GPU_ONLY").is_err() {
+        for &targets in sizes {
+            for &clutter in sizes {
+                one(sink, Assoc::Gnn, targets, clutter, false)?;
+            }
         }
+        for &n in sizes {
+            one(sink, Assoc::Jpda, n, n, false)?;
+        }
+    } else {
+        let top = sizes[sizes.len() - 1];
+        one(sink, Assoc::Gnn, top, top, false)?;
     }
-    for &n in sizes {
-        one(sink, Assoc::Jpda, n, n)?;
+    match kestrel::cuda::available(0) {
+        Ok(()) => {
+            for &targets in sizes {
+                for &clutter in sizes {
+                    one(sink, Assoc::Gnn, targets, clutter, true)?;
+                }
+            }
+        }
+        Err(why) => errln!("bench tracking: no usable GPU ({why}), CPU records only"),
     }
     let table: Vec<String> = sink
         .records
@@ -121,7 +196,7 @@ pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
             let p = &r.extra["phase_ms"];
             let f = |k: &str| p[k].as_f64().unwrap_or(f64::NAN);
             format!(
-                "{:<24} {:>8} {:>8} {:>9.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2}",
+                "{:<24} {:>8} {:>8} {:>9.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>9.0}",
                 r.name.split('/').next().unwrap_or(""),
                 r.tracks,
                 r.extra["clutter_per_scan"],
@@ -132,11 +207,12 @@ pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
                 f("associate"),
                 f("update"),
                 f("life_cycle"),
+                r.extra["mean_live_tracks"].as_f64().unwrap_or(f64::NAN),
             )
         })
         .collect();
     outln!(
-        "{:<24} {:>8} {:>8} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}\n{}",
+        "{:<24} {:>8} {:>8} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9}\n{}",
         "tracker (ms per scan)",
         "targets",
         "clutter",
@@ -147,6 +223,7 @@ pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
         "assoc",
         "update",
         "life",
+        "live",
         table.join("\n")
     );
     Ok(())

@@ -1,11 +1,13 @@
 //! `kestrel track`: multi-target tracking of unlabelled detections (gating, GNN or JPDA
 //! association, M-of-N confirmation, deletion after K misses).
 
-use super::bad;
+use super::{bad, choose_device};
 use kestrel::tracking::files::{
     read_detections, scans, tracks_header, write_tracks_scan, Detections,
 };
-use kestrel::tracking::{Assoc, Tracker, TrackerConfig};
+use kestrel::tracking::gpu::GpuTracker;
+use kestrel::tracking::{Assoc, Timing, TrackSet, Tracker, TrackerConfig, Tracks};
+use kestrel::Device;
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -67,6 +69,50 @@ pub struct Args {
     /// Times are in seconds and scans are DT apart (default: t is the step index).
     #[arg(long, allow_negative_numbers = true, value_name = "DT")]
     pub dt: Option<f64>,
+    /// cpu, cuda, cuda:N or auto. The GPU tracker associates by GNN only (`--assoc
+    /// jpda` with a GPU is refused) and pays off from about 10^4 live tracks.
+    #[arg(long, default_value = "cpu")]
+    pub device: String,
+}
+
+/// The tracker on its device; the GPU's tracks are copied to the host after each scan.
+enum Engine {
+    Cpu(Box<Tracker>),
+    Gpu(Box<GpuTracker>, Tracks),
+}
+
+impl Engine {
+    fn step(&mut self, z: &[f64]) -> kestrel::Result<()> {
+        match self {
+            Engine::Cpu(t) => t.step(z),
+            Engine::Gpu(t, tracks) => {
+                t.step(z)?;
+                *tracks = t.tracks()?;
+                Ok(())
+            }
+        }
+    }
+
+    fn tracks(&self) -> &dyn TrackSet {
+        match self {
+            Engine::Cpu(t) => t.as_ref(),
+            Engine::Gpu(_, tracks) => tracks,
+        }
+    }
+
+    fn timing(&self) -> Timing {
+        match self {
+            Engine::Cpu(t) => t.timing,
+            Engine::Gpu(t, _) => t.timing,
+        }
+    }
+
+    fn gate_threshold(&self) -> f64 {
+        match self {
+            Engine::Cpu(t) => t.gate_threshold(),
+            Engine::Gpu(t, _) => t.gate_threshold(),
+        }
+    }
 }
 
 /// Parses `M/N`.
@@ -140,7 +186,11 @@ pub fn config(a: &Args, clutter: f64) -> anyhow::Result<TrackerConfig> {
 /// The tracks' states after a scan are finite: a NaN anywhere or an infinite mean is an
 /// error naming the track and step (the output is not written); an infinite variance
 /// with finite means (an unstable model coasting) is written, with a warning, once.
-fn check_finite(output: &std::path::Path, step: i64, tracker: &Tracker) -> kestrel::Result<()> {
+fn check_finite(
+    output: &std::path::Path,
+    step: i64,
+    tracker: &dyn TrackSet,
+) -> kestrel::Result<()> {
     static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     for i in 0..tracker.len() {
         let (m, p) = (tracker.mean(i), tracker.cov(i));
@@ -206,7 +256,30 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         .clutter
         .unwrap_or_else(|| estimate_clutter(&det, sc.len()));
     let cfg = config(&a, clutter)?;
-    let mut tracker = Tracker::new(&model, cfg)?;
+    // JPDA runs on the CPU: `auto` picks it there.
+    let device = if a.device == "auto" && cfg.assoc == Assoc::Jpda {
+        Device::Cpu
+    } else {
+        choose_device(&a.device)?
+    };
+    let mut engine = match device {
+        Device::Cpu => Engine::Cpu(Box::new(Tracker::new(&model, cfg)?)),
+        d => {
+            if cfg.assoc == Assoc::Jpda {
+                return Err(bad(format!(
+                    "--assoc jpda --device {}: JPDA runs on the CPU only (use --device cpu, or --assoc gnn on the GPU)",
+                    a.device
+                )));
+            }
+            let ordinal = match d.first() {
+                Device::Cuda(o) => o,
+                _ => 0,
+            };
+            let t = GpuTracker::new(ordinal, &model, cfg)?;
+            let tracks = t.tracks()?;
+            Engine::Gpu(Box::new(t), tracks)
+        }
+    };
     let ny = det.ny;
     let t0 = Instant::now();
     let mut failure: Option<kestrel::Error> = None;
@@ -216,17 +289,18 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         writeln!(w, "{}", tracks_header(model.nx()))?;
         for k in 0..sc.len() {
             let r = sc.rows(k);
-            if let Err(e) = tracker.step(&det.z[r.start * ny..r.end * ny]) {
+            if let Err(e) = engine.step(&det.z[r.start * ny..r.end * ny]) {
                 failure = Some(e);
                 return Err(std::io::Error::other("tracking failed"));
             }
+            let tracker = engine.tracks();
             let step = sc.first + k as i64;
-            if let Err(e) = check_finite(&a.output, step, &tracker) {
+            if let Err(e) = check_finite(&a.output, step, tracker) {
                 failure = Some(e);
                 return Err(std::io::Error::other("tracking failed"));
             }
             let t = a.dt.map_or(step as f64, |dt| step as f64 * dt);
-            write_tracks_scan(w, t, &tracker)?;
+            write_tracks_scan(w, t, tracker)?;
             rows += tracker.len();
             for i in 0..tracker.len() {
                 if tracker.status(i) == kestrel::tracking::Status::Confirmed {
@@ -242,14 +316,14 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     written?;
     outputs.commit()?;
     let secs = t0.elapsed().as_secs_f64();
-    let tm = tracker.timing;
+    let tm = engine.timing();
     errln!(
-        "track: {} detections in {} scans, {:?}, gate {} (chi-square {:.3}), pd {}, clutter {:.3e}, confirm {}, delete after {}: {} confirmed tracks, {} rows; {:.3} s ({:.3} ms/scan: predict {:.3}, gate {:.3}, cluster {:.3}, associate {:.3}, update {:.3}, life cycle {:.3}) -> {}",
+        "track: {} detections in {} scans on {device}, {:?}, gate {} (chi-square {:.3}), pd {}, clutter {:.3e}, confirm {}, delete after {}: {} confirmed tracks, {} rows; {:.3} s ({:.3} ms/scan: predict {:.3}, gate {:.3}, cluster {:.3}, associate {:.3}, update {:.3}, life cycle {:.3}) -> {}",
         det.len(),
         sc.len(),
         a.assoc,
         a.gate,
-        tracker.gate_threshold(),
+        engine.gate_threshold(),
         a.pd,
         clutter,
         a.confirm,

@@ -15,22 +15,27 @@
 //! 3. if `ESS < threshold N` (and `k` is not the last step), resample, copy the chosen
 //!    particles and reset `lw = 0`.
 //!
-//! Two passes over the particles a step, each in chunks of [`CHUNK`]: (1) resampling's
-//! copies (systematic: the search for the ancestors and the copy in one walk), the move
-//! and the likelihood ([`ParticleModel::advance_batch`]: the built-in kinds draw the
-//! noise of several particles at once), the chunk's largest log-weight; (2) the weights,
-//! the chunk's sums and the running sums of its weights (the cumulative sum that
-//! resampling searches). Each chunk's sums are formed in order and the chunk sums added
-//! in order, so results are identical for every thread count, whether the filters run
-//! side by side (many filters) or one filter's particles are spread over all cores (few
-//! filters, many particles).
+//! One pass over the particles a step, in chunks of [`chunk_len`] particles (a function
+//! of N alone), all of a chunk's work while it is in cache: resampling's choice for the
+//! chunk's slots (systematic: [`systematic_ancestors`], no branch a particle) and the copy
+//! of the chosen particles, the move and the likelihood ([`ParticleModel::advance_batch`]:
+//! the built-in kinds draw the noise of several particles at once), the chunk's largest
+//! log-weight `m_c`, its weights `exp(lw - m_c)` and their sums around the chunk's first
+//! particle, and the running sums of its weights. Then, once per step, the chunks'
+//! records are combined as the GPU's `pf_combine` does: `m = max m_c`, each chunk's scale
+//! `exp(m_c - m)`, the totals moved to chunk 0's reference, and the chunks' offsets in the
+//! cumulative sum that the next step's resampling searches. Each chunk's sums are formed
+//! in order and the chunks combined in order, so results are identical for every thread
+//! count, whether the filters run side by side (many filters) or one filter's particles
+//! are spread over all cores (few filters, many particles).
 
 use super::batch::{as_f64, as_f64_mut};
-use super::lanes::exp_nonpositive;
+use super::lanes::{exp_nonpositive, L};
 use super::models::ParticleModel;
 use super::philox::key_of;
 use super::resample::{
-    resample, systematic_gather, systematic_uniform, ChunkedCdf, Draws, Resampler, Scratch, CHUNK,
+    gather, resample, systematic_gather, systematic_uniform, ChunkedCdf, Draws, Resampler, Scratch,
+    CHUNK,
 };
 use super::{PfOptions, PfOutput};
 use crate::data::Measurements;
@@ -39,41 +44,66 @@ use crate::linalg::Real;
 use crate::Estimates;
 use rayon::prelude::*;
 
+/// Particles per chunk of a filter of `n` particles: about 16 chunks (two cores stay
+/// evenly busy at N = 10^4), from 256 to [`CHUNK`], a multiple of the lanes. It depends on
+/// N alone, so results do not depend on the thread count.
+pub(crate) fn chunk_len(n: usize) -> usize {
+    n.div_ceil(16).next_multiple_of(L).clamp(256, CHUNK)
+}
+
 /// The working buffers of one filter.
 struct Buffers<T> {
+    /// Particles per chunk.
+    chunk: usize,
     /// The particles of the current step, `[N][nx]`.
     x: Vec<T>,
-    /// Where resampling copies the chosen particles.
+    /// The previous step's particles (the source of resampling's copies).
     x_next: Vec<T>,
     lw: Vec<T>,
-    /// The weights `exp(lw - max lw)`; first the step's log-likelihoods.
+    /// The weights on one scale (`exp(lw - m)`), formed only for the resamplers other
+    /// than systematic and for the particles' output.
     w: Vec<T>,
-    /// Running sums of the weights within each chunk (systematic resampling).
+    /// Running sums of the weights within each chunk (systematic resampling), this
+    /// step's and the previous step's.
     local_cdf: Vec<f64>,
-    /// Sum of the weights of the chunks before each chunk.
+    local_prev: Vec<f64>,
+    /// Sum of the scaled weights of the chunks before each chunk.
     offsets: Vec<f64>,
+    /// Each chunk's scale `exp(m_c - m)`.
+    coef: Vec<f64>,
     ancestors: Vec<u32>,
-    partial: Vec<f64>,
-    maxima: Vec<f64>,
+    /// One record a chunk: `m_c`, its sums ([`stride`]), its first particle.
+    rec: Vec<f64>,
+    /// The totals of the sums.
+    tot: Vec<f64>,
     scratch: Scratch,
 }
 
 impl<T: Real> Buffers<T> {
     fn new(n: usize, nx: usize) -> Self {
-        let chunks = n.div_ceil(CHUNK);
+        let chunk = chunk_len(n);
+        let chunks = n.div_ceil(chunk);
         Buffers {
+            chunk,
             x: vec![T::zero(); n * nx],
             x_next: vec![T::zero(); n * nx],
             lw: vec![T::zero(); n],
             w: vec![T::zero(); n],
             local_cdf: vec![0.0; n],
+            local_prev: vec![0.0; n],
             offsets: vec![0.0; chunks],
+            coef: vec![0.0; chunks],
             ancestors: vec![0; n],
-            partial: vec![0.0; chunks * stride(nx)],
-            maxima: vec![0.0; chunks],
+            rec: vec![0.0; chunks * record(nx)],
+            tot: vec![0.0; stride(nx)],
             scratch: Scratch::default(),
         }
     }
+}
+
+/// Values of a chunk's record: `m_c`, its sums, its first particle.
+fn record(nx: usize) -> usize {
+    1 + stride(nx) + nx
 }
 
 /// Values of one chunk's sums: `S`, `sum w^2`, `sum w (x - c)` (nx), the upper triangle
@@ -125,8 +155,8 @@ enum Entry {
     Prior,
     /// Not resampled: they move where they are, keeping their log-weights.
     Kept,
-    /// Systematic resampling with this uniform and position scale `W / N`, fused with
-    /// the copy of the chosen particles.
+    /// Systematic resampling with this uniform and position scale `W / N`, done chunk
+    /// by chunk with the copy of the chosen particles.
     Systematic(f64, f64),
     /// Any other scheme: the ancestors are in the buffers.
     Ancestors,
@@ -163,7 +193,105 @@ unsafe fn exp_avx2(lw: &[f64], m: f64, w: &mut [f64]) {
     exp_lanes(lw, m, w)
 }
 
+/// The end of a chunk's work once its particles have moved (`ll`: their
+/// log-likelihoods): the log-weights, the record `r` (`m_c`, the sums of the weights
+/// `exp(lw - m_c)` around the chunk's first particle, that particle) and the running sums
+/// of the weights; AVX2 where the processor has it (the same operations, the same
+/// results).
+fn finish_chunk<T: Real>(
+    lw: &mut [T],
+    ll: &mut [T],
+    fresh: bool,
+    observed: bool,
+    xs: &[T],
+    r: &mut [f64],
+    cdf: &mut [f64],
+) {
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx2") {
+        // SAFETY: the processor was checked for AVX2 above.
+        unsafe { finish_chunk_avx2(lw, ll, fresh, observed, xs, r, cdf) };
+        return;
+    }
+    finish_chunk_lanes(lw, ll, fresh, observed, xs, r, cdf)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn finish_chunk_avx2<T: Real>(
+    lw: &mut [T],
+    ll: &mut [T],
+    fresh: bool,
+    observed: bool,
+    xs: &[T],
+    r: &mut [f64],
+    cdf: &mut [f64],
+) {
+    finish_chunk_lanes(lw, ll, fresh, observed, xs, r, cdf)
+}
+
+#[inline(always)]
+fn finish_chunk_lanes<T: Real>(
+    lw: &mut [T],
+    ll: &mut [T],
+    fresh: bool,
+    observed: bool,
+    xs: &[T],
+    r: &mut [f64],
+    cdf: &mut [f64],
+) {
+    let nx = xs.len() / lw.len();
+    let m = update_log_weights(lw, ll, fresh, observed);
+    let (m_c, rest) = r.split_at_mut(1);
+    let (p, rf) = rest.split_at_mut(stride(nx));
+    m_c[0] = m;
+    for (o, v) in rf.iter_mut().zip(&xs[..nx]) {
+        *o = v.to_f64();
+    }
+    if m > f64::NEG_INFINITY && m < f64::INFINITY {
+        weights_of(lw, m, ll);
+        chunk_sums(ll, xs, rf, p, cdf);
+    } else {
+        cdf.iter_mut().for_each(|v| *v = 0.0);
+        p.iter_mut().for_each(|v| *v = 0.0);
+    }
+}
+
+/// `lw += ll` (`lw = ll` when `fresh`, the buffers being reused from filter to filter;
+/// unchanged when not `observed`), a NaN likelihood (a particle that left the model's
+/// domain) counting as zero; returns the largest log-weight (eight running maxima, which
+/// vector instructions keep, then their maximum: the same value).
+#[inline(always)]
+fn update_log_weights<T: Real>(lw: &mut [T], ll: &[T], fresh: bool, observed: bool) -> f64 {
+    let ninf = T::of(f64::NEG_INFINITY);
+    let mut mm = [f64::NEG_INFINITY; 8];
+    let upd = |lwi: &mut T, l: T| {
+        let base = if fresh { T::zero() } else { *lwi };
+        let v = if !observed {
+            base
+        } else if l.is_nan_value() {
+            ninf
+        } else {
+            base + l
+        };
+        *lwi = v;
+        v.to_f64()
+    };
+    let mut a = lw.chunks_exact_mut(8);
+    let mut b = ll.chunks_exact(8);
+    for (lc, llc) in (&mut a).zip(&mut b) {
+        for q in 0..8 {
+            mm[q] = mm[q].max(upd(&mut lc[q], llc[q]));
+        }
+    }
+    for (lwi, &l) in a.into_remainder().iter_mut().zip(b.remainder()) {
+        mm[0] = mm[0].max(upd(lwi, l));
+    }
+    mm.iter().fold(f64::NEG_INFINITY, |a, &v| a.max(v))
+}
+
 /// One chunk's sums around `c0` (see [`stride`]) and the running sums of its weights.
+#[inline(always)]
 fn chunk_sums<T: Real>(w: &[T], xs: &[T], c0: &[f64], p: &mut [f64], cdf: &mut [f64]) {
     let nx = c0.len();
     p.iter_mut().for_each(|v| *v = 0.0);
@@ -255,7 +383,7 @@ fn run_one<T: Real, M: ParticleModel<T> + ?Sized>(
     let (nx, ny, n) = (model.nx(), model.ny(), opts.particles);
     let steps = out.loglik.len();
     let key = key_of(opts.seed);
-    let st = stride(nx);
+    let (st, rs, ch) = (stride(nx), record(nx), buf.chunk);
     let nf = n as f64;
     let mut log_prev = nf.ln();
     let always = opts.ess_threshold >= 1.0;
@@ -263,38 +391,38 @@ fn run_one<T: Real, M: ParticleModel<T> + ?Sized>(
     for k in 0..steps {
         let z = &zb[k * ny..(k + 1) * ny];
         let observed = !z.iter().any(|v| v.is_nan_value());
-        // 1. Bring in the particles (resampled ones are copied from their ancestors),
-        // move and weight them; the chunk's largest log-weight. The step's
-        // log-likelihoods pass through `w`.
+        // 1. Each chunk: bring in the particles (resampled ones are copied from their
+        // ancestors), move and weight them (the step's log-likelihoods pass through `w`),
+        // then its largest log-weight, its weights and sums and their running sums.
         let resampled = matches!(entry, Entry::Systematic(..) | Entry::Ancestors);
         if resampled {
             std::mem::swap(&mut buf.x, &mut buf.x_next);
+            std::mem::swap(&mut buf.local_cdf, &mut buf.local_prev);
         }
         {
             let (src, anc) = (&buf.x_next, &buf.ancestors);
             let cdf = ChunkedCdf {
-                local: &buf.local_cdf,
+                local: &buf.local_prev,
                 offsets: &buf.offsets,
+                scale: &buf.coef,
+                chunk: ch,
             };
             chunks4(
                 par,
-                (&mut buf.x, CHUNK * nx),
-                (&mut buf.lw, CHUNK),
-                (&mut buf.w, CHUNK),
-                (&mut buf.maxima, 1),
-                |c, xs, lw, ll, mx| {
-                    let s0 = c * CHUNK;
+                (&mut buf.x, ch * nx),
+                (&mut buf.lw, ch),
+                (&mut buf.local_cdf, ch),
+                (&mut buf.rec, rs),
+                |c, xs, lw, cdf_out, r| {
+                    let s0 = c * ch;
+                    // The chunk's log-likelihoods, then its weights: in cache only.
+                    let mut wbuf = [T::zero(); CHUNK];
+                    let ll = &mut wbuf[..lw.len()];
                     match entry {
                         Entry::Systematic(u, scale) => {
                             systematic_gather(cdf, u, scale, s0, src, nx, xs)
                         }
-                        Entry::Ancestors => {
-                            let anc = &anc[s0..s0 + lw.len()];
-                            for (xo, &a) in xs.chunks_exact_mut(nx).zip(anc) {
-                                let a = a as usize;
-                                xo.copy_from_slice(&src[a * nx..(a + 1) * nx]);
-                            }
-                        }
+                        Entry::Ancestors => gather(src, nx, &anc[s0..s0 + lw.len()], xs),
                         Entry::Prior | Entry::Kept => {}
                     }
                     model.advance_batch(
@@ -305,53 +433,56 @@ fn run_one<T: Real, M: ParticleModel<T> + ?Sized>(
                         xs,
                         observed.then_some((z, &mut *ll)),
                     );
-                    let fresh = k == 0 || resampled;
-                    let mut m = f64::NEG_INFINITY;
-                    for (lwi, &l) in lw.iter_mut().zip(ll.iter()) {
-                        // The buffers are reused from filter to filter.
-                        let base = if fresh { T::zero() } else { *lwi };
-                        *lwi = if !observed {
-                            base
-                        } else if l.is_nan_value() {
-                            // A NaN likelihood (a particle that left the model's domain) is zero.
-                            T::of(f64::NEG_INFINITY)
-                        } else {
-                            base + l
-                        };
-                        m = m.max(lwi.to_f64());
-                    }
-                    mx[0] = m;
+                    finish_chunk(lw, ll, k == 0 || resampled, observed, xs, r, cdf_out);
                 },
             );
         }
-        let m = buf.maxima.iter().fold(f64::NEG_INFINITY, |a, &v| a.max(v));
+        // 2. The chunks' records combined: the largest log-weight, each chunk's scale,
+        // the totals around chunk 0's first particle, the chunks' offsets in the
+        // cumulative sum of the weights.
+        let m = buf
+            .rec
+            .chunks_exact(rs)
+            .fold(f64::NEG_INFINITY, |a, q| a.max(q[0]));
         if !(m > f64::NEG_INFINITY) || m == f64::INFINITY {
             return Err(Error::input(format!(
                 "track {b}, step {k}: every particle has likelihood zero (or not a number): the measurement {:?} is impossible under the model",
                 z.iter().map(|v| v.to_f64()).collect::<Vec<_>>()
             )));
         }
-        // 2. Weights, the chunks' sums around c = particle 0 and the running sums of
-        // the weights.
-        let c0: Vec<f64> = buf.x[..nx].iter().map(|v| v.to_f64()).collect();
-        let (x, lw) = (&buf.x, &buf.lw);
-        chunks4(
-            par,
-            (&mut buf.w, CHUNK),
-            (&mut buf.local_cdf, CHUNK),
-            (&mut buf.partial, st),
-            (&mut buf.maxima, 1),
-            |c, w, cdf, p, _| {
-                let s0 = c * CHUNK;
-                weights_of(&lw[s0..s0 + w.len()], m, w);
-                let xs = &x[s0 * nx..(s0 + w.len()) * nx];
-                chunk_sums(w, xs, &c0, p, cdf);
-            },
-        );
-        let mut tot = vec![0.0f64; st];
-        for p in buf.partial.chunks_exact(st) {
-            for (t, v) in tot.iter_mut().zip(p) {
-                *t += v;
+        let tot = &mut buf.tot;
+        tot.iter_mut().for_each(|v| *v = 0.0);
+        let r0 = &buf.rec[1 + st..rs];
+        let mut off = 0.0f64;
+        for ((q, cj), o) in buf
+            .rec
+            .chunks_exact(rs)
+            .zip(buf.coef.iter_mut())
+            .zip(buf.offsets.iter_mut())
+        {
+            let c = if q[0] > f64::NEG_INFINITY {
+                (q[0] - m).exp()
+            } else {
+                0.0
+            };
+            *cj = c;
+            let s0 = q[1];
+            *o = off;
+            off += c * s0;
+            tot[0] += c * s0;
+            tot[1] += c * c * q[2];
+            // The chunk's sums moved from its first particle to chunk 0's.
+            let e = |a: usize| q[1 + st + a] - r0[a];
+            let m1 = |a: usize| q[3 + a];
+            for a in 0..nx {
+                tot[2 + a] += c * (m1(a) + s0 * e(a));
+            }
+            let mut t = 2 + nx;
+            for a in 0..nx {
+                for d in a..nx {
+                    tot[t] += c * (q[1 + t] + e(a) * m1(d) + m1(a) * e(d) + s0 * e(a) * e(d));
+                    t += 1;
+                }
             }
         }
         let (s, s2) = (tot[0], tot[1]);
@@ -361,42 +492,59 @@ fn run_one<T: Real, M: ParticleModel<T> + ?Sized>(
         let ess = s * s / s2;
         out.ess[k] = T::of(ess);
         let mean = &mut out.mean[k * nx..(k + 1) * nx];
-        let mut dm = [0.0f64; 64];
-        let mut dm_big = Vec::new();
-        let dm: &mut [f64] = if nx <= 64 {
-            &mut dm[..nx]
-        } else {
-            dm_big.resize(nx, 0.0);
-            &mut dm_big
-        };
+        let dm = |a: usize| tot[2 + a] / s;
         for a in 0..nx {
-            dm[a] = tot[2 + a] / s;
-            mean[a] = T::of(c0[a] + dm[a]);
+            mean[a] = T::of(r0[a] + dm(a));
         }
         let cov = &mut out.cov[k * nx * nx..(k + 1) * nx * nx];
         let mut t = 2 + nx;
         for a in 0..nx {
             for bb in a..nx {
-                let v = T::of(tot[t] / s - dm[a] * dm[bb]);
+                let v = T::of(tot[t] / s - dm(a) * dm(bb));
                 cov[a * nx + bb] = v;
                 cov[bb * nx + a] = v;
                 t += 1;
             }
         }
-        // 3. Resample: the systematic scheme is done by the next step's first pass.
+        let last = k + 1 == steps;
+        let resample_now = !last && (always || ess < opts.ess_threshold * nf);
+        if (resample_now && opts.resampler != Resampler::Systematic)
+            || (last && out.cloud.is_some())
+        {
+            // The weights on one scale (the filter's largest weight is 1): each chunk's
+            // weights as the pass formed them, times its scale.
+            let (coef, rec, lw) = (&buf.coef, &buf.rec, &buf.lw);
+            let scale_chunk = |c: usize, w: &mut [T]| {
+                let lw = &lw[c * ch..c * ch + w.len()];
+                if coef[c] > 0.0 {
+                    weights_of(lw, rec[c * rs], w);
+                    let f = T::of(coef[c]);
+                    w.iter_mut().for_each(|v| *v *= f);
+                } else {
+                    w.iter_mut().for_each(|v| *v = T::zero());
+                }
+            };
+            if par {
+                buf.w
+                    .par_chunks_mut(ch)
+                    .enumerate()
+                    .for_each(|(c, w)| scale_chunk(c, w));
+            } else {
+                buf.w
+                    .chunks_mut(ch)
+                    .enumerate()
+                    .for_each(|(c, w)| scale_chunk(c, w));
+            }
+        }
+        // 3. Resample: the systematic scheme is done by the next step's pass.
         entry = Entry::Kept;
-        if k + 1 < steps && (always || ess < opts.ess_threshold * nf) {
+        if resample_now {
             let draws = Draws {
                 key,
                 filter: b as u32,
                 step: k as u32,
             };
             if opts.resampler == Resampler::Systematic {
-                let mut off = 0.0f64;
-                for (o, p) in buf.offsets.iter_mut().zip(buf.partial.chunks_exact(st)) {
-                    *o = off;
-                    off += p[0];
-                }
                 entry = Entry::Systematic(systematic_uniform(draws), off / nf);
             } else {
                 resample(
@@ -411,7 +559,7 @@ fn run_one<T: Real, M: ParticleModel<T> + ?Sized>(
             }
             log_prev = nf.ln();
         }
-        if k + 1 == steps {
+        if last {
             if let Some((xs, ws)) = out.cloud {
                 xs.copy_from_slice(&buf.x);
                 let inv = T::of(1.0 / s);
@@ -435,7 +583,7 @@ pub fn particle_filter_cpu<T: Real, M: ParticleModel<T> + ?Sized>(
     super::check(nx, model.ny(), z, opts)?;
     let threads = rayon::current_num_threads();
     // Many filters: one per task; few filters with many particles: chunks on all cores.
-    let side_by_side = z.tracks >= 2 * threads || n < 4 * CHUNK;
+    let side_by_side = z.tracks >= 2 * threads || n < 4 * chunk_len(n);
     let in_flight = if side_by_side {
         threads.min(z.tracks)
     } else {

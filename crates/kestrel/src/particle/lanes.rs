@@ -22,7 +22,7 @@
 use super::philox::Purpose;
 
 /// Particles processed together.
-pub const L: usize = 8;
+pub const L: usize = 16;
 
 const M0: u64 = 0xD251_1F53;
 const M1: u64 = 0xCD9E_8D57;

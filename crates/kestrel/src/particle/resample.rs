@@ -304,26 +304,33 @@ pub fn systematic_uniform(draws: Draws) -> f64 {
     uniform_f64(draws.words(0, 0)[0])
 }
 
-/// The inclusive cumulative sum of the weights as [`resample`] forms it, held as the
-/// running sums within each chunk of [`CHUNK`] (`local`) and the sum of the chunks
-/// before each chunk (`offsets`): `C_i = local_i + offsets[i / CHUNK]`, the same sums
-/// in the same order, so the same values.
+/// A cumulative sum of weights held as running sums within chunks of `chunk` particles
+/// (`local`), each chunk's scale (`scale`: the filter's chunks sum their weights relative
+/// to their own largest, `exp(lw - m_chunk)`, and `exp(m_chunk - m)` brings them to the
+/// filter's) and the sum of the chunks before each chunk (`offsets`):
+/// `C_i = offsets[c] + scale[c] local_i`, `c = i / chunk`. With scales of 1 and chunks of
+/// [`CHUNK`] these are the values [`resample`] forms.
 #[derive(Clone, Copy)]
 pub struct ChunkedCdf<'a> {
     /// Running sums within each chunk.
     pub local: &'a [f64],
-    /// Sum of the weights of the chunks before each chunk (0 for the first).
+    /// Sum of the (scaled) weights of the chunks before each chunk (0 for the first).
     pub offsets: &'a [f64],
+    /// Each chunk's scale.
+    pub scale: &'a [f64],
+    /// Particles per chunk.
+    pub chunk: usize,
 }
 
 impl ChunkedCdf<'_> {
     #[inline(always)]
     fn at(&self, i: usize) -> f64 {
-        self.local[i] + self.offsets[i / CHUNK]
+        let c = i / self.chunk;
+        self.offsets[c] + self.scale[c] * self.local[i]
     }
 
-    /// `C^{-1}(x)` as [`first_above`] gives it.
-    fn first_above(&self, x: f64) -> usize {
+    /// The first `i` with `C_i > x` (`N` when none).
+    fn search(&self, x: f64) -> usize {
         let n = self.local.len();
         let (mut lo, mut hi) = (0usize, n);
         while lo < hi {
@@ -334,10 +341,7 @@ impl ChunkedCdf<'_> {
                 hi = mid;
             }
         }
-        if lo < n {
-            return lo;
-        }
-        self.last_positive()
+        lo
     }
 
     /// The last particle of positive weight (where positions past the total land).
@@ -350,13 +354,127 @@ impl ChunkedCdf<'_> {
     }
 }
 
-/// Systematic resampling and the copy of the chosen particles in one pass: fills `out`
-/// (the particles of slots `s0..s0 + out.len() / nx`, each `nx` values) with the
-/// particles of `x` that [`resample`] with [`Resampler::Systematic`] assigns to those
-/// slots, for the weights whose cumulative sum is `cdf` (total `W`), and the uniform
-/// `u` of [`systematic_uniform`]: slot `j` takes the first `i` with `C_i > (j + u) W / N`.
-/// One search for the first slot, then a walk over the particles: each particle's
-/// copies are written as the positions pass it.
+/// Sources whose counts [`systematic_ancestors`] forms together.
+const BLOCK: usize = 256;
+
+/// Systematic resampling for the slots `s0..s0 + anc.len()`: slot `j` takes the first
+/// `i` with `C_i > (j + u) scale` (the choice of [`resample`] with
+/// [`Resampler::Systematic`] for `scale = W / N` and the `u` of [`systematic_uniform`];
+/// past the total, the last particle of positive weight).
+///
+/// Without a branch a particle: each source `i` in the slots' range of ancestors counts
+/// the positions below `C_i`, `c_i = #{j : (j + u) scale < C_i}` (an estimate
+/// `round(C_i / scale - u)`, within one of the count, corrected by comparing the two
+/// positions around it, so the count is that of the comparisons themselves); source `i`
+/// owns the slots `c_{i-1} <= j < c_i`, so it writes its index at slot `c_{i-1}` (sources
+/// without slots are overwritten by the next owner), and a running maximum fills the
+/// slots in between.
+pub fn systematic_ancestors(cdf: ChunkedCdf<'_>, u: f64, scale: f64, s0: usize, anc: &mut [u32]) {
+    let (end, last) = ancestor_marks(cdf, u, scale, s0, anc);
+    let mut mx = 0u32;
+    for (j, a) in anc.iter_mut().enumerate() {
+        mx = mx.max(*a);
+        *a = if s0 + j < end { mx } else { last };
+    }
+}
+
+/// The marks of [`systematic_ancestors`] (each owner's index at its first slot, 0
+/// elsewhere), and from which slot on the positions are past the total, with the
+/// particle those take.
+fn ancestor_marks(
+    cdf: ChunkedCdf<'_>,
+    u: f64,
+    scale: f64,
+    s0: usize,
+    anc: &mut [u32],
+) -> (usize, u32) {
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx2") {
+        // SAFETY: the processor was checked for AVX2 above.
+        return unsafe { marks_avx2(cdf, u, scale, s0, anc) };
+    }
+    marks_lanes(cdf, u, scale, s0, anc)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn marks_avx2(
+    cdf: ChunkedCdf<'_>,
+    u: f64,
+    scale: f64,
+    s0: usize,
+    anc: &mut [u32],
+) -> (usize, u32) {
+    marks_lanes(cdf, u, scale, s0, anc)
+}
+
+#[inline(always)]
+fn marks_lanes(
+    cdf: ChunkedCdf<'_>,
+    u: f64,
+    scale: f64,
+    s0: usize,
+    anc: &mut [u32],
+) -> (usize, u32) {
+    const ROUND: f64 = 6_755_399_441_055_744.0;
+    const TWO52: f64 = 4_503_599_627_370_496.0;
+    let len = anc.len();
+    anc.fill(0);
+    if len == 0 {
+        return (s0, 0);
+    }
+    let n = cdf.local.len();
+    let nf = n as f64;
+    let s1 = s0 + len;
+    let pos = |j: f64| (j + u) * scale;
+    let inv = 1.0 / scale;
+    // #{j >= 0 : pos(j) < c}, at most N.
+    let count = |c: f64| -> f64 {
+        let e = ((c * inv - u) + ROUND) - ROUND;
+        let e = e.max(0.0).min(nf);
+        let below = |j: f64| if pos(j) < c { 1.0 } else { 0.0 };
+        (e - 1.0 + below(e - 1.0) + below(e)).min(nf)
+    };
+    let i_lo = cdf.search(pos(s0 as f64));
+    let end = count(cdf.at(n - 1)) as usize;
+    // Positions past the total (rounding) take the last particle of positive weight.
+    let last = if end < s1 {
+        cdf.last_positive() as u32
+    } else {
+        0
+    };
+    if i_lo == n {
+        return (end, last);
+    }
+    let i_hi = cdf.search(pos((s1 - 1) as f64)).min(n - 1);
+    let mut prev = if i_lo == 0 {
+        0
+    } else {
+        count(cdf.at(i_lo - 1)) as usize
+    };
+    let mut counts = [0u32; BLOCK];
+    let mut i = i_lo;
+    while i <= i_hi {
+        // A block of sources within one chunk: its offset and scale are constants.
+        let c = i / cdf.chunk;
+        let m = (i_hi + 1 - i).min(BLOCK).min((c + 1) * cdf.chunk - i);
+        let (off, sc) = (cdf.offsets[c], cdf.scale[c]);
+        for (o, &l) in counts[..m].iter_mut().zip(&cdf.local[i..i + m]) {
+            *o = (count(off + sc * l) + TWO52).to_bits() as u32;
+        }
+        for (t, &cn) in counts[..m].iter().enumerate() {
+            anc[prev.max(s0).min(s1 - 1) - s0] = (i + t) as u32;
+            prev = cn as usize;
+        }
+        i += m;
+    }
+    (end, last)
+}
+
+/// Systematic resampling and the copy of the chosen particles: fills `out` (the
+/// particles of slots `s0..s0 + out.len() / nx`, each `nx` values) with the particles of
+/// `x` that [`systematic_ancestors`] assigns to those slots (the running maximum of the
+/// marks taken as the copy goes).
 pub fn systematic_gather<T: Copy>(
     cdf: ChunkedCdf<'_>,
     u: f64,
@@ -366,7 +484,6 @@ pub fn systematic_gather<T: Copy>(
     nx: usize,
     out: &mut [T],
 ) {
-    // A state size known at compile time makes each copy a few moves.
     match nx {
         1 => gather_walk::<T, 1>(cdf, u, scale, s0, x, nx, out),
         2 => gather_walk::<T, 2>(cdf, u, scale, s0, x, nx, out),
@@ -387,27 +504,40 @@ fn gather_walk<T: Copy, const NX: usize>(
     out: &mut [T],
 ) {
     let nx = if NX > 0 { NX } else { nx };
-    let n = cdf.local.len();
-    let s1 = s0 + out.len() / nx;
-    let pos = |j: usize| (j as f64 + u) * scale;
-    let mut i = cdf.first_above(pos(s0));
-    let mut j = s0;
-    while j < s1 {
-        if i == n {
-            let last = cdf.last_positive();
-            let src = &x[last * nx..(last + 1) * nx];
-            for o in out[(j - s0) * nx..].chunks_exact_mut(nx) {
-                o.copy_from_slice(src);
-            }
-            return;
+    let mut marks = [0u32; CHUNK];
+    let slots = out.len() / nx;
+    let mut j0 = 0;
+    while j0 < slots {
+        let m = (slots - j0).min(CHUNK);
+        let (end, last) = ancestor_marks(cdf, u, scale, s0 + j0, &mut marks[..m]);
+        let mut mx = 0u32;
+        let out = &mut out[j0 * nx..(j0 + m) * nx];
+        for (j, (o, &a)) in out.chunks_exact_mut(nx).zip(&marks[..m]).enumerate() {
+            mx = mx.max(a);
+            let a = if s0 + j0 + j < end { mx } else { last } as usize;
+            o.copy_from_slice(&x[a * nx..(a + 1) * nx]);
         }
-        let ci = cdf.at(i);
-        let src = &x[i * nx..(i + 1) * nx];
-        while j < s1 && pos(j) < ci {
-            out[(j - s0) * nx..(j - s0 + 1) * nx].copy_from_slice(src);
-            j += 1;
-        }
-        i += 1;
+        j0 += m;
+    }
+}
+
+/// `out[j] = x[anc[j]]` for particles of `nx` values.
+pub fn gather<T: Copy>(x: &[T], nx: usize, anc: &[u32], out: &mut [T]) {
+    // A state size known at compile time makes each copy a few moves.
+    match nx {
+        1 => gather_n::<T, 1>(x, nx, anc, out),
+        2 => gather_n::<T, 2>(x, nx, anc, out),
+        4 => gather_n::<T, 4>(x, nx, anc, out),
+        _ => gather_n::<T, 0>(x, nx, anc, out),
+    }
+}
+
+#[inline(always)]
+fn gather_n<T: Copy, const NX: usize>(x: &[T], nx: usize, anc: &[u32], out: &mut [T]) {
+    let nx = if NX > 0 { NX } else { nx };
+    for (o, &a) in out.chunks_exact_mut(nx).zip(anc) {
+        let a = a as usize;
+        o.copy_from_slice(&x[a * nx..(a + 1) * nx]);
     }
 }
 

@@ -107,52 +107,11 @@ pub fn gnn(
     pg: f64,
     clutter: f64,
 ) -> Vec<Option<u32>> {
-    let gain = pd.ln() - clutter.ln();
-    let miss = if pd * pg < 1.0 {
-        -(1.0 - pd * pg).ln()
-    } else {
-        CERTAIN_MISS_COST
-    };
+    let (gain, miss) = gnn_costs(pd, pg, clutter);
     let decided: Vec<Vec<(usize, u32)>> = clusters
         .par_iter()
         .map_init(Assignment::new, |solver, cl| {
-            let (dets, rows) = local(cl, g);
-            let nd = dets.len();
-            let misses = vec![miss; cl.len()];
-            if cl.len().saturating_mul(nd + cl.len()) > DENSE_LIMIT {
-                // A large cluster (dense clutter joins tracks into one): the sparse
-                // solver, in memory linear in the gated pairs.
-                let mut start = Vec::with_capacity(cl.len() + 1);
-                let (mut col, mut cost) = (Vec::new(), Vec::new());
-                start.push(0);
-                for row in &rows {
-                    for &(l, ll) in row {
-                        col.push(l as u32);
-                        cost.push(-(gain + ll));
-                    }
-                    start.push(col.len());
-                }
-                let (sol, _) = solve_sparse_with_misses(cl.len(), nd, &start, &col, &cost, &misses)
-                    .expect("every track may miss, so the problem is feasible");
-                return cl
-                    .iter()
-                    .zip(sol)
-                    .filter_map(|(&i, s)| s.map(|l| (i, dets[l])))
-                    .collect();
-            }
-            let mut cost = vec![f64::INFINITY; cl.len() * nd];
-            for (r, row) in rows.iter().enumerate() {
-                for &(l, ll) in row {
-                    cost[r * nd + l] = -(gain + ll);
-                }
-            }
-            // Feasible: every track may miss.
-            let (sol, _) = solve_with_misses(solver, cl.len(), nd, &cost, &misses)
-                .expect("every track may miss, so the problem is feasible");
-            cl.iter()
-                .zip(sol)
-                .filter_map(|(&i, s)| s.map(|l| (i, dets[l])))
-                .collect()
+            gnn_cluster(solver, cl, g, gain, miss)
         })
         .collect();
     let mut out = vec![None; ntracks];
@@ -162,6 +121,67 @@ pub fn gnn(
         }
     }
     out
+}
+
+/// The GNN costs from the detection probability `pd`, the gate probability `pg` and the
+/// clutter density: `(gain, miss)`, where assigning a detection with log-likelihood `ll`
+/// costs `-(gain + ll)` and a miss costs `miss`.
+pub fn gnn_costs(pd: f64, pg: f64, clutter: f64) -> (f64, f64) {
+    let gain = pd.ln() - clutter.ln();
+    let miss = if pd * pg < 1.0 {
+        -(1.0 - pd * pg).ln()
+    } else {
+        CERTAIN_MISS_COST
+    };
+    (gain, miss)
+}
+
+/// The optimal assignment of one cluster (tracks in ascending order): `(track,
+/// detection)` of each track that takes one.
+pub(crate) fn gnn_cluster(
+    solver: &mut Assignment,
+    cl: &[usize],
+    g: &Gated,
+    gain: f64,
+    miss: f64,
+) -> Vec<(usize, u32)> {
+    let (dets, rows) = local(cl, g);
+    let nd = dets.len();
+    let misses = vec![miss; cl.len()];
+    if cl.len().saturating_mul(nd + cl.len()) > DENSE_LIMIT {
+        // A large cluster (dense clutter joins tracks into one): the sparse
+        // solver, in memory linear in the gated pairs.
+        let mut start = Vec::with_capacity(cl.len() + 1);
+        let (mut col, mut cost) = (Vec::new(), Vec::new());
+        start.push(0);
+        for row in &rows {
+            for &(l, ll) in row {
+                col.push(l as u32);
+                cost.push(-(gain + ll));
+            }
+            start.push(col.len());
+        }
+        let (sol, _) = solve_sparse_with_misses(cl.len(), nd, &start, &col, &cost, &misses)
+            .expect("every track may miss, so the problem is feasible");
+        return cl
+            .iter()
+            .zip(sol)
+            .filter_map(|(&i, s)| s.map(|l| (i, dets[l])))
+            .collect();
+    }
+    let mut cost = vec![f64::INFINITY; cl.len() * nd];
+    for (r, row) in rows.iter().enumerate() {
+        for &(l, ll) in row {
+            cost[r * nd + l] = -(gain + ll);
+        }
+    }
+    // Feasible: every track may miss.
+    let (sol, _) = solve_with_misses(solver, cl.len(), nd, &cost, &misses)
+        .expect("every track may miss, so the problem is feasible");
+    cl.iter()
+        .zip(sol)
+        .filter_map(|(&i, s)| s.map(|l| (i, dets[l])))
+        .collect()
 }
 
 /// JPDA weights of one track: `beta0` for "no detection" and `(detection, beta)` pairs.

@@ -429,7 +429,7 @@ pub fn tracks_header(nx: usize) -> String {
 pub fn write_tracks_scan(
     w: &mut impl Write,
     t: f64,
-    tracker: &super::Tracker,
+    tracker: &(impl super::TrackSet + ?Sized),
 ) -> std::io::Result<()> {
     for i in 0..tracker.len() {
         put(w, t)?;

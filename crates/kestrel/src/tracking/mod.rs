@@ -11,10 +11,17 @@ pub mod associate;
 pub mod chi2;
 pub mod files;
 pub mod gate;
+#[cfg(feature = "cuda")]
+pub mod gpu;
+#[cfg(feature = "cuda")]
+#[doc(hidden)]
+pub mod gpu_assign;
 pub mod metrics;
 pub mod scenario;
 mod tracker;
+pub mod tracks;
 
 pub use assign::Assignment;
 pub use gate::Innovations;
 pub use tracker::{Assoc, Status, Timing, Tracker, TrackerConfig};
+pub use tracks::{TrackSet, Tracks};

@@ -206,28 +206,38 @@ struct Decisions {
 
 const FIRST_CAPACITY: usize = 1024;
 
+fn row_major(m: &nalgebra::DMatrix<f64>) -> Vec<f64> {
+    (0..m.nrows())
+        .flat_map(|i| (0..m.ncols()).map(move |j| m[(i, j)]))
+        .collect()
+}
+
+/// Initiation's constants (module documentation): `G` (`nx x ny`, row-major), `N x0`
+/// and the new track's covariance `G R G^T + N P0 N^T` (`nx x nx`, row-major,
+/// symmetric).
+pub(crate) fn initiation(model: &Model) -> Result<(Vec<f64>, Vec<f64>, Vec<f64>)> {
+    let nx = model.nx();
+    let g = model
+        .h
+        .clone()
+        .pseudo_inverse(1e-12)
+        .map_err(|e| Error::model("H", format!("no pseudo-inverse: {e}")))?;
+    let n = nalgebra::DMatrix::identity(nx, nx) - &g * &model.h;
+    let p = &g * &model.r * g.transpose() + &n * &model.prior.p0 * n.transpose();
+    let p = (&p + p.transpose()) * 0.5;
+    let n_x0: Vec<f64> = (&n * &model.prior.x0).iter().copied().collect();
+    Ok((row_major(&g), n_x0, row_major(&p)))
+}
+
 impl Tracker {
     /// A tracker without tracks for targets of `model` (its prior initiates new tracks); `cfg` and the model are checked.
     pub fn new(model: &Model, cfg: TrackerConfig) -> Result<Tracker> {
         cfg.validate()?;
         model.validate()?;
         let (nx, ny) = (model.nx(), model.ny());
-        let g = model
-            .h
-            .clone()
-            .pseudo_inverse(1e-12)
-            .map_err(|e| Error::model("H", format!("no pseudo-inverse: {e}")))?;
-        let n = nalgebra::DMatrix::identity(nx, nx) - &g * &model.h;
-        let p = &g * &model.r * g.transpose() + &n * &model.prior.p0 * n.transpose();
-        let p = (&p + p.transpose()) * 0.5;
-        let rm = |m: &nalgebra::DMatrix<f64>| -> Vec<f64> {
-            (0..m.nrows())
-                .flat_map(|i| (0..m.ncols()).map(move |j| m[(i, j)]))
-                .collect()
-        };
-        let n_x0: Vec<f64> = (&n * &model.prior.x0).iter().copied().collect();
+        let (g, n_x0, p) = initiation(model)?;
         let mut state = BatchState::new(model, FIRST_CAPACITY)?;
-        state.set_prior(&n_x0, &rm(&p))?;
+        state.set_prior(&n_x0, &p)?;
         Ok(Tracker {
             gamma: chi2_quantile(ny, cfg.gate),
             cfg,
@@ -237,10 +247,10 @@ impl Tracker {
             slots: Vec::new(),
             life: Vec::new(),
             next_id: 0,
-            g: rm(&g),
+            g,
             n_x0,
             d: model.d.iter().copied().collect(),
-            h: rm(&model.h),
+            h: row_major(&model.h),
             zbuf: vec![f64::NAN; FIRST_CAPACITY * ny],
             timing: Timing::default(),
         })

@@ -9,11 +9,11 @@ use crate::linalg::Real;
 use crate::model::Model;
 use std::sync::Arc;
 
-const COMMON: &str = include_str!("../kernels/common.cuh");
+pub(crate) const COMMON: &str = include_str!("../kernels/common.cuh");
 const FILTER: &str = include_str!("../kernels/filter.cu");
 const SMOOTH: &str = include_str!("../kernels/smooth.cu");
 const LAYOUT: &str = include_str!("../kernels/layout.cu");
-const TRACKER: &str = include_str!("../kernels/tracker.cu");
+pub(crate) const TRACKER: &str = include_str!("../kernels/tracker.cu");
 
 /// A group of kernels compiled together: a module holds only what one kind of run
 /// needs, because NVRTC's time grows with every fully unrolled kernel in it.

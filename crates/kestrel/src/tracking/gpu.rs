@@ -1,0 +1,886 @@
+//! The multi-target tracker on the GPU: [`GpuTracker`] has [`Tracker`]'s configuration,
+//! scan semantics and decisions (GNN association, f64), with every scan's work on the
+//! device. The host uploads each scan's detections and reads back two or three counts
+//! (the gated pairs of each stage and the live tracks); the tracks themselves come back
+//! only when asked for ([`GpuTracker::tracks`]).
+//!
+//! One scan (kernels in `kernels/track.cu`, on the Kalman family's per-step arithmetic):
+//!
+//! 1. *Predict* every track and factor its gate: `zhat = H x + d`, `S = H P H^T + R = L L^T`
+//!    and `ln |S| / 2`, rounding exactly as the CPU's per-step API and `Innovations`.
+//! 2. *Grid*: the detections' bounding box, square cells of side twice the mean of the
+//!    gates' largest half-widths (the CPU takes the median, which needs a selection; the
+//!    side decides only which cells a gate visits, never which detections pass it), at
+//!    most about four cells per detection; a counting sort of the detections by cell
+//!    (histogram with atomics, exclusive scan, scatter).
+//! 3. *Gate*, one thread per track over the cells its gate's box covers, the chi-square
+//!    test on the whitened innovation: compressed rows by track (count pass, scan, fill
+//!    pass), each row sorted by detection index, with `ln N(z; zhat, S)`.
+//! 4. *Associate* as the CPU does, in two stages: confirmed tracks by GNN over every
+//!    detection, then tentative tracks by GNN over the detections left (the claimed ones
+//!    are skipped by the second gate pass). The GNN of each stage runs on the host over
+//!    the downloaded gated pairs (clusters and assignment as [`Tracker`]).
+//! 5. *Update and life cycle* in one kernel: the pick's update (or the prediction kept),
+//!    M-of-N confirmation, deletion after K misses, the tentative rule, the covariance
+//!    bound; every detection no track claimed is flagged for a birth.
+//! 6. *Compaction*: one exclusive scan over the kept flags of the tracks followed by the
+//!    birth flags of the detections gives every output position at once (survivors in
+//!    order, then births in detection order, the CPU's order); births get the CPU's
+//!    identities (the next identity plus their rank among the births).
+//!
+//! Tracks are dense structure-of-arrays (`x [nx][C]`, packed `P [np][C]`), compacted
+//! each scan into a second set of buffers, which may be larger (growth re-lays the rows).
+
+use super::associate::{clusters, gnn};
+use super::chi2::chi2_quantile;
+use super::gate::Gated;
+use super::tracker::initiation;
+use super::tracks::Tracks;
+use super::{Assoc, Status, Timing, TrackerConfig};
+use crate::cuda::{
+    as_bytes, ck, dtoh, grid_for, htod, launch, sync, Arg, DevBuf, Gpu, Module, Pinned,
+};
+use crate::error::{Error, Result};
+use crate::kalman::cuda::source::{model_params, prelude, COMMON, TRACKER};
+use crate::model::Model;
+use cudarc::driver::result as cu;
+use cudarc::driver::{CudaEvent, CudaStream};
+use std::sync::Arc;
+use std::time::Instant;
+
+const TRACK: &str = include_str!("kernels/track.cu");
+const KERNELS: &[&str] = &[
+    "tk_predict",
+    "tk_bounds",
+    "tk_grid_setup",
+    "tk_cells",
+    "tk_scatter",
+    "tk_gate",
+    "tk_claim",
+    "tk_update",
+    "tk_compact",
+    "tk_scan_tiles",
+    "tk_scan_sums",
+    "tk_scan_apply",
+];
+/// Threads per block of the per-item kernels (TK_BLOCK).
+const BLOCK: u32 = 256;
+/// Threads per block of the scan and values per thread (TK_SCAN_BLOCK, TK_SCAN_ITEMS).
+const SCAN_BLOCK: u32 = 256;
+const SCAN_TILE: usize = SCAN_BLOCK as usize * 4;
+/// Scratch words (track.cu, SC_*).
+const SCRATCH: usize = 16;
+/// Largest state and measurement sizes (registers hold the state).
+const MAX_NX: usize = 16;
+const MAX_NY: usize = 8;
+
+/// The translation unit: the Kalman prelude (dimensions, f64, the model's numbers as
+/// constants), the per-step kernels' shared code and the tracker's kernels.
+pub fn source(model: &Model) -> String {
+    let mut s = prelude(model.nx(), model.ny(), "f64", Some(model));
+    for (name, text) in [
+        ("common.cuh", COMMON),
+        ("tracker.cu", TRACKER),
+        ("track.cu", TRACK),
+    ] {
+        s += &format!("// ---- {name}\n{text}\n");
+    }
+    s
+}
+
+/// A device buffer that grows (never shrinks) to what a scan needs.
+struct Grow<T> {
+    buf: DevBuf<T>,
+    what: &'static str,
+}
+
+impl<T> Grow<T> {
+    fn new(gpu: &Gpu, what: &'static str) -> Result<Self> {
+        Ok(Grow {
+            buf: DevBuf::new(gpu, 1, what)?,
+            what,
+        })
+    }
+
+    /// Room for `len` values (the old contents are not kept).
+    fn ensure(&mut self, gpu: &Gpu, len: usize) -> Result<()> {
+        if self.buf.len() < len {
+            // At least half again, so that a growing scenario reallocates rarely.
+            let len = len.max(self.buf.len() + self.buf.len() / 2);
+            self.buf = DevBuf::new(gpu, len, self.what)?;
+        }
+        Ok(())
+    }
+
+    fn ptr(&self) -> Arg<'static> {
+        Arg::Ptr(self.buf.ptr())
+    }
+}
+
+/// One set of track buffers, `cap` tracks.
+struct Set {
+    cap: usize,
+    x: DevBuf<f64>,
+    p: DevBuf<f64>,
+    id: DevBuf<u64>,
+    status: DevBuf<u8>,
+    age: DevBuf<u32>,
+    hits: DevBuf<u32>,
+    misses: DevBuf<u32>,
+}
+
+impl Set {
+    fn new(gpu: &Gpu, cap: usize, nx: usize) -> Result<Set> {
+        let np = nx * (nx + 1) / 2;
+        Ok(Set {
+            cap,
+            x: DevBuf::new(gpu, cap * nx, "track means")?,
+            p: DevBuf::new(gpu, cap * np, "track covariances")?,
+            id: DevBuf::new(gpu, cap, "track identities")?,
+            status: DevBuf::new(gpu, cap, "track statuses")?,
+            age: DevBuf::new(gpu, cap, "track ages")?,
+            hits: DevBuf::new(gpu, cap, "track hits")?,
+            misses: DevBuf::new(gpu, cap, "track misses")?,
+        })
+    }
+}
+
+/// Events at the phase boundaries of a scan: upload + predict, grid + gate of stage 1,
+/// association of stage 1, gate of stage 2, association of stage 2, update and life
+/// cycle, compaction.
+const EVENTS: usize = 8;
+
+/// The multi-target tracker with its tracks on a GPU (see the module documentation).
+pub struct GpuTracker {
+    gpu: Arc<Gpu>,
+    k: Arc<Module>,
+    stream: Arc<CudaStream>,
+    cfg: TrackerConfig,
+    gamma: f64,
+    nx: usize,
+    ny: usize,
+    params: Vec<f64>,
+    life: Vec<u8>,
+    birth: Vec<f64>,
+    n: usize,
+    next_id: u64,
+    cur: Set,
+    spare: Set,
+    zhat: Grow<f64>,
+    lf: Grow<f64>,
+    hld: Grow<f64>,
+    rows: Grow<u32>,
+    pick1: Grow<i32>,
+    pick2: Grow<i32>,
+    det: Grow<u32>,
+    ll: Grow<f64>,
+    z: Grow<f64>,
+    zs: Grow<f64>,
+    claimed: Grow<u8>,
+    cell: Grow<u32>,
+    rank: Grow<u32>,
+    order: Grow<u32>,
+    cstart: Grow<u32>,
+    flags: Grow<u32>,
+    sums: Grow<u32>,
+    scratch: DevBuf<u64>,
+    err: DevBuf<u64>,
+    staged: Pinned<f64>,
+    events: Vec<CudaEvent>,
+    poison: bool,
+    /// Time spent in each phase so far, by CUDA events (`predict` includes the upload of
+    /// the detections; `cluster` is part of `associate`).
+    pub timing: Timing,
+    /// Wall-clock seconds of the scans so far, as the host sees them.
+    pub wall: f64,
+}
+
+fn memset(stream: &CudaStream, ptr: u64, byte: u8, bytes: usize, what: &str) -> Result<()> {
+    if bytes == 0 {
+        return Ok(());
+    }
+    // SAFETY: the callers pass ranges inside their allocations.
+    ck(
+        unsafe { cu::memset_d8_async(ptr, byte, bytes, stream.cu_stream()) },
+        what,
+    )
+}
+
+impl GpuTracker {
+    /// A tracker without tracks on GPU `ordinal` for targets of `model`; `cfg` and the
+    /// model are checked, and the association must be GNN (JPDA is not on the GPU).
+    pub fn new(ordinal: usize, model: &Model, cfg: TrackerConfig) -> Result<GpuTracker> {
+        crate::cuda::catch(|| Self::open(ordinal, model, cfg))
+    }
+
+    fn open(ordinal: usize, model: &Model, cfg: TrackerConfig) -> Result<GpuTracker> {
+        cfg.validate()?;
+        model.validate()?;
+        if cfg.assoc != Assoc::Gnn {
+            return Err(Error::Unsupported(
+                "the GPU tracker associates by GNN only; JPDA runs on the CPU".into(),
+            ));
+        }
+        let (nx, ny) = (model.nx(), model.ny());
+        if nx > MAX_NX || ny > MAX_NY {
+            return Err(Error::Unsupported(format!(
+                "the GPU tracker is built for nx <= {MAX_NX} and ny <= {MAX_NY}; this model has nx = {nx}, ny = {ny}"
+            )));
+        }
+        let (g, n_x0, p) = initiation(model)?;
+        if p.iter().any(|v| !v.is_finite()) || n_x0.iter().any(|v| !v.is_finite()) {
+            return Err(Error::model("P0", "a new track's prior is not finite"));
+        }
+        crate::model::check_psd("P0", &nalgebra::DMatrix::from_row_slice(nx, nx, &p))?;
+        let gpu = crate::cuda::gpu(ordinal)?;
+        let name = format!("kestrel-track-nx{nx}-ny{ny}-f64-baked");
+        let k = gpu.module(&name, &source(model), KERNELS)?;
+        let mut birth = g;
+        birth.extend_from_slice(&n_x0);
+        birth.extend(model.d.iter().copied());
+        birth.extend_from_slice(&p);
+        let (m, n) = cfg.confirm;
+        let mut life = cfg.max_variance.to_le_bytes().to_vec();
+        for v in [m, n, cfg.delete, cfg.delete_tentative] {
+            life.extend(v.to_le_bytes());
+        }
+        let mut events = Vec::with_capacity(EVENTS);
+        for _ in 0..EVENTS {
+            events.push(ck(
+                gpu.ctx
+                    .new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT)),
+                "creating an event",
+            )?);
+        }
+        let first = 1024;
+        Ok(GpuTracker {
+            stream: gpu.stream.clone(),
+            k,
+            gamma: chi2_quantile(ny, cfg.gate),
+            cfg,
+            nx,
+            ny,
+            params: model_params::<f64>(model),
+            life,
+            birth,
+            n: 0,
+            next_id: 0,
+            cur: Set::new(&gpu, first, nx)?,
+            spare: Set::new(&gpu, first, nx)?,
+            zhat: Grow::new(&gpu, "predicted measurements")?,
+            lf: Grow::new(&gpu, "gate factors")?,
+            hld: Grow::new(&gpu, "gate log-determinants")?,
+            rows: Grow::new(&gpu, "gated rows")?,
+            pick1: Grow::new(&gpu, "picks of confirmed tracks")?,
+            pick2: Grow::new(&gpu, "picks of tentative tracks")?,
+            det: Grow::new(&gpu, "gated detections")?,
+            ll: Grow::new(&gpu, "gated log-likelihoods")?,
+            z: Grow::new(&gpu, "detections")?,
+            zs: Grow::new(&gpu, "detections by cell")?,
+            claimed: Grow::new(&gpu, "claimed detections")?,
+            cell: Grow::new(&gpu, "detection cells")?,
+            rank: Grow::new(&gpu, "detection ranks")?,
+            order: Grow::new(&gpu, "detection order")?,
+            cstart: Grow::new(&gpu, "cell starts")?,
+            flags: Grow::new(&gpu, "compaction flags")?,
+            sums: Grow::new(&gpu, "scan tile sums")?,
+            scratch: DevBuf::new(&gpu, SCRATCH, "the scan's scratch")?,
+            err: DevBuf::new(&gpu, 1, "the error flag")?,
+            staged: Pinned::new(&gpu, 1)?,
+            events,
+            poison: false,
+            timing: Timing::default(),
+            wall: 0.0,
+            gpu,
+        })
+    }
+
+    /// Fills every buffer a scan writes with NaN (all-ones bytes) before it is written,
+    /// so that a value a kernel failed to write shows (tests).
+    pub fn with_poison(mut self, poison: bool) -> Self {
+        self.poison = poison;
+        self
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &TrackerConfig {
+        &self.cfg
+    }
+
+    /// The Mahalanobis gate threshold (the chi-square quantile).
+    pub fn gate_threshold(&self) -> f64 {
+        self.gamma
+    }
+
+    /// Live tracks.
+    pub fn len(&self) -> usize {
+        self.n
+    }
+
+    /// True without live tracks.
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// State size.
+    pub fn nx(&self) -> usize {
+        self.nx
+    }
+
+    /// Measurement size.
+    pub fn ny(&self) -> usize {
+        self.ny
+    }
+
+    /// The device's name.
+    pub fn device_name(&self) -> &str {
+        &self.gpu.name
+    }
+
+    fn poison_buf<T>(&self, b: &DevBuf<T>) -> Result<()> {
+        if self.poison {
+            b.poison(&self.stream)?;
+        }
+        Ok(())
+    }
+
+    fn go(&self, name: &str, threads: usize, args: &[Arg<'_>]) -> Result<()> {
+        if threads == 0 {
+            return Ok(());
+        }
+        launch(
+            &self.stream,
+            &self.k,
+            name,
+            grid_for(threads, BLOCK),
+            (BLOCK, 1, 1),
+            args,
+        )
+    }
+
+    /// Exclusive scan of `a[0..len)` in place, the total in `a[len]`.
+    fn scan(&mut self, a: u64, len: usize) -> Result<()> {
+        let tiles = len.div_ceil(SCAN_TILE);
+        self.sums.ensure(&self.gpu, tiles + 1)?;
+        let s = &self.stream;
+        let b = (SCAN_BLOCK, 1, 1);
+        if tiles > 0 {
+            launch(
+                s,
+                &self.k,
+                "tk_scan_tiles",
+                (tiles as u32, 1, 1),
+                b,
+                &[Arg::Ptr(a), Arg::U64(len as u64), self.sums.ptr()],
+            )?;
+        }
+        launch(
+            s,
+            &self.k,
+            "tk_scan_sums",
+            (1, 1, 1),
+            b,
+            &[self.sums.ptr(), Arg::I32(tiles as i32)],
+        )?;
+        launch(
+            s,
+            &self.k,
+            "tk_scan_apply",
+            (tiles.max(1) as u32, 1, 1),
+            b,
+            &[
+                Arg::Ptr(a),
+                Arg::U64(len as u64),
+                self.sums.ptr(),
+                Arg::I32(tiles as i32),
+            ],
+        )
+    }
+
+    fn record(&self, e: usize) -> Result<()> {
+        ck(self.events[e].record(&self.stream), "recording an event")
+    }
+
+    fn read_u32(&self, b: &DevBuf<u32>, at: usize) -> Result<u32> {
+        let mut v = [0u32];
+        dtoh(&self.stream, b, at, &mut v, "reading a count")?;
+        sync(&self.stream, "reading a count")?;
+        Ok(v[0])
+    }
+
+    /// The identity of the track at dense index `i` (for errors).
+    fn id_at(&self, i: usize) -> u64 {
+        let mut v = [0u64];
+        if dtoh(&self.stream, &self.cur.id, i, &mut v, "reading an identity").is_ok()
+            && sync(&self.stream, "reading an identity").is_ok()
+        {
+            v[0]
+        } else {
+            i as u64
+        }
+    }
+
+    /// The first track a kernel found without a positive definite matrix, if any.
+    fn check_err(&self, what: &'static str) -> Result<()> {
+        let mut v = [0u64];
+        dtoh(&self.stream, &self.err, 0, &mut v, "reading the error flag")?;
+        sync(&self.stream, "reading the error flag")?;
+        if v[0] != u64::MAX {
+            return Err(Error::NotPositiveDefinite {
+                track: self.id_at(v[0] as usize) as usize,
+                step: self.timing.scans,
+                what,
+            });
+        }
+        Ok(())
+    }
+
+    /// Processes one scan of detections `z` (`count x ny`, row-major): predicts every
+    /// track to this scan, associates, updates, and runs the life cycle, as
+    /// [`Tracker::step`](super::Tracker::step).
+    pub fn step(&mut self, z: &[f64]) -> Result<()> {
+        crate::cuda::catch(|| self.scan_once(z))
+    }
+
+    fn scan_once(&mut self, z: &[f64]) -> Result<()> {
+        let (nx, ny) = (self.nx, self.ny);
+        if !z.len().is_multiple_of(ny) {
+            return Err(Error::input(format!(
+                "a scan of {} values is not a whole number of {ny}-component detections",
+                z.len()
+            )));
+        }
+        if let Some(k) = z.iter().position(|v| !v.is_finite()) {
+            return Err(Error::input(format!(
+                "detection {} of the scan: component z{} is {}",
+                k / ny,
+                k % ny,
+                z[k]
+            )));
+        }
+        let wall = Instant::now();
+        let ndet = z.len() / ny;
+        let n = self.n;
+        if n + ndet > u32::MAX as usize / 2 {
+            return Err(Error::input(format!(
+                "{n} tracks and {ndet} detections exceed what the GPU tracker indexes"
+            )));
+        }
+        let gpu = self.gpu.clone();
+        let s = self.stream.clone();
+        // Buffers: per track, per detection, the output set.
+        let nyp = ny * (ny + 1) / 2;
+        self.zhat.ensure(&gpu, n * ny)?;
+        self.lf.ensure(&gpu, n * nyp)?;
+        self.hld.ensure(&gpu, n)?;
+        self.rows.ensure(&gpu, n + 1)?;
+        self.pick1.ensure(&gpu, n)?;
+        self.pick2.ensure(&gpu, n)?;
+        self.z.ensure(&gpu, ndet * ny)?;
+        self.zs.ensure(&gpu, ndet * ny)?;
+        self.claimed.ensure(&gpu, ndet)?;
+        self.cell.ensure(&gpu, ndet)?;
+        self.rank.ensure(&gpu, ndet)?;
+        self.order.ensure(&gpu, ndet)?;
+        let ncap = 4 * ndet + 16;
+        self.cstart.ensure(&gpu, ncap + 1)?;
+        self.flags.ensure(&gpu, n + ndet + 1)?;
+        if self.spare.cap < n + ndet {
+            let cap = (n + ndet).max(2 * self.spare.cap);
+            self.spare = Set::new(&gpu, cap, nx)?;
+        }
+        if self.staged.as_slice().len() < z.len() {
+            sync(&s, "the previous upload")?;
+            self.staged = Pinned::new(&gpu, z.len().max(2 * self.staged.as_slice().len()))?;
+        }
+        // The previous scan ended with a synchronisation: the staging buffer is free.
+        self.staged.as_mut_slice()[..z.len()].copy_from_slice(z);
+        self.record(0)?;
+        if !z.is_empty() {
+            htod(
+                &s,
+                &self.staged.as_slice()[..z.len()],
+                &self.z.buf,
+                0,
+                "uploading the detections",
+            )?;
+        }
+        memset(&s, self.scratch.ptr(), 0xff, 16, "clearing the scratch")?;
+        memset(&s, self.scratch.at(2), 0, 24, "clearing the scratch")?;
+        memset(&s, self.err.ptr(), 0xff, 8, "clearing the error flag")?;
+        let cur_cap = self.cur.cap as u64;
+        if n > 0 {
+            for b in [&self.zhat.buf, &self.lf.buf, &self.hld.buf] {
+                self.poison_buf(b)?;
+            }
+            self.go(
+                "tk_predict",
+                n,
+                &[
+                    Arg::Bytes(as_bytes(&self.params)),
+                    Arg::I32(n as i32),
+                    Arg::U64(cur_cap),
+                    Arg::Ptr(self.cur.x.ptr()),
+                    Arg::Ptr(self.cur.p.ptr()),
+                    self.zhat.ptr(),
+                    self.lf.ptr(),
+                    self.hld.ptr(),
+                    Arg::F64(self.gamma),
+                    Arg::Ptr(self.scratch.ptr()),
+                    Arg::Ptr(self.err.ptr()),
+                ],
+            )?;
+        }
+        self.record(1)?;
+        memset(&s, self.claimed.buf.ptr(), 0, ndet, "clearing the claims")?;
+        let gating = n > 0 && ndet > 0;
+        if gating {
+            self.go(
+                "tk_bounds",
+                ndet,
+                &[
+                    Arg::I32(ndet as i32),
+                    self.z.ptr(),
+                    Arg::Ptr(self.scratch.ptr()),
+                ],
+            )?;
+            launch(
+                &s,
+                &self.k,
+                "tk_grid_setup",
+                (1, 1, 1),
+                (1, 1, 1),
+                &[
+                    Arg::I32(ndet as i32),
+                    Arg::I32(n as i32),
+                    Arg::Ptr(self.scratch.ptr()),
+                ],
+            )?;
+            memset(
+                &s,
+                self.cstart.buf.ptr(),
+                0,
+                4 * (ncap + 1),
+                "clearing the histogram",
+            )?;
+            self.go(
+                "tk_cells",
+                ndet,
+                &[
+                    Arg::I32(ndet as i32),
+                    self.z.ptr(),
+                    Arg::Ptr(self.scratch.ptr()),
+                    self.cstart.ptr(),
+                    self.cell.ptr(),
+                    self.rank.ptr(),
+                ],
+            )?;
+            self.scan(self.cstart.buf.ptr(), ncap)?;
+            self.poison_buf(&self.zs.buf)?;
+            self.go(
+                "tk_scatter",
+                ndet,
+                &[
+                    Arg::I32(ndet as i32),
+                    self.z.ptr(),
+                    self.cell.ptr(),
+                    self.rank.ptr(),
+                    self.cstart.ptr(),
+                    self.order.ptr(),
+                    self.zs.ptr(),
+                ],
+            )?;
+            self.stage(1, n, ndet, 2)?;
+            self.stage(0, n, ndet, 4)?;
+        } else {
+            // No pairs: every track misses.
+            memset(&s, self.pick1.buf.ptr(), 0xff, 4 * n, "clearing the picks")?;
+            memset(&s, self.pick2.buf.ptr(), 0xff, 4 * n, "clearing the picks")?;
+            for e in 2..=5 {
+                self.record(e)?;
+            }
+        }
+        self.poison_buf(&self.flags.buf)?;
+        self.go(
+            "tk_update",
+            n.max(ndet),
+            &[
+                Arg::Bytes(as_bytes(&self.params)),
+                Arg::Bytes(&self.life),
+                Arg::I32(n as i32),
+                Arg::I32(ndet as i32),
+                Arg::U64(cur_cap),
+                Arg::Ptr(self.cur.x.ptr()),
+                Arg::Ptr(self.cur.p.ptr()),
+                Arg::Ptr(self.cur.status.ptr()),
+                Arg::Ptr(self.cur.age.ptr()),
+                Arg::Ptr(self.cur.hits.ptr()),
+                Arg::Ptr(self.cur.misses.ptr()),
+                self.pick1.ptr(),
+                self.pick2.ptr(),
+                self.z.ptr(),
+                self.claimed.ptr(),
+                self.flags.ptr(),
+                Arg::Ptr(self.err.ptr()),
+            ],
+        )?;
+        self.record(6)?;
+        self.scan(self.flags.buf.ptr(), n + ndet)?;
+        if self.poison {
+            let o = &self.spare;
+            for b in [&o.x, &o.p] {
+                b.poison(&s)?;
+            }
+            o.id.poison(&s)?;
+            o.status.poison(&s)?;
+            for b in [&o.age, &o.hits, &o.misses] {
+                b.poison(&s)?;
+            }
+        }
+        let (o, c) = (&self.spare, &self.cur);
+        self.go(
+            "tk_compact",
+            n + ndet,
+            &[
+                Arg::Bytes(as_bytes(&self.birth)),
+                Arg::I32(n as i32),
+                Arg::I32(ndet as i32),
+                Arg::U64(cur_cap),
+                Arg::U64(o.cap as u64),
+                self.flags.ptr(),
+                Arg::Ptr(c.x.ptr()),
+                Arg::Ptr(c.p.ptr()),
+                Arg::Ptr(c.id.ptr()),
+                Arg::Ptr(c.status.ptr()),
+                Arg::Ptr(c.age.ptr()),
+                Arg::Ptr(c.hits.ptr()),
+                Arg::Ptr(c.misses.ptr()),
+                Arg::Ptr(o.x.ptr()),
+                Arg::Ptr(o.p.ptr()),
+                Arg::Ptr(o.id.ptr()),
+                Arg::Ptr(o.status.ptr()),
+                Arg::Ptr(o.age.ptr()),
+                Arg::Ptr(o.hits.ptr()),
+                Arg::Ptr(o.misses.ptr()),
+                self.z.ptr(),
+                Arg::U64(self.next_id),
+            ],
+        )?;
+        self.record(7)?;
+        let mut counts = [0u32; 2];
+        dtoh(
+            &s,
+            &self.flags.buf,
+            n,
+            &mut counts[..1],
+            "reading the survivors",
+        )?;
+        dtoh(
+            &s,
+            &self.flags.buf,
+            n + ndet,
+            &mut counts[1..],
+            "reading the live tracks",
+        )?;
+        self.check_err("innovation covariance S")?;
+        let (kept, total) = (counts[0] as usize, counts[1] as usize);
+        std::mem::swap(&mut self.cur, &mut self.spare);
+        self.next_id += (total - kept) as u64;
+        self.n = total;
+        let ms = |a: usize, b: usize| -> Result<f64> {
+            Ok(f64::from(ck(
+                self.events[a].elapsed_ms(&self.events[b]),
+                "reading an event timer",
+            )?) * 1e-3)
+        };
+        let t = [
+            ms(0, 1)?,
+            ms(1, 2)? + ms(3, 4)?,
+            ms(2, 3)? + ms(4, 5)?,
+            ms(5, 6)?,
+            ms(6, 7)?,
+        ];
+        let tm = &mut self.timing;
+        tm.predict += t[0];
+        tm.gate += t[1];
+        tm.associate += t[2];
+        tm.update += t[3];
+        tm.life += t[4];
+        tm.scans += 1;
+        self.wall += wall.elapsed().as_secs_f64();
+        Ok(())
+    }
+
+    /// One association stage: gate the tracks of status `want` (1 confirmed, against
+    /// every detection; 0 tentative, against the unclaimed ones), GNN, and claim the
+    /// picked detections. Records events `ev` (gated) and `ev + 1` (associated).
+    fn stage(&mut self, want: i32, n: usize, ndet: usize, ev: usize) -> Result<()> {
+        let gpu = self.gpu.clone();
+        let claimed = if want == 1 {
+            Arg::Ptr(0)
+        } else {
+            self.claimed.ptr()
+        };
+        let gate_args = |fill: i32, this: &Self| -> Vec<Arg<'static>> {
+            vec![
+                Arg::I32(n as i32),
+                Arg::I32(want),
+                Arg::Ptr(this.cur.status.ptr()),
+                this.zhat.ptr(),
+                this.lf.ptr(),
+                this.hld.ptr(),
+                Arg::F64(this.gamma),
+                Arg::Ptr(this.scratch.ptr()),
+                this.cstart.ptr(),
+                this.order.ptr(),
+                this.zs.ptr(),
+                claimed,
+                this.rows.ptr(),
+                this.det.ptr(),
+                this.ll.ptr(),
+                Arg::I32(fill),
+            ]
+        };
+        self.go("tk_gate", n, &gate_args(0, self))?;
+        self.scan(self.rows.buf.ptr(), n)?;
+        let m = self.read_u32(&self.rows.buf, n)? as usize;
+        if want == 1 {
+            // The prediction's error, known now that the stream has passed it.
+            self.check_err("innovation covariance S")?;
+        }
+        self.det.ensure(&gpu, m)?;
+        self.ll.ensure(&gpu, m)?;
+        self.poison_buf(&self.det.buf)?;
+        self.poison_buf(&self.ll.buf)?;
+        self.go("tk_gate", n, &gate_args(1, self))?;
+        self.record(ev)?;
+        let pick = if want == 1 { &self.pick1 } else { &self.pick2 };
+        self.poison_buf(&pick.buf)?;
+        self.gnn_host(n, ndet, m, want == 1)?;
+        let pick = if want == 1 { &self.pick1 } else { &self.pick2 };
+        self.go(
+            "tk_claim",
+            n,
+            &[Arg::I32(n as i32), pick.ptr(), self.claimed.ptr()],
+        )?;
+        self.record(ev + 1)?;
+        Ok(())
+    }
+
+    /// GNN over the gated pairs on the host (the CPU tracker's clusters and
+    /// assignment); writes the picks of stage 1 (`first`) or 2.
+    fn gnn_host(&mut self, n: usize, ndet: usize, m: usize, first: bool) -> Result<()> {
+        let s = &self.stream;
+        let mut start = vec![0u32; n + 1];
+        let mut det = vec![0u32; m];
+        let mut ll = vec![0.0f64; m];
+        dtoh(s, &self.rows.buf, 0, &mut start, "reading the gated rows")?;
+        if m > 0 {
+            dtoh(
+                s,
+                &self.det.buf,
+                0,
+                &mut det,
+                "reading the gated detections",
+            )?;
+            dtoh(
+                s,
+                &self.ll.buf,
+                0,
+                &mut ll,
+                "reading the gated log-likelihoods",
+            )?;
+        }
+        sync(s, "reading the gated pairs")?;
+        let g = Gated {
+            start: start.iter().map(|&v| v as usize).collect(),
+            det,
+            ll,
+        };
+        let cl = clusters(&g, ndet);
+        let (pd, pg, clutter) = (self.cfg.pd, self.cfg.gate, self.cfg.clutter);
+        let pick: Vec<i32> = gnn(&cl, &g, n, pd, pg, clutter)
+            .iter()
+            .map(|p| p.map_or(-1, |j| j as i32))
+            .collect();
+        let buf = if first { &self.pick1 } else { &self.pick2 };
+        if n > 0 {
+            htod(s, &pick, &buf.buf, 0, "uploading the picks")?;
+            // `pick` is pageable host memory: wait until the copy has read it.
+            sync(s, "uploading the picks")?;
+        }
+        Ok(())
+    }
+
+    /// A host copy of the live tracks (in the CPU tracker's order).
+    pub fn tracks(&self) -> Result<Tracks> {
+        crate::cuda::catch(|| self.download())
+    }
+
+    fn download(&self) -> Result<Tracks> {
+        let (n, nx) = (self.n, self.nx);
+        let np = nx * (nx + 1) / 2;
+        let c = &self.cur;
+        let s = &self.stream;
+        let mut x = vec![0.0; nx * n];
+        let mut p = vec![0.0; np * n];
+        let mut id = vec![0u64; n];
+        let mut st = vec![0u8; n];
+        if n > 0 {
+            for k in 0..nx {
+                dtoh(
+                    s,
+                    &c.x,
+                    k * c.cap,
+                    &mut x[k * n..(k + 1) * n],
+                    "reading the means",
+                )?;
+            }
+            for q in 0..np {
+                dtoh(
+                    s,
+                    &c.p,
+                    q * c.cap,
+                    &mut p[q * n..(q + 1) * n],
+                    "reading the covariances",
+                )?;
+            }
+            dtoh(s, &c.id, 0, &mut id, "reading the identities")?;
+            dtoh(s, &c.status, 0, &mut st, "reading the statuses")?;
+        }
+        sync(s, "reading the tracks")?;
+        let pk = |i: usize, j: usize| {
+            if i >= j {
+                i * (i + 1) / 2 + j
+            } else {
+                j * (j + 1) / 2 + i
+            }
+        };
+        let mut mean = vec![0.0; n * nx];
+        let mut cov = vec![0.0; n * nx * nx];
+        for t in 0..n {
+            for i in 0..nx {
+                mean[t * nx + i] = x[i * n + t];
+                for j in 0..nx {
+                    cov[(t * nx + i) * nx + j] = p[pk(i, j) * n + t];
+                }
+            }
+        }
+        Ok(Tracks {
+            nx,
+            id,
+            status: st
+                .iter()
+                .map(|&v| {
+                    if v == 1 {
+                        Status::Confirmed
+                    } else {
+                        Status::Tentative
+                    }
+                })
+                .collect(),
+            mean,
+            cov,
+        })
+    }
+}

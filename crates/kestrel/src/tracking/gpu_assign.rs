@@ -1,0 +1,509 @@
+//! GNN association on the GPU: the clusters of tracks linked by shared gated detections
+//! and one optimal assignment (with a miss choice per track) per cluster, the same
+//! optimum as [`associate::gnn`](super::associate::gnn) on the host.
+//!
+//! The gated pairs stay on the device (compressed rows by track, as the gate writes
+//! them). Kernels (`kernels/assign.cu`): a lock-free union-find joins each track to the
+//! smallest track gating each of its detections; a track alone in its cluster is solved
+//! by its own thread (best pair against the miss); every larger cluster gets an id and a
+//! span of a member list (atomic counters, no sort) and is solved by one thread with the
+//! shortest augmenting path method of [`assign`](super::assign) on the
+//! `tracks x (detections + tracks)` matrix in registers and local memory, step for step
+//! as on the host, so that both pick the same assignment, ties included.
+//!
+//! Clusters past the device solver's limits ([`DEVICE_MAX_TRACKS`] tracks,
+//! [`DEVICE_MAX_COLUMNS`] detections + tracks) are solved on the host: `solve` reads
+//! four counters back (one synchronisation per call), and only when such a cluster
+//! exists downloads the gated pairs, solves those clusters with
+//! [`associate`](super::associate)'s solver (dense or sparse by size, on every core) and
+//! writes their picks back. Dense clutter that chains tracks into large clusters costs
+//! that round trip; scenes of small clusters never leave the device.
+
+use super::assign::Assignment;
+use super::associate::gnn_cluster;
+use super::gate::Gated;
+use crate::cuda::{self, dtoh, grid_for, launch, Arg, DevBuf, EventTimer, Gpu, Module, Pinned};
+use crate::error::{Error, Result};
+use rayon::prelude::*;
+use std::sync::Arc;
+
+/// Most tracks of a cluster solved on the device.
+pub const DEVICE_MAX_TRACKS: usize = 32;
+/// Most columns (the cluster's detections plus its tracks) of a cluster solved on the
+/// device.
+pub const DEVICE_MAX_COLUMNS: usize = 128;
+
+const BLOCK: u32 = 128;
+const KERNELS: [&str; 8] = [
+    "ga_init",
+    "ga_owner",
+    "ga_union",
+    "ga_root",
+    "ga_place",
+    "ga_member",
+    "ga_solve",
+    "ga_scatter",
+];
+
+/// The complete translation unit: the limits and infinity, then `kernels/assign.cu`.
+#[doc(hidden)]
+pub fn source() -> String {
+    source_with(DEVICE_MAX_TRACKS, DEVICE_MAX_COLUMNS)
+}
+
+/// [`source`] with other device limits (tests shrink them to reach the host path).
+#[doc(hidden)]
+pub fn source_with(max_tracks: usize, max_columns: usize) -> String {
+    assert!(max_tracks < max_columns && max_columns <= 254);
+    format!(
+        "#define GA_MAXR {max_tracks}\n#define GA_MAXC {max_columns}\n#define GA_INF (1e300 * 1e300)\n{}",
+        include_str!("kernels/assign.cu")
+    )
+}
+
+/// What the last [`GpuGnn::solve`] found.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GnnStats {
+    /// Clusters of two tracks or more.
+    pub clusters: usize,
+    /// Tracks in those clusters.
+    pub clustered_tracks: usize,
+    /// Clusters past the device limits, solved on the host.
+    pub host_clusters: usize,
+    /// Tracks of the largest cluster.
+    pub largest: usize,
+}
+
+/// The device association: kernels and workspace (grown to the largest problem seen).
+pub(crate) struct GpuGnn {
+    gpu: Arc<Gpu>,
+    module: Arc<Module>,
+    /// Per track: parent, cluster size, cluster id of a root, member list; per cluster:
+    /// member span start, size, fill count; the ids of clusters left to the host.
+    parent: DevBuf<u32>,
+    size: DevBuf<u32>,
+    cid: DevBuf<u32>,
+    member: DevBuf<u32>,
+    cstart: DevBuf<u32>,
+    csize: DevBuf<u32>,
+    cfill: DevBuf<u32>,
+    big: DevBuf<u32>,
+    /// Per detection: smallest track gating it; local index in its cluster.
+    owner: DevBuf<u32>,
+    dloc: DevBuf<u32>,
+    counters: DevBuf<u32>,
+    counters_host: Pinned<u32>,
+    /// What the last solve found.
+    pub stats: GnnStats,
+}
+
+impl GpuGnn {
+    /// Compiles (or finds cached) the kernels on `gpu`.
+    pub fn new(gpu: &Arc<Gpu>) -> Result<GpuGnn> {
+        cuda::catch(|| {
+            let module = gpu.module("gnn-assign", &source(), &KERNELS)?;
+            let buf = |what: &str| DevBuf::<u32>::new(gpu, 1, what);
+            Ok(GpuGnn {
+                gpu: gpu.clone(),
+                module,
+                parent: buf("association parents")?,
+                size: buf("association cluster sizes")?,
+                cid: buf("association cluster ids")?,
+                member: buf("association members")?,
+                cstart: buf("association cluster starts")?,
+                csize: buf("association cluster sizes")?,
+                cfill: buf("association cluster fills")?,
+                big: buf("association host clusters")?,
+                owner: buf("association detection owners")?,
+                dloc: buf("association local detections")?,
+                counters: DevBuf::new(gpu, 4, "association counters")?,
+                counters_host: Pinned::new(gpu, 4)?,
+                stats: GnnStats::default(),
+            })
+        })
+    }
+
+    fn reserve(&mut self, n: usize, ndet: usize) -> Result<()> {
+        let g = &self.gpu;
+        if self.parent.len() < n {
+            let n = n.max(self.parent.len() * 3 / 2);
+            for (b, what) in [
+                (&mut self.parent, "association parents"),
+                (&mut self.size, "association cluster sizes"),
+                (&mut self.cid, "association cluster ids"),
+                (&mut self.member, "association members"),
+                (&mut self.cstart, "association cluster starts"),
+                (&mut self.csize, "association cluster sizes"),
+                (&mut self.cfill, "association cluster fills"),
+                (&mut self.big, "association host clusters"),
+            ] {
+                *b = DevBuf::new(g, n, what)?;
+            }
+        }
+        if self.owner.len() < ndet {
+            let d = ndet.max(self.owner.len() * 3 / 2);
+            self.owner = DevBuf::new(g, d, "association detection owners")?;
+            self.dloc = DevBuf::new(g, d, "association local detections")?;
+        }
+        Ok(())
+    }
+
+    /// The optimal GNN assignment of `n` tracks to `ndet` detections from the `m` gated
+    /// pairs in compressed rows by track (`start` [n + 1] with `start[0] = 0`,
+    /// `start[n] = m`; `det` [m], ascending within a row; `ll` [m], `ln N(z; zhat, S)`):
+    /// a pair costs `-(gain + ll)`, a miss `miss` (see
+    /// [`associate::gnn_costs`](super::associate::gnn_costs)). Writes `pick` [n]: each
+    /// track's detection or -1. Queued on the device's stream; reads four counters back
+    /// (a synchronisation), and when a cluster is past the device limits, solves it on
+    /// the host before returning.
+    #[allow(clippy::too_many_arguments)]
+    pub fn solve(
+        &mut self,
+        n: usize,
+        ndet: usize,
+        m: usize,
+        start: &DevBuf<u32>,
+        det: &DevBuf<u32>,
+        ll: &DevBuf<f64>,
+        gain: f64,
+        miss: f64,
+        pick: &DevBuf<i32>,
+    ) -> Result<()> {
+        if start.len() < n + 1 || det.len() < m || ll.len() < m || pick.len() < n {
+            return Err(Error::Input {
+                msg: format!(
+                    "GPU association: buffers too short for {n} tracks and {m} pairs (start {}, det {}, ll {}, pick {})",
+                    start.len(),
+                    det.len(),
+                    ll.len(),
+                    pick.len()
+                ),
+            });
+        }
+        if n.max(ndet).max(m) >= u32::MAX as usize {
+            return Err(Error::Input {
+                msg: format!(
+                    "GPU association: {n} tracks, {ndet} detections, {m} pairs: at most {} each",
+                    u32::MAX - 1
+                ),
+            });
+        }
+        self.stats = GnnStats::default();
+        if n == 0 {
+            return Ok(());
+        }
+        cuda::catch(|| {
+            self.reserve(n, ndet)?;
+            let s = &self.gpu.stream;
+            let k = &*self.module;
+            let (nu, du) = (n as u32, ndet as u32);
+            let p = |b: &DevBuf<u32>| Arg::Ptr(b.ptr());
+            let blk = (BLOCK, 1, 1);
+            let over_n = grid_for(n, BLOCK);
+            launch(
+                s,
+                k,
+                "ga_init",
+                grid_for(n.max(ndet).max(4), BLOCK),
+                blk,
+                &[
+                    Arg::U32(nu),
+                    Arg::U32(du),
+                    p(&self.parent),
+                    p(&self.size),
+                    p(&self.owner),
+                    p(&self.dloc),
+                    p(&self.counters),
+                ],
+            )?;
+            launch(
+                s,
+                k,
+                "ga_owner",
+                over_n,
+                blk,
+                &[Arg::U32(nu), p(start), p(det), p(&self.owner)],
+            )?;
+            launch(
+                s,
+                k,
+                "ga_union",
+                over_n,
+                blk,
+                &[
+                    Arg::U32(nu),
+                    p(start),
+                    p(det),
+                    p(&self.owner),
+                    p(&self.parent),
+                ],
+            )?;
+            launch(
+                s,
+                k,
+                "ga_root",
+                over_n,
+                blk,
+                &[Arg::U32(nu), p(start), p(&self.parent), p(&self.size)],
+            )?;
+            launch(
+                s,
+                k,
+                "ga_place",
+                over_n,
+                blk,
+                &[
+                    Arg::U32(nu),
+                    p(start),
+                    p(det),
+                    Arg::Ptr(ll.ptr()),
+                    Arg::F64(gain),
+                    Arg::F64(miss),
+                    p(&self.parent),
+                    p(&self.size),
+                    p(&self.cid),
+                    p(&self.cstart),
+                    p(&self.csize),
+                    p(&self.cfill),
+                    p(&self.counters),
+                    Arg::Ptr(pick.ptr()),
+                ],
+            )?;
+            launch(
+                s,
+                k,
+                "ga_member",
+                over_n,
+                blk,
+                &[
+                    Arg::U32(nu),
+                    p(start),
+                    p(&self.parent),
+                    p(&self.size),
+                    p(&self.cid),
+                    p(&self.cstart),
+                    p(&self.cfill),
+                    p(&self.member),
+                ],
+            )?;
+            // At most n / 2 clusters of two tracks or more.
+            launch(
+                s,
+                k,
+                "ga_solve",
+                grid_for(n / 2 + 1, 64),
+                (64, 1, 1),
+                &[
+                    p(&self.counters),
+                    p(&self.cstart),
+                    p(&self.csize),
+                    p(&self.member),
+                    p(start),
+                    p(det),
+                    Arg::Ptr(ll.ptr()),
+                    Arg::F64(gain),
+                    Arg::F64(miss),
+                    p(&self.dloc),
+                    p(&self.big),
+                    Arg::Ptr(pick.ptr()),
+                ],
+            )?;
+            dtoh(
+                s,
+                &self.counters,
+                0,
+                self.counters_host.as_mut_slice(),
+                "reading the association counters",
+            )?;
+            cuda::sync(s, "GPU association")?;
+            let c = self.counters_host.as_slice();
+            self.stats = GnnStats {
+                clusters: c[0] as usize,
+                clustered_tracks: c[1] as usize,
+                host_clusters: c[2] as usize,
+                largest: c[3] as usize,
+            };
+            if self.stats.host_clusters > 0 {
+                self.solve_on_host(n, m, start, det, ll, gain, miss, pick)?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Solves the clusters listed in `big` on the host and writes their picks.
+    #[allow(clippy::too_many_arguments)]
+    fn solve_on_host(
+        &mut self,
+        n: usize,
+        m: usize,
+        start: &DevBuf<u32>,
+        det: &DevBuf<u32>,
+        ll: &DevBuf<f64>,
+        gain: f64,
+        miss: f64,
+        pick: &DevBuf<i32>,
+    ) -> Result<()> {
+        let s = &self.gpu.stream;
+        let st = self.stats;
+        let mut big = vec![0u32; st.host_clusters];
+        let mut cstart = vec![0u32; st.clusters];
+        let mut csize = vec![0u32; st.clusters];
+        let mut member = vec![0u32; st.clustered_tracks];
+        let mut rows = vec![0u32; n + 1];
+        let mut g = Gated {
+            start: Vec::new(),
+            det: vec![0; m],
+            ll: vec![0.0; m],
+        };
+        dtoh(s, &self.big, 0, &mut big, "reading the host clusters")?;
+        dtoh(
+            s,
+            &self.cstart,
+            0,
+            &mut cstart,
+            "reading the cluster starts",
+        )?;
+        dtoh(s, &self.csize, 0, &mut csize, "reading the cluster sizes")?;
+        dtoh(
+            s,
+            &self.member,
+            0,
+            &mut member,
+            "reading the cluster members",
+        )?;
+        dtoh(s, start, 0, &mut rows, "reading the gated rows")?;
+        dtoh(s, det, 0, &mut g.det, "reading the gated detections")?;
+        dtoh(s, ll, 0, &mut g.ll, "reading the gated log-likelihoods")?;
+        cuda::sync(s, "reading the clusters for the host")?;
+        g.start = rows.iter().map(|&r| r as usize).collect();
+        let solved: Vec<(Vec<u32>, Vec<i32>)> = big
+            .par_iter()
+            .map_init(Assignment::new, |solver, &c| {
+                let (a, len) = (cstart[c as usize] as usize, csize[c as usize] as usize);
+                let mut cl: Vec<usize> = member[a..a + len].iter().map(|&t| t as usize).collect();
+                cl.sort_unstable();
+                let mut val = vec![-1i32; len];
+                for (i, d) in gnn_cluster(solver, &cl, &g, gain, miss) {
+                    // `cl` is sorted.
+                    if let Ok(r) = cl.binary_search(&i) {
+                        val[r] = d as i32;
+                    }
+                }
+                (cl.iter().map(|&t| t as u32).collect(), val)
+            })
+            .collect();
+        let tracks: Vec<u32> = solved.iter().flat_map(|x| x.0.iter().copied()).collect();
+        let values: Vec<i32> = solved.iter().flat_map(|x| x.1.iter().copied()).collect();
+        let gpu = &self.gpu;
+        let t = DevBuf::from_slice(gpu, s, &tracks, "the host clusters' tracks")?;
+        let v = DevBuf::from_slice(gpu, s, &values, "the host clusters' picks")?;
+        launch(
+            s,
+            &self.module,
+            "ga_scatter",
+            grid_for(tracks.len(), BLOCK),
+            (BLOCK, 1, 1),
+            &[
+                Arg::U32(tracks.len() as u32),
+                Arg::Ptr(t.ptr()),
+                Arg::Ptr(v.ptr()),
+                Arg::Ptr(pick.ptr()),
+            ],
+        )?;
+        // The host vectors and the two buffers live until the copies and the scatter
+        // are done.
+        cuda::sync(s, "writing the host clusters' picks")
+    }
+}
+
+/// One run of [`gnn_gpu_timed`]: device time per solve (CUDA events, ms) and what the
+/// last solve found.
+#[doc(hidden)]
+#[derive(Clone, Debug, Default)]
+pub struct GnnGpuRun {
+    /// Milliseconds of each timed solve, from its first kernel to its last write
+    /// (the host's share included when a cluster went there).
+    pub times_ms: Vec<f64>,
+    /// What the last solve found.
+    pub stats: GnnStats,
+}
+
+/// [`associate::gnn`](super::associate::gnn) on GPU 0 from host data (for tests and
+/// benchmarks): uploads `g`, solves with [`GpuGnn`] (the output poisoned first with a
+/// value no solve writes, so that an unwritten pick is an error), and downloads each
+/// track's detection.
+#[doc(hidden)]
+pub fn gnn_gpu(g: &Gated, ndet: usize, gain: f64, miss: f64) -> Result<Vec<Option<u32>>> {
+    gnn_gpu_timed(g, ndet, gain, miss, 0).map(|r| r.0)
+}
+
+/// [`gnn_gpu`], then `repeats` more solves of the same problem timed by CUDA events.
+#[doc(hidden)]
+pub fn gnn_gpu_timed(
+    g: &Gated,
+    ndet: usize,
+    gain: f64,
+    miss: f64,
+    repeats: usize,
+) -> Result<(Vec<Option<u32>>, GnnGpuRun)> {
+    let n = g.start.len().saturating_sub(1);
+    let m = g.det.len();
+    if g.start.first().is_some_and(|&s| s != 0) || g.start.last().is_some_and(|&s| s != m) {
+        return Err(Error::Input {
+            msg: "GPU association: gated rows must start at 0 and end at the number of pairs"
+                .into(),
+        });
+    }
+    if let Some(&d) = g.det.iter().find(|&&d| d as usize >= ndet) {
+        return Err(Error::Input {
+            msg: format!("GPU association: detection {d} of {ndet}"),
+        });
+    }
+    cuda::catch(|| {
+        let gpu = cuda::gpu(0)?;
+        let s = &gpu.stream;
+        let rows: Vec<u32> = g.start.iter().map(|&r| r as u32).collect();
+        let rows = if rows.is_empty() { vec![0] } else { rows };
+        let start = DevBuf::from_slice(&gpu, s, &rows, "gated rows")?;
+        let det = DevBuf::from_slice(&gpu, s, &g.det, "gated detections")?;
+        let ll = DevBuf::from_slice(&gpu, s, &g.ll, "gated log-likelihoods")?;
+        // Poisoned with a value no solve writes (all-ones bytes would read as -1, a miss).
+        let junk = vec![i32::MIN; n.max(1)];
+        let pick = DevBuf::from_slice(&gpu, s, &junk, "association picks")?;
+        let mut gnn = GpuGnn::new(&gpu)?;
+        gnn.solve(n, ndet, m, &start, &det, &ll, gain, miss, &pick)?;
+        let mut out = vec![0i32; n];
+        dtoh(s, &pick, 0, &mut out, "reading the association picks")?;
+        cuda::sync(s, "reading the association picks")?;
+        let mut run = GnnGpuRun {
+            times_ms: Vec::with_capacity(repeats),
+            stats: gnn.stats,
+        };
+        let timer = EventTimer::new(&gpu)?;
+        for _ in 0..repeats {
+            timer.start(s)?;
+            gnn.solve(n, ndet, m, &start, &det, &ll, gain, miss, &pick)?;
+            timer.stop(s)?;
+            run.times_ms.push(f64::from(timer.elapsed_ms()?));
+        }
+        if repeats > 0 {
+            let mut again = vec![0i32; n];
+            dtoh(s, &pick, 0, &mut again, "reading the association picks")?;
+            cuda::sync(s, "reading the association picks")?;
+            if again != out {
+                return Err(Error::Cuda(
+                    "GPU association: a repeated solve picked differently".into(),
+                ));
+            }
+        }
+        if let Some(i) = out.iter().position(|&p| p < -1 || p >= ndet as i32) {
+            return Err(Error::Cuda(format!(
+                "GPU association: track {i} was given {} (not a detection of {ndet}, nor -1)",
+                out[i]
+            )));
+        }
+        let picks = out.iter().map(|&p| (p >= 0).then_some(p as u32)).collect();
+        Ok((picks, run))
+    })
+}

@@ -1,0 +1,71 @@
+//! GNN association on the GPU (`tracking::gpu_assign`) against the host's
+//! `associate::gnn`: the random problems of the kernels-on-CPU test (spatial scenes,
+//! chains that join into clusters past the device limits and go to the host, stars,
+//! tracks with no pairs, `pd` below and at 1), each track's pick equal to the host's
+//! (or the totals equal, a tie), the output poisoned before each run; and one scale
+//! scene (about 3e5 tracks, 2.5e5 detections, 1e6 gated pairs) checked the same way and
+//! timed by CUDA events (printed, not asserted). Skips without a GPU (fails with
+//! KESTREL_REQUIRE_GPU=1).
+
+mod assign_common;
+mod gpu_common;
+
+use assign_common::*;
+use gpu_common::gpu_or_skip;
+use kestrel::tracking::gpu_assign::{gnn_gpu, gnn_gpu_timed};
+
+#[test]
+fn gpu_picks_the_host_assignment() {
+    if !gpu_or_skip("gpu_picks_the_host_assignment") {
+        return;
+    }
+    for seed in [3, 4] {
+        for p in problems(seed) {
+            let (gain, miss) = p.costs();
+            let got = gnn_gpu(&p.g, p.ndet, gain, miss).expect("GPU association");
+            check(&p, &got, "GPU");
+        }
+    }
+}
+
+#[test]
+fn gpu_at_scale() {
+    if !gpu_or_skip("gpu_at_scale") {
+        return;
+    }
+    let (g, ndet) = blobs(100_000, 17);
+    let p = Problem {
+        name: "scale".into(),
+        g,
+        ndet,
+        pd: 0.9,
+        pg: 0.999,
+        clutter: 2e-3,
+    };
+    let (gain, miss) = p.costs();
+    let t0 = std::time::Instant::now();
+    let want = p.reference();
+    let host_s = t0.elapsed().as_secs_f64();
+    let (got, run) = gnn_gpu_timed(&p.g, p.ndet, gain, miss, 20).expect("GPU association");
+    check(&p, &got, "GPU");
+    let mut t = run.times_ms.clone();
+    t.sort_by(f64::total_cmp);
+    let assigned = want.iter().filter(|x| x.is_some()).count();
+    println!(
+        "gnn gpu at scale: {} tracks, {} detections, {} pairs; {} clusters of 2+ ({} tracks, largest {}, {} on the host); {assigned} assigned; device {:.3} ms median ({:.3} min, {:.3} max of {}); host reference {:.1} ms ({} threads)",
+        p.n(),
+        p.ndet,
+        p.g.det.len(),
+        run.stats.clusters,
+        run.stats.clustered_tracks,
+        run.stats.largest,
+        run.stats.host_clusters,
+        t[t.len() / 2],
+        t[0],
+        t[t.len() - 1],
+        t.len(),
+        host_s * 1e3,
+        rayon::current_num_threads()
+    );
+    assert_eq!(got.len(), p.n());
+}
