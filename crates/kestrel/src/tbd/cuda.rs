@@ -17,7 +17,7 @@
 //!   compile time: no exchange for (0, 0), edge rows only for vertical shifts, taps in
 //!   the thread's own column read from registers, `(1 - alpha)` folded into the blend
 //!   weights and `alpha X` computed once per block (fewer instructions per cell-frame);
-//! - [`Variant::Staged`]: decimation (the fused kernel's trajectories, a map per launch)
+//! - [`Variant::Staged`]: decimation, the fused kernel's trajectories and a map per launch,
 //!   with each frame's tile staged once in shared memory as `alpha X` (zeros outside the
 //!   frame, the next tile loaded while the current one is used), every vector's
 //!   trajectory through the thread's `px` (1 or 2) pixels in registers;
