@@ -8,7 +8,7 @@ mod tbd_common;
 
 use gpu_common::gpu_or_skip;
 use kestrel::tbd::cuda::{GpuTbd, KernelConfig, MapPair, Variant};
-use kestrel::tbd::{self, Dtype, Params, Tbd};
+use kestrel::tbd::{self, Dtype, Motion, Params, Tbd};
 use kestrel::Device;
 use tbd_common::*;
 
@@ -71,6 +71,16 @@ fn every_variant_equals_the_cpu_reference() {
             frames: 4,
             block: (128, 8),
         });
+        for (rows, frames, block) in [(4, 4, (128, 8)), (8, 4, (128, 4))] {
+            all.push(KernelConfig {
+                variant: Variant::Lean { rows },
+                half,
+                ldg: true,
+                unroll: true,
+                frames,
+                block,
+            });
+        }
         for d in [1, 10] {
             all.push(KernelConfig {
                 variant: Variant::FusedCells { px: 4, py: 2 },
@@ -92,6 +102,49 @@ fn every_variant_equals_the_cpu_reference() {
                 let (want, ws) = expected(&c, cfg, launches);
                 let what = format!("{} ({frame:?}, integer {integer})", cfg.name());
                 compare(&what, &c, cfg, &got, &gs, &want, &ws, 1e-5);
+            }
+        }
+    }
+}
+
+#[test]
+fn tile_kernels_on_a_frame_with_interior_tiles() {
+    // The benchmark's tile shapes on a frame large enough that some blocks lie wholly
+    // inside it (the path without per-cell tests), integer and fractional vectors.
+    if !gpu_or_skip("tbd tile_kernels_on_a_frame_with_interior_tiles") {
+        return;
+    }
+    let mut k = 0;
+    for half in [false, true] {
+        for (variant, frames, block) in [
+            (Variant::Resident { rows: 4 }, 4, (128, 8)),
+            (Variant::Lean { rows: 4 }, 4, (128, 8)),
+            (Variant::Lean { rows: 4 }, 4, (96, 8)),
+            (Variant::Lean { rows: 8 }, 4, (128, 4)),
+            (Variant::Lean { rows: 8 }, 8, (128, 4)),
+            (Variant::Lean { rows: 2 }, 4, (64, 16)),
+        ] {
+            let cfg = KernelConfig {
+                variant,
+                half,
+                ldg: true,
+                unroll: true,
+                frames,
+                block,
+            };
+            for (frame, integer) in [(Dtype::F32, false), (Dtype::U8, true)] {
+                k += 1;
+                let launches = 2;
+                let mut c = case(900 + k, 150, 333, launches * frames, frame, integer);
+                // At most one pixel per frame, as the benchmark's vectors (K = 8 tiles of
+                // 32 rows keep 16 of them).
+                for m in &mut c.motions {
+                    *m = Motion::new(m.vx.clamp(-1.0, 1.0), m.vy.clamp(-1.0, 1.0));
+                }
+                let (got, gs) = run_gpu(&c, &cfg, launches);
+                let (want, ws) = expected(&c, &cfg, launches);
+                let what = format!("{} ({frame:?}, integer {integer})", cfg.name());
+                compare(&what, &c, &cfg, &got, &gs, &want, &ws, 1e-5);
             }
         }
     }

@@ -44,6 +44,8 @@ fn run_emulated(
         Variant::Tiled => 2,
         Variant::Resident { .. } => 3,
         Variant::FusedCells { .. } => 4,
+        Variant::Lean { .. } => 5,
+        Variant::Staged { .. } => 6,
     };
     let mut input = Vec::new();
     for v in [
@@ -150,9 +152,9 @@ fn every_variant_equals_the_cpu_reference() {
 
 #[test]
 fn decimated_kernels_equal_the_resident_kernel_at_emitted_frames() {
-    // Integer vectors: a trajectory folded through D frames (fused, fused4x2) is the
+    // Integer vectors: a trajectory folded through D frames (fused, fused4x2, staged) is the
     // plain recursion's arithmetic in the same order, so its map and state equal, bit for
-    // bit, the resident kernel's (plain, every frame) at frames D-1, 2D-1, ...
+    // bit, the resident (and lean) kernel's (plain, every frame) at frames D-1, 2D-1, ...
     let Some(cxx) = compiler() else { return };
     let dir = tempfile::tempdir().unwrap();
     let (d, launches) = (3, 2);
@@ -167,6 +169,15 @@ fn decimated_kernels_equal_the_resident_kernel_at_emitted_frames() {
     };
     let (plain, plain_state) = run_emulated(&cxx, dir.path(), "res", &c, &resident, launches);
     assert_eq!(plain.len(), d * launches);
+    // The lean kernel (the same plain recursion, every frame) is the same arithmetic
+    // for integer vectors: equal bit for bit.
+    let lean = KernelConfig {
+        variant: Variant::Lean { rows: 4 },
+        ..resident
+    };
+    let (lm, ls) = run_emulated(&cxx, dir.path(), "lean", &c, &lean, launches);
+    assert_eq!(lm, plain, "lean: maps");
+    assert_eq!(ls, plain_state, "lean: final state");
     for (tag, cfg) in [
         ("fused", KernelConfig::fused(d)),
         (
@@ -174,6 +185,14 @@ fn decimated_kernels_equal_the_resident_kernel_at_emitted_frames() {
             KernelConfig {
                 variant: Variant::FusedCells { px: 4, py: 2 },
                 block: (2, 2),
+                ..KernelConfig::fused(d)
+            },
+        ),
+        (
+            "staged",
+            KernelConfig {
+                variant: Variant::Staged { px: 2 },
+                block: (4, 4),
                 ..KernelConfig::fused(d)
             },
         ),

@@ -69,3 +69,41 @@ fn gpu_at_scale() {
     );
     assert_eq!(got.len(), p.n());
 }
+
+#[test]
+fn gpu_chains_at_scale() {
+    if !gpu_or_skip("gpu_chains_at_scale") {
+        return;
+    }
+    // Deep union-find trees (long runs of tracks each sharing a detection with the
+    // next), many clusters past the device limits: the host path at scale.
+    for (k, breaks) in [0.1, 0.03].into_iter().enumerate() {
+        let (g, ndet) = chains(200_000, breaks, 40 + k as u64);
+        let p = Problem {
+            name: format!("chains at scale, breaks {breaks}"),
+            g,
+            ndet,
+            pd: 0.9,
+            pg: 0.999,
+            clutter: 1e-3,
+        };
+        let (gain, miss) = p.costs();
+        let (got, run) = gnn_gpu_timed(&p.g, p.ndet, gain, miss, 3).expect("GPU association");
+        check(&p, &got, "GPU");
+        println!(
+            "{}: {} tracks, {} pairs; {} clusters of 2+, largest {}, {} on the host; {:.3} ms",
+            p.name,
+            p.n(),
+            p.g.det.len(),
+            run.stats.clusters,
+            run.stats.largest,
+            run.stats.host_clusters,
+            run.times_ms[1]
+        );
+        assert!(
+            run.stats.host_clusters > 0,
+            "{}: no cluster reached the host",
+            p.name
+        );
+    }
+}

@@ -9,10 +9,11 @@ use super::Params;
 use crate::error::{Error, Result};
 
 /// The variants worth timing: for decimation D > 1 the per-trajectory kernels (fused,
-/// fused with several pixels per thread, per-vector) with D frames per launch; for D = 1
+/// fused with several pixels per thread, frame tiles staged in shared memory,
+/// per-vector) with D frames per launch; for D = 1
 /// also the kernels keeping the state on chip for K frames (tiled: K = 4, 8; resident:
-/// K = 4 in tiles of 128, 96 or 64 x 32 cells, K = 8 in 64 x 64). Loads, unrolling and
-/// block shapes vary.
+/// K = 4 in tiles of 128, 96 or 64 x 32 cells, K = 8 in 64 x 64; lean: K = 4 in tiles of
+/// 128, 96 or 64 x 32 cells, K = 8 in 128 x 32). Loads, unrolling and block shapes vary.
 pub fn candidates(params: &Params, half: bool) -> Vec<KernelConfig> {
     let d = params.decimation;
     let mut v = Vec::new();
@@ -59,6 +60,18 @@ pub fn candidates(params: &Params, half: bool) -> Vec<KernelConfig> {
             });
         }
     }
+    // Decimation with the frame tiles staged in shared memory: 2 pixels per thread in
+    // blocks of 512 or 256 threads, or 1 pixel per thread.
+    if d > 1 {
+        for (px, block) in [(2, (32, 16)), (2, (32, 8)), (2, (64, 4)), (1, (64, 8))] {
+            push(KernelConfig {
+                variant: Variant::Staged { px },
+                ldg: false,
+                block,
+                ..base
+            });
+        }
+    }
     // One kernel per vector.
     if params.motions.len() <= 64 {
         for ldg in [true, false] {
@@ -95,6 +108,24 @@ pub fn candidates(params: &Params, half: bool) -> Vec<KernelConfig> {
                     ..base
                 });
             }
+        }
+        // The lean kernel (vectors unrolled: its choices are made at compile time): 1024
+        // threads with 4 rows each, 512 with 8 (more registers), K = 4 or 8.
+        for (rows, block, frames) in [
+            (4, (128, 8), 4),
+            (4, (96, 8), 4),
+            (8, (128, 4), 4),
+            (2, (64, 16), 4),
+            (8, (128, 4), 8),
+        ] {
+            push(KernelConfig {
+                variant: Variant::Lean { rows },
+                ldg: true,
+                unroll: true,
+                frames,
+                block,
+                ..base
+            });
         }
     }
     v

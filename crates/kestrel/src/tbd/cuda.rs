@@ -13,6 +13,14 @@
 //!   `rows` cells held in registers, the shifts compiled in, neighbours exchanged through
 //!   a double-buffered shared tile (one barrier per frame), the per-frame max / arg-max
 //!   of every frame kept in registers across the vectors (arg-max packed 4 or 8 bits);
+//! - [`Variant::Lean`]: the resident scheme with every vector-dependent choice made at
+//!   compile time: no exchange for (0, 0), edge rows only for vertical shifts, taps in
+//!   the thread's own column read from registers, `(1 - alpha)` folded into the blend
+//!   weights and `alpha X` computed once per block (fewer instructions per cell-frame);
+//! - [`Variant::Staged`]: decimation, the fused kernel's trajectories and a map per launch,
+//!   with each frame's tile staged once in shared memory as `alpha X` (zeros outside the
+//!   frame, the next tile loaded while the current one is used), every vector's
+//!   trajectory through the thread's `px` (1 or 2) pixels in registers;
 //! - [`Variant::FusedCells`]: the fused kernel with `px` x `py` pixels per thread, the
 //!   taps and horizontal blends that neighbouring pixels share loaded and computed once,
 //!   no bounds checks where a thread's footprint lies inside the frame;
@@ -117,6 +125,18 @@ pub enum Variant {
         /// Cells (rows) per thread; the tile is `block.0` x `block.1 * rows` cells.
         rows: u32,
     },
+    /// The resident scheme with fewer instructions per cell and frame (compile-time
+    /// exchange, register taps, folded weights); same tile and fields as `Resident`.
+    Lean {
+        /// Cells (rows) per thread; the tile is `block.0` x `block.1 * rows` cells.
+        rows: u32,
+    },
+    /// Decimation with the frame tiles staged in shared memory, `px` pixels per thread
+    /// along x (the block covers `block.0 * px` x `block.1` pixels).
+    Staged {
+        /// Pixels per thread along x (1 or 2).
+        px: u32,
+    },
     /// The fused kernel with `px` x `py` pixels per thread.
     FusedCells {
         /// Pixels per thread along x.
@@ -160,7 +180,10 @@ impl KernelConfig {
     /// The state stays on chip for `frames` frames and a map is emitted every frame
     /// (the plain recursion; no decimation).
     pub fn emits_every_frame(&self) -> bool {
-        matches!(self.variant, Variant::Tiled | Variant::Resident { .. })
+        matches!(
+            self.variant,
+            Variant::Tiled | Variant::Resident { .. } | Variant::Lean { .. }
+        )
     }
 
     /// Maps written per launch.
@@ -177,7 +200,7 @@ impl KernelConfig {
     pub fn out_tile(&self, motions: &[Motion]) -> (usize, usize) {
         let (bx, by) = (self.block.0 as usize, self.block.1 as usize);
         match self.variant {
-            Variant::Resident { rows } => {
+            Variant::Resident { rows } | Variant::Lean { rows } => {
                 let halo = 2 * self.frames * shrink(motions);
                 (
                     bx.saturating_sub(halo),
@@ -185,6 +208,7 @@ impl KernelConfig {
                 )
             }
             Variant::FusedCells { px, py } => (bx * px as usize, by * py as usize),
+            Variant::Staged { px } => (bx * px as usize, by),
             _ => (bx, by),
         }
     }
@@ -199,6 +223,8 @@ impl KernelConfig {
                 Variant::PerVector => "per-vector".to_string(),
                 Variant::Tiled => "tiled".to_string(),
                 Variant::Resident { rows } => format!("resident{rows}"),
+                Variant::Lean { rows } => format!("lean{rows}"),
+                Variant::Staged { px } => format!("staged{px}"),
                 Variant::FusedCells { px, py } => format!("fused{px}x{py}"),
             },
             if self.ldg { "ldg" } else { "plain" },
@@ -225,6 +251,14 @@ impl KernelConfig {
                 if let Some(rows) = r.strip_prefix("resident") {
                     Variant::Resident {
                         rows: rows.parse().ok()?,
+                    }
+                } else if let Some(rows) = r.strip_prefix("lean") {
+                    Variant::Lean {
+                        rows: rows.parse().ok()?,
+                    }
+                } else if let Some(px) = r.strip_prefix("staged") {
+                    Variant::Staged {
+                        px: px.parse().ok()?,
                     }
                 } else {
                     let (px, py) = r.strip_prefix("fused")?.split_once('x')?;
@@ -266,12 +300,23 @@ impl KernelConfig {
                 return bad(format!("{smem} bytes of shared memory (at most 49152)"));
             }
         }
+        if let Variant::Staged { px } = self.variant {
+            if !(1..=2).contains(&px) {
+                return bad(format!("{px} pixels per thread (1 or 2)"));
+            }
+            let smem = tiled_shared_bytes(self, motions);
+            if smem > 48 * 1024 {
+                return bad(format!(
+                    "{smem} bytes of shared memory for the frame tiles (at most 49152)"
+                ));
+            }
+        }
         if let Variant::FusedCells { px, py } = self.variant {
             if !(1..=8).contains(&px) || !(1..=8).contains(&py) {
                 return bad(format!("{px} x {py} pixels per thread (1..=8 each)"));
             }
         }
-        if let Variant::Resident { rows } = self.variant {
+        if let Variant::Resident { rows } | Variant::Lean { rows } = self.variant {
             if rows == 0 || rows > 32 {
                 return bad(format!("{rows} rows per thread (1..=32)"));
             }
@@ -309,11 +354,17 @@ pub fn shrink(motions: &[Motion]) -> usize {
         .unwrap_or(0)
 }
 
-/// Shared memory of the tiled and resident kernels in bytes.
+/// Shared memory of the tiled, resident, lean and staged kernels in bytes.
 pub fn tiled_shared_bytes(cfg: &KernelConfig, motions: &[Motion]) -> usize {
     let (tx, ty) = (cfg.block.0 as usize, cfg.block.1 as usize);
     match cfg.variant {
-        Variant::Resident { rows } => {
+        Variant::Staged { px } => {
+            // Two frame tiles with a halo of (frames - 1) x the reach, rows of even length.
+            let halo = (cfg.frames - 1) * shrink(motions).max(1);
+            let pw = (tx * px as usize + 2 * halo).div_ceil(2) * 2;
+            2 * pw * (ty + 2 * halo) * 4
+        }
+        Variant::Resident { rows } | Variant::Lean { rows } => {
             // Two tiles padded by one frame's reach on each side.
             let pad = 2 * shrink(motions).max(1);
             2 * (tx + pad) * (ty * rows as usize + pad) * 4
@@ -361,6 +412,12 @@ pub fn source(motions: &[Motion], frame: Dtype, cfg: &KernelConfig) -> String {
     if let Variant::Resident { rows } = cfg.variant {
         s += &format!("#define RB {rows}\n");
     }
+    if let Variant::Lean { rows } = cfg.variant {
+        s += &format!("#define LEAN {rows}\n");
+    }
+    if let Variant::Staged { px } = cfg.variant {
+        s += &format!("#define STAGED {px}\n");
+    }
     if let Variant::FusedCells { px, py } = cfg.variant {
         s += &format!("#define PX {px}\n#define PY {py}\n");
     }
@@ -382,6 +439,8 @@ pub fn kernel_names(cfg: &KernelConfig, nv: usize) -> Vec<&'static str> {
         Variant::Fused => vec!["tbd_fused"],
         Variant::Tiled => vec!["tbd_tiled"],
         Variant::Resident { .. } => vec!["tbd_resident"],
+        Variant::Lean { .. } => vec!["tbd_lean"],
+        Variant::Staged { .. } => vec!["tbd_staged"],
         Variant::FusedCells { .. } => vec!["tbd_fused_cells"],
         Variant::PerVector => VEC_NAMES[..nv].to_vec(),
     }

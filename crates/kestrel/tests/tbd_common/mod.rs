@@ -100,6 +100,21 @@ pub fn configs() -> Vec<KernelConfig> {
         k(Resident { rows: 3 }, true, true, true, 2, (16, 4)),
         // 6 frames x 6 rows: the frames read per vector rather than held in registers.
         k(Resident { rows: 6 }, false, true, false, 6, (32, 5)),
+        // The lean kernel: the same tiles meeting the edges, f32 and f16 state, frames in
+        // registers or read per vector (6 x 6), shifts of up to 2 pixels (edge rows of
+        // one or two cells per thread), the vector loop unrolled or not.
+        k(Lean { rows: 3 }, false, true, true, 2, (16, 4)),
+        k(Lean { rows: 4 }, false, false, true, 3, (24, 5)),
+        k(Lean { rows: 2 }, false, true, false, 1, (12, 4)),
+        k(Lean { rows: 3 }, true, true, true, 2, (16, 4)),
+        k(Lean { rows: 6 }, false, true, true, 6, (32, 5)),
+        k(Lean { rows: 1 }, false, true, true, 2, (16, 12)),
+        // Frame tiles staged in shared memory: 1 and 2 pixels per thread, blocks of 8 x 4
+        // and 4 x 3 pixels (halos of up to (D - 1) x 2 meet every edge), f16 state.
+        k(Staged { px: 2 }, false, false, true, 3, (4, 4)),
+        k(Staged { px: 1 }, false, true, true, 2, (4, 3)),
+        k(Staged { px: 2 }, false, false, true, 1, (2, 3)),
+        k(Staged { px: 2 }, true, false, true, 4, (4, 2)),
         // 4 x 2 and 2 x 3 pixels per thread on 13 x 21 frames: threads inside the frame
         // (no bounds checks) only where the reach allows, ragged right and bottom edges.
         k(FusedCells { px: 4, py: 2 }, false, true, true, 1, (2, 2)),

@@ -17,12 +17,21 @@
 #define __launch_bounds__(x)
 #define __constant__
 #define __shared__ static
+#define __align__(n) __attribute__((aligned(n)))
+struct float2 { float x, y; };
 struct dim3 { unsigned x, y, z; };
 thread_local dim3 threadIdx;
 dim3 blockIdx, blockDim, gridDim;
 std::barrier<>* g_barrier = nullptr;
 inline void __syncthreads() { if (g_barrier) g_barrier->arrive_and_wait(); }
 template <class T> T __ldg(const T* p) { return *p; }
+// __byte_perm: byte i of the result is byte (s >> 4 i) & 7 of the 8 bytes y:x.
+inline unsigned emu_byte_perm(unsigned x, unsigned y, unsigned s) {
+    const uint64_t xy = ((uint64_t)y << 32) | x;
+    unsigned r = 0;
+    for (int i = 0; i < 4; ++i) r |= (unsigned)((xy >> (8 * ((s >> (4 * i)) & 7))) & 0xff) << (8 * i);
+    return r;
+}
 
 inline float emu_half_to_float(unsigned short h) {
     uint32_t sign = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 0x1f, m = h & 0x3ff, x;

@@ -267,7 +267,7 @@ extern "C" __global__ void __launch_bounds__(TX * TY)
 // next vector's state is loaded while the current one runs, and a frame's pixels are
 // loaded before the barrier that they wait at. The halo is DEC * SHRINK on each side:
 // the block emits the inner (TX - 2 halo) x (TY * RB - 2 halo) pixels.
-#ifdef RB
+#if defined(RB) && !defined(LEAN)
 #define R_HALO (DEC * SHRINK)
 #define R_BW TX
 #define R_BH (TY * RB)
@@ -408,6 +408,359 @@ extern "C" __global__ void __launch_bounds__(TX * TY)
         resident_body<true>(s_prev, s_next, frames, score, arg, h, w, alpha, rbuf, gx, gy0);
     else
         resident_body<false>(s_prev, s_next, frames, score, arg, h, w, alpha, rbuf, gx, gy0);
+}
+#endif
+
+// The resident scheme with fewer instructions per cell and frame (`Variant::Lean`):
+// the same tile, column of RB cells per thread and double-buffered shared exchange as
+// the resident kernel, but every choice that depends on the vector is made at compile
+// time (the vector loop must be unrolled to be fast; it stays correct when not):
+// - what a vector needs from its neighbours: nothing for (0, 0) (no barrier at all),
+//   the one or two edge rows of the threads above and below for a vertical shift, the
+//   whole column for a horizontal one; taps inside the thread's own column are read
+//   from its registers, not from shared memory;
+// - the bilinear blend with (1 - alpha) folded into the vertical weights and alpha X_k
+//   computed once per block, not once per vector: a new value is two fused multiply-adds
+//   on the horizontal blends (one for an integer vector);
+// - the per-frame max / arg-max as a compare, a select and one predicated logic op
+//   (the arg-max of four frames packed in the bytes of a word, one byte permute);
+// - global addresses as 32-bit offsets from the vector's plane (one multiply-add each).
+// Interior blocks test nothing per cell; edge blocks zero the cells outside the frame
+// (the convention's "outside reads 0"). Rounding differs from the reference's order
+// only by the folded weights: equal to it to 1e-6 relative; for integer vectors the
+// arithmetic is the reference's (alpha X rounded, then (1 - alpha) s + that).
+#ifdef LEAN
+#define L_RB LEAN
+#define L_HALO (DEC * SHRINK)
+#define L_BH (TY * L_RB)
+#define L_PAD SHRINK
+#define L_PW (TX + 2 * L_PAD + 1)
+#define L_PH (L_BH + 2 * L_PAD + 1)
+#define L_FREG (DEC * L_RB <= 32)
+// The arg-max of frame k is byte k % 4 of word k / 4, replaced by one byte permute.
+#define L_ARG_WORDS ((DEC + 3) / 4)
+#ifdef KESTREL_EMULATION
+#define BYTE_PERM(x, y, sel) emu_byte_perm(x, y, sel)
+#else
+#define BYTE_PERM(x, y, sel) __byte_perm(x, y, sel)
+#endif
+
+template <bool ALLIN>
+__device__ __forceinline__ void lean_body(const state_t* __restrict__ s_prev, state_t* __restrict__ s_next,
+                                          const FRAME_T* __restrict__ frames, float* __restrict__ score,
+                                          unsigned short* __restrict__ arg, int h, int w, float alpha,
+                                          float (*lbuf)[L_PH][L_PW], int gx, int gy0) {
+    const int tx = threadIdx.x, r0 = threadIdx.y * L_RB;
+    const size_t n = (size_t)h * w;
+    const float c = 1.0f - alpha;
+    const bool col_in = ALLIN || (unsigned)gx < (unsigned)w;
+    const bool col_out = col_in && tx >= L_HALO && tx < TX - L_HALO;
+    bool in[L_RB], out[L_RB];
+    const unsigned base = col_in ? (unsigned)gy0 * (unsigned)w + (unsigned)gx : 0u;
+#pragma unroll
+    for (int i = 0; i < L_RB; ++i) {
+        in[i] = ALLIN || (col_in && (unsigned)(gy0 + i) < (unsigned)h);
+        out[i] = col_out && in[i] && r0 + i >= L_HALO && r0 + i < L_BH - L_HALO;
+    }
+#define L_OFF(i) (base + (unsigned)(i) * (unsigned)w)
+    float best[DEC][L_RB];
+    unsigned barg[L_RB][L_ARG_WORDS];
+#pragma unroll
+    for (int i = 0; i < L_RB; ++i)
+#pragma unroll
+        for (int q = 0; q < L_ARG_WORDS; ++q) barg[i][q] = 0u;
+#if L_FREG
+    // alpha X_k of the column, once per block.
+    float ax[DEC][L_RB];
+#pragma unroll
+    for (int k = 0; k < DEC; ++k)
+#pragma unroll
+        for (int i = 0; i < L_RB; ++i) ax[k][i] = in[i] ? alpha * (float)LD(frames + (size_t)k * n + L_OFF(i)) : 0.0f;
+#endif
+    float nxt[L_RB];
+#pragma unroll
+    for (int i = 0; i < L_RB; ++i) nxt[i] = in[i] ? load_state_f(LD(s_prev + L_OFF(i))) : 0.0f;
+    int par = 0;
+    PRAGMA_V
+    for (int v = 0; v < NV; ++v) {
+#if UNROLL_V
+        const float sx = -mvx(v), sy = -mvy(v);
+#else
+        const float sx = -MVX[v], sy = -MVY[v];
+#endif
+        float s[L_RB];
+#pragma unroll
+        for (int i = 0; i < L_RB; ++i) s[i] = nxt[i];
+        if (v + 1 < NV) {
+            const state_t* sp = s_prev + (size_t)(v + 1) * n;
+#pragma unroll
+            for (int i = 0; i < L_RB; ++i) nxt[i] = in[i] ? load_state_f(LD(sp + L_OFF(i))) : 0.0f;
+        }
+        // The taps of the shift by -v (motion.rs): rows iy (+1), columns ix (+1).
+        const int ix = ifloor(sx), iy = ifloor(sy);
+        const float fx = sx - (float)ix, fy = sy - (float)iy;
+        const float wx0 = 1.0f - fx, wx1 = fx;
+        const bool hx = wx1 != 0.0f, hy = fy != 0.0f;
+        const float cw0 = c * (1.0f - fy), cw1 = c * fy;
+        // Horizontal neighbours needed (the whole column is published), or only rows of
+        // the threads above and below (their edge rows), or nothing.
+        const bool xh = ix != 0 || hx;
+        const bool xv = iy != 0 || hy;
+#pragma unroll
+        for (int k = 0; k < DEC; ++k) {
+#if L_FREG
+            const float* axk = ax[k];
+#else
+            const FRAME_T* f = frames + (size_t)k * n;
+            float axk[L_RB];
+#pragma unroll
+            for (int i = 0; i < L_RB; ++i) axk[i] = in[i] ? alpha * (float)LD(f + L_OFF(i)) : 0.0f;
+#endif
+            float(*b)[L_PW] = lbuf[par];
+            if (xh || xv) {
+#pragma unroll
+                for (int i = 0; i < L_RB; ++i)
+                    if (xh || i < iy + (int)hy || i >= L_RB + iy) b[L_PAD + r0 + i][L_PAD + tx] = s[i];
+                __syncthreads();
+                par ^= 1;
+            }
+            // Horizontal blends of the tap rows r0 + iy + j.
+            float hr[L_RB + 1];
+#pragma unroll
+            for (int j = 0; j <= L_RB; ++j) {
+                if (j == L_RB && !hy) {
+                    hr[j] = 0.0f;
+                    continue;
+                }
+                const int ri = iy + j;
+                const bool own = ri >= 0 && ri < L_RB;
+                const float* row = &b[L_PAD + r0 + ri][L_PAD + tx + ix];
+                const float t0 = (own && ix == 0) ? s[own ? ri : 0] : row[0];
+                if (hx) {
+                    const float t1 = (own && ix + 1 == 0) ? s[own ? ri : 0] : row[1];
+                    hr[j] = wx0 * t0 + wx1 * t1;
+                } else {
+                    hr[j] = t0;
+                }
+            }
+#pragma unroll
+            for (int i = 0; i < L_RB; ++i) {
+                float val = hy ? cw1 * hr[i + 1] + (cw0 * hr[i] + axk[i]) : c * hr[i] + axk[i];
+                // Cells outside the frame hold 0: the convention's "outside reads 0".
+                if (!ALLIN) val = in[i] ? val : 0.0f;
+                s[i] = val;
+                if (v == 0) {
+                    best[k][i] = val;
+                } else if (val > best[k][i]) {
+                    best[k][i] = val;
+                    // Byte k % 4 from v, the others kept: selector nibbles 0123 with 4 at k % 4.
+                    const unsigned sel = 0x3210u + ((4u - (unsigned)(k % 4)) << (4 * (k % 4)));
+                    barg[i][k / 4] = BYTE_PERM(barg[i][k / 4], (unsigned)v, sel);
+                }
+            }
+        }
+        state_t* so = s_next + (size_t)v * n;
+#pragma unroll
+        for (int i = 0; i < L_RB; ++i)
+            if (out[i]) so[L_OFF(i)] = store_state_f(s[i]);
+    }
+#pragma unroll
+    for (int k = 0; k < DEC; ++k)
+#pragma unroll
+        for (int i = 0; i < L_RB; ++i)
+            if (out[i]) {
+                (score + (size_t)k * n)[L_OFF(i)] = best[k][i];
+                (arg + (size_t)k * n)[L_OFF(i)] = (unsigned short)((barg[i][k / 4] >> (8 * (k % 4))) & 0xffu);
+            }
+#undef L_OFF
+}
+
+extern "C" __global__ void __launch_bounds__(TX * TY)
+    tbd_lean(const state_t* __restrict__ s_prev, state_t* __restrict__ s_next, const FRAME_T* __restrict__ frames,
+             float* __restrict__ score, unsigned short* __restrict__ arg, int h, int w, float alpha) {
+    __shared__ float lbuf[2][L_PH][L_PW];
+    const int bx0 = (int)blockIdx.x * (TX - 2 * L_HALO) - L_HALO;
+    const int by0 = (int)blockIdx.y * (L_BH - 2 * L_HALO) - L_HALO;
+    const int gx = bx0 + (int)threadIdx.x, gy0 = by0 + (int)threadIdx.y * L_RB;
+    // Block-uniform: every thread takes the same branch (the barriers inside stay paired).
+    if (bx0 >= 0 && by0 >= 0 && bx0 + TX <= w && by0 + L_BH <= h)
+        lean_body<true>(s_prev, s_next, frames, score, arg, h, w, alpha, lbuf, gx, gy0);
+    else
+        lean_body<false>(s_prev, s_next, frames, score, arg, h, w, alpha, lbuf, gx, gy0);
+}
+#endif
+
+// Decimation with the frames staged in shared memory (`Variant::Staged`): the seed's
+// scheme (each trajectory folded through the DEC frames of a launch, the map emitted
+// once per launch) with the block's DEC frame tiles read once each, coalesced, as
+// alpha X into a double-buffered shared tile (zeros outside the frame, so no tap tests),
+// the next frame's tile loaded while the current one is used; each thread keeps the
+// trajectories of all vectors through its STAGED (1 or 2) pixels in registers, frame
+// by frame. With 2 pixels per thread the three taps of a row that the two share come
+// as one 8-byte and one 4-byte shared load (their alignment is a compile-time fact of
+// the shift). The state is sampled from global memory once per launch, without tests
+// where the footprint lies inside the frame. Same sampling positions and blends as
+// `trajectory`; alpha multiplies the frame before the blend, not after (a rounding
+// apart; the same arithmetic for integer vectors).
+#ifdef STAGED
+#define S_PX STAGED
+#define S_OW (TX * S_PX)
+#define S_OH TY
+#define S_HALO ((DEC - 1) * SHRINK)
+#define S_TW (S_OW + 2 * S_HALO)
+#define S_PW ((S_TW + 1) / 2 * 2)
+#define S_PH (S_OH + 2 * S_HALO)
+#define S_NT (TX * TY)
+#define S_CELLS (S_PH * S_PW)
+#define S_PER ((S_CELLS + S_NT - 1) / S_NT)
+#define S_REACH (DEC * SHRINK + 1)
+
+// Bilinear sample of the state (global) at (x + sx, y + sy), as `bilinear`; IN: every
+// tap lies inside the frame (no tests).
+template <bool IN>
+__device__ __forceinline__ float staged_state(const state_t* __restrict__ p, int h, int w, int x, int y, float sx,
+                                              float sy) {
+    const int ix = ifloor(sx), iy = ifloor(sy);
+    const float fx = sx - (float)ix, fy = sy - (float)iy;
+    const float wx0 = 1.0f - fx, wx1 = fx, wy0 = 1.0f - fy, wy1 = fy;
+    const int r = y + iy, c = x + ix;
+    auto at = [&](int rr, int cc) -> float {
+        return (IN || ((unsigned)rr < (unsigned)h && (unsigned)cc < (unsigned)w))
+                   ? load_state_f(LD(p + ((unsigned)rr * (unsigned)w + (unsigned)cc)))
+                   : 0.0f;
+    };
+    float h0, h1 = 0.0f;
+    if (wx1 == 0.0f) {
+        h0 = at(r, c);
+        if (wy1 != 0.0f) h1 = at(r + 1, c);
+    } else {
+        h0 = wx0 * at(r, c) + wx1 * at(r, c + 1);
+        if (wy1 != 0.0f) h1 = wx0 * at(r + 1, c) + wx1 * at(r + 1, c + 1);
+    }
+    return (wy1 == 0.0f) ? h0 : wy0 * h0 + wy1 * h1;
+}
+
+// The taps of one row for the S_PX pixels: columns col + 0 .. S_PX (the last only when
+// `two`); `odd`: col is odd (compile-time), so that the 8-byte load is aligned.
+__device__ __forceinline__ void staged_row(float (&t)[S_PX + 1], const float* row, bool two, bool odd) {
+#if S_PX == 2
+    if (!odd) {
+        const float2 a = *reinterpret_cast<const float2*>(row);
+        t[0] = a.x;
+        t[1] = a.y;
+        t[2] = two ? row[2] : 0.0f;
+    } else {
+        t[0] = row[0];
+        if (two) {
+            const float2 a = *reinterpret_cast<const float2*>(row + 1);
+            t[1] = a.x;
+            t[2] = a.y;
+        } else {
+            t[1] = row[1];
+            t[2] = 0.0f;
+        }
+    }
+#else
+    t[0] = row[0];
+    t[1] = two ? row[1] : 0.0f;
+#endif
+}
+
+extern "C" __global__ void __launch_bounds__(TX * TY)
+    tbd_staged(const state_t* __restrict__ s_prev, state_t* __restrict__ s_next, const FRAME_T* __restrict__ frames,
+               float* __restrict__ score, unsigned short* __restrict__ arg, int h, int w, float alpha) {
+    __shared__ __align__(16) float fb[2][S_PH][S_PW];
+    const int tid = threadIdx.y * TX + threadIdx.x;
+    const int ox0 = (int)blockIdx.x * S_OW, oy0 = (int)blockIdx.y * S_OH;
+    const int x0 = ox0 + (int)threadIdx.x * S_PX, y = oy0 + (int)threadIdx.y;
+    const int gx0 = ox0 - S_HALO, gy0 = oy0 - S_HALO;
+    const size_t n = (size_t)h * w;
+    const float c = 1.0f - alpha;
+    // This thread's share of a frame tile: element e = tid + q S_NT (row-major, pitch
+    // S_PW), its offset in the frame or -1 (outside the frame, or the pad column).
+    int goff[S_PER];
+#pragma unroll
+    for (int q = 0; q < S_PER; ++q) {
+        const int e = tid + q * S_NT;
+        const int r = e / S_PW, cc = e % S_PW;
+        const int gx = gx0 + cc, gy = gy0 + r;
+        goff[q] = (e < S_CELLS && cc < S_TW && (unsigned)gx < (unsigned)w && (unsigned)gy < (unsigned)h) ? gy * w + gx
+                                                                                                         : -1;
+    }
+    float pf[S_PER];
+#pragma unroll
+    for (int q = 0; q < S_PER; ++q) pf[q] = goff[q] >= 0 ? alpha * (float)LD(frames + goff[q]) : 0.0f;
+    // The trajectories start at the state sampled DEC steps back.
+    float acc[NV][S_PX];
+    const bool inside = x0 >= S_REACH && x0 + S_PX - 1 + S_REACH < w && y >= S_REACH && y + S_REACH < h;
+#pragma unroll
+    for (int v = 0; v < NV; ++v)
+#pragma unroll
+        for (int a = 0; a < S_PX; ++a) {
+            const float sx = -(float)DEC * mvx(v), sy = -(float)DEC * mvy(v);
+            const state_t* p = s_prev + (size_t)v * n;
+            acc[v][a] = inside ? staged_state<true>(p, h, w, x0 + a, y, sx, sy)
+                               : staged_state<false>(p, h, w, x0 + a, y, sx, sy);
+        }
+    float* fl = &fb[0][0][0];
+    const int ly = (int)threadIdx.y + S_HALO, lx = (int)threadIdx.x * S_PX + S_HALO;
+#pragma unroll
+    for (int j = 0; j < DEC; ++j) {
+        float* tile = fl + (j & 1) * (S_PH * S_PW);
+#pragma unroll
+        for (int q = 0; q < S_PER; ++q)
+            if (tid + q * S_NT < S_CELLS) tile[tid + q * S_NT] = pf[q];
+        if (j + 1 < DEC) {
+            const FRAME_T* f = frames + (size_t)(j + 1) * n;
+#pragma unroll
+            for (int q = 0; q < S_PER; ++q) pf[q] = goff[q] >= 0 ? alpha * (float)LD(f + goff[q]) : 0.0f;
+        }
+        __syncthreads();
+        const float back = (float)(DEC - 1 - j);
+#pragma unroll
+        for (int v = 0; v < NV; ++v) {
+            // Every shift, tap offset and weight is a compile-time constant (both loops
+            // unrolled).
+            const float sx = -back * mvx(v), sy = -back * mvy(v);
+            const int ix = ifloor(sx), iy = ifloor(sy);
+            const float fx = sx - (float)ix, fy = sy - (float)iy;
+            const float wx0 = 1.0f - fx, wx1 = fx, wy0 = 1.0f - fy, wy1 = fy;
+            const bool hx = wx1 != 0.0f, hy = wy1 != 0.0f;
+            const float* row0 = tile + (ly + iy) * S_PW + lx + ix;
+            const bool odd = ((S_HALO + ix) & 1) != 0;
+            float t[S_PX + 1], hr0[S_PX], hr1[S_PX];
+            staged_row(t, row0, hx, odd);
+#pragma unroll
+            for (int a = 0; a < S_PX; ++a) hr0[a] = hx ? wx0 * t[a] + wx1 * t[a + 1] : t[a];
+            if (hy) {
+                staged_row(t, row0 + S_PW, hx, odd);
+#pragma unroll
+                for (int a = 0; a < S_PX; ++a) hr1[a] = hx ? wx0 * t[a] + wx1 * t[a + 1] : t[a];
+            }
+#pragma unroll
+            for (int a = 0; a < S_PX; ++a) {
+                const float p = hy ? wy0 * hr0[a] + wy1 * hr1[a] : hr0[a];
+                acc[v][a] = c * acc[v][a] + p;
+            }
+        }
+    }
+#pragma unroll
+    for (int a = 0; a < S_PX; ++a) {
+        if (x0 + a >= w || y >= h) continue;
+        const unsigned p = (unsigned)y * (unsigned)w + (unsigned)(x0 + a);
+        float best = 0.0f;
+        int barg = 0;
+#pragma unroll
+        for (int v = 0; v < NV; ++v) {
+            (s_next + (size_t)v * n)[p] = store_state_f(acc[v][a]);
+            if (v == 0 || acc[v][a] > best) {
+                best = acc[v][a];
+                barg = v;
+            }
+        }
+        score[p] = best;
+        arg[p] = (unsigned short)barg;
+    }
 }
 #endif
 
