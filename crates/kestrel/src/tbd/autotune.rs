@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 /// per-vector) with D frames per launch; for D = 1
 /// also the kernels keeping the state on chip for K frames (tiled: K = 4, 8; resident:
 /// K = 4 in tiles of 128, 96 or 64 x 32 cells, K = 8 in 64 x 64; lean: K = 4 in tiles of
-/// 128, 96 or 64 x 32 cells, K = 8 in 128 x 32). Loads, unrolling and block shapes vary.
+/// 128, 96 or 64 x 32 cells). Loads, unrolling and block shapes vary.
 pub fn candidates(params: &Params, half: bool) -> Vec<KernelConfig> {
     let d = params.decimation;
     let mut v = Vec::new();
@@ -110,13 +110,12 @@ pub fn candidates(params: &Params, half: bool) -> Vec<KernelConfig> {
             }
         }
         // The lean kernel (vectors unrolled: its choices are made at compile time): 1024
-        // threads with 4 rows each, 512 with 8 (more registers), K = 4 or 8.
+        // threads with 4 rows each, 512 with 8 (more registers), K = 4 (K = 8 spills).
         for (rows, block, frames) in [
             (4, (128, 8), 4),
             (4, (96, 8), 4),
             (8, (128, 4), 4),
             (2, (64, 16), 4),
-            (8, (128, 4), 8),
         ] {
             push(KernelConfig {
                 variant: Variant::Lean { rows },
