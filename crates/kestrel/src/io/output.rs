@@ -162,16 +162,36 @@ impl Temp {
         let prefix = format!(".{}.", &name[..cut]);
         let mut b = tempfile::Builder::new();
         b.prefix(&prefix).suffix(".tmp").rand_bytes(10);
-        // The output gets the mode of any new file (0666 less the umask), not the 0600
-        // of a temporary file.
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            b.permissions(std::fs::Permissions::from_mode(0o666));
-        }
-        let f = b.tempfile_in(dir_of(target))?;
+        // The path is registered for the signal handler before the file exists, so a
+        // signal between the two cannot leave the temporary behind (the handler then
+        // unlinks a name not yet created, which is harmless). A name taken already is
+        // released and the builder tries another.
+        let mut slot = None;
+        let f = b.make_in(dir_of(target), |path| {
+            let s = signals::hold(path);
+            let mut o = std::fs::OpenOptions::new();
+            o.read(true).write(true).create_new(true);
+            // The output gets the mode of any new file (0666 less the umask), not the
+            // 0600 of a temporary file.
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::OpenOptionsExt;
+                o.mode(0o666);
+            }
+            match o.open(path) {
+                Ok(f) => {
+                    slot = s;
+                    Ok(f)
+                }
+                Err(e) => {
+                    if let Some(s) = s {
+                        signals::release(s);
+                    }
+                    Err(e)
+                }
+            }
+        })?;
         let (file, path) = f.into_parts();
-        let slot = signals::hold(&path);
         Ok((
             file,
             Temp {
