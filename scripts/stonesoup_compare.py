@@ -20,8 +20,15 @@ pre-selection) and JPDA = JPDA with loopy belief propagation (JPDAwithLBP behind
 k-d tree; Stone Soup's exact JPDA enumerates joint events over all tracks at once and does
 not finish at these sizes), both with PDAHypothesiser(prob_gate 0.999).
 
+kestrel's JPDA is run twice: with its default marginals (exact by enumeration in small
+clusters, belief propagation in large ones) and with `--jpda-marginals lbp` (belief
+propagation everywhere, as Stone Soup's JPDAwithLBP), which should score the same as
+Stone Soup to all digits.
+
 Usage: python3 scripts/stonesoup_compare.py [--kestrel target/release/kestrel]
-       [--steps 30] [--cases 50:10,50:100,500:10,500:100] [--out DIR]
+       [--steps 30] [--cases 50:10,50:100,500:10:15,500:100:15] [--seeds 7] [--out DIR]
+(a case is targets:clutter[:steps]; --seeds 1-20 runs every case on each seed and prints
+the means over the seeds at the end)
 (Stone Soup installed in a virtual environment, e.g. /work/venv-ss: pip install stonesoup)
 """
 import argparse
@@ -130,46 +137,74 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kestrel", default="target/release/kestrel")
     ap.add_argument("--steps", type=int, default=30)
-    ap.add_argument("--cases", default="50:10,50:100,500:10,500:100")
+    ap.add_argument("--cases", default="50:10,50:100,500:10:15,500:100:15")
     ap.add_argument("--assoc", default="gnn,jpda")
     ap.add_argument("--out", default="stonesoup-compare")
-    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--seeds", default="7", help="a seed, a list 1,2,3 or a range 1-20")
     a = ap.parse_args()
+    seeds = []
+    for part in a.seeds.split(","):
+        lo, _, hi = part.partition("-")
+        seeds += list(range(int(lo), int(hi or lo) + 1))
     os.makedirs(a.out, exist_ok=True)
     model = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples", "tracking.toml")
-    print("targets clutter assoc | GOSPA kestrel  GOSPA StoneSoup | time kestrel (s)  time StoneSoup (s)  speed-up")
+    print("targets clutter steps seed assoc | GOSPA kestrel  GOSPA kestrel-lbp  GOSPA StoneSoup | "
+          "time kestrel (s)  time StoneSoup (s)  speed-up", flush=True)
+    sums = {}
     for case in a.cases.split(","):
-        n, clutter = (int(v) for v in case.split(":"))
+        parts = [int(v) for v in case.split(":")]
+        n, clutter = parts[0], parts[1]
+        steps = parts[2] if len(parts) > 2 else a.steps
         # The same target density in every case: 50 targets in a 2 km x 2 km square.
         region = 1000.0 * math.sqrt(n / 50.0)
         density = clutter / (2 * region) ** 2
-        base = os.path.join(a.out, f"n{n}-c{clutter}")
-        det, truth = base + "-det.csv", base + "-truth.csv"
-        run([a.kestrel, "simulate", "--scenario", "random", "--model", model,
-             "--tracks", str(n), "--steps", str(a.steps), "--pd", str(PD),
-             "--clutter", str(clutter), "--region", str(region), "--seed", str(a.seed),
-             "--output", det, "--truth", truth])
-        scans = read_detections(det)
-        for assoc in a.assoc.split(","):
-            kt = f"{base}-{assoc}-kestrel.csv"
-            t0 = time.perf_counter()
-            run([a.kestrel, "track", "--model", model, "--detections", det, "--output", kt,
-                 "--assoc", assoc, "--gate", str(GATE), "--pd", str(PD),
-                 "--clutter", repr(density), "--confirm", "3/5", "--delete-tentative", "2",
-                 "--delete", "3"])
-            k_secs = time.perf_counter() - t0
-            text, s_secs = stonesoup(scans, a.steps, density, assoc)
-            st = f"{base}-{assoc}-stonesoup.csv"
-            with open(st, "w") as f:
-                f.write(text)
-            g = []
-            for tracks in (kt, st):
-                out = run([a.kestrel, "eval", "--truth", truth, "--tracks", tracks,
-                           "--metric", "gospa", "--c", "20", "--p", "2", "--model", model]).stdout
-                g.append(float(re.search(r"mean GOSPA ([0-9.eE+-]+)", out).group(1)))
-            print(f"{n:7d} {clutter:7d} {assoc:5s} | {g[0]:13.3f}  {g[1]:15.3f} | "
-                  f"{k_secs:16.3f}  {s_secs:18.3f}  {s_secs / k_secs:8.1f}x", flush=True)
-
+        for seed in seeds:
+            base = os.path.join(a.out, f"n{n}-c{clutter}-t{steps}-s{seed}")
+            det, truth = base + "-det.csv", base + "-truth.csv"
+            run([a.kestrel, "simulate", "--scenario", "random", "--model", model,
+                 "--tracks", str(n), "--steps", str(steps), "--pd", str(PD),
+                 "--clutter", str(clutter), "--region", str(region), "--seed", str(seed),
+                 "--output", det, "--truth", truth])
+            scans = read_detections(det)
+            for assoc in a.assoc.split(","):
+                common = ["--model", model, "--detections", det, "--assoc", assoc,
+                          "--gate", str(GATE), "--pd", str(PD), "--clutter", repr(density),
+                          "--confirm", "3/5", "--delete-tentative", "2", "--delete", "3"]
+                kt = f"{base}-{assoc}-kestrel.csv"
+                t0 = time.perf_counter()
+                run([a.kestrel, "track", "--output", kt] + common)
+                k_secs = time.perf_counter() - t0
+                files = [kt]
+                if assoc == "jpda":
+                    kl = f"{base}-{assoc}-kestrel-lbp.csv"
+                    run([a.kestrel, "track", "--output", kl, "--jpda-marginals", "lbp"] + common)
+                    files.append(kl)
+                text, s_secs = stonesoup(scans, steps, density, assoc)
+                st = f"{base}-{assoc}-stonesoup.csv"
+                with open(st, "w") as f:
+                    f.write(text)
+                files.append(st)
+                g = []
+                for tracks in files:
+                    out = run([a.kestrel, "eval", "--truth", truth, "--tracks", tracks,
+                               "--metric", "gospa", "--c", "20", "--p", "2", "--model", model]).stdout
+                    g.append(float(re.search(r"mean GOSPA ([0-9.eE+-]+)", out).group(1)))
+                if len(g) == 2:
+                    g.insert(1, g[0])
+                key = (n, clutter, steps, assoc)
+                acc = sums.setdefault(key, [0, 0.0, 0.0, 0.0, 0.0, 0.0])
+                for i, v in enumerate([1] + g + [k_secs, s_secs]):
+                    acc[i] += v
+                print(f"{n:7d} {clutter:7d} {steps:5d} {seed:4d} {assoc:5s} | {g[0]:13.4f}  "
+                      f"{g[1]:17.4f}  {g[2]:15.4f} | {k_secs:16.3f}  {s_secs:18.3f}  "
+                      f"{s_secs / k_secs:8.1f}x", flush=True)
+    if len(seeds) > 1:
+        print("means over the seeds:")
+        for (n, clutter, steps, assoc), acc in sums.items():
+            k = acc[0]
+            print(f"{n:7d} {clutter:7d} {steps:5d} {k:3d}x {assoc:5s} | {acc[1] / k:13.4f}  "
+                  f"{acc[2] / k:17.4f}  {acc[3] / k:15.4f} | {acc[4] / k:16.3f}  "
+                  f"{acc[5] / k:18.3f}  {acc[5] / acc[4]:8.1f}x", flush=True)
 
 if __name__ == "__main__":
     main()

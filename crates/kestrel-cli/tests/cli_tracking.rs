@@ -168,10 +168,12 @@ fn simulate_track_and_eval_end_to_end() {
     // Ten targets at step 0.
     assert_eq!(t_text.lines().filter(|l| l.starts_with("0,")).count(), 10);
     let model = example("tracking.toml");
-    for assoc in ["gnn", "jpda"] {
-        let tracks = d.path().join(format!("tracks-{assoc}.csv"));
+    for (assoc, marginals) in [("gnn", "auto"), ("jpda", "auto"), ("jpda", "lbp")] {
+        let tracks = d.path().join(format!("tracks-{assoc}-{marginals}.csv"));
         ok(&kestrel(&[
             "track",
+            "--jpda-marginals",
+            marginals,
             "--model",
             &model,
             "--detections",
@@ -211,7 +213,7 @@ fn simulate_track_and_eval_end_to_end() {
         ok(&o);
         let text = String::from_utf8_lossy(&o.stdout).to_string();
         let mota: f64 = text.split_whitespace().nth(1).unwrap().parse().unwrap();
-        assert!(mota > 0.7, "{assoc}: {text}");
+        assert!(mota > 0.7, "{assoc} {marginals}: {text}");
     }
     // NPY detections and times in seconds give the same tracks.
     let npy = d.path().join("det.npy");
@@ -225,7 +227,7 @@ fn simulate_track_and_eval_end_to_end() {
     }
     kestrel::io::write_npy_array(&npy, &[rows.len() / 3, 3], &rows).unwrap();
     write(&secs, &with_seconds);
-    let base = d.path().join("tracks-gnn.csv");
+    let base = d.path().join("tracks-gnn-auto.csv");
     let a = d.path().join("a.csv");
     let b = d.path().join("b.csv");
     let run = |input: &Path, out: &Path, extra: &[&str]| {
@@ -312,6 +314,11 @@ fn track_and_scenario_reject_broken_input() {
         &["--device cuda"],
     );
     bad_track(&det, &["--device", "tpu"], &["tpu"]);
+    bad_track(
+        &det,
+        &["--assoc", "jpda", "--jpda-marginals", "fast"],
+        &["--jpda-marginals", "fast"],
+    );
     let bad_sim = |extra: &[&str], needles: &[&str]| {
         let base = [
             "simulate",

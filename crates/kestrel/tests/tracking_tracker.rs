@@ -4,11 +4,11 @@
 //! with CLEAR MOT and GOSPA.
 
 use kestrel::model::constant_velocity;
-use kestrel::tracking::associate::{clusters, jpda_exact, jpda_lbp};
+use kestrel::tracking::associate::{clusters, jpda, jpda_exact, jpda_lbp, EXACT_EVENTS};
 use kestrel::tracking::gate::{gate_all, gate_all_brute};
 use kestrel::tracking::metrics::{clear_mot, frames, gospa_over_time};
 use kestrel::tracking::scenario::{simulate, Kind, Scenario};
-use kestrel::tracking::{Assoc, Innovations, Tracker, TrackerConfig};
+use kestrel::tracking::{Assoc, Innovations, JpdaMarginals, Tracker, TrackerConfig};
 use rand::{Rng, SeedableRng};
 
 fn random_innovation(rng: &mut impl Rng, inns: &mut Innovations, spread: f64) {
@@ -111,6 +111,49 @@ fn clusters_join_tracks_that_share_detections() {
     assert_eq!(c, vec![vec![0, 1], vec![2, 4]]);
 }
 
+/// `jpda` solves a cluster exactly up to its event limit and by belief propagation past
+/// it: a cluster with a loop (where the two differ) under both limits.
+#[test]
+fn jpda_enumerates_up_to_the_event_limit() {
+    use kestrel::tracking::gate::Gated;
+    // Tracks 0 and 1 both gate detections 0 and 1: a loop, 3 x 3 = 9 joint events.
+    let ll = [-1.0, -2.5, -1.7, -0.4];
+    let g = Gated {
+        start: vec![0, 2, 4],
+        det: vec![0, 1, 0, 1],
+        ll: ll.to_vec(),
+    };
+    let cl = clusters(&g, 2);
+    let (pd, pg, lambda) = (0.9, 0.999, 0.05);
+    // The weights jpda forms: pd N / lambda against 1 - pd pg.
+    let a: Vec<Vec<(usize, f64)>> = (0..2)
+        .map(|i| {
+            (0..2)
+                .map(|k| (k, pd * f64::exp(ll[2 * i + k]) / lambda))
+                .collect()
+        })
+        .collect();
+    let m = [1.0 - pd * pg; 2];
+    for (limit, want) in [
+        (EXACT_EVENTS, jpda_exact(&a, &m, 2)),
+        (9.0, jpda_exact(&a, &m, 2)),
+        (8.0, jpda_lbp(&a, &m, 2)),
+        (0.0, jpda_lbp(&a, &m, 2)),
+    ] {
+        let w = jpda(&cl, &g, 2, pd, pg, lambda, limit);
+        for (i, wi) in w.iter().enumerate() {
+            assert!((wi.beta0 - want[i].0).abs() < 1e-12, "limit {limit}");
+            for (k, &(j, b)) in wi.det.iter().enumerate() {
+                assert_eq!(j as usize, k);
+                assert!((b - want[i].1[k]).abs() < 1e-12, "limit {limit}");
+            }
+        }
+    }
+    // On a loop the two differ, so the cases above tell them apart.
+    let (e, l) = (jpda_exact(&a, &m, 2), jpda_lbp(&a, &m, 2));
+    assert!((e[0].1[0] - l[0].1[0]).abs() > 1e-6);
+}
+
 fn scenario(kind: Kind, targets: usize, clutter: f64, seed: u64) -> Scenario {
     Scenario {
         kind,
@@ -125,11 +168,12 @@ fn scenario(kind: Kind, targets: usize, clutter: f64, seed: u64) -> Scenario {
     }
 }
 
-fn run(assoc: Assoc, s: &Scenario) -> (f64, f64, usize) {
+fn run_with(assoc: Assoc, marginals: JpdaMarginals, s: &Scenario) -> (f64, f64, usize) {
     let model = constant_velocity(2, 1.0, 1.0, 25.0, 100.0).unwrap();
     let (truth, det) = simulate(&model, s).unwrap();
     let cfg = TrackerConfig::default()
         .with_assoc(assoc)
+        .with_marginals(marginals)
         .with_pd(s.pd)
         .with_clutter(s.clutter_density(2))
         .with_confirm((3, 4))
@@ -169,8 +213,12 @@ fn run(assoc: Assoc, s: &Scenario) -> (f64, f64, usize) {
 fn gnn_and_jpda_track_random_and_crossing_targets_in_clutter() {
     for (kind, seed) in [(Kind::Random, 1), (Kind::Crossing, 2)] {
         let s = scenario(kind, 20, 20.0, seed);
-        for assoc in [Assoc::Gnn, Assoc::Jpda] {
-            let (mota, sq, switches) = run(assoc, &s);
+        for (assoc, marginals) in [
+            (Assoc::Gnn, JpdaMarginals::Auto),
+            (Assoc::Jpda, JpdaMarginals::Auto),
+            (Assoc::Jpda, JpdaMarginals::Lbp),
+        ] {
+            let (mota, sq, switches) = run_with(assoc, marginals, &s);
             // Confirmation takes 3 of the 40 steps and pd = 0.9: most of the truth is
             // matched, with few false tracks; the tracks are closer to the truth than
             // the detections are (their mean squared position error is tr R = 50).

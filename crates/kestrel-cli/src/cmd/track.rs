@@ -6,7 +6,7 @@ use kestrel::tracking::files::{
     read_detections, scans, tracks_header, write_tracks_scan, Detections,
 };
 use kestrel::tracking::gpu::GpuTracker;
-use kestrel::tracking::{Assoc, Timing, TrackSet, Tracker, TrackerConfig, Tracks};
+use kestrel::tracking::{Assoc, JpdaMarginals, Timing, TrackSet, Tracker, TrackerConfig, Tracks};
 use kestrel::Device;
 use std::io::Write;
 use std::path::PathBuf;
@@ -16,6 +16,12 @@ use std::time::Instant;
 pub enum AssocArg {
     Gnn,
     Jpda,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MarginalsArg {
+    Auto,
+    Lbp,
 }
 
 #[derive(clap::Args, Debug)]
@@ -32,6 +38,11 @@ pub struct Args {
     pub output: PathBuf,
     #[arg(long, value_enum, default_value = "gnn")]
     pub assoc: AssocArg,
+    /// JPDA's marginals: exact by enumeration in clusters of up to 20,000 joint events
+    /// and loopy belief propagation in larger ones (auto), or belief propagation in
+    /// every cluster (lbp, as Stone Soup's JPDAwithLBP).
+    #[arg(long, value_enum, default_value = "auto")]
+    pub jpda_marginals: MarginalsArg,
     /// Gate probability (chi-square gate on the innovation).
     #[arg(
         long,
@@ -173,6 +184,10 @@ pub fn config(a: &Args, clutter: f64) -> anyhow::Result<TrackerConfig> {
         .with_assoc(match a.assoc {
             AssocArg::Gnn => Assoc::Gnn,
             AssocArg::Jpda => Assoc::Jpda,
+        })
+        .with_marginals(match a.jpda_marginals {
+            MarginalsArg::Auto => JpdaMarginals::Auto,
+            MarginalsArg::Lbp => JpdaMarginals::Lbp,
         })
         .with_gate(a.gate)
         .with_pd(a.pd)

@@ -296,6 +296,8 @@ pub fn jpda_lbp(a: &[Vec<(usize, f64)>], m: &[f64], ndet: usize) -> Vec<(f64, Ve
 }
 
 /// JPDA over all clusters: each track's weights (tracks outside every cluster miss).
+/// Clusters with at most `exact_events` joint events are enumerated exactly, the others
+/// solved by loopy belief propagation (`0.0`: belief propagation everywhere).
 pub fn jpda(
     clusters: &[Vec<usize>],
     g: &Gated,
@@ -303,6 +305,7 @@ pub fn jpda(
     pd: f64,
     pg: f64,
     clutter: f64,
+    exact_events: f64,
 ) -> Vec<Weights> {
     let gain = pd.ln() - clutter.ln();
     let log_miss = (1.0 - pd * pg).ln();
@@ -325,7 +328,7 @@ pub fn jpda(
                 );
                 events *= 1.0 + row.len() as f64;
             }
-            let beta = if events <= EXACT_EVENTS {
+            let beta = if events <= exact_events {
                 jpda_exact(&a, &m, dets.len())
             } else {
                 jpda_lbp(&a, &m, dets.len())

@@ -23,5 +23,5 @@ pub mod tracks;
 
 pub use assign::Assignment;
 pub use gate::Innovations;
-pub use tracker::{Assoc, Status, Timing, Tracker, TrackerConfig};
+pub use tracker::{Assoc, JpdaMarginals, Status, Timing, Tracker, TrackerConfig};
 pub use tracks::{TrackSet, Tracks};

@@ -14,7 +14,7 @@
 //! and `S` for the gate, one `update` applies the GNN assignments (and one
 //! `update_mixture` the JPDA weights); births take free slots and deaths free them.
 
-use super::associate::{clusters, gnn, jpda};
+use super::associate::{clusters, gnn, jpda, EXACT_EVENTS};
 use super::chi2::chi2_quantile;
 use super::gate::{gate_all, Innovations};
 use crate::error::{Error, Result};
@@ -29,6 +29,17 @@ pub enum Assoc {
     Gnn,
     /// Joint probabilistic data association.
     Jpda,
+}
+
+/// How JPDA computes its marginal association probabilities in a cluster.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JpdaMarginals {
+    /// Exact by enumeration while a cluster has at most
+    /// [`EXACT_EVENTS`](super::associate::EXACT_EVENTS) joint events, loopy belief
+    /// propagation past that.
+    Auto,
+    /// Loopy belief propagation in every cluster (as Stone Soup's `JPDAwithLBP`).
+    Lbp,
 }
 
 /// A track's status.
@@ -56,6 +67,8 @@ impl Status {
 pub struct TrackerConfig {
     /// How detections are associated with tracks.
     pub assoc: Assoc,
+    /// How JPDA's marginals are computed (JPDA only).
+    pub marginals: JpdaMarginals,
     /// Probability that a target's detection falls inside its gate.
     pub gate: f64,
     /// Detection probability, in (0, 1].
@@ -77,6 +90,7 @@ pub struct TrackerConfig {
 
 setters!(TrackerConfig {
     with_assoc(assoc: Assoc, "Sets [`TrackerConfig::assoc`]."),
+    with_marginals(marginals: JpdaMarginals, "Sets [`TrackerConfig::marginals`]."),
     with_gate(gate: f64, "Sets [`TrackerConfig::gate`]."),
     with_pd(pd: f64, "Sets [`TrackerConfig::pd`]."),
     with_clutter(clutter: f64, "Sets [`TrackerConfig::clutter`]."),
@@ -90,6 +104,7 @@ impl Default for TrackerConfig {
     fn default() -> Self {
         TrackerConfig {
             assoc: Assoc::Gnn,
+            marginals: JpdaMarginals::Auto,
             gate: 0.999,
             pd: 0.9,
             clutter: 1e-6,
@@ -468,7 +483,19 @@ impl Tracker {
                 }
             }
             Assoc::Jpda => {
-                let w = jpda(&cl, &gated, idx.len(), pd, self.cfg.gate, clutter);
+                let exact_events = match self.cfg.marginals {
+                    JpdaMarginals::Auto => EXACT_EVENTS,
+                    JpdaMarginals::Lbp => 0.0,
+                };
+                let w = jpda(
+                    &cl,
+                    &gated,
+                    idx.len(),
+                    pd,
+                    self.cfg.gate,
+                    clutter,
+                    exact_events,
+                );
                 for (k, wk) in w.iter().enumerate() {
                     // As Stone Soup's mixture tracker: a detection more likely the
                     // track's than "no detection" counts as detecting the track and is
