@@ -170,10 +170,15 @@ fn simulate_track_and_eval_end_to_end() {
     let model = example("tracking.toml");
     for (assoc, marginals) in [("gnn", "auto"), ("jpda", "auto"), ("jpda", "lbp")] {
         let tracks = d.path().join(format!("tracks-{assoc}-{marginals}.csv"));
+        let which = if assoc == "jpda" {
+            ["--jpda-marginals", marginals]
+        } else {
+            ["--gate", "0.999"]
+        };
         ok(&kestrel(&[
             "track",
-            "--jpda-marginals",
-            marginals,
+            which[0],
+            which[1],
             "--model",
             &model,
             "--detections",
@@ -318,6 +323,11 @@ fn track_and_scenario_reject_broken_input() {
         &det,
         &["--assoc", "jpda", "--jpda-marginals", "fast"],
         &["--jpda-marginals", "fast"],
+    );
+    bad_track(
+        &det,
+        &["--jpda-marginals", "lbp"],
+        &["--jpda-marginals", "--assoc jpda"],
     );
     let bad_sim = |extra: &[&str], needles: &[&str]| {
         let base = [

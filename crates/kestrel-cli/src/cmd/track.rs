@@ -40,9 +40,9 @@ pub struct Args {
     pub assoc: AssocArg,
     /// JPDA's marginals: exact by enumeration in clusters of up to 20,000 joint events
     /// and loopy belief propagation in larger ones (auto), or belief propagation in
-    /// every cluster (lbp, as Stone Soup's JPDAwithLBP).
-    #[arg(long, value_enum, default_value = "auto")]
-    pub jpda_marginals: MarginalsArg,
+    /// every cluster (lbp, as Stone Soup's JPDAwithLBP). JPDA only [default: auto].
+    #[arg(long, value_enum)]
+    pub jpda_marginals: Option<MarginalsArg>,
     /// Gate probability (chi-square gate on the innovation).
     #[arg(
         long,
@@ -171,6 +171,9 @@ pub fn config(a: &Args, clutter: f64) -> anyhow::Result<TrackerConfig> {
     if a.delete == 0 {
         return Err(bad("--delete must be at least 1"));
     }
+    if a.jpda_marginals.is_some() && a.assoc != AssocArg::Jpda {
+        return Err(bad("--jpda-marginals applies to --assoc jpda only"));
+    }
     if a.delete_tentative == Some(0) {
         return Err(bad("--delete-tentative must be at least 1"));
     }
@@ -186,8 +189,8 @@ pub fn config(a: &Args, clutter: f64) -> anyhow::Result<TrackerConfig> {
             AssocArg::Jpda => Assoc::Jpda,
         })
         .with_marginals(match a.jpda_marginals {
-            MarginalsArg::Auto => JpdaMarginals::Auto,
-            MarginalsArg::Lbp => JpdaMarginals::Lbp,
+            None | Some(MarginalsArg::Auto) => JpdaMarginals::Auto,
+            Some(MarginalsArg::Lbp) => JpdaMarginals::Lbp,
         })
         .with_gate(a.gate)
         .with_pd(a.pd)
