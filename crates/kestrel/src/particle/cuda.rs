@@ -142,6 +142,7 @@ pub fn source<T: Real>(model: &PfModel, block: u32) -> Result<String> {
             custom = Some((source.clone(), origin.display().to_string()));
         }
     }
+    s += &ziggurat_tables::<T>();
     s += "// ---- philox.cuh\n";
     s += PHILOX;
     match custom {
@@ -162,6 +163,23 @@ pub fn source<T: Real>(model: &PfModel, block: u32) -> Result<String> {
     s += "// ---- pf.cu\n";
     s += PF;
     Ok(s)
+}
+
+/// The ziggurat's tables as the kernels read them: the host's numbers rounded to `T`
+/// (written as the f64 literals of those values, so the device reads the same bits).
+fn ziggurat_tables<T: Real>() -> String {
+    use super::philox::{ziggurat, ZIG_R};
+    let z = ziggurat();
+    let real = |v: f64| literal(T::of(v).to_f64());
+    let list = |vals: &[f64]| vals.iter().map(|v| real(*v)).collect::<Vec<_>>().join(", ");
+    let k: Vec<String> = z.k.iter().map(|v| format!("{v}u")).collect();
+    format!(
+        "__device__ const unsigned PF_ZK[256] = {{{}}};\n__device__ const real_t PF_ZW[256] = {{{}}};\n__device__ const real_t PF_ZF[256] = {{{}}};\n#define PF_ZR ((real_t){})\n",
+        k.join(", "),
+        list(&z.w),
+        list(&z.f),
+        real(ZIG_R)
+    )
 }
 
 /// The kernel code of a resampler: `(scheme, Metropolis steps)`.

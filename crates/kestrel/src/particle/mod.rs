@@ -2,7 +2,7 @@
 //! each, the resamplers, counter-based random numbers and the nonlinear models, on the
 //! CPU (the reference) and on a CUDA GPU.
 //!
-//! - [`philox`]: Philox 4x32-10 keyed by (seed, filter, particle, step) and Box-Muller
+//! - [`philox`]: Philox 4x32-10 keyed by (seed, filter, particle, step) and ziggurat
 //!   Gaussians, identical on both devices;
 //! - [`resample`]: multinomial, stratified, systematic, residual, Metropolis(B) and
 //!   rejection resampling, each alone;

@@ -50,8 +50,47 @@ __device__ __forceinline__ real_t pf_uniform(unsigned x) {
 __device__ __forceinline__ real_t pf_uniform(unsigned x) { return pf_uniform_f64(x); }
 #endif
 
-// The stream of standard normals of one (particle, filter, step, purpose): Box-Muller on
-// words (0, 1) and (2, 3) of each block.
+// The ziggurat (256 layers) of particle/philox.rs: PF_ZK, PF_ZW, PF_ZF (tables) and PF_ZR
+// (the tail's start) are written by cuda.rs before this file, from the host's tables.
+__device__ __forceinline__ real_t pf_zig_signed(real_t x, unsigned w) {
+    return (w & 0x100u) ? -x : x;
+}
+// The point of word w across its layer, (m + 1/2) w_i.
+__device__ __forceinline__ real_t pf_zig_point(unsigned w) {
+    return pf_zig_signed(((real_t)(w >> 9) + (real_t)0.5) * PF_ZW[w & 0xFFu], w);
+}
+// Normal q of the stream (i, b, k, purpose) whose word w missed its inner rectangle: the
+// wedge and tail tests with the uniforms of the retry blocks (see philox.rs).
+#ifdef __CUDACC__
+#define PF_NOINLINE __noinline__
+#else
+#define PF_NOINLINE
+#endif
+__device__ PF_NOINLINE real_t pf_zig_slow(unsigned k0, unsigned k1, unsigned i, unsigned b,
+                                           unsigned k, unsigned purpose, unsigned q, unsigned w) {
+    real_t x = 0;
+    for (unsigned a = 0; a < 256; ++a) {
+        const unsigned layer = w & 0xFFu;
+        const real_t v = pf_zig_point(w);
+        if ((w >> 9) < PF_ZK[layer]) return v;
+        x = v;
+        const PfWords u = pf_philox(i, b, k, ((purpose | 0x80u) << 24) | ((q & 0xFFFFu) << 8) | a,
+                                    k0, k1);
+        if (layer == 0) {
+            const real_t r = PF_ZR;
+            const real_t t = -log(pf_uniform(u.v[0])) / r;
+            const real_t y = -log(pf_uniform(u.v[1]));
+            if (y + y > t * t) return pf_zig_signed(r + t, w);
+        } else {
+            const real_t lo = PF_ZF[layer], hi = PF_ZF[layer - 1];
+            if (lo + pf_uniform(u.v[0]) * (hi - lo) < exp(v * v * (real_t)-0.5)) return v;
+            w = u.v[3];
+        }
+    }
+    return x;
+}
+// The stream of standard normals of one (particle, filter, step, purpose): four a block,
+// one a word.
 struct PfNormals {
     unsigned k0, k1, i, b, k, purpose, block;
     real_t buf[4];
@@ -61,15 +100,14 @@ struct PfNormals {
         : k0(key0), k1(key1), i(i_), b(b_), k(k_), purpose(purpose_), block(0), used(4) {}
     __device__ __forceinline__ real_t draw() {
         if (used == 4) {
-            PfWords w = pf_words(i, b, k, purpose, block, k0, k1);
+            const PfWords w = pf_words(i, b, k, purpose, block, k0, k1);
+            for (int t = 0; t < 4; ++t) {
+                const unsigned v = w.v[t];
+                buf[t] = (v >> 9) < PF_ZK[v & 0xFFu]
+                             ? pf_zig_point(v)
+                             : pf_zig_slow(k0, k1, i, b, k, purpose, 4 * block + t, v);
+            }
             block += 1;
-            const real_t two_pi = (real_t)6.283185307179586;
-            real_t r0 = sqrt((real_t)-2 * log(pf_uniform(w.v[0])));
-            real_t t0 = two_pi * pf_uniform(w.v[1]);
-            real_t r1 = sqrt((real_t)-2 * log(pf_uniform(w.v[2])));
-            real_t t1 = two_pi * pf_uniform(w.v[3]);
-            buf[0] = r0 * cos(t0); buf[1] = r0 * sin(t0);
-            buf[2] = r1 * cos(t1); buf[3] = r1 * sin(t1);
             used = 0;
         }
         return buf[used++];
