@@ -241,6 +241,44 @@ pub fn particle_filter_cuda<T: Real>(
     cuda::catch(|| run(ordinal, model, z, opts, block_for(z.tracks, opts.particles)))
 }
 
+/// The filter's kernels for `model` in precision `T` with blocks of `block` threads,
+/// compiled by NVRTC or taken from the caches (in memory, then on disk).
+fn module_for<T: Real>(
+    gpu: &cuda::Gpu,
+    model: &PfModel,
+    block: u32,
+) -> Result<std::sync::Arc<cuda::Module>> {
+    use super::ParticleModel;
+    let (nx, ny) = (
+        ParticleModel::<f64>::nx(model),
+        ParticleModel::<f64>::ny(model),
+    );
+    let src = source::<T>(model, block)?;
+    // Names the module in errors and its disk-cache file.
+    let what = format!(
+        "kestrel-pf-{}-nx{nx}-ny{ny}-{}-b{block}",
+        model.kind_name(),
+        T::NAME
+    );
+    gpu.module(&what, &src, &KERNELS)
+}
+
+/// Opens GPU `ordinal` and compiles (or loads from the caches) the kernels that
+/// [`particle_filter_cuda`] runs for `tracks` filters of `particles` particles, so that a
+/// caller can time set-up apart from filtering; a custom model's compiler errors come
+/// out here.
+pub fn compile_kernels<T: Real>(
+    ordinal: usize,
+    model: &PfModel,
+    tracks: usize,
+    particles: usize,
+) -> Result<()> {
+    cuda::catch(|| {
+        let gpu = cuda::gpu(ordinal)?;
+        module_for::<T>(&gpu, model, block_for(tracks, particles)).map(|_| ())
+    })
+}
+
 /// [`particle_filter_cuda`] with blocks of `block` threads (a power of two from 32 to
 /// 512: the kernels' shared memory), for tuning.
 #[doc(hidden)]
@@ -295,14 +333,7 @@ fn run<T: Real>(
             free as f64 / 1e9
         )));
     }
-    let src = source::<T>(model, block)?;
-    // Names the module in errors and its disk-cache file.
-    let what = format!(
-        "kestrel-pf-{}-nx{nx}-ny{ny}-{}-b{block}",
-        model.kind_name(),
-        T::NAME
-    );
-    let module = gpu.module(&what, &src, &KERNELS)?;
+    let module = module_for::<T>(&gpu, model, block)?;
     let stream = gpu.stream.clone();
     let rec_len = 1 + 2 + nx + nx * (nx + 1) / 2 + nx;
     let mut x = DevBuf::<T>::new(&gpu, bn * n * nx, "particles")?;

@@ -14,7 +14,7 @@
 #define __global__
 #define __device__
 #define __forceinline__ inline
-#define __launch_bounds__(x)
+#define __launch_bounds__(...)
 #define __constant__
 #define __shared__ static
 #define __align__(n) __attribute__((aligned(n)))
