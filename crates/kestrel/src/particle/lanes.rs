@@ -8,7 +8,7 @@
 //! - [`normals_lanes`]: the ziggurat normals of
 //!   [`normals_block`](super::philox::normals_block) from those words: the inner-rectangle
 //!   points of all lanes without branches (the same product, so the same bits), then the
-//!   few words that miss (1.5%) by the shared [`zig_slow`](super::philox::zig_slow);
+//!   few words that miss (1.5%) by the shared [`zig_slow`];
 //! - [`exp_nonpositive`]: `exp(x)` for `x <= 0` (the max-shifted weights), after fdlibm
 //!   (Sun Microsystems, 1993: "Permission to use, copy, modify, and distribute this
 //!   software is freely granted, provided that this notice is preserved"), e_exp.c with
