@@ -111,3 +111,41 @@ fn custom_models_run_on_the_gpu_only() {
     let e = m.check_cpu().unwrap_err().to_string();
     assert!(e.contains("GPU"), "{e}");
 }
+
+/// The built-in kinds read resampled particles where they are
+/// (`advance_batch_from`): the same bits as copying them first and advancing the copy,
+/// on a range-only and a stochastic-volatility model, 37 particles (two full groups of
+/// lanes and a shorter tail).
+#[test]
+fn advancing_from_ancestors_equals_copying_them_first() {
+    use kestrel::particle::ParticleModel;
+    let sv = "[model]\nkind = \"stochastic-volatility\"\nmu = -1.0\nphi = 0.95\nsigma = 0.3\n";
+    let kinds = [RANGE, sv];
+    for text in kinds {
+        let m = parse(text).unwrap();
+        let (nx, ny) = (ParticleModel::<f64>::nx(&m), ParticleModel::<f64>::ny(&m));
+        let n = 37;
+        let src: Vec<f64> = (0..n * nx)
+            .map(|i| ((i * 7919) % 101) as f64 * 0.37 - 9.0)
+            .collect();
+        let anc: Vec<u32> = (0..n as u32).map(|i| (i * i * 13 + 5) % n as u32).collect();
+        let z: Vec<f64> = (0..ny).map(|q| 30.0 + q as f64).collect();
+        let key = [17, 4];
+        let (mut a, mut b) = (vec![f64::NAN; n * nx], vec![f64::NAN; n * nx]);
+        let (mut la, mut lb) = (vec![f64::NAN; n], vec![f64::NAN; n]);
+        m.advance_batch_from(3, key, 2, 100, &src, &anc, &mut a, Some((&z, &mut la)));
+        for (i, &p) in anc.iter().enumerate() {
+            b[i * nx..(i + 1) * nx].copy_from_slice(&src[p as usize * nx..(p as usize + 1) * nx]);
+        }
+        m.advance_batch(3, key, 2, 100, &mut b, Some((&z, &mut lb)));
+        assert!(
+            a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()),
+            "{text}"
+        );
+        assert!(
+            la.iter().zip(&lb).all(|(x, y)| x.to_bits() == y.to_bits()),
+            "{text}"
+        );
+        assert!(a.iter().all(|v| v.is_finite()));
+    }
+}

@@ -42,60 +42,99 @@ pub(crate) fn advance(
     xs: &mut [f64],
     z: Option<(&[f64], &mut [f64])>,
 ) {
+    advance_any(model, k, key, b, first, None, xs, z)
+}
+
+/// [`ParticleModel::advance_batch_from`] for a model that [`supports`] it: the
+/// particles `src[anc[i]]` read where they are, the moved ones written to `xs`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn advance_from(
+    model: &PfModel,
+    k: usize,
+    key: [u32; 2],
+    b: u32,
+    first: u32,
+    from: (&[f64], &[u32]),
+    xs: &mut [f64],
+    z: Option<(&[f64], &mut [f64])>,
+) {
+    advance_any(model, k, key, b, first, Some(from), xs, z)
+}
+
+/// Where the particles come from: `(src, anc)` for `src[anc[i]]`, `None` for `xs` itself.
+type From<'a> = Option<(&'a [f64], &'a [u32])>;
+
+#[allow(clippy::too_many_arguments)]
+fn advance_any(
+    model: &PfModel,
+    k: usize,
+    key: [u32; 2],
+    b: u32,
+    first: u32,
+    from: From<'_>,
+    xs: &mut [f64],
+    z: Option<(&[f64], &mut [f64])>,
+) {
     #[cfg(target_arch = "x86_64")]
     if std::is_x86_feature_detected!("avx2") {
         // SAFETY: the processor was checked for AVX2 above.
-        unsafe { advance_avx2(model, k, key, b, first, xs, z) };
+        unsafe { advance_avx2(model, k, key, b, first, from, xs, z) };
         return;
     }
-    advance_lanes(model, k, key, b, first, xs, z)
+    advance_lanes(model, k, key, b, first, from, xs, z)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
+#[allow(clippy::too_many_arguments)]
 unsafe fn advance_avx2(
     model: &PfModel,
     k: usize,
     key: [u32; 2],
     b: u32,
     first: u32,
+    from: From<'_>,
     xs: &mut [f64],
     z: Option<(&[f64], &mut [f64])>,
 ) {
-    advance_lanes(model, k, key, b, first, xs, z)
+    advance_lanes(model, k, key, b, first, from, xs, z)
 }
 
 /// A state per lane: `x[a][l]` is component `a` of lane `l`.
 type Lanes<const R: usize> = [[f64; L]; R];
 
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 fn advance_lanes(
     model: &PfModel,
     k: usize,
     key: [u32; 2],
     b: u32,
     first: u32,
+    from: From<'_>,
     xs: &mut [f64],
     z: Option<(&[f64], &mut [f64])>,
 ) {
     // A state size known at compile time lets the loads and stores of the particles be
     // fixed shuffles and the small loops unroll.
     match ParticleModel::<f64>::nx(model) {
-        1 => advance_n::<1, 1>(model, k, key, b, first, xs, z),
-        2 => advance_n::<2, 2>(model, k, key, b, first, xs, z),
-        4 => advance_n::<4, 4>(model, k, key, b, first, xs, z),
-        _ => advance_n::<0, MAX_NX>(model, k, key, b, first, xs, z),
+        1 => advance_n::<1, 1>(model, k, key, b, first, from, xs, z),
+        2 => advance_n::<2, 2>(model, k, key, b, first, from, xs, z),
+        4 => advance_n::<4, 4>(model, k, key, b, first, from, xs, z),
+        _ => advance_n::<0, MAX_NX>(model, k, key, b, first, from, xs, z),
     }
 }
 
 /// The batch of `xs` with `NX` components (0: the model's `nx`, at most `R`).
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 fn advance_n<const NX: usize, const R: usize>(
     model: &PfModel,
     k: usize,
     key: [u32; 2],
     b: u32,
     first: u32,
+    from: From<'_>,
     xs: &mut [f64],
     mut z: Option<(&[f64], &mut [f64])>,
 ) {
@@ -110,16 +149,35 @@ fn advance_n<const NX: usize, const R: usize>(
     while g < n {
         let m = (n - g).min(L);
         let mut x: Lanes<R> = [[0.0; L]; R];
-        if m == L {
-            for l in 0..L {
-                for a in 0..nx {
-                    x[a][l] = xs[(g + l) * nx + a];
+        match from {
+            Some((src, anc)) if m == L => {
+                for l in 0..L {
+                    let p = anc[g + l] as usize * nx;
+                    for a in 0..nx {
+                        x[a][l] = src[p + a];
+                    }
                 }
             }
-        } else {
-            for l in 0..m {
-                for a in 0..nx {
-                    x[a][l] = xs[(g + l) * nx + a];
+            Some((src, anc)) => {
+                for l in 0..m {
+                    let p = anc[g + l] as usize * nx;
+                    for a in 0..nx {
+                        x[a][l] = src[p + a];
+                    }
+                }
+            }
+            None if m == L => {
+                for l in 0..L {
+                    for a in 0..nx {
+                        x[a][l] = xs[(g + l) * nx + a];
+                    }
+                }
+            }
+            None => {
+                for l in 0..m {
+                    for a in 0..nx {
+                        x[a][l] = xs[(g + l) * nx + a];
+                    }
                 }
             }
         }

@@ -34,7 +34,7 @@ use super::lanes::{exp_nonpositive, L};
 use super::models::ParticleModel;
 use super::philox::key_of;
 use super::resample::{
-    gather, resample, systematic_gather, systematic_uniform, ChunkedCdf, Draws, Resampler, Scratch,
+    resample, systematic_ancestors, systematic_uniform, ChunkedCdf, Draws, Resampler, Scratch,
     CHUNK,
 };
 use super::{PfOptions, PfOutput};
@@ -418,21 +418,23 @@ fn run_one<T: Real, M: ParticleModel<T> + ?Sized>(
                     // The chunk's log-likelihoods, then its weights: in cache only.
                     let mut wbuf = [T::zero(); CHUNK];
                     let ll = &mut wbuf[..lw.len()];
+                    // Resampled particles are read from their ancestors where they are
+                    // (no copy first).
+                    let zl = observed.then_some((z, &mut *ll));
+                    let (b32, s32) = (b as u32, s0 as u32);
                     match entry {
                         Entry::Systematic(u, scale) => {
-                            systematic_gather(cdf, u, scale, s0, src, nx, xs)
+                            let mut ab = [0u32; CHUNK];
+                            let a = &mut ab[..lw.len()];
+                            systematic_ancestors(cdf, u, scale, s0, a);
+                            model.advance_batch_from(k, key, b32, s32, src, a, xs, zl);
                         }
-                        Entry::Ancestors => gather(src, nx, &anc[s0..s0 + lw.len()], xs),
-                        Entry::Prior | Entry::Kept => {}
+                        Entry::Ancestors => {
+                            let a = &anc[s0..s0 + lw.len()];
+                            model.advance_batch_from(k, key, b32, s32, src, a, xs, zl);
+                        }
+                        Entry::Prior | Entry::Kept => model.advance_batch(k, key, b32, s32, xs, zl),
                     }
-                    model.advance_batch(
-                        k,
-                        key,
-                        b as u32,
-                        s0 as u32,
-                        xs,
-                        observed.then_some((z, &mut *ll)),
-                    );
                     finish_chunk(lw, ll, k == 0 || resampled, observed, xs, r, cdf_out);
                 },
             );

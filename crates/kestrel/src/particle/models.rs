@@ -45,6 +45,25 @@ pub trait ParticleModel<T: Real>: Sync {
     ) {
         advance_one_by_one(self, k, key, b, first, xs, z)
     }
+
+    /// [`advance_batch`](ParticleModel::advance_batch) of the particles
+    /// `src[anc[i]]` (resampled ancestors), written to `xs`: the default copies them and
+    /// advances the copy; the built-in kinds read them where they are.
+    #[allow(clippy::too_many_arguments)]
+    fn advance_batch_from(
+        &self,
+        k: usize,
+        key: [u32; 2],
+        b: u32,
+        first: u32,
+        src: &[T],
+        anc: &[u32],
+        xs: &mut [T],
+        z: Option<(&[T], &mut [T])>,
+    ) {
+        super::resample::gather(src, self.nx(), anc, xs);
+        self.advance_batch(k, key, b, first, xs, z)
+    }
 }
 
 /// [`ParticleModel::advance_batch`] one particle at a time.
@@ -528,6 +547,33 @@ impl<T: Real> ParticleModel<T> for PfModel {
             }
         }
         advance_one_by_one(self, k, key, b, first, xs, z)
+    }
+
+    fn advance_batch_from(
+        &self,
+        k: usize,
+        key: [u32; 2],
+        b: u32,
+        first: u32,
+        src: &[T],
+        anc: &[u32],
+        xs: &mut [T],
+        z: Option<(&[T], &mut [T])>,
+    ) {
+        if super::batch::supports(self) {
+            if let (Some(s64), Some(x64)) =
+                (super::batch::as_f64(src), super::batch::as_f64_mut(xs))
+            {
+                let z64 = z.map(|(zk, ll)| {
+                    let cast = (super::batch::as_f64(zk), super::batch::as_f64_mut(ll));
+                    // Both are T = f64, as xs is.
+                    (cast.0.expect("f64"), cast.1.expect("f64"))
+                });
+                return super::batch::advance_from(self, k, key, b, first, (s64, anc), x64, z64);
+            }
+        }
+        super::resample::gather(src, ParticleModel::<T>::nx(self), anc, xs);
+        self.advance_batch(k, key, b, first, xs, z)
     }
 
     fn measure(&self, _k: usize, x: &[T], noise: &mut Normals<T>, z: &mut [T]) {
