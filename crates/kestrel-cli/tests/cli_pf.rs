@@ -237,6 +237,8 @@ fn broken_inputs_are_refused() {
             vec!["1000000000000000 particles", "at most"],
         ),
         (vec!["--output", s(&txt)], vec!["o.txt", ".npz"]),
+        // A GPU that is not there (no machine has 100), before any set-up.
+        (vec!["--device", "cuda:99"], vec!["--device cuda:99"]),
     ];
     for (extra_args, needles) in cases {
         run_bad(d, &with(&base, &extra_args), &needles);

@@ -8,8 +8,8 @@
 
 use kestrel::particle::philox::{counter, key_of, philox4x32_10, uniform_f64, Purpose};
 use kestrel::particle::resample::{
-    offspring, resample, systematic_ancestors, systematic_gather, systematic_uniform, ChunkedCdf,
-    Draws, Resampler, Scratch, CHUNK,
+    offspring, resample, systematic_ancestors, systematic_uniform, ChunkedCdf, Draws, Resampler,
+    Scratch, CHUNK,
 };
 
 /// Upper 0.999 quantile of chi-square with `k` degrees of freedom (Wilson-Hilferty).
@@ -172,9 +172,9 @@ fn chunked_cdf(w: &[f64]) -> (Vec<f64>, Vec<f64>, f64) {
 }
 
 #[test]
-fn fused_systematic_copies_are_the_resamplers_choice() {
-    // Particles are their own index (nx = 2: index and its negative), so the copies
-    // name their ancestors. Weights with zeros, with trailing zeros (positions past the
+fn chunked_systematic_ancestors_are_the_resamplers_choice() {
+    // The ancestors of slot ranges (as the filter's chunks take them, and odd ones)
+    // over the chunked cumulative sums. Weights with zeros, with trailing zeros (positions past the
     // total land on the last positive weight), one dominant weight; N off the chunks.
     let n = 3 * CHUNK + 123;
     let mut cases = vec![weights(n, 9), weights(n, 10)];
@@ -184,7 +184,6 @@ fn fused_systematic_copies_are_the_resamplers_choice() {
     let mut spike = vec![1e-300; n];
     spike[CHUNK + 7] = 1.0;
     cases.push(spike);
-    let x: Vec<f64> = (0..n).flat_map(|i| [i as f64, -(i as f64)]).collect();
     let mut s = Scratch::default();
     for (c, w) in cases.iter().enumerate() {
         for step in 0..20 {
@@ -204,29 +203,16 @@ fn fused_systematic_copies_are_the_resamplers_choice() {
                 chunk: CHUNK,
             };
             let u = systematic_uniform(d);
-            let mut out = vec![f64::NAN; 2 * n];
+            let mut got = vec![u32::MAX; n];
             // Slot ranges as the filter's chunks, and odd ones.
             let mut s0 = 0usize;
             for len in [CHUNK, 1, 17, CHUNK + 5, usize::MAX] {
                 let s1 = s0.saturating_add(len).min(n);
-                systematic_gather(
-                    cdf,
-                    u,
-                    total / n as f64,
-                    s0,
-                    &x,
-                    2,
-                    &mut out[2 * s0..2 * s1],
-                );
+                systematic_ancestors(cdf, u, total / n as f64, s0, &mut got[s0..s1]);
                 s0 = s1;
             }
             for j in 0..n {
-                let a = want[j] as f64;
-                assert_eq!(
-                    [out[2 * j], out[2 * j + 1]],
-                    [a, -a],
-                    "case {c}, step {step}, slot {j}"
-                );
+                assert_eq!(got[j], want[j], "case {c}, step {step}, slot {j}");
             }
         }
     }

@@ -32,49 +32,33 @@ pub(crate) fn supports(model: &PfModel) -> bool {
     ParticleModel::<f64>::nx(model) <= MAX_NX && !matches!(model.kind, PfKind::Custom { .. })
 }
 
-/// [`ParticleModel::advance_batch`] for a model that [`supports`] it.
-pub(crate) fn advance(
-    model: &PfModel,
-    k: usize,
-    key: [u32; 2],
-    b: u32,
-    first: u32,
-    xs: &mut [f64],
-    z: Option<(&[f64], &mut [f64])>,
-) {
-    advance_any(model, k, key, b, first, None, xs, z)
-}
-
-/// [`ParticleModel::advance_batch_from`] for a model that [`supports`] it: the
-/// particles `src[anc[i]]` read where they are, the moved ones written to `xs`.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn advance_from(
-    model: &PfModel,
-    k: usize,
-    key: [u32; 2],
-    b: u32,
-    first: u32,
-    from: (&[f64], &[u32]),
-    xs: &mut [f64],
-    z: Option<(&[f64], &mut [f64])>,
-) {
-    advance_any(model, k, key, b, first, Some(from), xs, z)
+/// Whether [`advance`] runs for `model` in precision `T` (f64 and a model it
+/// [`supports`]).
+pub(crate) fn covers<T: 'static>(model: &PfModel) -> bool {
+    TypeId::of::<T>() == TypeId::of::<f64>() && supports(model)
 }
 
 /// Where the particles come from: `(src, anc)` for `src[anc[i]]`, `None` for `xs` itself.
 type From<'a> = Option<(&'a [f64], &'a [u32])>;
 
+/// [`ParticleModel::advance_batch`] (`from = None`) and
+/// [`ParticleModel::advance_batch_from`] (the particles `src[anc[i]]` read where they
+/// are, the moved ones written to `xs`) for a model and precision it [`covers`].
 #[allow(clippy::too_many_arguments)]
-fn advance_any(
+pub(crate) fn advance<T: 'static>(
     model: &PfModel,
     k: usize,
     key: [u32; 2],
     b: u32,
     first: u32,
-    from: From<'_>,
-    xs: &mut [f64],
-    z: Option<(&[f64], &mut [f64])>,
+    from: Option<(&[T], &[u32])>,
+    xs: &mut [T],
+    z: Option<(&[T], &mut [T])>,
 ) {
+    let f64s = "advance: T is f64 (checked by covers)";
+    let from = from.map(|(src, anc)| (as_f64(src).expect(f64s), anc));
+    let xs = as_f64_mut(xs).expect(f64s);
+    let z = z.map(|(zk, ll)| (as_f64(zk).expect(f64s), as_f64_mut(ll).expect(f64s)));
     #[cfg(target_arch = "x86_64")]
     if std::is_x86_feature_detected!("avx2") {
         // SAFETY: the processor was checked for AVX2 above.

@@ -536,15 +536,8 @@ impl<T: Real> ParticleModel<T> for PfModel {
         xs: &mut [T],
         z: Option<(&[T], &mut [T])>,
     ) {
-        if super::batch::supports(self) {
-            if let Some(x64) = super::batch::as_f64_mut(xs) {
-                let z64 = z.map(|(zk, ll)| {
-                    let cast = (super::batch::as_f64(zk), super::batch::as_f64_mut(ll));
-                    // Both are T = f64, as xs is.
-                    (cast.0.expect("f64"), cast.1.expect("f64"))
-                });
-                return super::batch::advance(self, k, key, b, first, x64, z64);
-            }
+        if super::batch::covers::<T>(self) {
+            return super::batch::advance(self, k, key, b, first, None, xs, z);
         }
         advance_one_by_one(self, k, key, b, first, xs, z)
     }
@@ -560,20 +553,11 @@ impl<T: Real> ParticleModel<T> for PfModel {
         xs: &mut [T],
         z: Option<(&[T], &mut [T])>,
     ) {
-        if super::batch::supports(self) {
-            if let (Some(s64), Some(x64)) =
-                (super::batch::as_f64(src), super::batch::as_f64_mut(xs))
-            {
-                let z64 = z.map(|(zk, ll)| {
-                    let cast = (super::batch::as_f64(zk), super::batch::as_f64_mut(ll));
-                    // Both are T = f64, as xs is.
-                    (cast.0.expect("f64"), cast.1.expect("f64"))
-                });
-                return super::batch::advance_from(self, k, key, b, first, (s64, anc), x64, z64);
-            }
+        if super::batch::covers::<T>(self) {
+            return super::batch::advance(self, k, key, b, first, Some((src, anc)), xs, z);
         }
         super::resample::gather(src, ParticleModel::<T>::nx(self), anc, xs);
-        self.advance_batch(k, key, b, first, xs, z)
+        advance_one_by_one(self, k, key, b, first, xs, z)
     }
 
     fn measure(&self, _k: usize, x: &[T], noise: &mut Normals<T>, z: &mut [T]) {

@@ -471,56 +471,6 @@ fn marks_lanes(
     (end, last)
 }
 
-/// Systematic resampling and the copy of the chosen particles: fills `out` (the
-/// particles of slots `s0..s0 + out.len() / nx`, each `nx` values) with the particles of
-/// `x` that [`systematic_ancestors`] assigns to those slots (the running maximum of the
-/// marks taken as the copy goes).
-pub fn systematic_gather<T: Copy>(
-    cdf: ChunkedCdf<'_>,
-    u: f64,
-    scale: f64,
-    s0: usize,
-    x: &[T],
-    nx: usize,
-    out: &mut [T],
-) {
-    match nx {
-        1 => gather_walk::<T, 1>(cdf, u, scale, s0, x, nx, out),
-        2 => gather_walk::<T, 2>(cdf, u, scale, s0, x, nx, out),
-        4 => gather_walk::<T, 4>(cdf, u, scale, s0, x, nx, out),
-        _ => gather_walk::<T, 0>(cdf, u, scale, s0, x, nx, out),
-    }
-}
-
-/// [`systematic_gather`] for states of `NX` values (0: `nx`).
-#[inline(always)]
-fn gather_walk<T: Copy, const NX: usize>(
-    cdf: ChunkedCdf<'_>,
-    u: f64,
-    scale: f64,
-    s0: usize,
-    x: &[T],
-    nx: usize,
-    out: &mut [T],
-) {
-    let nx = if NX > 0 { NX } else { nx };
-    let mut marks = [0u32; CHUNK];
-    let slots = out.len() / nx;
-    let mut j0 = 0;
-    while j0 < slots {
-        let m = (slots - j0).min(CHUNK);
-        let (end, last) = ancestor_marks(cdf, u, scale, s0 + j0, &mut marks[..m]);
-        let mut mx = 0u32;
-        let out = &mut out[j0 * nx..(j0 + m) * nx];
-        for (j, (o, &a)) in out.chunks_exact_mut(nx).zip(&marks[..m]).enumerate() {
-            mx = mx.max(a);
-            let a = if s0 + j0 + j < end { mx } else { last } as usize;
-            o.copy_from_slice(&x[a * nx..(a + 1) * nx]);
-        }
-        j0 += m;
-    }
-}
-
 /// `out[j] = x[anc[j]]` for particles of `nx` values.
 pub fn gather<T: Copy>(x: &[T], nx: usize, anc: &[u32], out: &mut [T]) {
     // A state size known at compile time makes each copy a few moves.
