@@ -45,7 +45,7 @@ fn run_emulated(
         Variant::Resident { .. } => 3,
         Variant::FusedCells { .. } => 4,
         Variant::Lean { .. } => 5,
-        Variant::Staged { .. } => 6,
+        Variant::Staged { .. } | Variant::Late { .. } => 6,
     };
     let mut input = Vec::new();
     for v in [

@@ -71,6 +71,15 @@ pub fn candidates(params: &Params, half: bool) -> Vec<KernelConfig> {
                 ..base
             });
         }
+        // The same with the state sampled last, several blocks a multiprocessor.
+        for (px, block) in [(2, (32, 8)), (2, (32, 4)), (2, (64, 4)), (1, (64, 4))] {
+            push(KernelConfig {
+                variant: Variant::Late { px },
+                ldg: false,
+                block,
+                ..base
+            });
+        }
     }
     // One kernel per vector.
     if params.motions.len() <= 64 {

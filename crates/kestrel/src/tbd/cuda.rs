@@ -21,6 +21,9 @@
 //!   with each frame's tile staged once in shared memory as `alpha X` (zeros outside the
 //!   frame, the next tile loaded while the current one is used), every vector's
 //!   trajectory through the thread's `px` (1 or 2) pixels in registers;
+//! - [`Variant::Late`]: `Staged` with the state sampled after the frames, not before (the
+//!   frames folded from zero, then `c^D S` added), so that no state load waits before the
+//!   first frame and several blocks share a multiprocessor;
 //! - [`Variant::FusedCells`]: the fused kernel with `px` x `py` pixels per thread, the
 //!   taps and horizontal blends that neighbouring pixels share loaded and computed once,
 //!   no bounds checks where a thread's footprint lies inside the frame;
@@ -137,6 +140,13 @@ pub enum Variant {
         /// Pixels per thread along x (1 or 2).
         px: u32,
     },
+    /// `Staged` with the state sampled after the frames (`c^D S + G`, `G` the frames
+    /// folded from zero) and several blocks a multiprocessor, so that state loads overlap
+    /// other blocks' frames; same tile and fields.
+    Late {
+        /// Pixels per thread along x (1 or 2).
+        px: u32,
+    },
     /// The fused kernel with `px` x `py` pixels per thread.
     FusedCells {
         /// Pixels per thread along x.
@@ -208,7 +218,7 @@ impl KernelConfig {
                 )
             }
             Variant::FusedCells { px, py } => (bx * px as usize, by * py as usize),
-            Variant::Staged { px } => (bx * px as usize, by),
+            Variant::Staged { px } | Variant::Late { px } => (bx * px as usize, by),
             _ => (bx, by),
         }
     }
@@ -225,6 +235,7 @@ impl KernelConfig {
                 Variant::Resident { rows } => format!("resident{rows}"),
                 Variant::Lean { rows } => format!("lean{rows}"),
                 Variant::Staged { px } => format!("staged{px}"),
+                Variant::Late { px } => format!("late{px}"),
                 Variant::FusedCells { px, py } => format!("fused{px}x{py}"),
             },
             if self.ldg { "ldg" } else { "plain" },
@@ -258,6 +269,10 @@ impl KernelConfig {
                     }
                 } else if let Some(px) = r.strip_prefix("staged") {
                     Variant::Staged {
+                        px: px.parse().ok()?,
+                    }
+                } else if let Some(px) = r.strip_prefix("late") {
+                    Variant::Late {
                         px: px.parse().ok()?,
                     }
                 } else {
@@ -300,7 +315,7 @@ impl KernelConfig {
                 return bad(format!("{smem} bytes of shared memory (at most 49152)"));
             }
         }
-        if let Variant::Staged { px } = self.variant {
+        if let Variant::Staged { px } | Variant::Late { px } = self.variant {
             if !(1..=2).contains(&px) {
                 return bad(format!("{px} pixels per thread (1 or 2)"));
             }
@@ -358,7 +373,7 @@ pub fn shrink(motions: &[Motion]) -> usize {
 pub fn tiled_shared_bytes(cfg: &KernelConfig, motions: &[Motion]) -> usize {
     let (tx, ty) = (cfg.block.0 as usize, cfg.block.1 as usize);
     match cfg.variant {
-        Variant::Staged { px } => {
+        Variant::Staged { px } | Variant::Late { px } => {
             // Two frame tiles with a halo of (frames - 1) x the reach, rows of even length.
             let halo = (cfg.frames - 1) * shrink(motions).max(1);
             let pw = (tx * px as usize + 2 * halo).div_ceil(2) * 2;
@@ -418,6 +433,12 @@ pub fn source(motions: &[Motion], frame: Dtype, cfg: &KernelConfig) -> String {
     if let Variant::Staged { px } = cfg.variant {
         s += &format!("#define STAGED {px}\n");
     }
+    if let Variant::Late { px } = cfg.variant {
+        // Blocks a multiprocessor: about 768 threads (registers for the 13 x 2
+        // trajectories without spills).
+        let minb = (768 / (cfg.block.0 * cfg.block.1)).max(1);
+        s += &format!("#define STAGED {px}\n#define STAGED_LATE 1\n#define S_MINB {minb}\n");
+    }
     if let Variant::FusedCells { px, py } = cfg.variant {
         s += &format!("#define PX {px}\n#define PY {py}\n");
     }
@@ -440,7 +461,7 @@ pub fn kernel_names(cfg: &KernelConfig, nv: usize) -> Vec<&'static str> {
         Variant::Tiled => vec!["tbd_tiled"],
         Variant::Resident { .. } => vec!["tbd_resident"],
         Variant::Lean { .. } => vec!["tbd_lean"],
-        Variant::Staged { .. } => vec!["tbd_staged"],
+        Variant::Staged { .. } | Variant::Late { .. } => vec!["tbd_staged"],
         Variant::FusedCells { .. } => vec!["tbd_fused_cells"],
         Variant::PerVector => VEC_NAMES[..nv].to_vec(),
     }

@@ -602,8 +602,21 @@ extern "C" __global__ void __launch_bounds__(TX * TY)
 // where the footprint lies inside the frame. Same sampling positions and blends as
 // `trajectory`; alpha multiplies the frame before the blend, not after (a rounding
 // apart; the same arithmetic for integer vectors).
+//
+// With STAGED_LATE (`Variant::Late`) the state is sampled after the frames instead of
+// before: the trajectories fold the frames from zero, G = sum_j c^(DEC-1-j) alpha X_j
+// (the same Horner steps), and the sample joins last, c^DEC S + G (a rounding or two from
+// the Horner order, which starts from S). No state load stands before the first frame
+// and none is held in registers across the frames, so fewer registers and several blocks
+// a multiprocessor (S_MINB) let one block's state loads overlap another's frames.
 #ifdef STAGED
 #define S_PX STAGED
+#ifndef STAGED_LATE
+#define STAGED_LATE 0
+#endif
+#ifndef S_MINB
+#define S_MINB 1
+#endif
 #define S_OW (TX * S_PX)
 #define S_OH TY
 #define S_HALO ((DEC - 1) * SHRINK)
@@ -666,7 +679,7 @@ __device__ __forceinline__ void staged_row(float (&t)[S_PX + 1], const float* ro
 #endif
 }
 
-extern "C" __global__ void __launch_bounds__(TX * TY)
+extern "C" __global__ void __launch_bounds__(TX * TY, S_MINB)
     tbd_staged(const state_t* __restrict__ s_prev, state_t* __restrict__ s_next, const FRAME_T* __restrict__ frames,
                float* __restrict__ score, unsigned short* __restrict__ arg, int h, int w, float alpha) {
     __shared__ __align__(16) float fb[2][S_PH][S_PW];
@@ -693,15 +706,16 @@ extern "C" __global__ void __launch_bounds__(TX * TY)
     // The trajectories start at the state sampled DEC steps back.
     float acc[NV][S_PX];
     const bool inside = x0 >= S_REACH && x0 + S_PX - 1 + S_REACH < w && y >= S_REACH && y + S_REACH < h;
+    auto sample = [&](int v, int a) -> float {
+        const float sx = -(float)DEC * mvx(v), sy = -(float)DEC * mvy(v);
+        const state_t* p = s_prev + (size_t)v * n;
+        return inside ? staged_state<true>(p, h, w, x0 + a, y, sx, sy)
+                      : staged_state<false>(p, h, w, x0 + a, y, sx, sy);
+    };
 #pragma unroll
     for (int v = 0; v < NV; ++v)
 #pragma unroll
-        for (int a = 0; a < S_PX; ++a) {
-            const float sx = -(float)DEC * mvx(v), sy = -(float)DEC * mvy(v);
-            const state_t* p = s_prev + (size_t)v * n;
-            acc[v][a] = inside ? staged_state<true>(p, h, w, x0 + a, y, sx, sy)
-                               : staged_state<false>(p, h, w, x0 + a, y, sx, sy);
-        }
+        for (int a = 0; a < S_PX; ++a) acc[v][a] = STAGED_LATE ? 0.0f : sample(v, a);
     float* fl = &fb[0][0][0];
     const int ly = (int)threadIdx.y + S_HALO, lx = (int)threadIdx.x * S_PX + S_HALO;
 #pragma unroll
@@ -744,6 +758,15 @@ extern "C" __global__ void __launch_bounds__(TX * TY)
             }
         }
     }
+#if STAGED_LATE
+    float cd = 1.0f;
+#pragma unroll
+    for (int j = 0; j < DEC; ++j) cd *= c;
+#pragma unroll
+    for (int v = 0; v < NV; ++v)
+#pragma unroll
+        for (int a = 0; a < S_PX; ++a) acc[v][a] = cd * sample(v, a) + acc[v][a];
+#endif
 #pragma unroll
     for (int a = 0; a < S_PX; ++a) {
         if (x0 + a >= w || y >= h) continue;
