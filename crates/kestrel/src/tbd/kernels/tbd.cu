@@ -617,6 +617,13 @@ extern "C" __global__ void __launch_bounds__(TX * TY)
 #ifndef S_MINB
 #define S_MINB 1
 #endif
+// The late kernel with 2 pixels per thread keeps each tile row as its even columns then
+// its odd ones (S_SPLIT), so that the three taps a thread reads from a row are three
+// 4-byte loads at consecutive words across the warp (3 shared wavefronts a row; the
+// 8-byte + 4-byte pair of the row-major tile takes 4, its 4-byte load 2-way conflicted),
+// and blends each sample with the four products of its weights (compile-time) into the
+// trajectory: c acc + w00 t00 + w01 t01 + w10 t10 + w11 t11.
+#define S_SPLIT (STAGED_LATE && S_PX == 2)
 #define S_OW (TX * S_PX)
 #define S_OH TY
 #define S_HALO ((DEC - 1) * SHRINK)
@@ -695,7 +702,8 @@ extern "C" __global__ void __launch_bounds__(TX * TY, S_MINB)
 #pragma unroll
     for (int q = 0; q < S_PER; ++q) {
         const int e = tid + q * S_NT;
-        const int r = e / S_PW, cc = e % S_PW;
+        const int r = e / S_PW;
+        const int cc = S_SPLIT ? 2 * (e % (S_PW / 2)) + (e % S_PW >= S_PW / 2) : e % S_PW;
         const int gx = gx0 + cc, gy = gy0 + r;
         goff[q] = (e < S_CELLS && cc < S_TW && (unsigned)gx < (unsigned)w && (unsigned)gy < (unsigned)h) ? gy * w + gx
                                                                                                          : -1;
@@ -740,6 +748,43 @@ extern "C" __global__ void __launch_bounds__(TX * TY, S_MINB)
             const float fx = sx - (float)ix, fy = sy - (float)iy;
             const float wx0 = 1.0f - fx, wx1 = fx, wy0 = 1.0f - fy, wy1 = fy;
             const bool hx = wx1 != 0.0f, hy = wy1 != 0.0f;
+#if S_SPLIT
+            {
+                // Columns lx + ix + 0..2 = 2 tx + q + 0..2 of rows ly + iy and the next.
+                const int q = S_HALO + ix;
+                const int k = (int)threadIdx.x + (q >> 1);
+                const float* e0 = tile + (ly + iy) * S_PW;
+                const float w00 = wx0 * wy0, w01 = wx1 * wy0, w10 = wx0 * wy1, w11 = wx1 * wy1;
+                float t[2][3];
+#pragma unroll
+                for (int b = 0; b < 2; ++b) {
+                    if (b == 1 && !hy) break;
+                    const float* ev = e0 + b * S_PW;
+                    const float* od = ev + S_PW / 2;
+                    if ((q & 1) == 0) {
+                        t[b][0] = ev[k];
+                        t[b][1] = od[k];
+                        t[b][2] = hx ? ev[k + 1] : 0.0f;
+                    } else {
+                        t[b][0] = od[k];
+                        t[b][1] = ev[k + 1];
+                        t[b][2] = hx ? od[k + 1] : 0.0f;
+                    }
+                }
+#pragma unroll
+                for (int a = 0; a < 2; ++a) {
+                    float r = c * acc[v][a];
+                    r = w00 * t[0][a] + r;
+                    if (hx) r = w01 * t[0][a + 1] + r;
+                    if (hy) {
+                        r = w10 * t[1][a] + r;
+                        if (hx) r = w11 * t[1][a + 1] + r;
+                    }
+                    acc[v][a] = r;
+                }
+                continue;
+            }
+#endif
             const float* row0 = tile + (ly + iy) * S_PW + lx + ix;
             const bool odd = ((S_HALO + ix) & 1) != 0;
             float t[S_PX + 1], hr0[S_PX], hr1[S_PX];
