@@ -374,10 +374,16 @@ pub fn tiled_shared_bytes(cfg: &KernelConfig, motions: &[Motion]) -> usize {
     let (tx, ty) = (cfg.block.0 as usize, cfg.block.1 as usize);
     match cfg.variant {
         Variant::Staged { px } | Variant::Late { px } => {
-            // Two frame tiles with a halo of (frames - 1) x the reach, rows of even length.
+            // Two frame tiles (three for the late kernel's copies of f32 frames) with a
+            // halo of (frames - 1) x the reach, rows of even length.
             let halo = (cfg.frames - 1) * shrink(motions).max(1);
             let pw = (tx * px as usize + 2 * halo).div_ceil(2) * 2;
-            2 * pw * (ty + 2 * halo) * 4
+            let tiles = if matches!(cfg.variant, Variant::Late { .. }) {
+                3
+            } else {
+                2
+            };
+            tiles * pw * (ty + 2 * halo) * 4
         }
         Variant::Resident { rows } | Variant::Lean { rows } => {
             // Two tiles padded by one frame's reach on each side.
@@ -416,6 +422,9 @@ pub fn source(motions: &[Motion], frame: Dtype, cfg: &KernelConfig) -> String {
     );
     s += &format!("#define STATE_HALF {}\n", cfg.half as u8);
     s += &format!("#define FRAME_T {frame_t}\n");
+    if frame_t == "float" {
+        s += "#define FRAME_F32 1\n";
+    }
     s += &format!("#define USE_LDG {}\n", cfg.ldg as u8);
     s += &format!("#define UNROLL_V {}\n", cfg.unroll as u8);
     s += &format!("#define DEC {}\n", cfg.frames);

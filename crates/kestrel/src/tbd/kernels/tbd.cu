@@ -624,6 +624,36 @@ extern "C" __global__ void __launch_bounds__(TX * TY)
 // and blends each sample with the four products of its weights (compile-time) into the
 // trajectory: c acc + w00 t00 + w01 t01 + w10 t10 + w11 t11.
 #define S_SPLIT (STAGED_LATE && S_PX == 2)
+// The late kernel on f32 frames copies the frame tiles into shared memory with cp.async
+// (no registers, no load-to-store wait), three tiles deep: frame j + 2 is in flight while
+// frame j is used. The tiles hold X itself; alpha multiplies the folded sum once at the
+// end (alpha G), as for every frame type in the late kernel.
+#if STAGED_LATE && defined(FRAME_F32)
+#define S_ASYNC 1
+#define S_BUFS 3
+#else
+#define S_ASYNC 0
+#define S_BUFS 2
+#endif
+#if S_ASYNC
+#ifdef KESTREL_EMULATION
+__device__ __forceinline__ void cp_async4(float* dst, const float* src, bool valid) { *dst = valid ? *src : 0.0f; }
+__device__ __forceinline__ void cp_async_commit() {}
+__device__ __forceinline__ void cp_async_wait1() {}
+__device__ __forceinline__ void cp_async_wait0() {}
+#else
+// 4 bytes global -> shared, zero-filled when !valid (source size 0: nothing is read).
+__device__ __forceinline__ void cp_async4(float* dst, const float* src, bool valid) {
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 4 : 0)
+                 : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+// Every group but the newest complete (this thread's copies).
+__device__ __forceinline__ void cp_async_wait1() { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
+__device__ __forceinline__ void cp_async_wait0() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
+#endif
+#endif
 #define S_OW (TX * S_PX)
 #define S_OH TY
 #define S_HALO ((DEC - 1) * SHRINK)
@@ -689,7 +719,7 @@ __device__ __forceinline__ void staged_row(float (&t)[S_PX + 1], const float* ro
 extern "C" __global__ void __launch_bounds__(TX * TY, S_MINB)
     tbd_staged(const state_t* __restrict__ s_prev, state_t* __restrict__ s_next, const FRAME_T* __restrict__ frames,
                float* __restrict__ score, unsigned short* __restrict__ arg, int h, int w, float alpha) {
-    __shared__ __align__(16) float fb[2][S_PH][S_PW];
+    __shared__ __align__(16) float fb[S_BUFS][S_PH][S_PW];
     const int tid = threadIdx.y * TX + threadIdx.x;
     const int ox0 = (int)blockIdx.x * S_OW, oy0 = (int)blockIdx.y * S_OH;
     const int x0 = ox0 + (int)threadIdx.x * S_PX, y = oy0 + (int)threadIdx.y;
@@ -708,9 +738,25 @@ extern "C" __global__ void __launch_bounds__(TX * TY, S_MINB)
         goff[q] = (e < S_CELLS && cc < S_TW && (unsigned)gx < (unsigned)w && (unsigned)gy < (unsigned)h) ? gy * w + gx
                                                                                                          : -1;
     }
+    // The scale of a staged frame: alpha (the late kernel applies it at the end).
+    const float xs = STAGED_LATE ? 1.0f : alpha;
+    float* fl = &fb[0][0][0];
+#if S_ASYNC
+    auto issue = [&](int j) {
+        float* tile = fl + (j % S_BUFS) * (S_PH * S_PW);
+        const float* f = frames + (size_t)j * n;
+#pragma unroll
+        for (int q = 0; q < S_PER; ++q)
+            if (tid + q * S_NT < S_CELLS) cp_async4(tile + tid + q * S_NT, goff[q] >= 0 ? f + goff[q] : f, goff[q] >= 0);
+        cp_async_commit();
+    };
+    issue(0);
+    if (DEC > 1) issue(1);
+#else
     float pf[S_PER];
 #pragma unroll
-    for (int q = 0; q < S_PER; ++q) pf[q] = goff[q] >= 0 ? alpha * (float)LD(frames + goff[q]) : 0.0f;
+    for (int q = 0; q < S_PER; ++q) pf[q] = goff[q] >= 0 ? xs * (float)LD(frames + goff[q]) : 0.0f;
+#endif
     // The trajectories start at the state sampled DEC steps back.
     float acc[NV][S_PX];
     const bool inside = x0 >= S_REACH && x0 + S_PX - 1 + S_REACH < w && y >= S_REACH && y + S_REACH < h;
@@ -724,20 +770,32 @@ extern "C" __global__ void __launch_bounds__(TX * TY, S_MINB)
     for (int v = 0; v < NV; ++v)
 #pragma unroll
         for (int a = 0; a < S_PX; ++a) acc[v][a] = STAGED_LATE ? 0.0f : sample(v, a);
-    float* fl = &fb[0][0][0];
     const int ly = (int)threadIdx.y + S_HALO, lx = (int)threadIdx.x * S_PX + S_HALO;
 #pragma unroll
     for (int j = 0; j < DEC; ++j) {
-        float* tile = fl + (j & 1) * (S_PH * S_PW);
+        float* tile = fl + (j % S_BUFS) * (S_PH * S_PW);
+#if S_ASYNC
+        // Frame j has landed (this thread's copies; frame j + 1 may be in flight), then
+        // every thread's, and every thread is done with frame j - 1, whose tile frame
+        // j + 2 then takes. With DEC = 1 the one group has no newer one: wait for all.
+        if (j + 1 < DEC) {
+            cp_async_wait1();
+        } else {
+            cp_async_wait0();
+        }
+        __syncthreads();
+        if (j + 2 < DEC) issue(j + 2);
+#else
 #pragma unroll
         for (int q = 0; q < S_PER; ++q)
             if (tid + q * S_NT < S_CELLS) tile[tid + q * S_NT] = pf[q];
         if (j + 1 < DEC) {
             const FRAME_T* f = frames + (size_t)(j + 1) * n;
 #pragma unroll
-            for (int q = 0; q < S_PER; ++q) pf[q] = goff[q] >= 0 ? alpha * (float)LD(f + goff[q]) : 0.0f;
+            for (int q = 0; q < S_PER; ++q) pf[q] = goff[q] >= 0 ? xs * (float)LD(f + goff[q]) : 0.0f;
         }
         __syncthreads();
+#endif
         const float back = (float)(DEC - 1 - j);
 #pragma unroll
         for (int v = 0; v < NV; ++v) {
@@ -810,7 +868,7 @@ extern "C" __global__ void __launch_bounds__(TX * TY, S_MINB)
 #pragma unroll
     for (int v = 0; v < NV; ++v)
 #pragma unroll
-        for (int a = 0; a < S_PX; ++a) acc[v][a] = cd * sample(v, a) + acc[v][a];
+        for (int a = 0; a < S_PX; ++a) acc[v][a] = cd * sample(v, a) + alpha * acc[v][a];
 #endif
 #pragma unroll
     for (int a = 0; a < S_PX; ++a) {
