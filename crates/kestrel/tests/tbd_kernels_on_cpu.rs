@@ -125,13 +125,19 @@ fn every_variant_equals_the_cpu_reference() {
             sc.spawn(move || {
                 for (ci, cfg) in all.iter().enumerate().filter(|(i, _)| i % 2 == part) {
                     // Each configuration on one frame type and one kind of vectors, in rotation.
-                    let frame = [Dtype::F32, Dtype::U8, Dtype::U16][ci % 3];
+                    // The late kernel mostly on f32 frames (its copies), on frames of
+                    // odd and even width (f16 state: element and pair copies).
+                    let frame = match cfg.variant {
+                        Variant::Late { .. } => [Dtype::F32, Dtype::F32, Dtype::U8][ci % 3],
+                        _ => [Dtype::F32, Dtype::U8, Dtype::U16][ci % 3],
+                    };
                     let integer = ci % 2 == 0;
                     let launches = 3;
                     // The kernels with pixels per thread on frames large enough that
                     // some threads lie inside (no bounds checks) at every decimation.
                     let (h, w) = match cfg.variant {
                         Variant::FusedCells { .. } => (29, 37),
+                        Variant::Late { .. } => (13, 21 + ci % 2),
                         _ => (13, 21),
                     };
                     let c = case(101 + ci as u64, h, w, launches * cfg.frames, frame, integer);

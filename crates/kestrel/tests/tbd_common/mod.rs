@@ -120,6 +120,9 @@ pub fn configs() -> Vec<KernelConfig> {
         k(Late { px: 1 }, false, true, true, 2, (4, 3)),
         k(Late { px: 2 }, false, false, true, 1, (2, 3)),
         k(Late { px: 2 }, true, false, true, 4, (4, 2)),
+        k(Late { px: 2 }, false, false, true, 4, (4, 2)),
+        k(Late { px: 2 }, true, false, true, 3, (4, 4)),
+        k(Late { px: 2 }, true, true, true, 2, (4, 3)),
         // 4 x 2 and 2 x 3 pixels per thread on 13 x 21 frames: threads inside the frame
         // (no bounds checks) only where the reach allows, ragged right and bottom edges.
         k(FusedCells { px: 4, py: 2 }, false, true, true, 1, (2, 2)),
