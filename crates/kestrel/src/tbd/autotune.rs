@@ -73,8 +73,8 @@ pub fn candidates(params: &Params, half: bool) -> Vec<KernelConfig> {
         }
         // The same with the state sampled last, several blocks a multiprocessor (on the
         // H100, 32 x 4 and 64 x 4 blocks of 2 pixels per thread ran at 0.54-0.73x the
-        // 32 x 8 one).
-        for (px, block) in [(2, (32, 8)), (2, (32, 16)), (1, (64, 4))] {
+        // 32 x 8 one; 32 x 8 and 32 x 12 lead, each ahead in one precision).
+        for (px, block) in [(2, (32, 8)), (2, (32, 12)), (2, (32, 16)), (1, (64, 4))] {
             push(KernelConfig {
                 variant: Variant::Late { px },
                 ldg: false,

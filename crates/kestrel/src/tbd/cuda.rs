@@ -443,10 +443,12 @@ pub fn source(motions: &[Motion], frame: Dtype, cfg: &KernelConfig) -> String {
         s += &format!("#define STAGED {px}\n");
     }
     if let Variant::Late { px } = cfg.variant {
-        // Blocks a multiprocessor: about 768 threads, at most 85 registers a thread (on
-        // the H100 at 13 vectors x D10, 256-thread blocks: 3 a multiprocessor ran 1.14x
-        // (f32) and 1.15x (f16) as fast as 2, and 4 (64 registers) 0.64x and 0.72x).
-        let minb = (768 / (cfg.block.0 * cfg.block.1)).max(1);
+        // Blocks a multiprocessor: at least 1024 threads (at most 64 registers a thread
+        // for 256-thread blocks). On the H100 at 13 vectors x D10, 256-thread blocks of
+        // the kernel with copied frames: 4 a multiprocessor ran at 1.07x (f32) and 1.08x
+        // (f16) the speed of 3, and 1.28x of 2; 384-thread blocks: 3 at 1.00x and 1.03x
+        // of 2, 4 at 0.74x.
+        let minb = 1024u32.div_ceil(cfg.block.0 * cfg.block.1);
         s += &format!("#define STAGED {px}\n#define STAGED_LATE 1\n#define S_MINB {minb}\n");
     }
     if let Variant::FusedCells { px, py } = cfg.variant {
