@@ -1,7 +1,7 @@
 //! A small autotuner: times the kernel variants for a frame size, motion set,
 //! decimation and frame type on the device, and caches the fastest in
 //! `<cache dir>/tbd-autotune.txt` (one line per setting: key, kernel, frames/s), so the
-//! timing runs once per machine and setting.
+//! timing runs once per machine, setting and list of candidates.
 
 use super::cuda::{shrink, GpuTbd, KernelConfig, Variant};
 use super::frames::Dtype;
@@ -9,7 +9,8 @@ use super::Params;
 use crate::error::{Error, Result};
 
 /// The variants worth timing: for decimation D > 1 the per-trajectory kernels (fused,
-/// fused with several pixels per thread, frame tiles staged in shared memory,
+/// fused with several pixels per thread, frame tiles staged in shared memory (staged, and
+/// late: copied by cp.async, the state sampled after the frames),
 /// per-vector) with D frames per launch; for D = 1
 /// also the kernels keeping the state on chip for K frames (tiled: K = 4, 8; resident:
 /// K = 4 in tiles of 128, 96 or 64 x 32 cells, K = 8 in 64 x 64; lean: K = 4 in tiles of
@@ -169,6 +170,11 @@ fn key(device: &str, params: &Params, h: usize, w: usize, frame: Dtype, half: bo
     for m in &params.motions {
         eat(&m.vx.to_le_bytes());
         eat(&m.vy.to_le_bytes());
+    }
+    // The candidates too: a choice made among other kernels (an older kestrel) is timed
+    // again, not kept.
+    for c in candidates(params, half) {
+        eat(c.name().as_bytes());
     }
     format!(
         "{:016x}-{w}x{h}-v{}-D{}-{}-{}",
