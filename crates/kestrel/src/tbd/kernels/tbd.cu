@@ -716,7 +716,12 @@ __device__ __forceinline__ void staged_row(float (&t)[S_PX + 1], const float* ro
 #endif
 }
 
-extern "C" __global__ void __launch_bounds__(TX * TY, S_MINB)
+#if STAGED_LATE
+#define S_BOUNDS __launch_bounds__(TX * TY, S_MINB)
+#else
+#define S_BOUNDS __launch_bounds__(TX * TY)
+#endif
+extern "C" __global__ void S_BOUNDS
     tbd_staged(const state_t* __restrict__ s_prev, state_t* __restrict__ s_next, const FRAME_T* __restrict__ frames,
                float* __restrict__ score, unsigned short* __restrict__ arg, int h, int w, float alpha) {
     __shared__ __align__(16) float fb[S_BUFS][S_PH][S_PW];
@@ -760,6 +765,7 @@ extern "C" __global__ void __launch_bounds__(TX * TY, S_MINB)
     // The trajectories start at the state sampled DEC steps back.
     float acc[NV][S_PX];
     const bool inside = x0 >= S_REACH && x0 + S_PX - 1 + S_REACH < w && y >= S_REACH && y + S_REACH < h;
+#if STAGED_LATE
     auto sample = [&](int v, int a) -> float {
         const float sx = -(float)DEC * mvx(v), sy = -(float)DEC * mvy(v);
         const state_t* p = s_prev + (size_t)v * n;
@@ -769,7 +775,18 @@ extern "C" __global__ void __launch_bounds__(TX * TY, S_MINB)
 #pragma unroll
     for (int v = 0; v < NV; ++v)
 #pragma unroll
-        for (int a = 0; a < S_PX; ++a) acc[v][a] = STAGED_LATE ? 0.0f : sample(v, a);
+        for (int a = 0; a < S_PX; ++a) acc[v][a] = 0.0f;
+#else
+#pragma unroll
+    for (int v = 0; v < NV; ++v)
+#pragma unroll
+        for (int a = 0; a < S_PX; ++a) {
+            const float sx = -(float)DEC * mvx(v), sy = -(float)DEC * mvy(v);
+            const state_t* p = s_prev + (size_t)v * n;
+            acc[v][a] = inside ? staged_state<true>(p, h, w, x0 + a, y, sx, sy)
+                               : staged_state<false>(p, h, w, x0 + a, y, sx, sy);
+        }
+#endif
     const int ly = (int)threadIdx.y + S_HALO, lx = (int)threadIdx.x * S_PX + S_HALO;
 #pragma unroll
     for (int j = 0; j < DEC; ++j) {
