@@ -777,6 +777,8 @@ extern "C" __global__ void S_BOUNDS
 #pragma unroll
         for (int a = 0; a < S_PX; ++a) acc[v][a] = 0.0f;
 #else
+    // The staged kernel samples inline, not through the lambda above: with the lambda and
+    // (threads, 1) launch bounds its f32 32 x 8 form ran 23% slower on the H100.
 #pragma unroll
     for (int v = 0; v < NV; ++v)
 #pragma unroll
