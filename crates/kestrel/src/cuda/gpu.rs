@@ -450,6 +450,37 @@ pub(crate) fn launch(
     block: (u32, u32, u32),
     args: &[Arg<'_>],
 ) -> Result<()> {
+    launch_shared(stream, k, name, grid, block, 0, args)
+}
+
+/// Lets kernel `name` of `k` use `bytes` of dynamic shared memory (beyond the 48 KB a
+/// launch may ask for without it).
+pub(crate) fn allow_dynamic_shared(k: &Module, name: &str, bytes: usize) -> Result<()> {
+    let f = k.get(name)?;
+    // SAFETY: a function of a loaded module and a documented attribute.
+    let r = unsafe {
+        cu::function::set_function_attribute(
+            f.cu_function(),
+            sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            bytes as i32,
+        )
+    };
+    ck(
+        r,
+        &format!("allowing kernel {name} {bytes} bytes of dynamic shared memory"),
+    )
+}
+
+/// [`launch`] with `shared` bytes of dynamic shared memory.
+pub(crate) fn launch_shared(
+    stream: &CudaStream,
+    k: &Module,
+    name: &str,
+    grid: (u32, u32, u32),
+    block: (u32, u32, u32),
+    shared: u32,
+    args: &[Arg<'_>],
+) -> Result<()> {
     let f = k.get(name)?;
     let mut vals: Vec<u64> = args.iter().map(Arg::slot).collect();
     let mut ptrs: Vec<*mut c_void> = Vec::with_capacity(args.len());
@@ -470,7 +501,7 @@ pub(crate) fn launch(
             f.cu_function(),
             grid,
             block,
-            0,
+            shared,
             stream.cu_stream(),
             &mut ptrs,
         )

@@ -51,8 +51,8 @@ mod transfer;
 
 pub(crate) use chunks::{drive, plan, streams, ChunkSlot};
 pub(crate) use gpu::{
-    as_bytes, ck, copy_between, dtoh, gpu, grid_for, htod, is_open, launch, sync, Arg, DevBuf, Gpu,
-    Module, Pinned,
+    allow_dynamic_shared, as_bytes, ck, copy_between, dtoh, gpu, grid_for, htod, is_open, launch,
+    launch_shared, sync, Arg, DevBuf, Gpu, Module, Pinned,
 };
 pub use nvrtc::set_cache_dir;
 pub(crate) use transfer::{download, upload};

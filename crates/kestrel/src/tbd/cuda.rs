@@ -397,6 +397,23 @@ pub fn tiled_shared_bytes(cfg: &KernelConfig, motions: &[Motion]) -> usize {
     }
 }
 
+/// Dynamic shared memory of a kernel in bytes: the late kernel with 2 pixels a thread on
+/// f32 frames keeps a copy of the state it samples there (`S_SST` in `tbd.cu`: per vector
+/// `block.1 + 1` rows of whole 16-byte chunks covering `2 block.0 + 1` columns).
+pub fn dynamic_shared_bytes(cfg: &KernelConfig, motions: &[Motion], frame: Dtype) -> usize {
+    match cfg.variant {
+        Variant::Late { px: 2 } if !matches!(frame, Dtype::U8 | Dtype::U16) => {
+            let se = if cfg.half { 8 } else { 4 };
+            let chunks = (2 * cfg.block.0 as usize).div_ceil(se) + 1;
+            motions.len() * (cfg.block.1 as usize + 1) * chunks * 16
+        }
+        _ => 0,
+    }
+}
+
+/// Shared memory a multiprocessor of an H100 (compute capability 9.0) gives one block.
+const MAX_BLOCK_SHARED: usize = 227 * 1024;
+
 fn floats(v: impl Iterator<Item = f32>) -> String {
     // `{:?}` prints the shortest string that reads back as the same f32.
     let items: Vec<String> = v.map(|x| format!("{:?}f", x)).collect();
@@ -555,6 +572,19 @@ impl GpuTbd {
             }
             let src = source(&params.motions, frame, &cfg);
             let module = gpu.module("tbd", &src, &kernel_names(&cfg, nv))?;
+            let dynamic = dynamic_shared_bytes(&cfg, &params.motions, frame);
+            if dynamic > 0 {
+                let total = dynamic + tiled_shared_bytes(&cfg, &params.motions);
+                if total > MAX_BLOCK_SHARED {
+                    return Err(Error::input(format!(
+                        "kernel {}: {total} bytes of shared memory a block (at most {MAX_BLOCK_SHARED})",
+                        cfg.name()
+                    )));
+                }
+                for k in kernel_names(&cfg, nv) {
+                    cuda::allow_dynamic_shared(&module, k, dynamic)?;
+                }
+            }
             let state = [
                 DevBuf::<u8>::new(&gpu, sbytes, "the TBD state")?,
                 DevBuf::<u8>::new(&gpu, sbytes, "the TBD state")?,
@@ -649,8 +679,17 @@ impl GpuTbd {
                 Arg::I32(self.w as i32),
                 Arg::F32(self.alpha),
             ];
+            let dynamic = dynamic_shared_bytes(&self.cfg, &self.motions, self.frame) as u32;
             for k in kernel_names(&self.cfg, self.motions.len()) {
-                cuda::launch(&self.gpu.stream, &self.module, k, grid, (bx, by, 1), &args)?;
+                cuda::launch_shared(
+                    &self.gpu.stream,
+                    &self.module,
+                    k,
+                    grid,
+                    (bx, by, 1),
+                    dynamic,
+                    &args,
+                )?;
             }
             self.cur = 1 - self.cur;
             Ok(())

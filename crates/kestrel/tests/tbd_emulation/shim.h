@@ -19,6 +19,7 @@
 #define __shared__ static
 #define __align__(n) __attribute__((aligned(n)))
 struct float2 { float x, y; };
+inline float2 make_float2(float x, float y) { return {x, y}; }
 struct dim3 { unsigned x, y, z; };
 thread_local dim3 threadIdx;
 dim3 blockIdx, blockDim, gridDim;

@@ -638,6 +638,16 @@ extern "C" __global__ void __launch_bounds__(TX * TY)
 #if S_ASYNC
 #ifdef KESTREL_EMULATION
 __device__ __forceinline__ void cp_async4(float* dst, const float* src, bool valid) { *dst = valid ? *src : 0.0f; }
+__device__ __forceinline__ void cp_async4_n(float* dst, const float* src, unsigned bytes) {
+    *dst = bytes ? *src : 0.0f;
+}
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
+    if (valid) {
+        std::memcpy(dst, src, 16);
+    } else {
+        std::memset(dst, 0, 16);
+    }
+}
 __device__ __forceinline__ void cp_async_commit() {}
 __device__ __forceinline__ void cp_async_wait1() {}
 __device__ __forceinline__ void cp_async_wait0() {}
@@ -646,6 +656,17 @@ __device__ __forceinline__ void cp_async_wait0() {}
 __device__ __forceinline__ void cp_async4(float* dst, const float* src, bool valid) {
     const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 4 : 0)
+                 : "memory");
+}
+// The same with the source size given: 4 (copy) or 0 (zero-fill; nothing is read).
+__device__ __forceinline__ void cp_async4_n(float* dst, const float* src, unsigned bytes) {
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(bytes) : "memory");
+}
+// 16 bytes global -> shared (both 16-byte aligned), past L1, zero-filled when !valid.
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 16 : 0)
                  : "memory");
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
@@ -664,6 +685,41 @@ __device__ __forceinline__ void cp_async_wait0() { asm volatile("cp.async.wait_g
 #define S_CELLS (S_PH * S_PW)
 #define S_PER ((S_CELLS + S_NT - 1) / S_NT)
 #define S_REACH (DEC * SHRINK + 1)
+// The late kernel copies f32 frames with 2 pixels a thread by column pairs (S_PAIRS_ON):
+// S_HW pairs a tile row, S_PPER pairs a thread.
+#define S_PAIRS_ON (S_ASYNC && S_SPLIT)
+#define S_HW (S_PW / 2)
+#define S_PAIRS (S_PH * S_HW)
+#define S_PPER ((S_PAIRS + S_NT - 1) / S_NT)
+// The late kernel with copied frames also copies the state it samples into shared
+// memory (S_SST, dynamic shared memory), 16 bytes at a time, while the first frames
+// are folded, where rows are whole 16-byte chunks (w a multiple of S_SE, a runtime
+// test): per vector S_SR rows of S_SC chunks, from the chunk that holds the vector's
+// first tap column. The launcher passes NV * S_SVB bytes.
+#define S_SST S_PAIRS_ON
+#define S_SE (16 / (int)sizeof(state_t))
+#define S_SR (S_OH + 1)
+#define S_SC ((S_OW + S_SE - 1) / S_SE + 1)
+#define S_SVB (S_SR * S_SC * 16)
+__device__ __forceinline__ int floor_div(int a, int b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+// The first column of the chunk that holds column ox0 + ix (ox0: the block's first
+// column, a multiple of S_OW; a compile-time offset from it where S_OW holds whole chunks).
+__device__ __forceinline__ int s_chunk0(int ox0, int ix) {
+    return (S_OW % S_SE == 0) ? ox0 + floor_div(ix, S_SE) * S_SE : floor_div(ox0 + ix, S_SE) * S_SE;
+}
+#if S_SST
+#ifdef KESTREL_EMULATION
+// One block at a time in the emulator: a static buffer is its shared memory.
+static unsigned char s_dyn_emu[NV * S_SVB] __attribute__((aligned(16)));
+#define S_DYN s_dyn_emu
+#else
+extern __shared__ __align__(16) unsigned char s_dyn[];
+#define S_DYN s_dyn
+#endif
+#define S_SST_ON sst
+#else
+#define S_SST_ON false
+#endif
 
 // Bilinear sample of the state (global) at (x + sx, y + sy), as `bilinear`; IN: every
 // tap lies inside the frame (no tests).
@@ -688,6 +744,22 @@ __device__ __forceinline__ float staged_state(const state_t* __restrict__ p, int
         if (wy1 != 0.0f) h1 = wx0 * at(r + 1, c) + wx1 * at(r + 1, c + 1);
     }
     return (wy1 == 0.0f) ? h0 : wy0 * h0 + wy1 * h1;
+}
+
+// Bytes [a, a + size) into L2 (both multiples of 16), without waiting.
+__device__ __forceinline__ void prefetch_l2(size_t a, unsigned size) {
+#ifndef KESTREL_EMULATION
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(a), "r"(size) : "memory");
+#endif
+}
+
+// Two neighbouring state cells (p even, so 8 / 4 bytes aligned) in one store.
+__device__ __forceinline__ void store2_state(state_t* p, float a, float b) {
+#if STATE_HALF
+    *reinterpret_cast<unsigned*>(p) = (unsigned)store_state_f(a) | ((unsigned)store_state_f(b) << 16);
+#else
+    *reinterpret_cast<float2*>(p) = make_float2(a, b);
+#endif
 }
 
 // The taps of one row for the S_PX pixels: columns col + 0 .. S_PX (the last only when
@@ -731,6 +803,26 @@ extern "C" __global__ void S_BOUNDS
     const int gx0 = ox0 - S_HALO, gy0 = oy0 - S_HALO;
     const size_t n = (size_t)h * w;
     const float c = 1.0f - alpha;
+#if S_PAIRS_ON
+    // This thread's share of a frame tile, by column pairs in global order (coalesced):
+    // pair p = tid + q S_NT is row p / S_HW, columns 2k and 2k + 1 (k = p % S_HW) of the
+    // tile, stored at k and S_HW + k of that row (the split layout). poff: the offset in
+    // the frame of column 2k (0 where neither column is in the frame); pdst: the row's
+    // shared index of column 2k, bit 30 / 31 set where column 2k / 2k + 1 is in the frame.
+    int poff[S_PPER];
+    unsigned pdst[S_PPER];
+#pragma unroll
+    for (int q = 0; q < S_PPER; ++q) {
+        const int p = tid + q * S_NT;
+        const int r = p / S_HW, k = p % S_HW;
+        const int gx = gx0 + 2 * k, gy = gy0 + r;
+        const bool row = p < S_PAIRS && (unsigned)gy < (unsigned)h;
+        const bool ve = row && 2 * k < S_TW && (unsigned)gx < (unsigned)w;
+        const bool vo = row && 2 * k + 1 < S_TW && (unsigned)(gx + 1) < (unsigned)w;
+        poff[q] = (ve || vo) ? gy * w + gx : 0;
+        pdst[q] = (unsigned)(r * S_PW + k) | (ve ? 1u << 30 : 0u) | (vo ? 1u << 31 : 0u);
+    }
+#else
     // This thread's share of a frame tile: element e = tid + q S_NT (row-major, pitch
     // S_PW), its offset in the frame or -1 (outside the frame, or the pad column).
     int goff[S_PER];
@@ -743,6 +835,7 @@ extern "C" __global__ void S_BOUNDS
         goff[q] = (e < S_CELLS && cc < S_TW && (unsigned)gx < (unsigned)w && (unsigned)gy < (unsigned)h) ? gy * w + gx
                                                                                                          : -1;
     }
+#endif
     // The scale of a staged frame: alpha (the late kernel applies it at the end).
     const float xs = STAGED_LATE ? 1.0f : alpha;
     float* fl = &fb[0][0][0];
@@ -750,17 +843,68 @@ extern "C" __global__ void S_BOUNDS
     auto issue = [&](int j) {
         float* tile = fl + (j % S_BUFS) * (S_PH * S_PW);
         const float* f = frames + (size_t)j * n;
+#if S_PAIRS_ON
+#pragma unroll
+        for (int q = 0; q < S_PPER; ++q) {
+            if (tid + q * S_NT >= S_PAIRS) continue;
+            // A copy with source size 0 reads nothing (its address is not used).
+            const float* src = f + poff[q];
+            float* dst = tile + (pdst[q] & 0xffffu);
+            cp_async4_n(dst, src, (pdst[q] >> 28) & 4u);
+            cp_async4_n(dst + S_HW, src + 1, (pdst[q] >> 29) & 4u);
+        }
+#else
 #pragma unroll
         for (int q = 0; q < S_PER; ++q)
             if (tid + q * S_NT < S_CELLS) cp_async4(tile + tid + q * S_NT, goff[q] >= 0 ? f + goff[q] : f, goff[q] >= 0);
+#endif
         cp_async_commit();
     };
+#if S_SST
+    // The state copies join the group of frame 1 (frame 0 with DEC = 1), which is
+    // waited for before frame 1 is folded.
+    const bool sst = (w % S_SE) == 0;
+    unsigned char* sdyn = S_DYN;
+    auto issue_state = [&]() {
+        for (int e = tid; e < S_SR * S_SC; e += S_NT) {
+            const int r = e / S_SC, k = e % S_SC;
+#pragma unroll
+            for (int v = 0; v < NV; ++v) {
+                const int ix = ifloor(-(float)DEC * mvx(v)), iy = ifloor(-(float)DEC * mvy(v));
+                const int gy = oy0 + iy + r, gc = s_chunk0(ox0, ix) + k * S_SE;
+                const bool ok = (unsigned)gy < (unsigned)h && gc >= 0 && gc + S_SE <= w;
+                cp_async16(sdyn + v * S_SVB + e * 16, s_prev + (size_t)v * n + (size_t)gy * w + gc, ok);
+            }
+        }
+    };
+    if (sst && DEC == 1) issue_state();
     issue(0);
+    if (sst && DEC > 1) issue_state();
+#else
+    issue(0);
+#endif
     if (DEC > 1) issue(1);
 #else
     float pf[S_PER];
 #pragma unroll
     for (int q = 0; q < S_PER; ++q) pf[q] = goff[q] >= 0 ? xs * (float)LD(frames + goff[q]) : 0.0f;
+#endif
+#if STAGED_LATE
+    // The state this block samples after its frames, prefetched into L2 now: one bulk
+    // prefetch per row of each vector's footprint (its columns clamped to the frame and
+    // widened to 16-byte bounds), so that the samples at the end wait for L2, not DRAM.
+    if (!S_SST_ON && tid < NV * (S_OH + 1)) {
+        const int v = tid / (S_OH + 1), r = tid % (S_OH + 1);
+        const int ix = ifloor(-(float)DEC * MVX[v]), iy = ifloor(-(float)DEC * MVY[v]);
+        const int gy = oy0 + iy + r;
+        const int c0 = ox0 + ix > 0 ? ox0 + ix : 0, c1 = ox0 + S_OW + ix < w - 1 ? ox0 + S_OW + ix : w - 1;
+        if ((unsigned)gy < (unsigned)h && c0 <= c1) {
+            const state_t* row = s_prev + (size_t)v * n + (size_t)gy * w;
+            const size_t a0 = (size_t)(row + c0) & ~(size_t)15;
+            const size_t a1 = ((size_t)(row + c1 + 1) + 15) & ~(size_t)15;
+            prefetch_l2(a0, (unsigned)(a1 - a0));
+        }
+    }
 #endif
     // The trajectories start at the state sampled DEC steps back.
     float acc[NV][S_PX];
@@ -772,6 +916,29 @@ extern "C" __global__ void S_BOUNDS
         return inside ? staged_state<true>(p, h, w, x0 + a, y, sx, sy)
                       : staged_state<false>(p, h, w, x0 + a, y, sx, sy);
     };
+#if S_SST
+    // The same sample from the shared copy (outside the frame: the zero-filled chunks),
+    // the same blend as `staged_state`.
+    auto sample_shared = [&](int v, int a) -> float {
+        const float sx = -(float)DEC * mvx(v), sy = -(float)DEC * mvy(v);
+        const int ix = ifloor(sx), iy = ifloor(sy);
+        const float fx = sx - (float)ix, fy = sy - (float)iy;
+        const float wx0 = 1.0f - fx, wx1 = fx, wy0 = 1.0f - fy, wy1 = fy;
+        const int cl = s_chunk0(ox0, ix);
+        const state_t* b = reinterpret_cast<const state_t*>(sdyn + v * S_SVB) + (int)threadIdx.y * (S_SC * S_SE) +
+                           (x0 + a + ix - cl);
+        auto at = [&](int rr, int cc) -> float { return load_state_f(b[rr * (S_SC * S_SE) + cc]); };
+        float h0, h1 = 0.0f;
+        if (wx1 == 0.0f) {
+            h0 = at(0, 0);
+            if (wy1 != 0.0f) h1 = at(1, 0);
+        } else {
+            h0 = wx0 * at(0, 0) + wx1 * at(0, 1);
+            if (wy1 != 0.0f) h1 = wx0 * at(1, 0) + wx1 * at(1, 1);
+        }
+        return (wy1 == 0.0f) ? h0 : wy0 * h0 + wy1 * h1;
+    };
+#endif
 #pragma unroll
     for (int v = 0; v < NV; ++v)
 #pragma unroll
@@ -790,6 +957,10 @@ extern "C" __global__ void S_BOUNDS
         }
 #endif
     const int ly = (int)threadIdx.y + S_HALO, lx = (int)threadIdx.x * S_PX + S_HALO;
+#if S_SPLIT
+    // The thread's place in the split tile rows: row ly, pair column threadIdx.x.
+    const float* tthr = fl + ly * S_PW + (int)threadIdx.x;
+#endif
 #pragma unroll
     for (int j = 0; j < DEC; ++j) {
         float* tile = fl + (j % S_BUFS) * (S_PH * S_PW);
@@ -828,9 +999,10 @@ extern "C" __global__ void S_BOUNDS
 #if S_SPLIT
             {
                 // Columns lx + ix + 0..2 = 2 tx + q + 0..2 of rows ly + iy and the next.
+                // From the thread's own pointer: every offset below is a compile-time constant.
                 const int q = S_HALO + ix;
-                const int k = (int)threadIdx.x + (q >> 1);
-                const float* e0 = tile + (ly + iy) * S_PW;
+                const int k = q >> 1;
+                const float* e0 = tthr + (j % S_BUFS) * (S_PH * S_PW) + iy * S_PW;
                 const float w00 = wx0 * wy0, w01 = wx1 * wy0, w10 = wx0 * wy1, w11 = wx1 * wy1;
                 float t[2][3];
 #pragma unroll
@@ -884,10 +1056,43 @@ extern "C" __global__ void S_BOUNDS
     float cd = 1.0f;
 #pragma unroll
     for (int j = 0; j < DEC; ++j) cd *= c;
+#if S_SST
+    if (sst) {
 #pragma unroll
-    for (int v = 0; v < NV; ++v)
+        for (int v = 0; v < NV; ++v)
 #pragma unroll
-        for (int a = 0; a < S_PX; ++a) acc[v][a] = cd * sample(v, a) + alpha * acc[v][a];
+            for (int a = 0; a < S_PX; ++a) acc[v][a] = cd * sample_shared(v, a) + alpha * acc[v][a];
+    } else
+#endif
+    {
+#pragma unroll
+        for (int v = 0; v < NV; ++v)
+#pragma unroll
+            for (int a = 0; a < S_PX; ++a) acc[v][a] = cd * sample(v, a) + alpha * acc[v][a];
+    }
+#endif
+#if STAGED_LATE && S_PX == 2
+    // Both pixels in the frame and the row of even length: 8-byte stores (x0 is even).
+    if (y < h && x0 + 1 < w && (w & 1) == 0) {
+        const unsigned p = (unsigned)y * (unsigned)w + (unsigned)x0;
+        float best0 = 0.0f, best1 = 0.0f;
+        int barg0 = 0, barg1 = 0;
+#pragma unroll
+        for (int v = 0; v < NV; ++v) {
+            store2_state(s_next + (size_t)v * n + p, acc[v][0], acc[v][1]);
+            if (v == 0 || acc[v][0] > best0) {
+                best0 = acc[v][0];
+                barg0 = v;
+            }
+            if (v == 0 || acc[v][1] > best1) {
+                best1 = acc[v][1];
+                barg1 = v;
+            }
+        }
+        *reinterpret_cast<float2*>(score + p) = make_float2(best0, best1);
+        *reinterpret_cast<unsigned*>(arg + p) = (unsigned)barg0 | ((unsigned)barg1 << 16);
+        return;
+    }
 #endif
 #pragma unroll
     for (int a = 0; a < S_PX; ++a) {
