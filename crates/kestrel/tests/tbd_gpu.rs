@@ -151,6 +151,46 @@ fn tile_kernels_on_a_frame_with_interior_tiles() {
 }
 
 #[test]
+fn late_kernels_on_frames_of_whole_and_partial_chunks() {
+    // The benchmark's late shapes on frames with interior blocks: widths a multiple of 8
+    // (the sampled state copied to shared memory in 16-byte chunks, f32 and f16) and
+    // not (sampled from global memory), f32 frames (copied tiles) and u8 frames.
+    if !gpu_or_skip("tbd late_kernels_on_frames_of_whole_and_partial_chunks") {
+        return;
+    }
+    let mut k = 0;
+    for half in [false, true] {
+        for (frames, block) in [(10, (32, 16)), (10, (32, 8)), (3, (32, 12)), (1, (32, 16))] {
+            let cfg = KernelConfig {
+                variant: Variant::Late { px: 2 },
+                half,
+                ldg: false,
+                unroll: true,
+                frames,
+                block,
+            };
+            for (w, frame, integer) in [
+                (336, Dtype::F32, false),
+                (336, Dtype::F32, true),
+                (333, Dtype::F32, false),
+                (336, Dtype::U8, false),
+            ] {
+                k += 1;
+                let launches = 2;
+                let mut c = case(1300 + k, 150, w, launches * frames, frame, integer);
+                for m in &mut c.motions {
+                    *m = Motion::new(m.vx.clamp(-1.0, 1.0), m.vy.clamp(-1.0, 1.0));
+                }
+                let (got, gs) = run_gpu(&c, &cfg, launches);
+                let (want, ws) = expected(&c, &cfg, launches);
+                let what = format!("{} ({frame:?}, {w} wide, integer {integer})", cfg.name());
+                compare(&what, &c, &cfg, &got, &gs, &want, &ws, 1e-5);
+            }
+        }
+    }
+}
+
+#[test]
 fn tbd_on_cuda_equals_tbd_on_cpu() {
     if !gpu_or_skip("tbd_on_cuda_equals_tbd_on_cpu") {
         return;
