@@ -536,6 +536,8 @@ pub struct GpuTbd {
     frames: DevBuf<u8>,
     score: DevBuf<f32>,
     arg: DevBuf<u16>,
+    /// Dynamic shared memory of each launch in bytes ([`dynamic_shared_bytes`]).
+    dynamic: u32,
 }
 
 impl GpuTbd {
@@ -606,6 +608,7 @@ impl GpuTbd {
                 frames,
                 score,
                 arg,
+                dynamic: dynamic as u32,
             };
             t.zero_state()?;
             Ok(t)
@@ -679,7 +682,6 @@ impl GpuTbd {
                 Arg::I32(self.w as i32),
                 Arg::F32(self.alpha),
             ];
-            let dynamic = dynamic_shared_bytes(&self.cfg, &self.motions, self.frame) as u32;
             for k in kernel_names(&self.cfg, self.motions.len()) {
                 cuda::launch_shared(
                     &self.gpu.stream,
@@ -687,7 +689,7 @@ impl GpuTbd {
                     k,
                     grid,
                     (bx, by, 1),
-                    dynamic,
+                    self.dynamic,
                     &args,
                 )?;
             }

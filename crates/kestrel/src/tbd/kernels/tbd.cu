@@ -72,17 +72,11 @@ __device__ __forceinline__ int ifloor(float s) {
     return (s < (float)i) ? i - 1 : i;
 }
 
-// Bilinear sample at (x + sx, y + sy) of an h x w image read through `get(r, c)`, taps
-// outside read 0; zero-weight taps are skipped (exactly the value with them).
-template <class Get>
-__device__ __forceinline__ float bilinear(Get get, int h, int w, int x, int y, float sx, float sy) {
-    const int ix = ifloor(sx), iy = ifloor(sy);
-    const float fx = sx - (float)ix, fy = sy - (float)iy;
+// The bilinear blend of the taps at(r + 0..1, c + 0..1) with fractions fx, fy (horizontal
+// blends first); zero-weight taps are not read (exactly the value with them).
+template <class At>
+__device__ __forceinline__ float blend_taps(At at, int r, int c, float fx, float fy) {
     const float wx0 = 1.0f - fx, wx1 = fx, wy0 = 1.0f - fy, wy1 = fy;
-    const int r = y + iy, c = x + ix;
-    auto at = [&](int rr, int cc) -> float {
-        return ((unsigned)rr < (unsigned)h && (unsigned)cc < (unsigned)w) ? get(rr, cc) : 0.0f;
-    };
     float h0, h1 = 0.0f;
     if (wx1 == 0.0f) {
         h0 = at(r, c);
@@ -92,6 +86,17 @@ __device__ __forceinline__ float bilinear(Get get, int h, int w, int x, int y, f
         if (wy1 != 0.0f) h1 = wx0 * at(r + 1, c) + wx1 * at(r + 1, c + 1);
     }
     return (wy1 == 0.0f) ? h0 : wy0 * h0 + wy1 * h1;
+}
+
+// Bilinear sample at (x + sx, y + sy) of an h x w image read through `get(r, c)`, taps
+// outside read 0.
+template <class Get>
+__device__ __forceinline__ float bilinear(Get get, int h, int w, int x, int y, float sx, float sy) {
+    const int ix = ifloor(sx), iy = ifloor(sy);
+    auto at = [&](int rr, int cc) -> float {
+        return ((unsigned)rr < (unsigned)h && (unsigned)cc < (unsigned)w) ? get(rr, cc) : 0.0f;
+    };
+    return blend_taps(at, y + iy, x + ix, sx - (float)ix, sy - (float)iy);
 }
 
 // One trajectory through a block of DEC frames (the seed's decimation): the value at
@@ -637,10 +642,7 @@ extern "C" __global__ void __launch_bounds__(TX * TY)
 #endif
 #if S_ASYNC
 #ifdef KESTREL_EMULATION
-__device__ __forceinline__ void cp_async4(float* dst, const float* src, bool valid) { *dst = valid ? *src : 0.0f; }
-__device__ __forceinline__ void cp_async4_n(float* dst, const float* src, unsigned bytes) {
-    *dst = bytes ? *src : 0.0f;
-}
+__device__ __forceinline__ void cp_async4(float* dst, const float* src, unsigned bytes) { *dst = bytes ? *src : 0.0f; }
 __device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
     if (valid) {
         std::memcpy(dst, src, 16);
@@ -652,14 +654,9 @@ __device__ __forceinline__ void cp_async_commit() {}
 __device__ __forceinline__ void cp_async_wait1() {}
 __device__ __forceinline__ void cp_async_wait0() {}
 #else
-// 4 bytes global -> shared, zero-filled when !valid (source size 0: nothing is read).
-__device__ __forceinline__ void cp_async4(float* dst, const float* src, bool valid) {
-    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 4 : 0)
-                 : "memory");
-}
-// The same with the source size given: 4 (copy) or 0 (zero-fill; nothing is read).
-__device__ __forceinline__ void cp_async4_n(float* dst, const float* src, unsigned bytes) {
+// 4 bytes global -> shared; `bytes` is the source size: 4 (copy) or 0 (zero-fill; nothing
+// is read, so the address need not be valid).
+__device__ __forceinline__ void cp_async4(float* dst, const float* src, unsigned bytes) {
     const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(bytes) : "memory");
 }
@@ -732,23 +729,12 @@ template <bool IN>
 __device__ __forceinline__ float staged_state(const state_t* __restrict__ p, int h, int w, int x, int y, float sx,
                                               float sy) {
     const int ix = ifloor(sx), iy = ifloor(sy);
-    const float fx = sx - (float)ix, fy = sy - (float)iy;
-    const float wx0 = 1.0f - fx, wx1 = fx, wy0 = 1.0f - fy, wy1 = fy;
-    const int r = y + iy, c = x + ix;
     auto at = [&](int rr, int cc) -> float {
         return (IN || ((unsigned)rr < (unsigned)h && (unsigned)cc < (unsigned)w))
                    ? load_state_f(LD(p + ((unsigned)rr * (unsigned)w + (unsigned)cc)))
                    : 0.0f;
     };
-    float h0, h1 = 0.0f;
-    if (wx1 == 0.0f) {
-        h0 = at(r, c);
-        if (wy1 != 0.0f) h1 = at(r + 1, c);
-    } else {
-        h0 = wx0 * at(r, c) + wx1 * at(r, c + 1);
-        if (wy1 != 0.0f) h1 = wx0 * at(r + 1, c) + wx1 * at(r + 1, c + 1);
-    }
-    return (wy1 == 0.0f) ? h0 : wy0 * h0 + wy1 * h1;
+    return blend_taps(at, y + iy, x + ix, sx - (float)ix, sy - (float)iy);
 }
 
 // Bytes [a, a + size) into L2 (both multiples of 16), without waiting.
@@ -875,13 +861,13 @@ extern "C" __global__ void S_BOUNDS
             // A copy with source size 0 reads nothing (its address is not used).
             const float* src = f + poff[q];
             float* dst = tile + (pdst[q] & 0xffffu);
-            cp_async4_n(dst, src, (pdst[q] >> 28) & 4u);
-            cp_async4_n(dst + S_HW, src + 1, (pdst[q] >> 29) & 4u);
+            cp_async4(dst, src, (pdst[q] >> 28) & 4u);
+            cp_async4(dst + S_HW, src + 1, (pdst[q] >> 29) & 4u);
         }
 #else
 #pragma unroll
         for (int q = 0; q < S_PER; ++q)
-            if (tid + q * S_NT < S_CELLS) cp_async4(tile + tid + q * S_NT, goff[q] >= 0 ? f + goff[q] : f, goff[q] >= 0);
+            if (tid + q * S_NT < S_CELLS) cp_async4(tile + tid + q * S_NT, f + goff[q], goff[q] >= 0 ? 4u : 0u);
 #endif
         cp_async_commit();
     };
@@ -925,21 +911,10 @@ extern "C" __global__ void S_BOUNDS
     auto sample_shared = [&](int v, int a) -> float {
         const float sx = -(float)DEC * mvx(v), sy = -(float)DEC * mvy(v);
         const int ix = ifloor(sx), iy = ifloor(sy);
-        const float fx = sx - (float)ix, fy = sy - (float)iy;
-        const float wx0 = 1.0f - fx, wx1 = fx, wy0 = 1.0f - fy, wy1 = fy;
-        const int cl = s_chunk0(ox0, ix);
         const state_t* b = reinterpret_cast<const state_t*>(sdyn + v * S_SVB) + (int)threadIdx.y * (S_SC * S_SE) +
-                           (x0 + a + ix - cl);
+                           (x0 + a + ix - s_chunk0(ox0, ix));
         auto at = [&](int rr, int cc) -> float { return load_state_f(b[rr * (S_SC * S_SE) + cc]); };
-        float h0, h1 = 0.0f;
-        if (wx1 == 0.0f) {
-            h0 = at(0, 0);
-            if (wy1 != 0.0f) h1 = at(1, 0);
-        } else {
-            h0 = wx0 * at(0, 0) + wx1 * at(0, 1);
-            if (wy1 != 0.0f) h1 = wx0 * at(1, 0) + wx1 * at(1, 1);
-        }
-        return (wy1 == 0.0f) ? h0 : wy0 * h0 + wy1 * h1;
+        return blend_taps(at, 0, 0, sx - (float)ix, sy - (float)iy);
     };
 #endif
 #pragma unroll
