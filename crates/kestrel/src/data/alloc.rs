@@ -29,6 +29,30 @@ pub(crate) fn filled<T: Copy + Send + Sync>(n: usize, value: T) -> Vec<T> {
     v
 }
 
+/// A vector of `n` copies of `value` whose pages are all written now (huge pages asked
+/// for from 2 MiB, the fill in parallel from [`LARGE`]): for working buffers that a loop
+/// reads before it writes them. A fresh page that is first read maps the shared zero
+/// page, and the write that follows costs a second fault and a TLB shootdown on every
+/// core; `vec![0.0; n]` leaves its pages fresh.
+pub(crate) fn written<T: Copy + Send + Sync>(n: usize, value: T) -> Vec<T> {
+    let bytes = n.saturating_mul(std::mem::size_of::<T>());
+    let mut v: Vec<T> = Vec::with_capacity(n);
+    if bytes >= HUGE {
+        advise_huge_pages(v.as_mut_ptr() as usize, bytes);
+    }
+    let spare = &mut v.spare_capacity_mut()[..n];
+    if bytes >= LARGE {
+        spare
+            .par_chunks_mut(1 << 16)
+            .for_each(|c| c.fill(MaybeUninit::new(value)));
+    } else {
+        spare.fill(MaybeUninit::new(value));
+    }
+    // SAFETY: the first `n` elements were just initialised, and `n <= capacity`.
+    unsafe { v.set_len(n) };
+    v
+}
+
 /// A vector of `n` zeros straight from the allocator (fresh, untouched pages for large
 /// sizes: no fill pass; the pages are faulted in, as huge pages where possible, by
 /// whoever writes them first). For outputs that a path writes completely.
@@ -50,9 +74,11 @@ pub(crate) fn copied<T: crate::linalg::Real>(src: &[T]) -> Vec<T> {
     v
 }
 
+/// A transparent huge page.
+const HUGE: usize = 2 << 20;
+
 #[cfg(target_os = "linux")]
 fn advise_huge_pages(addr: usize, bytes: usize) {
-    const HUGE: usize = 2 << 20;
     let start = (addr + HUGE - 1) & !(HUGE - 1);
     let end = (addr + bytes) & !(HUGE - 1);
     if end > start {
@@ -77,5 +103,10 @@ mod tests {
         assert!(v.iter().all(|x| *x == 1.5));
         let w = super::filled(10, f32::NAN);
         assert!(w.iter().all(|x| x.is_nan()) && w.len() == 10);
+        for n in [0, 7, (2 << 20) / 8 + 3, (8 << 20) / 8 + 5] {
+            let v = super::written(n, -2.0f64);
+            assert_eq!(v.len(), n);
+            assert!(v.iter().all(|x| *x == -2.0));
+        }
     }
 }

@@ -5,7 +5,7 @@
 //! estimates), so files map straight onto these buffers. Device code converts to its
 //! own structure-of-arrays layout once.
 
-mod alloc;
+pub(crate) mod alloc;
 mod outputs;
 
 pub use outputs::{CovOutput, Outputs};

@@ -129,6 +129,7 @@ fn advance_n<const NX: usize, const R: usize>(
     };
     let n = xs.len() / nx;
     let blocks = nx.div_ceil(4);
+    let consts = Consts::of(model);
     let mut g = 0;
     while g < n {
         let m = (n - g).min(L);
@@ -184,7 +185,7 @@ fn advance_n<const NX: usize, const R: usize>(
         if k == 0 {
             prior(model, nx, &mut x, &noise);
         } else {
-            propagate(model, nx, &mut x, &noise);
+            propagate(model, &consts, nx, &mut x, &noise);
         }
         if m == L {
             for l in 0..L {
@@ -200,9 +201,33 @@ fn advance_n<const NX: usize, const R: usize>(
             }
         }
         if let Some((zk, ll)) = &mut z {
-            log_likelihood(model, k, nx, &x, zk, &mut ll[g..g + m]);
+            log_likelihood(model, &consts, k, nx, &x, zk, &mut ll[g..g + m]);
         }
         g += L;
+    }
+}
+
+/// A batch's constants of the model, worked out once (not once per [`L`] particles).
+struct Consts {
+    /// The constant-velocity motion's noise factor ([`ConstantVelocity::noise_factor`](super::models::ConstantVelocity::noise_factor)).
+    cv: (f64, f64, f64),
+    /// The range likelihood's `-(ln 2 pi + ln r) / 2` and `1 / (2 r)`.
+    range: (f64, f64),
+}
+
+impl Consts {
+    fn of(model: &PfModel) -> Self {
+        let cv = match &model.kind {
+            PfKind::RangeOnly { cv, .. }
+            | PfKind::BearingsOnly { cv, .. }
+            | PfKind::RangeBearing { cv, .. } => cv.noise_factor(),
+            _ => (0.0, 0.0, 0.0),
+        };
+        let range = match &model.kind {
+            PfKind::RangeOnly { r, .. } => (-0.5 * (LN_2PI + r.ln()), 0.5 / r),
+            _ => (0.0, 0.0),
+        };
+        Consts { cv, range }
     }
 }
 
@@ -240,7 +265,13 @@ fn prior<const R: usize>(model: &PfModel, nx: usize, x: &mut Lanes<R>, noise: &L
 
 /// `propagate` of [`PfModel`], lane by lane.
 #[inline(always)]
-fn propagate<const R: usize>(model: &PfModel, nx: usize, x: &mut Lanes<R>, n: &Lanes<R>) {
+fn propagate<const R: usize>(
+    model: &PfModel,
+    consts: &Consts,
+    nx: usize,
+    x: &mut Lanes<R>,
+    n: &Lanes<R>,
+) {
     match &model.kind {
         PfKind::Linear(lg) => {
             let prev = *x;
@@ -270,7 +301,7 @@ fn propagate<const R: usize>(model: &PfModel, nx: usize, x: &mut Lanes<R>, n: &L
         PfKind::RangeOnly { cv, .. }
         | PfKind::BearingsOnly { cv, .. }
         | PfKind::RangeBearing { cv, .. } => {
-            let (a, bb, c) = cv.noise_factor();
+            let (a, bb, c) = consts.cv;
             let dt = cv.dt;
             for l in 0..L {
                 x[0][l] = x[0][l] + dt * x[1][l] + a * n[0][l];
@@ -293,6 +324,7 @@ fn propagate<const R: usize>(model: &PfModel, nx: usize, x: &mut Lanes<R>, n: &L
 #[inline(always)]
 fn log_likelihood<const R: usize>(
     model: &PfModel,
+    consts: &Consts,
     k: usize,
     nx: usize,
     x: &Lanes<R>,
@@ -300,9 +332,8 @@ fn log_likelihood<const R: usize>(
     ll: &mut [f64],
 ) {
     match &model.kind {
-        PfKind::RangeOnly { sensors, r, .. } => {
-            let c = -0.5 * (LN_2PI + r.ln());
-            let h = 0.5 / r;
+        PfKind::RangeOnly { sensors, .. } => {
+            let (c, h) = consts.range;
             let mut acc = [0.0f64; L];
             for (s, &zs) in sensors.iter().zip(z) {
                 for l in 0..L {

@@ -38,6 +38,7 @@ use super::resample::{
     CHUNK,
 };
 use super::{PfOptions, PfOutput};
+use crate::data::alloc::{written, zeroed};
 use crate::data::Measurements;
 use crate::error::{Error, Result};
 use crate::linalg::Real;
@@ -83,14 +84,17 @@ impl<T: Real> Buffers<T> {
     fn new(n: usize, nx: usize) -> Self {
         let chunk = chunk_len(n);
         let chunks = n.div_ceil(chunk);
+        // The buffers of every step are written now (huge pages where large), not left
+        // to fault page by page in the first steps; the others (`w`, `ancestors`) only
+        // serve some resamplers.
         Buffers {
             chunk,
-            x: vec![T::zero(); n * nx],
-            x_next: vec![T::zero(); n * nx],
-            lw: vec![T::zero(); n],
-            w: vec![T::zero(); n],
-            local_cdf: vec![0.0; n],
-            local_prev: vec![0.0; n],
+            x: written(n * nx, T::zero()),
+            x_next: written(n * nx, T::zero()),
+            lw: written(n, T::zero()),
+            w: zeroed(n),
+            local_cdf: written(n, 0.0),
+            local_prev: written(n, 0.0),
             offsets: vec![0.0; chunks],
             coef: vec![0.0; chunks],
             ancestors: vec![0; n],
