@@ -4,7 +4,7 @@
 //! [`PfModel`], operation for operation and in the same order; only the Gaussians'
 //! logarithm, sine and cosine are computed differently (to rounding, see `lanes.rs`).
 
-use super::lanes::{normals_lanes, L};
+use super::lanes::{normals_lanes_into, L};
 use super::models::{ParticleModel, PfKind, PfModel};
 use super::philox::Purpose;
 use crate::linalg::LN_2PI;
@@ -168,19 +168,16 @@ fn advance_n<const NX: usize, const R: usize>(
         }
         let mut noise: Lanes<R> = [[0.0; L]; R];
         for j in 0..blocks {
-            let nb = normals_lanes(
+            let rows = &mut noise[(4 * j).min(R)..(4 * j + 4).min(R)];
+            normals_lanes_into(
                 key,
                 first.wrapping_add(g as u32),
                 b,
                 k as u32,
                 Purpose::Propagate,
                 j as u32,
+                rows,
             );
-            for (w, v) in nb.into_iter().enumerate() {
-                if 4 * j + w < R {
-                    noise[4 * j + w] = v;
-                }
-            }
         }
         if k == 0 {
             prior(model, nx, &mut x, &noise);
@@ -343,7 +340,11 @@ fn log_likelihood<const R: usize>(
                     acc[l] += c - h * y * y;
                 }
             }
-            ll.copy_from_slice(&acc[..ll.len()]);
+            if let Ok(ll) = <&mut [f64; L]>::try_from(&mut *ll) {
+                *ll = acc;
+            } else {
+                ll.copy_from_slice(&acc[..ll.len()]);
+            }
         }
         _ => {
             let mut xl = [0.0f64; MAX_NX];

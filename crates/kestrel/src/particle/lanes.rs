@@ -5,7 +5,7 @@
 //!
 //! - [`philox_lanes`]: Philox 4x32-10 on `L` counters, word for word the same as
 //!   [`philox4x32_10`](super::philox::philox4x32_10);
-//! - [`normals_lanes`]: the ziggurat normals of
+//! - [`normals_lanes`] (and [`normals_lanes_into`]): the ziggurat normals of
 //!   [`normals_block`](super::philox::normals_block) from those words: the inner-rectangle
 //!   points of all lanes without branches (the same product, so the same bits), then the
 //!   few words that miss (1.5%) by the shared [`zig_slow`];
@@ -111,6 +111,23 @@ pub fn normals_lanes(
     purpose: Purpose,
     j: u32,
 ) -> [[f64; L]; 4] {
+    let mut n = [[0.0f64; L]; 4];
+    normals_lanes_into(key, first, b, k, purpose, j, &mut n);
+    n
+}
+
+/// [`normals_lanes`] written into `n` in place (no copy of the block), its first
+/// `n.len()` normals (at most 4; the words of the others are not drawn to the end).
+#[inline(always)]
+pub fn normals_lanes_into(
+    key: [u32; 2],
+    first: u32,
+    b: u32,
+    k: u32,
+    purpose: Purpose,
+    j: u32,
+    n: &mut [[f64; L]],
+) {
     let mut c = [[0u64; L]; 4];
     for l in 0..L {
         c[0][l] = first.wrapping_add(l as u32) as u64;
@@ -120,10 +137,9 @@ pub fn normals_lanes(
     }
     philox_lanes(&mut c, key);
     let z = ziggurat();
-    let mut n = [[0.0f64; L]; 4];
     // Bit `w L + l`: word `w` of lane `l` missed its inner rectangle.
     let mut miss = 0u64;
-    for (w, row) in n.iter_mut().enumerate() {
+    for (w, row) in n.iter_mut().enumerate().take(4) {
         for (l, out) in row.iter_mut().enumerate() {
             let v = c[w][l] as u32;
             let i = (v & 0xFF) as usize;
@@ -147,7 +163,6 @@ pub fn normals_lanes(
             c[w][l] as u32,
         );
     }
-    n
 }
 
 #[cfg(test)]
