@@ -81,7 +81,149 @@ unsafe fn advance_avx2(
     xs: &mut [f64],
     z: Option<(&[f64], &mut [f64])>,
 ) {
+    if let (PfKind::RangeOnly { .. }, true) = (&model.kind, k > 0) {
+        // SAFETY: AVX2 is enabled in this function (checked by the caller).
+        unsafe { range_only_avx2(model, k, key, b, first, from, xs, z) };
+        return;
+    }
     advance_lanes(model, k, key, b, first, from, xs, z)
+}
+
+/// The range-only model's step (constant-velocity motion, then the range likelihood) in
+/// explicit AVX2, four particles a register: each particle's four values are one 32-byte
+/// load, turned into four registers of one component each by a 4 x 4 transpose (and
+/// back for the store), so that no value goes through memory between the read and the
+/// write. The same operations in the same order as `propagate` and `log_likelihood`
+/// (no fused multiply-adds), so the same bits; the noise as `normals_lanes_into`'s.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn range_only_avx2(
+    model: &PfModel,
+    k: usize,
+    key: [u32; 2],
+    b: u32,
+    first: u32,
+    from: From<'_>,
+    xs: &mut [f64],
+    mut z: Option<(&[f64], &mut [f64])>,
+) {
+    use std::arch::x86_64::*;
+    let PfKind::RangeOnly { cv, sensors, .. } = &model.kind else {
+        unreachable!("range_only_avx2: a range-only model")
+    };
+    let consts = Consts::of(model);
+    let n = xs.len() / 4;
+    let whole = n / L * L;
+    // 4 x 4 transpose of f64 rows.
+    #[inline(always)]
+    fn transpose(r: [__m256d; 4]) -> [__m256d; 4] {
+        // SAFETY: register operations only; AVX2 is enabled in the caller.
+        unsafe {
+            let t0 = _mm256_unpacklo_pd(r[0], r[1]);
+            let t1 = _mm256_unpackhi_pd(r[0], r[1]);
+            let t2 = _mm256_unpacklo_pd(r[2], r[3]);
+            let t3 = _mm256_unpackhi_pd(r[2], r[3]);
+            [
+                _mm256_permute2f128_pd(t0, t2, 0x20),
+                _mm256_permute2f128_pd(t1, t3, 0x20),
+                _mm256_permute2f128_pd(t0, t2, 0x31),
+                _mm256_permute2f128_pd(t1, t3, 0x31),
+            ]
+        }
+    }
+    let (a, bb, c) = consts.cv;
+    let (va, vb, vc, vdt) = (
+        _mm256_set1_pd(a),
+        _mm256_set1_pd(bb),
+        _mm256_set1_pd(c),
+        _mm256_set1_pd(cv.dt),
+    );
+    let (lc, lh) = (
+        _mm256_set1_pd(consts.range.0),
+        _mm256_set1_pd(consts.range.1),
+    );
+    let mut noise = [[0.0f64; L]; 4];
+    let mut g = 0;
+    while g < whole {
+        normals_lanes_into(
+            key,
+            first.wrapping_add(g as u32),
+            b,
+            k as u32,
+            Purpose::Propagate,
+            0,
+            &mut noise,
+        );
+        for q in 0..L / 4 {
+            let i0 = g + 4 * q;
+            // SAFETY: i0 + 3 < whole <= n: every index below lies inside its slice
+            // (ancestors index particles of `src`, checked by the caller's contract and
+            // asserted here).
+            unsafe {
+                let rows: [__m256d; 4] = match from {
+                    Some((src, anc)) => [0, 1, 2, 3].map(|t| {
+                        let p = anc[i0 + t] as usize * 4;
+                        assert!(p + 4 <= src.len());
+                        _mm256_loadu_pd(src.as_ptr().add(p))
+                    }),
+                    None => [0, 1, 2, 3].map(|t| _mm256_loadu_pd(xs.as_ptr().add((i0 + t) * 4))),
+                };
+                let [x0, x1, x2, x3] = transpose(rows);
+                let nz = [0, 1, 2, 3].map(|w| _mm256_loadu_pd(noise[w].as_ptr().add(4 * q)));
+                // x[0] + dt x[1] + a n[0], x[1] + b n[0] + c n[1], and the same on the
+                // second axis, from the values before the step.
+                let y0 = _mm256_add_pd(
+                    _mm256_add_pd(x0, _mm256_mul_pd(vdt, x1)),
+                    _mm256_mul_pd(va, nz[0]),
+                );
+                let y1 = _mm256_add_pd(
+                    _mm256_add_pd(x1, _mm256_mul_pd(vb, nz[0])),
+                    _mm256_mul_pd(vc, nz[1]),
+                );
+                let y2 = _mm256_add_pd(
+                    _mm256_add_pd(x2, _mm256_mul_pd(vdt, x3)),
+                    _mm256_mul_pd(va, nz[2]),
+                );
+                let y3 = _mm256_add_pd(
+                    _mm256_add_pd(x3, _mm256_mul_pd(vb, nz[2])),
+                    _mm256_mul_pd(vc, nz[3]),
+                );
+                let out = transpose([y0, y1, y2, y3]);
+                for (t, r) in out.into_iter().enumerate() {
+                    _mm256_storeu_pd(xs.as_mut_ptr().add((i0 + t) * 4), r);
+                }
+                if let Some((zk, ll)) = &mut z {
+                    let mut acc = _mm256_setzero_pd();
+                    for (sp, &zs) in sensors.iter().zip(zk.iter()) {
+                        let dx = _mm256_sub_pd(y0, _mm256_set1_pd(sp[0]));
+                        let dy = _mm256_sub_pd(y2, _mm256_set1_pd(sp[1]));
+                        let r2 = _mm256_add_pd(_mm256_mul_pd(dx, dx), _mm256_mul_pd(dy, dy));
+                        let y = _mm256_sub_pd(_mm256_set1_pd(zs), _mm256_sqrt_pd(r2));
+                        let t = _mm256_sub_pd(lc, _mm256_mul_pd(_mm256_mul_pd(lh, y), y));
+                        acc = _mm256_add_pd(acc, t);
+                    }
+                    assert!(i0 + 4 <= ll.len());
+                    _mm256_storeu_pd(ll.as_mut_ptr().add(i0), acc);
+                }
+            }
+        }
+        g += L;
+    }
+    if whole < n {
+        let from = from.map(|(src, anc)| (src, &anc[whole..]));
+        let z = z.map(|(zk, ll)| (zk, &mut ll[whole..]));
+        advance_lanes(
+            model,
+            k,
+            key,
+            b,
+            first.wrapping_add(whole as u32),
+            from,
+            &mut xs[whole * 4..],
+            z,
+        );
+    }
 }
 
 /// A state per lane: `x[a][l]` is component `a` of lane `l`.
