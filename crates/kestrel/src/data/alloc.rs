@@ -13,28 +13,12 @@ use std::mem::MaybeUninit;
 /// Below this many bytes a buffer is filled the plain way.
 const LARGE: usize = 8 << 20;
 
-/// A vector of `n` copies of `value`.
+/// A vector of `n` copies of `value`, its pages all written now (huge pages asked for
+/// from 2 MiB, the fill in parallel from [`LARGE`]). Also for working buffers that a
+/// loop reads before it writes them: a fresh page first read maps the shared zero page,
+/// and the write that follows costs a second fault and a TLB shootdown on every core
+/// (`vec![0.0; n]` leaves its pages fresh).
 pub(crate) fn filled<T: Copy + Send + Sync>(n: usize, value: T) -> Vec<T> {
-    let bytes = n.saturating_mul(std::mem::size_of::<T>());
-    if bytes < LARGE {
-        return vec![value; n];
-    }
-    let mut v: Vec<T> = Vec::with_capacity(n);
-    advise_huge_pages(v.as_mut_ptr() as usize, bytes);
-    v.spare_capacity_mut()[..n]
-        .par_chunks_mut(1 << 16)
-        .for_each(|c| c.fill(MaybeUninit::new(value)));
-    // SAFETY: the first `n` elements were just initialised, and `n <= capacity`.
-    unsafe { v.set_len(n) };
-    v
-}
-
-/// A vector of `n` copies of `value` whose pages are all written now (huge pages asked
-/// for from 2 MiB, the fill in parallel from [`LARGE`]): for working buffers that a loop
-/// reads before it writes them. A fresh page that is first read maps the shared zero
-/// page, and the write that follows costs a second fault and a TLB shootdown on every
-/// core; `vec![0.0; n]` leaves its pages fresh.
-pub(crate) fn written<T: Copy + Send + Sync>(n: usize, value: T) -> Vec<T> {
     let bytes = n.saturating_mul(std::mem::size_of::<T>());
     let mut v: Vec<T> = Vec::with_capacity(n);
     if bytes >= HUGE {
@@ -104,7 +88,7 @@ mod tests {
         let w = super::filled(10, f32::NAN);
         assert!(w.iter().all(|x| x.is_nan()) && w.len() == 10);
         for n in [0, 7, (2 << 20) / 8 + 3, (8 << 20) / 8 + 5] {
-            let v = super::written(n, -2.0f64);
+            let v = super::filled(n, -2.0f64);
             assert_eq!(v.len(), n);
             assert!(v.iter().all(|x| *x == -2.0));
         }

@@ -1,5 +1,5 @@
 //! The built-in kinds over many particles at once, in f64: the noise of [`L`] particles
-//! drawn together ([`normals_lanes`]), then the prior draw or the motion, and the range
+//! drawn together ([`normals_lanes_into`]), then the prior draw or the motion, and the range
 //! likelihood, in lane loops. The arithmetic is that of the per-particle methods of
 //! [`PfModel`], operation for operation and in the same order; only the Gaussians'
 //! logarithm, sine and cosine are computed differently (to rounding, see `lanes.rs`).

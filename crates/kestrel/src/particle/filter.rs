@@ -38,7 +38,7 @@ use super::resample::{
     CHUNK,
 };
 use super::{PfOptions, PfOutput};
-use crate::data::alloc::{written, zeroed};
+use crate::data::alloc::{filled, zeroed};
 use crate::data::Measurements;
 use crate::error::{Error, Result};
 use crate::linalg::Real;
@@ -89,12 +89,12 @@ impl<T: Real> Buffers<T> {
         // serve some resamplers.
         Buffers {
             chunk,
-            x: written(n * nx, T::zero()),
-            x_next: written(n * nx, T::zero()),
-            lw: written(n, T::zero()),
+            x: filled(n * nx, T::zero()),
+            x_next: filled(n * nx, T::zero()),
+            lw: filled(n, T::zero()),
             w: zeroed(n),
-            local_cdf: written(n, 0.0),
-            local_prev: written(n, 0.0),
+            local_cdf: filled(n, 0.0),
+            local_prev: filled(n, 0.0),
             offsets: vec![0.0; chunks],
             coef: vec![0.0; chunks],
             ancestors: vec![0; n],

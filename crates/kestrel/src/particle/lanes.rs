@@ -5,7 +5,7 @@
 //!
 //! - [`philox_lanes`]: Philox 4x32-10 on `L` counters, word for word the same as
 //!   [`philox4x32_10`](super::philox::philox4x32_10);
-//! - [`normals_lanes`] (and [`normals_lanes_into`]): the ziggurat normals of
+//! - [`normals_lanes_into`]: the ziggurat normals of
 //!   [`normals_block`](super::philox::normals_block) from those words: the inner-rectangle
 //!   points of all lanes without branches (the same product, so the same bits), then the
 //!   few words that miss (1.5%) by the shared [`zig_slow`];
@@ -100,24 +100,10 @@ pub fn exp_nonpositive(x: f64) -> f64 {
 }
 
 /// Block `j` of the standard normals of `purpose` for the slots `first..first + L` of
-/// filter `b` at step `k`: `n[w][l]` is normal `w` of lane `l`, the values of
-/// [`normals_block`](super::philox::normals_block) on the same counters, bit for bit.
-#[inline(always)]
-pub fn normals_lanes(
-    key: [u32; 2],
-    first: u32,
-    b: u32,
-    k: u32,
-    purpose: Purpose,
-    j: u32,
-) -> [[f64; L]; 4] {
-    let mut n = [[0.0f64; L]; 4];
-    normals_lanes_into(key, first, b, k, purpose, j, &mut n);
-    n
-}
-
-/// [`normals_lanes`] written into `n` in place (no copy of the block), its first
-/// `n.len()` normals (at most 4; the words of the others are not drawn to the end).
+/// filter `b` at step `k`, written into `n`: `n[w][l]` is normal `w` of lane `l`, the
+/// values of [`normals_block`](super::philox::normals_block) on the same counters, bit
+/// for bit; its first `n.len()` normals (at most 4; the words of the others are not
+/// drawn to the end).
 #[inline(always)]
 pub fn normals_lanes_into(
     key: [u32; 2],
@@ -233,7 +219,8 @@ mod tests {
         let mut missed = 0;
         for first in (0..40_000u32).step_by(L) {
             for (b, k, j) in [(0u32, 1u32, 0u32), (3, 77, 2)] {
-                let n = normals_lanes(key, first, b, k, Purpose::Propagate, j);
+                let mut n = [[0.0f64; L]; 4];
+                normals_lanes_into(key, first, b, k, Purpose::Propagate, j, &mut n);
                 for l in 0..L {
                     let ctr = counter(first + l as u32, b, k, Purpose::Propagate, j);
                     let want = normals_block::<f64>(ctr, key);
