@@ -71,9 +71,14 @@ fn every_variant_equals_the_cpu_reference() {
             frames: 4,
             block: (128, 8),
         });
-        for (rows, frames, block) in [(4, 4, (128, 8)), (8, 4, (128, 4))] {
+        for (rows, vecs, frames, block) in [
+            (4, 1, 4, (128, 8)),
+            (8, 1, 4, (128, 4)),
+            (4, 2, 4, (96, 8)),
+            (3, 2, 3, (40, 6)),
+        ] {
             all.push(KernelConfig {
-                variant: Variant::Lean { rows },
+                variant: Variant::Lean { rows, vecs },
                 half,
                 ldg: true,
                 unroll: true,
@@ -118,11 +123,13 @@ fn tile_kernels_on_a_frame_with_interior_tiles() {
     for half in [false, true] {
         for (variant, frames, block) in [
             (Variant::Resident { rows: 4 }, 4, (128, 8)),
-            (Variant::Lean { rows: 4 }, 4, (128, 8)),
-            (Variant::Lean { rows: 4 }, 4, (96, 8)),
-            (Variant::Lean { rows: 8 }, 4, (128, 4)),
-            (Variant::Lean { rows: 8 }, 8, (128, 4)),
-            (Variant::Lean { rows: 2 }, 4, (64, 16)),
+            (Variant::Lean { rows: 4, vecs: 1 }, 4, (128, 8)),
+            (Variant::Lean { rows: 4, vecs: 1 }, 4, (96, 8)),
+            (Variant::Lean { rows: 8, vecs: 1 }, 4, (128, 4)),
+            (Variant::Lean { rows: 8, vecs: 1 }, 8, (128, 4)),
+            (Variant::Lean { rows: 2, vecs: 1 }, 4, (64, 16)),
+            (Variant::Lean { rows: 4, vecs: 2 }, 4, (128, 8)),
+            (Variant::Lean { rows: 4, vecs: 2 }, 4, (96, 8)),
         ] {
             let cfg = KernelConfig {
                 variant,

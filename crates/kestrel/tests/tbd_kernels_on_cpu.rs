@@ -10,7 +10,7 @@ mod tbd_common;
 use emulation::{compile, compiler_for, run_piped};
 use kestrel::tbd::cuda::MapPair;
 use kestrel::tbd::cuda::{source, KernelConfig, Variant};
-use kestrel::tbd::Dtype;
+use kestrel::tbd::{Dtype, Motion};
 use tbd_common::*;
 
 const SHIM: &str = include_str!("tbd_emulation/shim.h");
@@ -187,12 +187,22 @@ fn decimated_kernels_equal_the_resident_kernel_at_emitted_frames() {
     // The lean kernel (the same plain recursion, every frame) is the same arithmetic
     // for integer vectors: equal bit for bit.
     let lean = KernelConfig {
-        variant: Variant::Lean { rows: 4 },
+        variant: Variant::Lean { rows: 4, vecs: 1 },
         ..resident
     };
     let (lm, ls) = run_emulated(&cxx, dir.path(), "lean", &c, &lean, launches);
     assert_eq!(lm, plain, "lean: maps");
     assert_eq!(ls, plain_state, "lean: final state");
+    let lean2 = KernelConfig {
+        variant: Variant::Lean { rows: 4, vecs: 2 },
+        ..resident
+    };
+    let (lm2, ls2) = run_emulated(&cxx, dir.path(), "lean2", &c, &lean2, launches);
+    assert_eq!(lm2, plain, "lean, two vectors between barriers: maps");
+    assert_eq!(
+        ls2, plain_state,
+        "lean, two vectors between barriers: final state"
+    );
     for (tag, cfg) in [
         ("fused", KernelConfig::fused(d)),
         (
@@ -224,5 +234,51 @@ fn decimated_kernels_equal_the_resident_kernel_at_emitted_frames() {
             assert_eq!(a, pa, "{tag}: arg-max after frame {}", (l + 1) * d - 1);
         }
         assert_eq!(dec_state, plain_state, "{tag}: final state");
+    }
+}
+
+#[test]
+fn several_vectors_between_barriers_give_the_lean_kernels_bits() {
+    // Folding two or three vectors between barriers only reorders independent work: on
+    // fractional vectors (whole-column and edge-row exchanges) and f16 state, its maps,
+    // arg-max and state equal the one-vector kernel's bit for bit, unrolled or not.
+    let Some(cxx) = compiler() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let launches = 2;
+    for (unroll, half) in [(true, true), (false, false)] {
+        let one = KernelConfig {
+            variant: Variant::Lean { rows: 3, vecs: 1 },
+            ldg: true,
+            unroll,
+            frames: 3,
+            block: (20, 5),
+            half,
+        };
+        let mut c = case(91, 23, 31, 3 * launches, Dtype::F32, false);
+        // Five vectors (groups of 2 + 2 + 1 and 3 + 2): none, whole-column and edge-row
+        // exchanges, a shift of up to two pixels.
+        c.motions = [
+            (0.0, 0.0),
+            (0.866, 0.5),
+            (-0.5, 0.866),
+            (1.0, 0.0),
+            (0.25, -1.5),
+        ]
+        .iter()
+        .map(|&(x, y)| Motion::new(x, y))
+        .collect();
+        let tag = format!("u{}h{}", unroll as u8, half as u8);
+        let (m1, s1) = run_emulated(&cxx, dir.path(), &format!("{tag}v1"), &c, &one, launches);
+        assert_eq!(m1.len(), 3 * launches);
+        for vecs in [2, 3] {
+            let more = KernelConfig {
+                variant: Variant::Lean { rows: 3, vecs },
+                ..one
+            };
+            let t = format!("{tag}v{vecs}");
+            let (m, st) = run_emulated(&cxx, dir.path(), &t, &c, &more, launches);
+            assert_eq!(m, m1, "{}: maps", more.name());
+            assert_eq!(st, s1, "{}: final state", more.name());
+        }
     }
 }

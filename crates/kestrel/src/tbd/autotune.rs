@@ -14,7 +14,8 @@ use crate::error::{Error, Result};
 /// per-vector) with D frames per launch; for D = 1
 /// also the kernels keeping the state on chip for K frames (tiled: K = 4, 8; resident:
 /// K = 4 in tiles of 128, 96 or 64 x 32 cells, K = 8 in 64 x 64; lean: K = 4 in tiles of
-/// 128, 96 or 64 x 32 cells). Loads, unrolling and block shapes vary.
+/// 128, 96 or 64 x 32 cells, one, two or three vectors between barriers). Loads,
+/// unrolling and block shapes vary.
 pub fn candidates(params: &Params, half: bool) -> Vec<KernelConfig> {
     let d = params.decimation;
     let mut v = Vec::new();
@@ -122,15 +123,19 @@ pub fn candidates(params: &Params, half: bool) -> Vec<KernelConfig> {
             }
         }
         // The lean kernel (vectors unrolled: its choices are made at compile time): 1024
-        // threads with 4 rows each, 512 with 8 (more registers), K = 4 (K = 8 spills).
-        for (rows, block, frames) in [
-            (4, (128, 8), 4),
-            (4, (96, 8), 4),
-            (8, (128, 4), 4),
-            (2, (64, 16), 4),
+        // threads with 4 rows each, 512 with 8 (more registers), K = 4 (K = 8 spills);
+        // two or three vectors between barriers (four spill: 0.5x of three).
+        for (rows, vecs, block, frames) in [
+            (4, 1, (128, 8), 4),
+            (4, 1, (96, 8), 4),
+            (8, 1, (128, 4), 4),
+            (2, 1, (64, 16), 4),
+            (4, 2, (96, 8), 4),
+            (4, 3, (96, 8), 4),
+            (4, 3, (80, 8), 4),
         ] {
             push(KernelConfig {
-                variant: Variant::Lean { rows },
+                variant: Variant::Lean { rows, vecs },
                 ldg: true,
                 unroll: true,
                 frames,
@@ -255,4 +260,42 @@ pub fn choose(
         let _ = crate::cuda::nvrtc::write_cache(&f, text.as_bytes());
     }
     Ok(c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tbd::speeds_directions;
+
+    #[test]
+    fn every_candidate_name_reads_back_as_itself() {
+        // The cache file and `kestrel tbd --kernel` hold names: each must parse to the
+        // same configuration (the lean kernel's vectors between barriers included).
+        let motions = speeds_directions(&[0.0, 1.0], 12).unwrap();
+        let mut lean_vecs = std::collections::BTreeSet::new();
+        for decimation in [1, 10] {
+            let p = Params {
+                motions: motions.clone(),
+                alpha: 0.1,
+                decimation,
+            };
+            for half in [false, true] {
+                for c in candidates(&p, half) {
+                    assert_eq!(KernelConfig::parse(&c.name()), Some(c), "{}", c.name());
+                    if let Variant::Lean { vecs, .. } = c.variant {
+                        lean_vecs.insert(vecs);
+                    }
+                }
+            }
+        }
+        assert_eq!(lean_vecs.into_iter().collect::<Vec<_>>(), [1, 2, 3]);
+        let v3 = KernelConfig::parse("lean4v3/ldg/unroll/f16/96x8/K4").unwrap();
+        assert_eq!(v3.variant, Variant::Lean { rows: 4, vecs: 3 });
+        assert_eq!(v3.name(), "lean4v3/ldg/unroll/f16/96x8/K4");
+        assert!(KernelConfig::parse("lean4v/ldg/unroll/f16/96x8/K4").is_none());
+        assert!(KernelConfig::parse("lean4v5/ldg/unroll/f16/96x8/K4")
+            .unwrap()
+            .check(&motions)
+            .is_err());
+    }
 }

@@ -17,6 +17,9 @@
 //!   compile time: no exchange for (0, 0), edge rows only for vertical shifts, taps in
 //!   the thread's own column read from registers, `(1 - alpha)` folded into the blend
 //!   weights and `alpha X` computed once per block (fewer instructions per cell-frame);
+//!   optionally two vectors folded between two barriers (`lean4v2`), so that each
+//!   frame's barrier is shared and the latency of one vector's shared loads is hidden
+//!   by the other's work;
 //! - [`Variant::Staged`]: decimation, the fused kernel's trajectories and a map per launch,
 //!   with each frame's tile staged once in shared memory as `alpha X` (zeros outside the
 //!   frame, the next tile loaded while the current one is used), every vector's
@@ -133,6 +136,10 @@ pub enum Variant {
     Lean {
         /// Cells (rows) per thread; the tile is `block.0` x `block.1 * rows` cells.
         rows: u32,
+        /// Vectors folded between two barriers (1 or 2): with 2, two vectors' exchanges
+        /// share each frame's barrier (twice the independent work between barriers, half
+        /// the barriers; the exchange tiles in dynamic shared memory).
+        vecs: u32,
     },
     /// Decimation with the frame tiles staged in shared memory, `px` pixels per thread
     /// along x (the block covers `block.0 * px` x `block.1` pixels).
@@ -210,7 +217,7 @@ impl KernelConfig {
     pub fn out_tile(&self, motions: &[Motion]) -> (usize, usize) {
         let (bx, by) = (self.block.0 as usize, self.block.1 as usize);
         match self.variant {
-            Variant::Resident { rows } | Variant::Lean { rows } => {
+            Variant::Resident { rows } | Variant::Lean { rows, .. } => {
                 let halo = 2 * self.frames * shrink(motions);
                 (
                     bx.saturating_sub(halo),
@@ -233,7 +240,8 @@ impl KernelConfig {
                 Variant::PerVector => "per-vector".to_string(),
                 Variant::Tiled => "tiled".to_string(),
                 Variant::Resident { rows } => format!("resident{rows}"),
-                Variant::Lean { rows } => format!("lean{rows}"),
+                Variant::Lean { rows, vecs: 1 } => format!("lean{rows}"),
+                Variant::Lean { rows, vecs } => format!("lean{rows}v{vecs}"),
                 Variant::Staged { px } => format!("staged{px}"),
                 Variant::Late { px } => format!("late{px}"),
                 Variant::FusedCells { px, py } => format!("fused{px}x{py}"),
@@ -263,9 +271,11 @@ impl KernelConfig {
                     Variant::Resident {
                         rows: rows.parse().ok()?,
                     }
-                } else if let Some(rows) = r.strip_prefix("lean") {
+                } else if let Some(rest) = r.strip_prefix("lean") {
+                    let (rows, vecs) = rest.split_once('v').unwrap_or((rest, "1"));
                     Variant::Lean {
                         rows: rows.parse().ok()?,
+                        vecs: vecs.parse().ok()?,
                     }
                 } else if let Some(px) = r.strip_prefix("staged") {
                     Variant::Staged {
@@ -331,7 +341,12 @@ impl KernelConfig {
                 return bad(format!("{px} x {py} pixels per thread (1..=8 each)"));
             }
         }
-        if let Variant::Resident { rows } | Variant::Lean { rows } = self.variant {
+        if let Variant::Lean { vecs, .. } = self.variant {
+            if !(1..=4).contains(&vecs) {
+                return bad(format!("{vecs} vectors between barriers (1..=4)"));
+            }
+        }
+        if let Variant::Resident { rows } | Variant::Lean { rows, .. } = self.variant {
             if rows == 0 || rows > 32 {
                 return bad(format!("{rows} rows per thread (1..=32)"));
             }
@@ -385,7 +400,9 @@ pub fn tiled_shared_bytes(cfg: &KernelConfig, motions: &[Motion]) -> usize {
             };
             tiles * pw * (ty + 2 * halo) * 4
         }
-        Variant::Resident { rows } | Variant::Lean { rows } => {
+        // Two vectors between barriers: the tiles are dynamic (`dynamic_shared_bytes`).
+        Variant::Lean { vecs, .. } if vecs > 1 => 0,
+        Variant::Resident { rows } | Variant::Lean { rows, .. } => {
             // Two tiles padded by one frame's reach on each side.
             let pad = 2 * shrink(motions).max(1);
             2 * (tx + pad) * (ty * rows as usize + pad) * 4
@@ -402,6 +419,13 @@ pub fn tiled_shared_bytes(cfg: &KernelConfig, motions: &[Motion]) -> usize {
 /// `block.1 + 1` rows of whole 16-byte chunks covering `2 block.0 + 1` columns).
 pub fn dynamic_shared_bytes(cfg: &KernelConfig, motions: &[Motion], frame: Dtype) -> usize {
     match cfg.variant {
+        Variant::Lean { rows, vecs } if vecs > 1 => {
+            // `2 L_VP` tiles of `L_PH x L_PW` floats (`tbd.cu`).
+            let pad = shrink(motions).max(1);
+            let ph = cfg.block.1 as usize * rows as usize + 2 * pad + 1;
+            let pw = cfg.block.0 as usize + 2 * pad + 1;
+            2 * vecs as usize * ph * pw * 4
+        }
         Variant::Late { px: 2 } if !matches!(frame, Dtype::U8 | Dtype::U16) => {
             let se = if cfg.half { 8 } else { 4 };
             let chunks = (2 * cfg.block.0 as usize).div_ceil(se) + 1;
@@ -453,8 +477,8 @@ pub fn source(motions: &[Motion], frame: Dtype, cfg: &KernelConfig) -> String {
     if let Variant::Resident { rows } = cfg.variant {
         s += &format!("#define RB {rows}\n");
     }
-    if let Variant::Lean { rows } = cfg.variant {
-        s += &format!("#define LEAN {rows}\n");
+    if let Variant::Lean { rows, vecs } = cfg.variant {
+        s += &format!("#define LEAN {rows}\n#define LEAN_VP {vecs}\n");
     }
     if let Variant::Staged { px } = cfg.variant {
         s += &format!("#define STAGED {px}\n");

@@ -103,12 +103,18 @@ pub fn configs() -> Vec<KernelConfig> {
         // The lean kernel: the same tiles meeting the edges, f32 and f16 state, frames in
         // registers or read per vector (6 x 6), shifts of up to 2 pixels (edge rows of
         // one or two cells per thread), the vector loop unrolled or not.
-        k(Lean { rows: 3 }, false, true, true, 2, (16, 4)),
-        k(Lean { rows: 4 }, false, false, true, 3, (24, 5)),
-        k(Lean { rows: 2 }, false, true, false, 1, (12, 4)),
-        k(Lean { rows: 3 }, true, true, true, 2, (16, 4)),
-        k(Lean { rows: 6 }, false, true, true, 6, (32, 5)),
-        k(Lean { rows: 1 }, false, true, true, 2, (16, 12)),
+        k(Lean { rows: 3, vecs: 1 }, false, true, true, 2, (16, 4)),
+        k(Lean { rows: 4, vecs: 1 }, false, false, true, 3, (24, 5)),
+        k(Lean { rows: 2, vecs: 1 }, false, true, false, 1, (12, 4)),
+        k(Lean { rows: 3, vecs: 1 }, true, true, true, 2, (16, 4)),
+        k(Lean { rows: 6, vecs: 1 }, false, true, true, 6, (32, 5)),
+        k(Lean { rows: 1, vecs: 1 }, false, true, true, 2, (16, 12)),
+        // Two or three vectors between barriers (random vector counts: the last group is
+        // short where the count is not a multiple), f16 state, the loop unrolled or not.
+        k(Lean { rows: 3, vecs: 2 }, false, true, true, 2, (16, 4)),
+        k(Lean { rows: 4, vecs: 2 }, true, false, true, 3, (24, 5)),
+        k(Lean { rows: 2, vecs: 2 }, false, true, false, 1, (12, 4)),
+        k(Lean { rows: 3, vecs: 3 }, true, true, true, 2, (16, 4)),
         // Frame tiles staged in shared memory: 1 and 2 pixels per thread, blocks of 8 x 4
         // and 4 x 3 pixels (halos of up to (D - 1) x 2 meet every edge), f16 state.
         k(Staged { px: 2 }, false, false, true, 3, (4, 4)),

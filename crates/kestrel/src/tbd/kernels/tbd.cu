@@ -444,6 +444,16 @@ extern "C" __global__ void __launch_bounds__(TX * TY)
 #define L_FREG (DEC * L_RB <= 32)
 // The arg-max of frame k is byte k % 4 of word k / 4, replaced by one byte permute.
 #define L_ARG_WORDS ((DEC + 3) / 4)
+// Vectors folded between two barriers (`lean4v2`: two; their exchange tiles side by side).
+#ifndef LEAN_VP
+#define LEAN_VP 1
+#endif
+#define L_VP LEAN_VP
+// The first vector of the first group. Groups of L_VP from vector 0, the last one short
+// where NV is not a multiple. (The short group first, so that vector 0, the (0, 0) of a
+// speed-0 set, needs no barrier of its own, ran 11% slower on the H100 at 13 vectors,
+// three a group, f16, 96 x 8: ptxas spilled 70 times as much.)
+#define L_V0 0
 #ifdef KESTREL_EMULATION
 #define BYTE_PERM(x, y, sel) emu_byte_perm(x, y, sel)
 #else
@@ -482,35 +492,62 @@ __device__ __forceinline__ void lean_body(const state_t* __restrict__ s_prev, st
 #pragma unroll
         for (int i = 0; i < L_RB; ++i) ax[k][i] = in[i] ? alpha * (float)LD(frames + (size_t)k * n + L_OFF(i)) : 0.0f;
 #endif
-    float nxt[L_RB];
+    // The state of the next group of L_VP vectors, loaded while the current one is folded.
+    // Group g holds vectors L_V0 + g L_VP + u, u < L_VP, those in 0..NV.
+    float nxt[L_VP][L_RB];
 #pragma unroll
-    for (int i = 0; i < L_RB; ++i) nxt[i] = in[i] ? load_state_f(LD(s_prev + L_OFF(i))) : 0.0f;
+    for (int u = 0; u < L_VP; ++u) {
+        const int v = L_V0 + u;
+#pragma unroll
+        for (int i = 0; i < L_RB; ++i)
+            nxt[u][i] = (v >= 0 && v < NV && in[i]) ? load_state_f(LD(s_prev + (size_t)(v >= 0 ? v : 0) * n + L_OFF(i)))
+                                                      : 0.0f;
+    }
     int par = 0;
     PRAGMA_V
-    for (int v = 0; v < NV; ++v) {
+    for (int v0 = L_V0; v0 < NV; v0 += L_VP) {
+        float s[L_VP][L_RB];
+#pragma unroll
+        for (int u = 0; u < L_VP; ++u)
+#pragma unroll
+            for (int i = 0; i < L_RB; ++i) s[u][i] = nxt[u][i];
+#pragma unroll
+        for (int u = 0; u < L_VP; ++u)
+            if (v0 + L_VP + u >= 0 && v0 + L_VP + u < NV) {
+                const state_t* sp = s_prev + (size_t)(v0 + L_VP + u) * n;
+#pragma unroll
+                for (int i = 0; i < L_RB; ++i) nxt[u][i] = in[i] ? load_state_f(LD(sp + L_OFF(i))) : 0.0f;
+            }
+        // Per vector of the group: the taps of the shift by -v (motion.rs): rows iy (+1),
+        // columns ix (+1); what it needs from its neighbours: the whole column published
+        // (a horizontal shift), only rows of the threads above and below (their edge
+        // rows), or nothing. A vector outside 0..NV (in the short first group) is skipped.
+        int ix[L_VP], iy[L_VP];
+        float wx0[L_VP], wx1[L_VP], cw0[L_VP], cw1[L_VP];
+        bool hx[L_VP], hy[L_VP], xh[L_VP], xv[L_VP], live[L_VP];
+        bool any = false;
+#pragma unroll
+        for (int u = 0; u < L_VP; ++u) {
+            const int v = v0 + u;
+            live[u] = v >= 0 && v < NV;
 #if UNROLL_V
-        const float sx = -mvx(v), sy = -mvy(v);
+            const float sx = live[u] ? -mvx(live[u] ? v : 0) : 0.0f, sy = live[u] ? -mvy(live[u] ? v : 0) : 0.0f;
 #else
-        const float sx = -MVX[v], sy = -MVY[v];
+            const float sx = live[u] ? -MVX[live[u] ? v : 0] : 0.0f, sy = live[u] ? -MVY[live[u] ? v : 0] : 0.0f;
 #endif
-        float s[L_RB];
-#pragma unroll
-        for (int i = 0; i < L_RB; ++i) s[i] = nxt[i];
-        if (v + 1 < NV) {
-            const state_t* sp = s_prev + (size_t)(v + 1) * n;
-#pragma unroll
-            for (int i = 0; i < L_RB; ++i) nxt[i] = in[i] ? load_state_f(LD(sp + L_OFF(i))) : 0.0f;
+            ix[u] = ifloor(sx);
+            iy[u] = ifloor(sy);
+            const float fx = sx - (float)ix[u], fy = sy - (float)iy[u];
+            wx0[u] = 1.0f - fx;
+            wx1[u] = fx;
+            hx[u] = wx1[u] != 0.0f;
+            hy[u] = fy != 0.0f;
+            cw0[u] = c * (1.0f - fy);
+            cw1[u] = c * fy;
+            xh[u] = live[u] && (ix[u] != 0 || hx[u]);
+            xv[u] = live[u] && (iy[u] != 0 || hy[u]);
+            any = any || xh[u] || xv[u];
         }
-        // The taps of the shift by -v (motion.rs): rows iy (+1), columns ix (+1).
-        const int ix = ifloor(sx), iy = ifloor(sy);
-        const float fx = sx - (float)ix, fy = sy - (float)iy;
-        const float wx0 = 1.0f - fx, wx1 = fx;
-        const bool hx = wx1 != 0.0f, hy = fy != 0.0f;
-        const float cw0 = c * (1.0f - fy), cw1 = c * fy;
-        // Horizontal neighbours needed (the whole column is published), or only rows of
-        // the threads above and below (their edge rows), or nothing.
-        const bool xh = ix != 0 || hx;
-        const bool xv = iy != 0 || hy;
 #pragma unroll
         for (int k = 0; k < DEC; ++k) {
 #if L_FREG
@@ -521,53 +558,69 @@ __device__ __forceinline__ void lean_body(const state_t* __restrict__ s_prev, st
 #pragma unroll
             for (int i = 0; i < L_RB; ++i) axk[i] = in[i] ? alpha * (float)LD(f + L_OFF(i)) : 0.0f;
 #endif
-            float(*b)[L_PW] = lbuf[par];
-            if (xh || xv) {
+            // The group's exchange tiles of this frame (one per vector), one barrier.
+            float(*bg)[L_PH][L_PW] = lbuf + par * L_VP;
 #pragma unroll
-                for (int i = 0; i < L_RB; ++i)
-                    if (xh || i < iy + (int)hy || i >= L_RB + iy) b[L_PAD + r0 + i][L_PAD + tx] = s[i];
+            for (int u = 0; u < L_VP; ++u)
+                if (xh[u] || xv[u]) {
+#pragma unroll
+                    for (int i = 0; i < L_RB; ++i)
+                        if (xh[u] || i < iy[u] + (int)hy[u] || i >= L_RB + iy[u])
+                            bg[u][L_PAD + r0 + i][L_PAD + tx] = s[u][i];
+                }
+            if (any) {
                 __syncthreads();
                 par ^= 1;
             }
-            // Horizontal blends of the tap rows r0 + iy + j.
-            float hr[L_RB + 1];
 #pragma unroll
-            for (int j = 0; j <= L_RB; ++j) {
-                if (j == L_RB && !hy) {
-                    hr[j] = 0.0f;
-                    continue;
-                }
-                const int ri = iy + j;
-                const bool own = ri >= 0 && ri < L_RB;
-                const float* row = &b[L_PAD + r0 + ri][L_PAD + tx + ix];
-                const float t0 = (own && ix == 0) ? s[own ? ri : 0] : row[0];
-                if (hx) {
-                    const float t1 = (own && ix + 1 == 0) ? s[own ? ri : 0] : row[1];
-                    hr[j] = wx0 * t0 + wx1 * t1;
-                } else {
-                    hr[j] = t0;
-                }
-            }
+            for (int u = 0; u < L_VP; ++u) {
+                if (!live[u]) continue;
+                const int v = v0 + u;
+                float(*b)[L_PW] = bg[u];
+                // Horizontal blends of the tap rows r0 + iy + j.
+                float hr[L_RB + 1];
 #pragma unroll
-            for (int i = 0; i < L_RB; ++i) {
-                float val = hy ? cw1 * hr[i + 1] + (cw0 * hr[i] + axk[i]) : c * hr[i] + axk[i];
-                // Cells outside the frame hold 0: the convention's "outside reads 0".
-                if (!ALLIN) val = in[i] ? val : 0.0f;
-                s[i] = val;
-                if (v == 0) {
-                    best[k][i] = val;
-                } else if (val > best[k][i]) {
-                    best[k][i] = val;
-                    // Byte k % 4 from v, the others kept: selector nibbles 0123 with 4 at k % 4.
-                    const unsigned sel = 0x3210u + ((4u - (unsigned)(k % 4)) << (4 * (k % 4)));
-                    barg[i][k / 4] = BYTE_PERM(barg[i][k / 4], (unsigned)v, sel);
+                for (int j = 0; j <= L_RB; ++j) {
+                    if (j == L_RB && !hy[u]) {
+                        hr[j] = 0.0f;
+                        continue;
+                    }
+                    const int ri = iy[u] + j;
+                    const bool own = ri >= 0 && ri < L_RB;
+                    const float* row = &b[L_PAD + r0 + ri][L_PAD + tx + ix[u]];
+                    const float t0 = (own && ix[u] == 0) ? s[u][own ? ri : 0] : row[0];
+                    if (hx[u]) {
+                        const float t1 = (own && ix[u] + 1 == 0) ? s[u][own ? ri : 0] : row[1];
+                        hr[j] = wx0[u] * t0 + wx1[u] * t1;
+                    } else {
+                        hr[j] = t0;
+                    }
+                }
+#pragma unroll
+                for (int i = 0; i < L_RB; ++i) {
+                    float val = hy[u] ? cw1[u] * hr[i + 1] + (cw0[u] * hr[i] + axk[i]) : c * hr[i] + axk[i];
+                    // Cells outside the frame hold 0: the convention's "outside reads 0".
+                    if (!ALLIN) val = in[i] ? val : 0.0f;
+                    s[u][i] = val;
+                    if (v == 0) {
+                        best[k][i] = val;
+                    } else if (val > best[k][i]) {
+                        best[k][i] = val;
+                        // Byte k % 4 from v, the others kept: selector nibbles 0123 with 4 at k % 4.
+                        const unsigned sel = 0x3210u + ((4u - (unsigned)(k % 4)) << (4 * (k % 4)));
+                        barg[i][k / 4] = BYTE_PERM(barg[i][k / 4], (unsigned)v, sel);
+                    }
                 }
             }
         }
-        state_t* so = s_next + (size_t)v * n;
 #pragma unroll
-        for (int i = 0; i < L_RB; ++i)
-            if (out[i]) so[L_OFF(i)] = store_state_f(s[i]);
+        for (int u = 0; u < L_VP; ++u)
+            if (live[u]) {
+                state_t* so = s_next + (size_t)(v0 + u) * n;
+#pragma unroll
+                for (int i = 0; i < L_RB; ++i)
+                    if (out[i]) so[L_OFF(i)] = store_state_f(s[u][i]);
+            }
     }
 #pragma unroll
     for (int k = 0; k < DEC; ++k)
@@ -583,7 +636,20 @@ __device__ __forceinline__ void lean_body(const state_t* __restrict__ s_prev, st
 extern "C" __global__ void __launch_bounds__(TX * TY)
     tbd_lean(const state_t* __restrict__ s_prev, state_t* __restrict__ s_next, const FRAME_T* __restrict__ frames,
              float* __restrict__ score, unsigned short* __restrict__ arg, int h, int w, float alpha) {
+#if L_VP > 1
+    // 2 L_VP exchange tiles (more than the 48 KB of static shared memory at the
+    // benchmark's shapes): dynamic shared memory, or a static buffer in the emulator
+    // (one block at a time).
+#ifdef KESTREL_EMULATION
+    static float l_dyn_emu[2 * L_VP][L_PH][L_PW];
+    float(*lbuf)[L_PH][L_PW] = l_dyn_emu;
+#else
+    extern __shared__ __align__(16) float l_dyn[];
+    float(*lbuf)[L_PH][L_PW] = reinterpret_cast<float(*)[L_PH][L_PW]>(l_dyn);
+#endif
+#else
     __shared__ float lbuf[2][L_PH][L_PW];
+#endif
     const int bx0 = (int)blockIdx.x * (TX - 2 * L_HALO) - L_HALO;
     const int by0 = (int)blockIdx.y * (L_BH - 2 * L_HALO) - L_HALO;
     const int gx = bx0 + (int)threadIdx.x, gy0 = by0 + (int)threadIdx.y * L_RB;
