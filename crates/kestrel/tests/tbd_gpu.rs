@@ -74,7 +74,7 @@ fn every_variant_equals_the_cpu_reference() {
         for (rows, vecs, frames, block) in [
             (4, 1, 4, (128, 8)),
             (8, 1, 4, (128, 4)),
-            (4, 2, 4, (96, 8)),
+            (4, 3, 4, (96, 8)),
             (3, 2, 3, (40, 6)),
         ] {
             all.push(KernelConfig {
@@ -128,8 +128,8 @@ fn tile_kernels_on_a_frame_with_interior_tiles() {
             (Variant::Lean { rows: 8, vecs: 1 }, 4, (128, 4)),
             (Variant::Lean { rows: 8, vecs: 1 }, 8, (128, 4)),
             (Variant::Lean { rows: 2, vecs: 1 }, 4, (64, 16)),
-            (Variant::Lean { rows: 4, vecs: 2 }, 4, (128, 8)),
             (Variant::Lean { rows: 4, vecs: 2 }, 4, (96, 8)),
+            (Variant::Lean { rows: 4, vecs: 3 }, 4, (96, 8)),
         ] {
             let cfg = KernelConfig {
                 variant,
