@@ -133,6 +133,7 @@ pub fn candidates(params: &Params, half: bool) -> Vec<KernelConfig> {
             (4, 2, (96, 8), 4),
             (4, 3, (96, 8), 4),
             (4, 3, (80, 8), 4),
+            (4, 3, (128, 8), 4),
         ] {
             push(KernelConfig {
                 variant: Variant::Lean { rows, vecs },

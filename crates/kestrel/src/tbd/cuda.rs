@@ -420,11 +420,18 @@ pub fn tiled_shared_bytes(cfg: &KernelConfig, motions: &[Motion]) -> usize {
 pub fn dynamic_shared_bytes(cfg: &KernelConfig, motions: &[Motion], frame: Dtype) -> usize {
     match cfg.variant {
         Variant::Lean { rows, vecs } if vecs > 1 => {
-            // `2 L_VP` tiles of `L_PH x L_PW` floats (`tbd.cu`).
+            // `2 L_VP` tiles of `L_PH x L_PW` floats, then (`L_AXS`, where the frames of a
+            // launch would fit the registers) alpha X of every thread's cells (`tbd.cu`).
             let pad = shrink(motions).max(1);
-            let ph = cfg.block.1 as usize * rows as usize + 2 * pad + 1;
-            let pw = cfg.block.0 as usize + 2 * pad + 1;
-            2 * vecs as usize * ph * pw * 4
+            let (tx, ty) = (cfg.block.0 as usize, cfg.block.1 as usize);
+            let ph = ty * rows as usize + 2 * pad + 1;
+            let pw = tx + 2 * pad + 1;
+            let ax = if cfg.frames * rows as usize <= 32 {
+                cfg.frames * rows as usize * tx * ty
+            } else {
+                0
+            };
+            (2 * vecs as usize * ph * pw + ax) * 4
         }
         Variant::Late { px: 2 } if !matches!(frame, Dtype::U8 | Dtype::U16) => {
             let se = if cfg.half { 8 } else { 4 };

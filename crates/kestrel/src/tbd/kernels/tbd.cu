@@ -454,6 +454,13 @@ extern "C" __global__ void __launch_bounds__(TX * TY)
 // speed-0 set, needs no barrier of its own, ran 11% slower on the H100 at 13 vectors,
 // three a group, f16, 96 x 8: ptxas spilled 70 times as much.)
 #define L_V0 0
+// With several vectors between barriers, alpha X_k of the thread's cells waits in shared
+// memory ([DEC][L_RB][TX TY] floats after the exchange tiles), read once per frame and
+// group, instead of in DEC x L_RB registers.
+#ifndef LEAN_AXS
+#define LEAN_AXS (L_VP > 1)
+#endif
+#define L_AXS (LEAN_AXS && L_FREG)
 #ifdef KESTREL_EMULATION
 #define BYTE_PERM(x, y, sel) emu_byte_perm(x, y, sel)
 #else
@@ -484,7 +491,15 @@ __device__ __forceinline__ void lean_body(const state_t* __restrict__ s_prev, st
     for (int i = 0; i < L_RB; ++i)
 #pragma unroll
         for (int q = 0; q < L_ARG_WORDS; ++q) barg[i][q] = 0u;
-#if L_FREG
+#if L_AXS
+    float* axs = &lbuf[2 * L_VP][0][0];
+    const int tid = (int)threadIdx.y * TX + tx;
+#pragma unroll
+    for (int k = 0; k < DEC; ++k)
+#pragma unroll
+        for (int i = 0; i < L_RB; ++i)
+            axs[(k * L_RB + i) * (TX * TY) + tid] = in[i] ? alpha * (float)LD(frames + (size_t)k * n + L_OFF(i)) : 0.0f;
+#elif L_FREG
     // alpha X_k of the column, once per block.
     float ax[DEC][L_RB];
 #pragma unroll
@@ -550,7 +565,12 @@ __device__ __forceinline__ void lean_body(const state_t* __restrict__ s_prev, st
         }
 #pragma unroll
         for (int k = 0; k < DEC; ++k) {
-#if L_FREG
+#if L_AXS
+            // This thread's own values (no barrier needed).
+            float axk[L_RB];
+#pragma unroll
+            for (int i = 0; i < L_RB; ++i) axk[i] = axs[(k * L_RB + i) * (TX * TY) + tid];
+#elif L_FREG
             const float* axk = ax[k];
 #else
             const FRAME_T* f = frames + (size_t)k * n;
@@ -641,8 +661,8 @@ extern "C" __global__ void __launch_bounds__(TX * TY)
     // benchmark's shapes): dynamic shared memory, or a static buffer in the emulator
     // (one block at a time).
 #ifdef KESTREL_EMULATION
-    static float l_dyn_emu[2 * L_VP][L_PH][L_PW];
-    float(*lbuf)[L_PH][L_PW] = l_dyn_emu;
+    static float l_dyn_emu[2 * L_VP * L_PH * L_PW + (L_AXS ? DEC * L_RB * TX * TY : 0)];
+    float(*lbuf)[L_PH][L_PW] = reinterpret_cast<float(*)[L_PH][L_PW]>(l_dyn_emu);
 #else
     extern __shared__ __align__(16) float l_dyn[];
     float(*lbuf)[L_PH][L_PW] = reinterpret_cast<float(*)[L_PH][L_PW]>(l_dyn);
