@@ -17,9 +17,9 @@
 //!   compile time: no exchange for (0, 0), edge rows only for vertical shifts, taps in
 //!   the thread's own column read from registers, `(1 - alpha)` folded into the blend
 //!   weights and `alpha X` computed once per block (fewer instructions per cell-frame);
-//!   optionally two vectors folded between two barriers (`lean4v2`), so that each
-//!   frame's barrier is shared and the latency of one vector's shared loads is hidden
-//!   by the other's work;
+//!   optionally two or three vectors folded between two barriers (`lean4v2`, `lean4v3`),
+//!   so that each frame's barrier is shared and the latency of one vector's shared loads
+//!   is hidden by the others' work;
 //! - [`Variant::Staged`]: decimation, the fused kernel's trajectories and a map per launch,
 //!   with each frame's tile staged once in shared memory as `alpha X` (zeros outside the
 //!   frame, the next tile loaded while the current one is used), every vector's
@@ -136,9 +136,10 @@ pub enum Variant {
     Lean {
         /// Cells (rows) per thread; the tile is `block.0` x `block.1 * rows` cells.
         rows: u32,
-        /// Vectors folded between two barriers (1 or 2): with 2, two vectors' exchanges
-        /// share each frame's barrier (twice the independent work between barriers, half
-        /// the barriers; the exchange tiles in dynamic shared memory).
+        /// Vectors folded between two barriers (1 to 4; the autotuner times 1, 2 and 3):
+        /// with G > 1 the group's exchanges share each frame's barrier (G times the
+        /// independent work between barriers, a G-th of the barriers; the exchange tiles
+        /// and `alpha X` in dynamic shared memory).
         vecs: u32,
     },
     /// Decimation with the frame tiles staged in shared memory, `px` pixels per thread
@@ -400,7 +401,7 @@ pub fn tiled_shared_bytes(cfg: &KernelConfig, motions: &[Motion]) -> usize {
             };
             tiles * pw * (ty + 2 * halo) * 4
         }
-        // Two vectors between barriers: the tiles are dynamic (`dynamic_shared_bytes`).
+        // Several vectors between barriers: the tiles are dynamic (`dynamic_shared_bytes`).
         Variant::Lean { vecs, .. } if vecs > 1 => 0,
         Variant::Resident { rows } | Variant::Lean { rows, .. } => {
             // Two tiles padded by one frame's reach on each side.
@@ -416,7 +417,8 @@ pub fn tiled_shared_bytes(cfg: &KernelConfig, motions: &[Motion]) -> usize {
 
 /// Dynamic shared memory of a kernel in bytes: the late kernel with 2 pixels a thread on
 /// f32 frames keeps a copy of the state it samples there (`S_SST` in `tbd.cu`: per vector
-/// `block.1 + 1` rows of whole 16-byte chunks covering `2 block.0 + 1` columns).
+/// `block.1 + 1` rows of whole 16-byte chunks covering `2 block.0 + 1` columns); the
+/// lean kernel with several vectors between barriers keeps its exchange tiles there.
 pub fn dynamic_shared_bytes(cfg: &KernelConfig, motions: &[Motion], frame: Dtype) -> usize {
     match cfg.variant {
         Variant::Lean { rows, vecs } if vecs > 1 => {

@@ -444,7 +444,7 @@ extern "C" __global__ void __launch_bounds__(TX * TY)
 #define L_FREG (DEC * L_RB <= 32)
 // The arg-max of frame k is byte k % 4 of word k / 4, replaced by one byte permute.
 #define L_ARG_WORDS ((DEC + 3) / 4)
-// Vectors folded between two barriers (`lean4v2`: two; their exchange tiles side by side).
+// Vectors folded between two barriers (`lean4v3`: three; their exchange tiles side by side).
 #ifndef LEAN_VP
 #define LEAN_VP 1
 #endif
