@@ -130,6 +130,7 @@ fn tile_kernels_on_a_frame_with_interior_tiles() {
             (Variant::Lean { rows: 2, vecs: 1 }, 4, (64, 16)),
             (Variant::Lean { rows: 4, vecs: 2 }, 4, (96, 8)),
             (Variant::Lean { rows: 4, vecs: 3 }, 4, (96, 8)),
+            (Variant::Lean { rows: 4, vecs: 3 }, 4, (64, 12)),
         ] {
             let cfg = KernelConfig {
                 variant,

@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 /// per-vector) with D frames per launch; for D = 1
 /// also the kernels keeping the state on chip for K frames (tiled: K = 4, 8; resident:
 /// K = 4 in tiles of 128, 96 or 64 x 32 cells, K = 8 in 64 x 64; lean: K = 4 in tiles of
-/// 128, 96 or 64 x 32 cells, one, two or three vectors between barriers). Loads,
+/// 128, 96 or 64 x 32 cells and 64 x 48, one, two or three vectors between barriers). Loads,
 /// unrolling and block shapes vary.
 pub fn candidates(params: &Params, half: bool) -> Vec<KernelConfig> {
     let d = params.decimation;
@@ -134,6 +134,7 @@ pub fn candidates(params: &Params, half: bool) -> Vec<KernelConfig> {
             (4, 3, (96, 8), 4),
             (4, 3, (80, 8), 4),
             (4, 3, (128, 8), 4),
+            (4, 3, (64, 12), 4),
         ] {
             push(KernelConfig {
                 variant: Variant::Lean { rows, vecs },
