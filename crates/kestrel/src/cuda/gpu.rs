@@ -481,6 +481,26 @@ pub(crate) fn launch_shared(
     shared: u32,
     args: &[Arg<'_>],
 ) -> Result<()> {
+    launch_ex(stream, k, name, grid, block, shared, args, false)
+}
+
+/// [`launch_shared`], as a programmatic dependent launch where `programmatic`: the
+/// kernel may start while the kernel before it on `stream` still runs (once every block
+/// of that one has executed `griddepcontrol.launch_dependents` or exited), so it must
+/// execute `griddepcontrol.wait` before it reads what that kernel writes or writes what
+/// that kernel reads. Compute capability 9.0 and later; where the operation before it on
+/// the stream is not a kernel, the launch waits for it as any launch does.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn launch_ex(
+    stream: &CudaStream,
+    k: &Module,
+    name: &str,
+    grid: (u32, u32, u32),
+    block: (u32, u32, u32),
+    shared: u32,
+    args: &[Arg<'_>],
+    programmatic: bool,
+) -> Result<()> {
     let f = k.get(name)?;
     let mut vals: Vec<u64> = args.iter().map(Arg::slot).collect();
     let mut ptrs: Vec<*mut c_void> = Vec::with_capacity(args.len());
@@ -493,6 +513,35 @@ pub(crate) fn launch_shared(
     }
     if grid.0 == 0 {
         return Ok(());
+    }
+    if programmatic {
+        // SAFETY: a zeroed attribute is valid; the field set is the one its id names.
+        let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+        attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+        attr.value.programmaticStreamSerializationAllowed = 1;
+        let cfg = sys::CUlaunchConfig {
+            gridDimX: grid.0,
+            gridDimY: grid.1,
+            gridDimZ: grid.2,
+            blockDimX: block.0,
+            blockDimY: block.1,
+            blockDimZ: block.2,
+            sharedMemBytes: shared,
+            hStream: stream.cu_stream(),
+            attrs: &mut attr,
+            numAttrs: 1,
+        };
+        // SAFETY: as below; `cfg` and `attr` outlive the call.
+        let r = unsafe {
+            sys::cuLaunchKernelEx(
+                &cfg,
+                f.cu_function(),
+                ptrs.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
+        }
+        .result();
+        return ck(r, &format!("launching kernel {name}"));
     }
     // SAFETY: the argument list matches the kernel's signature (the callers in this
     // families pass them in the order of their kernels' parameters); values outlive the call.

@@ -52,7 +52,7 @@ mod transfer;
 pub(crate) use chunks::{drive, plan, streams, ChunkSlot};
 pub(crate) use gpu::{
     allow_dynamic_shared, as_bytes, ck, copy_between, dtoh, gpu, grid_for, htod, is_open, launch,
-    launch_shared, sync, Arg, DevBuf, Gpu, Module, Pinned,
+    launch_ex, sync, Arg, DevBuf, Gpu, Module, Pinned,
 };
 pub use nvrtc::set_cache_dir;
 pub(crate) use transfer::{download, upload};

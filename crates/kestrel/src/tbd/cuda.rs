@@ -715,8 +715,13 @@ impl GpuTbd {
                 Arg::I32(self.w as i32),
                 Arg::F32(self.alpha),
             ];
+            // The late kernel needs the state of the launch before it only after its first
+            // frames (`griddepcontrol.wait` in `tbd.cu`): its blocks may start while that
+            // launch's last blocks run.
+            let programmatic =
+                matches!(self.cfg.variant, Variant::Late { .. }) && self.gpu.cc.0 >= 9;
             for k in kernel_names(&self.cfg, self.motions.len()) {
-                cuda::launch_shared(
+                cuda::launch_ex(
                     &self.gpu.stream,
                     &self.module,
                     k,
@@ -724,6 +729,7 @@ impl GpuTbd {
                     (bx, by, 1),
                     self.dynamic,
                     &args,
+                    programmatic,
                 )?;
             }
             self.cur = 1 - self.cur;
