@@ -449,11 +449,10 @@ extern "C" __global__ void __launch_bounds__(TX * TY)
 #define LEAN_VP 1
 #endif
 #define L_VP LEAN_VP
-// The first vector of the first group. Groups of L_VP from vector 0, the last one short
-// where NV is not a multiple. (The short group first, so that vector 0, the (0, 0) of a
-// speed-0 set, needs no barrier of its own, ran 11% slower on the H100 at 13 vectors,
-// three a group, f16, 96 x 8: ptxas spilled 70 times as much.)
-#define L_V0 0
+// Groups of L_VP vectors from vector 0, the last one short where NV is not a multiple.
+// (The short group first, so that vector 0, the (0, 0) of a speed-0 set, needs no
+// barrier of its own, ran 11% slower on the H100 at 13 vectors, three a group, f16,
+// 96 x 8: ptxas spilled 70 times as much.)
 // With several vectors between barriers, alpha X_k of the thread's cells waits in shared
 // memory ([DEC][L_RB][TX TY] floats after the exchange tiles), read once per frame and
 // group, instead of in DEC x L_RB registers.
@@ -508,19 +507,18 @@ __device__ __forceinline__ void lean_body(const state_t* __restrict__ s_prev, st
         for (int i = 0; i < L_RB; ++i) ax[k][i] = in[i] ? alpha * (float)LD(frames + (size_t)k * n + L_OFF(i)) : 0.0f;
 #endif
     // The state of the next group of L_VP vectors, loaded while the current one is folded.
-    // Group g holds vectors L_V0 + g L_VP + u, u < L_VP, those in 0..NV.
+    // Group g holds vectors g L_VP + u, u < L_VP, those below NV.
     float nxt[L_VP][L_RB];
 #pragma unroll
     for (int u = 0; u < L_VP; ++u) {
-        const int v = L_V0 + u;
+        const int v = u;
 #pragma unroll
         for (int i = 0; i < L_RB; ++i)
-            nxt[u][i] = (v >= 0 && v < NV && in[i]) ? load_state_f(LD(s_prev + (size_t)(v >= 0 ? v : 0) * n + L_OFF(i)))
-                                                      : 0.0f;
+            nxt[u][i] = (v < NV && in[i]) ? load_state_f(LD(s_prev + (size_t)v * n + L_OFF(i))) : 0.0f;
     }
     int par = 0;
     PRAGMA_V
-    for (int v0 = L_V0; v0 < NV; v0 += L_VP) {
+    for (int v0 = 0; v0 < NV; v0 += L_VP) {
         float s[L_VP][L_RB];
 #pragma unroll
         for (int u = 0; u < L_VP; ++u)
@@ -528,7 +526,7 @@ __device__ __forceinline__ void lean_body(const state_t* __restrict__ s_prev, st
             for (int i = 0; i < L_RB; ++i) s[u][i] = nxt[u][i];
 #pragma unroll
         for (int u = 0; u < L_VP; ++u)
-            if (v0 + L_VP + u >= 0 && v0 + L_VP + u < NV) {
+            if (v0 + L_VP + u < NV) {
                 const state_t* sp = s_prev + (size_t)(v0 + L_VP + u) * n;
 #pragma unroll
                 for (int i = 0; i < L_RB; ++i) nxt[u][i] = in[i] ? load_state_f(LD(sp + L_OFF(i))) : 0.0f;
@@ -536,7 +534,7 @@ __device__ __forceinline__ void lean_body(const state_t* __restrict__ s_prev, st
         // Per vector of the group: the taps of the shift by -v (motion.rs): rows iy (+1),
         // columns ix (+1); what it needs from its neighbours: the whole column published
         // (a horizontal shift), only rows of the threads above and below (their edge
-        // rows), or nothing. A vector outside 0..NV (in the short first group) is skipped.
+        // rows), or nothing. A vector past NV (in the short last group) is skipped.
         int ix[L_VP], iy[L_VP];
         float wx0[L_VP], wx1[L_VP], cw0[L_VP], cw1[L_VP];
         bool hx[L_VP], hy[L_VP], xh[L_VP], xv[L_VP], live[L_VP];
@@ -544,11 +542,11 @@ __device__ __forceinline__ void lean_body(const state_t* __restrict__ s_prev, st
 #pragma unroll
         for (int u = 0; u < L_VP; ++u) {
             const int v = v0 + u;
-            live[u] = v >= 0 && v < NV;
+            live[u] = v < NV;
 #if UNROLL_V
-            const float sx = live[u] ? -mvx(live[u] ? v : 0) : 0.0f, sy = live[u] ? -mvy(live[u] ? v : 0) : 0.0f;
+            const float sx = live[u] ? -mvx(v) : 0.0f, sy = live[u] ? -mvy(v) : 0.0f;
 #else
-            const float sx = live[u] ? -MVX[live[u] ? v : 0] : 0.0f, sy = live[u] ? -MVY[live[u] ? v : 0] : 0.0f;
+            const float sx = live[u] ? -MVX[v] : 0.0f, sy = live[u] ? -MVY[v] : 0.0f;
 #endif
             ix[u] = ifloor(sx);
             iy[u] = ifloor(sy);
