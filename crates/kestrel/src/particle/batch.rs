@@ -4,6 +4,8 @@
 //! [`PfModel`], operation for operation and in the same order; only the Gaussians'
 //! logarithm, sine and cosine are computed differently (to rounding, see `lanes.rs`).
 
+#[cfg(target_arch = "x86_64")]
+use super::lanes::normals_lanes_into_avx2;
 use super::lanes::{normals_lanes_into, L};
 use super::models::{ParticleModel, PfKind, PfModel};
 use super::philox::Purpose;
@@ -146,15 +148,18 @@ unsafe fn range_only_avx2(
     let mut noise = [[0.0f64; L]; 4];
     let mut g = 0;
     while g < whole {
-        normals_lanes_into(
-            key,
-            first.wrapping_add(g as u32),
-            b,
-            k as u32,
-            Purpose::Propagate,
-            0,
-            &mut noise,
-        );
+        // SAFETY: AVX2 is enabled in this function (checked by the caller).
+        unsafe {
+            normals_lanes_into_avx2(
+                key,
+                first.wrapping_add(g as u32),
+                b,
+                k as u32,
+                Purpose::Propagate,
+                0,
+                &mut noise,
+            )
+        };
         for q in 0..L / 4 {
             let i0 = g + 4 * q;
             // SAFETY: i0 + 3 < whole <= n: every index below lies inside its slice

@@ -114,14 +114,7 @@ pub fn normals_lanes_into(
     j: u32,
     n: &mut [[f64; L]],
 ) {
-    let mut c = [[0u64; L]; 4];
-    for l in 0..L {
-        c[0][l] = first.wrapping_add(l as u32) as u64;
-        c[1][l] = b as u64;
-        c[2][l] = k as u64;
-        c[3][l] = (((purpose as u32) << 24) | (j & 0x00FF_FFFF)) as u64;
-    }
-    philox_lanes(&mut c, key);
+    let c = words(key, first, b, k, purpose, j);
     let z = ziggurat();
     // Bit `w L + l`: word `w` of lane `l` missed its inner rectangle.
     let mut miss = 0u64;
@@ -135,6 +128,92 @@ pub fn normals_lanes_into(
             *out = f64::from_bits(x.to_bits() | (((v >> 8) & 1) as u64) << 63);
         }
     }
+    slow_path(key, first, b, k, purpose, j, &c, miss, n);
+}
+
+/// [`normals_lanes_into`] in explicit AVX2, the same values bit for bit: each row's table
+/// entries are fetched by plain loads into two small arrays, then four lanes a register
+/// compare, scale and sign them (`m + 1/2` as `(2^52 + m) - (2^52 - 1/2)`, exact). The
+/// compiler's form of the lane loop extracted the indices through the stack.
+///
+/// # Safety
+///
+/// The processor must have AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+pub unsafe fn normals_lanes_into_avx2(
+    key: [u32; 2],
+    first: u32,
+    b: u32,
+    k: u32,
+    purpose: Purpose,
+    j: u32,
+    n: &mut [[f64; L]],
+) {
+    use std::arch::x86_64::*;
+    let c = words(key, first, b, k, purpose, j);
+    let z = ziggurat();
+    let magic = _mm256_set1_epi64x(0x4330_0000_0000_0000);
+    let off = _mm256_set1_pd(4_503_599_627_370_495.5);
+    let sign = _mm256_set1_epi64x(i64::MIN);
+    let mut miss = 0u64;
+    for (w, row) in n.iter_mut().enumerate().take(4) {
+        let (mut kk, mut ww) = ([0u64; L], [0f64; L]);
+        for l in 0..L {
+            let i = (c[w][l] & 0xFF) as usize;
+            kk[l] = u64::from(z.k[i]);
+            ww[l] = z.w[i];
+        }
+        for q in 0..L / 4 {
+            // SAFETY: four u64 / f64 at 4q < L of arrays of L; AVX2 is enabled here.
+            unsafe {
+                let v = _mm256_loadu_si256(c[w].as_ptr().add(4 * q) as *const __m256i);
+                let m = _mm256_srli_epi64(v, 9);
+                let kq = _mm256_loadu_si256(kk.as_ptr().add(4 * q) as *const __m256i);
+                // Both below 2^32: the signed comparison is the unsigned one.
+                let inside = _mm256_cmpgt_epi64(kq, m);
+                let out = !_mm256_movemask_pd(_mm256_castsi256_pd(inside)) as u64 & 0xF;
+                miss |= out << (w * L + 4 * q);
+                let mh = _mm256_sub_pd(_mm256_castsi256_pd(_mm256_or_si256(m, magic)), off);
+                let x = _mm256_mul_pd(mh, _mm256_loadu_pd(ww.as_ptr().add(4 * q)));
+                let s = _mm256_and_si256(_mm256_slli_epi64(v, 55), sign);
+                let r = _mm256_or_pd(x, _mm256_castsi256_pd(s));
+                _mm256_storeu_pd(row.as_mut_ptr().add(4 * q), r);
+            }
+        }
+    }
+    slow_path(key, first, b, k, purpose, j, &c, miss, n);
+}
+
+/// The Philox words of block `j` for the `L` slots from `first`.
+#[inline(always)]
+fn words(key: [u32; 2], first: u32, b: u32, k: u32, purpose: Purpose, j: u32) -> [[u64; L]; 4] {
+    let mut c = [[0u64; L]; 4];
+    for l in 0..L {
+        c[0][l] = first.wrapping_add(l as u32) as u64;
+        c[1][l] = b as u64;
+        c[2][l] = k as u64;
+        c[3][l] = (((purpose as u32) << 24) | (j & 0x00FF_FFFF)) as u64;
+    }
+    philox_lanes(&mut c, key);
+    c
+}
+
+/// The words that missed their inner rectangles (bits of `miss`), by [`zig_slow`].
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn slow_path(
+    key: [u32; 2],
+    first: u32,
+    b: u32,
+    k: u32,
+    purpose: Purpose,
+    j: u32,
+    c: &[[u64; L]; 4],
+    mut miss: u64,
+    n: &mut [[f64; L]],
+) {
     while miss != 0 {
         let bit = miss.trailing_zeros() as usize;
         miss &= miss - 1;
@@ -221,6 +300,21 @@ mod tests {
             for (b, k, j) in [(0u32, 1u32, 0u32), (3, 77, 2)] {
                 let mut n = [[0.0f64; L]; 4];
                 normals_lanes_into(key, first, b, k, Purpose::Propagate, j, &mut n);
+                #[cfg(target_arch = "x86_64")]
+                if std::is_x86_feature_detected!("avx2") {
+                    let mut v = [[0.0f64; L]; 4];
+                    // SAFETY: the processor has AVX2 (checked above).
+                    unsafe {
+                        normals_lanes_into_avx2(key, first, b, k, Purpose::Propagate, j, &mut v)
+                    };
+                    let same = |a: &[[f64; L]; 4], b: &[[f64; L]; 4]| {
+                        a.iter()
+                            .flatten()
+                            .zip(b.iter().flatten())
+                            .all(|(x, y)| x.to_bits() == y.to_bits())
+                    };
+                    assert!(same(&n, &v), "AVX2 normals differ at slot {first}");
+                }
                 for l in 0..L {
                     let ctr = counter(first + l as u32, b, k, Purpose::Propagate, j);
                     let want = normals_block::<f64>(ctr, key);
