@@ -450,7 +450,7 @@ pub(crate) fn launch(
     block: (u32, u32, u32),
     args: &[Arg<'_>],
 ) -> Result<()> {
-    launch_shared(stream, k, name, grid, block, 0, args)
+    launch_ex(stream, k, name, grid, block, 0, args, false)
 }
 
 /// Lets kernel `name` of `k` use `bytes` of dynamic shared memory (beyond the 48 KB a
@@ -471,20 +471,8 @@ pub(crate) fn allow_dynamic_shared(k: &Module, name: &str, bytes: usize) -> Resu
     )
 }
 
-/// [`launch`] with `shared` bytes of dynamic shared memory.
-pub(crate) fn launch_shared(
-    stream: &CudaStream,
-    k: &Module,
-    name: &str,
-    grid: (u32, u32, u32),
-    block: (u32, u32, u32),
-    shared: u32,
-    args: &[Arg<'_>],
-) -> Result<()> {
-    launch_ex(stream, k, name, grid, block, shared, args, false)
-}
-
-/// [`launch_shared`], as a programmatic dependent launch where `programmatic`: the
+/// [`launch`] with `shared` bytes of dynamic shared memory, and as a programmatic
+/// dependent launch where `programmatic`: the
 /// kernel may start while the kernel before it on `stream` still runs (once every block
 /// of that one has executed `griddepcontrol.launch_dependents` or exited), so it must
 /// execute `griddepcontrol.wait` before it reads what that kernel writes or writes what

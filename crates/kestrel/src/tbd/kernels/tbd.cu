@@ -511,10 +511,9 @@ __device__ __forceinline__ void lean_body(const state_t* __restrict__ s_prev, st
     float nxt[L_VP][L_RB];
 #pragma unroll
     for (int u = 0; u < L_VP; ++u) {
-        const int v = u;
 #pragma unroll
         for (int i = 0; i < L_RB; ++i)
-            nxt[u][i] = (v < NV && in[i]) ? load_state_f(LD(s_prev + (size_t)v * n + L_OFF(i))) : 0.0f;
+            nxt[u][i] = (u < NV && in[i]) ? load_state_f(LD(s_prev + (size_t)u * n + L_OFF(i))) : 0.0f;
     }
     int par = 0;
     PRAGMA_V
