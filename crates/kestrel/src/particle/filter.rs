@@ -285,7 +285,10 @@ fn update_log_weights<T: Real>(lw: &mut [T], ll: &[T], fresh: bool, observed: bo
     let mut b = ll.chunks_exact(8);
     for (lc, llc) in (&mut a).zip(&mut b) {
         for q in 0..8 {
-            mm[q] = mm[q].max(upd(&mut lc[q], llc[q]));
+            // Not `f64::max`: a NaN log-weight (`-inf + inf`) is passed over all the
+            // same, and the comparison alone is one vector instruction.
+            let v = upd(&mut lc[q], llc[q]);
+            mm[q] = if v > mm[q] { v } else { mm[q] };
         }
     }
     for (lwi, &l) in a.into_remainder().iter_mut().zip(b.remainder()) {
@@ -294,49 +297,157 @@ fn update_log_weights<T: Real>(lw: &mut [T], ll: &[T], fresh: bool, observed: bo
     mm.iter().fold(f64::NEG_INFINITY, |a, &v| a.max(v))
 }
 
+/// [`chunk_sums`] of four-component particles: particle `i`'s terms go to lane `i % 4`
+/// of each sum (a sum's four lanes wait on each other only once in four particles), and
+/// the lanes are added `(0 + 1) + (2 + 3)` at the end; the running sums (and `S`, their
+/// last) in order. [`sums4_avx2`] is the same, four lanes a register.
+#[inline(always)]
+fn sums4_lanes<T: Real>(w: &[T], xs: &[T], c0: &[f64], p: &mut [f64], cdf: &mut [f64]) {
+    let n = w.len();
+    let mut s = 0.0f64;
+    let mut s2 = [0.0f64; 4];
+    let mut m1 = [[0.0f64; 4]; 4];
+    let mut m2 = [[0.0f64; 4]; 10];
+    for (j, ((wi, xi), o)) in w
+        .iter()
+        .zip(xs.chunks_exact(4))
+        .zip(cdf.iter_mut())
+        .enumerate()
+    {
+        let l = j % 4;
+        let v = wi.to_f64();
+        s += v;
+        *o = s;
+        s2[l] += v * v;
+        let d = [0, 1, 2, 3].map(|a| xi[a].to_f64() - c0[a]);
+        let mut t = 0;
+        for a in 0..4 {
+            let vd = v * d[a];
+            m1[a][l] += vd;
+            for b in a..4 {
+                m2[t][l] += vd * d[b];
+                t += 1;
+            }
+        }
+    }
+    debug_assert_eq!(n * 4, xs.len());
+    lane_totals(s, &s2, &m1, &m2, p);
+}
+
+/// The sums of [`sums4_lanes`] from their lanes.
+#[inline(always)]
+fn lane_totals(s: f64, s2: &[f64; 4], m1: &[[f64; 4]; 4], m2: &[[f64; 4]; 10], p: &mut [f64]) {
+    let lanes = |v: &[f64; 4]| (v[0] + v[1]) + (v[2] + v[3]);
+    p[0] = s;
+    p[1] = lanes(s2);
+    for a in 0..4 {
+        p[2 + a] = lanes(&m1[a]);
+    }
+    for (t, v) in m2.iter().enumerate() {
+        p[6 + t] = lanes(v);
+    }
+}
+
+/// [`sums4_lanes`] for f64 in explicit AVX2: four particles a register after a 4 x 4
+/// transpose, the same operations in each lane, so the same bits.
+///
+/// # Safety
+///
+/// The processor must have AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn sums4_avx2(wv: &[f64], xs: &[f64], c0: &[f64], p: &mut [f64], cdf: &mut [f64]) {
+    use std::arch::x86_64::*;
+    let n = wv.len();
+    let whole = n / 4 * 4;
+    assert!(xs.len() == 4 * n && cdf.len() == n && c0.len() == 4 && p.len() == 16);
+    let c = [0, 1, 2, 3].map(|a| _mm256_set1_pd(c0[a]));
+    let zero = _mm256_setzero_pd();
+    let mut s = 0.0f64;
+    let mut s2 = zero;
+    let mut m1 = [zero; 4];
+    let mut m2 = [zero; 10];
+    let mut i = 0;
+    while i < whole {
+        // SAFETY: i + 3 < whole <= n: the four particles' values lie inside the slices
+        // (lengths asserted above); AVX2 is enabled here.
+        unsafe {
+            let w = _mm256_loadu_pd(wv.as_ptr().add(i));
+            for l in 0..4 {
+                s += *wv.get_unchecked(i + l);
+                *cdf.get_unchecked_mut(i + l) = s;
+            }
+            let r = [0, 1, 2, 3].map(|l| _mm256_loadu_pd(xs.as_ptr().add((i + l) * 4)));
+            let t0 = _mm256_unpacklo_pd(r[0], r[1]);
+            let t1 = _mm256_unpackhi_pd(r[0], r[1]);
+            let t2 = _mm256_unpacklo_pd(r[2], r[3]);
+            let t3 = _mm256_unpackhi_pd(r[2], r[3]);
+            let x = [
+                _mm256_permute2f128_pd(t0, t2, 0x20),
+                _mm256_permute2f128_pd(t1, t3, 0x20),
+                _mm256_permute2f128_pd(t0, t2, 0x31),
+                _mm256_permute2f128_pd(t1, t3, 0x31),
+            ];
+            let d = [0, 1, 2, 3].map(|a| _mm256_sub_pd(x[a], c[a]));
+            s2 = _mm256_add_pd(s2, _mm256_mul_pd(w, w));
+            let mut t = 0;
+            for a in 0..4 {
+                let vd = _mm256_mul_pd(w, d[a]);
+                m1[a] = _mm256_add_pd(m1[a], vd);
+                for b in a..4 {
+                    m2[t] = _mm256_add_pd(m2[t], _mm256_mul_pd(vd, d[b]));
+                    t += 1;
+                }
+            }
+        }
+        i += 4;
+    }
+    let st = |v: __m256d| {
+        let mut a = [0.0f64; 4];
+        // SAFETY: four f64 into an array of four; AVX2 is enabled here.
+        unsafe { _mm256_storeu_pd(a.as_mut_ptr(), v) };
+        a
+    };
+    let (mut s2a, mut m1a) = (st(s2), m1.map(st));
+    let mut m2a = m2.map(st);
+    for l in 0..n - whole {
+        let j = whole + l;
+        let w = wv[j];
+        s += w;
+        cdf[j] = s;
+        let d = [0, 1, 2, 3].map(|a| xs[j * 4 + a] - c0[a]);
+        s2a[l] += w * w;
+        let mut t = 0;
+        for a in 0..4 {
+            let vd = w * d[a];
+            m1a[a][l] += vd;
+            for b in a..4 {
+                m2a[t][l] += vd * d[b];
+                t += 1;
+            }
+        }
+    }
+    lane_totals(s, &s2a, &m1a, &m2a, p);
+}
+
 /// One chunk's sums around `c0` (see [`stride`]) and the running sums of its weights.
 #[inline(always)]
 fn chunk_sums<T: Real>(w: &[T], xs: &[T], c0: &[f64], p: &mut [f64], cdf: &mut [f64]) {
     let nx = c0.len();
     p.iter_mut().for_each(|v| *v = 0.0);
+    #[cfg(target_arch = "x86_64")]
+    if let (4, Some(w), Some(xs), true) = (
+        nx,
+        as_f64(w),
+        as_f64(xs),
+        std::is_x86_feature_detected!("avx2"),
+    ) {
+        // SAFETY: the processor was checked for AVX2 above.
+        unsafe { sums4_avx2(w, xs, c0, p, cdf) };
+        return;
+    }
     if nx == 4 {
-        // The same sums as below, each in the same order; the full 4 x 4 products
-        // (of which the upper triangle is kept) run as vector operations.
-        let (mut s, mut s2) = (0.0f64, 0.0f64);
-        let mut m1 = [0.0f64; 4];
-        let mut m2 = [[0.0f64; 4]; 4];
-        let c = [c0[0], c0[1], c0[2], c0[3]];
-        for ((&wi, xi), o) in w.iter().zip(xs.chunks_exact(4)).zip(cdf.iter_mut()) {
-            let v = wi.to_f64();
-            s += v;
-            *o = s;
-            s2 += v * v;
-            let d = [
-                xi[0].to_f64() - c[0],
-                xi[1].to_f64() - c[1],
-                xi[2].to_f64() - c[2],
-                xi[3].to_f64() - c[3],
-            ];
-            for a in 0..4 {
-                m1[a] += v * d[a];
-            }
-            for a in 0..4 {
-                let vd = v * d[a];
-                for bb in 0..4 {
-                    m2[a][bb] += vd * d[bb];
-                }
-            }
-        }
-        p[0] = s;
-        p[1] = s2;
-        p[2..6].copy_from_slice(&m1);
-        let mut t = 6;
-        for a in 0..4 {
-            for bb in a..4 {
-                p[t] = m2[a][bb];
-                t += 1;
-            }
-        }
+        sums4_lanes(w, xs, c0, p, cdf);
         return;
     }
     let mut d = [0.0f64; 16];
@@ -655,4 +766,76 @@ pub fn particle_filter_cpu<T: Real, M: ParticleModel<T> + ?Sized>(
         ess,
         particles: cloud,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Weights in [0, 1] (some zero) and particles around a point, from a fixed seed.
+    fn chunk(n: usize, seed: u64) -> (Vec<f64>, Vec<f64>) {
+        let mut s = seed;
+        let mut next = || {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (s >> 11) as f64 / (1u64 << 53) as f64
+        };
+        let w = (0..n)
+            .map(|_| {
+                let u = next();
+                if u < 0.1 {
+                    0.0
+                } else {
+                    u
+                }
+            })
+            .collect();
+        let xs = (0..4 * n).map(|_| 100.0 * next() - 50.0).collect();
+        (w, xs)
+    }
+
+    #[test]
+    fn four_component_sums_are_the_plain_sums_and_the_same_bits_in_avx2() {
+        for n in [1usize, 3, 4, 7, 64, 1001, 2048] {
+            let (w, xs) = chunk(n, n as u64);
+            let c0 = [xs[0], xs[1], xs[2], xs[3]];
+            let (mut p, mut cdf) = (vec![0.0; 16], vec![0.0; n]);
+            sums4_lanes(&w, &xs, &c0, &mut p, &mut cdf);
+            // Against the sums formed one particle after another, to rounding.
+            let mut q = [0.0f64; 16];
+            let mut run = 0.0;
+            for (j, &v) in w.iter().enumerate() {
+                run += v;
+                assert_eq!(cdf[j], run, "running sum {j} of {n}");
+                let d = [0, 1, 2, 3].map(|a| xs[4 * j + a] - c0[a]);
+                q[0] += v;
+                q[1] += v * v;
+                let mut t = 6;
+                for a in 0..4 {
+                    q[2 + a] += v * d[a];
+                    for b in a..4 {
+                        q[t] += v * d[a] * d[b];
+                        t += 1;
+                    }
+                }
+            }
+            for (t, (&got, &want)) in p.iter().zip(&q).enumerate() {
+                let scale = q[0] * 2500.0 + 1.0;
+                assert!(
+                    (got - want).abs() <= 1e-12 * scale,
+                    "sum {t} of {n}: {got} vs {want}"
+                );
+            }
+            #[cfg(target_arch = "x86_64")]
+            if std::is_x86_feature_detected!("avx2") {
+                let (mut pv, mut cv) = (vec![0.0; 16], vec![0.0; n]);
+                // SAFETY: the processor has AVX2 (checked above).
+                unsafe { sums4_avx2(&w, &xs, &c0, &mut pv, &mut cv) };
+                let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&pv), bits(&p), "AVX2 sums of {n}");
+                assert_eq!(bits(&cv), bits(&cdf), "AVX2 running sums of {n}");
+            }
+        }
+    }
 }
