@@ -25,7 +25,9 @@
 //! records are combined as the GPU's `pf_combine` does: `m = max m_c`, each chunk's scale
 //! `exp(m_c - m)`, the totals moved to chunk 0's reference, and the chunks' offsets in the
 //! cumulative sum that the next step's resampling searches. Each chunk's sums are formed
-//! in order and the chunks combined in order, so results are identical for every thread
+//! in a fixed order (its running sums in particle order; with four-component states the
+//! other sums in four lanes, [`sums4_lanes`]) and the chunks combined in order, so
+//! results are identical for every thread
 //! count, whether the filters run side by side (many filters) or one filter's particles
 //! are spread over all cores (few filters, many particles).
 
