@@ -327,24 +327,37 @@ fn sums4_lanes<T: Real>(w: &[T], xs: &[T], c0: &[f64], p: &mut [f64], cdf: &mut 
         .zip(cdf.iter_mut())
         .enumerate()
     {
-        let l = j % 4;
         let v = wi.to_f64();
         s += v;
         *o = s;
-        s2[l] += v * v;
         let d = [0, 1, 2, 3].map(|a| xi[a].to_f64() - c0[a]);
-        let mut t = 0;
-        for a in 0..4 {
-            let vd = v * d[a];
-            m1[a][l] += vd;
-            for b in a..4 {
-                m2[t][l] += vd * d[b];
-                t += 1;
-            }
-        }
+        add_to_lane(j % 4, v, &d, &mut s2, &mut m1, &mut m2);
     }
     debug_assert_eq!(n * 4, xs.len());
     lane_totals(s, &s2, &m1, &m2, p);
+}
+
+/// Particle terms of weight `v` and offset `d` added to lane `l` of the sums of
+/// [`sums4_lanes`].
+#[inline(always)]
+fn add_to_lane(
+    l: usize,
+    v: f64,
+    d: &[f64; 4],
+    s2: &mut [f64; 4],
+    m1: &mut [[f64; 4]; 4],
+    m2: &mut [[f64; 4]; 10],
+) {
+    s2[l] += v * v;
+    let mut t = 0;
+    for a in 0..4 {
+        let vd = v * d[a];
+        m1[a][l] += vd;
+        for b in a..4 {
+            m2[t][l] += vd * d[b];
+            t += 1;
+        }
+    }
 }
 
 /// The sums of [`sums4_lanes`] from their lanes.
@@ -429,16 +442,7 @@ unsafe fn sums4_avx2(wv: &[f64], xs: &[f64], c0: &[f64], p: &mut [f64], cdf: &mu
         s += w;
         cdf[j] = s;
         let d = [0, 1, 2, 3].map(|a| xs[j * 4 + a] - c0[a]);
-        s2a[l] += w * w;
-        let mut t = 0;
-        for a in 0..4 {
-            let vd = w * d[a];
-            m1a[a][l] += vd;
-            for b in a..4 {
-                m2a[t][l] += vd * d[b];
-                t += 1;
-            }
-        }
+        add_to_lane(l, w, &d, &mut s2a, &mut m1a, &mut m2a);
     }
     lane_totals(s, &s2a, &m1a, &m2a, p);
 }
