@@ -16,9 +16,19 @@ and as the whole process (start, reading, writing), and the ratios. FilterPy's p
 resampling loop is slow: it runs the first `--filterpy-budget / N` steps only (its rate
 per step does not change along the run). The total log-likelihoods agree to Monte Carlo
 error, not digit for digit (different generators).
+
+Each Python peer runs in a child process of its own (`--worker`), started and ended
+around its run, as kestrel is; the child first runs 100 particles as a warm-up
+(`particles` compiles its resampling with numba on first use). When the peers ran in
+this process, its OpenBLAS threads, which keep spinning for a while after matrix
+products, took a third of the two cores from the kestrel run that came right after them
+(10^5 particles: 9.1e7 particle-steps/s cold, 6.3e7 right after 50 NumPy products in
+the parent). The children keep their own BLAS threads (the peers' products may use both
+cores).
 """
 import argparse
 import importlib.metadata
+import json
 import os
 import re
 import statistics
@@ -85,8 +95,44 @@ def filterpy_bootstrap(ys, n, rng):
     return ll
 
 
+def worker(a):
+    """One run of a Python peer (`--worker particles|filterpy`) on the measurements in
+    `--z`; prints its seconds and log-likelihood as one JSON line."""
+    y = np.load(a.z)[0]
+    if a.worker == "particles":
+        data = [y[k] for k in range(len(y))]
+        fk = ssm.Bootstrap(ssm=RangeOnly(), data=data)
+        # Warm-up: `particles` compiles its resampling with numba on the first call.
+        particles.SMC(fk=fk, N=100, resampling="systematic", ESSrmin=1.0, verbose=False).run()
+        alg = particles.SMC(fk=fk, N=a.n, resampling="systematic", ESSrmin=1.0, verbose=False)
+        t0 = time.perf_counter()
+        alg.run()
+        secs = time.perf_counter() - t0
+        ll = alg.summaries.logLts[-1]
+    else:
+        filterpy_bootstrap(y[:2], 100, np.random.default_rng(a.seed))  # warm-up
+        t0 = time.perf_counter()
+        ll = filterpy_bootstrap(y[:a.fp_steps], a.n, np.random.default_rng(a.seed))
+        secs = time.perf_counter() - t0
+    print(json.dumps({"secs": secs, "loglik": float(ll)}))
+
+
+def peer(kind, z, n, seed, fp_steps=0):
+    """Runs `worker` in a fresh Python process; returns (seconds, log-likelihood)."""
+    run = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", kind, "--z", z,
+                          "--n", str(n), "--seed", str(seed), "--fp-steps", str(fp_steps)],
+                         check=True, stdout=subprocess.PIPE, text=True)
+    r = json.loads(run.stdout.strip().splitlines()[-1])
+    return r["secs"], r["loglik"]
+
+
 def main():
     ap = argparse.ArgumentParser()
+    ap.add_argument("--worker", choices=["particles", "filterpy"], help=argparse.SUPPRESS)
+    ap.add_argument("--z", help=argparse.SUPPRESS)
+    ap.add_argument("--n", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--fp-steps", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--kestrel", default="target/release/kestrel")
     ap.add_argument("--steps", type=int, default=100)
     ap.add_argument("--particles", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
@@ -94,6 +140,9 @@ def main():
     ap.add_argument("--filterpy-budget", type=float, default=2e7,
                     help="particle-steps of each FilterPy run (0: skip FilterPy)")
     a = ap.parse_args()
+    if a.worker:
+        worker(a)
+        return
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     model = os.path.join(root, "examples", "range-only.toml")
     print(f"load average {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} "
@@ -104,8 +153,6 @@ def main():
         subprocess.run([a.kestrel, "simulate", "--model", model, "--tracks", "1", "--steps",
                         str(a.steps), "--seed", "3", "--output", z], check=True,
                        stderr=subprocess.DEVNULL)
-        y = np.load(z)[0]
-        data = [y[k] for k in range(a.steps)]
         for n in a.particles:
             ps = a.steps * n
             t_k, t_kf, t_p, t_f = [], [], [], []
@@ -125,18 +172,12 @@ def main():
                 t_kf.append(ps / rate)
                 ll_k = float(np.load(out)["loglik"].sum())
 
-                fk = ssm.Bootstrap(ssm=RangeOnly(), data=data)
-                alg = particles.SMC(fk=fk, N=n, resampling="systematic", ESSrmin=1.0,
-                                    verbose=False)
-                t0 = time.perf_counter()
-                alg.run()
-                t_p.append(time.perf_counter() - t0)
-                ll_p = alg.summaries.logLts[-1]
+                secs, ll_p = peer("particles", z, n, rep)
+                t_p.append(secs)
 
                 if fp_steps > 0:
-                    t0 = time.perf_counter()
-                    ll_f = filterpy_bootstrap(y[:fp_steps], n, np.random.default_rng(rep))
-                    t_f.append(time.perf_counter() - t0)
+                    secs, ll_f = peer("filterpy", z, n, rep, fp_steps)
+                    t_f.append(secs)
             mk, mkf, mp = (statistics.median(v) for v in (t_k, t_kf, t_p))
             line = (f"N={n:>9} T={a.steps} (medians of {a.repeats}): kestrel {ps / mkf:.3e} "
                     f"particle-steps/s ({mkf:.3f} s filtering; {ps / mk:.3e} whole process, "

@@ -175,6 +175,11 @@ fn results_do_not_depend_on_threads_or_on_the_split() {
     let b = run(2, &one);
     assert_eq!(a.estimates, b.estimates);
     assert_eq!(a.ess, b.ess);
+    // More threads than this machine may have cores (the crew's helpers not bound to
+    // cores of their own, waiting by yielding).
+    let b3 = run(3, &one);
+    assert_eq!(a.estimates, b3.estimates);
+    assert_eq!(a.ess, b3.ess);
     // Four filters side by side (one per task): filter 0 is the same filter.
     let four = Measurements::new(4, 6, 1, one.data().repeat(4)).unwrap();
     let c = run(2, &four);

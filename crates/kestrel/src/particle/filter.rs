@@ -32,6 +32,7 @@
 //! are spread over all cores (few filters, many particles).
 
 use super::batch::{as_f64, as_f64_mut};
+use super::crew::Crew;
 use super::lanes::{exp_nonpositive, L};
 use super::models::ParticleModel;
 use super::philox::key_of;
@@ -129,29 +130,70 @@ struct Out<'a, T> {
 }
 
 /// Runs `f(c, a_c, b_c, p_c, q_c)` over chunk `c` of four buffers (chunk sizes `ca`,
-/// `cb`, `cp`, `cq`), on all cores when `par`.
+/// `cb`, `cp`, `cq`; the same number of chunks in each), on the crew's threads when
+/// there is one.
 fn chunks4<A: Send, B: Send, P: Send, Q: Send>(
-    par: bool,
+    crew: Option<&Crew>,
     (a, ca): (&mut [A], usize),
     (b, cb): (&mut [B], usize),
     (p, cp): (&mut [P], usize),
     (q, cq): (&mut [Q], usize),
     f: impl Fn(usize, &mut [A], &mut [B], &mut [P], &mut [Q]) + Sync,
 ) {
-    if par {
-        a.par_chunks_mut(ca)
-            .zip(b.par_chunks_mut(cb))
-            .zip(p.par_chunks_mut(cp))
-            .zip(q.par_chunks_mut(cq))
-            .enumerate()
-            .for_each(|(c, (((a, b), p), q))| f(c, a, b, p, q));
-    } else {
+    let Some(crew) = crew else {
         a.chunks_mut(ca)
             .zip(b.chunks_mut(cb))
             .zip(p.chunks_mut(cp))
             .zip(q.chunks_mut(cq))
             .enumerate()
             .for_each(|(c, (((a, b), p), q))| f(c, a, b, p, q));
+        return;
+    };
+    let n = a.len().div_ceil(ca);
+    assert!(b.len().div_ceil(cb) == n && p.len().div_ceil(cp) == n && q.len().div_ceil(cq) == n);
+    let (a, b, p, q) = (Shared::of(a), Shared::of(b), Shared::of(p), Shared::of(q));
+    crew.run(n, &|c| {
+        // SAFETY: the crew runs each chunk index once, so the chunks are disjoint.
+        let (sa, sb, sp, sq) = unsafe {
+            (
+                a.chunk(c, ca),
+                b.chunk(c, cb),
+                p.chunk(c, cp),
+                q.chunk(c, cq),
+            )
+        };
+        f(c, sa, sb, sp, sq)
+    });
+}
+
+/// A mutable slice that the crew's threads cut into disjoint chunks.
+struct Shared<V> {
+    ptr: *mut V,
+    len: usize,
+}
+
+// SAFETY: each thread reaches only the chunks it was given (see `chunk`).
+unsafe impl<V: Send> Sync for Shared<V> {}
+
+impl<V> Shared<V> {
+    fn of(s: &mut [V]) -> Self {
+        Shared {
+            ptr: s.as_mut_ptr(),
+            len: s.len(),
+        }
+    }
+
+    /// Chunk `c` of size `size` (the last may be shorter).
+    ///
+    /// # Safety
+    ///
+    /// No other reference to the chunk may be alive while the one returned is.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn chunk(&self, c: usize, size: usize) -> &mut [V] {
+        let start = (c * size).min(self.len);
+        let end = (start + size).min(self.len);
+        // SAFETY: `start..end` lies inside the slice; exclusive by the caller's contract.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.add(start), end - start) }
     }
 }
 
@@ -510,7 +552,7 @@ fn run_one<T: Real, M: ParticleModel<T> + ?Sized>(
     opts: &PfOptions,
     buf: &mut Buffers<T>,
     out: Out<'_, T>,
-    par: bool,
+    crew: Option<&Crew>,
 ) -> Result<()> {
     let (nx, ny, n) = (model.nx(), model.ny(), opts.particles);
     let steps = out.loglik.len();
@@ -540,7 +582,7 @@ fn run_one<T: Real, M: ParticleModel<T> + ?Sized>(
                 chunk: ch,
             };
             chunks4(
-                par,
+                crew,
                 (&mut buf.x, ch * nx),
                 (&mut buf.lw, ch),
                 (&mut buf.local_cdf, ch),
@@ -658,16 +700,19 @@ fn run_one<T: Real, M: ParticleModel<T> + ?Sized>(
                     w.iter_mut().for_each(|v| *v = T::zero());
                 }
             };
-            if par {
-                buf.w
-                    .par_chunks_mut(ch)
-                    .enumerate()
-                    .for_each(|(c, w)| scale_chunk(c, w));
-            } else {
-                buf.w
+            match crew {
+                Some(crew) => {
+                    let w = Shared::of(&mut buf.w);
+                    crew.run(buf.w.len().div_ceil(ch), &|c| {
+                        // SAFETY: the crew runs each chunk index once: disjoint chunks.
+                        scale_chunk(c, unsafe { w.chunk(c, ch) })
+                    });
+                }
+                None => buf
+                    .w
                     .chunks_mut(ch)
                     .enumerate()
-                    .for_each(|(c, w)| scale_chunk(c, w));
+                    .for_each(|(c, w)| scale_chunk(c, w)),
             }
         }
         // 3. Resample: the systematic scheme is done by the next step's pass.
@@ -687,7 +732,7 @@ fn run_one<T: Real, M: ParticleModel<T> + ?Sized>(
                     draws,
                     &mut buf.ancestors,
                     &mut buf.scratch,
-                    par,
+                    crew.is_some(),
                 );
                 entry = Entry::Ancestors;
             }
@@ -769,16 +814,15 @@ pub fn particle_filter_cpu<T: Real, M: ParticleModel<T> + ?Sized>(
         if side_by_side {
             per.collect::<Vec<_>>().into_par_iter().try_for_each_init(
                 || Buffers::<T>::new(n, nx),
-                |buf, (b, out)| run_one(model, z.track(b), b, opts, buf, out, false),
+                |buf, (b, out)| run_one(model, z.track(b), b, opts, buf, out, None),
             )?;
         } else {
-            // On a worker of the pool: each step's parallel pass is then forked from a
-            // worker (the other workers steal its chunks) instead of being injected into
-            // the pool by a thread outside it, which sleeps and is woken every step.
-            rayon::scope(|_| -> Result<()> {
+            // A crew of threads that stay awake from step to step (see `crew`).
+            Crew::with(threads, |crew| -> Result<()> {
+                let crew = (crew.threads() > 1).then_some(crew);
                 let mut buf = Buffers::<T>::new(n, nx);
                 for (b, out) in per {
-                    run_one(model, z.track(b), b, opts, &mut buf, out, true)?;
+                    run_one(model, z.track(b), b, opts, &mut buf, out, crew)?;
                 }
                 Ok(())
             })?;

@@ -16,6 +16,7 @@
 //! sample size before resampling.
 
 mod batch;
+mod crew;
 #[cfg(feature = "cuda")]
 #[doc(hidden)]
 pub mod cuda;
