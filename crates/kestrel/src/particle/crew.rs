@@ -45,6 +45,10 @@ pub struct Crew {
     /// The pass: its task and number of tasks, written only while every helper waits.
     pass: UnsafeCell<(*const Task<'static>, usize)>,
     panic: Mutex<Option<Box<dyn std::any::Any + Send>>>,
+    /// The thread that made the crew, the only one that may hand out passes.
+    owner: std::thread::ThreadId,
+    /// A pass is under way (a task may not hand out another).
+    busy: AtomicBool,
 }
 
 // SAFETY: `pass` is written by `run` only while no helper reads it (before the
@@ -64,6 +68,8 @@ impl Crew {
             quit: AtomicBool::new(false),
             pass: UnsafeCell::new((std::ptr::null::<fn(usize)>() as *const Task<'static>, 0)),
             panic: Mutex::new(None),
+            owner: std::thread::current().id(),
+            busy: AtomicBool::new(false),
         };
         let cpus = placement(threads.max(1));
         let _restore = cpus.as_ref().and_then(|c| pin_caller(c[0]));
@@ -97,7 +103,25 @@ impl Crew {
 
     /// Runs `task(i)` for `i` in `0..n` on the caller and the helpers; returns when all
     /// are done (a task's panic is raised again here, after the others have finished).
+    /// Called by the thread that made the crew, one pass at a time, never from within a
+    /// task: the helpers serve one pass at a time.
     pub fn run(&self, n: usize, task: &(dyn Fn(usize) + Sync)) {
+        assert_eq!(
+            std::thread::current().id(),
+            self.owner,
+            "a crew's passes are handed out by the thread that made it"
+        );
+        assert!(
+            !self.busy.swap(true, Ordering::Relaxed),
+            "a crew's task may not hand out a pass"
+        );
+        struct Done<'a>(&'a AtomicBool);
+        impl Drop for Done<'_> {
+            fn drop(&mut self) {
+                self.0.store(false, Ordering::Relaxed);
+            }
+        }
+        let _done = Done(&self.busy);
         if self.helpers == 0 {
             (0..n).for_each(task);
             return;
@@ -314,5 +338,34 @@ mod tests {
         }));
         assert!(r.is_err());
         assert_eq!(done.load(Ordering::Relaxed), 63);
+    }
+
+    #[test]
+    fn a_pass_from_another_thread_is_refused() {
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            Crew::with(2, |crew| {
+                let inner = AtomicUsize::new(0);
+                std::thread::scope(|s| {
+                    s.spawn(|| {
+                        crew.run(1, &|_| {
+                            inner.fetch_add(1, Ordering::Relaxed);
+                        })
+                    })
+                    .join()
+                })
+            })
+        }));
+        // The other thread's call panicked (and joined as an error), before any task.
+        assert!(matches!(r, Ok(Err(_))));
+    }
+
+    #[test]
+    fn a_pass_from_within_a_task_is_refused() {
+        for threads in [1, 2] {
+            let r = catch_unwind(AssertUnwindSafe(|| {
+                Crew::with(threads, |crew| crew.run(4, &|_| crew.run(1, &|_| ())))
+            }));
+            assert!(r.is_err(), "{threads} threads");
+        }
     }
 }
