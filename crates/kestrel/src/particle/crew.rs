@@ -153,6 +153,20 @@ impl Crew {
         }
     }
 
+    /// Runs `f(c, chunk c)` over the `size`-long chunks of `out` (the last may be
+    /// shorter) as one pass.
+    pub fn for_chunks<X: Send>(
+        &self,
+        out: &mut [X],
+        size: usize,
+        f: impl Fn(usize, &mut [X]) + Sync,
+    ) {
+        let n = out.len().div_ceil(size);
+        let s = Shared::of(out);
+        // SAFETY: the pass runs each chunk index once, so the chunks are disjoint.
+        self.run(n, &|c| f(c, unsafe { s.chunk(c, size) }));
+    }
+
     /// Thread `t`'s share of `n` tasks: a contiguous range, the same in every pass, so
     /// that a chunk's data stays in the cache of the core that worked on it last step.
     fn share(&self, t: usize, n: usize) -> (usize, usize) {
@@ -201,6 +215,37 @@ impl Crew {
             }
             self.left.fetch_add(1, Ordering::Release);
         }
+    }
+}
+
+/// A mutable slice that the crew's threads cut into disjoint chunks.
+pub(super) struct Shared<V> {
+    ptr: *mut V,
+    len: usize,
+}
+
+// SAFETY: each thread reaches only the chunks it was given (see `chunk`).
+unsafe impl<V: Send> Sync for Shared<V> {}
+
+impl<V> Shared<V> {
+    pub(super) fn of(s: &mut [V]) -> Self {
+        Shared {
+            ptr: s.as_mut_ptr(),
+            len: s.len(),
+        }
+    }
+
+    /// Chunk `c` of size `size` (the last may be shorter).
+    ///
+    /// # Safety
+    ///
+    /// No other reference to the chunk may be alive while the one returned is.
+    #[allow(clippy::mut_from_ref)]
+    pub(super) unsafe fn chunk(&self, c: usize, size: usize) -> &mut [V] {
+        let start = (c * size).min(self.len);
+        let end = (start + size).min(self.len);
+        // SAFETY: `start..end` lies inside the slice; exclusive by the caller's contract.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.add(start), end - start) }
     }
 }
 

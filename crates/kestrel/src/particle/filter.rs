@@ -32,13 +32,13 @@
 //! are spread over all cores (few filters, many particles).
 
 use super::batch::{as_f64, as_f64_mut};
-use super::crew::Crew;
+use super::crew::{Crew, Shared};
 use super::lanes::{exp_nonpositive, L};
 use super::models::ParticleModel;
 use super::philox::key_of;
 use super::resample::{
-    resample, systematic_ancestors, systematic_uniform, ChunkedCdf, Draws, Resampler, Scratch,
-    CHUNK,
+    resample_on, systematic_ancestors, systematic_uniform, ChunkedCdf, Draws, Par, Resampler,
+    Scratch, CHUNK,
 };
 use super::{PfOptions, PfOutput};
 use crate::data::alloc::{filled, zeroed};
@@ -164,37 +164,6 @@ fn chunks4<A: Send, B: Send, P: Send, Q: Send>(
         };
         f(c, sa, sb, sp, sq)
     });
-}
-
-/// A mutable slice that the crew's threads cut into disjoint chunks.
-struct Shared<V> {
-    ptr: *mut V,
-    len: usize,
-}
-
-// SAFETY: each thread reaches only the chunks it was given (see `chunk`).
-unsafe impl<V: Send> Sync for Shared<V> {}
-
-impl<V> Shared<V> {
-    fn of(s: &mut [V]) -> Self {
-        Shared {
-            ptr: s.as_mut_ptr(),
-            len: s.len(),
-        }
-    }
-
-    /// Chunk `c` of size `size` (the last may be shorter).
-    ///
-    /// # Safety
-    ///
-    /// No other reference to the chunk may be alive while the one returned is.
-    #[allow(clippy::mut_from_ref)]
-    unsafe fn chunk(&self, c: usize, size: usize) -> &mut [V] {
-        let start = (c * size).min(self.len);
-        let end = (start + size).min(self.len);
-        // SAFETY: `start..end` lies inside the slice; exclusive by the caller's contract.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.add(start), end - start) }
-    }
 }
 
 /// The first elements of a chunk-sized stack buffer, set to zero: only as many as the
@@ -701,13 +670,7 @@ fn run_one<T: Real, M: ParticleModel<T> + ?Sized>(
                 }
             };
             match crew {
-                Some(crew) => {
-                    let w = Shared::of(&mut buf.w);
-                    crew.run(buf.w.len().div_ceil(ch), &|c| {
-                        // SAFETY: the crew runs each chunk index once: disjoint chunks.
-                        scale_chunk(c, unsafe { w.chunk(c, ch) })
-                    });
-                }
+                Some(crew) => crew.for_chunks(&mut buf.w, ch, scale_chunk),
                 None => buf
                     .w
                     .chunks_mut(ch)
@@ -726,13 +689,13 @@ fn run_one<T: Real, M: ParticleModel<T> + ?Sized>(
             if opts.resampler == Resampler::Systematic {
                 entry = Entry::Systematic(systematic_uniform(draws), off / nf);
             } else {
-                resample(
+                resample_on(
                     opts.resampler,
                     &buf.w,
                     draws,
                     &mut buf.ancestors,
                     &mut buf.scratch,
-                    crew.is_some(),
+                    crew.map_or(Par::Serial, Par::Crew),
                 );
                 entry = Entry::Ancestors;
             }

@@ -25,6 +25,7 @@
 //! 10^5 particles): chunks of [`CHUNK`] weights summed in order, then the chunk totals in
 //! order, so the result does not depend on the number of threads.
 
+use super::crew::Crew;
 use super::philox::{counter, index, philox4x32_10, uniform_f64, Purpose};
 use crate::error::{Error, Result};
 use crate::linalg::Real;
@@ -151,20 +152,41 @@ pub struct Scratch {
     chunk: Vec<f64>,
 }
 
-/// Runs `f(chunk index, chunk)` over `CHUNK`-sized pieces of `out`, on all cores when `par`.
-fn for_chunks<X: Send>(par: bool, out: &mut [X], f: impl Fn(usize, &mut [X]) + Sync) {
-    if par {
-        out.par_chunks_mut(CHUNK)
+/// Where a resampler's passes run: on the calling thread, on the pool's threads, or on
+/// the crew that runs the filter's steps (whose helpers hold their cores between passes:
+/// the pool's threads would compete with them).
+#[derive(Clone, Copy)]
+pub(crate) enum Par<'a> {
+    Serial,
+    Pool,
+    Crew(&'a Crew),
+}
+
+/// Runs `f(chunk index, chunk)` over `CHUNK`-sized pieces of `out`.
+fn for_chunks<X: Send>(par: Par<'_>, out: &mut [X], f: impl Fn(usize, &mut [X]) + Sync) {
+    for_pieces(par, out, CHUNK, f)
+}
+
+/// Runs `f(piece index, piece)` over `size`-long pieces of `out`.
+fn for_pieces<X: Send>(
+    par: Par<'_>,
+    out: &mut [X],
+    size: usize,
+    f: impl Fn(usize, &mut [X]) + Sync,
+) {
+    match par {
+        Par::Serial => out.chunks_mut(size).enumerate().for_each(|(c, s)| f(c, s)),
+        Par::Pool => out
+            .par_chunks_mut(size)
             .enumerate()
-            .for_each(|(c, s)| f(c, s));
-    } else {
-        out.chunks_mut(CHUNK).enumerate().for_each(|(c, s)| f(c, s));
+            .for_each(|(c, s)| f(c, s)),
+        Par::Crew(crew) => crew.for_chunks(out, size, f),
     }
 }
 
 /// The inclusive cumulative sum of `w(i)` for `i in 0..n` in f64 into `cdf` (chunked,
 /// thread-count independent); returns the total.
-fn cumulative(par: bool, n: usize, w: impl Fn(usize) -> f64 + Sync, s: &mut Scratch) -> f64 {
+fn cumulative(par: Par<'_>, n: usize, w: impl Fn(usize) -> f64 + Sync, s: &mut Scratch) -> f64 {
     s.cdf.resize(n, 0.0);
     let chunks = n.div_ceil(CHUNK);
     s.chunk.resize(chunks, 0.0);
@@ -234,6 +256,19 @@ pub fn resample<W: Real>(
     ancestors: &mut [u32],
     scratch: &mut Scratch,
     par: bool,
+) {
+    let par = if par { Par::Pool } else { Par::Serial };
+    resample_on(scheme, w, draws, ancestors, scratch, par)
+}
+
+/// [`resample`] with its passes on `par`.
+pub(crate) fn resample_on<W: Real>(
+    scheme: Resampler,
+    w: &[W],
+    draws: Draws,
+    ancestors: &mut [u32],
+    scratch: &mut Scratch,
+    par: Par<'_>,
 ) {
     let n = w.len();
     assert_eq!(ancestors.len(), n, "one ancestor per particle");
@@ -519,7 +554,7 @@ fn residual<W: Real>(
     draws: Draws,
     ancestors: &mut [u32],
     scratch: &mut Scratch,
-    par: bool,
+    par: Par<'_>,
 ) {
     let n = w.len();
     let nf = n as f64;
@@ -566,7 +601,7 @@ fn sorted_multinomial(
     draws: Draws,
     out: &mut [u32],
     chunk_sums: &mut Vec<f64>,
-    par: bool,
+    par: Par<'_>,
 ) {
     let m = out.len();
     let e = |l: usize| -uniform_f64(draws.words(l as u32, 0)[0]).ln();
@@ -577,13 +612,7 @@ fn sorted_multinomial(
     let fill = |c: usize, v: &mut f64| {
         *v = (c * CHUNK..((c + 1) * CHUNK).min(m)).map(e).sum::<f64>();
     };
-    if par {
-        sums.par_iter_mut()
-            .enumerate()
-            .for_each(|(c, v)| fill(c, v));
-    } else {
-        sums.iter_mut().enumerate().for_each(|(c, v)| fill(c, v));
-    }
+    for_pieces(par, sums, 1, |c, v| fill(c, &mut v[0]));
     let mut acc = 0.0f64;
     for v in chunk_sums[..chunks].iter_mut() {
         let t = *v;
