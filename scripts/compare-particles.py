@@ -17,6 +17,12 @@ resampling loop is slow: it runs the first `--filterpy-budget / N` steps only (i
 per step does not change along the run). The total log-likelihoods agree to Monte Carlo
 error, not digit for digit (different generators).
 
+`particles` runs twice: as it comes (`run()` with its default summaries: the
+log-likelihood and the ESS, no moments), and with its `Moments` collector (the particles'
+weighted mean and variance every step). kestrel always computes the weighted mean and
+covariance every step, and so does the FilterPy-book filter; the second `particles` run
+is the one that does that work too. Both ratios are printed.
+
 Each Python peer runs in a child process of its own (`--worker`), started and ended
 around its run, as kestrel is; the child first runs 100 particles as a warm-up
 (`particles` compiles its resampling with numba on first use). When the peers ran in
@@ -41,6 +47,7 @@ import numpy as np
 import particles
 from particles import distributions as dists
 from particles import state_space_models as ssm
+from particles.collectors import Moments
 
 DT, Q, R = 1.0, 0.05, 1.0
 SENSORS = np.array([[0.0, 0.0], [150.0, 40.0]])
@@ -99,12 +106,17 @@ def worker(a):
     """One run of a Python peer (`--worker particles|filterpy`) on the measurements in
     `--z`; prints its seconds and log-likelihood as one JSON line."""
     y = np.load(a.z)[0]
-    if a.worker == "particles":
+    if a.worker in ("particles", "particles-moments"):
         data = [y[k] for k in range(len(y))]
         fk = ssm.Bootstrap(ssm=RangeOnly(), data=data)
         # Warm-up: `particles` compiles its resampling with numba on the first call.
         particles.SMC(fk=fk, N=100, resampling="systematic", ESSrmin=1.0, verbose=False).run()
-        alg = particles.SMC(fk=fk, N=a.n, resampling="systematic", ESSrmin=1.0, verbose=False)
+        # `particles-moments`: the weighted mean and variance of the particles every step
+        # (its `Moments` collector), as kestrel (mean and covariance) and the FilterPy-book
+        # filter compute them; plain `particles` computes no moments.
+        kw = {"collect": [Moments()]} if a.worker == "particles-moments" else {}
+        alg = particles.SMC(fk=fk, N=a.n, resampling="systematic", ESSrmin=1.0, verbose=False,
+                            **kw)
         t0 = time.perf_counter()
         alg.run()
         secs = time.perf_counter() - t0
@@ -128,7 +140,8 @@ def peer(kind, z, n, seed, fp_steps=0):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--worker", choices=["particles", "filterpy"], help=argparse.SUPPRESS)
+    ap.add_argument("--worker", choices=["particles", "particles-moments", "filterpy"],
+                    help=argparse.SUPPRESS)
     ap.add_argument("--z", help=argparse.SUPPRESS)
     ap.add_argument("--n", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
@@ -155,7 +168,7 @@ def main():
                        stderr=subprocess.DEVNULL)
         for n in a.particles:
             ps = a.steps * n
-            t_k, t_kf, t_p, t_f = [], [], [], []
+            t_k, t_kf, t_p, t_pm, t_f = [], [], [], [], []
             fp_steps = min(a.steps, int(a.filterpy_budget // n))
             for rep in range(a.repeats):
                 out = os.path.join(d, "pf.npz")
@@ -174,15 +187,18 @@ def main():
 
                 secs, ll_p = peer("particles", z, n, rep)
                 t_p.append(secs)
+                secs, _ = peer("particles-moments", z, n, rep)
+                t_pm.append(secs)
 
                 if fp_steps > 0:
                     secs, ll_f = peer("filterpy", z, n, rep, fp_steps)
                     t_f.append(secs)
-            mk, mkf, mp = (statistics.median(v) for v in (t_k, t_kf, t_p))
+            mk, mkf, mp, mpm = (statistics.median(v) for v in (t_k, t_kf, t_p, t_pm))
             line = (f"N={n:>9} T={a.steps} (medians of {a.repeats}): kestrel {ps / mkf:.3e} "
                     f"particle-steps/s ({mkf:.3f} s filtering; {ps / mk:.3e} whole process, "
                     f"{mk:.3f} s), loglik {ll_k:.2f}; particles {ps / mp:.3e} ({mp:.2f} s), loglik "
-                    f"{ll_p:.2f}; ratio {mp / mkf:.1f}x ({mp / mk:.1f}x whole process)")
+                    f"{ll_p:.2f}; ratio {mp / mkf:.1f}x ({mp / mk:.1f}x whole process); "
+                    f"particles with moments {ps / mpm:.3e} ({mpm:.2f} s), ratio {mpm / mkf:.1f}x")
             if t_f:
                 mf = statistics.median(t_f)
                 pf = fp_steps * n
