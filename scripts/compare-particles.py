@@ -103,8 +103,8 @@ def filterpy_bootstrap(ys, n, rng):
 
 
 def worker(a):
-    """One run of a Python peer (`--worker particles|filterpy`) on the measurements in
-    `--z`; prints its seconds and log-likelihood as one JSON line."""
+    """One run of a Python peer (`--worker particles|particles-moments|filterpy`) on the
+    measurements in `--z`; prints its seconds and log-likelihood as one JSON line."""
     y = np.load(a.z)[0]
     if a.worker in ("particles", "particles-moments"):
         data = [y[k] for k in range(len(y))]

@@ -37,8 +37,8 @@ use super::lanes::{exp_nonpositive, L};
 use super::models::ParticleModel;
 use super::philox::key_of;
 use super::resample::{
-    resample_on, systematic_ancestors, systematic_uniform, ChunkedCdf, Draws, Par, Resampler,
-    Scratch, CHUNK,
+    for_pieces, resample_on, systematic_ancestors, systematic_uniform, ChunkedCdf, Draws, Par,
+    Resampler, Scratch, CHUNK,
 };
 use super::{PfOptions, PfOutput};
 use crate::data::alloc::{filled, zeroed};
@@ -530,6 +530,9 @@ fn run_one<T: Real, M: ParticleModel<T> + ?Sized>(
     let nf = n as f64;
     let mut log_prev = nf.ln();
     let always = opts.ess_threshold >= 1.0;
+    // Where the passes after the combined records run (the weights' scaling, the other
+    // resamplers).
+    let par = crew.map_or(Par::Serial, Par::Crew);
     let mut entry = Entry::Prior;
     for k in 0..steps {
         let z = &zb[k * ny..(k + 1) * ny];
@@ -669,14 +672,7 @@ fn run_one<T: Real, M: ParticleModel<T> + ?Sized>(
                     w.iter_mut().for_each(|v| *v = T::zero());
                 }
             };
-            match crew {
-                Some(crew) => crew.for_chunks(&mut buf.w, ch, scale_chunk),
-                None => buf
-                    .w
-                    .chunks_mut(ch)
-                    .enumerate()
-                    .for_each(|(c, w)| scale_chunk(c, w)),
-            }
+            for_pieces(par, &mut buf.w, ch, scale_chunk);
         }
         // 3. Resample: the systematic scheme is done by the next step's pass.
         entry = Entry::Kept;
@@ -695,7 +691,7 @@ fn run_one<T: Real, M: ParticleModel<T> + ?Sized>(
                     draws,
                     &mut buf.ancestors,
                     &mut buf.scratch,
-                    crew.map_or(Par::Serial, Par::Crew),
+                    par,
                 );
                 entry = Entry::Ancestors;
             }

@@ -167,8 +167,9 @@ fn for_chunks<X: Send>(par: Par<'_>, out: &mut [X], f: impl Fn(usize, &mut [X]) 
     for_pieces(par, out, CHUNK, f)
 }
 
-/// Runs `f(piece index, piece)` over `size`-long pieces of `out`.
-fn for_pieces<X: Send>(
+/// Runs `f(piece index, piece)` over `size`-long pieces of `out` (the last may be
+/// shorter).
+pub(crate) fn for_pieces<X: Send>(
     par: Par<'_>,
     out: &mut [X],
     size: usize,
