@@ -453,8 +453,9 @@ fn floats(v: impl Iterator<Item = f32>) -> String {
     format!("{{{}}}", items.join(", "))
 }
 
-/// The complete translation unit for `motions`, frames of `frame`, and `cfg`.
-pub fn source(motions: &[Motion], frame: Dtype, cfg: &KernelConfig) -> String {
+/// The complete translation unit for `motions`, frames of `frame` and width `w`, and
+/// `cfg` (the width matters only as a multiple of 4 or not: whole 16-byte rows of f32).
+pub fn source(motions: &[Motion], frame: Dtype, cfg: &KernelConfig, w: usize) -> String {
     let frame_t = match frame {
         Dtype::U8 => "unsigned char",
         Dtype::U16 => "unsigned short",
@@ -475,6 +476,7 @@ pub fn source(motions: &[Motion], frame: Dtype, cfg: &KernelConfig) -> String {
     if frame_t == "float" {
         s += "#define FRAME_F32 1\n";
     }
+    s += &format!("#define FRAME_W4 {}\n", (w % 4 == 0) as u8);
     s += &format!("#define USE_LDG {}\n", cfg.ldg as u8);
     s += &format!("#define UNROLL_V {}\n", cfg.unroll as u8);
     s += &format!("#define DEC {}\n", cfg.frames);
@@ -605,7 +607,7 @@ impl GpuTbd {
                     free as f64 / 1e9
                 )));
             }
-            let src = source(&params.motions, frame, &cfg);
+            let src = source(&params.motions, frame, &cfg, w);
             let module = gpu.module("tbd", &src, &kernel_names(&cfg, nv))?;
             let dynamic = dynamic_shared_bytes(&cfg, &params.motions, frame);
             if dynamic > 0 {

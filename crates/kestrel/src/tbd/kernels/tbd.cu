@@ -759,7 +759,35 @@ __device__ __forceinline__ void cp_async_wait0() { asm volatile("cp.async.wait_g
 #define S_OH TY
 #define S_HALO ((DEC - 1) * SHRINK)
 #define S_TW (S_OW + 2 * S_HALO)
+// The late kernel with f32 frames, f16 state and frame rows of whole 16-byte chunks
+// (FRAME_W4: the width a multiple of 4, set by the launcher) keeps its frame tiles
+// row-major instead of split and copies them 16 bytes at a time (S_ROW16): the tile starts
+// S_LPAD columns left of the block's first output column (a multiple of 4) and its rows
+// are whole chunks, so a chunk lies wholly inside the frame or wholly outside it. A pixel
+// pair's three taps of a row are one 8-byte and one 4-byte shared load (4 wavefronts a
+// warp against the split layout's 3), but a warp's copies of a frame fall from about 6 to
+// 1.5 instructions a thread. H100, 13 vectors, D10, 32 x 16, against the split layout in
+// the same runs (two each): f16 state 1.265-1.273 -> 1.168-1.169 ms per 200 frames; f32
+// state 1.541-1.542 -> 1.552-1.553 (so f32 keeps the split layout).
+#ifndef FRAME_W4
+#define FRAME_W4 0
+#endif
+#if FRAME_W4 && S_ASYNC && S_SPLIT && STATE_HALF
+#define S_ROW16 1
+#else
+#define S_ROW16 0
+#endif
+#if S_ROW16
+#define S_LPAD ((S_HALO + 3) / 4 * 4)
+#define S_PW ((S_LPAD + S_OW + S_HALO + 3) / 4 * 4)
+// S_CH chunks a tile row, S_CPER chunks a thread.
+#define S_CH (S_PW / 4)
+#define S_CHUNKS (S_PH * S_CH)
+#define S_CPER ((S_CHUNKS + S_NT - 1) / S_NT)
+#else
+#define S_LPAD S_HALO
 #define S_PW ((S_TW + 1) / 2 * 2)
+#endif
 #define S_PH (S_OH + 2 * S_HALO)
 #define S_NT (TX * TY)
 #define S_CELLS (S_PH * S_PW)
@@ -896,7 +924,19 @@ extern "C" __global__ void S_BOUNDS
 #if STAGED_LATE
     grid_dep_launch();
 #endif
-#if S_PAIRS_ON
+#if S_ROW16
+    // This thread's share of a frame tile: chunk e = tid + q S_NT is row e / S_CH, columns
+    // 4 (e % S_CH) + 0..3, at 4 e in the tile; coff: its offset in the frame, or -1
+    // (outside the frame: zero-filled).
+    int coff[S_CPER];
+#pragma unroll
+    for (int q = 0; q < S_CPER; ++q) {
+        const int e = tid + q * S_NT;
+        const int r = e / S_CH, k = e % S_CH;
+        const int gx = ox0 - S_LPAD + 4 * k, gy = gy0 + r;
+        coff[q] = (e < S_CHUNKS && (unsigned)gy < (unsigned)h && gx >= 0 && gx < w) ? gy * w + gx : -1;
+    }
+#elif S_PAIRS_ON
     // This thread's share of a frame tile, by column pairs in global order (coalesced):
     // pair p = tid + q S_NT is row p / S_HW, columns 2k and 2k + 1 (k = p % S_HW) of the
     // tile, stored at k and S_HW + k of that row (the split layout). poff: the offset in
@@ -957,7 +997,14 @@ extern "C" __global__ void S_BOUNDS
         if (j == S_SGRP) grid_dep_wait();
         if (sst && j == S_SGRP) issue_state();
 #endif
-#if S_PAIRS_ON
+#if S_ROW16
+#pragma unroll
+        for (int q = 0; q < S_CPER; ++q) {
+            const int e = tid + q * S_NT;
+            if (S_CHUNKS % S_NT != 0 && e >= S_CHUNKS) continue;
+            cp_async16(tile + 4 * e, f + (coff[q] >= 0 ? coff[q] : 0), coff[q] >= 0);
+        }
+#elif S_PAIRS_ON
 #pragma unroll
         for (int q = 0; q < S_PPER; ++q) {
             if (tid + q * S_NT >= S_PAIRS) continue;
@@ -1037,8 +1084,11 @@ extern "C" __global__ void S_BOUNDS
                                : staged_state<false>(p, h, w, x0 + a, y, sx, sy);
         }
 #endif
-    const int ly = (int)threadIdx.y + S_HALO, lx = (int)threadIdx.x * S_PX + S_HALO;
-#if S_SPLIT
+    const int ly = (int)threadIdx.y + S_HALO, lx = (int)threadIdx.x * S_PX + S_LPAD;
+#if S_ROW16
+    // The thread's place in the row-major tile: row ly, column lx.
+    const float* tthr = fl + ly * S_PW + lx;
+#elif S_SPLIT
     // The thread's place in the split tile rows: row ly, pair column threadIdx.x.
     const float* tthr = fl + ly * S_PW + (int)threadIdx.x;
 #endif
@@ -1081,14 +1131,40 @@ extern "C" __global__ void S_BOUNDS
             {
                 // Columns lx + ix + 0..2 = 2 tx + q + 0..2 of rows ly + iy and the next.
                 // From the thread's own pointer: every offset below is a compile-time constant.
+#if S_ROW16
+                const int q = S_LPAD + ix;
+                const float* e0 = tthr + (j % S_BUFS) * (S_PH * S_PW) + iy * S_PW + ix;
+#else
                 const int q = S_HALO + ix;
                 const int k = q >> 1;
                 const float* e0 = tthr + (j % S_BUFS) * (S_PH * S_PW) + iy * S_PW;
+#endif
                 const float w00 = wx0 * wy0, w01 = wx1 * wy0, w10 = wx0 * wy1, w11 = wx1 * wy1;
                 float t[2][3];
 #pragma unroll
                 for (int b = 0; b < 2; ++b) {
                     if (b == 1 && !hy) break;
+#if S_ROW16
+                    // Row-major: the 8-byte load at the even column (q is the parity of
+                    // the first tap's tile column, lx being even).
+                    const float* rw = e0 + b * S_PW;
+                    if ((q & 1) == 0) {
+                        const float2 a = *reinterpret_cast<const float2*>(rw);
+                        t[b][0] = a.x;
+                        t[b][1] = a.y;
+                        t[b][2] = hx ? rw[2] : 0.0f;
+                    } else {
+                        t[b][0] = rw[0];
+                        if (hx) {
+                            const float2 a = *reinterpret_cast<const float2*>(rw + 1);
+                            t[b][1] = a.x;
+                            t[b][2] = a.y;
+                        } else {
+                            t[b][1] = rw[1];
+                            t[b][2] = 0.0f;
+                        }
+                    }
+#else
                     const float* ev = e0 + b * S_PW;
                     const float* od = ev + S_PW / 2;
                     if ((q & 1) == 0) {
@@ -1100,6 +1176,7 @@ extern "C" __global__ void S_BOUNDS
                         t[b][1] = ev[k + 1];
                         t[b][2] = hx ? od[k + 1] : 0.0f;
                     }
+#endif
                 }
 #pragma unroll
                 for (int a = 0; a < 2; ++a) {
