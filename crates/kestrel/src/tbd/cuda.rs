@@ -476,7 +476,7 @@ pub fn source(motions: &[Motion], frame: Dtype, cfg: &KernelConfig, w: usize) ->
     if frame_t == "float" {
         s += "#define FRAME_F32 1\n";
     }
-    s += &format!("#define FRAME_W4 {}\n", (w % 4 == 0) as u8);
+    s += &format!("#define FRAME_W4 {}\n", w.is_multiple_of(4) as u8);
     s += &format!("#define USE_LDG {}\n", cfg.ldg as u8);
     s += &format!("#define UNROLL_V {}\n", cfg.unroll as u8);
     s += &format!("#define DEC {}\n", cfg.frames);
