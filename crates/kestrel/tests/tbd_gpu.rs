@@ -200,11 +200,13 @@ fn late_kernels_on_frames_of_whole_and_partial_chunks() {
 
 #[test]
 fn late_kernel_launches_back_to_back() {
-    // The benchmark's pattern: frames loaded once, then launches one after another with
-    // nothing between them, so that each (programmatic) launch of the late kernel starts
-    // while the one before it still runs its last blocks (about two waves here); it must
-    // still read the state that launch wrote. Against the CPU reference on the same frames
-    // repeated, f32 and f16 state. (A kernel built without its griddepcontrol.wait passed
+    // The benchmark's pattern: frames loaded once into a ring of slots, then launches one
+    // after another with nothing between them, so that each (programmatic) launch of the
+    // late kernel starts while the one before it still runs its last blocks (about two
+    // waves here); it must still read the state that launch wrote, and the frames of its
+    // own slot (three slots of different frames, five launches: slots 0, 1, 2, 0, 1).
+    // Against the CPU reference on those frames in that order, f32 and f16 state. (A
+    // kernel built without its griddepcontrol.wait passed
     // this test too on the H100: blocks start in index order, so the few that start early
     // sample state that the first wave wrote long before. The test guards the results of
     // back-to-back launches, not the wait itself.)
@@ -221,12 +223,27 @@ fn late_kernel_launches_back_to_back() {
             frames: 10,
             block: (32, 16),
         };
-        let mut c = case(1700 + k as u64, 512, 1024, cfg.frames, Dtype::F32, false);
+        let slots = 3;
+        let mut c = case(
+            1700 + k as u64,
+            512,
+            1024,
+            slots * cfg.frames,
+            Dtype::F32,
+            false,
+        );
         for m in &mut c.motions {
             *m = Motion::new(m.vx.clamp(-1.0, 1.0), m.vy.clamp(-1.0, 1.0));
         }
-        let one = c.frames.clone();
-        c.frames = (0..launches).flat_map(|_| one.iter().cloned()).collect();
+        let per = c.frames.len() / slots;
+        let ring = c.frames.clone();
+        c.frames = (0..launches)
+            .flat_map(|l| {
+                ring[(l % slots) * per..(l % slots + 1) * per]
+                    .iter()
+                    .cloned()
+            })
+            .collect();
         let params = Params {
             motions: c.motions.clone(),
             alpha: c.alpha,
@@ -234,14 +251,20 @@ fn late_kernel_launches_back_to_back() {
         };
         let mut g = GpuTbd::new(0, &params, c.h, c.w, cfg, c.frame).unwrap();
         g.poison().unwrap();
-        g.load_frames(&c.raw).unwrap();
+        g.frame_slots(slots).unwrap();
+        let raw = c.raw.len() / slots;
+        for sl in 0..slots {
+            g.load_frames_into(sl, &c.raw[sl * raw..(sl + 1) * raw])
+                .unwrap();
+        }
+        assert!(g.load_frames_into(slots, &c.raw[..raw]).is_err());
         for _ in 0..launches {
             g.launch().unwrap();
         }
         let got = g.maps().unwrap();
         let gs = g.state().unwrap();
         let (want, ws) = expected(&c, &cfg, launches);
-        let what = format!("{} back to back", cfg.name());
+        let what = format!("{} back to back, {slots} frame slots", cfg.name());
         compare(&what, &c, &cfg, &got, &gs, &want[launches - 1..], &ws, 1e-5);
     }
 }

@@ -6,7 +6,10 @@
 //! its frames read once, its maps written: f32 score + u16 arg per pixel) over the H100's
 //! 2.9 TB/s; per frame that is that / frames per launch. Host-fed: the frame's bytes over
 //! the measured host-to-device copy bandwidth. Timed on a fixed non-zero pattern of
-//! frames. `KESTREL_BENCH_TBD=part,...` keeps only the kernels whose name holds a part.
+//! frames; on the device, from a ring of frame buffers ([`RING_BYTES`]), so that no
+//! launch reads frames another launch has just read. `KESTREL_BENCH_TBD=part,...` keeps
+//! only the kernels whose name holds a part; `KESTREL_BENCH_TBD_RING=bytes` sets the
+//! ring's size (0: one buffer, read again by every launch).
 
 use super::{time_runs, Record, Sink};
 use kestrel::tbd::cpu::CpuState;
@@ -16,6 +19,9 @@ use serde_json::json;
 
 /// Measured device-to-device bandwidth of the H100 here (ANCHORS.md), bytes/s.
 const BANDWIDTH: f64 = 2.9e12;
+
+/// Bytes of frames the device-fed runs cycle through (five times the H100's 50 MB L2).
+const RING_BYTES: usize = 256 << 20;
 
 fn params(decimation: usize) -> Params {
     Params {
@@ -125,7 +131,25 @@ fn gpu(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
                     continue;
                 }
             };
-            g.load_frames(&autotune::timing_frames(n * 4 * cfg.frames, Dtype::F32))?;
+            // A ring of at least 256 MB of frame slots (two at least), each launch reading
+            // the next: no launch finds its frames in L2 from an earlier one, as a stream's
+            // new frames would not be.
+            let raw = autotune::timing_frames(n * 4 * cfg.frames, Dtype::F32);
+            // KESTREL_BENCH_TBD_RING=bytes sets the ring's size (0: one buffer, read again
+            // by every launch, as before the ring).
+            let ring = std::env::var("KESTREL_BENCH_TBD_RING")
+                .ok()
+                .and_then(|v| v.parse::<usize>().ok())
+                .unwrap_or(RING_BYTES);
+            let slots = if ring == 0 {
+                1
+            } else {
+                ring.div_ceil(raw.len()).max(2)
+            };
+            g.frame_slots(slots)?;
+            for s in 0..slots {
+                g.load_frames_into(s, &raw)?;
+            }
             let launches = if quick {
                 (40 / cfg.frames).max(2)
             } else {

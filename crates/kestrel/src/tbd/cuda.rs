@@ -568,7 +568,10 @@ pub struct GpuTbd {
     pub w: usize,
     state: [DevBuf<u8>; 2],
     cur: usize,
+    /// `slots` launches' frames, one after the other; a launch reads slot `slot`.
     frames: DevBuf<u8>,
+    slots: usize,
+    slot: usize,
     score: DevBuf<f32>,
     arg: DevBuf<u16>,
     /// Dynamic shared memory of each launch in bytes ([`dynamic_shared_bytes`]).
@@ -641,6 +644,8 @@ impl GpuTbd {
                 state,
                 cur: 0,
                 frames,
+                slots: 1,
+                slot: 0,
                 score,
                 arg,
                 dynamic: dynamic as u32,
@@ -681,9 +686,51 @@ impl GpuTbd {
         })
     }
 
-    /// Copies `frames_per_launch()` frames (bytes as stored, `[F][H][W]`) to the device.
-    pub fn load_frames(&self, raw: &[u8]) -> Result<()> {
-        if raw.len() != self.frames.len() {
+    /// Bytes of one launch's frames.
+    fn launch_bytes(&self) -> usize {
+        self.cfg.frames * self.h * self.w * self.frame.size()
+    }
+
+    /// Room for the frames of `slots` launches (1 unless set), the launches reading them in
+    /// turn: a benchmark fills them once ([`GpuTbd::load_frames_into`]) so that each launch
+    /// reads frames at addresses no recent launch read, as a stream's new frames are (one
+    /// buffer read again each launch could be partly served from L2). The frames loaded
+    /// before are dropped; the next launch reads slot 0.
+    pub fn frame_slots(&mut self, slots: usize) -> Result<()> {
+        if slots == 0 {
+            return Err(Error::input("zero frame slots".to_string()));
+        }
+        let bytes = slots * self.launch_bytes();
+        cuda::catch(|| {
+            let free = self.gpu.usable_memory()? + self.frames.len();
+            if bytes > free {
+                return Err(Error::input(format!(
+                    "{slots} launches of frames would need {:.2} GB of GPU memory ({:.2} GB free)",
+                    bytes as f64 / 1e9,
+                    free as f64 / 1e9
+                )));
+            }
+            // The old buffer is freed first, so that both need not fit at once.
+            self.frames = DevBuf::<u8>::new(&self.gpu, 1, "frames")?;
+            self.frames = DevBuf::<u8>::new(&self.gpu, bytes, "frames")?;
+            self.slots = slots;
+            self.slot = 0;
+            Ok(())
+        })
+    }
+
+    /// Copies one launch's frames into slot `slot` (see [`GpuTbd::frame_slots`]).
+    pub fn load_frames_into(&self, slot: usize, raw: &[u8]) -> Result<()> {
+        if slot >= self.slots {
+            return Err(Error::input(format!("frame slot {slot} of {}", self.slots)));
+        }
+        self.check_frames(raw)?;
+        let at = slot * self.launch_bytes();
+        cuda::catch(|| cuda::htod(&self.gpu.stream, raw, &self.frames, at, "copying frames"))
+    }
+
+    fn check_frames(&self, raw: &[u8]) -> Result<()> {
+        if raw.len() != self.launch_bytes() {
             return Err(Error::input(format!(
                 "{} bytes of frames for a launch of {} frames of {} x {} {}",
                 raw.len(),
@@ -693,7 +740,13 @@ impl GpuTbd {
                 self.frame.name()
             )));
         }
-        cuda::catch(|| cuda::htod(&self.gpu.stream, raw, &self.frames, 0, "copying frames"))
+        Ok(())
+    }
+
+    /// Copies `frames_per_launch()` frames (bytes as stored, `[F][H][W]`) to the device,
+    /// into the slot that the next launch reads.
+    pub fn load_frames(&self, raw: &[u8]) -> Result<()> {
+        self.load_frames_into(self.slot, raw)
     }
 
     /// One launch (asynchronous): the loaded frames advance the state; the maps are
@@ -710,7 +763,7 @@ impl GpuTbd {
             let args = [
                 Arg::Ptr(self.state[self.cur].ptr()),
                 Arg::Ptr(self.state[1 - self.cur].ptr()),
-                Arg::Ptr(self.frames.ptr()),
+                Arg::Ptr(self.frames.at(self.slot * self.launch_bytes())),
                 Arg::Ptr(self.score.ptr()),
                 Arg::Ptr(self.arg.ptr()),
                 Arg::I32(self.h as i32),
@@ -735,6 +788,7 @@ impl GpuTbd {
                 )?;
             }
             self.cur = 1 - self.cur;
+            self.slot = (self.slot + 1) % self.slots;
             Ok(())
         })
     }
