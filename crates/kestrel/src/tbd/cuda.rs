@@ -391,9 +391,17 @@ pub fn tiled_shared_bytes(cfg: &KernelConfig, motions: &[Motion]) -> usize {
     match cfg.variant {
         Variant::Staged { px } | Variant::Late { px } => {
             // Two frame tiles (three for the late kernel's copies of f32 frames) with a
-            // halo of (frames - 1) x the reach, rows of even length.
+            // halo of (frames - 1) x the reach, rows of even length (or, below, of whole
+            // 16-byte chunks).
             let halo = (cfg.frames - 1) * shrink(motions).max(1);
-            let pw = (tx * px as usize + 2 * halo).div_ceil(2) * 2;
+            let pw = if matches!(cfg.variant, Variant::Late { px: 2 }) && cfg.half {
+                // Row-major rows of whole 16-byte chunks from a multiple of 4 columns left
+                // of the block (`S_ROW16`: f32 frames of a width a multiple of 4), the
+                // wider of the two forms, counted for every frame type and width.
+                (halo.div_ceil(4) * 4 + tx * 2 + halo).div_ceil(4) * 4
+            } else {
+                (tx * px as usize + 2 * halo).div_ceil(2) * 2
+            };
             let tiles = if matches!(cfg.variant, Variant::Late { .. }) {
                 3
             } else {
@@ -846,5 +854,34 @@ impl GpuTbd {
             cuda::sync(&self.gpu.stream, "timing")?;
             Ok(timer.elapsed_ms()? as f64)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tbd::speeds_directions;
+
+    #[test]
+    fn late_frame_tiles_are_counted_at_their_wider_form() {
+        // 13 vectors of speed <= 1, D10, 32 x 16 blocks of 2 pixels: tiles of 34 rows; the
+        // split rows 82 cells wide (64 + 2 x 9), the row-major chunked ones (f16 state)
+        // 88 (12 + 64 + 9, to a multiple of 4); three tiles.
+        let m = speeds_directions(&[0.0, 1.0], 12).unwrap();
+        let cfg = |half| KernelConfig {
+            variant: Variant::Late { px: 2 },
+            half,
+            ldg: false,
+            unroll: true,
+            frames: 10,
+            block: (32, 16),
+        };
+        assert_eq!(tiled_shared_bytes(&cfg(false), &m), 3 * 82 * 34 * 4);
+        assert_eq!(tiled_shared_bytes(&cfg(true), &m), 3 * 88 * 34 * 4);
+        assert!(cfg(true).check(&m).is_ok());
+        // The text the launcher compiles says which form a width gets.
+        let src = |w| source(&m, Dtype::F32, &cfg(true), w);
+        assert!(src(1024).contains("#define FRAME_W4 1\n"));
+        assert!(src(1022).contains("#define FRAME_W4 0\n"));
     }
 }
