@@ -386,4 +386,18 @@ fn the_table_names_every_command() {
 fn bench_usage_errors_are_one_line() {
     let d = Dir::new();
     d.run_bad(&["bench", "--only", "nothing"], &["nothing"]);
+    // A malformed knob of the TBD family stops the run before any family starts: one
+    // error line naming it, exit 2, nothing written (no family's table either).
+    for only in [&["--only", "tbd"][..], &[]] {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_kestrel"))
+            .arg("bench")
+            .args(only)
+            .env("KESTREL_BENCH_TBD_RING", "lots")
+            .current_dir(d.path())
+            .output()
+            .expect("the kestrel binary runs");
+        one_error_line(&o, 2, &["KESTREL_BENCH_TBD_RING", "lots"]);
+        assert!(o.stdout.is_empty(), "printed before the error");
+        assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 0);
+    }
 }

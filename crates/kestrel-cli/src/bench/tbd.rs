@@ -107,6 +107,7 @@ fn gpu(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
     let (h, w) = if quick { (512, 512) } else { (1024, 1024) };
     let n = h * w;
     let device = kestrel::cuda::device_name(0)?;
+    let ring = ring_bytes()?;
     let mut best: Vec<(String, f64)> = Vec::new();
     // KESTREL_BENCH_TBD=part,part: only the kernels whose name holds one of the parts.
     let only: Vec<String> = std::env::var("KESTREL_BENCH_TBD")
@@ -131,16 +132,10 @@ fn gpu(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
                     continue;
                 }
             };
-            // A ring of at least 256 MB of frame slots (two at least), each launch reading
-            // the next: no launch finds its frames in L2 from an earlier one, as a stream's
-            // new frames would not be.
+            // A ring of frame slots (two at least), each launch reading the next: no
+            // launch finds its frames in L2 from an earlier one, as a stream's new frames
+            // would not be.
             let raw = autotune::timing_frames(n * 4 * cfg.frames, Dtype::F32);
-            // KESTREL_BENCH_TBD_RING=bytes sets the ring's size (0: one buffer, read again
-            // by every launch, as before the ring).
-            let ring = std::env::var("KESTREL_BENCH_TBD_RING")
-                .ok()
-                .and_then(|v| v.parse::<usize>().ok())
-                .unwrap_or(RING_BYTES);
             let slots = if ring == 0 {
                 1
             } else {
@@ -266,6 +261,20 @@ fn host_fed(
         sink.push(r);
     }
     Ok(())
+}
+
+/// Bytes of the device-fed runs' frame ring: `KESTREL_BENCH_TBD_RING` (0: one buffer,
+/// read again by every launch), else [`RING_BYTES`]; a value that is not a byte count is
+/// a usage error (`kestrel bench` checks it before any family runs).
+pub fn ring_bytes() -> anyhow::Result<usize> {
+    match std::env::var("KESTREL_BENCH_TBD_RING") {
+        Err(_) => Ok(RING_BYTES),
+        Ok(v) => v.trim().parse::<usize>().map_err(|_| {
+            crate::cmd::bad(format!(
+                "KESTREL_BENCH_TBD_RING={v:?}: expected a number of bytes (0: one frame buffer)"
+            ))
+        }),
+    }
 }
 
 pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {

@@ -38,6 +38,10 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         (Family::Tbd, "tbd", bench::tbd::run),
         (Family::Tracking, "tracking", bench::tracking::run),
     ];
+    // The knobs a family reads from the environment, checked before any family runs.
+    if a.only.is_none_or(|o| o == Family::Tbd) {
+        bench::tbd::ring_bytes()?;
+    }
     let mut sink = Sink::default();
     let mut failed = Vec::new();
     for (f, name, runner) in families {

@@ -732,12 +732,6 @@ impl GpuTbd {
         if slot >= self.slots {
             return Err(Error::input(format!("frame slot {slot} of {}", self.slots)));
         }
-        self.check_frames(raw)?;
-        let at = slot * self.launch_bytes();
-        cuda::catch(|| cuda::htod(&self.gpu.stream, raw, &self.frames, at, "copying frames"))
-    }
-
-    fn check_frames(&self, raw: &[u8]) -> Result<()> {
         if raw.len() != self.launch_bytes() {
             return Err(Error::input(format!(
                 "{} bytes of frames for a launch of {} frames of {} x {} {}",
@@ -748,7 +742,8 @@ impl GpuTbd {
                 self.frame.name()
             )));
         }
-        Ok(())
+        let at = slot * self.launch_bytes();
+        cuda::catch(|| cuda::htod(&self.gpu.stream, raw, &self.frames, at, "copying frames"))
     }
 
     /// Copies `frames_per_launch()` frames (bytes as stored, `[F][H][W]`) to the device,
