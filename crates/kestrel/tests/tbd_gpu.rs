@@ -315,6 +315,17 @@ fn tbd_on_cuda_equals_tbd_on_cpu() {
                 ..KernelConfig::fused(5)
             }),
         ),
+        // Two periods of 3 frames a launch (23 frames: three launches, then a tail of 5
+        // frames on the CPU in blocks of 3 and 2, each with its map).
+        (
+            3,
+            Some(KernelConfig {
+                variant: Variant::Wave { periods: 2, lag: 1 },
+                ldg: false,
+                block: (16, 8),
+                ..KernelConfig::fused(3)
+            }),
+        ),
     ] {
         let params = Params {
             motions: c.motions.clone(),
@@ -409,4 +420,114 @@ fn an_f16_state_refuses_a_frame_beyond_f16() {
     f[5 * w + 7] = 65504.0;
     gpu.push(&f).unwrap();
     assert_eq!(gpu.frames_seen(), 2);
+}
+
+#[test]
+fn wave_kernel_equals_the_late_kernel_bit_for_bit() {
+    // The late kernel over several periods a launch (tiles waiting on their neighbours'
+    // flags, the state between periods dropped from L2 once read, launches following
+    // each other through the flags) does the late kernel's arithmetic: its maps and state
+    // equal the late kernel's bit for bit, run period by period on the same frames, with
+    // every output poisoned first. The benchmark's vectors and tile; frames whose tiles
+    // are whole (the L2 discards on: 256 x 1024) and not (150 x 336); f32 and f16 state;
+    // launches with the maps read after each, and launches back to back over frame slots.
+    if !gpu_or_skip("tbd wave_kernel_equals_the_late_kernel_bit_for_bit") {
+        return;
+    }
+    let motions = tbd::speeds_directions(&[0.0, 1.0], 12).unwrap();
+    for (k, (half, periods, lag, h, w)) in [
+        (false, 4, 6, 256, 1024),
+        (true, 5, 5, 256, 1024),
+        (false, 3, 2, 150, 336),
+        (true, 10, 3, 150, 336),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let late = KernelConfig {
+            variant: Variant::Late { px: 2 },
+            half,
+            ldg: false,
+            unroll: true,
+            frames: 10,
+            block: (32, 16),
+        };
+        let wave = KernelConfig {
+            variant: Variant::Wave { periods, lag },
+            ..late
+        };
+        let launches = 3;
+        let per_launch = wave.frames_per_launch();
+        let mut c = case(
+            2100 + k as u64,
+            h,
+            w,
+            launches * per_launch,
+            Dtype::F32,
+            false,
+        );
+        c.motions = motions.clone();
+        let params = Params {
+            motions: c.motions.clone(),
+            alpha: c.alpha,
+            decimation: 10,
+        };
+        // The reference: the late kernel, one period a launch.
+        let (lm, ls) = {
+            let mut g = GpuTbd::new(0, &params, h, w, late, c.frame).unwrap();
+            let per = h * w * c.frame.size() * 10;
+            let mut maps = Vec::new();
+            for l in 0..launches * periods as usize {
+                g.poison().unwrap();
+                g.load_frames(&c.raw[l * per..(l + 1) * per]).unwrap();
+                g.launch().unwrap();
+                maps.extend(g.maps().unwrap());
+            }
+            (maps, g.state().unwrap())
+        };
+        let per = h * w * c.frame.size() * per_launch;
+        // Maps read after each launch.
+        let mut g = GpuTbd::new(0, &params, h, w, wave, c.frame).unwrap();
+        let mut wm = Vec::new();
+        for l in 0..launches {
+            g.poison().unwrap();
+            g.load_frames(&c.raw[l * per..(l + 1) * per]).unwrap();
+            g.launch().unwrap();
+            wm.extend(g.maps().unwrap());
+        }
+        let what = format!("{} on {w} x {h}", wave.name());
+        assert_eq!(wm.len(), lm.len(), "{what}: maps");
+        for (i, (a, b)) in wm.iter().zip(&lm).enumerate() {
+            assert!(
+                a.0.iter().all(|v| v.is_finite()),
+                "{what}: map {i} not all written"
+            );
+            assert!(a.0 == b.0, "{what}: map {i} differs from the late kernel's");
+            assert!(
+                a.1 == b.1,
+                "{what}: arg-max {i} differs from the late kernel's"
+            );
+        }
+        assert!(g.state().unwrap() == ls, "{what}: final state");
+        // Back to back: the launches' frames in slots, nothing between the launches.
+        let mut g = GpuTbd::new(0, &params, h, w, wave, c.frame).unwrap();
+        g.poison().unwrap();
+        g.frame_slots(launches).unwrap();
+        for l in 0..launches {
+            g.load_frames_into(l, &c.raw[l * per..(l + 1) * per])
+                .unwrap();
+        }
+        for _ in 0..launches {
+            g.launch().unwrap();
+        }
+        let last = g.maps().unwrap();
+        assert!(
+            last[..] == lm[lm.len() - periods as usize..],
+            "{what}: back to back, the last launch's maps"
+        );
+        assert!(
+            g.state().unwrap() == ls,
+            "{what}: back to back, final state"
+        );
+    }
 }

@@ -9,7 +9,7 @@ mod tbd_common;
 
 use emulation::{compile, compiler_for, run_piped};
 use kestrel::tbd::cuda::MapPair;
-use kestrel::tbd::cuda::{source, KernelConfig, Variant};
+use kestrel::tbd::cuda::{source, wave_order, KernelConfig, Variant};
 use kestrel::tbd::{Dtype, Motion};
 use tbd_common::*;
 
@@ -63,6 +63,7 @@ fn run_emulated_as(
         Variant::FusedCells { .. } => 4,
         Variant::Lean { .. } => 5,
         Variant::Staged { .. } | Variant::Late { .. } => 6,
+        Variant::Wave { .. } => 7,
     };
     let mut input = Vec::new();
     for v in [
@@ -76,11 +77,20 @@ fn run_emulated_as(
         input.extend(v.to_le_bytes());
     }
     input.extend(c.alpha.to_le_bytes());
+    if let Variant::Wave { periods, lag } = cfg.variant {
+        // The work order as the launcher lays it out.
+        let (ox, oy) = cfg.out_tile(&c.motions);
+        let order = wave_order(periods, lag, c.w.div_ceil(ox), c.h.div_ceil(oy));
+        input.extend((order.len() as u32).to_le_bytes());
+        for o in order {
+            input.extend(o.to_le_bytes());
+        }
+    }
     input.extend(vec![
         0u8;
         c.motions.len() * n * if cfg.half { 2 } else { 4 }
     ]);
-    input.extend(&c.raw[..launches * cfg.frames * n * c.frame.size()]);
+    input.extend(&c.raw[..launches * cfg.frames_per_launch() * n * c.frame.size()]);
     let b = run_piped(&exe, input, tag);
     let mut at = 0;
     let mut maps = Vec::new();
@@ -334,5 +344,69 @@ fn the_late_kernels_row_major_tiles_give_the_split_tiles_bits() {
         );
         assert_eq!(rm, sm, "D{d}: maps");
         assert_eq!(rs, ss, "D{d}: final state");
+    }
+}
+
+#[test]
+fn the_wave_kernel_gives_the_late_kernels_bits() {
+    // Several periods a launch in the skewed work order (in the emulator one block after
+    // another in ticket order; a block that would have to wait for a tile stops the run),
+    // each period reading the state buffer the one before wrote, is the late kernel's
+    // arithmetic: maps, arg-max and state equal bit for bit, over launches that follow
+    // each other through the flags. Fractional vectors whose samples reach into every
+    // neighbouring tile; tiles that divide the frame and tiles that do not; f32 and f16
+    // state, f32 (state copied to shared memory or, at widths of no whole 16-byte rows,
+    // sampled from global memory) and u8 frames; lags of 1, 2 and 3; odd period counts
+    // (the state buffers change parity between launches).
+    let Some(cxx) = compiler() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let d = 3;
+    for (k, (periods, lag, half, frame, h, w)) in [
+        (3, 2, false, Dtype::F32, 16, 64),
+        (2, 1, true, Dtype::F32, 24, 64),
+        (4, 3, false, Dtype::F32, 33, 52),
+        (3, 2, true, Dtype::F32, 13, 44),
+        (3, 2, false, Dtype::U8, 16, 64),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let late = KernelConfig {
+            variant: Variant::Late { px: 2 },
+            half,
+            ldg: false,
+            unroll: true,
+            frames: d,
+            block: (16, 8),
+        };
+        let wave = KernelConfig {
+            variant: Variant::Wave { periods, lag },
+            ..late
+        };
+        let launches = 2;
+        let frames = launches * periods as usize * d;
+        let c = case(300 + k as u64, h, w, frames, frame, false);
+        assert!(
+            wave.check(&c.motions).is_ok(),
+            "{:?}",
+            wave.check(&c.motions)
+        );
+        let (wm, ws) = run_emulated(&cxx, dir.path(), &format!("w{k}"), &c, &wave, launches);
+        let (lm, ls) = run_emulated(
+            &cxx,
+            dir.path(),
+            &format!("l{k}"),
+            &c,
+            &late,
+            launches * periods as usize,
+        );
+        assert_eq!(wm.len(), launches * periods as usize);
+        assert!(
+            wm.iter().all(|(s, _)| s.iter().all(|v| v.is_finite())),
+            "{}: a map not all written",
+            wave.name()
+        );
+        assert_eq!(wm, lm, "{} on {w} x {h}: maps", wave.name());
+        assert_eq!(ws, ls, "{} on {w} x {h}: final state", wave.name());
     }
 }

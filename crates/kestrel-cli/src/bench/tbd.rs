@@ -34,7 +34,7 @@ fn params(decimation: usize) -> Params {
 /// Bytes per frame that the scheme of `cfg` must move.
 fn bytes_per_frame(cfg: &KernelConfig, nv: usize, n: usize, frame: Dtype) -> f64 {
     let sb = if cfg.half { 2 } else { 4 };
-    let f = cfg.frames as f64;
+    let f = cfg.frames_per_launch() as f64;
     let maps = cfg.maps_per_launch() as f64;
     (2.0 * (nv * n * sb) as f64 + f * (n * frame.size()) as f64 + maps * (n * 6) as f64) / f
 }
@@ -135,7 +135,7 @@ fn gpu(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
             // A ring of frame slots (two at least), each launch reading the next: no
             // launch finds its frames in L2 from an earlier one, as a stream's new frames
             // would not be.
-            let raw = autotune::timing_frames(n * 4 * cfg.frames, Dtype::F32);
+            let raw = autotune::timing_frames(n * 4 * cfg.frames_per_launch(), Dtype::F32);
             let slots = if ring == 0 {
                 1
             } else {
@@ -146,9 +146,9 @@ fn gpu(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
                 g.load_frames_into(s, &raw)?;
             }
             let launches = if quick {
-                (40 / cfg.frames).max(2)
+                (40 / cfg.frames_per_launch()).max(2)
             } else {
-                (200 / cfg.frames).max(4)
+                (200 / cfg.frames_per_launch()).max(4)
             };
             // A configuration the device cannot launch (resources) is reported and
             // skipped, as the autotuner skips it.
@@ -165,7 +165,7 @@ fn gpu(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
                 }
             };
             let secs: Vec<f64> = ms.iter().map(|m| m / 1e3).collect();
-            let frames = launches * cfg.frames;
+            let frames = launches * cfg.frames_per_launch();
             let bpf = bytes_per_frame(&cfg, nv, n, Dtype::F32);
             let r = record(
                 format!("tbd/gpu/{}", cfg.name()),
@@ -223,11 +223,11 @@ fn host_fed(
     let n = h * w;
     for frame in [Dtype::U8, Dtype::F32] {
         let mut g = GpuTbd::new(0, p, h, w, cfg, frame)?;
-        let raw = vec![7u8; n * frame.size() * cfg.frames];
+        let raw = vec![7u8; n * frame.size() * cfg.frames_per_launch()];
         let launches = if quick {
-            (20 / cfg.frames).max(2)
+            (20 / cfg.frames_per_launch()).max(2)
         } else {
-            (100 / cfg.frames).max(4)
+            (100 / cfg.frames_per_launch()).max(4)
         };
         // The bus: the same copies alone.
         let copy = time_runs(1, 3, || {
@@ -245,7 +245,7 @@ fn host_fed(
         });
         let bytes = (launches * raw.len()) as f64;
         let bus = bytes / super::median(&copy);
-        let frames = launches * cfg.frames;
+        let frames = launches * cfg.frames_per_launch();
         let bus_fps = bus / (n * frame.size()) as f64;
         let r = record(
             format!("tbd/gpu-host-fed/{}/{}", frame.name(), cfg.name()),

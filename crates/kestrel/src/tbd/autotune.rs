@@ -14,7 +14,8 @@ use crate::error::{Error, Result};
 /// per-vector) with D frames per launch; for D = 1
 /// also the kernels keeping the state on chip for K frames (tiled: K = 4, 8; resident:
 /// K = 4 in tiles of 128, 96 or 64 x 32 cells, K = 8 in 64 x 64; lean: K = 4 in tiles of
-/// 128, 96 or 64 x 32 cells and 64 x 48, one, two or three vectors between barriers). Loads,
+/// 128, 96 or 64 x 32 cells and 64 x 48, one, two or three vectors between barriers; and
+/// for D > 1 the late kernel over several periods a launch, `wave`). Loads,
 /// unrolling and block shapes vary.
 pub fn candidates(params: &Params, half: bool) -> Vec<KernelConfig> {
     let d = params.decimation;
@@ -81,6 +82,17 @@ pub fn candidates(params: &Params, half: bool) -> Vec<KernelConfig> {
                 variant: Variant::Late { px },
                 ldg: false,
                 block,
+                ..base
+            });
+        }
+        // The late kernel over several periods a launch, the state between them kept in
+        // L2: periods x lag (tile rows between periods) trades the L2 the state needs
+        // against waits for the tiles of the period before.
+        for (periods, lag) in [(2, 8), (3, 6), (4, 5)] {
+            push(KernelConfig {
+                variant: Variant::Wave { periods, lag },
+                ldg: false,
+                block: (32, 16),
                 ..base
             });
         }
@@ -232,15 +244,21 @@ pub fn choose(
         }
     }
     let mut best: Option<(f64, KernelConfig)> = None;
-    let raw = timing_frames(h * w * frame.size() * 64, frame);
-    for c in candidates(params, half) {
+    let cands = candidates(params, half);
+    let most = cands
+        .iter()
+        .map(|c| c.frames_per_launch())
+        .max()
+        .unwrap_or(1);
+    let raw = timing_frames(h * w * frame.size() * most.max(64), frame);
+    for c in cands {
         let mut g = match GpuTbd::new(ordinal, params, h, w, c, frame) {
             Ok(g) => g,
             Err(Error::Cuda(_)) => continue,
             Err(e) => return Err(e),
         };
-        g.load_frames(&raw[..h * w * frame.size() * c.frames])?;
-        let launches = (64 / c.frames).max(4);
+        g.load_frames(&raw[..h * w * frame.size() * c.frames_per_launch()])?;
+        let launches = (64 / c.frames_per_launch()).max(4);
         let fps = measure(&mut g, launches)?;
         if best.map(|(b, _)| fps > b).unwrap_or(true) {
             best = Some((fps, c));

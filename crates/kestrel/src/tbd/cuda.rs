@@ -27,6 +27,10 @@
 //! - [`Variant::Late`]: `Staged` with the state sampled after the frames, not before (the
 //!   frames folded from zero, then `c^D S` added), so that no state load waits before the
 //!   first frame and several blocks share a multiprocessor;
+//! - [`Variant::Wave`]: `Late` over several decimation periods a launch, one tile and
+//!   period a block in a skewed order (each period a few tile rows behind the one
+//!   before), so that a period reads the state the one before wrote from L2, not DRAM;
+//!   tiles wait on flags for their neighbours' previous period;
 //! - [`Variant::FusedCells`]: the fused kernel with `px` x `py` pixels per thread, the
 //!   taps and horizontal blends that neighbouring pixels share loaded and computed once,
 //!   no bounds checks where a thread's footprint lies inside the frame;
@@ -155,6 +159,16 @@ pub enum Variant {
         /// Pixels per thread along x (1 or 2).
         px: u32,
     },
+    /// `Late` (2 pixels per thread) over `periods` decimation periods per launch
+    /// (`periods` x `frames` frames, a map after each period), the tiles of period j
+    /// taken `lag` tile rows behind those of period j - 1 ([`wave_order`]), so that the
+    /// state between periods is read back from L2 (`tbd.cu`, `WAVE_PERIODS`).
+    Wave {
+        /// Decimation periods per launch (1 to 255).
+        periods: u32,
+        /// Tile rows between consecutive periods in the work order (at least 1).
+        lag: u32,
+    },
     /// The fused kernel with `px` x `py` pixels per thread.
     FusedCells {
         /// Pixels per thread along x.
@@ -208,8 +222,27 @@ impl KernelConfig {
     pub fn maps_per_launch(&self) -> usize {
         if self.emits_every_frame() {
             self.frames
+        } else if let Variant::Wave { periods, .. } = self.variant {
+            periods as usize
         } else {
             1
+        }
+    }
+
+    /// Frames consumed per launch: `frames`, times the periods of [`Variant::Wave`].
+    pub fn frames_per_launch(&self) -> usize {
+        match self.variant {
+            Variant::Wave { periods, .. } => self.frames * periods as usize,
+            _ => self.frames,
+        }
+    }
+
+    /// Pixels per thread of the late-sampling kernels (`Late`, `Wave`), else None.
+    fn late_px(&self) -> Option<u32> {
+        match self.variant {
+            Variant::Late { px } => Some(px),
+            Variant::Wave { .. } => Some(2),
+            _ => None,
         }
     }
 
@@ -227,6 +260,7 @@ impl KernelConfig {
             }
             Variant::FusedCells { px, py } => (bx * px as usize, by * py as usize),
             Variant::Staged { px } | Variant::Late { px } => (bx * px as usize, by),
+            Variant::Wave { .. } => (bx * 2, by),
             _ => (bx, by),
         }
     }
@@ -245,6 +279,7 @@ impl KernelConfig {
                 Variant::Lean { rows, vecs } => format!("lean{rows}v{vecs}"),
                 Variant::Staged { px } => format!("staged{px}"),
                 Variant::Late { px } => format!("late{px}"),
+                Variant::Wave { periods, lag } => format!("wave{periods}g{lag}"),
                 Variant::FusedCells { px, py } => format!("fused{px}x{py}"),
             },
             if self.ldg { "ldg" } else { "plain" },
@@ -281,6 +316,12 @@ impl KernelConfig {
                 } else if let Some(px) = r.strip_prefix("staged") {
                     Variant::Staged {
                         px: px.parse().ok()?,
+                    }
+                } else if let Some(rest) = r.strip_prefix("wave") {
+                    let (periods, lag) = rest.split_once('g')?;
+                    Variant::Wave {
+                        periods: periods.parse().ok()?,
+                        lag: lag.parse().ok()?,
                     }
                 } else if let Some(px) = r.strip_prefix("late") {
                     Variant::Late {
@@ -329,6 +370,30 @@ impl KernelConfig {
         if let Variant::Staged { px } | Variant::Late { px } = self.variant {
             if !(1..=2).contains(&px) {
                 return bad(format!("{px} pixels per thread (1 or 2)"));
+            }
+            let smem = tiled_shared_bytes(self, motions);
+            if smem > 48 * 1024 {
+                return bad(format!(
+                    "{smem} bytes of shared memory for the frame tiles (at most 49152)"
+                ));
+            }
+        }
+        if let Variant::Wave { periods, lag } = self.variant {
+            if !(1..=255).contains(&periods) || lag == 0 {
+                return bad(format!(
+                    "{periods} periods per launch (1..=255), lag {lag} (at least 1)"
+                ));
+            }
+            // A tile samples the state of the tiles around it only: its reach (D x the
+            // speed, one more tap, 16-byte chunks of up to 8 values on each side along x)
+            // must lie within one tile.
+            let reach = self.frames * shrink(motions).max(1) + 1;
+            let (ox, oy) = self.out_tile(motions);
+            if reach > oy || reach + 16 > ox {
+                return bad(format!(
+                    "a tile of {ox} x {oy} pixels is smaller than the state it samples ({reach} pixels on each side, {} along x with whole 16-byte chunks)",
+                    reach + 16
+                ));
             }
             let smem = tiled_shared_bytes(self, motions);
             if smem > 48 * 1024 {
@@ -388,13 +453,17 @@ pub fn shrink(motions: &[Motion]) -> usize {
 /// Shared memory of the tiled, resident, lean and staged kernels in bytes.
 pub fn tiled_shared_bytes(cfg: &KernelConfig, motions: &[Motion]) -> usize {
     let (tx, ty) = (cfg.block.0 as usize, cfg.block.1 as usize);
-    match cfg.variant {
+    let variant = match cfg.variant {
+        Variant::Wave { .. } => Variant::Late { px: 2 },
+        v => v,
+    };
+    match variant {
         Variant::Staged { px } | Variant::Late { px } => {
             // Two frame tiles (three for the late kernel's copies of f32 frames) with a
             // halo of (frames - 1) x the reach, rows of even length (or, below, of whole
             // 16-byte chunks).
             let halo = (cfg.frames - 1) * shrink(motions).max(1);
-            let pw = if matches!(cfg.variant, Variant::Late { px: 2 }) && cfg.half {
+            let pw = if matches!(variant, Variant::Late { px: 2 }) && cfg.half {
                 // Row-major rows of whole 16-byte chunks from a multiple of 4 columns left
                 // of the block (`S_ROW16`: f32 frames of a width a multiple of 4), the
                 // wider of the two forms, counted for every frame type and width.
@@ -402,7 +471,7 @@ pub fn tiled_shared_bytes(cfg: &KernelConfig, motions: &[Motion]) -> usize {
             } else {
                 (tx * px as usize + 2 * halo).div_ceil(2) * 2
             };
-            let tiles = if matches!(cfg.variant, Variant::Late { .. }) {
+            let tiles = if matches!(variant, Variant::Late { .. }) {
                 3
             } else {
                 2
@@ -428,7 +497,11 @@ pub fn tiled_shared_bytes(cfg: &KernelConfig, motions: &[Motion]) -> usize {
 /// `block.1 + 1` rows of whole 16-byte chunks covering `2 block.0 + 1` columns); the
 /// lean kernel with several vectors between barriers keeps its exchange tiles there.
 pub fn dynamic_shared_bytes(cfg: &KernelConfig, motions: &[Motion], frame: Dtype) -> usize {
-    match cfg.variant {
+    let variant = match cfg.variant {
+        Variant::Wave { .. } => Variant::Late { px: 2 },
+        v => v,
+    };
+    match variant {
         Variant::Lean { rows, vecs } if vecs > 1 => {
             // `2 L_VP` tiles of `L_PH x L_PW` floats, then (`L_AXS`, where the frames of a
             // launch would fit the registers) alpha X of every thread's cells (`tbd.cu`).
@@ -502,7 +575,7 @@ pub fn source(motions: &[Motion], frame: Dtype, cfg: &KernelConfig, w: usize) ->
     if let Variant::Staged { px } = cfg.variant {
         s += &format!("#define STAGED {px}\n");
     }
-    if let Variant::Late { px } = cfg.variant {
+    if let Some(px) = cfg.late_px() {
         // Blocks a multiprocessor: at least 1024 threads (at most 64 registers a thread
         // for 256-thread blocks). On the H100 at 13 vectors x D10, 256-thread blocks of
         // the kernel with copied frames: 4 a multiprocessor ran at 1.07x (f32) and 1.08x
@@ -510,6 +583,9 @@ pub fn source(motions: &[Motion], frame: Dtype, cfg: &KernelConfig, w: usize) ->
         // of 2, 4 at 0.74x.
         let minb = 1024u32.div_ceil(cfg.block.0 * cfg.block.1);
         s += &format!("#define STAGED {px}\n#define STAGED_LATE 1\n#define S_MINB {minb}\n");
+        if let Variant::Wave { periods, .. } = cfg.variant {
+            s += &format!("#define WAVE_PERIODS {periods}\n");
+        }
     }
     if let Variant::FusedCells { px, py } = cfg.variant {
         s += &format!("#define PX {px}\n#define PY {py}\n");
@@ -533,10 +609,47 @@ pub fn kernel_names(cfg: &KernelConfig, nv: usize) -> Vec<&'static str> {
         Variant::Tiled => vec!["tbd_tiled"],
         Variant::Resident { .. } => vec!["tbd_resident"],
         Variant::Lean { .. } => vec!["tbd_lean"],
-        Variant::Staged { .. } | Variant::Late { .. } => vec!["tbd_staged"],
+        Variant::Staged { .. } | Variant::Late { .. } | Variant::Wave { .. } => vec!["tbd_staged"],
         Variant::FusedCells { .. } => vec!["tbd_fused_cells"],
         Variant::PerVector => VEC_NAMES[..nv].to_vec(),
     }
+}
+
+/// The work order of a [`Variant::Wave`] launch over `tx` x `ty` tiles: item `j | r << 8 |
+/// c << 20` (period `j` of the launch, tile row `r`, column `c`), sorted by `r + lag j`,
+/// then `j`, then `c`. Period j's tile row r then comes `lag - 1` keys after the row
+/// r + 1 of period j - 1 that it waits for (or, at lag 1, later in the same key): every
+/// item's dependencies come before it, and a period's state is read about `lag` tile
+/// rows of work after it is written.
+pub fn wave_order(periods: u32, lag: u32, tx: usize, ty: usize) -> Vec<u32> {
+    let (p, g) = (periods as usize, lag as usize);
+    let mut v = Vec::with_capacity(p * tx * ty);
+    for key in 0..ty + g * p.saturating_sub(1) {
+        for j in 0..p {
+            let Some(r) = key.checked_sub(g * j) else {
+                break;
+            };
+            if r >= ty {
+                continue;
+            }
+            for c in 0..tx {
+                v.push(j as u32 | (r as u32) << 8 | (c as u32) << 20);
+            }
+        }
+    }
+    v
+}
+
+/// The device side of a [`Variant::Wave`] kernel: its work order, ticket counter, the
+/// last period each tile finished (+ 1), and the counts kept by the host (tickets
+/// taken, periods run).
+struct WaveState {
+    order: DevBuf<u32>,
+    ticket: DevBuf<u64>,
+    flags: DevBuf<u32>,
+    items: usize,
+    issued: u64,
+    period: u32,
 }
 
 /// IEEE half to f32.
@@ -584,6 +697,7 @@ pub struct GpuTbd {
     arg: DevBuf<u16>,
     /// Dynamic shared memory of each launch in bytes ([`dynamic_shared_bytes`]).
     dynamic: u32,
+    wave: Option<WaveState>,
 }
 
 impl GpuTbd {
@@ -609,7 +723,7 @@ impl GpuTbd {
             let nv = params.motions.len();
             let sbytes = nv * n * if cfg.half { 2 } else { 4 };
             let maps = cfg.maps_per_launch();
-            let need = 2 * sbytes + cfg.frames * n * frame.size() + maps * n * 6;
+            let need = 2 * sbytes + cfg.frames_per_launch() * n * frame.size() + maps * n * 6;
             let free = gpu.usable_memory()?;
             if need > free {
                 return Err(Error::input(format!(
@@ -637,7 +751,33 @@ impl GpuTbd {
                 DevBuf::<u8>::new(&gpu, sbytes, "the TBD state")?,
                 DevBuf::<u8>::new(&gpu, sbytes, "the TBD state")?,
             ];
-            let frames = DevBuf::<u8>::new(&gpu, cfg.frames * n * frame.size(), "frames")?;
+            let frames =
+                DevBuf::<u8>::new(&gpu, cfg.frames_per_launch() * n * frame.size(), "frames")?;
+            let wave = match cfg.variant {
+                Variant::Wave { periods, lag } => {
+                    let (ox, oy) = cfg.out_tile(&params.motions);
+                    let (tx, ty) = (w.div_ceil(ox), h.div_ceil(oy));
+                    if tx > 4095 || ty > 4095 {
+                        return Err(Error::input(format!(
+                            "kernel {}: {tx} x {ty} tiles (at most 4095 each way)",
+                            cfg.name()
+                        )));
+                    }
+                    let order = wave_order(periods, lag, tx, ty);
+                    let s = &gpu.stream;
+                    let ws = WaveState {
+                        order: DevBuf::from_slice(&gpu, s, &order, "the wave order")?,
+                        ticket: DevBuf::from_slice(&gpu, s, &[0u64], "the wave ticket")?,
+                        flags: DevBuf::from_slice(&gpu, s, &vec![0u32; tx * ty], "wave flags")?,
+                        items: order.len(),
+                        issued: 0,
+                        period: 0,
+                    };
+                    cuda::sync(s, "setting up the wave kernel")?;
+                    Some(ws)
+                }
+                _ => None,
+            };
             let score = DevBuf::<f32>::new(&gpu, maps * n, "detection maps")?;
             let arg = DevBuf::<u16>::new(&gpu, maps * n, "arg-max vectors")?;
             let t = GpuTbd {
@@ -657,6 +797,7 @@ impl GpuTbd {
                 score,
                 arg,
                 dynamic: dynamic as u32,
+                wave,
             };
             t.zero_state()?;
             Ok(t)
@@ -682,7 +823,7 @@ impl GpuTbd {
 
     /// Frames consumed per launch.
     pub fn frames_per_launch(&self) -> usize {
-        self.cfg.frames
+        self.cfg.frames_per_launch()
     }
 
     /// Fills the outputs (maps, the next state) with NaN, so that an unwritten value shows.
@@ -696,7 +837,7 @@ impl GpuTbd {
 
     /// Bytes of one launch's frames.
     fn launch_bytes(&self) -> usize {
-        self.cfg.frames * self.h * self.w * self.frame.size()
+        self.cfg.frames_per_launch() * self.h * self.w * self.frame.size()
     }
 
     /// Room for the frames of `slots` launches (1 unless set), the launches reading them in
@@ -736,7 +877,7 @@ impl GpuTbd {
             return Err(Error::input(format!(
                 "{} bytes of frames for a launch of {} frames of {} x {} {}",
                 raw.len(),
-                self.cfg.frames,
+                self.cfg.frames_per_launch(),
                 self.w,
                 self.h,
                 self.frame.name()
@@ -758,12 +899,12 @@ impl GpuTbd {
         cuda::catch(|| {
             let (bx, by) = self.cfg.block;
             let (ox, oy) = self.cfg.out_tile(&self.motions);
-            let grid = (
+            let mut grid = (
                 (self.w as u32).div_ceil(ox as u32),
                 (self.h as u32).div_ceil(oy as u32),
                 1,
             );
-            let args = [
+            let mut args = vec![
                 Arg::Ptr(self.state[self.cur].ptr()),
                 Arg::Ptr(self.state[1 - self.cur].ptr()),
                 Arg::Ptr(self.frames.at(self.slot * self.launch_bytes())),
@@ -773,11 +914,33 @@ impl GpuTbd {
                 Arg::I32(self.w as i32),
                 Arg::F32(self.alpha),
             ];
+            if let Some(ws) = &self.wave {
+                // One block a work item; the state buffers in fixed places, taken by the
+                // parity of the period (`cur` follows it).
+                grid = (ws.items as u32, 1, 1);
+                args = vec![
+                    Arg::Ptr(self.state[0].ptr()),
+                    Arg::Ptr(self.state[1].ptr()),
+                    args[2],
+                    args[3],
+                    args[4],
+                    args[5],
+                    args[6],
+                    args[7],
+                    Arg::Ptr(ws.order.ptr()),
+                    Arg::Ptr(ws.ticket.ptr()),
+                    Arg::Ptr(ws.flags.ptr()),
+                    Arg::U64(ws.issued),
+                    Arg::U32(ws.period),
+                ];
+            }
             // The late kernel needs the state of the launch before it only after its first
             // frames (`griddepcontrol.wait` in `tbd.cu`): its blocks may start while that
-            // launch's last blocks run.
-            let programmatic =
-                matches!(self.cfg.variant, Variant::Late { .. }) && self.gpu.cc.0 >= 9;
+            // launch's last blocks run. The wave kernel waits on its flags instead.
+            let programmatic = matches!(
+                self.cfg.variant,
+                Variant::Late { .. } | Variant::Wave { .. }
+            ) && self.gpu.cc.0 >= 9;
             for k in kernel_names(&self.cfg, self.motions.len()) {
                 cuda::launch_ex(
                     &self.gpu.stream,
@@ -790,7 +953,13 @@ impl GpuTbd {
                     programmatic,
                 )?;
             }
-            self.cur = 1 - self.cur;
+            if let Some(ws) = &mut self.wave {
+                ws.issued += ws.items as u64;
+                ws.period = ws.period.wrapping_add(self.cfg.maps_per_launch() as u32);
+                self.cur = (ws.period & 1) as usize;
+            } else {
+                self.cur = 1 - self.cur;
+            }
             self.slot = (self.slot + 1) % self.slots;
             Ok(())
         })
@@ -856,6 +1025,56 @@ impl GpuTbd {
 mod tests {
     use super::*;
     use crate::tbd::speeds_directions;
+
+    #[test]
+    fn the_wave_order_puts_every_tile_after_what_it_waits_for() {
+        // Each (period, row, column) once, and after the nine tiles of the period before
+        // around it (what the kernel waits for), for lags of 1 to 9 and grids with one
+        // row or column, or more rows than periods x lag.
+        for (periods, lag, tx, ty) in [(3, 1, 4, 5), (2, 8, 16, 64), (4, 5, 3, 2), (5, 9, 1, 7)] {
+            let order = wave_order(periods, lag, tx, ty);
+            assert_eq!(order.len(), periods as usize * tx * ty);
+            let mut at = std::collections::HashMap::new();
+            for (i, &o) in order.iter().enumerate() {
+                let key = (o & 0xff, (o >> 8) & 0xfff, o >> 20);
+                assert!(at.insert(key, i).is_none(), "{key:?} twice");
+            }
+            for (&(j, r, c), &i) in &at {
+                if j == 0 {
+                    continue;
+                }
+                for dr in -1i64..=1 {
+                    for dc in -1i64..=1 {
+                        let (rr, cc) = (r as i64 + dr, c as i64 + dc);
+                        if rr < 0 || cc < 0 || rr >= ty as i64 || cc >= tx as i64 {
+                            continue;
+                        }
+                        let before = at[&(j - 1, rr as u32, cc as u32)];
+                        assert!(
+                            before < i,
+                            "{periods} periods, lag {lag}: ({j}, {r}, {c}) at {i} before ({}, {rr}, {cc}) at {before}",
+                            j - 1
+                        );
+                    }
+                }
+            }
+        }
+        // The kernel's check: a tile must hold the state it samples.
+        let motions = speeds_directions(&[0.0, 1.0], 12).unwrap();
+        let wave = |frames, block| KernelConfig {
+            variant: Variant::Wave { periods: 3, lag: 6 },
+            half: false,
+            ldg: false,
+            unroll: true,
+            frames,
+            block,
+        };
+        assert!(wave(10, (32, 16)).check(&motions).is_ok());
+        assert!(wave(10, (32, 8)).check(&motions).is_err());
+        assert!(wave(16, (32, 16)).check(&motions).is_err());
+        assert_eq!(wave(10, (32, 16)).frames_per_launch(), 30);
+        assert_eq!(wave(10, (32, 16)).maps_per_launch(), 3);
+    }
 
     #[test]
     fn late_frame_tiles_are_counted_at_their_wider_form() {

@@ -348,6 +348,26 @@ impl Tbd {
                 }
                 return Ok(out);
             }
+            if self.pending.len() > self.params.decimation {
+                // A kernel of several periods a launch: the tail in blocks of D frames
+                // (the last one shorter), each with its map.
+                let d = self.params.decimation;
+                self.per_launch = d;
+                let end = self.seen;
+                let mut frames = std::mem::take(&mut self.pending).into_iter();
+                let mut out = Vec::new();
+                self.seen = end - frames.len();
+                loop {
+                    self.pending.extend(frames.by_ref().take(d));
+                    if self.pending.is_empty() {
+                        break;
+                    }
+                    self.seen += self.pending.len();
+                    out.extend(self.flush()?);
+                }
+                debug_assert_eq!(self.seen, end);
+                return Ok(out);
+            }
         }
         self.flush()
     }
@@ -414,11 +434,17 @@ impl Tbd {
                 g.load_frames(&raw)?;
                 g.launch()?;
                 let maps = g.maps()?;
-                let k = maps.len();
+                let d = self.params.decimation;
                 maps.into_iter()
                     .enumerate()
                     .map(|(i, (score, arg))| Map {
-                        t: if k == 1 { self.seen - 1 } else { first + i },
+                        // Decimation: one map after each D frames (one or, with several
+                        // periods a launch, more); else one every frame.
+                        t: if d > 1 {
+                            first + (i + 1) * d - 1
+                        } else {
+                            first + i
+                        },
                         h: self.h,
                         w: self.w,
                         score,

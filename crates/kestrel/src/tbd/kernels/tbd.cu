@@ -830,6 +830,59 @@ __device__ __forceinline__ void grid_dep_launch() {}
 __device__ __forceinline__ void grid_dep_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
 __device__ __forceinline__ void grid_dep_launch() { asm volatile("griddepcontrol.launch_dependents;\n" :::); }
 #endif
+// The wave form of the late kernel (`Variant::Wave`, WAVE_PERIODS): one launch runs
+// WAVE_PERIODS decimation periods of the whole frame, one tile and period a block. The
+// blocks take their work items (period, tile row, tile column) from a ticket counter in
+// the order the launcher lays out (`wave_order` in cuda.rs: period j of the launch G tile
+// rows behind period j - 1), so that period j reads the state that period j - 1 wrote a
+// short while before, from L2 instead of DRAM (H100, 13 vectors, D10, f32, 3 periods a
+// launch: 67 MB read from DRAM a period against the late kernel's 98; the state is still
+// written back, 59 MB a period). A tile of period g waits (before its state copies) until
+// the nine tiles around it have finished period g - 1: the state it samples lies in them
+// (its reach is at most a tile: checked by the launcher) and it overwrites what they
+// read. Periods are counted across launches (gp0: the launch's first), the state buffers
+// taken by the period's parity and flags[tile] = the last period done + 1, so that a
+// launch's first tiles wait on the last one's as its own periods wait on each other (no
+// wait for the whole launch before it). Tickets are taken in the order blocks start and a
+// block waits only on lower tickets, which blocks already running hold: no deadlock
+// whatever the block order.
+#ifdef WAVE_PERIODS
+#define S_WAVE 1
+#else
+#define S_WAVE 0
+#endif
+#if S_WAVE
+#ifdef KESTREL_EMULATION
+// One block at a time in ticket order in the emulator: a wait that would spin means the
+// order is wrong, and the run stops.
+inline unsigned long long wave_ticket(unsigned long long* t) { return (*t)++; }
+inline unsigned wave_load_flag(const unsigned* p) { return *p; }
+inline void wave_store_flag(unsigned* p, unsigned v) { *p = v; }
+inline void wave_fence() {}
+inline void wave_nap() {
+    std::fprintf(stderr, "wave: a block waits for a tile that no earlier ticket finished\n");
+    std::abort();
+}
+#else
+__device__ __forceinline__ unsigned long long wave_ticket(unsigned long long* t) { return atomicAdd(t, 1ULL); }
+__device__ __forceinline__ unsigned wave_load_flag(const unsigned* p) {
+    unsigned v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+__device__ __forceinline__ void wave_store_flag(unsigned* p, unsigned v) {
+    asm volatile("st.release.gpu.global.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ void wave_fence() { __threadfence(); }
+__device__ __forceinline__ void wave_nap() { __nanosleep(64); }
+#endif
+// Both state buffers are read and written in one launch: no restrict, no const.
+#define S_SPREV state_t*
+#define S_SNEXT state_t*
+#else
+#define S_SPREV const state_t* __restrict__
+#define S_SNEXT state_t* __restrict__
+#endif
 __device__ __forceinline__ int floor_div(int a, int b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 // The first column of the chunk that holds column ox0 + ix (ox0: the block's first
 // column, a multiple of S_OW; a compile-time offset from it where S_OW holds whole chunks).
@@ -912,17 +965,56 @@ __device__ __forceinline__ void staged_row(float (&t)[S_PX + 1], const float* ro
 #define S_BOUNDS __launch_bounds__(TX * TY)
 #endif
 extern "C" __global__ void S_BOUNDS
-    tbd_staged(const state_t* __restrict__ s_prev, state_t* __restrict__ s_next, const FRAME_T* __restrict__ frames,
-               float* __restrict__ score, unsigned short* __restrict__ arg, int h, int w, float alpha) {
+    tbd_staged(S_SPREV s_prev, S_SNEXT s_next, const FRAME_T* __restrict__ frames,
+               float* __restrict__ score, unsigned short* __restrict__ arg, int h, int w, float alpha
+#if S_WAVE
+               ,
+               const unsigned* __restrict__ order, unsigned long long* ticket, unsigned* flags, unsigned long long base,
+               unsigned gp0
+#endif
+    ) {
     __shared__ __align__(16) float fb[S_BUFS][S_PH][S_PW];
     const int tid = threadIdx.y * TX + threadIdx.x;
-    const int ox0 = (int)blockIdx.x * S_OW, oy0 = (int)blockIdx.y * S_OH;
+    const size_t n = (size_t)h * w;
+#if S_WAVE
+    // The work item: period wj of the launch (gp overall), tile (br, bc) of tgy x tgx.
+    __shared__ unsigned s_item;
+    if (tid == 0) s_item = order[(unsigned)(wave_ticket(ticket) - base)];
+    __syncthreads();
+    const unsigned item = s_item;
+    const int wj = (int)(item & 0xffu), br = (int)((item >> 8) & 0xfffu), bc = (int)(item >> 20);
+    const unsigned gp = gp0 + (unsigned)wj;
+    const int tgx = (w + S_OW - 1) / S_OW, tgy = (h + S_OH - 1) / S_OH;
+    // Period gp reads the buffer of its parity and writes the other.
+    state_t* const sp = (gp & 1u) ? s_next : s_prev;
+    state_t* const sn = (gp & 1u) ? s_prev : s_next;
+    frames += (size_t)wj * DEC * n;
+    score += (size_t)wj * n;
+    arg += (size_t)wj * n;
+#else
+    const int bc = (int)blockIdx.x, br = (int)blockIdx.y;
+    S_SPREV sp = s_prev;
+    state_t* __restrict__ sn = s_next;
+#endif
+    const int ox0 = bc * S_OW, oy0 = br * S_OH;
     const int x0 = ox0 + (int)threadIdx.x * S_PX, y = oy0 + (int)threadIdx.y;
     const int gx0 = ox0 - S_HALO, gy0 = oy0 - S_HALO;
-    const size_t n = (size_t)h * w;
     const float c = 1.0f - alpha;
 #if STAGED_LATE
     grid_dep_launch();
+#endif
+#if S_WAVE
+    // Waits until the nine tiles around this one have finished period gp - 1.
+    auto wave_wait = [&]() {
+        if (tid < 9) {
+            const int rr = br + tid / 3 - 1, cc = bc + tid % 3 - 1;
+            if ((unsigned)rr < (unsigned)tgy && (unsigned)cc < (unsigned)tgx) {
+                const unsigned* f = flags + rr * tgx + cc;
+                while ((int)(wave_load_flag(f) - gp) < 0) wave_nap();
+            }
+        }
+        __syncthreads();
+    };
 #endif
 #if S_ROW16
     // This thread's share of a frame tile: chunk e = tid + q S_NT is row e / S_CH, columns
@@ -985,7 +1077,7 @@ extern "C" __global__ void S_BOUNDS
                 const int ix = ifloor(-(float)DEC * mvx(v)), iy = ifloor(-(float)DEC * mvy(v));
                 const int gy = oy0 + iy + r, gc = s_chunk0(ox0, ix) + k * S_SE;
                 const bool ok = (unsigned)gy < (unsigned)h && gc >= 0 && gc + S_SE <= w;
-                cp_async16(sdyn + v * S_SVB + e * 16, s_prev + (size_t)v * n + (size_t)gy * w + gc, ok);
+                cp_async16(sdyn + v * S_SVB + e * 16, sp + (size_t)v * n + (size_t)gy * w + gc, ok);
             }
         }
     };
@@ -994,7 +1086,11 @@ extern "C" __global__ void S_BOUNDS
         float* tile = fl + (j % S_BUFS) * (S_PH * S_PW);
         const float* f = frames + (size_t)j * n;
 #if S_SST
+#if S_WAVE
+        if (j == S_SGRP) wave_wait();
+#else
         if (j == S_SGRP) grid_dep_wait();
+#endif
         if (sst && j == S_SGRP) issue_state();
 #endif
 #if S_ROW16
@@ -1032,13 +1128,13 @@ extern "C" __global__ void S_BOUNDS
     // The state this block samples after its frames, prefetched into L2 now: one bulk
     // prefetch per row of each vector's footprint (its columns clamped to the frame and
     // widened to 16-byte bounds), so that the samples at the end wait for L2, not DRAM.
-    if (!S_SST_ON && tid < NV * (S_OH + 1)) {
+    if (!S_WAVE && !S_SST_ON && tid < NV * (S_OH + 1)) {
         const int v = tid / (S_OH + 1), r = tid % (S_OH + 1);
         const int ix = ifloor(-(float)DEC * MVX[v]), iy = ifloor(-(float)DEC * MVY[v]);
         const int gy = oy0 + iy + r;
         const int c0 = ox0 + ix > 0 ? ox0 + ix : 0, c1 = ox0 + S_OW + ix < w - 1 ? ox0 + S_OW + ix : w - 1;
         if ((unsigned)gy < (unsigned)h && c0 <= c1) {
-            const state_t* row = s_prev + (size_t)v * n + (size_t)gy * w;
+            const state_t* row = sp + (size_t)v * n + (size_t)gy * w;
             const size_t a0 = (size_t)(row + c0) & ~(size_t)15;
             const size_t a1 = ((size_t)(row + c1 + 1) + 15) & ~(size_t)15;
             prefetch_l2(a0, (unsigned)(a1 - a0));
@@ -1051,7 +1147,7 @@ extern "C" __global__ void S_BOUNDS
 #if STAGED_LATE
     auto sample = [&](int v, int a) -> float {
         const float sx = -(float)DEC * mvx(v), sy = -(float)DEC * mvy(v);
-        const state_t* p = s_prev + (size_t)v * n;
+        const state_t* p = sp + (size_t)v * n;
         return inside ? staged_state<true>(p, h, w, x0 + a, y, sx, sy)
                       : staged_state<false>(p, h, w, x0 + a, y, sx, sy);
     };
@@ -1079,7 +1175,7 @@ extern "C" __global__ void S_BOUNDS
 #pragma unroll
         for (int a = 0; a < S_PX; ++a) {
             const float sx = -(float)DEC * mvx(v), sy = -(float)DEC * mvy(v);
-            const state_t* p = s_prev + (size_t)v * n;
+            const state_t* p = sp + (size_t)v * n;
             acc[v][a] = inside ? staged_state<true>(p, h, w, x0 + a, y, sx, sy)
                                : staged_state<false>(p, h, w, x0 + a, y, sx, sy);
         }
@@ -1211,7 +1307,11 @@ extern "C" __global__ void S_BOUNDS
         }
     }
 #if STAGED_LATE
+#if S_WAVE && !S_SST
+    wave_wait();
+#elif !S_WAVE
     grid_dep_wait();
+#endif
     float cd = 1.0f;
 #pragma unroll
     for (int j = 0; j < DEC; ++j) cd *= c;
@@ -1230,6 +1330,7 @@ extern "C" __global__ void S_BOUNDS
             for (int a = 0; a < S_PX; ++a) acc[v][a] = cd * sample(v, a) + alpha * acc[v][a];
     }
 #endif
+    bool stored = false;
 #if STAGED_LATE && S_PX == 2
     // Both pixels in the frame and the row of even length: 8-byte stores (x0 is even).
     if (y < h && x0 + 1 < w && (w & 1) == 0) {
@@ -1238,7 +1339,7 @@ extern "C" __global__ void S_BOUNDS
         int barg0 = 0, barg1 = 0;
 #pragma unroll
         for (int v = 0; v < NV; ++v) {
-            store2_state(s_next + (size_t)v * n + p, acc[v][0], acc[v][1]);
+            store2_state(sn + (size_t)v * n + p, acc[v][0], acc[v][1]);
             if (v == 0 || acc[v][0] > best0) {
                 best0 = acc[v][0];
                 barg0 = v;
@@ -1250,18 +1351,18 @@ extern "C" __global__ void S_BOUNDS
         }
         *reinterpret_cast<float2*>(score + p) = make_float2(best0, best1);
         *reinterpret_cast<unsigned*>(arg + p) = (unsigned)barg0 | ((unsigned)barg1 << 16);
-        return;
+        stored = true;
     }
 #endif
 #pragma unroll
     for (int a = 0; a < S_PX; ++a) {
-        if (x0 + a >= w || y >= h) continue;
+        if (stored || x0 + a >= w || y >= h) continue;
         const unsigned p = (unsigned)y * (unsigned)w + (unsigned)(x0 + a);
         float best = 0.0f;
         int barg = 0;
 #pragma unroll
         for (int v = 0; v < NV; ++v) {
-            (s_next + (size_t)v * n)[p] = store_state_f(acc[v][a]);
+            (sn + (size_t)v * n)[p] = store_state_f(acc[v][a]);
             if (v == 0 || acc[v][a] > best) {
                 best = acc[v][a];
                 barg = v;
@@ -1270,6 +1371,12 @@ extern "C" __global__ void S_BOUNDS
         score[p] = best;
         arg[p] = (unsigned short)barg;
     }
+#if S_WAVE
+    // Every thread's stores visible to the device, then the tile's period is done.
+    wave_fence();
+    __syncthreads();
+    if (tid == 0) wave_store_flag(flags + br * tgx + bc, gp + 1u);
+#endif
 }
 #endif
 
