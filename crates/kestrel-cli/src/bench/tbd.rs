@@ -3,7 +3,8 @@
 //! against its roofline, frames on the device and frames coming over PCIe (u8, f32).
 //!
 //! Roofline of a launch: the bytes its scheme must move (state read and written once,
-//! its frames read once, its maps written: f32 score + u16 arg per pixel) over the H100's
+//! the wave kernel's written once a period, its frames read once, its maps written: f32
+//! score + u16 arg per pixel) over the H100's
 //! 2.9 TB/s; per frame that is that / frames per launch. Host-fed: the frame's bytes over
 //! the measured host-to-device copy bandwidth. Timed on a fixed non-zero pattern of
 //! frames; on the device, from a ring of frame buffers ([`RING_BYTES`]), so that no
@@ -13,7 +14,7 @@
 
 use super::{time_runs, Record, Sink};
 use kestrel::tbd::cpu::CpuState;
-use kestrel::tbd::cuda::{GpuTbd, KernelConfig};
+use kestrel::tbd::cuda::{GpuTbd, KernelConfig, Variant};
 use kestrel::tbd::{autotune, speeds_directions, Dtype, Params};
 use serde_json::json;
 
@@ -31,12 +32,19 @@ fn params(decimation: usize) -> Params {
     }
 }
 
-/// Bytes per frame that the scheme of `cfg` must move.
+/// Bytes per frame that the scheme of `cfg` must move: the state read once a launch and
+/// written once a launch, except that the wave kernel writes it after every period (its
+/// L2 keeps what the next period reads, not what it writes), its frames and its maps.
 fn bytes_per_frame(cfg: &KernelConfig, nv: usize, n: usize, frame: Dtype) -> f64 {
     let sb = if cfg.half { 2 } else { 4 };
     let f = cfg.frames_per_launch() as f64;
     let maps = cfg.maps_per_launch() as f64;
-    (2.0 * (nv * n * sb) as f64 + f * (n * frame.size()) as f64 + maps * (n * 6) as f64) / f
+    let writes = match cfg.variant {
+        Variant::Wave { periods, .. } => periods as f64,
+        _ => 1.0,
+    };
+    let state = (nv * n * sb) as f64;
+    ((1.0 + writes) * state + f * (n * frame.size()) as f64 + maps * (n * 6) as f64) / f
 }
 
 fn record(
