@@ -251,11 +251,16 @@ pub fn choose(
         .max()
         .unwrap_or(1);
     let raw = timing_frames(h * w * frame.size() * most.max(64), frame);
+    // A candidate that cannot run here (device resources, or memory: the wave kernel
+    // holds several periods of frames) is skipped; if none runs, the first one's error.
+    let mut first_err = None;
     for c in cands {
         let mut g = match GpuTbd::new(ordinal, params, h, w, c, frame) {
             Ok(g) => g,
-            Err(Error::Cuda(_)) => continue,
-            Err(e) => return Err(e),
+            Err(e) => {
+                first_err.get_or_insert(e);
+                continue;
+            }
         };
         g.load_frames(&raw[..h * w * frame.size() * c.frames_per_launch()])?;
         let launches = (64 / c.frames_per_launch()).max(4);
@@ -264,7 +269,11 @@ pub fn choose(
             best = Some((fps, c));
         }
     }
-    let (fps, c) = best.ok_or_else(|| Error::Cuda("no track-before-detect kernel ran".into()))?;
+    let (fps, c) = match (best, first_err) {
+        (Some(b), _) => b,
+        (None, Some(e)) => return Err(e),
+        (None, None) => return Err(Error::Cuda("no track-before-detect kernel ran".into())),
+    };
     if let Some(f) = file {
         // Failing soft: a cache that cannot be written only costs a new timing. The file is
         // replaced whole (temporary + rename), so a link planted at its name is replaced,

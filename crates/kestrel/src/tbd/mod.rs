@@ -238,6 +238,15 @@ impl Tbd {
             Engine::Cpu(_) => params.decimation,
             Engine::Cuda(g) => g.frames_per_launch(),
         };
+        // A kernel of several periods a launch holds that many frames here before a launch.
+        if (per_launch as u64).saturating_mul((h * w * 4) as u64) > limit {
+            return Err(Error::input(format!(
+                "kernel {}: {per_launch} frames of {w} x {h} held for each launch would need {:.1} GB (this machine has {:.1} GB)",
+                engine_kernel_name(&engine),
+                per_launch as f64 * (h * w * 4) as f64 / 1e9,
+                limit as f64 / 1e9
+            )));
+        }
         Ok(Tbd {
             h,
             w,
@@ -471,6 +480,13 @@ impl Tbd {
             Engine::Cpu(_) => None,
             Engine::Cuda(g) => Some(g.cfg),
         }
+    }
+}
+
+fn engine_kernel_name(e: &Engine) -> String {
+    match e {
+        Engine::Cpu(_) => "cpu".into(),
+        Engine::Cuda(g) => g.cfg.name(),
     }
 }
 
