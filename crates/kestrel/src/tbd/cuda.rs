@@ -166,7 +166,7 @@ pub enum Variant {
     Wave {
         /// Decimation periods per launch (1 to 255).
         periods: u32,
-        /// Tile rows between consecutive periods in the work order (at least 1).
+        /// Tile rows between consecutive periods in the work order (1 to 4095).
         lag: u32,
     },
     /// The fused kernel with `px` x `py` pixels per thread.
@@ -379,9 +379,9 @@ impl KernelConfig {
             }
         }
         if let Variant::Wave { periods, lag } = self.variant {
-            if !(1..=255).contains(&periods) || lag == 0 {
+            if !(1..=255).contains(&periods) || !(1..=4095).contains(&lag) {
                 return bad(format!(
-                    "{periods} periods per launch (1..=255), lag {lag} (at least 1)"
+                    "{periods} periods per launch (1..=255), lag {lag} tile rows (1..=4095)"
                 ));
             }
             // A tile samples the state of the tiles around it only: its reach (D x the
@@ -1070,6 +1070,13 @@ mod tests {
             block,
         };
         assert!(wave(10, (32, 16)).check(&motions).is_ok());
+        for (periods, lag) in [(0, 6), (256, 6), (3, 0), (3, 4096)] {
+            let c = KernelConfig {
+                variant: Variant::Wave { periods, lag },
+                ..wave(10, (32, 16))
+            };
+            assert!(c.check(&motions).is_err(), "{}", c.name());
+        }
         assert!(wave(10, (32, 8)).check(&motions).is_err());
         assert!(wave(16, (32, 16)).check(&motions).is_err());
         assert_eq!(wave(10, (32, 16)).frames_per_launch(), 30);
