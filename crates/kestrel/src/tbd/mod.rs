@@ -168,7 +168,8 @@ impl Tbd {
     /// As [`Tbd::new`], with the GPU path's options (ignored on the CPU). Without a
     /// kernel given, the autotuner chooses one (timed once, then cached). For D = 1 the
     /// chosen kernel may keep the state on chip for K frames: maps then come back K at
-    /// a time.
+    /// a time. For D > 1 it may run several periods a launch (the wave kernel): maps then
+    /// come back that many at a time.
     pub fn with_gpu_options(
         params: Params,
         h: usize,
@@ -285,7 +286,7 @@ impl Tbd {
 
     /// Adds frame `X_k` (`h * w`, row-major); returns the maps completed by it (one at
     /// each emitted frame; with a kernel that keeps the state on chip for K frames, K
-    /// at a time).
+    /// at a time; with one of N periods a launch, N at a time).
     pub fn push(&mut self, frame: &[f32]) -> Result<Vec<Map>> {
         if frame.len() != self.h * self.w {
             return Err(Error::input(format!(

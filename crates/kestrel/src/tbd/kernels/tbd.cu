@@ -837,7 +837,7 @@ __device__ __forceinline__ void grid_dep_launch() { asm volatile("griddepcontrol
 // rows behind period j - 1), so that period j reads the state that period j - 1 wrote a
 // short while before, from L2 instead of DRAM (H100, 13 vectors, D10, f32, 3 periods a
 // launch: 67 MB read from DRAM a period against the late kernel's 98; the state is still
-// written back, 59 MB a period). A tile of period g waits (before its state copies) until
+// written back, about 58 MB a period). A tile of period g waits (before its state copies) until
 // the nine tiles around it have finished period g - 1: the state it samples lies in them
 // (its reach is at most a tile: checked by the launcher) and it overwrites what they
 // read. Periods are counted across launches (gp0: the launch's first), the state buffers
