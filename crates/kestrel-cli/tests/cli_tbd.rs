@@ -236,6 +236,46 @@ fn broken_inputs_of_tbd() {
         ],
         &["--state-out"],
     );
+    // A kernel name that is not one, and kernels that cannot run these vectors (a wave
+    // kernel with no lag; one whose tile is smaller than the state it samples): refused
+    // on any device.
+    run(
+        &[
+            "--input",
+            s(&good),
+            "--threshold",
+            "1",
+            "--kernel",
+            "nonsense",
+        ],
+        &["--kernel", "unknown kernel name"],
+    );
+    run(
+        &[
+            "--input",
+            s(&good),
+            "--threshold",
+            "1",
+            "--decimation",
+            "10",
+            "--kernel",
+            "wave3g0/plain/unroll/f32/32x16/D10",
+        ],
+        &["--kernel", "wave3g0", "lag 0"],
+    );
+    run(
+        &[
+            "--input",
+            s(&good),
+            "--threshold",
+            "1",
+            "--decimation",
+            "10",
+            "--kernel",
+            "wave3g6/plain/unroll/f32/32x8/D10",
+        ],
+        &["--kernel", "smaller than the state it samples"],
+    );
     // Non-finite frame values.
     let nan = dir.join("nan.npy");
     let mut v = vec![0.0f32; 2 * 16 * 16];

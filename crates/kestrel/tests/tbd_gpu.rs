@@ -169,14 +169,7 @@ fn late_kernels_on_frames_of_whole_and_partial_chunks() {
     let mut k = 0;
     for half in [false, true] {
         for (frames, block) in [(10, (32, 16)), (10, (32, 8)), (3, (32, 12)), (1, (32, 16))] {
-            let cfg = KernelConfig {
-                variant: Variant::Late { px: 2 },
-                half,
-                ldg: false,
-                unroll: true,
-                frames,
-                block,
-            };
+            let cfg = KernelConfig::late(half, frames, block);
             for (w, frame, integer) in [
                 (336, Dtype::F32, false),
                 (336, Dtype::F32, true),
@@ -215,14 +208,7 @@ fn late_kernel_launches_back_to_back() {
     }
     let launches = 5;
     for (k, half) in [false, true].into_iter().enumerate() {
-        let cfg = KernelConfig {
-            variant: Variant::Late { px: 2 },
-            half,
-            ldg: false,
-            unroll: true,
-            frames: 10,
-            block: (32, 16),
-        };
+        let cfg = KernelConfig::late(half, 10, (32, 16));
         let slots = 3;
         let mut c = case(
             1700 + k as u64,
@@ -321,9 +307,7 @@ fn tbd_on_cuda_equals_tbd_on_cpu() {
             3,
             Some(KernelConfig {
                 variant: Variant::Wave { periods: 2, lag: 1 },
-                ldg: false,
-                block: (16, 8),
-                ..KernelConfig::fused(3)
+                ..KernelConfig::late(false, 3, (16, 8))
             }),
         ),
     ] {
@@ -429,7 +413,7 @@ fn wave_kernel_equals_the_late_kernel_bit_for_bit() {
     // each other through the flags) does the late kernel's arithmetic: its maps and state
     // equal the late kernel's bit for bit, run period by period on the same frames, with
     // every output poisoned first. The benchmark's vectors and tile; frames whose tiles
-    // are whole (the L2 discards on: 256 x 1024) and not (150 x 336); f32 and f16 state;
+    // are whole (256 x 1024) and not (150 x 336); f32 and f16 state;
     // launches with the maps read after each, and launches back to back over frame slots.
     if !gpu_or_skip("tbd wave_kernel_equals_the_late_kernel_bit_for_bit") {
         return;
@@ -444,14 +428,7 @@ fn wave_kernel_equals_the_late_kernel_bit_for_bit() {
     .into_iter()
     .enumerate()
     {
-        let late = KernelConfig {
-            variant: Variant::Late { px: 2 },
-            half,
-            ldg: false,
-            unroll: true,
-            frames: 10,
-            block: (32, 16),
-        };
+        let late = KernelConfig::late(half, 10, (32, 16));
         let wave = KernelConfig {
             variant: Variant::Wave { periods, lag },
             ..late

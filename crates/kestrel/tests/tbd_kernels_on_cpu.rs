@@ -326,14 +326,7 @@ fn the_late_kernels_row_major_tiles_give_the_split_tiles_bits() {
     let dir = tempfile::tempdir().unwrap();
     let launches = 2;
     for (d, block) in [(3, (4, 4)), (10, (4, 2))] {
-        let cfg = KernelConfig {
-            variant: Variant::Late { px: 2 },
-            half: true,
-            ldg: false,
-            unroll: true,
-            frames: d,
-            block,
-        };
+        let cfg = KernelConfig::late(true, d, block);
         let c = case(59 + d as u64, 13, 24, d * launches, Dtype::F32, false);
         let (rm, rs) = run_emulated_as(&cxx, dir.path(), &format!("r{d}"), &c, &cfg, launches, 24);
         let (sm, ss) = run_emulated_as(&cxx, dir.path(), &format!("s{d}"), &c, &cfg, launches, 23);
@@ -371,14 +364,7 @@ fn the_wave_kernel_gives_the_late_kernels_bits() {
     .into_iter()
     .enumerate()
     {
-        let late = KernelConfig {
-            variant: Variant::Late { px: 2 },
-            half,
-            ldg: false,
-            unroll: true,
-            frames: d,
-            block: (16, 8),
-        };
+        let late = KernelConfig::late(half, d, (16, 8));
         let wave = KernelConfig {
             variant: Variant::Wave { periods, lag },
             ..late

@@ -170,10 +170,15 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         .check(h, w)
         .map_err(|e| bad(format!("{}: {e}", a.input.display())))?;
     let kernel = match &a.kernel {
-        Some(k) => Some(
-            tbd::cuda::KernelConfig::parse(k)
-                .ok_or_else(|| bad(format!("--kernel: unknown kernel name \"{k}\"")))?,
-        ),
+        Some(k) => {
+            let cfg = tbd::cuda::KernelConfig::parse(k)
+                .ok_or_else(|| bad(format!("--kernel: unknown kernel name \"{k}\"")))?;
+            // Its shape, frames and tile against the vectors here, on any device (on the
+            // GPU the launcher checks it again).
+            cfg.check(&motions)
+                .map_err(|e| bad(format!("--kernel: {e}")))?;
+            Some(cfg)
+        }
         None => None,
     };
     let opts = tbd::GpuOptions::default()

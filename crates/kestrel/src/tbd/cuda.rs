@@ -209,6 +209,19 @@ impl KernelConfig {
         }
     }
 
+    /// The late kernel with 2 pixels a thread (`late2`): plain loads, vectors unrolled,
+    /// `frames` frames per launch (the decimation), blocks of `block`.
+    pub fn late(half: bool, frames: usize, block: (u32, u32)) -> KernelConfig {
+        KernelConfig {
+            variant: Variant::Late { px: 2 },
+            half,
+            ldg: false,
+            unroll: true,
+            frames,
+            block,
+        }
+    }
+
     /// The state stays on chip for `frames` frames and a map is emitted every frame
     /// (the plain recursion; no decimation).
     pub fn emits_every_frame(&self) -> bool {
@@ -1063,11 +1076,7 @@ mod tests {
         let motions = speeds_directions(&[0.0, 1.0], 12).unwrap();
         let wave = |frames, block| KernelConfig {
             variant: Variant::Wave { periods: 3, lag: 6 },
-            half: false,
-            ldg: false,
-            unroll: true,
-            frames,
-            block,
+            ..KernelConfig::late(false, frames, block)
         };
         assert!(wave(10, (32, 16)).check(&motions).is_ok());
         for (periods, lag) in [(0, 6), (256, 6), (3, 0), (3, 4096)] {
@@ -1089,14 +1098,7 @@ mod tests {
         // split rows 82 cells wide (64 + 2 x 9), the row-major chunked ones (f16 state)
         // 88 (12 + 64 + 9, to a multiple of 4); three tiles.
         let m = speeds_directions(&[0.0, 1.0], 12).unwrap();
-        let cfg = |half| KernelConfig {
-            variant: Variant::Late { px: 2 },
-            half,
-            ldg: false,
-            unroll: true,
-            frames: 10,
-            block: (32, 16),
-        };
+        let cfg = |half| KernelConfig::late(half, 10, (32, 16));
         assert_eq!(tiled_shared_bytes(&cfg(false), &m), 3 * 82 * 34 * 4);
         assert_eq!(tiled_shared_bytes(&cfg(true), &m), 3 * 88 * 34 * 4);
         assert!(cfg(true).check(&m).is_ok());
