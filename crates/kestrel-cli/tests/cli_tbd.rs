@@ -237,8 +237,8 @@ fn broken_inputs_of_tbd() {
         &["--state-out"],
     );
     // A kernel name that is not one, and kernels that cannot run these vectors (a wave
-    // kernel with no lag; one whose tile is smaller than the state it samples): refused
-    // on any device.
+    // kernel with no lag; one whose tile is smaller than the state it samples; a streaming
+    // kernel whose warps do not split into its groups): refused on any device.
     run(
         &[
             "--input",
@@ -275,6 +275,18 @@ fn broken_inputs_of_tbd() {
             "wave3g6/plain/unroll/f32/32x8/D10",
         ],
         &["--kernel", "smaller than the state it samples"],
+    );
+    // A streaming kernel whose warps do not split into its groups of vectors.
+    run(
+        &[
+            "--input",
+            s(&good),
+            "--threshold",
+            "1",
+            "--kernel",
+            "stream32v3/plain/unroll/f32/32x4/K4",
+        ],
+        &["--kernel", "stream32v3", "groups of vectors"],
     );
     // Non-finite frame values.
     let nan = dir.join("nan.npy");

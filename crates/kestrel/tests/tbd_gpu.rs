@@ -86,6 +86,21 @@ fn every_variant_equals_the_cpu_reference() {
                 block,
             });
         }
+        for (rows, groups, frames, warps, ldg) in [
+            (16, 1, 4, 2, false),
+            (7, 1, 3, 3, true),
+            (12, 2, 4, 4, false),
+            (9, 3, 3, 3, true),
+        ] {
+            all.push(KernelConfig {
+                variant: Variant::Stream { rows, groups },
+                half,
+                ldg,
+                unroll: true,
+                frames,
+                block: (32, warps),
+            });
+        }
         for d in [1, 10] {
             all.push(KernelConfig {
                 variant: Variant::FusedCells { px: 4, py: 2 },
@@ -131,6 +146,62 @@ fn tile_kernels_on_a_frame_with_interior_tiles() {
             (Variant::Lean { rows: 4, vecs: 2 }, 4, (96, 8)),
             (Variant::Lean { rows: 4, vecs: 3 }, 4, (96, 8)),
             (Variant::Lean { rows: 4, vecs: 3 }, 4, (64, 12)),
+            (
+                Variant::Stream {
+                    rows: 32,
+                    groups: 1,
+                },
+                4,
+                (32, 4),
+            ),
+            (
+                Variant::Stream {
+                    rows: 64,
+                    groups: 1,
+                },
+                4,
+                (32, 2),
+            ),
+            (
+                Variant::Stream {
+                    rows: 16,
+                    groups: 1,
+                },
+                4,
+                (32, 8),
+            ),
+            (
+                Variant::Stream {
+                    rows: 32,
+                    groups: 1,
+                },
+                6,
+                (32, 4),
+            ),
+            (
+                Variant::Stream {
+                    rows: 32,
+                    groups: 2,
+                },
+                4,
+                (32, 4),
+            ),
+            (
+                Variant::Stream {
+                    rows: 64,
+                    groups: 2,
+                },
+                4,
+                (32, 4),
+            ),
+            (
+                Variant::Stream {
+                    rows: 64,
+                    groups: 3,
+                },
+                4,
+                (32, 3),
+            ),
         ] {
             let cfg = KernelConfig {
                 variant,

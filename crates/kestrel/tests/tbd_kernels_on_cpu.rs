@@ -64,6 +64,7 @@ fn run_emulated_as(
         Variant::Lean { .. } => 5,
         Variant::Staged { .. } | Variant::Late { .. } => 6,
         Variant::Wave { .. } => 7,
+        Variant::Stream { .. } => 8,
     };
     let mut input = Vec::new();
     for v in [
@@ -176,6 +177,9 @@ fn every_variant_equals_the_cpu_reference() {
                                 vec![24, [21, 22][ci % 2]]
                             },
                         ),
+                        // Strips of 32 columns and chunks whose rows all lie inside
+                        // (no per-cell tests) next to ones that meet every edge.
+                        Variant::Stream { .. } => (40, vec![70]),
                         _ => (13, vec![21]),
                     };
                     for w in widths {
@@ -235,6 +239,24 @@ fn decimated_kernels_equal_the_resident_kernel_at_emitted_frames() {
         ls2, plain_state,
         "lean, two vectors between barriers: final state"
     );
+    // So is the streaming kernel (chunks of 4 rows, two warps a block).
+    let stream = KernelConfig {
+        variant: Variant::Stream { rows: 4, groups: 1 },
+        block: (32, 2),
+        ..resident
+    };
+    let (sm, ss) = run_emulated(&cxx, dir.path(), "stream", &c, &stream, launches);
+    assert_eq!(sm, plain, "stream: maps");
+    assert_eq!(ss, plain_state, "stream: final state");
+    // And with the vectors in three groups of warps (maps handed over in shared memory).
+    let grouped = KernelConfig {
+        variant: Variant::Stream { rows: 4, groups: 3 },
+        block: (32, 6),
+        ..resident
+    };
+    let (gm, gs) = run_emulated(&cxx, dir.path(), "stream3", &c, &grouped, launches);
+    assert_eq!(gm, plain, "stream, three groups: maps");
+    assert_eq!(gs, plain_state, "stream, three groups: final state");
     for (tag, cfg) in [
         ("fused", KernelConfig::fused(d)),
         (

@@ -157,6 +157,19 @@ pub fn candidates(params: &Params, half: bool) -> Vec<KernelConfig> {
                 ..base
             });
         }
+        // The streaming kernel (a warp a strip of 32 columns, no barriers), its two
+        // fastest shapes on the H100 (both slower than the lean kernel there:
+        // docs/tbd-gpu.md, eleventh round): K = 4 in chunks of 16 rows, K = 3 in 32.
+        for (rows, warps, frames, ldg) in [(16, 8, 4, false), (32, 4, 3, true)] {
+            push(KernelConfig {
+                variant: Variant::Stream { rows, groups: 1 },
+                ldg,
+                unroll: true,
+                frames,
+                block: (32, warps),
+                ..base
+            });
+        }
     }
     v
 }
@@ -326,5 +339,28 @@ mod tests {
             .unwrap()
             .check(&motions)
             .is_err());
+        // The streaming kernel with its vectors in groups of warps.
+        let g2 = KernelConfig::parse("stream64v2/plain/unroll/f16/32x4/K4").unwrap();
+        assert_eq!(
+            g2.variant,
+            Variant::Stream {
+                rows: 64,
+                groups: 2
+            }
+        );
+        assert_eq!(g2.name(), "stream64v2/plain/unroll/f16/32x4/K4");
+        assert!(g2.check(&motions).is_ok());
+        assert_eq!(g2.out_tile(&motions), (24, 128));
+        for bad in [
+            // 4 warps in groups of 3; 64 threads wide; not unrolled; a halo of 16 a side.
+            "stream32v3/plain/unroll/f16/32x4/K4",
+            "stream32/plain/unroll/f16/64x4/K4",
+            "stream32/plain/loop/f16/32x4/K4",
+            "stream32/plain/unroll/f16/32x4/K16",
+            "stream0/plain/unroll/f16/32x4/K4",
+        ] {
+            let c = KernelConfig::parse(bad).unwrap();
+            assert!(c.check(&motions).is_err(), "{bad}");
+        }
     }
 }

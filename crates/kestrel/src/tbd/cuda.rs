@@ -20,6 +20,10 @@
 //!   optionally two or three vectors folded between two barriers (`lean4v2`, `lean4v3`),
 //!   so that each frame's barrier is shared and the latency of one vector's shared loads
 //!   is hidden by the others' work;
+//! - [`Variant::Stream`]: the state on chip for `frames` frames and a map every frame
+//!   without shared memory or barriers: a warp walks down a strip of 32 columns, the
+//!   frames' levels a row apart, the rows it needs in registers, horizontal taps by warp
+//!   shuffles;
 //! - [`Variant::Staged`]: decimation, the fused kernel's trajectories and a map per launch,
 //!   with each frame's tile staged once in shared memory as `alpha X` (zeros outside the
 //!   frame, the next tile loaded while the current one is used), every vector's
@@ -169,6 +173,19 @@ pub enum Variant {
         /// Tile rows between consecutive periods in the work order (1 to 4095).
         lag: u32,
     },
+    /// The state on chip for `frames` frames and a map every frame, with neither shared
+    /// memory nor barriers: each warp walks down a strip of 32 columns (one a lane,
+    /// horizontal taps by warp shuffles) and `rows` output rows, the levels of the
+    /// frames skewed by a row each, the taps of the rows above and below in registers
+    /// (`tbd.cu`, `STREAM`). Blocks are 32 x (warps) threads: `groups` warps a chunk of
+    /// rows, each folding its share of the vectors (`streamRvG`; the later groups' maps
+    /// handed to the first through shared memory, a barrier every 2 x reach + 1 rows).
+    Stream {
+        /// Output rows per warp (the warp computes `rows` + 2 x frames x the reach).
+        rows: u32,
+        /// Warps that share a chunk, each a group of the vectors (1 to 8).
+        groups: u32,
+    },
     /// The fused kernel with `px` x `py` pixels per thread.
     FusedCells {
         /// Pixels per thread along x.
@@ -227,7 +244,10 @@ impl KernelConfig {
     pub fn emits_every_frame(&self) -> bool {
         matches!(
             self.variant,
-            Variant::Tiled | Variant::Resident { .. } | Variant::Lean { .. }
+            Variant::Tiled
+                | Variant::Resident { .. }
+                | Variant::Lean { .. }
+                | Variant::Stream { .. }
         )
     }
 
@@ -271,6 +291,10 @@ impl KernelConfig {
                     (by * rows as usize).saturating_sub(halo),
                 )
             }
+            Variant::Stream { rows, groups } => (
+                bx.saturating_sub(2 * self.frames * shrink(motions).max(1)),
+                by / groups.max(1) as usize * rows as usize,
+            ),
             Variant::FusedCells { px, py } => (bx * px as usize, by * py as usize),
             Variant::Staged { px } | Variant::Late { px } => (bx * px as usize, by),
             Variant::Wave { .. } => (bx * 2, by),
@@ -293,6 +317,8 @@ impl KernelConfig {
                 Variant::Staged { px } => format!("staged{px}"),
                 Variant::Late { px } => format!("late{px}"),
                 Variant::Wave { periods, lag } => format!("wave{periods}g{lag}"),
+                Variant::Stream { rows, groups: 1 } => format!("stream{rows}"),
+                Variant::Stream { rows, groups } => format!("stream{rows}v{groups}"),
                 Variant::FusedCells { px, py } => format!("fused{px}x{py}"),
             },
             if self.ldg { "ldg" } else { "plain" },
@@ -325,6 +351,12 @@ impl KernelConfig {
                     Variant::Lean {
                         rows: rows.parse().ok()?,
                         vecs: vecs.parse().ok()?,
+                    }
+                } else if let Some(rest) = r.strip_prefix("stream") {
+                    let (rows, groups) = rest.split_once('v').unwrap_or((rest, "1"));
+                    Variant::Stream {
+                        rows: rows.parse().ok()?,
+                        groups: groups.parse().ok()?,
                     }
                 } else if let Some(px) = r.strip_prefix("staged") {
                     Variant::Staged {
@@ -374,7 +406,43 @@ impl KernelConfig {
         if self.variant == Variant::PerVector && motions.len() > VEC_NAMES.len() {
             return bad(format!("at most {} vectors", VEC_NAMES.len()));
         }
-        if self.emits_every_frame() {
+        if let Variant::Stream { rows, groups } = self.variant {
+            // A lane a column: horizontal taps come from the warp's other lanes.
+            if self.block.0 != 32 || !self.unroll {
+                return bad(
+                    "the streaming kernel needs blocks 32 threads wide and its vectors unrolled"
+                        .into(),
+                );
+            }
+            if rows == 0 || rows > 1024 {
+                return bad(format!("{rows} rows per warp (1..=1024)"));
+            }
+            if !(1..=8).contains(&groups)
+                || groups as usize > motions.len()
+                || !self.block.1.is_multiple_of(groups)
+            {
+                return bad(format!(
+                    "{groups} groups of vectors (1..=8, at most one a vector, dividing the {} warps of a block)",
+                    self.block.1
+                ));
+            }
+            let smem = tiled_shared_bytes(self, motions);
+            if smem > 48 * 1024 {
+                return bad(format!(
+                    "{smem} bytes of shared memory for the partial maps (at most 49152)"
+                ));
+            }
+            if motions.len() > u16::MAX as usize + 1 {
+                return bad(format!("{} vectors (a u16 arg-max)", motions.len()));
+            }
+            if self.out_tile(motions).0 == 0 {
+                return bad(format!(
+                    "a strip of 32 columns is no wider than its halo ({} frames x {} pixels per frame on each side)",
+                    self.frames,
+                    shrink(motions).max(1)
+                ));
+            }
+        } else if self.emits_every_frame() {
             let smem = tiled_shared_bytes(self, motions);
             if smem > 48 * 1024 {
                 return bad(format!("{smem} bytes of shared memory (at most 49152)"));
@@ -493,6 +561,18 @@ pub fn tiled_shared_bytes(cfg: &KernelConfig, motions: &[Motion]) -> usize {
         }
         // Several vectors between barriers: the tiles are dynamic (`dynamic_shared_bytes`).
         Variant::Lean { vecs, .. } if vecs > 1 => 0,
+        Variant::Stream { groups, .. } => {
+            // Two buffers a chunk of each group's max and arg-max, a ring cycle of steps
+            // (2 x reach + 1) of every level (`pbest`, `parg` in `tbd.cu`); one small
+            // unused buffer without groups.
+            let chunks = if groups > 1 {
+                2 * (ty / groups as usize)
+            } else {
+                1
+            };
+            let win = 2 * shrink(motions).max(1) + 1;
+            chunks * groups as usize * win * cfg.frames * 32 * 8
+        }
         Variant::Resident { rows } | Variant::Lean { rows, .. } => {
             // Two tiles padded by one frame's reach on each side.
             let pad = 2 * shrink(motions).max(1);
@@ -600,6 +680,9 @@ pub fn source(motions: &[Motion], frame: Dtype, cfg: &KernelConfig, w: usize) ->
             s += &format!("#define WAVE_PERIODS {periods}\n");
         }
     }
+    if let Variant::Stream { rows, groups } = cfg.variant {
+        s += &format!("#define STREAM {rows}\n#define STREAM_G {groups}\n");
+    }
     if let Variant::FusedCells { px, py } = cfg.variant {
         s += &format!("#define PX {px}\n#define PY {py}\n");
     }
@@ -622,6 +705,7 @@ pub fn kernel_names(cfg: &KernelConfig, nv: usize) -> Vec<&'static str> {
         Variant::Tiled => vec!["tbd_tiled"],
         Variant::Resident { .. } => vec!["tbd_resident"],
         Variant::Lean { .. } => vec!["tbd_lean"],
+        Variant::Stream { .. } => vec!["tbd_stream"],
         Variant::Staged { .. } | Variant::Late { .. } | Variant::Wave { .. } => vec!["tbd_staged"],
         Variant::FusedCells { .. } => vec!["tbd_fused_cells"],
         Variant::PerVector => VEC_NAMES[..nv].to_vec(),

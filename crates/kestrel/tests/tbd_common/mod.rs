@@ -115,6 +115,32 @@ pub fn configs() -> Vec<KernelConfig> {
         k(Lean { rows: 4, vecs: 2 }, true, false, true, 3, (24, 5)),
         k(Lean { rows: 2, vecs: 2 }, false, true, false, 1, (12, 4)),
         k(Lean { rows: 3, vecs: 3 }, true, true, true, 2, (16, 4)),
+        // The streaming kernel: chunks of 4, 7 and 16 rows a warp, 1 to 3 warps a block,
+        // f32 and f16 state, K = 1 to 3 (halos of up to 6 pixels along both axes); the
+        // vectors in 2 or 3 groups of warps (random counts: groups of unequal size),
+        // two chunks a block.
+        k(
+            Stream { rows: 4, groups: 1 },
+            false,
+            false,
+            true,
+            2,
+            (32, 2),
+        ),
+        k(Stream { rows: 7, groups: 1 }, true, true, true, 3, (32, 3)),
+        k(
+            Stream {
+                rows: 16,
+                groups: 1,
+            },
+            false,
+            true,
+            true,
+            1,
+            (32, 1),
+        ),
+        k(Stream { rows: 5, groups: 2 }, false, true, true, 2, (32, 4)),
+        k(Stream { rows: 9, groups: 3 }, true, false, true, 3, (32, 3)),
         // Frame tiles staged in shared memory: 1 and 2 pixels per thread, blocks of 8 x 4
         // and 4 x 3 pixels (halos of up to (D - 1) x 2 meet every edge), f16 state.
         k(Staged { px: 2 }, false, false, true, 3, (4, 4)),
