@@ -338,6 +338,58 @@ fn several_vectors_between_barriers_give_the_lean_kernels_bits() {
 }
 
 #[test]
+fn the_streaming_kernel_gives_the_lean_kernels_bits() {
+    // The streaming kernel does the lean kernel's arithmetic per vector and level (the
+    // horizontal blends, then the folded vertical weights and alpha X), in another order
+    // of cells: on fractional vectors with shifts of up to two pixels (rings of five rows),
+    // f32 and f16 state, chunks that meet every edge and ones inside, with and without
+    // groups of vectors, its maps, arg-max and state equal the lean kernel's bit for bit.
+    let Some(cxx) = compiler() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let launches = 2;
+    for half in [false, true] {
+        let lean = KernelConfig {
+            variant: Variant::Lean { rows: 3, vecs: 1 },
+            ldg: true,
+            unroll: true,
+            frames: 3,
+            block: (20, 5),
+            half,
+        };
+        let mut c = case(171, 47, 75, 3 * launches, Dtype::F32, false);
+        c.motions = [
+            (0.0, 0.0),
+            (0.866, 0.5),
+            (-0.5, 0.866),
+            (1.0, 0.0),
+            (0.25, -1.5),
+        ]
+        .iter()
+        .map(|&(x, y)| Motion::new(x, y))
+        .collect();
+        let tag = format!("h{}", half as u8);
+        let (lm, ls) = run_emulated(&cxx, dir.path(), &format!("{tag}l"), &c, &lean, launches);
+        assert_eq!(lm.len(), 3 * launches);
+        for (rows, groups, warps) in [(6, 1, 2), (5, 2, 4)] {
+            let stream = KernelConfig {
+                variant: Variant::Stream { rows, groups },
+                block: (32, warps),
+                ..lean
+            };
+            let t = format!("{tag}s{groups}");
+            let (m, st) = run_emulated(&cxx, dir.path(), &t, &c, &stream, launches);
+            assert!(
+                m.iter().all(|(s, _)| s.iter().all(|v| v.is_finite())),
+                "{}: a map not all written",
+                stream.name()
+            );
+            assert_eq!(m, lm, "{}: maps", stream.name());
+            assert_eq!(st, ls, "{}: final state", stream.name());
+        }
+    }
+}
+
+#[test]
 fn the_late_kernels_row_major_tiles_give_the_split_tiles_bits() {
     // f32 frames, f16 state, a width of whole 16-byte chunks: the frame tiles copied in
     // chunks into row-major rows read the same taps as the split rows (the kernel compiled
