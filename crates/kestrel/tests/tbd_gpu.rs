@@ -117,7 +117,8 @@ fn every_variant_equals_the_cpu_reference() {
             {
                 k += 1;
                 let launches = 3;
-                let c = case(500 + k, 67, 93, launches * cfg.frames, frame, integer);
+                let mut c = case(500 + k, 67, 93, launches * cfg.frames, frame, integer);
+                fit_groups(&mut c, cfg);
                 let (got, gs) = run_gpu(&c, cfg, launches);
                 let (want, ws) = expected(&c, cfg, launches);
                 let what = format!("{} ({frame:?}, integer {integer})", cfg.name());
@@ -220,6 +221,7 @@ fn tile_kernels_on_a_frame_with_interior_tiles() {
                 for m in &mut c.motions {
                     *m = Motion::new(m.vx.clamp(-1.0, 1.0), m.vy.clamp(-1.0, 1.0));
                 }
+                fit_groups(&mut c, &cfg);
                 let (got, gs) = run_gpu(&c, &cfg, launches);
                 let (want, ws) = expected(&c, &cfg, launches);
                 let what = format!("{} ({frame:?}, integer {integer})", cfg.name());

@@ -183,7 +183,9 @@ fn every_variant_equals_the_cpu_reference() {
                         _ => (13, vec![21]),
                     };
                     for w in widths {
-                        let c = case(101 + ci as u64, h, w, launches * cfg.frames, frame, integer);
+                        let mut c =
+                            case(101 + ci as u64, h, w, launches * cfg.frames, frame, integer);
+                        fit_groups(&mut c, cfg);
                         let (got, gs) =
                             run_emulated(cxx, dir, &format!("c{ci}w{w}"), &c, cfg, launches);
                         let (want, ws) = expected(&c, cfg, launches);

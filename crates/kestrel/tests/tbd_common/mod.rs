@@ -164,6 +164,18 @@ pub fn configs() -> Vec<KernelConfig> {
     ]
 }
 
+/// Gives a case at least one vector for each group of warps of a streaming kernel (the
+/// random cases have 2 to 6 vectors): fractional ones appended, within a pixel a frame.
+pub fn fit_groups(c: &mut Case, cfg: &KernelConfig) {
+    if let Variant::Stream { groups, .. } = cfg.variant {
+        while c.motions.len() < groups as usize {
+            let i = c.motions.len() as f32;
+            c.motions
+                .push(Motion::new(0.25 + 0.125 * i, -0.75 + 0.25 * i));
+        }
+    }
+}
+
 /// What a run of `launches` launches must give: the maps in order and the final state
 /// (fused and per-vector: decimated blocks of `cfg.frames`; tiled: plain, every frame).
 pub fn expected(c: &Case, cfg: &KernelConfig, launches: usize) -> (Vec<MapPair>, Vec<f32>) {
