@@ -14,8 +14,9 @@ use crate::error::{Error, Result};
 /// per-vector) with D frames per launch; for D = 1
 /// also the kernels keeping the state on chip for K frames (tiled: K = 4, 8; resident:
 /// K = 4 in tiles of 128, 96 or 64 x 32 cells, K = 8 in 64 x 64; lean: K = 4 in tiles of
-/// 128, 96 or 64 x 32 cells and 64 x 48, one, two or three vectors between barriers; and
-/// for D > 1 the late kernel over several periods a launch, `wave`). Loads,
+/// 128, 96 or 64 x 32 cells and 64 x 48, one, two or three vectors between barriers;
+/// stream: K = 4 in chunks of 16 rows a warp, K = 3 in 32; and for D > 1 the late
+/// kernel over several periods a launch, `wave`). Loads,
 /// unrolling and block shapes vary.
 pub fn candidates(params: &Params, half: bool) -> Vec<KernelConfig> {
     let d = params.decimation;
