@@ -363,5 +363,12 @@ mod tests {
             let c = KernelConfig::parse(bad).unwrap();
             assert!(c.check(&motions).is_err(), "{bad}");
         }
+        // 40 vectors: too many for one warp's registers, not for two.
+        let many = speeds_directions(&[0.0, 1.0, 2.0, 3.0], 13).unwrap();
+        assert_eq!(many.len(), 40);
+        let one = KernelConfig::parse("stream32/plain/unroll/f16/32x4/K2").unwrap();
+        assert!(one.check(&many).is_err());
+        let two = KernelConfig::parse("stream32v2/plain/unroll/f16/32x4/K2").unwrap();
+        assert!(two.check(&many).is_ok(), "{:?}", two.check(&many));
     }
 }

@@ -432,8 +432,13 @@ impl KernelConfig {
                     "{smem} bytes of shared memory for the partial maps (at most 49152)"
                 ));
             }
-            if motions.len() > u16::MAX as usize + 1 {
-                return bad(format!("{} vectors (a u16 arg-max)", motions.len()));
+            // Each warp holds its vectors' rings in registers (about 30 registers a
+            // vector at K = 4): past 32 vectors a warp they would only spill.
+            let per_warp = motions.len().div_ceil(groups as usize);
+            if per_warp > 32 {
+                return bad(format!(
+                    "{per_warp} vectors a warp (at most 32: their rings live in registers; more groups share them)"
+                ));
             }
             if self.out_tile(motions).0 == 0 {
                 return bad(format!(
