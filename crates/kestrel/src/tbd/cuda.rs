@@ -180,6 +180,7 @@ pub enum Variant {
     /// (`tbd.cu`, `STREAM`). Blocks are 32 x (warps) threads: `groups` warps a chunk of
     /// rows, each folding its share of the vectors (`streamRvG`; the later groups' maps
     /// handed to the first through shared memory, a barrier every 2 x reach + 1 rows).
+    /// On the H100 it runs at 0.8x the lean kernel (`docs/tbd-gpu.md`, eleventh round).
     Stream {
         /// Output rows per warp (the warp computes `rows` + 2 x frames x the reach).
         rows: u32,
