@@ -1616,7 +1616,8 @@ struct MWalk {
     float alpha, c;
     bool col_in, col_out;
     unsigned cx;
-    // The chunk's partial maps (M_G > 1): [buffer][group - 1][step of the cycle][level].
+    // The chunk's partial maps (M_G > 1): [buffer][group, 1..G-1 (0 unused)][step of
+    // the cycle][level][lane].
     float (*pbest)[M_G][M_WIN][DEC][32];
     unsigned (*parg)[M_G][M_WIN][DEC][32];
     // hb[u][k][q]: the horizontal blend of the group's vector u at level k, at the row
