@@ -239,55 +239,38 @@ fn broken_inputs_of_tbd() {
     // A kernel name that is not one, and kernels that cannot run these vectors (a wave
     // kernel with no lag; one whose tile is smaller than the state it samples; a streaming
     // kernel whose warps do not split into its groups): refused on any device.
-    run(
-        &[
-            "--input",
-            s(&good),
-            "--threshold",
-            "1",
-            "--kernel",
-            "nonsense",
-        ],
-        &["--kernel", "unknown kernel name"],
-    );
-    run(
-        &[
-            "--input",
-            s(&good),
-            "--threshold",
-            "1",
-            "--decimation",
+    for (decimation, kernel, want) in [
+        ("1", "nonsense", &["--kernel", "unknown kernel name"][..]),
+        (
             "10",
-            "--kernel",
             "wave3g0/plain/unroll/f32/32x16/D10",
-        ],
-        &["--kernel", "wave3g0", "lag 0"],
-    );
-    run(
-        &[
-            "--input",
-            s(&good),
-            "--threshold",
-            "1",
-            "--decimation",
+            &["--kernel", "wave3g0", "lag 0"][..],
+        ),
+        (
             "10",
-            "--kernel",
             "wave3g6/plain/unroll/f32/32x8/D10",
-        ],
-        &["--kernel", "smaller than the state it samples"],
-    );
-    // A streaming kernel whose warps do not split into its groups of vectors.
-    run(
-        &[
-            "--input",
-            s(&good),
-            "--threshold",
+            &["--kernel", "smaller than the state it samples"][..],
+        ),
+        (
             "1",
-            "--kernel",
             "stream32v3/plain/unroll/f32/32x4/K4",
-        ],
-        &["--kernel", "stream32v3", "groups of vectors"],
-    );
+            &["--kernel", "stream32v3", "groups of vectors"][..],
+        ),
+    ] {
+        run(
+            &[
+                "--input",
+                s(&good),
+                "--threshold",
+                "1",
+                "--decimation",
+                decimation,
+                "--kernel",
+                kernel,
+            ],
+            want,
+        );
+    }
     // Non-finite frame values.
     let nan = dir.join("nan.npy");
     let mut v = vec![0.0f32; 2 * 16 * 16];

@@ -19,7 +19,7 @@ fn run_gpu(c: &Case, cfg: &KernelConfig, launches: usize) -> (Vec<MapPair>, Vec<
         decimation: 1,
     };
     let mut g = GpuTbd::new(0, &params, c.h, c.w, *cfg, c.frame).unwrap();
-    let per = c.h * c.w * c.frame.size() * cfg.frames;
+    let per = c.h * c.w * c.frame.size() * cfg.frames_per_launch();
     let mut maps = Vec::new();
     for l in 0..launches {
         g.poison().unwrap();
@@ -523,28 +523,10 @@ fn wave_kernel_equals_the_late_kernel_bit_for_bit() {
             decimation: 10,
         };
         // The reference: the late kernel, one period a launch.
-        let (lm, ls) = {
-            let mut g = GpuTbd::new(0, &params, h, w, late, c.frame).unwrap();
-            let per = h * w * c.frame.size() * 10;
-            let mut maps = Vec::new();
-            for l in 0..launches * periods as usize {
-                g.poison().unwrap();
-                g.load_frames(&c.raw[l * per..(l + 1) * per]).unwrap();
-                g.launch().unwrap();
-                maps.extend(g.maps().unwrap());
-            }
-            (maps, g.state().unwrap())
-        };
+        let (lm, ls) = run_gpu(&c, &late, launches * periods as usize);
         let per = h * w * c.frame.size() * per_launch;
         // Maps read after each launch.
-        let mut g = GpuTbd::new(0, &params, h, w, wave, c.frame).unwrap();
-        let mut wm = Vec::new();
-        for l in 0..launches {
-            g.poison().unwrap();
-            g.load_frames(&c.raw[l * per..(l + 1) * per]).unwrap();
-            g.launch().unwrap();
-            wm.extend(g.maps().unwrap());
-        }
+        let (wm, ws) = run_gpu(&c, &wave, launches);
         let what = format!("{} on {w} x {h}", wave.name());
         assert_eq!(wm.len(), lm.len(), "{what}: maps");
         for (i, (a, b)) in wm.iter().zip(&lm).enumerate() {
@@ -558,7 +540,7 @@ fn wave_kernel_equals_the_late_kernel_bit_for_bit() {
                 "{what}: arg-max {i} differs from the late kernel's"
             );
         }
-        assert!(g.state().unwrap() == ls, "{what}: final state");
+        assert!(ws == ls, "{what}: final state");
         // Back to back: the launches' frames in slots, nothing between the launches.
         let mut g = GpuTbd::new(0, &params, h, w, wave, c.frame).unwrap();
         g.poison().unwrap();

@@ -293,6 +293,21 @@ fn decimated_kernels_equal_the_resident_kernel_at_emitted_frames() {
     }
 }
 
+/// Five vectors whose shifts need no exchange, whole columns and edge rows, up to two
+/// pixels a frame (fractional: four taps).
+fn five_vectors() -> Vec<Motion> {
+    [
+        (0.0, 0.0),
+        (0.866, 0.5),
+        (-0.5, 0.866),
+        (1.0, 0.0),
+        (0.25, -1.5),
+    ]
+    .iter()
+    .map(|&(x, y)| Motion::new(x, y))
+    .collect()
+}
+
 #[test]
 fn several_vectors_between_barriers_give_the_lean_kernels_bits() {
     // Folding two or three vectors between barriers only reorders independent work: on
@@ -311,18 +326,8 @@ fn several_vectors_between_barriers_give_the_lean_kernels_bits() {
             half,
         };
         let mut c = case(91, 23, 31, 3 * launches, Dtype::F32, false);
-        // Five vectors (groups of 2 + 2 + 1 and 3 + 2): none, whole-column and edge-row
-        // exchanges, a shift of up to two pixels.
-        c.motions = [
-            (0.0, 0.0),
-            (0.866, 0.5),
-            (-0.5, 0.866),
-            (1.0, 0.0),
-            (0.25, -1.5),
-        ]
-        .iter()
-        .map(|&(x, y)| Motion::new(x, y))
-        .collect();
+        // Groups of 2 + 2 + 1 and 3 + 2.
+        c.motions = five_vectors();
         let tag = format!("u{}h{}", unroll as u8, half as u8);
         let (m1, s1) = run_emulated(&cxx, dir.path(), &format!("{tag}v1"), &c, &one, launches);
         assert_eq!(m1.len(), 3 * launches);
@@ -359,16 +364,7 @@ fn the_streaming_kernel_gives_the_lean_kernels_bits() {
             half,
         };
         let mut c = case(171, 47, 75, 3 * launches, Dtype::F32, false);
-        c.motions = [
-            (0.0, 0.0),
-            (0.866, 0.5),
-            (-0.5, 0.866),
-            (1.0, 0.0),
-            (0.25, -1.5),
-        ]
-        .iter()
-        .map(|&(x, y)| Motion::new(x, y))
-        .collect();
+        c.motions = five_vectors();
         let tag = format!("h{}", half as u8);
         let (lm, ls) = run_emulated(&cxx, dir.path(), &format!("{tag}l"), &c, &lean, launches);
         assert_eq!(lm.len(), 3 * launches);
