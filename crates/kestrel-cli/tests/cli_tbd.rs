@@ -238,7 +238,8 @@ fn broken_inputs_of_tbd() {
     );
     // A kernel name that is not one, and kernels that cannot run these vectors (a wave
     // kernel with no lag; one whose tile is smaller than the state it samples; a streaming
-    // kernel whose warps do not split into its groups): refused on any device.
+    // kernel whose warps do not split into its groups; one of another decimation):
+    // refused on any device.
     for (decimation, kernel, want) in [
         ("1", "nonsense", &["--kernel", "unknown kernel name"][..]),
         (
@@ -255,6 +256,17 @@ fn broken_inputs_of_tbd() {
             "1",
             "stream32v3/plain/unroll/f32/32x4/K4",
             &["--kernel", "stream32v3", "groups of vectors"][..],
+        ),
+        // Kernels of another decimation than the one asked for.
+        (
+            "10",
+            "stream16/plain/unroll/f32/32x8/K4",
+            &["--kernel", "emits every frame", "decimation 10"][..],
+        ),
+        (
+            "5",
+            "late2/plain/unroll/f32/32x16/D10",
+            &["--kernel", "folds 10 frames", "decimation is 5"][..],
         ),
     ] {
         run(

@@ -173,9 +173,10 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         Some(k) => {
             let cfg = tbd::cuda::KernelConfig::parse(k)
                 .ok_or_else(|| bad(format!("--kernel: unknown kernel name \"{k}\"")))?;
-            // Its shape, frames and tile against the vectors here, on any device (on the
-            // GPU the launcher checks it again).
+            // Its shape, frames and tile against the vectors and the decimation here,
+            // on any device (on the GPU the launcher checks them again).
             cfg.check(&motions)
+                .and_then(|_| cfg.check_decimation(a.decimation))
                 .map_err(|e| bad(format!("--kernel: {e}")))?;
             Some(cfg)
         }

@@ -394,6 +394,25 @@ impl KernelConfig {
         })
     }
 
+    /// Checks that the configuration computes decimation `decimation`: a kernel that
+    /// folds D frames a launch needs D, one that emits every frame needs 1.
+    pub fn check_decimation(&self, decimation: usize) -> Result<()> {
+        if !self.emits_every_frame() && self.frames != decimation {
+            return Err(Error::input(format!(
+                "kernel {} folds {} frames per launch, the decimation is {decimation}",
+                self.name(),
+                self.frames
+            )));
+        }
+        if self.emits_every_frame() && decimation != 1 {
+            return Err(Error::input(format!(
+                "kernel {} emits every frame; decimation {decimation} needs a kernel that folds {decimation} frames a launch",
+                self.name()
+            )));
+        }
+        Ok(())
+    }
+
     /// Checks the configuration against a motion set.
     pub fn check(&self, motions: &[Motion]) -> Result<()> {
         let bad = |m: String| Err(Error::input(format!("kernel {}: {m}", self.name())));

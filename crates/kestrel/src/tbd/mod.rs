@@ -210,21 +210,7 @@ impl Tbd {
                     Some(k) => k,
                     None => autotune::choose(ordinal, &params, h, w, Dtype::F32, opts.half)?,
                 };
-                if !cfg.emits_every_frame() && cfg.frames != params.decimation {
-                    return Err(Error::input(format!(
-                        "kernel {} folds {} frames per launch, the decimation is {}",
-                        cfg.name(),
-                        cfg.frames,
-                        params.decimation
-                    )));
-                }
-                if cfg.emits_every_frame() && params.decimation != 1 {
-                    return Err(Error::input(format!(
-                        "kernel {} emits every frame; decimation {} needs the fused or per-vector kernel",
-                        cfg.name(),
-                        params.decimation
-                    )));
-                }
+                cfg.check_decimation(params.decimation)?;
                 Engine::Cuda(Box::new(cuda::GpuTbd::new(
                     ordinal,
                     &params,
