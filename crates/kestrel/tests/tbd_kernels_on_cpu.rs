@@ -389,26 +389,29 @@ fn the_streaming_kernel_gives_the_lean_kernels_bits() {
 
 #[test]
 fn the_late_kernels_row_major_tiles_give_the_split_tiles_bits() {
-    // f32 frames, f16 state, a width of whole 16-byte chunks: the frame tiles copied in
-    // chunks into row-major rows read the same taps as the split rows (the kernel compiled
-    // as for a width that is not a multiple of 4) and do the same arithmetic, so maps,
-    // arg-max and state are equal bit for bit, on fractional vectors whose taps meet every
-    // edge (halos of up to 9 pixels on 13 x 24 frames).
+    // f32 frames, f16 and f32 state, a width of whole 16-byte chunks: the frame tiles
+    // copied in chunks into row-major rows read the same taps as the split rows (the kernel
+    // compiled as for a width that is not a multiple of 4) and do the same arithmetic, so
+    // maps, arg-max and state are equal bit for bit, on fractional vectors whose taps meet
+    // every edge (halos of up to 9 pixels on 13 x 24 frames).
     let Some(cxx) = compiler() else { return };
     let dir = tempfile::tempdir().unwrap();
     let launches = 2;
-    for (d, block) in [(3, (4, 4)), (10, (4, 2))] {
-        let cfg = KernelConfig::late(true, d, block);
+    for (d, block, half) in [(3, (4, 4), true), (10, (4, 2), true), (10, (4, 2), false)] {
+        let cfg = KernelConfig::late(half, d, block);
         let c = case(59 + d as u64, 13, 24, d * launches, Dtype::F32, false);
-        let (rm, rs) = run_emulated_as(&cxx, dir.path(), &format!("r{d}"), &c, &cfg, launches, 24);
-        let (sm, ss) = run_emulated_as(&cxx, dir.path(), &format!("s{d}"), &c, &cfg, launches, 23);
+        let tag = format!("{d}{}", if half { "h" } else { "f" });
+        let (rm, rs) =
+            run_emulated_as(&cxx, dir.path(), &format!("r{tag}"), &c, &cfg, launches, 24);
+        let (sm, ss) =
+            run_emulated_as(&cxx, dir.path(), &format!("s{tag}"), &c, &cfg, launches, 23);
         assert_eq!(rm.len(), launches);
         assert!(
             rm.iter().all(|(s, _)| s.iter().all(|v| v.is_finite())),
-            "D{d}: a map not all written"
+            "{tag}: a map not all written"
         );
-        assert_eq!(rm, sm, "D{d}: maps");
-        assert_eq!(rs, ss, "D{d}: final state");
+        assert_eq!(rm, sm, "{tag}: maps");
+        assert_eq!(rs, ss, "{tag}: final state");
     }
 }
 

@@ -759,20 +759,23 @@ __device__ __forceinline__ void cp_async_wait0() { asm volatile("cp.async.wait_g
 #define S_OH TY
 #define S_HALO ((DEC - 1) * SHRINK)
 #define S_TW (S_OW + 2 * S_HALO)
-// The late kernel with f32 frames, f16 state and frame rows of whole 16-byte chunks
-// (FRAME_W4: the width a multiple of 4, set by the launcher) keeps its frame tiles
-// row-major instead of split and copies them 16 bytes at a time (S_ROW16): the tile starts
-// S_LPAD columns left of the block's first output column (a multiple of 4) and its rows
-// are whole chunks, so a chunk lies wholly inside the frame or wholly outside it. A pixel
-// pair's three taps of a row are one 8-byte and one 4-byte shared load (4 wavefronts a
-// warp against the split layout's 3), but a warp's copies of a frame fall from about 6 to
-// 1.5 instructions a thread. H100, 13 vectors, D10, 32 x 16, against the split layout in
-// the same runs (two each): f16 state 1.265-1.273 -> 1.168-1.169 ms per 200 frames; f32
-// state 1.541-1.542 -> 1.552-1.553 (so f32 keeps the split layout).
+// The late kernel with f32 frames and frame rows of whole 16-byte chunks (FRAME_W4: the
+// width a multiple of 4, set by the launcher) keeps its frame tiles row-major instead of
+// split and copies them 16 bytes at a time (S_ROW16): the tile starts S_LPAD columns left
+// of the block's first output column (a multiple of 4) and its rows are whole chunks, so a
+// chunk lies wholly inside the frame or wholly outside it. A pixel pair's three taps of a
+// row are one 8-byte and one 4-byte shared load (4 wavefronts a warp against the split
+// layout's 3), but a warp's copies of a frame fall from about 6 to 1.5 instructions a
+// thread, and its bytes from L2 to the ones it needs (no second 4-byte copy of each
+// sector). H100, 13 vectors, D10, 32 x 16, against the split layout in the same runs (two
+// each): f16 state 1.265-1.273 -> 1.168-1.169 ms per 200 frames. With an f32 state it was
+// 0.7% slower until the copies shrank with the frames' reach (S_SHRINK_COPY); since then
+// it is 2.7% faster for the wave kernel (wave2g8 1.399-1.402 -> 1.361-1.363 ms) and the
+// same for the late kernel.
 #ifndef FRAME_W4
 #define FRAME_W4 0
 #endif
-#if FRAME_W4 && S_ASYNC && S_SPLIT && STATE_HALF
+#if FRAME_W4 && S_ASYNC && S_SPLIT
 #define S_ROW16 1
 #else
 #define S_ROW16 0
@@ -796,6 +799,16 @@ __device__ __forceinline__ void cp_async_wait0() { asm volatile("cp.async.wait_g
 // The late kernel copies f32 frames with 2 pixels a thread by column pairs (S_PAIRS_ON):
 // S_HW pairs a tile row, S_PPER pairs a thread.
 #define S_PAIRS_ON (S_ASYNC && S_SPLIT)
+// Each frame's copy takes only the rows and columns that its samples read (S_SHRINK_COPY;
+// frame j of DEC reaches (DEC - 1 - j) SHRINK pixels, so the last frame's tile is the
+// block's outputs alone): a third fewer bytes copied at D10 and 32 x 16 pairs. H100, 13
+// vectors, 1024 x 1024, against full tiles in the same runs (two each, split f32 tiles):
+// f32 wave2g8 1.455-1.462 -> 1.395-1.404 ms per 200 frames, late2 1.544-1.545 ->
+// 1.475-1.476; f16 late2 1.171-1.175 -> 1.134-1.135. Bytes through L2 in a wave3g6
+// launch (Nsight Compute, lts__t_bytes): 1.19 GB -> 1.02 GB.
+#ifndef S_SHRINK_COPY
+#define S_SHRINK_COPY 1
+#endif
 #define S_HW (S_PW / 2)
 #define S_PAIRS (S_PH * S_HW)
 #define S_PPER ((S_PAIRS + S_NT - 1) / S_NT)
@@ -809,11 +822,17 @@ __device__ __forceinline__ void cp_async_wait0() { asm volatile("cp.async.wait_g
 #define S_SR (S_OH + 1)
 #define S_SC ((S_OW + S_SE - 1) / S_SE + 1)
 #define S_SVB (S_SR * S_SC * 16)
-// The state copies join the group of frame S_SGRP's tile: issued after the first
-// barrier (frame 0's), waited for before frame 2 is folded. On the H100 (f32, 32 x 16,
-// D10) 2% faster than with frame 1's group (issued before frame 0), and 21% faster
-// than with frame 5's (issued mid-launch).
-#define S_SGRP (DEC > 2 ? 2 : DEC > 1 ? 1 : 0)
+// The state copies join the group of frame S_SGRP's tile: the late kernel's are issued
+// after the first barrier (frame 0's) and waited for before frame 2 is folded; on the H100
+// (f32, 32 x 16, D10) 2% faster than with frame 1's group (issued before frame 0), 21%
+// faster than with frame 5's (issued mid-launch), 9% faster than frame 0's. The wave
+// kernel's (and its wait for the tiles around) join frame 1's group, before frame 0 is
+// folded: with the copies shrunk to the frames' reach, wave3g6 f32 1.239-1.243 -> 1.209-
+// 1.215 ms per 200 frames against frame 2's (frame 0's: 1.227; 3's and 4's: 1.38-1.41),
+// f16 1.036-1.040 -> 1.031-1.036.
+#ifndef S_SGRP
+#define S_SGRP (DEC > 2 ? (S_WAVE ? 1 : 2) : DEC > 1 ? 1 : 0)
+#endif
 // The late kernel is launched as a programmatic dependent launch (`launch_ex`): its
 // blocks may start while the launch before it still runs (every block of that one lets
 // them, griddepcontrol.launch_dependents, when it starts). They copy their first frames,
@@ -1017,35 +1036,42 @@ extern "C" __global__ void S_BOUNDS
     };
 #endif
 #if S_ROW16
-    // This thread's share of a frame tile: chunk e = tid + q S_NT is row e / S_CH, columns
-    // 4 (e % S_CH) + 0..3, at 4 e in the tile; coff: its offset in the frame, or -1
-    // (outside the frame: zero-filled).
-    int coff[S_CPER];
+    // This thread's share of a frame tile, counted from the frame's first needed row
+    // (S_FR0): chunk e = tid + q S_NT is S_FR0 + e / S_CH, columns 4 (e % S_CH) + 0..3,
+    // at 4 e + S_FR0 S_PW in the tile. cyk: its frame row at S_FR0 = 0 (times 512),
+    // whether its columns lie in the frame (256) and k (the offsets are computed per
+    // frame: two more registers a thread made the f16 kernel spill).
+    static_assert(S_CH < 256, "k packs into 8 bits");
+    int cyk[S_CPER];
 #pragma unroll
     for (int q = 0; q < S_CPER; ++q) {
         const int e = tid + q * S_NT;
         const int r = e / S_CH, k = e % S_CH;
         const int gx = ox0 - S_LPAD + 4 * k, gy = gy0 + r;
-        coff[q] = (e < S_CHUNKS && (unsigned)gy < (unsigned)h && gx >= 0 && gx < w) ? gy * w + gx : -1;
+        const bool col = gx >= 0 && gx < w;
+        cyk[q] = gy * 512 + (col ? 256 : 0) + k;
     }
 #elif S_PAIRS_ON
-    // This thread's share of a frame tile, by column pairs in global order (coalesced):
-    // pair p = tid + q S_NT is row p / S_HW, columns 2k and 2k + 1 (k = p % S_HW) of the
-    // tile, stored at k and S_HW + k of that row (the split layout). poff: the offset in
-    // the frame of column 2k (0 where neither column is in the frame); pdst: the row's
-    // shared index of column 2k, bit 30 / 31 set where column 2k / 2k + 1 is in the frame.
-    int poff[S_PPER];
+    // This thread's share of a frame tile, by column pairs in global order (coalesced),
+    // counted from the frame's first needed row (S_FR0): pair p = tid + q S_NT is row
+    // S_FR0 + p / S_HW, columns 2k and 2k + 1 (k = p % S_HW) of the tile, stored at k and
+    // S_HW + k of that row (the split layout). poff: the offset in the frame of column 2k
+    // at S_FR0 = 0 (any value where neither column is in the frame); pdst: the row's
+    // shared index of column 2k at S_FR0 = 0, bit 30 / 31 set where column 2k / 2k + 1
+    // lies in the frame's columns; pyk: the frame row at S_FR0 = 0 (times 256) and k.
+    static_assert(S_HW < 256, "k packs into 8 bits");
+    int poff[S_PPER], pyk[S_PPER];
     unsigned pdst[S_PPER];
 #pragma unroll
     for (int q = 0; q < S_PPER; ++q) {
         const int p = tid + q * S_NT;
         const int r = p / S_HW, k = p % S_HW;
         const int gx = gx0 + 2 * k, gy = gy0 + r;
-        const bool row = p < S_PAIRS && (unsigned)gy < (unsigned)h;
-        const bool ve = row && 2 * k < S_TW && (unsigned)gx < (unsigned)w;
-        const bool vo = row && 2 * k + 1 < S_TW && (unsigned)(gx + 1) < (unsigned)w;
+        const bool ve = 2 * k < S_TW && (unsigned)gx < (unsigned)w;
+        const bool vo = 2 * k + 1 < S_TW && (unsigned)(gx + 1) < (unsigned)w;
         poff[q] = (ve || vo) ? gy * w + gx : 0;
         pdst[q] = (unsigned)(r * S_PW + k) | (ve ? 1u << 30 : 0u) | (vo ? 1u << 31 : 0u);
+        pyk[q] = gy * 256 + k;
     }
 #else
     // This thread's share of a frame tile: element e = tid + q S_NT (row-major, pitch
@@ -1093,22 +1119,42 @@ extern "C" __global__ void S_BOUNDS
 #endif
         if (sst && j == S_SGRP) issue_state();
 #endif
+        // Frame j is sampled DEC - 1 - j steps back: only rows and columns within
+        // (DEC - 1 - j) SHRINK of the block's outputs are read (S_FR0 ...), and only
+        // those are copied (the rest of the tile keeps an older frame and is not read).
+        const int hj = S_SHRINK_COPY ? (DEC - 1 - j) * SHRINK : S_HALO;
+        const int fr0 = S_HALO - hj, nr = S_OH + 2 * hj;
+        const int c0 = S_LPAD - hj, c1 = S_LPAD + S_OW + hj;
 #if S_ROW16
+        // Chunks k with a column in [c0, c1).
+        const int kmin = c0 / 4, kmax = (c1 + 3) / 4;
+        const int nch = nr * S_CH;
 #pragma unroll
         for (int q = 0; q < S_CPER; ++q) {
             const int e = tid + q * S_NT;
-            if (S_CHUNKS % S_NT != 0 && e >= S_CHUNKS) continue;
-            cp_async16(tile + 4 * e, f + (coff[q] >= 0 ? coff[q] : 0), coff[q] >= 0);
+            if (q * S_NT >= nch) break;
+            if (nch % S_NT != 0 && e >= nch) continue;
+            const int k = cyk[q] & 255;
+            if (S_SHRINK_COPY && (unsigned)(k - kmin) >= (unsigned)(kmax - kmin)) continue;
+            const int gy = (cyk[q] >> 9) + fr0;
+            const bool ok = ((cyk[q] >> 8) & 1) && (unsigned)gy < (unsigned)h;
+            cp_async16(tile + fr0 * S_PW + 4 * e, f + (ok ? gy * w + ox0 - S_LPAD + 4 * k : 0), ok);
         }
 #elif S_PAIRS_ON
+        // Pairs k with a column in [c0, c1).
+        const int kmin = c0 / 2, kmax = (c1 + 1) / 2;
+        const int npr = nr * S_HW;
 #pragma unroll
         for (int q = 0; q < S_PPER; ++q) {
-            if (tid + q * S_NT >= S_PAIRS) continue;
+            if (q * S_NT >= npr) break;
+            if (npr % S_NT != 0 && tid + q * S_NT >= npr) continue;
+            if (S_SHRINK_COPY && (unsigned)((pyk[q] & 255) - kmin) >= (unsigned)(kmax - kmin)) continue;
+            const bool row = (unsigned)((pyk[q] >> 8) + fr0) < (unsigned)h;
             // A copy with source size 0 reads nothing (its address is not used).
-            const float* src = f + poff[q];
-            float* dst = tile + (pdst[q] & 0xffffu);
-            cp_async4(dst, src, (pdst[q] >> 28) & 4u);
-            cp_async4(dst + S_HW, src + 1, (pdst[q] >> 29) & 4u);
+            const float* src = f + (row ? poff[q] + fr0 * w : 0);
+            float* dst = tile + fr0 * S_PW + (pdst[q] & 0xffffu);
+            cp_async4(dst, src, row ? (pdst[q] >> 28) & 4u : 0u);
+            cp_async4(dst + S_HW, src + 1, row ? (pdst[q] >> 29) & 4u : 0u);
         }
 #else
 #pragma unroll
