@@ -9,8 +9,10 @@
 //! the measured host-to-device copy bandwidth. Timed on a fixed non-zero pattern of
 //! frames; on the device, from a ring of frame buffers ([`RING_BYTES`]), so that no
 //! launch reads frames another launch has just read. `KESTREL_BENCH_TBD=part,...` keeps
-//! only the kernels whose name holds a part; `KESTREL_BENCH_TBD_RING=bytes` sets the
-//! ring's size (0: one buffer, read again by every launch).
+//! only the kernels whose name holds a part; a part that is a whole kernel name (as
+//! `kestrel tbd --kernel` takes it) is measured even where the autotuner does not
+//! consider it. `KESTREL_BENCH_TBD_RING=bytes` sets the ring's size (0: one buffer, read
+//! again by every launch).
 
 use super::{time_runs, Record, Sink};
 use kestrel::tbd::cpu::CpuState;
@@ -128,7 +130,18 @@ fn gpu(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
         let p = params(d);
         let nv = p.motions.len();
         let mut top = (0.0f64, None);
-        for cfg in autotune::candidates(&p, half) {
+        // The candidates, then any whole kernel name among the parts that they lack (of
+        // this decimation and state type).
+        let mut cfgs = autotune::candidates(&p, half);
+        for o in &only {
+            if let Some(cfg) = KernelConfig::parse(o) {
+                let fits = cfg.half == half && cfg.check_decimation(d).is_ok();
+                if fits && !cfgs.contains(&cfg) {
+                    cfgs.push(cfg);
+                }
+            }
+        }
+        for cfg in cfgs {
             let name = cfg.name();
             if !only.is_empty() && !only.iter().any(|o| name.contains(o.as_str())) {
                 continue;
