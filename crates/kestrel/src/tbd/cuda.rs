@@ -565,11 +565,11 @@ pub fn tiled_shared_bytes(cfg: &KernelConfig, motions: &[Motion]) -> usize {
     };
     match variant {
         Variant::Staged { px } | Variant::Late { px } => {
-            // Two frame tiles (three for the late kernel's copies of f32 frames) with a
-            // halo of (frames - 1) x the reach, rows of even length (or, below, of whole
-            // 16-byte chunks).
+            // Two frame tiles (for the late kernel's copies of f32 frames four, the wave
+            // kernel's three: `S_BUFS`) with a halo of (frames - 1) x the reach, rows of
+            // even length (or, below, of whole 16-byte chunks).
             let halo = (cfg.frames - 1) * shrink(motions).max(1);
-            let pw = if matches!(variant, Variant::Late { px: 2 }) && cfg.half {
+            let pw = if matches!(variant, Variant::Late { px: 2 }) {
                 // Row-major rows of whole 16-byte chunks from a multiple of 4 columns left
                 // of the block (`S_ROW16`: f32 frames of a width a multiple of 4), the
                 // wider of the two forms, counted for every frame type and width.
@@ -577,10 +577,10 @@ pub fn tiled_shared_bytes(cfg: &KernelConfig, motions: &[Motion]) -> usize {
             } else {
                 (tx * px as usize + 2 * halo).div_ceil(2) * 2
             };
-            let tiles = if matches!(variant, Variant::Late { .. }) {
-                3
-            } else {
-                2
+            let tiles = match cfg.variant {
+                Variant::Wave { .. } => 3,
+                Variant::Late { .. } => 4,
+                _ => 2,
             };
             tiles * pw * (ty + 2 * halo) * 4
         }
@@ -1204,13 +1204,22 @@ mod tests {
     #[test]
     fn late_frame_tiles_are_counted_at_their_wider_form() {
         // 13 vectors of speed <= 1, D10, 32 x 16 blocks of 2 pixels: tiles of 34 rows; the
-        // split rows 82 cells wide (64 + 2 x 9), the row-major chunked ones (f16 state)
-        // 88 (12 + 64 + 9, to a multiple of 4); three tiles.
+        // split rows would be 82 cells wide (64 + 2 x 9), the row-major chunked ones (f16
+        // and f32 state) are 88 (12 + 64 + 9, to a multiple of 4), the wider; four tiles
+        // for the late kernel, three for the wave kernel.
         let m = speeds_directions(&[0.0, 1.0], 12).unwrap();
         let cfg = |half| KernelConfig::late(half, 10, (32, 16));
-        assert_eq!(tiled_shared_bytes(&cfg(false), &m), 3 * 82 * 34 * 4);
-        assert_eq!(tiled_shared_bytes(&cfg(true), &m), 3 * 88 * 34 * 4);
-        assert!(cfg(true).check(&m).is_ok());
+        for half in [false, true] {
+            assert_eq!(tiled_shared_bytes(&cfg(half), &m), 4 * 88 * 34 * 4);
+            assert!(cfg(half).check(&m).is_ok());
+            let wave = KernelConfig {
+                variant: Variant::Wave { periods: 3, lag: 6 },
+                ..cfg(half)
+            };
+            assert_eq!(tiled_shared_bytes(&wave, &m), 3 * 88 * 34 * 4);
+        }
+        // Four tiles of 26 rows of 152 (64 x 8 blocks): more than 48 KB, refused.
+        assert!(KernelConfig::late(false, 10, (64, 8)).check(&m).is_err());
         // The text the launcher compiles says which form a width gets.
         let src = |w| source(&m, Dtype::F32, &cfg(true), w);
         assert!(src(1024).contains("#define FRAME_W4 1\n"));

@@ -713,12 +713,17 @@ extern "C" __global__ void __launch_bounds__(TX * TY)
 // trajectory: c acc + w00 t00 + w01 t01 + w10 t10 + w11 t11.
 #define S_SPLIT (STAGED_LATE && S_PX == 2)
 // The late kernel on f32 frames copies the frame tiles into shared memory with cp.async
-// (no registers, no load-to-store wait), three tiles deep: frame j + 2 is in flight while
-// frame j is used. The tiles hold X itself; alpha multiplies the folded sum once at the
+// (no registers, no load-to-store wait), S_AHEAD + 1 tiles deep: frames up to j + S_AHEAD
+// are in flight while frame j is used. The tiles hold X itself; alpha multiplies the folded sum once at the
 // end (alpha G), as for every frame type in the late kernel.
 #if STAGED_LATE && defined(FRAME_F32)
 #define S_ASYNC 1
-#define S_BUFS 3
+// Frames in flight ahead of the one folded: S_AHEAD, in S_AHEAD + 1 tiles. H100, 13
+// vectors, D10, 32 x 16, against 2 in the same runs (two each): the late kernel f32
+// 1.431-1.436 -> 1.415 ms per 200 frames, f16 1.126-1.128 -> 1.107-1.110; the wave kernel
+// (which keeps 2) wave3g6 f32 1.200-1.203 -> 1.205-1.209.
+#define S_AHEAD (S_WAVE ? 2 : 3)
+#define S_BUFS (S_AHEAD + 1)
 #else
 #define S_ASYNC 0
 #define S_BUFS 2
@@ -736,6 +741,7 @@ __device__ __forceinline__ void cp_async16(void* dst, const void* src, bool vali
 __device__ __forceinline__ void cp_async_commit() {}
 __device__ __forceinline__ void cp_async_wait1() {}
 __device__ __forceinline__ void cp_async_wait0() {}
+__device__ __forceinline__ void cp_async_wait2() {}
 #else
 // 4 bytes global -> shared; `bytes` is the source size: 4 (copy) or 0 (zero-fill; nothing
 // is read, so the address need not be valid).
@@ -757,6 +763,7 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 // Every group but the newest complete (this thread's copies).
 __device__ __forceinline__ void cp_async_wait1() { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
 __device__ __forceinline__ void cp_async_wait0() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
+__device__ __forceinline__ void cp_async_wait2() { asm volatile("cp.async.wait_group 2;\n" ::: "memory"); }
 #endif
 #endif
 #define S_OW (TX * S_PX)
@@ -1169,6 +1176,7 @@ extern "C" __global__ void S_BOUNDS
     };
     issue(0);
     if (DEC > 1) issue(1);
+    if (S_AHEAD > 2 && DEC > 2) issue(2);
 #else
     float pf[S_PER];
 #pragma unroll
@@ -1242,16 +1250,19 @@ extern "C" __global__ void S_BOUNDS
     for (int j = 0; j < DEC; ++j) {
         float* tile = fl + (j % S_BUFS) * (S_PH * S_PW);
 #if S_ASYNC
-        // Frame j has landed (this thread's copies; frame j + 1 may be in flight), then
-        // every thread's, and every thread is done with frame j - 1, whose tile frame
-        // j + 2 then takes. With DEC = 1 the one group has no newer one: wait for all.
-        if (j + 1 < DEC) {
+        // Frame j has landed (this thread's copies; frames up to j + S_AHEAD - 1 may be
+        // in flight), then every thread's, and every thread is done with frame j - 1,
+        // whose tile frame j + S_AHEAD then takes. The last frames have fewer newer groups
+        // (with DEC = 1 none: wait for all).
+        if (S_AHEAD > 2 && j + 2 < DEC) {
+            cp_async_wait2();
+        } else if (j + 1 < DEC) {
             cp_async_wait1();
         } else {
             cp_async_wait0();
         }
         __syncthreads();
-        if (j + 2 < DEC) issue(j + 2);
+        if (j + S_AHEAD < DEC) issue(j + S_AHEAD);
 #else
 #pragma unroll
         for (int q = 0; q < S_PER; ++q)
@@ -1422,10 +1433,18 @@ extern "C" __global__ void S_BOUNDS
         arg[p] = (unsigned short)barg;
     }
 #if S_WAVE
-    // Every thread's stores visible to the device, then the tile's period is done.
-    wave_fence();
+    // The tile's period is done: every thread's stores come before the barrier, then one
+    // thread's device-scope fence and release store of the flag (the barrier orders the
+    // block's stores before it: the pattern of cooperative groups' grid barrier). A fence
+    // in every thread, before the barrier, made each warp wait for its own stores to
+    // reach L2: H100, 13 vectors, D10, 32 x 16, two runs each in one call, wave3g6 f32
+    // 1.191-1.196 -> 1.175 ms per 200 frames, wave2g8 1.326-1.334 -> 1.310-1.313, wave3g6
+    // f16 1.022-1.028 -> 1.009-1.011.
     __syncthreads();
-    if (tid == 0) wave_store_flag(flags + br * tgx + bc, gp + 1u);
+    if (tid == 0) {
+        wave_fence();
+        wave_store_flag(flags + br * tgx + bc, gp + 1u);
+    }
 #endif
 }
 #endif
