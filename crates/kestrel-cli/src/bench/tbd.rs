@@ -109,6 +109,30 @@ fn cpu(sink: &mut Sink, quick: bool) {
     }
 }
 
+/// The kernels a pass of decimation `d` and state type `half` times: the autotuner's
+/// candidates whose name holds one of the parts of `only` (all where it is empty), then
+/// each part that is a whole kernel name of this decimation and state type that they lack.
+fn kernels_to_time(
+    candidates: Vec<KernelConfig>,
+    only: &[String],
+    d: usize,
+    half: bool,
+) -> Vec<KernelConfig> {
+    let mut cfgs: Vec<KernelConfig> = candidates
+        .into_iter()
+        .filter(|c| only.is_empty() || only.iter().any(|o| c.name().contains(o.as_str())))
+        .collect();
+    for o in only {
+        if let Some(cfg) = KernelConfig::parse(o) {
+            let fits = cfg.half == half && cfg.check_decimation(d).is_ok();
+            if fits && !cfgs.contains(&cfg) {
+                cfgs.push(cfg);
+            }
+        }
+    }
+    cfgs
+}
+
 fn gpu(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
     if let Err(why) = kestrel::cuda::available(0) {
         errln!("bench tbd: no GPU ({why}); GPU rows skipped");
@@ -130,22 +154,7 @@ fn gpu(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
         let p = params(d);
         let nv = p.motions.len();
         let mut top = (0.0f64, None);
-        // The candidates, then any whole kernel name among the parts that they lack (of
-        // this decimation and state type).
-        let mut cfgs = autotune::candidates(&p, half);
-        for o in &only {
-            if let Some(cfg) = KernelConfig::parse(o) {
-                let fits = cfg.half == half && cfg.check_decimation(d).is_ok();
-                if fits && !cfgs.contains(&cfg) {
-                    cfgs.push(cfg);
-                }
-            }
-        }
-        for cfg in cfgs {
-            let name = cfg.name();
-            if !only.is_empty() && !only.iter().any(|o| name.contains(o.as_str())) {
-                continue;
-            }
+        for cfg in kernels_to_time(autotune::candidates(&p, half), &only, d, half) {
             let mut g = match GpuTbd::new(0, &p, h, w, cfg, Dtype::F32) {
                 Ok(g) => g,
                 Err(e) => {
@@ -307,4 +316,60 @@ pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
     }
     cpu(sink, quick);
     gpu(sink, quick)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn named_kernels_join_the_candidates_of_their_pass() {
+        let p = params(10);
+        let cands = autotune::candidates(&p, false);
+        let named = |v: &[KernelConfig]| v.iter().map(|c| c.name()).collect::<Vec<_>>();
+        // No parts: every candidate, nothing else.
+        assert_eq!(
+            named(&kernels_to_time(cands.clone(), &[], 10, false)),
+            named(&cands)
+        );
+        let only: Vec<String> = [
+            "wave3g6/",
+            "wave2g12/plain/unroll/f32/32x16/D10",
+            "wave3g6/plain/unroll/f32/32x16/D10",
+            "wave2g12/plain/unroll/f16/32x16/D10",
+            "lean4v3/ldg/unroll/f32/64x12/K4",
+        ]
+        .map(str::to_string)
+        .to_vec();
+        // A part keeps the candidates that hold it; a whole name outside them is added
+        // once, to the pass of its decimation and state type only.
+        let got = named(&kernels_to_time(cands.clone(), &only, 10, false));
+        assert_eq!(
+            got,
+            [
+                "wave3g6/plain/unroll/f32/32x16/D10",
+                "wave2g12/plain/unroll/f32/32x16/D10"
+            ]
+        );
+        let got = named(&kernels_to_time(
+            autotune::candidates(&p, true),
+            &only,
+            10,
+            true,
+        ));
+        assert_eq!(
+            got,
+            [
+                "wave3g6/plain/unroll/f16/32x16/D10",
+                "wave2g12/plain/unroll/f16/32x16/D10"
+            ]
+        );
+        let got = named(&kernels_to_time(
+            autotune::candidates(&params(1), false),
+            &only,
+            1,
+            false,
+        ));
+        assert_eq!(got, ["lean4v3/ldg/unroll/f32/64x12/K4"]);
+    }
 }

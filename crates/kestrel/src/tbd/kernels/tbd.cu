@@ -713,9 +713,10 @@ extern "C" __global__ void __launch_bounds__(TX * TY)
 // trajectory: c acc + w00 t00 + w01 t01 + w10 t10 + w11 t11.
 #define S_SPLIT (STAGED_LATE && S_PX == 2)
 // The late kernel on f32 frames copies the frame tiles into shared memory with cp.async
-// (no registers, no load-to-store wait), S_AHEAD + 1 tiles deep: frames up to j + S_AHEAD
-// are in flight while frame j is used. The tiles hold X itself; alpha multiplies the folded sum once at the
-// end (alpha G), as for every frame type in the late kernel.
+// (no registers, no load-to-store wait), S_AHEAD + 1 tiles deep: frames up to
+// j + S_AHEAD are in flight while frame j is used. The tiles hold X itself; alpha
+// multiplies the folded sum once at the end (alpha G), as for every frame type in the
+// late kernel.
 #if STAGED_LATE && defined(FRAME_F32)
 #define S_ASYNC 1
 // Frames in flight ahead of the one folded: S_AHEAD, in S_AHEAD + 1 tiles. H100, 13
@@ -780,7 +781,7 @@ __device__ __forceinline__ void cp_async_wait2() { asm volatile("cp.async.wait_g
 // thread, and its bytes from L2 to the ones it needs (no second 4-byte copy of each
 // sector). H100, 13 vectors, D10, 32 x 16, against the split layout in the same runs (two
 // each): f16 state 1.265-1.273 -> 1.168-1.169 ms per 200 frames. With an f32 state it was
-// 0.7% slower until the copies shrank with the frames' reach (S_SHRINK_COPY); since then
+// 0.7% slower until each frame's copy shrank to the frame's reach; since then
 // it is 2.7% faster for the wave kernel (wave2g8 1.399-1.402 -> 1.361-1.363 ms) and the
 // same for the late kernel.
 #ifndef FRAME_W4
@@ -810,16 +811,13 @@ __device__ __forceinline__ void cp_async_wait2() { asm volatile("cp.async.wait_g
 // The late kernel copies f32 frames with 2 pixels a thread by column pairs (S_PAIRS_ON):
 // S_HW pairs a tile row, S_PPER pairs a thread.
 #define S_PAIRS_ON (S_ASYNC && S_SPLIT)
-// Each frame's copy takes only the rows and columns that its samples read (S_SHRINK_COPY;
-// frame j of DEC reaches (DEC - 1 - j) SHRINK pixels, so the last frame's tile is the
-// block's outputs alone): a third fewer bytes copied at D10 and 32 x 16 pairs. H100, 13
+// Each frame's copy takes only the rows and columns that its samples read (frame j of DEC
+// reaches (DEC - 1 - j) SHRINK pixels, so the last frame's tile is the block's outputs
+// alone; see `issue`): a third fewer bytes copied at D10 and 32 x 16 pairs. H100, 13
 // vectors, 1024 x 1024, against full tiles in the same runs (two each, split f32 tiles):
 // f32 wave2g8 1.455-1.462 -> 1.395-1.404 ms per 200 frames, late2 1.544-1.545 ->
 // 1.475-1.476; f16 late2 1.171-1.175 -> 1.134-1.135. Bytes through L2 in a wave3g6
 // launch (Nsight Compute, lts__t_bytes): 1.19 GB -> 1.02 GB.
-#ifndef S_SHRINK_COPY
-#define S_SHRINK_COPY 1
-#endif
 #define S_HW (S_PW / 2)
 #define S_PAIRS (S_PH * S_HW)
 #define S_PPER ((S_PAIRS + S_NT - 1) / S_NT)
@@ -841,9 +839,7 @@ __device__ __forceinline__ void cp_async_wait2() { asm volatile("cp.async.wait_g
 // folded: with the copies shrunk to the frames' reach, wave3g6 f32 1.239-1.243 -> 1.209-
 // 1.215 ms per 200 frames against frame 2's (frame 0's: 1.227; 3's and 4's: 1.38-1.41),
 // f16 1.036-1.040 -> 1.031-1.036.
-#ifndef S_SGRP
 #define S_SGRP (DEC > 2 ? (S_WAVE ? 1 : 2) : DEC > 1 ? 1 : 0)
-#endif
 // The late kernel is launched as a programmatic dependent launch (`launch_ex`): its
 // blocks may start while the launch before it still runs (every block of that one lets
 // them, griddepcontrol.launch_dependents, when it starts). They copy their first frames,
@@ -1047,9 +1043,10 @@ extern "C" __global__ void S_BOUNDS
     };
 #endif
 #if S_ROW16
-    // This thread's share of a frame tile, counted from the frame's first needed row
-    // (S_FR0): chunk e = tid + q S_NT is S_FR0 + e / S_CH, columns 4 (e % S_CH) + 0..3,
-    // at 4 e + S_FR0 S_PW in the tile. cyk: its frame row at S_FR0 = 0 (times 512),
+    // This thread's share of a frame tile, counted from the frame's first needed tile row
+    // (fr0, set per frame in `issue`): chunk e = tid + q S_NT is row fr0 + e / S_CH,
+    // columns 4 (e % S_CH) + 0..3, at 4 e + fr0 S_PW in the tile. cyk: its frame row at
+    // fr0 = 0 (times 512),
     // whether its columns lie in the frame (256) and k (the offsets are computed per
     // frame: two more registers a thread made the f16 kernel spill).
     static_assert(S_CH < 256, "k packs into 8 bits");
@@ -1064,12 +1061,13 @@ extern "C" __global__ void S_BOUNDS
     }
 #elif S_PAIRS_ON
     // This thread's share of a frame tile, by column pairs in global order (coalesced),
-    // counted from the frame's first needed row (S_FR0): pair p = tid + q S_NT is row
-    // S_FR0 + p / S_HW, columns 2k and 2k + 1 (k = p % S_HW) of the tile, stored at k and
-    // S_HW + k of that row (the split layout). poff: the offset in the frame of column 2k
-    // at S_FR0 = 0 (any value where neither column is in the frame); pdst: the row's
-    // shared index of column 2k at S_FR0 = 0, bit 30 / 31 set where column 2k / 2k + 1
-    // lies in the frame's columns; pyk: the frame row at S_FR0 = 0 (times 256) and k.
+    // counted from the frame's first needed tile row (fr0, set per frame in `issue`): pair
+    // p = tid + q S_NT is row fr0 + p / S_HW, columns 2k and 2k + 1 (k = p % S_HW) of the
+    // tile, stored at k and S_HW + k of that row (the split layout). poff: the offset in
+    // the frame of column 2k at fr0 = 0 (any value where neither column is in the frame);
+    // pdst: the row's shared index of column 2k at fr0 = 0, bit 30 / 31 set where column
+    // 2k / 2k + 1 lies in the frame's columns; pyk: the frame row at fr0 = 0 (times 256)
+    // and k.
     static_assert(S_HW < 256, "k packs into 8 bits");
     int poff[S_PPER], pyk[S_PPER];
     unsigned pdst[S_PPER];
@@ -1130,10 +1128,11 @@ extern "C" __global__ void S_BOUNDS
 #endif
         if (sst && j == S_SGRP) issue_state();
 #endif
-        // Frame j is sampled DEC - 1 - j steps back: only rows and columns within
-        // (DEC - 1 - j) SHRINK of the block's outputs are read (S_FR0 ...), and only
-        // those are copied (the rest of the tile keeps an older frame and is not read).
-        const int hj = S_SHRINK_COPY ? (DEC - 1 - j) * SHRINK : S_HALO;
+        // Frame j is sampled DEC - 1 - j steps back: only the tile rows fr0 .. fr0 + nr - 1
+        // and columns c0 .. c1 - 1, within (DEC - 1 - j) SHRINK of the block's outputs,
+        // are read, and only those are copied (the rest of the tile keeps an older frame
+        // and is not read). j is a compile-time constant once the frame loop is unrolled.
+        const int hj = (DEC - 1 - j) * SHRINK;
         const int fr0 = S_HALO - hj, nr = S_OH + 2 * hj;
         const int c0 = S_LPAD - hj, c1 = S_LPAD + S_OW + hj;
 #if S_ROW16
@@ -1146,7 +1145,7 @@ extern "C" __global__ void S_BOUNDS
             if (q * S_NT >= nch) break;
             if (nch % S_NT != 0 && e >= nch) continue;
             const int k = cyk[q] & 255;
-            if (S_SHRINK_COPY && (unsigned)(k - kmin) >= (unsigned)(kmax - kmin)) continue;
+            if ((unsigned)(k - kmin) >= (unsigned)(kmax - kmin)) continue;
             const int gy = (cyk[q] >> 9) + fr0;
             const bool ok = ((cyk[q] >> 8) & 1) && (unsigned)gy < (unsigned)h;
             cp_async16(tile + fr0 * S_PW + 4 * e, f + (ok ? gy * w + ox0 - S_LPAD + 4 * k : 0), ok);
@@ -1159,7 +1158,7 @@ extern "C" __global__ void S_BOUNDS
         for (int q = 0; q < S_PPER; ++q) {
             if (q * S_NT >= npr) break;
             if (npr % S_NT != 0 && tid + q * S_NT >= npr) continue;
-            if (S_SHRINK_COPY && (unsigned)((pyk[q] & 255) - kmin) >= (unsigned)(kmax - kmin)) continue;
+            if ((unsigned)((pyk[q] & 255) - kmin) >= (unsigned)(kmax - kmin)) continue;
             const bool row = (unsigned)((pyk[q] >> 8) + fr0) < (unsigned)h;
             // A copy with source size 0 reads nothing (its address is not used).
             const float* src = f + (row ? poff[q] + fr0 * w : 0);
