@@ -831,14 +831,17 @@ __device__ __forceinline__ void cp_async_wait2() { asm volatile("cp.async.wait_g
 #define S_SR (S_OH + 1)
 #define S_SC ((S_OW + S_SE - 1) / S_SE + 1)
 #define S_SVB (S_SR * S_SC * 16)
-// The state copies join the group of frame S_SGRP's tile: the late kernel's are issued
-// after the first barrier (frame 0's) and waited for before frame 2 is folded; on the H100
-// (f32, 32 x 16, D10) 2% faster than with frame 1's group (issued before frame 0), 21%
-// faster than with frame 5's (issued mid-launch), 9% faster than frame 0's. The wave
-// kernel's (and its wait for the tiles around) join frame 1's group, before frame 0 is
-// folded: with the copies shrunk to the frames' reach, wave3g6 f32 1.239-1.243 -> 1.209-
-// 1.215 ms per 200 frames against frame 2's (frame 0's: 1.227; 3's and 4's: 1.38-1.41),
-// f16 1.036-1.040 -> 1.031-1.036.
+// The state copies join the group of frame S_SGRP's tile. The late kernel's join frame
+// 2's, waited for before frame 2 is folded; with two frames ahead (before S_AHEAD) they
+// were issued after the first barrier, and on the H100 (f32, 32 x 16, D10) that was 2%
+// faster than frame 1's group (issued before frame 0), 21% faster than frame 5's (issued
+// mid-launch) and 9% faster than frame 0's (with the copies shrunk to each frame's reach,
+// 2.6% faster than frame 1's for f32, 1.5% for f16). Three frames ahead, frame 2's group
+// is issued with frames 0 and 1, before the first barrier (not timed against the other
+// groups). The wave kernel's (and its wait for the tiles around) join frame 1's group,
+// before frame 0 is folded: with the copies shrunk to the frames' reach, wave3g6 f32
+// 1.239-1.243 -> 1.209-1.215 ms per 200 frames against frame 2's (frame 0's: 1.227; 3's
+// and 4's: 1.38-1.41), f16 1.036-1.040 -> 1.031-1.036.
 #define S_SGRP (DEC > 2 ? (S_WAVE ? 1 : 2) : DEC > 1 ? 1 : 0)
 // The late kernel is launched as a programmatic dependent launch (`launch_ex`): its
 // blocks may start while the launch before it still runs (every block of that one lets
