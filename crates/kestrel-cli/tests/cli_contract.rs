@@ -388,16 +388,29 @@ fn bench_usage_errors_are_one_line() {
     d.run_bad(&["bench", "--only", "nothing"], &["nothing"]);
     // A malformed knob of the TBD family stops the run before any family starts: one
     // error line naming it, exit 2, nothing written (no family's table either).
-    for only in [&["--only", "tbd"][..], &[]] {
-        let o = std::process::Command::new(env!("CARGO_BIN_EXE_kestrel"))
-            .arg("bench")
-            .args(only)
-            .env("KESTREL_BENCH_TBD_RING", "lots")
-            .current_dir(d.path())
-            .output()
-            .expect("the kestrel binary runs");
-        one_error_line(&o, 2, &["KESTREL_BENCH_TBD_RING", "lots"]);
-        assert!(o.stdout.is_empty(), "printed before the error");
-        assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 0);
+    // So does a kernel part that names nothing to time (a typo, or a kernel the
+    // benchmark's vectors cannot run).
+    let knobs = [
+        ("KESTREL_BENCH_TBD_RING", "lots"),
+        ("KESTREL_BENCH_TBD", "wave9z"),
+        (
+            "KESTREL_BENCH_TBD",
+            "late2/,wave2g8/plain/unroll/f32/64x12/D10",
+        ),
+    ];
+    for (knob, value) in knobs {
+        for only in [&["--only", "tbd"][..], &[]] {
+            let o = std::process::Command::new(env!("CARGO_BIN_EXE_kestrel"))
+                .arg("bench")
+                .args(only)
+                .env(knob, value)
+                .current_dir(d.path())
+                .output()
+                .expect("the kestrel binary runs");
+            let named = value.rsplit(',').next().unwrap();
+            one_error_line(&o, 2, &[knob, named]);
+            assert!(o.stdout.is_empty(), "printed before the error");
+            assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 0);
+        }
     }
 }

@@ -109,6 +109,48 @@ fn cpu(sink: &mut Sink, quick: bool) {
     }
 }
 
+/// The benchmark's passes: (decimation, f16 state).
+const PASSES: [(usize, bool); 4] = [(1, false), (1, true), (10, false), (10, true)];
+
+/// The parts of `KESTREL_BENCH_TBD=part,part` (empty: every candidate), each checked by
+/// [`check_parts`].
+pub fn kernel_parts() -> anyhow::Result<Vec<String>> {
+    let only: Vec<String> = std::env::var("KESTREL_BENCH_TBD")
+        .unwrap_or_default()
+        .split(',')
+        .filter(|p| !p.is_empty())
+        .map(str::to_string)
+        .collect();
+    check_parts(&only)?;
+    Ok(only)
+}
+
+/// Every part names something to time: a part of some candidate's name, or a whole
+/// kernel name of one of the passes that the benchmark's vectors can run (a typo would
+/// otherwise time nothing, silently).
+fn check_parts(only: &[String]) -> anyhow::Result<()> {
+    for o in only {
+        let part_of_candidate = PASSES.iter().any(|&(d, half)| {
+            autotune::candidates(&params(d), half)
+                .iter()
+                .any(|c| c.name().contains(o.as_str()))
+        });
+        let named = KernelConfig::parse(o).is_some_and(|c| {
+            PASSES.iter().any(|&(d, half)| {
+                c.half == half
+                    && c.check_decimation(d).is_ok()
+                    && c.check(&params(d).motions).is_ok()
+            })
+        });
+        if !part_of_candidate && !named {
+            return Err(crate::cmd::bad(format!(
+                "KESTREL_BENCH_TBD: {o:?} is part of no candidate kernel's name, nor a kernel of decimation 1 or 10 that the benchmark's vectors can run"
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// The kernels a pass of decimation `d` and state type `half` times: the autotuner's
 /// candidates whose name holds one of the parts of `only` (all where it is empty), then
 /// each part that is a whole kernel name of this decimation and state type that they lack.
@@ -143,14 +185,8 @@ fn gpu(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
     let device = kestrel::cuda::device_name(0)?;
     let ring = ring_bytes()?;
     let mut best: Vec<(String, f64)> = Vec::new();
-    // KESTREL_BENCH_TBD=part,part: only the kernels whose name holds one of the parts.
-    let only: Vec<String> = std::env::var("KESTREL_BENCH_TBD")
-        .unwrap_or_default()
-        .split(',')
-        .filter(|p| !p.is_empty())
-        .map(str::to_string)
-        .collect();
-    for (d, half) in [(1, false), (1, true), (10, false), (10, true)] {
+    let only = kernel_parts()?;
+    for (d, half) in PASSES {
         let p = params(d);
         let nv = p.motions.len();
         let mut top = (0.0f64, None);
@@ -371,5 +407,20 @@ mod tests {
             false,
         ));
         assert_eq!(got, ["lean4v3/ldg/unroll/f32/64x12/K4"]);
+        assert!(check_parts(&only).is_ok());
+    }
+
+    #[test]
+    fn a_part_that_names_nothing_to_time_is_refused() {
+        let refused = |p: &str| check_parts(&[p.to_string()]).is_err();
+        // A typo, a name of no candidate that does not parse, a decimation the benchmark
+        // does not run, and a kernel the vectors cannot run (three tiles of 52,560 bytes).
+        assert!(refused("wave9z"));
+        assert!(refused("wave2g12/plain/unroll/f32/32x16"));
+        assert!(refused("wave2g12/plain/unroll/f32/32x16/D5"));
+        assert!(refused("wave2g8/plain/unroll/f32/64x12/D10"));
+        // A part of candidates' names and a whole name outside them pass.
+        assert!(!refused("late2/"));
+        assert!(!refused("wave2g12/plain/unroll/f32/32x16/D10"));
     }
 }

@@ -1239,22 +1239,7 @@ extern "C" __global__ void S_BOUNDS
             t[r][1] = load_state_f(rw[1]);
             t[r][2] = hx ? load_state_f(rw[2]) : 0.0f;
 #else
-            if ((ix & 1) == 0) {
-                const float2 a = *reinterpret_cast<const float2*>(rw);
-                t[r][0] = a.x;
-                t[r][1] = a.y;
-                t[r][2] = hx ? rw[2] : 0.0f;
-            } else {
-                t[r][0] = rw[0];
-                if (hx) {
-                    const float2 a = *reinterpret_cast<const float2*>(rw + 1);
-                    t[r][1] = a.x;
-                    t[r][2] = a.y;
-                } else {
-                    t[r][1] = rw[1];
-                    t[r][2] = 0.0f;
-                }
-            }
+            staged_row(t[r], rw, hx, (ix & 1) != 0);
 #endif
         }
         o0 = blend_taps([&](int rr, int cc) -> float { return t[rr][cc]; }, 0, 0, fx, fy);
@@ -1344,23 +1329,7 @@ extern "C" __global__ void S_BOUNDS
 #if S_ROW16
                     // Row-major: the 8-byte load at the even column (q is the parity of
                     // the first tap's tile column, lx being even).
-                    const float* rw = e0 + b * S_PW;
-                    if ((q & 1) == 0) {
-                        const float2 a = *reinterpret_cast<const float2*>(rw);
-                        t[b][0] = a.x;
-                        t[b][1] = a.y;
-                        t[b][2] = hx ? rw[2] : 0.0f;
-                    } else {
-                        t[b][0] = rw[0];
-                        if (hx) {
-                            const float2 a = *reinterpret_cast<const float2*>(rw + 1);
-                            t[b][1] = a.x;
-                            t[b][2] = a.y;
-                        } else {
-                            t[b][1] = rw[1];
-                            t[b][2] = 0.0f;
-                        }
-                    }
+                    staged_row(t[b], e0 + b * S_PW, hx, (q & 1) != 0);
 #else
                     const float* ev = e0 + b * S_PW;
                     const float* od = ev + S_PW / 2;
