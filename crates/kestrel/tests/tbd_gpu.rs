@@ -563,3 +563,72 @@ fn wave_kernel_equals_the_late_kernel_bit_for_bit() {
         );
     }
 }
+
+#[test]
+fn the_packed_kernel_is_its_f16_arithmetic_on_the_gpu() {
+    // The packed kernel (the state in f16x2 words) against a model of its f16 arithmetic
+    // (`packed_expected`), bit for bit: the benchmark's vectors and tile shapes on frames
+    // with interior tiles, of even width (words) and odd (halves), f32 and u8 frames; small
+    // tiles on random vector sets. Outputs poisoned before every launch. The model lies
+    // within `packed_bound` of the f32 reference.
+    if !gpu_or_skip("tbd the_packed_kernel_is_its_f16_arithmetic_on_the_gpu") {
+        return;
+    }
+    let bench = tbd::motion::speeds_directions(&[0.0, 1.0], 12).unwrap();
+    let mut k = 0;
+    for (rows, vecs, frames, block, h, w, frame, big) in [
+        (4, 3, 4, (64, 12), 150, 334, Dtype::F32, true),
+        (4, 3, 4, (64, 12), 149, 333, Dtype::U8, true),
+        (4, 2, 4, (64, 12), 150, 334, Dtype::F32, true),
+        (4, 1, 4, (64, 8), 150, 334, Dtype::U8, true),
+        (2, 3, 4, (64, 16), 150, 334, Dtype::F32, true),
+        (3, 3, 4, (64, 16), 149, 333, Dtype::F32, true),
+        (4, 3, 4, (32, 16), 150, 334, Dtype::F32, true),
+        (3, 2, 2, (8, 4), 67, 93, Dtype::F32, false),
+        (2, 3, 3, (16, 8), 67, 94, Dtype::U8, false),
+    ] {
+        k += 1;
+        let cfg = KernelConfig {
+            variant: Variant::Packed { rows, vecs },
+            half: true,
+            ldg: true,
+            unroll: true,
+            frames,
+            block,
+        };
+        let launches = 2;
+        let mut c = case(900 + k, h, w, launches * frames, frame, false);
+        if big {
+            c.motions = bench.clone();
+        }
+        let (got, gs) = run_gpu(&c, &cfg, launches);
+        let (want, ws) = packed_expected(&c, &cfg, launches);
+        let what = format!("{} ({frame:?}, {h} x {w})", cfg.name());
+        assert_eq!(got.len(), want.len(), "{what}: maps");
+        for (m, (g, e)) in got.iter().zip(&want).enumerate() {
+            let bad =
+                g.0.iter()
+                    .zip(&e.0)
+                    .position(|(a, b)| a.to_bits() != b.to_bits());
+            assert!(bad.is_none(), "{what}: map {m}, pixel {bad:?}");
+            assert_eq!(g.1, e.1, "{what}: arg-max {m}");
+        }
+        assert_eq!(gs, ws, "{what}: final state");
+        let (rm, rs) = expected(&c, &cfg, launches);
+        let mut e = 0.0f64;
+        for ((x, _), (y, _)) in want.iter().zip(&rm) {
+            for (p, q) in x.iter().zip(y) {
+                e = e.max((*p as f64 - *q as f64).abs());
+            }
+        }
+        for (p, q) in ws.iter().zip(&rs) {
+            e = e.max((*p as f64 - *q as f64).abs());
+        }
+        let bound = packed_bound(&c);
+        assert!(
+            e <= bound,
+            "{what}: {e:e} from the f32 reference (bound {bound:e})"
+        );
+        println!("{what}: bit for bit; {e:e} from the f32 reference (bound {bound:e})");
+    }
+}

@@ -65,6 +65,7 @@ fn run_emulated_as(
         Variant::Staged { .. } | Variant::Late { .. } => 6,
         Variant::Wave { .. } => 7,
         Variant::Stream { .. } => 8,
+        Variant::Packed { .. } => 9,
     };
     let mut input = Vec::new();
     for v in [
@@ -469,5 +470,82 @@ fn the_wave_kernel_gives_the_late_kernels_bits() {
         );
         assert_eq!(wm, lm, "{} on {w} x {h}: maps", wave.name());
         assert_eq!(ws, ls, "{} on {w} x {h}: final state", wave.name());
+    }
+}
+
+/// The largest difference between two runs' maps and states.
+fn max_diff(a: &[MapPair], sa: &[f32], b: &[MapPair], sb: &[f32]) -> f64 {
+    let mut e = 0.0f64;
+    for ((x, _), (y, _)) in a.iter().zip(b) {
+        for (p, q) in x.iter().zip(y) {
+            e = e.max((*p as f64 - *q as f64).abs());
+        }
+    }
+    for (p, q) in sa.iter().zip(sb) {
+        e = e.max((*p as f64 - *q as f64).abs());
+    }
+    e
+}
+
+#[test]
+fn the_packed_kernel_is_its_f16_arithmetic() {
+    // The packed kernel (the state in f16x2 words, two pixels a thread) against a model of
+    // its arithmetic (`packed_expected`): maps, arg-max and state equal bit for bit. Tiles
+    // meeting every edge; odd widths (the state in halves) and even ones (in words); the
+    // five vectors (shifts of up to 2 pixels, whole-column and edge-row exchanges) and
+    // random sets; f32 and u8 frames; 1 to 3 vectors between barriers, the last group
+    // short; the vector loop unrolled or not. The model itself lies within
+    // `packed_bound` of the f32 reference.
+    let Some(cxx) = compiler() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let launches = 2;
+    for (k, &(rows, vecs, frames, block, unroll, h, w, frame, five)) in [
+        (3, 1, 2, (8, 4), true, 23, 31, Dtype::F32, true),
+        (2, 2, 3, (10, 8), true, 29, 36, Dtype::U8, true),
+        (4, 3, 2, (12, 3), false, 19, 40, Dtype::F32, false),
+        (3, 2, 1, (6, 4), true, 17, 25, Dtype::U8, false),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let cfg = KernelConfig {
+            variant: Variant::Packed { rows, vecs },
+            half: true,
+            ldg: k % 2 == 0,
+            unroll,
+            frames,
+            block,
+        };
+        let mut c = case(301 + k as u64, h, w, frames * launches, frame, false);
+        if five {
+            c.motions = five_vectors();
+        }
+        cfg.check(&c.motions).unwrap();
+        let tag = format!("p{k}");
+        let (got, gs) = run_emulated(&cxx, dir.path(), &tag, &c, &cfg, launches);
+        let (want, ws) = packed_expected(&c, &cfg, launches);
+        assert_eq!(got.len(), frames * launches, "{tag}: maps");
+        assert!(
+            got.iter().all(|(s, _)| s.iter().all(|v| v.is_finite())),
+            "{}: a map not all written",
+            cfg.name()
+        );
+        for (m, (g, e)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(g.0, e.0, "{} ({frame:?}): map {m}", cfg.name());
+            assert_eq!(g.1, e.1, "{} ({frame:?}): arg-max {m}", cfg.name());
+        }
+        assert_eq!(gs, ws, "{} ({frame:?}): final state", cfg.name());
+        let (rm, rs) = expected(&c, &cfg, launches);
+        let e = max_diff(&want, &ws, &rm, &rs);
+        let bound = packed_bound(&c);
+        assert!(
+            e <= bound,
+            "{}: {e:e} from the f32 reference (bound {bound:e})",
+            cfg.name()
+        );
+        eprintln!(
+            "{}: {e:e} from the f32 reference (bound {bound:e})",
+            cfg.name()
+        );
     }
 }

@@ -150,6 +150,17 @@ pub enum Variant {
         /// and `alpha X` in dynamic shared memory).
         vecs: u32,
     },
+    /// The lean scheme with the state held and computed in f16, two neighbouring pixels
+    /// a thread in one `f16x2` word (every multiply-add, max and compare on both at
+    /// once): f16 state only, and within `6 x 2^-11 x max|X| / alpha` of the f32
+    /// reference rather than 1e-5 (`tbd.cu`, `PACKED`). The tile is `2 block.0` x
+    /// `block.1 * rows` pixels.
+    Packed {
+        /// Rows per thread.
+        rows: u32,
+        /// Vectors folded between two barriers (1 to 4).
+        vecs: u32,
+    },
     /// Decimation with the frame tiles staged in shared memory, `px` pixels per thread
     /// along x (the block covers `block.0 * px` x `block.1` pixels).
     Staged {
@@ -248,6 +259,7 @@ impl KernelConfig {
             Variant::Tiled
                 | Variant::Resident { .. }
                 | Variant::Lean { .. }
+                | Variant::Packed { .. }
                 | Variant::Stream { .. }
         )
     }
@@ -292,6 +304,15 @@ impl KernelConfig {
                     (by * rows as usize).saturating_sub(halo),
                 )
             }
+            Variant::Packed { rows, .. } => {
+                // The halo (`SHRINK` is at least 1) rounded up to whole words (pixel
+                // pairs) along x.
+                let halo = self.frames * shrink(motions).max(1);
+                (
+                    (2 * bx).saturating_sub(2 * halo.div_ceil(2) * 2),
+                    (by * rows as usize).saturating_sub(2 * halo),
+                )
+            }
             Variant::Stream { rows, groups } => (
                 bx.saturating_sub(2 * self.frames * shrink(motions).max(1)),
                 by / groups.max(1) as usize * rows as usize,
@@ -315,6 +336,7 @@ impl KernelConfig {
                 Variant::Resident { rows } => format!("resident{rows}"),
                 Variant::Lean { rows, vecs: 1 } => format!("lean{rows}"),
                 Variant::Lean { rows, vecs } => format!("lean{rows}v{vecs}"),
+                Variant::Packed { rows, vecs } => format!("packed{rows}v{vecs}"),
                 Variant::Staged { px } => format!("staged{px}"),
                 Variant::Late { px } => format!("late{px}"),
                 Variant::Wave { periods, lag } => format!("wave{periods}g{lag}"),
@@ -350,6 +372,12 @@ impl KernelConfig {
                 } else if let Some(rest) = r.strip_prefix("lean") {
                     let (rows, vecs) = rest.split_once('v').unwrap_or((rest, "1"));
                     Variant::Lean {
+                        rows: rows.parse().ok()?,
+                        vecs: vecs.parse().ok()?,
+                    }
+                } else if let Some(rest) = r.strip_prefix("packed") {
+                    let (rows, vecs) = rest.split_once('v')?;
+                    Variant::Packed {
                         rows: rows.parse().ok()?,
                         vecs: vecs.parse().ok()?,
                     }
@@ -513,12 +541,26 @@ impl KernelConfig {
                 return bad(format!("{px} x {py} pixels per thread (1..=8 each)"));
             }
         }
-        if let Variant::Lean { vecs, .. } = self.variant {
+        if let Variant::Lean { vecs, .. } | Variant::Packed { vecs, .. } = self.variant {
             if !(1..=4).contains(&vecs) {
                 return bad(format!("{vecs} vectors between barriers (1..=4)"));
             }
         }
-        if let Variant::Resident { rows } | Variant::Lean { rows, .. } = self.variant {
+        if let Variant::Packed { .. } = self.variant {
+            if !self.half {
+                return bad("the packed kernel computes in f16: it needs the f16 state".into());
+            }
+            let total = dynamic_shared_bytes(self, motions, Dtype::F32);
+            if total > MAX_BLOCK_SHARED {
+                return bad(format!(
+                    "{total} bytes of shared memory a block (at most {MAX_BLOCK_SHARED})"
+                ));
+            }
+        }
+        if let Variant::Resident { rows }
+        | Variant::Lean { rows, .. }
+        | Variant::Packed { rows, .. } = self.variant
+        {
             if rows == 0 || rows > 32 {
                 return bad(format!("{rows} rows per thread (1..=32)"));
             }
@@ -586,6 +628,7 @@ pub fn tiled_shared_bytes(cfg: &KernelConfig, motions: &[Motion]) -> usize {
         }
         // Several vectors between barriers: the tiles are dynamic (`dynamic_shared_bytes`).
         Variant::Lean { vecs, .. } if vecs > 1 => 0,
+        Variant::Packed { .. } => 0,
         Variant::Stream { groups, .. } => {
             // Two buffers a chunk of each group's max and arg-max, a ring cycle of steps
             // (2 x reach + 1) of every level (`pbest`, `parg` in `tbd.cu`); one small
@@ -633,6 +676,15 @@ pub fn dynamic_shared_bytes(cfg: &KernelConfig, motions: &[Motion], frame: Dtype
                 0
             };
             (2 * vecs as usize * ph * pw + ax) * 4
+        }
+        Variant::Packed { rows, vecs } => {
+            // `2 P_VP` tiles of `P_PH x P_PW` words, then alpha X of every thread's pixel
+            // pairs, a word a row and frame (`tbd.cu`).
+            let s = shrink(motions).max(1);
+            let (tx, ty) = (cfg.block.0 as usize, cfg.block.1 as usize);
+            let ph = ty * rows as usize + 2 * s + 1;
+            let pw = tx + 2 * s.div_ceil(2) + 1;
+            (2 * vecs as usize * ph * pw + cfg.frames * rows as usize * tx * ty) * 4
         }
         Variant::Late { px: 2 } if !matches!(frame, Dtype::U8 | Dtype::U16) => {
             let se = if cfg.half { 8 } else { 4 };
@@ -690,6 +742,9 @@ pub fn source(motions: &[Motion], frame: Dtype, cfg: &KernelConfig, w: usize) ->
     if let Variant::Lean { rows, vecs } = cfg.variant {
         s += &format!("#define LEAN {rows}\n#define LEAN_VP {vecs}\n");
     }
+    if let Variant::Packed { rows, vecs } = cfg.variant {
+        s += &format!("#define PACKED {rows}\n#define PACKED_VP {vecs}\n");
+    }
     if let Variant::Staged { px } = cfg.variant {
         s += &format!("#define STAGED {px}\n");
     }
@@ -730,6 +785,7 @@ pub fn kernel_names(cfg: &KernelConfig, nv: usize) -> Vec<&'static str> {
         Variant::Tiled => vec!["tbd_tiled"],
         Variant::Resident { .. } => vec!["tbd_resident"],
         Variant::Lean { .. } => vec!["tbd_lean"],
+        Variant::Packed { .. } => vec!["tbd_packed"],
         Variant::Stream { .. } => vec!["tbd_stream"],
         Variant::Staged { .. } | Variant::Late { .. } | Variant::Wave { .. } => vec!["tbd_staged"],
         Variant::FusedCells { .. } => vec!["tbd_fused_cells"],

@@ -254,3 +254,121 @@ pub fn compare(
         );
     }
 }
+
+/// `x` rounded to f16 (nearest, ties to even), as f64: every operation of the packed
+/// kernel (`Variant::Packed`) rounds so.
+pub fn rn16(x: f64) -> f64 {
+    if x == 0.0 || !x.is_finite() {
+        return x;
+    }
+    let a = x.abs();
+    if a >= 65520.0 {
+        return f64::INFINITY.copysign(x);
+    }
+    let e = (((a.to_bits() >> 52) & 0x7ff) as i32 - 1023).max(-14);
+    let ulp = 2f64.powi(e - 10);
+    ((a / ulp).round_ties_even() * ulp).copysign(x)
+}
+
+/// What a run of the packed kernel must give, bit for bit: its f16 arithmetic in its
+/// order (`tbd.cu`, `PACKED`), every frame a map: alpha X rounded from the f32 product;
+/// per vector the horizontal blend `wx1 t1 + (wx0 t0)` (a product, then a fused
+/// multiply-add, each rounded), then `cw1 h1 + (cw0 h0 + alpha X)` with `cw = (1 - alpha)
+/// wy` rounded from f32 (an integer shift along y: `(1 - alpha) h0 + alpha X`); taps outside
+/// the frame read 0; the max and the first vector that reaches it.
+pub fn packed_expected(c: &Case, cfg: &KernelConfig, launches: usize) -> (Vec<MapPair>, Vec<f32>) {
+    let (h, w) = (c.h, c.w);
+    let n = h * w;
+    let alpha = c.alpha;
+    let cc = 1.0f32 - alpha;
+    let c2 = rn16(cc as f64);
+    struct Vw {
+        ix: i64,
+        iy: i64,
+        hx: bool,
+        hy: bool,
+        wx0: f64,
+        wx1: f64,
+        cw0: f64,
+        cw1: f64,
+    }
+    let vw: Vec<Vw> = c
+        .motions
+        .iter()
+        .map(|m| {
+            let (sx, sy) = (-m.vx, -m.vy);
+            let (fx0, fy0) = (sx.floor(), sy.floor());
+            let (fx, fy) = (sx - fx0, sy - fy0);
+            Vw {
+                ix: fx0 as i64,
+                iy: fy0 as i64,
+                hx: fx != 0.0,
+                hy: fy != 0.0,
+                wx0: rn16((1.0f32 - fx) as f64),
+                wx1: rn16(fx as f64),
+                cw0: rn16((cc * (1.0f32 - fy)) as f64),
+                cw1: rn16((cc * fy) as f64),
+            }
+        })
+        .collect();
+    let mut s = vec![vec![0.0f64; n]; c.motions.len()];
+    let mut maps = Vec::new();
+    for x_k in &c.frames[..launches * cfg.frames] {
+        let ax: Vec<f64> = x_k.iter().map(|&x| rn16((alpha * x) as f64)).collect();
+        let mut best = vec![0.0f64; n];
+        let mut barg = vec![0u16; n];
+        for (v, (sv, q)) in s.iter_mut().zip(&vw).enumerate() {
+            let at = |r: i64, col: i64| -> f64 {
+                if r < 0 || col < 0 || r >= h as i64 || col >= w as i64 {
+                    0.0
+                } else {
+                    sv[r as usize * w + col as usize]
+                }
+            };
+            let hr = |r: i64, x: i64| -> f64 {
+                let t0 = at(r, x + q.ix);
+                if q.hx {
+                    rn16(q.wx1 * at(r, x + q.ix + 1) + rn16(q.wx0 * t0))
+                } else {
+                    t0
+                }
+            };
+            let mut next = vec![0.0f64; n];
+            for y in 0..h as i64 {
+                for x in 0..w as i64 {
+                    let p = y as usize * w + x as usize;
+                    let val = if q.hy {
+                        rn16(q.cw1 * hr(y + q.iy + 1, x) + rn16(q.cw0 * hr(y + q.iy, x) + ax[p]))
+                    } else {
+                        rn16(c2 * hr(y + q.iy, x) + ax[p])
+                    };
+                    next[p] = val;
+                    if v == 0 || val > best[p] {
+                        best[p] = val;
+                        barg[p] = v as u16;
+                    }
+                }
+            }
+            *sv = next;
+        }
+        maps.push((best.iter().map(|&b| b as f32).collect(), barg));
+    }
+    let state = s.concat().iter().map(|&v| v as f32).collect();
+    (maps, state)
+}
+
+/// The packed kernel's bound against the f32 reference (`tbd.cu`, `PACKED`): at most
+/// (6 - 3 alpha) roundings of 2^-11 x max|X| a frame (three in the horizontal blend and
+/// its weights, carried by weights summing to 1 - alpha; one for the vertical weights,
+/// two for the vertical blend, alpha for alpha X), earlier errors carried by rounded
+/// weights summing to at most 1 - alpha + 4 x 2^-11; 1% for the reference's own f32.
+pub fn packed_bound(c: &Case) -> f64 {
+    let xmax = c
+        .frames
+        .iter()
+        .flatten()
+        .fold(0.0f64, |m, &x| m.max(x.abs() as f64));
+    let u = 2f64.powi(-11);
+    let a = c.alpha as f64;
+    (6.0 - 3.0 * a) * u * xmax / (a - 4.0 * u) * 1.01
+}

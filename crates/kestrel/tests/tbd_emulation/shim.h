@@ -84,3 +84,43 @@ inline unsigned short emu_float_to_half(float f) {
     if (rest > 0x1000 || (rest == 0x1000 && (hm & 1))) h += 1;
     return sign | h;
 }
+
+// f16x2 arithmetic of the packed kernel: each half computed exactly in double and rounded
+// once to f16, nearest even (as fma.rn.f16x2 / mul.rn.f16x2; the product of two halves
+// and its sum with a third are exact in double at the magnitudes the kernel meets).
+inline unsigned short emu_double_to_half(double d) {
+    if (d != d) return 0x7e00;
+    const double a = std::fabs(d);
+    if (a >= 65520.0) return d < 0 ? 0xfc00 : 0x7c00;
+    int ex = 0;
+    std::frexp(a, &ex);  // a = m 2^ex, m in [0.5, 1)
+    const int e = ex - 1 < -14 ? -14 : ex - 1;
+    const double ulp = std::ldexp(1.0, e - 10);
+    const double r = std::nearbyint(a / ulp) * ulp;
+    const unsigned short h = emu_float_to_half((float)r);
+    return d < 0 ? (unsigned short)(h | 0x8000) : h;
+}
+inline double emu_h(unsigned x, int half) { return emu_half_to_float((unsigned short)(x >> (16 * half))); }
+inline unsigned emu_h2fma(unsigned a, unsigned b, unsigned c) {
+    unsigned r = 0;
+    for (int i = 0; i < 2; ++i) r |= (unsigned)emu_double_to_half(emu_h(a, i) * emu_h(b, i) + emu_h(c, i)) << (16 * i);
+    return r;
+}
+inline unsigned emu_h2mul(unsigned a, unsigned b) {
+    unsigned r = 0;
+    for (int i = 0; i < 2; ++i) r |= (unsigned)emu_double_to_half(emu_h(a, i) * emu_h(b, i)) << (16 * i);
+    return r;
+}
+inline unsigned emu_h2max(unsigned a, unsigned b) {
+    unsigned r = 0;
+    for (int i = 0; i < 2; ++i) {
+        const double x = emu_h(a, i), y = emu_h(b, i);
+        r |= ((y > x || x != x) ? (b >> (16 * i)) & 0xffffu : (a >> (16 * i)) & 0xffffu) << (16 * i);
+    }
+    return r;
+}
+inline unsigned emu_h2gt(unsigned a, unsigned b) {
+    unsigned r = 0;
+    for (int i = 0; i < 2; ++i) r |= (emu_h(a, i) > emu_h(b, i) ? 0xffffu : 0u) << (16 * i);
+    return r;
+}

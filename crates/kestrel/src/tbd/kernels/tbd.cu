@@ -1917,3 +1917,343 @@ extern "C" __global__ void __launch_bounds__(TX * TY)
     stream_groups<0>(g, s_prev, s_next, frames, score, arg, h, w, alpha, &pbest[b], &parg[b]);
 }
 #endif
+
+// The packed kernel (`Variant::Packed`, `packedRvG/.../f16/TXxTY/K`): the lean kernel's
+// scheme (the state on chip for DEC frames in tiles with halos, G vectors folded between
+// two barriers, a map every frame) with the state held *and computed* in f16, two
+// neighbouring pixels a thread in one 32-bit word (`f16x2`): each fused multiply-add,
+// max and compare works on both pixels at once. A thread owns the word column tx
+// (pixels 2 tx, 2 tx + 1 of the tile) and PACKED (= R) rows; the tile is 2 TX x TY R
+// pixels and its halo, DEC x SHRINK pixels, is rounded up to whole words along x.
+// Per vector (its choices compile-time, as in the lean kernel) and row: the two
+// horizontal taps of both pixels are the word at the tap column and one byte permute of
+// it with its neighbour (the pair that straddles two words); the horizontal blend is a
+// multiply and a fused multiply-add, the vertical blend with (1 - alpha) folded into its
+// weights and alpha X two more (one for an integer vector); the max, a compare to a
+// 0xffff mask per pixel and one logic op keep the map and its arg-max (u16 per pixel).
+// Every operation rounds to f16 (the weights and alpha X too), so the result is not the
+// f32 reference's to 1e-5 but within (6 - 3 alpha) u max|X| / (alpha - 4 u) of it, u =
+// 2^-11 (each frame adds at most 6 - 3 alpha roundings of values below max|X|; earlier
+// errors shrink by the rounded weights, 1 - alpha + 4 u at most): `docs/tbd-gpu.md`,
+// "Thirteenth round". The state on the device is the f16 state
+// of the other kernels ([NV][H][W] halves); 32-bit loads and stores where the width is
+// even, halves otherwise.
+#ifdef PACKED
+#define P_RB PACKED
+#define P_VP PACKED_VP
+#define P_H (DEC * SHRINK)
+#define P_HW ((P_H + 1) / 2)
+#define P_BH (TY * P_RB)
+#define P_PAD SHRINK
+#define P_PADW ((SHRINK + 1) / 2)
+#define P_PW (TX + 2 * P_PADW + 1)
+#define P_PH (P_BH + 2 * P_PAD + 1)
+#define P_NT (TX * TY)
+#ifndef BYTE_PERM
+#ifdef KESTREL_EMULATION
+#define BYTE_PERM(x, y, sel) emu_byte_perm(x, y, sel)
+#else
+#define BYTE_PERM(x, y, sel) __byte_perm(x, y, sel)
+#endif
+#endif
+
+#ifdef KESTREL_EMULATION
+#define H2FMA(a, b, c) emu_h2fma(a, b, c)
+#define H2MUL(a, b) emu_h2mul(a, b)
+#define H2MAX(a, b) emu_h2max(a, b)
+#define H2GT(a, b) emu_h2gt(a, b)
+#define H2PACK(lo, hi) ((unsigned)emu_float_to_half(lo) | ((unsigned)emu_float_to_half(hi) << 16))
+#else
+__device__ __forceinline__ unsigned h2_fma(unsigned a, unsigned b, unsigned c) {
+    unsigned d;
+    asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+}
+__device__ __forceinline__ unsigned h2_mul(unsigned a, unsigned b) {
+    unsigned d;
+    asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+    return d;
+}
+__device__ __forceinline__ unsigned h2_max(unsigned a, unsigned b) {
+    unsigned d;
+    asm("max.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+    return d;
+}
+// 0xffff in each half where a > b, else 0.
+__device__ __forceinline__ unsigned h2_gt(unsigned a, unsigned b) {
+    unsigned d;
+    asm("set.gt.u32.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+    return d;
+}
+__device__ __forceinline__ unsigned h2_pack(float lo, float hi) {
+    unsigned d;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
+    return d;
+}
+#define H2FMA(a, b, c) h2_fma(a, b, c)
+#define H2MUL(a, b) h2_mul(a, b)
+#define H2MAX(a, b) h2_max(a, b)
+#define H2GT(a, b) h2_gt(a, b)
+#define H2PACK(lo, hi) h2_pack(lo, hi)
+#endif
+
+// The f16 bits of w in [0, 1], rounded to nearest even, at compile time (the horizontal
+// weights of every vector become immediates).
+__device__ constexpr unsigned half_bits01(float f) {
+    if (f <= 0.0f) return 0u;
+    int e = 0;
+    float m = f;
+    while (m >= 2.0f) {
+        m *= 0.5f;
+        ++e;
+    }
+    while (m < 1.0f && e > -14) {
+        m *= 2.0f;
+        --e;
+    }
+    const float q = m * 1024.0f;
+    unsigned qi = (unsigned)q;
+    const float r = q - (float)qi;
+    if (r > 0.5f || (r == 0.5f && (qi & 1u))) ++qi;
+    return m < 1.0f ? qi : ((unsigned)(e + 15) << 10) + (qi - 1024u);
+}
+struct PackedWeights {
+    unsigned wx0[NV], wx1[NV];
+};
+__device__ constexpr PackedWeights packed_weights() {
+    PackedWeights p{};
+    constexpr Motions m = {MOTIONS_VX, MOTIONS_VY};
+    for (int v = 0; v < NV; ++v) {
+        const float sx = -m.vx[v];
+        int i = (int)sx;
+        if (sx < (float)i) --i;
+        const float fx = sx - (float)i;
+        const unsigned a = half_bits01(1.0f - fx), b = half_bits01(fx);
+        p.wx0[v] = a | (a << 16);
+        p.wx1[v] = b | (b << 16);
+    }
+    return p;
+}
+
+template <bool ALLIN>
+__device__ __forceinline__ void packed_body(const state_t* __restrict__ s_prev, state_t* __restrict__ s_next,
+                                            const FRAME_T* __restrict__ frames, float* __restrict__ score,
+                                            unsigned short* __restrict__ arg, int h, int w, float alpha,
+                                            unsigned (*pbuf)[P_PH][P_PW], int gx, int gy0) {
+    constexpr PackedWeights pw = packed_weights();
+    const int tx = threadIdx.x, r0 = threadIdx.y * P_RB, tid = (int)threadIdx.y * TX + tx;
+    const size_t n = (size_t)h * w;
+    const float c = 1.0f - alpha;
+    const unsigned c2 = H2PACK(c, c);
+    // Uniform: 32-bit words of the state and maps are aligned where the width is even.
+    const bool wev = (w & 1) == 0;
+    const bool c0in = ALLIN || (unsigned)gx < (unsigned)w;
+    const bool c1in = ALLIN || (unsigned)(gx + 1) < (unsigned)w;
+    const bool col_out = c0in && tx >= P_HW && tx < TX - P_HW;
+    bool rin[P_RB], out[P_RB];
+    unsigned keep[P_RB];
+    const unsigned base = c0in ? (unsigned)gy0 * (unsigned)w + (unsigned)gx : 0u;
+#pragma unroll
+    for (int i = 0; i < P_RB; ++i) {
+        rin[i] = ALLIN || (c0in && (unsigned)(gy0 + i) < (unsigned)h);
+        keep[i] = rin[i] ? (c1in ? 0xffffffffu : 0x0000ffffu) : 0u;
+        out[i] = col_out && rin[i] && r0 + i >= P_H && r0 + i < P_BH - P_H;
+    }
+#define P_OFF(i) (base + (unsigned)(i) * (unsigned)w)
+    auto ld2 = [&](const state_t* p, int i) -> unsigned {
+        if (!rin[i]) return 0u;
+        const unsigned o = P_OFF(i);
+        if (wev) return LD(reinterpret_cast<const unsigned*>(p + o));
+        return (unsigned)LD(p + o) | (c1in ? (unsigned)LD(p + o + 1) << 16 : 0u);
+    };
+    // alpha X of the thread's two pixels a row and frame, packed, in shared memory after
+    // the exchange tiles (read once per frame and group, by this thread only).
+    unsigned* axs = &pbuf[2 * P_VP][0][0];
+#pragma unroll
+    for (int k = 0; k < DEC; ++k) {
+        const FRAME_T* f = frames + (size_t)k * n;
+#pragma unroll
+        for (int i = 0; i < P_RB; ++i) {
+            float a0 = 0.0f, a1 = 0.0f;
+            if (rin[i]) {
+                a0 = alpha * (float)LD(f + P_OFF(i));
+                if (c1in) a1 = alpha * (float)LD(f + P_OFF(i) + 1);
+            }
+            axs[(k * P_RB + i) * P_NT + tid] = H2PACK(a0, a1);
+        }
+    }
+    unsigned best[DEC][P_RB], barg[DEC][P_RB];
+    unsigned nxt[P_VP][P_RB];
+#pragma unroll
+    for (int u = 0; u < P_VP; ++u)
+#pragma unroll
+        for (int i = 0; i < P_RB; ++i) nxt[u][i] = u < NV ? ld2(s_prev + (size_t)u * n, i) : 0u;
+    int par = 0;
+    PRAGMA_V
+    for (int v0 = 0; v0 < NV; v0 += P_VP) {
+        unsigned s[P_VP][P_RB];
+#pragma unroll
+        for (int u = 0; u < P_VP; ++u)
+#pragma unroll
+            for (int i = 0; i < P_RB; ++i) s[u][i] = nxt[u][i];
+#pragma unroll
+        for (int u = 0; u < P_VP; ++u)
+            if (v0 + P_VP + u < NV) {
+#pragma unroll
+                for (int i = 0; i < P_RB; ++i) nxt[u][i] = ld2(s_prev + (size_t)(v0 + P_VP + u) * n, i);
+            }
+        int ix[P_VP], iy[P_VP];
+        unsigned wx0[P_VP], wx1[P_VP], cw0[P_VP], cw1[P_VP];
+        bool hx[P_VP], hy[P_VP], xh[P_VP], xv[P_VP], live[P_VP];
+        bool any = false;
+#pragma unroll
+        for (int u = 0; u < P_VP; ++u) {
+            const int v = v0 + u;
+            live[u] = v < NV;
+#if UNROLL_V
+            const float sx = live[u] ? -mvx(v) : 0.0f, sy = live[u] ? -mvy(v) : 0.0f;
+#else
+            const float sx = live[u] ? -MVX[v] : 0.0f, sy = live[u] ? -MVY[v] : 0.0f;
+#endif
+            ix[u] = ifloor(sx);
+            iy[u] = ifloor(sy);
+            const float fx = sx - (float)ix[u], fy = sy - (float)iy[u];
+            wx0[u] = live[u] ? pw.wx0[v] : 0u;
+            wx1[u] = live[u] ? pw.wx1[v] : 0u;
+            hx[u] = fx != 0.0f;
+            hy[u] = fy != 0.0f;
+            cw0[u] = H2PACK(c * (1.0f - fy), c * (1.0f - fy));
+            cw1[u] = H2PACK(c * fy, c * fy);
+            xh[u] = live[u] && (ix[u] != 0 || hx[u]);
+            xv[u] = live[u] && (iy[u] != 0 || hy[u]);
+            any = any || xh[u] || xv[u];
+        }
+#pragma unroll
+        for (int k = 0; k < DEC; ++k) {
+            unsigned axk[P_RB];
+#pragma unroll
+            for (int i = 0; i < P_RB; ++i) axk[i] = axs[(k * P_RB + i) * P_NT + tid];
+            unsigned(*bg)[P_PH][P_PW] = pbuf + par * P_VP;
+#pragma unroll
+            for (int u = 0; u < P_VP; ++u)
+                if (xh[u] || xv[u]) {
+#pragma unroll
+                    for (int i = 0; i < P_RB; ++i)
+                        if (xh[u] || i < iy[u] + (int)hy[u] || i >= P_RB + iy[u])
+                            bg[u][P_PAD + r0 + i][P_PADW + tx] = s[u][i];
+                }
+            if (any) {
+                __syncthreads();
+                par ^= 1;
+            }
+#pragma unroll
+            for (int u = 0; u < P_VP; ++u) {
+                if (!live[u]) continue;
+                const int v = v0 + u;
+                unsigned(*b)[P_PW] = bg[u];
+                // Word a = floor(ix / 2) holds tap column ix of the thread's first pixel
+                // (odd ix: its second half); the pair (ix, ix + 1) of both pixels is that
+                // word (ix even) or the straddling pair (ix odd), (ix + 1, ix + 2) the other.
+                const int a = ix[u] >= 0 ? ix[u] / 2 : -((1 - ix[u]) / 2);
+                const bool odd = (ix[u] - 2 * a) != 0;
+                unsigned hr[P_RB + 1];
+#pragma unroll
+                for (int j = 0; j <= P_RB; ++j) {
+                    if (j == P_RB && !hy[u]) {
+                        hr[j] = 0u;
+                        continue;
+                    }
+                    const int ri = iy[u] + j;
+                    const bool own = ri >= 0 && ri < P_RB;
+                    const unsigned* row = &b[P_PAD + r0 + ri][P_PADW + tx];
+                    auto word = [&](int o) -> unsigned { return (own && o == 0) ? s[u][own ? ri : 0] : row[o]; };
+                    unsigned t0, t1 = 0u;
+                    if (!odd) {
+                        t0 = word(a);
+                        if (hx[u]) t1 = BYTE_PERM(word(a), word(a + 1), 0x5432u);
+                    } else {
+                        t0 = BYTE_PERM(word(a), word(a + 1), 0x5432u);
+                        if (hx[u]) t1 = word(a + 1);
+                    }
+                    hr[j] = hx[u] ? H2FMA(wx1[u], t1, H2MUL(wx0[u], t0)) : t0;
+                }
+#pragma unroll
+                for (int i = 0; i < P_RB; ++i) {
+                    unsigned val = hy[u] ? H2FMA(cw1[u], hr[i + 1], H2FMA(cw0[u], hr[i], axk[i]))
+                                         : H2FMA(c2, hr[i], axk[i]);
+                    // Pixels outside the frame hold 0: the convention's "outside reads 0".
+                    if (!ALLIN) val &= keep[i];
+                    s[u][i] = val;
+                    if (v == 0) {
+                        best[k][i] = val;
+                        barg[k][i] = 0u;
+                    } else {
+                        const unsigned m = H2GT(val, best[k][i]);
+                        best[k][i] = H2MAX(best[k][i], val);
+                        barg[k][i] = (m & ((unsigned)v * 0x10001u)) | (~m & barg[k][i]);
+                    }
+                }
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < P_VP; ++u)
+            if (live[u]) {
+                state_t* so = s_next + (size_t)(v0 + u) * n;
+#pragma unroll
+                for (int i = 0; i < P_RB; ++i)
+                    if (out[i]) {
+                        if (wev) {
+                            *reinterpret_cast<unsigned*>(so + P_OFF(i)) = s[u][i];
+                        } else {
+                            so[P_OFF(i)] = (state_t)(s[u][i] & 0xffffu);
+                            if (c1in) so[P_OFF(i) + 1] = (state_t)(s[u][i] >> 16);
+                        }
+                    }
+            }
+    }
+#pragma unroll
+    for (int k = 0; k < DEC; ++k)
+#pragma unroll
+        for (int i = 0; i < P_RB; ++i)
+            if (out[i]) {
+                float* sc = score + (size_t)k * n + P_OFF(i);
+                unsigned short* ag = arg + (size_t)k * n + P_OFF(i);
+                const float lo = load_state_f((state_t)(best[k][i] & 0xffffu));
+                const float hi = load_state_f((state_t)(best[k][i] >> 16));
+                if (wev) {
+                    *reinterpret_cast<float2*>(sc) = make_float2(lo, hi);
+                    *reinterpret_cast<unsigned*>(ag) = barg[k][i];
+                } else {
+                    sc[0] = lo;
+                    ag[0] = (unsigned short)(barg[k][i] & 0xffffu);
+                    if (c1in) {
+                        sc[1] = hi;
+                        ag[1] = (unsigned short)(barg[k][i] >> 16);
+                    }
+                }
+            }
+#undef P_OFF
+}
+
+extern "C" __global__ void __launch_bounds__(TX * TY)
+    tbd_packed(const state_t* __restrict__ s_prev, state_t* __restrict__ s_next, const FRAME_T* __restrict__ frames,
+               float* __restrict__ score, unsigned short* __restrict__ arg, int h, int w, float alpha) {
+    // 2 P_VP exchange tiles of words, then alpha X: dynamic shared memory (a static
+    // buffer in the emulator, one block at a time).
+#ifdef KESTREL_EMULATION
+    static unsigned p_dyn_emu[2 * P_VP * P_PH * P_PW + DEC * P_RB * P_NT];
+    unsigned(*pbuf)[P_PH][P_PW] = reinterpret_cast<unsigned(*)[P_PH][P_PW]>(p_dyn_emu);
+#else
+    extern __shared__ __align__(16) unsigned p_dyn[];
+    unsigned(*pbuf)[P_PH][P_PW] = reinterpret_cast<unsigned(*)[P_PH][P_PW]>(p_dyn);
+#endif
+    const int bx0 = (int)blockIdx.x * (2 * TX - 4 * P_HW) - 2 * P_HW;
+    const int by0 = (int)blockIdx.y * (P_BH - 2 * P_H) - P_H;
+    const int gx = bx0 + 2 * (int)threadIdx.x, gy0 = by0 + (int)threadIdx.y * P_RB;
+    // Block-uniform: every thread takes the same branch (the barriers inside stay paired).
+    if (bx0 >= 0 && by0 >= 0 && bx0 + 2 * TX <= w && by0 + P_BH <= h)
+        packed_body<true>(s_prev, s_next, frames, score, arg, h, w, alpha, pbuf, gx, gy0);
+    else
+        packed_body<false>(s_prev, s_next, frames, score, arg, h, w, alpha, pbuf, gx, gy0);
+}
+#endif
