@@ -579,7 +579,10 @@ fn the_packed_kernel_is_its_f16_arithmetic_on_the_gpu() {
     for (rows, vecs, frames, block, h, w, frame, big) in [
         (4, 3, 4, (64, 12), 150, 334, Dtype::F32, true),
         (4, 3, 4, (64, 12), 149, 333, Dtype::U8, true),
-        (4, 2, 4, (64, 12), 150, 334, Dtype::F32, true),
+        (2, 5, 4, (32, 16), 150, 334, Dtype::F32, true),
+        (2, 5, 4, (32, 16), 149, 333, Dtype::U8, true),
+        (2, 4, 4, (64, 16), 150, 334, Dtype::F32, true),
+        (3, 2, 4, (32, 16), 149, 333, Dtype::F32, true),
         (4, 1, 4, (64, 8), 150, 334, Dtype::U8, true),
         (2, 3, 4, (64, 16), 150, 334, Dtype::F32, true),
         (3, 3, 4, (64, 16), 149, 333, Dtype::F32, true),

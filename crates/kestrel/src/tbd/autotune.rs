@@ -175,6 +175,34 @@ pub fn candidates(params: &Params, half: bool) -> Vec<KernelConfig> {
     v
 }
 
+/// The packed kernels worth timing (decimation 1 only; `Variant::Packed`, the state held
+/// and computed in f16x2): not among [`candidates`], since f16 arithmetic is less exact
+/// than the f16 state (`tbd.cu`, `PACKED`) and must be asked for by name (`--kernel`).
+/// Two rows a thread, K = 4: 32 x 16 threads (two blocks a multiprocessor) with four or
+/// five vectors between barriers, 64 x 16 with four; three rows, 32 x 16, two vectors.
+pub fn packed_candidates(params: &Params) -> Vec<KernelConfig> {
+    if params.decimation != 1 {
+        return Vec::new();
+    }
+    [
+        (2, 5, (32, 16)),
+        (2, 4, (32, 16)),
+        (2, 4, (64, 16)),
+        (3, 2, (32, 16)),
+    ]
+    .into_iter()
+    .map(|(rows, vecs, block)| KernelConfig {
+        variant: Variant::Packed { rows, vecs },
+        half: true,
+        ldg: true,
+        unroll: true,
+        frames: 4,
+        block,
+    })
+    .filter(|c| c.check(&params.motions).is_ok())
+    .collect()
+}
+
 /// Frames to time on: a fixed pattern of small integers, not zeros (zeros can hide an
 /// unwritten output and run faster than real data).
 pub fn timing_frames(bytes: usize, frame: Dtype) -> Vec<u8> {
@@ -309,6 +337,30 @@ pub fn choose(
 mod tests {
     use super::*;
     use crate::tbd::speeds_directions;
+
+    #[test]
+    fn the_autotuner_never_chooses_f16_arithmetic() {
+        // The packed kernels (f16x2 arithmetic) are timed by the benchmark and run when
+        // named, never chosen for an f16 state on their own.
+        for d in [1, 10] {
+            let p = Params {
+                motions: speeds_directions(&[0.0, 1.0], 12).unwrap(),
+                alpha: 0.1,
+                decimation: d,
+            };
+            for half in [false, true] {
+                assert!(candidates(&p, half)
+                    .iter()
+                    .all(|c| !matches!(c.variant, Variant::Packed { .. })));
+            }
+            let packed = packed_candidates(&p);
+            assert_eq!(packed.is_empty(), d != 1);
+            assert!(packed.iter().all(|c| c.half
+                && c.check(&p.motions).is_ok()
+                && c.emits_every_frame()
+                && KernelConfig::parse(&c.name()) == Some(*c)));
+        }
+    }
 
     #[test]
     fn every_candidate_name_reads_back_as_itself() {

@@ -541,7 +541,12 @@ impl KernelConfig {
                 return bad(format!("{px} x {py} pixels per thread (1..=8 each)"));
             }
         }
-        if let Variant::Lean { vecs, .. } | Variant::Packed { vecs, .. } = self.variant {
+        if let Variant::Packed { vecs, .. } = self.variant {
+            if !(1..=8).contains(&vecs) {
+                return bad(format!("{vecs} vectors between barriers (1..=8)"));
+            }
+        }
+        if let Variant::Lean { vecs, .. } = self.variant {
             if !(1..=4).contains(&vecs) {
                 return bad(format!("{vecs} vectors between barriers (1..=4)"));
             }
@@ -728,6 +733,7 @@ pub fn source(motions: &[Motion], frame: Dtype, cfg: &KernelConfig, w: usize) ->
         s += "#define FRAME_F32 1\n";
     }
     s += &format!("#define FRAME_W4 {}\n", w.is_multiple_of(4) as u8);
+    s += &format!("#define FRAME_W2 {}\n", w.is_multiple_of(2) as u8);
     s += &format!("#define USE_LDG {}\n", cfg.ldg as u8);
     s += &format!("#define UNROLL_V {}\n", cfg.unroll as u8);
     s += &format!("#define DEC {}\n", cfg.frames);
@@ -743,7 +749,9 @@ pub fn source(motions: &[Motion], frame: Dtype, cfg: &KernelConfig, w: usize) ->
         s += &format!("#define LEAN {rows}\n#define LEAN_VP {vecs}\n");
     }
     if let Variant::Packed { rows, vecs } = cfg.variant {
-        s += &format!("#define PACKED {rows}\n#define PACKED_VP {vecs}\n");
+        // Blocks a multiprocessor: two of 512 threads (64 registers each), one of 1024.
+        let minb = (1024 / (cfg.block.0 * cfg.block.1)).max(1);
+        s += &format!("#define PACKED {rows}\n#define PACKED_VP {vecs}\n#define P_MINB {minb}\n");
     }
     if let Variant::Staged { px } = cfg.variant {
         s += &format!("#define STAGED {px}\n");
@@ -1280,5 +1288,7 @@ mod tests {
         let src = |w| source(&m, Dtype::F32, &cfg(true), w);
         assert!(src(1024).contains("#define FRAME_W4 1\n"));
         assert!(src(1022).contains("#define FRAME_W4 0\n"));
+        assert!(src(1022).contains("#define FRAME_W2 1\n"));
+        assert!(src(1021).contains("#define FRAME_W2 0\n"));
     }
 }

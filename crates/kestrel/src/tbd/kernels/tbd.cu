@@ -1949,6 +1949,14 @@ extern "C" __global__ void __launch_bounds__(TX * TY)
 #define P_PW (TX + 2 * P_PADW + 1)
 #define P_PH (P_BH + 2 * P_PAD + 1)
 #define P_NT (TX * TY)
+// The arg-max of a frame as bytes (P_ARG8: frames k and k + 1 in one word, the thread's
+// first pixel in bytes 0-1, its second in bytes 2-3; a mask and a logic op an update,
+// half the registers) or as u16 halves (a word a frame, one logic op an update). Bytes
+// were 1.9% faster on the H100 (packed2v5, 32 x 16, K = 4: fewer spills at 64 registers).
+#ifndef P_ARG8
+#define P_ARG8 1
+#endif
+#define P_ARGW (P_ARG8 ? (DEC + 1) / 2 : DEC)
 #ifndef BYTE_PERM
 #ifdef KESTREL_EMULATION
 #define BYTE_PERM(x, y, sel) emu_byte_perm(x, y, sel)
@@ -1963,6 +1971,7 @@ extern "C" __global__ void __launch_bounds__(TX * TY)
 #define H2MAX(a, b) emu_h2max(a, b)
 #define H2GT(a, b) emu_h2gt(a, b)
 #define H2PACK(lo, hi) ((unsigned)emu_float_to_half(lo) | ((unsigned)emu_float_to_half(hi) << 16))
+#define H2PACK_HERE(lo, hi) H2PACK(lo, hi)
 #else
 __device__ __forceinline__ unsigned h2_fma(unsigned a, unsigned b, unsigned c) {
     unsigned d;
@@ -1990,11 +1999,19 @@ __device__ __forceinline__ unsigned h2_pack(float lo, float hi) {
     asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
     return d;
 }
+// The same, kept where it stands (volatile): the vertical weights of a group, computed
+// when the group starts rather than hoisted to the kernel's start for every vector.
+__device__ __forceinline__ unsigned h2_pack_here(float lo, float hi) {
+    unsigned d;
+    asm volatile("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
+    return d;
+}
 #define H2FMA(a, b, c) h2_fma(a, b, c)
 #define H2MUL(a, b) h2_mul(a, b)
 #define H2MAX(a, b) h2_max(a, b)
 #define H2GT(a, b) h2_gt(a, b)
 #define H2PACK(lo, hi) h2_pack(lo, hi)
+#define H2PACK_HERE(lo, hi) h2_pack_here(lo, hi)
 #endif
 
 // The f16 bits of w in [0, 1], rounded to nearest even, at compile time (the horizontal
@@ -2045,8 +2062,9 @@ __device__ __forceinline__ void packed_body(const state_t* __restrict__ s_prev, 
     const size_t n = (size_t)h * w;
     const float c = 1.0f - alpha;
     const unsigned c2 = H2PACK(c, c);
-    // Uniform: 32-bit words of the state and maps are aligned where the width is even.
-    const bool wev = (w & 1) == 0;
+    // 32-bit words of the state and maps (and 8-byte pairs of f32 frames) are aligned
+    // where the width is even (the source is compiled for the width's parity).
+    constexpr bool wev = FRAME_W2;
     const bool c0in = ALLIN || (unsigned)gx < (unsigned)w;
     const bool c1in = ALLIN || (unsigned)(gx + 1) < (unsigned)w;
     const bool col_out = c0in && tx >= P_HW && tx < TX - P_HW;
@@ -2076,13 +2094,26 @@ __device__ __forceinline__ void packed_body(const state_t* __restrict__ s_prev, 
         for (int i = 0; i < P_RB; ++i) {
             float a0 = 0.0f, a1 = 0.0f;
             if (rin[i]) {
-                a0 = alpha * (float)LD(f + P_OFF(i));
-                if (c1in) a1 = alpha * (float)LD(f + P_OFF(i) + 1);
+#ifdef FRAME_F32
+                if (wev) {
+                    const float2 x = LD(reinterpret_cast<const float2*>(f + P_OFF(i)));
+                    a0 = alpha * x.x;
+                    a1 = alpha * x.y;
+                } else
+#endif
+                {
+                    a0 = alpha * (float)LD(f + P_OFF(i));
+                    if (c1in) a1 = alpha * (float)LD(f + P_OFF(i) + 1);
+                }
             }
             axs[(k * P_RB + i) * P_NT + tid] = H2PACK(a0, a1);
         }
     }
-    unsigned best[DEC][P_RB], barg[DEC][P_RB];
+    unsigned best[DEC][P_RB], barg[P_ARGW][P_RB];
+#pragma unroll
+    for (int q = 0; q < P_ARGW; ++q)
+#pragma unroll
+        for (int i = 0; i < P_RB; ++i) barg[q][i] = 0u;
     unsigned nxt[P_VP][P_RB];
 #pragma unroll
     for (int u = 0; u < P_VP; ++u)
@@ -2122,8 +2153,8 @@ __device__ __forceinline__ void packed_body(const state_t* __restrict__ s_prev, 
             wx1[u] = live[u] ? pw.wx1[v] : 0u;
             hx[u] = fx != 0.0f;
             hy[u] = fy != 0.0f;
-            cw0[u] = H2PACK(c * (1.0f - fy), c * (1.0f - fy));
-            cw1[u] = H2PACK(c * fy, c * fy);
+            cw0[u] = H2PACK_HERE(c * (1.0f - fy), c * (1.0f - fy));
+            cw1[u] = H2PACK_HERE(c * fy, c * fy);
             xh[u] = live[u] && (ix[u] != 0 || hx[u]);
             xv[u] = live[u] && (iy[u] != 0 || hy[u]);
             any = any || xh[u] || xv[u];
@@ -2186,11 +2217,16 @@ __device__ __forceinline__ void packed_body(const state_t* __restrict__ s_prev, 
                     s[u][i] = val;
                     if (v == 0) {
                         best[k][i] = val;
-                        barg[k][i] = 0u;
                     } else {
                         const unsigned m = H2GT(val, best[k][i]);
                         best[k][i] = H2MAX(best[k][i], val);
-                        barg[k][i] = (m & ((unsigned)v * 0x10001u)) | (~m & barg[k][i]);
+                        if (P_ARG8) {
+                            const unsigned mk = m & (0x00ff00ffu << (8 * (k % 2)));
+                            barg[k / 2][i] = (mk & ((unsigned)v * 0x01010101u)) | (~mk & barg[k / 2][i]);
+                        } else {
+                            const int q = P_ARG8 ? k / 2 : k;  // k (this branch is taken without P_ARG8)
+                            barg[q][i] = (m & ((unsigned)v * 0x10001u)) | (~m & barg[q][i]);
+                        }
                     }
                 }
             }
@@ -2218,24 +2254,33 @@ __device__ __forceinline__ void packed_body(const state_t* __restrict__ s_prev, 
             if (out[i]) {
                 float* sc = score + (size_t)k * n + P_OFF(i);
                 unsigned short* ag = arg + (size_t)k * n + P_OFF(i);
+                // The two pixels' arg-max as u16 halves.
+                const unsigned ab = P_ARG8 ? BYTE_PERM(barg[k / 2][i], 0u, (k % 2) | 0x4040u | ((2 + k % 2) << 8))
+                                           : barg[P_ARG8 ? k / 2 : k][i];
                 const float lo = load_state_f((state_t)(best[k][i] & 0xffffu));
                 const float hi = load_state_f((state_t)(best[k][i] >> 16));
                 if (wev) {
                     *reinterpret_cast<float2*>(sc) = make_float2(lo, hi);
-                    *reinterpret_cast<unsigned*>(ag) = barg[k][i];
+                    *reinterpret_cast<unsigned*>(ag) = ab;
                 } else {
                     sc[0] = lo;
-                    ag[0] = (unsigned short)(barg[k][i] & 0xffffu);
+                    ag[0] = (unsigned short)(ab & 0xffffu);
                     if (c1in) {
                         sc[1] = hi;
-                        ag[1] = (unsigned short)(barg[k][i] >> 16);
+                        ag[1] = (unsigned short)(ab >> 16);
                     }
                 }
             }
 #undef P_OFF
 }
 
-extern "C" __global__ void __launch_bounds__(TX * TY)
+// Blocks a multiprocessor (the launcher: 1024 / threads, at least 1): two blocks of 512
+// threads let one fold while the other waits at a barrier (packed2v5, 32 x 16: 70,414
+// frames/s against 66,267 for one block of 64 x 16 threads, packed2v4).
+#ifndef P_MINB
+#define P_MINB 1
+#endif
+extern "C" __global__ void __launch_bounds__(TX * TY, P_MINB)
     tbd_packed(const state_t* __restrict__ s_prev, state_t* __restrict__ s_next, const FRAME_T* __restrict__ frames,
                float* __restrict__ score, unsigned short* __restrict__ arg, int h, int w, float alpha) {
     // 2 P_VP exchange tiles of words, then alpha X: dynamic shared memory (a static
