@@ -178,23 +178,28 @@ pub fn candidates(params: &Params, half: bool) -> Vec<KernelConfig> {
 /// The packed kernels worth timing (decimation 1 only; `Variant::Packed`, the state held
 /// and computed in f16x2): not among [`candidates`], since f16 arithmetic is less exact
 /// than the f16 state (`tbd.cu`, `PACKED`) and must be asked for by name (`--kernel`).
-/// Two rows a thread, K = 4: 32 x 16 threads (two blocks a multiprocessor) with four or
-/// five vectors between barriers, 64 x 16 with four; three rows, 32 x 16, two vectors.
+/// K = 4, two blocks a multiprocessor: two rows a thread in 32 x 16 threads (64 x 32
+/// pixels) with four or five vectors between barriers, and three rows in 32 x 11 (64 x 33
+/// pixels, 779 tiles on a 1024 x 1024 frame: just under three rounds of 264 blocks) with
+/// four or five; one block a multiprocessor of 64 x 16 threads, four vectors; the fastest
+/// with plain loads too.
 pub fn packed_candidates(params: &Params) -> Vec<KernelConfig> {
     if params.decimation != 1 {
         return Vec::new();
     }
     [
-        (2, 5, (32, 16)),
-        (2, 4, (32, 16)),
-        (2, 4, (64, 16)),
-        (3, 2, (32, 16)),
+        (2, 5, (32, 16), true),
+        (2, 4, (32, 16), true),
+        (3, 5, (32, 11), true),
+        (3, 4, (32, 11), true),
+        (2, 4, (64, 16), true),
+        (2, 5, (32, 16), false),
     ]
     .into_iter()
-    .map(|(rows, vecs, block)| KernelConfig {
+    .map(|(rows, vecs, block, ldg)| KernelConfig {
         variant: Variant::Packed { rows, vecs },
         half: true,
-        ldg: true,
+        ldg,
         unroll: true,
         frames: 4,
         block,
