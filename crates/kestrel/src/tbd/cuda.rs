@@ -152,9 +152,9 @@ pub enum Variant {
     },
     /// The lean scheme with the state held and computed in f16, two neighbouring pixels
     /// a thread in one `f16x2` word (every multiply-add, max and compare on both at
-    /// once): f16 state only, and within `6 x 2^-11 x max|X| / alpha` of the f32
-    /// reference rather than 1e-5 (`tbd.cu`, `PACKED`). The tile is `2 block.0` x
-    /// `block.1 * rows` pixels.
+    /// once): f16 state only, and within `(6 - 3 alpha) 2^-11 max|X| / (alpha - 2^-9)` of
+    /// the f32 reference rather than 1e-5 (`tbd.cu`, `PACKED`); never chosen by the
+    /// autotuner. The tile is `2 block.0` x `block.1 * rows` pixels.
     Packed {
         /// Rows per thread.
         rows: u32,
@@ -212,7 +212,7 @@ pub enum Variant {
 pub struct KernelConfig {
     /// How the recursion is mapped onto the GPU.
     pub variant: Variant,
-    /// f16 state storage (computed in f32).
+    /// f16 state storage (computed in f32; in f16 by [`Variant::Packed`]).
     pub half: bool,
     /// Read-only cached loads (`__ldg`) instead of plain loads.
     pub ldg: bool,
