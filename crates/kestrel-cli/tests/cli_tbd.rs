@@ -257,6 +257,18 @@ fn broken_inputs_of_tbd() {
             "stream32v3/plain/unroll/f32/32x4/K4",
             &["--kernel", "stream32v3", "groups of vectors"][..],
         ),
+        // The packed kernel computes in f16: an f32 state is refused, as are more
+        // vectors between barriers than it holds.
+        (
+            "1",
+            "packed2v5/ldg/unroll/f32/32x16/K4",
+            &["--kernel", "packed2v5", "needs the f16 state"][..],
+        ),
+        (
+            "1",
+            "packed2v9/ldg/unroll/f16/32x16/K4",
+            &["--kernel", "9 vectors between barriers (1..=8)"][..],
+        ),
         // Kernels of another decimation than the one asked for.
         (
             "10",
