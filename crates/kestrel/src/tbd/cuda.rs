@@ -158,7 +158,7 @@ pub enum Variant {
     Packed {
         /// Rows per thread.
         rows: u32,
-        /// Vectors folded between two barriers (1 to 4).
+        /// Vectors folded between two barriers (1 to 8).
         vecs: u32,
     },
     /// Decimation with the frame tiles staged in shared memory, `px` pixels per thread
