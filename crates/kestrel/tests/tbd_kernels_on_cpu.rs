@@ -493,8 +493,8 @@ fn the_packed_kernel_is_its_f16_arithmetic() {
     // its arithmetic (`packed_expected`): maps, arg-max and state equal bit for bit. Tiles
     // meeting every edge; odd widths (the state in halves) and even ones (in words); the
     // five vectors (shifts of up to 2 pixels, whole-column and edge-row exchanges) and
-    // random sets; f32 and u8 frames; 1 to 3 vectors between barriers, the last group
-    // short; the vector loop unrolled or not. The model itself lies within
+    // random sets; f32, u8 and u16 frames; 1 to 5 vectors between barriers, the last
+    // group short; the vector loop unrolled or not. The model itself lies within
     // `packed_bound` of the f32 reference.
     let Some(cxx) = compiler() else { return };
     let dir = tempfile::tempdir().unwrap();
@@ -504,6 +504,7 @@ fn the_packed_kernel_is_its_f16_arithmetic() {
         (2, 2, 3, (10, 8), true, 29, 36, Dtype::U8, true),
         (4, 3, 2, (12, 3), false, 19, 40, Dtype::F32, false),
         (3, 2, 1, (6, 4), true, 17, 25, Dtype::U8, false),
+        (2, 5, 2, (8, 6), true, 21, 34, Dtype::U16, false),
     ]
     .iter()
     .enumerate()
