@@ -619,15 +619,7 @@ fn the_packed_kernel_is_its_f16_arithmetic_on_the_gpu() {
         }
         assert_eq!(gs, ws, "{what}: final state");
         let (rm, rs) = expected(&c, &cfg, launches);
-        let mut e = 0.0f64;
-        for ((x, _), (y, _)) in want.iter().zip(&rm) {
-            for (p, q) in x.iter().zip(y) {
-                e = e.max((*p as f64 - *q as f64).abs());
-            }
-        }
-        for (p, q) in ws.iter().zip(&rs) {
-            e = e.max((*p as f64 - *q as f64).abs());
-        }
+        let e = max_diff(&want, &ws, &rm, &rs);
         let bound = packed_bound(&c);
         assert!(
             e <= bound,

@@ -473,27 +473,13 @@ fn the_wave_kernel_gives_the_late_kernels_bits() {
     }
 }
 
-/// The largest difference between two runs' maps and states.
-fn max_diff(a: &[MapPair], sa: &[f32], b: &[MapPair], sb: &[f32]) -> f64 {
-    let mut e = 0.0f64;
-    for ((x, _), (y, _)) in a.iter().zip(b) {
-        for (p, q) in x.iter().zip(y) {
-            e = e.max((*p as f64 - *q as f64).abs());
-        }
-    }
-    for (p, q) in sa.iter().zip(sb) {
-        e = e.max((*p as f64 - *q as f64).abs());
-    }
-    e
-}
-
 #[test]
 fn the_packed_kernel_is_its_f16_arithmetic() {
     // The packed kernel (the state in f16x2 words, two pixels a thread) against a model of
     // its arithmetic (`packed_expected`): maps, arg-max and state equal bit for bit. Tiles
     // meeting every edge; odd widths (the state in halves) and even ones (in words); the
-    // five vectors (shifts of up to 2 pixels, whole-column and edge-row exchanges) and
-    // random sets; f32, u8 and u16 frames; 1 to 5 vectors between barriers, the last
+    // five vectors and two vertical ones (shifts of up to 2 pixels, whole-column and
+    // edge-row exchanges) and random sets; f32, u8 and u16 frames; 1 to 5 vectors between barriers, the last
     // group short; the vector loop unrolled or not. The model itself lies within
     // `packed_bound` of the f32 reference.
     let Some(cxx) = compiler() else { return };
@@ -519,7 +505,11 @@ fn the_packed_kernel_is_its_f16_arithmetic() {
         };
         let mut c = case(301 + k as u64, h, w, frames * launches, frame, false);
         if five {
+            // And two vertical shifts, which exchange only edge rows (one below, two
+            // blended rows above).
             c.motions = five_vectors();
+            c.motions.push(Motion::new(0.0, 1.0));
+            c.motions.push(Motion::new(0.0, -1.5));
         }
         cfg.check(&c.motions).unwrap();
         let tag = format!("p{k}");

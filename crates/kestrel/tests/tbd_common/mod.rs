@@ -5,6 +5,7 @@
 use kestrel::tbd::cpu::CpuState;
 use kestrel::tbd::cuda::MapPair;
 use kestrel::tbd::cuda::{KernelConfig, Variant};
+use kestrel::tbd::motion::taps;
 use kestrel::tbd::{Dtype, Motion};
 use rand::{Rng, SeedableRng};
 
@@ -296,17 +297,17 @@ pub fn packed_expected(c: &Case, cfg: &KernelConfig, launches: usize) -> (Vec<Ma
         .motions
         .iter()
         .map(|m| {
-            let (sx, sy) = (-m.vx, -m.vy);
-            let (fx0, fy0) = (sx.floor(), sy.floor());
-            let (fx, fy) = (sx - fx0, sy - fy0);
+            // The convention's taps of the shift by -v (motion.rs), as the kernel takes them.
+            let (ix, wx0, fx) = taps(-m.vx);
+            let (iy, wy0, fy) = taps(-m.vy);
             Vw {
-                ix: fx0 as i64,
-                iy: fy0 as i64,
+                ix,
+                iy,
                 hx: fx != 0.0,
                 hy: fy != 0.0,
-                wx0: rn16((1.0f32 - fx) as f64),
+                wx0: rn16(wx0 as f64),
                 wx1: rn16(fx as f64),
-                cw0: rn16((cc * (1.0f32 - fy)) as f64),
+                cw0: rn16((cc * wy0) as f64),
                 cw1: rn16((cc * fy) as f64),
             }
         })
@@ -371,4 +372,18 @@ pub fn packed_bound(c: &Case) -> f64 {
     let u = 2f64.powi(-11);
     let a = c.alpha as f64;
     (6.0 - 3.0 * a) * u * xmax / (a - 4.0 * u) * 1.01
+}
+
+/// The largest difference between two runs' maps and final states.
+pub fn max_diff(a: &[MapPair], sa: &[f32], b: &[MapPair], sb: &[f32]) -> f64 {
+    let mut e = 0.0f64;
+    for ((x, _), (y, _)) in a.iter().zip(b) {
+        for (p, q) in x.iter().zip(y) {
+            e = e.max((*p as f64 - *q as f64).abs());
+        }
+    }
+    for (p, q) in sa.iter().zip(sb) {
+        e = e.max((*p as f64 - *q as f64).abs());
+    }
+    e
 }

@@ -67,9 +67,43 @@ __device__ __forceinline__ float mvy(int v) {
     return m.vy[v];
 }
 
-__device__ __forceinline__ int ifloor(float s) {
+__device__ __forceinline__ constexpr int ifloor(float s) {
     int i = (int)s;
     return (s < (float)i) ? i - 1 : i;
+}
+
+// Vector v's shift by -v as the every-frame tile kernels (lean, packed) take it
+// (motion.rs): taps at rows iy (+1) and columns ix (+1) from the cell, fractions fx, fy;
+// hx / hy: the axis blends two taps; what the vector needs from neighbouring threads:
+// whole columns (xh, a horizontal shift), the edge rows of the threads above and below
+// (xv only), or nothing. A vector past NV (`live` false: the short last group) is the
+// shift 0 and needs nothing.
+struct Shift {
+    int ix, iy;
+    float fx, fy;
+    bool hx, hy, xh, xv;
+};
+__device__ __forceinline__ Shift shift_of(int v, bool live) {
+#if UNROLL_V
+    const float sx = live ? -mvx(v) : 0.0f, sy = live ? -mvy(v) : 0.0f;
+#else
+    const float sx = live ? -MVX[v] : 0.0f, sy = live ? -MVY[v] : 0.0f;
+#endif
+    Shift t;
+    t.ix = ifloor(sx);
+    t.iy = ifloor(sy);
+    t.fx = sx - (float)t.ix;
+    t.fy = sy - (float)t.iy;
+    t.hx = t.fx != 0.0f;
+    t.hy = t.fy != 0.0f;
+    t.xh = live && (t.ix != 0 || t.hx);
+    t.xv = live && (t.iy != 0 || t.hy);
+    return t;
+}
+// Whether a thread publishes row i of its column of rb cells for this shift: every row
+// for a horizontal one, else the rows that the threads above and below read.
+__device__ __forceinline__ bool publishes_row(const Shift& t, int i, int rb) {
+    return t.xh || i < t.iy + (int)t.hy || i >= rb + t.iy;
 }
 
 // The bilinear blend of the taps at(r + 0..1, c + 0..1) with fractions fx, fy (horizontal
@@ -534,31 +568,19 @@ __device__ __forceinline__ void lean_body(const state_t* __restrict__ s_prev, st
         // columns ix (+1); what it needs from its neighbours: the whole column published
         // (a horizontal shift), only rows of the threads above and below (their edge
         // rows), or nothing. A vector past NV (in the short last group) is skipped.
-        int ix[L_VP], iy[L_VP];
+        Shift sh[L_VP];
         float wx0[L_VP], wx1[L_VP], cw0[L_VP], cw1[L_VP];
-        bool hx[L_VP], hy[L_VP], xh[L_VP], xv[L_VP], live[L_VP];
+        bool live[L_VP];
         bool any = false;
 #pragma unroll
         for (int u = 0; u < L_VP; ++u) {
-            const int v = v0 + u;
-            live[u] = v < NV;
-#if UNROLL_V
-            const float sx = live[u] ? -mvx(v) : 0.0f, sy = live[u] ? -mvy(v) : 0.0f;
-#else
-            const float sx = live[u] ? -MVX[v] : 0.0f, sy = live[u] ? -MVY[v] : 0.0f;
-#endif
-            ix[u] = ifloor(sx);
-            iy[u] = ifloor(sy);
-            const float fx = sx - (float)ix[u], fy = sy - (float)iy[u];
-            wx0[u] = 1.0f - fx;
-            wx1[u] = fx;
-            hx[u] = wx1[u] != 0.0f;
-            hy[u] = fy != 0.0f;
-            cw0[u] = c * (1.0f - fy);
-            cw1[u] = c * fy;
-            xh[u] = live[u] && (ix[u] != 0 || hx[u]);
-            xv[u] = live[u] && (iy[u] != 0 || hy[u]);
-            any = any || xh[u] || xv[u];
+            live[u] = v0 + u < NV;
+            sh[u] = shift_of(v0 + u, live[u]);
+            wx0[u] = 1.0f - sh[u].fx;
+            wx1[u] = sh[u].fx;
+            cw0[u] = c * (1.0f - sh[u].fy);
+            cw1[u] = c * sh[u].fy;
+            any = any || sh[u].xh || sh[u].xv;
         }
 #pragma unroll
         for (int k = 0; k < DEC; ++k) {
@@ -579,11 +601,10 @@ __device__ __forceinline__ void lean_body(const state_t* __restrict__ s_prev, st
             float(*bg)[L_PH][L_PW] = lbuf + par * L_VP;
 #pragma unroll
             for (int u = 0; u < L_VP; ++u)
-                if (xh[u] || xv[u]) {
+                if (sh[u].xh || sh[u].xv) {
 #pragma unroll
                     for (int i = 0; i < L_RB; ++i)
-                        if (xh[u] || i < iy[u] + (int)hy[u] || i >= L_RB + iy[u])
-                            bg[u][L_PAD + r0 + i][L_PAD + tx] = s[u][i];
+                        if (publishes_row(sh[u], i, L_RB)) bg[u][L_PAD + r0 + i][L_PAD + tx] = s[u][i];
                 }
             if (any) {
                 __syncthreads();
@@ -598,16 +619,16 @@ __device__ __forceinline__ void lean_body(const state_t* __restrict__ s_prev, st
                 float hr[L_RB + 1];
 #pragma unroll
                 for (int j = 0; j <= L_RB; ++j) {
-                    if (j == L_RB && !hy[u]) {
+                    if (j == L_RB && !sh[u].hy) {
                         hr[j] = 0.0f;
                         continue;
                     }
-                    const int ri = iy[u] + j;
+                    const int ri = sh[u].iy + j;
                     const bool own = ri >= 0 && ri < L_RB;
-                    const float* row = &b[L_PAD + r0 + ri][L_PAD + tx + ix[u]];
-                    const float t0 = (own && ix[u] == 0) ? s[u][own ? ri : 0] : row[0];
-                    if (hx[u]) {
-                        const float t1 = (own && ix[u] + 1 == 0) ? s[u][own ? ri : 0] : row[1];
+                    const float* row = &b[L_PAD + r0 + ri][L_PAD + tx + sh[u].ix];
+                    const float t0 = (own && sh[u].ix == 0) ? s[u][own ? ri : 0] : row[0];
+                    if (sh[u].hx) {
+                        const float t1 = (own && sh[u].ix + 1 == 0) ? s[u][own ? ri : 0] : row[1];
                         hr[j] = wx0[u] * t0 + wx1[u] * t1;
                     } else {
                         hr[j] = t0;
@@ -615,7 +636,7 @@ __device__ __forceinline__ void lean_body(const state_t* __restrict__ s_prev, st
                 }
 #pragma unroll
                 for (int i = 0; i < L_RB; ++i) {
-                    float val = hy[u] ? cw1[u] * hr[i + 1] + (cw0[u] * hr[i] + axk[i]) : c * hr[i] + axk[i];
+                    float val = sh[u].hy ? cw1[u] * hr[i + 1] + (cw0[u] * hr[i] + axk[i]) : c * hr[i] + axk[i];
                     // Cells outside the frame hold 0: the convention's "outside reads 0".
                     if (!ALLIN) val = in[i] ? val : 0.0f;
                     s[u][i] = val;
@@ -1975,7 +1996,6 @@ extern "C" __global__ void __launch_bounds__(TX * TY)
 #define H2MAX(a, b) emu_h2max(a, b)
 #define H2GT(a, b) emu_h2gt(a, b)
 #define H2PACK(lo, hi) ((unsigned)emu_float_to_half(lo) | ((unsigned)emu_float_to_half(hi) << 16))
-#define H2PACK_HERE(lo, hi) H2PACK(lo, hi)
 #else
 __device__ __forceinline__ unsigned h2_fma(unsigned a, unsigned b, unsigned c) {
     unsigned d;
@@ -2003,19 +2023,11 @@ __device__ __forceinline__ unsigned h2_pack(float lo, float hi) {
     asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
     return d;
 }
-// The same, kept where it stands (volatile): the vertical weights of a group, computed
-// when the group starts rather than hoisted to the kernel's start for every vector.
-__device__ __forceinline__ unsigned h2_pack_here(float lo, float hi) {
-    unsigned d;
-    asm volatile("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
-    return d;
-}
 #define H2FMA(a, b, c) h2_fma(a, b, c)
 #define H2MUL(a, b) h2_mul(a, b)
 #define H2MAX(a, b) h2_max(a, b)
 #define H2GT(a, b) h2_gt(a, b)
 #define H2PACK(lo, hi) h2_pack(lo, hi)
-#define H2PACK_HERE(lo, hi) h2_pack_here(lo, hi)
 #endif
 
 // The f16 bits of w in [0, 1], rounded to nearest even, at compile time (the horizontal
@@ -2046,9 +2058,7 @@ __device__ constexpr PackedWeights packed_weights() {
     constexpr Motions m = {MOTIONS_VX, MOTIONS_VY};
     for (int v = 0; v < NV; ++v) {
         const float sx = -m.vx[v];
-        int i = (int)sx;
-        if (sx < (float)i) --i;
-        const float fx = sx - (float)i;
+        const float fx = sx - (float)ifloor(sx);
         const unsigned a = half_bits01(1.0f - fx), b = half_bits01(fx);
         p.wx0[v] = a | (a << 16);
         p.wx1[v] = b | (b << 16);
@@ -2146,31 +2156,21 @@ __device__ __forceinline__ void packed_body(const state_t* __restrict__ s_prev, 
                 for (int i = 0; i < P_RB; ++i) nxt[u][i] = ld2(ldp, i);
                 ldp += n;
             }
-        int ix[P_VP], iy[P_VP];
+        Shift sh[P_VP];
         unsigned wx0[P_VP], wx1[P_VP], cw0[P_VP], cw1[P_VP];
-        bool hx[P_VP], hy[P_VP], xh[P_VP], xv[P_VP], live[P_VP];
+        bool live[P_VP];
         bool any = false;
 #pragma unroll
         for (int u = 0; u < P_VP; ++u) {
             const int v = v0 + u;
             live[u] = v < NV;
-#if UNROLL_V
-            const float sx = live[u] ? -mvx(v) : 0.0f, sy = live[u] ? -mvy(v) : 0.0f;
-#else
-            const float sx = live[u] ? -MVX[v] : 0.0f, sy = live[u] ? -MVY[v] : 0.0f;
-#endif
-            ix[u] = ifloor(sx);
-            iy[u] = ifloor(sy);
-            const float fx = sx - (float)ix[u], fy = sy - (float)iy[u];
+            sh[u] = shift_of(v, live[u]);
+            const float fy = sh[u].fy;
             wx0[u] = live[u] ? pw.wx0[v] : 0u;
             wx1[u] = live[u] ? pw.wx1[v] : 0u;
-            hx[u] = fx != 0.0f;
-            hy[u] = fy != 0.0f;
-            cw0[u] = H2PACK_HERE(c * (1.0f - fy), c * (1.0f - fy));
-            cw1[u] = H2PACK_HERE(c * fy, c * fy);
-            xh[u] = live[u] && (ix[u] != 0 || hx[u]);
-            xv[u] = live[u] && (iy[u] != 0 || hy[u]);
-            any = any || xh[u] || xv[u];
+            cw0[u] = H2PACK(c * (1.0f - fy), c * (1.0f - fy));
+            cw1[u] = H2PACK(c * fy, c * fy);
+            any = any || sh[u].xh || sh[u].xv;
         }
 #pragma unroll
         for (int k = 0; k < DEC; ++k) {
@@ -2180,11 +2180,10 @@ __device__ __forceinline__ void packed_body(const state_t* __restrict__ s_prev, 
             unsigned(*bg)[P_PH][P_PW] = pbuf + par * P_VP;
 #pragma unroll
             for (int u = 0; u < P_VP; ++u)
-                if (xh[u] || xv[u]) {
+                if (sh[u].xh || sh[u].xv) {
 #pragma unroll
                     for (int i = 0; i < P_RB; ++i)
-                        if (xh[u] || i < iy[u] + (int)hy[u] || i >= P_RB + iy[u])
-                            bg[u][P_PAD + r0 + i][P_PADW + tx] = s[u][i];
+                        if (publishes_row(sh[u], i, P_RB)) bg[u][P_PAD + r0 + i][P_PADW + tx] = s[u][i];
                 }
             if (any) {
                 __syncthreads();
@@ -2198,32 +2197,32 @@ __device__ __forceinline__ void packed_body(const state_t* __restrict__ s_prev, 
                 // Word a = floor(ix / 2) holds tap column ix of the thread's first pixel
                 // (odd ix: its second half); the pair (ix, ix + 1) of both pixels is that
                 // word (ix even) or the straddling pair (ix odd), (ix + 1, ix + 2) the other.
-                const int a = ix[u] >= 0 ? ix[u] / 2 : -((1 - ix[u]) / 2);
-                const bool odd = (ix[u] - 2 * a) != 0;
+                const int a = sh[u].ix >= 0 ? sh[u].ix / 2 : -((1 - sh[u].ix) / 2);
+                const bool odd = (sh[u].ix - 2 * a) != 0;
                 unsigned hr[P_RB + 1];
 #pragma unroll
                 for (int j = 0; j <= P_RB; ++j) {
-                    if (j == P_RB && !hy[u]) {
+                    if (j == P_RB && !sh[u].hy) {
                         hr[j] = 0u;
                         continue;
                     }
-                    const int ri = iy[u] + j;
+                    const int ri = sh[u].iy + j;
                     const bool own = ri >= 0 && ri < P_RB;
                     const unsigned* row = &b[P_PAD + r0 + ri][P_PADW + tx];
                     auto word = [&](int o) -> unsigned { return (own && o == 0) ? s[u][own ? ri : 0] : row[o]; };
                     unsigned t0, t1 = 0u;
                     if (!odd) {
                         t0 = word(a);
-                        if (hx[u]) t1 = BYTE_PERM(word(a), word(a + 1), 0x5432u);
+                        if (sh[u].hx) t1 = BYTE_PERM(word(a), word(a + 1), 0x5432u);
                     } else {
                         t0 = BYTE_PERM(word(a), word(a + 1), 0x5432u);
-                        if (hx[u]) t1 = word(a + 1);
+                        if (sh[u].hx) t1 = word(a + 1);
                     }
-                    hr[j] = hx[u] ? H2FMA(wx1[u], t1, H2MUL(wx0[u], t0)) : t0;
+                    hr[j] = sh[u].hx ? H2FMA(wx1[u], t1, H2MUL(wx0[u], t0)) : t0;
                 }
 #pragma unroll
                 for (int i = 0; i < P_RB; ++i) {
-                    unsigned val = hy[u] ? H2FMA(cw1[u], hr[i + 1], H2FMA(cw0[u], hr[i], axk[i]))
+                    unsigned val = sh[u].hy ? H2FMA(cw1[u], hr[i + 1], H2FMA(cw0[u], hr[i], axk[i]))
                                          : H2FMA(c2, hr[i], axk[i]);
                     // Pixels outside the frame hold 0: the convention's "outside reads 0".
                     if (!ALLIN) val &= keep[i];
