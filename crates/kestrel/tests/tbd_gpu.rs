@@ -329,6 +329,72 @@ fn late_kernel_launches_back_to_back() {
 }
 
 #[test]
+fn packed_kernel_launches_back_to_back() {
+    // As `late_kernel_launches_back_to_back`, for the packed kernel (also a programmatic
+    // launch: its blocks load their frames before `griddepcontrol.wait`): frames in a ring
+    // of three slots, five launches with nothing between them, on 512 x 1024 frames (about
+    // 2.3 waves of blocks, so that the next launch's blocks start while this one's last
+    // ones run). The last launch's maps and the final state equal the model of the
+    // kernel's f16 arithmetic (`packed_expected`) bit for bit.
+    if !gpu_or_skip("tbd packed_kernel_launches_back_to_back") {
+        return;
+    }
+    let launches = 5;
+    let slots = 3;
+    let cfg = KernelConfig {
+        variant: Variant::Packed { rows: 3, vecs: 5 },
+        half: true,
+        ldg: true,
+        unroll: true,
+        frames: 4,
+        block: (32, 11),
+    };
+    let mut c = case(1750, 512, 1024, slots * cfg.frames, Dtype::F32, false);
+    c.motions = tbd::motion::speeds_directions(&[0.0, 1.0], 12).unwrap();
+    let per = c.frames.len() / slots;
+    let ring = c.frames.clone();
+    c.frames = (0..launches)
+        .flat_map(|l| {
+            ring[(l % slots) * per..(l % slots + 1) * per]
+                .iter()
+                .cloned()
+        })
+        .collect();
+    let raw = c.raw.len() / slots;
+    let params = Params {
+        motions: c.motions.clone(),
+        alpha: c.alpha,
+        decimation: 1,
+    };
+    let mut g = GpuTbd::new(0, &params, c.h, c.w, cfg, c.frame).unwrap();
+    g.poison().unwrap();
+    g.frame_slots(slots).unwrap();
+    for sl in 0..slots {
+        g.load_frames_into(sl, &c.raw[sl * raw..(sl + 1) * raw])
+            .unwrap();
+    }
+    for _ in 0..launches {
+        g.launch().unwrap();
+    }
+    let got = g.maps().unwrap();
+    let gs = g.state().unwrap();
+    let (want, ws) = packed_expected(&c, &cfg, launches);
+    let want = &want[(launches - 1) * cfg.frames..];
+    let what = format!("{} back to back, {slots} frame slots", cfg.name());
+    assert_eq!(got.len(), want.len(), "{what}: maps");
+    for (m, (g, e)) in got.iter().zip(want).enumerate() {
+        let bad =
+            g.0.iter()
+                .zip(&e.0)
+                .position(|(a, b)| a.to_bits() != b.to_bits());
+        assert!(bad.is_none(), "{what}: map {m}, pixel {bad:?}");
+        assert_eq!(g.1, e.1, "{what}: arg-max {m}");
+    }
+    assert_eq!(gs, ws, "{what}: final state");
+    println!("{what}: bit for bit");
+}
+
+#[test]
 fn tbd_on_cuda_equals_tbd_on_cpu() {
     if !gpu_or_skip("tbd_on_cuda_equals_tbd_on_cpu") {
         return;

@@ -1120,12 +1120,13 @@ impl GpuTbd {
                     Arg::U32(ws.period),
                 ];
             }
-            // The late kernel needs the state of the launch before it only after its first
-            // frames (`griddepcontrol.wait` in `tbd.cu`): its blocks may start while that
-            // launch's last blocks run. The wave kernel waits on its flags instead.
+            // The late and packed kernels need the state of the launch before them only
+            // after their first frames (`griddepcontrol.wait` in `tbd.cu`): their blocks
+            // may start while that launch's last blocks run. The wave kernel waits on its
+            // flags instead.
             let programmatic = matches!(
                 self.cfg.variant,
-                Variant::Late { .. } | Variant::Wave { .. }
+                Variant::Late { .. } | Variant::Wave { .. } | Variant::Packed { .. }
             ) && self.gpu.cc.0 >= 9;
             for k in kernel_names(&self.cfg, self.motions.len()) {
                 cuda::launch_ex(

@@ -2066,6 +2066,18 @@ __device__ constexpr PackedWeights packed_weights() {
     return p;
 }
 
+#if defined(KESTREL_EMULATION) || !defined(__CUDA_ARCH__) || __CUDA_ARCH__ < 900
+__device__ __forceinline__ void p_dep_wait() {}
+__device__ __forceinline__ void p_dep_launch() {}
+#else
+// A programmatic dependent launch (the launcher sets it on compute capability 9.0 and
+// later): the kernel's blocks may start while the launch before it still runs; they load
+// their frames, then wait for that launch's writes before they read the state or write
+// anything to global memory.
+__device__ __forceinline__ void p_dep_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
+__device__ __forceinline__ void p_dep_launch() { asm volatile("griddepcontrol.launch_dependents;\n" :::); }
+#endif
+
 template <bool ALLIN>
 __device__ __forceinline__ void packed_body(const state_t* __restrict__ s_prev, state_t* __restrict__ s_next,
                                             const FRAME_T* __restrict__ frames, float* __restrict__ score,
@@ -2129,6 +2141,8 @@ __device__ __forceinline__ void packed_body(const state_t* __restrict__ s_prev, 
             axs[(k * P_RB + i) * P_NT + tid] = H2PACK(a0, a1);
         }
     }
+    // The frames are in; the state and the maps are the launch before's to finish.
+    p_dep_wait();
     unsigned best[DEC][P_RB], barg[P_ARGW][P_RB];
 #pragma unroll
     for (int q = 0; q < P_ARGW; ++q)
@@ -2305,6 +2319,9 @@ extern "C" __global__ void __launch_bounds__(TX * TY, P_MINB)
     extern __shared__ __align__(16) unsigned p_dyn[];
     unsigned(*pbuf)[P_PH][P_PW] = reinterpret_cast<unsigned(*)[P_PH][P_PW]>(p_dyn);
 #endif
+    // The next launch may start once every block of this one has started (it waits for
+    // this one's writes before it reads or writes what this one does).
+    p_dep_launch();
     const int bx0 = (int)blockIdx.x * (2 * TX - 4 * P_HW) - 2 * P_HW;
     const int by0 = (int)blockIdx.y * (P_BH - 2 * P_H) - P_H;
     const int gx = bx0 + 2 * (int)threadIdx.x, gy0 = by0 + (int)threadIdx.y * P_RB;
