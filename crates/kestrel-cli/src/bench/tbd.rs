@@ -36,7 +36,8 @@ fn params(decimation: usize) -> Params {
 
 /// Bytes per frame that the scheme of `cfg` must move: the state read once a launch and
 /// written once a launch, except that the wave kernel writes it after every period (its
-/// L2 keeps what the next period reads, not what it writes), its frames and its maps.
+/// L2 keeps what the next period reads, not what it writes), its frames and its maps (in
+/// the kernel's own format, `map_bytes`).
 fn bytes_per_frame(cfg: &KernelConfig, nv: usize, n: usize, frame: Dtype) -> f64 {
     let sb = if cfg.half { 2 } else { 4 };
     let f = cfg.frames_per_launch() as f64;
@@ -46,7 +47,8 @@ fn bytes_per_frame(cfg: &KernelConfig, nv: usize, n: usize, frame: Dtype) -> f64
         _ => 1.0,
     };
     let state = (nv * n * sb) as f64;
-    ((1.0 + writes) * state + f * (n * frame.size()) as f64 + maps * (n * 6) as f64) / f
+    ((1.0 + writes) * state + f * (n * frame.size()) as f64 + maps * (n * cfg.map_bytes()) as f64)
+        / f
 }
 
 fn record(

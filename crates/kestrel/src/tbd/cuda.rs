@@ -275,6 +275,16 @@ impl KernelConfig {
         }
     }
 
+    /// Bytes a map pixel takes on the device: an f32 score and a u16 arg-max (6), or for
+    /// [`Variant::Packed`] the f16 score it computes and a u8 arg-max (3; at most 256
+    /// vectors). [`GpuTbd::maps`] returns f32 and u16 either way.
+    pub fn map_bytes(&self) -> usize {
+        match self.variant {
+            Variant::Packed { .. } => 3,
+            _ => 6,
+        }
+    }
+
     /// Frames consumed per launch: `frames`, times the periods of [`Variant::Wave`].
     pub fn frames_per_launch(&self) -> usize {
         match self.variant {
@@ -909,7 +919,9 @@ impl GpuTbd {
             let nv = params.motions.len();
             let sbytes = nv * n * if cfg.half { 2 } else { 4 };
             let maps = cfg.maps_per_launch();
-            let need = 2 * sbytes + cfg.frames_per_launch() * n * frame.size() + maps * n * 6;
+            let need = 2 * sbytes
+                + cfg.frames_per_launch() * n * frame.size()
+                + maps * n * cfg.map_bytes();
             let free = gpu.usable_memory()?;
             if need > free {
                 return Err(Error::input(format!(
@@ -1164,9 +1176,28 @@ impl GpuTbd {
             let m = self.cfg.maps_per_launch();
             let mut s = vec![0f32; m * n];
             let mut a = vec![0u16; m * n];
-            cuda::dtoh(&self.gpu.stream, &self.score, 0, &mut s, "copying maps")?;
-            cuda::dtoh(&self.gpu.stream, &self.arg, 0, &mut a, "copying maps")?;
-            cuda::sync(&self.gpu.stream, "copying maps")?;
+            if self.cfg.map_bytes() == 3 {
+                // f16 scores and u8 arg-max in the front of the buffers (`tbd.cu`, PACKED).
+                let mut sh = vec![0f32; (m * n).div_ceil(2)];
+                let mut ab = vec![0u16; (m * n).div_ceil(2)];
+                cuda::dtoh(&self.gpu.stream, &self.score, 0, &mut sh, "copying maps")?;
+                cuda::dtoh(&self.gpu.stream, &self.arg, 0, &mut ab, "copying maps")?;
+                cuda::sync(&self.gpu.stream, "copying maps")?;
+                let halves = sh.iter().flat_map(|x| {
+                    let b = x.to_bits();
+                    [b as u16, (b >> 16) as u16]
+                });
+                for (d, h) in s.iter_mut().zip(halves) {
+                    *d = half_to_f32(h);
+                }
+                for (d, b) in a.iter_mut().zip(ab.iter().flat_map(|x| x.to_le_bytes())) {
+                    *d = b as u16;
+                }
+            } else {
+                cuda::dtoh(&self.gpu.stream, &self.score, 0, &mut s, "copying maps")?;
+                cuda::dtoh(&self.gpu.stream, &self.arg, 0, &mut a, "copying maps")?;
+                cuda::sync(&self.gpu.stream, "copying maps")?;
+            }
             Ok(s.chunks(n)
                 .zip(a.chunks(n))
                 .map(|(s, a)| (s.to_vec(), a.to_vec()))

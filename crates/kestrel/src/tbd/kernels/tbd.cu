@@ -2274,27 +2274,31 @@ __device__ __forceinline__ void packed_body(const state_t* __restrict__ s_prev, 
                 stp += n;
             }
     }
+    // The maps in the kernel's own precision (`KernelConfig::map_bytes`): the scores as the
+    // f16 values they are ([DEC][H][W] halves in the memory of `score`), the arg-max as
+    // bytes ([DEC][H][W] in the memory of `arg`; at most 256 vectors), 3 bytes a pixel
+    // and frame instead of 6. The launcher widens them when it copies them out.
+    unsigned short* const sc16 = reinterpret_cast<unsigned short*>(score);
+    unsigned char* const ag8 = reinterpret_cast<unsigned char*>(arg);
 #pragma unroll
     for (int k = 0; k < DEC; ++k)
 #pragma unroll
         for (int i = 0; i < P_RB; ++i)
             if (out[i]) {
-                float* sc = score + (size_t)k * n + P_OFF(i);
-                unsigned short* ag = arg + (size_t)k * n + P_OFF(i);
-                // The two pixels' arg-max as u16 halves.
-                const unsigned ab = P_ARG8 ? BYTE_PERM(barg[k / 2][i], 0u, (k % 2) | 0x4040u | ((2 + k % 2) << 8))
-                                           : barg[P_ARG8 ? k / 2 : k][i];
-                const float lo = load_state_f((state_t)(best[k][i] & 0xffffu));
-                const float hi = load_state_f((state_t)(best[k][i] >> 16));
+                unsigned short* sc = sc16 + (size_t)k * n + P_OFF(i);
+                unsigned char* ag = ag8 + (size_t)k * n + P_OFF(i);
+                // The two pixels' arg-max in bytes 0 and 1.
+                const unsigned ab = P_ARG8 ? BYTE_PERM(barg[k / 2][i], 0u, (k % 2) | ((2 + k % 2) << 4))
+                                           : BYTE_PERM(barg[P_ARG8 ? k / 2 : k][i], 0u, 0x20u);
                 if (wev) {
-                    *reinterpret_cast<float2*>(sc) = make_float2(lo, hi);
-                    *reinterpret_cast<unsigned*>(ag) = ab;
+                    *reinterpret_cast<unsigned*>(sc) = best[k][i];
+                    *reinterpret_cast<unsigned short*>(ag) = (unsigned short)(ab & 0xffffu);
                 } else {
-                    sc[0] = lo;
-                    ag[0] = (unsigned short)(ab & 0xffffu);
+                    sc[0] = (unsigned short)(best[k][i] & 0xffffu);
+                    ag[0] = (unsigned char)(ab & 0xffu);
                     if (c1in) {
-                        sc[1] = hi;
-                        ag[1] = (unsigned short)(ab >> 16);
+                        sc[1] = (unsigned short)(best[k][i] >> 16);
+                        ag[1] = (unsigned char)((ab >> 8) & 0xffu);
                     }
                 }
             }
