@@ -154,7 +154,9 @@ pub enum Variant {
     /// a thread in one `f16x2` word (every multiply-add, max and compare on both at
     /// once): f16 state only, and within `(6 - 3 alpha) 2^-11 max|X| / (alpha - 2^-9)` of
     /// the f32 reference rather than 1e-5 (`tbd.cu`, `PACKED`); never chosen by the
-    /// autotuner. The tile is `2 block.0` x `block.1 * rows` pixels.
+    /// autotuner. The tile is `2 block.0` x `block.1 * rows` pixels. Its maps stay on the
+    /// device as f16 scores and u8 arg-max ([`KernelConfig::map_bytes`]), widened by
+    /// [`GpuTbd::maps`]; at most 256 vectors.
     Packed {
         /// Rows per thread.
         rows: u32,
