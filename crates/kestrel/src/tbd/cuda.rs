@@ -921,9 +921,9 @@ impl GpuTbd {
             let nv = params.motions.len();
             let sbytes = nv * n * if cfg.half { 2 } else { 4 };
             let maps = cfg.maps_per_launch();
-            let need = 2 * sbytes
-                + cfg.frames_per_launch() * n * frame.size()
-                + maps * n * cfg.map_bytes();
+            // The map buffers hold f32 scores and u16 arg-max whatever `map_bytes` (the
+            // packed kernel uses the front of them).
+            let need = 2 * sbytes + cfg.frames_per_launch() * n * frame.size() + maps * n * 6;
             let free = gpu.usable_memory()?;
             if need > free {
                 return Err(Error::input(format!(
