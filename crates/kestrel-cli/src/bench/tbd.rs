@@ -407,6 +407,26 @@ mod tests {
     }
 
     #[test]
+    fn rooflines_count_each_kernels_map_format() {
+        // 13 vectors, f16 state, K = 4, f32 frames: the state read and written once a
+        // launch (13 B a pixel and frame), the frame (4 B), the map: 6 B (f32 score, u16
+        // arg-max) for the lean kernel, 3 B (f16 score, u8 arg-max) for the packed one.
+        let n = 1 << 20;
+        let k4 = |variant| KernelConfig {
+            variant,
+            half: true,
+            ldg: true,
+            unroll: true,
+            frames: 4,
+            block: (32, 11),
+        };
+        let lean = k4(Variant::Lean { rows: 4, vecs: 3 });
+        let packed = k4(Variant::Packed { rows: 3, vecs: 4 });
+        assert_eq!(bytes_per_frame(&lean, 13, n, Dtype::F32), 23.0 * n as f64);
+        assert_eq!(bytes_per_frame(&packed, 13, n, Dtype::F32), 20.0 * n as f64);
+    }
+
+    #[test]
     fn named_kernels_join_the_candidates_of_their_pass() {
         let p = params(10);
         let cands = autotune::candidates(&p, false);
