@@ -30,6 +30,45 @@ fn run_gpu(c: &Case, cfg: &KernelConfig, launches: usize) -> (Vec<MapPair>, Vec<
     (maps, g.state().unwrap())
 }
 
+/// The benchmark's pattern: the frames of `c` loaded once into a ring of `slots` slots,
+/// then `launches` launches one after another with nothing between them (launch l reads
+/// slot l % slots). `c.frames` becomes the frames in the order the launches read them;
+/// returns the last launch's maps and the final state.
+fn run_back_to_back(
+    c: &mut Case,
+    cfg: &KernelConfig,
+    slots: usize,
+    launches: usize,
+) -> (Vec<MapPair>, Vec<f32>) {
+    let per = c.frames.len() / slots;
+    let ring = c.frames.clone();
+    c.frames = (0..launches)
+        .flat_map(|l| {
+            ring[(l % slots) * per..(l % slots + 1) * per]
+                .iter()
+                .cloned()
+        })
+        .collect();
+    let params = Params {
+        motions: c.motions.clone(),
+        alpha: c.alpha,
+        decimation: 1,
+    };
+    let mut g = GpuTbd::new(0, &params, c.h, c.w, *cfg, c.frame).unwrap();
+    g.poison().unwrap();
+    g.frame_slots(slots).unwrap();
+    let raw = c.raw.len() / slots;
+    for sl in 0..slots {
+        g.load_frames_into(sl, &c.raw[sl * raw..(sl + 1) * raw])
+            .unwrap();
+    }
+    assert!(g.load_frames_into(slots, &c.raw[..raw]).is_err());
+    for _ in 0..launches {
+        g.launch().unwrap();
+    }
+    (g.maps().unwrap(), g.state().unwrap())
+}
+
 #[test]
 fn every_variant_equals_the_cpu_reference() {
     if !gpu_or_skip("tbd every_variant_equals_the_cpu_reference") {
@@ -294,34 +333,7 @@ fn late_kernel_launches_back_to_back() {
         for m in &mut c.motions {
             *m = Motion::new(m.vx.clamp(-1.0, 1.0), m.vy.clamp(-1.0, 1.0));
         }
-        let per = c.frames.len() / slots;
-        let ring = c.frames.clone();
-        c.frames = (0..launches)
-            .flat_map(|l| {
-                ring[(l % slots) * per..(l % slots + 1) * per]
-                    .iter()
-                    .cloned()
-            })
-            .collect();
-        let params = Params {
-            motions: c.motions.clone(),
-            alpha: c.alpha,
-            decimation: 1,
-        };
-        let mut g = GpuTbd::new(0, &params, c.h, c.w, cfg, c.frame).unwrap();
-        g.poison().unwrap();
-        g.frame_slots(slots).unwrap();
-        let raw = c.raw.len() / slots;
-        for sl in 0..slots {
-            g.load_frames_into(sl, &c.raw[sl * raw..(sl + 1) * raw])
-                .unwrap();
-        }
-        assert!(g.load_frames_into(slots, &c.raw[..raw]).is_err());
-        for _ in 0..launches {
-            g.launch().unwrap();
-        }
-        let got = g.maps().unwrap();
-        let gs = g.state().unwrap();
+        let (got, gs) = run_back_to_back(&mut c, &cfg, slots, launches);
         let (want, ws) = expected(&c, &cfg, launches);
         let what = format!("{} back to back, {slots} frame slots", cfg.name());
         compare(&what, &c, &cfg, &got, &gs, &want[launches - 1..], &ws, 1e-5);
@@ -351,46 +363,10 @@ fn packed_kernel_launches_back_to_back() {
     };
     let mut c = case(1750, 512, 1024, slots * cfg.frames, Dtype::F32, false);
     c.motions = tbd::motion::speeds_directions(&[0.0, 1.0], 12).unwrap();
-    let per = c.frames.len() / slots;
-    let ring = c.frames.clone();
-    c.frames = (0..launches)
-        .flat_map(|l| {
-            ring[(l % slots) * per..(l % slots + 1) * per]
-                .iter()
-                .cloned()
-        })
-        .collect();
-    let raw = c.raw.len() / slots;
-    let params = Params {
-        motions: c.motions.clone(),
-        alpha: c.alpha,
-        decimation: 1,
-    };
-    let mut g = GpuTbd::new(0, &params, c.h, c.w, cfg, c.frame).unwrap();
-    g.poison().unwrap();
-    g.frame_slots(slots).unwrap();
-    for sl in 0..slots {
-        g.load_frames_into(sl, &c.raw[sl * raw..(sl + 1) * raw])
-            .unwrap();
-    }
-    for _ in 0..launches {
-        g.launch().unwrap();
-    }
-    let got = g.maps().unwrap();
-    let gs = g.state().unwrap();
+    let (got, gs) = run_back_to_back(&mut c, &cfg, slots, launches);
     let (want, ws) = packed_expected(&c, &cfg, launches);
-    let want = &want[(launches - 1) * cfg.frames..];
     let what = format!("{} back to back, {slots} frame slots", cfg.name());
-    assert_eq!(got.len(), want.len(), "{what}: maps");
-    for (m, (g, e)) in got.iter().zip(want).enumerate() {
-        let bad =
-            g.0.iter()
-                .zip(&e.0)
-                .position(|(a, b)| a.to_bits() != b.to_bits());
-        assert!(bad.is_none(), "{what}: map {m}, pixel {bad:?}");
-        assert_eq!(g.1, e.1, "{what}: arg-max {m}");
-    }
-    assert_eq!(gs, ws, "{what}: final state");
+    assert_same_bits(&what, &got, &gs, &want[(launches - 1) * cfg.frames..], &ws);
     println!("{what}: bit for bit");
 }
 
@@ -674,16 +650,7 @@ fn the_packed_kernel_is_its_f16_arithmetic_on_the_gpu() {
         let (got, gs) = run_gpu(&c, &cfg, launches);
         let (want, ws) = packed_expected(&c, &cfg, launches);
         let what = format!("{} ({frame:?}, {h} x {w})", cfg.name());
-        assert_eq!(got.len(), want.len(), "{what}: maps");
-        for (m, (g, e)) in got.iter().zip(&want).enumerate() {
-            let bad =
-                g.0.iter()
-                    .zip(&e.0)
-                    .position(|(a, b)| a.to_bits() != b.to_bits());
-            assert!(bad.is_none(), "{what}: map {m}, pixel {bad:?}");
-            assert_eq!(g.1, e.1, "{what}: arg-max {m}");
-        }
-        assert_eq!(gs, ws, "{what}: final state");
+        assert_same_bits(&what, &got, &gs, &want, &ws);
         let (rm, rs) = expected(&c, &cfg, launches);
         let e = max_diff(&want, &ws, &rm, &rs);
         let bound = packed_bound(&c);

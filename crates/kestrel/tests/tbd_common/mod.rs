@@ -387,3 +387,18 @@ pub fn max_diff(a: &[MapPair], sa: &[f32], b: &[MapPair], sb: &[f32]) -> f64 {
     }
     e
 }
+
+/// Asserts that a run's maps equal `want` bit for bit (scores by their bits, arg-max
+/// exactly) and its final state `ws` exactly.
+pub fn assert_same_bits(what: &str, got: &[MapPair], gs: &[f32], want: &[MapPair], ws: &[f32]) {
+    assert_eq!(got.len(), want.len(), "{what}: maps");
+    for (m, (g, e)) in got.iter().zip(want).enumerate() {
+        let bad =
+            g.0.iter()
+                .zip(&e.0)
+                .position(|(a, b)| a.to_bits() != b.to_bits());
+        assert!(bad.is_none(), "{what}: map {m}, pixel {bad:?}");
+        assert_eq!(g.1, e.1, "{what}: arg-max {m}");
+    }
+    assert_eq!(gs, ws, "{what}: final state");
+}

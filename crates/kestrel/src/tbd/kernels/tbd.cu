@@ -51,6 +51,20 @@ __device__ __forceinline__ state_t store_state_f(float f) { return f; }
 #define PRAGMA_V _Pragma("unroll 1")
 #endif
 
+// The kernels launched as programmatic dependent launches (`launch_ex`: late, wave,
+// packed) may start while the launch before them still runs: grid_dep_launch lets the
+// next launch's blocks start once every block of this one has executed it;
+// grid_dep_wait waits for the launch before to complete, before a kernel reads what it
+// wrote or writes what it reads. Before compute capability 9.0 both are left out (and
+// the launch is an ordinary one).
+#if defined(KESTREL_EMULATION) || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900)
+__device__ __forceinline__ void grid_dep_wait() {}
+__device__ __forceinline__ void grid_dep_launch() {}
+#else
+__device__ __forceinline__ void grid_dep_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
+__device__ __forceinline__ void grid_dep_launch() { asm volatile("griddepcontrol.launch_dependents;\n" :::); }
+#endif
+
 __device__ __constant__ float MVX[NV] = MOTIONS_VX;
 __device__ __constant__ float MVY[NV] = MOTIONS_VY;
 // The same numbers as compile-time constants, so that unrolled loops fold every shift.
@@ -871,15 +885,7 @@ __device__ __forceinline__ void cp_async_wait2() { asm volatile("cp.async.wait_g
 // it writes (frame S_SGRP's copies, or the samples after the last frame) or write what it
 // reads. H100, 13 vectors, D10, 32 x 16, against the ordinary launch in the same runs
 // (four each): f32 1.590-1.598 -> 1.543-1.557 ms per 200 frames, f16 1.311-1.319 ->
-// 1.264-1.268. Before compute capability 9.0 both instructions are left out (and the
-// launch is an ordinary one).
-#if defined(KESTREL_EMULATION) || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900)
-__device__ __forceinline__ void grid_dep_wait() {}
-__device__ __forceinline__ void grid_dep_launch() {}
-#else
-__device__ __forceinline__ void grid_dep_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
-__device__ __forceinline__ void grid_dep_launch() { asm volatile("griddepcontrol.launch_dependents;\n" :::); }
-#endif
+// 1.264-1.268 (`grid_dep_wait`, `grid_dep_launch`).
 // The wave form of the late kernel (`Variant::Wave`, WAVE_PERIODS): one launch runs
 // WAVE_PERIODS decimation periods of the whole frame, one tile and period a block. The
 // blocks take their work items (period, tile row, tile column) from a ticket counter in
@@ -2066,18 +2072,6 @@ __device__ constexpr PackedWeights packed_weights() {
     return p;
 }
 
-#if defined(KESTREL_EMULATION) || !defined(__CUDA_ARCH__) || __CUDA_ARCH__ < 900
-__device__ __forceinline__ void p_dep_wait() {}
-__device__ __forceinline__ void p_dep_launch() {}
-#else
-// A programmatic dependent launch (the launcher sets it on compute capability 9.0 and
-// later): the kernel's blocks may start while the launch before it still runs; they load
-// their frames, then wait for that launch's writes before they read the state or write
-// anything to global memory.
-__device__ __forceinline__ void p_dep_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
-__device__ __forceinline__ void p_dep_launch() { asm volatile("griddepcontrol.launch_dependents;\n" :::); }
-#endif
-
 template <bool ALLIN>
 __device__ __forceinline__ void packed_body(const state_t* __restrict__ s_prev, state_t* __restrict__ s_next,
                                             const FRAME_T* __restrict__ frames, float* __restrict__ score,
@@ -2141,8 +2135,9 @@ __device__ __forceinline__ void packed_body(const state_t* __restrict__ s_prev, 
             axs[(k * P_RB + i) * P_NT + tid] = H2PACK(a0, a1);
         }
     }
-    // The frames are in; the state and the maps are the launch before's to finish.
-    p_dep_wait();
+    // The frames are in; the state and the maps are the launch before's to finish (the
+    // kernel is a programmatic dependent launch).
+    grid_dep_wait();
     unsigned best[DEC][P_RB], barg[P_ARGW][P_RB];
 #pragma unroll
     for (int q = 0; q < P_ARGW; ++q)
@@ -2325,7 +2320,7 @@ extern "C" __global__ void __launch_bounds__(TX * TY, P_MINB)
 #endif
     // The next launch may start once every block of this one has started (it waits for
     // this one's writes before it reads or writes what this one does).
-    p_dep_launch();
+    grid_dep_launch();
     const int bx0 = (int)blockIdx.x * (2 * TX - 4 * P_HW) - 2 * P_HW;
     const int by0 = (int)blockIdx.y * (P_BH - 2 * P_H) - P_H;
     const int gx = bx0 + 2 * (int)threadIdx.x, gy0 = by0 + (int)threadIdx.y * P_RB;
