@@ -295,6 +295,25 @@ fn broken_inputs_of_tbd() {
             want,
         );
     }
+    // More vectors than the packed kernel's byte arg-max holds (257, all below a pixel
+    // a frame).
+    let many: Vec<String> = (0..257)
+        .map(|i| format!("{}:0", i as f32 / 512.0))
+        .collect();
+    let many = many.join(",");
+    run(
+        &[
+            "--input",
+            s(&good),
+            "--threshold",
+            "1",
+            "--velocities",
+            &many,
+            "--kernel",
+            "packed2v5/ldg/unroll/f16/32x16/K4",
+        ],
+        &["--kernel", "257 vectors", "at most 256"],
+    );
     // Non-finite frame values.
     let nan = dir.join("nan.npy");
     let mut v = vec![0.0f32; 2 * 16 * 16];
