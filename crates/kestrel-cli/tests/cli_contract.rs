@@ -392,6 +392,9 @@ fn bench_usage_errors_are_one_line() {
     // benchmark's vectors cannot run).
     let knobs = [
         ("KESTREL_BENCH_TBD_RING", "lots"),
+        ("KESTREL_BENCH_TBD_SIZE", "1024x0"),
+        ("KESTREL_BENCH_TBD_SIZE", "2048"),
+        ("KESTREL_BENCH_TBD_FRAMES", "0"),
         ("KESTREL_BENCH_TBD", "wave9z"),
         (
             "KESTREL_BENCH_TBD",

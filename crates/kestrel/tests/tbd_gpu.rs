@@ -351,23 +351,33 @@ fn packed_kernel_launches_back_to_back() {
     if !gpu_or_skip("tbd packed_kernel_launches_back_to_back") {
         return;
     }
+    // The wave form too: its launches overlap without a wait for the launch before, its
+    // tiles waiting on the flags of the last one's.
     let launches = 5;
     let slots = 3;
-    let cfg = KernelConfig {
-        variant: Variant::Packed { rows: 3, vecs: 5 },
-        half: true,
-        ldg: true,
-        unroll: true,
-        frames: 4,
-        block: (32, 11),
-    };
-    let mut c = case(1750, 512, 1024, slots * cfg.frames, Dtype::F32, false);
-    c.motions = tbd::motion::speeds_directions(&[0.0, 1.0], 12).unwrap();
-    let (got, gs) = run_back_to_back(&mut c, &cfg, slots, launches);
-    let (want, ws) = packed_expected(&c, &cfg, launches);
-    let what = format!("{} back to back, {slots} frame slots", cfg.name());
-    assert_same_bits(&what, &got, &gs, &want[(launches - 1) * cfg.frames..], &ws);
-    println!("{what}: bit for bit");
+    for (vecs, periods, lag) in [(5, 0, 0), (4, 4, 4), (4, 3, 5)] {
+        let cfg = KernelConfig {
+            variant: Variant::Packed {
+                rows: 3,
+                vecs,
+                periods,
+                lag,
+            },
+            half: true,
+            ldg: true,
+            unroll: true,
+            frames: 4,
+            block: (32, 11),
+        };
+        let f = cfg.frames_per_launch();
+        let mut c = case(1750, 512, 1024, slots * f, Dtype::F32, false);
+        c.motions = tbd::motion::speeds_directions(&[0.0, 1.0], 12).unwrap();
+        let (got, gs) = run_back_to_back(&mut c, &cfg, slots, launches);
+        let (want, ws) = packed_expected(&c, &cfg, launches);
+        let what = format!("{} back to back, {slots} frame slots", cfg.name());
+        assert_same_bits(&what, &got, &gs, &want[(launches - 1) * f..], &ws);
+        println!("{what}: bit for bit");
+    }
 }
 
 #[test]
@@ -612,30 +622,39 @@ fn the_packed_kernel_is_its_f16_arithmetic_on_the_gpu() {
     // (`packed_expected`), bit for bit: the benchmark's vectors and tile shapes on frames
     // with interior tiles, of even width (words) and odd (halves), f32 and u8 frames; small
     // tiles on random vector sets. Outputs poisoned before every launch. The model lies
-    // within `packed_bound` of the f32 reference.
+    // within `packed_bound` of the f32 reference. The wave forms (periods, lag) likewise.
     if !gpu_or_skip("tbd the_packed_kernel_is_its_f16_arithmetic_on_the_gpu") {
         return;
     }
     let bench = tbd::motion::speeds_directions(&[0.0, 1.0], 12).unwrap();
     let mut k = 0;
-    for (rows, vecs, frames, block, h, w, frame, big) in [
-        (4, 3, 4, (64, 12), 150, 334, Dtype::F32, true),
-        (4, 3, 4, (64, 12), 149, 333, Dtype::U8, true),
-        (2, 5, 4, (32, 16), 150, 334, Dtype::F32, true),
-        (2, 5, 4, (32, 16), 149, 333, Dtype::U8, true),
-        (2, 4, 4, (64, 16), 150, 334, Dtype::F32, true),
-        (3, 5, 4, (32, 11), 149, 333, Dtype::F32, true),
-        (3, 4, 4, (32, 11), 150, 334, Dtype::U8, true),
-        (4, 1, 4, (64, 8), 150, 334, Dtype::U8, true),
-        (2, 3, 4, (64, 16), 150, 334, Dtype::F32, true),
-        (3, 3, 4, (64, 16), 149, 333, Dtype::F32, true),
-        (4, 3, 4, (32, 16), 150, 334, Dtype::F32, true),
-        (3, 2, 2, (8, 4), 67, 93, Dtype::F32, false),
-        (2, 3, 3, (16, 8), 67, 94, Dtype::U8, false),
+    for (rows, vecs, frames, block, h, w, frame, big, (periods, lag)) in [
+        (4, 3, 4, (64, 12), 150, 334, Dtype::F32, true, (0, 0)),
+        (4, 3, 4, (64, 12), 149, 333, Dtype::U8, true, (0, 0)),
+        (2, 5, 4, (32, 16), 150, 334, Dtype::F32, true, (0, 0)),
+        (2, 5, 4, (32, 16), 149, 333, Dtype::U8, true, (0, 0)),
+        (2, 4, 4, (64, 16), 150, 334, Dtype::F32, true, (0, 0)),
+        (3, 5, 4, (32, 11), 149, 333, Dtype::F32, true, (0, 0)),
+        (3, 4, 4, (32, 11), 150, 334, Dtype::U8, true, (0, 0)),
+        (4, 1, 4, (64, 8), 150, 334, Dtype::U8, true, (0, 0)),
+        (2, 3, 4, (64, 16), 150, 334, Dtype::F32, true, (0, 0)),
+        (3, 3, 4, (64, 16), 149, 333, Dtype::F32, true, (0, 0)),
+        (4, 3, 4, (32, 16), 150, 334, Dtype::F32, true, (0, 0)),
+        (3, 2, 2, (8, 4), 67, 93, Dtype::F32, false, (0, 0)),
+        (2, 3, 3, (16, 8), 67, 94, Dtype::U8, false, (0, 0)),
+        (3, 4, 4, (32, 11), 150, 334, Dtype::F32, true, (4, 4)),
+        (3, 4, 4, (32, 11), 149, 333, Dtype::U8, true, (3, 5)),
+        (3, 2, 2, (8, 4), 67, 93, Dtype::F32, false, (3, 1)),
+        (3, 3, 2, (16, 8), 67, 94, Dtype::U8, false, (2, 2)),
     ] {
         k += 1;
         let cfg = KernelConfig {
-            variant: Variant::Packed { rows, vecs },
+            variant: Variant::Packed {
+                rows,
+                vecs,
+                periods,
+                lag,
+            },
             half: true,
             ldg: true,
             unroll: true,
@@ -643,7 +662,14 @@ fn the_packed_kernel_is_its_f16_arithmetic_on_the_gpu() {
             block,
         };
         let launches = 2;
-        let mut c = case(900 + k, h, w, launches * frames, frame, false);
+        let mut c = case(
+            900 + k,
+            h,
+            w,
+            launches * cfg.frames_per_launch(),
+            frame,
+            false,
+        );
         if big {
             c.motions = bench.clone();
         }

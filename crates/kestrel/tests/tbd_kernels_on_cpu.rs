@@ -79,13 +79,15 @@ fn run_emulated_as(
         input.extend(v.to_le_bytes());
     }
     input.extend(c.alpha.to_le_bytes());
-    if let Variant::Wave { periods, lag } = cfg.variant {
-        // The work order as the launcher lays it out.
-        let (ox, oy) = cfg.out_tile(&c.motions);
-        let order = wave_order(periods, lag, c.w.div_ceil(ox), c.h.div_ceil(oy));
-        input.extend((order.len() as u32).to_le_bytes());
-        for o in order {
-            input.extend(o.to_le_bytes());
+    if let Variant::Wave { periods, lag } | Variant::Packed { periods, lag, .. } = cfg.variant {
+        // The wave forms' work order as the launcher lays it out.
+        if periods > 0 {
+            let (ox, oy) = cfg.out_tile(&c.motions);
+            let order = wave_order(periods, lag, c.w.div_ceil(ox), c.h.div_ceil(oy));
+            input.extend((order.len() as u32).to_le_bytes());
+            for o in order {
+                input.extend(o.to_le_bytes());
+            }
         }
     }
     input.extend(vec![
@@ -496,7 +498,12 @@ fn the_packed_kernel_is_its_f16_arithmetic() {
     .enumerate()
     {
         let cfg = KernelConfig {
-            variant: Variant::Packed { rows, vecs },
+            variant: Variant::Packed {
+                rows,
+                vecs,
+                periods: 0,
+                lag: 0,
+            },
             half: true,
             ldg: k % 2 == 0,
             unroll,
@@ -540,5 +547,89 @@ fn the_packed_kernel_is_its_f16_arithmetic() {
             "{}: {e:e} from the f32 reference (bound {bound:e})",
             cfg.name()
         );
+    }
+}
+
+#[test]
+fn the_packed_wave_form_gives_the_packed_kernels_bits() {
+    // The packed kernel's wave form (several periods a launch in the skewed work order,
+    // each tile waiting on the flags of the tiles around it; in the emulator one block
+    // after another in ticket order, and a block that would have to wait stops the run)
+    // is the packed kernel's arithmetic: maps, arg-max and state equal bit for bit to
+    // one launch a period, over launches that follow each other through the flags. Halos
+    // that reach into every neighbouring tile (the five vectors: up to 2 pixels a frame);
+    // tiles that divide the frame and tiles that do not; odd and even widths; f32, u8 and
+    // u16 frames; lags of 1 to 3; odd period counts (the state buffers change parity
+    // between launches); the vector loop unrolled or not.
+    let Some(cxx) = compiler() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let launches = 2;
+    for (k, &(periods, lag, rows, vecs, frames, block, unroll, h, w, frame, five)) in [
+        (3, 2, 3, 2, 2, (8, 4), true, 23, 31, Dtype::F32, true),
+        (2, 1, 2, 3, 2, (8, 6), true, 24, 32, Dtype::U8, false),
+        (4, 3, 3, 4, 1, (6, 4), false, 21, 34, Dtype::F32, false),
+        (1, 1, 3, 2, 2, (10, 8), true, 45, 37, Dtype::U16, true),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let plain = KernelConfig {
+            variant: Variant::Packed {
+                rows,
+                vecs,
+                periods: 0,
+                lag: 0,
+            },
+            half: true,
+            ldg: k % 2 == 0,
+            unroll,
+            frames,
+            block,
+        };
+        let wave = KernelConfig {
+            variant: Variant::Packed {
+                rows,
+                vecs,
+                periods,
+                lag,
+            },
+            ..plain
+        };
+        let mut c = case(
+            320 + k as u64,
+            h,
+            w,
+            frames * periods as usize * launches,
+            frame,
+            false,
+        );
+        if five {
+            c.motions = five_vectors();
+            c.motions.push(Motion::new(0.0, 1.0));
+            c.motions.push(Motion::new(0.0, -1.5));
+        }
+        wave.check(&c.motions).unwrap();
+        let (ox, oy) = wave.out_tile(&c.motions);
+        assert!(
+            w.div_ceil(ox) > 2 && h.div_ceil(oy) > 2,
+            "{}: interior tiles",
+            wave.name()
+        );
+        let (wm, ws) = run_emulated(&cxx, dir.path(), &format!("pw{k}"), &c, &wave, launches);
+        let (pm, ps) = run_emulated(
+            &cxx,
+            dir.path(),
+            &format!("pp{k}"),
+            &c,
+            &plain,
+            launches * periods as usize,
+        );
+        assert_eq!(wm.len(), frames * periods as usize * launches);
+        assert!(
+            wm.iter().all(|(s, _)| s.iter().all(|v| v.is_finite())),
+            "{}: a map not all written",
+            wave.name()
+        );
+        assert_same_bits(&wave.name(), &wm, &ws, &pm, &ps);
     }
 }

@@ -12,7 +12,9 @@
 //! only the kernels whose name holds a part; a part that is a whole kernel name (as
 //! `kestrel tbd --kernel` takes it) is measured even where the autotuner does not
 //! consider it. `KESTREL_BENCH_TBD_RING=bytes` sets the ring's size (0: one buffer, read
-//! again by every launch).
+//! again by every launch). `KESTREL_BENCH_TBD_SIZE=HxW` sets the GPU runs' frame size
+//! (default 1024x1024; 512x512 with `--quick`), `KESTREL_BENCH_TBD_FRAMES=N` the frames of
+//! a timed device-fed run (default 200).
 
 use super::{time_runs, Record, Sink};
 use kestrel::tbd::cpu::CpuState;
@@ -36,18 +38,21 @@ fn params(decimation: usize) -> Params {
 
 /// Bytes per frame that the scheme of `cfg` must move: the state read once a launch and
 /// written once a launch, except that the wave kernel writes it after every period (its
-/// L2 keeps what the next period reads, not what it writes), its frames and its maps (in
-/// the kernel's own format, `map_bytes`).
+/// L2 keeps what the next period reads, not what it writes) and the packed kernel's wave
+/// form reads and writes it every period, its frames and its maps (in the kernel's own
+/// format, `map_bytes`).
 fn bytes_per_frame(cfg: &KernelConfig, nv: usize, n: usize, frame: Dtype) -> f64 {
     let sb = if cfg.half { 2 } else { 4 };
     let f = cfg.frames_per_launch() as f64;
     let maps = cfg.maps_per_launch() as f64;
-    let writes = match cfg.variant {
-        Variant::Wave { periods, .. } => periods as f64,
-        _ => 1.0,
+    // The packed kernel's wave form reads and writes the state every period of `frames`.
+    let (reads, writes) = match cfg.variant {
+        Variant::Wave { periods, .. } => (1.0, periods as f64),
+        Variant::Packed { periods, .. } if periods > 0 => (periods as f64, periods as f64),
+        _ => (1.0, 1.0),
     };
     let state = (nv * n * sb) as f64;
-    ((1.0 + writes) * state + f * (n * frame.size()) as f64 + maps * (n * cfg.map_bytes()) as f64)
+    ((reads + writes) * state + f * (n * frame.size()) as f64 + maps * (n * cfg.map_bytes()) as f64)
         / f
 }
 
@@ -203,10 +208,11 @@ fn gpu(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
         errln!("bench tbd: no GPU ({why}); GPU rows skipped");
         return Ok(());
     }
-    let (h, w) = if quick { (512, 512) } else { (1024, 1024) };
+    let (h, w) = frame_size()?.unwrap_or(if quick { (512, 512) } else { (1024, 1024) });
     let n = h * w;
     let device = kestrel::cuda::device_name(0)?;
     let ring = ring_bytes()?;
+    let timed_frames = timed_frames()?;
     let mut best: Vec<(String, f64)> = Vec::new();
     let only = kernel_parts()?;
     for (d, half) in PASSES {
@@ -238,7 +244,7 @@ fn gpu(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
             let launches = if quick {
                 (40 / cfg.frames_per_launch()).max(2)
             } else {
-                (200 / cfg.frames_per_launch()).max(4)
+                (timed_frames / cfg.frames_per_launch()).max(4)
             };
             // A configuration the device cannot launch (resources) is reported and
             // skipped, as the autotuner skips it.
@@ -366,6 +372,39 @@ pub fn ring_bytes() -> anyhow::Result<usize> {
     }
 }
 
+/// The GPU runs' frame size from `KESTREL_BENCH_TBD_SIZE=HxW` (None: not set); a value
+/// that is not two positive numbers is a usage error, checked before any family runs.
+pub fn frame_size() -> anyhow::Result<Option<(usize, usize)>> {
+    let Ok(v) = std::env::var("KESTREL_BENCH_TBD_SIZE") else {
+        return Ok(None);
+    };
+    let parsed = v.trim().split_once(['x', 'X']).and_then(|(a, b)| {
+        let h = a.trim().parse::<usize>().ok()?;
+        let w = b.trim().parse::<usize>().ok()?;
+        (h > 0 && w > 0).then_some((h, w))
+    });
+    parsed.map(Some).ok_or_else(|| {
+        crate::cmd::bad(format!(
+            "KESTREL_BENCH_TBD_SIZE={v:?}: expected HEIGHTxWIDTH, as 2048x2048"
+        ))
+    })
+}
+
+/// Frames a timed run of the device-fed GPU benchmark covers: `KESTREL_BENCH_TBD_FRAMES`
+/// (default 200; rounded down to whole launches, at least 4); a value that is not a
+/// positive number is a usage error, checked before any family runs.
+pub fn timed_frames() -> anyhow::Result<usize> {
+    match std::env::var("KESTREL_BENCH_TBD_FRAMES") {
+        Err(_) => Ok(200),
+        Ok(v) => match v.trim().parse::<usize>() {
+            Ok(f) if f > 0 => Ok(f),
+            _ => Err(crate::cmd::bad(format!(
+                "KESTREL_BENCH_TBD_FRAMES={v:?}: expected a positive number of frames"
+            ))),
+        },
+    }
+}
+
 pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
     if std::env::var("KESTREL_BENCH_GPU_ONLY")
         .map(|v| v == "1")
@@ -421,9 +460,22 @@ mod tests {
             block: (32, 11),
         };
         let lean = k4(Variant::Lean { rows: 4, vecs: 3 });
-        let packed = k4(Variant::Packed { rows: 3, vecs: 4 });
+        let packed = k4(Variant::Packed {
+            rows: 3,
+            vecs: 4,
+            periods: 0,
+            lag: 0,
+        });
         assert_eq!(bytes_per_frame(&lean, 13, n, Dtype::F32), 23.0 * n as f64);
         assert_eq!(bytes_per_frame(&packed, 13, n, Dtype::F32), 20.0 * n as f64);
+        // The wave form reads and writes the state every period of 4 frames: the same.
+        let wave = k4(Variant::Packed {
+            rows: 3,
+            vecs: 4,
+            periods: 4,
+            lag: 4,
+        });
+        assert_eq!(bytes_per_frame(&wave, 13, n, Dtype::F32), 20.0 * n as f64);
     }
 
     #[test]

@@ -41,6 +41,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     // The knobs a family reads from the environment, checked before any family runs.
     if a.only.is_none_or(|o| o == Family::Tbd) {
         bench::tbd::ring_bytes()?;
+        bench::tbd::frame_size()?;
+        bench::tbd::timed_frames()?;
         bench::tbd::kernel_parts()?;
     }
     let mut sink = Sink::default();

@@ -182,22 +182,31 @@ pub fn candidates(params: &Params, half: bool) -> Vec<KernelConfig> {
 /// pixels) with four or five vectors between barriers, and three rows in 32 x 11 (64 x 33
 /// pixels, 779 tiles on a 1024 x 1024 frame: just under three rounds of 264 blocks) with
 /// four or five; one block a multiprocessor of 64 x 16 threads, four vectors; the fastest
-/// with plain loads too.
+/// with plain loads too; and the wave forms of 3 x 4 at 32 x 11 that were fastest on the
+/// H100 (4 periods a launch 4 tile rows apart, 3 periods 5 apart: `docs/tbd-gpu.md`,
+/// "Fifteenth round").
 pub fn packed_candidates(params: &Params) -> Vec<KernelConfig> {
     if params.decimation != 1 {
         return Vec::new();
     }
     [
-        (2, 5, (32, 16), true),
-        (2, 4, (32, 16), true),
-        (3, 5, (32, 11), true),
-        (3, 4, (32, 11), true),
-        (2, 4, (64, 16), true),
-        (2, 5, (32, 16), false),
+        (2, 5, (32, 16), true, (0, 0)),
+        (2, 4, (32, 16), true, (0, 0)),
+        (3, 5, (32, 11), true, (0, 0)),
+        (3, 4, (32, 11), true, (0, 0)),
+        (2, 4, (64, 16), true, (0, 0)),
+        (2, 5, (32, 16), false, (0, 0)),
+        (3, 4, (32, 11), true, (4, 4)),
+        (3, 4, (32, 11), true, (3, 5)),
     ]
     .into_iter()
-    .map(|(rows, vecs, block, ldg)| KernelConfig {
-        variant: Variant::Packed { rows, vecs },
+    .map(|(rows, vecs, block, ldg, (periods, lag))| KernelConfig {
+        variant: Variant::Packed {
+            rows,
+            vecs,
+            periods,
+            lag,
+        },
         half: true,
         ldg,
         unroll: true,
@@ -407,6 +416,38 @@ mod tests {
             }
         );
         assert_eq!(g2.name(), "stream64v2/plain/unroll/f16/32x4/K4");
+        // The packed kernel and its wave form.
+        let pw = KernelConfig::parse("packed3v4w4g4/ldg/unroll/f16/32x11/K4").unwrap();
+        assert_eq!(
+            pw.variant,
+            Variant::Packed {
+                rows: 3,
+                vecs: 4,
+                periods: 4,
+                lag: 4
+            }
+        );
+        assert_eq!(pw.name(), "packed3v4w4g4/ldg/unroll/f16/32x11/K4");
+        assert_eq!((pw.frames_per_launch(), pw.maps_per_launch()), (16, 16));
+        assert!(pw.check(&motions).is_ok());
+        let p1 = KernelConfig::parse("packed3v4/ldg/unroll/f16/32x11/K4").unwrap();
+        assert_eq!((p1.frames_per_launch(), p1.wave_periods()), (4, None));
+        for bad in [
+            "packed3v4w4/ldg/unroll/f16/32x11/K4",
+            "packed3v4w4g/ldg/unroll/f16/32x11/K4",
+            "packed3vw4g4/ldg/unroll/f16/32x11/K4",
+        ] {
+            assert!(KernelConfig::parse(bad).is_none(), "{bad}");
+        }
+        for bad in [
+            // No lag; 256 periods; a tile (8 x 4 pixels) smaller than its halo (K12: 12).
+            "packed3v4w4g0/ldg/unroll/f16/32x11/K4",
+            "packed3v4w256g4/ldg/unroll/f16/32x11/K4",
+            "packed3v4w2g2/ldg/unroll/f16/32x11/K12",
+        ] {
+            let c = KernelConfig::parse(bad).unwrap();
+            assert!(c.check(&motions).is_err(), "{bad}");
+        }
         assert!(g2.check(&motions).is_ok());
         assert_eq!(g2.out_tile(&motions), (24, 128));
         for bad in [

@@ -162,6 +162,15 @@ pub enum Variant {
         rows: u32,
         /// Vectors folded between two barriers (1 to 8).
         vecs: u32,
+        /// 0: one block a tile, a launch of `frames` frames after the launch before
+        /// (`packedRvG`). 1 to 255: the wave form (`packedRvGwPgL`), as [`Variant::Wave`]:
+        /// `periods` x `frames` frames a launch, one block a tile and period in the
+        /// order of [`wave_order`], each tile waiting for the tiles around it to finish
+        /// the period before instead of for the whole launch before.
+        periods: u32,
+        /// Tile rows between consecutive periods in the work order (wave form: 1 to 4095;
+        /// 0 otherwise).
+        lag: u32,
     },
     /// Decimation with the frame tiles staged in shared memory, `px` pixels per thread
     /// along x (the block covers `block.0 * px` x `block.1` pixels).
@@ -269,7 +278,7 @@ impl KernelConfig {
     /// Maps written per launch.
     pub fn maps_per_launch(&self) -> usize {
         if self.emits_every_frame() {
-            self.frames
+            self.frames_per_launch()
         } else if let Variant::Wave { periods, .. } = self.variant {
             periods as usize
         } else {
@@ -287,11 +296,19 @@ impl KernelConfig {
         }
     }
 
-    /// Frames consumed per launch: `frames`, times the periods of [`Variant::Wave`].
+    /// Frames consumed per launch: `frames`, times the periods of [`Variant::Wave`] and of
+    /// the packed kernel's wave form.
     pub fn frames_per_launch(&self) -> usize {
+        self.frames * self.wave_periods().unwrap_or(1) as usize
+    }
+
+    /// Periods a launch of a wave form ([`Variant::Wave`], [`Variant::Packed`] with
+    /// periods), else None.
+    pub fn wave_periods(&self) -> Option<u32> {
         match self.variant {
-            Variant::Wave { periods, .. } => self.frames * periods as usize,
-            _ => self.frames,
+            Variant::Wave { periods, .. } => Some(periods),
+            Variant::Packed { periods, .. } if periods > 0 => Some(periods),
+            _ => None,
         }
     }
 
@@ -348,7 +365,18 @@ impl KernelConfig {
                 Variant::Resident { rows } => format!("resident{rows}"),
                 Variant::Lean { rows, vecs: 1 } => format!("lean{rows}"),
                 Variant::Lean { rows, vecs } => format!("lean{rows}v{vecs}"),
-                Variant::Packed { rows, vecs } => format!("packed{rows}v{vecs}"),
+                Variant::Packed {
+                    rows,
+                    vecs,
+                    periods: 0,
+                    ..
+                } => format!("packed{rows}v{vecs}"),
+                Variant::Packed {
+                    rows,
+                    vecs,
+                    periods,
+                    lag,
+                } => format!("packed{rows}v{vecs}w{periods}g{lag}"),
                 Variant::Staged { px } => format!("staged{px}"),
                 Variant::Late { px } => format!("late{px}"),
                 Variant::Wave { periods, lag } => format!("wave{periods}g{lag}"),
@@ -388,10 +416,20 @@ impl KernelConfig {
                         vecs: vecs.parse().ok()?,
                     }
                 } else if let Some(rest) = r.strip_prefix("packed") {
-                    let (rows, vecs) = rest.split_once('v')?;
+                    let (rows, rest) = rest.split_once('v')?;
+                    let (vecs, wave) = match rest.split_once('w') {
+                        Some((vecs, wave)) => (vecs, Some(wave.split_once('g')?)),
+                        None => (rest, None),
+                    };
+                    let (periods, lag) = match wave {
+                        Some((p, g)) => (p.parse().ok()?, g.parse().ok()?),
+                        None => (0, 0),
+                    };
                     Variant::Packed {
                         rows: rows.parse().ok()?,
                         vecs: vecs.parse().ok()?,
+                        periods,
+                        lag,
                     }
                 } else if let Some(rest) = r.strip_prefix("stream") {
                     let (rows, groups) = rest.split_once('v').unwrap_or((rest, "1"));
@@ -553,9 +591,26 @@ impl KernelConfig {
                 return bad(format!("{px} x {py} pixels per thread (1..=8 each)"));
             }
         }
-        if let Variant::Packed { vecs, .. } = self.variant {
+        if let Variant::Packed {
+            vecs, periods, lag, ..
+        } = self.variant
+        {
             if !(1..=8).contains(&vecs) {
                 return bad(format!("{vecs} vectors between barriers (1..=8)"));
+            }
+            if periods > 255 || (periods > 0 && !(1..=4095).contains(&lag)) {
+                return bad(format!(
+                    "{periods} periods per launch (1..=255), lag {lag} tile rows (1..=4095)"
+                ));
+            }
+            // The wave form waits on the eight tiles around its own: the halo it reads
+            // (frames x the speed, whole words along x) must lie within them.
+            let (ox, oy) = self.out_tile(motions);
+            let halo = self.frames * shrink(motions).max(1);
+            if periods > 0 && (halo > oy || 2 * halo.div_ceil(2) > ox) {
+                return bad(format!(
+                    "a tile of {ox} x {oy} pixels is smaller than its halo ({halo} pixels on each side)"
+                ));
             }
         }
         if let Variant::Lean { vecs, .. } = self.variant {
@@ -694,7 +749,7 @@ pub fn dynamic_shared_bytes(cfg: &KernelConfig, motions: &[Motion], frame: Dtype
             };
             (2 * vecs as usize * ph * pw + ax) * 4
         }
-        Variant::Packed { rows, vecs } => {
+        Variant::Packed { rows, vecs, .. } => {
             // `2 P_VP` tiles of `P_PH x P_PW` words, then alpha X of every thread's pixel
             // pairs, a word a row and frame (`tbd.cu`).
             let s = shrink(motions).max(1);
@@ -760,10 +815,21 @@ pub fn source(motions: &[Motion], frame: Dtype, cfg: &KernelConfig, w: usize) ->
     if let Variant::Lean { rows, vecs } = cfg.variant {
         s += &format!("#define LEAN {rows}\n#define LEAN_VP {vecs}\n");
     }
-    if let Variant::Packed { rows, vecs } = cfg.variant {
+    if let Variant::Packed {
+        rows,
+        vecs,
+        periods,
+        ..
+    } = cfg.variant
+    {
         // Blocks a multiprocessor: two of 512 threads (64 registers each), one of 1024.
         let minb = (1024 / (cfg.block.0 * cfg.block.1)).max(1);
         s += &format!("#define PACKED {rows}\n#define PACKED_VP {vecs}\n#define P_MINB {minb}\n");
+        if periods > 0 {
+            // Naps of 256 ns between looks at a flag, not 64: H100, 13 vectors, two runs
+            // each in one call, packed3v4w4g4 101,014-101,114 -> 101,191-101,585 frames/s.
+            s += &format!("#define WAVE_PERIODS {periods}\n#define WAVE_NAP_NS 256\n");
+        }
     }
     if let Variant::Staged { px } = cfg.variant {
         s += &format!("#define STAGED {px}\n");
@@ -954,7 +1020,9 @@ impl GpuTbd {
             let frames =
                 DevBuf::<u8>::new(&gpu, cfg.frames_per_launch() * n * frame.size(), "frames")?;
             let wave = match cfg.variant {
-                Variant::Wave { periods, lag } => {
+                Variant::Wave { periods, lag } | Variant::Packed { periods, lag, .. }
+                    if periods > 0 =>
+                {
                     let (ox, oy) = cfg.out_tile(&params.motions);
                     let (tx, ty) = (w.div_ceil(ox), h.div_ceil(oy));
                     if tx > 4095 || ty > 4095 {
@@ -1156,7 +1224,7 @@ impl GpuTbd {
             }
             if let Some(ws) = &mut self.wave {
                 ws.issued += ws.items as u64;
-                ws.period = ws.period.wrapping_add(self.cfg.maps_per_launch() as u32);
+                ws.period = ws.period.wrapping_add(self.cfg.wave_periods().unwrap_or(1));
                 self.cur = (ws.period & 1) as usize;
             } else {
                 self.cur = 1 - self.cur;

@@ -178,7 +178,8 @@ pub fn fit_groups(c: &mut Case, cfg: &KernelConfig) {
 }
 
 /// What a run of `launches` launches must give: the maps in order and the final state
-/// (fused and per-vector: decimated blocks of `cfg.frames`; tiled: plain, every frame).
+/// (fused and per-vector: decimated blocks of `cfg.frames`; tiled: plain, every frame;
+/// `frames_per_launch` frames a launch).
 pub fn expected(c: &Case, cfg: &KernelConfig, launches: usize) -> (Vec<MapPair>, Vec<f32>) {
     let n = c.h * c.w;
     let mut st = CpuState::new(c.h, c.w, &c.motions, c.alpha);
@@ -188,7 +189,7 @@ pub fn expected(c: &Case, cfg: &KernelConfig, launches: usize) -> (Vec<MapPair>,
     } else {
         cfg.frames
     };
-    for block in c.frames[..launches * cfg.frames].chunks(per) {
+    for block in c.frames[..launches * cfg.frames_per_launch()].chunks(per) {
         let refs: Vec<&[f32]> = block.iter().map(|f| f.as_slice()).collect();
         let mut s = vec![0.0; n];
         let mut a = vec![0; n];
@@ -314,7 +315,7 @@ pub fn packed_expected(c: &Case, cfg: &KernelConfig, launches: usize) -> (Vec<Ma
         .collect();
     let mut s = vec![vec![0.0f64; n]; c.motions.len()];
     let mut maps = Vec::new();
-    for x_k in &c.frames[..launches * cfg.frames] {
+    for x_k in &c.frames[..launches * cfg.frames_per_launch()] {
         let ax: Vec<f64> = x_k.iter().map(|&x| rn16((alpha * x) as f64)).collect();
         let mut best = vec![0.0f64; n];
         let mut barg = vec![0u16; n];

@@ -65,6 +65,39 @@ __device__ __forceinline__ void grid_dep_wait() { asm volatile("griddepcontrol.w
 __device__ __forceinline__ void grid_dep_launch() { asm volatile("griddepcontrol.launch_dependents;\n" :::); }
 #endif
 
+// The wave forms (`Variant::Wave`, the packed kernel with periods: WAVE_PERIODS) take
+// their work items from a ticket counter and wait on flags that other blocks of the same
+// launch (or the launch before) release.
+#ifdef WAVE_PERIODS
+#ifdef KESTREL_EMULATION
+// One block at a time in ticket order in the emulator: a wait that would spin means the
+// order is wrong, and the run stops.
+inline unsigned long long wave_ticket(unsigned long long* t) { return (*t)++; }
+inline unsigned wave_load_flag(const unsigned* p) { return *p; }
+inline void wave_store_flag(unsigned* p, unsigned v) { *p = v; }
+inline void wave_fence() {}
+inline void wave_nap() {
+    std::fprintf(stderr, "wave: a block waits for a tile that no earlier ticket finished\n");
+    std::abort();
+}
+#else
+__device__ __forceinline__ unsigned long long wave_ticket(unsigned long long* t) { return atomicAdd(t, 1ULL); }
+__device__ __forceinline__ unsigned wave_load_flag(const unsigned* p) {
+    unsigned v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+__device__ __forceinline__ void wave_store_flag(unsigned* p, unsigned v) {
+    asm volatile("st.release.gpu.global.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ void wave_fence() { __threadfence(); }
+#ifndef WAVE_NAP_NS
+#define WAVE_NAP_NS 64
+#endif
+__device__ __forceinline__ void wave_nap() { __nanosleep(WAVE_NAP_NS); }
+#endif
+#endif
+
 __device__ __constant__ float MVX[NV] = MOTIONS_VX;
 __device__ __constant__ float MVY[NV] = MOTIONS_VY;
 // The same numbers as compile-time constants, so that unrolled loops fold every shift.
@@ -908,30 +941,6 @@ __device__ __forceinline__ void cp_async_wait2() { asm volatile("cp.async.wait_g
 #define S_WAVE 0
 #endif
 #if S_WAVE
-#ifdef KESTREL_EMULATION
-// One block at a time in ticket order in the emulator: a wait that would spin means the
-// order is wrong, and the run stops.
-inline unsigned long long wave_ticket(unsigned long long* t) { return (*t)++; }
-inline unsigned wave_load_flag(const unsigned* p) { return *p; }
-inline void wave_store_flag(unsigned* p, unsigned v) { *p = v; }
-inline void wave_fence() {}
-inline void wave_nap() {
-    std::fprintf(stderr, "wave: a block waits for a tile that no earlier ticket finished\n");
-    std::abort();
-}
-#else
-__device__ __forceinline__ unsigned long long wave_ticket(unsigned long long* t) { return atomicAdd(t, 1ULL); }
-__device__ __forceinline__ unsigned wave_load_flag(const unsigned* p) {
-    unsigned v;
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
-__device__ __forceinline__ void wave_store_flag(unsigned* p, unsigned v) {
-    asm volatile("st.release.gpu.global.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
-}
-__device__ __forceinline__ void wave_fence() { __threadfence(); }
-__device__ __forceinline__ void wave_nap() { __nanosleep(64); }
-#endif
 // Both state buffers are read and written in one launch: no restrict, no const.
 #define S_SPREV state_t*
 #define S_SNEXT state_t*
@@ -1980,6 +1989,43 @@ extern "C" __global__ void __launch_bounds__(TX * TY)
 #define P_PW (TX + 2 * P_PADW + 1)
 #define P_PH (P_BH + 2 * P_PAD + 1)
 #define P_NT (TX * TY)
+// Output pixels of a tile (the grid's step).
+#define P_OW (2 * TX - 4 * P_HW)
+#define P_OH (P_BH - 2 * P_H)
+// The wave form (WAVE_PERIODS: `packedRvGwPgL`): one launch runs WAVE_PERIODS periods of
+// DEC frames, one tile and period a block, the work items from the wave kernel's ticket
+// counter in the launcher's order (`wave_order`) and each tile waiting on the flags of
+// the nine around it (the period before) instead of on the whole launch before: no
+// launch boundary where the multiprocessors drain (1024 x 1024 frames, 13 vectors: 2.9
+// blocks a multiprocessor a launch). Both state buffers are then read and written in one
+// launch: plain loads of the state (not the read-only path), no restrict.
+#ifdef WAVE_PERIODS
+#define P_WAVE 1
+#define P_SPREV state_t*
+#define P_SNEXT state_t*
+#define P_LDS(p) (*(p))
+#else
+#define P_WAVE 0
+#define P_SPREV const state_t* __restrict__
+#define P_SNEXT state_t* __restrict__
+#define P_LDS(p) LD(p)
+#endif
+// The wave form's frames and maps pass through once (streaming loads and stores: first
+// out of L2, which keeps the state for the next period and the halos of the tiles
+// around). H100, 13 vectors, 1024 x 1024, two runs each in one call: packed3v4w4g4
+// 99,437-100,107 -> 101,014-101,114 frames/s, packed3v4w3g5 100,232-100,313 ->
+// 100,550-100,895; the one-launch-a-period kernel loses by them (packed3v4 94,789-95,085
+// -> 91,734-92,134), so it keeps ordinary loads and stores (P_HINTS 0).
+#ifndef P_HINTS
+#define P_HINTS P_WAVE
+#endif
+#if P_HINTS && !defined(KESTREL_EMULATION)
+#define P_LDF(p) __ldcs(p)
+#define P_STM(p, v) __stcs(p, v)
+#else
+#define P_LDF(p) LD(p)
+#define P_STM(p, v) (*(p) = (v))
+#endif
 // The arg-max of a frame as bytes (P_ARG8: frames k and k + 1 in one word, the thread's
 // first pixel in bytes 0-1, its second in bytes 2-3; a mask and a logic op an update,
 // half the registers) or as u16 halves (a word a frame, one logic op an update). Bytes
@@ -2072,11 +2118,11 @@ __device__ constexpr PackedWeights packed_weights() {
     return p;
 }
 
-template <bool ALLIN>
-__device__ __forceinline__ void packed_body(const state_t* __restrict__ s_prev, state_t* __restrict__ s_next,
-                                            const FRAME_T* __restrict__ frames, float* __restrict__ score,
-                                            unsigned short* __restrict__ arg, int h, int w, float alpha,
-                                            unsigned (*pbuf)[P_PH][P_PW], int gx, int gy0) {
+template <bool ALLIN, class Wait>
+__device__ __forceinline__ void packed_body(P_SPREV s_prev, P_SNEXT s_next, const FRAME_T* __restrict__ frames,
+                                            unsigned short* __restrict__ sc16, unsigned char* __restrict__ ag8,
+                                            int h, int w, float alpha, unsigned (*pbuf)[P_PH][P_PW], int gx, int gy0,
+                                            Wait wait) {
     constexpr PackedWeights pw = packed_weights();
     const int tx = threadIdx.x, r0 = threadIdx.y * P_RB, tid = (int)threadIdx.y * TX + tx;
     const size_t n = (size_t)h * w;
@@ -2107,8 +2153,8 @@ __device__ __forceinline__ void packed_body(const state_t* __restrict__ s_prev, 
     auto ld2 = [&](const state_t* p, int i) -> unsigned {
         if (!rin[i]) return 0u;
         p += (size_t)i * (unsigned)w;
-        if (wev) return LD(reinterpret_cast<const unsigned*>(p));
-        return (unsigned)LD(p) | (c1in ? (unsigned)LD(p + 1) << 16 : 0u);
+        if (wev) return P_LDS(reinterpret_cast<const unsigned*>(p));
+        return (unsigned)P_LDS(p) | (c1in ? (unsigned)P_LDS(p + 1) << 16 : 0u);
     };
     // alpha X of the thread's two pixels a row and frame, packed, in shared memory after
     // the exchange tiles (read once per frame and group, by this thread only).
@@ -2122,22 +2168,23 @@ __device__ __forceinline__ void packed_body(const state_t* __restrict__ s_prev, 
             if (rin[i]) {
 #ifdef FRAME_F32
                 if (wev) {
-                    const float2 x = LD(reinterpret_cast<const float2*>(f + P_OFF(i)));
+                    const float2 x = P_LDF(reinterpret_cast<const float2*>(f + P_OFF(i)));
                     a0 = alpha * x.x;
                     a1 = alpha * x.y;
                 } else
 #endif
                 {
-                    a0 = alpha * (float)LD(f + P_OFF(i));
-                    if (c1in) a1 = alpha * (float)LD(f + P_OFF(i) + 1);
+                    a0 = alpha * (float)P_LDF(f + P_OFF(i));
+                    if (c1in) a1 = alpha * (float)P_LDF(f + P_OFF(i) + 1);
                 }
             }
             axs[(k * P_RB + i) * P_NT + tid] = H2PACK(a0, a1);
         }
     }
     // The frames are in; the state and the maps are the launch before's to finish (the
-    // kernel is a programmatic dependent launch).
-    grid_dep_wait();
+    // kernel is a programmatic dependent launch), or in the wave form the tiles around
+    // this one's (their last period).
+    wait();
     unsigned best[DEC][P_RB], barg[P_ARGW][P_RB];
 #pragma unroll
     for (int q = 0; q < P_ARGW; ++q)
@@ -2270,11 +2317,9 @@ __device__ __forceinline__ void packed_body(const state_t* __restrict__ s_prev, 
             }
     }
     // The maps in the kernel's own precision (`KernelConfig::map_bytes`): the scores as the
-    // f16 values they are ([DEC][H][W] halves in the memory of `score`), the arg-max as
-    // bytes ([DEC][H][W] in the memory of `arg`; at most 256 vectors), 3 bytes a pixel
-    // and frame instead of 6. The launcher widens them when it copies them out.
-    unsigned short* const sc16 = reinterpret_cast<unsigned short*>(score);
-    unsigned char* const ag8 = reinterpret_cast<unsigned char*>(arg);
+    // f16 values they are (sc16: [DEC][H][W] halves in the memory of `score`), the arg-max
+    // as bytes (ag8: [DEC][H][W] in the memory of `arg`; at most 256 vectors), 3 bytes a
+    // pixel and frame instead of 6. The launcher widens them when it copies them out.
 #pragma unroll
     for (int k = 0; k < DEC; ++k)
 #pragma unroll
@@ -2286,14 +2331,14 @@ __device__ __forceinline__ void packed_body(const state_t* __restrict__ s_prev, 
                 const unsigned ab = P_ARG8 ? BYTE_PERM(barg[k / 2][i], 0u, (k % 2) | ((2 + k % 2) << 4))
                                            : BYTE_PERM(barg[P_ARG8 ? k / 2 : k][i], 0u, 0x20u);
                 if (wev) {
-                    *reinterpret_cast<unsigned*>(sc) = best[k][i];
-                    *reinterpret_cast<unsigned short*>(ag) = (unsigned short)(ab & 0xffffu);
+                    P_STM(reinterpret_cast<unsigned*>(sc), best[k][i]);
+                    P_STM(reinterpret_cast<unsigned short*>(ag), (unsigned short)(ab & 0xffffu));
                 } else {
-                    sc[0] = (unsigned short)(best[k][i] & 0xffffu);
-                    ag[0] = (unsigned char)(ab & 0xffu);
+                    P_STM(sc, (unsigned short)(best[k][i] & 0xffffu));
+                    P_STM(ag, (unsigned char)(ab & 0xffu));
                     if (c1in) {
-                        sc[1] = (unsigned short)(best[k][i] >> 16);
-                        ag[1] = (unsigned char)((ab >> 8) & 0xffu);
+                        P_STM(sc + 1, (unsigned short)(best[k][i] >> 16));
+                        P_STM(ag + 1, (unsigned char)((ab >> 8) & 0xffu));
                     }
                 }
             }
@@ -2307,8 +2352,14 @@ __device__ __forceinline__ void packed_body(const state_t* __restrict__ s_prev, 
 #define P_MINB 1
 #endif
 extern "C" __global__ void __launch_bounds__(TX * TY, P_MINB)
-    tbd_packed(const state_t* __restrict__ s_prev, state_t* __restrict__ s_next, const FRAME_T* __restrict__ frames,
-               float* __restrict__ score, unsigned short* __restrict__ arg, int h, int w, float alpha) {
+    tbd_packed(P_SPREV s_prev, P_SNEXT s_next, const FRAME_T* __restrict__ frames, float* __restrict__ score,
+               unsigned short* __restrict__ arg, int h, int w, float alpha
+#if P_WAVE
+               ,
+               const unsigned* __restrict__ order, unsigned long long* ticket, unsigned* flags, unsigned long long base,
+               unsigned gp0
+#endif
+    ) {
     // 2 P_VP exchange tiles of words, then alpha X: dynamic shared memory (a static
     // buffer in the emulator, one block at a time).
 #ifdef KESTREL_EMULATION
@@ -2318,16 +2369,67 @@ extern "C" __global__ void __launch_bounds__(TX * TY, P_MINB)
     extern __shared__ __align__(16) unsigned p_dyn[];
     unsigned(*pbuf)[P_PH][P_PW] = reinterpret_cast<unsigned(*)[P_PH][P_PW]>(p_dyn);
 #endif
+    unsigned short* sc16 = reinterpret_cast<unsigned short*>(score);
+    unsigned char* ag8 = reinterpret_cast<unsigned char*>(arg);
+#if P_WAVE
+    const size_t n = (size_t)h * w;
+    // The work item (as the wave kernel's): period wj of the launch (gp overall), tile
+    // (br, bc) of tgy x tgx; its ticket is taken before the next launch may start.
+    const int tid = (int)threadIdx.y * TX + (int)threadIdx.x;
+    __shared__ unsigned p_item;
+    if (tid == 0) p_item = order[(unsigned)(wave_ticket(ticket) - base)];
+    __syncthreads();
+    const unsigned item = p_item;
+    const int wj = (int)(item & 0xffu), br = (int)((item >> 8) & 0xfffu), bc = (int)(item >> 20);
+    const unsigned gp = gp0 + (unsigned)wj;
+    const int tgx = (w + P_OW - 1) / P_OW, tgy = (h + P_OH - 1) / P_OH;
+    // Period gp reads the buffer of its parity and writes the other.
+    state_t* const sp = (gp & 1u) ? s_next : s_prev;
+    state_t* const sn = (gp & 1u) ? s_prev : s_next;
+    frames += (size_t)wj * DEC * n;
+    sc16 += (size_t)wj * DEC * n;
+    ag8 += (size_t)wj * DEC * n;
+    grid_dep_launch();
+    // Waits until the nine tiles around this one have finished period gp - 1: the halo it
+    // reads lies in them (at most a tile away: checked by the launcher) and it overwrites
+    // the state they read.
+    auto wait = [&]() {
+        if (tid < 9) {
+            const int rr = br + tid / 3 - 1, cc = bc + tid % 3 - 1;
+            if ((unsigned)rr < (unsigned)tgy && (unsigned)cc < (unsigned)tgx) {
+                const unsigned* f = flags + rr * tgx + cc;
+                while ((int)(wave_load_flag(f) - gp) < 0) wave_nap();
+            }
+        }
+        __syncthreads();
+    };
+#else
+    const int bc = (int)blockIdx.x, br = (int)blockIdx.y;
+    const state_t* __restrict__ sp = s_prev;
+    state_t* __restrict__ sn = s_next;
     // The next launch may start once every block of this one has started (it waits for
     // this one's writes before it reads or writes what this one does).
     grid_dep_launch();
-    const int bx0 = (int)blockIdx.x * (2 * TX - 4 * P_HW) - 2 * P_HW;
-    const int by0 = (int)blockIdx.y * (P_BH - 2 * P_H) - P_H;
+    auto wait = []() { grid_dep_wait(); };
+#endif
+    const int bx0 = bc * P_OW - 2 * P_HW;
+    const int by0 = br * P_OH - P_H;
     const int gx = bx0 + 2 * (int)threadIdx.x, gy0 = by0 + (int)threadIdx.y * P_RB;
     // Block-uniform: every thread takes the same branch (the barriers inside stay paired).
     if (bx0 >= 0 && by0 >= 0 && bx0 + 2 * TX <= w && by0 + P_BH <= h)
-        packed_body<true>(s_prev, s_next, frames, score, arg, h, w, alpha, pbuf, gx, gy0);
+        packed_body<true>(sp, sn, frames, sc16, ag8, h, w, alpha, pbuf, gx, gy0, wait);
     else
-        packed_body<false>(s_prev, s_next, frames, score, arg, h, w, alpha, pbuf, gx, gy0);
+        packed_body<false>(sp, sn, frames, sc16, ag8, h, w, alpha, pbuf, gx, gy0, wait);
+#if P_WAVE
+    // The tile's period is done: every thread's stores, the barrier, then one thread's
+    // device-scope fence and release of the flag (as the wave kernel). The item is read
+    // again from shared memory: nothing of it need stay in registers across the body.
+    __syncthreads();
+    if (tid == 0) {
+        const unsigned it = p_item;
+        wave_fence();
+        wave_store_flag(flags + ((it >> 8) & 0xfffu) * (unsigned)tgx + (it >> 20), gp0 + (it & 0xffu) + 1u);
+    }
+#endif
 }
 #endif
