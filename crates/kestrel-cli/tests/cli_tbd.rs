@@ -269,6 +269,18 @@ fn broken_inputs_of_tbd() {
             "packed2v9/ldg/unroll/f16/32x16/K4",
             &["--kernel", "9 vectors between barriers (1..=8)"][..],
         ),
+        // Its wave form: a tile smaller than its halo (the tiles around would not hold
+        // it), no lag.
+        (
+            "1",
+            "packed3v4w2g2/ldg/unroll/f16/32x11/K12",
+            &["--kernel", "packed3v4w2g2", "smaller than its halo"][..],
+        ),
+        (
+            "1",
+            "packed3v4w4g0/ldg/unroll/f16/32x11/K4",
+            &["--kernel", "lag 0 tile rows (1..=4095)"][..],
+        ),
         // Kernels of another decimation than the one asked for.
         (
             "10",

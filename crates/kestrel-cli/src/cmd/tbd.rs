@@ -98,9 +98,10 @@ pub struct Args {
     /// GPU: this kernel instead of the autotuner's choice, e.g. fused/ldg/unroll/f32/32x8/D1,
     /// resident4/ldg/unroll/f32/128x8/K4 or tiled/ldg/loop/f32/32x16/K8 (names as
     /// `kestrel bench --only tbd` prints them). The packed kernels (packed2v5/ldg/unroll/
-    /// f16/32x16/K4, ...) compute in f16, not f32: the fastest with a map every frame, within
-    /// (6 - 3 alpha) 2^-11 max|X| / (alpha - 2^-9) of the f32 recursion; never chosen unless
-    /// named here.
+    /// f16/32x16/K4, ...; their wave forms, several periods of K frames a launch, as
+    /// packed3v4w3g5/ldg/unroll/f16/32x11/K4, the fastest) compute in f16, not f32: the
+    /// fastest with a map every frame, within (6 - 3 alpha) 2^-11 max|X| / (alpha - 2^-9) of
+    /// the f32 recursion; never chosen unless named here.
     #[arg(long, value_name = "NAME")]
     kernel: Option<String>,
 }
