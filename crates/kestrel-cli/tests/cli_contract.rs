@@ -394,7 +394,9 @@ fn bench_usage_errors_are_one_line() {
         ("KESTREL_BENCH_TBD_RING", "lots"),
         ("KESTREL_BENCH_TBD_SIZE", "1024x0"),
         ("KESTREL_BENCH_TBD_SIZE", "2048"),
+        ("KESTREL_BENCH_TBD_SIZE", "99999999999x99999999999"),
         ("KESTREL_BENCH_TBD_FRAMES", "0"),
+        ("KESTREL_BENCH_TBD_FRAMES", "100000000000"),
         ("KESTREL_BENCH_TBD", "wave9z"),
         (
             "KESTREL_BENCH_TBD",

@@ -270,7 +270,7 @@ fn broken_inputs_of_tbd() {
             &["--kernel", "9 vectors between barriers (1..=8)"][..],
         ),
         // Its wave form: a tile smaller than its halo (the tiles around would not hold
-        // it), no lag.
+        // it), no lag, more periods than an item holds.
         (
             "1",
             "packed3v4w2g2/ldg/unroll/f16/32x11/K12",
@@ -280,6 +280,11 @@ fn broken_inputs_of_tbd() {
             "1",
             "packed3v4w4g0/ldg/unroll/f16/32x11/K4",
             &["--kernel", "lag 0 tile rows (1..=4095)"][..],
+        ),
+        (
+            "1",
+            "packed3v4w256g4/ldg/unroll/f16/32x11/K4",
+            &["--kernel", "256 periods per launch (1..=255)"][..],
         ),
         // Kernels of another decimation than the one asked for.
         (

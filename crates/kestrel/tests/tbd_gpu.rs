@@ -356,19 +356,7 @@ fn packed_kernel_launches_back_to_back() {
     let launches = 5;
     let slots = 3;
     for (vecs, periods, lag) in [(5, 0, 0), (4, 4, 4), (4, 3, 5)] {
-        let cfg = KernelConfig {
-            variant: Variant::Packed {
-                rows: 3,
-                vecs,
-                periods,
-                lag,
-            },
-            half: true,
-            ldg: true,
-            unroll: true,
-            frames: 4,
-            block: (32, 11),
-        };
+        let cfg = KernelConfig::packed(3, vecs, (periods, lag), 4, (32, 11));
         let f = cfg.frames_per_launch();
         let mut c = case(1750, 512, 1024, slots * f, Dtype::F32, false);
         c.motions = tbd::motion::speeds_directions(&[0.0, 1.0], 12).unwrap();
@@ -628,7 +616,7 @@ fn the_packed_kernel_is_its_f16_arithmetic_on_the_gpu() {
     }
     let bench = tbd::motion::speeds_directions(&[0.0, 1.0], 12).unwrap();
     let mut k = 0;
-    for (rows, vecs, frames, block, h, w, frame, big, (periods, lag)) in [
+    for (rows, vecs, frames, block, h, w, frame, big, wave) in [
         (4, 3, 4, (64, 12), 150, 334, Dtype::F32, true, (0, 0)),
         (4, 3, 4, (64, 12), 149, 333, Dtype::U8, true, (0, 0)),
         (2, 5, 4, (32, 16), 150, 334, Dtype::F32, true, (0, 0)),
@@ -648,19 +636,7 @@ fn the_packed_kernel_is_its_f16_arithmetic_on_the_gpu() {
         (3, 3, 2, (16, 8), 67, 94, Dtype::U8, false, (2, 2)),
     ] {
         k += 1;
-        let cfg = KernelConfig {
-            variant: Variant::Packed {
-                rows,
-                vecs,
-                periods,
-                lag,
-            },
-            half: true,
-            ldg: true,
-            unroll: true,
-            frames,
-            block,
-        };
+        let cfg = KernelConfig::packed(rows, vecs, wave, frames, block);
         let launches = 2;
         let mut c = case(
             900 + k,

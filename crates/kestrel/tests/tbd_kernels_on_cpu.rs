@@ -79,15 +79,13 @@ fn run_emulated_as(
         input.extend(v.to_le_bytes());
     }
     input.extend(c.alpha.to_le_bytes());
-    if let Variant::Wave { periods, lag } | Variant::Packed { periods, lag, .. } = cfg.variant {
+    if let Some((periods, lag)) = cfg.wave() {
         // The wave forms' work order as the launcher lays it out.
-        if periods > 0 {
-            let (ox, oy) = cfg.out_tile(&c.motions);
-            let order = wave_order(periods, lag, c.w.div_ceil(ox), c.h.div_ceil(oy));
-            input.extend((order.len() as u32).to_le_bytes());
-            for o in order {
-                input.extend(o.to_le_bytes());
-            }
+        let (ox, oy) = cfg.out_tile(&c.motions);
+        let order = wave_order(periods, lag, c.w.div_ceil(ox), c.h.div_ceil(oy));
+        input.extend((order.len() as u32).to_le_bytes());
+        for o in order {
+            input.extend(o.to_le_bytes());
         }
     }
     input.extend(vec![
@@ -498,17 +496,9 @@ fn the_packed_kernel_is_its_f16_arithmetic() {
     .enumerate()
     {
         let cfg = KernelConfig {
-            variant: Variant::Packed {
-                rows,
-                vecs,
-                periods: 0,
-                lag: 0,
-            },
-            half: true,
             ldg: k % 2 == 0,
             unroll,
-            frames,
-            block,
+            ..KernelConfig::packed(rows, vecs, (0, 0), frames, block)
         };
         let mut c = case(301 + k as u64, h, w, frames * launches, frame, false);
         if five {
@@ -574,25 +564,12 @@ fn the_packed_wave_form_gives_the_packed_kernels_bits() {
     .enumerate()
     {
         let plain = KernelConfig {
-            variant: Variant::Packed {
-                rows,
-                vecs,
-                periods: 0,
-                lag: 0,
-            },
-            half: true,
             ldg: k % 2 == 0,
             unroll,
-            frames,
-            block,
+            ..KernelConfig::packed(rows, vecs, (0, 0), frames, block)
         };
         let wave = KernelConfig {
-            variant: Variant::Packed {
-                rows,
-                vecs,
-                periods,
-                lag,
-            },
+            variant: KernelConfig::packed(rows, vecs, (periods, lag), frames, block).variant,
             ..plain
         };
         let mut c = case(

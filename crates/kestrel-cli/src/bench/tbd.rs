@@ -374,32 +374,46 @@ pub fn ring_bytes() -> anyhow::Result<usize> {
 
 /// The GPU runs' frame size from `KESTREL_BENCH_TBD_SIZE=HxW` (None: not set); a value
 /// that is not two positive numbers is a usage error, checked before any family runs.
+/// Each side at most [`MAX_SIDE`] (a frame of that size already exceeds any GPU's memory
+/// for the state, which the run then reports; larger products could overflow).
 pub fn frame_size() -> anyhow::Result<Option<(usize, usize)>> {
     let Ok(v) = std::env::var("KESTREL_BENCH_TBD_SIZE") else {
         return Ok(None);
     };
-    let parsed = v.trim().split_once(['x', 'X']).and_then(|(a, b)| {
-        let h = a.trim().parse::<usize>().ok()?;
-        let w = b.trim().parse::<usize>().ok()?;
-        (h > 0 && w > 0).then_some((h, w))
-    });
+    let side = |t: &str| {
+        t.trim()
+            .parse::<usize>()
+            .ok()
+            .filter(|&x| (1..=MAX_SIDE).contains(&x))
+    };
+    let parsed = v
+        .trim()
+        .split_once(['x', 'X'])
+        .and_then(|(a, b)| Some((side(a)?, side(b)?)));
     parsed.map(Some).ok_or_else(|| {
         crate::cmd::bad(format!(
-            "KESTREL_BENCH_TBD_SIZE={v:?}: expected HEIGHTxWIDTH, as 2048x2048"
+            "KESTREL_BENCH_TBD_SIZE={v:?}: expected HEIGHTxWIDTH, each 1..={MAX_SIDE}, as 2048x2048"
         ))
     })
 }
 
+/// The largest side `KESTREL_BENCH_TBD_SIZE` takes.
+const MAX_SIDE: usize = 65536;
+
+/// The most frames `KESTREL_BENCH_TBD_FRAMES` takes (five timed runs of them a kernel).
+const MAX_TIMED_FRAMES: usize = 100_000;
+
 /// Frames a timed run of the device-fed GPU benchmark covers: `KESTREL_BENCH_TBD_FRAMES`
 /// (default 200; rounded down to whole launches, at least 4); a value that is not a
-/// positive number is a usage error, checked before any family runs.
+/// number of frames in 1..=[`MAX_TIMED_FRAMES`] is a usage error, checked before any
+/// family runs.
 pub fn timed_frames() -> anyhow::Result<usize> {
     match std::env::var("KESTREL_BENCH_TBD_FRAMES") {
         Err(_) => Ok(200),
         Ok(v) => match v.trim().parse::<usize>() {
-            Ok(f) if f > 0 => Ok(f),
+            Ok(f) if (1..=MAX_TIMED_FRAMES).contains(&f) => Ok(f),
             _ => Err(crate::cmd::bad(format!(
-                "KESTREL_BENCH_TBD_FRAMES={v:?}: expected a positive number of frames"
+                "KESTREL_BENCH_TBD_FRAMES={v:?}: expected a number of frames, 1..={MAX_TIMED_FRAMES}"
             ))),
         },
     }

@@ -200,18 +200,9 @@ pub fn packed_candidates(params: &Params) -> Vec<KernelConfig> {
         (3, 4, (32, 11), true, (3, 5)),
     ]
     .into_iter()
-    .map(|(rows, vecs, block, ldg, (periods, lag))| KernelConfig {
-        variant: Variant::Packed {
-            rows,
-            vecs,
-            periods,
-            lag,
-        },
-        half: true,
+    .map(|(rows, vecs, block, ldg, wave)| KernelConfig {
         ldg,
-        unroll: true,
-        frames: 4,
-        block,
+        ..KernelConfig::packed(rows, vecs, wave, 4, block)
     })
     .filter(|c| c.check(&params.motions).is_ok())
     .collect()
@@ -431,7 +422,8 @@ mod tests {
         assert_eq!((pw.frames_per_launch(), pw.maps_per_launch()), (16, 16));
         assert!(pw.check(&motions).is_ok());
         let p1 = KernelConfig::parse("packed3v4/ldg/unroll/f16/32x11/K4").unwrap();
-        assert_eq!((p1.frames_per_launch(), p1.wave_periods()), (4, None));
+        assert_eq!((p1.frames_per_launch(), p1.wave()), (4, None));
+        assert_eq!(pw.wave(), Some((4, 4)));
         for bad in [
             "packed3v4w4/ldg/unroll/f16/32x11/K4",
             "packed3v4w4g/ldg/unroll/f16/32x11/K4",

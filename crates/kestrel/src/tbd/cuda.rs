@@ -249,6 +249,31 @@ impl KernelConfig {
         }
     }
 
+    /// The packed kernel (`packedRvG/ldg/unroll/f16/...`, or with `periods` > 0 its wave
+    /// form `packedRvGwPgL`): `rows` rows a thread, `vecs` vectors between barriers,
+    /// `frames` frames a period, blocks of `block`, cached loads, vectors unrolled.
+    pub fn packed(
+        rows: u32,
+        vecs: u32,
+        (periods, lag): (u32, u32),
+        frames: usize,
+        block: (u32, u32),
+    ) -> KernelConfig {
+        KernelConfig {
+            variant: Variant::Packed {
+                rows,
+                vecs,
+                periods,
+                lag,
+            },
+            half: true,
+            ldg: true,
+            unroll: true,
+            frames,
+            block,
+        }
+    }
+
     /// The late kernel with 2 pixels a thread (`late2`): plain loads, vectors unrolled,
     /// `frames` frames per launch (the decimation), blocks of `block`.
     pub fn late(half: bool, frames: usize, block: (u32, u32)) -> KernelConfig {
@@ -299,15 +324,15 @@ impl KernelConfig {
     /// Frames consumed per launch: `frames`, times the periods of [`Variant::Wave`] and of
     /// the packed kernel's wave form.
     pub fn frames_per_launch(&self) -> usize {
-        self.frames * self.wave_periods().unwrap_or(1) as usize
+        self.frames * self.wave().map_or(1, |(periods, _)| periods as usize)
     }
 
-    /// Periods a launch of a wave form ([`Variant::Wave`], [`Variant::Packed`] with
-    /// periods), else None.
-    pub fn wave_periods(&self) -> Option<u32> {
+    /// (periods a launch, lag in tile rows) of a wave form ([`Variant::Wave`],
+    /// [`Variant::Packed`] with periods), else None.
+    pub fn wave(&self) -> Option<(u32, u32)> {
         match self.variant {
-            Variant::Wave { periods, .. } => Some(periods),
-            Variant::Packed { periods, .. } if periods > 0 => Some(periods),
+            Variant::Wave { periods, lag } => Some((periods, lag)),
+            Variant::Packed { periods, lag, .. } if periods > 0 => Some((periods, lag)),
             _ => None,
         }
     }
@@ -1019,10 +1044,8 @@ impl GpuTbd {
             ];
             let frames =
                 DevBuf::<u8>::new(&gpu, cfg.frames_per_launch() * n * frame.size(), "frames")?;
-            let wave = match cfg.variant {
-                Variant::Wave { periods, lag } | Variant::Packed { periods, lag, .. }
-                    if periods > 0 =>
-                {
+            let wave = match cfg.wave() {
+                Some((periods, lag)) => {
                     let (ox, oy) = cfg.out_tile(&params.motions);
                     let (tx, ty) = (w.div_ceil(ox), h.div_ceil(oy));
                     if tx > 4095 || ty > 4095 {
@@ -1224,7 +1247,9 @@ impl GpuTbd {
             }
             if let Some(ws) = &mut self.wave {
                 ws.issued += ws.items as u64;
-                ws.period = ws.period.wrapping_add(self.cfg.wave_periods().unwrap_or(1));
+                ws.period = ws
+                    .period
+                    .wrapping_add(self.cfg.wave().map_or(1, |(p, _)| p));
                 self.cur = (ws.period & 1) as usize;
             } else {
                 self.cur = 1 - self.cur;

@@ -96,6 +96,28 @@ __device__ __forceinline__ void wave_fence() { __threadfence(); }
 #endif
 __device__ __forceinline__ void wave_nap() { __nanosleep(WAVE_NAP_NS); }
 #endif
+// The block's work item (`wave_order` in cuda.rs: period j | tile row << 8 | column <<
+// 20): one thread takes the next ticket, the others read it from `slot` (shared
+// memory) after a barrier. Tickets count across launches; `base`: the launch's first.
+__device__ __forceinline__ unsigned wave_take(const unsigned* order, unsigned long long* ticket,
+                                              unsigned long long base, unsigned* slot, int tid) {
+    if (tid == 0) *slot = order[(unsigned)(wave_ticket(ticket) - base)];
+    __syncthreads();
+    return *slot;
+}
+// Waits until the nine tiles around tile (br, bc) of tgy x tgx have finished period gp - 1
+// (flags[tile] = the last period done + 1): nine threads look, then a barrier.
+__device__ __forceinline__ void wave_wait_around(const unsigned* flags, int br, int bc, int tgx, int tgy, unsigned gp,
+                                                 int tid) {
+    if (tid < 9) {
+        const int rr = br + tid / 3 - 1, cc = bc + tid % 3 - 1;
+        if ((unsigned)rr < (unsigned)tgy && (unsigned)cc < (unsigned)tgx) {
+            const unsigned* f = flags + rr * tgx + cc;
+            while ((int)(wave_load_flag(f) - gp) < 0) wave_nap();
+        }
+    }
+    __syncthreads();
+}
 #endif
 
 __device__ __constant__ float MVX[NV] = MOTIONS_VX;
@@ -1044,9 +1066,7 @@ extern "C" __global__ void S_BOUNDS
 #if S_WAVE
     // The work item: period wj of the launch (gp overall), tile (br, bc) of tgy x tgx.
     __shared__ unsigned s_item;
-    if (tid == 0) s_item = order[(unsigned)(wave_ticket(ticket) - base)];
-    __syncthreads();
-    const unsigned item = s_item;
+    const unsigned item = wave_take(order, ticket, base, &s_item, tid);
     const int wj = (int)(item & 0xffu), br = (int)((item >> 8) & 0xfffu), bc = (int)(item >> 20);
     const unsigned gp = gp0 + (unsigned)wj;
     const int tgx = (w + S_OW - 1) / S_OW, tgy = (h + S_OH - 1) / S_OH;
@@ -1070,16 +1090,7 @@ extern "C" __global__ void S_BOUNDS
 #endif
 #if S_WAVE
     // Waits until the nine tiles around this one have finished period gp - 1.
-    auto wave_wait = [&]() {
-        if (tid < 9) {
-            const int rr = br + tid / 3 - 1, cc = bc + tid % 3 - 1;
-            if ((unsigned)rr < (unsigned)tgy && (unsigned)cc < (unsigned)tgx) {
-                const unsigned* f = flags + rr * tgx + cc;
-                while ((int)(wave_load_flag(f) - gp) < 0) wave_nap();
-            }
-        }
-        __syncthreads();
-    };
+    auto wave_wait = [&]() { wave_wait_around(flags, br, bc, tgx, tgy, gp, tid); };
 #endif
 #if S_ROW16
     // This thread's share of a frame tile, counted from the frame's first needed tile row
@@ -1487,7 +1498,8 @@ extern "C" __global__ void S_BOUNDS
     // in every thread, before the barrier, made each warp wait for its own stores to
     // reach L2: H100, 13 vectors, D10, 32 x 16, two runs each in one call, wave3g6 f32
     // 1.191-1.196 -> 1.175 ms per 200 frames, wave2g8 1.326-1.334 -> 1.310-1.313, wave3g6
-    // f16 1.022-1.028 -> 1.009-1.011.
+    // f16 1.022-1.028 -> 1.009-1.011. (Not a shared helper: with the flag's address
+    // computed before the barrier, as a call computes it, the SASS differs.)
     __syncthreads();
     if (tid == 0) {
         wave_fence();
@@ -2377,9 +2389,7 @@ extern "C" __global__ void __launch_bounds__(TX * TY, P_MINB)
     // (br, bc) of tgy x tgx; its ticket is taken before the next launch may start.
     const int tid = (int)threadIdx.y * TX + (int)threadIdx.x;
     __shared__ unsigned p_item;
-    if (tid == 0) p_item = order[(unsigned)(wave_ticket(ticket) - base)];
-    __syncthreads();
-    const unsigned item = p_item;
+    const unsigned item = wave_take(order, ticket, base, &p_item, tid);
     const int wj = (int)(item & 0xffu), br = (int)((item >> 8) & 0xfffu), bc = (int)(item >> 20);
     const unsigned gp = gp0 + (unsigned)wj;
     const int tgx = (w + P_OW - 1) / P_OW, tgy = (h + P_OH - 1) / P_OH;
@@ -2393,16 +2403,7 @@ extern "C" __global__ void __launch_bounds__(TX * TY, P_MINB)
     // Waits until the nine tiles around this one have finished period gp - 1: the halo it
     // reads lies in them (at most a tile away: checked by the launcher) and it overwrites
     // the state they read.
-    auto wait = [&]() {
-        if (tid < 9) {
-            const int rr = br + tid / 3 - 1, cc = bc + tid % 3 - 1;
-            if ((unsigned)rr < (unsigned)tgy && (unsigned)cc < (unsigned)tgx) {
-                const unsigned* f = flags + rr * tgx + cc;
-                while ((int)(wave_load_flag(f) - gp) < 0) wave_nap();
-            }
-        }
-        __syncthreads();
-    };
+    auto wait = [&]() { wave_wait_around(flags, br, bc, tgx, tgy, gp, tid); };
 #else
     const int bc = (int)blockIdx.x, br = (int)blockIdx.y;
     const state_t* __restrict__ sp = s_prev;
@@ -2421,9 +2422,9 @@ extern "C" __global__ void __launch_bounds__(TX * TY, P_MINB)
     else
         packed_body<false>(sp, sn, frames, sc16, ag8, h, w, alpha, pbuf, gx, gy0, wait);
 #if P_WAVE
-    // The tile's period is done: every thread's stores, the barrier, then one thread's
-    // device-scope fence and release of the flag (as the wave kernel). The item is read
-    // again from shared memory: nothing of it need stay in registers across the body.
+    // The tile's period is done: the barrier, then one thread's fence and release of the
+    // flag (as the wave kernel). The item is read again from shared memory: nothing of it
+    // need stay in registers across the body.
     __syncthreads();
     if (tid == 0) {
         const unsigned it = p_item;
