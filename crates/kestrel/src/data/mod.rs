@@ -321,6 +321,13 @@ impl<T: Real> Estimates<T> {
         &self.cov[o..o + n2]
     }
 
+    /// The buffers taken out, without a copy: `(mean [B][T][nx], cov, loglik [B][T])`;
+    /// an output that was not kept is empty (`None` for the log-likelihoods), and
+    /// [`Estimates::cov_output`] tells the covariances' form (ask it before).
+    pub fn into_parts(self) -> (Vec<T>, Vec<T>, Option<Vec<T>>) {
+        (self.mean, self.cov, self.loglik)
+    }
+
     /// Sum of the per-step log-likelihoods of all tracks (0 without log-likelihoods).
     pub fn total_loglik(&self) -> f64 {
         self.loglik

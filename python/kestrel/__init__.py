@@ -1,0 +1,36 @@
+"""kestrel: Bayesian state estimation at scale on CPUs and NVIDIA GPUs.
+
+Families: the batched Kalman filter and smoothers (:class:`KalmanFilter`), including
+the parallel-in-time methods of Sarkka & Garcia-Fernandez. Arrays in are NumPy arrays,
+array-likes or DLPack objects (PyTorch, CuPy, JAX); arrays out are NumPy arrays, or
+arrays of the input's library on its GPU. NaN marks a missing measurement. The GIL is
+released while kestrel computes.
+"""
+
+from . import _kestrel
+from ._arrays import KestrelWarning
+from ._kestrel import Model, ModelError, __version__
+from .kalman import KalmanFilter, KalmanResult
+
+
+def auto_device() -> str:
+    """The device ``device="auto"`` prefers: ``"cuda:0"`` when a GPU is usable, else
+    ``"cpu"``."""
+    return _kestrel.auto_device()[0]
+
+
+def cuda_device_count() -> int:
+    """The number of usable CUDA GPUs (0 without a GPU or driver)."""
+    return _kestrel.cuda_device_count()
+
+
+__all__ = [
+    "KalmanFilter",
+    "KalmanResult",
+    "KestrelWarning",
+    "Model",
+    "ModelError",
+    "auto_device",
+    "cuda_device_count",
+    "__version__",
+]

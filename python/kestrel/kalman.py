@@ -1,0 +1,217 @@
+"""The Kalman family: the linear-Gaussian model, the batched Kalman filter, the
+Rauch-Tung-Striebel, parallel-in-time RTS and two-filter smoothers.
+
+Time convention (kestrel's, as the command line): the prior ``(x0, P0)`` is the state
+at step 0 *before* the step-0 measurement; step 0 is an update of the prior and each
+later step is predict-then-update. A measurement with NaN in any component is missing:
+that step only predicts and its log-likelihood term is 0. The log-likelihood of step k
+is ``log N(z_k; H x_{k|k-1} + d, S_k)``, ``S_k = H P_{k|k-1} H^T + R``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+import numpy as np
+
+from . import _kestrel
+from ._arrays import Origin, as_float, flush_warnings, matrix, precision_dtype, to_numpy, vector
+
+Outputs = "str | Iterable[str]"
+
+
+def outputs_arg(outputs: Any) -> str:
+    """``("mean", "cov")`` or ``"mean,cov"`` as the command line's ``--outputs`` list."""
+    if isinstance(outputs, str):
+        return outputs
+    try:
+        items = list(outputs)
+    except TypeError:
+        raise TypeError(
+            f"outputs: expected a string or a sequence of strings, got {type(outputs).__name__}"
+        ) from None
+    for o in items:
+        if not isinstance(o, str):
+            raise TypeError(f"outputs: expected strings, got {type(o).__name__}")
+    return ",".join(items)
+
+
+@dataclass
+class KalmanResult:
+    """Estimates of a batch: ``mean`` [B, T, nx], ``cov`` [B, T, nx, nx] (or the
+    variances [B, T, nx] with ``outputs=("diag",)``), ``loglik`` [B, T] (the filter's
+    per-step predictive log-likelihoods; for a smoother, those of its filter). The B axis
+    is absent when the measurements were one track ([T, ny]). Outputs not asked for are
+    None. ``device`` is where it ran."""
+
+    mean: Any
+    cov: Any
+    loglik: Any
+    device: str
+
+    @property
+    def total_loglik(self) -> float:
+        """The sum of the per-step log-likelihoods over every step and track."""
+        if self.loglik is None:
+            raise ValueError("the log-likelihoods were not asked for (outputs)")
+        return float(np.asarray(_host(self.loglik), dtype=np.float64).sum())
+
+
+def _host(a: Any) -> Any:
+    if hasattr(a, "get") and type(a).__module__.startswith("cupy"):
+        return a.get()
+    if hasattr(a, "cpu") and type(a).__module__.startswith("torch"):
+        return a.cpu().numpy()
+    return a
+
+
+def measurements(z: Any, ny: int, precision: Any, device: str) -> tuple[np.ndarray, bool, Origin]:
+    """``z`` as a C-contiguous [B, T, ny] array of the run's dtype; whether it was one
+    track ([T, ny], or [T] when ny = 1); where it came from."""
+    a, origin = to_numpy(z, "z")
+    dtype = precision_dtype(precision, a, device)
+    a = as_float(a, "z", dtype)
+    one = False
+    if a.ndim == 1 and ny == 1:
+        a, one = a.reshape(1, -1, 1), True
+    elif a.ndim == 2:
+        if a.shape[1] != ny:
+            raise ValueError(
+                f"z: one track's measurements are [T, ny] with ny = {ny}, got shape {a.shape}"
+            )
+        a, one = a[None], True
+    elif a.ndim != 3:
+        raise ValueError(
+            f"z: expected measurements [B, T, ny] or [T, ny], got shape {a.shape}"
+        )
+    if a.shape[2] != ny:
+        raise ValueError(
+            f"z: measurements have {a.shape[2]} components, the model measures {ny}"
+        )
+    return np.ascontiguousarray(a), one, origin
+
+
+class KalmanFilter:
+    """A linear-Gaussian state-space model and its batched filters and smoothers.
+
+    ``x_k = F x_{k-1} + u + w_k``, ``w_k ~ N(0, Q)``; ``z_k = H x_k + d + v_k``,
+    ``v_k ~ N(0, R)``; prior ``x_0 ~ N(x0, P0)`` before the step-0 measurement
+    (``x0`` defaults to zeros, ``P0`` to the identity, ``u`` and ``d`` to zeros).
+
+    >>> import numpy as np, kestrel
+    >>> kf = kestrel.KalmanFilter(F=[[1, 1], [0, 1]], H=[[1, 0]], Q=0.01 * np.eye(2), R=[[1.0]])
+    >>> z = np.cumsum(np.ones(50))[:, None]          # one track, 50 steps, ny = 1
+    >>> kf.filter(z).mean.shape
+    (50, 2)
+    """
+
+    def __init__(self, F: Any, H: Any, Q: Any, R: Any, x0: Any = None, P0: Any = None,
+                 u: Any = None, d: Any = None):
+        F = matrix(F, "F")
+        nx = F.shape[0]
+        H = matrix(H, "H")
+        args = dict(
+            F=F,
+            H=H,
+            Q=matrix(Q, "Q"),
+            R=matrix(R, "R"),
+            x0=np.zeros(nx) if x0 is None else vector(x0, "x0"),
+            P0=np.eye(nx) if P0 is None else matrix(P0, "P0"),
+            u=None if u is None else vector(u, "u"),
+            d=None if d is None else vector(d, "d"),
+        )
+        self._model = _kestrel.Model(**args)
+
+    @classmethod
+    def from_model(cls, model: "_kestrel.Model") -> "KalmanFilter":
+        """Wraps a native ``kestrel.Model``."""
+        kf = cls.__new__(cls)
+        kf._model = model
+        return kf
+
+    @classmethod
+    def from_toml(cls, path: str | os.PathLike) -> "KalmanFilter":
+        """Reads a model file: every form ``kestrel filter --model`` reads (explicit
+        matrices, the cv / ca / random-walk / ar builders, ``prior = "stationary"``)."""
+        return cls.from_model(_kestrel.Model.from_toml(os.fspath(path)))
+
+    @classmethod
+    def from_toml_str(cls, text: str) -> "KalmanFilter":
+        """Parses a model from TOML text."""
+        return cls.from_model(_kestrel.Model.from_toml_str(text))
+
+    def to_toml(self) -> str:
+        """The model in the explicit TOML form (numbers round-trip exactly)."""
+        return self._model.to_toml()
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Writes the model file (explicit form)."""
+        self._model.save(os.fspath(path))
+
+    @property
+    def model(self) -> "_kestrel.Model":
+        return self._model
+
+    nx = property(lambda self: self._model.nx, doc="State dimension.")
+    ny = property(lambda self: self._model.ny, doc="Measurement dimension.")
+    F = property(lambda self: self._model.F, doc="Transition matrix [nx, nx].")
+    H = property(lambda self: self._model.H, doc="Measurement matrix [ny, nx].")
+    Q = property(lambda self: self._model.Q, doc="Process noise covariance [nx, nx].")
+    R = property(lambda self: self._model.R, doc="Measurement noise covariance [ny, ny].")
+    x0 = property(lambda self: self._model.x0, doc="Prior mean at step 0 [nx].")
+    P0 = property(lambda self: self._model.P0, doc="Prior covariance at step 0 [nx, nx].")
+    u = property(lambda self: self._model.u, doc="Transition offset [nx].")
+    d = property(lambda self: self._model.d, doc="Measurement offset [ny].")
+
+    def __repr__(self) -> str:
+        return f"KalmanFilter(nx={self.nx}, ny={self.ny})"
+
+    def __reduce__(self):
+        return (KalmanFilter.from_toml_str, (self.to_toml(),))
+
+    def _run(self, z, smooth, device, precision, method, scan, outputs, progress):
+        if not isinstance(device, str):
+            raise TypeError(f"device: expected a string, got {type(device).__name__}")
+        a, one, origin = measurements(z, self.ny, precision, device)
+        out = _kestrel.kalman_estimate(
+            self._model, a, smooth=smooth, device=device, method=method, scan=scan,
+            outputs=outputs_arg(outputs), progress=bool(progress),
+        )
+        flush_warnings()
+        res = {}
+        for key in ("mean", "cov", "loglik"):
+            v = out[key]
+            if v is not None and one:
+                v = v[0]
+            res[key] = origin.wrap(v)
+        return KalmanResult(device=out["device"], **res)
+
+    def filter(self, z: Any, device: str = "auto", precision: Any = None,
+               method: str = "sequential", scan: str = "fastest",
+               outputs: Any = ("mean", "cov", "loglik"), progress: bool = False) -> KalmanResult:
+        """The Kalman filter over every track of ``z`` [B, T, ny] (or one track [T, ny]).
+
+        ``method``: ``"sequential"`` (each track's steps in order, tracks in parallel) or
+        ``"parallel"`` (Sarkka & Garcia-Fernandez's associative scan over time, with
+        ``scan``: sequential, hillis-steele, blelloch, ladner-fischer, sengupta[:N],
+        fastest). ``device``: auto, cpu, cuda, cuda:N or cuda:all. ``precision``:
+        "f32" or "f64" (default: the input's float dtype; else f64 on the CPU and f32 on
+        a GPU). ``outputs``: any of mean, cov, diag (the variances), loglik, or "all".
+        Returns filtered means ``x_{k|k}``, covariances ``P_{k|k}`` and per-step
+        log-likelihoods.
+        """
+        return self._run(z, False, device, precision, method, scan, outputs, progress)
+
+    def smooth(self, z: Any, device: str = "auto", precision: Any = None,
+               method: str = "rts", scan: str = "fastest",
+               outputs: Any = ("mean", "cov", "loglik"), progress: bool = False) -> KalmanResult:
+        """The smoothed moments ``x_{k|T}``, ``P_{k|T}`` of every track of ``z``.
+
+        ``method``: ``"rts"`` (Kalman filter then Rauch-Tung-Striebel), ``"parallel-rts"``
+        (both as associative scans over time), ``"two-filter"`` (the parallel two-filter
+        smoother). ``loglik`` holds the filter's per-step log-likelihoods. Other
+        arguments as :meth:`filter`.
+        """
+        return self._run(z, True, device, precision, method, scan, outputs, progress)
