@@ -11,6 +11,7 @@ from . import _kestrel
 from ._arrays import KestrelWarning
 from ._kestrel import Model, ModelError, __version__
 from .kalman import KalmanFilter, KalmanResult
+from .particle import ParticleFilter, PfResult
 
 
 def auto_device() -> str:
@@ -30,6 +31,8 @@ __all__ = [
     "KestrelWarning",
     "Model",
     "ModelError",
+    "ParticleFilter",
+    "PfResult",
     "auto_device",
     "cuda_device_count",
     "__version__",

@@ -16,6 +16,7 @@ use pyo3::prelude::*;
 
 mod arrays;
 mod kalman;
+mod particle;
 mod progress;
 
 create_exception!(
@@ -87,5 +88,6 @@ fn _kestrel(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(auto_device, m)?)?;
     m.add_function(wrap_pyfunction!(cuda_device_count, m)?)?;
     kalman::register(m)?;
+    particle::register(m)?;
     Ok(())
 }
