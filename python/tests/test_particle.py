@@ -418,20 +418,29 @@ def test_the_gil_is_released_and_threads_agree():
             ticks.append(time.perf_counter())
             time.sleep(0.001)
 
-    th = threading.Thread(target=ticker)
-    th.start()
-    time.sleep(0.01)
-    t0 = time.perf_counter()
-    r = pf.filter(z, 20000, device="cpu")
-    t1 = time.perf_counter()
-    stop.set()
-    th.join()
+    # A job long enough to see ticks in (machines of many cores are fast).
+    n = 20000
+    while True:
+        ticks.clear()
+        stop.clear()
+        th = threading.Thread(target=ticker)
+        th.start()
+        time.sleep(0.01)
+        t0 = time.perf_counter()
+        r = pf.filter(z, n, device="cpu")
+        t1 = time.perf_counter()
+        stop.set()
+        th.join()
+        if t1 - t0 > 0.1 or n >= 1_280_000:
+            break
+        n *= 4
     during = [t for t in ticks if t0 < t < t1]
-    assert (t1 - t0) > 0.05 and len(during) >= 5, (t1 - t0, len(during))
+    # A thread that cannot take the GIL while kestrel runs ticks at most once.
+    assert (t1 - t0) > 0.1 and len(during) >= 10, (t1 - t0, len(during))
     out = [None, None]
 
     def work(i):
-        out[i] = pf.filter(z, 20000, device="cpu")
+        out[i] = pf.filter(z, n, device="cpu")
 
     ths = [threading.Thread(target=work, args=(i,)) for i in range(2)]
     [t.start() for t in ths]
