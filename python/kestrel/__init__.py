@@ -11,6 +11,19 @@ from . import _kestrel
 from ._arrays import KestrelWarning
 from ._kestrel import Model, ModelError, __version__
 from .kalman import KalmanFilter, KalmanResult
+from .tracking import (
+    GospaResult,
+    MotResult,
+    OspaResult,
+    ScenarioResult,
+    TrackResult,
+    clear_mot,
+    evaluate,
+    gospa,
+    ospa,
+    simulate_scenario,
+    track,
+)
 from .particle import ParticleFilter, PfResult
 
 
@@ -26,6 +39,17 @@ def cuda_device_count() -> int:
 
 
 __all__ = [
+    "GospaResult",
+    "MotResult",
+    "OspaResult",
+    "ScenarioResult",
+    "TrackResult",
+    "clear_mot",
+    "evaluate",
+    "gospa",
+    "ospa",
+    "simulate_scenario",
+    "track",
     "KalmanFilter",
     "KalmanResult",
     "KestrelWarning",

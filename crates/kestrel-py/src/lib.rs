@@ -18,6 +18,7 @@ mod arrays;
 mod kalman;
 mod particle;
 mod progress;
+mod tracking;
 
 create_exception!(
     _kestrel,
@@ -88,6 +89,7 @@ fn _kestrel(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(auto_device, m)?)?;
     m.add_function(wrap_pyfunction!(cuda_device_count, m)?)?;
     kalman::register(m)?;
+    tracking::register(m)?;
     particle::register(m)?;
     Ok(())
 }

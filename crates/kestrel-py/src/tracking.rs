@@ -1,0 +1,850 @@
+//! Multi-target tracking: `kestrel track` (gating, GNN / JPDA, the life cycle),
+//! `kestrel eval` (GOSPA, OSPA, CLEAR MOT) and `kestrel simulate --scenario`, over arrays.
+//!
+//! Every check and message is the command line's, with its flag named as the keyword
+//! argument (`--gate` becomes `gate`); the computations are the library's own
+//! (`kestrel::tracking`), so the results equal the command's files value for value.
+
+use crate::arrays::{c_slice, matrix, owned};
+use crate::kalman::{device_name, PyModel};
+use crate::progress::Bar;
+use crate::run_detached;
+use kestrel::tracking::files::{scans, Detections, Labelled, Scans};
+use kestrel::tracking::gpu::GpuTracker;
+use kestrel::tracking::metrics::{clear_mot, frames, gospa_over_time, ospa, Frame};
+use kestrel::tracking::scenario;
+use kestrel::tracking::{
+    Assignment, Assoc, JpdaMarginals, Status, TrackSet, Tracker, TrackerConfig, Tracks,
+};
+use kestrel::{Device, Error};
+use numpy::PyReadonlyArrayDyn;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+fn bad(msg: impl Into<String>) -> PyErr {
+    PyValueError::new_err(msg.into())
+}
+
+fn f64_array<'py>(a: &Bound<'py, PyAny>, name: &str) -> PyResult<PyReadonlyArrayDyn<'py, f64>> {
+    a.extract().map_err(|_| {
+        pyo3::exceptions::PyTypeError::new_err(format!("{name}: expected a float64 NumPy array"))
+    })
+}
+
+fn u64_array<'py>(a: &Bound<'py, PyAny>, name: &str) -> PyResult<PyReadonlyArrayDyn<'py, u64>> {
+    a.extract().map_err(|_| {
+        pyo3::exceptions::PyTypeError::new_err(format!("{name}: expected a uint64 NumPy array"))
+    })
+}
+
+// ---------------------------------------------------------------------------------------
+// kestrel track
+
+/// `--confirm M/N` (the command line's parser and messages).
+fn parse_confirm(s: &str) -> PyResult<(u32, u32)> {
+    let parsed = s
+        .split_once('/')
+        .and_then(|(m, n)| Some((m.trim().parse::<u32>().ok()?, n.trim().parse::<u32>().ok()?)));
+    match parsed {
+        Some((m, n)) if m >= 1 && m <= n => Ok((m, n)),
+        Some((m, n)) => Err(bad(format!("confirm {m}/{n}: M/N needs 1 <= M <= N"))),
+        None => Err(bad(format!("confirm '{s}': expected M/N, such as 2/3"))),
+    }
+}
+
+/// The command line's default clutter density: detections per scan over the volume of
+/// their bounding box (`kestrel track` without `--clutter`).
+fn estimate_clutter(d: &Detections, scans: usize) -> f64 {
+    let ny = d.ny;
+    let mut vol = 1.0;
+    for a in 0..ny {
+        let (lo, hi) =
+            d.z.chunks(ny)
+                .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), r| {
+                    (l.min(r[a]), h.max(r[a]))
+                });
+        vol *= (hi - lo).max(1e-9);
+    }
+    (d.len() as f64 / scans.max(1) as f64 / vol).max(f64::MIN_POSITIVE)
+}
+
+/// The options of `kestrel track` as given from Python.
+struct TrackArgs {
+    assoc: Assoc,
+    marginals: Option<JpdaMarginals>,
+    gate: f64,
+    pd: f64,
+    clutter: Option<f64>,
+    confirm: String,
+    delete: u32,
+    delete_tentative: Option<u32>,
+    max_variance: Option<f64>,
+    dt: Option<f64>,
+}
+
+/// `kestrel track`'s `config`: the same checks in the same order.
+fn config(a: &TrackArgs, clutter: f64) -> PyResult<TrackerConfig> {
+    if !(a.gate > 0.0 && a.gate < 1.0) {
+        return Err(bad(format!(
+            "gate must be a probability in (0, 1), got {}",
+            a.gate
+        )));
+    }
+    if !(a.pd > 0.0 && a.pd <= 1.0) {
+        return Err(bad(format!("pd must be in (0, 1], got {}", a.pd)));
+    }
+    if !(clutter > 0.0 && clutter.is_finite()) {
+        return Err(bad(format!(
+            "clutter must be a positive, finite density, got {clutter}"
+        )));
+    }
+    if a.delete == 0 {
+        return Err(bad("delete must be at least 1"));
+    }
+    if a.marginals.is_some() && a.assoc != Assoc::Jpda {
+        return Err(bad("jpda_marginals applies to assoc jpda only"));
+    }
+    if a.delete_tentative == Some(0) {
+        return Err(bad("delete_tentative must be at least 1"));
+    }
+    let max_variance = a.max_variance.unwrap_or(f64::INFINITY);
+    if !(max_variance > 0.0) {
+        return Err(bad(format!(
+            "max_variance must be positive, got {max_variance}"
+        )));
+    }
+    Ok(TrackerConfig::default()
+        .with_assoc(a.assoc)
+        .with_marginals(a.marginals.unwrap_or(JpdaMarginals::Auto))
+        .with_gate(a.gate)
+        .with_pd(a.pd)
+        .with_clutter(clutter)
+        .with_confirm(parse_confirm(&a.confirm)?)
+        .with_delete(a.delete)
+        .with_delete_tentative(a.delete_tentative.unwrap_or(u32::MAX))
+        .with_max_variance(max_variance))
+}
+
+/// The tracker on its device; the GPU's tracks are copied to the host after each scan.
+enum Engine {
+    Cpu(Box<Tracker>),
+    Gpu(Box<GpuTracker>, Tracks),
+}
+
+impl Engine {
+    fn step(&mut self, z: &[f64]) -> kestrel::Result<()> {
+        match self {
+            Engine::Cpu(t) => t.step(z),
+            Engine::Gpu(t, tracks) => {
+                t.step(z)?;
+                *tracks = t.tracks()?;
+                Ok(())
+            }
+        }
+    }
+
+    fn tracks(&self) -> &dyn TrackSet {
+        match self {
+            Engine::Cpu(t) => t.as_ref(),
+            Engine::Gpu(_, tracks) => tracks,
+        }
+    }
+
+    fn gate_threshold(&self) -> f64 {
+        match self {
+            Engine::Cpu(t) => t.gate_threshold(),
+            Engine::Gpu(t, _) => t.gate_threshold(),
+        }
+    }
+}
+
+/// As `kestrel track`: a NaN anywhere or an infinite mean is an error naming the track
+/// and step; an infinite variance with finite means is kept, with a warning (once a
+/// run).
+fn check_finite(step: i64, tracker: &dyn TrackSet, warned: &mut bool) -> kestrel::Result<()> {
+    for i in 0..tracker.len() {
+        let (m, p) = (tracker.mean(i), tracker.cov(i));
+        let bad = m
+            .iter()
+            .position(|v| !v.is_finite())
+            .map(|j| format!("mean x{j} is {}", m[j]))
+            .or_else(|| {
+                p.iter()
+                    .position(|v| v.is_nan())
+                    .map(|j| format!("covariance entry {j} is NaN"))
+            });
+        if let Some(msg) = bad {
+            return Err(Error::NonFinite {
+                what: "tracks".into(),
+                track: tracker.id(i) as usize,
+                step: step.max(0) as usize,
+                msg: format!("{msg}: the recursion broke down numerically"),
+            });
+        }
+        if p.iter().any(|v| v.is_infinite()) && !*warned {
+            *warned = true;
+            kestrel::error::warn(format!(
+                "tracks: track {}, step {step}: a covariance entry is infinite (an unstable model coasting); the means are finite",
+                tracker.id(i)
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The rows of every scan's live tracks, as `kestrel track` writes them.
+#[derive(Default)]
+struct Rows {
+    t: Vec<f64>,
+    id: Vec<i64>,
+    confirmed: Vec<bool>,
+    x: Vec<f64>,
+    p: Vec<f64>,
+    confirmed_ids: std::collections::HashSet<u64>,
+}
+
+fn run_tracker(
+    engine: &mut Engine,
+    det: &Detections,
+    sc: &Scans,
+    dt: Option<f64>,
+    bar: &Bar,
+) -> kestrel::Result<Rows> {
+    let ny = det.ny;
+    let mut rows = Rows::default();
+    let mut warned = false;
+    for k in 0..sc.len() {
+        let r = sc.rows(k);
+        engine.step(&det.z[r.start * ny..r.end * ny])?;
+        let tracker = engine.tracks();
+        let step = sc.first + k as i64;
+        check_finite(step, tracker, &mut warned)?;
+        let t = dt.map_or(step as f64, |dt| step as f64 * dt);
+        for i in 0..tracker.len() {
+            let c = tracker.status(i) == Status::Confirmed;
+            rows.t.push(t);
+            rows.id.push(tracker.id(i) as i64);
+            rows.confirmed.push(c);
+            rows.x.extend_from_slice(tracker.mean(i));
+            rows.p.extend_from_slice(tracker.cov(i));
+            if c {
+                rows.confirmed_ids.insert(tracker.id(i));
+            }
+        }
+        bar.inc(1);
+    }
+    Ok(rows)
+}
+
+/// Groups the detections into scans: by their times `t` as `kestrel track` does (errors
+/// name the row), or `counts` detections a scan from step 0.
+fn scans_of(det: &Detections, dt: Option<f64>, counts: Option<&[usize]>) -> PyResult<Scans> {
+    if let Some(counts) = counts {
+        let mut starts = Vec::with_capacity(counts.len() + 1);
+        let mut row = 0usize;
+        starts.push(0);
+        for &c in counts {
+            row += c;
+            starts.push(row);
+        }
+        if row != det.len() {
+            return Err(bad(format!(
+                "detections: the scans hold {row} detections, z has {}",
+                det.len()
+            )));
+        }
+        return Ok(Scans { first: 0, starts });
+    }
+    scans(det, dt, std::path::Path::new("t")).map_err(|e| match e {
+        Error::Parse {
+            line: Some(l), msg, ..
+        } => bad(format!(
+            "detections: t[{}]: {}",
+            l - 2,
+            msg.replace("--dt", "dt")
+        )),
+        Error::Parse { msg, .. } => bad(format!("detections: {}", msg.replace("--dt", "dt"))),
+        e => crate::to_py(e),
+    })
+}
+
+/// `kestrel track` over detections `z` [N, ny] at times `t` [N] (float64, C order),
+/// or `counts` detections a scan from step 0: a dict of the rows `t`, `track`,
+/// `confirmed`, `x` [R, nx], `P` [R, nx, nx], and the run's `clutter`,
+/// `gate_threshold`, `scans`, `confirmed_tracks` and `device`.
+#[pyfunction]
+#[pyo3(signature = (model, t, z, counts=None, assoc="gnn", jpda_marginals=None, gate=0.999,
+    pd=0.9, clutter=None, confirm="2/3", delete=3, delete_tentative=None, max_variance=None,
+    dt=None, device="cpu", progress=false))]
+#[allow(clippy::too_many_arguments)]
+fn track<'py>(
+    py: Python<'py>,
+    model: &PyModel,
+    t: &Bound<'py, PyAny>,
+    z: &Bound<'py, PyAny>,
+    counts: Option<Vec<usize>>,
+    assoc: &str,
+    jpda_marginals: Option<&str>,
+    gate: f64,
+    pd: f64,
+    clutter: Option<f64>,
+    confirm: &str,
+    delete: u32,
+    delete_tentative: Option<u32>,
+    max_variance: Option<f64>,
+    dt: Option<f64>,
+    device: &str,
+    progress: bool,
+) -> PyResult<Bound<'py, PyDict>> {
+    let assoc = match assoc {
+        "gnn" => Assoc::Gnn,
+        "jpda" => Assoc::Jpda,
+        s => {
+            return Err(bad(format!(
+                "assoc: unknown association \"{}\" (expected gnn or jpda)",
+                s.escape_debug()
+            )))
+        }
+    };
+    let marginals = match jpda_marginals {
+        None => None,
+        Some("auto") => Some(JpdaMarginals::Auto),
+        Some("lbp") => Some(JpdaMarginals::Lbp),
+        Some(s) => {
+            return Err(bad(format!(
+                "jpda_marginals: unknown method \"{}\" (expected auto or lbp)",
+                s.escape_debug()
+            )))
+        }
+    };
+    let a = TrackArgs {
+        assoc,
+        marginals,
+        gate,
+        pd,
+        clutter,
+        confirm: confirm.to_string(),
+        delete,
+        delete_tentative,
+        max_variance,
+        dt,
+    };
+    if let Some(c) = a.clutter {
+        if !(c > 0.0 && c.is_finite()) {
+            return Err(bad(format!(
+                "clutter must be a positive, finite density, got {c}"
+            )));
+        }
+    }
+    if let Some(dt) = a.dt {
+        if !(dt > 0.0 && dt.is_finite()) {
+            return Err(bad(format!("dt must be positive, got {dt}")));
+        }
+    }
+    parse_confirm(&a.confirm)?;
+    let model = &model.inner;
+    let tg = f64_array(t, "t")?;
+    let zg = f64_array(z, "z")?;
+    let (tshape, tv) = c_slice(&tg, "t", 1)?;
+    let (zshape, zv) = c_slice(&zg, "z", 2)?;
+    if zshape[1] != model.ny() {
+        return Err(bad(format!(
+            "detections have {} components (z0..z{}), the model measures {}",
+            zshape[1],
+            zshape[1].saturating_sub(1),
+            model.ny()
+        )));
+    }
+    if tshape[0] != zshape[0] {
+        return Err(bad(format!(
+            "t: {} times for {} detections",
+            tshape[0], zshape[0]
+        )));
+    }
+    let det = Detections {
+        ny: zshape[1],
+        t: tv.to_vec(),
+        z: zv.to_vec(),
+    };
+    drop((tg, zg));
+    let sc = scans_of(&det, a.dt, counts.as_deref())?;
+    let clutter = a
+        .clutter
+        .unwrap_or_else(|| estimate_clutter(&det, sc.len()));
+    let cfg = config(&a, clutter)?;
+    if cfg.assoc == Assoc::Jpda && device.starts_with("cuda") {
+        return Err(bad(format!(
+            "assoc jpda, device {device}: JPDA runs on the CPU only (use device cpu, or assoc gnn on the GPU)"
+        )));
+    }
+    let device_arg = device.to_string();
+    let bar = Bar::new(progress, "tracking", sc.len() as u64, "scans");
+    let (rows, dev, gamma) = run_detached(py, || {
+        // JPDA runs on the CPU: `auto` picks it there.
+        let device = if device_arg == "auto" {
+            if cfg.assoc == Assoc::Jpda {
+                Device::Cpu
+            } else {
+                Device::auto().device
+            }
+        } else {
+            Device::parse(&device_arg)?
+        };
+        let mut engine = match device {
+            Device::Cpu => Engine::Cpu(Box::new(Tracker::new(model, cfg)?)),
+            d => {
+                if cfg.assoc == Assoc::Jpda {
+                    return Err(Error::Input {
+                        msg: format!(
+                            "assoc jpda, device {device_arg}: JPDA runs on the CPU only (use device cpu, or assoc gnn on the GPU)"
+                        ),
+                    });
+                }
+                let ordinal = match d.first() {
+                    Device::Cuda(o) => o,
+                    _ => 0,
+                };
+                let t = GpuTracker::new(ordinal, model, cfg)?;
+                let tracks = t.tracks()?;
+                Engine::Gpu(Box::new(t), tracks)
+            }
+        };
+        let rows = run_tracker(&mut engine, &det, &sc, a.dt, &bar)?;
+        Ok((rows, device, engine.gate_threshold()))
+    })?;
+    bar.finish();
+    let nx = model.nx();
+    let n = rows.t.len();
+    let out = PyDict::new(py);
+    out.set_item("t", owned(py, rows.t, &[n])?)?;
+    out.set_item("track", owned(py, rows.id, &[n])?)?;
+    out.set_item("confirmed", owned(py, rows.confirmed, &[n])?)?;
+    out.set_item("x", owned(py, rows.x, &[n, nx])?)?;
+    out.set_item("P", owned(py, rows.p, &[n, nx, nx])?)?;
+    out.set_item("clutter", clutter)?;
+    out.set_item("gate_threshold", gamma)?;
+    out.set_item("scans", sc.len())?;
+    out.set_item("first_step", sc.first)?;
+    out.set_item("confirmed_tracks", rows.confirmed_ids.len())?;
+    out.set_item("device", device_name(dev))?;
+    Ok(out)
+}
+
+// ---------------------------------------------------------------------------------------
+// kestrel eval
+
+fn check_metric_args(c: f64, p: f64, switching: f64) -> PyResult<()> {
+    if !(c > 0.0 && c.is_finite()) {
+        return Err(bad(format!("c must be positive and finite, got {c}")));
+    }
+    if !(p >= 1.0 && p.is_finite()) {
+        return Err(bad(format!("p must be at least 1, got {p}")));
+    }
+    if !(switching >= 0.0 && switching.is_finite()) {
+        return Err(bad(format!(
+            "switching must be non-negative, got {switching}"
+        )));
+    }
+    Ok(())
+}
+
+/// Per-step columns (named as `kestrel eval --output`'s header) and the summary line
+/// the command prints.
+struct Evaluation {
+    columns: Vec<(&'static str, Vec<f64>)>,
+    totals: Vec<(&'static str, f64)>,
+    summary: String,
+}
+
+/// `kestrel eval`'s `evaluate`: the same series and the same summary text.
+fn evaluate(frames: &[Frame], dim: usize, metric: &str, c: f64, p: f64, gamma: f64) -> Evaluation {
+    let n = frames.len().max(1) as f64;
+    let t: Vec<f64> = frames.iter().map(|f| f.t).collect();
+    match metric {
+        "gospa" => {
+            let g = gospa_over_time(frames, dim, c, p, gamma);
+            let col = |f: fn(&kestrel::tracking::metrics::Gospa) -> f64| -> Vec<f64> {
+                g.iter().map(f).collect()
+            };
+            let cols = vec![
+                ("t", t),
+                ("gospa", col(|s| s.total)),
+                ("localisation", col(|s| s.localisation)),
+                ("missed", col(|s| s.missed)),
+                ("false", col(|s| s.false_tracks)),
+                ("switching", col(|s| s.switching)),
+                ("switches", col(|s| s.switches)),
+            ];
+            let mean = |k: usize| cols[k].1.iter().sum::<f64>() / n;
+            let summary = format!(
+                "mean GOSPA {:.4} (c {c}, p {p}, gamma {gamma}; mean parts, p-th powers: localisation {:.4}, missed {:.4}, false {:.4}, switching {:.4}; {} switches) over {} steps",
+                mean(1),
+                mean(2),
+                mean(3),
+                mean(4),
+                mean(5),
+                cols[6].1.iter().sum::<f64>(),
+                frames.len()
+            );
+            Evaluation {
+                totals: vec![("mean", mean(1))],
+                columns: cols,
+                summary,
+            }
+        }
+        "ospa" => {
+            let mut s = Assignment::new();
+            let v: Vec<f64> = frames
+                .iter()
+                .map(|f| ospa(&f.truth, &f.tracks, dim, c, p, &mut s))
+                .collect();
+            let mean = v.iter().sum::<f64>() / n;
+            Evaluation {
+                summary: format!(
+                    "mean OSPA {mean:.4} (c {c}, p {p}) over {} steps",
+                    frames.len()
+                ),
+                totals: vec![("mean", mean)],
+                columns: vec![("t", t), ("ospa", v)],
+            }
+        }
+        _ => {
+            let (steps, sum) = clear_mot(frames, dim, c);
+            let col = |f: &dyn Fn(&kestrel::tracking::metrics::MotStep) -> f64| -> Vec<f64> {
+                steps.iter().map(f).collect()
+            };
+            let cols = vec![
+                ("t", t),
+                ("truths", col(&|s| s.truths as f64)),
+                ("matches", col(&|s| s.matches as f64)),
+                ("misses", col(&|s| s.misses as f64)),
+                ("false", col(&|s| s.false_tracks as f64)),
+                ("switches", col(&|s| s.switches as f64)),
+                (
+                    "distance",
+                    col(&|s| {
+                        if s.matches > 0 {
+                            s.distance / s.matches as f64
+                        } else {
+                            f64::NAN
+                        }
+                    }),
+                ),
+            ];
+            Evaluation {
+                summary: format!(
+                    "MOTA {:.4}  MOTP {:.4} (threshold {c})  truths {}  matches {}  misses {}  false {}  ID switches {}  over {} steps",
+                    sum.mota,
+                    sum.motp,
+                    sum.truths,
+                    sum.matches,
+                    sum.misses,
+                    sum.false_tracks,
+                    sum.switches,
+                    frames.len()
+                ),
+                totals: vec![
+                    ("mota", sum.mota),
+                    ("motp", sum.motp),
+                    ("total_truths", sum.truths as f64),
+                    ("total_matches", sum.matches as f64),
+                    ("total_misses", sum.misses as f64),
+                    ("total_false", sum.false_tracks as f64),
+                    ("total_switches", sum.switches as f64),
+                ],
+                columns: cols,
+            }
+        }
+    }
+}
+
+fn metric_name(metric: &str) -> PyResult<&'static str> {
+    match metric {
+        "gospa" => Ok("gospa"),
+        "ospa" => Ok("ospa"),
+        "mot" => Ok("mot"),
+        m => Err(bad(format!(
+            "metric: unknown metric \"{}\" (expected gospa, ospa or mot)",
+            m.escape_debug()
+        ))),
+    }
+}
+
+fn evaluation_dict<'py>(py: Python<'py>, e: Evaluation) -> PyResult<Bound<'py, PyDict>> {
+    let out = PyDict::new(py);
+    for (k, v) in e.columns {
+        let n = v.len();
+        out.set_item(k, owned(py, v, &[n])?)?;
+    }
+    for (k, v) in e.totals {
+        out.set_item(k, v)?;
+    }
+    out.set_item("summary", e.summary)?;
+    Ok(out)
+}
+
+/// Points of `dim` components with identities, in consecutive groups of `counts`.
+struct Points {
+    counts: Vec<usize>,
+    x: Vec<f64>,
+    ids: Vec<u64>,
+}
+
+fn points(
+    counts: Vec<usize>,
+    x: &Bound<'_, PyAny>,
+    ids: &Bound<'_, PyAny>,
+    what: &str,
+    dim: usize,
+) -> PyResult<Points> {
+    let xg = f64_array(x, what)?;
+    let (xs, xv) = c_slice(&xg, what, 2)?;
+    let ig = u64_array(ids, what)?;
+    let (is, iv) = c_slice(&ig, what, 1)?;
+    let total: usize = counts.iter().sum();
+    if xs[0] != total || is[0] != total || (total > 0 && xs[1] != dim) {
+        return Err(bad(format!(
+            "{what}: {total} points of {dim} components expected, got shape {xs:?} and {} ids",
+            is[0]
+        )));
+    }
+    Ok(Points {
+        counts,
+        x: xv.to_vec(),
+        ids: iv.to_vec(),
+    })
+}
+
+/// A metric over steps of points: `truth` and `est` are `[sum counts, dim]` arrays, one
+/// group of `counts[k]` rows a step, with identities; `t` the steps' times.
+#[pyfunction]
+#[pyo3(signature = (metric, t, dim, truth_counts, truth, truth_ids, est_counts, est, est_ids, c=10.0, p=2.0, switching=0.0))]
+#[allow(clippy::too_many_arguments)]
+fn metric_steps<'py>(
+    py: Python<'py>,
+    metric: &str,
+    t: Vec<f64>,
+    dim: usize,
+    truth_counts: Vec<usize>,
+    truth: &Bound<'py, PyAny>,
+    truth_ids: &Bound<'py, PyAny>,
+    est_counts: Vec<usize>,
+    est: &Bound<'py, PyAny>,
+    est_ids: &Bound<'py, PyAny>,
+    c: f64,
+    p: f64,
+    switching: f64,
+) -> PyResult<Bound<'py, PyDict>> {
+    let metric = metric_name(metric)?;
+    check_metric_args(c, p, switching)?;
+    if truth_counts.len() != t.len() || est_counts.len() != t.len() {
+        return Err(bad(format!(
+            "truth and estimates: {} and {} steps, expected {}",
+            truth_counts.len(),
+            est_counts.len(),
+            t.len()
+        )));
+    }
+    let a = points(truth_counts, truth, truth_ids, "truth", dim)?;
+    let b = points(est_counts, est, est_ids, "estimates", dim)?;
+    let e = run_detached(py, || {
+        let mut fr = Vec::with_capacity(t.len());
+        let (mut ia, mut ib) = (0usize, 0usize);
+        for (k, &tk) in t.iter().enumerate() {
+            let (na, nb) = (a.counts[k], b.counts[k]);
+            fr.push(Frame {
+                t: tk,
+                truth_ids: a.ids[ia..ia + na].to_vec(),
+                truth: a.x[ia * dim..(ia + na) * dim].to_vec(),
+                track_ids: b.ids[ib..ib + nb].to_vec(),
+                tracks: b.x[ib * dim..(ib + nb) * dim].to_vec(),
+            });
+            ia += na;
+            ib += nb;
+        }
+        Ok(evaluate(&fr, dim.max(1), metric, c, p, switching))
+    })?;
+    evaluation_dict(py, e)
+}
+
+/// `kestrel eval` on arrays: truth rows `truth_t`, `truth_id`, `truth_x` [M, n] and track
+/// rows `track_t`, `track_id`, `track_confirmed`, `track_x` [R, n] (the files' columns);
+/// `h` [d, n] compares `H x` instead of whole states.
+#[pyfunction]
+#[pyo3(signature = (metric, truth_t, truth_id, truth_x, track_t, track_id, track_confirmed, track_x, h=None, all_tracks=false, c=10.0, p=2.0, switching=0.0))]
+#[allow(clippy::too_many_arguments)]
+fn metric_labelled<'py>(
+    py: Python<'py>,
+    metric: &str,
+    truth_t: Vec<f64>,
+    truth_id: Vec<u64>,
+    truth_x: &Bound<'py, PyAny>,
+    track_t: Vec<f64>,
+    track_id: Vec<u64>,
+    track_confirmed: Vec<bool>,
+    track_x: &Bound<'py, PyAny>,
+    h: Option<&Bound<'py, PyAny>>,
+    all_tracks: bool,
+    c: f64,
+    p: f64,
+    switching: f64,
+) -> PyResult<Bound<'py, PyDict>> {
+    let metric = metric_name(metric)?;
+    check_metric_args(c, p, switching)?;
+    let labelled = |t: Vec<f64>,
+                    id: Vec<u64>,
+                    confirmed: Vec<bool>,
+                    x: &Bound<'py, PyAny>,
+                    what: &str|
+     -> PyResult<Labelled> {
+        let g = f64_array(x, what)?;
+        let (s, v) = c_slice(&g, what, 2)?;
+        if s[0] != t.len() || s[0] != id.len() || s[0] != confirmed.len() {
+            return Err(bad(format!(
+                "{what}: {} rows of states, {} times, {} identities",
+                s[0],
+                t.len(),
+                id.len()
+            )));
+        }
+        if let Some(i) = t.iter().position(|v| !v.is_finite()) {
+            return Err(bad(format!("{what}: t[{i}] = {} is not finite", t[i])));
+        }
+        if let Some(i) = v.iter().position(|v| !v.is_finite()) {
+            return Err(bad(format!(
+                "{what}: x[{}, {}] = {} is not finite",
+                i / s[1].max(1),
+                i % s[1].max(1),
+                v[i]
+            )));
+        }
+        Ok(Labelled {
+            n: s[1],
+            t,
+            id,
+            confirmed,
+            x: v.to_vec(),
+        })
+    };
+    let nt = truth_t.len();
+    let truth = labelled(truth_t, truth_id, vec![true; nt], truth_x, "truth")?;
+    let tracks = labelled(track_t, track_id, track_confirmed, track_x, "tracks")?;
+    let h = h
+        .map(|h| {
+            matrix(h, "H").map(|m| {
+                let v: Vec<f64> = (0..m.nrows())
+                    .flat_map(|i| (0..m.ncols()).map(move |j| (i, j)))
+                    .map(|(i, j)| m[(i, j)])
+                    .collect();
+                (v, m.nrows())
+            })
+        })
+        .transpose()?;
+    let e = run_detached(py, || {
+        let (fr, dim) = frames(
+            &truth,
+            &tracks,
+            h.as_ref().map(|(h, d)| (h.as_slice(), *d)),
+            all_tracks,
+        )
+        .map_err(|e| match e {
+            Error::Input { msg } => Error::Input {
+                msg: msg.replace("--model", "model"),
+            },
+            e => e,
+        })?;
+        if fr.is_empty() {
+            return Err(Error::Input {
+                msg: "truth and tracks hold no rows to compare".into(),
+            });
+        }
+        Ok(evaluate(&fr, dim, metric, c, p, switching))
+    })?;
+    evaluation_dict(py, e)
+}
+
+// ---------------------------------------------------------------------------------------
+// kestrel simulate --scenario
+
+/// `kestrel simulate --scenario`: the detections `t` [N], `z` [N, ny] and the truth
+/// `truth_t` [M], `truth_id` [M], `truth_x` [M, nx] of a multi-target scenario, with the
+/// clutter density the tracker should use.
+#[pyfunction]
+#[pyo3(signature = (model, tracks, steps, scenario="random", seed=0, pd=0.9, clutter=10.0, region=1000.0, births=0.0, death=0.0))]
+#[allow(clippy::too_many_arguments)]
+fn simulate_scenario<'py>(
+    py: Python<'py>,
+    model: &PyModel,
+    tracks: usize,
+    steps: usize,
+    scenario: &str,
+    seed: u64,
+    pd: f64,
+    clutter: f64,
+    region: f64,
+    births: f64,
+    death: f64,
+) -> PyResult<Bound<'py, PyDict>> {
+    let kind = match scenario {
+        "random" => scenario::Kind::Random,
+        "crossing" => scenario::Kind::Crossing,
+        s => {
+            return Err(bad(format!(
+                "scenario: unknown scenario \"{}\" (expected random or crossing)",
+                s.escape_debug()
+            )))
+        }
+    };
+    if steps == 0 {
+        return Err(bad("steps must be at least 1"));
+    }
+    let s = scenario::Scenario {
+        kind,
+        targets: tracks,
+        steps,
+        pd,
+        clutter,
+        region,
+        births,
+        death,
+        seed,
+    };
+    if !(s.pd > 0.0 && s.pd <= 1.0) {
+        return Err(bad(format!("pd must be in (0, 1], got {}", s.pd)));
+    }
+    for (flag, v) in [("clutter", s.clutter), ("births", s.births)] {
+        if !(v >= 0.0 && v.is_finite()) {
+            return Err(bad(format!("{flag} must be non-negative, got {v}")));
+        }
+    }
+    if !(s.region > 0.0 && s.region.is_finite()) {
+        return Err(bad(format!("region must be positive, got {}", s.region)));
+    }
+    if !(0.0..=1.0).contains(&s.death) {
+        return Err(bad(format!(
+            "death must be a probability in [0, 1], got {}",
+            s.death
+        )));
+    }
+    let model = &model.inner;
+    let (truth, det) = run_detached(py, || scenario::simulate(model, &s))?;
+    let (n, m) = (det.len(), truth.t.len());
+    let out = PyDict::new(py);
+    out.set_item("t", owned(py, det.t, &[n])?)?;
+    out.set_item("z", owned(py, det.z, &[n, det.ny])?)?;
+    out.set_item("truth_t", owned(py, truth.t, &[m])?)?;
+    let ids: Vec<i64> = truth.id.iter().map(|&i| i as i64).collect();
+    out.set_item("truth_id", owned(py, ids, &[m])?)?;
+    out.set_item("truth_x", owned(py, truth.x, &[m, truth.n])?)?;
+    out.set_item("clutter_density", s.clutter_density(model.ny()))?;
+    Ok(out)
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(track, m)?)?;
+    m.add_function(wrap_pyfunction!(metric_steps, m)?)?;
+    m.add_function(wrap_pyfunction!(metric_labelled, m)?)?;
+    m.add_function(wrap_pyfunction!(simulate_scenario, m)?)?;
+    Ok(())
+}
