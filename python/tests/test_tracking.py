@@ -439,10 +439,16 @@ def test_progress_bar_on_stderr(capfd):
 
 def test_gpu_tracker_equals_the_cpu(sim):
     require_gpu()
-    cpu = kestrel.track(sim.scans(), MODEL, clutter=1e-5)
-    gpu = kestrel.track(sim.scans(), MODEL, clutter=1e-5, device="cuda")
-    assert gpu.device.startswith("cuda")
-    np.testing.assert_array_equal(gpu.track, cpu.track)
-    np.testing.assert_array_equal(gpu.status, cpu.status)
-    np.testing.assert_allclose(gpu.x, cpu.x, rtol=1e-9, atol=1e-9)
-    np.testing.assert_allclose(gpu.P, cpu.P, rtol=1e-9, atol=1e-9)
+    big = kestrel.simulate_scenario(MODEL, 400, 15, pd=0.9, clutter=200, region=20000,
+                                    births=2, death=0.01, seed=3)
+    for s in (sim, big):
+        cpu = kestrel.track(s.scans(), MODEL, clutter=1e-5)
+        gpu = kestrel.track(s.scans(), MODEL, clutter=1e-5, device="cuda")
+        assert gpu.device.startswith("cuda") and cpu.device == "cpu"
+        np.testing.assert_array_equal(gpu.t, cpu.t)
+        np.testing.assert_array_equal(gpu.track, cpu.track)
+        np.testing.assert_array_equal(gpu.status, cpu.status)
+        np.testing.assert_allclose(gpu.x, cpu.x, rtol=1e-9, atol=1e-7)
+        np.testing.assert_allclose(gpu.P, cpu.P, rtol=1e-9, atol=1e-7)
+    assert kestrel.track(sim.scans(), MODEL, device="auto").device.startswith("cuda")
+    assert kestrel.track(sim.scans(), MODEL, device="auto", assoc="jpda").device == "cpu"
