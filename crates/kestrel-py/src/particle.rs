@@ -267,7 +267,11 @@ fn filter_typed<'py, T: Real + numpy::Element>(
                 msg: format!("z: no measurements ({b} tracks x {t} steps)"),
             });
         }
-        let device = resolve_device(device)?;
+        // The particle filter runs on one GPU: `cuda:all` is its first.
+        let device = match resolve_device(device)? {
+            Device::AllCuda => Device::Cuda(0),
+            d => d,
+        };
         let z = Measurements::new(b, t, ny, data.to_vec())?;
         kestrel::estimate::warn_if_large_for_f32(&z);
         let out = run(device, model, &z, &opts, &bar, work)?;
