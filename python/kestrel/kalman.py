@@ -174,6 +174,12 @@ class KalmanFilter:
     def _run(self, z, smooth, device, precision, method, scan, outputs, progress):
         if not isinstance(device, str):
             raise TypeError(f"device: expected a string, got {type(device).__name__}")
+        if method is None:
+            method = "rts" if smooth else "sequential"
+        resident = _resident_library(z)
+        if resident and method in ("sequential", "rts") and device != "cpu" \
+                and device != "cuda:all" and not progress:
+            return _run_resident(self, z, resident, smooth, device, precision, outputs)
         a, one, origin = measurements(z, self.ny, precision, device)
         out = _kestrel.kalman_estimate(
             self._model, a, smooth=smooth, device=device, method=method, scan=scan,
@@ -215,3 +221,124 @@ class KalmanFilter:
         arguments as :meth:`filter`.
         """
         return self._run(z, True, device, precision, method, scan, outputs, progress)
+
+
+def _resident_library(z: Any) -> str | None:
+    """``"torch"`` or ``"cupy"`` when ``z`` is such an array in CUDA device memory."""
+    mod = type(z).__module__.split(".")[0]
+    if mod == "torch":
+        return "torch" if getattr(z, "is_cuda", False) else None
+    if mod == "cupy":
+        return "cupy"
+    return None
+
+
+def _run_resident(kf: KalmanFilter, z: Any, lib: str, smooth: bool, device: str,
+                  precision: Any, outputs: Any) -> KalmanResult:
+    """The filter or RTS smoother on measurements already on a GPU: the kernels read
+    them in place and write the outputs asked for into new arrays of the same library
+    on the same device (nothing crosses the bus)."""
+    from ._arrays import precision_dtype
+
+    sel = [o.strip() for o in outputs_arg(outputs).split(",")]
+    if "all" in sel:
+        sel = ["mean", "cov", "loglik"]
+    unknown = [o for o in sel if o not in ("mean", "cov", "diag", "loglik")]
+    if unknown or len(set(sel)) != len(sel) or ("cov" in sel and "diag" in sel) or not sel:
+        # The native parser words the error exactly as the command line does.
+        _kestrel.kalman_estimate(kf.model, np.zeros((1, 1, kf.ny)), outputs=outputs_arg(outputs))
+    if lib == "torch":
+        import torch
+
+        ordinal = z.device.index or 0
+        own = {torch.float32: np.float32, torch.float64: np.float64}.get(z.dtype, np.int8)
+        np_dtype = precision_dtype(precision, np.empty(0, dtype=own), "cuda")
+        tdt = torch.float32 if np_dtype == np.float32 else torch.float64
+        zz = z.detach().to(tdt).contiguous()
+        empty = lambda shape: torch.empty(shape, dtype=tdt, device=z.device)  # noqa: E731
+        ptr = lambda a: a.data_ptr()  # noqa: E731
+        isinf = lambda a: torch.isinf(a)  # noqa: E731
+        nonzero = lambda m: torch.nonzero(m)[0].tolist()  # noqa: E731
+        sync = lambda: torch.cuda.synchronize(z.device)  # noqa: E731
+    else:
+        import cupy
+
+        ordinal = z.device.id
+        np_dtype = precision_dtype(precision, np.empty(0, dtype=z.dtype), "cuda")
+        with cupy.cuda.Device(ordinal):
+            zz = cupy.ascontiguousarray(z, dtype=np_dtype)
+        empty = lambda shape: cupy.empty(shape, dtype=np_dtype)  # noqa: E731
+        ptr = lambda a: a.data.ptr  # noqa: E731
+        isinf = lambda a: cupy.isinf(a)  # noqa: E731
+        nonzero = lambda m: [int(v[0]) for v in cupy.nonzero(m)]  # noqa: E731
+        sync = lambda: cupy.cuda.Device(ordinal).synchronize()  # noqa: E731
+    if device not in ("auto", "cuda", f"cuda:{ordinal}"):
+        raise ValueError(
+            f'device: the measurements are on cuda:{ordinal}, device="{device}" names another device '
+            f'(use "auto", "cuda:{ordinal}" or "cpu")'
+        )
+    one = False
+    ny, nx = kf.ny, kf.nx
+    if zz.ndim == 1 and ny == 1:
+        zz, one = zz.reshape(1, -1, 1), True
+    elif zz.ndim == 2:
+        if zz.shape[1] != ny:
+            raise ValueError(
+                f"z: one track's measurements are [T, ny] with ny = {ny}, got shape {tuple(zz.shape)}"
+            )
+        zz, one = zz.reshape(1, zz.shape[0], ny), True
+    elif zz.ndim != 3:
+        raise ValueError(f"z: expected measurements [B, T, ny] or [T, ny], got shape {tuple(zz.shape)}")
+    B, T, zny = (int(v) for v in zz.shape)
+    if zny != ny:
+        raise ValueError(f"z: measurements have {zny} components, the model measures {ny}")
+    if B == 0 or T == 0:
+        raise ValueError(f"z: no measurements ({B} tracks x {T} steps)")
+    with _on(lib, ordinal):
+        bad = isinf(zz)
+        if bool(bad.any()):
+            b, k, j = nonzero(bad)
+            raise ValueError(f"track {b}, step {k}: measurement component z{j} is infinite")
+    dt = "f32" if np_dtype == np.float32 else "f64"
+    with _on(lib, ordinal):
+        mean = empty((B, T, nx)) if "mean" in sel else None
+        cov = empty((B, T, nx, nx)) if ("cov" in sel or "diag" in sel) else None
+        ll = empty((B, T)) if "loglik" in sel else None
+    sync()
+    _kestrel.kalman_estimate_resident(
+        kf.model, ptr(zz), B, T, ny, dt, ordinal, smooth,
+        mean=None if mean is None else ptr(mean),
+        cov=None if cov is None else ptr(cov),
+        loglik=None if ll is None else ptr(ll),
+    )
+    flush_warnings()
+    if "diag" in sel and cov is not None:
+        cov = cov.diagonal(axis1=2, axis2=3) if lib == "cupy" else cov.diagonal(dim1=2, dim2=3)
+        cov = cov.copy() if lib == "cupy" else cov.contiguous()
+    if one:
+        mean = None if mean is None else mean[0]
+        cov = None if cov is None else cov[0]
+        ll = None if ll is None else ll[0]
+    return KalmanResult(mean=mean, cov=cov, loglik=ll, device=f"cuda:{ordinal}")
+
+
+class _on:
+    """The CuPy device context for ``ordinal`` (PyTorch needs none: its arrays name
+    their device)."""
+
+    def __init__(self, lib: str, ordinal: int):
+        self._ctx = None
+        if lib == "cupy":
+            import cupy
+
+            self._ctx = cupy.cuda.Device(ordinal)
+
+    def __enter__(self):
+        if self._ctx is not None:
+            self._ctx.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        if self._ctx is not None:
+            self._ctx.__exit__(*exc)
+        return False

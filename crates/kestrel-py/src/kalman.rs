@@ -408,5 +408,171 @@ fn kalman_estimate<'py>(
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyModel>()?;
     m.add_function(wrap_pyfunction!(kalman_estimate, m)?)?;
+    m.add_function(wrap_pyfunction!(bench_library, m)?)?;
+    m.add_function(wrap_pyfunction!(kalman_estimate_resident, m)?)?;
+    m.add_function(wrap_pyfunction!(bench_device_kernels, m)?)?;
     Ok(())
+}
+
+/// The library's own time for the call `kalman_estimate` makes (seconds per repeat):
+/// the measurements built once outside the timing, then `filter_on` / `smooth_on` alone.
+/// `python -m kestrel.bench` sets it beside the Python call's time.
+#[pyfunction]
+#[pyo3(signature = (model, z, smooth=false, device="cpu", method=None, outputs="all", repeats=3))]
+#[allow(clippy::too_many_arguments)]
+fn bench_library<'py>(
+    py: Python<'py>,
+    model: &PyModel,
+    z: &Bound<'py, PyAny>,
+    smooth: bool,
+    device: &str,
+    method: Option<&str>,
+    outputs: &str,
+    repeats: usize,
+) -> PyResult<Vec<f64>> {
+    fn typed<T: Real + numpy::Element>(
+        py: Python<'_>,
+        model: &Model,
+        z: &Bound<'_, PyAny>,
+        device: &str,
+        job: Job,
+        outputs: Outputs,
+        repeats: usize,
+    ) -> PyResult<Vec<f64>> {
+        let guard: PyReadonlyArrayDyn<'_, T> = z.extract()?;
+        let (shape, data) = c_slice(&guard, "z", 3)?;
+        run_detached(py, || {
+            let dev = Device::parse(device)?;
+            let z = Measurements::new(shape[0], shape[1], shape[2], data.to_vec())?;
+            let mut times = Vec::with_capacity(repeats);
+            for _ in 0..repeats {
+                let t = std::time::Instant::now();
+                let r = run_job(dev, model, &z, job, outputs)?;
+                times.push(t.elapsed().as_secs_f64());
+                drop(r);
+            }
+            Ok(times)
+        })
+    }
+    let method = method.unwrap_or(if smooth { "rts" } else { "sequential" });
+    let job = job_of(smooth, method, ScanAlgorithm::default())?;
+    let outputs =
+        Outputs::parse(outputs).map_err(|e| PyValueError::new_err(format!("outputs: {e}")))?;
+    match dtype_of(z, "z")? {
+        Dtype::F64 => typed::<f64>(py, &model.inner, z, device, job, outputs, repeats),
+        Dtype::F32 => typed::<f32>(py, &model.inner, z, device, job, outputs, repeats),
+    }
+}
+
+/// The filter (or filter and RTS smoother) over measurements already on GPU `ordinal`
+/// (a PyTorch or CuPy array's device address, C-contiguous `[B, T, ny]` of `dtype`
+/// "f32" or "f64"), writing the outputs into the caller's device arrays whose addresses
+/// are given (None: not wanted). The Python layer allocates those arrays with the
+/// caller's library on the same device and synchronises that device before the call.
+#[pyfunction]
+#[pyo3(signature = (model, z, tracks, steps, ny, dtype, ordinal, smooth, mean=None, cov=None, loglik=None))]
+#[allow(clippy::too_many_arguments)]
+fn kalman_estimate_resident(
+    py: Python<'_>,
+    model: &PyModel,
+    z: u64,
+    tracks: usize,
+    steps: usize,
+    ny: usize,
+    dtype: &str,
+    ordinal: usize,
+    smooth: bool,
+    mean: Option<u64>,
+    cov: Option<u64>,
+    loglik: Option<u64>,
+) -> PyResult<()> {
+    use kestrel::kalman::cuda::{estimate_resident, CudaOptions, DeviceArrays};
+    let a = DeviceArrays {
+        z,
+        tracks,
+        steps,
+        ny,
+        mean,
+        cov,
+        loglik,
+    };
+    let poison = std::env::var_os("KESTREL_POISON").is_some();
+    let copts = CudaOptions::default().with_poison(poison);
+    let m = &model.inner;
+    // SAFETY: the Python layer passes the addresses of live, C-contiguous arrays of
+    // these shapes and dtype on device `ordinal`, outputs freshly allocated there.
+    match dtype {
+        "f32" => run_detached(py, || unsafe {
+            estimate_resident::<f32>(ordinal, m, &a, smooth, &copts)
+        }),
+        "f64" => run_detached(py, || unsafe {
+            estimate_resident::<f64>(ordinal, m, &a, smooth, &copts)
+        }),
+        other => Err(PyValueError::new_err(format!(
+            "dtype: expected f32 or f64, got {other}"
+        ))),
+    }
+}
+
+/// The kernel-only time of the device-resident filter (seconds, median of `repeats`
+/// after a warm-up): the same kernels and layout conversion on buffers allocated and
+/// filled on the device beforehand, timed with CUDA events; the outputs asked for are
+/// converted into device buffers as the resident call does (`python -m kestrel.bench`):
+/// "the kernel-only figure plus the output copy the caller asked for".
+#[pyfunction]
+#[pyo3(signature = (model, z, device="cuda", outputs="mean", repeats=5))]
+fn bench_device_kernels<'py>(
+    py: Python<'py>,
+    model: &PyModel,
+    z: &Bound<'py, PyAny>,
+    device: &str,
+    outputs: &str,
+    repeats: usize,
+) -> PyResult<f64> {
+    let outputs =
+        Outputs::parse(outputs).map_err(|e| PyValueError::new_err(format!("outputs: {e}")))?;
+    fn typed<T: Real + numpy::Element>(
+        py: Python<'_>,
+        model: &Model,
+        z: &Bound<'_, PyAny>,
+        device: &str,
+        outputs: Outputs,
+        repeats: usize,
+    ) -> PyResult<f64> {
+        let guard: PyReadonlyArrayDyn<'_, T> = z.extract()?;
+        let (shape, data) = c_slice(&guard, "z", 3)?;
+        run_detached(py, || {
+            use kestrel::kalman::cuda::{CudaOptions, DeviceBatch, OutputLayout};
+            let ordinal = match Device::parse(device)? {
+                Device::Cuda(i) => i,
+                d => {
+                    return Err(kestrel::Error::Unsupported(format!(
+                        "bench_device_kernels needs one CUDA device, got {}",
+                        device_name(d)
+                    )))
+                }
+            };
+            let z = Measurements::new(shape[0], shape[1], shape[2], data.to_vec())?;
+            let b = DeviceBatch::new(
+                ordinal,
+                model,
+                &z,
+                kestrel::Keep::All,
+                OutputLayout::Soa,
+                false,
+                &CudaOptions::default(),
+            )?;
+            b.filter()?;
+            let mut times = Vec::with_capacity(repeats);
+            for _ in 0..repeats.max(1) {
+                times.push(b.filter()? + b.to_host_layout_of(outputs)?);
+            }
+            times.sort_by(f64::total_cmp);
+            Ok(times[times.len() / 2])
+        })
+    }
+    match dtype_of(z, "z")? {
+        Dtype::F64 => typed::<f64>(py, &model.inner, z, device, outputs, repeats),
+        Dtype::F32 => typed::<f32>(py, &model.inner, z, device, outputs, repeats),
+    }
 }

@@ -197,11 +197,13 @@ impl Gpu {
     }
 }
 
-/// Device memory of `len` values of `T`, freed on drop (`cuMemFree` waits for the device).
+/// Device memory of `len` values of `T`, freed on drop (`cuMemFree` waits for the device),
+/// or a caller's device memory borrowed for one call (never freed here).
 pub(crate) struct DevBuf<T> {
     ptr: sys::CUdeviceptr,
     len: usize,
     ctx: Arc<CudaContext>,
+    owned: bool,
     _t: std::marker::PhantomData<T>,
 }
 
@@ -222,8 +224,25 @@ impl<T> DevBuf<T> {
             ptr,
             len,
             ctx: gpu.ctx.clone(),
+            owned: true,
             _t: std::marker::PhantomData,
         })
+    }
+
+    /// `len` values of `T` at `ptr`, device memory owned by someone else (an array of
+    /// PyTorch or CuPy handed over through DLPack), used in place and not freed on drop.
+    ///
+    /// # Safety
+    /// `ptr` must point to at least `len` values of `T` in memory of `gpu`'s context,
+    /// valid and not used by anyone else for as long as the buffer is in use.
+    pub unsafe fn borrowed(gpu: &Gpu, ptr: u64, len: usize) -> Self {
+        DevBuf {
+            ptr,
+            len,
+            ctx: gpu.ctx.clone(),
+            owned: false,
+            _t: std::marker::PhantomData,
+        }
     }
     /// A buffer holding a copy of `v`, queued on `stream` (at least one element, so that
     /// an empty slice still gives a valid pointer).
@@ -263,6 +282,9 @@ impl<T> DevBuf<T> {
 
 impl<T> Drop for DevBuf<T> {
     fn drop(&mut self) {
+        if !self.owned {
+            return;
+        }
         let _ = self.ctx.bind_to_thread();
         // SAFETY: allocated by cuMemAlloc, freed once.
         let _ = unsafe { cu::free_sync(self.ptr) };

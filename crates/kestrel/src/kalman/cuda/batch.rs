@@ -104,6 +104,13 @@ impl<T: Real> DeviceBatch<T> {
         self.timed(|s| s.slot.to_host_layout(&s.k, s.tracks))
     }
 
+    /// [`DeviceBatch::to_host_layout`] of the outputs selected (means, covariances,
+    /// log-likelihoods: full covariances for [`crate::data::CovOutput::Diag`] too).
+    pub fn to_host_layout_of(&self, outputs: crate::data::Outputs) -> Result<f64> {
+        let which = [outputs.mean, outputs.cov.wanted(), outputs.loglik];
+        self.timed(|s| s.slot.to_host_layout_of(&s.k, s.tracks, which))
+    }
+
     /// Runs the RTS smoother over the filtered outputs (host layout); returns its
     /// device time in seconds.
     pub fn smooth(&self) -> Result<f64> {

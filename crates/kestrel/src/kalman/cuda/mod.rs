@@ -41,6 +41,7 @@
 mod auto;
 mod batch;
 mod pipeline;
+mod resident;
 mod slot;
 pub mod source;
 mod tracker;
@@ -48,6 +49,7 @@ mod tracker;
 pub use crate::cuda::{available, device_info, device_name};
 pub use auto::{choose, AutoChoice};
 pub use batch::DeviceBatch;
+pub use resident::{estimate_resident, DeviceArrays};
 pub use tracker::BatchTracker;
 
 use crate::cuda::{catch, gpu};

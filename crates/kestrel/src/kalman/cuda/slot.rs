@@ -228,22 +228,35 @@ impl<T: Real> Slot<T> {
     /// Enqueues the conversion of the SoA filter outputs of `nb` tracks to the host
     /// layout (nothing for the host layout).
     pub fn to_host_layout(&self, k: &Module, nb: usize) -> Result<()> {
+        self.to_host_layout_of(k, nb, [true; 3])
+    }
+
+    /// [`Slot::to_host_layout`] of the outputs selected: `[means, covariances,
+    /// log-likelihoods]`.
+    pub fn to_host_layout_of(&self, k: &Module, nb: usize, which: [bool; 3]) -> Result<()> {
         let Some((m, c, l)) = &self.soa else {
             return Ok(());
         };
         let sh = self.shape;
-        transpose(&self.stream, k, m, &self.mean, nb, sh.kept, sh.nx, sh.nx)?;
-        transpose(
-            &self.stream,
-            k,
-            c,
-            &self.cov,
-            nb,
-            sh.kept,
-            sh.np(),
-            sh.nx * sh.nx,
-        )?;
-        transpose(&self.stream, k, l, &self.ll, nb, sh.kept, 1, 1)
+        if which[0] {
+            transpose(&self.stream, k, m, &self.mean, nb, sh.kept, sh.nx, sh.nx)?;
+        }
+        if which[1] {
+            transpose(
+                &self.stream,
+                k,
+                c,
+                &self.cov,
+                nb,
+                sh.kept,
+                sh.np(),
+                sh.nx * sh.nx,
+            )?;
+        }
+        if which[2] {
+            transpose(&self.stream, k, l, &self.ll, nb, sh.kept, 1, 1)?;
+        }
+        Ok(())
     }
 
     /// Enqueues the conversion of the SoA smoothed outputs to the host layout.
