@@ -7,6 +7,8 @@ import datetime
 import os
 import re
 import subprocess
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -166,6 +168,24 @@ def test_trailing_empty_scans_coast_and_delete():
     # Confirmed at scan 1, coasts through scan 3, deleted after its second miss (scan 4).
     np.testing.assert_array_equal(t, [1, 2, 3])
     assert res.scans == 6 and res.t.max() == 3
+
+
+def test_array_kinds_give_the_same_tracks(sim):
+    ref = kestrel.track(sim.z, MODEL, t=sim.t, clutter=1e-5)
+    zi = np.round(sim.z)
+    a = kestrel.track(np.asfortranarray(zi), MODEL, t=sim.t.astype(np.int64), clutter=1e-5)
+    b = kestrel.track(zi.tolist(), MODEL, t=list(sim.t), clutter=1e-5)
+    c = kestrel.track(zi, MODEL, t=sim.t, clutter=1e-5)
+    for r in (a, b):
+        np.testing.assert_array_equal(r.x, c.x)
+        np.testing.assert_array_equal(r.track, c.track)
+    assert not np.array_equal(c.x, ref.x)
+    # Scans of equal size as one [T, n, ny] array.
+    z3 = np.stack([np.array([[0.0, 0.0], [500.0, 0.0]]) + k for k in range(6)])
+    d = kestrel.track(z3, MODEL, clutter=1e-6)
+    e = kestrel.track(list(z3), MODEL, clutter=1e-6)
+    np.testing.assert_array_equal(d.x, e.x)
+    assert set(d.by_track()) == {0, 1} and d.scans == 6
 
 
 @pytest.mark.parametrize("metric,extra", [
@@ -431,10 +451,37 @@ def test_bad_metric_and_scenario_options(scenario_files, sim):
         kestrel.simulate_scenario(MODEL, 2, 3, "spiral")
 
 
-def test_progress_bar_on_stderr(capfd):
+def test_progress_bar_only_when_asked(capfd):
     s = kestrel.simulate_scenario(MODEL, 3, 10, seed=1, clutter=1)
+    kestrel.track(s.scans(), MODEL)
+    assert capfd.readouterr().err == ""
     kestrel.track(s.scans(), MODEL, progress=True)
-    assert "tracking" in capfd.readouterr().err
+    err = capfd.readouterr().err
+    assert "tracking" in err and "10/10 scans" in err
+
+
+def test_the_gil_is_released_while_tracking():
+    s = kestrel.simulate_scenario(MODEL, 2000, 40, clutter=1000, region=50000, seed=3)
+    scans = s.scans()
+    ticks = []
+    stop = threading.Event()
+
+    def ticker():
+        while not stop.is_set():
+            ticks.append(time.perf_counter())
+            time.sleep(0.001)
+
+    th = threading.Thread(target=ticker)
+    th.start()
+    time.sleep(0.01)
+    t0 = time.perf_counter()
+    kestrel.track(scans, MODEL, clutter=1e-6)
+    t1 = time.perf_counter()
+    stop.set()
+    th.join()
+    during = [t for t in ticks if t0 < t < t1]
+    # A thread that cannot take the GIL while kestrel runs ticks at most once.
+    assert (t1 - t0) > 0.05 and len(during) >= 5, (t1 - t0, len(during))
 
 
 def test_gpu_tracker_equals_the_cpu(sim):
