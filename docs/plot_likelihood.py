@@ -1,7 +1,7 @@
 """Time and error of the windowed filter against its window N, from the JSON lines of
-`kestrel bench --only likelihood` (docs/likelihood-*.jsonl). Usage:
+`kestrel bench --only likelihood` (docs/bench/likelihood-*.jsonl). Usage:
 
-    python3 docs/plot_likelihood.py docs/likelihood-cpu.jsonl [more.jsonl] -o docs/likelihood-window.svg
+    python3 docs/plot_likelihood.py docs/bench/likelihood-cpu-2core.jsonl [more.jsonl] -o docs/likelihood-window.svg
 """
 import argparse
 import json

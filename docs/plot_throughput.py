@@ -2,7 +2,7 @@
 """Draws throughput (target-steps/s) against the number of tracks B, one line per record
 name, as a log-log SVG, from `kestrel bench` JSON lines.
 
-    python3 docs/plot_throughput.py docs/bench-h100.jsonl f32 "H100: many-target filter" docs/throughput-vs-b.svg [name-prefix ...]
+    python3 docs/plot_throughput.py docs/bench/kalman-h100.jsonl f32 "H100: many-target filter" docs/throughput-vs-b.svg [name-prefix ...]
 """
 import json, math, sys
 
