@@ -11,6 +11,9 @@ from . import _kestrel
 from ._arrays import KestrelWarning
 from ._kestrel import Model, ModelError, __version__
 from .kalman import KalmanFilter, KalmanResult
+from .likelihood import LogLikResult, loglik
+from .sim import Simulation, simulate
+from .stream import BatchState, Score
 from .tracking import (
     GospaResult,
     MotResult,
@@ -39,6 +42,12 @@ def cuda_device_count() -> int:
 
 
 __all__ = [
+    "BatchState",
+    "LogLikResult",
+    "Score",
+    "Simulation",
+    "loglik",
+    "simulate",
     "GospaResult",
     "MotResult",
     "OspaResult",

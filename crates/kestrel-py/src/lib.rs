@@ -16,8 +16,11 @@ use pyo3::prelude::*;
 
 mod arrays;
 mod kalman;
+mod likelihood;
 mod particle;
 mod progress;
+mod sim;
+mod stream;
 mod tracking;
 
 create_exception!(
@@ -89,6 +92,9 @@ fn _kestrel(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(auto_device, m)?)?;
     m.add_function(wrap_pyfunction!(cuda_device_count, m)?)?;
     kalman::register(m)?;
+    likelihood::register(m)?;
+    sim::register(m)?;
+    stream::register(m)?;
     tracking::register(m)?;
     particle::register(m)?;
     Ok(())
