@@ -20,6 +20,7 @@ mod likelihood;
 mod particle;
 mod progress;
 mod sim;
+mod split;
 mod stream;
 mod tracking;
 
@@ -94,6 +95,7 @@ fn _kestrel(m: &Bound<'_, PyModule>) -> PyResult<()> {
     kalman::register(m)?;
     likelihood::register(m)?;
     sim::register(m)?;
+    split::register(m)?;
     stream::register(m)?;
     tracking::register(m)?;
     particle::register(m)?;

@@ -17,6 +17,7 @@
 //! smoother over every GPU of the host (`parallel::cuda::filter_on_devices`: one element
 //! per track crosses between neighbouring shares); the RTS smoother runs on the first GPU.
 
+pub mod blocks;
 #[cfg(feature = "cuda")]
 #[doc(hidden)]
 pub mod cuda;

@@ -1,0 +1,768 @@
+//! One sequence's time steps cut into blocks that run in different processes or hosts
+//! (the Python package's `kestrel.dask`), the CPU counterpart of `parallel::cuda::split`.
+//!
+//! The parallel filter (Algorithm 5 of Sarkka & Garcia-Fernandez) in three passes:
+//! 1. each block reduces its filtering elements `(A, b, C, eta, J)` (eqs. 43-45) to one
+//!    total per track, `a_{k0} x ... x a_{k1-1}` with the operator of Lemma 3
+//!    ([`filter_block_total`]);
+//! 2. the totals of the blocks are scanned ([`filter_carries`]): block `j`'s incoming
+//!    carry is the combination of every element before it, `total_0 x ... x total_{j-1}`;
+//!    since step 0's element has `A = 0`, the carry is `(0, x_{k0-1|k0-1}, P_{k0-1|k0-1},
+//!    0, 0)`, the filtered moments of the step before the block;
+//! 3. each block rebuilds its elements, puts its carry in front and scans them
+//!    ([`filter_block`]): the prefixes are the filtered moments (eq. 47), the same as the
+//!    single-process run up to the order of the combines (rounding).
+//!
+//! The parallel RTS smoother (Algorithm 6) does the same from the right over the smoothing
+//! elements `(E, g, L)` of Lemma 4 (eqs. 49-52), built from each block's filtered moments:
+//! [`smooth_block_total`], [`smooth_carries`] (block `j`'s carry is
+//! `total_{j+1} x ... x total_{last}`), [`smooth_block`].
+//!
+//! What crosses between blocks is one element per track and block boundary, each way:
+//! [`filter_elem_len`] and [`smooth_elem_len`] scalars. Every function is pure (no state,
+//! no randomness): a lost block can be recomputed with the same result.
+
+use super::filtering::{self, BuildScratch, FilterOp};
+use super::smoothing::{self, SmoothBuild, SmoothOp};
+use crate::data::{Estimates, Measurements};
+use crate::error::{Error, Result};
+use crate::kalman::step::{predict, update, StepMats};
+use crate::linalg::Real;
+use crate::model::StateSpace;
+use crate::scan::{scan, AssocOp, Direction, Exec, ScanAlgorithm};
+use rayon::prelude::*;
+
+/// Where a block sits in the whole batch: the global index of its first track (only for
+/// error messages) and of its first step (which element each step gets, and which
+/// matrices of a time-varying model it reads).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BlockAt {
+    /// Global index of the block's first track.
+    pub track: usize,
+    /// Global index of the block's first step.
+    pub step: usize,
+}
+
+/// Scalars of one filtering element `(A, b, C, eta, J)` for states of size `nx`:
+/// `3 nx² + 2 nx`.
+pub fn filter_elem_len(nx: usize) -> usize {
+    3 * nx * nx + 2 * nx
+}
+
+/// Scalars of one smoothing element `(E, g, L)` for states of size `nx`: `2 nx² + nx`.
+pub fn smooth_elem_len(nx: usize) -> usize {
+    2 * nx * nx + nx
+}
+
+/// The matrices of the global steps `[lo, hi)` of a model (one set when it is
+/// time-invariant), and its prior.
+struct Window<T> {
+    lo: usize,
+    steps: Vec<StepMats<T>>,
+    invariant: bool,
+    x0: Vec<T>,
+    p0: Vec<T>,
+}
+
+fn rm<T: Real>(m: &nalgebra::DMatrix<f64>) -> Vec<T> {
+    (0..m.nrows())
+        .flat_map(|i| (0..m.ncols()).map(move |j| T::of(m[(i, j)])))
+        .collect()
+}
+
+impl<T: Real> Window<T> {
+    fn new<M: StateSpace + ?Sized>(model: &M, lo: usize, hi: usize) -> Self {
+        let invariant = model.as_invariant().is_some();
+        let range = if invariant { 0..1 } else { lo..hi };
+        let steps = range
+            .map(|k| {
+                let (f, u, q) = model.transition(k);
+                let (h, d, r) = model.observation(k);
+                StepMats {
+                    f: rm(f),
+                    u: u.iter().map(|v| T::of(*v)).collect(),
+                    q: rm(q),
+                    h: rm(h),
+                    d: d.iter().map(|v| T::of(*v)).collect(),
+                    r: rm(r),
+                }
+            })
+            .collect();
+        let p = model.prior();
+        Window {
+            lo,
+            steps,
+            invariant,
+            x0: p.x0.iter().map(|v| T::of(*v)).collect(),
+            p0: rm(&p.p0),
+        }
+    }
+
+    fn at(&self, k: usize) -> &StepMats<T> {
+        if self.invariant {
+            &self.steps[0]
+        } else {
+            &self.steps[k - self.lo]
+        }
+    }
+}
+
+fn input(msg: String) -> Error {
+    Error::Input { msg }
+}
+
+/// Checks that the model covers the global steps `[0, end)` of a block.
+fn covers<M: StateSpace + ?Sized>(model: &M, end: usize) -> Result<()> {
+    match model.steps_covered() {
+        Some(n) if n < end => Err(input(format!(
+            "the time-varying model has matrices for {n} steps, the block needs {end}"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+fn check_z<T: Real, M: StateSpace + ?Sized>(model: &M, z: &Measurements<T>) -> Result<()> {
+    if z.ny != model.ny() {
+        return Err(input(format!(
+            "measurements have {} components, the model measures {}",
+            z.ny,
+            model.ny()
+        )));
+    }
+    if z.steps == 0 || z.tracks == 0 {
+        return Err(input(format!(
+            "z: no measurements ({} tracks x {} steps)",
+            z.tracks, z.steps
+        )));
+    }
+    z.check_finite()
+}
+
+fn check_carry<T>(
+    carry: Option<&[T]>,
+    want: bool,
+    tracks: usize,
+    len: usize,
+    what: &str,
+) -> Result<()> {
+    match (carry, want) {
+        (None, false) => Ok(()),
+        (Some(c), true) if c.len() == tracks * len => Ok(()),
+        (Some(c), true) => Err(input(format!(
+            "the {what} carry has {} values, expected {tracks} tracks x {len}",
+            c.len()
+        ))),
+        (None, true) => Err(input(format!("this block needs the {what} carry"))),
+        (Some(_), false) => Err(input(format!("this block takes no {what} carry"))),
+    }
+}
+
+fn measurement<T: Real>(z: &[T], ny: usize, k: usize) -> Option<&[T]> {
+    let zk = &z[k * ny..(k + 1) * ny];
+    (!zk.iter().any(|v| v.is_nan_value())).then_some(zk)
+}
+
+fn not_pd(track: usize, step: usize, what: &'static str) -> Error {
+    Error::NotPositiveDefinite { track, step, what }
+}
+
+/// How the tracks of a block share the pool: one track per task when there are enough
+/// tracks, else one track at a time with its steps on the pool.
+fn exec_for(tracks: usize) -> Exec {
+    if tracks >= rayon::current_num_threads() && tracks > 1 {
+        Exec::Serial
+    } else {
+        Exec::Rayon
+    }
+}
+
+/// Runs `f(track, exec, out_track)` for every track's piece of `out` (`per` scalars).
+fn per_track<T: Real, F>(out: &mut [T], per: usize, f: F) -> Result<()>
+where
+    F: Fn(usize, Exec, &mut [T]) -> Result<()> + Sync + Send,
+{
+    let tracks = out.len() / per.max(1);
+    let exec = exec_for(tracks);
+    if exec == Exec::Serial {
+        out.par_chunks_mut(per)
+            .enumerate()
+            .try_for_each(|(b, o)| f(b, exec, o))
+    } else {
+        out.chunks_mut(per)
+            .enumerate()
+            .try_for_each(|(b, o)| f(b, exec, o))
+    }
+}
+
+/// What the filtering element of a track's local step needs.
+struct FilterBuild<'a, T> {
+    w: &'a Window<T>,
+    nx: usize,
+    ny: usize,
+    k0: usize,
+    track: usize,
+}
+
+/// Scratch of one element build (the step-0 update included).
+struct Scratch<T> {
+    bs: BuildScratch<T>,
+    x: Vec<T>,
+    p: Vec<T>,
+    tmp: Vec<T>,
+    y: Vec<T>,
+    s: Vec<T>,
+    wt: Vec<T>,
+}
+
+impl<T: Real> Scratch<T> {
+    fn new(nx: usize, ny: usize) -> Self {
+        Scratch {
+            bs: BuildScratch::new(nx, ny),
+            x: vec![T::zero(); nx],
+            p: vec![T::zero(); nx * nx],
+            tmp: vec![T::zero(); nx * nx],
+            y: vec![T::zero(); ny],
+            s: vec![T::zero(); ny * ny],
+            wt: vec![T::zero(); ny * nx],
+        }
+    }
+}
+
+impl<T: Real> FilterBuild<'_, T> {
+    /// The element of local step `i` of the track's measurements `z`.
+    fn element(&self, z: &[T], i: usize, out: &mut [T], ws: &mut Scratch<T>) -> Result<()> {
+        let (nx, ny) = (self.nx, self.ny);
+        let lay = filtering::FilterLayout { n: nx };
+        let k = self.k0 + i;
+        let zk = measurement(z, ny, i);
+        if k == 0 {
+            ws.x.copy_from_slice(&self.w.x0);
+            ws.p.copy_from_slice(&self.w.p0);
+            if let Some(zk) = zk {
+                update(
+                    nx,
+                    ny,
+                    self.w.at(0),
+                    zk,
+                    &mut ws.x,
+                    &mut ws.p,
+                    &mut ws.y,
+                    &mut ws.s,
+                    &mut ws.wt,
+                )
+                .ok_or_else(|| not_pd(self.track, 0, "innovation covariance S"))?;
+            }
+            filtering::element_0(lay, &ws.x, &ws.p, out);
+            Ok(())
+        } else if filtering::element_k(lay, ny, self.w.at(k), zk, out, &mut ws.bs) {
+            Ok(())
+        } else {
+            Err(not_pd(
+                self.track,
+                k,
+                "innovation covariance S of the filtering element",
+            ))
+        }
+    }
+}
+
+/// Folds `count` elements made by `make(i, out, scratch)` (local index `i`) with `op`, in
+/// order, into `acc` (`identity` first): serially, or in pieces on the pool whose totals
+/// are folded in order.
+fn fold<T, O, W, I, F>(
+    op: &O,
+    count: usize,
+    exec: Exec,
+    init: I,
+    make: F,
+    acc: &mut [T],
+) -> Result<()>
+where
+    T: Real,
+    O: AssocOp<Scalar = T> + Sync,
+    I: Fn() -> W + Sync + Send,
+    F: Fn(usize, &mut [T], &mut W) -> Result<()> + Sync + Send,
+{
+    let len = op.elem_len();
+    let run = |range: std::ops::Range<usize>, acc: &mut [T]| -> Result<()> {
+        let mut w = init();
+        let mut s = op.scratch();
+        let mut el = vec![T::zero(); len];
+        let mut tmp = vec![T::zero(); len];
+        op.identity(acc);
+        for i in range {
+            make(i, &mut el, &mut w)?;
+            op.combine(acc, &el, &mut tmp, &mut s);
+            acc.copy_from_slice(&tmp);
+        }
+        Ok(())
+    };
+    let pieces = match exec {
+        Exec::Serial => 1,
+        Exec::Rayon => (count / 1024).clamp(1, 4 * rayon::current_num_threads()),
+    };
+    if pieces == 1 {
+        return run(0..count, acc);
+    }
+    let mut totals = vec![T::zero(); pieces * len];
+    totals
+        .par_chunks_mut(len)
+        .enumerate()
+        .try_for_each(|(p, t)| run(count * p / pieces..count * (p + 1) / pieces, t))?;
+    let mut s = op.scratch();
+    let mut tmp = vec![T::zero(); len];
+    op.identity(acc);
+    for t in totals.chunks(len) {
+        op.combine(acc, t, &mut tmp, &mut s);
+        acc.copy_from_slice(&tmp);
+    }
+    Ok(())
+}
+
+/// Pass 1 of the split filter: every track's total `a_{k0} x ... x a_{k0+n-1}` of the
+/// filtering elements of the block's `n` steps (eqs. 43-45; step 0 from the prior updated
+/// by its measurement), `[tracks][filter_elem_len(nx)]`. `z` holds the block's steps of
+/// every track; `at.step` is the global index of its first step.
+pub fn filter_block_total<T: Real, M: StateSpace + ?Sized>(
+    model: &M,
+    z: &Measurements<T>,
+    at: BlockAt,
+) -> Result<Vec<T>> {
+    check_z(model, z)?;
+    covers(model, at.step + z.steps)?;
+    let (nx, ny, n) = (model.nx(), model.ny(), z.steps);
+    let w = Window::<T>::new(model, at.step, at.step + n);
+    let op = FilterOp::<T>::new(nx);
+    let fe = op.elem_len();
+    let mut out = vec![T::zero(); z.tracks * fe];
+    per_track(&mut out, fe, |b, exec, acc| {
+        let fb = FilterBuild {
+            w: &w,
+            nx,
+            ny,
+            k0: at.step,
+            track: at.track + b,
+        };
+        let zt = z.track(b);
+        fold(
+            &op,
+            n,
+            exec,
+            || Scratch::new(nx, ny),
+            |i, el, ws| fb.element(zt, i, el, ws),
+            acc,
+        )
+    })?;
+    Ok(out)
+}
+
+/// Pass 2 of the split filter: the incoming carry of every block from the totals of
+/// [`filter_block_total`] in time order (`totals[j]`: `[tracks][filter_elem_len(nx)]`):
+/// `None` for block 0, `total_0 x ... x total_{j-1}` for block `j` (Lemma 3).
+pub fn filter_carries<T: Real>(nx: usize, totals: &[&[T]]) -> Result<Vec<Option<Vec<T>>>> {
+    carries(&FilterOp::<T>::new(nx), totals, false)
+}
+
+/// Pass 2 of the split RTS smoother: the incoming carry of every block from the totals of
+/// [`smooth_block_total`] in time order: `total_{j+1} x ... x total_{last}` for block `j`
+/// (Lemma 4), `None` for the last block.
+pub fn smooth_carries<T: Real>(nx: usize, totals: &[&[T]]) -> Result<Vec<Option<Vec<T>>>> {
+    carries(&SmoothOp::<T>::new(nx, false), totals, true)
+}
+
+fn carries<T: Real, O: AssocOp<Scalar = T>>(
+    op: &O,
+    totals: &[&[T]],
+    from_right: bool,
+) -> Result<Vec<Option<Vec<T>>>> {
+    let len = op.elem_len();
+    let Some(first) = totals.first() else {
+        return Ok(Vec::new());
+    };
+    if first.len() % len != 0 || totals.iter().any(|t| t.len() != first.len()) {
+        return Err(input(format!(
+            "block totals of {} values do not all hold whole elements of {len} values for the same tracks",
+            totals.iter().map(|t| t.len().to_string()).collect::<Vec<_>>().join(", ")
+        )));
+    }
+    let tracks = first.len() / len;
+    let g = totals.len();
+    let mut out: Vec<Option<Vec<T>>> = vec![None; g];
+    let mut s = op.scratch();
+    let mut acc: Option<Vec<T>> = None;
+    let order: Vec<usize> = if from_right {
+        (0..g).rev().collect()
+    } else {
+        (0..g).collect()
+    };
+    for j in order {
+        out[j] = acc.clone();
+        let t = totals[j];
+        acc = Some(match acc {
+            None => t.to_vec(),
+            Some(a) => {
+                let mut next = vec![T::zero(); tracks * len];
+                for b in 0..tracks {
+                    let (ab, tb) = (&a[b * len..(b + 1) * len], &t[b * len..(b + 1) * len]);
+                    let o = &mut next[b * len..(b + 1) * len];
+                    if from_right {
+                        op.combine(tb, ab, o, &mut s);
+                    } else {
+                        op.combine(ab, tb, o, &mut s);
+                    }
+                }
+                next
+            }
+        });
+    }
+    Ok(out)
+}
+
+/// Pass 3 of the split filter: the filtered means, covariances and per-step
+/// log-likelihoods of the block's steps, from its measurements and its incoming carry
+/// (from [`filter_carries`]; `None` exactly when the block starts at step 0). The carry
+/// is put in front of the block's elements and they are scanned with `alg`; the
+/// prefixes are `x_{k|k}`, `P_{k|k}` (eq. 47). The log-likelihood of step `k` is
+/// `log N(z_k; H x_{k|k-1} + d, S_k)`, predicted from the filtered moments of step `k-1`
+/// (the carry's for the block's first step).
+pub fn filter_block<T: Real, M: StateSpace + ?Sized>(
+    model: &M,
+    z: &Measurements<T>,
+    at: BlockAt,
+    carry: Option<&[T]>,
+    alg: ScanAlgorithm,
+) -> Result<Estimates<T>> {
+    check_z(model, z)?;
+    covers(model, at.step + z.steps)?;
+    let (nx, ny, n) = (model.nx(), model.ny(), z.steps);
+    let op = FilterOp::<T>::new(nx);
+    let lay = op.lay;
+    let fe = op.elem_len();
+    check_carry(carry, at.step > 0, z.tracks, fe, "filter")?;
+    let w = Window::<T>::new(model, at.step, at.step + n);
+    let mut est = Estimates::nan(z.tracks, n, nx, true);
+    let off = usize::from(carry.is_some());
+    // Each track's outputs in one slice: means, covariances, log-likelihoods.
+    let per = n * (nx + nx * nx + 1);
+    let mut buf = vec![T::zero(); z.tracks * per];
+    per_track(&mut buf, per, |b, exec, o| {
+        let fb = FilterBuild {
+            w: &w,
+            nx,
+            ny,
+            k0: at.step,
+            track: at.track + b,
+        };
+        let zt = z.track(b);
+        let mut el = vec![T::zero(); (n + off) * fe];
+        if let Some(c) = carry {
+            el[..fe].copy_from_slice(&c[b * fe..(b + 1) * fe]);
+        }
+        super::track::each(
+            exec,
+            &mut el[off * fe..],
+            fe,
+            || Scratch::new(nx, ny),
+            |ws, i, out| fb.element(zt, i, out, ws),
+        )?;
+        scan(&op, &mut el, alg, Direction::Forward, exec);
+        let (mean, rest) = o.split_at_mut(n * nx);
+        let (cov, ll) = rest.split_at_mut(n * nx * nx);
+        for i in 0..n {
+            let e = &el[(i + off) * fe..(i + off + 1) * fe];
+            let (bb, c) = (&e[lay.b()], &e[lay.c()]);
+            if !bb.iter().chain(c).all(|v| v.is_finite_value()) {
+                return Err(not_pd(
+                    at.track + b,
+                    at.step + i,
+                    "filtered covariance (a combine of the parallel filter was singular)",
+                ));
+            }
+            mean[i * nx..(i + 1) * nx].copy_from_slice(bb);
+            cov[i * nx * nx..(i + 1) * nx * nx].copy_from_slice(c);
+        }
+        let el = &el;
+        super::track::each(
+            exec,
+            ll,
+            1,
+            || Scratch::new(nx, ny),
+            |ws, i, out| {
+                let Some(zk) = measurement(zt, ny, i) else {
+                    out[0] = T::zero();
+                    return Ok(());
+                };
+                let k = at.step + i;
+                if k == 0 {
+                    ws.x.copy_from_slice(&w.x0);
+                    ws.p.copy_from_slice(&w.p0);
+                } else {
+                    // The filtered moments of step k-1: the scanned element before i's.
+                    let e = &el[(i + off - 1) * fe..(i + off) * fe];
+                    ws.x.copy_from_slice(&e[lay.b()]);
+                    ws.p.copy_from_slice(&e[lay.c()]);
+                    predict(nx, w.at(k), &mut ws.x, &mut ws.p, &mut ws.tmp);
+                }
+                out[0] = update(
+                    nx,
+                    ny,
+                    w.at(k),
+                    zk,
+                    &mut ws.x,
+                    &mut ws.p,
+                    &mut ws.y,
+                    &mut ws.s,
+                    &mut ws.wt,
+                )
+                .ok_or_else(|| not_pd(at.track + b, k, "innovation covariance S"))?;
+                Ok(())
+            },
+        )
+    })?;
+    let ll = est.loglik.as_mut().expect("allocated with log-likelihoods");
+    for (b, o) in buf.chunks(per).enumerate() {
+        est.mean[b * n * nx..(b + 1) * n * nx].copy_from_slice(&o[..n * nx]);
+        est.cov[b * n * nx * nx..(b + 1) * n * nx * nx]
+            .copy_from_slice(&o[n * nx..n * nx + n * nx * nx]);
+        ll[b * n..(b + 1) * n].copy_from_slice(&o[n * nx + n * nx * nx..]);
+    }
+    Ok(est)
+}
+
+fn check_filtered<T: Real, M: StateSpace + ?Sized>(
+    model: &M,
+    f: &Estimates<T>,
+    at: BlockAt,
+    last: bool,
+) -> Result<()> {
+    if f.nx != model.nx() || f.steps == 0 || f.tracks == 0 {
+        return Err(input(format!(
+            "filtered estimates ({} tracks, {} steps, nx = {}) do not fit the model (nx = {})",
+            f.tracks,
+            f.steps,
+            f.nx,
+            model.nx()
+        )));
+    }
+    covers(model, at.step + f.steps + usize::from(!last))
+}
+
+/// The smoothing element of local step `i` of one track's filtered moments.
+#[allow(clippy::too_many_arguments)]
+fn smooth_element<T: Real>(
+    op: &SmoothOp<T>,
+    w: &Window<T>,
+    mean: &[T],
+    cov: &[T],
+    i: usize,
+    n: usize,
+    last: bool,
+    at: BlockAt,
+    track: usize,
+    out: &mut [T],
+    ws: &mut SmoothBuild<T>,
+) -> Result<()> {
+    let nx = op.n;
+    let (x, p) = (
+        &mean[i * nx..(i + 1) * nx],
+        &cov[i * nx * nx..(i + 1) * nx * nx],
+    );
+    if last && i + 1 == n {
+        smoothing::element_last(op, x, p, out);
+        Ok(())
+    } else if smoothing::element_k(op, w.at(at.step + i + 1), x, p, out, ws) {
+        Ok(())
+    } else {
+        Err(not_pd(
+            track,
+            at.step + i + 1,
+            "predicted covariance P(k+1|k) in the smoother",
+        ))
+    }
+}
+
+/// Pass 1 of the split RTS smoother: every track's total `a_{k0} x ... x a_{k0+n-1}` of
+/// the smoothing elements (eqs. 49-50) of the block's filtered moments `filtered` (its
+/// `n` steps of every track, from [`filter_block`]), `[tracks][smooth_elem_len(nx)]`.
+/// `last`: the block ends the sequence (its last step takes `(0, x_{T|T}, P_{T|T})`);
+/// otherwise the element of its last step reads the transition into the next block.
+pub fn smooth_block_total<T: Real, M: StateSpace + ?Sized>(
+    model: &M,
+    filtered: &Estimates<T>,
+    at: BlockAt,
+    last: bool,
+) -> Result<Vec<T>> {
+    check_filtered(model, filtered, at, last)?;
+    let (nx, n) = (model.nx(), filtered.steps);
+    let w = Window::<T>::new(model, at.step, at.step + n + usize::from(!last));
+    let op = SmoothOp::<T>::new(nx, false);
+    let se = op.elem_len();
+    let mut out = vec![T::zero(); filtered.tracks * se];
+    per_track(&mut out, se, |b, exec, acc| {
+        let mean = &filtered.mean[b * n * nx..(b + 1) * n * nx];
+        let cov = &filtered.cov[b * n * nx * nx..(b + 1) * n * nx * nx];
+        fold(
+            &op,
+            n,
+            exec,
+            || SmoothBuild::new(nx),
+            |i, el, ws| smooth_element(&op, &w, mean, cov, i, n, last, at, at.track + b, el, ws),
+            acc,
+        )
+    })?;
+    Ok(out)
+}
+
+/// Pass 3 of the split RTS smoother: the smoothed means and covariances `x_{k|T}`,
+/// `P_{k|T}` of the block's steps (no log-likelihoods), from its filtered moments and its
+/// incoming carry (from [`smooth_carries`]; `None` exactly when `last`): the carry is put
+/// behind the block's smoothing elements and they are scanned in reverse with `alg`.
+pub fn smooth_block<T: Real, M: StateSpace + ?Sized>(
+    model: &M,
+    filtered: &Estimates<T>,
+    at: BlockAt,
+    last: bool,
+    carry: Option<&[T]>,
+    alg: ScanAlgorithm,
+) -> Result<Estimates<T>> {
+    check_filtered(model, filtered, at, last)?;
+    let (nx, n) = (model.nx(), filtered.steps);
+    let op = SmoothOp::<T>::new(nx, false);
+    let se = op.elem_len();
+    check_carry(carry, !last, filtered.tracks, se, "smoother")?;
+    let w = Window::<T>::new(model, at.step, at.step + n + usize::from(!last));
+    let per = n * (nx + nx * nx);
+    let mut buf = vec![T::zero(); filtered.tracks * per];
+    let extra = usize::from(carry.is_some());
+    per_track(&mut buf, per, |b, exec, o| {
+        let mean = &filtered.mean[b * n * nx..(b + 1) * n * nx];
+        let cov = &filtered.cov[b * n * nx * nx..(b + 1) * n * nx * nx];
+        let mut el = vec![T::zero(); (n + extra) * se];
+        if let Some(c) = carry {
+            el[n * se..].copy_from_slice(&c[b * se..(b + 1) * se]);
+        }
+        let opr = &op;
+        super::track::each(
+            exec,
+            &mut el[..n * se],
+            se,
+            || SmoothBuild::new(nx),
+            |ws, i, out| smooth_element(opr, &w, mean, cov, i, n, last, at, at.track + b, out, ws),
+        )?;
+        scan(&op, &mut el, alg, Direction::Reverse, exec);
+        let n2 = nx * nx;
+        let (sm, sc) = o.split_at_mut(n * nx);
+        for (i, e) in el.chunks(se).take(n).enumerate() {
+            sm[i * nx..(i + 1) * nx].copy_from_slice(&e[n2..n2 + nx]);
+            sc[i * n2..(i + 1) * n2].copy_from_slice(&e[n2 + nx..]);
+        }
+        Ok(())
+    })?;
+    let mut est = Estimates::nan(filtered.tracks, n, nx, false);
+    for (b, o) in buf.chunks(per).enumerate() {
+        est.mean[b * n * nx..(b + 1) * n * nx].copy_from_slice(&o[..n * nx]);
+        est.cov[b * n * nx * nx..(b + 1) * n * nx * nx].copy_from_slice(&o[n * nx..]);
+    }
+    Ok(est)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Model;
+    use nalgebra::{DMatrix, DVector};
+
+    fn model() -> Model {
+        Model::new(
+            DMatrix::from_row_slice(2, 2, &[1.0, 1.0, 0.0, 1.0]),
+            DMatrix::from_row_slice(2, 2, &[0.02, 0.01, 0.01, 0.03]),
+            DMatrix::from_row_slice(1, 2, &[1.0, 0.0]),
+            DMatrix::from_row_slice(1, 1, &[0.5]),
+            DVector::from_vec(vec![0.3, -0.1]),
+            DMatrix::from_row_slice(2, 2, &[2.0, 0.1, 0.1, 1.0]),
+        )
+        .unwrap()
+    }
+
+    fn split(z: &Measurements<f64>, cuts: &[usize]) -> Vec<Measurements<f64>> {
+        let (b, t) = (z.tracks, z.steps);
+        cuts.windows(2)
+            .map(|w| {
+                let mut d = Vec::new();
+                for i in 0..b {
+                    d.extend_from_slice(&z.data[i * t + w[0]..i * t + w[1]]);
+                }
+                Measurements::new(b, w[1] - w[0], 1, d).unwrap()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn blocks_equal_the_whole_run() {
+        let m = model();
+        let (b, t) = (3, 37);
+        let data: Vec<f64> = (0..b * t)
+            .map(|i| {
+                if i % 11 == 5 {
+                    f64::NAN
+                } else {
+                    (i as f64 * 0.37).sin() * 3.0
+                }
+            })
+            .collect();
+        let z = Measurements::new(b, t, 1, data).unwrap();
+        let alg = ScanAlgorithm::default();
+        let whole = super::super::smooth_rts(crate::Device::Cpu, &m, &z, alg).unwrap();
+        let cuts = [0, 1, 9, 20, 37];
+        let blocks = split(&z, &cuts);
+        let at = |j: usize| BlockAt {
+            track: 0,
+            step: cuts[j],
+        };
+        let totals: Vec<Vec<f64>> = blocks
+            .iter()
+            .enumerate()
+            .map(|(j, zb)| filter_block_total(&m, zb, at(j)).unwrap())
+            .collect();
+        let refs: Vec<&[f64]> = totals.iter().map(|v| v.as_slice()).collect();
+        let carries = filter_carries(2, &refs).unwrap();
+        let filt: Vec<Estimates<f64>> = blocks
+            .iter()
+            .enumerate()
+            .map(|(j, zb)| filter_block(&m, zb, at(j), carries[j].as_deref(), alg).unwrap())
+            .collect();
+        let g = blocks.len();
+        let stot: Vec<Vec<f64>> = filt
+            .iter()
+            .enumerate()
+            .map(|(j, f)| smooth_block_total(&m, f, at(j), j + 1 == g).unwrap())
+            .collect();
+        let refs: Vec<&[f64]> = stot.iter().map(|v| v.as_slice()).collect();
+        let sc = smooth_carries(2, &refs).unwrap();
+        for (j, f) in filt.iter().enumerate() {
+            let s = smooth_block(&m, f, at(j), j + 1 == g, sc[j].as_deref(), alg).unwrap();
+            for tr in 0..b {
+                for i in 0..f.steps {
+                    let k = cuts[j] + i;
+                    let close = |a: &[f64], c: &[f64]| {
+                        a.iter()
+                            .zip(c)
+                            .all(|(x, y)| (x - y).abs() <= 1e-9 * (1.0 + y.abs()))
+                    };
+                    assert!(close(f.mean_at(tr, i), whole.0.mean_at(tr, k)));
+                    assert!(close(f.cov_at(tr, i), whole.0.cov_at(tr, k)));
+                    let (l1, l2) = (
+                        f.loglik().unwrap()[tr * f.steps + i],
+                        whole.0.loglik().unwrap()[tr * t + k],
+                    );
+                    assert!((l1 - l2).abs() <= 1e-9 * (1.0 + l2.abs()), "{l1} {l2}");
+                    assert!(close(s.mean_at(tr, i), whole.1.mean_at(tr, k)));
+                    assert!(close(s.cov_at(tr, i), whole.1.cov_at(tr, k)));
+                }
+            }
+        }
+        // Wrong carries are refused.
+        assert!(filter_block(&m, &blocks[1], at(1), None, alg).is_err());
+        assert!(filter_block(&m, &blocks[0], at(0), carries[1].as_deref(), alg).is_err());
+    }
+}
