@@ -1,6 +1,8 @@
-//! The `kestrel` command line: simulate, filter, smooth, demo, bench.
+//! The `kestrel` command line: every family of the library (Kalman filter and smoothers,
+//! parallel in time, per-step likelihoods, particle filter, track-before-detect,
+//! multi-target tracking and metrics), their simulators, the demo and the benchmarks.
 //!
-//! The contract (`DESIGN.md`, issue 13): a failure prints exactly one `error: ...` line
+//! The contract (README, "Reliability"): a failure prints exactly one `error: ...` line
 //! on stderr (control characters escaped, long excerpts cut) and exits 2 for bad input or
 //! usage, 1 for any other failure (a full disk, a numerical breakdown); printing never
 //! panics (a closed pipe, a full device); SIGINT, SIGTERM and SIGHUP remove the
@@ -41,7 +43,14 @@ use std::process::ExitCode;
 #[command(
     name = "kestrel",
     version,
-    about = "Bayesian state estimation at scale: batched Kalman filters and smoothers on CPUs and NVIDIA GPUs"
+    about = "Bayesian state estimation at scale on CPUs and NVIDIA GPUs: Kalman filters and smoothers, parallel in time, per-step likelihoods, particle filters, track-before-detect, multi-target tracking",
+    long_about = "Bayesian state estimation at scale, on CPUs and NVIDIA GPUs, with the same results on both.\n\n\
+Families: Kalman filter and smoothers (filter, smooth), parallel in time (filter --method \
+parallel, smooth --method parallel-rts | two-filter), per-step likelihoods (loglik), \
+particle filter (pf), track-before-detect (tbd, simulate-frames, tbd-eval), multi-target \
+tracking and metrics (track, eval, simulate --scenario). Every family simulates its inputs \
+(simulate, simulate-frames); demo shows one end to end, bench measures them all. The same \
+library is a Rust crate (kestrel) and a Python package (pip install .)."
 )]
 struct Cli {
     /// Flush every output and its directory to the disk before and after the rename,

@@ -228,6 +228,10 @@ fn run_typed<T: Real>(a: &Args, device: Device) -> anyhow::Result<()> {
     outln!("  total log-likelihood {loglik:.6e}");
     outln!("  position RMSE        measurements {rmse_raw:.3}   filter {rmse_f:.3}   smoother {rmse_s:.3}");
     outln!("  mean NEES (nx = 4)   filter {nees_f:.3}   smoother {nees_s:.3}");
-    outln!("  plot of {} tracks -> {}", shown.len(), a.plot.display());
+    outln!(
+        "  plot of {} -> {}",
+        super::plural(shown.len(), "track"),
+        a.plot.display()
+    );
     Ok(())
 }

@@ -87,14 +87,18 @@ impl Job {
     fn describe(self) -> String {
         match self {
             Job::Filter(FilterMethod::Sequential) => "filter (sequential)".into(),
-            Job::Filter(FilterMethod::Parallel(s)) => format!("filter (parallel, scan {s:?})"),
+            Job::Filter(FilterMethod::Parallel(s)) => {
+                format!("filter (parallel, scan {})", s.name())
+            }
             Job::Smooth(SmoothMethod::Rts) => "smooth (filter + RTS)".into(),
             Job::Smooth(SmoothMethod::ParallelRts(s)) => {
-                format!("smooth (parallel RTS, scan {s:?})")
+                format!("smooth (parallel RTS, scan {})", s.name())
             }
-            Job::Smooth(SmoothMethod::TwoFilter(s)) => format!("smooth (two-filter, scan {s:?})"),
-            Job::Filter(m) => format!("filter ({m:?})"),
-            Job::Smooth(m) => format!("smooth ({m:?})"),
+            Job::Smooth(SmoothMethod::TwoFilter(s)) => {
+                format!("smooth (two-filter, scan {})", s.name())
+            }
+            Job::Filter(_) => "filter".into(),
+            Job::Smooth(_) => "smooth".into(),
         }
     }
 }
@@ -282,10 +286,10 @@ fn run_typed<T: Real>(
     progress.finish();
     let n = z.tracks() * z.steps();
     errln!(
-        "{}: {} tracks x {} steps on {device}, {}: total log-likelihood {loglik:.6e}; {setup}compute {t_compute:.3} s ({}); total {:.3} s (read {t_read:.3} s, write {t_write:.3} s) -> {}",
+        "{}: {} x {} on {device}, {}: total log-likelihood {loglik:.6e}; {setup}compute {t_compute:.3} s ({}); total {:.3} s (read {t_read:.3} s, write {t_write:.3} s) -> {}",
         job.describe(),
-        z.tracks(),
-        z.steps(),
+        super::plural(z.tracks(), "track"),
+        super::plural(z.steps(), "step"),
         T::NAME,
         rate(n, t_compute),
         t0.elapsed().as_secs_f64(),

@@ -122,10 +122,10 @@ fn run_typed<T: Real>(
         _ => String::new(),
     };
     errln!(
-        "loglik ({}{window}): {} tracks x {} steps on {device}, {}; compute {t_compute:.3} s ({}); total {:.3} s -> {}",
+        "loglik ({}{window}): {} x {} on {device}, {}; compute {t_compute:.3} s ({}); total {:.3} s -> {}",
         a.method,
-        z.tracks(),
-        z.steps(),
+        super::plural(z.tracks(), "track"),
+        super::plural(z.steps(), "step"),
         T::NAME,
         rate(z.tracks() * z.steps(), t_compute),
         t0.elapsed().as_secs_f64(),

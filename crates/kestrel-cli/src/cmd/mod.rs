@@ -152,6 +152,23 @@ const MAX_LINE: usize = 600;
 
 /// `text` as one printable line: control characters escaped (`\r`, `\n`, `\0`,
 /// `\xNN`), and cut to a few hundred characters.
+/// "1 track", "3 tracks": a count and its noun, in plain English.
+pub fn plural(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
+/// The name a user types for an option's value (`gnn`, `f32`, `gaussian`): what the
+/// command line prints back, never the Rust spelling.
+pub fn value_name<T: clap::ValueEnum>(v: &T) -> String {
+    v.to_possible_value()
+        .map(|p| p.get_name().to_string())
+        .unwrap_or_default()
+}
+
 pub fn one_line(text: &str) -> String {
     let mut out = String::with_capacity(text.len().min(MAX_LINE + 16));
     for (n, c) in text.chars().enumerate() {

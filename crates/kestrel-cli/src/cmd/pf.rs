@@ -112,9 +112,9 @@ fn run_typed<T: Real>(
     progress.finish();
     let ps = (z.tracks() * z.steps()) as f64 * opts.particles as f64;
     errln!(
-        "pf: {} tracks x {} steps (kind {}, nx {nx}, ny {ny}), {} particles, {} resampling below ESS {} N, seed {}, {} on {device}: {secs:.3} s, {:.3e} particle-steps/s{setup}, total log-likelihood {:.6e} -> {}",
-        z.tracks(),
-        z.steps(),
+        "pf: {} x {} (kind {}, nx {nx}, ny {ny}), {} particles, {} resampling below ESS {} N, seed {}, {} on {device}: {secs:.3} s, {:.3e} particle-steps/s{setup}, total log-likelihood {:.6e} -> {}",
+        super::plural(z.tracks(), "track"),
+        super::plural(z.steps(), "step"),
         model.kind_name(),
         opts.particles,
         opts.resampler,

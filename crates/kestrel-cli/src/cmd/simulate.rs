@@ -113,7 +113,8 @@ fn run_scenario(a: &Args, kind: ScenarioArg) -> anyhow::Result<()> {
     outputs.commit()?;
     let ids: std::collections::HashSet<u64> = truth.id.iter().copied().collect();
     errln!(
-        "simulate: {kind:?} scenario, {} targets in all ({} at step 0), {} steps, {} detections (pd {}, {} clutter per scan in [-{}, {}]^{}, density {:.3e}), seed {}; {:.3} s -> {}{}",
+        "simulate: {} scenario, {} targets in all ({} at step 0), {} steps, {} detections (pd {}, {} clutter per scan in [-{}, {}]^{}, density {:.3e}), seed {}; {:.3} s -> {}{}",
+        super::value_name(&kind),
         ids.len(),
         a.tracks,
         a.steps,
@@ -198,9 +199,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         .filter(|z| z.iter().any(|v| v.is_nan()))
         .count();
     errln!(
-        "simulate: {} tracks x {} steps (nx {}, ny {}), seed {}, {} of {} measurements missing; {:.3} s -> {}{}",
-        a.tracks,
-        a.steps,
+        "simulate: {} x {} (nx {}, ny {}), seed {}, {} of {} measurements missing; {:.3} s -> {}{}",
+        super::plural(a.tracks, "track"),
+        super::plural(a.steps, "step"),
         model.nx(),
         model.ny(),
         a.seed,
@@ -208,7 +209,10 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         a.tracks * a.steps,
         t0.elapsed().as_secs_f64(),
         a.output.display(),
-        a.truth.as_ref().map(|t| format!(", truth -> {}", t.display())).unwrap_or_default()
+        a.truth
+            .as_ref()
+            .map(|t| format!(", truth -> {}", t.display()))
+            .unwrap_or_default()
     );
     Ok(())
 }

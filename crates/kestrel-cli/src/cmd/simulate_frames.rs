@@ -218,9 +218,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     // Both files or neither.
     outputs.commit()?;
     errln!(
-        "simulate-frames: {t} frames of {w} x {h} ({:?}, {:?} noise), {} targets at {} dB (amplitude {amp:.3}) -> {}",
-        a.dtype,
-        a.noise,
+        "simulate-frames: {t} frames of {w} x {h} ({}, {} noise), {} targets at {} dB (amplitude {amp:.3}) -> {}",
+        super::value_name(&a.dtype),
+        super::value_name(&a.noise),
         targets.len(),
         a.snr,
         a.output.display()

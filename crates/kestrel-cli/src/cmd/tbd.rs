@@ -209,7 +209,13 @@ pub fn run(a: Args) -> anyhow::Result<()> {
                 &[pfa],
                 0,
             )?[0];
-            errln!("tbd: threshold {thr} for Pfa {pfa:e} ({noise:?} fitted to frame 0)");
+            let fitted = match noise {
+                Noise::Gaussian { mean, std } => {
+                    format!("Gaussian noise of mean {mean:.4} and standard deviation {std:.4}")
+                }
+                Noise::Rayleigh { scale } => format!("Rayleigh noise of scale {scale:.4}"),
+            };
+            errln!("tbd: threshold {thr} for Pfa {pfa:e} ({fitted}, fitted to frame 0)");
             thr
         }
     };

@@ -187,7 +187,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         outln!("{}", serde_json::to_string(p)?);
     }
     outln!(
-        "\nPd at Pfa {:e} ({} vectors, alpha {}, {} x {} x {} frames, {} targets, {:?} noise)",
+        "\nPd at Pfa {:e} ({} vectors, alpha {}, {} x {} x {} frames, {} targets, {} noise)",
         a.pfa,
         s.params.motions.len(),
         a.alpha,
@@ -195,7 +195,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         a.size,
         a.frames,
         a.targets,
-        a.noise
+        super::value_name(&a.noise)
     );
     outln!(
         "{:>8} {:>10} {:>12} {:>8}",
@@ -220,10 +220,10 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     }
     if let Some(path) = &a.plot {
         let title = format!(
-            "Track-before-detect vs single-frame detection ({} vectors, alpha {}, {:?} noise)",
+            "Track-before-detect vs single-frame detection ({} vectors, alpha {}, {} noise)",
             s.params.motions.len(),
             a.alpha,
-            a.noise
+            super::value_name(&a.noise)
         );
         let svg =
             draw(&sweep, &rocs, &title).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;

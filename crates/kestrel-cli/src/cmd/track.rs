@@ -336,10 +336,10 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let secs = t0.elapsed().as_secs_f64();
     let tm = engine.timing();
     errln!(
-        "track: {} detections in {} scans on {device}, {:?}, gate {} (chi-square {:.3}), pd {}, clutter {:.3e}, confirm {}, delete after {}: {} confirmed tracks, {} rows; {:.3} s ({:.3} ms/scan: predict {:.3}, gate {:.3}, cluster {:.3}, associate {:.3}, update {:.3}, life cycle {:.3}) -> {}",
+        "track: {} detections in {} scans on {device}, {}, gate {} (chi-square {:.3}), pd {}, clutter {:.3e}, confirm {}, delete after {}: {} confirmed tracks, {} rows; {:.3} s ({:.3} ms/scan: predict {:.3}, gate {:.3}, cluster {:.3}, associate {:.3}, update {:.3}, life cycle {:.3}) -> {}",
         det.len(),
         sc.len(),
-        a.assoc,
+        super::value_name(&a.assoc).to_uppercase(),
         a.gate,
         engine.gate_threshold(),
         a.pd,
