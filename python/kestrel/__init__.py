@@ -28,6 +28,7 @@ from .tracking import (
     track,
 )
 from .particle import ParticleFilter, PfResult
+from .tbd import SimulatedFrames, TbdResult, simulate_frames, tbd
 
 
 def auto_device() -> str:
@@ -66,6 +67,10 @@ __all__ = [
     "ModelError",
     "ParticleFilter",
     "PfResult",
+    "SimulatedFrames",
+    "TbdResult",
+    "simulate_frames",
+    "tbd",
     "auto_device",
     "cuda_device_count",
     "__version__",

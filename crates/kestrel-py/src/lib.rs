@@ -22,6 +22,7 @@ mod progress;
 mod sim;
 mod split;
 mod stream;
+mod tbd;
 mod tracking;
 
 create_exception!(
@@ -99,5 +100,6 @@ fn _kestrel(m: &Bound<'_, PyModule>) -> PyResult<()> {
     stream::register(m)?;
     tracking::register(m)?;
     particle::register(m)?;
+    tbd::register(m)?;
     Ok(())
 }

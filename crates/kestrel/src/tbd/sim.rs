@@ -89,6 +89,35 @@ impl Target {
     }
 }
 
+/// `n` targets of amplitude `amplitude` at random pixels of an `h x w` frame, each with
+/// a velocity drawn from `motions` (`kestrel simulate-frames --targets N`'s draws: the
+/// same seed gives the same targets).
+pub fn random_targets(
+    motions: &[super::Motion],
+    n: usize,
+    h: usize,
+    w: usize,
+    amplitude: f64,
+    seed: u64,
+) -> Vec<Target> {
+    if n == 0 || motions.is_empty() || h == 0 || w == 0 {
+        return Vec::new();
+    }
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ 0x7a46);
+    (0..n)
+        .map(|_| {
+            let m = motions[rng.gen_range(0..motions.len())];
+            Target {
+                x: rng.gen_range(0..w) as f64,
+                y: rng.gen_range(0..h) as f64,
+                vx: m.vx as f64,
+                vy: m.vy as f64,
+                amplitude,
+            }
+        })
+        .collect()
+}
+
 /// Amplitude for an SNR in dB (see the module documentation).
 pub fn amplitude(snr_db: f64) -> f64 {
     10f64.powf(snr_db / 20.0)
