@@ -291,6 +291,30 @@ def test_bad_construction():
         kestrel.BatchState([1, 2], 2)
 
 
+def test_calls_from_threads_are_serialised(rng):
+    # One state shared by threads: every call runs whole, none is lost.
+    import threading
+
+    kf = kestrel.KalmanFilter.from_toml(CV2D)
+    a = kestrel.BatchState(kf, 9)
+    b = kestrel.BatchState(kf, 9)
+    for s in (a, b):
+        s.add(count=9)
+
+    def work():
+        for _ in range(50):
+            a.predict()
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for _ in range(200):
+        b.predict()
+    np.testing.assert_array_equal(a.P, b.P)
+
+
 def test_gpu_tracker_equals_the_cpu_state(rng):
     require_gpu()
     kf = kestrel.KalmanFilter.from_toml(CV2D)
