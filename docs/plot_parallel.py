@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Draws time against T per scan algorithm (log-log SVG) from `kestrel bench` JSON lines,
-with cuthbert's figures on the same H100 (/work/shared/ANCHORS.md) as a dashed reference.
+with cuthbert's figures on the same H100 as a dashed reference.
 
     python3 docs/plot_parallel.py docs/bench/parallel-h100.jsonl gpu-parallel-filter f32 docs/parallel-gpu-filter.svg
 """

@@ -1,16 +1,33 @@
 //! kestrel: Bayesian state estimation at scale, on the CPU of any machine and on NVIDIA
 //! GPUs, with the same API and the same results.
 //!
-//! - **Batched Kalman filter and Rauch-Tung-Striebel smoother** for many independent
-//!   tracks: [`filter`], [`smooth`], [`filter_on`] / [`smooth_on`] (a [`Device`] and a
-//!   method), f32 and f64, time-invariant ([`Model`]) or per-step ([`TimeVaryingModel`])
-//!   models, missing measurements (NaN), per-step predictive log-likelihoods.
-//! - **The per-step API** for streaming and tracking: [`kalman::BatchState`] (CPU) and
+//! The families, each the same on the CPU and on the GPU (a [`Device`]):
+//!
+//! - **Kalman filter and smoothers**: the batched linear-Gaussian filter and
+//!   Rauch-Tung-Striebel smoother for many independent tracks: [`filter`], [`smooth`],
+//!   [`filter_on`] / [`smooth_on`] (a [`Device`] and a method), f32 and f64,
+//!   time-invariant ([`Model`]) or per-step ([`TimeVaryingModel`]) models, missing
+//!   measurements (NaN), per-step predictive log-likelihoods; the per-step API for
+//!   streaming and tracking, [`kalman::BatchState`] (CPU) and
 //!   `kalman::cuda::BatchTracker` (GPU): predict, gate, update, add and remove targets.
 //! - **Parallel in time** ([`parallel`]): Sarkka & Garcia-Fernandez's associative-scan
-//!   filter and smoothers for very long sequences, on the scan engine of [`scan`].
+//!   filter, RTS and two-filter smoothers for very long sequences, on the scan engine of
+//!   [`scan`]; retrodiction.
+//! - **Per-step likelihoods** ([`likelihood`]): `log p(z_t | z_0:t-1)` of long series,
+//!   exact, parallel, or windowed (Lin, Moore & Russell's splash filter) with an error
+//!   bound.
+//! - **Particle filter** ([`particle`]): the bootstrap (SIR) filter with five resamplers,
+//!   Philox random numbers and nonlinear models (range-only, bearings-only,
+//!   range-bearing, stochastic volatility).
+//! - **Track-before-detect** (`tbd`, features `io` and `cuda`): dim targets in image
+//!   sequences by recursive accumulation along motion hypotheses.
+//! - **Multi-target tracking and metrics** (`tracking`, feature `io`): gating, GNN and
+//!   JPDA association, the track life cycle, scenarios; GOSPA, OSPA and CLEAR MOT.
 //! - **Models** ([`model`]): explicit matrices, builders (constant velocity and
-//!   acceleration, random walk, AR(p)), TOML files. **Files** ([`io`]): CSV and NumPy.
+//!   acceleration, random walk, AR(p)), TOML files. **Files** (`io`): CSV and NumPy.
+//!
+//! The Python package `kestrel` (crate `kestrel-py`) and the `kestrel` command line
+//! (crate `kestrel-cli`) sit on this library.
 //!
 //! Time convention: the prior `(x0, P0)` is the state at step 0 *before* the step-0
 //! measurement; step 0 is an update of the prior, each later step is predict-then-update;
@@ -38,7 +55,9 @@
 //! tracker and, with `cuda`, track-before-detect. Threads sharing a GPU: see [`cuda`]
 //! (`cuda::set_memory_budget`, `cuda::set_cache_dir`).
 //!
-//! The repository's `ARCHITECTURE.md` maps the modules; `README.md` has the command line.
+//! The repository's `README.md` is the user guide (the command line, file formats,
+//! Python), `docs/library.md` walks through this library, and `ARCHITECTURE.md` maps the
+//! modules.
 
 #![warn(missing_docs)]
 
@@ -64,6 +83,11 @@ macro_rules! setters {
 #[doc = include_str!("../../../README.md")]
 pub struct ReadmeDoctests;
 
+/// The Rust examples of `docs/library.md`, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/library.md")]
+pub struct LibraryDoctests;
+
 #[cfg(feature = "cuda")]
 pub mod cuda;
 #[cfg(not(feature = "cuda"))]
@@ -80,6 +104,7 @@ pub mod likelihood;
 pub mod limits;
 pub mod linalg;
 pub mod model;
+pub mod nonlinear;
 pub mod parallel;
 pub mod particle;
 pub mod scan;
