@@ -104,6 +104,7 @@ pub mod likelihood;
 pub mod limits;
 pub mod linalg;
 pub mod model;
+pub mod nonlinear;
 pub mod parallel;
 pub mod particle;
 pub mod scan;

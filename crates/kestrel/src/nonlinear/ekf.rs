@@ -1,0 +1,184 @@
+//! The extended Kalman filter (Sarkka 2013, Bayesian Filtering and Smoothing, alg. 5.4)
+//! and the Gaussian moment update every filter of the family ends in.
+//!
+//! Predict: `m' = f(m)`, `P' = F P F^T + Q` with `F` the exact Jacobian of `f` at `m`.
+//! Update: `y = z - h(m)` (angle components wrapped to (-pi, pi]), `H` the Jacobian of
+//! `h` at `m`, `S = H P H^T + R`, `C = P H^T`, then [`moment_update`].
+
+use super::models::NonlinearModel;
+use nalgebra::{DMatrix, DVector};
+
+/// The matrix that lost positive definiteness (`"S"`, `"P"`, ...), for
+/// `Error::NotPositiveDefinite`.
+pub(super) type Fail = &'static str;
+
+/// Per-track scratch: tape registers and small buffers, allocated once per track.
+#[derive(Default)]
+pub(super) struct Work {
+    pub regs: Vec<f64>,
+    pub scratch: Vec<f64>,
+    pub val: Vec<f64>,
+    pub jac: Vec<f64>,
+    pub pts: Vec<f64>,
+    pub out: Vec<f64>,
+}
+
+/// `a` wrapped to `(-pi, pi]`.
+pub(super) fn wrap(a: f64) -> f64 {
+    use std::f64::consts::PI;
+    if a > -PI && a <= PI {
+        return a;
+    }
+    let r = a - 2.0 * PI * ((a + PI) / (2.0 * PI)).floor();
+    if r == -PI {
+        PI
+    } else {
+        r
+    }
+}
+
+/// Wraps the `angles` components of `y`.
+pub(super) fn wrap_angles(y: &mut [f64], angles: &[usize]) {
+    for &a in angles {
+        y[a] = wrap(y[a]);
+    }
+}
+
+/// `(M + M^T) / 2` in place.
+pub(super) fn symmetrize(p: &mut DMatrix<f64>) {
+    let n = p.nrows();
+    for i in 0..n {
+        for j in 0..i {
+            let v = 0.5 * (p[(i, j)] + p[(j, i)]);
+            p[(i, j)] = v;
+            p[(j, i)] = v;
+        }
+    }
+}
+
+/// The Gaussian update from moments: innovation `y`, its covariance `S` (R included) and
+/// the cross covariance `C = Cov(x, z)`: `K = C S^-1`, `m += K y`, `P -= K S K^T`
+/// (`= C K^T`, symmetrised), through the Cholesky factor `S = L L^T` (never an inverse).
+/// Returns the log-likelihood `ln N(y; 0, S) = -(ny ln 2pi + |L^-1 y|^2)/2 - sum ln L_ii`.
+pub(super) fn moment_update(
+    m: &mut DVector<f64>,
+    p: &mut DMatrix<f64>,
+    y: &DVector<f64>,
+    s: DMatrix<f64>,
+    c: &DMatrix<f64>,
+) -> Result<f64, Fail> {
+    let ny = y.len();
+    let chol = s.cholesky().ok_or("S")?;
+    let kt = chol.solve(&c.transpose());
+    *m += kt.transpose() * y;
+    *p -= c * &kt;
+    symmetrize(p);
+    let l = chol.l_dirty();
+    let mut w = y.clone();
+    for i in 0..ny {
+        let mut v = w[i];
+        for j in 0..i {
+            v -= l[(i, j)] * w[j];
+        }
+        w[i] = v / l[(i, i)];
+    }
+    let logdet: f64 = (0..ny).map(|i| l[(i, i)].ln()).sum();
+    Ok(-0.5 * (ny as f64 * crate::linalg::LN_2PI + w.norm_squared()) - logdet)
+}
+
+/// `f(m)` and its Jacobian `F` at `m`.
+pub(super) fn f_jacobian(
+    model: &NonlinearModel,
+    m: &DVector<f64>,
+    w: &mut Work,
+) -> (DVector<f64>, DMatrix<f64>) {
+    let n = model.nx();
+    w.val.resize(n, 0.0);
+    w.jac.resize(n * n, 0.0);
+    model.f.with_jacobian(
+        m.as_slice(),
+        &mut w.val,
+        &mut w.jac,
+        &mut w.scratch,
+        &mut w.regs,
+    );
+    (
+        DVector::from_column_slice(&w.val),
+        DMatrix::from_row_slice(n, n, &w.jac),
+    )
+}
+
+/// `h(x)` and its Jacobian `H` at `x`.
+pub(super) fn h_jacobian(
+    model: &NonlinearModel,
+    x: &DVector<f64>,
+    w: &mut Work,
+) -> (DVector<f64>, DMatrix<f64>) {
+    let (n, ny) = (model.nx(), model.ny());
+    w.val.resize(ny, 0.0);
+    w.jac.resize(ny * n, 0.0);
+    model.h.with_jacobian(
+        x.as_slice(),
+        &mut w.val,
+        &mut w.jac,
+        &mut w.scratch,
+        &mut w.regs,
+    );
+    (
+        DVector::from_column_slice(&w.val),
+        DMatrix::from_row_slice(ny, n, &w.jac),
+    )
+}
+
+/// The EKF prediction of `(m, P)` one step; returns the cross covariance
+/// `D = Cov(x_{k-1}, x_k) = P F^T` (the RTS gain's numerator).
+pub(super) fn predict(
+    model: &NonlinearModel,
+    m: &mut DVector<f64>,
+    p: &mut DMatrix<f64>,
+    w: &mut Work,
+) -> DMatrix<f64> {
+    let (fm, f) = f_jacobian(model, m, w);
+    let d = &*p * f.transpose();
+    *p = &f * &d + &model.q;
+    symmetrize(p);
+    *m = fm;
+    d
+}
+
+/// The EKF update of `(m, P)` with `z`; returns the log-likelihood.
+pub(super) fn update(
+    model: &NonlinearModel,
+    z: &[f64],
+    m: &mut DVector<f64>,
+    p: &mut DMatrix<f64>,
+    w: &mut Work,
+) -> Result<f64, Fail> {
+    let (zhat, h) = h_jacobian(model, m, w);
+    let mut y = DVector::from_column_slice(z) - zhat;
+    wrap_angles(y.as_mut_slice(), &model.angles);
+    let c = &*p * h.transpose();
+    let s = &h * &c + &model.r;
+    moment_update(m, p, &y, s, &c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::wrap;
+    use std::f64::consts::PI;
+
+    #[test]
+    fn wrap_is_into_minus_pi_pi() {
+        for (a, want) in [
+            (0.0, 0.0),
+            (PI, PI),
+            (-PI, PI),
+            (3.0 * PI, PI),
+            (1.5 * PI, -0.5 * PI),
+            (-1.5 * PI, 0.5 * PI),
+            (7.0, 7.0 - 2.0 * PI),
+        ] {
+            assert!((wrap(a) - want).abs() < 1e-12, "{a}: {}", wrap(a));
+        }
+    }
+}
