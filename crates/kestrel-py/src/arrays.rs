@@ -94,13 +94,3 @@ pub fn vector(a: &Bound<'_, PyAny>, name: &str) -> PyResult<kestrel::nalgebra::D
         v.iter().copied(),
     ))
 }
-
-/// The library's measurement buffer filled from the caller's array: one copy, spread over
-/// every core (the library owns its buffers; the caller's array is only read).
-pub fn copied<T: Copy + Send + Sync>(data: &[T]) -> Vec<T> {
-    use rayon::prelude::*;
-    if data.len() < 1 << 16 {
-        return data.to_vec();
-    }
-    data.par_iter().copied().collect()
-}

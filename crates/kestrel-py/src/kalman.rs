@@ -284,7 +284,7 @@ fn run_batched<T: Real>(
         });
     }
     if !bar.on() || b == 1 {
-        let z = Measurements::new(b, t, ny, crate::arrays::copied(data))?;
+        let z = Measurements::copied_from(b, t, ny, data)?;
         let r = run_job(device, model, &z, job, outputs)?;
         bar.inc(b as u64);
         return Ok(shaped(r, model.nx(), outputs));

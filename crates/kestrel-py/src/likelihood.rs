@@ -94,7 +94,7 @@ fn loglik_typed<'py, T: Real + numpy::Element>(
     }
     let bar = Bar::new(progress, "log-likelihoods", b as u64, "tracks");
     let run = run_detached(py, || {
-        let z = Measurements::new(b, t, ny, crate::arrays::copied(data))?;
+        let z = Measurements::copied_from(b, t, ny, data)?;
         kestrel::estimate::warn_if_large_for_f32(&z);
         if bar.on() && b > 1 && matches!(method, Method::Exact | Method::Parallel) {
             chunked(device, model, &z, method, opts, &bar)

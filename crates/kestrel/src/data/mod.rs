@@ -112,6 +112,20 @@ impl<T: Real> Measurements<T> {
         self.at(b, k).iter().any(|v| v.is_nan_value())
     }
 
+    /// Measurements copied from a row-major slice `[tracks][steps][ny]` into fresh
+    /// memory (huge pages where possible), the copy spread over every core: the cheapest
+    /// way in for a caller's large buffer (a NumPy array from the Python package).
+    pub fn copied_from(tracks: usize, steps: usize, ny: usize, data: &[T]) -> Result<Self> {
+        let want = tracks.checked_mul(steps).and_then(|n| n.checked_mul(ny));
+        if want != Some(data.len()) {
+            return Err(Error::input(format!(
+                "measurement buffer has {} values, expected {tracks} tracks x {steps} steps x {ny}",
+                data.len(),
+            )));
+        }
+        Measurements::new(tracks, steps, ny, alloc::copied(data))
+    }
+
     /// Converts to another precision.
     pub fn cast<U: Real>(&self) -> Measurements<U> {
         Measurements {

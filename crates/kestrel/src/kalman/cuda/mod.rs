@@ -49,7 +49,7 @@ mod tracker;
 pub use crate::cuda::{available, device_info, device_name};
 pub use auto::{choose, AutoChoice};
 pub use batch::DeviceBatch;
-pub use resident::{estimate_resident, DeviceArrays};
+pub use resident::{estimate_resident, release_scratch, DeviceArrays};
 pub use tracker::BatchTracker;
 
 use crate::cuda::{catch, gpu};

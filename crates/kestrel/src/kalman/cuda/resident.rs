@@ -3,7 +3,8 @@
 //! in place and the layout conversion writes each output asked for straight into the
 //! caller's buffer, so nothing crosses the bus and no output is copied twice. Only the
 //! kernels' structure-of-arrays scratch is allocated here (in chunks of tracks when it
-//! does not fit the memory budget).
+//! does not fit the memory budget), once per device and kept between calls
+//! ([`release_scratch`] frees it).
 
 use super::slot::{budget, transpose, Shape, Slot};
 use super::source::{kernels, model_params, Part};
@@ -108,7 +109,32 @@ unsafe fn run<T: Real>(
     // Scratch a track: the filter's SoA outputs, and the smoother's.
     let per = t * (nx + np + 1 + if smooth { nx + np } else { 0 }) * std::mem::size_of::<T>();
     let (cap, _) = plan(a.tracks, per, budget(&g, copts)?, i32::MAX as usize / 2);
-    let buf = |n: usize, what: &str| DevBuf::<T>::new(&g, n, what);
+    // The scratch comes from the device's arena (kept between calls: allocating and
+    // freeing gigabytes with cuMemAlloc / cuMemFree each call costs as much as the
+    // kernels), held locked for the call.
+    let sizes = [
+        cap * t * nx,
+        cap * t * np,
+        cap * t,
+        if smooth { cap * t * nx } else { 0 },
+        if smooth { cap * t * np } else { 0 },
+    ];
+    let mut arena = scratch(ordinal)?;
+    // The values, then the error flag (a u64, 256-byte aligned) at `flag`.
+    let flag = (sizes.iter().sum::<usize>() * std::mem::size_of::<T>()).div_ceil(256) * 256;
+    let total = flag + 8;
+    if arena.as_ref().is_none_or(|b| b.len() < total) {
+        *arena = None;
+        *arena = Some(DevBuf::<u8>::new(&g, total, "the filter's scratch")?);
+    }
+    let base = arena.as_ref().expect("allocated above").ptr();
+    let mut offset = 0u64;
+    let mut buf = |n: usize| {
+        // SAFETY: inside the arena's allocation (sized to `total` above), disjoint.
+        let b = unsafe { DevBuf::<T>::borrowed(&g, base + offset, n) };
+        offset += (n * std::mem::size_of::<T>()) as u64;
+        b
+    };
     // SAFETY (every `borrowed` below): addresses and extents from the caller's contract;
     // a null placeholder stands where an output is not wanted and is never touched.
     let none = || unsafe { DevBuf::<T>::borrowed(&g, 0, 0) };
@@ -121,22 +147,16 @@ unsafe fn run<T: Real>(
         ll: none(),
         pmean: None,
         pcov: None,
-        soa: Some((
-            buf(cap * t * nx, "means (SoA)")?,
-            buf(cap * t * np, "covariances (SoA)")?,
-            buf(cap * t, "log-likelihoods (SoA)")?,
-        )),
+        soa: Some((buf(sizes[0]), buf(sizes[1]), buf(sizes[2]))),
         smean: None,
         scov: None,
         ssoa: if smooth {
-            Some((
-                buf(cap * t * nx, "smoothed means (SoA)")?,
-                buf(cap * t * np, "smoothed covariances (SoA)")?,
-            ))
+            Some((buf(sizes[3]), buf(sizes[4])))
         } else {
             None
         },
-        err: DevBuf::new(&g, 1, "the error flag")?,
+        // SAFETY: the arena's last 8 bytes, aligned, apart from the values.
+        err: unsafe { DevBuf::<u64>::borrowed(&g, base + flag as u64, 1) },
         stream: g.stream.clone(),
     };
     let size = std::mem::size_of::<T>() as u64;
@@ -180,5 +200,31 @@ unsafe fn run<T: Real>(
         crate::cuda::sync(&slot.stream, "writing the outputs")?;
         start += nb;
     }
+    Ok(())
+}
+
+type Arena = std::sync::MutexGuard<'static, Option<DevBuf<u8>>>;
+
+/// The scratch arena of device `ordinal`, locked (calls on one device take turns).
+fn scratch(ordinal: usize) -> Result<Arena> {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static ARENAS: OnceLock<Mutex<HashMap<usize, &'static Mutex<Option<DevBuf<u8>>>>>> =
+        OnceLock::new();
+    let m = {
+        let mut all = ARENAS
+            .get_or_init(|| Mutex::new(HashMap::new()))
+            .lock()
+            .map_err(|_| Error::Cuda("the scratch registry is poisoned".into()))?;
+        *all.entry(ordinal)
+            .or_insert_with(|| Box::leak(Box::new(Mutex::new(None))))
+    };
+    Ok(m.lock().unwrap_or_else(|p| p.into_inner()))
+}
+
+/// Frees the scratch that [`estimate_resident`] keeps on device `ordinal` between calls
+/// (the size of the largest batch run there); the next call allocates it again.
+pub fn release_scratch(ordinal: usize) -> Result<()> {
+    *scratch(ordinal)? = None;
     Ok(())
 }
