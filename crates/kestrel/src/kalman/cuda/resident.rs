@@ -203,14 +203,14 @@ unsafe fn run<T: Real>(
     Ok(())
 }
 
+type Slot8 = std::sync::Mutex<Option<DevBuf<u8>>>;
 type Arena = std::sync::MutexGuard<'static, Option<DevBuf<u8>>>;
 
 /// The scratch arena of device `ordinal`, locked (calls on one device take turns).
 fn scratch(ordinal: usize) -> Result<Arena> {
     use std::collections::HashMap;
     use std::sync::{Mutex, OnceLock};
-    static ARENAS: OnceLock<Mutex<HashMap<usize, &'static Mutex<Option<DevBuf<u8>>>>>> =
-        OnceLock::new();
+    static ARENAS: OnceLock<Mutex<HashMap<usize, &'static Slot8>>> = OnceLock::new();
     let m = {
         let mut all = ARENAS
             .get_or_init(|| Mutex::new(HashMap::new()))
