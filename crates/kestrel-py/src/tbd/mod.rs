@@ -254,6 +254,8 @@ fn run_frames<T: Pixel>(
         .with_kernel(kernel);
     let mut engine = Tbd::with_gpu_options(params.clone(), h, w, device, opts)?
         .with_cpu_frames_per_pass(CPU_FRAMES_PER_PASS);
+    // Named now: a sequence that ends inside a launch finishes on the CPU.
+    let kernel_name = engine.kernel().map(|k| k.name());
     let mut first = vec![0.0f32; n];
     let first = frame_f32(data, 0, w, &mut first)?;
     let (threshold, noise) = match o.threshold {
@@ -322,7 +324,7 @@ fn run_frames<T: Pixel>(
         state,
         maps,
         device,
-        kernel: engine.kernel().map(|k| k.name()),
+        kernel: kernel_name,
     })
 }
 
