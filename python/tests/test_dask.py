@@ -86,6 +86,16 @@ def test_time_split_equals_local(client, rng, chunks):
         close(getattr(s, k), getattr(rts, k), 1e-8)
 
 
+def test_time_split_long_blocks(client, rng):
+    # Blocks longer than the 4096 steps a worker's finish scans at once.
+    kf, z = model(nx2=True), data(rng, b=2, t=9500, ny=1)
+    zd = da.from_array(z, chunks=(2, (8300, 1200), 1))
+    got = kd.smooth(kf, zd, method="parallel-rts").compute()
+    local = kf.smooth(z, method="parallel-rts", device="cpu")
+    for k in ("mean", "cov", "loglik"):
+        close(getattr(got, k), getattr(local, k), 1e-8)
+
+
 def test_time_split_options(client, rng):
     kf, z = model(nx2=True), data(rng, b=3, t=30, ny=1).astype(np.float32)
     zd = da.from_array(z, chunks=(3, 7, 1))

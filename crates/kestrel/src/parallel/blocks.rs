@@ -18,6 +18,10 @@
 //! [`smooth_block_total`], [`smooth_carries`] (block `j`'s carry is
 //! `total_{j+1} x ... x total_{last}`), [`smooth_block`].
 //!
+//! A finish keeps the elements of one piece of its block at a time when its tracks share
+//! the thread pool one per task (the piece's last prefix is carried into the next piece),
+//! so its memory is its outputs and a few thousand elements a track.
+//!
 //! What crosses between blocks is one element per track and block boundary, each way:
 //! [`filter_elem_len`] and [`smooth_elem_len`] scalars. Every function is pure (no state,
 //! no randomness): a lost block can be recomputed with the same result.
@@ -440,12 +444,18 @@ pub fn filter_block<T: Real, M: StateSpace + ?Sized>(
     let fe = op.elem_len();
     check_carry(carry, at.step > 0, z.tracks, fe, "filter")?;
     let w = Window::<T>::new(model, at.step, at.step + n);
-    let mut est = Estimates::nan(z.tracks, n, nx, true);
-    let off = usize::from(carry.is_some());
-    // Each track's outputs in one slice: means, covariances, log-likelihoods.
-    let per = n * (nx + nx * nx + 1);
-    let mut buf = vec![T::zero(); z.tracks * per];
-    per_track(&mut buf, per, |b, exec, o| {
+    let mut est = Estimates::zeroed(z.tracks, n, nx, true);
+    let exec = exec_for(z.tracks);
+    let piece = piece_len(exec, n);
+    let ll = est.loglik.as_mut().expect("allocated with log-likelihoods");
+    let outs: Vec<_> = est
+        .mean
+        .chunks_mut(n * nx)
+        .zip(est.cov.chunks_mut(n * nx * nx))
+        .zip(ll.chunks_mut(n))
+        .enumerate()
+        .collect();
+    let work = |(b, ((mean, cov), ll)): FilterOuts<'_, T>| -> Result<()> {
         let fb = FilterBuild {
             w: &w,
             nx,
@@ -454,79 +464,103 @@ pub fn filter_block<T: Real, M: StateSpace + ?Sized>(
             track: at.track + b,
         };
         let zt = z.track(b);
-        let mut el = vec![T::zero(); (n + off) * fe];
-        if let Some(c) = carry {
-            el[..fe].copy_from_slice(&c[b * fe..(b + 1) * fe]);
-        }
-        super::track::each(
-            exec,
-            &mut el[off * fe..],
-            fe,
-            || Scratch::new(nx, ny),
-            |ws, i, out| fb.element(zt, i, out, ws),
-        )?;
-        scan(&op, &mut el, alg, Direction::Forward, exec);
-        let (mean, rest) = o.split_at_mut(n * nx);
-        let (cov, ll) = rest.split_at_mut(n * nx * nx);
-        for i in 0..n {
-            let e = &el[(i + off) * fe..(i + off + 1) * fe];
-            let (bb, c) = (&e[lay.b()], &e[lay.c()]);
-            if !bb.iter().chain(c).all(|v| v.is_finite_value()) {
-                return Err(not_pd(
-                    at.track + b,
-                    at.step + i,
-                    "filtered covariance (a combine of the parallel filter was singular)",
-                ));
+        // The elements of one piece of the block behind the prefix of every step before
+        // it (the carry, then the last prefix of the piece before): memory for a piece,
+        // not for the whole block.
+        let mut el = vec![T::zero(); (piece + 1) * fe];
+        let mut prev: Option<Vec<T>> = carry.map(|c| c[b * fe..(b + 1) * fe].to_vec());
+        for p0 in (0..n).step_by(piece) {
+            let len = piece.min(n - p0);
+            let off = usize::from(prev.is_some());
+            let el = &mut el[..(len + off) * fe];
+            if let Some(c) = &prev {
+                el[..fe].copy_from_slice(c);
             }
-            mean[i * nx..(i + 1) * nx].copy_from_slice(bb);
-            cov[i * nx * nx..(i + 1) * nx * nx].copy_from_slice(c);
-        }
-        let el = &el;
-        super::track::each(
-            exec,
-            ll,
-            1,
-            || Scratch::new(nx, ny),
-            |ws, i, out| {
-                let Some(zk) = measurement(zt, ny, i) else {
-                    out[0] = T::zero();
-                    return Ok(());
-                };
-                let k = at.step + i;
-                if k == 0 {
-                    ws.x.copy_from_slice(&w.x0);
-                    ws.p.copy_from_slice(&w.p0);
-                } else {
-                    // The filtered moments of step k-1: the scanned element before i's.
-                    let e = &el[(i + off - 1) * fe..(i + off) * fe];
-                    ws.x.copy_from_slice(&e[lay.b()]);
-                    ws.p.copy_from_slice(&e[lay.c()]);
-                    predict(nx, w.at(k), &mut ws.x, &mut ws.p, &mut ws.tmp);
+            super::track::each(
+                exec,
+                &mut el[off * fe..],
+                fe,
+                || Scratch::new(nx, ny),
+                |ws, i, out| fb.element(zt, p0 + i, out, ws),
+            )?;
+            scan(&op, el, alg, Direction::Forward, exec);
+            for i in 0..len {
+                let e = &el[(i + off) * fe..(i + off + 1) * fe];
+                let (bb, c) = (&e[lay.b()], &e[lay.c()]);
+                if !bb.iter().chain(c).all(|v| v.is_finite_value()) {
+                    return Err(not_pd(
+                        at.track + b,
+                        at.step + p0 + i,
+                        "filtered covariance (a combine of the parallel filter was singular)",
+                    ));
                 }
-                out[0] = update(
-                    nx,
-                    ny,
-                    w.at(k),
-                    zk,
-                    &mut ws.x,
-                    &mut ws.p,
-                    &mut ws.y,
-                    &mut ws.s,
-                    &mut ws.wt,
-                )
-                .ok_or_else(|| not_pd(at.track + b, k, "innovation covariance S"))?;
-                Ok(())
-            },
-        )
-    })?;
-    let ll = est.loglik.as_mut().expect("allocated with log-likelihoods");
-    for (b, o) in buf.chunks(per).enumerate() {
-        est.mean[b * n * nx..(b + 1) * n * nx].copy_from_slice(&o[..n * nx]);
-        est.cov[b * n * nx * nx..(b + 1) * n * nx * nx]
-            .copy_from_slice(&o[n * nx..n * nx + n * nx * nx]);
-        ll[b * n..(b + 1) * n].copy_from_slice(&o[n * nx + n * nx * nx..]);
+                let g = p0 + i;
+                mean[g * nx..(g + 1) * nx].copy_from_slice(bb);
+                cov[g * nx * nx..(g + 1) * nx * nx].copy_from_slice(c);
+            }
+            let elr = &*el;
+            super::track::each(
+                exec,
+                &mut ll[p0..p0 + len],
+                1,
+                || Scratch::new(nx, ny),
+                |ws, i, out| {
+                    let Some(zk) = measurement(zt, ny, p0 + i) else {
+                        out[0] = T::zero();
+                        return Ok(());
+                    };
+                    let k = at.step + p0 + i;
+                    if k == 0 {
+                        ws.x.copy_from_slice(&w.x0);
+                        ws.p.copy_from_slice(&w.p0);
+                    } else {
+                        // The filtered moments of step k-1: the scanned element before
+                        // this step's (the carried prefix for the piece's first step).
+                        let e = &elr[(i + off - 1) * fe..(i + off) * fe];
+                        ws.x.copy_from_slice(&e[lay.b()]);
+                        ws.p.copy_from_slice(&e[lay.c()]);
+                        predict(nx, w.at(k), &mut ws.x, &mut ws.p, &mut ws.tmp);
+                    }
+                    out[0] = update(
+                        nx,
+                        ny,
+                        w.at(k),
+                        zk,
+                        &mut ws.x,
+                        &mut ws.p,
+                        &mut ws.y,
+                        &mut ws.s,
+                        &mut ws.wt,
+                    )
+                    .ok_or_else(|| not_pd(at.track + b, k, "innovation covariance S"))?;
+                    Ok(())
+                },
+            )?;
+            prev = Some(el[(len + off - 1) * fe..(len + off) * fe].to_vec());
+        }
+        Ok(())
+    };
+    if exec == Exec::Serial {
+        outs.into_par_iter().try_for_each(work)?;
+    } else {
+        outs.into_iter().try_for_each(work)?;
     }
     Ok(est)
+}
+
+/// One track's filter outputs: its index, means, covariances and log-likelihoods.
+type FilterOuts<'a, T> = (usize, ((&'a mut [T], &'a mut [T]), &'a mut [T]));
+
+/// Steps a track's finish scans at once: pieces of 4096 when the tracks share the pool
+/// one per task (a serial scan gains nothing from a longer buffer, and a short one stays
+/// in cache), the whole block when one track has the pool to itself.
+fn piece_len(exec: Exec, n: usize) -> usize {
+    // Short pieces in the unit tests, so that their blocks cross several.
+    const PIECE: usize = if cfg!(test) { 5 } else { 4096 };
+    match exec {
+        Exec::Serial => n.clamp(1, PIECE),
+        Exec::Rayon => n.max(1),
+    }
 }
 
 fn check_filtered<T: Real, M: StateSpace + ?Sized>(
@@ -631,37 +665,69 @@ pub fn smooth_block<T: Real, M: StateSpace + ?Sized>(
     let se = op.elem_len();
     check_carry(carry, !last, filtered.tracks, se, "smoother")?;
     let w = Window::<T>::new(model, at.step, at.step + n + usize::from(!last));
-    let per = n * (nx + nx * nx);
-    let mut buf = vec![T::zero(); filtered.tracks * per];
-    let extra = usize::from(carry.is_some());
-    per_track(&mut buf, per, |b, exec, o| {
+    let mut est = Estimates::zeroed(filtered.tracks, n, nx, false);
+    let exec = exec_for(filtered.tracks);
+    let piece = piece_len(exec, n);
+    let n2 = nx * nx;
+    let outs: Vec<_> = est
+        .mean
+        .chunks_mut(n * nx)
+        .zip(est.cov.chunks_mut(n * n2))
+        .enumerate()
+        .collect();
+    let work = |(b, (sm, sc)): (usize, (&mut [T], &mut [T]))| -> Result<()> {
         let mean = &filtered.mean[b * n * nx..(b + 1) * n * nx];
-        let cov = &filtered.cov[b * n * nx * nx..(b + 1) * n * nx * nx];
-        let mut el = vec![T::zero(); (n + extra) * se];
-        if let Some(c) = carry {
-            el[n * se..].copy_from_slice(&c[b * se..(b + 1) * se]);
-        }
-        let opr = &op;
-        super::track::each(
-            exec,
-            &mut el[..n * se],
-            se,
-            || SmoothBuild::new(nx),
-            |ws, i, out| smooth_element(opr, &w, mean, cov, i, n, last, at, at.track + b, out, ws),
-        )?;
-        scan(&op, &mut el, alg, Direction::Reverse, exec);
-        let n2 = nx * nx;
-        let (sm, sc) = o.split_at_mut(n * nx);
-        for (i, e) in el.chunks(se).take(n).enumerate() {
-            sm[i * nx..(i + 1) * nx].copy_from_slice(&e[n2..n2 + nx]);
-            sc[i * n2..(i + 1) * n2].copy_from_slice(&e[n2 + nx..]);
+        let cov = &filtered.cov[b * n * n2..(b + 1) * n * n2];
+        // Pieces from the right, each scanned in reverse ahead of the suffix of every
+        // step after it (the carry, then the first suffix of the piece after).
+        let mut el = vec![T::zero(); (piece + 1) * se];
+        let mut next: Option<Vec<T>> = carry.map(|c| c[b * se..(b + 1) * se].to_vec());
+        let mut end = n;
+        while end > 0 {
+            let p0 = end.saturating_sub(piece);
+            let len = end - p0;
+            let extra = usize::from(next.is_some());
+            let el = &mut el[..(len + extra) * se];
+            if let Some(c) = &next {
+                el[len * se..].copy_from_slice(c);
+            }
+            let opr = &op;
+            super::track::each(
+                exec,
+                &mut el[..len * se],
+                se,
+                || SmoothBuild::new(nx),
+                |ws, i, out| {
+                    smooth_element(
+                        opr,
+                        &w,
+                        mean,
+                        cov,
+                        p0 + i,
+                        n,
+                        last,
+                        at,
+                        at.track + b,
+                        out,
+                        ws,
+                    )
+                },
+            )?;
+            scan(&op, el, alg, Direction::Reverse, exec);
+            for (i, e) in el.chunks(se).take(len).enumerate() {
+                let g = p0 + i;
+                sm[g * nx..(g + 1) * nx].copy_from_slice(&e[n2..n2 + nx]);
+                sc[g * n2..(g + 1) * n2].copy_from_slice(&e[n2 + nx..]);
+            }
+            next = Some(el[..se].to_vec());
+            end = p0;
         }
         Ok(())
-    })?;
-    let mut est = Estimates::nan(filtered.tracks, n, nx, false);
-    for (b, o) in buf.chunks(per).enumerate() {
-        est.mean[b * n * nx..(b + 1) * n * nx].copy_from_slice(&o[..n * nx]);
-        est.cov[b * n * nx * nx..(b + 1) * n * nx * nx].copy_from_slice(&o[n * nx..]);
+    };
+    if exec == Exec::Serial {
+        outs.into_par_iter().try_for_each(work)?;
+    } else {
+        outs.into_iter().try_for_each(work)?;
     }
     Ok(est)
 }
