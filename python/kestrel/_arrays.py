@@ -122,10 +122,11 @@ def _from_gpu(x: Any, name: str, dev_id: int) -> tuple[np.ndarray, Origin]:
 
 
 def as_float(a: np.ndarray, name: str, dtype: Any) -> np.ndarray:
-    """``a`` as a C-contiguous array of ``dtype`` (no copy when it already is one)."""
+    """``a`` as an aligned, C-contiguous array of ``dtype`` (no copy when it already is
+    one; a block handed over by Dask or a buffer can be contiguous but unaligned)."""
     if a.dtype.kind not in "biuf":
         raise TypeError(f"{name}: expected a numeric array, got dtype {a.dtype}")
-    return np.ascontiguousarray(a, dtype=dtype)
+    return np.require(a, dtype=dtype, requirements=("C", "A"))
 
 
 def precision_dtype(precision: str | None, a: np.ndarray, device: str) -> np.dtype:

@@ -45,7 +45,9 @@ pub fn c_slice<'a, 'py, T: numpy::Element>(
     }
     let s = guard
         .as_slice()
-        .map_err(|_| PyValueError::new_err(format!("{name}: the array is not C-contiguous")))?;
+        .map_err(|_| PyValueError::new_err(format!(
+            "{name}: the array is not C-contiguous and aligned (pass it through kestrel's Python API, which converts it)"
+        )))?;
     Ok((shape, s))
 }
 

@@ -120,21 +120,24 @@ unsafe fn run<T: Real>(
         if smooth { cap * t * np } else { 0 },
     ];
     let mut arena = scratch(ordinal)?;
-    // The values, then the error flag (a u64, 256-byte aligned) at `flag`.
-    let flag = (sizes.iter().sum::<usize>() * std::mem::size_of::<T>()).div_ceil(256) * 256;
+    // Each buffer at a 256-byte boundary (as cuMemAlloc would place it), then the error
+    // flag (a u64) at `flag`.
+    let mut offsets = [0usize; 5];
+    let mut end = 0usize;
+    for (o, n) in offsets.iter_mut().zip(sizes) {
+        *o = end;
+        end = (end + n * std::mem::size_of::<T>()).div_ceil(256) * 256;
+    }
+    let flag = end;
     let total = flag + 8;
     if arena.as_ref().is_none_or(|b| b.len() < total) {
         *arena = None;
         *arena = Some(DevBuf::<u8>::new(&g, total, "the filter's scratch")?);
     }
     let base = arena.as_ref().expect("allocated above").ptr();
-    let mut offset = 0u64;
-    let mut buf = |n: usize| {
-        // SAFETY: inside the arena's allocation (sized to `total` above), disjoint.
-        let b = unsafe { DevBuf::<T>::borrowed(&g, base + offset, n) };
-        offset += (n * std::mem::size_of::<T>()) as u64;
-        b
-    };
+    // SAFETY: buffer `i` lies inside the arena's allocation (sized to `total` above),
+    // apart from every other.
+    let buf = |i: usize| unsafe { DevBuf::<T>::borrowed(&g, base + offsets[i] as u64, sizes[i]) };
     // SAFETY (every `borrowed` below): addresses and extents from the caller's contract;
     // a null placeholder stands where an output is not wanted and is never touched.
     let none = || unsafe { DevBuf::<T>::borrowed(&g, 0, 0) };
@@ -147,14 +150,10 @@ unsafe fn run<T: Real>(
         ll: none(),
         pmean: None,
         pcov: None,
-        soa: Some((buf(sizes[0]), buf(sizes[1]), buf(sizes[2]))),
+        soa: Some((buf(0), buf(1), buf(2))),
         smean: None,
         scov: None,
-        ssoa: if smooth {
-            Some((buf(sizes[3]), buf(sizes[4])))
-        } else {
-            None
-        },
+        ssoa: if smooth { Some((buf(3), buf(4))) } else { None },
         // SAFETY: the arena's last 8 bytes, aligned, apart from the values.
         err: unsafe { DevBuf::<u64>::borrowed(&g, base + flag as u64, 1) },
         stream: g.stream.clone(),
