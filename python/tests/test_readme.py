@@ -32,7 +32,7 @@ def test_readme_has_python_examples():
 
 def test_readme_python_examples_run_verbatim(monkeypatch, capsys):
     monkeypatch.chdir(REPO)
-    ns: dict = {}
+    ns: dict = {"__name__": "__main__"}
     ran, skipped = 0, 0
     for i, code in enumerate(blocks()):
         if "cuda" in code and not gpu_torch():
