@@ -705,7 +705,7 @@ fn expr_strategy() -> impl Strategy<Value = String> {
             (inner.clone(), inner.clone()).prop_map(|(a, b)| format!("({a} - {b})")),
             (inner.clone(), inner.clone()).prop_map(|(a, b)| format!("({a} * {b})")),
             (inner.clone(), inner.clone()).prop_map(|(a, b)| format!("{a} / (2 + sin({b}))")),
-            inner.clone().prop_map(|a| format!("-{a}")),
+            inner.clone().prop_map(|a| format!("(-{a})")),
             inner.clone().prop_map(|a| format!("sin({a})")),
             inner.clone().prop_map(|a| format!("cos({a})")),
             inner.clone().prop_map(|a| format!("tanh({a})")),
