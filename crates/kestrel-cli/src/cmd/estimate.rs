@@ -39,6 +39,15 @@ pub struct Common {
     /// Precision of the numbers written (default: the precision of the run).
     #[arg(long, value_enum, value_name = "f32|f64")]
     output_precision: Option<Precision>,
+    /// kf, ekf, ukf, ckf or iekf: the Gaussian filter (overrides the model file's
+    /// [filter] kind). Default: kf for linear models, the file's [filter] kind or ekf
+    /// for nonlinear ones.
+    #[arg(long, value_name = "KIND")]
+    filter: Option<String>,
+    /// Nonlinear filters: IEKF iterations of each update, passes of --method iterated
+    /// (default: the file's [filter] iterations, else 10).
+    #[arg(long, value_name = "N")]
+    iterations: Option<usize>,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, Default)]
@@ -54,6 +63,9 @@ pub enum SmoothMethodArg {
     Rts,
     ParallelRts,
     TwoFilter,
+    /// Nonlinear filters: the iterated extended smoother (ekf, iekf) or iterated
+    /// posterior linearisation (ukf, ckf).
+    Iterated,
 }
 
 #[derive(clap::Args, Debug)]
@@ -71,7 +83,8 @@ pub struct SmoothArgs {
     #[command(flatten)]
     common: Common,
     /// rts: filter then Rauch-Tung-Striebel; parallel-rts: both as scans over time;
-    /// two-filter: the parallel two-filter smoother.
+    /// two-filter: the parallel two-filter smoother; iterated: the nonlinear filters'
+    /// iterated smoothers.
     #[arg(long, value_enum, default_value_t)]
     method: SmoothMethodArg,
 }
@@ -108,25 +121,74 @@ pub fn run_filter(a: FilterArgs) -> anyhow::Result<()> {
         FilterMethodArg::Sequential => FilterMethod::Sequential,
         FilterMethodArg::Parallel => FilterMethod::Parallel(a.common.scan),
     };
-    run(&a.common, Job::Filter(method))
+    let linear_method = matches!(a.method, FilterMethodArg::Parallel).then_some("parallel");
+    let Some(model) = routed(&a.common, None, linear_method)? else {
+        return Ok(());
+    };
+    run(&a.common, Job::Filter(method), model)
 }
 
 pub fn run_smooth(a: SmoothArgs) -> anyhow::Result<()> {
-    let method = match a.method {
-        SmoothMethodArg::Rts => SmoothMethod::Rts,
-        SmoothMethodArg::ParallelRts => SmoothMethod::ParallelRts(a.common.scan),
-        SmoothMethodArg::TwoFilter => SmoothMethod::TwoFilter(a.common.scan),
+    use kestrel::nonlinear::NonlinearSmoother;
+    let (method, smoother, linear_method) = match a.method {
+        SmoothMethodArg::Rts => (SmoothMethod::Rts, NonlinearSmoother::Rts, None),
+        SmoothMethodArg::ParallelRts => (
+            SmoothMethod::ParallelRts(a.common.scan),
+            NonlinearSmoother::Rts,
+            Some("parallel-rts"),
+        ),
+        SmoothMethodArg::TwoFilter => (
+            SmoothMethod::TwoFilter(a.common.scan),
+            NonlinearSmoother::Rts,
+            Some("two-filter"),
+        ),
+        // The route refuses it for the Kalman family.
+        SmoothMethodArg::Iterated => (SmoothMethod::Rts, NonlinearSmoother::Iterated, None),
     };
-    run(&a.common, Job::Smooth(method))
+    let Some(model) = routed(&a.common, Some(smoother), linear_method)? else {
+        return Ok(());
+    };
+    run(&a.common, Job::Smooth(method), model)
 }
 
-fn run(c: &Common, job: Job) -> anyhow::Result<()> {
+/// Sends nonlinear models, IMM files and `--filter ekf|ukf|ckf|iekf` to the nonlinear
+/// family (cmd/nonlinear.rs), which runs them: `None`. Otherwise `Some`, with the
+/// linear model when that route read it.
+fn routed(
+    c: &Common,
+    smooth: Option<kestrel::nonlinear::NonlinearSmoother>,
+    linear_method: Option<&'static str>,
+) -> anyhow::Result<Option<Option<Model>>> {
+    use super::nonlinear::{route, Request, Route};
+    let req = Request {
+        model: &c.model,
+        input: &c.input,
+        output: &c.output,
+        device: &c.device,
+        precision: c.precision,
+        outputs: &c.outputs,
+        output_precision: c.output_precision,
+        filter: c.filter.as_deref(),
+        iterations: c.iterations,
+        smooth,
+        linear_method,
+    };
+    match route(&req)? {
+        Route::Linear(m) => Ok(Some(m.map(|m| *m))),
+        Route::Nonlinear(file) => super::nonlinear::run(&req, *file).map(|()| None),
+    }
+}
+
+fn run(c: &Common, job: Job, model: Option<Model>) -> anyhow::Result<()> {
     // Everything that can be checked before the work is checked first.
     Format::of(&c.input, MEASUREMENT_FORMATS)?;
     Format::of(&c.output, ESTIMATE_FORMATS)?;
     let selection = Outputs::parse(&c.outputs)?;
     let outputs = io::Outputs::plan(&[&c.model, &c.input], &[&c.output])?;
-    let model = super::load_linear_model(&c.model)?;
+    let model = match model {
+        Some(m) => m,
+        None => super::load_linear_model(&c.model)?,
+    };
     let device = match (c.device.as_str(), job) {
         // The sequential filter and RTS: the GPU only where it pays for its set-up.
         ("auto", Job::Filter(FilterMethod::Sequential) | Job::Smooth(SmoothMethod::Rts)) => {

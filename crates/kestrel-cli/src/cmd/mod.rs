@@ -7,6 +7,7 @@ mod demo_tracking;
 pub mod estimate;
 pub mod eval;
 pub mod loglik;
+mod nonlinear;
 pub mod pf;
 mod plot;
 pub mod simulate;

@@ -1,0 +1,348 @@
+//! `kestrel filter|smooth` with nonlinear models, IMM files and `--filter`: the extended
+//! filter on a linear model equals the Kalman filter through the binary, nonlinear
+//! files in both output formats, the IMM's mode probabilities, and bad model files or
+//! options (exit 2, one `error:` line naming file, field and column, nothing written).
+
+mod common;
+
+use common::*;
+use std::path::Path;
+
+const PENDULUM: &str = r#"
+[model]
+kind = "nonlinear"
+states = ["a", "w"]
+f = ["a + w * dt", "w - g * sin(a) * dt"]
+h = ["sin(a)"]
+Q = [[3.3333333333333335e-9, 5e-7], [5e-7, 1e-4]]
+R = [[0.1]]
+constants = { dt = 0.01, g = 9.81 }
+[prior]
+x0 = [1.5, 0.0]
+P0 = [[0.1, 0.0], [0.0, 0.1]]
+[filter]
+kind = "ukf"
+"#;
+
+const IMM: &str = r#"
+[imm]
+transition = [[0.95, 0.05], [0.05, 0.95]]
+initial = [0.5, 0.5]
+[[imm.mode]]
+kind = "ct"
+dt = 1.0
+q = 0.01
+omega = 0.0
+r = 1.0
+[[imm.mode]]
+kind = "ct"
+dt = 1.0
+q = 0.01
+omega = 0.2
+r = 1.0
+[prior]
+x0 = [0.0, 1.0, 0.0, 0.0]
+p0 = 10.0
+"#;
+
+fn write(dir: &Path, name: &str, text: &str) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    s(&p).to_string()
+}
+
+fn pendulum_data(dir: &Path) -> String {
+    // A few tracks of sin(angle) readings, one missing.
+    let mut csv = String::from("track,t,z0\n");
+    for b in 0..3 {
+        for k in 0..40 {
+            let a = 1.5 * (0.3 * k as f64 + b as f64).cos();
+            let z = if k == 7 {
+                "nan".to_string()
+            } else {
+                format!("{}", a.sin() + 0.01 * ((k * 7 + b) % 5) as f64)
+            };
+            csv += &format!("{b},{k},{z}\n");
+        }
+    }
+    write(dir, "z.csv", &csv)
+}
+
+#[test]
+fn the_extended_and_sigma_point_filters_on_a_linear_model_are_the_kalman_filter() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = example("cv2d.toml");
+    let z = dir.path().join("z.npy");
+    ok(&kestrel(&[
+        "simulate",
+        "--model",
+        &m,
+        "--tracks",
+        "4",
+        "--steps",
+        "30",
+        "--seed",
+        "3",
+        "--missing",
+        "0.1",
+        "--output",
+        s(&z),
+    ]));
+    for cmd in ["filter", "smooth"] {
+        let kf = dir.path().join(format!("{cmd}-kf.npz"));
+        ok(&kestrel(&[
+            cmd,
+            "--model",
+            &m,
+            "--input",
+            s(&z),
+            "--output",
+            s(&kf),
+            "--device",
+            "cpu",
+        ]));
+        let want = npz(&kf);
+        for kind in ["ekf", "ukf", "ckf", "iekf"] {
+            let out = dir.path().join(format!("{cmd}-{kind}.npz"));
+            let o = kestrel(&[
+                cmd,
+                "--model",
+                &m,
+                "--input",
+                s(&z),
+                "--output",
+                s(&out),
+                "--filter",
+                kind,
+            ]);
+            ok(&o);
+            assert!(stderr(&o).contains(kind), "{}", stderr(&o));
+            let got = npz(&out);
+            close(got.mean(), want.mean(), 1e-9, kind);
+            close(got.cov(), want.cov(), 1e-9, kind);
+            if cmd == "filter" {
+                close(got.loglik().unwrap(), want.loglik().unwrap(), 1e-9, kind);
+            }
+        }
+    }
+    // `--filter kf` is the Kalman filter itself.
+    let kf2 = dir.path().join("kf2.npz");
+    ok(&kestrel(&[
+        "filter",
+        "--model",
+        &m,
+        "--input",
+        s(&z),
+        "--output",
+        s(&kf2),
+        "--filter",
+        "kf",
+    ]));
+    assert_eq!(
+        npz(&kf2).mean(),
+        npz(&dir.path().join("filter-kf.npz")).mean()
+    );
+}
+
+#[test]
+fn a_nonlinear_file_filters_and_smooths_in_both_formats() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = write(dir.path(), "pendulum.toml", PENDULUM);
+    let z = pendulum_data(dir.path());
+    let csv = dir.path().join("f.csv");
+    let o = kestrel(&["filter", "--model", &m, "--input", &z, "--output", s(&csv)]);
+    ok(&o);
+    assert!(stderr(&o).contains("filter (ukf)"), "{}", stderr(&o));
+    let text = std::fs::read_to_string(&csv).unwrap();
+    assert!(text.starts_with("track,t,"), "{}", &text[..60]);
+    assert!(text.contains("loglik"));
+    assert_eq!(text.lines().count(), 1 + 3 * 40);
+    for (method, extra) in [("rts", vec![]), ("iterated", vec!["--iterations", "3"])] {
+        for kind in ["ekf", "ukf", "ckf", "iekf"] {
+            let out = dir.path().join(format!("s-{method}-{kind}.npz"));
+            let mut args = vec![
+                "smooth",
+                "--model",
+                &m,
+                "--input",
+                &z,
+                "--output",
+                s(&out),
+                "--filter",
+                kind,
+                "--method",
+                method,
+            ];
+            args.extend(&extra);
+            ok(&kestrel(&args));
+            let e = npz(&out);
+            assert_eq!((e.tracks(), e.steps(), e.nx()), (3, 40, 2));
+            assert!(e.mean().iter().all(|v| v.is_finite()));
+        }
+    }
+}
+
+#[test]
+fn the_particle_filters_range_bearing_kind_runs_the_ukf() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = example("range-bearing.toml");
+    let z = dir.path().join("z.npy");
+    ok(&kestrel(&[
+        "simulate",
+        "--model",
+        &m,
+        "--tracks",
+        "3",
+        "--steps",
+        "25",
+        "--seed",
+        "2",
+        "--output",
+        s(&z),
+    ]));
+    let out = dir.path().join("out.npz");
+    ok(&kestrel(&[
+        "smooth",
+        "--model",
+        &m,
+        "--input",
+        s(&z),
+        "--output",
+        s(&out),
+        "--filter",
+        "ukf",
+    ]));
+    assert_eq!(npz(&out).nx(), 4);
+}
+
+#[test]
+fn an_imm_file_writes_mode_probabilities() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = write(dir.path(), "imm.toml", IMM);
+    let mut csv = String::from("track,t,z0,z1\n");
+    for k in 0..20 {
+        csv += &format!("0,{k},{},{}\n", k as f64, 0.1 * (k % 3) as f64);
+    }
+    let z = write(dir.path(), "z.csv", &csv);
+    let out = dir.path().join("imm.csv");
+    let o = kestrel(&["filter", "--model", &m, "--input", &z, "--output", s(&out)]);
+    ok(&o);
+    assert!(
+        stderr(&o).contains("IMM filter (2 modes, ekf)"),
+        "{}",
+        stderr(&o)
+    );
+    let text = std::fs::read_to_string(&out).unwrap();
+    let header = text.lines().next().unwrap();
+    assert!(header.ends_with(",loglik,p0,p1"), "{header}");
+    for line in text.lines().skip(1) {
+        let v: Vec<f64> = line.split(',').map(|x| x.parse().unwrap()).collect();
+        let (p0, p1) = (v[v.len() - 2], v[v.len() - 1]);
+        assert!((p0 + p1 - 1.0).abs() < 1e-9, "{line}");
+    }
+    // Straight-line data: the zero-turn mode wins.
+    let last: Vec<f64> = text
+        .lines()
+        .last()
+        .unwrap()
+        .split(',')
+        .map(|x| x.parse().unwrap())
+        .collect();
+    assert!(last[last.len() - 2] > 0.7, "{last:?}");
+}
+
+#[test]
+fn bad_model_files_and_options_give_one_error_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let z = pendulum_data(d);
+    let good = write(d, "pendulum.toml", PENDULUM);
+    let typo = write(
+        d,
+        "typo.toml",
+        &PENDULUM.replace("g * sin(a)", "g * sin(b)"),
+    );
+    let arity = write(
+        d,
+        "arity.toml",
+        &PENDULUM.replace("sin(a)\"]", "atan2(a)\"]"),
+    );
+    let kind = write(
+        d,
+        "kind.toml",
+        &PENDULUM.replace("kind = \"ukf\"", "kind = \"ufk\""),
+    );
+    let imm = write(d, "imm.toml", IMM);
+    let cv = example("cv2d.toml");
+    let out = "out.npz";
+    for (args, needles) in [
+        (
+            vec!["filter", "--model", &typo, "--input", &z, "--output", out],
+            vec!["typo.toml", "model.f[1]: column 13: unknown name \"b\""],
+        ),
+        (
+            vec!["filter", "--model", &arity, "--input", &z, "--output", out],
+            vec!["model.h[0]: column 1: atan2 takes 2 arguments, got 1"],
+        ),
+        (
+            vec!["filter", "--model", &kind, "--input", &z, "--output", out],
+            vec!["filter.kind: expected kf, ekf, ukf, ckf or iekf"],
+        ),
+        (
+            vec![
+                "filter", "--model", &good, "--input", &z, "--output", out, "--filter", "pf",
+            ],
+            vec!["--filter pf: unknown filter"],
+        ),
+        (
+            vec![
+                "filter", "--model", &good, "--input", &z, "--output", out, "--filter", "kf",
+            ],
+            vec!["the Kalman filter (kf) needs a linear model"],
+        ),
+        (
+            vec![
+                "smooth", "--model", &cv, "--input", &z, "--output", out, "--method", "iterated",
+            ],
+            vec!["--method iterated and --iterations apply to the nonlinear filters"],
+        ),
+        (
+            vec![
+                "smooth",
+                "--model",
+                &good,
+                "--input",
+                &z,
+                "--output",
+                out,
+                "--method",
+                "two-filter",
+            ],
+            vec!["--method two-filter applies to the linear Kalman filter"],
+        ),
+        (
+            vec!["smooth", "--model", &imm, "--input", &z, "--output", out],
+            vec!["smoothing an IMM model is not available"],
+        ),
+        (
+            vec![
+                "filter",
+                "--model",
+                &good,
+                "--input",
+                &z,
+                "--output",
+                out,
+                "--iterations",
+                "0",
+            ],
+            vec!["--iterations: must be at least 1"],
+        ),
+        (
+            vec!["filter", "--model", &imm, "--input", &z, "--output", out],
+            vec!["z.csv", "the model measures 2"],
+        ),
+    ] {
+        run_bad(d, &args, &needles);
+    }
+}
