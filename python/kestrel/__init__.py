@@ -12,6 +12,7 @@ from ._arrays import KestrelWarning
 from ._kestrel import Model, ModelError, __version__
 from .kalman import KalmanFilter, KalmanResult
 from .likelihood import LogLikResult, loglik
+from .nonlinear import NonlinearFilter, NonlinearResult
 from .sim import Simulation, simulate
 from .stream import BatchState, Score
 from .tracking import (
@@ -45,6 +46,8 @@ def cuda_device_count() -> int:
 __all__ = [
     "BatchState",
     "LogLikResult",
+    "NonlinearFilter",
+    "NonlinearResult",
     "Score",
     "Simulation",
     "loglik",

@@ -17,6 +17,7 @@ use pyo3::prelude::*;
 mod arrays;
 mod kalman;
 mod likelihood;
+mod nonlinear;
 mod particle;
 mod progress;
 mod sim;
@@ -95,6 +96,7 @@ fn _kestrel(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cuda_device_count, m)?)?;
     kalman::register(m)?;
     likelihood::register(m)?;
+    nonlinear::register(m)?;
     sim::register(m)?;
     split::register(m)?;
     stream::register(m)?;
