@@ -1,10 +1,21 @@
 """kestrel: Bayesian state estimation at scale on CPUs and NVIDIA GPUs.
 
-Families: the batched Kalman filter and smoothers (:class:`KalmanFilter`), including
-the parallel-in-time methods of Sarkka & Garcia-Fernandez. Arrays in are NumPy arrays,
-array-likes or DLPack objects (PyTorch, CuPy, JAX); arrays out are NumPy arrays, or
-arrays of the input's library on its GPU. NaN marks a missing measurement. The GIL is
-released while kestrel computes.
+Families:
+
+- the batched Kalman filter and smoothers, sequential and parallel in time (Sarkka &
+  Garcia-Fernandez): :class:`KalmanFilter`; per-step likelihoods :func:`loglik`;
+  simulation :func:`simulate`; the per-step API of a streaming tracker :class:`BatchState`;
+- nonlinear Gaussian filters and smoothers (EKF, IEKF, UKF, CKF, iterated smoothers) and
+  the IMM: :class:`NonlinearFilter`;
+- the bootstrap particle filter: :class:`ParticleFilter`;
+- track-before-detect (Mazurek): :func:`tbd`, :func:`simulate_frames`;
+- multi-target tracking (GNN, JPDA) and its metrics: :func:`track`, :func:`gospa`,
+  :func:`ospa`, :func:`clear_mot`, :func:`evaluate`, :func:`simulate_scenario`;
+- scale-out on Dask: ``kestrel.dask``.
+
+Arrays in are NumPy arrays, array-likes or DLPack objects (PyTorch, CuPy, JAX); arrays out
+are NumPy arrays, or arrays of the input's library on its GPU. NaN marks a missing
+measurement. The GIL is released while kestrel computes.
 """
 
 from . import _kestrel
