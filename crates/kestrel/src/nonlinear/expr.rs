@@ -1184,15 +1184,33 @@ mod tests {
                 // 1 - cos x = 2 sin^2(x / 2), without the cancellation.
                 ((w * t).sin() / w, 2.0 * (w * t / 2.0).sin().powi(2) / w)
             };
-            assert!((sin_over(w, t) - s).abs() < 1e-15, "{w}");
-            assert!((cos_over(w, t) - c).abs() < 1e-15, "{w}");
+            assert!(
+                (sin_over(w, t) - s).abs() < 1e-15,
+                "{w}: sin_over {} against {s}",
+                sin_over(w, t)
+            );
+            assert!(
+                (cos_over(w, t) - c).abs() < 1e-15,
+                "{w}: cos_over {} against {c}",
+                cos_over(w, t)
+            );
             let h = 1e-5;
             let fd = |f: fn(f64, f64) -> f64| {
                 (f(w - 2.0 * h, t) - 8.0 * f(w - h, t) + 8.0 * f(w + h, t) - f(w + 2.0 * h, t))
                     / (12.0 * h)
             };
-            assert!((dsin_over(w, t) - fd(sin_over)).abs() < 1e-9, "{w}");
-            assert!((dcos_over(w, t) - fd(cos_over)).abs() < 1e-9, "{w}");
+            assert!(
+                (dsin_over(w, t) - fd(sin_over)).abs() < 1e-9,
+                "{w}: dsin_over {} against {}",
+                dsin_over(w, t),
+                fd(sin_over)
+            );
+            assert!(
+                (dcos_over(w, t) - fd(cos_over)).abs() < 1e-9,
+                "{w}: dcos_over {} against {}",
+                dcos_over(w, t),
+                fd(cos_over)
+            );
         }
     }
 }
