@@ -177,6 +177,11 @@ pub fn device_name(d: Device) -> String {
     }
 }
 
+/// `outputs=`: the command line's `--outputs` list.
+fn outputs_of(s: &str) -> PyResult<Outputs> {
+    Outputs::parse(s).map_err(|e| PyValueError::new_err(format!("outputs: {e}")))
+}
+
 fn scan_of(s: &str) -> PyResult<ScanAlgorithm> {
     s.parse::<ScanAlgorithm>()
         .map_err(|e| PyValueError::new_err(format!("scan: {e}")))
@@ -317,16 +322,7 @@ fn run_batched<T: Real>(
         }
         bar.inc(len as u64);
     }
-    let cov_shape = match outputs.cov {
-        CovOutput::Full => vec![b, t, nx, nx],
-        CovOutput::Diag => vec![b, t, nx],
-        CovOutput::None => vec![],
-    };
-    Ok(Parts {
-        mean: outputs.mean.then(|| (mean, vec![b, t, nx])),
-        cov: outputs.cov.wanted().then_some((cov, cov_shape)),
-        loglik: outputs.loglik.then(|| (ll, vec![b, t])),
-    })
+    Ok(shaped((b, t, mean, cov, Some(ll)), nx, outputs))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -397,8 +393,7 @@ fn kalman_estimate<'py>(
 ) -> PyResult<Bound<'py, PyDict>> {
     let method = method.unwrap_or(if smooth { "rts" } else { "sequential" });
     let job = job_of(smooth, method, scan_of(scan)?)?;
-    let outputs =
-        Outputs::parse(outputs).map_err(|e| PyValueError::new_err(format!("outputs: {e}")))?;
+    let outputs = outputs_of(outputs)?;
     match dtype_of(z, "z")? {
         Dtype::F64 => estimate_typed::<f64>(py, &model.inner, z, device, job, outputs, progress),
         Dtype::F32 => estimate_typed::<f32>(py, &model.inner, z, device, job, outputs, progress),
@@ -456,8 +451,7 @@ fn bench_library<'py>(
     }
     let method = method.unwrap_or(if smooth { "rts" } else { "sequential" });
     let job = job_of(smooth, method, ScanAlgorithm::default())?;
-    let outputs =
-        Outputs::parse(outputs).map_err(|e| PyValueError::new_err(format!("outputs: {e}")))?;
+    let outputs = outputs_of(outputs)?;
     match dtype_of(z, "z")? {
         Dtype::F64 => typed::<f64>(py, &model.inner, z, device, job, outputs, repeats),
         Dtype::F32 => typed::<f32>(py, &model.inner, z, device, job, outputs, repeats),
@@ -529,8 +523,7 @@ fn bench_device_kernels<'py>(
     outputs: &str,
     repeats: usize,
 ) -> PyResult<f64> {
-    let outputs =
-        Outputs::parse(outputs).map_err(|e| PyValueError::new_err(format!("outputs: {e}")))?;
+    let outputs = outputs_of(outputs)?;
     fn typed<T: Real + numpy::Element>(
         py: Python<'_>,
         model: &Model,
