@@ -257,8 +257,6 @@ def _run_resident(kf: KalmanFilter, z: Any, lib: str, smooth: bool, device: str,
         zz = z.detach().to(tdt).contiguous()
         empty = lambda shape: torch.empty(shape, dtype=tdt, device=z.device)  # noqa: E731
         ptr = lambda a: a.data_ptr()  # noqa: E731
-        isinf = lambda a: torch.isinf(a)  # noqa: E731
-        nonzero = lambda m: torch.nonzero(m)[0].tolist()  # noqa: E731
         sync = lambda: torch.cuda.synchronize(z.device)  # noqa: E731
     else:
         import cupy
@@ -269,8 +267,6 @@ def _run_resident(kf: KalmanFilter, z: Any, lib: str, smooth: bool, device: str,
             zz = cupy.ascontiguousarray(z, dtype=np_dtype)
         empty = lambda shape: cupy.empty(shape, dtype=np_dtype)  # noqa: E731
         ptr = lambda a: a.data.ptr  # noqa: E731
-        isinf = lambda a: cupy.isinf(a)  # noqa: E731
-        nonzero = lambda m: [int(v[0]) for v in cupy.nonzero(m)]  # noqa: E731
         sync = lambda: cupy.cuda.Device(ordinal).synchronize()  # noqa: E731
     if device not in ("auto", "cuda", f"cuda:{ordinal}"):
         raise ValueError(
@@ -294,11 +290,8 @@ def _run_resident(kf: KalmanFilter, z: Any, lib: str, smooth: bool, device: str,
         raise ValueError(f"z: measurements have {zny} components, the model measures {ny}")
     if B == 0 or T == 0:
         raise ValueError(f"z: no measurements ({B} tracks x {T} steps)")
-    with _on(lib, ordinal):
-        bad = isinf(zz)
-        if bool(bad.any()):
-            b, k, j = nonzero(bad)
-            raise ValueError(f"track {b}, step {k}: measurement component z{j} is infinite")
+    # Infinite measurements are found by the filter kernel in the pass that reads them
+    # (no extra pass over the array here) and refused with the host path's message.
     dt = "f32" if np_dtype == np.float32 else "f64"
     with _on(lib, ordinal):
         mean = empty((B, T, nx)) if "mean" in sel else None

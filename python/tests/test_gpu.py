@@ -122,9 +122,14 @@ def test_device_bad_inputs(lib):
         pytest.skip(f"{lib} with CUDA is not installed")
     kf, z = case()
     z[2, 9, 1] = np.inf
+    z[2, 9, 0] = np.nan  # a NaN beside it does not hide it
+    z[2, 11, 0] = -np.inf
+    z[5, 1, 0] = np.inf
     zd = to_device(lib, z)
-    with pytest.raises(ValueError, match="track 2, step 9: measurement component z1 is infinite"):
-        kf.filter(zd)
+    # The first in track, step, component order, found by the kernel that reads them.
+    for call in (kf.filter, kf.smooth):
+        with pytest.raises(ValueError, match="track 2, step 9: measurement component z1 is infinite"):
+            call(zd)
     with pytest.raises(ValueError, match="the model measures 2"):
         kf.filter(to_device(lib, np.zeros((3, 4, 3))))
     with pytest.raises(ValueError, match="unknown output"):

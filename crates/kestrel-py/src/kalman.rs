@@ -289,8 +289,9 @@ fn run_batched<T: Real>(
         });
     }
     if !bar.on() || b == 1 {
-        let z = Measurements::copied_from(b, t, ny, data)?;
-        let r = run_job(device, model, &z, job, outputs)?;
+        // The caller's array read in place: no copy of the measurements.
+        let r =
+            Measurements::in_place(b, t, ny, data, |z| run_job(device, model, z, job, outputs))??;
         bar.inc(b as u64);
         return Ok(shaped(r, model.nx(), outputs));
     }
@@ -304,13 +305,9 @@ fn run_batched<T: Real>(
     let mut cov = vec![T::zero(); b * t * per_cov];
     let mut ll = vec![T::zero(); if outputs.loglik { b * t } else { 0 }];
     for (start, len) in chunks(b, 256) {
-        let z = Measurements::new(
-            len,
-            t,
-            ny,
-            data[start * t * ny..(start + len) * t * ny].to_vec(),
-        )?;
-        let (_, _, m, c, l) = run_job(device, model, &z, job, outputs)?;
+        let zs = &data[start * t * ny..(start + len) * t * ny];
+        let (_, _, m, c, l) =
+            Measurements::in_place(len, t, ny, zs, |z| run_job(device, model, z, job, outputs))??;
         if outputs.mean {
             mean[start * t * nx..(start + len) * t * nx].copy_from_slice(&m);
         }

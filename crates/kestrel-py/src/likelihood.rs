@@ -94,15 +94,17 @@ fn loglik_typed<'py, T: Real + numpy::Element>(
     }
     let bar = Bar::new(progress, "log-likelihoods", b as u64, "tracks");
     let run = run_detached(py, || {
-        let z = Measurements::copied_from(b, t, ny, data)?;
-        kestrel::estimate::warn_if_large_for_f32(&z);
-        if bar.on() && b > 1 && matches!(method, Method::Exact | Method::Parallel) {
-            chunked(device, model, &z, method, opts, &bar)
-        } else {
-            let r = whole(device, model, &z, method, opts)?;
-            bar.inc(b as u64);
-            Ok(r)
-        }
+        // The caller's array read in place: no copy of the measurements.
+        Measurements::in_place(b, t, ny, data, |z| {
+            kestrel::estimate::warn_if_large_for_f32(z);
+            if bar.on() && b > 1 && matches!(method, Method::Exact | Method::Parallel) {
+                chunked(device, model, z, method, opts, &bar)
+            } else {
+                let r = whole(device, model, z, method, opts)?;
+                bar.inc(b as u64);
+                Ok(r)
+            }
+        })?
     })?;
     bar.finish();
     drop(guard);

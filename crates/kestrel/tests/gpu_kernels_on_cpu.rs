@@ -64,7 +64,7 @@ fn run<T: Real>(cxx: &str, dir: &Path, nx: usize, ny: usize, bake: bool, seed: u
     ];
     let w = std::mem::size_of::<T>();
     let total: usize = sizes.iter().sum();
-    assert_eq!(stdout.len(), total * w + 5 * 8, "{tag}: output size");
+    assert_eq!(stdout.len(), total * w + 9 * 8, "{tag}: output size");
     let vals: Vec<T> = reals(&stdout[..total * w]);
     let mut parts = vec![];
     let mut off = 0;
@@ -147,5 +147,45 @@ fn kernels_match_the_cpu_reference_when_run_on_the_cpu() {
         let seed = 100 + 10 * nx as u64 + ny as u64;
         run::<f64>(&cxx, dir.path(), nx, ny, i % 2 == 0, seed, 1e-10);
         run::<f32>(&cxx, dir.path(), nx, ny, i % 2 == 1, seed + 50, 1e-4);
+    }
+}
+
+/// Measurements already on the device are checked by the filter kernel itself: the
+/// first infinite component of the batch (in track, step, component order, an infinity
+/// beside a NaN included) lands in the second error flag of every filter launch, and
+/// finite batches leave it untouched (the test above).
+#[test]
+fn the_filter_kernels_report_the_first_infinite_measurement() {
+    let Some(cxx) = compiler() else { return };
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let (nx, ny, b, t) = (4usize, 2usize, 7usize, 13usize);
+    let m = random_model(nx, ny, 7);
+    let mut z = random_measurements::<f64>(&m, b, t, 8, 0.2);
+    let at = |tr: usize, k: usize, j: usize| (tr * t + k) * ny + j;
+    let d = z.data_mut();
+    d[at(5, 3, 1)] = f64::INFINITY;
+    d[at(2, 9, 0)] = f64::NAN;
+    d[at(2, 9, 1)] = f64::NEG_INFINITY;
+    d[at(2, 11, 0)] = f64::INFINITY;
+    let first = at(2, 9, 1) as u64;
+    let src = format!(
+        "{SHIM}\n{}\n{SMOOTH}\n{TRACKER}\n{HARNESS}",
+        source(nx, ny, "f64", None, Part::Filter)
+    );
+    let exe = compile(&cxx, dir.path(), "inf", &src, &["-std=c++17", "-O1", "-w"]);
+    let mut input = Vec::new();
+    input.extend((b as i32).to_le_bytes());
+    input.extend((t as i32).to_le_bytes());
+    input.extend(bytes(&model_params::<f64>(&m)));
+    input.extend(bytes(z.data()));
+    let stdout = run_piped(&exe, input, "inf");
+    let errs: Vec<u64> = stdout[stdout.len() - 9 * 8..]
+        .chunks_exact(8)
+        .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
+        .collect();
+    // Flags [2i, 2i + 1] belong to filter launches 0 (with predicted), 1 (keep last)
+    // and 3 (SoA); pair 2 is the smoother's.
+    for i in [0, 1, 3] {
+        assert_eq!(errs[2 * i + 1], first, "launch {i}: flags {errs:?}");
     }
 }

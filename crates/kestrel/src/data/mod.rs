@@ -7,6 +7,7 @@
 
 pub(crate) mod alloc;
 mod outputs;
+mod store;
 
 pub use outputs::{CovOutput, Outputs};
 
@@ -14,6 +15,7 @@ use crate::error::{Error, Result};
 use crate::linalg::Real;
 #[cfg(any(feature = "io", feature = "cuda"))]
 use rayon::prelude::*;
+pub(crate) use store::Store;
 
 /// The index of the first value of `v` for which `bad` holds, searched on every core.
 ///
@@ -41,7 +43,7 @@ pub struct Measurements<T> {
     pub(crate) tracks: usize,
     pub(crate) steps: usize,
     pub(crate) ny: usize,
-    pub(crate) data: Vec<T>,
+    pub(crate) data: Store<T>,
 }
 
 impl<T: Real> Measurements<T> {
@@ -58,8 +60,37 @@ impl<T: Real> Measurements<T> {
             tracks,
             steps,
             ny,
-            data,
+            data: Store::Owned(data),
         })
+    }
+
+    /// Runs `f` on measurements that read the caller's slice `[tracks][steps][ny]` in
+    /// place, without a copy (a NumPy array handed in by the Python package): the view
+    /// cannot outlive the call, and a clone of it owns a copy.
+    pub fn in_place<R>(
+        tracks: usize,
+        steps: usize,
+        ny: usize,
+        data: &[T],
+        f: impl FnOnce(&Measurements<T>) -> R,
+    ) -> Result<R> {
+        let want = tracks.checked_mul(steps).and_then(|n| n.checked_mul(ny));
+        if want != Some(data.len()) {
+            return Err(Error::input(format!(
+                "measurement buffer has {} values, expected {tracks} tracks x {steps} steps x {ny}",
+                data.len(),
+            )));
+        }
+        // SAFETY: `data` outlives the call of `f`, and `f` sees the measurements only by
+        // shared reference: nothing can keep the view (a clone owns a copy) or write to it
+        // (`data_mut` and `into_data` need the value itself).
+        let z = Measurements {
+            tracks,
+            steps,
+            ny,
+            data: unsafe { Store::borrowed(data) },
+        };
+        Ok(f(&z))
     }
 
     /// Number of tracks.
@@ -84,12 +115,12 @@ impl<T: Real> Measurements<T> {
 
     /// The buffer, writable in place (its length cannot change).
     pub fn data_mut(&mut self) -> &mut [T] {
-        &mut self.data
+        self.data.make_mut()
     }
 
     /// The buffer, taken out.
     pub fn into_data(self) -> Vec<T> {
-        self.data
+        self.data.into_vec()
     }
 
     /// The measurement of track `b` at step `k`.
@@ -132,7 +163,7 @@ impl<T: Real> Measurements<T> {
             tracks: self.tracks,
             steps: self.steps,
             ny: self.ny,
-            data: self.data.iter().map(|v| U::of(v.to_f64())).collect(),
+            data: Store::Owned(self.data.iter().map(|v| U::of(v.to_f64())).collect()),
         }
     }
 
@@ -423,7 +454,7 @@ mod arrays {
 
         /// The measurements as an owned array `[tracks, steps, ny]` (no copy).
         pub fn into_array(self) -> Array3<T> {
-            Array3::from_shape_vec((self.tracks, self.steps, self.ny), self.data)
+            Array3::from_shape_vec((self.tracks, self.steps, self.ny), self.data.into_vec())
                 .expect("the buffer length is checked on construction")
         }
     }

@@ -270,7 +270,10 @@ fn npy_errors_and_f32_input() {
     });
     ndarray_npy::write_npy(&p, &a).unwrap();
     let z: Measurements<f64> = read_measurements(&p).unwrap();
-    assert_eq!(z.data, (0..12).map(|i| i as f64 * 0.5).collect::<Vec<_>>());
+    assert_eq!(
+        z.data(),
+        (0..12).map(|i| i as f64 * 0.5).collect::<Vec<_>>()
+    );
 }
 
 #[test]
@@ -293,7 +296,7 @@ fn unknown_extension_and_missing_file() {
 fn sample_estimates(tracks: usize, steps: usize, nx: usize, loglik: bool) -> Estimates<f64> {
     // Estimates are finite (the writers refuse NaN); the sample's missing values become 0.25.
     let mut z = sample(tracks, steps, nx * nx + nx + 1);
-    z.data
+    z.data_mut()
         .iter_mut()
         .filter(|v| v.is_nan())
         .for_each(|v| *v = 0.25);

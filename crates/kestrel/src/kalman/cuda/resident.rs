@@ -40,8 +40,9 @@ pub struct DeviceArrays {
 /// Runs the batched filter (or, with `smooth`, the filter and RTS smoother) of `model`
 /// on GPU `ordinal` over `a`, writing the outputs asked for into the caller's buffers;
 /// returns when they are written. Same numbers as [`super::filter`] / [`super::smooth`]:
-/// the same kernels. Measurements are not checked for infinities here (the caller's
-/// library can do that on the device); NaN marks a missing step as everywhere.
+/// the same kernels. An infinite measurement is refused as the host path refuses it
+/// (track, step and component of the first), found by the filter kernel in the pass
+/// that reads the measurements; NaN marks a missing step as everywhere.
 ///
 /// # Safety
 /// Every address in `a` must point to device memory of GPU `ordinal`'s primary context
@@ -120,8 +121,8 @@ unsafe fn run<T: Real>(
         if smooth { cap * t * np } else { 0 },
     ];
     let mut arena = scratch(ordinal)?;
-    // Each buffer at a 256-byte boundary (as cuMemAlloc would place it), then the error
-    // flag (a u64) at `flag`.
+    // Each buffer at a 256-byte boundary (as cuMemAlloc would place it), then the two
+    // error flags (u64) at `flag`.
     let mut offsets = [0usize; 5];
     let mut end = 0usize;
     for (o, n) in offsets.iter_mut().zip(sizes) {
@@ -129,7 +130,7 @@ unsafe fn run<T: Real>(
         end = (end + n * std::mem::size_of::<T>()).div_ceil(256) * 256;
     }
     let flag = end;
-    let total = flag + 8;
+    let total = flag + 16;
     if arena.as_ref().is_none_or(|b| b.len() < total) {
         *arena = None;
         *arena = Some(DevBuf::<u8>::new(&g, total, "the filter's scratch")?);
@@ -154,8 +155,8 @@ unsafe fn run<T: Real>(
         smean: None,
         scov: None,
         ssoa: if smooth { Some((buf(3), buf(4))) } else { None },
-        // SAFETY: the arena's last 8 bytes, aligned, apart from the values.
-        err: unsafe { DevBuf::<u64>::borrowed(&g, base + flag as u64, 1) },
+        // SAFETY: the arena's last 16 bytes, aligned, apart from the values.
+        err: unsafe { DevBuf::<u64>::borrowed(&g, base + flag as u64, 2) },
         stream: g.stream.clone(),
     };
     let size = std::mem::size_of::<T>() as u64;

@@ -148,7 +148,7 @@ impl<T: Real> Slot<T> {
             } else {
                 None
             },
-            err: DevBuf::new(gpu, 1, "the error flag")?,
+            err: DevBuf::new(gpu, 2, "the error flags")?,
             stream,
         })
     }
@@ -315,9 +315,25 @@ impl<T: Real> Slot<T> {
     /// Reads the error flag (synchronising the slot's stream) and names the failure:
     /// `code = track_in_chunk * steps + step`, tracks offset by `first`.
     pub fn check_err(&self, first: usize, what: &'static str) -> Result<()> {
-        let mut v = [0u64];
-        crate::cuda::dtoh(&self.stream, &self.err, 0, &mut v, "reading the error flag")?;
+        let mut v = [0u64; 2];
+        crate::cuda::dtoh(
+            &self.stream,
+            &self.err,
+            0,
+            &mut v,
+            "reading the error flags",
+        )?;
         crate::cuda::sync(&self.stream, "waiting for the kernels")?;
+        if v[1] != u64::MAX {
+            // An infinite measurement (only arrays already on the device get here).
+            let (t, ny) = (self.shape.steps as u64, self.shape.ny as u64);
+            let (i, j) = (v[1] / ny, v[1] % ny);
+            return Err(Error::input(format!(
+                "track {}, step {}: measurement component z{j} is infinite",
+                first + (i / t) as usize,
+                i % t
+            )));
+        }
         if v[0] != u64::MAX {
             let t = self.shape.steps as u64;
             return Err(Error::NotPositiveDefinite {

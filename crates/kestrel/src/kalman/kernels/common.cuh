@@ -252,6 +252,16 @@ __device__ __forceinline__ bool any_nan(const real* z) {
     return m;
 }
 
+// The first infinite component of a measurement, or -1 (x - x is NaN only for
+// infinities and NaN; NaN itself is a missing value, not an error).
+__device__ __forceinline__ int first_inf(const real* z) {
+    int f = -1;
+    UNROLL for (int a = NY - 1; a >= 0; --a) {
+        if (z[a] == z[a] && z[a] - z[a] != (real)0) f = a;
+    }
+    return f;
+}
+
 // Rows of N values at addresses aligned to N * sizeof(real) (the host layout's rows):
 // 16-byte vector accesses when N * sizeof(real) is a multiple of 16, so that one thread
 // moves a whole row in few instructions (fewer L2 transactions per useful byte).

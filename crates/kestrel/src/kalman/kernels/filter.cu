@@ -10,7 +10,11 @@
 //    or 1 for the final state): the files' layout, copied to the host as is;
 //  - SOA:  mean [S][NX][B], cov [S][NP][B] (packed), loglik [S][B]: every store of a
 //    warp is one contiguous 128-byte line; soa_to_host (layout.cu) converts.
-// Failure of positive definiteness at (track b, step k) stores min(b * T + k) in *err.
+// Failure of positive definiteness at (track b, step k) stores min(b * T + k) in err[0];
+// an infinite measurement component j stores min((b * T + k) * NY + j) in err[1] (host
+// inputs are checked before they reach the GPU; arrays already on the device are checked
+// here, in the pass that reads them anyway). A track that fails still scans the rest of
+// its measurements, so err[1] is the first infinity of the whole batch.
 
 template <int KEEP, bool PRED, bool SOA>
 __device__ __forceinline__ void filter_body(const ModelParams& mp, const real* __restrict__ z, int nb, int steps,
@@ -37,10 +41,22 @@ __device__ __forceinline__ void filter_body(const ModelParams& mp, const real* _
         }
         if (k > 0) kf_predict(mp, x, P);
         if (PRED) store_state<false>(pmean, pcov, B, T, b, k, x, P);
+        const int inf = first_inf(zk);
+        if (inf >= 0) {
+            report(err + 1, (unsigned long long)((b * T + k) * NY + inf));
+            return;
+        }
         real l = (real)0;
         if (!any_nan(zk)) {
             if (!kf_update(mp, zk, x, P, l)) {
                 report(err, (unsigned long long)(b * T + k));
+                for (long long j = k + 1; j < T; ++j) {
+                    const int f = first_inf(zb + j * NY);
+                    if (f >= 0) {
+                        report(err + 1, (unsigned long long)((b * T + j) * NY + f));
+                        return;
+                    }
+                }
                 return;
             }
         }

@@ -304,7 +304,7 @@ fn retrodict_as<T: Real, D: GpuReal, M: StateSpace + ?Sized>(
         tracks: filtered.tracks,
         steps: filtered.steps,
         ny: model.ny(),
-        data: Vec::new(),
+        data: crate::data::Store::Owned(Vec::new()),
     };
     let owned;
     let f = match (filtered as &dyn std::any::Any).downcast_ref::<Estimates<D>>() {
