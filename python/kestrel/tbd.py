@@ -184,6 +184,8 @@ def tbd(
     return_state: bool = False,
     return_maps: bool = False,
     progress: bool = False,
+    transition: Any = None,
+    switch: float | None = None,
 ) -> TbdResult:
     """Track-before-detect over ``frames`` [T, H, W] (or one frame [H, W]; uint8,
     uint16, float32, float64 or any numeric array-like), as ``kestrel tbd``.
@@ -202,6 +204,11 @@ def tbd(
     ``f16_state`` (store the state as f16), ``kernel`` (a kernel by name instead of the
     autotuner's choice, as ``kestrel bench --only tbd`` prints them). ``return_maps``:
     every emitted map ``D_t`` and its arg-max. ``progress``: a bar over the frames.
+    Manoeuvres (Mazurek eq. 1b): ``transition``, a Markov matrix between the motion
+    vectors ([V, V] array-like or a .npy path; row = from, column = to, entries >= 0,
+    rows summing to 1), or ``switch=P``, the shorthand that gives each vector's
+    neighbours in the speed/direction grid P between them (1 - P stays); the identity
+    is the plain recursion.
 
     Bad options and frames raise ValueError with the command's message (TypeError for
     wrong types); the caller's array is never modified.
@@ -223,13 +230,26 @@ def tbd(
     threshold = None if threshold is None else _real(threshold, "threshold")
     pfa = None if pfa is None else _real(pfa, "pfa")
     noise = _choice(noise, "noise", ("gaussian", "rayleigh"))
+    if transition is not None and switch is not None:
+        raise ValueError("transition cannot be used with switch (give one of them)")
+    switch = None if switch is None else _real(switch, "switch")
+    if transition is not None and not isinstance(transition, (str, os.PathLike)):
+        try:
+            transition = np.ascontiguousarray(np.asarray(transition, dtype=np.float64))
+        except (TypeError, ValueError):
+            raise TypeError(
+                "transition: expected an array [V, V] of probabilities or a .npy path"
+            ) from None
+    elif transition is not None:
+        transition = os.fspath(transition)
     a = _frames(frames)
     out = _kestrel.tbd_run(
         a, velocities=velocities, speeds=speeds, directions=directions, alpha=alpha,
         decimation=decimation, threshold=threshold, pfa=pfa, noise=noise, nms=nms,
         state_out=None if state_out is None else os.fspath(state_out), device=device,
         f16_state=bool(f16_state), kernel=kernel, return_state=bool(return_state),
-        return_maps=bool(return_maps), progress=bool(progress),
+        return_maps=bool(return_maps), progress=bool(progress), transition=transition,
+        switch=switch,
     )
     flush_warnings()
     motions = out["motions"]

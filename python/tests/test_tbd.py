@@ -439,3 +439,116 @@ def test_gpu_f16_state_is_close():
     with pytest.raises(ValueError, match="does not fit in f16"):
         kestrel.tbd(np.full((2, 16, 16), 1e5, np.float32), device="cuda", threshold=1.0,
                     f16_state=True, kernel=k)
+
+
+def switching_reference(frames, motions, M, alpha):
+    """P_k(x, v) = (1 - alpha) sum_v' M[v', v] P_{k-1}(x - v, v') + alpha X_k(x), integer
+    vectors, outside reads 0, in float64."""
+    t, h, w = frames.shape
+    V = len(motions)
+    P = np.zeros((V, h, w))
+    maps = []
+    for k in range(t):
+        Q = np.einsum("ab,ayx->byx", M, P)
+        nxt = np.empty_like(P)
+        for v, (vx, vy) in enumerate(motions):
+            s = np.zeros((h, w))
+            ys, xs = slice(max(vy, 0), h + min(vy, 0)), slice(max(vx, 0), w + min(vx, 0))
+            ys0, xs0 = slice(max(-vy, 0), h + min(-vy, 0)), slice(max(-vx, 0), w + min(-vx, 0))
+            s[ys, xs] = Q[v][ys0, xs0]
+            nxt[v] = (1 - alpha) * s + alpha * frames[k]
+        P = nxt
+        maps.append(P.max(axis=0))
+    return P, np.array(maps)
+
+
+def random_stochastic(rng, v):
+    M = rng.uniform(0.01, 1.0, size=(v, v)) * (rng.uniform(size=(v, v)) > 0.3)
+    M[np.arange(v), rng.integers(0, v, size=v)] += 0.5
+    return M / M.sum(axis=1, keepdims=True)
+
+
+def test_switching_against_a_numpy_reference(rng):
+    frames = rng.normal(size=(8, 13, 17)).astype(np.float32)
+    motions = [(0, 0), (1, 0), (0, 1), (-1, 0), (2, -1)]
+    vel = ",".join(f"{vx}:{vy}" for vx, vy in motions)
+    M = random_stochastic(rng, len(motions))
+    keep = M.copy()
+    r = kestrel.tbd(frames, velocities=vel, alpha=0.2, threshold=0.3, device="cpu",
+                    transition=M, return_state=True, return_maps=True)
+    np.testing.assert_array_equal(M, keep)
+    P, maps = switching_reference(frames.astype(np.float64), motions, M, 0.2)
+    np.testing.assert_allclose(r.state, P, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(r.map_score, maps, rtol=1e-5, atol=1e-6)
+    # The identity (and switch=0) is the plain recursion, bit for bit.
+    plain = kestrel.tbd(frames, velocities=vel, alpha=0.2, threshold=0.3, device="cpu",
+                        return_state=True, return_maps=True)
+    for kw in (dict(transition=np.eye(5)), dict(switch=0.0)):
+        same = kestrel.tbd(frames, velocities=vel, alpha=0.2, threshold=0.3, device="cpu",
+                           return_state=True, return_maps=True, **kw)
+        np.testing.assert_array_equal(same.state, plain.state)
+        np.testing.assert_array_equal(same.map_score, plain.map_score)
+    # Decimation: the every-frame maps at the block ends.
+    rd = kestrel.tbd(frames, velocities=vel, alpha=0.2, threshold=0.3, decimation=3,
+                     device="cpu", transition=M, return_maps=True)
+    np.testing.assert_array_equal(rd.map_t, [2, 5, 7])
+    np.testing.assert_array_equal(rd.map_score, r.map_score[[2, 5, 7]])
+
+
+def test_switching_equals_the_cli(tmp_path):
+    frames = frames_case("f32")
+    np.save(tmp_path / "f.npy", frames)
+    M = np.full((13, 13), 0.05)
+    np.fill_diagonal(M, 0.4)
+    np.save(tmp_path / "m.npy", M)
+    for kw, flags in ((dict(switch=0.25), ["--switch", "0.25"]),
+                      (dict(transition=M), ["--transition", tmp_path / "m.npy"]),
+                      (dict(transition=tmp_path / "m.npy"), ["--transition", tmp_path / "m.npy"])):
+        cli("tbd", "--input", tmp_path / "f.npy", "--output", tmp_path / "d.csv",
+            "--device", "cpu", "--state-out", tmp_path / "s.npy", *flags)
+        r = kestrel.tbd(frames, device="cpu", return_state=True, **kw)
+        np.testing.assert_array_equal(r.state, np.load(tmp_path / "s.npy"))
+        ints, reals = read_detections(tmp_path / "d.csv")
+        d = r.detections
+        np.testing.assert_array_equal(np.stack([d["t"], d["x"], d["y"]], axis=1), ints)
+        assert r.threshold > 0
+
+
+def test_bad_switching_options_give_the_cli_messages(tmp_path):
+    frames = frames_case("f32", t=3)
+    np.save(tmp_path / "f.npy", frames)
+    base = ["tbd", "--input", tmp_path / "f.npy", "--output", tmp_path / "d.csv",
+            "--threshold", "1"]
+    bad_rows = np.eye(13)
+    bad_rows[3, 3] = 0.5
+    neg = np.eye(13)
+    neg[2, 2], neg[2, 5] = 1.5, -0.5
+    for name, M, needle in (("rows", bad_rows, "row 3 sums to 0.5"),
+                            ("neg", neg, "row 2, column 5"),
+                            ("shape", np.eye(4), "shape [4, 4]")):
+        np.save(tmp_path / f"{name}.npy", M)
+        msg = cli_error(*base, "--transition", tmp_path / f"{name}.npy")
+        assert needle in msg
+        with pytest.raises(ValueError) as e:
+            kestrel.tbd(frames, threshold=1.0, transition=tmp_path / f"{name}.npy")
+        assert str(e.value) == msg
+        with pytest.raises(ValueError, match=re.escape(needle)):
+            kestrel.tbd(frames, threshold=1.0, transition=M)
+    msg = cli_error(*base, "--switch", "1.5")
+    with pytest.raises(ValueError) as e:
+        kestrel.tbd(frames, threshold=1.0, switch=1.5)
+    assert str(e.value) == msg
+    with pytest.raises(ValueError, match="transition cannot be used with switch"):
+        kestrel.tbd(frames, threshold=1.0, switch=0.1, transition=np.eye(13))
+    with pytest.raises(TypeError, match="transition"):
+        kestrel.tbd(frames, threshold=1.0, transition=object())
+
+
+def test_gpu_switching_equals_the_cpu():
+    require_gpu()
+    frames = frames_case("f32", t=12, h=64, w=96)
+    for kw in (dict(switch=0.2), dict(switch=0.3, decimation=4)):
+        cpu = kestrel.tbd(frames, device="cpu", threshold=0.9, return_state=True, **kw)
+        gpu = kestrel.tbd(frames, device="cuda", threshold=0.9, return_state=True, **kw)
+        assert gpu.device.startswith("cuda")
+        np.testing.assert_allclose(gpu.state, cpu.state, rtol=1e-5, atol=1e-6)

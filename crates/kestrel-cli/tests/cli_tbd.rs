@@ -375,3 +375,194 @@ fn too_large_a_state_is_refused_before_allocating() {
     ]);
     expect_bad(&o, &["would need", "GB"], d.path(), before);
 }
+
+/// A `.npy` of f64 values of `shape` (the transition matrices).
+fn write_f64_npy(path: &Path, shape: &[usize], v: &[f64]) {
+    kestrel::io::write_npy_array(path, shape, v).unwrap();
+}
+
+#[test]
+fn transition_and_switch_flags() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    let frames = dir.join("f.npy");
+    let vals: Vec<f32> = (0..6 * 20 * 24)
+        .map(|i| ((i * 7919 % 1000) as f32 / 500.0) - 0.5)
+        .collect();
+    write_npy(&frames, &[6, 20, 24], &vals).unwrap();
+    let run = |extra: &[&str], tag: &str| -> (Vec<u8>, Vec<u8>) {
+        let det = dir.join(format!("{tag}.csv"));
+        let st = dir.join(format!("{tag}-state.npy"));
+        let mut args = vec![
+            "tbd",
+            "--input",
+            s(&frames),
+            "--output",
+            s(&det),
+            "--state-out",
+            s(&st),
+            "--threshold",
+            "0.3",
+            "--device",
+            "cpu",
+        ];
+        args.extend(extra);
+        ok(&kestrel(&args));
+        let out = (std::fs::read(&det).unwrap(), std::fs::read(&st).unwrap());
+        std::fs::remove_file(&det).unwrap();
+        std::fs::remove_file(&st).unwrap();
+        out
+    };
+    // The default 13 vectors: the identity and --switch 0 are the plain recursion, bit
+    // for bit; a real switch changes the state.
+    let eye = dir.join("eye.npy");
+    let mut m = vec![0.0f64; 13 * 13];
+    (0..13).for_each(|i| m[i * 13 + i] = 1.0);
+    write_f64_npy(&eye, &[13, 13], &m);
+    let plain = run(&[], "plain");
+    assert_eq!(run(&["--transition", s(&eye)], "eye"), plain);
+    assert_eq!(run(&["--switch", "0"], "zero"), plain);
+    let switched = run(&["--switch", "0.2"], "sw");
+    assert_ne!(switched.1, plain.1);
+    // The same matrix as a file gives the same outputs as the shorthand.
+    let motions = kestrel::tbd::speeds_directions(&[0.0, 1.0], 12).unwrap();
+    let t = kestrel::tbd::Transition::switching(&motions, 0.2).unwrap();
+    let dense: Vec<f64> = (0..13 * 13).map(|i| t.get(i / 13, i % 13) as f64).collect();
+    let file = dir.join("sw.npy");
+    write_f64_npy(&file, &[13, 13], &dense);
+    assert_eq!(run(&["--transition", s(&file)], "swfile"), switched);
+    // Decimation with a switch runs too.
+    run(&["--switch", "0.3", "--decimation", "3"], "dec");
+
+    // Bad matrices and values: one error line, exit 2, nothing written.
+    let det = dir.join("det.csv");
+    let bad = |args: &[&str], needles: &[&str]| {
+        let mut a = vec![
+            "tbd",
+            "--input",
+            s(&frames),
+            "--output",
+            s(&det),
+            "--threshold",
+            "0.3",
+        ];
+        a.extend(args);
+        run_bad(dir, &a, needles);
+    };
+    let small = dir.join("small.npy");
+    write_f64_npy(
+        &small,
+        &[3, 3],
+        &[1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0],
+    );
+    bad(
+        &["--transition", s(&small)],
+        &["small.npy", "shape [3, 3]", "[13, 13]"],
+    );
+    let flat = dir.join("flat.npy");
+    write_f64_npy(&flat, &[169], &m);
+    bad(&["--transition", s(&flat)], &["flat.npy", "shape [169]"]);
+    let mut rows = m.clone();
+    rows[2 * 13 + 2] = 0.9;
+    let rowsum = dir.join("rowsum.npy");
+    write_f64_npy(&rowsum, &[13, 13], &rows);
+    bad(
+        &["--transition", s(&rowsum)],
+        &["rowsum.npy", "row 2 sums to 0.9"],
+    );
+    let mut neg = m.clone();
+    neg[4 * 13 + 4] = 1.5;
+    neg[4 * 13 + 7] = -0.5;
+    let negative = dir.join("neg.npy");
+    write_f64_npy(&negative, &[13, 13], &neg);
+    bad(
+        &["--transition", s(&negative)],
+        &["neg.npy", "row 4, column 7", "-0.5"],
+    );
+    let txt = dir.join("m.txt");
+    std::fs::write(&txt, "1").unwrap();
+    bad(
+        &["--transition", s(&txt)],
+        &["--transition", "m.txt", ".npy"],
+    );
+    bad(&["--transition", s(&dir.join("none.npy"))], &["none.npy"]);
+    bad(&["--switch", "1.5"], &["--switch", "[0, 1]", "1.5"]);
+    bad(&["--switch", "-0.1"], &["--switch", "[0, 1]", "-0.1"]);
+    bad(&["--switch", "nan"], &["--switch"]);
+    bad(
+        &["--switch", "0.2", "--transition", s(&eye)],
+        &["--switch", "--transition"],
+    );
+}
+
+#[test]
+fn tbd_eval_compares_the_switching_bank_on_turning_targets() {
+    let o = kestrel(&[
+        "tbd-eval",
+        "--size",
+        "48",
+        "--frames",
+        "40",
+        "--targets",
+        "4",
+        "--snr-max",
+        "1",
+        "--pfa",
+        "1e-2",
+        "--scenario",
+        "turning",
+        "--turn-every",
+        "6",
+        "--switch",
+        "0.2",
+    ]);
+    ok(&o);
+    let out = String::from_utf8_lossy(&o.stdout);
+    let json: Vec<&str> = out.lines().filter(|l| l.starts_with('{')).collect();
+    assert_eq!(json.len(), 2 + 7);
+    assert!(json.iter().all(|l| l.contains("\"pd_switch\":")), "{out}");
+    assert!(
+        out.contains("Pd switch") && out.contains("turning"),
+        "{out}"
+    );
+    // Without a switch: no switching column.
+    let o = kestrel(&[
+        "tbd-eval",
+        "--size",
+        "48",
+        "--frames",
+        "40",
+        "--targets",
+        "4",
+        "--snr-max",
+        "0",
+        "--pfa",
+        "1e-2",
+        "--scenario",
+        "turning",
+    ]);
+    ok(&o);
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("pd_switch"));
+    let d = tempfile::tempdir().unwrap();
+    run_bad(
+        d.path(),
+        &["tbd-eval", "--scenario", "turning", "--turn-every", "0"],
+        &["--turn-every"],
+    );
+    run_bad(
+        d.path(),
+        &[
+            "tbd-eval",
+            "--size",
+            "16",
+            "--frames",
+            "200",
+            "--scenario",
+            "turning",
+            "--turn-every",
+            "100",
+        ],
+        &["too small", "turning"],
+    );
+    run_bad(d.path(), &["tbd-eval", "--switch", "2"], &["--switch"]);
+}

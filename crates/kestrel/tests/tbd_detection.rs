@@ -19,9 +19,12 @@ fn dim_target_missed_by_one_frame_is_found_by_tbd() {
             motions,
             alpha: 0.1,
             decimation: 1,
+            transition: None,
         },
         noise: Noise::UNIT_GAUSSIAN,
         seed: 5,
+        turn_every: 0,
+        switching: None,
     };
     let pts = pd_vs_snr(&s, 1e-4, &[3.0]).unwrap();
     let p = pts[0];

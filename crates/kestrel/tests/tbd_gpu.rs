@@ -17,6 +17,7 @@ fn run_gpu(c: &Case, cfg: &KernelConfig, launches: usize) -> (Vec<MapPair>, Vec<
         motions: c.motions.clone(),
         alpha: c.alpha,
         decimation: 1,
+        transition: None,
     };
     let mut g = GpuTbd::new(0, &params, c.h, c.w, *cfg, c.frame).unwrap();
     let per = c.h * c.w * c.frame.size() * cfg.frames_per_launch();
@@ -53,6 +54,7 @@ fn run_back_to_back(
         motions: c.motions.clone(),
         alpha: c.alpha,
         decimation: 1,
+        transition: None,
     };
     let mut g = GpuTbd::new(0, &params, c.h, c.w, *cfg, c.frame).unwrap();
     g.poison().unwrap();
@@ -428,6 +430,7 @@ fn tbd_on_cuda_equals_tbd_on_cpu() {
             motions: c.motions.clone(),
             alpha: c.alpha,
             decimation: d,
+            transition: None,
         };
         let mut cpu = Tbd::new(params.clone(), c.h, c.w, Device::Cpu).unwrap();
         let opts = tbd::GpuOptions::default()
@@ -475,6 +478,7 @@ fn autotuner_picks_a_kernel_that_runs() {
             motions: motions.clone(),
             alpha: 0.1,
             decimation: d,
+            transition: None,
         };
         let cfg = tbd::autotune::choose(0, &params, 256, 256, Dtype::F32, false).unwrap();
         assert!(d == 1 || cfg.frames == d, "{cfg:?}");
@@ -497,6 +501,7 @@ fn an_f16_state_refuses_a_frame_beyond_f16() {
         motions: tbd::speeds_directions(&[0.0, 1.0], 4).unwrap(),
         alpha: 0.2,
         decimation: 1,
+        transition: None,
     };
     let opts = tbd::GpuOptions::default()
         .with_half(true)
@@ -561,6 +566,7 @@ fn wave_kernel_equals_the_late_kernel_bit_for_bit() {
             motions: c.motions.clone(),
             alpha: c.alpha,
             decimation: 10,
+            transition: None,
         };
         // The reference: the late kernel, one period a launch.
         let (lm, ls) = run_gpu(&c, &late, launches * periods as usize);

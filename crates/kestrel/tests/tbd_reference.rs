@@ -212,6 +212,7 @@ fn calibrated_threshold_holds_its_false_alarm_rate() {
         motions: m,
         alpha: 0.2,
         decimation: 1,
+        transition: None,
     };
     let gen = tbd::NoiseFrames::new(h, w, noise, 99);
     let mut t = tbd::Tbd::new(params, h, w, Device::Cpu).unwrap();
@@ -239,6 +240,7 @@ fn bad_parameters_are_errors() {
         motions: m,
         alpha,
         decimation: d,
+        transition: None,
     };
     assert!(tbd::Tbd::new(p(0.0, 1, m.clone()), 8, 8, Device::Cpu).is_err());
     assert!(tbd::Tbd::new(p(1.5, 1, m.clone()), 8, 8, Device::Cpu).is_err());
@@ -263,6 +265,7 @@ fn streamed_maps_on_recycled_buffers_equal_the_fast_path() {
             motions: m.clone(),
             alpha: 0.3,
             decimation: d,
+            transition: None,
         };
         // Passes of 3 frames (D = 1): maps come back 3 at a time, the same maps.
         let mut t = tbd::Tbd::new(params, h, w, Device::Cpu)

@@ -33,6 +33,7 @@ fn params(decimation: usize) -> Params {
         motions: speeds_directions(&[0.0, 1.0], 12).expect("the benchmark's vectors"),
         alpha: 0.1,
         decimation,
+        transition: None,
     }
 }
 

@@ -44,6 +44,38 @@ impl MotionArgs {
     }
 }
 
+/// Manoeuvres (Mazurek eq. 1b): a Markov matrix between the motion vectors.
+#[derive(clap::Args, Debug, Clone)]
+pub struct SwitchArgs {
+    /// Manoeuvres: a Markov matrix between the motion vectors, .npy [V, V] (row = from,
+    /// column = to, entries >= 0, rows summing to 1).
+    #[arg(long, value_name = "M.npy", conflicts_with = "switch")]
+    pub transition: Option<PathBuf>,
+    /// Manoeuvres, shorthand: each vector switches with probability P, spread evenly over
+    /// its neighbours in the speed/direction grid (1 - P stays).
+    #[arg(long, value_name = "P", allow_hyphen_values = true)]
+    pub switch: Option<f64>,
+}
+
+impl SwitchArgs {
+    /// The matrix asked for over `motions` (None: the plain recursion).
+    pub fn transition(&self, motions: &[Motion]) -> anyhow::Result<Option<tbd::Transition>> {
+        if let Some(p) = &self.transition {
+            check_npy(p, "--transition")?;
+            return Ok(Some(tbd::Transition::from_npy(p, motions.len())?));
+        }
+        if let Some(p) = self.switch {
+            return Ok(Some(tbd::Transition::switching(motions, p)?));
+        }
+        Ok(None)
+    }
+
+    /// The input file, if any (never clobbered by an output).
+    pub fn input(&self) -> Option<&Path> {
+        self.transition.as_deref()
+    }
+}
+
 /// The noise model of a false-alarm calibration.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NoiseKind {
@@ -61,6 +93,8 @@ pub struct Args {
     output: PathBuf,
     #[command(flatten)]
     motion: MotionArgs,
+    #[command(flatten)]
+    switching: SwitchArgs,
     /// Weight of the newest frame, in (0, 1].
     #[arg(long, default_value_t = 0.1, allow_hyphen_values = true)]
     alpha: f32,
@@ -122,7 +156,7 @@ fn write_detections(path: &Path, dets: &[Detection], motions: &[Motion]) -> anyh
     Ok(())
 }
 
-fn check_npy(path: &Path, flag: &str) -> anyhow::Result<()> {
+pub(super) fn check_npy(path: &Path, flag: &str) -> anyhow::Result<()> {
     if !path
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("npy"))
@@ -149,7 +183,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     }
     let mut outs = vec![a.output.as_path()];
     outs.extend(a.state_out.as_deref());
-    let outputs = kestrel::io::Outputs::plan(&[&a.input], &outs)?;
+    let mut ins = vec![a.input.as_path()];
+    ins.extend(a.switching.input());
+    let outputs = kestrel::io::Outputs::plan(&ins, &outs)?;
     let device = super::choose_device(&a.device)?;
     let t0 = Instant::now();
     let frames = Frames::open(&a.input)?;
@@ -169,6 +205,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         motions: motions.clone(),
         alpha: a.alpha,
         decimation: a.decimation,
+        transition: a.switching.transition(&motions)?,
     };
     params
         .check(h, w)
@@ -201,14 +238,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         None => {
             let pfa = a.pfa.unwrap_or(1e-4);
             let noise = Noise::fit(&frame, a.noise == NoiseKind::Rayleigh);
-            let thr = tbd::calibrate(
-                Some((&params.motions, params.alpha, params.decimation)),
-                h,
-                w,
-                noise,
-                &[pfa],
-                0,
-            )?[0];
+            let thr = tbd::detect::calibrate_params(Some(&params), h, w, noise, &[pfa], 0)?[0];
             let fitted = match noise {
                 Noise::Gaussian { mean, std } => {
                     format!("Gaussian noise of mean {mean:.4} and standard deviation {std:.4}")

@@ -3,7 +3,7 @@
 //! ROC points at one SNR; a table, JSON lines and an SVG plot.
 
 use super::bad;
-use super::tbd::{MotionArgs, NoiseKind};
+use super::tbd::{MotionArgs, NoiseKind, SwitchArgs};
 use kestrel::tbd::eval::{pd_vs_snr, roc, Point, Scenario};
 use kestrel::tbd::{Motion, Noise, Params};
 use plotters::prelude::*;
@@ -23,6 +23,15 @@ pub struct Args {
     /// Motion set [default: the 9 vectors with |vx|, |vy| <= 1].
     #[command(flatten)]
     motion: MotionArgs,
+    /// Manoeuvres: the switching bank, evaluated beside the constant-velocity bank.
+    #[command(flatten)]
+    switching: SwitchArgs,
+    /// The targets: straight (constant velocity) or turning (45 degrees every --turn-every frames).
+    #[arg(long, value_enum, default_value_t = TargetScenario::Straight)]
+    scenario: TargetScenario,
+    /// Frames between the turns of a turning target.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    turn_every: usize,
     #[arg(long, default_value_t = 0.1)]
     alpha: f32,
     #[arg(long, value_name = "D", default_value_t = 1)]
@@ -45,6 +54,13 @@ pub struct Args {
     seed: u64,
 }
 
+/// How the targets of an evaluation move.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TargetScenario {
+    Straight,
+    Turning,
+}
+
 /// The SVG of both panels (Pd against SNR, and ROC).
 fn draw(
     sweep: &[Point],
@@ -59,6 +75,8 @@ fn draw(
         let (l, r) = root.split_horizontally(550);
         let tbd_c = RGBColor(31, 119, 180);
         let one_c = RGBColor(214, 39, 40);
+        let sw_c = RGBColor(44, 160, 44);
+        let switching = sweep.iter().any(|p| p.pd_switch.is_some());
         let smax = sweep.iter().map(|p| p.snr_db).fold(1.0, f64::max);
         let mut c = ChartBuilder::on(&l)
             .caption(
@@ -87,7 +105,18 @@ fn draw(
                 one_c,
                 "single frame",
             ),
-        ] {
+            (
+                sweep
+                    .iter()
+                    .filter_map(|p| Some((p.snr_db, p.pd_switch?)))
+                    .collect(),
+                sw_c,
+                "switching bank",
+            ),
+        ]
+        .into_iter()
+        .filter(|s| switching || s.2 != "switching bank")
+        {
             c.draw_series(LineSeries::new(pts.clone(), col.stroke_width(2)))?
                 .label(name)
                 .legend(move |(x, y)| {
@@ -128,6 +157,12 @@ fn draw(
                 rocs.iter().map(|p| (p.pfa.log10(), p.pd_single)).collect(),
                 one_c,
             ),
+            (
+                rocs.iter()
+                    .filter_map(|p| Some((p.pfa.log10(), p.pd_switch?)))
+                    .collect(),
+                sw_c,
+            ),
         ] {
             c.draw_series(LineSeries::new(pts.clone(), col.stroke_width(2)))?;
             c.draw_series(pts.iter().map(|&p| Circle::new(p, 3, col.filled())))?;
@@ -151,17 +186,26 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         w: a.size,
         frames: a.frames,
         targets: a.targets,
+        switching: a.switching.transition(&motions)?,
         params: Params {
             motions,
             alpha: a.alpha,
             decimation: a.decimation,
+            transition: None,
         },
         noise: match a.noise {
             NoiseKind::Gaussian => Noise::UNIT_GAUSSIAN,
             NoiseKind::Rayleigh => Noise::UNIT_RAYLEIGH,
         },
         seed: a.seed,
+        turn_every: match a.scenario {
+            TargetScenario::Straight => 0,
+            TargetScenario::Turning => a.turn_every,
+        },
     };
+    if a.scenario == TargetScenario::Turning && a.turn_every == 0 {
+        return Err(bad("--turn-every must be at least 1"));
+    }
     s.params.check(s.h, s.w)?;
     // Sizes from the command line, before anything is allocated: the state [V, H, W]
     // and its score map and frame (f32), and the targets.
@@ -177,8 +221,11 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         4,
     )?;
     limits::check("the targets", &[Size("targets", s.targets)], 64)?;
-    let outputs =
-        kestrel::io::Outputs::plan(&[], &a.plot.iter().map(|p| p.as_path()).collect::<Vec<_>>())?;
+    let ins: Vec<&std::path::Path> = a.switching.input().into_iter().collect();
+    let outputs = kestrel::io::Outputs::plan(
+        &ins,
+        &a.plot.iter().map(|p| p.as_path()).collect::<Vec<_>>(),
+    )?;
     let snrs: Vec<f64> = (0..=a.snr_max).map(f64::from).collect();
     let sweep = pd_vs_snr(&s, a.pfa, &snrs)?;
     let pfas = [1e-1, 3e-2, 1e-2, 3e-3, 1e-3, 3e-4, 1e-4];
@@ -187,7 +234,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         outln!("{}", serde_json::to_string(p)?);
     }
     outln!(
-        "\nPd at Pfa {:e} ({} vectors, alpha {}, {} x {} x {} frames, {} targets, {} noise)",
+        "\nPd at Pfa {:e} ({} vectors, alpha {}, {} x {} x {} frames, {} {} targets, {} noise)",
         a.pfa,
         s.params.motions.len(),
         a.alpha,
@@ -195,10 +242,20 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         a.size,
         a.frames,
         a.targets,
+        match a.scenario {
+            TargetScenario::Straight => "straight".to_string(),
+            TargetScenario::Turning => format!("turning (every {} frames)", a.turn_every),
+        },
         super::value_name(&a.noise)
     );
+    let sw = |p: &Point| p.pd_switch.map_or(String::new(), |x| format!(" {x:>10.3}"));
+    let sw_head = if s.switching.is_some() {
+        format!(" {:>10}", "Pd switch")
+    } else {
+        String::new()
+    };
     outln!(
-        "{:>8} {:>10} {:>12} {:>8}",
+        "{:>8} {:>10} {:>12} {:>8}{sw_head}",
         "SNR dB",
         "Pd TBD",
         "Pd 1 frame",
@@ -206,17 +263,29 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     );
     for p in &sweep {
         outln!(
-            "{:>8.1} {:>10.3} {:>12.3} {:>8}",
+            "{:>8.1} {:>10.3} {:>12.3} {:>8}{}",
             p.snr_db,
             p.pd_tbd,
             p.pd_single,
-            p.trials
+            p.trials,
+            sw(p)
         );
     }
     outln!("\nROC at {} dB", a.roc_snr);
-    outln!("{:>10} {:>10} {:>12}", "Pfa", "Pd TBD", "Pd 1 frame");
+    outln!(
+        "{:>10} {:>10} {:>12}{sw_head}",
+        "Pfa",
+        "Pd TBD",
+        "Pd 1 frame"
+    );
     for p in &rocs {
-        outln!("{:>10.0e} {:>10.3} {:>12.3}", p.pfa, p.pd_tbd, p.pd_single);
+        outln!(
+            "{:>10.0e} {:>10.3} {:>12.3}{}",
+            p.pfa,
+            p.pd_tbd,
+            p.pd_single,
+            sw(p)
+        );
     }
     if let Some(path) = &a.plot {
         let title = format!(

@@ -173,6 +173,51 @@ pub(super) fn motions_of(
     Ok(default())
 }
 
+/// `--transition` (a `.npy` path, or an array [V, V] of probabilities) or `--switch P`
+/// over `motions` (the CLI's `SwitchArgs::transition`); None: the plain recursion.
+fn transition_of(
+    transition: Option<&Bound<'_, PyAny>>,
+    switch: Option<f64>,
+    motions: &[Motion],
+) -> PyResult<Option<tbd::Transition>> {
+    let v = motions.len();
+    match (transition, switch) {
+        (Some(_), Some(_)) => Err(PyValueError::new_err(
+            "transition cannot be used with switch (give one of them)",
+        )),
+        (None, Some(p)) => Ok(Some(
+            tbd::Transition::switching(motions, p).map_err(keywords)?,
+        )),
+        (None, None) => Ok(None),
+        (Some(t), None) => {
+            if let Ok(path) = t.extract::<PathBuf>() {
+                if !path
+                    .extension()
+                    .is_some_and(|e| e.eq_ignore_ascii_case("npy"))
+                {
+                    return Err(PyValueError::new_err(format!(
+                        "transition {}: expected a .npy file",
+                        path.display()
+                    )));
+                }
+                return tbd::Transition::from_npy(&path, v)
+                    .map(Some)
+                    .map_err(crate::to_py);
+            }
+            let a: PyReadonlyArrayDyn<'_, f64> = t.extract().map_err(|_| {
+                PyTypeError::new_err(
+                    "transition: expected an array [V, V] of probabilities or a .npy path",
+                )
+            })?;
+            let view = a.as_array();
+            let vals: Vec<f64> = view.iter().copied().collect();
+            tbd::Transition::from_array(view.shape(), &vals, v, "transition")
+                .map(Some)
+                .map_err(keywords)
+        }
+    }
+}
+
 /// The options of one `kestrel tbd` run (the command's flags).
 struct Options {
     alpha: f32,
@@ -187,6 +232,8 @@ struct Options {
     state: bool,
     state_out: Option<PathBuf>,
     maps: bool,
+    /// The Markov matrix between the vectors (`transition=` / `switch=`).
+    transition: Option<tbd::Transition>,
 }
 
 /// What a run hands back: the detections (columns), the threshold, the fitted noise, the
@@ -227,6 +274,7 @@ fn run_frames<T: Pixel>(
         motions: motions.to_vec(),
         alpha: o.alpha,
         decimation: o.decimation,
+        transition: o.transition.clone(),
     };
     params.check(h, w)?;
     let kernel = match &o.kernel {
@@ -263,14 +311,7 @@ fn run_frames<T: Pixel>(
         None => {
             let pfa = o.pfa.unwrap_or(1e-4);
             let noise = Noise::fit(first, o.rayleigh);
-            let thr = tbd::calibrate(
-                Some((&params.motions, params.alpha, params.decimation)),
-                h,
-                w,
-                noise,
-                &[pfa],
-                0,
-            )?[0];
+            let thr = tbd::detect::calibrate_params(Some(&params), h, w, noise, &[pfa], 0)?[0];
             (thr, Some(noise))
         }
     };
@@ -402,7 +443,7 @@ fn tbd_typed<'py, T: Pixel>(
 /// and the maps (`map_t`, `map_score`, `map_arg`) when asked for, the `device` and the
 /// GPU `kernel`.
 #[pyfunction]
-#[pyo3(signature = (frames, velocities=None, speeds=None, directions=None, alpha=0.1, decimation=1, threshold=None, pfa=None, noise="gaussian", nms=2, state_out=None, device="auto", f16_state=false, kernel=None, return_state=false, return_maps=false, progress=false))]
+#[pyo3(signature = (frames, velocities=None, speeds=None, directions=None, alpha=0.1, decimation=1, threshold=None, pfa=None, noise="gaussian", nms=2, state_out=None, device="auto", f16_state=false, kernel=None, return_state=false, return_maps=false, progress=false, transition=None, switch=None))]
 #[allow(clippy::too_many_arguments)]
 fn tbd_run<'py>(
     py: Python<'py>,
@@ -423,6 +464,8 @@ fn tbd_run<'py>(
     return_state: bool,
     return_maps: bool,
     progress: bool,
+    transition: Option<&Bound<'py, PyAny>>,
+    switch: Option<f64>,
 ) -> PyResult<Bound<'py, PyDict>> {
     if let Some(s) = &state_out {
         if !s.extension().is_some_and(|e| e.eq_ignore_ascii_case("npy")) {
@@ -468,6 +511,7 @@ fn tbd_run<'py>(
         state: return_state,
         state_out,
         maps: return_maps,
+        transition: transition_of(transition, switch, &motions)?,
     };
     if frames.extract::<PyReadonlyArrayDyn<'py, f32>>().is_ok() {
         tbd_typed::<f32>(py, frames, &motions, &o, progress)

@@ -352,6 +352,7 @@ mod tests {
                 motions: speeds_directions(&[0.0, 1.0], 12).unwrap(),
                 alpha: 0.1,
                 decimation: d,
+                transition: None,
             };
             for half in [false, true] {
                 assert!(candidates(&p, half)
@@ -378,6 +379,7 @@ mod tests {
                 motions: motions.clone(),
                 alpha: 0.1,
                 decimation,
+                transition: None,
             };
             for half in [false, true] {
                 for c in candidates(&p, half) {

@@ -21,6 +21,7 @@
 
 use super::motion::{taps, Motion};
 use super::pass::{MapRows, Pass, PASS_BAND};
+use super::switch::Transition;
 use rayon::prelude::*;
 
 /// Bilinear sample of `img` (`h x w`, row-major, rows `stride` apart from `base`) at
@@ -533,6 +534,8 @@ pub struct CpuState {
     /// Per task of a multi-step pass: its rings and scratch rows (made on first use).
     pass_scratch: Vec<f32>,
     pass_args: Vec<u16>,
+    /// The Markov matrix between the vectors (`switch.rs`); None: the plain recursion.
+    mix: Option<Box<Transition>>,
 }
 
 /// A zero vector of `len` floats for a large state: the kernel is asked to back it with
@@ -570,12 +573,41 @@ impl CpuState {
             scratch: vec![0.0; h.div_ceil(BAND) * 4 * w],
             pass_scratch: Vec::new(),
             pass_args: Vec::new(),
+            mix: None,
         }
+    }
+
+    /// The recursion with manoeuvres (`switch.rs`): before each frame the state is mixed
+    /// by `m`, then the plain step runs from the mixed state. The identity (or None) is
+    /// the plain recursion itself.
+    pub fn with_transition(mut self, m: Option<Transition>) -> CpuState {
+        self.mix = m.filter(|m| !m.is_identity()).map(Box::new);
+        self
+    }
+
+    /// The recursion's Markov matrix, when it has one that is not the identity.
+    pub fn transition(&self) -> Option<&Transition> {
+        self.mix.as_deref()
     }
 
     /// One block of `frames.len()` frames (decimation D = the count; 1 = plain), writing
     /// the detection map and its arg-max (`score`, `arg`: `[H][W]`).
+    /// With a transition matrix the frames are taken one at a time (the trajectories
+    /// switch every frame) and the map is the one after the last.
     pub fn block(&mut self, frames: &[&[f32]], score: &mut [f32], arg: &mut [u16]) {
+        if let Some(m) = self.mix.take() {
+            for f in frames {
+                m.mix_rows(&self.state, &mut self.next, self.w);
+                std::mem::swap(&mut self.state, &mut self.next);
+                self.plain_block(&[f], score, arg);
+            }
+            self.mix = Some(m);
+            return;
+        }
+        self.plain_block(frames, score, arg);
+    }
+
+    fn plain_block(&mut self, frames: &[&[f32]], score: &mut [f32], arg: &mut [u16]) {
         let (h, w, nv) = (self.h, self.w, self.motions.len());
         let d = frames.len();
         assert!(d >= 1 && frames.iter().all(|f| f.len() == h * w));
@@ -624,7 +656,7 @@ impl CpuState {
             .map(|m| m.vy.abs().ceil() as usize)
             .max()
             .unwrap_or(0);
-        if k == 1 || reach > 4 || h <= 2 * reach * k {
+        if k == 1 || reach > 4 || h <= 2 * reach * k || self.mix.is_some() {
             for (f, (s, a)) in frames.iter().zip(maps.iter_mut()) {
                 self.block(&[f], s, a);
             }

@@ -51,6 +51,8 @@ use crate::cuda::{self, Arg, DevBuf, Gpu, Module};
 use crate::error::{Error, Result};
 use std::sync::Arc;
 
+pub mod switch;
+
 /// A detection map and its arg-max vectors, `[H][W]` each.
 pub type MapPair = (Vec<f32>, Vec<u16>);
 

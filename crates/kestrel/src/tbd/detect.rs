@@ -4,7 +4,7 @@
 
 use super::cpu::CpuState;
 use super::sim::{Noise, NoiseFrames};
-use super::{Map, Motion};
+use super::{Map, Motion, Params};
 use crate::error::{Error, Result};
 use rayon::prelude::*;
 
@@ -129,6 +129,25 @@ pub fn calibrate(
     pfas: &[f64],
     seed: u64,
 ) -> Result<Vec<f32>> {
+    let params = detector.map(|(motions, alpha, decimation)| Params {
+        motions: motions.to_vec(),
+        alpha,
+        decimation,
+        transition: None,
+    });
+    calibrate_params(params.as_ref(), h, w, noise, pfas, seed)
+}
+
+/// [`calibrate`] for the recursion of `params` (with its transition matrix, if any);
+/// None: the single-frame detector.
+pub fn calibrate_params(
+    detector: Option<&Params>,
+    h: usize,
+    w: usize,
+    noise: Noise,
+    pfas: &[f64],
+    seed: u64,
+) -> Result<Vec<f32>> {
     let pmin = pfas.iter().copied().fold(1.0, f64::min);
     let pmax = pfas.iter().copied().fold(0.0, f64::max);
     if pfas.is_empty() || !(pmin > 0.0) || !(pmax < 1.0) {
@@ -139,8 +158,8 @@ pub fn calibrate(
     let px = h * w;
     let needed = (100.0 / pmin).ceil();
     let maps = (needed / px as f64).ceil().max(2.0);
-    let decimation = detector.map(|d| d.2).unwrap_or(1);
-    let warm = detector.map(|d| burn_in(d.1)).unwrap_or(0);
+    let decimation = detector.map(|d| d.decimation).unwrap_or(1);
+    let warm = detector.map(|d| burn_in(d.alpha)).unwrap_or(0);
     let frames = warm as f64 + maps * decimation as f64;
     if frames * px as f64 > 4e9 {
         return Err(Error::input(format!(
@@ -164,8 +183,10 @@ pub fn calibrate(
                 top.push_all(&frame);
             }
         }
-        Some((motions, alpha, d)) => {
-            let mut st = CpuState::new(h, w, motions, alpha);
+        Some(p) => {
+            let d = p.decimation;
+            let mut st =
+                CpuState::new(h, w, &p.motions, p.alpha).with_transition(p.switching().cloned());
             let mut score = vec![0.0f32; px];
             let mut arg = vec![0u16; px];
             let mut t = 0;

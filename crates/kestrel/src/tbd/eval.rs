@@ -7,10 +7,17 @@
 //! same rule for both detectors). Frames before a target's accumulated signal reaches 95%
 //! of its steady state (`(1 - alpha)^k < 0.05`) are not counted. Targets move with the integer vectors of the motion set, from random
 //! starting pixels chosen so that they stay inside the frame.
+//!
+//! *Turning targets* ([`Scenario::turn_every`] = N > 0): each target moves one step a frame
+//! along one of the eight compass directions ((1, 0), (1, 1), (0, 1), ...) and turns to the
+//! next one (45 degrees, the same sense throughout, drawn per target) every N frames; its
+//! start is chosen so that the whole path stays inside the frame. With a transition
+//! matrix ([`Scenario::switching`]) the switching bank runs beside the constant-velocity
+//! bank on the same frames, with its own calibrated thresholds (`pd_switch`).
 
-use super::detect::calibrate;
+use super::detect::calibrate_params;
 use super::sim::{amplitude, Noise, NoiseFrames, Target};
-use super::{Map, Motion, Params, Tbd};
+use super::{Motion, Params, Tbd};
 use crate::device::Device;
 use crate::error::{Error, Result};
 use rand::{Rng, SeedableRng};
@@ -32,6 +39,11 @@ pub struct Scenario {
     pub noise: Noise,
     /// Seed of the scenario's draws.
     pub seed: u64,
+    /// 0: targets at constant velocity; N > 0: targets that turn 45 degrees every N frames.
+    pub turn_every: usize,
+    /// A Markov matrix between the vectors: the switching bank, evaluated beside the
+    /// constant-velocity bank of `params` (whose own transition, if any, is left out).
+    pub switching: Option<super::Transition>,
 }
 
 /// Pd of both detectors at one SNR and one false-alarm probability.
@@ -45,6 +57,9 @@ pub struct Point {
     pub pd_tbd: f64,
     /// Detection probability of single-frame thresholding.
     pub pd_single: f64,
+    /// Detection probability of the switching bank (with a transition matrix).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pd_switch: Option<f64>,
     /// Target-frames counted.
     pub trials: usize,
 }
@@ -94,6 +109,100 @@ fn place_targets(s: &Scenario, snr_db: f64) -> Result<Vec<Target>> {
     Ok(out)
 }
 
+/// A target's pixel at each frame (None outside the frame) and its amplitude.
+struct Track {
+    pixels: Vec<Option<(usize, usize)>>,
+    amplitude: f64,
+}
+
+/// The eight compass directions in turning order (counter-clockwise on screen axes).
+const COMPASS: [(i64, i64); 8] = [
+    (1, 0),
+    (1, 1),
+    (0, 1),
+    (-1, 1),
+    (-1, 0),
+    (-1, -1),
+    (0, -1),
+    (1, -1),
+];
+
+fn turning_targets(s: &Scenario, snr_db: f64) -> Result<Vec<Track>> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(s.seed ^ 0x7e41_2a6b);
+    let m = 2i64;
+    (0..s.targets)
+        .map(|i| {
+            let mut dir = (i % 8) as i64;
+            let sense: i64 = if rng.gen_bool(0.5) { 1 } else { -1 };
+            // The path from (0, 0), then its bounding box.
+            let mut path = Vec::with_capacity(s.frames);
+            let (mut x, mut y) = (0i64, 0i64);
+            for k in 0..s.frames {
+                path.push((x, y));
+                if k > 0 && k % s.turn_every == 0 {
+                    dir = (dir + sense).rem_euclid(8);
+                }
+                let (dx, dy) = COMPASS[dir as usize];
+                x += dx;
+                y += dy;
+            }
+            let (x0, x1) = (path.iter().map(|p| p.0).min(), path.iter().map(|p| p.0).max());
+            let (y0, y1) = (path.iter().map(|p| p.1).min(), path.iter().map(|p| p.1).max());
+            let (x0, x1, y0, y1) = (
+                x0.unwrap_or(0),
+                x1.unwrap_or(0),
+                y0.unwrap_or(0),
+                y1.unwrap_or(0),
+            );
+            let (lo_x, hi_x) = (m - x0, s.w as i64 - 1 - m - x1);
+            let (lo_y, hi_y) = (m - y0, s.h as i64 - 1 - m - y1);
+            if lo_x > hi_x || lo_y > hi_y {
+                return Err(Error::input(format!(
+                    "frames of {} x {} are too small for targets turning every {} frames over {} frames",
+                    s.w, s.h, s.turn_every, s.frames
+                )));
+            }
+            let (sx, sy) = (rng.gen_range(lo_x..=hi_x), rng.gen_range(lo_y..=hi_y));
+            Ok(Track {
+                pixels: path
+                    .iter()
+                    .map(|&(x, y)| Some(((sx + x) as usize, (sy + y) as usize)))
+                    .collect(),
+                amplitude: amplitude(snr_db),
+            })
+        })
+        .collect()
+}
+
+fn tracks(s: &Scenario, snr_db: f64) -> Result<Vec<Track>> {
+    if s.turn_every > 0 {
+        return turning_targets(s, snr_db);
+    }
+    Ok(place_targets(s, snr_db)?
+        .into_iter()
+        .map(|g| Track {
+            pixels: (0..s.frames).map(|t| g.pixel(t, s.h, s.w)).collect(),
+            amplitude: g.amplitude,
+        })
+        .collect())
+}
+
+/// The banks of a scenario: the constant-velocity one, and the switching one if any.
+fn banks(s: &Scenario) -> Vec<Params> {
+    let cv = Params {
+        transition: None,
+        ..s.params.clone()
+    };
+    let mut out = vec![cv.clone()];
+    if let Some(m) = &s.switching {
+        out.push(Params {
+            transition: Some(m.clone()),
+            ..cv
+        });
+    }
+    out
+}
+
 /// Frames until a target's accumulated signal is within 5% of its steady state.
 pub fn settle(alpha: f32) -> usize {
     if alpha >= 1.0 {
@@ -112,50 +221,60 @@ fn hit(score: &[f32], h: usize, w: usize, (x, y): (usize, usize), thr: f32) -> b
     best > thr
 }
 
-/// Pd of both detectors at `snr_db` for each pair of thresholds.
+/// Pd of each bank and of the single-frame detector at `snr_db` for each threshold.
 fn measure(
     s: &Scenario,
     snr_db: f64,
-    tbd_thr: &[f32],
+    bank_thr: &[Vec<f32>],
     single_thr: &[f32],
-) -> Result<(Vec<f64>, Vec<f64>, usize)> {
-    let targets = place_targets(s, snr_db)?;
+) -> Result<(Vec<Vec<f64>>, Vec<f64>, usize)> {
+    let targets = tracks(s, snr_db)?;
     let gen = NoiseFrames::new(
         s.h,
         s.w,
         s.noise,
         s.seed.wrapping_add(1 + (snr_db * 1000.0) as u64),
     );
-    let mut tbd = Tbd::new(s.params.clone(), s.h, s.w, Device::Cpu)?;
+    let mut tbds = banks(s)
+        .into_iter()
+        .map(|p| Tbd::new(p, s.h, s.w, Device::Cpu))
+        .collect::<Result<Vec<_>>>()?;
     let warm = settle(s.params.alpha);
     let mut frame = vec![0.0f32; s.h * s.w];
-    let (mut hits_t, mut hits_s) = (vec![0usize; tbd_thr.len()], vec![0usize; single_thr.len()]);
+    let mut hits_t: Vec<Vec<usize>> = bank_thr.iter().map(|t| vec![0; t.len()]).collect();
+    let mut hits_s = vec![0usize; single_thr.len()];
     let mut trials = 0;
-    let mut count = |map: &Map, last_frame: &[f32], hits_t: &mut [usize], hits_s: &mut [usize]| {
-        if map.t < warm {
-            return;
-        }
-        for g in &targets {
-            let Some(p) = g.pixel(map.t, s.h, s.w) else {
-                continue;
-            };
-            trials += 1;
-            for (k, &th) in tbd_thr.iter().enumerate() {
-                hits_t[k] += hit(&map.score, s.h, s.w, p, th) as usize;
-            }
-            for (k, &th) in single_thr.iter().enumerate() {
-                hits_s[k] += hit(last_frame, s.h, s.w, p, th) as usize;
-            }
-        }
-    };
+    let mut snapshot = Vec::with_capacity(targets.len());
     for t in 0..s.frames {
-        gen.frame_with(t, &mut frame, &targets);
-        let mut maps = tbd.push(&frame)?;
-        if t + 1 == s.frames {
-            maps.extend(tbd.finish()?);
-        }
-        for map in &maps {
-            count(map, &frame, &mut hits_t, &mut hits_s);
+        snapshot.clear();
+        snapshot.extend(targets.iter().filter_map(|g| {
+            g.pixels[t].map(|(x, y)| Target {
+                x: x as f64,
+                y: y as f64,
+                vx: 0.0,
+                vy: 0.0,
+                amplitude: g.amplitude,
+            })
+        }));
+        gen.frame_with(t, &mut frame, &snapshot);
+        for (b, tbd) in tbds.iter_mut().enumerate() {
+            let mut maps = tbd.push(&frame)?;
+            if t + 1 == s.frames {
+                maps.extend(tbd.finish()?);
+            }
+            for map in maps.iter().filter(|m| m.t >= warm) {
+                for p in targets.iter().filter_map(|g| g.pixels[map.t]) {
+                    for (k, &th) in bank_thr[b].iter().enumerate() {
+                        hits_t[b][k] += hit(&map.score, s.h, s.w, p, th) as usize;
+                    }
+                    if b == 0 {
+                        trials += 1;
+                        for (k, &th) in single_thr.iter().enumerate() {
+                            hits_s[k] += hit(&frame, s.h, s.w, p, th) as usize;
+                        }
+                    }
+                }
+            }
         }
     }
     if trials == 0 {
@@ -165,25 +284,21 @@ fn measure(
         )));
     }
     let pd = |h: Vec<usize>| h.into_iter().map(|n| n as f64 / trials as f64).collect();
-    Ok((pd(hits_t), pd(hits_s), trials))
+    Ok((hits_t.into_iter().map(pd).collect(), pd(hits_s), trials))
 }
 
-/// Thresholds of both detectors for `pfas` (TBD first).
-pub fn thresholds(s: &Scenario, pfas: &[f64]) -> Result<(Vec<f32>, Vec<f32>)> {
-    let p = &s.params;
-    let tbd = calibrate(
-        Some((&p.motions, p.alpha, p.decimation)),
-        s.h,
-        s.w,
-        s.noise,
-        pfas,
-        s.seed ^ 0xca1,
-    )?;
-    let single = calibrate(None, s.h, s.w, s.noise, pfas, s.seed ^ 0x5f)?;
+/// Thresholds of each bank (constant velocity, then switching if any) and of the
+/// single-frame detector for `pfas`.
+pub fn thresholds(s: &Scenario, pfas: &[f64]) -> Result<(Vec<Vec<f32>>, Vec<f32>)> {
+    let tbd = banks(s)
+        .iter()
+        .map(|p| calibrate_params(Some(p), s.h, s.w, s.noise, pfas, s.seed ^ 0xca1))
+        .collect::<Result<Vec<_>>>()?;
+    let single = calibrate_params(None, s.h, s.w, s.noise, pfas, s.seed ^ 0x5f)?;
     Ok((tbd, single))
 }
 
-/// Pd of both detectors at a fixed `pfa` for each SNR in `snrs_db`.
+/// Pd of the detectors at a fixed `pfa` for each SNR in `snrs_db`.
 pub fn pd_vs_snr(s: &Scenario, pfa: f64, snrs_db: &[f64]) -> Result<Vec<Point>> {
     let (tt, ts) = thresholds(s, &[pfa])?;
     snrs_db
@@ -193,15 +308,16 @@ pub fn pd_vs_snr(s: &Scenario, pfa: f64, snrs_db: &[f64]) -> Result<Vec<Point>> 
             Ok(Point {
                 snr_db: snr,
                 pfa,
-                pd_tbd: pt[0],
+                pd_tbd: pt[0][0],
                 pd_single: ps[0],
+                pd_switch: pt.get(1).map(|p| p[0]),
                 trials,
             })
         })
         .collect()
 }
 
-/// ROC points of both detectors at one SNR.
+/// ROC points of the detectors at one SNR.
 pub fn roc(s: &Scenario, snr_db: f64, pfas: &[f64]) -> Result<Vec<Point>> {
     let (tt, ts) = thresholds(s, pfas)?;
     let (pt, ps, trials) = measure(s, snr_db, &tt, &ts)?;
@@ -211,8 +327,9 @@ pub fn roc(s: &Scenario, snr_db: f64, pfas: &[f64]) -> Result<Vec<Point>> {
         .map(|(k, &pfa)| Point {
             snr_db,
             pfa,
-            pd_tbd: pt[k],
+            pd_tbd: pt[0][k],
             pd_single: ps[k],
+            pd_switch: pt.get(1).map(|p| p[k]),
             trials,
         })
         .collect())

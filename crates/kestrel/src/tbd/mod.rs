@@ -20,8 +20,12 @@
 //! block samples each frame once along the straight trajectory instead of resampling the
 //! state every frame (`cpu.rs` says how they differ).
 //!
-//! Files: `motion.rs` (vectors, sampling), `cpu.rs` (reference and fast path),
-//! `detect.rs` (threshold, calibration, non-maximum suppression), `sim.rs` (frames with
+//! *Manoeuvres* (`switch.rs`, Mazurek eq. 1b): with a Markov matrix `M` between the
+//! vectors ([`Params::transition`]) the step reads `sum_v' M[v', v] P_{k-1}(x - v, v')`
+//! instead of `P_{k-1}(x - v, v)`; the identity is the recursion above, bit for bit.
+//!
+//! Files: `motion.rs` (vectors, sampling), `switch.rs` (transition matrices,
+//! manoeuvres), `cpu.rs` (reference and fast path), `detect.rs` (threshold, calibration, non-maximum suppression), `sim.rs` (frames with
 //! targets), `eval.rs` (Pd against Pfa and SNR), `frames.rs` (`.npy` frames, streamed),
 //! `cuda.rs` + `kernels/tbd.cu` (the GPU).
 
@@ -35,11 +39,13 @@ pub mod frames;
 pub mod motion;
 mod pass;
 pub mod sim;
+pub mod switch;
 
 pub use detect::{calibrate, detect, Detection};
 pub use frames::{Dtype, Frames};
 pub use motion::{parse_velocities, speeds_directions, Motion};
 pub use sim::{Noise, NoiseFrames, Target};
+pub use switch::Transition;
 
 use crate::device::Device;
 use crate::error::{Error, Result};
@@ -54,6 +60,9 @@ pub struct Params {
     pub alpha: f32,
     /// Frames per emitted map (1 = every frame).
     pub decimation: usize,
+    /// The Markov matrix between the vectors (manoeuvres, `switch.rs`); None or the
+    /// identity: the plain recursion.
+    pub transition: Option<Transition>,
 }
 
 impl Params {
@@ -71,7 +80,22 @@ impl Params {
                 self.decimation
             )));
         }
-        motion::check_motions(&self.motions, h, w)
+        motion::check_motions(&self.motions, h, w)?;
+        if let Some(m) = &self.transition {
+            if m.len() != self.motions.len() {
+                return Err(Error::input(format!(
+                    "the transition matrix is {0} x {0}, but there are {1} motion vectors",
+                    m.len(),
+                    self.motions.len()
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The transition matrix when it is not the identity (the recursion switches).
+    pub fn switching(&self) -> Option<&Transition> {
+        self.transition.as_ref().filter(|m| !m.is_identity())
     }
 
     /// Bytes of one state `[V][H][W]` of f32, if it fits in a usize.
@@ -118,6 +142,8 @@ setters!(GpuOptions {
 enum Engine {
     Cpu(CpuState),
     Cuda(Box<cuda::GpuTbd>),
+    /// The recursion with a transition matrix on the GPU (`cuda/switch.rs`).
+    CudaSwitch(Box<cuda::switch::GpuSwitch>),
 }
 
 /// The largest finite IEEE half.
@@ -199,7 +225,25 @@ impl Tbd {
             }
         }
         let engine = match device {
-            Device::Cpu => Engine::Cpu(CpuState::new(h, w, &params.motions, params.alpha)),
+            Device::Cpu => Engine::Cpu(
+                CpuState::new(h, w, &params.motions, params.alpha)
+                    .with_transition(params.switching().cloned()),
+            ),
+            Device::Cuda(_) | Device::AllCuda if params.switching().is_some() => {
+                if let Some(k) = opts.kernel {
+                    return Err(Error::input(format!(
+                        "kernel {}: the named kernels run the constant-velocity recursion; with a transition matrix the switching kernel runs (name no kernel)",
+                        k.name()
+                    )));
+                }
+                let ordinal = match device {
+                    Device::Cuda(o) => o,
+                    _ => 0,
+                };
+                Engine::CudaSwitch(Box::new(cuda::switch::GpuSwitch::new(
+                    ordinal, &params, h, w, opts.half,
+                )?))
+            }
             Device::Cuda(_) | Device::AllCuda => {
                 // One GPU: the recursion is one state (all devices: the first).
                 let ordinal = match device {
@@ -222,7 +266,7 @@ impl Tbd {
             }
         };
         let per_launch = match &engine {
-            Engine::Cpu(_) => params.decimation,
+            Engine::Cpu(_) | Engine::CudaSwitch(_) => params.decimation,
             Engine::Cuda(g) => g.frames_per_launch(),
         };
         // A kernel of several periods a launch holds that many frames here before a launch.
@@ -284,19 +328,22 @@ impl Tbd {
                 self.h * self.w
             )));
         }
-        if let Engine::Cuda(g) = &self.engine {
-            if g.cfg.half {
-                // The state is a weighted mean of frames: a frame that fits in f16 keeps
-                // it in range; a larger one would turn the state infinite.
-                if let Some(i) = frame.iter().position(|v| v.abs() > F16_MAX) {
-                    return Err(Error::input(format!(
-                        "frame {}, row {}, column {}: value {} does not fit in f16 (at most {F16_MAX}), in which the state is kept (the f16 state option); use the f32 state",
-                        self.seen,
-                        i / self.w,
-                        i % self.w,
-                        frame[i]
-                    )));
-                }
+        let half = match &self.engine {
+            Engine::Cuda(g) => g.cfg.half,
+            Engine::CudaSwitch(g) => g.half,
+            Engine::Cpu(_) => false,
+        };
+        if half {
+            // The state is a weighted mean of frames: a frame that fits in f16 keeps
+            // it in range; a larger one would turn the state infinite.
+            if let Some(i) = frame.iter().position(|v| v.abs() > F16_MAX) {
+                return Err(Error::input(format!(
+                    "frame {}, row {}, column {}: value {} does not fit in f16 (at most {F16_MAX}), in which the state is kept (the f16 state option); use the f32 state",
+                    self.seen,
+                    i / self.w,
+                    i % self.w,
+                    frame[i]
+                )));
             }
         }
         if self.pending.is_empty() && self.per_launch == 1 && matches!(self.engine, Engine::Cpu(_))
@@ -404,7 +451,7 @@ impl Tbd {
                 (first..self.seen).map(|t| self.spare_map(t)).collect()
             }
             Engine::Cpu(_) => vec![self.spare_map(t_last)],
-            Engine::Cuda(_) => Vec::new(),
+            Engine::Cuda(_) | Engine::CudaSwitch(_) => Vec::new(),
         };
         let out = match &mut self.engine {
             Engine::Cpu(st) => {
@@ -421,6 +468,17 @@ impl Tbd {
                     st.block(&frames, &mut m.score, &mut m.arg);
                 }
                 maps
+            }
+            Engine::CudaSwitch(g) => {
+                let frames: Vec<&[f32]> = self.pending.iter().map(|f| f.as_slice()).collect();
+                let (score, arg) = g.run(&frames)?;
+                vec![Map {
+                    t: t_last,
+                    h: self.h,
+                    w: self.w,
+                    score,
+                    arg,
+                }]
             }
             Engine::Cuda(g) => {
                 let mut raw = Vec::with_capacity(self.pending.len() * n * 4);
@@ -458,13 +516,14 @@ impl Tbd {
         match &self.engine {
             Engine::Cpu(st) => Ok(st.state()),
             Engine::Cuda(g) => g.state(),
+            Engine::CudaSwitch(g) => g.state(),
         }
     }
 
     /// The GPU kernel in use (None on the CPU).
     pub fn kernel(&self) -> Option<cuda::KernelConfig> {
         match &self.engine {
-            Engine::Cpu(_) => None,
+            Engine::Cpu(_) | Engine::CudaSwitch(_) => None,
             Engine::Cuda(g) => Some(g.cfg),
         }
     }
@@ -474,6 +533,7 @@ fn engine_kernel_name(e: &Engine) -> String {
     match e {
         Engine::Cpu(_) => "cpu".into(),
         Engine::Cuda(g) => g.cfg.name(),
+        Engine::CudaSwitch(_) => "switch".into(),
     }
 }
 
