@@ -329,6 +329,53 @@ pub fn write_estimates_with_columns<T: Real>(
     }
 }
 
+/// Writes f64 arrays `(name, shape, values)` as one `.npz` file (temporary file, then
+/// rename).
+pub fn write_npz_arrays(path: &Path, arrays: &[(&str, &[usize], &[f64])]) -> Result<()> {
+    npy::write_npz_arrays(path, arrays)
+}
+
+/// An array of an `.npz` file in its own precision: shape and row-major values.
+#[derive(Clone, Debug, PartialEq)]
+pub enum NpzArray {
+    /// A float64 array.
+    F64(Vec<usize>, Vec<f64>),
+    /// A float32 array.
+    F32(Vec<usize>, Vec<f32>),
+}
+
+impl NpzArray {
+    /// The array's shape.
+    pub fn shape(&self) -> &[usize] {
+        match self {
+            NpzArray::F64(s, _) | NpzArray::F32(s, _) => s,
+        }
+    }
+
+    /// `"f64"` or `"f32"`.
+    pub fn dtype(&self) -> &'static str {
+        match self {
+            NpzArray::F64(..) => "f64",
+            NpzArray::F32(..) => "f32",
+        }
+    }
+}
+
+/// The array `name` of an `.npz` file (f64 or f32, kept in its precision), or `None` when
+/// the archive has no such member.
+pub fn read_npz_array_any(path: &Path, name: &str) -> Result<Option<NpzArray>> {
+    npy::read_npz_array_any(path, name)
+}
+
+/// An array of an `.npz` file: its name, shape and row-major values.
+pub type NamedArray = (String, Vec<usize>, Vec<f64>);
+
+/// Every array of an `.npz` file (f64 or f32) by name, with its shape and its values as
+/// f64 (row-major), in the archive's order.
+pub fn read_npz_arrays_f64(path: &Path) -> Result<Vec<NamedArray>> {
+    npy::read_npz_arrays_f64(path)
+}
+
 /// Reads estimates back from a `.npz` file written by [`write_estimates`] (for checks
 /// and tests; the precision of the file must be `T`).
 pub fn read_estimates_npz<T: Real>(path: impl AsRef<Path>) -> Result<Estimates<T>> {

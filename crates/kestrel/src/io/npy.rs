@@ -248,6 +248,113 @@ pub(super) fn read_npz_array<T: Real>(
     Ok(Some((shape, a.iter().copied().collect())))
 }
 
+/// The array `name` of an `.npz` archive in its own precision, or `None` when there is no
+/// such member.
+pub(super) fn read_npz_array_any(path: &Path, name: &str) -> Result<Option<super::NpzArray>> {
+    use super::NpzArray;
+    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let bad = |e: ndarray_npy::ReadNpzError| {
+        parse_error(path, None, format!("not a valid .npz (array {name}): {e}"))
+    };
+    let mut npz = ndarray_npy::NpzReader::new(std::io::BufReader::new(file)).map_err(bad)?;
+    let names = npz.names().map_err(bad)?;
+    let Some(member) = names
+        .iter()
+        .find(|n| *n == name || **n == format!("{name}.npy"))
+        .cloned()
+    else {
+        return Ok(None);
+    };
+    match npz.by_name::<ndarray::OwnedRepr<f64>, IxDyn>(&member) {
+        Ok(a) => Ok(Some(NpzArray::F64(
+            a.shape().to_vec(),
+            a.iter().copied().collect(),
+        ))),
+        Err(ndarray_npy::ReadNpzError::Npy(ReadNpyError::WrongDescriptor(_))) => {
+            match npz.by_name::<ndarray::OwnedRepr<f32>, IxDyn>(&member) {
+                Ok(a) => Ok(Some(NpzArray::F32(
+                    a.shape().to_vec(),
+                    a.iter().copied().collect(),
+                ))),
+                Err(ndarray_npy::ReadNpzError::Npy(ReadNpyError::WrongDescriptor(d))) => {
+                    Err(parse_error(
+                        path,
+                        None,
+                        format!("array {name}: unsupported dtype {d}: expected float64 or float32"),
+                    ))
+                }
+                Err(e) => Err(bad(e)),
+            }
+        }
+        Err(e) => Err(bad(e)),
+    }
+}
+
+/// Writes f64 arrays `(name, shape, values)` as one `.npz` archive (atomically).
+pub(super) fn write_npz_arrays(path: &Path, arrays: &[(&str, &[usize], &[f64])]) -> Result<()> {
+    let mut members = Vec::with_capacity(arrays.len());
+    for (name, shape, data) in arrays {
+        if shape.iter().product::<usize>() != data.len() {
+            return Err(Error::Input {
+                msg: format!(
+                    "{}: array {name} holds {} values, not {shape:?}",
+                    path.display(),
+                    data.len()
+                ),
+            });
+        }
+        members.push(super::npz::Member {
+            name,
+            descr: "<f8",
+            shape: shape.to_vec(),
+            data: as_le_bytes(data),
+        });
+    }
+    super::write_atomic(path, |w| super::npz::write(w.get_ref(), &members))
+}
+
+/// Every array of an `.npz` archive as f64 (f32 members widened), with its name (without
+/// `.npy`) and shape.
+pub(super) fn read_npz_arrays_f64(path: &Path) -> Result<Vec<super::NamedArray>> {
+    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let bad = |name: &str, e: ndarray_npy::ReadNpzError| {
+        let what = if name.is_empty() {
+            String::new()
+        } else {
+            format!(" (array {name})")
+        };
+        parse_error(path, None, format!("not a valid .npz{what}: {e}"))
+    };
+    let mut npz =
+        ndarray_npy::NpzReader::new(std::io::BufReader::new(file)).map_err(|e| bad("", e))?;
+    let names = npz.names().map_err(|e| bad("", e))?;
+    let mut out = Vec::with_capacity(names.len());
+    for member in names {
+        let name = member.strip_suffix(".npy").unwrap_or(&member).to_string();
+        let a: ArrayD<f64> = match npz.by_name::<ndarray::OwnedRepr<f64>, ndarray::IxDyn>(&member) {
+            Ok(a) => a,
+            Err(ndarray_npy::ReadNpzError::Npy(ReadNpyError::WrongDescriptor(_))) => {
+                match npz.by_name::<ndarray::OwnedRepr<f32>, ndarray::IxDyn>(&member) {
+                    Ok(a) => a.mapv(f64::from),
+                    Err(ndarray_npy::ReadNpzError::Npy(ReadNpyError::WrongDescriptor(d))) => {
+                        return Err(parse_error(
+                            path,
+                            None,
+                            format!(
+                                "array {name}: unsupported dtype {d}: expected float64 or float32"
+                            ),
+                        ))
+                    }
+                    Err(e) => return Err(bad(&name, e)),
+                }
+            }
+            Err(e) => return Err(bad(&name, e)),
+        };
+        out.push((name, a.shape().to_vec(), a.iter().copied().collect()));
+    }
+    Ok(out)
+}
+
 /// Reads estimates written by [`write_estimates`].
 pub(super) fn read_estimates<T: Real>(path: &Path) -> Result<Estimates<T>> {
     let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;

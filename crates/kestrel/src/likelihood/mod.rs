@@ -35,6 +35,7 @@ pub mod cuda;
 mod exact;
 pub mod schedule;
 pub mod taps;
+mod varying;
 mod window;
 
 use crate::data::Measurements;
@@ -215,6 +216,26 @@ pub fn data_scale<T: Real>(model: &Model, z: &Measurements<T>) -> f64 {
             m
         })
         .reduce(|| 0.0, f64::max)
+}
+
+/// [`loglik`] for a model file of any form: a time-invariant model goes to [`loglik`]; a
+/// time-varying one to the filters' own log-likelihoods (exact: the sequential filter on
+/// `device`; parallel: the parallel-in-time filter) or, for `window:N` on the CPU, a
+/// windowed filter over the per-step matrices (`window:auto` and the steady-state switch
+/// need a time-invariant model).
+pub fn loglik_linear<T: Real>(
+    device: Device,
+    model: &crate::model::LinearModel,
+    z: &Measurements<T>,
+    method: Method,
+    opts: &Options,
+) -> Result<LogLik<T>> {
+    match model {
+        crate::model::LinearModel::Invariant(m) => loglik(device, m, z, method, opts),
+        crate::model::LinearModel::Varying { model, .. } => {
+            varying::loglik(device, model, z, method, opts)
+        }
+    }
 }
 
 /// Per-step log-likelihoods of every track of `z` on `device` with `method`.

@@ -21,7 +21,7 @@
 //! law of the state (`P0` from the discrete Lyapunov equation, see
 //! [`Model::with_stationary_prior`]); `F` must be stable and `[prior]` must be absent.
 
-use super::{builders, Model, Prior};
+use super::{builders, LinearModel, Model, Prior};
 use crate::error::{Error, Result};
 use nalgebra::{DMatrix, DVector};
 use serde::Deserialize;
@@ -54,18 +54,19 @@ struct ModelSection {
     r: Option<f64>,
     coeffs: Option<Vec<f64>>,
     prior: Option<String>,
+    file: Option<String>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct PriorSection {
-    x0: Option<Vec<f64>>,
+pub(super) struct PriorSection {
+    pub(super) x0: Option<Vec<f64>>,
     #[serde(rename = "P0")]
-    p0m: Option<Vec<Vec<f64>>>,
-    p0: Option<f64>,
+    pub(super) p0m: Option<Vec<Vec<f64>>>,
+    pub(super) p0: Option<f64>,
 }
 
-fn matrix(field: &str, rows: &[Vec<f64>]) -> Result<DMatrix<f64>> {
+pub(super) fn matrix(field: &str, rows: &[Vec<f64>]) -> Result<DMatrix<f64>> {
     let nr = rows.len();
     if nr == 0 {
         return Err(Error::model(field, "empty matrix"));
@@ -93,7 +94,7 @@ fn required<'a, T>(field: &str, v: &'a Option<T>, kind: &str) -> Result<&'a T> {
 /// Keys of `[model]` that the form `kind` does not read are an error, named, rather than
 /// silently ignored (an explicit `F` beside `kind = "cv"` would otherwise not be used).
 fn reject_foreign_keys(m: &ModelSection) -> Result<()> {
-    let present: [(&str, bool); 11] = [
+    let present: [(&str, bool); 12] = [
         ("F", m.f.is_some()),
         ("Q", m.qm.is_some()),
         ("H", m.h.is_some()),
@@ -105,6 +106,7 @@ fn reject_foreign_keys(m: &ModelSection) -> Result<()> {
         ("q", m.q.is_some()),
         ("r", m.r.is_some()),
         ("coeffs", m.coeffs.is_some()),
+        ("file", m.file.is_some()),
     ];
     let kind = m.kind.as_deref().unwrap_or("explicit");
     let allowed: &[&str] = match kind {
@@ -112,6 +114,7 @@ fn reject_foreign_keys(m: &ModelSection) -> Result<()> {
         "cv" | "ca" => &["dims", "dt", "q", "r"],
         "random-walk" | "rw" => &["dims", "q", "r"],
         "ar" => &["coeffs", "q", "r"],
+        "time-varying" => &["file"],
         // An unknown kind is reported by the caller.
         _ => return Ok(()),
     };
@@ -135,6 +138,12 @@ fn reject_foreign_keys(m: &ModelSection) -> Result<()> {
 }
 
 fn from_root(mut root: FileRoot) -> Result<Model> {
+    if root.model.kind.as_deref() == Some("time-varying") {
+        return Err(Error::model(
+            "kind",
+            "kind = \"time-varying\" (per-step matrices from a file) is not taken here: this reader needs a time-invariant model (read the file with model::load_linear_model)",
+        ));
+    }
     match root.model.prior.take().as_deref() {
         None => {}
         Some("stationary") => {
@@ -243,7 +252,7 @@ fn from_root(mut root: FileRoot) -> Result<Model> {
             return Err(Error::model(
                 "kind",
                 format!(
-                    "unknown model kind \"{other}\" (expected explicit, cv, ca, random-walk or ar)"
+                    "unknown model kind \"{other}\" (expected explicit, cv, ca, random-walk, ar or time-varying)"
                 ),
             ))
         }
@@ -281,7 +290,68 @@ pub fn model_from_str(text: &str) -> Result<Model> {
 
 /// Parses a model from TOML text. `origin` names the source in error messages.
 pub fn model_from_toml(text: &str, origin: &Path) -> Result<Model> {
-    let root: FileRoot = toml::from_str(text).map_err(|e| {
+    let root = parse_root(text, origin)?;
+    from_root(root).map_err(|e| in_file(e, origin))
+}
+
+/// Parses a linear-Gaussian model of any form from TOML text, the time-varying one
+/// included (its `file` is read relative to the directory of `origin`). `origin` names
+/// the source in error messages.
+pub fn linear_model_from_toml(text: &str, origin: &Path) -> Result<LinearModel> {
+    let mut root = parse_root(text, origin)?;
+    if root.model.kind.as_deref() != Some("time-varying") {
+        return from_root(root)
+            .map(LinearModel::Invariant)
+            .map_err(|e| in_file(e, origin));
+    }
+    reject_foreign_keys(&root.model).map_err(|e| in_file(e, origin))?;
+    if root.model.prior.is_some() {
+        return Err(in_file(
+            Error::model(
+                "prior",
+                "a time-varying model has no stationary law: give [prior] x0 and P0",
+            ),
+            origin,
+        ));
+    }
+    let file = root.model.file.take().ok_or_else(|| {
+        in_file(
+            Error::model(
+                "file",
+                "missing (required for kind = \"time-varying\": the .npz of F, Q, H, R per step)",
+            ),
+            origin,
+        )
+    })?;
+    let prior = root.prior.take().ok_or_else(|| {
+        in_file(
+            Error::model("prior", "missing [prior] section (x0 and P0)"),
+            origin,
+        )
+    })?;
+    super::varying_file::load(origin, &file, prior)
+}
+
+/// Reads a linear-Gaussian model file of any form, the time-varying one included.
+pub fn load_linear_model(path: impl AsRef<Path>) -> Result<LinearModel> {
+    let path = path.as_ref();
+    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    linear_model_from_toml(&text, path)
+}
+
+/// A field error of the model as an error of the file `origin`.
+pub(super) fn in_file(e: Error, origin: &Path) -> Error {
+    match e {
+        Error::Model { field, msg } => Error::ModelFile {
+            path: origin.to_path_buf(),
+            msg: format!("{field}: {msg}"),
+        },
+        other => other,
+    }
+}
+
+fn parse_root(text: &str, origin: &Path) -> Result<FileRoot> {
+    toml::from_str(text).map_err(|e| {
         // The parser's own message without its multi-line source excerpt.
         let at = e.span().map(|s| {
             let before = &text.as_bytes()[..s.start.min(text.len())];
@@ -304,13 +374,6 @@ pub fn model_from_toml(text: &str, origin: &Path) -> Result<Model> {
                 e.message().trim_end().replace('\n', " ")
             ),
         }
-    })?;
-    from_root(root).map_err(|e| match e {
-        Error::Model { field, msg } => Error::ModelFile {
-            path: origin.to_path_buf(),
-            msg: format!("{field}: {msg}"),
-        },
-        other => other,
     })
 }
 

@@ -13,14 +13,23 @@
 mod builders;
 #[cfg(feature = "io")]
 mod file;
+mod linear;
 mod stationary;
 mod validate;
+#[cfg(feature = "io")]
+mod varying_file;
 
 pub use builders::{ar, constant_acceleration, constant_velocity, random_walk, Kinematics};
 #[cfg(feature = "io")]
-pub use file::{load_model, model_from_str, model_from_toml, model_to_toml, save_model};
+pub use file::{
+    linear_model_from_toml, load_linear_model, load_model, model_from_str, model_from_toml,
+    model_to_toml, save_model,
+};
+pub use linear::LinearModel;
 pub use stationary::{lyapunov, spectral_radius, stationary};
 pub use validate::{check_psd, check_spd};
+#[cfg(feature = "io")]
+pub use varying_file::{is_time_varying_text, save_time_varying_model};
 
 use crate::error::{Error, Result};
 use nalgebra::{DMatrix, DVector};

@@ -676,7 +676,8 @@ pub fn is_nonlinear_text(text: &str) -> bool {
         .and_then(|m| m.get("kind"))
         .and_then(|k| k.as_str())
     {
-        Some(k) => !LINEAR_KINDS.contains(&k),
+        // A time-varying linear model is the Kalman family's (model::load_linear_model).
+        Some(k) => !LINEAR_KINDS.contains(&k) && k != "time-varying",
         None => false,
     }
 }
