@@ -33,14 +33,33 @@ pub enum SmoothMethod {
     TwoFilter(ScanAlgorithm),
 }
 
+/// The batched filter (and with `smooth` the RTS smoother) of a time-varying model on
+/// GPU `ordinal`: one thread per track over the model's per-step matrices
+/// (`parallel::cuda::sequential`); the filter's options as the parallel method takes them.
 #[cfg(feature = "cuda")]
-fn invariant<'a, M: StateSpace + ?Sized>(
-    model: &'a M,
-    what: &str,
-) -> Result<&'a crate::model::Model> {
-    model
-        .as_invariant()
-        .ok_or_else(|| Error::Unsupported(format!("{what} on cuda needs a time-invariant model")))
+fn varying_on_gpu<T: Real, M: StateSpace + ?Sized>(
+    ordinal: usize,
+    model: &M,
+    z: &Measurements<T>,
+    opts: &FilterOptions,
+) -> Result<FilterOutput<T>> {
+    if opts.keep == kalman::Keep::Last {
+        return Err(Error::Unsupported(
+            "the GPU filter of a time-varying model keeps every step: Keep::Last is not available"
+                .into(),
+        ));
+    }
+    if opts.predicted {
+        return Err(Error::Unsupported(
+            "the GPU filter of a time-varying model does not return predicted moments (FilterOptions::predicted)".into(),
+        ));
+    }
+    let (mut filtered, _) = crate::parallel::cuda::sequential(ordinal, model, z, false)?;
+    opts.outputs.apply(&mut filtered);
+    Ok(FilterOutput {
+        filtered,
+        predicted: None,
+    })
 }
 
 /// The ordinals of every CUDA device of this host (an error when there is none).
@@ -70,17 +89,22 @@ pub fn filter_on<T: Real, M: StateSpace + ?Sized>(
     match (method, device) {
         (FilterMethod::Sequential, Device::Cpu) => kalman::filter(model, z, opts),
         #[cfg(feature = "cuda")]
-        (FilterMethod::Sequential, Device::Cuda(i)) => {
-            crate::kalman::cuda::filter(i, invariant(model, "the batched filter")?, z, opts)
-        }
+        (FilterMethod::Sequential, Device::Cuda(i)) => match model.as_invariant() {
+            Some(m) => crate::kalman::cuda::filter(i, m, z, opts),
+            None => varying_on_gpu(i, model, z, opts),
+        },
         #[cfg(feature = "cuda")]
-        (FilterMethod::Sequential, Device::AllCuda) => crate::kalman::cuda::filter_on_devices(
-            &all_gpus()?,
-            invariant(model, "the batched filter")?,
-            z,
-            opts,
-            &crate::kalman::cuda::CudaOptions::default(),
-        ),
+        (FilterMethod::Sequential, Device::AllCuda) => match model.as_invariant() {
+            Some(m) => crate::kalman::cuda::filter_on_devices(
+                &all_gpus()?,
+                m,
+                z,
+                opts,
+                &crate::kalman::cuda::CudaOptions::default(),
+            ),
+            // A time-varying model's batch runs on the first GPU.
+            None => varying_on_gpu(all_gpus()?[0], model, z, opts),
+        },
         #[cfg(not(feature = "cuda"))]
         (FilterMethod::Sequential, d) => Err(crate::cuda::unsupported(&format!("the batched filter ({d:?})"))),
         (FilterMethod::Parallel(_), _) if opts.keep == kalman::Keep::Last => Err(
@@ -203,19 +227,24 @@ fn smooth_pair<T: Real, M: StateSpace + ?Sized>(
     match (method, device) {
         (SmoothMethod::Rts, Device::Cpu) => kalman::smooth(model, z),
         #[cfg(feature = "cuda")]
-        (SmoothMethod::Rts, Device::Cuda(i)) => {
+        (SmoothMethod::Rts, Device::Cuda(i)) => match model.as_invariant() {
             // Filter and smoother back to back on the device: the filtered moments stay
             // there between the two kernels.
-            let m = invariant(model, "the batched smoother")?;
-            crate::kalman::cuda::smooth(i, m, z, &crate::kalman::cuda::CudaOptions::default())
-        }
+            Some(m) => {
+                crate::kalman::cuda::smooth(i, m, z, &crate::kalman::cuda::CudaOptions::default())
+            }
+            None => varying_smooth_on_gpu(i, model, z),
+        },
         #[cfg(feature = "cuda")]
-        (SmoothMethod::Rts, Device::AllCuda) => crate::kalman::cuda::smooth_on_devices(
-            &all_gpus()?,
-            invariant(model, "the batched smoother")?,
-            z,
-            &crate::kalman::cuda::CudaOptions::default(),
-        ),
+        (SmoothMethod::Rts, Device::AllCuda) => match model.as_invariant() {
+            Some(m) => crate::kalman::cuda::smooth_on_devices(
+                &all_gpus()?,
+                m,
+                z,
+                &crate::kalman::cuda::CudaOptions::default(),
+            ),
+            None => varying_smooth_on_gpu(all_gpus()?[0], model, z),
+        },
         #[cfg(not(feature = "cuda"))]
         (SmoothMethod::Rts, d) => Err(crate::cuda::unsupported(&format!(
             "the batched smoother ({d:?})"
@@ -224,6 +253,22 @@ fn smooth_pair<T: Real, M: StateSpace + ?Sized>(
             crate::parallel::smooth_rts(d.first(), model, z, scan)
         }
         (SmoothMethod::TwoFilter(scan), d) => crate::parallel::smooth_two_filter(d, model, z, scan),
+    }
+}
+
+/// The batched RTS smoother of a time-varying model on GPU `ordinal` (see
+/// [`varying_on_gpu`]).
+#[cfg(feature = "cuda")]
+fn varying_smooth_on_gpu<T: Real, M: StateSpace + ?Sized>(
+    ordinal: usize,
+    model: &M,
+    z: &Measurements<T>,
+) -> Result<(Estimates<T>, Estimates<T>)> {
+    match crate::parallel::cuda::sequential(ordinal, model, z, true)? {
+        (f, Some(s)) => Ok((f, s)),
+        (_, None) => Err(Error::Cuda(
+            "the GPU smoother returned no smoothed estimates".into(),
+        )),
     }
 }
 

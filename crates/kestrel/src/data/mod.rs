@@ -214,6 +214,19 @@ impl<T: Real> Estimates<T> {
         }
     }
 
+    /// Estimates of means alone, filled with NaN; no covariances (see
+    /// [`Estimates::cov_output`]), no log-likelihoods.
+    pub fn nan_means(tracks: usize, steps: usize, nx: usize) -> Self {
+        Estimates {
+            tracks,
+            steps,
+            nx,
+            mean: alloc::filled(tracks * steps * nx, T::nan()),
+            cov: Vec::new(),
+            loglik: None,
+        }
+    }
+
     /// Allocates zeroed estimates without touching the memory (see `alloc::zeroed`): for
     /// paths that write every element.
     pub(crate) fn zeroed(tracks: usize, steps: usize, nx: usize, with_loglik: bool) -> Self {

@@ -245,6 +245,59 @@ pub fn smooth_two_filter<T: Real, M: StateSpace + ?Sized>(
     Ok((f, s))
 }
 
+/// Checks filtered estimates against the model before a retrodiction: state size, steps
+/// (at least one, no more than a time-varying model covers), full covariances, finite
+/// values.
+fn check_filtered<T: Real, M: StateSpace + ?Sized>(model: &M, f: &Estimates<T>) -> Result<()> {
+    let input = |msg: String| Err(Error::Input { msg });
+    if f.nx != model.nx() {
+        return input(format!(
+            "filtered estimates have states of {} components, the model's state has {}",
+            f.nx,
+            model.nx()
+        ));
+    }
+    if f.steps == 0 || f.tracks == 0 {
+        return input(format!(
+            "filtered estimates hold no steps ({} tracks x {} steps)",
+            f.tracks, f.steps
+        ));
+    }
+    if let Some(n) = model.steps_covered() {
+        if n < f.steps {
+            return input(format!(
+                "the time-varying model has matrices for {n} steps, the filtered estimates have {}",
+                f.steps
+            ));
+        }
+    }
+    let n = f.tracks * f.steps * f.nx;
+    if f.mean.len() != n || f.cov.len() != n * f.nx {
+        return input(format!(
+            "filtered estimates need means [B, T, nx] and full covariances [B, T, nx, nx] ({} and {} values for B = {}, T = {}, nx = {}); these hold {} and {}",
+            n,
+            n * f.nx,
+            f.tracks,
+            f.steps,
+            f.nx,
+            f.mean.len(),
+            f.cov.len()
+        ));
+    }
+    for (what, v, per) in [("mean", &f.mean, f.nx), ("covariance", &f.cov, f.nx * f.nx)] {
+        if let Some(i) = v.iter().position(|x| !x.is_finite_value()) {
+            let k = i / per;
+            return input(format!(
+                "the filtered {what} of track {}, step {} is not finite ({})",
+                k / f.steps,
+                k % f.steps,
+                v[i].to_f64()
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// What [`retrodict`] computes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 #[non_exhaustive]
@@ -252,14 +305,17 @@ pub enum Moments {
     /// Smoothed means and covariances.
     #[default]
     MeansAndCovariances,
-    /// Smoothed means only (the covariances of the result are NaN).
+    /// Smoothed means only: the thesis's pairs `(C_k, b_k)` without any covariance part
+    /// (the result's covariances are empty, see [`Estimates::cov_output`]).
     MeansOnly,
 }
 
 /// The thesis's retrodiction as a scan (Tager 2013, Section 3.2) over filtered estimates
 /// from any filter: smoothed means from the pairs `(C_k, b_k)`, and with
 /// [`Moments::MeansAndCovariances`] smoothed covariances from the congruence part of the
-/// same elements (Lemma 4).
+/// same elements (Lemma 4). [`ScanAlgorithm::Sequential`] is the RTS recursion itself.
+/// On `Device::Cuda` with [`Moments::MeansOnly`] no covariance is formed, stored or
+/// copied back (`parallel/kernels/parallel_means.cu`).
 pub fn retrodict<T: Real, M: StateSpace + ?Sized>(
     device: Device,
     model: &M,
@@ -268,60 +324,38 @@ pub fn retrodict<T: Real, M: StateSpace + ?Sized>(
     moments: Moments,
 ) -> Result<Estimates<T>> {
     let means_only = moments == Moments::MeansOnly;
-    if filtered.nx != model.nx()
-        || model.steps_covered().is_some_and(|n| n < filtered.steps)
-        || filtered.steps == 0
-    {
-        return Err(Error::Input {
-            msg: format!(
-                "filtered estimates ({} steps, nx = {}) do not fit the model (nx = {})",
-                filtered.steps,
-                filtered.nx,
-                model.nx()
-            ),
-        });
-    }
+    check_filtered(model, filtered)?;
     #[cfg(not(feature = "cuda"))]
     crate::cuda::refuse(device, "the retrodiction scan")?;
     #[cfg(feature = "cuda")]
     if let Device::Cuda(i) = device.first() {
-        let mut s = gpu::retrodict(i, model, filtered, scan)?;
-        if means_only {
-            s.cov.fill(T::nan());
-        }
-        return Ok(s);
+        return gpu::retrodict(i, model, filtered, scan, means_only);
     }
     let m = ConvertedModel::<T>::new(model, filtered.steps);
     let (b, t, nx) = (filtered.tracks, filtered.steps, filtered.nx);
-    let mut s = Estimates::nan(b, t, nx, false);
+    let mut s = if means_only {
+        Estimates::nan_means(b, t, nx)
+    } else {
+        Estimates::nan(b, t, nx, false)
+    };
     let exec = if b >= rayon::current_num_threads() && b > 1 {
         Exec::Serial
     } else {
         Exec::Rayon
     };
-    let work = |(i, (sm, sc)): (usize, (&mut [T], &mut [T]))| {
+    let work = |(i, (sm, sc)): (usize, (&mut [T], Option<&mut [T]>))| {
         let (fm, fc) = (
             &filtered.mean[i * t * nx..(i + 1) * t * nx],
             &filtered.cov[i * t * nx * nx..(i + 1) * t * nx * nx],
         );
-        track::retrodict_track(
-            &m,
-            i,
-            t,
-            fm,
-            fc,
-            means_only,
-            scan,
-            exec,
-            sm,
-            (!means_only).then_some(sc),
-        )
+        track::retrodict_track(&m, i, t, fm, fc, means_only, scan, exec, sm, sc)
     };
-    let it = s
-        .mean
-        .chunks_mut(t * nx)
-        .zip(s.cov.chunks_mut(t * nx * nx))
-        .enumerate();
+    let covs: Slices<'_, T> = if means_only {
+        (0..b).map(|_| None).collect()
+    } else {
+        s.cov.chunks_mut(t * nx * nx).map(Some).collect()
+    };
+    let it = s.mean.chunks_mut(t * nx).zip(covs).enumerate();
     if exec == Exec::Serial {
         it.collect::<Vec<_>>().into_par_iter().try_for_each(work)?;
     } else {

@@ -12,6 +12,8 @@ const OPS: &str = include_str!("../../src/parallel/kernels/parallel_ops.cu");
 const SCAN: &str = include_str!("../../src/parallel/kernels/parallel_scan.cu");
 const MODEL: &str = include_str!("../../src/parallel/kernels/parallel_model.cu");
 const FUSED: &str = include_str!("../../src/parallel/kernels/parallel_fused.cu");
+const MEANS: &str = include_str!("../../src/parallel/kernels/parallel_means.cu");
+const SEQ: &str = include_str!("../../src/parallel/kernels/parallel_seq.cu");
 const HARNESS: &str = include_str!("harness.inc");
 
 /// The harness with the kernels for `nx`, `ny` and `T`, `defines` before it and `tail`
@@ -20,7 +22,10 @@ pub fn source<T: Real>(nx: usize, ny: usize, defines: &str, tail: &str) -> Strin
     let real = if T::NAME == "f64" { "double" } else { "float" };
     format!(
         "#define NX {nx}\n#define NY {ny}\n{defines}typedef {real} real;\n{}\n{tail}",
-        HARNESS.replace("/*KERNELS*/", &format!("{OPS}\n{SCAN}\n{MODEL}\n{FUSED}\n"))
+        HARNESS.replace(
+            "/*KERNELS*/",
+            &format!("{OPS}\n{SCAN}\n{MODEL}\n{FUSED}\n{MEANS}\n{SEQ}\n")
+        )
     )
 }
 

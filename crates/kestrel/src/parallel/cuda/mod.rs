@@ -19,11 +19,13 @@ use crate::scan::ScanAlgorithm;
 use cudarc::driver::{DeviceRepr, LaunchConfig, ValidAsZeroBits};
 use std::sync::Arc;
 
-const SOURCES: [&str; 4] = [
+const SOURCES: [&str; 6] = [
     include_str!("../kernels/parallel_ops.cu"),
     include_str!("../kernels/parallel_scan.cu"),
     include_str!("../kernels/parallel_model.cu"),
     include_str!("../kernels/parallel_fused.cu"),
+    include_str!("../kernels/parallel_means.cu"),
+    include_str!("../kernels/parallel_seq.cu"),
 ];
 
 const SCAN_KERNELS: [&str; 11] = [
@@ -39,7 +41,7 @@ const SCAN_KERNELS: [&str; 11] = [
     "chunk",
     "fix",
 ];
-const MODEL_KERNELS: [&str; 19] = [
+const MODEL_KERNELS: [&str; 25] = [
     "pf_reduce",
     "pf_sweep",
     "ps_reduce",
@@ -59,6 +61,12 @@ const MODEL_KERNELS: [&str; 19] = [
     "tf_reduce_at",
     "tf_sweep_at",
     "fe_pick",
+    "pm_build",
+    "pm_extract",
+    "pm_reduce",
+    "pm_sweep",
+    "seq_filter",
+    "seq_rts",
 ];
 
 /// The largest dimensions the kernels are compiled for (the elements live in registers;
@@ -117,7 +125,7 @@ fn kernels<D: GpuReal>(g: &Gpu, nx: usize, ny: usize) -> Result<Arc<Kernels>> {
     }
     let names: Vec<String> = SCAN_KERNELS
         .iter()
-        .flat_map(|k| [format!("pf_{k}"), format!("ps_{k}")])
+        .flat_map(|k| [format!("pf_{k}"), format!("ps_{k}"), format!("pm_{k}")])
         .chain(MODEL_KERNELS.iter().map(|k| k.to_string()))
         .collect();
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
@@ -183,6 +191,10 @@ fn fe_len(nx: usize) -> usize {
 }
 fn se_len(nx: usize) -> usize {
     2 * nx * nx + nx
+}
+/// Scalars per retrodiction pair `(C_k, b_k)` (`kernels/parallel_means.cu`).
+fn me_len(nx: usize) -> usize {
+    nx * nx + nx
 }
 
 fn chunk_env() -> Option<usize> {
@@ -277,29 +289,80 @@ pub fn time<T: Real, M: StateSpace + ?Sized>(
     }
 }
 
+/// The sequential Kalman filter (and with `smooth` the RTS smoother) on device
+/// `ordinal`, one thread per track over the model's per-step matrices
+/// (`kernels/parallel_seq.cu`): the batched GPU path of time-varying models (the
+/// time-invariant ones have kalman::cuda, with their numbers compiled in). Returns the
+/// filtered estimates and, with `smooth`, the smoothed ones.
+pub fn sequential<T: Real, M: StateSpace + ?Sized>(
+    ordinal: usize,
+    model: &M,
+    z: &Measurements<T>,
+    smooth: bool,
+) -> Result<Output<T>> {
+    super::check(model, z)?;
+    let method = if smooth {
+        Method::SequentialRts
+    } else {
+        Method::Sequential
+    };
+    run(ordinal, model, z, method, ScanAlgorithm::Sequential)
+}
+
 /// The retrodiction scan (Tager 2013, Section 3.2; the smoothing elements of
 /// Sarkka & Garcia-Fernandez, eqs. 49-52) on device `ordinal` over filtered estimates
-/// from any filter, all tracks batched: smoothed means and covariances.
+/// from any filter, all tracks batched: smoothed means and covariances, or with
+/// `means_only` the means alone from the pairs `(C_k, b_k)` without any covariance part
+/// (the result's covariances are then empty).
 pub fn retrodict<T: Real, M: StateSpace + ?Sized>(
     ordinal: usize,
     model: &M,
     filtered: &Estimates<T>,
     alg: ScanAlgorithm,
+    means_only: bool,
 ) -> Result<Estimates<T>> {
-    let s = if T::NAME == "f64" {
-        retrodict_as::<T, f64, M>(ordinal, model, filtered, alg)?.map(est_as)
-    } else {
-        retrodict_as::<T, f32, M>(ordinal, model, filtered, alg)?.map(est_as)
-    };
-    s.ok_or_else(|| Error::Cuda("the retrodiction returned no estimates".into()))
+    time_retrodict(ordinal, model, filtered, alg, means_only, 0, 1).map(|(_, s)| s)
 }
 
+/// [`retrodict`], timing `repeats` runs after `warmup` with the filtered moments resident
+/// on the device (as [`time`]).
+pub fn time_retrodict<T: Real, M: StateSpace + ?Sized>(
+    ordinal: usize,
+    model: &M,
+    filtered: &Estimates<T>,
+    alg: ScanAlgorithm,
+    means_only: bool,
+    warmup: usize,
+    repeats: usize,
+) -> Result<(Vec<f64>, Estimates<T>)> {
+    let method = if means_only {
+        Method::RetrodictMeans
+    } else {
+        Method::Retrodict
+    };
+    let (t, s) = if T::NAME == "f64" {
+        let (t, s) =
+            retrodict_as::<T, f64, M>(ordinal, model, filtered, alg, method, warmup, repeats)?;
+        (t, s.map(est_as))
+    } else {
+        let (t, s) =
+            retrodict_as::<T, f32, M>(ordinal, model, filtered, alg, method, warmup, repeats)?;
+        (t, s.map(est_as))
+    };
+    let s = s.ok_or_else(|| Error::Cuda("the retrodiction returned no estimates".into()))?;
+    Ok((t, s))
+}
+
+#[allow(clippy::too_many_arguments)]
 fn retrodict_as<T: Real, D: GpuReal, M: StateSpace + ?Sized>(
     ordinal: usize,
     model: &M,
     filtered: &Estimates<T>,
     alg: ScanAlgorithm,
-) -> Result<Option<Estimates<D>>> {
+    method: Method,
+    warmup: usize,
+    repeats: usize,
+) -> Result<(Vec<f64>, Option<Estimates<D>>)> {
     let z = Measurements::<D> {
         tracks: filtered.tracks,
         steps: filtered.steps,
@@ -314,8 +377,9 @@ fn retrodict_as<T: Real, D: GpuReal, M: StateSpace + ?Sized>(
             &owned
         }
     };
-    let run = || run_on(ordinal, model, &z, Method::Retrodict, alg, 0, 1, Some(f));
-    Ok(catch(run)?.1 .1)
+    let run = || run_on(ordinal, model, &z, method, alg, warmup, repeats, Some(f));
+    let (t, (_, s)) = catch(run)?;
+    Ok((t, s))
 }
 
 /// The first non-finite value of `v` in blocks of `per` values per step, as
@@ -386,7 +450,7 @@ fn run_on<D: GpuReal, M: StateSpace + ?Sized>(
     repeats: usize,
     filtered: Option<&Estimates<D>>,
 ) -> Result<(Vec<f64>, Output<D>)> {
-    if method == Method::Retrodict && filtered.is_none() {
+    if method.retrodicts() && filtered.is_none() {
         return Err(Error::Input {
             msg: "the retrodiction needs filtered estimates (parallel::retrodict)".into(),
         });
@@ -396,12 +460,18 @@ fn run_on<D: GpuReal, M: StateSpace + ?Sized>(
     let k = kernels::<D>(&g, nx, ny)?;
     let m = ConvertedModel::<D>::new(model, t);
     let dm = DevModel::new(&g, &m, model.as_invariant().is_none())?;
-    let retro = method == Method::Retrodict;
+    let retro = method.retrodicts();
+    let with_cov = method.smooths_covariances();
     // The retrodiction reads the filtered moments from `filtered` and returns no filter.
     let mut f = Estimates::nan(if retro { 0 } else { z.tracks }, t, nx, true);
-    let mut s = method
-        .smooths()
-        .then(|| Estimates::nan(z.tracks, t, nx, false));
+    let mut s = method.smooths().then(|| {
+        if with_cov {
+            Estimates::nan(z.tracks, t, nx, false)
+        } else {
+            // The means alone: no host memory for covariances either.
+            Estimates::nan_means(z.tracks, t, nx)
+        }
+    });
     let mut times = vec![0.0; repeats];
     let sync = |what: &str| cu(g.stream.synchronize(), what);
     let group = group_size::<D>(&g, nx, ny, t, z.tracks, method, alg)?;
@@ -450,11 +520,13 @@ fn run_on<D: GpuReal, M: StateSpace + ?Sized>(
                     .memcpy_dtoh(&bufs.smean, &mut s.mean[b0 * n1..b1 * n1]),
                 "reading smoothed means",
             )?;
-            cu(
-                g.stream
-                    .memcpy_dtoh(&bufs.scov, &mut s.cov[b0 * n2..b1 * n2]),
-                "reading smoothed covariances",
-            )?;
+            if with_cov {
+                cu(
+                    g.stream
+                        .memcpy_dtoh(&bufs.scov, &mut s.cov[b0 * n2..b1 * n2]),
+                    "reading smoothed covariances",
+                )?;
+            }
         }
         sync("reading the results")?;
         if !retro {
@@ -478,7 +550,11 @@ fn run_on<D: GpuReal, M: StateSpace + ?Sized>(
         if let Some(s) = s.as_ref() {
             let bad = [
                 first_bad(&s.mean[b0 * n1..b1 * n1], nx, t),
-                first_bad(&s.cov[b0 * n2..b1 * n2], nx * nx, t),
+                if with_cov {
+                    first_bad(&s.cov[b0 * n2..b1 * n2], nx * nx, t)
+                } else {
+                    None
+                },
             ]
             .into_iter()
             .flatten()

@@ -1,6 +1,6 @@
 //! The scans and the filter / smoother pipelines on the device.
 
-use super::{chunk_len, cu, fe_len, fused, fused_chunk_len, se_len, Gpu, GpuReal, Kernels};
+use super::{chunk_len, cu, fe_len, fused, fused_chunk_len, me_len, se_len, Gpu, GpuReal, Kernels};
 use crate::error::Result;
 use crate::kalman::dense::ConvertedModel;
 use crate::scan::ScanAlgorithm;
@@ -315,12 +315,45 @@ pub enum Method {
     /// The retrodiction scan alone (Algorithm 6 over given filtered moments: the thesis's
     /// `(C_k, b_k)` pairs with their covariance parts).
     Retrodict,
+    /// The retrodiction of the smoothed means alone: the thesis's `(C_k, b_k)` pairs
+    /// scanned without any covariance part (`kernels/parallel_means.cu`).
+    RetrodictMeans,
+    /// The sequential Kalman filter over the model's per-step matrices, one thread per
+    /// track (`kernels/parallel_seq.cu`): the batched GPU filter of time-varying models.
+    Sequential,
+    /// [`Method::Sequential`] then the RTS smoother, one thread per track.
+    SequentialRts,
 }
 
 impl Method {
     /// Whether the method writes smoothed moments.
     pub fn smooths(self) -> bool {
-        matches!(self, Method::Rts | Method::TwoFilter | Method::Retrodict)
+        matches!(
+            self,
+            Method::Rts
+                | Method::TwoFilter
+                | Method::Retrodict
+                | Method::RetrodictMeans
+                | Method::SequentialRts
+        )
+    }
+
+    /// Whether the method writes smoothed covariances.
+    pub fn smooths_covariances(self) -> bool {
+        self.smooths() && self != Method::RetrodictMeans
+    }
+
+    /// Whether the method reads given filtered moments instead of measurements.
+    pub fn retrodicts(self) -> bool {
+        matches!(self, Method::Retrodict | Method::RetrodictMeans)
+    }
+
+    /// Whether the method runs one thread per track (no scan).
+    pub fn one_thread(self) -> bool {
+        matches!(
+            self,
+            Method::OneThread | Method::Sequential | Method::SequentialRts
+        )
     }
 }
 
@@ -374,7 +407,16 @@ pub(crate) fn scalars_per_track(
 ) -> Option<usize> {
     let fe = fe_len(nx);
     let se = se_len(nx);
-    if fused(alg) && method != Method::OneThread {
+    if method == Method::RetrodictMeans {
+        // The filtered moments in, the smoothed means out, the elements or chunk totals.
+        let el = if fused(alg) {
+            me_len(nx) / 2
+        } else {
+            2 * me_len(nx)
+        };
+        return t.checked_mul(el + 2 * nx + nx * nx);
+    }
+    if fused(alg) && !method.one_thread() {
         // Chunk totals (at least one per 4 steps) and their scan's work space.
         let outs = if method.smooths() {
             2 * (nx + nx * nx) + 1
@@ -384,18 +426,17 @@ pub(crate) fn scalars_per_track(
         return t.checked_mul(fe / 2 + outs + ny + 1);
     }
     let (el, scanned) = match method {
-        Method::OneThread => (0, 0),
+        Method::OneThread | Method::Sequential | Method::SequentialRts => (0, 0),
         Method::Filter => (fe, fe),
         Method::Rts => (fe + se, fe),
         Method::TwoFilter => (2 * fe, fe),
         Method::Retrodict => (se, se),
+        Method::RetrodictMeans => unreachable!("returned above"),
     };
-    let work = match alg {
-        ScanAlgorithm::Sequential | ScanAlgorithm::LadnerFischer => 0,
-        ScanAlgorithm::Fastest => scanned.div_ceil(chunk_len().saturating_sub(1).max(1)),
-        ScanAlgorithm::HillisSteele | ScanAlgorithm::Sengupta(_) => scanned,
-        // Two padded copies of up to twice the length.
-        ScanAlgorithm::Blelloch => 4 * scanned,
+    let work = if method.one_thread() {
+        0
+    } else {
+        work_of(alg, scanned)
     };
     let outs = if method.smooths() {
         2 * (nx + nx * nx) + 1
@@ -403,6 +444,17 @@ pub(crate) fn scalars_per_track(
         nx + nx * nx + 1
     };
     t.checked_mul(el + work + outs + ny)
+}
+
+/// Scalars of a scan's work space over `scanned` scalars per step.
+fn work_of(alg: ScanAlgorithm, scanned: usize) -> usize {
+    match alg {
+        ScanAlgorithm::Sequential | ScanAlgorithm::LadnerFischer => 0,
+        ScanAlgorithm::Fastest => scanned.div_ceil(chunk_len().saturating_sub(1).max(1)),
+        ScanAlgorithm::HillisSteele | ScanAlgorithm::Sengupta(_) => scanned,
+        // Two padded copies of up to twice the length.
+        ScanAlgorithm::Blelloch => 4 * scanned,
+    }
 }
 
 /// The buffers of a group of `nb` tracks of `t` steps each, stored one after the other.
@@ -416,6 +468,7 @@ pub(crate) struct GroupBufs<D> {
     el: CudaSlice<D>,
     back: CudaSlice<D>,
     se: CudaSlice<D>,
+    me: CudaSlice<D>,
     pub mean: CudaSlice<D>,
     pub cov: CudaSlice<D>,
     pub ll: CudaSlice<D>,
@@ -438,14 +491,14 @@ impl<D: GpuReal> GroupBufs<D> {
         filtered: Option<(&[D], &[D])>,
     ) -> Result<Self> {
         let n = nb * t;
-        let fused_k = if fused(alg) && method != Method::OneThread {
+        let fused_k = if fused(alg) && !method.one_thread() {
             fused_chunk_len(n)
         } else {
             0
         };
         let stored = fused_k == 0;
         let used = |yes: bool, len: usize| if yes && stored { n * len } else { 1 };
-        let filter = !matches!(method, Method::Retrodict | Method::OneThread);
+        let filter = !method.retrodicts() && !method.one_thread();
         let (mean, cov) = match filtered {
             Some((m, c)) => (
                 cu(g.stream.clone_htod(m), "uploading filtered means")?,
@@ -458,6 +511,8 @@ impl<D: GpuReal> GroupBufs<D> {
         };
         let tot = if stored {
             1
+        } else if method == Method::RetrodictMeans {
+            nb * t.div_ceil(fused_k) * me_len(nx)
         } else {
             nb * t.div_ceil(fused_k) * fe_len(nx)
         };
@@ -485,6 +540,11 @@ impl<D: GpuReal> GroupBufs<D> {
                 ),
                 "smoothing elements",
             )?,
+            me: alloc(
+                g,
+                used(method == Method::RetrodictMeans, me_len(nx)),
+                "retrodiction pairs",
+            )?,
             mean,
             cov,
             ll: alloc(g, if filtered.is_none() { n } else { 1 }, "log-likelihoods")?,
@@ -495,7 +555,11 @@ impl<D: GpuReal> GroupBufs<D> {
             )?,
             scov: alloc(
                 g,
-                if method.smooths() { n * nx * nx } else { 1 },
+                if method.smooths_covariances() {
+                    n * nx * nx
+                } else {
+                    1
+                },
                 "smoothed covariances",
             )?,
         })
@@ -505,7 +569,7 @@ impl<D: GpuReal> GroupBufs<D> {
     pub fn poison(&mut self, g: &Gpu, k: &Kernels, method: Method) -> Result<()> {
         let s = &g.stream;
         let mut outs = vec![&mut self.smean, &mut self.scov];
-        if method != Method::Retrodict {
+        if !method.retrodicts() {
             outs.extend([&mut self.mean, &mut self.cov, &mut self.ll]);
         }
         for b in outs {
@@ -545,10 +609,45 @@ impl<D: GpuReal> GroupBufs<D> {
             );
             return Ok(());
         }
+        if matches!(method, Method::Sequential | Method::SequentialRts) {
+            let bb = nb as i64;
+            launch!(
+                k,
+                s,
+                "seq_filter",
+                nb,
+                &m.steps,
+                &m.varying,
+                &m.prior,
+                &self.z,
+                &bb,
+                &tt,
+                &mut self.mean,
+                &mut self.cov,
+                &mut self.ll
+            );
+            if method == Method::SequentialRts {
+                launch!(
+                    k,
+                    s,
+                    "seq_rts",
+                    nb,
+                    &m.steps,
+                    &m.varying,
+                    &self.mean,
+                    &self.cov,
+                    &bb,
+                    &tt,
+                    &mut self.smean,
+                    &mut self.scov
+                );
+            }
+            return Ok(());
+        }
         if self.fused_k > 0 {
             return self.run_fused(g, k, m, method);
         }
-        if method != Method::Retrodict {
+        if !method.retrodicts() {
             launch!(
                 k,
                 s,
@@ -607,6 +706,22 @@ impl<D: GpuReal> GroupBufs<D> {
                     &mut self.scov
                 );
             }
+            Method::RetrodictMeans => {
+                launch!(
+                    k,
+                    s,
+                    "pm_build",
+                    (t, nb),
+                    &m.steps,
+                    &m.varying,
+                    &self.mean,
+                    &self.cov,
+                    &tt,
+                    &mut self.me
+                );
+                scan(g, k, "pm", me_len(nx), &mut self.me, t, nb, alg, true)?;
+                launch!(k, s, "pm_extract", (t, nb), &self.me, &tt, &mut self.smean);
+            }
             Method::TwoFilter => {
                 scan(g, k, "pf", fe_len(nx), &mut self.back, t, nb, alg, true)?;
                 launch!(
@@ -642,7 +757,7 @@ impl<D: GpuReal> GroupBufs<D> {
         let kk = self.fused_k as i32;
         let nc = t.div_ceil(self.fused_k);
         let fast = ScanAlgorithm::Fastest;
-        if method != Method::Retrodict {
+        if !method.retrodicts() {
             launch!(
                 k,
                 s,
@@ -704,6 +819,36 @@ impl<D: GpuReal> GroupBufs<D> {
                     &kk,
                     &mut self.smean,
                     &mut self.scov
+                );
+            }
+            Method::RetrodictMeans => {
+                launch!(
+                    k,
+                    s,
+                    "pm_reduce",
+                    (nc, nb),
+                    &m.steps,
+                    &m.varying,
+                    &self.mean,
+                    &self.cov,
+                    &tt,
+                    &kk,
+                    &mut self.tot
+                );
+                scan(g, k, "pm", me_len(nx), &mut self.tot, nc, nb, fast, true)?;
+                launch!(
+                    k,
+                    s,
+                    "pm_sweep",
+                    (nc, nb),
+                    &self.tot,
+                    &m.steps,
+                    &m.varying,
+                    &self.mean,
+                    &self.cov,
+                    &tt,
+                    &kk,
+                    &mut self.smean
                 );
             }
             Method::TwoFilter => {
