@@ -72,6 +72,8 @@ enum Command {
     Filter(cmd::estimate::FilterArgs),
     /// Smoother (retrodiction): smoothed means and covariances.
     Smooth(cmd::estimate::SmoothArgs),
+    /// Retrodiction of stored filter estimates (kestrel filter's NPZ): smoothed means (and covariances).
+    Retrodict(cmd::retrodict::Args),
     /// Per-step marginal log-likelihoods: exact, parallel or windowed (splash) filter.
     Loglik(cmd::loglik::Args),
     /// Simulate a large 2-D tracking scenario, filter and smooth it, report speed and accuracy, plot a few tracks.
@@ -97,6 +99,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Simulate(a) => cmd::simulate::run(a),
         Command::Filter(a) => cmd::estimate::run_filter(a),
         Command::Smooth(a) => cmd::estimate::run_smooth(a),
+        Command::Retrodict(a) => cmd::retrodict::run(a),
         Command::Loglik(a) => cmd::loglik::run(a),
         Command::Demo(a) => cmd::demo::run(a),
         Command::Bench(a) => cmd::bench::run(a),

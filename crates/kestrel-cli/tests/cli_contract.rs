@@ -35,6 +35,7 @@ fn fixtures(d: &Dir) -> Vec<String> {
     d.file("bad.csv", b"track,t,z0,z1\n0,0,x,1\n");
     d.file("bad.toml", b"[model\nF = [[1.0]]\n");
     d.file("bad.npy", b"hello");
+    d.file("bad.npz", b"hello");
     d.file("baddet.csv", b"t,z0,z1\n0,1\n");
     d.file("badtruth.csv", b"t,id,x0,x1\n0,1,0,abc\n");
     // Directories where files are read: a read failure that is the input's fault.
@@ -70,6 +71,37 @@ fn cases() -> Vec<(&'static str, Case)> {
         ("loglik", est("loglik", "ll.npy", &[])),
         ("pf", est("pf", "pf.npz", &["--particles", "64"])),
     ];
+    // Reads the filter's output of the case above.
+    let retro = [
+        "retrodict",
+        "--model",
+        "m.toml",
+        "--input",
+        "f.npz",
+        "--output",
+        "r.npz",
+        "--device",
+        "cpu",
+    ];
+    v.insert(
+        2,
+        (
+            "retrodict",
+            Case {
+                good: retro.to_vec(),
+                outputs: vec!["r.npz"],
+                bad: vec![
+                    (with(&retro, &["--input", "z.csv"]), vec!["z.csv", ".npz"]),
+                    (with(&retro, &["--input", "absent.npz"]), vec!["absent.npz"]),
+                    (with(&retro, &["--input", "bad.npz"]), vec!["bad.npz"]),
+                    (with(&retro, &["--model", "bad.toml"]), vec!["bad.toml"]),
+                    (with(&retro, &["--output", "f.npz"]), vec!["f.npz", "input"]),
+                    (with(&retro, &["--output", "nodir/r.npz"]), vec!["nodir"]),
+                    (with(&retro, &["--method", "fast"]), vec!["fast"]),
+                ],
+            },
+        ),
+    );
     let sim = [
         "simulate", "--model", "m.toml", "--tracks", "2", "--steps", "3", "--output", "sz.npy",
         "--truth", "sx.csv",

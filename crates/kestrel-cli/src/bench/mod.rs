@@ -6,6 +6,7 @@ pub mod cuda;
 pub mod likelihood;
 pub mod parallel;
 pub mod particle;
+pub mod retrodict;
 pub mod tbd;
 pub mod tracking;
 pub mod tracking_assign;

@@ -11,6 +11,7 @@ pub enum Family {
     Particle,
     Tbd,
     Tracking,
+    Retrodict,
 }
 
 #[derive(clap::Args, Debug)]
@@ -29,7 +30,7 @@ pub struct Args {
 type Runner = fn(&mut Sink, bool) -> anyhow::Result<()>;
 
 pub fn run(a: Args) -> anyhow::Result<()> {
-    let families: [(Family, &str, Runner); 7] = [
+    let families: [(Family, &str, Runner); 8] = [
         (Family::Cpu, "cpu", bench::cpu::run),
         (Family::Cuda, "cuda", bench::cuda::run),
         (Family::Parallel, "parallel", bench::parallel::run),
@@ -37,6 +38,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         (Family::Particle, "particle", bench::particle::run),
         (Family::Tbd, "tbd", bench::tbd::run),
         (Family::Tracking, "tracking", bench::tracking::run),
+        (Family::Retrodict, "retrodict", bench::retrodict::run),
     ];
     // The knobs a family reads from the environment, checked before any family runs.
     if a.only.is_none_or(|o| o == Family::Tbd) {

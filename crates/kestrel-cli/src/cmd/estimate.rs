@@ -3,9 +3,10 @@
 use super::{bad, choose_device, rate, Precision, Progress};
 use kestrel::data::Outputs;
 use kestrel::io::{self, Format, ESTIMATE_FORMATS, MEASUREMENT_FORMATS};
+use kestrel::model::LinearModel;
 use kestrel::{
     Device, Estimates, FilterMethod, FilterOptions, Measurements, Model, Real, ScanAlgorithm,
-    SmoothMethod,
+    SmoothMethod, StateSpace,
 };
 use std::path::PathBuf;
 use std::time::Instant;
@@ -13,7 +14,8 @@ use std::time::Instant;
 /// Options shared by `filter` and `smooth`.
 #[derive(clap::Args, Debug)]
 pub struct Common {
-    /// Model file (TOML, explicit matrices or a builder form).
+    /// Model file (TOML: explicit matrices, a builder form, or kind = "time-varying" with
+    /// per-step matrices from an .npz).
     #[arg(long, value_name = "M.toml")]
     model: PathBuf,
     /// Measurements: `.csv` (track,t,z0,..) or `.npy` ([B, T, ny]).
@@ -180,6 +182,7 @@ fn routed(
 }
 
 fn run(c: &Common, job: Job, model: Option<Model>) -> anyhow::Result<()> {
+    let model = model.map(LinearModel::Invariant);
     // Everything that can be checked before the work is checked first.
     Format::of(&c.input, MEASUREMENT_FORMATS)?;
     Format::of(&c.output, ESTIMATE_FORMATS)?;
@@ -187,13 +190,15 @@ fn run(c: &Common, job: Job, model: Option<Model>) -> anyhow::Result<()> {
     let outputs = io::Outputs::plan(&[&c.model, &c.input], &[&c.output])?;
     let model = match model {
         Some(m) => m,
-        None => super::load_linear_model(&c.model)?,
+        None => super::load_any_linear_model(&c.model)?,
     };
-    let device = match (c.device.as_str(), job) {
+    let device = match (c.device.as_str(), job, model.invariant()) {
         // The sequential filter and RTS: the GPU only where it pays for its set-up.
-        ("auto", Job::Filter(FilterMethod::Sequential) | Job::Smooth(SmoothMethod::Rts)) => {
-            auto_device(&model, &c.input, matches!(job, Job::Smooth(_)), c.precision)
-        }
+        (
+            "auto",
+            Job::Filter(FilterMethod::Sequential) | Job::Smooth(SmoothMethod::Rts),
+            Some(m),
+        ) => auto_device(m, &c.input, matches!(job, Job::Smooth(_)), c.precision),
         _ => choose_device(&c.device)?,
     };
     match c.precision.unwrap_or(Precision::default_for(device)) {
@@ -205,8 +210,12 @@ fn run(c: &Common, job: Job, model: Option<Model>) -> anyhow::Result<()> {
 /// On a GPU, opens the device and compiles (or loads from the cache) the kernels of the
 /// sequential filter / RTS smoother before the timed work, so that the summary shows
 /// set-up apart from compute; returns that part of the summary line.
-fn gpu_setup<T: Real>(device: Device, model: &Model, job: Job) -> anyhow::Result<String> {
+fn gpu_setup<T: Real>(device: Device, model: &LinearModel, job: Job) -> anyhow::Result<String> {
     use kestrel::kalman::cuda::source::Part;
+    // A time-varying model's kernels take the model from memory (compiled on first use).
+    let Some(model) = model.invariant() else {
+        return Ok(String::new());
+    };
     let parts: &[Part] = match job {
         Job::Filter(FilterMethod::Sequential) => &[Part::Filter],
         Job::Smooth(SmoothMethod::Rts) => &[Part::Filter, Part::Smooth],
@@ -315,7 +324,7 @@ fn run_typed<T: Real>(
     c: &Common,
     job: Job,
     device: Device,
-    model: &Model,
+    model: &LinearModel,
     selection: Outputs,
     outputs: io::Outputs,
 ) -> anyhow::Result<()> {
@@ -323,6 +332,12 @@ fn run_typed<T: Real>(
     let progress = Progress::new("reading");
     let z: Measurements<T> = io::read_measurements(&c.input)?;
     io::check_measurement_dim(&c.input, &z, model.ny())?;
+    super::check_model_steps(
+        &c.model,
+        model,
+        &format!("{} has", c.input.display()),
+        z.steps(),
+    )?;
     if z.tracks() == 0 || z.steps() == 0 {
         return Err(bad(format!(
             "{}: no measurements ({} tracks x {} steps)",
@@ -364,9 +379,9 @@ fn run_typed<T: Real>(
 /// every output); returns the estimates the job writes (filtered for `filter`, smoothed
 /// for `smooth`), reduced to `outputs`, and the total log-likelihood (NaN when a
 /// filter's log-likelihoods were not kept).
-pub fn estimate<T: Real>(
+pub fn estimate<T: Real, M: StateSpace + ?Sized>(
     device: Device,
-    model: &Model,
+    model: &M,
     z: &Measurements<T>,
     job: Job,
     outputs: Outputs,

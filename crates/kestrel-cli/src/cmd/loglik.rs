@@ -3,13 +3,14 @@
 use super::{bad, choose_device, rate, Precision, Progress};
 use kestrel::io::{self, Format, MEASUREMENT_FORMATS, PER_STEP_FORMATS};
 use kestrel::likelihood::{self, LogLik, Method, Options};
-use kestrel::{Device, Measurements, Model, Real, ScanAlgorithm};
+use kestrel::model::LinearModel;
+use kestrel::{Device, Measurements, Real, ScanAlgorithm};
 use std::path::PathBuf;
 use std::time::Instant;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Model file (TOML, explicit matrices or a builder form; `prior = "stationary"` for
+    /// Model file (TOML, explicit matrices, a builder form or kind = "time-varying"; `prior = "stationary"` for
     /// the stationary prior of a stable model).
     #[arg(long, value_name = "M.toml")]
     model: PathBuf,
@@ -75,7 +76,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     } else {
         choose_device(&a.device)?
     };
-    let model = super::load_linear_model(&a.model)?;
+    let model = super::load_any_linear_model(&a.model)?;
     let opts = Options::default()
         .with_vague(a.vague)
         .with_steady(a.steady)
@@ -90,7 +91,7 @@ fn run_typed<T: Real>(
     a: &Args,
     method: Method,
     device: Device,
-    model: &Model,
+    model: &LinearModel,
     opts: &Options,
     outputs: io::Outputs,
 ) -> anyhow::Result<()> {
@@ -98,6 +99,12 @@ fn run_typed<T: Real>(
     let progress = Progress::new("reading");
     let z: Measurements<T> = io::read_measurements(&a.input)?;
     io::check_measurement_dim(&a.input, &z, model.ny())?;
+    super::check_model_steps(
+        &a.model,
+        model,
+        &format!("{} has", a.input.display()),
+        z.steps(),
+    )?;
     kestrel::estimate::warn_if_large_for_f32(&z);
     if z.tracks() == 0 || z.steps() == 0 {
         return Err(bad(format!(
@@ -109,7 +116,7 @@ fn run_typed<T: Real>(
     }
     progress.phase("computing log-likelihoods");
     let t1 = Instant::now();
-    let ll: LogLik<T> = likelihood::loglik(device, model, &z, method, opts)?;
+    let ll: LogLik<T> = likelihood::loglik_linear(device, model, &z, method, opts)?;
     let t_compute = t1.elapsed().as_secs_f64();
     progress.phase("writing");
     io::write_per_step(&a.output, ll.tracks, ll.steps, &ll.values, "loglik")?;

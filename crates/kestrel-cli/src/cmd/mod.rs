@@ -10,6 +10,7 @@ pub mod loglik;
 mod nonlinear;
 pub mod pf;
 mod plot;
+pub mod retrodict;
 pub mod simulate;
 pub mod simulate_frames;
 pub mod tbd;
@@ -116,6 +117,46 @@ pub fn load_linear_model(path: &std::path::Path) -> anyhow::Result<kestrel::Mode
             e.into()
         }
     })
+}
+
+/// Loads a linear-Gaussian model file of any form, the time-varying one (per-step
+/// matrices from an `.npz`) included; a nonlinear kind is refused as by
+/// [`load_linear_model`].
+pub fn load_any_linear_model(
+    path: &std::path::Path,
+) -> anyhow::Result<kestrel::model::LinearModel> {
+    kestrel::model::load_linear_model(path).map_err(|e| {
+        let msg = e.to_string();
+        if msg.contains("for the particle filter") {
+            anyhow::Error::new(e).context(format!("{msg}: run it with `kestrel pf`"))
+        } else {
+            e.into()
+        }
+    })
+}
+
+/// A time-varying model must have matrices for every step of the data: an error naming
+/// the model file, its `.npz`, and both counts otherwise (`data` says who has the steps:
+/// "Z.npy has", "--steps asks for").
+pub fn check_model_steps(
+    model_path: &std::path::Path,
+    model: &kestrel::model::LinearModel,
+    data: &str,
+    steps: usize,
+) -> anyhow::Result<()> {
+    if let kestrel::model::LinearModel::Varying { model: m, file } = model {
+        if m.len() < steps {
+            return Err(bad(format!(
+                "{}: the time-varying model's {} has matrices for {} (arrays F, Q, H, R of shape [{}, ..]), {data} {}",
+                model_path.display(),
+                file.display(),
+                plural(m.len(), "step"),
+                m.len(),
+                plural(steps, "step")
+            )));
+        }
+    }
+    Ok(())
 }
 
 static VERBOSE: AtomicBool = AtomicBool::new(false);

@@ -169,18 +169,25 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let mut outs = vec![a.output.as_path()];
     outs.extend(a.truth.as_deref());
     let outputs = io::Outputs::plan(&[&a.model], &outs)?;
-    // The particle filter's nonlinear kinds have their own simulation.
-    let Some(outputs) = super::pf::simulate_nonlinear(
-        &a.model,
-        (a.tracks, a.steps, a.seed, a.missing),
-        &a.output,
-        a.truth.as_deref(),
-        outputs,
-    )?
-    else {
+    // The particle filter's nonlinear kinds have their own simulation (a time-varying
+    // linear model is not one of them).
+    let varying =
+        std::fs::read_to_string(&a.model).is_ok_and(|t| kestrel::model::is_time_varying_text(&t));
+    let Some(outputs) = (if varying {
+        Some(outputs)
+    } else {
+        super::pf::simulate_nonlinear(
+            &a.model,
+            (a.tracks, a.steps, a.seed, a.missing),
+            &a.output,
+            a.truth.as_deref(),
+            outputs,
+        )?
+    }) else {
         return Ok(());
     };
-    let model = super::load_linear_model(&a.model)?;
+    let model = super::load_any_linear_model(&a.model)?;
+    super::check_model_steps(&a.model, &model, "--steps asks for", a.steps)?;
     let t0 = Instant::now();
     let progress = Progress::new("simulating");
     let sim = kestrel::sim::simulate(&model, a.tracks, a.steps, a.seed, a.missing)?;
