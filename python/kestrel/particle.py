@@ -12,7 +12,9 @@ filtering and smoothing", section 3.5). A missing measurement (NaN in any compon
 only moves the particles; its log-likelihood term is 0.
 
 Resamplers (Hol, Schon & Gustafsson 2006; Murray, Lee & Jacob 2016 for Metropolis and
-rejection): systematic, stratified, multinomial, residual, metropolis[:B], rejection.
+rejection; Hendeby et al. 2007 for the grid selection and resampling in subsets):
+systematic, stratified, multinomial, residual, metropolis[:B], rejection,
+systematic:grid, stratified:grid, subsets[:S].
 
 Random numbers are Philox 4x32-10 (Salmon et al. 2011) keyed by the seed and by
 (particle, track, step): the same seed gives the same result on any number of threads,
@@ -223,7 +225,8 @@ class ParticleFilter:
         track [T, ny]; NaN = missing), as ``kestrel pf``.
 
         ``particles``: N per track. ``resample``: systematic, stratified, multinomial,
-        residual, metropolis[:B] or rejection. ``ess``: resample when the effective
+        residual, metropolis[:B], rejection, systematic:grid, stratified:grid or
+        subsets[:S]. ``ess``: resample when the effective
         sample size falls below ``ess N`` (1: every step, 0: never). ``seed``: the
         counter-based generator's seed. ``device``: auto, cpu, cuda or cuda:N.
         ``precision``: "f32" or "f64" (default: the input's float dtype; else f64 on

@@ -20,7 +20,8 @@ REPO = os.path.join(os.path.dirname(__file__), "..", "..")
 EXAMPLES = os.path.join(REPO, "examples")
 NONLINEAR = ["range-only", "bearings-only", "range-bearing", "stochastic-volatility"]
 RESAMPLERS = ["systematic", "stratified", "multinomial", "residual", "metropolis",
-              "metropolis:64", "rejection"]
+              "metropolis:64", "rejection", "systematic:grid", "stratified:grid", "subsets",
+              "subsets:5"]
 
 
 def cli():
@@ -506,3 +507,28 @@ def test_custom_model_on_the_gpu(tmp_path):
     assert a.device == "cuda:0"
     assert abs(a.total_loglik - b.total_loglik) < 1.0
     np.testing.assert_allclose(a.mean, b.mean, atol=0.15)
+
+
+def test_grid_selection_equals_the_search_and_bad_names_say_so(rng):
+    kf, z = linear(rng, nx=2, ny=1, B=2, T=15)
+    pf = kestrel.ParticleFilter.from_kalman(kf.model)
+    for grid, search in (("systematic:grid", "systematic"), ("stratified:grid", "stratified")):
+        a = pf.filter(z, 3000, resample=grid, ess=1.0, seed=2, device="cpu")
+        b = pf.filter(z, 3000, resample=search, ess=1.0, seed=2, device="cpu")
+        assert_same(a, b)
+    for bad in ("subsets:0", "subsets:x", "grid"):
+        with pytest.raises(ValueError, match=bad):
+            pf.filter(z, 100, resample=bad, device="cpu")
+
+
+def test_gpu_new_resamplers_agree_with_the_cpu(rng):
+    require_gpu()
+    kf, z = linear(rng, nx=3, ny=2, B=4, T=30)
+    pf = kestrel.ParticleFilter.from_kalman(kf)
+    k = kf.filter(z)
+    sd = np.sqrt(np.diagonal(k.cov, axis1=2, axis2=3))
+    for resample in ("multinomial", "systematic:grid", "stratified:grid", "subsets:32"):
+        cpu = pf.filter(z, 20000, resample=resample, seed=1, device="cpu")
+        gpu = pf.filter(z, 20000, resample=resample, seed=1, device="cuda", precision="f64")
+        assert gpu.device == "cuda:0"
+        assert np.max(np.abs(gpu.mean - cpu.mean) / sd) < 0.35, resample

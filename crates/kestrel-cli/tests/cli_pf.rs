@@ -244,3 +244,62 @@ fn broken_inputs_are_refused() {
         run_bad(d, &with(&base, &extra_args), &needles);
     }
 }
+
+#[test]
+fn grid_and_subset_resamplers_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let z = dir.path().join("z.npy");
+    let m = example("range-only.toml");
+    simulate(&m, &z, None);
+    let run = |scheme: &str, tag: &str| -> Vec<u8> {
+        let out = dir.path().join(format!("{tag}.csv"));
+        ok(&kestrel(&[
+            "pf",
+            "--model",
+            &m,
+            "--input",
+            s(&z),
+            "--output",
+            s(&out),
+            "--particles",
+            "1500",
+            "--resample",
+            scheme,
+            "--ess",
+            "0.8",
+            "--seed",
+            "3",
+            "--device",
+            "cpu",
+        ]));
+        std::fs::read(&out).unwrap()
+    };
+    // The grid selections pick the searches' ancestors: the same outputs, byte for byte.
+    assert_eq!(run("systematic:grid", "sg"), run("systematic", "s"));
+    assert_eq!(run("stratified:grid", "tg"), run("stratified", "t"));
+    assert!(!run("subsets:8", "sub").is_empty());
+    assert!(!run("subsets", "sub16").is_empty());
+    for (bad, needle) in [
+        ("subsets:0", "subsets:0"),
+        ("subsets:x", "subsets:x"),
+        ("grid", "grid"),
+    ] {
+        run_bad(
+            dir.path(),
+            &[
+                "pf",
+                "--model",
+                &m,
+                "--input",
+                s(&z),
+                "--output",
+                s(&dir.path().join("bad.csv")),
+                "--particles",
+                "100",
+                "--resample",
+                bad,
+            ],
+            &["--resample", needle],
+        );
+    }
+}

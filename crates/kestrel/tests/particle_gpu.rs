@@ -208,9 +208,9 @@ fn unsupported_resamplers_say_so() {
     let model = pf_model_from_toml(RANGE, Path::new("m.toml")).unwrap();
     let (_, z) = kestrel::particle::simulate(&model, 1, 3, 1, 0.0).unwrap();
     let mut opts = PfOptions::new(100);
-    opts.resampler = Resampler::Multinomial;
+    opts.resampler = Resampler::Residual;
     let e = particle_filter_on(Device::Cuda(0), &model, &z, &opts)
         .unwrap_err()
         .to_string();
-    assert!(e.contains("multinomial") && e.contains("CPU"), "{e}");
+    assert!(e.contains("residual") && e.contains("CPU"), "{e}");
 }

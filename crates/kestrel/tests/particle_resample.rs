@@ -414,3 +414,108 @@ fn resampler_names_parse() {
         assert!(e.contains(bad), "{e}");
     }
 }
+
+#[test]
+fn grid_selection_and_subsets_are_unbiased() {
+    // Pearson's test at false-alarm rate 0.001 per scheme (conservative for these
+    // low-variance schemes), with a fixed seed; the grid selections also pick the
+    // search's ancestors exactly, slot for slot.
+    for (n, seed) in [(60, 1), (97, 4)] {
+        let w = weights(n, seed);
+        let reps = 3000;
+        for scheme in [
+            Resampler::SystematicGrid,
+            Resampler::StratifiedGrid,
+            Resampler::Subsets(1),
+            Resampler::Subsets(4),
+            Resampler::Subsets(7),
+            Resampler::Subsets(n as u32),
+        ] {
+            let counts = summed_counts(scheme, &w, reps, false);
+            let (x, k) = pearson(&counts, &w, reps);
+            assert!(
+                x < chi2_999(k),
+                "{scheme}, {n} particles: chi-square {x:.1} with {k} dof (limit {:.1})",
+                chi2_999(k)
+            );
+            assert_eq!(
+                summed_counts(scheme, &w, 50, true),
+                summed_counts(scheme, &w, 50, false)
+            );
+        }
+        for (grid, search) in [
+            (Resampler::SystematicGrid, Resampler::Systematic),
+            (Resampler::StratifiedGrid, Resampler::Stratified),
+        ] {
+            for r in 0..200 {
+                let d = Draws {
+                    key: key_of(5),
+                    filter: 1,
+                    step: r,
+                };
+                let (mut a, mut b) = (vec![0u32; n], vec![0u32; n]);
+                resample(grid, &w, d, &mut a, &mut Scratch::default(), false);
+                resample(search, &w, d, &mut b, &mut Scratch::default(), false);
+                assert_eq!(a, b, "{grid} against {search}, step {r}");
+            }
+        }
+    }
+}
+
+#[test]
+fn subsets_keep_most_particles_local() {
+    // With weights spread evenly over the subsets, few draws cross between them: every
+    // slot of subset s holds a particle of subset s, except the exchanged surplus.
+    let n = 4000;
+    let w = weights(n, 12);
+    let k = 8;
+    let d = Draws {
+        key: key_of(1),
+        filter: 0,
+        step: 3,
+    };
+    let mut a = vec![0u32; n];
+    resample(
+        Resampler::Subsets(k),
+        &w,
+        d,
+        &mut a,
+        &mut Scratch::default(),
+        false,
+    );
+    let sub = |i: usize| i * k as usize / n;
+    let crossed = a
+        .iter()
+        .enumerate()
+        .filter(|&(j, &i)| sub(j) != sub(i as usize))
+        .count();
+    assert!(
+        crossed * 20 < n,
+        "{crossed} of {n} slots hold another subset's particle"
+    );
+    assert!(a.iter().all(|&i| w[i as usize] > 0.0));
+}
+
+#[test]
+fn new_resampler_names_parse() {
+    for s in [
+        "systematic:grid",
+        "stratified:grid",
+        "subsets:1",
+        "subsets:64",
+    ] {
+        assert_eq!(Resampler::parse(s).unwrap().to_string(), s);
+    }
+    assert_eq!(Resampler::parse("subsets").unwrap(), Resampler::Subsets(16));
+    for bad in [
+        "subsets:0",
+        "subsets:",
+        "subsets:x",
+        "subsets:70000",
+        "grid",
+        "systematic:",
+    ] {
+        let e = Resampler::parse(bad).unwrap_err().to_string();
+        assert!(e.contains(bad), "{e}");
+    }
+}

@@ -188,11 +188,18 @@ pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
     // Each resampler alone on the GPU: its runs less the same filter without resampling.
     let n_alone = if quick { 1_000_000 } else { 10_000_000 };
     let without = filter_record::<f32>(sink, gpu, 1, n_alone, tg, 0.0, 3)?;
+    // The searches beside Hendeby et al.'s grid selection (the same ancestors), the
+    // GPU multinomial and resampling in subsets.
+    let mut alone_of = std::collections::HashMap::new();
     for scheme in [
         Resampler::Systematic,
         Resampler::Stratified,
         Resampler::Metropolis(32),
         Resampler::Rejection,
+        Resampler::SystematicGrid,
+        Resampler::StratifiedGrid,
+        Resampler::Multinomial,
+        Resampler::Subsets(64),
     ] {
         let m = model()?;
         let n = n_alone;
@@ -240,6 +247,31 @@ pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
         );
         a.extra = serde_json::json!({ "particles": n, "resampler": scheme.to_string(), "note": "difference of runs with and without resampling, per step" });
         sink.push(a);
+        alone_of.insert(scheme, alone.max(1e-9));
+    }
+    for (search, grid) in [
+        (Resampler::Systematic, Resampler::SystematicGrid),
+        (Resampler::Stratified, Resampler::StratifiedGrid),
+    ] {
+        let (ts, tg_) = (alone_of[&search], alone_of[&grid]);
+        errln!(
+            "pf cuda f32 N={n_alone}: {search} by search {} a step, by the grid {} ({:.2}x)",
+            fmt_time(ts),
+            fmt_time(tg_),
+            ts / tg_
+        );
+        let mut r = Record::new(
+            format!("pf/grid-vs-search/{search}/N={n_alone}"),
+            gpu.to_string(),
+            "f32",
+            1,
+            1,
+            4,
+            2,
+            &[tg_],
+        );
+        r.extra = serde_json::json!({ "particles": n_alone, "search_s": ts, "grid_s": tg_, "speedup": ts / tg_, "note": "resampling alone per step: the search of pf_ancestors against the grid selection of pf_grid (the same ancestors)" });
+        sink.push(r);
     }
     Ok(())
 }

@@ -28,7 +28,10 @@ pub struct Args {
     /// Particles per track, N.
     #[arg(long, value_name = "N")]
     particles: usize,
-    /// systematic, stratified, multinomial, residual, metropolis[:B] or rejection.
+    /// systematic, stratified, multinomial, residual, metropolis[:B], rejection,
+    /// systematic:grid or stratified:grid (each particle's slots from the grid of
+    /// positions, Hendeby et al.; the same ancestors), or subsets[:S] (S subsets resampled
+    /// locally, the surplus redistributed; default 16).
     #[arg(long, value_name = "SCHEME", default_value = "systematic")]
     resample: String,
     /// Resample when the effective sample size falls below this fraction of N (1: every step).

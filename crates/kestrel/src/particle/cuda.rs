@@ -4,8 +4,9 @@
 //! run; per step two launches, four when the filters resample (see `kernels/pf.cu`), and
 //! no host synchronisation.
 //!
-//! On the GPU: systematic, stratified, Metropolis(B) and rejection resampling.
-//! Multinomial and residual resampling run on the CPU only.
+//! On the GPU: systematic, stratified (by search or, `:grid`, by Hendeby et al.'s grid
+//! selection), multinomial, Metropolis(B), rejection and resampling in subsets
+//! (`kernels/resample.cu`). Residual resampling runs on the CPU only.
 
 use super::models::{PfKind, PfModel};
 use super::philox::key_of;
@@ -21,14 +22,21 @@ use crate::Estimates;
 const PHILOX: &str = include_str!("kernels/philox.cuh");
 const MODELS: &str = include_str!("kernels/models.cuh");
 const PF: &str = include_str!("kernels/pf.cu");
+const RESAMPLE: &str = include_str!("kernels/resample.cu");
 
-/// The kernels of `kernels/pf.cu`.
-pub const KERNELS: [&str; 5] = [
+/// The kernels of `kernels/pf.cu` and `kernels/resample.cu`.
+pub const KERNELS: [&str; 11] = [
     "pf_ancestors",
     "pf_step",
     "pf_combine",
     "pf_cdf",
     "pf_weights_out",
+    "pf_mn_sums",
+    "pf_mn_offsets",
+    "pf_mn_walk",
+    "pf_grid",
+    "pf_sub_plan",
+    "pf_sub_draw",
 ];
 
 /// Threads per block (the default; [`block_for`] picks per run).
@@ -162,6 +170,11 @@ pub fn source<T: Real>(model: &PfModel, block: u32) -> Result<String> {
     s += &format!("#ifndef PF_AITEMS\n#define PF_AITEMS {ANCESTOR_ITEMS}\n#endif\n");
     s += "// ---- pf.cu\n";
     s += PF;
+    s += &format!(
+        "#define PF_MN_CHUNK {}\n// ---- resample.cu\n",
+        super::resample::CHUNK
+    );
+    s += RESAMPLE;
     Ok(s)
 }
 
@@ -182,15 +195,25 @@ fn ziggurat_tables<T: Real>() -> String {
     )
 }
 
-/// The kernel code of a resampler: `(scheme, Metropolis steps)`.
+/// Scheme codes of the resamplers in `kernels/resample.cu` (after pf.cu's 0..3).
+const SYSTEMATIC_GRID: u32 = 4;
+const STRATIFIED_GRID: u32 = 5;
+const MULTINOMIAL: u32 = 6;
+const SUBSETS: u32 = 7;
+
+/// The kernel code of a resampler: `(scheme, Metropolis steps or subsets)`.
 fn scheme_of(r: Resampler) -> Result<(u32, u32)> {
     match r {
         Resampler::Systematic => Ok((0, 0)),
         Resampler::Stratified => Ok((1, 0)),
         Resampler::Metropolis(b) => Ok((2, b)),
         Resampler::Rejection => Ok((3, 0)),
+        Resampler::SystematicGrid => Ok((SYSTEMATIC_GRID, 0)),
+        Resampler::StratifiedGrid => Ok((STRATIFIED_GRID, 0)),
+        Resampler::Multinomial => Ok((MULTINOMIAL, 0)),
+        Resampler::Subsets(k) => Ok((SUBSETS, k)),
         other => Err(Error::Unsupported(format!(
-            "resampling scheme {other} runs on the CPU only; on the GPU use systematic, stratified, metropolis[:B] or rejection (or run on the CPU)"
+            "resampling scheme {other} runs on the CPU only; on the GPU use systematic, stratified, multinomial, metropolis[:B], rejection, systematic:grid, stratified:grid or subsets[:S] (or run on the CPU)"
         ))),
     }
 }
@@ -340,8 +363,26 @@ fn run<T: Real>(
     let mut xn = DevBuf::<T>::new(&gpu, bn * n * nx, "propagated particles")?;
     let mut lw = DevBuf::<T>::new(&gpu, bn * n, "log-weights")?;
     let mut lwn = DevBuf::<T>::new(&gpu, bn * n, "new log-weights")?;
-    let sorted = scheme <= 1;
+    // Every scheme but Metropolis and rejection reads the cumulative weights.
+    let sorted = !matches!(scheme, 2 | 3);
     let cdf = DevBuf::<f64>::new(&gpu, if sorted { bn * n } else { 1 }, "cumulative weights")?;
+    // Multinomial: the chunks' sums of exponentials; subsets: the plan.
+    let mn_chunks = n.div_ceil(super::resample::CHUNK);
+    let subsets = (steps_b as usize).clamp(1, n);
+    let scratch_len = match scheme {
+        MULTINOMIAL => bn * (mn_chunks + 1),
+        _ => 1,
+    };
+    let mn = DevBuf::<f64>::new(&gpu, scratch_len, "multinomial sums")?;
+    let plan = DevBuf::<u32>::new(
+        &gpu,
+        if scheme == SUBSETS {
+            bn * 3 * subsets
+        } else {
+            1
+        },
+        "the subsets' plan",
+    )?;
     let anc = DevBuf::<u32>::new(&gpu, bn * n, "ancestors")?;
     let rec = DevBuf::<f64>::new(&gpu, bn * g * rec_len, "chunk records")?;
     let coef = DevBuf::<f64>::new(&gpu, bn * g, "chunk scales")?;
@@ -379,7 +420,69 @@ fn run<T: Real>(
     let blk = (block, 1, 1);
     let (nu, tu, gu, peru) = (n as u32, t as u32, g as u32, per as u32);
     for k in 0..t as u32 {
-        if k > 0 {
+        if k > 0 && scheme >= SYSTEMATIC_GRID {
+            let kr = k - 1;
+            let common = |a: &mut Vec<Arg<'_>>| {
+                a.extend([
+                    Arg::U32(nu),
+                    Arg::U32(kr),
+                    Arg::U32(key[0]),
+                    Arg::U32(key[1]),
+                ])
+            };
+            match scheme {
+                MULTINOMIAL => {
+                    let grid = ((mn_chunks as u32).div_ceil(block), bn as u32, 1);
+                    let mut a = vec![Arg::Ptr(flag.ptr())];
+                    common(&mut a);
+                    a.push(Arg::Ptr(mn.ptr()));
+                    cuda::launch(&stream, &module, "pf_mn_sums", grid, blk, &a)?;
+                    a.push(Arg::U32(bn as u32));
+                    let per_filter = ((bn as u32).div_ceil(block), 1, 1);
+                    cuda::launch(&stream, &module, "pf_mn_offsets", per_filter, blk, &a)?;
+                    let mut a = vec![
+                        Arg::Ptr(cdf.ptr()),
+                        Arg::Ptr(wtot.ptr()),
+                        Arg::Ptr(flag.ptr()),
+                    ];
+                    common(&mut a);
+                    a.extend([Arg::Ptr(mn.ptr()), Arg::Ptr(anc.ptr())]);
+                    cuda::launch(&stream, &module, "pf_mn_walk", grid, blk, &a)?;
+                }
+                SUBSETS => {
+                    let mut a = vec![
+                        Arg::Ptr(cdf.ptr()),
+                        Arg::Ptr(wtot.ptr()),
+                        Arg::Ptr(flag.ptr()),
+                    ];
+                    common(&mut a);
+                    a.extend([Arg::U32(subsets as u32), Arg::Ptr(plan.ptr())]);
+                    cuda::launch(&stream, &module, "pf_sub_plan", one, blk, &a)?;
+                    let mut a = vec![Arg::Ptr(cdf.ptr()), Arg::Ptr(flag.ptr())];
+                    common(&mut a);
+                    a.extend([
+                        Arg::U32(subsets as u32),
+                        Arg::Ptr(plan.ptr()),
+                        Arg::Ptr(anc.ptr()),
+                    ]);
+                    let grid = (subsets as u32, bn as u32, 1);
+                    cuda::launch(&stream, &module, "pf_sub_draw", grid, blk, &a)?;
+                }
+                _ => {
+                    let mut a = vec![
+                        Arg::Ptr(cdf.ptr()),
+                        Arg::Ptr(wtot.ptr()),
+                        Arg::Ptr(flag.ptr()),
+                    ];
+                    common(&mut a);
+                    a.extend([
+                        Arg::U32(u32::from(scheme == STRATIFIED_GRID)),
+                        Arg::Ptr(anc.ptr()),
+                    ]);
+                    cuda::launch(&stream, &module, "pf_grid", each, blk, &a)?;
+                }
+            }
+        } else if k > 0 {
             cuda::launch(
                 &stream,
                 &module,

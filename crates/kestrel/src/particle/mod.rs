@@ -5,7 +5,9 @@
 //! - [`philox`]: Philox 4x32-10 keyed by (seed, filter, particle, step) and ziggurat
 //!   Gaussians, identical on both devices;
 //! - [`resample`]: multinomial, stratified, systematic, residual, Metropolis(B) and
-//!   rejection resampling, each alone;
+//!   rejection resampling, each alone; [`grid`]: systematic and stratified with each
+//!   particle's slots from the grid (Hendeby et al.); [`subsets`]: resampling in subsets
+//!   with redistribution;
 //! - [`models`]: the [`ParticleModel`] trait and the built-in kinds ([`PfModel`]),
 //!   [`file`]: the model file's particle-filter kinds;
 //! - `filter.rs`: the CPU filter; `cuda.rs` + `kernels/*.cu`: the GPU filter;
@@ -23,11 +25,13 @@ pub mod cuda;
 #[cfg(feature = "io")]
 mod file;
 mod filter;
+pub mod grid;
 pub mod lanes;
 pub mod models;
 pub mod philox;
 pub mod resample;
 mod sim;
+pub mod subsets;
 
 #[cfg(feature = "io")]
 pub use file::{load_pf_model, pf_model_from_toml, KINDS};

@@ -17,7 +17,14 @@
 //!   B: `B >= ln(eps) / ln(1 - mean(w) / max(w))`);
 //! - **rejection** (Murray et al., Alg. 4): propose `c` uniformly, accept with probability
 //!   `w_c / max w`: unbiased, no prefix sum, a random number of steps (expected
-//!   `max(w) / mean(w)`; after 2^25 proposals a draw keeps its last candidate).
+//!   `max(w) / mean(w)`; after 2^25 proposals a draw keeps its last candidate);
+//! - **systematic:grid**, **stratified:grid** (Hendeby et al., eq. 6; `grid.rs`): the same
+//!   positions and the same ancestors as systematic and stratified, each particle finding
+//!   its slots from its cumulative weight snapped to the grid of positions in O(1)
+//!   instead of a search per slot;
+//! - **subsets:S** (`subsets.rs`): S subsets resampled locally, allocated by their weights,
+//!   the surplus redistributed between them (Bolić et al.'s proportional allocation, the
+//!   distributed resampling of Hendeby et al.).
 //!
 //! `C^{-1}(x)` is the first index `i` with `C_i > x`, where `C` is the inclusive
 //! cumulative sum of the weights. It is summed in f64 whatever the particles' precision
@@ -43,7 +50,7 @@ pub const DEFAULT_METROPOLIS_STEPS: u32 = 32;
 pub const REJECTION_LIMIT: u32 = 1 << 25;
 
 /// A resampling scheme.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Resampler {
     /// Independent draws from the weights.
     Multinomial,
@@ -57,6 +64,12 @@ pub enum Resampler {
     Metropolis(u32),
     /// Rejection sampling against the largest weight (no sum over the weights).
     Rejection,
+    /// Systematic positions, each particle's slots from the grid (`grid.rs`).
+    SystematicGrid,
+    /// Stratified positions, each particle's slots from the grid (`grid.rs`).
+    StratifiedGrid,
+    /// Resampling in this many subsets with redistribution (`subsets.rs`).
+    Subsets(u32),
 }
 
 impl Resampler {
@@ -70,14 +83,27 @@ impl Resampler {
         Resampler::Rejection,
     ];
 
-    /// Parses `systematic|stratified|multinomial|residual|metropolis[:B]|rejection`.
+    /// Parses `systematic|stratified|multinomial|residual|metropolis[:B]|rejection|
+    /// systematic:grid|stratified:grid|subsets[:S]`.
     pub fn parse(s: &str) -> Result<Resampler> {
         let unknown = || {
             Error::input(format!(
-                "unknown resampler \"{s}\" (expected systematic, stratified, multinomial, residual, metropolis[:B] or rejection)"
+                "unknown resampler \"{s}\" (expected systematic, stratified, multinomial, residual, metropolis[:B], rejection, systematic:grid, stratified:grid or subsets[:S])"
             ))
         };
+        if let Some(k) = s.strip_prefix("subsets:") {
+            let max = super::subsets::MAX_SUBSETS;
+            return match k.parse::<u32>() {
+                Ok(k) if (1..=max).contains(&k) => Ok(Resampler::Subsets(k)),
+                _ => Err(Error::input(format!(
+                    "resampler \"{s}\": the number of subsets must be a whole number from 1 to {max}"
+                ))),
+            };
+        }
         Ok(match s {
+            "systematic:grid" => Resampler::SystematicGrid,
+            "stratified:grid" => Resampler::StratifiedGrid,
+            "subsets" => Resampler::Subsets(super::subsets::DEFAULT_SUBSETS),
             "systematic" => Resampler::Systematic,
             "stratified" => Resampler::Stratified,
             "multinomial" => Resampler::Multinomial,
@@ -118,6 +144,9 @@ impl fmt::Display for Resampler {
             Resampler::Residual => f.write_str("residual"),
             Resampler::Metropolis(b) => write!(f, "metropolis:{b}"),
             Resampler::Rejection => f.write_str("rejection"),
+            Resampler::SystematicGrid => f.write_str("systematic:grid"),
+            Resampler::StratifiedGrid => f.write_str("stratified:grid"),
+            Resampler::Subsets(k) => write!(f, "subsets:{k}"),
         }
     }
 }
@@ -136,7 +165,7 @@ pub struct Draws {
 impl Draws {
     /// Block `j` of the resampling words of slot `i`.
     #[inline(always)]
-    fn words(&self, i: u32, j: u32) -> [u32; 4] {
+    pub(crate) fn words(&self, i: u32, j: u32) -> [u32; 4] {
         philox4x32_10(
             counter(i, self.filter, self.step, Purpose::Resample, j),
             self.key,
@@ -323,6 +352,16 @@ pub(crate) fn resample_on<W: Real>(
                 }
             });
         }
+        Resampler::SystematicGrid | Resampler::StratifiedGrid => {
+            let total = cumulative(par, n, |i| w[i].to_f64(), scratch);
+            let stratified = scheme == Resampler::StratifiedGrid;
+            let pos = super::grid::positions(draws, stratified, n, total);
+            super::grid::grid_ancestors(&scratch.cdf, total, pos, ancestors);
+        }
+        Resampler::Subsets(k) => {
+            let total = cumulative(par, n, |i| w[i].to_f64(), scratch);
+            super::subsets::resample_subsets(&scratch.cdf, total, k as usize, draws, ancestors);
+        }
         Resampler::Rejection => {
             let wmax = w.iter().fold(0.0f64, |m, v| m.max(v.to_f64()));
             for_chunks(par, ancestors, |c, out| {
@@ -333,6 +372,14 @@ pub(crate) fn resample_on<W: Real>(
             });
         }
     }
+}
+
+/// The inclusive cumulative sum of `w` in f64 and its total, as [`resample`] forms them
+/// (the prefix-sum schemes' input; for tests of other implementations of a scheme).
+pub fn cumulative_weights<W: Real>(w: &[W]) -> (Vec<f64>, f64) {
+    let mut s = Scratch::default();
+    let total = cumulative(Par::Serial, w.len(), |i| w[i].to_f64(), &mut s);
+    (s.cdf, total)
 }
 
 /// The one uniform of systematic resampling.
