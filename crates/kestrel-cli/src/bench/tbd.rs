@@ -303,6 +303,64 @@ fn gpu(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
     for (what, fps) in best {
         errln!("bench tbd: fastest {what}: {fps:.0} frames/s");
     }
+    switching(sink, &device, h, w, timed_frames)
+}
+
+/// The recursion with manoeuvres on the GPU (`--switch 0.1` over the benchmark's 13
+/// vectors; `tbd/kernels/switch.cu`, one launch a frame): frames per second on
+/// device-resident frames against the roofline of its traffic (the state read and
+/// written once a frame, the frame, the map once a period).
+fn switching(
+    sink: &mut Sink,
+    device: &str,
+    h: usize,
+    w: usize,
+    frames: usize,
+) -> anyhow::Result<()> {
+    let n = h * w;
+    for (d, half) in [(1, false), (1, true), (10, false)] {
+        let mut p = params(d);
+        p.transition = Some(kestrel::tbd::Transition::switching(&p.motions, 0.1)?);
+        let nv = p.motions.len();
+        let mut g = match kestrel::tbd::cuda::switch::GpuSwitch::new(0, &p, h, w, half) {
+            Ok(g) => g,
+            Err(e) => {
+                errln!("bench tbd: the switching kernel: {e}");
+                return Ok(());
+            }
+        };
+        let raw = autotune::timing_frames(n * 4 * d, Dtype::F32);
+        let fr: Vec<f32> = raw
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect();
+        let refs: Vec<&[f32]> = fr.chunks(n).collect();
+        g.load(&refs)?;
+        g.time_frames(d)?;
+        let count = frames.max(d).div_ceil(d) * d;
+        let ms = g.time_frames(count)?;
+        let secs = vec![ms / 1e3];
+        let s = if half { 2.0 } else { 4.0 };
+        let bpf = 2.0 * s * (nv * n) as f64 + 4.0 * n as f64 + 6.0 * n as f64 / d as f64;
+        let prec = if half { "f16" } else { "f32" };
+        let r = record(
+            format!("tbd/switch/P0.1/{prec}/D{d}"),
+            device,
+            prec,
+            h,
+            w,
+            nv,
+            count,
+            &secs,
+            json!({ "kernel": "switch", "decimation": d, "switch": 0.1, "block": format!("{:?}", g.block), "roofline_frames_per_s": BANDWIDTH / bpf }),
+        );
+        errln!(
+            "bench tbd: switching kernel ({prec} state, D{d}): {:.0} frames/s (roofline {:.0})",
+            count as f64 / (ms / 1e3),
+            BANDWIDTH / bpf
+        );
+        sink.push(r);
+    }
     Ok(())
 }
 
