@@ -20,8 +20,8 @@ measurement. The GIL is released while kestrel computes.
 
 from . import _kestrel
 from ._arrays import KestrelWarning
-from ._kestrel import Model, ModelError, __version__
-from .kalman import KalmanFilter, KalmanResult
+from ._kestrel import Model, ModelError, TimeVaryingModel, __version__
+from .kalman import KalmanFilter, KalmanResult, retrodict
 from .likelihood import LogLikResult, loglik
 from .nonlinear import NonlinearFilter, NonlinearResult
 from .sim import Simulation, simulate
@@ -79,6 +79,8 @@ __all__ = [
     "KestrelWarning",
     "Model",
     "ModelError",
+    "TimeVaryingModel",
+    "retrodict",
     "ParticleFilter",
     "PfResult",
     "SimulatedFrames",

@@ -125,8 +125,12 @@ class KalmanFilter:
         self._model = _kestrel.Model(**args)
 
     @classmethod
-    def from_model(cls, model: "_kestrel.Model") -> "KalmanFilter":
-        """Wraps a native ``kestrel.Model``."""
+    def from_model(cls, model: "_kestrel.Model | _kestrel.TimeVaryingModel") -> "KalmanFilter":
+        """Wraps a native ``kestrel.Model`` or ``kestrel.TimeVaryingModel``."""
+        if not isinstance(model, (_kestrel.Model, _kestrel.TimeVaryingModel)):
+            raise TypeError(
+                f"model: expected a kestrel Model or TimeVaryingModel, got {type(model).__name__}"
+            )
         kf = cls.__new__(cls)
         kf._model = model
         return kf
@@ -134,8 +138,24 @@ class KalmanFilter:
     @classmethod
     def from_toml(cls, path: str | os.PathLike) -> "KalmanFilter":
         """Reads a model file: every form ``kestrel filter --model`` reads (explicit
-        matrices, the cv / ca / random-walk / ar builders, ``prior = "stationary"``)."""
-        return cls.from_model(_kestrel.Model.from_toml(os.fspath(path)))
+        matrices, the cv / ca / random-walk / ar builders, ``prior = "stationary"``, and
+        ``kind = "time-varying"``: per-step matrices ``F, Q, H, R`` (optional ``u, d``)
+        from the ``.npz`` its ``file`` names, relative to the TOML; then ``F`` etc. are
+        [T, ...] arrays, entry k the transition into step k and the measurement model of
+        step k)."""
+        return cls.from_model(_kestrel.load_linear_model(os.fspath(path)))
+
+    @property
+    def time_varying(self) -> bool:
+        """Whether the model has per-step matrices (``kind = "time-varying"``)."""
+        return isinstance(self._model, _kestrel.TimeVaryingModel)
+
+    def _invariant(self, what: str) -> None:
+        if self.time_varying:
+            raise TypeError(
+                f"{what}: a time-varying model (per-step matrices from {self._model.file}) "
+                "has no single-file TOML form; keep its model file and .npz"
+            )
 
     @classmethod
     def from_toml_str(cls, text: str) -> "KalmanFilter":
@@ -144,10 +164,12 @@ class KalmanFilter:
 
     def to_toml(self) -> str:
         """The model in the explicit TOML form (numbers round-trip exactly)."""
+        self._invariant("to_toml")
         return self._model.to_toml()
 
     def save(self, path: str | os.PathLike) -> None:
         """Writes the model file (explicit form)."""
+        self._invariant("save")
         self._model.save(os.fspath(path))
 
     @property
@@ -166,9 +188,12 @@ class KalmanFilter:
     d = property(lambda self: self._model.d, doc="Measurement offset [ny].")
 
     def __repr__(self) -> str:
+        if self.time_varying:
+            return f"KalmanFilter(nx={self.nx}, ny={self.ny}, steps={self._model.steps})"
         return f"KalmanFilter(nx={self.nx}, ny={self.ny})"
 
     def __reduce__(self):
+        self._invariant("pickling")
         return (KalmanFilter.from_toml_str, (self.to_toml(),))
 
     def _run(self, z, smooth, device, precision, method, scan, outputs, progress):
@@ -176,7 +201,7 @@ class KalmanFilter:
             raise TypeError(f"device: expected a string, got {type(device).__name__}")
         if method is None:
             method = "rts" if smooth else "sequential"
-        resident = _resident_library(z)
+        resident = None if self.time_varying else _resident_library(z)
         if resident and method in ("sequential", "rts") and device != "cpu" \
                 and device != "cuda:all" and not progress:
             return _run_resident(self, z, resident, smooth, device, precision, outputs)
@@ -221,6 +246,60 @@ class KalmanFilter:
         arguments as :meth:`filter`.
         """
         return self._run(z, True, device, precision, method, scan, outputs, progress)
+
+    def retrodict(self, filtered: Any, cov: Any = None, means_only: bool = False,
+                  method: str = "rts", scan: str = "fastest",
+                  device: str = "auto") -> KalmanResult:
+        """Smooths stored filter estimates (retrodiction, Tager 2013 ch. 3; the
+        command line's ``kestrel retrodict``): ``filtered`` is a :class:`KalmanResult`
+        of :meth:`filter` (full covariances), or the filtered means [B, T, nx] (or one
+        track [T, nx]) with their covariances ``cov`` [B, T, nx, nx]. ``method``:
+        ``"rts"`` (the Rauch-Tung-Striebel recursion) or ``"parallel"`` (the reverse
+        associative scan of the pairs (C_k, b_k), with ``scan``). With ``means_only``
+        only the smoothed means are computed (on a GPU no covariance is formed) and
+        ``cov`` of the result is None. Equals :meth:`smooth` on the same measurements;
+        the filtered arrays are not changed.
+        """
+        if not isinstance(device, str):
+            raise TypeError(f"device: expected a string, got {type(device).__name__}")
+        if isinstance(filtered, KalmanResult):
+            if cov is not None:
+                raise TypeError("cov: give either a KalmanResult or the means and cov")
+            mean, cov = filtered.mean, filtered.cov
+            if mean is None or cov is None:
+                raise ValueError("filtered: the result holds no means or no covariances "
+                                 "(filter with outputs including mean and cov)")
+        else:
+            mean = filtered
+            if cov is None:
+                raise TypeError("cov: the filtered covariances are needed with the means")
+        mean = np.asarray(_host(mean))
+        cov = np.asarray(_host(cov))
+        one = mean.ndim == 2
+        if one:
+            mean, cov = mean[None], cov[None]
+        if mean.dtype not in (np.float32, np.float64):
+            mean = mean.astype(np.float64)
+        cov = cov.astype(mean.dtype, copy=False)
+        out = _kestrel.kalman_retrodict(
+            self._model, np.ascontiguousarray(mean), np.ascontiguousarray(cov),
+            means_only=bool(means_only), method=method, scan=scan, device=device,
+        )
+        flush_warnings()
+        m, c = out["mean"], out["cov"]
+        if one:
+            m = m[0]
+            c = None if c is None else c[0]
+        return KalmanResult(mean=m, cov=c, loglik=None, device=out["device"])
+
+
+def retrodict(model: Any, mean: Any, cov: Any, means_only: bool = False,
+              method: str = "rts", scan: str = "fastest", device: str = "auto") -> KalmanResult:
+    """:meth:`KalmanFilter.retrodict` for a :class:`KalmanFilter` or a native model
+    (``kestrel.Model``, ``kestrel.TimeVaryingModel``)."""
+    kf = model if isinstance(model, KalmanFilter) else KalmanFilter.from_model(model)
+    return kf.retrodict(mean, cov, means_only=means_only, method=method, scan=scan,
+                        device=device)
 
 
 def _resident_library(z: Any) -> str | None:

@@ -6,6 +6,7 @@ use crate::{run_detached, to_py};
 use kestrel::data::{CovOutput, Outputs};
 use kestrel::{
     Device, FilterMethod, FilterOptions, Measurements, Model, Real, ScanAlgorithm, SmoothMethod,
+    StateSpace,
 };
 use numpy::PyReadonlyArrayDyn;
 use pyo3::exceptions::PyValueError;
@@ -149,15 +150,15 @@ impl PyModel {
 
 /// `--device`: `auto` chooses by the size of the job for the sequential filter and RTS
 /// smoother (as the CLI does), else the GPU when one is usable.
-fn resolve_device<T: Real>(
+pub(crate) fn resolve_device<T: Real>(
     name: &str,
-    model: &Model,
+    model: Option<&Model>,
     target_steps: usize,
     sequential: bool,
     smooth: bool,
 ) -> kestrel::Result<Device> {
     if name == "auto" {
-        if sequential {
+        if let (true, Some(model)) = (sequential, model) {
             return Ok(
                 kestrel::kalman::cuda::choose::<T>(model, target_steps as u64, smooth).device,
             );
@@ -182,7 +183,7 @@ fn outputs_of(s: &str) -> PyResult<Outputs> {
     Outputs::parse(s).map_err(|e| PyValueError::new_err(format!("outputs: {e}")))
 }
 
-fn scan_of(s: &str) -> PyResult<ScanAlgorithm> {
+pub(crate) fn scan_of(s: &str) -> PyResult<ScanAlgorithm> {
     s.parse::<ScanAlgorithm>()
         .map_err(|e| PyValueError::new_err(format!("scan: {e}")))
 }
@@ -219,9 +220,9 @@ fn job_of(smooth: bool, method: &str, scan: ScanAlgorithm) -> PyResult<Job> {
 /// asked for (a smoother's log-likelihoods are its filter's).
 type Raw<T> = (usize, usize, Vec<T>, Vec<T>, Option<Vec<T>>);
 
-fn run_job<T: Real>(
+fn run_job<T: Real, M: StateSpace + ?Sized>(
     device: Device,
-    model: &Model,
+    model: &M,
     z: &Measurements<T>,
     job: Job,
     outputs: Outputs,
@@ -273,9 +274,9 @@ fn shaped<T: Real>(r: Raw<T>, nx: usize, outputs: Outputs) -> Parts<T> {
 
 /// Runs the job over the whole batch at once, or (with a progress bar) over about a
 /// hundred chunks of tracks written into one set of buffers.
-fn run_batched<T: Real>(
+fn run_batched<T: Real, M: StateSpace + ?Sized>(
     device: Device,
-    model: &Model,
+    model: &M,
     shape: &[usize],
     data: &[T],
     job: Job,
@@ -323,9 +324,9 @@ fn run_batched<T: Real>(
 }
 
 #[allow(clippy::too_many_arguments)]
-fn estimate_typed<'py, T: Real + numpy::Element>(
+fn estimate_typed<'py, T: Real + numpy::Element, M: StateSpace + ?Sized>(
     py: Python<'py>,
-    model: &Model,
+    model: &M,
     z: &Bound<'py, PyAny>,
     device: &str,
     job: Job,
@@ -350,7 +351,13 @@ fn estimate_typed<'py, T: Real + numpy::Element>(
     let what = if smooth { "smoothing" } else { "filtering" };
     let bar = Bar::new(progress, what, shape[0] as u64, "tracks");
     let (parts, dev) = run_detached(py, || {
-        let dev = resolve_device::<T>(device, model, shape[0] * shape[1], sequential, smooth)?;
+        let dev = resolve_device::<T>(
+            device,
+            model.as_invariant(),
+            shape[0] * shape[1],
+            sequential,
+            smooth,
+        )?;
         let parts = run_batched(dev, model, &shape, data, job, outputs, &bar)?;
         Ok((parts, dev))
     })?;
@@ -373,13 +380,14 @@ fn estimate_typed<'py, T: Real + numpy::Element>(
 
 /// The batched filter or smoother over `z` [B, T, ny] (float32 or float64, C order):
 /// a dict of `mean` [B, T, nx], `cov` [B, T, nx, nx] (or its diagonal [B, T, nx]),
-/// `loglik` [B, T] (None where not asked for) and the `device` it ran on.
+/// `loglik` [B, T] (None where not asked for) and the `device` it ran on. `model` is a
+/// `Model` or a `TimeVaryingModel`.
 #[pyfunction]
 #[pyo3(signature = (model, z, smooth=false, device="auto", method=None, scan="fastest", outputs="all", progress=false))]
 #[allow(clippy::too_many_arguments)]
 fn kalman_estimate<'py>(
     py: Python<'py>,
-    model: &PyModel,
+    model: &Bound<'py, PyAny>,
     z: &Bound<'py, PyAny>,
     smooth: bool,
     device: &str,
@@ -391,9 +399,10 @@ fn kalman_estimate<'py>(
     let method = method.unwrap_or(if smooth { "rts" } else { "sequential" });
     let job = job_of(smooth, method, scan_of(scan)?)?;
     let outputs = outputs_of(outputs)?;
+    let model = crate::varying::state_space(model)?;
     match dtype_of(z, "z")? {
-        Dtype::F64 => estimate_typed::<f64>(py, &model.inner, z, device, job, outputs, progress),
-        Dtype::F32 => estimate_typed::<f32>(py, &model.inner, z, device, job, outputs, progress),
+        Dtype::F64 => estimate_typed::<f64, _>(py, model, z, device, job, outputs, progress),
+        Dtype::F32 => estimate_typed::<f32, _>(py, model, z, device, job, outputs, progress),
     }
 }
 

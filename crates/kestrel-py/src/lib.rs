@@ -25,6 +25,7 @@ mod split;
 mod stream;
 mod tbd;
 mod tracking;
+mod varying;
 
 create_exception!(
     _kestrel,
@@ -103,5 +104,6 @@ fn _kestrel(m: &Bound<'_, PyModule>) -> PyResult<()> {
     tracking::register(m)?;
     particle::register(m)?;
     tbd::register(m)?;
+    varying::register(m)?;
     Ok(())
 }

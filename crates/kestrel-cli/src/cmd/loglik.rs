@@ -71,12 +71,14 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             return Err(bad("--steady applies to --method exact only"));
         }
     }
-    let device = if method == Method::Exact && a.device == "auto" {
+    let model = super::load_any_linear_model(&a.model)?;
+    // The windowed filter of a time-varying model runs on the CPU only.
+    let cpu_only = matches!(method, Method::Window(_)) && model.is_varying();
+    let device = if (method == Method::Exact || cpu_only) && a.device == "auto" {
         Device::Cpu
     } else {
         choose_device(&a.device)?
     };
-    let model = super::load_any_linear_model(&a.model)?;
     let opts = Options::default()
         .with_vague(a.vague)
         .with_steady(a.steady)

@@ -155,18 +155,18 @@ pub(super) fn load(origin: &Path, file: &str, prior: PriorSection) -> Result<Lin
     }
     let (u, d) = (u.map(|a| &a.2), d.map(|a| &a.2));
     // Non-finite entries, named by array, step and position (row-major).
-    for (name, v, per, cols) in [
-        ("F", Some(f), nx * nx, nx),
-        ("Q", Some(q), nx * nx, nx),
-        ("H", Some(h), ny * nx, nx),
-        ("R", Some(r), ny * ny, ny),
-        ("u", u, nx, nx),
-        ("d", d, ny, ny),
+    for (name, v, per, cols, matrix) in [
+        ("F", Some(f), nx * nx, nx, true),
+        ("Q", Some(q), nx * nx, nx, true),
+        ("H", Some(h), ny * nx, nx, true),
+        ("R", Some(r), ny * ny, ny, true),
+        ("u", u, nx, nx, false),
+        ("d", d, ny, ny, false),
     ] {
         let Some(v) = v else { continue };
         if let Some(i) = v.iter().position(|x| !x.is_finite()) {
             let (k, j) = (i / per, i % per);
-            let at = if per == cols {
+            let at = if !matrix {
                 format!("[{k}][{j}]")
             } else {
                 format!("[{k}][{}][{}]", j / cols, j % cols)
