@@ -97,6 +97,7 @@ pub mod data;
 pub mod device;
 pub mod error;
 pub mod estimate;
+pub mod hmm;
 #[cfg(feature = "io")]
 pub mod io;
 pub mod kalman;
