@@ -92,6 +92,8 @@ enum Command {
     Pf(cmd::pf::Args),
     /// Multi-target tracking of unlabelled detections: gating, GNN or JPDA, track life cycle.
     Track(cmd::track::Args),
+    /// Hidden Markov model: filtered and smoothed state distributions, per-step log-likelihoods, Viterbi path.
+    Hmm(cmd::hmm::Args),
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
@@ -109,6 +111,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::TbdEval(a) => cmd::tbd_eval::run(a),
         Command::Pf(a) => cmd::pf::run(a),
         Command::Track(a) => cmd::track::run(a),
+        Command::Hmm(a) => cmd::hmm::run(a),
     }
 }
 

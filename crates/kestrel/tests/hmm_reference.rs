@@ -9,7 +9,12 @@ use hmm_common::*;
 use kestrel::hmm::{hmm_on, Emission, HiddenMarkovModel, HmmMethod, HmmOptions, HmmOutput};
 use kestrel::{Device, Measurements, Real, ScanAlgorithm};
 
-fn run<T: Real>(m: &HiddenMarkovModel, z: &Measurements<T>, method: HmmMethod, scan: ScanAlgorithm) -> HmmOutput<T> {
+fn run<T: Real>(
+    m: &HiddenMarkovModel,
+    z: &Measurements<T>,
+    method: HmmMethod,
+    scan: ScanAlgorithm,
+) -> HmmOutput<T> {
     hmm_on(
         Device::Cpu,
         m,
@@ -21,7 +26,10 @@ fn run<T: Real>(m: &HiddenMarkovModel, z: &Measurements<T>, method: HmmMethod, s
 
 fn assert_same_path(a: &[i64], b: &[i64], what: &str) {
     if let Some(i) = a.iter().zip(b).position(|(x, y)| x != y) {
-        panic!("{what}: paths differ first at index {i}: {} vs {}", a[i], b[i]);
+        panic!(
+            "{what}: paths differ first at index {i}: {} vs {}",
+            a[i], b[i]
+        );
     }
 }
 
@@ -43,13 +51,22 @@ fn check_against_textbook<T: Real>(seed: u64, tol: f64) {
             for tr in 0..b {
                 let (f, s, l) = textbook(&m, &track64(&z, tr));
                 let r = tr * t * k..(tr + 1) * t * k;
-                let what = format!("case {case} (K {k}, T {t}, {method:?}, {}) track {tr}", T::NAME);
-                assert!(max_diff(&o.filtered[r.clone()], &f) < tol, "{what}: filtered");
+                let what = format!(
+                    "case {case} (K {k}, T {t}, {method:?}, {}) track {tr}",
+                    T::NAME
+                );
+                assert!(
+                    max_diff(&o.filtered[r.clone()], &f) < tol,
+                    "{what}: filtered"
+                );
                 assert!(max_diff(&o.smoothed[r], &s) < tol, "{what}: smoothed");
                 let ll = &o.loglik[tr * t..(tr + 1) * t];
                 // Gaussian log-densities reach tens: compare relative to their size.
                 let scale = 1.0 + l.iter().fold(0.0f64, |a, v| a.max(v.abs()));
-                assert!(max_diff(ll, &l) < tol * scale, "{what}: loglik {ll:?} vs {l:?}");
+                assert!(
+                    max_diff(ll, &l) < tol * scale,
+                    "{what}: loglik {ll:?} vs {l:?}"
+                );
             }
         }
     }
@@ -79,9 +96,19 @@ fn viterbi_path_and_likelihood_equal_enumeration_of_every_path() {
                 let o = run(&m, &z, method, scan);
                 for tr in 0..2 {
                     let (ll, best, path) = brute_force(&m, &track64(&z, tr), 1e-12);
-                    let got: Vec<usize> = o.path[tr * t..(tr + 1) * t].iter().map(|&p| p as usize).collect();
-                    assert_eq!(got, path, "case {case} {method:?} {scan:?} track {tr} (best {best})");
-                    assert!((o.total_loglik(tr) - ll).abs() < 1e-10 * (1.0 + ll.abs()), "case {case}: {} vs {ll}", o.total_loglik(tr));
+                    let got: Vec<usize> = o.path[tr * t..(tr + 1) * t]
+                        .iter()
+                        .map(|&p| p as usize)
+                        .collect();
+                    assert_eq!(
+                        got, path,
+                        "case {case} {method:?} {scan:?} track {tr} (best {best})"
+                    );
+                    assert!(
+                        (o.total_loglik(tr) - ll).abs() < 1e-10 * (1.0 + ll.abs()),
+                        "case {case}: {} vs {ll}",
+                        o.total_loglik(tr)
+                    );
                 }
             }
         }
@@ -91,7 +118,10 @@ fn viterbi_path_and_likelihood_equal_enumeration_of_every_path() {
 #[test]
 fn sequential_equals_parallel_under_every_scan_algorithm() {
     let mut r = rng(4);
-    for (case, (k, gauss)) in [(4, None), (3, Some(2)), (6, None), (2, Some(1))].into_iter().enumerate() {
+    for (case, (k, gauss)) in [(4, None), (3, Some(2)), (6, None), (2, Some(1))]
+        .into_iter()
+        .enumerate()
+    {
         let m = random_model(&mut r, k, 5, gauss);
         let z: Measurements<f64> = simulate(&mut r, &m, 5, 700, 0.05);
         let seq = run(&m, &z, HmmMethod::Sequential, ScanAlgorithm::Fastest);
@@ -99,9 +129,18 @@ fn sequential_equals_parallel_under_every_scan_algorithm() {
             let par = run(&m, &z, HmmMethod::Parallel, scan);
             let what = format!("case {case} {scan:?}");
             let to64 = |v: &[f64]| v.to_vec();
-            assert!(max_diff(&par.filtered, &to64(&seq.filtered)) < 1e-10, "{what}: filtered");
-            assert!(max_diff(&par.smoothed, &to64(&seq.smoothed)) < 1e-10, "{what}: smoothed");
-            assert!(max_diff(&par.loglik, &to64(&seq.loglik)) < 1e-9, "{what}: loglik");
+            assert!(
+                max_diff(&par.filtered, &to64(&seq.filtered)) < 1e-10,
+                "{what}: filtered"
+            );
+            assert!(
+                max_diff(&par.smoothed, &to64(&seq.smoothed)) < 1e-10,
+                "{what}: smoothed"
+            );
+            assert!(
+                max_diff(&par.loglik, &to64(&seq.loglik)) < 1e-9,
+                "{what}: loglik"
+            );
             assert_same_path(&par.path, &seq.path, &what);
         }
     }
@@ -126,7 +165,12 @@ fn viterbi_ties_follow_the_documented_rule_in_both_forms() {
         let probs: Vec<f64> = [p.clone(), p, q].concat();
         let i = dist(&mut r, 2, false);
         let initial = vec![i[0] / 2.0, i[0] / 2.0, i[1]];
-        let m = HiddenMarkovModel::new(transition, initial, Emission::Categorical { symbols: 3, probs }).unwrap();
+        let m = HiddenMarkovModel::new(
+            transition,
+            initial,
+            Emission::Categorical { symbols: 3, probs },
+        )
+        .unwrap();
         let t = 1 + case % 6;
         let z: Measurements<f64> = simulate(&mut r, &m, 3, t, 0.2);
         for method in [HmmMethod::Sequential, HmmMethod::Parallel] {
@@ -136,9 +180,16 @@ fn viterbi_ties_follow_the_documented_rule_in_both_forms() {
                 let o32 = run(&m, &z32, method, scan);
                 for tr in 0..3 {
                     let (_, _, path) = brute_force(&m, &track64(&z, tr), 1e-9);
-                    let got: Vec<usize> = o.path[tr * t..(tr + 1) * t].iter().map(|&p| p as usize).collect();
+                    let got: Vec<usize> = o.path[tr * t..(tr + 1) * t]
+                        .iter()
+                        .map(|&p| p as usize)
+                        .collect();
                     assert_eq!(got, path, "case {case} {method:?} {scan:?} track {tr}");
-                    assert_eq!(&o32.path[tr * t..(tr + 1) * t], &o.path[tr * t..(tr + 1) * t], "f32 case {case}");
+                    assert_eq!(
+                        &o32.path[tr * t..(tr + 1) * t],
+                        &o.path[tr * t..(tr + 1) * t],
+                        "f32 case {case}"
+                    );
                 }
             }
         }
@@ -155,9 +206,19 @@ fn a_million_steps_neither_underflow_nor_lose_the_likelihood() {
     let z32 = z.cast::<f32>();
     let par32 = run(&m, &z32, HmmMethod::Parallel, ScanAlgorithm::Fastest);
     for o in [&seq, &par] {
-        assert!(o.filtered.iter().chain(&o.smoothed).chain(&o.loglik).all(|v| v.is_finite()));
+        assert!(o
+            .filtered
+            .iter()
+            .chain(&o.smoothed)
+            .chain(&o.loglik)
+            .all(|v| v.is_finite()));
     }
-    assert!(par32.filtered.iter().chain(&par32.smoothed).chain(&par32.loglik).all(|v| v.is_finite()));
+    assert!(par32
+        .filtered
+        .iter()
+        .chain(&par32.smoothed)
+        .chain(&par32.loglik)
+        .all(|v| v.is_finite()));
     // Every step's log-likelihood is that of one symbol: within (ln min p, 0].
     assert!(seq.loglik.iter().all(|&l| l <= 1e-12 && l > -20.0));
     assert!(max_diff(&par.loglik, &seq.loglik) < 1e-9);
@@ -175,41 +236,88 @@ fn bad_observations_and_models_are_refused_naming_where() {
     let m = random_model(&mut r, 2, 3, None);
     let mut data = vec![0.0, 1.0, 2.0, f64::NAN, 1.0, 2.5];
     let z = Measurements::new(2, 3, 1, data.clone()).unwrap();
-    let e = hmm_on(Device::Cpu, &m, &z, &HmmOptions::default()).unwrap_err().to_string();
-    assert!(e.contains("track 1, step 2") && e.contains("not an integer"), "{e}");
+    let e = hmm_on(Device::Cpu, &m, &z, &HmmOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("track 1, step 2") && e.contains("not an integer"),
+        "{e}"
+    );
     data[5] = 3.0;
     let z = Measurements::new(2, 3, 1, data.clone()).unwrap();
-    let e = hmm_on(Device::Cpu, &m, &z, &HmmOptions::default()).unwrap_err().to_string();
-    assert!(e.contains("track 1, step 2") && e.contains("out of range"), "{e}");
+    let e = hmm_on(Device::Cpu, &m, &z, &HmmOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("track 1, step 2") && e.contains("out of range"),
+        "{e}"
+    );
     data[5] = -1.0;
     let z = Measurements::new(2, 3, 1, data).unwrap();
     assert!(hmm_on(Device::Cpu, &m, &z, &HmmOptions::default()).is_err());
     let z2 = Measurements::new(1, 2, 2, vec![0.0; 4]).unwrap();
-    let e = hmm_on(Device::Cpu, &m, &z2, &HmmOptions::default()).unwrap_err().to_string();
+    let e = hmm_on(Device::Cpu, &m, &z2, &HmmOptions::default())
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("2 components"), "{e}");
     // Models.
-    let cat = |p: Vec<f64>| Emission::Categorical { symbols: 2, probs: p };
-    let e = HiddenMarkovModel::new(vec![0.5, 0.6, 0.5, 0.5], vec![0.5, 0.5], cat(vec![0.5; 4])).unwrap_err().to_string();
-    assert!(e.contains("transition row 0") && e.contains("sums to"), "{e}");
-    let e = HiddenMarkovModel::new(vec![0.5; 4], vec![0.7, 0.5], cat(vec![0.5; 4])).unwrap_err().to_string();
+    let cat = |p: Vec<f64>| Emission::Categorical {
+        symbols: 2,
+        probs: p,
+    };
+    let e = HiddenMarkovModel::new(vec![0.5, 0.6, 0.5, 0.5], vec![0.5, 0.5], cat(vec![0.5; 4]))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("transition row 0") && e.contains("sums to"),
+        "{e}"
+    );
+    let e = HiddenMarkovModel::new(vec![0.5; 4], vec![0.7, 0.5], cat(vec![0.5; 4]))
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("initial"), "{e}");
-    let e = HiddenMarkovModel::new(vec![0.5; 4], vec![0.5, 0.5], cat(vec![1.5, -0.5, 0.5, 0.5])).unwrap_err().to_string();
+    let e = HiddenMarkovModel::new(vec![0.5; 4], vec![0.5, 0.5], cat(vec![1.5, -0.5, 0.5, 0.5]))
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("emission.probs row 0"), "{e}");
-    let e = HiddenMarkovModel::new(vec![0.5; 3], vec![0.5, 0.5], cat(vec![0.5; 4])).unwrap_err().to_string();
+    let e = HiddenMarkovModel::new(vec![0.5; 3], vec![0.5, 0.5], cat(vec![0.5; 4]))
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("transition"), "{e}");
-    let g = Emission::Gaussian { ny: 1, means: vec![0.0, 1.0], covs: vec![1.0, -1.0] };
-    let e = HiddenMarkovModel::new(vec![0.5; 4], vec![0.5, 0.5], g).unwrap_err().to_string();
+    let g = Emission::Gaussian {
+        ny: 1,
+        means: vec![0.0, 1.0],
+        covs: vec![1.0, -1.0],
+    };
+    let e = HiddenMarkovModel::new(vec![0.5; 4], vec![0.5, 0.5], g)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("covs[1]"), "{e}");
 }
 
 #[test]
 fn an_impossible_observation_is_an_error_naming_track_and_step() {
     let probs = vec![1.0, 0.0, 1.0, 0.0];
-    let m = HiddenMarkovModel::new(vec![0.5; 4], vec![0.5, 0.5], Emission::Categorical { symbols: 2, probs }).unwrap();
+    let m = HiddenMarkovModel::new(
+        vec![0.5; 4],
+        vec![0.5, 0.5],
+        Emission::Categorical { symbols: 2, probs },
+    )
+    .unwrap();
     let z = Measurements::new(2, 3, 1, vec![0.0, 0.0, 0.0, 0.0, f64::NAN, 1.0]).unwrap();
     for method in [HmmMethod::Sequential, HmmMethod::Parallel] {
-        let e = hmm_on(Device::Cpu, &m, &z, &HmmOptions::default().with_method(method)).unwrap_err().to_string();
-        assert!(e.contains("track 1, step 2") && e.contains("probability 0"), "{method:?}: {e}");
+        let e = hmm_on(
+            Device::Cpu,
+            &m,
+            &z,
+            &HmmOptions::default().with_method(method),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("track 1, step 2") && e.contains("probability 0"),
+            "{method:?}: {e}"
+        );
     }
 }
 
@@ -219,8 +327,15 @@ fn zero_probabilities_in_the_model_are_handled_exactly() {
     for case in 0..20 {
         let k = 2 + case % 3;
         let transition: Vec<f64> = (0..k).flat_map(|_| dist(&mut r, k, true)).collect();
-        let probs: Vec<f64> = (0..k).flat_map(|_| dist(&mut r, 3, case % 2 == 0)).collect();
-        let m = HiddenMarkovModel::new(transition, dist(&mut r, k, false), Emission::Categorical { symbols: 3, probs }).unwrap();
+        let probs: Vec<f64> = (0..k)
+            .flat_map(|_| dist(&mut r, 3, case % 2 == 0))
+            .collect();
+        let m = HiddenMarkovModel::new(
+            transition,
+            dist(&mut r, k, false),
+            Emission::Categorical { symbols: 3, probs },
+        )
+        .unwrap();
         let z: Measurements<f64> = simulate(&mut r, &m, 2, 6, 0.1);
         let seq = run(&m, &z, HmmMethod::Sequential, ScanAlgorithm::Fastest);
         let par = run(&m, &z, HmmMethod::Parallel, ScanAlgorithm::Blelloch);
@@ -228,10 +343,19 @@ fn zero_probabilities_in_the_model_are_handled_exactly() {
             let (f, s, _) = textbook(&m, &track64(&z, tr));
             let (ll, _, path) = brute_force(&m, &track64(&z, tr), 1e-12);
             for o in [&seq, &par] {
-                assert!(max_diff(&o.filtered[tr * 6 * k..(tr + 1) * 6 * k], &f) < 1e-10, "case {case}");
-                assert!(max_diff(&o.smoothed[tr * 6 * k..(tr + 1) * 6 * k], &s) < 1e-10, "case {case}");
+                assert!(
+                    max_diff(&o.filtered[tr * 6 * k..(tr + 1) * 6 * k], &f) < 1e-10,
+                    "case {case}"
+                );
+                assert!(
+                    max_diff(&o.smoothed[tr * 6 * k..(tr + 1) * 6 * k], &s) < 1e-10,
+                    "case {case}"
+                );
                 assert!((o.total_loglik(tr) - ll).abs() < 1e-9, "case {case}");
-                let got: Vec<usize> = o.path[tr * 6..(tr + 1) * 6].iter().map(|&p| p as usize).collect();
+                let got: Vec<usize> = o.path[tr * 6..(tr + 1) * 6]
+                    .iter()
+                    .map(|&p| p as usize)
+                    .collect();
                 assert_eq!(got, path, "case {case}");
             }
         }

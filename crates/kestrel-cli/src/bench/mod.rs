@@ -3,6 +3,7 @@
 
 pub mod cpu;
 pub mod cuda;
+pub mod hmm;
 pub mod likelihood;
 pub mod parallel;
 pub mod particle;

@@ -12,6 +12,7 @@ pub enum Family {
     Tbd,
     Tracking,
     Retrodict,
+    Hmm,
 }
 
 #[derive(clap::Args, Debug)]
@@ -30,7 +31,7 @@ pub struct Args {
 type Runner = fn(&mut Sink, bool) -> anyhow::Result<()>;
 
 pub fn run(a: Args) -> anyhow::Result<()> {
-    let families: [(Family, &str, Runner); 8] = [
+    let families: [(Family, &str, Runner); 9] = [
         (Family::Cpu, "cpu", bench::cpu::run),
         (Family::Cuda, "cuda", bench::cuda::run),
         (Family::Parallel, "parallel", bench::parallel::run),
@@ -39,6 +40,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         (Family::Tbd, "tbd", bench::tbd::run),
         (Family::Tracking, "tracking", bench::tracking::run),
         (Family::Retrodict, "retrodict", bench::retrodict::run),
+        (Family::Hmm, "hmm", bench::hmm::run),
     ];
     // The knobs a family reads from the environment, checked before any family runs.
     if a.only.is_none_or(|o| o == Family::Tbd) {

@@ -6,6 +6,7 @@ pub mod demo;
 mod demo_tracking;
 pub mod estimate;
 pub mod eval;
+pub mod hmm;
 pub mod loglik;
 mod nonlinear;
 pub mod pf;

@@ -67,7 +67,10 @@ impl Emission {
             Emission::Gaussian { ny, means, covs } => {
                 let ny = *ny;
                 if ny == 0 {
-                    return Err(Error::model("emission.means", "observations have no components"));
+                    return Err(Error::model(
+                        "emission.means",
+                        "observations have no components",
+                    ));
                 }
                 crate::limits::check_dim("emission.means", ny)?;
                 if means.len() != k * ny {
@@ -290,8 +293,15 @@ impl<T: Real> Prepared<T> {
             e.fill(T::one());
             return T::zero();
         }
-        let shift = e.iter().copied().fold(T::of(f64::NEG_INFINITY), |m, v| if v > m { v } else { m });
-        let shift = if shift.is_finite_value() { shift } else { T::zero() };
+        let shift = e
+            .iter()
+            .copied()
+            .fold(T::of(f64::NEG_INFINITY), |m, v| if v > m { v } else { m });
+        let shift = if shift.is_finite_value() {
+            shift
+        } else {
+            T::zero()
+        };
         for v in e.iter_mut() {
             *v = (*v - shift).exp();
         }

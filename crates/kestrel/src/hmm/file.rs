@@ -81,7 +81,12 @@ fn check_keys(t: &toml::Table, prefix: &str, allowed: &[&str], origin: &Path) ->
     Ok(())
 }
 
-fn required<'a>(t: &'a toml::Table, key: &str, what: &str, origin: &Path) -> Result<&'a toml::Value> {
+fn required<'a>(
+    t: &'a toml::Table,
+    key: &str,
+    what: &str,
+    origin: &Path,
+) -> Result<&'a toml::Value> {
     t.get(key)
         .ok_or_else(|| err(origin, format!("{key}: missing ({what})")))
 }
@@ -92,11 +97,16 @@ pub fn hmm_from_toml(text: &str, origin: &Path) -> Result<HiddenMarkovModel> {
         .parse()
         .map_err(|e: toml::de::Error| err(origin, e.to_string().trim_end().replace('\n', " ")))?;
     check_keys(&root, "[", &["hmm"], origin).map_err(|_| {
-        let k = root.keys().find(|k| *k != "hmm").cloned().unwrap_or_default();
+        let k = root
+            .keys()
+            .find(|k| *k != "hmm")
+            .cloned()
+            .unwrap_or_default();
         err(origin, format!("[{k}]: unknown section (expected [hmm])"))
     })?;
     let hmm = table(
-        root.get("hmm").ok_or_else(|| err(origin, "[hmm]: missing"))?,
+        root.get("hmm")
+            .ok_or_else(|| err(origin, "[hmm]: missing"))?,
         "hmm",
         origin,
     )?;
@@ -108,8 +118,12 @@ pub fn hmm_from_toml(text: &str, origin: &Path) -> Result<HiddenMarkovModel> {
         origin,
     )?;
     let initial = vector(
-        hmm.get("initial")
-            .ok_or_else(|| err(origin, "hmm.initial: missing (K probabilities, step 0 before observation 0)"))?,
+        hmm.get("initial").ok_or_else(|| {
+            err(
+                origin,
+                "hmm.initial: missing (K probabilities, step 0 before observation 0)",
+            )
+        })?,
         "hmm.initial",
         origin,
     )?;
@@ -117,7 +131,9 @@ pub fn hmm_from_toml(text: &str, origin: &Path) -> Result<HiddenMarkovModel> {
     if r != k || c != k {
         return Err(err(
             origin,
-            format!("hmm.transition: is {r} x {c}, expected {k} x {k} (hmm.initial has {k} states)"),
+            format!(
+                "hmm.transition: is {r} x {c}, expected {k} x {k} (hmm.initial has {k} states)"
+            ),
         ));
     }
     let em = table(
@@ -128,9 +144,19 @@ pub fn hmm_from_toml(text: &str, origin: &Path) -> Result<HiddenMarkovModel> {
     )?;
     let kind = em
         .get("kind")
-        .ok_or_else(|| err(origin, "hmm.emission.kind: missing (categorical or gaussian)"))?
+        .ok_or_else(|| {
+            err(
+                origin,
+                "hmm.emission.kind: missing (categorical or gaussian)",
+            )
+        })?
         .as_str()
-        .ok_or_else(|| err(origin, "hmm.emission.kind: expected a string (categorical or gaussian)"))?;
+        .ok_or_else(|| {
+            err(
+                origin,
+                "hmm.emission.kind: expected a string (categorical or gaussian)",
+            )
+        })?;
     let emission = match kind {
         "categorical" => {
             check_keys(em, "hmm.emission.", &["kind", "probs"], origin)?;
@@ -143,7 +169,9 @@ pub fn hmm_from_toml(text: &str, origin: &Path) -> Result<HiddenMarkovModel> {
             if r != k || m == 0 {
                 return Err(err(
                     origin,
-                    format!("hmm.emission.probs: is {r} x {m}, expected {k} x M with M >= 1 symbols"),
+                    format!(
+                        "hmm.emission.probs: is {r} x {m}, expected {k} x M with M >= 1 symbols"
+                    ),
                 ));
             }
             Emission::Categorical { symbols: m, probs }
@@ -178,7 +206,10 @@ pub fn hmm_from_toml(text: &str, origin: &Path) -> Result<HiddenMarkovModel> {
                 let key = format!("hmm.emission.covs[{s}]");
                 let (a, b, v) = matrix(m, &key, origin)?;
                 if a != ny || b != ny {
-                    return Err(err(origin, format!("{key}: is {a} x {b}, expected {ny} x {ny}")));
+                    return Err(err(
+                        origin,
+                        format!("{key}: is {a} x {b}, expected {ny} x {ny}"),
+                    ));
                 }
                 covs.extend(v);
             }
@@ -187,7 +218,9 @@ pub fn hmm_from_toml(text: &str, origin: &Path) -> Result<HiddenMarkovModel> {
         other => {
             return Err(err(
                 origin,
-                format!("hmm.emission.kind: unknown kind \"{other}\" (expected categorical or gaussian)"),
+                format!(
+                "hmm.emission.kind: unknown kind \"{other}\" (expected categorical or gaussian)"
+            ),
             ))
         }
     };

@@ -53,7 +53,14 @@ pub fn filter_track<T: Real>(
         } else {
             predict(k, &p.a, &before[(t - 1) * k..], cur);
         }
-        let shift = p.scaled_emission(&y[t * ny..(t + 1) * ny], &mut e);
+        let yt = &y[t * ny..(t + 1) * ny];
+        if yt.iter().any(|v| v.is_nan_value()) {
+            // Missing: predict only; the log-likelihood is 0 exactly.
+            normalise(cur);
+            *ll = T::zero();
+            continue;
+        }
+        let shift = p.scaled_emission(yt, &mut e);
         let mut c = T::zero();
         for (x, &ei) in cur.iter_mut().zip(&e) {
             *x *= ei;

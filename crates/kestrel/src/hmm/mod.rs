@@ -69,7 +69,10 @@ fn check_distribution(field: &str, v: &[f64]) -> Result<()> {
     if let Some(i) = v.iter().position(|x| !x.is_finite() || *x < 0.0) {
         return Err(Error::model(
             field,
-            format!("entry {i} is {}: probabilities must be finite and non-negative", v[i]),
+            format!(
+                "entry {i} is {}: probabilities must be finite and non-negative",
+                v[i]
+            ),
         ));
     }
     let s: f64 = v.iter().sum();
@@ -312,7 +315,8 @@ fn run_cpu<T: Real>(
                 viterbi::viterbi_track(&p64, y, ny, path);
             }
             HmmMethod::Parallel => {
-                parallel::filter(&p, y, ny, f, l, opts.scan, exec).map_err(|t| impossible(tr, t))?;
+                parallel::filter(&p, y, ny, f, l, opts.scan, exec)
+                    .map_err(|t| impossible(tr, t))?;
                 parallel::smooth(&p, f, s, opts.scan, exec);
                 parallel::viterbi(&p64, y, ny, path, opts.scan, exec);
             }
@@ -342,4 +346,3 @@ fn run_cpu<T: Real>(
     }
     Ok(out)
 }
-

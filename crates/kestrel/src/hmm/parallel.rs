@@ -255,7 +255,13 @@ impl AssocOp for ComposeOp {
 }
 
 /// Step `t`'s filtering element into `el`; `e` is scratch of `K`.
-pub(crate) fn filter_element<T: Real>(p: &Prepared<T>, yt: &[T], t: usize, el: &mut [T], e: &mut [T]) {
+pub(crate) fn filter_element<T: Real>(
+    p: &Prepared<T>,
+    yt: &[T],
+    t: usize,
+    el: &mut [T],
+    e: &mut [T],
+) {
     let k = p.k;
     let shift = p.scaled_emission(yt, e);
     let (f, lg) = el.split_at_mut(k * k);
@@ -263,7 +269,11 @@ pub(crate) fn filter_element<T: Real>(p: &Prepared<T>, yt: &[T], t: usize, el: &
     let ninf = T::of(f64::NEG_INFINITY);
     for z in 0..k {
         let row = &mut f[z * k..(z + 1) * k];
-        let from = if t == 0 { &p.init[..] } else { &p.a[z * k..(z + 1) * k] };
+        let from = if t == 0 {
+            &p.init[..]
+        } else {
+            &p.a[z * k..(z + 1) * k]
+        };
         let mut n = T::zero();
         for ((r, &a), &ei) in row.iter_mut().zip(from).zip(e.iter()) {
             *r = a * ei;
@@ -297,34 +307,56 @@ pub(crate) fn filter<T: Real>(
     let op = FilterElemOp::<T>::new(k);
     let len = op.elem_len();
     let mut el = vec![T::zero(); steps * len];
-    each(exec, &mut el, len, || vec![T::zero(); k], |e, t, c| {
-        filter_element(p, &y[t * ny..(t + 1) * ny], t, c, e)
-    });
+    each(
+        exec,
+        &mut el,
+        len,
+        || vec![T::zero(); k],
+        |e, t, c| filter_element(p, &y[t * ny..(t + 1) * ny], t, c, e),
+    );
     scan(&op, &mut el, alg, Direction::Forward, exec);
-    each(exec, filtered, k, || (), |_, t, f| {
-        f.copy_from_slice(&el[t * len..t * len + k]);
-        normalise(f);
-    });
+    each(
+        exec,
+        filtered,
+        k,
+        || (),
+        |_, t, f| {
+            f.copy_from_slice(&el[t * len..t * len + k]);
+            normalise(f);
+        },
+    );
     let first_bad = std::sync::atomic::AtomicUsize::new(usize::MAX);
     let filtered: &[T] = filtered;
-    each(exec, loglik, 1, || (vec![T::zero(); k], vec![T::zero(); k]), |(e, pred), t, l| {
-        let v = if t == 0 {
-            el[k * k]
-        } else {
-            predict(k, &p.a, &filtered[(t - 1) * k..t * k], pred);
-            let shift = p.scaled_emission(&y[t * ny..(t + 1) * ny], e);
-            let c = pred.iter().zip(e.iter()).fold(T::zero(), |s, (&a, &b)| s + a * b);
-            if c > T::zero() {
-                c.ln() + shift
+    each(
+        exec,
+        loglik,
+        1,
+        || (vec![T::zero(); k], vec![T::zero(); k]),
+        |(e, pred), t, l| {
+            let yt = &y[t * ny..(t + 1) * ny];
+            let v = if yt.iter().any(|v| v.is_nan_value()) {
+                T::zero()
+            } else if t == 0 {
+                el[k * k]
             } else {
-                T::of(f64::NEG_INFINITY)
+                predict(k, &p.a, &filtered[(t - 1) * k..t * k], pred);
+                let shift = p.scaled_emission(yt, e);
+                let c = pred
+                    .iter()
+                    .zip(e.iter())
+                    .fold(T::zero(), |s, (&a, &b)| s + a * b);
+                if c > T::zero() {
+                    c.ln() + shift
+                } else {
+                    T::of(f64::NEG_INFINITY)
+                }
+            };
+            if !v.is_finite_value() {
+                first_bad.fetch_min(t, std::sync::atomic::Ordering::Relaxed);
             }
-        };
-        if !v.is_finite_value() {
-            first_bad.fetch_min(t, std::sync::atomic::Ordering::Relaxed);
-        }
-        l[0] = v;
-    });
+            l[0] = v;
+        },
+    );
     match first_bad.into_inner() {
         usize::MAX => Ok(()),
         t => Err(t),
@@ -344,31 +376,43 @@ pub(crate) fn smooth<T: Real>(
     let op = SmoothElemOp::<T>::new(k);
     let len = k * k;
     let mut el = vec![T::zero(); steps * len];
-    each(exec, &mut el, len, || vec![T::zero(); k], |pred, t, c| {
-        let f = &filtered[t * k..(t + 1) * k];
-        if t + 1 == steps {
-            for row in c.chunks_mut(k) {
-                row.copy_from_slice(f);
-            }
-            return;
-        }
-        predict(k, &p.a, f, pred);
-        for z in 0..k {
-            let row = &mut c[z * k..(z + 1) * k];
-            if pred[z] > T::zero() {
-                for (x, r) in row.iter_mut().enumerate() {
-                    *r = f[x] * p.a[x * k + z] / pred[z];
+    each(
+        exec,
+        &mut el,
+        len,
+        || vec![T::zero(); k],
+        |pred, t, c| {
+            let f = &filtered[t * k..(t + 1) * k];
+            if t + 1 == steps {
+                for row in c.chunks_mut(k) {
+                    row.copy_from_slice(f);
                 }
-            } else {
-                row.copy_from_slice(f);
+                return;
             }
-        }
-    });
+            predict(k, &p.a, f, pred);
+            for z in 0..k {
+                let row = &mut c[z * k..(z + 1) * k];
+                if pred[z] > T::zero() {
+                    for (x, r) in row.iter_mut().enumerate() {
+                        *r = f[x] * p.a[x * k + z] / pred[z];
+                    }
+                } else {
+                    row.copy_from_slice(f);
+                }
+            }
+        },
+    );
     scan(&op, &mut el, alg, Direction::Reverse, exec);
-    each(exec, smoothed, k, || (), |_, t, s| {
-        s.copy_from_slice(&el[t * len..t * len + k]);
-        normalise(s);
-    });
+    each(
+        exec,
+        smoothed,
+        k,
+        || (),
+        |_, t, s| {
+            s.copy_from_slice(&el[t * len..t * len + k]);
+            normalise(s);
+        },
+    );
 }
 
 /// The Viterbi path of one track by the max-product scan and the scan of back-pointer
@@ -386,28 +430,44 @@ pub(crate) fn viterbi<T: Real>(
     let op = MaxPlusOp::<f64>::new(k);
     let len = k * k;
     let mut el = vec![0.0; steps * len];
-    each(exec, &mut el, len, || (vec![0.0; k], vec![0.0; ny]), |(l, y64), t, c| {
-        grid_emission(p, &y[t * ny..(t + 1) * ny], y64, l);
-        for z in 0..k {
-            let from = if t == 0 { &p.ln_init[..] } else { &p.ln_a[z * k..(z + 1) * k] };
-            for x in 0..k {
-                c[z * k + x] = from[x] + l[x];
+    each(
+        exec,
+        &mut el,
+        len,
+        || (vec![0.0; k], vec![0.0; ny]),
+        |(l, y64), t, c| {
+            grid_emission(p, &y[t * ny..(t + 1) * ny], y64, l);
+            for z in 0..k {
+                let from = if t == 0 {
+                    &p.ln_init[..]
+                } else {
+                    &p.ln_a[z * k..(z + 1) * k]
+                };
+                for x in 0..k {
+                    c[z * k + x] = from[x] + l[x];
+                }
             }
-        }
-    });
+        },
+    );
     scan(&op, &mut el, alg, Direction::Forward, exec);
     // Map t: the back-pointers into step t + 1 (the last: the constant final state).
     let mut maps = vec![0u32; steps * k];
-    each(exec, &mut maps, k, || (), |_, t, m| {
-        let delta = &el[t * len..t * len + k];
-        if t + 1 == steps {
-            m.fill(argmax(delta) as u32);
-        } else {
-            for (j, mj) in m.iter_mut().enumerate() {
-                *mj = best_from(k, &p.ln_a, delta, j).0 as u32;
+    each(
+        exec,
+        &mut maps,
+        k,
+        || (),
+        |_, t, m| {
+            let delta = &el[t * len..t * len + k];
+            if t + 1 == steps {
+                m.fill(argmax(delta) as u32);
+            } else {
+                for (j, mj) in m.iter_mut().enumerate() {
+                    *mj = best_from(k, &p.ln_a, delta, j).0 as u32;
+                }
             }
-        }
-    });
+        },
+    );
     scan(&ComposeOp { k }, &mut maps, alg, Direction::Reverse, exec);
     for (t, pt) in path.iter_mut().enumerate() {
         *pt = i64::from(maps[t * k]);

@@ -17,6 +17,7 @@ mod npz;
 pub mod output;
 
 pub use finite::check_estimates;
+pub use npy::NpzMember;
 pub use output::{check_paths, set_fsync, write_atomic, Outputs};
 
 use crate::data::{Estimates, Measurements};
@@ -271,6 +272,31 @@ pub fn read_npy_array(path: impl AsRef<Path>) -> Result<(Vec<usize>, Vec<f64>)> 
     npy::read_array(path)
 }
 
+/// Reads a `.npy` array of any float or integer dtype: its shape and row-major f64 values.
+pub fn read_npy_any(path: impl AsRef<Path>) -> Result<(Vec<usize>, Vec<f64>)> {
+    npy::read_array_any(path.as_ref())
+}
+
+/// Writes named arrays as one uncompressed `.npz` archive (atomically).
+pub fn write_npz(path: impl AsRef<Path>, arrays: &[NpzMember<'_>]) -> Result<()> {
+    npy::write_npz(path.as_ref(), arrays)
+}
+
+/// The bytes of reals as `.npy` data holds them (little-endian), and their `descr`.
+pub fn real_bytes<T: Real>(v: &[T]) -> (&[u8], &'static str) {
+    const _: () = assert!(cfg!(target_endian = "little"), "NPY data are little-endian");
+    // SAFETY: f32/f64 have no padding; any value is a valid sequence of bytes.
+    let b =
+        unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) };
+    (b, if T::NAME == "f64" { "<f8" } else { "<f4" })
+}
+
+/// The bytes of 64-bit integers as `.npy` data holds them (`<i8`).
+pub fn i64_bytes(v: &[i64]) -> &[u8] {
+    // SAFETY: i64 has no padding; any value is a valid sequence of bytes.
+    unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) }
+}
+
 /// Writes `data` as one `.npy` array of `shape` (atomically).
 pub fn write_npy_array<T: Real>(path: impl AsRef<Path>, shape: &[usize], data: &[T]) -> Result<()> {
     let path = path.as_ref();
@@ -384,8 +410,11 @@ pub fn read_estimates_npz<T: Real>(path: impl AsRef<Path>) -> Result<Estimates<T
 }
 
 /// The array `name` of an `.npz` file (its shape and values), or `None` when there is no
-/// such member; the file's values must be of type `T` (f32 or f64).
-pub fn read_npz_array<T: Real>(path: &Path, name: &str) -> Result<Option<(Vec<usize>, Vec<T>)>> {
+/// such member; the file's values must be of type `T` (f32, f64, i64, ...).
+pub fn read_npz_array<T: crate::linalg::NpyElement + Copy>(
+    path: &Path,
+    name: &str,
+) -> Result<Option<(Vec<usize>, Vec<T>)>> {
     npy::read_npz_array(path, name)
 }
 

@@ -227,7 +227,7 @@ fn as_le_bytes<T: Real>(v: &[T]) -> &[u8] {
 
 /// The array `name` of an `.npz` file with its shape, or `None` when the archive has no
 /// such member; the file's values must be of type `T`.
-pub(super) fn read_npz_array<T: Real>(
+pub(super) fn read_npz_array<T: crate::linalg::NpyElement + Copy>(
     path: &Path,
     name: &str,
 ) -> Result<Option<(Vec<usize>, Vec<T>)>> {
@@ -391,4 +391,60 @@ pub(super) fn read_estimates<T: Real>(path: &Path) -> Result<Estimates<T>> {
         cov: flat(cov),
         loglik: loglik.map(flat),
     })
+}
+
+/// Reads a `.npy` array of any float or integer dtype as its shape and f64 values (the
+/// observation codes of a hidden Markov model may be stored as integers).
+pub(super) fn read_array_any(path: &Path) -> Result<(Vec<usize>, Vec<f64>)> {
+    let open = || {
+        std::fs::File::open(path)
+            .map(std::io::BufReader::new)
+            .map_err(|e| Error::io(path, e))
+    };
+    macro_rules! try_int {
+        ($($t:ty),*) => {$(
+            match ArrayD::<$t>::read_npy(open()?) {
+                Ok(a) => return Ok((a.shape().to_vec(), a.iter().map(|&v| v as f64).collect())),
+                Err(ReadNpyError::WrongDescriptor(_)) => {}
+                Err(e) => return Err(view_error(path, e)),
+            }
+        )*};
+    }
+    match read_array(path) {
+        Err(Error::Parse { msg, .. }) if msg.starts_with("unsupported dtype") => {}
+        other => return other,
+    }
+    try_int!(i64, i32, i16, i8, u8, u16, u32, u64);
+    Err(parse_error(
+        path,
+        None,
+        "unsupported dtype: expected float64, float32 or an integer type",
+    ))
+}
+
+/// One array of an `.npz` archive to write: its name, NumPy `descr` and shape, and its
+/// values as little-endian bytes.
+pub struct NpzMember<'a> {
+    /// The member's name (without `.npy`).
+    pub name: &'a str,
+    /// `<f8`, `<f4`, `<i8`, ...
+    pub descr: &'static str,
+    /// The shape.
+    pub shape: Vec<usize>,
+    /// The values, little-endian.
+    pub data: &'a [u8],
+}
+
+/// Writes `arrays` as an uncompressed `.npz` (atomically).
+pub(super) fn write_npz(path: &Path, arrays: &[NpzMember<'_>]) -> Result<()> {
+    let members: Vec<super::npz::Member> = arrays
+        .iter()
+        .map(|a| super::npz::Member {
+            name: a.name,
+            descr: a.descr,
+            shape: a.shape.clone(),
+            data: a.data,
+        })
+        .collect();
+    super::write_atomic(path, |w| super::npz::write(w.get_ref(), &members))
 }

@@ -25,7 +25,12 @@ pub fn dist(rng: &mut StdRng, n: usize, zeros: bool) -> Vec<f64> {
 
 /// A random model: `k` states, categorical with `m` symbols (`gauss = None`) or Gaussian
 /// with `ny` components.
-pub fn random_model(rng: &mut StdRng, k: usize, m: usize, gauss: Option<usize>) -> HiddenMarkovModel {
+pub fn random_model(
+    rng: &mut StdRng,
+    k: usize,
+    m: usize,
+    gauss: Option<usize>,
+) -> HiddenMarkovModel {
     let transition: Vec<f64> = (0..k).flat_map(|_| dist(rng, k, false)).collect();
     let initial = dist(rng, k, false);
     let emission = match gauss {
@@ -55,7 +60,13 @@ pub fn random_model(rng: &mut StdRng, k: usize, m: usize, gauss: Option<usize>) 
 }
 
 /// Observations drawn from the model (`b` tracks, `t` steps), a fraction `missing` NaN.
-pub fn simulate<T: Real>(rng: &mut StdRng, m: &HiddenMarkovModel, b: usize, t: usize, missing: f64) -> Measurements<T> {
+pub fn simulate<T: Real>(
+    rng: &mut StdRng,
+    m: &HiddenMarkovModel,
+    b: usize,
+    t: usize,
+    missing: f64,
+) -> Measurements<T> {
     let k = m.states();
     let ny = m.ny();
     let draw = |rng: &mut StdRng, p: &[f64]| -> usize {
@@ -123,10 +134,12 @@ pub fn density(m: &HiddenMarkovModel, y: &[f64], s: usize) -> f64 {
         Emission::Categorical { symbols, probs } => probs[s * symbols + y[0] as usize],
         Emission::Gaussian { ny, means, covs } => {
             let ny = *ny;
-            let c = nalgebra::DMatrix::from_row_slice(ny, ny, &covs[s * ny * ny..(s + 1) * ny * ny]);
+            let c =
+                nalgebra::DMatrix::from_row_slice(ny, ny, &covs[s * ny * ny..(s + 1) * ny * ny]);
             let d = nalgebra::DVector::from_fn(ny, |i, _| y[i] - means[s * ny + i]);
             let q = (d.transpose() * c.clone().try_inverse().unwrap() * &d)[(0, 0)];
-            (-0.5 * q).exp() / ((2.0 * std::f64::consts::PI).powi(ny as i32) * c.determinant()).sqrt()
+            (-0.5 * q).exp()
+                / ((2.0 * std::f64::consts::PI).powi(ny as i32) * c.determinant()).sqrt()
         }
     }
 }
@@ -153,7 +166,9 @@ pub fn textbook(m: &HiddenMarkovModel, y: &[f64]) -> (Vec<f64>, Vec<f64>, Vec<f6
     let mut beta = vec![1.0; t * k];
     for s in (0..t.saturating_sub(1)).rev() {
         for x in 0..k {
-            beta[s * k + x] = (0..k).map(|z| a[x * k + z] * e(s + 1, z) * beta[(s + 1) * k + z]).sum();
+            beta[s * k + x] = (0..k)
+                .map(|z| a[x * k + z] * e(s + 1, z) * beta[(s + 1) * k + z])
+                .sum();
         }
     }
     let mut filt = vec![0.0; t * k];

@@ -1,15 +1,531 @@
-//! The HMM family on the GPU.
+//! The HMM family on the GPU: the filter, smoother and Viterbi path of every track in
+//! chunks of steps (`kernels/*.cu`; see `kernels/common.cuh` for the layout). The
+//! parallel method cuts each track into up to [`MAX_CHUNKS`] chunks and combines their
+//! elements (reduce, a fold of the chunk elements per track, sweep: the chunked scan,
+//! `fastest`, whatever scan algorithm is named); the sequential method runs one chunk a
+//! track, one thread each. Tracks go in groups that fit the device's memory.
 
-use super::{HiddenMarkovModel, HmmOptions, HmmOutput};
+pub mod source;
+
+use super::{HiddenMarkovModel, HmmMethod, HmmOptions, HmmOutput};
+use crate::cuda::{catch, download, dtoh, gpu, launch, sync, upload, Arg, DevBuf, Gpu, Module};
 use crate::data::Measurements;
 use crate::error::{Error, Result};
 use crate::linalg::Real;
+use std::sync::Arc;
+
+/// The most states the kernels are compiled for (a thread holds `K x K` values).
+pub const MAX_STATES: usize = 32;
+/// The most observation components.
+pub const MAX_NY: usize = 16;
+/// Chunks per track of the parallel method, at most.
+pub const MAX_CHUNKS: usize = 4096;
+/// Steps per chunk of the parallel method, at least.
+pub const MIN_CHUNK: usize = 32;
+/// Threads per block.
+const BLOCK: u32 = 128;
+
+/// The chunk length and count of a track of `steps` steps.
+pub fn chunking(steps: usize, method: HmmMethod) -> (usize, usize) {
+    match method {
+        HmmMethod::Sequential => (steps.max(1), 1),
+        HmmMethod::Parallel => {
+            let len = steps.div_ceil(MAX_CHUNKS).max(MIN_CHUNK);
+            (len, steps.div_ceil(len).max(1))
+        }
+    }
+}
+
+/// The model's arrays as the kernels read them (`HmmModel` in `common.cuh`): in the
+/// run's precision, and the Viterbi's in f64 on the grid.
+pub struct ModelArrays<T> {
+    /// `[K][K]`.
+    pub a: Vec<T>,
+    /// `[K]`.
+    pub init: Vec<T>,
+    /// Categorical `ln p` at `[code][K]`.
+    pub lnp: Vec<T>,
+    /// Gaussian means `[K][ny]`, Cholesky factors `[K][ny][ny]`, normalisers `[K]`.
+    pub means: Vec<T>,
+    /// See `means`.
+    pub chol: Vec<T>,
+    /// See `means`.
+    pub norm: Vec<T>,
+    /// `ln a` on the grid.
+    pub lna64: Vec<f64>,
+    /// `ln init` on the grid.
+    pub lni64: Vec<f64>,
+    /// Categorical `ln p` on the grid.
+    pub lnp64: Vec<f64>,
+    /// Gaussian, f64.
+    pub means64: Vec<f64>,
+    /// Gaussian, f64.
+    pub chol64: Vec<f64>,
+    /// Gaussian, f64.
+    pub norm64: Vec<f64>,
+}
+
+impl<T: Real> ModelArrays<T> {
+    /// From the model.
+    pub fn new(model: &HiddenMarkovModel) -> Self {
+        let p = super::emission::Prepared::<T>::new(model);
+        let p64 = super::emission::Prepared::<f64>::new(model);
+        ModelArrays {
+            a: p.a,
+            init: p.init,
+            lnp: p.ln_probs,
+            means: p.means,
+            chol: p.chol,
+            norm: p.norm,
+            lna64: p64.ln_a,
+            lni64: p64.ln_init,
+            lnp64: p64
+                .ln_probs
+                .iter()
+                .map(|&v| super::viterbi::on_grid(v))
+                .collect(),
+            means64: p64.means,
+            chol64: p64.chol,
+            norm64: p64.norm,
+        }
+    }
+}
+
+/// Kernel time of the last run on this thread, in milliseconds (benchmarks).
+pub fn last_kernel_ms() -> f64 {
+    LAST_MS.with(|c| c.get())
+}
+
+thread_local! {
+    static LAST_MS: std::cell::Cell<f64> = const { std::cell::Cell::new(f64::NAN) };
+}
 
 pub(crate) fn run<T: Real>(
-    _ordinal: usize,
-    _model: &HiddenMarkovModel,
-    _obs: &Measurements<T>,
-    _opts: &HmmOptions,
+    ordinal: usize,
+    model: &HiddenMarkovModel,
+    obs: &Measurements<T>,
+    opts: &HmmOptions,
 ) -> Result<HmmOutput<T>> {
-    Err(Error::Unsupported("hmm on cuda: not built yet".into()))
+    let (k, ny) = (model.states(), model.ny());
+    if k > MAX_STATES || ny > MAX_NY {
+        return Err(Error::Unsupported(format!(
+            "hmm on cuda handles up to {MAX_STATES} states and {MAX_NY} observation components \
+             (this model: {k} and {ny}); use --device cpu"
+        )));
+    }
+    let arrays = ModelArrays::<T>::new(model);
+    catch(|| run_on(ordinal, model, &arrays, obs, opts.method))
+}
+
+struct Dev<T> {
+    a: DevBuf<T>,
+    init: DevBuf<T>,
+    lnp: DevBuf<T>,
+    means: DevBuf<T>,
+    chol: DevBuf<T>,
+    norm: DevBuf<T>,
+    lna64: DevBuf<f64>,
+    lni64: DevBuf<f64>,
+    lnp64: DevBuf<f64>,
+    means64: DevBuf<f64>,
+    chol64: DevBuf<f64>,
+    norm64: DevBuf<f64>,
+}
+
+impl<T: Real> Dev<T> {
+    /// `HmmModel` as bytes: twelve device pointers in the order of the struct.
+    fn bytes(&self) -> Vec<u8> {
+        [
+            self.a.ptr(),
+            self.init.ptr(),
+            self.lnp.ptr(),
+            self.means.ptr(),
+            self.chol.ptr(),
+            self.norm.ptr(),
+            self.lna64.ptr(),
+            self.lni64.ptr(),
+            self.lnp64.ptr(),
+            self.means64.ptr(),
+            self.chol64.ptr(),
+            self.norm64.ptr(),
+        ]
+        .iter()
+        .flat_map(|p| p.to_le_bytes())
+        .collect()
+    }
+}
+
+fn run_on<T: Real>(
+    ordinal: usize,
+    model: &HiddenMarkovModel,
+    m: &ModelArrays<T>,
+    obs: &Measurements<T>,
+    method: HmmMethod,
+) -> Result<HmmOutput<T>> {
+    let g = gpu(ordinal)?;
+    let (k, ny) = (model.states(), model.ny());
+    let categorical = matches!(model.emission(), super::Emission::Categorical { .. });
+    let module = g.module(
+        "the hidden Markov model",
+        &source::source(k, ny, categorical, T::NAME),
+        &source::KERNELS,
+    )?;
+    let st = &g.stream;
+    let buf = |v: &[T], what: &str| DevBuf::from_slice(&g, st, v, what);
+    let buf64 = |v: &[f64], what: &str| DevBuf::from_slice(&g, st, v, what);
+    let dev = Dev {
+        a: buf(&m.a, "model")?,
+        init: buf(&m.init, "model")?,
+        lnp: buf(&m.lnp, "model")?,
+        means: buf(&m.means, "model")?,
+        chol: buf(&m.chol, "model")?,
+        norm: buf(&m.norm, "model")?,
+        lna64: buf64(&m.lna64, "model")?,
+        lni64: buf64(&m.lni64, "model")?,
+        lnp64: buf64(&m.lnp64, "model")?,
+        means64: buf64(&m.means64, "model")?,
+        chol64: buf64(&m.chol64, "model")?,
+        norm64: buf64(&m.norm64, "model")?,
+    };
+    let mbytes = dev.bytes();
+    let (b, steps) = (obs.tracks(), obs.steps());
+    let (len, chunks) = chunking(steps, method);
+    let sz = std::mem::size_of::<T>();
+    // Bytes a track needs on the device.
+    let per_track = steps * (ny * sz + 2 * k * sz + sz + k + 8)
+        + chunks * ((k * k + 2 * k) * sz + (k * k + k) * (sz + 8) + 4 * k + 4)
+        + 4;
+    let budget = g.usable_memory()? / 2;
+    let group = (budget / per_track.max(1)).clamp(1, 65_535).min(b.max(1));
+    if budget < per_track {
+        return Err(Error::TooLarge {
+            what: format!("hmm on cuda: one track of {steps} steps"),
+            bytes: per_track as u128,
+            limit: format!("half the GPU's free memory ({budget} bytes)"),
+        });
+    }
+    let mut out = HmmOutput {
+        tracks: b,
+        steps,
+        states: k,
+        filtered: vec![T::zero(); b * steps * k],
+        smoothed: vec![T::zero(); b * steps * k],
+        loglik: vec![T::zero(); b * steps],
+        path: vec![0i64; b * steps],
+    };
+    let bufs = Buffers::<T>::new(&g, group, steps, ny, k, chunks)?;
+    let timer = crate::cuda::EventTimer::new(&g)?;
+    let mut ms = 0.0;
+    let mut b0 = 0;
+    while b0 < b {
+        let nb = group.min(b - b0);
+        upload(
+            &g,
+            st,
+            &obs.data()[b0 * steps * ny..(b0 + nb) * steps * ny],
+            &bufs.y,
+            0,
+            "observations",
+        )?;
+        bufs.poison(st)?;
+        timer.start(st)?;
+        launch_all(st, &module, &bufs, &mbytes, nb, steps, len, chunks)?;
+        timer.stop(st)?;
+        ms += f64::from(timer.elapsed_ms()?);
+        let span = b0 * steps..(b0 + nb) * steps;
+        download(
+            &g,
+            st,
+            &bufs.filtered,
+            0,
+            &mut out.filtered[span.start * k..span.end * k],
+            "filtered",
+        )?;
+        download(
+            &g,
+            st,
+            &bufs.smoothed,
+            0,
+            &mut out.smoothed[span.start * k..span.end * k],
+            "smoothed",
+        )?;
+        download(
+            &g,
+            st,
+            &bufs.loglik,
+            0,
+            &mut out.loglik[span.clone()],
+            "log-likelihoods",
+        )?;
+        dtoh(st, &bufs.path, 0, &mut out.path[span], "Viterbi paths")?;
+        sync(st, "the hidden Markov model")?;
+        b0 += nb;
+    }
+    LAST_MS.with(|c| c.set(ms));
+    check_outputs(&out)?;
+    Ok(out)
+}
+
+/// The first impossible observation (log-likelihood -inf) is the input's error; any
+/// other value not written (NaN from the poison) is the device's.
+fn check_outputs<T: Real>(o: &HmmOutput<T>) -> Result<()> {
+    let steps = o.steps.max(1);
+    if let Some(i) = o.loglik.iter().position(|v| !v.is_finite_value()) {
+        if o.loglik[i].is_nan_value() {
+            return Err(Error::Cuda(format!(
+                "the HMM kernels left the log-likelihood of track {}, step {} unwritten",
+                i / steps,
+                i % steps
+            )));
+        }
+        return Err(super::impossible(i / steps, i % steps));
+    }
+    let k = o.states.max(1);
+    for (what, v) in [("filtered", &o.filtered), ("smoothed", &o.smoothed)] {
+        if let Some(i) = v.iter().position(|v| !v.is_finite_value()) {
+            return Err(Error::Cuda(format!(
+                "the HMM kernels left the {what} distribution of track {}, step {} unwritten",
+                i / k / steps,
+                (i / k) % steps
+            )));
+        }
+    }
+    if let Some(i) = o.path.iter().position(|&s| s < 0 || s as usize >= k) {
+        return Err(Error::Cuda(format!(
+            "the HMM kernels left the path of track {}, step {} unwritten",
+            i / steps,
+            i % steps
+        )));
+    }
+    Ok(())
+}
+
+/// The device buffers of one group of tracks.
+struct Buffers<T> {
+    y: DevBuf<T>,
+    elem: DevBuf<T>,
+    start: DevBuf<T>,
+    filtered: DevBuf<T>,
+    loglik: DevBuf<T>,
+    g: DevBuf<T>,
+    next: DevBuf<T>,
+    smoothed: DevBuf<T>,
+    pm: DevBuf<f64>,
+    dstart: DevBuf<f64>,
+    back: DevBuf<u8>,
+    fin: DevBuf<i32>,
+    phi: DevBuf<i32>,
+    xin: DevBuf<i32>,
+    path: DevBuf<i64>,
+}
+
+impl<T: Real> Buffers<T> {
+    fn new(
+        g: &Arc<Gpu>,
+        nb: usize,
+        steps: usize,
+        ny: usize,
+        k: usize,
+        chunks: usize,
+    ) -> Result<Self> {
+        let (bt, bc) = (nb * steps, nb * chunks);
+        Ok(Buffers {
+            y: DevBuf::new(g, bt * ny, "observations")?,
+            elem: DevBuf::new(g, bc * (k * k + k), "filter elements")?,
+            start: DevBuf::new(g, bc * k, "chunk starts")?,
+            filtered: DevBuf::new(g, bt * k, "filtered")?,
+            loglik: DevBuf::new(g, bt, "log-likelihoods")?,
+            g: DevBuf::new(g, bc * k * k, "smoother elements")?,
+            next: DevBuf::new(g, bc * k, "chunk ends")?,
+            smoothed: DevBuf::new(g, bt * k, "smoothed")?,
+            pm: DevBuf::new(g, bc * k * k, "max-product elements")?,
+            dstart: DevBuf::new(g, bc * k, "chunk scores")?,
+            back: DevBuf::new(g, bt * k, "back-pointers")?,
+            fin: DevBuf::new(g, nb, "final states")?,
+            phi: DevBuf::new(g, bc * k, "chunk maps")?,
+            xin: DevBuf::new(g, bc, "chunk states")?,
+            path: DevBuf::new(g, bt, "Viterbi paths")?,
+        })
+    }
+
+    /// Every output and intermediate set to all-ones bytes (NaN, or -1 for the integers),
+    /// so that an element a kernel fails to write shows.
+    fn poison(&self, st: &cudarc::driver::CudaStream) -> Result<()> {
+        self.filtered.poison(st)?;
+        self.smoothed.poison(st)?;
+        self.loglik.poison(st)?;
+        self.path.poison(st)?;
+        self.fin.poison(st)?;
+        Ok(())
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn launch_all<T: Real>(
+    st: &cudarc::driver::CudaStream,
+    module: &Module,
+    d: &Buffers<T>,
+    mbytes: &[u8],
+    nb: usize,
+    steps: usize,
+    len: usize,
+    chunks: usize,
+) -> Result<()> {
+    let grid = (chunks.div_ceil(BLOCK as usize) as u32, nb as u32, 1);
+    let tracks = (nb.div_ceil(64) as u32, 1, 1);
+    let blk = (BLOCK, 1, 1);
+    let (s, l, c) = (
+        Arg::U64(steps as u64),
+        Arg::U64(len as u64),
+        Arg::U64(chunks as u64),
+    );
+    let m = Arg::Bytes(mbytes);
+    let n = Arg::U64(nb as u64);
+    let many = chunks > 1;
+    if many {
+        launch(
+            st,
+            module,
+            "fwd_reduce",
+            grid,
+            blk,
+            &[m, Arg::Ptr(d.y.ptr()), Arg::Ptr(d.elem.ptr()), s, l, c],
+        )?;
+        launch(
+            st,
+            module,
+            "fwd_carry",
+            tracks,
+            (64, 1, 1),
+            &[Arg::Ptr(d.elem.ptr()), Arg::Ptr(d.start.ptr()), c, n],
+        )?;
+    }
+    launch(
+        st,
+        module,
+        "fwd_sweep",
+        grid,
+        blk,
+        &[
+            m,
+            Arg::Ptr(d.y.ptr()),
+            Arg::Ptr(d.start.ptr()),
+            Arg::Ptr(d.filtered.ptr()),
+            Arg::Ptr(d.loglik.ptr()),
+            s,
+            l,
+            c,
+        ],
+    )?;
+    if many {
+        launch(
+            st,
+            module,
+            "bwd_reduce",
+            grid,
+            blk,
+            &[m, Arg::Ptr(d.filtered.ptr()), Arg::Ptr(d.g.ptr()), s, l, c],
+        )?;
+        launch(
+            st,
+            module,
+            "bwd_carry",
+            tracks,
+            (64, 1, 1),
+            &[Arg::Ptr(d.g.ptr()), Arg::Ptr(d.next.ptr()), c, n],
+        )?;
+    }
+    launch(
+        st,
+        module,
+        "bwd_sweep",
+        grid,
+        blk,
+        &[
+            m,
+            Arg::Ptr(d.filtered.ptr()),
+            Arg::Ptr(d.next.ptr()),
+            Arg::Ptr(d.smoothed.ptr()),
+            s,
+            l,
+            c,
+        ],
+    )?;
+    if many {
+        launch(
+            st,
+            module,
+            "vit_reduce",
+            grid,
+            blk,
+            &[m, Arg::Ptr(d.y.ptr()), Arg::Ptr(d.pm.ptr()), s, l, c],
+        )?;
+        launch(
+            st,
+            module,
+            "vit_carry",
+            tracks,
+            (64, 1, 1),
+            &[Arg::Ptr(d.pm.ptr()), Arg::Ptr(d.dstart.ptr()), c, n],
+        )?;
+    }
+    launch(
+        st,
+        module,
+        "vit_sweep",
+        grid,
+        blk,
+        &[
+            m,
+            Arg::Ptr(d.y.ptr()),
+            Arg::Ptr(d.dstart.ptr()),
+            Arg::Ptr(d.back.ptr()),
+            Arg::Ptr(d.fin.ptr()),
+            s,
+            l,
+            c,
+        ],
+    )?;
+    if many {
+        launch(
+            st,
+            module,
+            "path_reduce",
+            grid,
+            blk,
+            &[
+                Arg::Ptr(d.back.ptr()),
+                Arg::Ptr(d.fin.ptr()),
+                Arg::Ptr(d.phi.ptr()),
+                s,
+                l,
+                c,
+            ],
+        )?;
+        launch(
+            st,
+            module,
+            "path_carry",
+            tracks,
+            (64, 1, 1),
+            &[Arg::Ptr(d.phi.ptr()), Arg::Ptr(d.xin.ptr()), c, n],
+        )?;
+    }
+    launch(
+        st,
+        module,
+        "path_sweep",
+        grid,
+        blk,
+        &[
+            Arg::Ptr(d.back.ptr()),
+            Arg::Ptr(d.fin.ptr()),
+            Arg::Ptr(d.xin.ptr()),
+            Arg::Ptr(d.path.ptr()),
+            s,
+            l,
+            c,
+        ],
+    )?;
+    Ok(())
 }
