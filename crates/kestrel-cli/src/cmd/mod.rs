@@ -107,17 +107,10 @@ pub fn choose_device(s: &str) -> anyhow::Result<Device> {
     })
 }
 
-/// Loads a linear-Gaussian model file; a nonlinear (particle filter) kind is refused
-/// with the command that runs it.
+/// Loads a linear-Gaussian model file; a file of another family is refused with the
+/// commands that read it (`kestrel::model::family`).
 pub fn load_linear_model(path: &std::path::Path) -> anyhow::Result<kestrel::Model> {
-    kestrel::model::load_model(path).map_err(|e| {
-        let msg = e.to_string();
-        if msg.contains("for the particle filter") {
-            anyhow::Error::new(e).context(format!("{msg}: run it with `kestrel pf`"))
-        } else {
-            e.into()
-        }
-    })
+    Ok(kestrel::model::load_model(path)?)
 }
 
 /// Loads a linear-Gaussian model file of any form, the time-varying one (per-step

@@ -104,6 +104,9 @@ fn write_truth(
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
+    if let Some(t) = &a.truth {
+        kestrel::io::Format::of(t, &[kestrel::io::Format::Csv])?;
+    }
     if !a
         .output
         .extension()
@@ -120,9 +123,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             "--frames, --height and --width must be at least 1 (got {t}, {h}, {w})"
         )));
     }
-    if !a.snr.is_finite() {
-        return Err(bad("--snr must be finite"));
-    }
+    kestrel::tbd::sim::check_snr("--snr", a.snr)?;
     let size = match a.dtype {
         OutType::F32 => 4,
         OutType::U16 => 2,
