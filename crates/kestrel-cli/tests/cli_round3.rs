@@ -29,7 +29,7 @@ fn frames_npy(t: usize, h: usize, w: usize) -> Vec<u8> {
 /// A `.npy` file (version 1.0) with header `dict` and the bytes `data`.
 fn npy(dict: &str, data: &[u8]) -> Vec<u8> {
     let mut header = dict.to_string();
-    while (10 + header.len() + 1) % 64 != 0 {
+    while !(10 + header.len() + 1).is_multiple_of(64) {
         header.push(' ');
     }
     header.push('\n');
