@@ -293,7 +293,7 @@ fn work_is_bounded_before_it_starts() {
             "--truth",
             "x.csv",
         ],
-        &["scenario", "clutter"],
+        &["scenario", "would need"],
     );
     assert!(
         start.elapsed() < Duration::from_secs(60),

@@ -228,7 +228,7 @@ pub fn range(name: &str, v: f64, lo: End, hi: End) -> Result<f64> {
 pub fn count(name: &str, v: u64, lo: u64, hi: u64) -> Result<usize> {
     if v < lo || v > hi || usize::try_from(v).is_err() {
         return Err(Error::input(format!(
-            "{name} must lie in [{lo}, {hi}], got {v}"
+            "{name} must be at least {lo} and at most {hi}, got {v}"
         )));
     }
     Ok(v as usize)

@@ -50,12 +50,8 @@ pub struct Args {
 
 fn options(a: &Args) -> anyhow::Result<PfOptions> {
     use kestrel::limits::{count, range, End::In};
-    count(
-        "--particles",
-        a.particles as u64,
-        1,
-        kestrel::particle::MAX_PARTICLES as u64,
-    )?;
+    // The upper bound is the library's (N particles per filter: at most 2^31).
+    count("--particles", a.particles as u64, 1, u64::MAX)?;
     // A fraction of N: above 1 would be the same as 1 (every step), so it is refused.
     range("--ess", a.ess, In(0.0), In(1.0))?;
     let mut o = PfOptions::new(a.particles);

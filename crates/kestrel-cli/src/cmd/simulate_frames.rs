@@ -104,9 +104,6 @@ fn write_truth(
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
-    if let Some(t) = &a.truth {
-        kestrel::io::Format::of(t, &[kestrel::io::Format::Csv])?;
-    }
     if !a
         .output
         .extension()
@@ -140,6 +137,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let mut outs = vec![a.output.as_path()];
     outs.extend(a.truth.as_deref());
     let outputs = kestrel::io::Outputs::plan(&[], &outs)?;
+    if let Some(t) = &a.truth {
+        kestrel::io::Format::of(t, &[kestrel::io::Format::Csv])?;
+    }
     // A frame is made in memory (f32, and its bytes) before it is written.
     use kestrel::limits::{self, Size};
     limits::check("a frame", &[Size("rows", h), Size("columns", w)], 4 + size)?;

@@ -95,7 +95,11 @@ pub struct NpyHeader {
 pub fn parse_npy_header(path: &Path, b: &[u8]) -> Result<NpyHeader> {
     let bad = |msg: String| parse_error(path, None, format!("not a valid .npy file: {msg}"));
     if b.len() < 10 || &b[..6] != b"\x93NUMPY" {
-        return Err(bad("no NumPy magic string".into()));
+        return Err(parse_error(
+            path,
+            None,
+            "not a .npy file (no NumPy magic string)",
+        ));
     }
     let (len, start): (usize, usize) = match (b[6], b[7]) {
         (1, 0) => (u16::from_le_bytes([b[8], b[9]]) as usize, 10),

@@ -49,8 +49,9 @@ pub struct Scenario {
     pub seed: u64,
 }
 
-/// Most rows (truth and detections) a scenario may draw.
-pub const SCENARIO_BUDGET: u128 = 1_000_000_000;
+/// Bytes a row of truth and detections takes, about (times, identities, a few
+/// components each, and the vectors' growth).
+const ROW_BYTES: usize = 64;
 
 impl Scenario {
     /// The clutter density per unit measurement volume that the tracker should use.
@@ -85,17 +86,16 @@ impl Scenario {
         if self.steps == 0 {
             return Err(Error::input("a scenario needs at least one step"));
         }
-        // The detections drawn are bounded before any is: about steps x (targets +
-        // births x steps + clutter) rows.
+        // The rows drawn are bounded before any is: about steps x (targets + births x
+        // steps + clutter) rows of truth and detections, checked against the memory.
         let per_scan = self.targets as f64 + self.births * self.steps as f64 + self.clutter;
-        crate::limits::work(
+        crate::limits::check(
             "the scenario",
             &[
                 crate::limits::Size("steps", self.steps),
-                crate::limits::Size("detections per scan", per_scan.min(1e30).ceil() as usize),
+                crate::limits::Size("rows per scan", per_scan.min(1e30).ceil() as usize),
             ],
-            SCENARIO_BUDGET,
-            "fewer steps, targets, births or less clutter",
+            ROW_BYTES,
         )?;
         Ok(())
     }
