@@ -98,7 +98,7 @@ pub fn parse_npy_header(path: &Path, b: &[u8]) -> Result<NpyHeader> {
         return Err(parse_error(
             path,
             None,
-            "not a .npy file (no NumPy magic string)",
+            "not a valid .npy file: no NumPy magic string (not a .npy file)",
         ));
     }
     let (len, start): (usize, usize) = match (b[6], b[7]) {
