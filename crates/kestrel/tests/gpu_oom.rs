@@ -22,9 +22,9 @@ fn a_request_bigger_than_the_device_is_a_clear_error_and_the_next_call_works() {
     // 2^31 particles of 4 f64 components, twice (particles and their propagation),
     // plus weights: about 150 GB, more than any GPU of today holds.
     let huge = PfOptions::new(kestrel::particle::MAX_PARTICLES);
-    let e = particle_filter_on::<f64>(Device::Cuda(0), &model, &z, &huge)
-        .err()
-        .expect("a request bigger than the device must fail");
+    let Err(e) = particle_filter_on::<f64>(Device::Cuda(0), &model, &z, &huge) else {
+        panic!("a request bigger than the device must fail");
+    };
     let msg = e.to_string();
     assert!(msg.contains("cuda:0"), "the device is not named: {msg}");
     assert!(msg.contains("GB"), "the sizes are not given: {msg}");
