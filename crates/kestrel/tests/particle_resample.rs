@@ -454,8 +454,8 @@ fn grid_selection_and_subsets_are_unbiased() {
                     step: r,
                 };
                 let (mut a, mut b) = (vec![0u32; n], vec![0u32; n]);
-                resample(grid, &w, d, &mut a, &mut Scratch::default(), false);
-                resample(search, &w, d, &mut b, &mut Scratch::default(), false);
+                resample(grid, &w, d, &mut a, &mut Scratch::default(), false).unwrap();
+                resample(search, &w, d, &mut b, &mut Scratch::default(), false).unwrap();
                 assert_eq!(a, b, "{grid} against {search}, step {r}");
             }
         }
@@ -482,7 +482,8 @@ fn subsets_keep_most_particles_local() {
         &mut a,
         &mut Scratch::default(),
         false,
-    );
+    )
+    .unwrap();
     let sub = |i: usize| i * k as usize / n;
     let crossed = a
         .iter()

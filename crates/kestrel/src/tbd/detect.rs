@@ -184,7 +184,7 @@ pub fn calibrate_params(
     let warm = detector.map(|d| burn_in(d.alpha)).unwrap_or(0);
     let frames = warm as f64 + maps * decimation as f64;
     // The cost counts every motion vector: each frame updates the state of each.
-    let vectors = detector.map_or(1, |d| d.0.len().max(1));
+    let vectors = detector.map_or(1, |d| d.motions.len().max(1));
     crate::limits::work(
         &format!("the calibration of false-alarm probability {pmin:e}"),
         &[
