@@ -117,7 +117,15 @@ fn run(cli: Cli) -> anyhow::Result<()> {
 
 fn main() -> ExitCode {
     kestrel::io::output::remove_temporaries_on_signals();
-    let cli = match Cli::try_parse() {
+    // Every command takes negative numbers as values (`--ess -1`, `--switching -1`), so
+    // that the range check of the option answers rather than clap's "unexpected
+    // argument" (options whose value may start with a hyphen take it as before).
+    let command = <Cli as clap::CommandFactory>::command()
+        .mut_subcommands(|s| s.allow_negative_numbers(true));
+    let parsed = command
+        .try_get_matches()
+        .and_then(|m| <Cli as clap::FromArgMatches>::from_arg_matches(&m));
+    let cli = match parsed {
         Ok(c) => c,
         Err(e) => {
             let commands: Vec<String> = <Cli as clap::CommandFactory>::command()

@@ -284,11 +284,7 @@ fn run_batched<T: Real, M: StateSpace + ?Sized>(
     bar: &Bar,
 ) -> kestrel::Result<Parts<T>> {
     let (b, t, ny) = (shape[0], shape[1], shape[2]);
-    if b == 0 || t == 0 {
-        return Err(kestrel::Error::Input {
-            msg: format!("z: no measurements ({b} tracks x {t} steps)"),
-        });
-    }
+    kestrel::data::require_data("z", b, t)?;
     if !bar.on() || b == 1 {
         // The caller's array read in place: no copy of the measurements.
         let r =

@@ -11,10 +11,13 @@
 //! the library is caught and becomes a `RuntimeError` naming it (never a crash).
 
 use pyo3::create_exception;
-use pyo3::exceptions::{PyMemoryError, PyOSError, PyRuntimeError, PyValueError};
+use pyo3::exceptions::{
+    PyKeyboardInterrupt, PyMemoryError, PyOSError, PyRuntimeError, PyValueError,
+};
 use pyo3::prelude::*;
 
 mod arrays;
+mod interrupt;
 mod kalman;
 mod likelihood;
 mod nonlinear;
@@ -43,16 +46,27 @@ pub(crate) fn to_py(e: kestrel::Error) -> PyErr {
         E::Io { .. } | E::Write { .. } => PyOSError::new_err(msg),
         E::TooLarge { .. } => PyMemoryError::new_err(msg),
         E::Cuda(_) | E::DeviceUnavailable(_) => PyRuntimeError::new_err(msg),
+        E::Cancelled => PyKeyboardInterrupt::new_err(msg),
         _ => PyValueError::new_err(msg),
     }
 }
 
 /// Runs `f` without the GIL, catching any panic: the interpreter never sees one.
+/// Ctrl-C stops it within a fraction of a second ([`interrupt`]: the library's loops
+/// poll `kestrel::cancel`) and raises `KeyboardInterrupt` (Python's own handler).
 pub(crate) fn run_detached<R: Send>(
     py: Python<'_>,
     f: impl FnOnce() -> kestrel::Result<R> + Send,
 ) -> PyResult<R> {
+    let watch = interrupt::arm();
     let out = py.detach(|| std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)));
+    if watch.finish() {
+        // Python's handler for the Ctrl-C that arrived: KeyboardInterrupt by default.
+        py.check_signals()?;
+        if matches!(out, Ok(Err(kestrel::Error::Cancelled))) {
+            return Err(PyKeyboardInterrupt::new_err("interrupted"));
+        }
+    }
     match out {
         Ok(r) => r.map_err(to_py),
         Err(p) => {

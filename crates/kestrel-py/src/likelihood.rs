@@ -87,11 +87,7 @@ fn loglik_typed<'py, T: Real + numpy::Element>(
         )));
     }
     let (b, t, ny) = (shape[0], shape[1], shape[2]);
-    if b == 0 || t == 0 {
-        return Err(PyValueError::new_err(format!(
-            "z: no measurements ({b} tracks x {t} steps)"
-        )));
-    }
+    kestrel::data::require_data("z", b, t).map_err(crate::to_py)?;
     let bar = Bar::new(progress, "log-likelihoods", b as u64, "tracks");
     let run = run_detached(py, || {
         // The caller's array read in place: no copy of the measurements.

@@ -262,11 +262,7 @@ fn filter_typed<'py, T: Real + numpy::Element>(
         .saturating_mul(opts.particles as u64);
     let bar = Bar::new(progress, "particle filter", work, "particle-steps");
     let raw = run_detached(py, || {
-        if b == 0 || t == 0 {
-            return Err(Error::Input {
-                msg: format!("z: no measurements ({b} tracks x {t} steps)"),
-            });
-        }
+        kestrel::data::require_data("z", b, t)?;
         // The particle filter runs on one GPU: `cuda:all` is its first.
         let device = match resolve_device(device)? {
             Device::AllCuda => Device::Cuda(0),

@@ -116,6 +116,10 @@ pub enum Error {
     /// A failure inside the CUDA backend (driver, NVRTC, a kernel launch).
     #[error("cuda: {0}")]
     Cuda(String),
+
+    /// The call was cancelled ([`crate::cancel`]: Ctrl-C in Python).
+    #[error("interrupted")]
+    Cancelled,
 }
 
 impl Error {

@@ -88,6 +88,7 @@ pub struct ReadmeDoctests;
 #[doc = include_str!("../../../docs/library.md")]
 pub struct LibraryDoctests;
 
+pub mod cancel;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 #[cfg(not(feature = "cuda"))]

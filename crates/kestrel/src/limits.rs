@@ -165,6 +165,94 @@ pub fn check(what: &str, factors: &[Size], elem: usize) -> Result<usize> {
     Ok(n)
 }
 
+/// A number as an error message quotes it: as typed when short, in scientific notation
+/// with 6 digits when long (never 300 digits of a huge float).
+pub fn short(v: f64) -> String {
+    let plain = format!("{v}");
+    let sci = format!("{v:e}");
+    if plain.len() <= 16 {
+        plain
+    } else if sci.len() <= 14 {
+        sci
+    } else {
+        format!("{v:.6e}")
+    }
+}
+
+/// One end of an allowed range: included (`In`) or excluded (`Ex`).
+#[derive(Clone, Copy, Debug)]
+pub enum End {
+    /// The end itself is allowed.
+    In(f64),
+    /// Values up to the end, not the end itself.
+    Ex(f64),
+}
+
+impl End {
+    fn show(self, left: bool) -> String {
+        match (self, left) {
+            (End::In(v), true) => format!("[{}", short(v)),
+            (End::Ex(v), true) => format!("({}", short(v)),
+            (End::In(v), false) => format!("{}]", short(v)),
+            (End::Ex(v), false) => format!("{})", short(v)),
+        }
+    }
+}
+
+/// The one range check of numeric options and model parameters: `v` must be a number
+/// in the range `lo .. hi` (NaN never is), else an input error (exit status 2) naming
+/// `name`, the range and the value quoted short. The ranges are chosen so that nothing
+/// derived from the value (`c^p`, an amplitude `10^(dB/20)` in f32, a sampling range
+/// `2A`) overflows, wraps or silently turns a feature off.
+pub fn range(name: &str, v: f64, lo: End, hi: End) -> Result<f64> {
+    let above = match lo {
+        End::In(l) => v >= l,
+        End::Ex(l) => v > l,
+    };
+    let below = match hi {
+        End::In(h) => v <= h,
+        End::Ex(h) => v < h,
+    };
+    if above && below {
+        return Ok(v);
+    }
+    Err(Error::input(format!(
+        "{name} must lie in {}, {}, got {}",
+        lo.show(true),
+        hi.show(false),
+        short(v)
+    )))
+}
+
+/// [`range`] for a count (particles, a radius in pixels, frames): `lo ..= hi`.
+pub fn count(name: &str, v: u64, lo: u64, hi: u64) -> Result<usize> {
+    if v < lo || v > hi || usize::try_from(v).is_err() {
+        return Err(Error::input(format!(
+            "{name} must be at least {lo} and at most {hi}, got {v}"
+        )));
+    }
+    Ok(v as usize)
+}
+
+/// Bounds the work of a job before it starts: the product of `factors` (elementary
+/// operations: cell updates, comparisons, proposals) must stay within `budget`, else an
+/// input error naming the job, its factors and `advice` (what to change).
+pub fn work(what: &str, factors: &[Size], budget: u128, advice: &str) -> Result<()> {
+    let mut n: u128 = 1;
+    for Size(_, v) in factors {
+        n = n.saturating_mul(*v as u128);
+    }
+    if n > budget {
+        return Err(Error::input(format!(
+            "{what} would take about {:.1e} operations ({}), more than the limit of {:.0e}: {advice}",
+            n as f64,
+            describe(factors),
+            budget as f64
+        )));
+    }
+    Ok(())
+}
+
 /// A vector of `n` copies of `value`, allocated with `try_reserve`: an allocator
 /// refusal is a [`Error::TooLarge`], not an abort.
 pub fn filled<T: Clone>(what: &str, n: usize, value: T) -> Result<Vec<T>> {
@@ -219,6 +307,27 @@ mod tests {
         let e = check_disk(&out, free + (1 << 40)).unwrap_err();
         assert!(e.is_bad_input());
         assert!(e.to_string().contains("free on its file system"), "{e}");
+    }
+
+    #[test]
+    fn ranges_quote_values_short_and_refuse_nan() {
+        assert_eq!(range("x", 0.5, End::Ex(0.0), End::In(1.0)).unwrap(), 0.5);
+        let e = range("--c", 1e300, End::Ex(0.0), End::In(1e100))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(e, "--c must lie in (0, 1e100], got 1e300");
+        assert_eq!(short(1.0 / 3.0 * 1e300), "3.333333e299");
+        assert_eq!(short(-0.25), "-0.25");
+        assert!(range("x", f64::NAN, End::In(0.0), End::In(1.0)).is_err());
+        assert!(range("x", 0.0, End::Ex(0.0), End::In(1.0)).is_err());
+        assert!(count("--nms", 5, 0, 4).unwrap_err().is_bad_input());
+        let e = work(
+            "w",
+            &[Size("a", 1 << 40), Size("b", 1 << 40)],
+            1 << 30,
+            "less",
+        );
+        assert!(e.unwrap_err().to_string().contains("less"));
     }
 
     #[test]

@@ -45,7 +45,7 @@ fn summed_counts(scheme: Resampler, w: &[f64], reps: u32, par: bool) -> Vec<f64>
             filter: 3,
             step: r,
         };
-        resample(scheme, w, d, &mut anc, &mut scratch, par);
+        resample(scheme, w, d, &mut anc, &mut scratch, par).unwrap();
         for (t, o) in total.iter_mut().zip(offspring(&anc, n)) {
             *t += o as f64;
         }
@@ -144,8 +144,8 @@ fn parallel_and_sequential_paths_agree() {
     for scheme in Resampler::ALL {
         let (mut a, mut b) = (vec![0u32; w.len()], vec![0u32; w.len()]);
         let mut s = Scratch::default();
-        resample(scheme, &w, d, &mut a, &mut s, false);
-        resample(scheme, &w, d, &mut b, &mut s, true);
+        resample(scheme, &w, d, &mut a, &mut s, false).unwrap();
+        resample(scheme, &w, d, &mut b, &mut s, true).unwrap();
         assert_eq!(a, b, "{scheme}");
         assert!(
             a.iter().all(|&i| w[i as usize] > 0.0),
@@ -193,7 +193,7 @@ fn chunked_systematic_ancestors_are_the_resamplers_choice() {
                 step,
             };
             let mut want = vec![0u32; n];
-            resample(Resampler::Systematic, w, d, &mut want, &mut s, false);
+            resample(Resampler::Systematic, w, d, &mut want, &mut s, false).unwrap();
             let (local, offsets, total) = chunked_cdf(w);
             let ones = vec![1.0; offsets.len()];
             let cdf = ChunkedCdf {
@@ -340,7 +340,7 @@ fn prefix_sum_schemes_stay_unbiased_at_ten_million_in_f32() {
         Resampler::Residual,
     ] {
         let t0 = std::time::Instant::now();
-        resample(scheme, &w, d, &mut anc, &mut s, true);
+        resample(scheme, &w, d, &mut anc, &mut s, true).unwrap();
         eprintln!("{scheme}: {:.3} s", t0.elapsed().as_secs_f64());
         let mut got = vec![0.0f64; blocks];
         for &a in &anc {
@@ -454,8 +454,8 @@ fn grid_selection_and_subsets_are_unbiased() {
                     step: r,
                 };
                 let (mut a, mut b) = (vec![0u32; n], vec![0u32; n]);
-                resample(grid, &w, d, &mut a, &mut Scratch::default(), false);
-                resample(search, &w, d, &mut b, &mut Scratch::default(), false);
+                resample(grid, &w, d, &mut a, &mut Scratch::default(), false).unwrap();
+                resample(search, &w, d, &mut b, &mut Scratch::default(), false).unwrap();
                 assert_eq!(a, b, "{grid} against {search}, step {r}");
             }
         }
@@ -482,7 +482,8 @@ fn subsets_keep_most_particles_local() {
         &mut a,
         &mut Scratch::default(),
         false,
-    );
+    )
+    .unwrap();
     let sub = |i: usize| i * k as usize / n;
     let crossed = a
         .iter()

@@ -104,7 +104,7 @@ fn resample_kernels_equal_their_cpu_references() {
                     step: kr,
                 };
                 let mut want = vec![0u32; n];
-                resample(scheme, &w, draws, &mut want, &mut Scratch::default(), false);
+                resample(scheme, &w, draws, &mut want, &mut Scratch::default(), false).unwrap();
                 let (s, k) = code(scheme);
                 let mut input = Vec::new();
                 for v in [s, n as u32, kr, key[0], key[1], k] {
@@ -130,7 +130,7 @@ fn resample_kernels_equal_their_cpu_references() {
                 };
                 if let Some(sc) = search {
                     let mut s = vec![0u32; n];
-                    resample(sc, &w, draws, &mut s, &mut Scratch::default(), false);
+                    resample(sc, &w, draws, &mut s, &mut Scratch::default(), false).unwrap();
                     assert_eq!(got, s, "{what}: the grid against the search");
                 }
                 checked += 1;

@@ -53,7 +53,7 @@ fn fast_run(
     alpha: f32,
     d: usize,
 ) -> (Vec<MapPair>, Vec<f32>) {
-    let mut st = CpuState::new(h, w, m, alpha);
+    let mut st = CpuState::new(h, w, m, alpha).unwrap();
     let mut maps = Vec::new();
     for block in frames.chunks(d) {
         let refs: Vec<&[f32]> = block.iter().map(|f| f.as_slice()).collect();
@@ -192,12 +192,12 @@ fn non_maximum_suppression_keeps_local_maxima() {
         score,
         arg: (0..h * w).map(|i| (i % 3) as u16).collect(),
     };
-    let d = detect(&map, 1.0, 1);
+    let d = detect(&map, 1.0, 1).unwrap();
     let at: Vec<(usize, usize)> = d.iter().map(|d| (d.x, d.y)).collect();
     assert_eq!(at, vec![(1, 1), (6, 1), (4, 4)]);
     assert_eq!(d[0].motion, (w + 1) % 3);
     assert!(d.iter().all(|d| d.t == 7));
-    assert_eq!(detect(&map, 4.5, 1).len(), 1);
+    assert_eq!(detect(&map, 4.5, 1).unwrap().len(), 1);
 }
 
 #[test]
@@ -312,7 +312,7 @@ fn multi_step_passes_equal_single_steps() {
         let k = 2 + case % 5;
         let frames = random_frames(&mut rng, 2 * k + 1, h, w);
         let (want, ws) = fast_run(&frames, h, w, &m, alpha, 1);
-        let mut st = CpuState::new(h, w, &m, alpha);
+        let mut st = CpuState::new(h, w, &m, alpha).unwrap();
         let mut got = Vec::new();
         for pass in frames.chunks(k) {
             let refs: Vec<&[f32]> = pass.iter().map(|f| f.as_slice()).collect();

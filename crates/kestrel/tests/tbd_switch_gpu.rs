@@ -72,7 +72,9 @@ fn switching_kernel_equals_the_cpu_recursion_on_the_gpu() {
             transition: Some(m.clone()),
         };
         let mut g = GpuSwitch::new(0, &params, h, w, half).unwrap();
-        let mut cpu = CpuState::new(h, w, &motions, alpha).with_transition(Some(m.clone()));
+        let mut cpu = CpuState::new(h, w, &motions, alpha)
+            .unwrap()
+            .with_transition(Some(m.clone()));
         let (mut s, mut a) = (vec![0.0; n], vec![0; n]);
         for k in 0..6 {
             let f: Vec<f32> = (0..n).map(|_| rng.gen_range(-1.0f32..3.0)).collect();

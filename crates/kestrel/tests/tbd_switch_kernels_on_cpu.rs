@@ -111,7 +111,9 @@ fn round_half(x: f32) -> f32 {
 /// after every frame (what the kernel stores).
 fn expected(r: &Run) -> (Maps, Vec<f32>) {
     let n = r.h * r.w;
-    let mut st = CpuState::new(r.h, r.w, r.motions, r.alpha).with_transition(Some(r.m.clone()));
+    let mut st = CpuState::new(r.h, r.w, r.motions, r.alpha)
+        .unwrap()
+        .with_transition(Some(r.m.clone()));
     let mut maps = Vec::new();
     let (mut s, mut a) = (vec![0.0; n], vec![0; n]);
     for (k, f) in r.frames.iter().enumerate() {
@@ -231,7 +233,7 @@ fn the_switching_kernel_equals_the_cpu_recursion() {
                     );
                     // The identity: the CPU's plain recursion (no transition at all).
                     let want = if mk == 2 {
-                        let mut st = CpuState::new(h, w, &motions, r.alpha);
+                        let mut st = CpuState::new(h, w, &motions, r.alpha).unwrap();
                         let n = h * w;
                         let (mut s, mut a) = (vec![0.0; n], vec![0; n]);
                         let mut maps = Vec::new();

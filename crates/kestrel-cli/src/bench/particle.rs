@@ -107,7 +107,8 @@ fn resampler_records(sink: &mut Sink, n: usize, repeats: usize) {
                 filter: 0,
                 step: k,
             };
-            resample(scheme, &w, d, &mut anc, &mut scratch, true);
+            resample(scheme, &w, d, &mut anc, &mut scratch, true)
+                .expect("the benchmark's weights are within the rejection budget");
         });
         let mut r = Record::new(
             format!("resample/{scheme}/N={n}"),

@@ -85,7 +85,8 @@ fn cpu(sink: &mut Sink, quick: bool) {
     let frames = if quick { 8 } else { 20 };
     for d in [1usize, 10] {
         let p = params(d);
-        let mut st = CpuState::new(h, w, &p.motions, p.alpha);
+        let mut st =
+            CpuState::new(h, w, &p.motions, p.alpha).expect("the benchmark's state is a few MB");
         let fr: Vec<Vec<f32>> = (0..d)
             .map(|k| {
                 (0..h * w)

@@ -338,14 +338,7 @@ fn run_typed<T: Real>(
         &format!("{} has", c.input.display()),
         z.steps(),
     )?;
-    if z.tracks() == 0 || z.steps() == 0 {
-        return Err(bad(format!(
-            "{}: no measurements ({} tracks x {} steps)",
-            c.input.display(),
-            z.tracks(),
-            z.steps()
-        )));
-    }
+    z.require_data(&c.input.display().to_string())?;
     let t_read = t0.elapsed().as_secs_f64();
     progress.phase(match job {
         Job::Filter(_) => "filtering",

@@ -246,18 +246,7 @@ fn check_ext(p: &Path, ext: &str, flag: &str) -> anyhow::Result<()> {
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
-    if !(a.c > 0.0 && a.c.is_finite()) {
-        return Err(bad(format!("--c must be positive and finite, got {}", a.c)));
-    }
-    if !(a.p >= 1.0 && a.p.is_finite()) {
-        return Err(bad(format!("--p must be at least 1, got {}", a.p)));
-    }
-    if !(a.switching >= 0.0 && a.switching.is_finite()) {
-        return Err(bad(format!(
-            "--switching must be non-negative, got {}",
-            a.switching
-        )));
-    }
+    kestrel::tracking::metrics::check_params("--", a.c, a.p, a.switching)?;
     if let Some(o) = &a.output {
         check_ext(o, "csv", "--output")?;
     }

@@ -108,14 +108,7 @@ fn run_typed<T: Real>(
         z.steps(),
     )?;
     kestrel::estimate::warn_if_large_for_f32(&z);
-    if z.tracks() == 0 || z.steps() == 0 {
-        return Err(bad(format!(
-            "{}: no measurements ({} tracks x {} steps)",
-            a.input.display(),
-            z.tracks(),
-            z.steps()
-        )));
-    }
+    z.require_data(&a.input.display().to_string())?;
     progress.phase("computing log-likelihoods");
     let t1 = Instant::now();
     let ll: LogLik<T> = likelihood::loglik_linear(device, model, &z, method, opts)?;

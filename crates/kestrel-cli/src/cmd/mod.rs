@@ -107,17 +107,10 @@ pub fn choose_device(s: &str) -> anyhow::Result<Device> {
     })
 }
 
-/// Loads a linear-Gaussian model file; a nonlinear (particle filter) kind is refused
-/// with the command that runs it.
+/// Loads a linear-Gaussian model file; a file of another family is refused with the
+/// commands that read it (`kestrel::model::family`).
 pub fn load_linear_model(path: &std::path::Path) -> anyhow::Result<kestrel::Model> {
-    kestrel::model::load_model(path).map_err(|e| {
-        let msg = e.to_string();
-        if msg.contains("for the particle filter") {
-            anyhow::Error::new(e).context(format!("{msg}: run it with `kestrel pf`"))
-        } else {
-            e.into()
-        }
-    })
+    Ok(kestrel::model::load_model(path)?)
 }
 
 /// Loads a linear-Gaussian model file of any form, the time-varying one (per-step
@@ -213,6 +206,7 @@ pub fn value_name<T: clap::ValueEnum>(v: &T) -> String {
 }
 
 pub fn one_line(text: &str) -> String {
+    let text = &short_numbers(text);
     let mut out = String::with_capacity(text.len().min(MAX_LINE + 16));
     for (n, c) in text.chars().enumerate() {
         if n >= MAX_LINE {
@@ -227,6 +221,38 @@ pub fn one_line(text: &str) -> String {
             c if c.is_control() => out += &format!("\\x{:02x}", c as u32),
             c => out.push(c),
         }
+    }
+    out
+}
+
+/// Every number in `text` written with more than 20 digits (a huge float printed in
+/// full: 300 digits for 1e300) quoted short, as `kestrel::limits::short` writes values:
+/// the net under every error line, whichever check wrote the number.
+fn short_numbers(text: &str) -> String {
+    let b = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i].is_ascii_digit() && (i == 0 || !b[i - 1].is_ascii_alphanumeric()) {
+            let mut j = i;
+            while j < b.len() && (b[j].is_ascii_digit() || b[j] == b'.') {
+                j += 1;
+            }
+            let digits = b[i..j].iter().filter(|c| c.is_ascii_digit()).count();
+            if digits > 20 {
+                if let Ok(v) = text[i..j].parse::<f64>() {
+                    out += &kestrel::limits::short(v);
+                    i = j;
+                    continue;
+                }
+            }
+            out += &text[i..j];
+            i = j;
+            continue;
+        }
+        let c = text[i..].chars().next().unwrap_or(' ');
+        out.push(c);
+        i += c.len_utf8();
     }
     out
 }

@@ -132,14 +132,7 @@ fn run_typed<T: Real>(
     let progress = Progress::new("reading");
     let z: Measurements<T> = io::read_measurements(r.input)?;
     io::check_measurement_dim(r.input, &z, file.problem.ny())?;
-    if z.tracks() == 0 || z.steps() == 0 {
-        return Err(bad(format!(
-            "{}: no measurements ({} tracks x {} steps)",
-            r.input.display(),
-            z.tracks(),
-            z.steps()
-        )));
-    }
+    z.require_data(&r.input.display().to_string())?;
     let t_read = t0.elapsed().as_secs_f64();
     progress.phase(if r.smooth.is_some() {
         "smoothing"

@@ -49,15 +49,11 @@ pub struct Args {
 }
 
 fn options(a: &Args) -> anyhow::Result<PfOptions> {
-    if a.particles == 0 {
-        return Err(bad("--particles must be at least 1 (got 0)"));
-    }
-    if !(a.ess.is_finite() && a.ess >= 0.0) {
-        return Err(bad(format!(
-            "--ess must be a fraction of N, a finite number >= 0 (got {})",
-            a.ess
-        )));
-    }
+    use kestrel::limits::{count, range, End::In};
+    // The upper bound is the library's (N particles per filter: at most 2^31).
+    count("--particles", a.particles as u64, 1, u64::MAX)?;
+    // A fraction of N: above 1 would be the same as 1 (every step), so it is refused.
+    range("--ess", a.ess, In(0.0), In(1.0))?;
     let mut o = PfOptions::new(a.particles);
     o.resampler = Resampler::parse(&a.resample).map_err(|e| bad(format!("--resample: {e}")))?;
     o.ess_threshold = a.ess;
@@ -104,6 +100,7 @@ fn run_typed<T: Real>(
     let z: Measurements<T> = io::read_measurements(&a.input)?;
     let (nx, ny) = dims(model);
     io::check_measurement_dim(&a.input, &z, ny)?;
+    z.require_data(&a.input.display().to_string())?;
     kestrel::estimate::warn_if_large_for_f32(&z);
     let setup = gpu_setup::<T>(device, model, &z, opts)?;
     progress.phase("filtering");

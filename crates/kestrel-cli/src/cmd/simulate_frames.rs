@@ -120,9 +120,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             "--frames, --height and --width must be at least 1 (got {t}, {h}, {w})"
         )));
     }
-    if !a.snr.is_finite() {
-        return Err(bad("--snr must be finite"));
-    }
+    kestrel::tbd::sim::check_snr("--snr", a.snr)?;
     let size = match a.dtype {
         OutType::F32 => 4,
         OutType::U16 => 2,
@@ -139,6 +137,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let mut outs = vec![a.output.as_path()];
     outs.extend(a.truth.as_deref());
     let outputs = kestrel::io::Outputs::plan(&[], &outs)?;
+    if let Some(t) = &a.truth {
+        kestrel::io::Format::of(t, &[kestrel::io::Format::Csv])?;
+    }
     // A frame is made in memory (f32, and its bytes) before it is written.
     use kestrel::limits::{self, Size};
     limits::check("a frame", &[Size("rows", h), Size("columns", w)], 4 + size)?;

@@ -170,6 +170,7 @@ pub(super) fn check_npy(path: &Path, flag: &str) -> anyhow::Result<()> {
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
+    kestrel::io::Format::of(&a.output, &[kestrel::io::Format::Csv])?;
     if let Some(s) = &a.state_out {
         check_npy(s, "--state-out")?;
     }
@@ -198,6 +199,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         ],
         4,
     )?;
+    kestrel::limits::count("--nms", a.nms as u64, 0, h.max(w) as u64)
+        .map_err(|e| bad(format!("{e} (the frames' larger side)")))?;
     let motions = a
         .motion
         .motions(|| tbd::speeds_directions(&[0.0, 1.0], 12).expect("a valid default motion set"))?;
@@ -270,7 +273,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         }
         for map in maps {
             emitted += 1;
-            dets.extend(tbd::detect(&map, threshold, a.nms));
+            dets.extend(tbd::detect(&map, threshold, a.nms)?);
             engine.recycle(map);
         }
         bar.inc(1);

@@ -207,6 +207,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         return Err(bad("--turn-every must be at least 1"));
     }
     s.params.check(s.h, s.w)?;
+    kestrel::tbd::sim::check_snr("--snr-max", f64::from(a.snr_max))?;
+    kestrel::tbd::sim::check_snr("--roc-snr", a.roc_snr)?;
     // Sizes from the command line, before anything is allocated: the state [V, H, W]
     // and its score map and frame (f32), and the targets.
     use kestrel::limits::{self, Size};

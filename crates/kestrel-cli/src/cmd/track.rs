@@ -260,6 +260,12 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let outputs = kestrel::io::Outputs::plan(&[&a.model, &a.detections], &[&a.output])?;
     let model = super::load_linear_model(&a.model)?;
     let det = read_detections(&a.detections)?;
+    if det.is_empty() {
+        return Err(bad(format!(
+            "{}: no detections (only a header)",
+            a.detections.display()
+        )));
+    }
     if det.ny != model.ny() {
         return Err(bad(format!(
             "{}: detections have {} components (z0..z{}), the model measures {}",

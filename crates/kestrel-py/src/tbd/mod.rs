@@ -325,6 +325,7 @@ fn run_frames<T: Pixel>(
     let mut dets = Vec::new();
     let mut buf = vec![0.0f32; n];
     for t in 0..f {
+        kestrel::cancel::check()?;
         let x = if t > 0 {
             frame_f32(data, t, w, &mut buf)?
         } else {
@@ -335,7 +336,7 @@ fn run_frames<T: Pixel>(
             out.extend(engine.finish()?);
         }
         for map in out {
-            dets.extend(tbd::detect(&map, threshold, o.nms));
+            dets.extend(tbd::detect(&map, threshold, o.nms)?);
             if let Some((ts, score, arg)) = &mut maps {
                 ts.push(map.t as i64);
                 score.extend_from_slice(&map.score);

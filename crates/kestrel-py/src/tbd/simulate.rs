@@ -82,9 +82,7 @@ pub(super) fn simulate_frames<'py>(
             "frames, height and width must be at least 1 (got {t}, {h}, {w})"
         )));
     }
-    if !snr.is_finite() {
-        return Err(PyValueError::new_err("snr must be finite"));
-    }
+    kestrel::tbd::sim::check_snr("snr", snr).map_err(crate::to_py)?;
     let size = match dtype {
         "f32" => 4,
         "u16" => 2,

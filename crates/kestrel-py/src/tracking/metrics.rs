@@ -12,18 +12,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 fn check_metric_args(c: f64, p: f64, switching: f64) -> PyResult<()> {
-    if !(c > 0.0 && c.is_finite()) {
-        return Err(bad(format!("c must be positive and finite, got {c}")));
-    }
-    if !(p >= 1.0 && p.is_finite()) {
-        return Err(bad(format!("p must be at least 1, got {p}")));
-    }
-    if !(switching >= 0.0 && switching.is_finite()) {
-        return Err(bad(format!(
-            "switching must be non-negative, got {switching}"
-        )));
-    }
-    Ok(())
+    kestrel::tracking::metrics::check_params("", c, p, switching).map_err(crate::to_py)
 }
 
 /// Per-step columns (named as `kestrel eval --output`'s header) and the summary line

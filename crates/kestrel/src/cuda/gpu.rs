@@ -184,6 +184,11 @@ impl Gpu {
         Ok(mods.entry(key).or_insert(k).clone())
     }
 
+    /// The device as errors name it: `cuda:0 (NVIDIA H200)`.
+    pub fn label(&self) -> String {
+        format!("cuda:{} ({})", self.ordinal, self.name)
+    }
+
     /// Free and total device memory in bytes.
     pub fn mem_info(&self) -> Result<(usize, usize)> {
         ck(self.ctx.mem_get_info(), "cuMemGetInfo")
@@ -214,12 +219,38 @@ unsafe impl<T> Sync for DevBuf<T> {}
 impl<T> DevBuf<T> {
     pub fn new(gpu: &Gpu, len: usize, what: &str) -> Result<Self> {
         gpu.bind()?;
-        let bytes = len.max(1) * std::mem::size_of::<T>();
+        let bytes = len
+            .max(1)
+            .checked_mul(std::mem::size_of::<T>())
+            .ok_or_else(|| Error::TooLarge {
+                what: format!("{what} on {}", gpu.label()),
+                bytes: len as u128 * std::mem::size_of::<T>() as u128,
+                limit: "more than any device can address".into(),
+            })?;
         // SAFETY: a plain allocation; the context is bound.
-        let ptr = ck(
-            unsafe { cu::malloc_sync(bytes) },
-            &format!("allocating {bytes} bytes for {what}"),
-        )?;
+        let ptr = match unsafe { cu::malloc_sync(bytes) } {
+            Ok(p) => p,
+            // Not sticky: the context stays usable, so the error is the request's (exit
+            // status 2), naming the device and what it has.
+            Err(e) if e.0 == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY => {
+                let (free, total) = gpu.mem_info().unwrap_or((0, 0));
+                return Err(Error::TooLarge {
+                    what: format!("{what} on {}", gpu.label()),
+                    bytes: bytes as u128,
+                    limit: format!(
+                        "more than the device's free memory ({:.1} of {:.1} GB free)",
+                        free as f64 / 1e9,
+                        total as f64 / 1e9
+                    ),
+                });
+            }
+            Err(e) => {
+                return ck(
+                    Err(e),
+                    &format!("allocating {bytes} bytes for {what} on {}", gpu.label()),
+                )
+            }
+        };
         Ok(DevBuf {
             ptr,
             len,

@@ -7,6 +7,7 @@
 //! kernel has them off), and are filled in parallel so that both the faults and the fill
 //! are spread over all cores.
 
+use crate::error::{Error, Result};
 use rayon::prelude::*;
 use std::mem::MaybeUninit;
 
@@ -19,8 +20,31 @@ const LARGE: usize = 8 << 20;
 /// and the write that follows costs a second fault and a TLB shootdown on every core
 /// (`vec![0.0; n]` leaves its pages fresh).
 pub(crate) fn filled<T: Copy + Send + Sync>(n: usize, value: T) -> Vec<T> {
+    try_filled("a buffer", n, value).unwrap_or_else(|_| {
+        // The infallible form keeps the standard library's behaviour on refusal.
+        std::alloc::handle_alloc_error(
+            std::alloc::Layout::array::<T>(n).unwrap_or(std::alloc::Layout::new::<T>()),
+        )
+    })
+}
+
+/// The allocation of `n` elements through `try_reserve_exact`: an allocator refusal
+/// (an address space limited by `ulimit -v`, overcommit off) is an [`Error::TooLarge`]
+/// naming `what`, never an abort.
+pub(crate) fn reserve<T>(what: &str, n: usize) -> Result<Vec<T>> {
+    let mut v: Vec<T> = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| Error::TooLarge {
+        what: what.to_string(),
+        bytes: n as u128 * std::mem::size_of::<T>() as u128,
+        limit: "more than the allocator could give".into(),
+    })?;
+    Ok(v)
+}
+
+/// [`filled`] through [`reserve`]: an allocator refusal is an error.
+pub(crate) fn try_filled<T: Copy + Send + Sync>(what: &str, n: usize, value: T) -> Result<Vec<T>> {
     let bytes = n.saturating_mul(std::mem::size_of::<T>());
-    let mut v: Vec<T> = Vec::with_capacity(n);
+    let mut v: Vec<T> = reserve(what, n)?;
     if bytes >= HUGE {
         advise_huge_pages(v.as_mut_ptr() as usize, bytes);
     }
@@ -34,19 +58,47 @@ pub(crate) fn filled<T: Copy + Send + Sync>(n: usize, value: T) -> Vec<T> {
     }
     // SAFETY: the first `n` elements were just initialised, and `n <= capacity`.
     unsafe { v.set_len(n) };
-    v
+    Ok(v)
 }
 
 /// A vector of `n` zeros straight from the allocator (fresh, untouched pages for large
 /// sizes: no fill pass; the pages are faulted in, as huge pages where possible, by
 /// whoever writes them first). For outputs that a path writes completely.
 pub(crate) fn zeroed<T: crate::linalg::Real>(n: usize) -> Vec<T> {
-    let mut v = vec![T::zero(); n];
+    try_zeroed("a buffer", n).unwrap_or_else(|_| {
+        std::alloc::handle_alloc_error(
+            std::alloc::Layout::array::<T>(n).unwrap_or(std::alloc::Layout::new::<T>()),
+        )
+    })
+}
+
+/// [`zeroed`] through [`reserve`]: an allocator refusal is an error.
+pub(crate) fn try_zeroed<T: crate::linalg::Real>(what: &str, n: usize) -> Result<Vec<T>> {
+    let refused = || Error::TooLarge {
+        what: what.to_string(),
+        bytes: n as u128 * std::mem::size_of::<T>() as u128,
+        limit: "more than the allocator could give".into(),
+    };
+    let layout = std::alloc::Layout::array::<T>(n).map_err(|_| refused())?;
+    let mut v: Vec<T> = if layout.size() == 0 {
+        vec![T::zero(); n]
+    } else {
+        // SAFETY: a non-zero layout of `n` elements of `T`; zeroed memory (as calloc
+        // gives it: fresh pages untouched) is `n` valid zeros of f32 / f64, the only
+        // `Real`s; the vector takes the allocation with the same layout.
+        unsafe {
+            let p = std::alloc::alloc_zeroed(layout) as *mut T;
+            if p.is_null() {
+                return Err(refused());
+            }
+            Vec::from_raw_parts(p, n, n)
+        }
+    };
     let bytes = n.saturating_mul(std::mem::size_of::<T>());
     if bytes >= LARGE {
         advise_huge_pages(v.as_mut_ptr() as usize, bytes);
     }
-    v
+    Ok(v)
 }
 
 /// A copy of a large slice, written in parallel into fresh (huge-page) memory.

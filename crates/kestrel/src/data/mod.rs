@@ -46,6 +46,16 @@ pub struct Measurements<T> {
     pub(crate) data: Store<T>,
 }
 
+/// [`Measurements::require_data`] from the sizes alone.
+pub fn require_data(source: &str, tracks: usize, steps: usize) -> Result<()> {
+    if tracks == 0 || steps == 0 {
+        return Err(Error::input(format!(
+            "{source}: no measurements ({tracks} tracks x {steps} steps)"
+        )));
+    }
+    Ok(())
+}
+
 impl<T: Real> Measurements<T> {
     /// Wraps a buffer `[tracks][steps][ny]`, checking its length.
     pub fn new(tracks: usize, steps: usize, ny: usize, data: Vec<T>) -> Result<Self> {
@@ -91,6 +101,13 @@ impl<T: Real> Measurements<T> {
             data: unsafe { Store::borrowed(data) },
         };
         Ok(f(&z))
+    }
+
+    /// The one check of empty inputs, for every command and entry point: no tracks
+    /// (B = 0) or no steps (T = 0) is an input error, `{source}: no measurements (B
+    /// tracks x T steps)`.
+    pub fn require_data(&self, source: &str) -> Result<()> {
+        require_data(source, self.tracks, self.steps)
     }
 
     /// Number of tracks.
@@ -202,6 +219,29 @@ pub struct Estimates<T> {
 }
 
 impl<T: Real> Estimates<T> {
+    /// [`Estimates::nan`] with every buffer through `try_reserve`: an allocator refusal
+    /// is an [`crate::Error::TooLarge`], not an abort.
+    pub fn try_nan(
+        tracks: usize,
+        steps: usize,
+        nx: usize,
+        with_loglik: bool,
+    ) -> crate::Result<Self> {
+        const WHAT: &str = "the estimates";
+        let n = tracks.saturating_mul(steps);
+        Ok(Estimates {
+            tracks,
+            steps,
+            nx,
+            mean: alloc::try_filled(WHAT, n.saturating_mul(nx), T::nan())?,
+            cov: alloc::try_filled(WHAT, n.saturating_mul(nx).saturating_mul(nx), T::nan())?,
+            loglik: match with_loglik {
+                true => Some(alloc::try_filled(WHAT, n, T::nan())?),
+                false => None,
+            },
+        })
+    }
+
     /// Allocates estimates filled with NaN, so that an element nobody wrote shows.
     pub fn nan(tracks: usize, steps: usize, nx: usize, with_loglik: bool) -> Self {
         Estimates {

@@ -13,6 +13,7 @@
 mod csv;
 mod finite;
 mod npy;
+pub use npy::{parse_npy_header, NpyHeader};
 mod npz;
 pub mod output;
 

@@ -72,6 +72,129 @@ fn to_measurements<S: Real, T: Real>(path: &Path, a: ArrayViewD<'_, S>) -> Resul
     Measurements::new(b, t, ny, data)
 }
 
+/// The header of a `.npy` file, read as numpy reads it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NpyHeader {
+    /// The dtype's descriptor string (`<f4`, `|u1`, ...).
+    pub descr: String,
+    /// Column-major data.
+    pub fortran_order: bool,
+    /// The array's shape.
+    pub shape: Vec<usize>,
+    /// Where the data starts, in bytes.
+    pub data_offset: usize,
+}
+
+/// The one strict reader of `.npy` headers (frames, and the check of every other
+/// `.npy` input), as numpy's `read_array_header` is: the magic string, version 1.0, 2.0
+/// or 3.0, the header length, a header ending in a newline, ASCII (latin-1 text in
+/// versions 1 and 2), a Python dict literal with exactly the keys `descr`,
+/// `fortran_order` and `shape` (a duplicated key is refused, where a scan for the
+/// first occurrence would take one and numpy the other), `descr` a string,
+/// `fortran_order` a bool, `shape` a tuple of non-negative integers.
+pub fn parse_npy_header(path: &Path, b: &[u8]) -> Result<NpyHeader> {
+    let bad = |msg: String| parse_error(path, None, format!("not a valid .npy file: {msg}"));
+    if b.len() < 10 || &b[..6] != b"\x93NUMPY" {
+        return Err(parse_error(
+            path,
+            None,
+            "not a valid .npy file: no NumPy magic string (not a .npy file)",
+        ));
+    }
+    let (len, start): (usize, usize) = match (b[6], b[7]) {
+        (1, 0) => (u16::from_le_bytes([b[8], b[9]]) as usize, 10),
+        (2, 0) | (3, 0) if b.len() >= 12 => {
+            (u32::from_le_bytes([b[8], b[9], b[10], b[11]]) as usize, 12)
+        }
+        (major, minor) => return Err(bad(format!("unsupported format version {major}.{minor}"))),
+    };
+    let end = start
+        .checked_add(len)
+        .filter(|&e| e <= b.len())
+        .ok_or_else(|| bad("truncated header".into()))?;
+    let raw = &b[start..end];
+    let Some((b'\n', body)) = raw.split_last() else {
+        return Err(bad("the header does not end in a newline".into()));
+    };
+    let text = if b[6] == 3 {
+        std::str::from_utf8(body).map_err(|_| bad("the header is not UTF-8".into()))?
+    } else {
+        if !body.is_ascii() {
+            return Err(bad("the header is not ASCII".into()));
+        }
+        std::str::from_utf8(body).map_err(|_| bad("the header is not text".into()))?
+    };
+    let value: py_literal::Value = text
+        .parse()
+        .map_err(|_| bad("the header is not a Python literal".into()))?;
+    let py_literal::Value::Dict(items) = value else {
+        return Err(bad("the header is not a dict".into()));
+    };
+    let (mut descr, mut fortran, mut shape) = (None, None, None);
+    for (k, v) in items {
+        let key = match k {
+            py_literal::Value::String(k) => k,
+            _ => return Err(bad("a header key is not a string".into())),
+        };
+        let slot_taken = match key.as_str() {
+            "descr" => descr.is_some(),
+            "fortran_order" => fortran.is_some(),
+            "shape" => shape.is_some(),
+            other => {
+                return Err(bad(format!(
+                    "unexpected header key '{}'",
+                    super::excerpt(other.as_bytes())
+                )))
+            }
+        };
+        if slot_taken {
+            return Err(bad(format!("the header names '{key}' twice")));
+        }
+        match key.as_str() {
+            "descr" => match v {
+                py_literal::Value::String(d) => descr = Some(d),
+                _ => {
+                    return Err(bad(
+                        "'descr' is not a string (structured dtypes are not supported)".into(),
+                    ))
+                }
+            },
+            "fortran_order" => match v {
+                py_literal::Value::Boolean(f) => fortran = Some(f),
+                _ => return Err(bad("'fortran_order' is not True or False".into())),
+            },
+            _ => {
+                let dims = match &v {
+                    py_literal::Value::Tuple(d) => d,
+                    _ => return Err(bad("'shape' is not a tuple".into())),
+                };
+                let mut s = Vec::with_capacity(dims.len());
+                for d in dims {
+                    let n = match d {
+                        py_literal::Value::Integer(i) => i.to_string().parse::<usize>().ok(),
+                        _ => None,
+                    };
+                    s.push(n.ok_or_else(|| {
+                        bad("'shape' holds something other than a non-negative integer".into())
+                    })?);
+                }
+                shape = Some(s);
+            }
+        }
+    }
+    match (descr, fortran, shape) {
+        (Some(descr), Some(fortran_order), Some(shape)) => Ok(NpyHeader {
+            descr,
+            fortran_order,
+            shape,
+            data_offset: end,
+        }),
+        (None, _, _) => Err(bad("the header has no 'descr'".into())),
+        (_, None, _) => Err(bad("the header has no 'fortran_order'".into())),
+        _ => Err(bad("the header has no 'shape'".into())),
+    }
+}
+
 fn view_error(path: &Path, e: impl std::fmt::Display) -> Error {
     parse_error(path, None, format!("not a valid .npy file: {e}"))
 }
@@ -87,6 +210,7 @@ fn dtype_error(path: &Path, descr: impl std::fmt::Display) -> Error {
 /// Reads measurements from a `.npy` file holding `[B, T, ny]` of f64 or f32.
 pub(super) fn read_measurements<T: Real>(path: &Path) -> Result<Measurements<T>> {
     let map = super::map_file(path, "a .npy array [tracks, steps, ny]")?;
+    parse_npy_header(path, &map)?;
     match ArrayViewD::<f64>::view_npy(&map) {
         Ok(v) => return to_measurements(path, v),
         Err(ViewNpyError::WrongDescriptor(_)) => match ArrayViewD::<f32>::view_npy(&map) {

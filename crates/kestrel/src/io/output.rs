@@ -378,6 +378,9 @@ impl Drop for Outputs {
 /// input (canonical path, or device and inode), and no output is named twice. Errors are
 /// input errors (exit status 2).
 pub fn check_paths(inputs: &[&Path], outputs: &[&Path]) -> Result<()> {
+    let files = input_files(inputs);
+    let inputs: Vec<&Path> = files.iter().map(PathBuf::as_path).collect();
+    let inputs = inputs.as_slice();
     let mut keys: Vec<(Key, &Path)> = Vec::new();
     for o in outputs {
         let k = key_of(o)?;
@@ -421,6 +424,22 @@ pub fn check_paths(inputs: &[&Path], outputs: &[&Path]) -> Result<()> {
         keys.push((k, o));
     }
     Ok(())
+}
+
+/// Every input file the run reads: an input that is a directory (a directory of frames)
+/// stands for itself and for each entry in it, so that an output is compared with
+/// every file the run will read.
+fn input_files(inputs: &[&Path]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for i in inputs {
+        out.push(i.to_path_buf());
+        if i.is_dir() {
+            if let Ok(rd) = std::fs::read_dir(i) {
+                out.extend(rd.flatten().map(|e| e.path()));
+            }
+        }
+    }
+    out
 }
 
 /// Writes `path` through a temporary file in the same directory and renames it into

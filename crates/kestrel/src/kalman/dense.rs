@@ -355,6 +355,7 @@ pub(crate) fn filter_batch<T: Real>(
                 (Workspace::new(nx, ny), tm)
             },
             |(ws, tm), (b, (((mean, cov), loglik), (pm, pc)))| {
+                crate::cancel::check()?;
                 if let Some(t) = tm.as_mut() {
                     t.set_track(b);
                 }
@@ -397,6 +398,7 @@ pub(crate) fn smooth_batch<T: Real>(
                 (RtsWorkspace::new(nx), tm)
             },
             |(ws, tm), (b, (mean, cov))| {
+                crate::cancel::check()?;
                 if let Some(t) = tm.as_mut() {
                     t.set_track(b);
                 }

@@ -733,6 +733,7 @@ fn filter_fixed<T: Real, const NX: usize, const NY: usize>(
         .zip(ll.par_chunks_mut(L * kept))
         .enumerate()
         .try_for_each(|(g, ((mean, cov), loglik))| {
+            crate::cancel::check()?;
             let first = g * L;
             let n = (z.tracks - first).min(L);
             let zg = &z.data[first * steps * NY..(first + n) * steps * NY];
@@ -759,6 +760,7 @@ fn smooth_fixed<T: Real, const NX: usize, const NY: usize>(
         .zip(est.cov.par_chunks_mut(L * steps * NX * NX))
         .enumerate()
         .try_for_each(|(g, (mean, cov))| {
+            crate::cancel::check()?;
             let first = g * L;
             let n = mean.len() / (steps * NX);
             #[cfg(target_arch = "x86_64")]

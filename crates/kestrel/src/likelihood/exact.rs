@@ -100,6 +100,7 @@ pub(crate) fn run<T: Real>(
             .par_chunks_mut(steps)
             .enumerate()
             .try_for_each(|(b, o)| {
+                crate::cancel::check()?;
                 super::companion::track(p, &m, z.track(b), steady, o).map_err(|k| {
                     Error::NotPositiveDefinite {
                         track: b,
@@ -111,7 +112,10 @@ pub(crate) fn run<T: Real>(
     }
     out.par_chunks_mut(steps)
         .enumerate()
-        .try_for_each(|(b, o)| track(&m, st, b, z.track(b), steady, o))
+        .try_for_each(|(b, o)| {
+            crate::cancel::check()?;
+            track(&m, st, b, z.track(b), steady, o)
+        })
 }
 
 /// One track: `z` is `[steps][ny]`, `out` receives `steps` values (fewer steps are

@@ -253,6 +253,7 @@ fn cpu<T: Real>(
                 .par_chunks_mut(CHUNK)
                 .enumerate()
                 .try_for_each(|(c, oc)| {
+                    crate::cancel::check()?;
                     let t0 = h + c * CHUNK;
                     windows(&base, &cache, &direct, zt, ny, n, &missing, t0, oc)
                 })

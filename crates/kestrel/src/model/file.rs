@@ -86,6 +86,14 @@ pub(super) fn matrix(field: &str, rows: &[Vec<f64>]) -> Result<DMatrix<f64>> {
     Ok(DMatrix::from_fn(nr, nc, |i, j| rows[i][j]))
 }
 
+/// `P0` and `p0` together: an error ([`super::family::conflict`]).
+fn prior_conflicts(p: &PriorSection) -> Result<()> {
+    match super::family::conflict(("P0", p.p0m.is_some()), ("p0", p.p0.is_some())) {
+        Some(msg) => Err(Error::model("[prior]", msg)),
+        None => Ok(()),
+    }
+}
+
 fn required<'a, T>(field: &str, v: &'a Option<T>, kind: &str) -> Result<&'a T> {
     v.as_ref()
         .ok_or_else(|| Error::model(field, format!("missing (required for kind = \"{kind}\")")))
@@ -196,6 +204,7 @@ fn from_root(mut root: FileRoot) -> Result<Model> {
                 m.d.map(DVector::from_vec)
                     .unwrap_or_else(|| DVector::zeros(ny));
             let p = p.ok_or_else(|| Error::model("prior", "missing [prior] section"))?;
+            prior_conflicts(&p)?;
             let x0 = DVector::from_vec(p.x0.ok_or_else(|| Error::model("x0", "missing"))?);
             let p0 = match (&p.p0m, p.p0) {
                 (Some(rows), _) => matrix("P0", rows)?,
@@ -260,6 +269,7 @@ fn from_root(mut root: FileRoot) -> Result<Model> {
     // Builder forms: an explicit prior overrides the default one.
     let nx = model.nx();
     let Some(p) = p else { return Ok(model) };
+    prior_conflicts(&p)?;
     let x0 =
         p.x0.map(DVector::from_vec)
             .unwrap_or_else(|| DVector::zeros(nx));
@@ -351,6 +361,12 @@ pub(super) fn in_file(e: Error, origin: &Path) -> Error {
 }
 
 fn parse_root(text: &str, origin: &Path) -> Result<FileRoot> {
+    if let Some(msg) = super::family::foreign(text, super::family::Family::Linear) {
+        return Err(Error::ModelFile {
+            path: origin.to_path_buf(),
+            msg,
+        });
+    }
     toml::from_str(text).map_err(|e| {
         // The parser's own message without its multi-line source excerpt.
         let at = e.span().map(|s| {

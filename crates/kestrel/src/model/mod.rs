@@ -12,6 +12,8 @@
 
 mod builders;
 #[cfg(feature = "io")]
+pub mod family;
+#[cfg(feature = "io")]
 mod file;
 mod linear;
 mod stationary;

@@ -267,7 +267,10 @@ fn prior_of(p: Option<&toml::Value>, origin: &Path, nx: usize) -> Result<Prior> 
             }
             DMatrix::identity(nx, nx) * s
         }
-        (Some(_), Some(_)) => return Err(err(origin, "[prior]: give P0 or p0, not both")),
+        (Some(_), Some(_)) => {
+            let msg = crate::model::family::conflict(("P0", true), ("p0", true));
+            return Err(err(origin, format!("[prior]: {}", msg.unwrap_or_default())));
+        }
         (None, None) => return Err(err(origin, "P0: missing ([prior]: P0 or p0)")),
     };
     Ok(Prior {
@@ -562,6 +565,9 @@ fn options_of(
 
 /// Parses a nonlinear model file from TOML text; `origin` names it in messages.
 pub fn nonlinear_from_toml(text: &str, origin: &Path) -> Result<NonlinearFile> {
+    if let Some(msg) = crate::model::family::foreign(text, crate::model::family::Family::Gaussian) {
+        return Err(err(origin, msg));
+    }
     let root: toml::Table = text
         .parse()
         .map_err(|e: toml::de::Error| err(origin, e.to_string().trim_end().replace('\n', " ")))?;

@@ -542,6 +542,9 @@ pub fn estimate_on<T: Real>(
         .zip(prob_chunks.into_par_iter())
         .enumerate()
         .for_each(|(track, (((((fm, fc), l), sm), sc), pr))| {
+            if crate::cancel::requested() {
+                return;
+            }
             per(
                 track,
                 &zf[track * t * ny..(track + 1) * t * ny],
@@ -553,6 +556,7 @@ pub fn estimate_on<T: Real>(
                 pr,
             )
         });
+    crate::cancel::check()?;
     if let Some((track, step, what)) = first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
         return Err(Error::NotPositiveDefinite { track, step, what });
     }

@@ -133,12 +133,7 @@ fn check_z<T: Real, M: StateSpace + ?Sized>(model: &M, z: &Measurements<T>) -> R
             model.ny()
         )));
     }
-    if z.steps == 0 || z.tracks == 0 {
-        return Err(input(format!(
-            "z: no measurements ({} tracks x {} steps)",
-            z.tracks, z.steps
-        )));
-    }
+    crate::data::require_data("z", z.tracks, z.steps)?;
     z.check_finite()
 }
 

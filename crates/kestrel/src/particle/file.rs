@@ -189,6 +189,11 @@ fn prior_of(
         name: "prior",
     };
     s.check_keys(&["x0", "P0", "p0"], kind)?;
+    if let Some(msg) =
+        crate::model::family::conflict(("P0", t.contains_key("P0")), ("p0", t.contains_key("p0")))
+    {
+        return Err(err(origin, format!("[prior]: {msg}")));
+    }
     let x0 = s
         .vector("x0")?
         .ok_or_else(|| err(origin, "x0: missing ([prior])"))?;
@@ -221,6 +226,9 @@ fn prior_of(
 /// Parses a particle-filter model from TOML text; `origin` names it in messages and
 /// locates a custom model's `source`.
 pub fn pf_model_from_toml(text: &str, origin: &Path) -> Result<PfModel> {
+    if let Some(msg) = crate::model::family::foreign(text, crate::model::family::Family::Particle) {
+        return Err(err(origin, msg));
+    }
     let root: toml::Table = text
         .parse()
         .map_err(|e: toml::de::Error| err(origin, e.to_string().trim_end().replace('\n', " ")))?;

@@ -41,7 +41,7 @@ use super::resample::{
     Resampler, Scratch, CHUNK,
 };
 use super::{PfOptions, PfOutput};
-use crate::data::alloc::{filled, zeroed};
+use crate::data::alloc::{try_filled, try_zeroed};
 use crate::data::Measurements;
 use crate::error::{Error, Result};
 use crate::linalg::Real;
@@ -85,27 +85,28 @@ struct Buffers<T> {
 }
 
 impl<T: Real> Buffers<T> {
-    fn new(n: usize, nx: usize) -> Self {
+    fn new(n: usize, nx: usize) -> Result<Self> {
         let chunk = chunk_len(n);
         let chunks = n.div_ceil(chunk);
         // The buffers of every step are written now (huge pages where large), not left
         // to fault page by page in the first steps; the others (`w`, `ancestors`) only
         // serve some resamplers.
-        Buffers {
+        const WHAT: &str = "the particle buffers";
+        Ok(Buffers {
             chunk,
-            x: filled(n * nx, T::zero()),
-            x_next: filled(n * nx, T::zero()),
-            lw: filled(n, T::zero()),
-            w: zeroed(n),
-            local_cdf: filled(n, 0.0),
-            local_prev: filled(n, 0.0),
-            offsets: vec![0.0; chunks],
-            coef: vec![0.0; chunks],
-            ancestors: vec![0; n],
-            rec: vec![0.0; chunks * record(nx)],
+            x: try_filled(WHAT, n * nx, T::zero())?,
+            x_next: try_filled(WHAT, n * nx, T::zero())?,
+            lw: try_filled(WHAT, n, T::zero())?,
+            w: try_zeroed(WHAT, n)?,
+            local_cdf: try_filled(WHAT, n, 0.0)?,
+            local_prev: try_filled(WHAT, n, 0.0)?,
+            offsets: try_filled(WHAT, chunks, 0.0)?,
+            coef: try_filled(WHAT, chunks, 0.0)?,
+            ancestors: try_filled(WHAT, n, 0)?,
+            rec: try_filled(WHAT, chunks * record(nx), 0.0)?,
             tot: vec![0.0; stride(nx)],
             scratch: Scratch::default(),
-        }
+        })
     }
 }
 
@@ -535,6 +536,7 @@ fn run_one<T: Real, M: ParticleModel<T> + ?Sized>(
     let par = crew.map_or(Par::Serial, Par::Crew);
     let mut entry = Entry::Prior;
     for k in 0..steps {
+        crate::cancel::check()?;
         let z = &zb[k * ny..(k + 1) * ny];
         let observed = !z.iter().any(|v| v.is_nan_value());
         // 1. Each chunk: bring in the particles (resampled ones are copied from their
@@ -692,7 +694,7 @@ fn run_one<T: Real, M: ParticleModel<T> + ?Sized>(
                     &mut buf.ancestors,
                     &mut buf.scratch,
                     par,
-                );
+                )?;
                 entry = Entry::Ancestors;
             }
             log_prev = nf.ln();
@@ -728,15 +730,16 @@ pub fn particle_filter_cpu<T: Real, M: ParticleModel<T> + ?Sized>(
         1
     };
     super::check_memory::<T>(z.tracks, z.steps, nx, n, in_flight)?;
-    let mut est = Estimates::<T>::nan(z.tracks, z.steps, nx, true);
-    let mut ess = vec![T::nan(); z.tracks * z.steps];
+    let mut est = Estimates::<T>::try_nan(z.tracks, z.steps, nx, true)?;
+    let mut ess = try_filled("the ESS output", z.tracks * z.steps, T::nan())?;
     let steps = z.steps;
-    let mut cloud = opts.keep_particles.then(|| {
-        (
-            vec![T::nan(); z.tracks * n * nx],
-            vec![T::nan(); z.tracks * n],
-        )
-    });
+    let mut cloud = match opts.keep_particles {
+        true => Some((
+            try_filled("the particle output", z.tracks * n * nx, T::nan())?,
+            try_filled("the particle output", z.tracks * n, T::nan())?,
+        )),
+        false => None,
+    };
     {
         let loglik = est
             .loglik
@@ -773,13 +776,16 @@ pub fn particle_filter_cpu<T: Real, M: ParticleModel<T> + ?Sized>(
         if side_by_side {
             per.collect::<Vec<_>>().into_par_iter().try_for_each_init(
                 || Buffers::<T>::new(n, nx),
-                |buf, (b, out)| run_one(model, z.track(b), b, opts, buf, out, None),
+                |buf, (b, out)| match buf {
+                    Ok(buf) => run_one(model, z.track(b), b, opts, buf, out, None),
+                    Err(e) => Err(Error::input(e.to_string())),
+                },
             )?;
         } else {
             // A crew of threads that stay awake from step to step (see `crew`).
             Crew::with(threads, |crew| -> Result<()> {
                 let crew = (crew.threads() > 1).then_some(crew);
-                let mut buf = Buffers::<T>::new(n, nx);
+                let mut buf = Buffers::<T>::new(n, nx)?;
                 for (b, out) in per {
                     run_one(model, z.track(b), b, opts, &mut buf, out, crew)?;
                 }

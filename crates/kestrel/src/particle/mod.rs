@@ -105,6 +105,7 @@ pub(crate) fn check<T: Real>(
     z: &Measurements<T>,
     opts: &PfOptions,
 ) -> Result<()> {
+    z.require_data("z")?;
     if opts.particles == 0 {
         return Err(Error::input(
             "the number of particles must be at least 1 (got 0)",

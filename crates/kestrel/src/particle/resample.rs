@@ -49,6 +49,9 @@ pub const DEFAULT_METROPOLIS_STEPS: u32 = 32;
 /// Proposals after which a rejection draw stops at its current candidate.
 pub const REJECTION_LIMIT: u32 = 1 << 25;
 
+/// Most proposals one rejection resampling may draw in all (about a minute of a core).
+pub const REJECTION_BUDGET: u128 = 10_000_000_000;
+
 /// A resampling scheme.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Resampler {
@@ -279,6 +282,11 @@ fn walk_sorted(cdf: &[f64], j0: usize, out: &mut [u32], pos: impl Fn(usize) -> f
 
 /// Fills `ancestors` (length N = `w.len()`) with the indices chosen by `scheme` from the
 /// weights `w` (non-negative, finite, not all zero). `par`: spread over all cores.
+///
+/// Rejection sampling draws about `N max(w) / mean(w)` proposals in all: its work is
+/// bounded before it starts ([`crate::limits::work`], at most [`REJECTION_BUDGET`]), so
+/// that weights peaked on a few particles are refused with advice instead of running
+/// for hours.
 pub fn resample<W: Real>(
     scheme: Resampler,
     w: &[W],
@@ -286,7 +294,7 @@ pub fn resample<W: Real>(
     ancestors: &mut [u32],
     scratch: &mut Scratch,
     par: bool,
-) {
+) -> crate::error::Result<()> {
     let par = if par { Par::Pool } else { Par::Serial };
     resample_on(scheme, w, draws, ancestors, scratch, par)
 }
@@ -299,11 +307,11 @@ pub(crate) fn resample_on<W: Real>(
     ancestors: &mut [u32],
     scratch: &mut Scratch,
     par: Par<'_>,
-) {
+) -> crate::error::Result<()> {
     let n = w.len();
     assert_eq!(ancestors.len(), n, "one ancestor per particle");
     if n == 0 {
-        return;
+        return Ok(());
     }
     let nf = n as f64;
     match scheme {
@@ -364,6 +372,23 @@ pub(crate) fn resample_on<W: Real>(
         }
         Resampler::Rejection => {
             let wmax = w.iter().fold(0.0f64, |m, v| m.max(v.to_f64()));
+            let total: f64 = w.iter().map(|v| v.to_f64()).sum();
+            // Expected proposals: N per particle times max / mean, each capped.
+            let per = (wmax * nf / total).min(REJECTION_LIMIT as f64);
+            crate::limits::work(
+                &format!(
+                    "rejection resampling of filter {} at step {} (the largest weight {} times the mean)",
+                    draws.filter,
+                    draws.step,
+                    crate::limits::short(wmax * nf / total)
+                ),
+                &[
+                    crate::limits::Size("particles", n),
+                    crate::limits::Size("proposals per particle", per.ceil() as usize),
+                ],
+                REJECTION_BUDGET,
+                "the weights are too peaked for rejection: use --resample systematic or metropolis",
+            )?;
             for_chunks(par, ancestors, |c, out| {
                 for (l, a) in out.iter_mut().enumerate() {
                     let j = (c * CHUNK + l) as u32;
@@ -372,6 +397,7 @@ pub(crate) fn resample_on<W: Real>(
             });
         }
     }
+    Ok(())
 }
 
 /// The inclusive cumulative sum of `w` in f64 and its total, as [`resample`] forms them

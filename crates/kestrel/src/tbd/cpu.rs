@@ -22,6 +22,7 @@
 use super::motion::{taps, Motion};
 use super::pass::{MapRows, Pass, PASS_BAND};
 use super::switch::Transition;
+use crate::error::Result;
 use rayon::prelude::*;
 
 /// Bilinear sample of `img` (`h x w`, row-major, rows `stride` apart from `base`) at
@@ -540,8 +541,9 @@ pub struct CpuState {
 
 /// A zero vector of `len` floats for a large state: the kernel is asked to back it with
 /// huge pages (fewer page faults on first touch, fewer TLB misses in every pass).
-fn state_vec(len: usize) -> Vec<f32> {
-    let v = vec![0.0f32; len];
+/// Allocated through `try_reserve`'s kin (`alloc::try_zeroed`): a refusal is an error.
+fn state_vec(len: usize) -> Result<Vec<f32>> {
+    let v: Vec<f32> = crate::data::alloc::try_zeroed("the track-before-detect state", len)?;
     #[cfg(target_os = "linux")]
     {
         let page = 4096usize;
@@ -555,26 +557,26 @@ fn state_vec(len: usize) -> Vec<f32> {
             }
         }
     }
-    v
+    Ok(v)
 }
 
 impl CpuState {
     /// A zero state (`P_0 = 0`).
-    pub fn new(h: usize, w: usize, motions: &[Motion], alpha: f32) -> CpuState {
+    pub fn new(h: usize, w: usize, motions: &[Motion], alpha: f32) -> Result<CpuState> {
         let len = h * w * motions.len();
-        CpuState {
+        Ok(CpuState {
             h,
             w,
             motions: motions.to_vec(),
             alpha,
-            state: state_vec(len),
-            next: state_vec(len),
+            state: state_vec(len)?,
+            next: state_vec(len)?,
             zeros: vec![0.0; w],
             scratch: vec![0.0; h.div_ceil(BAND) * 4 * w],
             pass_scratch: Vec::new(),
             pass_args: Vec::new(),
             mix: None,
-        }
+        })
     }
 
     /// The recursion with manoeuvres (`switch.rs`): before each frame the state is mixed

@@ -27,11 +27,29 @@ pub struct Detection {
 /// Pixels whose score exceeds `threshold` and is the largest in the
 /// `(2 radius + 1)^2` window around them (ties go to the first pixel in raster order),
 /// in raster order.
-pub fn detect(map: &Map, threshold: f32, radius: usize) -> Vec<Detection> {
+///
+/// The window is clipped to the frame (a radius beyond the frame's larger side is that
+/// side), and the work, the pixels over the threshold times the clipped window, is
+/// bounded before the suppression starts ([`crate::limits::work`], at most
+/// [`NMS_BUDGET`] comparisons a map): a map of noise under a low threshold with a wide
+/// window is refused with the advice, not searched for hours.
+pub fn detect(map: &Map, threshold: f32, radius: usize) -> Result<Vec<Detection>> {
     let (h, w) = (map.h, map.w);
     let s = &map.score;
-    let r = radius as i64;
-    (0..h)
+    let r = radius.min(h.max(w)) as i64;
+    let side = 2 * r as usize + 1;
+    let over = s.par_iter().filter(|&&v| v > threshold).count();
+    crate::limits::work(
+        &format!("non-maximum suppression of map {}", map.t),
+        &[
+            crate::limits::Size("pixels over the threshold", over),
+            crate::limits::Size("window rows", side.min(h)),
+            crate::limits::Size("window columns", side.min(w)),
+        ],
+        NMS_BUDGET,
+        "raise the threshold (or lower --pfa) or narrow the radius",
+    )?;
+    Ok((0..h)
         .into_par_iter()
         .flat_map_iter(|y| {
             let row = &s[y * w..(y + 1) * w];
@@ -43,14 +61,12 @@ pub fn detect(map: &Map, threshold: f32, radius: usize) -> Vec<Detection> {
                 .enumerate()
                 .filter(move |&(_, &v)| v > threshold)
                 .filter_map(move |(x, &v)| {
-                    for dy in -r..=r {
-                        let yy = y as i64 + dy;
-                        if yy < 0 || yy >= h as i64 {
-                            continue;
-                        }
-                        for dx in -r..=r {
-                            let xx = x as i64 + dx;
-                            if xx < 0 || xx >= w as i64 || (dx == 0 && dy == 0) {
+                    let (y0, x0) = (y as i64, x as i64);
+                    for dy in (-r).max(-y0)..=r.min(h as i64 - 1 - y0) {
+                        let yy = y0 + dy;
+                        for dx in (-r).max(-x0)..=r.min(w as i64 - 1 - x0) {
+                            let xx = x0 + dx;
+                            if dx == 0 && dy == 0 {
                                 continue;
                             }
                             let u = s[yy as usize * w + xx as usize];
@@ -70,8 +86,14 @@ pub fn detect(map: &Map, threshold: f32, radius: usize) -> Vec<Detection> {
                 })
                 .collect::<Vec<_>>()
         })
-        .collect()
+        .collect())
 }
+
+/// Most cell updates (frames x pixels x motion vectors) a --pfa calibration may take.
+pub const CALIBRATION_BUDGET: u128 = 50_000_000_000;
+
+/// Most comparisons the suppression of one map may take (about ten seconds of a core).
+pub const NMS_BUDGET: u128 = 20_000_000_000;
 
 /// Frames after which the start (`P_0 = 0`) weighs less than 1e-3 in the state:
 /// `(1 - alpha)^n < 1e-3`.
@@ -161,12 +183,18 @@ pub fn calibrate_params(
     let decimation = detector.map(|d| d.decimation).unwrap_or(1);
     let warm = detector.map(|d| burn_in(d.alpha)).unwrap_or(0);
     let frames = warm as f64 + maps * decimation as f64;
-    if frames * px as f64 > 4e9 {
-        return Err(Error::input(format!(
-            "false-alarm probability {pmin:e} on {w} x {h} frames needs {frames:.0} calibration frames (at most {:.0}); use a larger one",
-            4e9 / px as f64
-        )));
-    }
+    // The cost counts every motion vector: each frame updates the state of each.
+    let vectors = detector.map_or(1, |d| d.motions.len().max(1));
+    crate::limits::work(
+        &format!("the calibration of false-alarm probability {pmin:e}"),
+        &[
+            crate::limits::Size("frames", frames.min(u64::MAX as f64) as usize),
+            crate::limits::Size("pixels", px),
+            crate::limits::Size("motion vectors", vectors),
+        ],
+        CALIBRATION_BUDGET,
+        "use a larger false-alarm probability, fewer vectors or smaller frames",
+    )?;
     let maps = maps as usize;
     let total = maps * px;
     let k = ((pmax * total as f64).ceil() as usize).max(1);
@@ -186,7 +214,7 @@ pub fn calibrate_params(
         Some(p) => {
             let d = p.decimation;
             let mut st =
-                CpuState::new(h, w, &p.motions, p.alpha).with_transition(p.switching().cloned());
+                CpuState::new(h, w, &p.motions, p.alpha)?.with_transition(p.switching().cloned());
             let mut score = vec![0.0f32; px];
             let mut arg = vec![0u16; px];
             let mut t = 0;

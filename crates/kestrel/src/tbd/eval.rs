@@ -65,6 +65,7 @@ pub struct Point {
 }
 
 fn place_targets(s: &Scenario, snr_db: f64) -> Result<Vec<Target>> {
+    super::sim::check_snr("the SNR", snr_db)?;
     let ints: Vec<Motion> = s
         .params
         .motions

@@ -67,33 +67,11 @@ struct FrameFile {
     w: usize,
 }
 
-/// Parses the header of a `.npy` file: (dtype, shape, data offset).
+/// The header of a `.npy` file through the one strict reader
+/// ([`crate::io::parse_npy_header`]): (dtype, shape, data offset).
 fn parse_header(path: &Path, b: &[u8]) -> Result<(Dtype, Vec<usize>, usize)> {
-    if b.len() < 10 || &b[..6] != b"\x93NUMPY" {
-        return Err(bad(path, "not a .npy file (no NumPy magic string)"));
-    }
-    let (len, start): (usize, usize) = match b[6] {
-        1 => (u16::from_le_bytes([b[8], b[9]]) as usize, 10),
-        2 | 3 if b.len() >= 12 => (u32::from_le_bytes([b[8], b[9], b[10], b[11]]) as usize, 12),
-        v => return Err(bad(path, format!("unsupported .npy version {v}"))),
-    };
-    let end = start
-        .checked_add(len)
-        .filter(|&e| e <= b.len())
-        .ok_or_else(|| bad(path, "truncated .npy header"))?;
-    let text = std::str::from_utf8(&b[start..end])
-        .map_err(|_| bad(path, "the .npy header is not text"))?;
-    let field = |key: &str| -> Option<&str> {
-        let i = text.find(&format!("'{key}'"))?;
-        let rest = &text[i + key.len() + 2..];
-        Some(rest[rest.find(':')? + 1..].trim_start())
-    };
-    let descr = field("descr").ok_or_else(|| bad(path, "the .npy header has no 'descr'"))?;
-    let descr = descr
-        .strip_prefix('\'')
-        .and_then(|d| d.split('\'').next())
-        .ok_or_else(|| bad(path, "unreadable 'descr' in the .npy header"))?;
-    let dtype = match descr {
+    let h = crate::io::parse_npy_header(path, b)?;
+    let dtype = match h.descr.as_str() {
         "|u1" | "<u1" | "u1" | "|b1" => Dtype::U8,
         "<u2" => Dtype::U16,
         "<f4" => Dtype::F32,
@@ -101,29 +79,20 @@ fn parse_header(path: &Path, b: &[u8]) -> Result<(Dtype, Vec<usize>, usize)> {
         d => {
             return Err(bad(
                 path,
-                format!("unsupported dtype {d}: frames must be u8, u16 or f32 (little-endian)"),
+                format!(
+                    "unsupported dtype {}: frames must be u8, u16 or f32 (little-endian)",
+                    crate::io::excerpt(d.as_bytes())
+                ),
             ))
         }
     };
-    if field("fortran_order").is_some_and(|f| f.starts_with("True")) {
+    if h.fortran_order {
         return Err(bad(
             path,
             "Fortran-ordered arrays are not supported (save C order)",
         ));
     }
-    let shape = field("shape").ok_or_else(|| bad(path, "the .npy header has no 'shape'"))?;
-    let inner = shape
-        .strip_prefix('(')
-        .and_then(|s| s.split(')').next())
-        .ok_or_else(|| bad(path, "unreadable 'shape' in the .npy header"))?;
-    let dims = inner
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(|s| s.trim_end_matches('L').parse::<usize>())
-        .collect::<std::result::Result<Vec<_>, _>>()
-        .map_err(|_| bad(path, format!("unreadable shape ({inner})")))?;
-    Ok((dtype, dims, end))
+    Ok((dtype, h.shape, h.data_offset))
 }
 
 impl FrameFile {

@@ -226,7 +226,7 @@ impl Tbd {
         }
         let engine = match device {
             Device::Cpu => Engine::Cpu(
-                CpuState::new(h, w, &params.motions, params.alpha)
+                CpuState::new(h, w, &params.motions, params.alpha)?
                     .with_transition(params.switching().cloned()),
             ),
             Device::Cuda(_) | Device::AllCuda if params.switching().is_some() => {
@@ -375,7 +375,7 @@ impl Tbd {
             return Ok(Vec::new());
         }
         if let Engine::Cuda(g) = &self.engine {
-            let mut st = CpuState::new(self.h, self.w, &self.params.motions, self.params.alpha);
+            let mut st = CpuState::new(self.h, self.w, &self.params.motions, self.params.alpha)?;
             st.set_state(&g.state()?);
             self.engine = Engine::Cpu(st);
             if self.params.decimation == 1 {

@@ -118,6 +118,14 @@ pub fn random_targets(
         .collect()
 }
 
+/// Checks an SNR in dB through [`crate::limits::range`]: [-200, 600] dB, so that the
+/// amplitude `10^(dB/20)` (at most 1e30) and a pixel of noise plus target stay finite in
+/// f32 (an SNR beyond would write infinite pixels). `name` names it (`--snr`).
+pub fn check_snr(name: &str, snr_db: f64) -> crate::error::Result<f64> {
+    use crate::limits::End::In;
+    crate::limits::range(name, snr_db, In(-200.0), In(600.0))
+}
+
 /// Amplitude for an SNR in dB (see the module documentation).
 pub fn amplitude(snr_db: f64) -> f64 {
     10f64.powf(snr_db / 20.0)

@@ -126,6 +126,13 @@ fn split(line: &str) -> impl Iterator<Item = &str> {
     line.split(',').map(|f| f.trim())
 }
 
+/// The one key of a time: `-0` and `0` are the same step (adding `+0.0` turns `-0.0`
+/// into `0.0` and leaves every other value as it is), for every reader of a time column
+/// and for [`super::metrics::frames`].
+pub fn time_key(t: f64) -> f64 {
+    t + 0.0
+}
+
 fn number(path: &Path, line: usize, name: &str, f: &str) -> Result<f64> {
     let v: f64 = f.parse().map_err(|_| {
         parse_error(
@@ -212,7 +219,7 @@ pub fn read_detections(path: &Path) -> Result<Detections> {
                         ),
                     ));
                 }
-                d.t.push(number(path, line, "t", f[0])?);
+                d.t.push(time_key(number(path, line, "t", f[0])?));
                 for (j, s) in f[1..].iter().enumerate() {
                     d.z.push(number(path, line, &format!("z{j}"), s)?);
                 }
@@ -242,7 +249,7 @@ pub fn read_detections(path: &Path) -> Result<Detections> {
                         format!("row {i}, column {j}: value {} is not finite", row[j]),
                     ));
                 }
-                d.t.push(row[0]);
+                d.t.push(time_key(row[0]));
                 d.z.extend_from_slice(&row[1..]);
             }
             Ok(d)
@@ -298,7 +305,7 @@ fn read_labelled(path: &Path, tracks: bool) -> Result<Labelled> {
                 format!("{} fields, the header has {width}", f.len()),
             ));
         }
-        out.t.push(number(path, line, "t", f[0])?);
+        out.t.push(time_key(number(path, line, "t", f[0])?));
         let id: u64 = f[1].parse().map_err(|_| {
             parse_error(
                 path,

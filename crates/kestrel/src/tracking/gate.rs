@@ -252,6 +252,26 @@ const GATE_CHUNK: usize = 512;
 /// Gates every track's innovation against the detections `z` (`len x ny`): detection `j`
 /// is in track `i`'s gate when `(z_j - zhat_i)^T S_i^{-1} (z_j - zhat_i) <= gamma`.
 pub fn gate_all(inns: &Innovations, z: &[f64], ny: usize, gamma: f64) -> Gated {
+    // Without a bound nothing can exceed it.
+    gate_all_bounded(inns, z, ny, gamma, usize::MAX).unwrap_or_default()
+}
+
+/// Most candidate (track, detection) pairs one scan's gates may hold (16 bytes each,
+/// about 4 GB, and the association's work grows with them).
+pub const MAX_PAIRS: usize = 1 << 28;
+
+/// [`gate_all`] that stops as soon as the gates hold more than `max_pairs` pairs (a
+/// gate so wide, or detections so dense, that every track pairs with every detection)
+/// and returns an input error with the counts, before memory grows without bound.
+pub fn gate_all_bounded(
+    inns: &Innovations,
+    z: &[f64],
+    ny: usize,
+    gamma: f64,
+    max_pairs: usize,
+) -> crate::error::Result<Gated> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let pairs = AtomicUsize::new(0);
     let dims = ny.min(2);
     let n = inns.len();
     // Cells about the size of a typical gate: a gate then covers a few cells.
@@ -287,6 +307,9 @@ pub fn gate_all(inns: &Innovations, z: &[f64], ny: usize, gamma: f64) -> Gated {
                     hi[a] = zhat[a] + w;
                 }
                 found.clear();
+                if pairs.load(Ordering::Relaxed) > max_pairs {
+                    break;
+                }
                 grid.visit(lo, hi, |j| {
                     let maha = inns.whiten(i, &z[j * ny..(j + 1) * ny], &mut e);
                     if maha <= gamma {
@@ -295,6 +318,7 @@ pub fn gate_all(inns: &Innovations, z: &[f64], ny: usize, gamma: f64) -> Gated {
                 });
                 // Detection order, so that results do not depend on the grid.
                 found.sort_unstable_by_key(|p| p.0);
+                pairs.fetch_add(found.len(), Ordering::Relaxed);
                 count.push(found.len() as u32);
                 for &(j, l) in &found {
                     det.push(j);
@@ -305,6 +329,12 @@ pub fn gate_all(inns: &Innovations, z: &[f64], ny: usize, gamma: f64) -> Gated {
         })
         .collect();
     let total: usize = parts.iter().map(|p| p.1.len()).sum();
+    if pairs.load(Ordering::Relaxed) > max_pairs {
+        return Err(crate::error::Error::input(format!(
+            "the gates of {n} tracks pair them with {} detections in more than {max_pairs} candidate pairs (at least {total} counted): narrow the gate or thin the detections",
+            z.len() / ny.max(1)
+        )));
+    }
     let mut g = Gated {
         start: Vec::with_capacity(n + 1),
         det: Vec::with_capacity(total),
@@ -319,7 +349,7 @@ pub fn gate_all(inns: &Innovations, z: &[f64], ny: usize, gamma: f64) -> Gated {
         g.det.extend_from_slice(&det);
         g.ll.extend_from_slice(&ll);
     }
-    g
+    Ok(g)
 }
 
 /// The same gate by looking at every detection (the reference for tests).

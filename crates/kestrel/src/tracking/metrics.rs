@@ -53,6 +53,39 @@ pub struct Gospa {
     pub assigned: usize,
 }
 
+/// Checks the parameters of GOSPA, OSPA and CLEAR MOT (the CLI's `--c`, `--p`,
+/// `--switching`, the Python `c`, `p`, `switching`) through [`crate::limits::range`]:
+/// `c` in (0, 1e100], `p` in [1, 100], `gamma` in [0, 1e100], and the costs `c^p` and
+/// `gamma^p` that the sums add up finite (at most 1e250, so that sums over a million
+/// points stay finite too). `flag` prefixes each name (`"--"` on the command line).
+pub fn check_params(flag: &str, c: f64, p: f64, gamma: f64) -> crate::error::Result<()> {
+    use crate::limits::{range, End::*};
+    range(&format!("{flag}c"), c, Ex(0.0), In(1e100))?;
+    range(&format!("{flag}p"), p, In(1.0), In(100.0))?;
+    range(&format!("{flag}switching"), gamma, In(0.0), In(1e100))?;
+    range(
+        &format!(
+            "the cut-off cost c^p ({flag}c {}, {flag}p {})",
+            crate::limits::short(c),
+            crate::limits::short(p)
+        ),
+        c.powf(p),
+        Ex(0.0),
+        In(1e250),
+    )?;
+    range(
+        &format!(
+            "the switching cost gamma^p ({flag}switching {}, {flag}p {})",
+            crate::limits::short(gamma),
+            crate::limits::short(p)
+        ),
+        gamma.powf(p),
+        In(0.0),
+        In(1e250),
+    )?;
+    Ok(())
+}
+
 /// GOSPA (`alpha = 2`) between `truth` and `est`, flat arrays of points of `dim`
 /// components; also each truth's assigned estimate.
 pub fn gospa(
@@ -351,7 +384,13 @@ pub fn frames(
         }
         None => out.extend_from_slice(x),
     };
-    let mut times: Vec<f64> = truth.t.iter().chain(&tracks.t).copied().collect();
+    use super::files::time_key;
+    let mut times: Vec<f64> = truth
+        .t
+        .iter()
+        .chain(&tracks.t)
+        .map(|&t| time_key(t))
+        .collect();
     times.sort_by(f64::total_cmp);
     times.dedup();
     let mut frames: Vec<Frame> = times
@@ -361,7 +400,11 @@ pub fn frames(
             ..Default::default()
         })
         .collect();
-    let at = |t: f64| times.binary_search_by(|v| v.total_cmp(&t)).unwrap_or(0);
+    let at = |t: f64| {
+        times
+            .binary_search_by(|v| v.total_cmp(&time_key(t)))
+            .unwrap_or(0)
+    };
     for i in 0..truth.t.len() {
         let f = &mut frames[at(truth.t[i])];
         f.truth_ids.push(truth.id[i]);

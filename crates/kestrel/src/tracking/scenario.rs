@@ -49,6 +49,10 @@ pub struct Scenario {
     pub seed: u64,
 }
 
+/// Bytes a row of truth and detections takes, about (times, identities, a few
+/// components each, and the vectors' growth).
+const ROW_BYTES: usize = 64;
+
 impl Scenario {
     /// The clutter density per unit measurement volume that the tracker should use.
     pub fn clutter_density(&self, ny: usize) -> f64 {
@@ -56,6 +60,7 @@ impl Scenario {
     }
 
     fn validate(&self) -> Result<()> {
+        use crate::limits::End::{Ex, In};
         if !(self.pd > 0.0 && self.pd <= 1.0) {
             return Err(Error::input(format!(
                 "pd must be in (0, 1], got {}",
@@ -75,15 +80,23 @@ impl Scenario {
                 self.death
             )));
         }
-        if !(self.region > 0.0 && self.region.is_finite()) {
-            return Err(Error::input(format!(
-                "region must be positive, got {}",
-                self.region
-            )));
-        }
+        // The region's width 2A is a sampling range and (2A)^ny a volume: bounded so
+        // that neither overflows (a range of infinite width panics in the sampler).
+        crate::limits::range("region", self.region, Ex(0.0), In(1e100))?;
         if self.steps == 0 {
             return Err(Error::input("a scenario needs at least one step"));
         }
+        // The rows drawn are bounded before any is: about steps x (targets + births x
+        // steps + clutter) rows of truth and detections, checked against the memory.
+        let per_scan = self.targets as f64 + self.births * self.steps as f64 + self.clutter;
+        crate::limits::check(
+            "the scenario",
+            &[
+                crate::limits::Size("steps", self.steps),
+                crate::limits::Size("rows per scan", per_scan.min(1e30).ceil() as usize),
+            ],
+            ROW_BYTES,
+        )?;
         Ok(())
     }
 }

@@ -16,7 +16,7 @@
 
 use super::associate::{clusters, gnn, jpda, EXACT_EVENTS};
 use super::chi2::chi2_quantile;
-use super::gate::{gate_all, Innovations};
+use super::gate::{gate_all_bounded, Innovations, MAX_PAIRS};
 use crate::error::{Error, Result};
 use crate::kalman::{BatchState, Mixture};
 use crate::model::Model;
@@ -346,6 +346,7 @@ impl Tracker {
     /// Processes one scan of detections `z` (`count x ny`, row-major): predicts every
     /// track to this scan, associates, updates, and runs the life cycle.
     pub fn step(&mut self, z: &[f64]) -> Result<()> {
+        crate::cancel::check()?;
         let ny = self.ny;
         if !z.len().is_multiple_of(ny) {
             return Err(Error::input(format!(
@@ -403,7 +404,7 @@ impl Tracker {
             &mut detected,
             &mut claimed,
             &mut spent,
-        );
+        )?;
         let rest: Vec<usize> = (0..ndet).filter(|&j| !claimed[j]).collect();
         let second = self.associate(
             &tentative,
@@ -414,7 +415,7 @@ impl Tracker {
             &mut detected,
             &mut claimed,
             &mut spent,
-        );
+        )?;
         let t2 = Instant::now();
         first.pick.extend(second.pick);
         self.apply(z, &first)?;
@@ -449,10 +450,10 @@ impl Tracker {
         detected: &mut [bool],
         claimed: &mut [bool],
         spent: &mut [f64; 3],
-    ) -> Decisions {
+    ) -> Result<Decisions> {
         let mut out = Decisions::default();
         if idx.is_empty() || dets.is_empty() {
-            return out;
+            return Ok(out);
         }
         let ny = self.ny;
         let t0 = Instant::now();
@@ -466,7 +467,11 @@ impl Tracker {
                 .collect();
             &zs
         };
-        let gated = gate_all(inns, zs, ny, self.gamma);
+        // A pair costs 16 bytes here and about as much again in the association.
+        let max_pairs = crate::limits::available_memory()
+            .map_or(MAX_PAIRS, |m| (m / 32).min(MAX_PAIRS as u128) as usize);
+        let gated = gate_all_bounded(inns, zs, ny, self.gamma, max_pairs)
+            .map_err(|e| Error::input(format!("scan {}: {e}", self.timing.scans)))?;
         let t1 = Instant::now();
         let cl = clusters(&gated, dets.len());
         let t2 = Instant::now();
@@ -514,7 +519,7 @@ impl Tracker {
         spent[0] += (t1 - t0).as_secs_f64();
         spent[1] += (t2 - t1).as_secs_f64();
         spent[2] += (t3 - t2).as_secs_f64();
-        out
+        Ok(out)
     }
 
     /// The scan's updates through the batch state: one `update` with the GNN picks, one

@@ -182,7 +182,7 @@ pub fn fit_groups(c: &mut Case, cfg: &KernelConfig) {
 /// `frames_per_launch` frames a launch).
 pub fn expected(c: &Case, cfg: &KernelConfig, launches: usize) -> (Vec<MapPair>, Vec<f32>) {
     let n = c.h * c.w;
-    let mut st = CpuState::new(c.h, c.w, &c.motions, c.alpha);
+    let mut st = CpuState::new(c.h, c.w, &c.motions, c.alpha).unwrap();
     let mut maps = Vec::new();
     let per = if cfg.emits_every_frame() {
         1
