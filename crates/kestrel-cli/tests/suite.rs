@@ -23,6 +23,8 @@ mod cli_pf;
 mod cli_reliability;
 #[path = "cli_retrodict.rs"]
 mod cli_retrodict;
+#[path = "cli_round3.rs"]
+mod cli_round3;
 #[path = "cli_tbd.rs"]
 mod cli_tbd;
 #[path = "cli_time_varying.rs"]

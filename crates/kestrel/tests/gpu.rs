@@ -7,6 +7,8 @@
 mod gpu_filter;
 #[path = "gpu_multi.rs"]
 mod gpu_multi;
+#[path = "gpu_oom.rs"]
+mod gpu_oom;
 #[path = "gpu_tracker.rs"]
 mod gpu_tracker;
 #[path = "gpu_transfer.rs"]
