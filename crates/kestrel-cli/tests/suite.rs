@@ -1,6 +1,10 @@
 //! The command line's tests, as one test executable: each file of `tests/` is a
 //! module here (one link for all of them).
 
+// Each file declares the helper modules it uses (tests/common, emulation, ...), as it
+// did when it was an executable of its own: a helper is compiled once per file using it.
+#![allow(clippy::duplicate_mod)]
+
 #[path = "cli.rs"]
 mod cli;
 #[path = "cli_contract.rs"]

@@ -2,6 +2,10 @@
 //! `tests/` is a module here (one link and one copy of the library's generic code for
 //! all of them, where one executable per file made CI's build several times longer).
 
+// Each file declares the helper modules it uses (tests/common, emulation, ...), as it
+// did when it was an executable of its own: a helper is compiled once per file using it.
+#![allow(clippy::duplicate_mod)]
+
 #[path = "gpu_kernels_on_cpu.rs"]
 mod gpu_kernels_on_cpu;
 #[path = "hmm_kernels_on_cpu.rs"]

@@ -3,6 +3,10 @@
 //! when `KESTREL_REQUIRE_GPU=1`. The two files that set `KESTREL_PAR_GROUP` stay
 //! executables of their own, so that no other test reads the variable meanwhile.
 
+// Each file declares the helper modules it uses (tests/common, emulation, ...), as it
+// did when it was an executable of its own: a helper is compiled once per file using it.
+#![allow(clippy::duplicate_mod)]
+
 #[path = "gpu_filter.rs"]
 mod gpu_filter;
 #[path = "gpu_multi.rs"]
