@@ -1,7 +1,7 @@
 //! Probability of detection against false alarms, for track-before-detect and for the
 //! single-frame detector (`D_k = X_k`) as the baseline.
 //!
-//! Thresholds come from [`calibrate`] for a per-pixel false-alarm probability on
+//! Thresholds come from [`calibrate`](super::detect::calibrate) for a per-pixel false-alarm probability on
 //! noise-only frames. A target counts as detected at an emitted frame when the map's
 //! largest value in the 3 x 3 window around its true pixel exceeds the threshold (the
 //! same rule for both detectors). Frames before a target's accumulated signal reaches 95%
