@@ -226,6 +226,12 @@ pub fn range(name: &str, v: f64, lo: End, hi: End) -> Result<f64> {
 
 /// [`range`] for a count (particles, a radius in pixels, frames): `lo ..= hi`.
 pub fn count(name: &str, v: u64, lo: u64, hi: u64) -> Result<usize> {
+    if v < lo && hi == u64::MAX {
+        // No upper bound worth naming: the wording of the other entry points.
+        return Err(Error::input(format!(
+            "{name} must be at least {lo} (got {v})"
+        )));
+    }
     if v < lo || v > hi || usize::try_from(v).is_err() {
         return Err(Error::input(format!(
             "{name} must be at least {lo} and at most {hi}, got {v}"
