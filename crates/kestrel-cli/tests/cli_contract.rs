@@ -22,6 +22,8 @@ struct Case {
 fn fixtures(d: &Dir) -> Vec<String> {
     std::fs::copy(example("cv2d.toml"), d.p("m.toml")).unwrap();
     std::fs::copy(example("tracking.toml"), d.p("tracking.toml")).unwrap();
+    std::fs::copy(example("hmm-weather.toml"), d.p("hmm.toml")).unwrap();
+    std::fs::copy(example("hmm-weather-obs.npy"), d.p("obs.npy")).unwrap();
     d.file("z.csv", Z_CSV.as_bytes());
     kestrel::tbd::frames::write_npy(&d.p("frames.npy"), &[3, 16, 16], &vec![0.5f32; 768]).unwrap();
     d.file("det.csv", b"t,z0,z1\n0,1,2\n1,3,4\n2,5,6\n");
@@ -295,6 +297,26 @@ fn cases() -> Vec<(&'static str, Case)> {
                     with(&te, &["--size", "10000000000"]),
                     vec!["would need", "GB"],
                 ),
+            ],
+        },
+    ));
+    let hmm = [
+        "hmm", "--model", "hmm.toml", "--input", "obs.npy", "--output", "hmm.npz", "--device",
+        "cpu",
+    ];
+    v.push((
+        "hmm",
+        Case {
+            good: hmm.to_vec(),
+            outputs: vec!["hmm.npz"],
+            bad: vec![
+                (with(&hmm, &["--input", "bad.npy"]), vec!["bad.npy"]),
+                (with(&hmm, &["--input", "absent.npy"]), vec!["absent.npy"]),
+                (with(&hmm, &["--input", "z.csv"]), vec!["z.csv", ".npy"]),
+                (with(&hmm, &["--model", "bad.toml"]), vec!["bad.toml"]),
+                (with(&hmm, &["--model", "m.toml"]), vec!["m.toml"]),
+                (with(&hmm, &["--output", "obs.npy"]), vec!["input"]),
+                (with(&hmm, &["--output", "nodir/h.npz"]), vec!["nodir"]),
             ],
         },
     ));
