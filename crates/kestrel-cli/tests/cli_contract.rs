@@ -440,6 +440,12 @@ fn the_table_names_every_command() {
 fn bench_usage_errors_are_one_line() {
     let d = Dir::new();
     d.run_bad(&["bench", "--only", "nothing"], &["nothing"]);
+    d.run_bad(&["bench", "--seed", "nobody"], &["nobody"]);
+    d.run_bad(&["bench", "--seed", "lin", "--only", "cpu"], &["--only"]);
+    d.run_bad(
+        &["bench", "--seed", "lin", "--plot", "nodir"],
+        &["--plot", "nodir"],
+    );
     // A malformed knob of the TBD family stops the run before any family starts: one
     // error line naming it, exit 2, nothing written (no family's table either).
     // So does a kernel part that names nothing to time (a typo, or a kernel the
@@ -472,4 +478,35 @@ fn bench_usage_errors_are_one_line() {
             assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 0);
         }
     }
+}
+
+/// `bench --seed lin --quick`: the Lin et al. records and tables, the chart written, and
+/// the windowed likelihood's error falling to rounding as the window grows (Figure 6).
+#[test]
+fn the_lin_seed_runs_and_its_window_error_falls() {
+    let d = Dir::new();
+    let o = kestrel_in(
+        d.path(),
+        &["bench", "--seed", "lin", "--quick", "--plot", "."],
+    );
+    ok(&o);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("Lin Fig 6"), "{out}");
+    assert!(d.p("seed-lin.svg").is_file());
+    let err = |model: &str, n: usize| -> f64 {
+        let name = format!("\"name\":\"seed-lin/fig6/{model}/window:{n}\"");
+        let line = out
+            .lines()
+            .find(|l| l.contains(&name))
+            .unwrap_or_else(|| panic!("no record {name}"));
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        v["extra"]["max_abs_err_per_step"].as_f64().unwrap()
+    };
+    for model in ["AR(10)", "RW 2-D", "seismic (examples/seismic.toml)"] {
+        assert!(err(model, 1) > 0.1, "{model}: a window of 1 is far off");
+        assert!(err(model, 384) < 1e-8, "{model}: a long window is exact");
+        assert!(err(model, 384) < err(model, 32));
+    }
+    // The AR(10) needs its order plus one: 11 beats 8 by orders of magnitude.
+    assert!(err("AR(10)", 11) < 1e-2 * err("AR(10)", 8));
 }

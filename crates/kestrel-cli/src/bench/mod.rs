@@ -8,6 +8,7 @@ pub mod likelihood;
 pub mod parallel;
 pub mod particle;
 pub mod retrodict;
+pub mod seeds;
 pub mod tbd;
 pub mod tracking;
 pub mod tracking_assign;

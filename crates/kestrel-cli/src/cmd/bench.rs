@@ -23,9 +23,14 @@ pub struct Args {
     /// Run one family only.
     #[arg(long, value_enum)]
     only: Option<Family>,
-    /// Write the families' plots (SVG) into this folder (tracking: tracking-scale.svg).
+    /// Write the families' plots (SVG) into this folder (tracking: tracking-scale.svg;
+    /// a seed: seed-NAME.svg).
     #[arg(long)]
     plot: Option<std::path::PathBuf>,
+    /// Rebuild a seed paper's headline experiment on its own axes, its numbers beside
+    /// kestrel's (docs/seeds.md): tager, sarkka, mazurek, lin, hendeby or all.
+    #[arg(long, value_enum, value_name = "NAME", conflicts_with = "only")]
+    seed: Option<bench::seeds::Seed>,
 }
 
 type Runner = fn(&mut Sink, bool) -> anyhow::Result<()>;
@@ -50,6 +55,20 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         bench::tbd::kernel_parts()?;
     }
     let mut sink = Sink::default();
+    if let Some(seed) = a.seed {
+        if let Some(dir) = a.plot.as_ref().filter(|d| !d.is_dir()) {
+            return Err(crate::cmd::bad(format!(
+                "--plot {}: no such directory",
+                dir.display()
+            )));
+        }
+        let failed = bench::seeds::run(&mut sink, seed, a.quick, a.plot.as_deref());
+        out!("{}", sink.table());
+        if !failed.is_empty() {
+            anyhow::bail!("seed benchmarks failed: {}", failed.join(", "));
+        }
+        return Ok(());
+    }
     let mut failed = Vec::new();
     for (f, name, runner) in families {
         if a.only.is_some_and(|o| o != f) {

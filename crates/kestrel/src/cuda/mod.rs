@@ -286,6 +286,50 @@ impl EventTimer {
     }
 }
 
+/// Time by phase of a sequence of launches on one stream, for benchmarks: an event is
+/// recorded after each launch (and one at the start), and the time between a mark and
+/// the one before it is the phase's that the later mark names. Without `enabled` every
+/// call is free.
+pub(crate) struct PhaseClock {
+    marks: Vec<(usize, CudaEvent)>,
+    phases: usize,
+    enabled: bool,
+}
+
+impl PhaseClock {
+    /// A clock of `phases` phases; `enabled` false records nothing.
+    pub fn new(phases: usize, enabled: bool) -> Self {
+        PhaseClock {
+            marks: Vec::new(),
+            phases,
+            enabled,
+        }
+    }
+    /// Records a mark on `stream`: the work queued since the last mark is `phase`'s.
+    pub fn mark(&mut self, g: &Gpu, stream: &CudaStream, phase: usize) -> Result<()> {
+        if !self.enabled {
+            return Ok(());
+        }
+        let flags = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
+        let e = gpu::ck(g.ctx.new_event(flags), "creating an event")?;
+        gpu::ck(e.record(stream), "recording an event")?;
+        self.marks.push((phase, e));
+        Ok(())
+    }
+    /// Seconds per phase (waits for the last mark).
+    pub fn totals(&self) -> Result<Vec<f64>> {
+        let mut t = vec![0.0; self.phases];
+        if let Some((_, last)) = self.marks.last() {
+            gpu::ck(last.synchronize(), "waiting for an event")?;
+        }
+        for w in self.marks.windows(2) {
+            let ms = gpu::ck(w[0].1.elapsed_ms(&w[1].1), "reading an event timer")?;
+            t[w[1].0] += f64::from(ms) * 1e-3;
+        }
+        Ok(t)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -261,7 +261,52 @@ pub fn particle_filter_cuda<T: Real>(
     z: &Measurements<T>,
     opts: &PfOptions,
 ) -> Result<PfOutput<T>> {
-    cuda::catch(|| run(ordinal, model, z, opts, block_for(z.tracks, opts.particles)))
+    cuda::catch(|| {
+        let mut clock = cuda::PhaseClock::new(PHASES.len(), false);
+        run(
+            ordinal,
+            model,
+            z,
+            opts,
+            block_for(z.tracks, opts.particles),
+            &mut clock,
+        )
+    })
+}
+
+/// The phases [`phase_times`] reports, in its order: drawing the ancestors (the
+/// resampler's selection), the step (propagation and weights, fused), the combination
+/// (normalisation, the estimate, the log-likelihood, the resampling decision), and the
+/// cumulative weights the selection reads.
+pub const PHASES: [&str; 4] = [
+    "selection",
+    "propagate+weight",
+    "normalise+estimate",
+    "cumulative sum",
+];
+
+/// [`particle_filter_cuda`] with the GPU time of each of [`PHASES`] (seconds, by CUDA
+/// events recorded between the launches; the events add a little time of their own):
+/// the shares of Hendeby et al.'s Figure 6. For benchmarks.
+#[doc(hidden)]
+pub fn phase_times<T: Real>(
+    ordinal: usize,
+    model: &PfModel,
+    z: &Measurements<T>,
+    opts: &PfOptions,
+) -> Result<(PfOutput<T>, Vec<f64>)> {
+    cuda::catch(|| {
+        let mut clock = cuda::PhaseClock::new(PHASES.len(), true);
+        let out = run(
+            ordinal,
+            model,
+            z,
+            opts,
+            block_for(z.tracks, opts.particles),
+            &mut clock,
+        )?;
+        Ok((out, clock.totals()?))
+    })
 }
 
 /// The filter's kernels for `model` in precision `T` with blocks of `block` threads,
@@ -317,7 +362,10 @@ pub fn particle_filter_cuda_block<T: Real>(
             "{block} threads a block: a power of two from 32 to 512"
         )));
     }
-    cuda::catch(|| run(ordinal, model, z, opts, block))
+    cuda::catch(|| {
+        let mut clock = cuda::PhaseClock::new(PHASES.len(), false);
+        run(ordinal, model, z, opts, block, &mut clock)
+    })
 }
 
 fn run<T: Real>(
@@ -326,6 +374,7 @@ fn run<T: Real>(
     z: &Measurements<T>,
     opts: &PfOptions,
     block: u32,
+    clock: &mut cuda::PhaseClock,
 ) -> Result<PfOutput<T>> {
     use super::ParticleModel;
     let (nx, ny) = (
@@ -419,6 +468,7 @@ fn run<T: Real>(
     let one = (1, bn as u32, 1);
     let blk = (block, 1, 1);
     let (nu, tu, gu, peru) = (n as u32, t as u32, g as u32, per as u32);
+    clock.mark(&gpu, &stream, 0)?;
     for k in 0..t as u32 {
         if k > 0 && scheme >= SYSTEMATIC_GRID {
             let kr = k - 1;
@@ -505,6 +555,9 @@ fn run<T: Real>(
                 ],
             )?;
         }
+        if k > 0 {
+            clock.mark(&gpu, &stream, 0)?;
+        }
         cuda::launch(
             &stream,
             &module,
@@ -529,6 +582,7 @@ fn run<T: Real>(
                 Arg::U32(key[1]),
             ],
         )?;
+        clock.mark(&gpu, &stream, 1)?;
         std::mem::swap(&mut x, &mut xn);
         std::mem::swap(&mut lw, &mut lwn);
         cuda::launch(
@@ -558,6 +612,7 @@ fn run<T: Real>(
                 Arg::F64(opts.ess_threshold),
             ],
         )?;
+        clock.mark(&gpu, &stream, 2)?;
         if k + 1 < t as u32 && sorted {
             cuda::launch(
                 &stream,
@@ -577,6 +632,9 @@ fn run<T: Real>(
                     Arg::U32(gu),
                 ],
             )?;
+        }
+        if k + 1 < t as u32 && sorted {
+            clock.mark(&gpu, &stream, 3)?;
         }
     }
     let mut failed = vec![0u32; bn];
