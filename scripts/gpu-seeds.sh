@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# On a GPU machine, from a folder staged by ../shared/tools/stage-gpu (.gpu/): the GPU
+# tests named as arguments (test-name filters of the gpu executable), then every seed
+# benchmark (`kestrel bench --seed NAME --plot $OUT`), each under its own time limit so
+# that one slow seed leaves the others' records. Logs, JSON lines and charts go to $OUT.
+set -u
+cd "$(dirname "$0")/../.gpu"
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+export KESTREL_REQUIRE_GPU=1 KESTREL_CACHE_DIR=/tmp/kestrel-cache
+if ! ldconfig -p | grep -q 'libnvrtc.so '; then
+  lib=$(ls /usr/local/cuda*/lib64/libnvrtc.so* /usr/local/cuda*/targets/*/lib/libnvrtc.so* 2>/dev/null | head -1)
+  [ -z "$lib" ] && lib=$(python3 -c 'import nvidia.cuda_nvrtc,os,glob;print(glob.glob(os.path.join(list(nvidia.cuda_nvrtc.__path__)[0],"lib","libnvrtc.so*"))[0])' 2>/dev/null)
+  if [ -n "$lib" ]; then mkdir -p /tmp/nvlib; ln -sf "$lib" /tmp/nvlib/libnvrtc.so; export LD_LIBRARY_PATH=/tmp/nvlib:$(dirname "$lib"):${LD_LIBRARY_PATH:-}; fi
+fi
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/device.txt"
+nproc >> "$OUT/device.txt"
+if [ $# -gt 0 ]; then
+  for t in tests/gpu-*; do
+    timeout "${TEST_LIMIT:-90}" "$t" --test-threads=8 "$@" >> "$OUT/tests.log" 2>&1
+    echo "$(basename "$t") $* exit $?  $(grep -E '^test result' "$OUT/tests.log" | tail -1)"
+  done
+fi
+grep -E -A3 "panicked|FAILED" "$OUT/tests.log" | head -20
+for s in ${SEEDS:-tager:60 lin:40 hendeby:70 sarkka:90 mazurek:100}; do
+  name=${s%%:*}; lim=${s##*:}
+  /usr/bin/time -f "%e s" timeout "$lim" ./kestrel bench --seed "$name" --plot "$OUT" > "$OUT/seed-$name.log" 2> "$OUT/seed-$name.err"
+  echo "seed $name exit $? $(tail -1 "$OUT/seed-$name.err")"
+done
