@@ -8,6 +8,8 @@ Families:
 - nonlinear Gaussian filters and smoothers (EKF, IEKF, UKF, CKF, iterated smoothers) and
   the IMM: :class:`NonlinearFilter`;
 - the bootstrap particle filter: :class:`ParticleFilter`;
+- hidden Markov models (forward-backward, Viterbi, parallel in time):
+  :class:`HiddenMarkovModel`;
 - track-before-detect (Mazurek): :func:`tbd`, :func:`simulate_frames`;
 - multi-target tracking (GNN, JPDA) and its metrics: :func:`track`, :func:`gospa`,
   :func:`ospa`, :func:`clear_mot`, :func:`evaluate`, :func:`simulate_scenario`;
@@ -21,6 +23,7 @@ measurement. The GIL is released while kestrel computes.
 from . import _kestrel
 from ._arrays import KestrelWarning
 from ._kestrel import Model, ModelError, TimeVaryingModel, __version__
+from .hmm import CategoricalEmission, GaussianEmission, HiddenMarkovModel, HmmResult
 from .kalman import KalmanFilter, KalmanResult, retrodict
 from .likelihood import LogLikResult, loglik
 from .nonlinear import NonlinearFilter, NonlinearResult
@@ -55,6 +58,10 @@ def cuda_device_count() -> int:
 
 
 __all__ = [
+    "CategoricalEmission",
+    "GaussianEmission",
+    "HiddenMarkovModel",
+    "HmmResult",
     "BatchState",
     "LogLikResult",
     "NonlinearFilter",

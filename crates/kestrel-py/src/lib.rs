@@ -17,6 +17,7 @@ use pyo3::exceptions::{
 use pyo3::prelude::*;
 
 mod arrays;
+mod hmm;
 mod interrupt;
 mod kalman;
 mod likelihood;
@@ -109,6 +110,7 @@ fn _kestrel(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(take_warnings, m)?)?;
     m.add_function(wrap_pyfunction!(auto_device, m)?)?;
     m.add_function(wrap_pyfunction!(cuda_device_count, m)?)?;
+    hmm::register(m)?;
     kalman::register(m)?;
     likelihood::register(m)?;
     nonlinear::register(m)?;
