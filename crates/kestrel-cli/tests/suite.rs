@@ -38,38 +38,15 @@ mod cli_tracking;
 #[path = "readme_examples.rs"]
 mod readme_examples;
 
-/// Every file of `tests/` is a module of one of the test executables that Cargo.toml
-/// declares (automatic test discovery is off, so a file left out would never run).
+#[path = "../../kestrel/tests/suite_guard.rs"]
+mod suite_guard;
+
+/// Every file of `tests/` is a module of one of this crate's test executables.
 #[test]
 fn every_test_file_is_compiled() {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests");
-    if !std::path::Path::new(dir).is_dir() {
-        eprintln!("skipped: {dir} is not here (a copy of the executable on another machine)");
-        return;
-    }
-    let manifest = include_str!("../Cargo.toml");
-    let roots: Vec<String> = SUITE_ROOTS
-        .iter()
-        .map(|r| std::fs::read_to_string(format!("{dir}/{r}")).expect("a suite root"))
-        .collect();
-    for entry in std::fs::read_dir(dir).expect("the tests directory") {
-        let name = entry
-            .expect("an entry")
-            .file_name()
-            .into_string()
-            .expect("UTF-8");
-        if !name.ends_with(".rs") || SUITE_ROOTS.contains(&name.as_str()) {
-            continue;
-        }
-        let included = roots
-            .iter()
-            .any(|r| r.contains(&format!("#[path = \"{name}\"]")))
-            || manifest.contains(&format!("path = \"tests/{name}\""));
-        assert!(
-            included,
-            "tests/{name} is in no test executable: add `#[path = \"{name}\"] mod ...;` to one of {SUITE_ROOTS:?} or a [[test]] to Cargo.toml"
-        );
-    }
+    suite_guard::every_file_is_compiled(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/tests"),
+        include_str!("../Cargo.toml"),
+        &["suite.rs"],
+    );
 }
-
-const SUITE_ROOTS: &[&str] = &["suite.rs"];
