@@ -400,8 +400,9 @@ fn run<T: Real>(
     let free = gpu.usable_memory()?;
     if need > free as u128 {
         return Err(Error::input(format!(
-            "{n} particles x {bn} tracks x {t} steps would need {:.1} GB on the GPU; {:.1} GB is free",
+            "{n} particles x {bn} tracks x {t} steps would need {:.1} GB on {}; {:.1} GB is free",
             need as f64 / 1e9,
+            gpu.label(),
             free as f64 / 1e9
         )));
     }

@@ -423,8 +423,9 @@ fn group_size<D: GpuReal>(
     let budget = free / 10 * 7;
     if per > budget {
         return Err(Error::Unsupported(format!(
-            "one track of {t} steps would need {:.2} GB on the GPU, {:.2} GB are free",
+            "one track of {t} steps would need {:.2} GB on {}, {:.2} GB are free",
             per as f64 / 1e9,
+            g.label(),
             free as f64 / 1e9
         )));
     }
