@@ -118,16 +118,11 @@ fn options(
     seed: u64,
     keep: bool,
 ) -> PyResult<PfOptions> {
-    if particles == 0 {
-        return Err(PyValueError::new_err(
-            "particles must be at least 1 (got 0)",
-        ));
-    }
-    if !(ess.is_finite() && ess >= 0.0) {
-        return Err(PyValueError::new_err(format!(
-            "ess must be a fraction of N, a finite number >= 0 (got {ess})"
-        )));
-    }
+    // The command line's checks and words (`kestrel pf --particles --ess`).
+    use kestrel::limits::{count, range, End::In};
+    count("particles", particles as u64, 1, u64::MAX).map_err(to_py)?;
+    // A fraction of N: above 1 would be the same as 1 (every step), so it is refused.
+    range("ess", ess, In(0.0), In(1.0)).map_err(to_py)?;
     let resampler =
         Resampler::parse(resample).map_err(|e| PyValueError::new_err(format!("resample: {e}")))?;
     Ok(PfOptions::new(particles)
