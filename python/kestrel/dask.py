@@ -1,8 +1,10 @@
 """kestrel on Dask: many tracks over many workers, and one sequence split in time.
 
-``filter(kf, z)`` and ``smooth(kf, z)`` take a :class:`kestrel.KalmanFilter` and a Dask
-array ``z`` [B, T, ny] (NaN = missing) and return a :class:`DaskKalmanResult` whose
-``mean``, ``cov`` and ``loglik`` are lazy Dask arrays chunked as ``z``:
+``filter(kf, z)`` and ``smooth(kf, z)`` take a :class:`kestrel.KalmanFilter` (time-invariant
+or time-varying) or a :class:`kestrel.NonlinearFilter` and a Dask array ``z`` [B, T, ny]
+(NaN = missing) and return a :class:`DaskKalmanResult` (a :class:`DaskNonlinearResult`
+for a NonlinearFilter) whose ``mean``, ``cov`` and ``loglik`` (and an IMM's
+``mode_probs``) are lazy Dask arrays chunked as ``z``:
 
 - **chunks along B** (one chunk along T): each block of tracks is an independent
   ``KalmanFilter.filter`` / ``smooth`` call on a worker, with ``device`` resolved there
@@ -22,6 +24,18 @@ array ``z`` [B, T, ny] (NaN = missing) and return a :class:`DaskKalmanResult` wh
   between workers, each way. The time-split blocks run on the workers' CPUs.
   Both axes may be chunked at once.
 
+Which models each split takes: chunks along B, any of them (a ``NonlinearFilter``: EKF,
+UKF, CKF, IEKF, their RTS and iterated smoothers, IMM files; each block is one
+``nf.filter`` / ``nf.smooth`` call, so the result equals the single-process run bit for
+bit, with the options ``filter``, ``iterations``, ``alpha``, ``beta``, ``kappa``; one
+track ``z`` [T, ny] keeps its B axis of 1, as there). Chunks
+along T, a ``KalmanFilter`` only: the parallel-in-time scan needs a linear model, and a
+``NonlinearFilter`` over chunks along T is refused (rechunk z along tracks only). The
+native split passes take a time-invariant model, so a time-varying model's time split
+runs each block as runs of consecutive steps whose matrices are equal, one native call
+(and one ``Model``) each: as fast as a time-invariant model for matrices that hold for
+long runs, some 0.2-0.4 ms a step when they change every step.
+
 ``particle_filter(pf, z, particles, ...)`` runs :class:`kestrel.ParticleFilter` over
 chunks of B. Its random numbers are Philox streams keyed by the seed and by each track's
 index *within its call*, so the result is deterministic for a given chunking (a retried
@@ -30,7 +44,9 @@ exactly ``pf.filter(z)``.
 
 Every task is pure given its inputs (no hidden state, fixed seeds), so Dask may retry a
 block lost with its worker and the result is the same. Models pickle (``KalmanFilter``
-through its exact TOML form). The inputs are read by the workers from ``z``'s own graph
+through its exact TOML form, ``NonlinearFilter`` as its file's text; a time-varying
+``KalmanFilter``, which has no TOML form, goes by value: its arrays, from which each
+worker rebuilds it once). The inputs are read by the workers from ``z``'s own graph
 (Zarr, NPY, ``from_array``...): nothing passes through the client. dask is imported
 when first used, so ``import kestrel.dask`` works without it.
 
@@ -45,6 +61,8 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
+import tempfile
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,8 +70,10 @@ import numpy as np
 
 from . import _kestrel
 from .kalman import KalmanFilter, KalmanResult, outputs_arg
+from .nonlinear import NonlinearFilter, NonlinearResult
 
-__all__ = ["DaskKalmanResult", "DaskPfResult", "filter", "smooth", "particle_filter"]
+__all__ = ["DaskKalmanResult", "DaskNonlinearResult", "DaskPfResult", "filter", "smooth",
+           "particle_filter"]
 
 def _dask():
     try:
@@ -103,6 +123,40 @@ class DaskKalmanResult:
         res = {n: None for n in ("mean", "cov", "loglik")}
         res.update(zip(names, out))
         return DaskKalmanResult(devices=self.devices, one=self.one, **res)
+
+
+@dataclass
+class DaskNonlinearResult:
+    """Lazy estimates of a :class:`kestrel.NonlinearFilter` (:class:`kestrel.NonlinearResult`'s
+    fields): ``mean`` [B, T, nx], ``cov`` [B, T, nx, nx] (or the variances [B, T, nx] with
+    ``outputs=("diag",)``), ``loglik`` [B, T] and, for an IMM file, ``mode_probs``
+    [B, T, r] (None for one model), as Dask arrays chunked along B as ``z`` (None where not
+    asked for). ``compute()`` computes them together."""
+
+    mean: Any
+    cov: Any
+    loglik: Any
+    mode_probs: Any
+
+    _names = ("mean", "cov", "loglik", "mode_probs")
+
+    def compute(self, **kwargs: Any) -> NonlinearResult:
+        """The estimates as NumPy arrays in a :class:`kestrel.NonlinearResult`."""
+        dask, _ = _dask()
+        names = [n for n in self._names if getattr(self, n) is not None]
+        out = dask.compute(*[getattr(self, n) for n in names], **kwargs)
+        res = dict.fromkeys(self._names)
+        res.update(zip(names, out))
+        return NonlinearResult(**res)
+
+    def persist(self, **kwargs: Any) -> "DaskNonlinearResult":
+        """The same result with its arrays computed and kept on the workers."""
+        dask, _ = _dask()
+        names = [n for n in self._names if getattr(self, n) is not None]
+        out = dask.persist(*[getattr(self, n) for n in names], **kwargs)
+        res = dict.fromkeys(self._names)
+        res.update(zip(names, out))
+        return DaskNonlinearResult(**res)
 
 
 @dataclass
@@ -160,8 +214,9 @@ def _as_dask(z: Any, ny: int, precision: Any):
     return z, one
 
 
-def _selection(kf: KalmanFilter, outputs: Any) -> list[str]:
-    """The outputs asked for, checked with the command line's message."""
+def _selection(model: Any, outputs: Any) -> list[str]:
+    """The outputs asked for, checked with the command line's message (``model``: any
+    native linear model, for the parser's call)."""
     text = outputs_arg(outputs)
     sel = [o.strip() for o in text.split(",")]
     if "all" in sel and len(sel) == 1:
@@ -169,7 +224,7 @@ def _selection(kf: KalmanFilter, outputs: Any) -> list[str]:
     ok = sel and len(set(sel)) == len(sel) and all(o in ("mean", "cov", "diag", "loglik") for o in sel)
     if not ok or ("cov" in sel and "diag" in sel):
         # The native parser words the error exactly as the command line does.
-        _kestrel.kalman_estimate(kf.model, np.zeros((1, 1, kf.ny)), outputs=text)
+        _kestrel.kalman_estimate(model, np.zeros((1, 1, model.ny)), outputs=text)
         raise ValueError(f"outputs: cannot use {text!r}")
     return sel
 
@@ -202,9 +257,123 @@ def _b_block(kf: Any, block: np.ndarray, smooth: bool, kwargs: dict, where: str)
     return {"mean": r.mean, "cov": r.cov, "loglik": r.loglik, "device": r.device}
 
 
+def _nl_block(nf: NonlinearFilter, block: np.ndarray, smooth: bool, kwargs: dict,
+              diag: bool, where: str) -> dict:
+    run = nf.smooth if smooth else nf.filter
+    try:
+        r = run(_aligned(block), **kwargs)
+    except Exception as e:
+        raise _note(e, where)
+    return {"mean": r.mean, "cov": _diag(r.cov) if diag else r.cov, "loglik": r.loglik,
+            "mode_probs": r.mode_probs}
+
+
+_STEP_NAMES = ("F", "Q", "u", "H", "R", "d")
+_LOADED: dict = {}
+
+
+def _step_mats(model: Any) -> dict:
+    """A time-varying model's per-step arrays and prior (each getter copies them all)."""
+    return {n: np.ascontiguousarray(getattr(model, n)) for n in (*_STEP_NAMES, "x0", "P0")}
+
+
+class _Varying:
+    """A time-varying :class:`KalmanFilter` shipped to the workers by value (its per-step
+    arrays and prior): ``KalmanFilter`` pickles through its TOML form, which a time-varying
+    model lacks, and a worker may not see the caller's files. A worker rebuilds the model
+    once (from a model file and ``.npz`` it writes to a temporary folder: the numbers are
+    the same bits) and keeps it for the graph's other blocks."""
+
+    def __init__(self, mats: dict, token: str) -> None:
+        self.mats = mats
+        self.token = token
+
+    def _kf(self) -> KalmanFilter:
+        kf = _LOADED.get(self.token)
+        if kf is None:
+            m = self.mats
+
+            def row(v: np.ndarray) -> str:
+                return "[" + ", ".join(repr(float(x)) for x in v) + "]"
+
+            with tempfile.TemporaryDirectory(prefix="kestrel-dask-") as d:
+                np.savez(os.path.join(d, "steps.npz"), **{n: m[n] for n in _STEP_NAMES})
+                path = os.path.join(d, "model.toml")
+                with open(path, "w", encoding="utf-8") as f:
+                    f.write('[model]\nkind = "time-varying"\nfile = "steps.npz"\n[prior]\n'
+                            f"x0 = {row(m['x0'])}\n"
+                            f"P0 = [{', '.join(row(r) for r in m['P0'])}]\n")
+                kf = KalmanFilter.from_toml(path)
+            if len(_LOADED) >= 4:
+                _LOADED.clear()
+            _LOADED[self.token] = kf
+        return kf
+
+    def filter(self, z: np.ndarray, **kwargs: Any) -> KalmanResult:
+        return self._kf().filter(z, **kwargs)
+
+    def smooth(self, z: np.ndarray, **kwargs: Any) -> KalmanResult:
+        return self._kf().smooth(z, **kwargs)
+
+
+class _Steps:
+    """The per-step matrices of a time-varying model over the global steps ``[lo, hi)``
+    (one time-split block's, and the transition into the step after it), shipped by
+    value. The native split passes take a time-invariant model: a block runs as runs of
+    consecutive steps whose matrices are equal (every step, when they change every step),
+    each run one native call with its own ``Model`` at its global first step."""
+
+    def __init__(self, mats: dict, lo: int, hi: int) -> None:
+        self.lo = lo
+        self.mats = {n: mats[n][lo:hi] for n in _STEP_NAMES}
+        self.x0, self.P0 = mats["x0"], mats["P0"]
+
+    def _model(self, trans: int, obs: int) -> Any:
+        m, t, o = self.mats, trans - self.lo, obs - self.lo
+        return _kestrel.Model(F=m["F"][t], Q=m["Q"][t], u=m["u"][t], H=m["H"][o], R=m["R"][o],
+                              d=m["d"][o], x0=self.x0, P0=self.P0)
+
+    def runs(self, k0: int, n: int, smoother: bool, last: bool) -> list:
+        """``(a, b, model)`` for the runs ``[a, b)`` of the global steps ``[k0, k0 + n)``:
+        the filter's element of step k reads the transition into k and the measurement
+        model of k, the smoother's the transition into k + 1 (none for the sequence's
+        last step, ``last``)."""
+        shift = 1 if smoother else 0
+        names = _STEP_NAMES[:3] if smoother else _STEP_NAMES
+        i0 = k0 - self.lo + shift
+        new = np.zeros(n, dtype=bool)  # new[i]: step k0 + i starts a run
+        for name in names:
+            x = self.mats[name][i0:i0 + n]
+            if len(x) > 1:
+                new[1:len(x)] |= (x[1:] != x[:-1]).reshape(len(x) - 1, -1).any(axis=1)
+        if smoother and last:
+            new[n - 1] = False  # the last step's element reads no transition
+        starts = [0, *(int(i) + 1 for i in np.flatnonzero(new[1:]))]
+        out = []
+        for a, b in zip(starts, [*starts[1:], n]):
+            k = k0 + a
+            trans = k + 1 if smoother and k + 1 - self.lo < len(self.mats["F"]) else k
+            out.append((k, k0 + b, self._model(trans, k)))
+        return out
+
+
+def _fold(nx: int, totals: list, smoother: bool) -> np.ndarray:
+    """The combine of run totals in time order (the carry the pass-2 scan would give the
+    block after them)."""
+    if len(totals) == 1:
+        return totals[0]
+    if smoother:
+        return _kestrel.split_carries(nx, [totals[0], *totals], smoother=True)[0]
+    return _kestrel.split_carries(nx, [*totals, totals[-1]])[-1]
+
+
 def _filter_total(model: Any, z: np.ndarray, b0: int, k0: int) -> np.ndarray:
     try:
-        return _kestrel.split_filter_total(model, _aligned(z), b0, k0)
+        if not isinstance(model, _Steps):
+            return _kestrel.split_filter_total(model, _aligned(z), b0, k0)
+        totals = [_kestrel.split_filter_total(m, _aligned(z[:, a - k0:b - k0]), b0, a)
+                  for a, b, m in model.runs(k0, z.shape[1], False, False)]
+        return _fold(len(model.x0), totals, False)
     except Exception as e:
         raise _note(e, f"tracks {b0}.., steps {k0}..")
 
@@ -214,20 +383,61 @@ def _carries(nx: int, smoother: bool, *totals: np.ndarray) -> list:
 
 
 def _filter_block(model: Any, z: np.ndarray, b0: int, k0: int, carry: Any, scan: str) -> dict:
+    carry = None if carry is None else _aligned(carry)
     try:
-        return _kestrel.split_filter_block(model, _aligned(z), b0, k0,
-                                           None if carry is None else _aligned(carry), scan)
+        if not isinstance(model, _Steps):
+            return _kestrel.split_filter_block(model, _aligned(z), b0, k0, carry, scan)
+        runs = model.runs(k0, z.shape[1], False, False)
+        zs = [_aligned(z[:, a - k0:b - k0]) for a, b, _ in runs]
+        # Each run's carry: the block's, then the combine of it with the runs before.
+        cs = [carry]
+        if len(runs) > 1:
+            items = [] if carry is None else [carry]
+            items += [_kestrel.split_filter_total(m, zr, b0, a)
+                      for (a, _, m), zr in zip(runs[:-1], zs)]
+            cs = _kestrel.split_carries(len(model.x0), [*items, items[-1]])
+            cs = cs[len(items) + 1 - len(runs):len(items) + 1]
+        outs = [_kestrel.split_filter_block(m, zr, b0, a, c, scan)
+                for (a, _, m), zr, c in zip(runs, zs, cs)]
+        return {k: np.concatenate([o[k] for o in outs], axis=1) for k in ("mean", "cov", "loglik")}
     except Exception as e:
         raise _note(e, f"tracks {b0}.., steps {k0}..")
 
 
+def _filtered(f: dict, k0: int, a: int, b: int) -> tuple:
+    return _aligned(f["mean"][:, a - k0:b - k0]), _aligned(f["cov"][:, a - k0:b - k0])
+
+
 def _smooth_total(model: Any, f: dict, b0: int, k0: int, last: bool) -> np.ndarray:
-    return _kestrel.split_smooth_total(model, _aligned(f["mean"]), _aligned(f["cov"]), b0, k0, last)
+    if not isinstance(model, _Steps):
+        return _kestrel.split_smooth_total(model, _aligned(f["mean"]), _aligned(f["cov"]), b0,
+                                           k0, last)
+    n = f["mean"].shape[1]
+    totals = [_kestrel.split_smooth_total(m, *_filtered(f, k0, a, b), b0, a, last and b == k0 + n)
+              for a, b, m in model.runs(k0, n, True, last)]
+    return _fold(len(model.x0), totals, True)
 
 
 def _smooth_block(model: Any, f: dict, b0: int, k0: int, last: bool, carry: Any, scan: str) -> dict:
-    return _kestrel.split_smooth_block(model, _aligned(f["mean"]), _aligned(f["cov"]), b0, k0, last,
-                                       None if carry is None else _aligned(carry), scan)
+    carry = None if carry is None else _aligned(carry)
+    if not isinstance(model, _Steps):
+        return _kestrel.split_smooth_block(model, _aligned(f["mean"]), _aligned(f["cov"]), b0, k0,
+                                           last, carry, scan)
+    n = f["mean"].shape[1]
+    runs = model.runs(k0, n, True, last)
+    fs = [_filtered(f, k0, a, b) for a, b, _ in runs]
+    ends = [last and b == k0 + n for _, b, _ in runs]
+    # Each run's carry from the right: the combine of the runs after it and the block's.
+    cs = [carry]
+    if len(runs) > 1:
+        items = [_kestrel.split_smooth_total(m, *fr, b0, a, e)
+                 for (a, _, m), fr, e in zip(runs[1:], fs[1:], ends[1:])]
+        items += [] if carry is None else [carry]
+        cs = _kestrel.split_carries(len(model.x0), [items[0], *items], smoother=True)
+        cs = [*cs[:len(runs) - 1], carry]
+    outs = [_kestrel.split_smooth_block(m, *fr, b0, a, e, c, scan)
+            for (a, _, m), fr, e, c in zip(runs, fs, ends, cs)]
+    return {k: np.concatenate([o[k] for o in outs], axis=1) for k in ("mean", "cov")}
 
 
 def _diag(c: np.ndarray) -> np.ndarray:
@@ -237,53 +447,107 @@ def _diag(c: np.ndarray) -> np.ndarray:
 # -- graphs ------------------------------------------------------------------------------
 
 
-def _by_tracks(kf, z, smooth, sel, kwargs) -> DaskKalmanResult:
+def _identity(kf: Any) -> tuple[Any, dict | None]:
+    """What names the model in the graph's keys; a time-varying model's arrays (else None)."""
+    if isinstance(kf, NonlinearFilter):
+        return ("nonlinear", kf._text, kf._origin), None
+    if kf.time_varying:
+        dask, _ = _dask()
+        mats = _step_mats(kf.model)
+        return ("time-varying", dask.base.tokenize(*(mats[n] for n in sorted(mats)))), mats
+    return kf.to_toml(), None
+
+
+def _shipped(kf: Any) -> tuple[Any, Any]:
+    """The model as one task of the graph (each worker fetches it once) and its identity."""
+    dask, _ = _dask()
+    ident, mats = _identity(kf)
+    obj = kf if mats is None else _Varying(mats, ident[1])
+    return dask.delayed(obj, name=f"kestrel-model-{dask.base.tokenize(ident)}"), ident
+
+
+def _along_b(fn, model, ident, z, args: tuple, shapes: dict, what: str) -> tuple[dict, list]:
+    """One task ``fn(model, block, *args, where)`` per chunk along B; the outputs named in
+    ``shapes`` (name -> shape of a block of b tracks and t steps) concatenated along B, and
+    the tasks."""
     dask, da = _dask()
-    nx = kf.nx
-    blocks = z.to_delayed()[:, 0, 0]
     T = z.shape[1]
-    outs = {k: [] for k in ("mean", "cov", "loglik")}
-    devices = []
-    for b0, bsz, blk in zip(_offsets(z.chunks[0]), z.chunks[0], blocks):
-        tok = dask.base.tokenize(kf.to_toml(), blk.key, smooth, kwargs)
-        task = dask.delayed(_b_block, pure=True)(
-            kf, blk, smooth, kwargs, f"tracks {b0}..{b0 + bsz - 1}",
-            dask_key_name=f"kestrel-{'smooth' if smooth else 'filter'}-{tok}",
+    outs = {k: [] for k in shapes}
+    tasks = []
+    for b0, bsz, blk in zip(_offsets(z.chunks[0]), z.chunks[0], z.to_delayed()[:, 0, 0]):
+        tok = dask.base.tokenize(ident, blk.key, *args)
+        task = dask.delayed(fn, pure=True)(
+            model, blk, *args, f"tracks {b0}..{b0 + bsz - 1}",
+            dask_key_name=f"kestrel-{what}-{tok}",
         )
-        devices.append(task["device"])
-        shapes = {"mean": (bsz, T, nx), "loglik": (bsz, T),
-                  "cov": (bsz, T, nx) if "diag" in sel else (bsz, T, nx, nx)}
-        for k in outs:
-            outs[k].append(da.from_delayed(task[k], shape=shapes[k], dtype=z.dtype))
-    res = {}
-    for k, want in (("mean", "mean" in sel), ("cov", "cov" in sel or "diag" in sel),
-                    ("loglik", "loglik" in sel)):
-        res[k] = da.concatenate(outs[k], axis=0) if want else None
-    return DaskKalmanResult(devices=devices, **res)
+        tasks.append(task)
+        for k, shape in shapes.items():
+            outs[k].append(da.from_delayed(task[k], shape=shape(bsz, T), dtype=z.dtype))
+    return {k: da.concatenate(v, axis=0) for k, v in outs.items()}, tasks
+
+
+def _shapes(sel: list[str], nx: int) -> dict:
+    shapes = {}
+    if "mean" in sel:
+        shapes["mean"] = lambda b, t: (b, t, nx)
+    if "cov" in sel:
+        shapes["cov"] = lambda b, t: (b, t, nx, nx)
+    if "diag" in sel:
+        shapes["cov"] = lambda b, t: (b, t, nx)
+    if "loglik" in sel:
+        shapes["loglik"] = lambda b, t: (b, t)
+    return shapes
+
+
+def _by_tracks(kf, z, smooth, sel, kwargs) -> DaskKalmanResult:
+    model, ident = _shipped(kf)
+    arrays, tasks = _along_b(_b_block, model, ident, z, (smooth, kwargs), _shapes(sel, kf.nx),
+                             "smooth" if smooth else "filter")
+    res = {k: arrays.get(k) for k in ("mean", "cov", "loglik")}
+    return DaskKalmanResult(devices=[t["device"] for t in tasks], **res)
+
+
+def _nl_by_tracks(nf, z, smooth, sel, kwargs) -> DaskNonlinearResult:
+    model, ident = _shipped(nf)
+    shapes = _shapes(sel, nf.nx)
+    if nf.modes:
+        shapes["mode_probs"] = lambda b, t: (b, t, nf.modes)
+    arrays, _ = _along_b(_nl_block, model, ident, z, (smooth, kwargs, "diag" in sel), shapes,
+                         "nonlinear-smooth" if smooth else "nonlinear-filter")
+    return DaskNonlinearResult(**{k: arrays.get(k) for k in DaskNonlinearResult._names})
 
 
 def _by_time(kf, z, smooth, sel, scan) -> DaskKalmanResult:
     dask, da = _dask()
     nx = kf.nx
-    model = kf.model
     grid = z.to_delayed()[:, :, 0]
     nb, nt = grid.shape
     b_off, k_off = _offsets(z.chunks[0]), _offsets(z.chunks[1])
     delayed = dask.delayed
-    tok = dask.base.tokenize(kf.to_toml(), z.name, scan)
+    ident, mats = _identity(kf)
+    tok = dask.base.tokenize(ident, z.name, scan)
+    if mats is None:
+        models = [kf.model] * nt
+    else:
+        # Each column of blocks gets its steps' matrices (and the transition after them).
+        steps = kf.model.steps
+        models = [
+            delayed(_Steps(mats, k0, min(k0 + n + 1, steps)), name=f"kestrel-steps-{tok}-{j}")
+            for j, (k0, n) in enumerate(zip(k_off, z.chunks[1]))
+        ]
     fins, sfins = [], []
     for i in range(nb):
         b0 = b_off[i]
         totals = [
             delayed(_filter_total, pure=True)(
-                model, grid[i, j], b0, k_off[j], dask_key_name=f"kestrel-ftotal-{tok}-{i}-{j}")
+                models[j], grid[i, j], b0, k_off[j], dask_key_name=f"kestrel-ftotal-{tok}-{i}-{j}")
             for j in range(nt)
         ]
         carries = delayed(_carries, pure=True, nout=nt)(
             nx, False, *totals, dask_key_name=f"kestrel-fcarry-{tok}-{i}")
         row = [
             delayed(_filter_block, pure=True)(
-                model, grid[i, j], b0, k_off[j], carries[j], scan,
+                models[j], grid[i, j], b0, k_off[j], carries[j], scan,
                 dask_key_name=f"kestrel-fblock-{tok}-{i}-{j}")
             for j in range(nt)
         ]
@@ -292,7 +556,7 @@ def _by_time(kf, z, smooth, sel, scan) -> DaskKalmanResult:
             last = [j == nt - 1 for j in range(nt)]
             stot = [
                 delayed(_smooth_total, pure=True)(
-                    model, row[j], b0, k_off[j], last[j],
+                    models[j], row[j], b0, k_off[j], last[j],
                     dask_key_name=f"kestrel-stotal-{tok}-{i}-{j}")
                 for j in range(nt)
             ]
@@ -300,7 +564,7 @@ def _by_time(kf, z, smooth, sel, scan) -> DaskKalmanResult:
                 nx, True, *stot, dask_key_name=f"kestrel-scarry-{tok}-{i}")
             sfins.append([
                 delayed(_smooth_block, pure=True)(
-                    model, row[j], b0, k_off[j], last[j], scar[j], scan,
+                    models[j], row[j], b0, k_off[j], last[j], scar[j], scan,
                     dask_key_name=f"kestrel-sblock-{tok}-{i}-{j}")
                 for j in range(nt)
             ])
@@ -331,10 +595,49 @@ def _by_time(kf, z, smooth, sel, scan) -> DaskKalmanResult:
     return DaskKalmanResult(devices=["cpu"], **res)
 
 
-def _run(kf: KalmanFilter, z: Any, smooth: bool, device: str, precision: Any, method: str,
-         scan: str, outputs: Any) -> DaskKalmanResult:
+def _run_nonlinear(nf: NonlinearFilter, z: Any, smooth: bool, device: str, precision: Any,
+                   method: str, scan: str, outputs: Any, options: dict) -> DaskNonlinearResult:
+    if not isinstance(device, str):
+        raise TypeError(f"device: expected a string, got {type(device).__name__}")
+    if not isinstance(method, str):
+        raise TypeError(f"method: expected a string, got {type(method).__name__}")
+    z, _ = _as_dask(z, nf.ny, precision)
+    if len(z.chunks[1]) > 1:
+        raise ValueError(
+            f"z is chunked along T ({len(z.chunks[1])} chunks): the time split (method="
+            '"parallel" / "parallel-rts") needs a linear model (kestrel.KalmanFilter); a '
+            "NonlinearFilter runs each track whole: rechunk z along tracks only (one chunk "
+            "along T: z.rechunk({1: -1}))"
+        )
+    if not smooth and method != "sequential":
+        raise ValueError(
+            f'method: a NonlinearFilter filters each track in order (method "sequential"), '
+            f'got "{method}"'
+        )
+    if scan != "fastest":
+        raise ValueError(f'scan: a NonlinearFilter runs no associative scan, got "{scan}"')
+    sel = _selection(KalmanFilter(F=[[1.0]], H=[[1.0]], Q=[[1.0]], R=[[1.0]]).model, outputs)
+    kwargs = dict(device=device, **{k: v for k, v in options.items() if v is not None})
+    if smooth:
+        kwargs["method"] = method
+    if precision is not None:
+        kwargs["precision"] = precision
+    # The library's checks and words (an unknown filter or smoother, an IMM smoother, a GPU)
+    # when the graph is built: one missing measurement (the prior alone).
+    (nf.smooth if smooth else nf.filter)(np.full((1, 1, nf.ny), np.nan, z.dtype), **kwargs)
+    return _nl_by_tracks(nf, z, smooth, sel, kwargs)
+
+
+def _run(kf: Any, z: Any, smooth: bool, device: str, precision: Any, method: str,
+         scan: str, outputs: Any, options: dict) -> Any:
+    if isinstance(kf, NonlinearFilter):
+        return _run_nonlinear(kf, z, smooth, device, precision, method, scan, outputs, options)
     if not isinstance(kf, KalmanFilter):
-        raise TypeError(f"kf: expected a kestrel.KalmanFilter, got {type(kf).__name__}")
+        raise TypeError("kf: expected a kestrel.KalmanFilter or kestrel.NonlinearFilter, got "
+                        f"{type(kf).__name__}")
+    given = [k for k, v in options.items() if v is not None]
+    if given:
+        raise TypeError(f"{given[0]}: an option of a NonlinearFilter; kf is a KalmanFilter")
     if not isinstance(device, str):
         raise TypeError(f"device: expected a string, got {type(device).__name__}")
     if not isinstance(method, str):
@@ -342,8 +645,11 @@ def _run(kf: KalmanFilter, z: Any, smooth: bool, device: str, precision: Any, me
     # The option names and messages of the library (an unknown method or scan raises here).
     _kestrel.kalman_estimate(kf.model, np.zeros((1, 1, kf.ny)), smooth=smooth, device="cpu",
                              method=method, scan=scan, outputs="mean")
-    sel = _selection(kf, outputs)
+    sel = _selection(kf.model, outputs)
     z, one = _as_dask(z, kf.ny, precision)
+    if kf.time_varying and z.shape[1] > kf.model.steps:
+        raise ValueError(f"the time-varying model has matrices for {kf.model.steps} steps, "
+                         f"the measurements have {z.shape[1]}")
     parallel = method == ("parallel-rts" if smooth else "parallel")
     if len(z.chunks[1]) > 1:
         if not parallel:
@@ -374,26 +680,35 @@ def _run(kf: KalmanFilter, z: Any, smooth: bool, device: str, precision: Any, me
     return res
 
 
-def filter(kf: KalmanFilter, z: Any, device: str = "auto", precision: Any = None,
-           method: str = "sequential", scan: str = "fastest",
-           outputs: Any = ("mean", "cov", "loglik")) -> DaskKalmanResult:
-    """The Kalman filter of :meth:`kestrel.KalmanFilter.filter` over a Dask array ``z``
-    [B, T, ny] (or [T, ny]), lazily: chunks along B run as independent calls on the
-    workers; chunks along T need ``method="parallel"`` and run the parallel-in-time
-    filter split across the workers (see the module). Options as
+def filter(kf: KalmanFilter | NonlinearFilter, z: Any, device: str = "auto",
+           precision: Any = None, method: str = "sequential", scan: str = "fastest",
+           outputs: Any = ("mean", "cov", "loglik"), *, filter: str | None = None,
+           iterations: int | None = None, alpha: float | None = None,
+           beta: float | None = None, kappa: float | None = None) -> Any:
+    """The filter of :meth:`kestrel.KalmanFilter.filter` (a :class:`DaskKalmanResult`) or
+    :meth:`kestrel.NonlinearFilter.filter` (a :class:`DaskNonlinearResult`) over a Dask
+    array ``z`` [B, T, ny] (or [T, ny]), lazily: chunks along B run as independent calls
+    on the workers; chunks along T need a ``KalmanFilter`` and ``method="parallel"`` and
+    run the parallel-in-time filter split across the workers (see the module). Options as
     :meth:`KalmanFilter.filter` (``progress`` aside: use Dask's own,
-    ``distributed.progress``)."""
-    return _run(kf, z, False, device, precision, method, scan, outputs)
+    ``distributed.progress``); ``filter``, ``iterations``, ``alpha``, ``beta``, ``kappa``
+    as :meth:`NonlinearFilter.filter` (a NonlinearFilter only)."""
+    return _run(kf, z, False, device, precision, method, scan, outputs,
+                dict(filter=filter, iterations=iterations, alpha=alpha, beta=beta, kappa=kappa))
 
 
-def smooth(kf: KalmanFilter, z: Any, device: str = "auto", precision: Any = None,
-           method: str = "rts", scan: str = "fastest",
-           outputs: Any = ("mean", "cov", "loglik")) -> DaskKalmanResult:
-    """The smoother of :meth:`kestrel.KalmanFilter.smooth` over a Dask array ``z``,
-    lazily: chunks along B as independent calls; chunks along T need
-    ``method="parallel-rts"`` (the parallel filter and RTS smoother split across the
-    workers). ``loglik`` holds the filter's per-step log-likelihoods."""
-    return _run(kf, z, True, device, precision, method, scan, outputs)
+def smooth(kf: KalmanFilter | NonlinearFilter, z: Any, device: str = "auto",
+           precision: Any = None, method: str = "rts", scan: str = "fastest",
+           outputs: Any = ("mean", "cov", "loglik"), *, filter: str | None = None,
+           iterations: int | None = None, alpha: float | None = None,
+           beta: float | None = None, kappa: float | None = None) -> Any:
+    """The smoother of :meth:`kestrel.KalmanFilter.smooth` or
+    :meth:`kestrel.NonlinearFilter.smooth` (``method="rts"`` or ``"iterated"``) over a
+    Dask array ``z``, lazily: chunks along B as independent calls; chunks along T need a
+    ``KalmanFilter`` and ``method="parallel-rts"`` (the parallel filter and RTS smoother
+    split across the workers). ``loglik`` holds the filter's per-step log-likelihoods."""
+    return _run(kf, z, True, device, precision, method, scan, outputs,
+                dict(filter=filter, iterations=iterations, alpha=alpha, beta=beta, kappa=kappa))
 
 
 def _pf_block(pf: Any, block: np.ndarray, kwargs: dict, where: str) -> dict:

@@ -1,6 +1,7 @@
 """kestrel.dask on a LocalCluster of 2 worker processes: the split along tracks and the
 parallel-in-time split along T against the single-process runs, a worker killed mid-run,
-bad chunks, pickling, the particle filter over chunks of tracks."""
+bad chunks, pickling, the particle filter over chunks of tracks, the nonlinear filters and
+IMM over chunks of tracks, time-varying models over both splits."""
 
 import os
 import pickle
@@ -51,6 +52,47 @@ def data(rng, b=6, t=40, ny=2, missing=0.1):
 
 def close(a, b, rtol=1e-9):
     np.testing.assert_allclose(a, b, rtol=rtol, atol=rtol)
+
+
+EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "..", "examples")
+# A two-mode IMM (no example file holds one): nearly constant velocity, and a manoeuvre.
+IMM = """
+[imm]
+transition = [[0.9, 0.1], [0.2, 0.8]]
+initial = [0.7, 0.3]
+[[imm.mode]]
+kind = "explicit"
+F = [[1.0, 1.0], [0.0, 1.0]]
+Q = [[0.01, 0.0], [0.0, 0.01]]
+H = [[1.0, 0.0]]
+R = [[1.0]]
+[[imm.mode]]
+kind = "explicit"
+F = [[1.0, 1.0], [0.0, 0.9]]
+Q = [[1.0, 0.0], [0.0, 1.0]]
+H = [[1.0, 0.0]]
+R = [[1.0]]
+[prior]
+x0 = [0.0, 1.0]
+P0 = [[5.0, 0.0], [0.0, 2.0]]
+"""
+
+
+def radar(rng, b=5, t=30):
+    """Range and bearing of targets near examples/range-bearing.toml's prior."""
+    x = 200.0 - np.arange(t) + rng.normal(size=(b, 1)) * 5
+    y = 150.0 + 0.5 * np.arange(t) + rng.normal(size=(b, 1)) * 5
+    z = np.stack([np.hypot(x, y) + 2 * rng.normal(size=(b, t)),
+                  np.arctan2(y, x) + 0.01 * rng.normal(size=(b, t))], axis=-1)
+    z[rng.random((b, t)) < 0.1] = np.nan
+    return z
+
+
+def same(got, local, names):
+    for k in names:
+        a, b = getattr(got, k), getattr(local, k)
+        assert a.dtype == b.dtype and a.shape == b.shape, k
+        np.testing.assert_array_equal(a, b, err_msg=k)
 
 
 def test_tracks_split_equals_local(client, rng):
@@ -168,6 +210,21 @@ def test_bad_chunks_give_the_kestrel_error(client, rng):
         kd.filter(kf, zd, method="parallel", device="cuda")
     with pytest.raises(TypeError, match="KalmanFilter"):
         kd.filter(object(), zd)
+    # The same for a NonlinearFilter: refused when the graph is built, or by the worker's
+    # kestrel call when the chunks lie.
+    nf = kestrel.NonlinearFilter.from_toml(os.path.join(EXAMPLES, "range-bearing.toml"))
+    with pytest.raises(ValueError, match="measurements have 3 components, the model measures 2"):
+        kd.filter(nf, da.zeros((2, 10, 3), chunks=(1, 10, 3)))
+    with pytest.raises(ValueError, match="measurements have 3 components, the model measures 2"):
+        kd.smooth(nf, lying.rechunk({1: -1}), filter="ukf").compute()
+    with pytest.raises(ValueError, match="unknown filter"):
+        kd.filter(nf, lying.rechunk({1: -1}), filter="xkf")
+    with pytest.raises(TypeError, match="an option of a NonlinearFilter"):
+        kd.filter(kf, zd, method="parallel", filter="ukf")
+    # More steps than a time-varying model has matrices for.
+    tv = kestrel.KalmanFilter.from_toml(os.path.join(EXAMPLES, "time-varying.toml"))
+    with pytest.raises(ValueError, match="matrices for 200 steps, the measurements have 201"):
+        kd.filter(tv, da.zeros((2, 201, 2), chunks=(1, 201, 2)))
 
 
 def test_callers_array_untouched(client, rng):
@@ -184,6 +241,19 @@ def test_models_pickle():
     pf = kestrel.ParticleFilter.from_kalman(kf)
     pb = pickle.loads(pickle.dumps(pf))
     assert pb.to_toml() == pf.to_toml() and pb.kind == pf.kind
+    # A NonlinearFilter pickles as its file's text and origin.
+    nf = kestrel.NonlinearFilter.from_toml_str(IMM, "imm.toml")
+    nb = pickle.loads(pickle.dumps(nf))
+    assert (nb._text, nb._origin, nb.nx, nb.ny, nb.modes) == (nf._text, nf._origin, 2, 1, 2)
+    # A time-varying KalmanFilter has no TOML form: kestrel.dask ships its arrays and the
+    # worker rebuilds the same model.
+    tv = kestrel.KalmanFilter.from_toml(os.path.join(EXAMPLES, "time-varying.toml"))
+    with pytest.raises(TypeError, match="time-varying"):
+        pickle.dumps(tv)
+    mats = kd._step_mats(tv.model)
+    again = pickle.loads(pickle.dumps(kd._Varying(mats, "t")))._kf()
+    for n in ("F", "Q", "H", "R", "u", "d", "x0", "P0"):
+        np.testing.assert_array_equal(getattr(again.model, n), getattr(tv.model, n))
 
 
 def test_particle_filter_over_tracks(client, rng):
@@ -214,3 +284,103 @@ def test_imports_without_dask():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "ImportError kestrel.dask needs Dask" in out.stdout
+
+
+def test_nonlinear_over_tracks_equals_local(client, rng):
+    nf = kestrel.NonlinearFilter.from_toml(os.path.join(EXAMPLES, "range-bearing.toml"))
+    z = radar(rng)
+    zd = da.from_array(z, chunks=(2, 30, 2))
+    f = kd.filter(nf, zd, filter="ukf")
+    assert isinstance(f, kd.DaskNonlinearResult) and f.mean.chunks[0] == (2, 2, 1)
+    assert f.mode_probs is None
+    got = f.compute()
+    assert isinstance(got, kestrel.NonlinearResult) and got.mode_probs is None
+    same(got, nf.filter(z, filter="ukf"), ("mean", "cov", "loglik"))
+    s = kd.smooth(nf, zd, filter="ukf", method="iterated", iterations=3).compute()
+    same(s, nf.smooth(z, filter="ukf", method="iterated", iterations=3), ("mean", "cov", "loglik"))
+    # float32, the variances alone.
+    z32 = z.astype(np.float32)
+    r = kd.smooth(nf, da.from_array(z32, chunks=(3, 30, 2)), filter="ckf", outputs=("mean", "diag"))
+    assert r.loglik is None and r.cov.shape == (5, 30, 4) and r.mean.dtype == np.float32
+    got = r.compute()
+    local = nf.smooth(z32, filter="ckf")
+    np.testing.assert_array_equal(got.mean, local.mean)
+    np.testing.assert_array_equal(got.cov, np.diagonal(local.cov, axis1=2, axis2=3))
+
+
+def test_imm_over_tracks_equals_local(client, rng):
+    nf = kestrel.NonlinearFilter.from_toml_str(IMM, "imm.toml")
+    z = np.cumsum(rng.standard_normal((5, 40, 1)) * 2.0, axis=1)
+    r = kd.filter(nf, da.from_array(z, chunks=(2, 40, 1)))
+    assert r.mode_probs.shape == (5, 40, 2) and r.mode_probs.chunks[0] == (2, 2, 1)
+    same(r.compute(), nf.filter(z), ("mean", "cov", "loglik", "mode_probs"))
+    # One track [T, ny]: as NonlinearFilter, the results keep a B axis of 1.
+    one = kd.filter(nf, da.from_array(z[0], chunks=(40, 1))).compute()
+    same(one, nf.filter(z[0]), ("mean", "cov", "loglik", "mode_probs"))
+    # The library's own refusal, when the graph is built.
+    with pytest.raises(ValueError, match="smoothing an IMM model is not available"):
+        kd.smooth(nf, da.from_array(z, chunks=(2, 40, 1)))
+
+
+def test_nonlinear_time_split_is_refused(client, rng):
+    nf = kestrel.NonlinearFilter.from_toml(os.path.join(EXAMPLES, "range-bearing.toml"))
+    zd = da.from_array(radar(rng), chunks=(5, 10, 2))
+    for run in (kd.filter, kd.smooth):
+        with pytest.raises(ValueError, match=r"the time split .* needs a linear model .* "
+                                             r"rechunk z along tracks only"):
+            run(nf, zd)
+    with pytest.raises(ValueError, match="needs a linear model"):
+        kd.filter(kestrel.NonlinearFilter.from_toml_str(IMM),
+                  da.zeros((2, 40, 1), chunks=(2, 20, 1)))
+    with pytest.raises(ValueError, match='method: a NonlinearFilter filters each track in order'):
+        kd.filter(nf, zd.rechunk({1: -1}), method="parallel")
+
+
+def piecewise(tmp_path, rng, steps=90):
+    """A time-varying model whose matrices hold for runs of steps: dt switching between
+    two values, the noise of the sensor every 20 steps, an offset from step 33 on."""
+    dts = np.where((np.arange(steps) // 7) % 3 == 2, 0.5, 1.0)
+    F = np.stack([np.array([[1.0, dt], [0.0, 1.0]]) for dt in dts])
+    Q = np.stack([0.05 * np.array([[dt ** 3 / 3, dt ** 2 / 2], [dt ** 2 / 2, dt]]) for dt in dts])
+    H = np.tile([[1.0, 0.0]], (steps, 1, 1))
+    R = np.where((np.arange(steps) // 20) % 2 == 0, 0.5, 4.0)[:, None, None]
+    u = np.zeros((steps, 2))
+    u[33:, 1] = 0.01
+    d = np.zeros((steps, 1))
+    np.savez(tmp_path / "pw.npz", F=F, Q=Q, H=H, R=R, u=u, d=d)
+    (tmp_path / "pw.toml").write_text('[model]\nkind = "time-varying"\nfile = "pw.npz"\n'
+                                      "[prior]\nx0 = [0.5, 1.0]\nP0 = [[4.0, 0.5], [0.5, 1.0]]\n")
+    return kestrel.KalmanFilter.from_toml(tmp_path / "pw.toml")
+
+
+def test_time_varying_over_tracks_equals_local(client, rng):
+    kf = kestrel.KalmanFilter.from_toml(os.path.join(EXAMPLES, "time-varying.toml"))
+    z = data(rng, b=5, t=150)
+    zd = da.from_array(z, chunks=(2, 150, 2))
+    for smooth in (False, True):
+        got = (kd.smooth if smooth else kd.filter)(kf, zd, device="cpu").compute()
+        local = (kf.smooth if smooth else kf.filter)(z, device="cpu")
+        same(got, local, ("mean", "cov", "loglik"))
+
+
+@pytest.mark.parametrize("which", ["example", "piecewise"])
+def test_time_varying_time_split_equals_local(client, rng, tmp_path, which):
+    if which == "example":
+        # Matrices that change every step; chunks reaching the model's last step.
+        kf = kestrel.KalmanFilter.from_toml(os.path.join(EXAMPLES, "time-varying.toml"))
+        z, chunks = data(rng, b=3, t=200), (2, (1, 60, 99, 40), 2)
+    else:
+        # Runs of equal matrices, cut by the blocks and ending inside them; fewer steps
+        # than the model has.
+        kf, z = piecewise(tmp_path, rng), data(rng, b=3, t=80, ny=1)
+        chunks = (3, (20, 13, 1, 30, 16), 1)
+    zd = da.from_array(z, chunks=chunks)
+    f = kd.filter(kf, zd, method="parallel").compute()
+    local, seq = kf.filter(z, method="parallel", device="cpu"), kf.filter(z, device="cpu")
+    s = kd.smooth(kf, zd, method="parallel-rts").compute()
+    slocal, rts = kf.smooth(z, method="parallel-rts", device="cpu"), kf.smooth(z, device="cpu")
+    for k in ("mean", "cov", "loglik"):
+        close(getattr(f, k), getattr(local, k))
+        close(getattr(f, k), getattr(seq, k), 1e-8)
+        close(getattr(s, k), getattr(slocal, k))
+        close(getattr(s, k), getattr(rts, k), 1e-8)
