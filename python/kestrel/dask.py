@@ -38,9 +38,9 @@ long runs, some 0.2-0.4 ms a step when they change every step.
 
 ``particle_filter(pf, z, particles, ...)`` runs :class:`kestrel.ParticleFilter` over
 chunks of B. Its random numbers are Philox streams keyed by the seed and by each track's
-index *within its call*, so the result is deterministic for a given chunking (a retried
-block draws the same numbers) but changes when the chunks along B change; one chunk gives
-exactly ``pf.filter(z)``.
+index in the whole batch (each block is called with its first track's index,
+``first_track``), so the result is exactly ``pf.filter(z)``'s whatever the chunking, and a
+retried block draws the same numbers.
 
 Every task is pure given its inputs (no hidden state, fixed seeds), so Dask may retry a
 block lost with its worker and the result is the same. Models pickle (``KalmanFilter``
@@ -711,9 +711,9 @@ def smooth(kf: KalmanFilter | NonlinearFilter, z: Any, device: str = "auto",
                 dict(filter=filter, iterations=iterations, alpha=alpha, beta=beta, kappa=kappa))
 
 
-def _pf_block(pf: Any, block: np.ndarray, kwargs: dict, where: str) -> dict:
+def _pf_block(pf: Any, block: np.ndarray, b0: int, kwargs: dict, where: str) -> dict:
     try:
-        r = pf.filter(_aligned(block), **kwargs)
+        r = pf.filter(_aligned(block), first_track=b0, **kwargs)
     except Exception as e:
         raise _note(e, where)
     return {"mean": r.mean, "cov": r.cov, "loglik": r.loglik, "ess": r.ess}
@@ -724,9 +724,9 @@ def particle_filter(pf: Any, z: Any, particles: int, resample: str = "systematic
                     precision: Any = None) -> DaskPfResult:
     """The bootstrap particle filter of :meth:`kestrel.ParticleFilter.filter` over the
     chunks along B of a Dask array ``z`` (one chunk along T): each block is one call
-    with the same ``seed``. The draws are keyed by the track's index within its block,
-    so the numbers depend on the chunking along B (deterministic for a given one: a
-    retried block gives the same result)."""
+    with the same ``seed`` and its first track's index (``first_track``): the draws are
+    keyed by each track's index in the whole batch, so the result is exactly
+    ``pf.filter(z)``'s whatever the chunking, and a retried block gives the same."""
     dask, da = _dask()
     from .particle import ParticleFilter
 
@@ -746,7 +746,8 @@ def particle_filter(pf: Any, z: Any, particles: int, resample: str = "systematic
     for b0, bsz, blk in zip(_offsets(z.chunks[0]), z.chunks[0], z.to_delayed()[:, 0, 0]):
         tok = dask.base.tokenize(pf.to_toml(), blk.key, kwargs)
         task = dask.delayed(_pf_block, pure=True)(
-            pf, blk, kwargs, f"tracks {b0}..{b0 + bsz - 1}", dask_key_name=f"kestrel-pf-{tok}")
+            pf, blk, b0, kwargs, f"tracks {b0}..{b0 + bsz - 1}",
+            dask_key_name=f"kestrel-pf-{tok}")
         shapes = {"mean": (bsz, T, nx), "cov": (bsz, T, nx, nx), "loglik": (bsz, T),
                   "ess": (bsz, T)}
         for k in outs:

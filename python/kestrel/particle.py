@@ -220,7 +220,8 @@ class ParticleFilter:
 
     def filter(self, z: Any, particles: int, resample: str = "systematic", ess: float = 0.5,
                seed: int = 0, device: str = "auto", precision: Any = None,
-               keep_particles: bool = False, progress: bool = False) -> PfResult:
+               keep_particles: bool = False, progress: bool = False,
+               first_track: int = 0) -> PfResult:
         """The bootstrap particle filter over every track of ``z`` [B, T, ny] (or one
         track [T, ny]; NaN = missing), as ``kestrel pf``.
 
@@ -232,7 +233,10 @@ class ParticleFilter:
         ``precision``: "f32" or "f64" (default: the input's float dtype; else f64 on
         the CPU and f32 on a GPU). ``keep_particles``: also return the last step's
         particles and weights. ``progress``: a bar on stderr (on a GPU it moves once,
-        at the end).
+        at the end). ``first_track``: the index of ``z``'s first track in a larger batch:
+        each track's random streams are keyed by its index, so chunks of a batch filtered
+        apart, each with its first track's index, give exactly the whole batch's result
+        (``kestrel.dask.particle_filter`` runs its chunks so).
         """
         if isinstance(particles, bool) or not isinstance(particles, numbers.Integral):
             raise TypeError(f"particles: expected a whole number, got {type(particles).__name__}")
@@ -247,10 +251,16 @@ class ParticleFilter:
             raise ValueError(f"seed: must be from 0 to 2^64 - 1 (got {int(seed)})")
         if not isinstance(device, str):
             raise TypeError(f"device: expected a string, got {type(device).__name__}")
+        if isinstance(first_track, bool) or not isinstance(first_track, numbers.Integral):
+            raise TypeError(
+                f"first_track: expected a whole number, got {type(first_track).__name__}")
+        if first_track < 0:
+            raise ValueError(f"first_track: must be at least 0 (got {int(first_track)})")
         a, one, origin = measurements(z, self.ny, precision, device)
         out = _kestrel.particle_filter(
             self._model, a, int(particles), resample=resample, ess=ess, seed=int(seed),
             device=device, keep_particles=bool(keep_particles), progress=bool(progress),
+            first_track=int(first_track),
         )
         flush_warnings()
         res = {}

@@ -265,12 +265,27 @@ def test_particle_filter_over_tracks(client, rng):
     local = pf.filter(z, 200, seed=7, device="cpu")
     for k in ("mean", "cov", "loglik", "ess"):
         np.testing.assert_array_equal(one[k], getattr(local, k))
-    # Two chunks: each block is the call over its own tracks (the draws are keyed by the
-    # track's index within its block), the same on every compute.
-    two = kd.particle_filter(pf, da.from_array(z, chunks=(2, 15, 2)), 200, seed=7, device="cpu")
-    a, b = two.compute(), two.compute()
-    np.testing.assert_array_equal(a["mean"], b["mean"])
-    np.testing.assert_array_equal(a["mean"][2:], pf.filter(z[2:], 200, seed=7, device="cpu").mean)
+    # Uneven chunks and several resamplers: each block is called with its first track's
+    # index, so the result is the whole batch's, bit for bit, and again on recompute.
+    for resample in ("systematic", "multinomial", "subsets:2"):
+        local = pf.filter(z, 200, seed=7, resample=resample, ess=0.8, device="cpu")
+        for chunks in ((2, 2), (1, 3)):
+            split = kd.particle_filter(pf, da.from_array(z, chunks=(chunks, 15, 2)), 200,
+                                       seed=7, resample=resample, ess=0.8, device="cpu")
+            a, b = split.compute(), split.compute()
+            for k in ("mean", "cov", "loglik", "ess"):
+                np.testing.assert_array_equal(a[k], getattr(local, k), err_msg=f"{resample} {chunks} {k}")
+                np.testing.assert_array_equal(a[k], b[k])
+    # The block's own call needs its offset: without it, tracks 2.. repeat 0..'s streams.
+    alone = pf.filter(z[2:], 200, seed=7, device="cpu").mean
+    assert not np.array_equal(alone, pf.filter(z, 200, seed=7, device="cpu").mean[2:])
+    np.testing.assert_array_equal(
+        pf.filter(z[2:], 200, seed=7, device="cpu", first_track=2).mean,
+        pf.filter(z, 200, seed=7, device="cpu").mean[2:])
+    with pytest.raises(ValueError, match="first_track"):
+        pf.filter(z, 200, first_track=-1, device="cpu")
+    with pytest.raises(ValueError, match="2\\^32"):
+        pf.filter(z, 200, first_track=2**32, device="cpu")
 
 
 def test_imports_without_dask():

@@ -117,19 +117,26 @@ fn options(
     ess: f64,
     seed: u64,
     keep: bool,
+    first_track: u64,
 ) -> PyResult<PfOptions> {
     // The command line's checks and words (`kestrel pf --particles --ess`).
     use kestrel::limits::{count, range, End::In};
     count("particles", particles as u64, 1, u64::MAX).map_err(to_py)?;
     // A fraction of N: above 1 would be the same as 1 (every step), so it is refused.
     range("ess", ess, In(0.0), In(1.0)).map_err(to_py)?;
+    let first_track = u32::try_from(first_track).map_err(|_| {
+        PyValueError::new_err(format!(
+            "first_track: tracks are numbered below 2^32 (got {first_track})"
+        ))
+    })?;
     let resampler =
         Resampler::parse(resample).map_err(|e| PyValueError::new_err(format!("resample: {e}")))?;
     Ok(PfOptions::new(particles)
         .with_resampler(resampler)
         .with_ess_threshold(ess)
         .with_seed(seed)
-        .with_keep_particles(keep))
+        .with_keep_particles(keep)
+        .with_track_offset(first_track))
 }
 
 /// `device="auto"`: the GPU when one is usable, as `kestrel pf --device auto`.
@@ -300,7 +307,7 @@ fn filter_typed<'py, T: Real + numpy::Element>(
 /// `loglik` [B, T], `ess` [B, T], with `keep_particles` the last step's `particles`
 /// [B, N, nx] and normalised `weights` [B, N] (else None), and the `device` it ran on.
 #[pyfunction]
-#[pyo3(signature = (model, z, particles, resample="systematic", ess=0.5, seed=0, device="auto", keep_particles=false, progress=false))]
+#[pyo3(signature = (model, z, particles, resample="systematic", ess=0.5, seed=0, device="auto", keep_particles=false, progress=false, first_track=0))]
 #[allow(clippy::too_many_arguments)]
 fn particle_filter<'py>(
     py: Python<'py>,
@@ -313,8 +320,9 @@ fn particle_filter<'py>(
     device: &str,
     keep_particles: bool,
     progress: bool,
+    first_track: u64,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let opts = options(particles, resample, ess, seed, keep_particles)?;
+    let opts = options(particles, resample, ess, seed, keep_particles, first_track)?;
     match dtype_of(z, "z")? {
         Dtype::F64 => filter_typed::<f64>(py, &model.inner, z, opts, device, progress),
         Dtype::F32 => filter_typed::<f32>(py, &model.inner, z, opts, device, progress),

@@ -358,3 +358,69 @@ fn batched_kinds_are_the_particle_by_particle_filter_to_rounding() {
         );
     }
 }
+
+/// Chunks of a batch filtered apart, each with the index of its first track as
+/// `track_offset` (as `kestrel.dask` runs them), give exactly the whole batch's result,
+/// for every resampler, in both precisions; without the offset they do not.
+#[test]
+fn chunks_with_their_track_offsets_equal_the_whole_batch() {
+    let model = pf_model_from_toml(
+        "[model]\nkind = \"range-only\"\nsensors = [[-50.0, 0.0], [50.0, 0.0]]\nq = 0.5\nr = 1.0\ndt = 1.0\n[prior]\nx0 = [0.0, 10.0, 1.0, 0.0]\np0 = 4.0\n",
+        std::path::Path::new("m.toml"),
+    )
+    .unwrap();
+    let (_, z) = kestrel::particle::simulate(&model, 6, 15, 3, 0.1).unwrap();
+    fn chunk(z: &Measurements<f64>, from: usize, to: usize) -> Measurements<f64> {
+        let per = z.steps() * z.ny();
+        Measurements::new(
+            to - from,
+            z.steps(),
+            z.ny(),
+            z.data()[from * per..to * per].to_vec(),
+        )
+        .unwrap()
+    }
+    for r in Resampler::ALL {
+        let opts = PfOptions::new(200)
+            .with_resampler(r)
+            .with_ess_threshold(0.7)
+            .with_seed(9);
+        let whole = particle_filter_cpu(&model, &z, &opts).unwrap();
+        let (per_mean, per_ll) = (15 * 4, 15);
+        for cuts in [&[0usize, 2, 6][..], &[0, 1, 4, 6]] {
+            for w in cuts.windows(2) {
+                let part = chunk(&z, w[0], w[1]);
+                let got = particle_filter_cpu(&model, &part, &opts.with_track_offset(w[0] as u32))
+                    .unwrap();
+                assert_eq!(
+                    got.estimates.mean(),
+                    &whole.estimates.mean()[w[0] * per_mean..w[1] * per_mean],
+                    "{r}: tracks {}..{}",
+                    w[0],
+                    w[1]
+                );
+                assert_eq!(
+                    got.estimates.loglik().unwrap(),
+                    &whole.estimates.loglik().unwrap()[w[0] * per_ll..w[1] * per_ll],
+                    "{r}: log-likelihoods of tracks {}..{}",
+                    w[0],
+                    w[1]
+                );
+            }
+        }
+        // Without its offset, the second chunk repeats the streams of tracks 0..: it
+        // differs from the whole batch's tracks 2..6.
+        let plain = particle_filter_cpu(&model, &chunk(&z, 2, 6), &opts).unwrap();
+        assert_ne!(
+            plain.estimates.mean(),
+            &whole.estimates.mean()[2 * per_mean..]
+        );
+    }
+    // f32 too.
+    let z32: Measurements<f32> = z.cast();
+    let opts = PfOptions::new(200).with_seed(4);
+    let whole = particle_filter_cpu(&model, &z32, &opts).unwrap();
+    let part = Measurements::new(3, 15, 2, z32.data()[3 * 30..].to_vec()).unwrap();
+    let got = particle_filter_cpu(&model, &part, &opts.with_track_offset(3)).unwrap();
+    assert_eq!(got.estimates.mean(), &whole.estimates.mean()[3 * 60..]);
+}

@@ -82,6 +82,7 @@ fn run_device<T: Real>(
         per,
         key[0],
         key[1],
+        opts.track_offset,
     ] {
         input.extend(v.to_le_bytes());
     }
@@ -287,6 +288,28 @@ fn the_filter_kernels_match_the_cpu_filter() {
             );
             assert!(flipped <= 1, "{resampler}: {flipped} of 4 filters differ");
         }
+    }
+    // A track offset (a chunk of a larger batch): the kernels draw the streams of the
+    // offset tracks, as the CPU filter does, and not those of tracks 0..B.
+    for resampler in [Resampler::Systematic, Resampler::Metropolis(12)] {
+        let mut opts = PfOptions::new(100);
+        opts.resampler = resampler;
+        opts.ess_threshold = 1.0;
+        opts.seed = 21;
+        opts.track_offset = 7;
+        let cpu = particle_filter_cpu(&model, &z, &opts).unwrap();
+        let dev = run_device(&exes[0], dir.path(), &z, &opts, 4, 2);
+        let flipped = compare(&cpu, &dev, 4, 1e-9);
+        assert!(
+            flipped <= 1,
+            "{resampler}, offset 7: {flipped} of 4 filters differ"
+        );
+        let unshifted = particle_filter_cpu(&model, &z, &opts.with_track_offset(0)).unwrap();
+        assert_ne!(
+            unshifted.estimates.mean(),
+            cpu.estimates.mean(),
+            "the offset changes the draws"
+        );
     }
 }
 

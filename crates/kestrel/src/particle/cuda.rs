@@ -459,6 +459,8 @@ fn run<T: Real>(
         "clearing the failure flags",
     )?;
     let key = key_of(opts.seed);
+    // Filter b draws from the streams of track b0 + b of the whole batch.
+    let b0 = opts.track_offset;
     let chunks = (g as u32, bn as u32, 1);
     let slots = (
         n.div_ceil((ANCESTOR_ITEMS * block) as usize) as u32,
@@ -479,6 +481,7 @@ fn run<T: Real>(
                     Arg::U32(kr),
                     Arg::U32(key[0]),
                     Arg::U32(key[1]),
+                    Arg::U32(b0),
                 ])
             };
             match scheme {
@@ -551,6 +554,7 @@ fn run<T: Real>(
                     Arg::U32(k - 1),
                     Arg::U32(key[0]),
                     Arg::U32(key[1]),
+                    Arg::U32(b0),
                     Arg::U32(scheme),
                     Arg::U32(steps_b),
                 ],
@@ -581,6 +585,7 @@ fn run<T: Real>(
                 Arg::U32(gu),
                 Arg::U32(key[0]),
                 Arg::U32(key[1]),
+                Arg::U32(b0),
             ],
         )?;
         clock.mark(&gpu, &stream, 1)?;

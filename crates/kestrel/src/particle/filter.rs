@@ -527,6 +527,8 @@ fn run_one<T: Real, M: ParticleModel<T> + ?Sized>(
     let (nx, ny, n) = (model.nx(), model.ny(), opts.particles);
     let steps = out.loglik.len();
     let key = key_of(opts.seed);
+    // The filter's random streams: its track's index in the whole batch.
+    let stream = opts.track_offset.wrapping_add(b as u32);
     let (st, rs, ch) = (stride(nx), record(nx), buf.chunk);
     let nf = n as f64;
     let mut log_prev = nf.ln();
@@ -569,7 +571,7 @@ fn run_one<T: Real, M: ParticleModel<T> + ?Sized>(
                     // Resampled particles are read from their ancestors where they are
                     // (no copy first).
                     let zl = observed.then_some((z, &mut *ll));
-                    let (b32, s32) = (b as u32, s0 as u32);
+                    let (b32, s32) = (stream, s0 as u32);
                     match entry {
                         Entry::Systematic(u, scale) => {
                             let mut ab = [const { MaybeUninit::<u32>::uninit() }; CHUNK];
@@ -681,7 +683,7 @@ fn run_one<T: Real, M: ParticleModel<T> + ?Sized>(
         if resample_now {
             let draws = Draws {
                 key,
-                filter: b as u32,
+                filter: stream,
                 step: k as u32,
             };
             if opts.resampler == Resampler::Systematic {

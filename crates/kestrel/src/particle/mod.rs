@@ -59,6 +59,11 @@ pub struct PfOptions {
     pub seed: u64,
     /// Also return every filter's particles and weights after the last step.
     pub keep_particles: bool,
+    /// The index of the first track of `z` in a larger batch. Each filter's random
+    /// streams are keyed by its track index, so chunks of a batch filtered apart, each
+    /// with the index of its first track here, give exactly the whole batch's result
+    /// (as `kestrel.dask` runs them). Tracks are numbered below 2^32.
+    pub track_offset: u32,
 }
 
 setters!(PfOptions {
@@ -67,6 +72,7 @@ setters!(PfOptions {
     with_ess_threshold(ess_threshold: f64, "Sets [`PfOptions::ess_threshold`]."),
     with_seed(seed: u64, "Sets [`PfOptions::seed`]."),
     with_keep_particles(keep_particles: bool, "Sets [`PfOptions::keep_particles`]."),
+    with_track_offset(track_offset: u32, "Sets [`PfOptions::track_offset`]."),
 });
 
 impl PfOptions {
@@ -78,6 +84,7 @@ impl PfOptions {
             ess_threshold: 0.5,
             seed: 0,
             keep_particles: false,
+            track_offset: 0,
         }
     }
 }
@@ -121,6 +128,12 @@ pub(crate) fn check<T: Real>(
         return Err(Error::input(format!(
             "the ESS threshold must be a finite number >= 0 (a fraction of N), got {}",
             opts.ess_threshold
+        )));
+    }
+    if u64::from(opts.track_offset) + z.tracks as u64 > 1 << 32 {
+        return Err(Error::input(format!(
+            "track offset {} + {} tracks: tracks are numbered below 2^32",
+            opts.track_offset, z.tracks
         )));
     }
     if z.ny != ny {

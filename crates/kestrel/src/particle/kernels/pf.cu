@@ -103,7 +103,7 @@ __device__ __forceinline__ unsigned pf_above(const double* c, unsigned lo, unsig
 // (ceil(N / (PF_AITEMS x PF_BLOCK)), B) blocks.
 extern "C" __global__ void pf_ancestors(const double* cdf, const double* wtot, const real_t* lw,
                                         const double* fmx, unsigned* anc, const unsigned* flag,
-                                        unsigned n, unsigned kr, unsigned key0, unsigned key1,
+                                        unsigned n, unsigned kr, unsigned key0, unsigned key1, unsigned b0,
                                         unsigned scheme, unsigned steps_b) {
     __shared__ double scdf[PF_TILE];
     __shared__ unsigned srange[2];
@@ -114,11 +114,11 @@ extern "C" __global__ void pf_ancestors(const double* cdf, const double* wtot, c
     if (scheme == PF_SYSTEMATIC || scheme == PF_STRATIFIED) {
         const double* c = cdf + base;
         const double scale = wtot[b] / (double)n;
-        const double u0 = pf_uniform_f64(pf_words(0, b, kr, PF_PURPOSE_RESAMPLE, 0, key0, key1).v[0]);
+        const double u0 = pf_uniform_f64(pf_words(0, b + b0, kr, PF_PURPOSE_RESAMPLE, 0, key0, key1).v[0]);
         auto target = [&](unsigned i) {
             const double u = scheme == PF_SYSTEMATIC
                                  ? u0
-                                 : pf_uniform_f64(pf_words(i, b, kr, PF_PURPOSE_RESAMPLE, 0, key0, key1).v[0]);
+                                 : pf_uniform_f64(pf_words(i, b + b0, kr, PF_PURPOSE_RESAMPLE, 0, key0, key1).v[0]);
             return ((double)i + u) * scale;
         };
         // The targets increase with the slot, so the block's ancestors lie between those
@@ -186,7 +186,7 @@ extern "C" __global__ void pf_ancestors(const double* cdf, const double* wtot, c
             double wk = weight(a);
             PfWords x;
             for (unsigned s = 0; s < steps_b; ++s) {
-                if (s % 2 == 0) x = pf_words(j, b, kr, PF_PURPOSE_RESAMPLE, s / 2, key0, key1);
+                if (s % 2 == 0) x = pf_words(j, b + b0, kr, PF_PURPOSE_RESAMPLE, s / 2, key0, key1);
                 const unsigned p = 2 * (s % 2);
                 const unsigned cand = pf_index(x.v[p], n);
                 const double wc = weight(cand);
@@ -196,7 +196,7 @@ extern "C" __global__ void pf_ancestors(const double* cdf, const double* wtot, c
             // Rejection against the largest weight.
             PfWords x;
             for (unsigned s = 0; s < (1u << 25); ++s) {
-                if (s % 2 == 0) x = pf_words(j, b, kr, PF_PURPOSE_RESAMPLE, s / 2, key0, key1);
+                if (s % 2 == 0) x = pf_words(j, b + b0, kr, PF_PURPOSE_RESAMPLE, s / 2, key0, key1);
                 const unsigned p = 2 * (s % 2);
                 if (s > 0) a = pf_index(x.v[p], n);
                 if (pf_uniform_f64(x.v[p + 1]) <= weight(a)) break;
@@ -213,7 +213,7 @@ extern "C" __global__ void pf_step(const real_t* __restrict__ x, real_t* __restr
                                    const unsigned* __restrict__ anc, const unsigned* __restrict__ flag,
                                    double* __restrict__ rec, const real_t* __restrict__ z, unsigned k,
                                    unsigned n, unsigned steps, unsigned per, unsigned g, unsigned key0,
-                                   unsigned key1) {
+                                   unsigned key1, unsigned b0) {
     __shared__ double red[PF_COLS][PF_BLOCK];
     __shared__ double tot[PF_STRIDE];
     __shared__ double sref[NX];
@@ -236,7 +236,7 @@ extern "C" __global__ void pf_step(const real_t* __restrict__ x, real_t* __restr
         real_t s[NX];
         real_t l = (real_t)0;
         if (j < n) {
-            PfNormals noise(key0, key1, j, b, k, PF_PURPOSE_PROPAGATE);
+            PfNormals noise(key0, key1, j, b + b0, k, PF_PURPOSE_PROPAGATE);
             if (k == 0) {
                 pf_prior(s, noise);
             } else {

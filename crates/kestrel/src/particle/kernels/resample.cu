@@ -40,7 +40,7 @@ __device__ __forceinline__ unsigned pf_first_above(const double* c, unsigned n, 
 }
 
 // sums [B][chunks + 1]: a thread a chunk of slots, the total of its exponentials.
-extern "C" __global__ void pf_mn_sums(const unsigned* flag, unsigned n, unsigned kr, unsigned key0, unsigned key1,
+extern "C" __global__ void pf_mn_sums(const unsigned* flag, unsigned n, unsigned kr, unsigned key0, unsigned key1, unsigned b0,
                                       double* sums) {
     const unsigned b = blockIdx.y;
     if (flag[b] == 0) return;
@@ -49,14 +49,14 @@ extern "C" __global__ void pf_mn_sums(const unsigned* flag, unsigned n, unsigned
     if (c >= chunks) return;
     const unsigned end = pf_umin((c + 1) * PF_MN_CHUNK, n);
     double s = 0.0;
-    for (unsigned l = c * PF_MN_CHUNK; l < end; ++l) s += pf_exp_draw(l, b, kr, key0, key1);
+    for (unsigned l = c * PF_MN_CHUNK; l < end; ++l) s += pf_exp_draw(l, b + b0, kr, key0, key1);
     sums[(size_t)b * (chunks + 1) + c] = s;
 }
 
 // A thread a filter: the chunk totals become their running offsets (in order), and the
 // last entry S_N (the offsets' total plus E_N).
 extern "C" __global__ void pf_mn_offsets(const unsigned* flag, unsigned n, unsigned kr, unsigned key0,
-                                         unsigned key1, double* sums, unsigned bn) {
+                                         unsigned key1, unsigned b0, double* sums, unsigned bn) {
     const unsigned b = blockIdx.x * PF_BLOCK + threadIdx.x;
     if (b >= bn || flag[b] == 0) return;
     const unsigned chunks = (n + PF_MN_CHUNK - 1) / PF_MN_CHUNK;
@@ -67,12 +67,12 @@ extern "C" __global__ void pf_mn_offsets(const unsigned* flag, unsigned n, unsig
         s[c] = acc;
         acc += t;
     }
-    s[chunks] = acc + pf_exp_draw(n, b, kr, key0, key1);
+    s[chunks] = acc + pf_exp_draw(n, b + b0, kr, key0, key1);
 }
 
 // A thread a chunk of slots: the sorted positions S_j W / S_N and their ancestors.
 extern "C" __global__ void pf_mn_walk(const double* cdf, const double* wtot, const unsigned* flag, unsigned n,
-                                      unsigned kr, unsigned key0, unsigned key1, const double* sums,
+                                      unsigned kr, unsigned key0, unsigned key1, unsigned b0, const double* sums,
                                       unsigned* anc) {
     const unsigned b = blockIdx.y;
     if (flag[b] == 0) return;
@@ -86,7 +86,7 @@ extern "C" __global__ void pf_mn_walk(const double* cdf, const double* wtot, con
     unsigned i = 0;
     const unsigned j0 = c * PF_MN_CHUNK, end = pf_umin(j0 + PF_MN_CHUNK, n);
     for (unsigned j = j0; j < end; ++j) {
-        run += pf_exp_draw(j, b, kr, key0, key1);
+        run += pf_exp_draw(j, b + b0, kr, key0, key1);
         const double x = run * scale;
         if (j == j0) i = pf_first_above(cd, n, x);
         while (i < n && cd[i] <= x) ++i;
@@ -117,17 +117,17 @@ __device__ __forceinline__ unsigned pf_grid_count(double c, unsigned n, bool str
 // 1 stratified. Each count is computed once: a thread's predecessor's count comes from
 // its neighbour in the block (the block's first thread counts its own predecessor).
 extern "C" __global__ void pf_grid(const double* cdf, const double* wtot, const unsigned* flag, unsigned n,
-                                   unsigned kr, unsigned key0, unsigned key1, unsigned strat, unsigned* anc) {
+                                   unsigned kr, unsigned key0, unsigned key1, unsigned b0, unsigned strat, unsigned* anc) {
     __shared__ unsigned cnt[PF_BLOCK + 1];
     const unsigned b = blockIdx.y;
     if (flag[b] == 0) return;
     const double* c = cdf + (size_t)b * n;
     const double scale = wtot[b] / (double)n;
-    const double u0 = pf_uniform_f64(pf_words(0, b, kr, PF_PURPOSE_RESAMPLE, 0, key0, key1).v[0]);
+    const double u0 = pf_uniform_f64(pf_words(0, b + b0, kr, PF_PURPOSE_RESAMPLE, 0, key0, key1).v[0]);
     const bool st = strat != 0;
     const unsigned i0 = blockIdx.x * PF_BLOCK, i = i0 + threadIdx.x;
-    if (i < n) cnt[threadIdx.x + 1] = pf_grid_count(c[i], n, st, u0, scale, b, kr, key0, key1);
-    if (threadIdx.x == 0) cnt[0] = i0 == 0 ? 0u : pf_grid_count(c[i0 - 1], n, st, u0, scale, b, kr, key0, key1);
+    if (i < n) cnt[threadIdx.x + 1] = pf_grid_count(c[i], n, st, u0, scale, b + b0, kr, key0, key1);
+    if (threadIdx.x == 0) cnt[0] = i0 == 0 ? 0u : pf_grid_count(c[i0 - 1], n, st, u0, scale, b + b0, kr, key0, key1);
     __syncthreads();
     if (i >= n) return;
     const unsigned from = cnt[threadIdx.x];
@@ -146,19 +146,19 @@ __device__ __forceinline__ unsigned pf_sub_lo(unsigned s, unsigned k, unsigned n
 // A block a filter: plan [B][3k] = the draws of each subset, where its surplus starts in
 // the exchange pool, where its deficit starts reading it (subsets.rs, plan).
 extern "C" __global__ void pf_sub_plan(const double* cdf, const double* wtot, const unsigned* flag, unsigned n,
-                                       unsigned kr, unsigned key0, unsigned key1, unsigned k, unsigned* plan) {
+                                       unsigned kr, unsigned key0, unsigned key1, unsigned b0, unsigned k, unsigned* plan) {
     const unsigned b = blockIdx.y;
     if (flag[b] == 0) return;
     const double* c = cdf + (size_t)b * n;
     const double scale = wtot[b] / (double)n;
-    const double u0 = pf_uniform_f64(pf_words(0, b, kr, PF_PURPOSE_RESAMPLE, 0, key0, key1).v[0]);
+    const double u0 = pf_uniform_f64(pf_words(0, b + b0, kr, PF_PURPOSE_RESAMPLE, 0, key0, key1).v[0]);
     unsigned* p = plan + (size_t)b * 3 * k;
     const double last = c[n - 1];
     // First each subset's cumulative count (in the draws' place), then the differences.
     for (unsigned s = threadIdx.x; s < k; s += PF_BLOCK) {
         const unsigned a = pf_sub_lo(s, k, n), e = pf_sub_lo(s + 1, k, n);
         const double top = e > a ? c[e - 1] : (a > 0 ? c[a - 1] : 0.0);
-        p[s] = (top == last && e > a) ? n : pf_grid_count(top, n, false, u0, scale, b, kr, key0, key1);
+        p[s] = (top == last && e > a) ? n : pf_grid_count(top, n, false, u0, scale, b + b0, kr, key0, key1);
     }
     __syncthreads();
     if (threadIdx.x != 0) return;
@@ -179,7 +179,7 @@ extern "C" __global__ void pf_sub_plan(const double* cdf, const double* wtot, co
 // A block a subset (a grid of (k, B) blocks): its draws, searched in its own range of
 // the cumulative weights, written to its slots or through the exchange pool.
 extern "C" __global__ void pf_sub_draw(const double* cdf, const unsigned* flag, unsigned n, unsigned kr,
-                                       unsigned key0, unsigned key1, unsigned k, const unsigned* plan,
+                                       unsigned key0, unsigned key1, unsigned b0, unsigned k, const unsigned* plan,
                                        unsigned* anc) {
     const unsigned b = blockIdx.y, s = blockIdx.x;
     if (flag[b] == 0) return;
@@ -189,7 +189,7 @@ extern "C" __global__ void pf_sub_draw(const double* cdf, const unsigned* flag, 
     if (nd == 0) return;
     const unsigned a = pf_sub_lo(s, k, n), e = pf_sub_lo(s + 1, k, n), m = e - a;
     const double base = a > 0 ? c[a - 1] : 0.0, top = c[e - 1];
-    const double u = pf_uniform_f64(pf_words(s, b, kr, PF_PURPOSE_RESAMPLE, 1, key0, key1).v[0]);
+    const double u = pf_uniform_f64(pf_words(s, b + b0, kr, PF_PURPOSE_RESAMPLE, 1, key0, key1).v[0]);
     const double step = (top - base) / (double)nd;
     unsigned* out = anc + (size_t)b * n;
     for (unsigned j = threadIdx.x; j < nd; j += PF_BLOCK) {
