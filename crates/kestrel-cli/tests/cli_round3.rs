@@ -512,6 +512,47 @@ fn model_files_say_where_they_belong_and_refuse_conflicts() {
         &["stochastic-volatility", "kestrel pf"],
     );
     assert!(!stderr(&o).contains("unknown"), "{}", stderr(&o));
+    // A time-varying file to the particle filter and the nonlinear filters, an [hmm]
+    // file to the Kalman commands, a [model] file to kestrel hmm: each names its reader.
+    let tv = example("time-varying.toml");
+    let hmm = example("hmm-weather.toml");
+    let obs = example("hmm-weather-obs.npy");
+    for (args, needles) in [
+        (
+            vec![
+                "pf",
+                "--model",
+                &tv,
+                "--input",
+                "z.csv",
+                "--output",
+                "o.npz",
+                "--particles",
+                "10",
+            ],
+            vec!["time-varying", "kestrel filter"],
+        ),
+        (
+            vec![
+                "filter", "--model", &tv, "--filter", "ukf", "--input", "z.csv", "--output",
+                "o.npz",
+            ],
+            vec!["time-varying", "kestrel filter"],
+        ),
+        (
+            vec![
+                "filter", "--model", &hmm, "--input", "z.csv", "--output", "o.npz",
+            ],
+            vec!["[hmm]", "kestrel hmm reads it"],
+        ),
+        (
+            vec!["hmm", "--model", &ro, "--input", &obs, "--output", "o.npz"],
+            vec!["range-only", "kestrel hmm needs"],
+        ),
+    ] {
+        let o = d.run_bad(&args, &needles);
+        assert!(!stderr(&o).contains("unknown"), "{}", stderr(&o));
+    }
     // P0 and p0 together, in every reader.
     let p0 = "P0 = [[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 1.0]]\np0 = 3.0\n";
     d.file(

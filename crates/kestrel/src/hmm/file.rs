@@ -93,6 +93,9 @@ fn required<'a>(
 
 /// Parses a hidden Markov model from TOML text; `origin` names it in messages.
 pub fn hmm_from_toml(text: &str, origin: &Path) -> Result<HiddenMarkovModel> {
+    if let Some(msg) = crate::model::family::foreign(text, crate::model::family::Family::Hmm) {
+        return Err(err(origin, msg));
+    }
     let root: toml::Table = text
         .parse()
         .map_err(|e: toml::de::Error| err(origin, e.to_string().trim_end().replace('\n', " ")))?;

@@ -1,14 +1,15 @@
 //! Which commands read a model file of each kind, and the one rule for keys that say the
 //! same thing twice.
 //!
-//! Three readers take model files: the linear-Gaussian one (`model::load_model`: every
-//! command), the nonlinear Gaussian family's (`nonlinear::load_nonlinear`: `filter` and
-//! `smooth` with a nonlinear file or `--filter`) and the particle filter's
-//! (`particle::load_pf_model`: `pf`, `simulate`). A reader given a file of a family it
+//! Four readers take model files: the linear-Gaussian one (`model::load_model`: every
+//! command; `kind = "time-varying"` too where a command takes it), the nonlinear
+//! Gaussian family's (`nonlinear::load_nonlinear`: `filter` and `smooth` with a
+//! nonlinear file or `--filter`), the particle filter's (`particle::load_pf_model`: `pf`,
+//! `simulate`) and the hidden Markov models' (`hmm::load_hmm`: `hmm`). A reader given a file of a family it
 //! does not read consults [`foreign`] first, so that the message says which command
 //! reads the file instead of naming the first field it does not know.
 
-/// The three readers of model files.
+/// The four readers of model files.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Family {
     /// Linear-Gaussian models (explicit, cv, ca, random-walk, ar).
@@ -18,6 +19,8 @@ pub enum Family {
     Gaussian,
     /// The particle filter (the sensor kinds, stochastic-volatility, custom).
     Particle,
+    /// Hidden Markov models (`[hmm]`).
+    Hmm,
 }
 
 const LINEAR: [&str; 6] = ["explicit", "cv", "ca", "random-walk", "rw", "ar"];
@@ -38,7 +41,16 @@ fn readers(kind: &str, tables: Option<&str>) -> Option<(&'static [Family], Strin
     }
     let k = kind;
     if LINEAR.contains(&k) {
-        return Some((&[Linear, Gaussian, Particle], String::new()));
+        return Some((
+            &[Linear, Gaussian, Particle],
+            "a linear-Gaussian model file ([model]): kestrel filter, smooth, loglik, retrodict, simulate and pf read it".to_string(),
+        ));
+    }
+    if k == "time-varying" {
+        return Some((
+            &[Linear],
+            "kind = \"time-varying\" is a linear model whose matrices change from step to step: kestrel filter, smooth, loglik, retrodict and simulate read it".to_string(),
+        ));
     }
     if GAUSSIAN_ONLY.contains(&k) {
         return Some((
@@ -66,6 +78,13 @@ fn readers(kind: &str, tables: Option<&str>) -> Option<(&'static [Family], Strin
 /// unknown: the reader's own parser reports those).
 pub fn foreign(text: &str, reader: Family) -> Option<String> {
     let root = text.parse::<toml::Table>().ok()?;
+    if root.contains_key("hmm") && !root.contains_key("model") {
+        return (reader != Family::Hmm)
+            .then(|| {
+                "an [hmm] model file (a hidden Markov model): kestrel hmm reads it".to_string()
+            })
+            .map(|who| format!("{who}; {}", needs(reader)));
+    }
     let tables = ["imm", "filter"]
         .into_iter()
         .find(|t| root.contains_key(*t));
@@ -79,14 +98,21 @@ pub fn foreign(text: &str, reader: Family) -> Option<String> {
     if families.contains(&reader) {
         return None;
     }
-    let this = match reader {
+    Some(format!("{who}; {}", needs(reader)))
+}
+
+/// What `reader` reads, after the sentence saying who reads the file.
+fn needs(reader: Family) -> &'static str {
+    match reader {
         Family::Linear => {
             "this command needs a linear-Gaussian model (explicit, cv, ca, random-walk or ar)"
         }
         Family::Gaussian => "the Gaussian filters do not",
         Family::Particle => "the particle filter does not",
-    };
-    Some(format!("{who}; {this}"))
+        Family::Hmm => {
+            "kestrel hmm needs an [hmm] model file (transition, initial, [hmm.emission])"
+        }
+    }
 }
 
 /// The one rule for two keys that say the same thing two ways (`P0`, the matrix, and
@@ -121,6 +147,23 @@ mod tests {
         assert!(foreign(f, Family::Linear).unwrap().contains("[filter]"));
         assert!(foreign("[model]\nkind = \"cv\"\n", Family::Linear).is_none());
         assert!(foreign("[model]\nkind = \"warp\"\n", Family::Linear).is_none());
+        // Time-varying files: the linear reader's alone; hmm files: kestrel hmm's alone.
+        let tv = "[model]\nkind = \"time-varying\"\nfile = \"s.npz\"\n";
+        assert!(foreign(tv, Family::Linear).is_none());
+        for r in [Family::Gaussian, Family::Particle, Family::Hmm] {
+            let m = foreign(tv, r).unwrap();
+            assert!(
+                m.contains("time-varying") && m.contains("kestrel filter"),
+                "{m}"
+            );
+        }
+        let hmm = "[hmm]\ntransition = [[1.0]]\ninitial = [1.0]\n";
+        assert!(foreign(hmm, Family::Hmm).is_none());
+        for r in [Family::Linear, Family::Gaussian, Family::Particle] {
+            assert!(foreign(hmm, r).unwrap().contains("kestrel hmm reads it"));
+        }
+        let m = foreign("[model]\nkind = \"cv\"\n", Family::Hmm).unwrap();
+        assert!(m.contains("kestrel filter") && m.contains("[hmm]"), "{m}");
     }
 
     #[test]
