@@ -6,7 +6,8 @@ Families:
   Garcia-Fernandez): :class:`KalmanFilter`; per-step likelihoods :func:`loglik`;
   simulation :func:`simulate`; the per-step API of a streaming tracker :class:`BatchState`;
 - nonlinear Gaussian filters and smoothers (EKF, IEKF, UKF, CKF, iterated smoothers) and
-  the IMM: :class:`NonlinearFilter`;
+  the IMM: :class:`NonlinearFilter` (models as Python functions:
+  :meth:`NonlinearFilter.from_functions`);
 - the bootstrap particle filter: :class:`ParticleFilter`;
 - hidden Markov models (forward-backward, Viterbi, parallel in time):
   :class:`HiddenMarkovModel`;
@@ -26,7 +27,7 @@ from ._kestrel import Model, ModelError, TimeVaryingModel, __version__
 from .hmm import CategoricalEmission, GaussianEmission, HiddenMarkovModel, HmmResult
 from .kalman import KalmanFilter, KalmanResult, retrodict
 from .likelihood import LogLikResult, loglik
-from .nonlinear import NonlinearFilter, NonlinearResult
+from .nonlinear import FunctionNonlinearFilter, NonlinearFilter, NonlinearResult
 from .sim import Simulation, simulate
 from .stream import BatchState, Score
 from .tracking import (
@@ -65,6 +66,7 @@ __all__ = [
     "BatchState",
     "LogLikResult",
     "NonlinearFilter",
+    "FunctionNonlinearFilter",
     "NonlinearResult",
     "Score",
     "Simulation",
