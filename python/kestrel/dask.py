@@ -28,7 +28,9 @@ Which models each split takes: chunks along B, any of them (a ``NonlinearFilter`
 UKF, CKF, IEKF, their RTS and iterated smoothers, IMM files; each block is one
 ``nf.filter`` / ``nf.smooth`` call, so the result equals the single-process run bit for
 bit, with the options ``filter``, ``iterations``, ``alpha``, ``beta``, ``kappa``; one
-track ``z`` [T, ny] keeps its B axis of 1, as there). Chunks
+track ``z`` [T, ny] keeps its B axis of 1, as there; a model of
+``NonlinearFilter.from_functions`` too, its functions pickled with the tasks, equal to
+rounding: NumPy's products may sum in another order for another batch size). Chunks
 along T, a ``KalmanFilter`` only: the parallel-in-time scan needs a linear model, and a
 ``NonlinearFilter`` over chunks along T is refused (rechunk z along tracks only). The
 native split passes take a time-invariant model, so a time-varying model's time split
@@ -70,7 +72,7 @@ import numpy as np
 
 from . import _kestrel
 from .kalman import KalmanFilter, KalmanResult, outputs_arg
-from .nonlinear import NonlinearFilter, NonlinearResult
+from .nonlinear import FunctionNonlinearFilter, NonlinearFilter, NonlinearResult
 
 __all__ = ["DaskKalmanResult", "DaskNonlinearResult", "DaskPfResult", "filter", "smooth",
            "particle_filter"]
@@ -451,6 +453,10 @@ def _identity(kf: Any) -> tuple[Any, dict | None]:
     """What names the model in the graph's keys; a time-varying model's arrays (else None)."""
     if isinstance(kf, NonlinearFilter):
         return ("nonlinear", kf._text, kf._origin), None
+    if isinstance(kf, FunctionNonlinearFilter):
+        # Its functions travel with it (Dask pickles tasks with cloudpickle).
+        dask, _ = _dask()
+        return ("functions", dask.base.tokenize(kf)), None
     if kf.time_varying:
         dask, _ = _dask()
         mats = _step_mats(kf.model)
@@ -510,8 +516,9 @@ def _by_tracks(kf, z, smooth, sel, kwargs) -> DaskKalmanResult:
 def _nl_by_tracks(nf, z, smooth, sel, kwargs) -> DaskNonlinearResult:
     model, ident = _shipped(nf)
     shapes = _shapes(sel, nf.nx)
-    if nf.modes:
-        shapes["mode_probs"] = lambda b, t: (b, t, nf.modes)
+    modes = getattr(nf, "modes", 0)
+    if modes:
+        shapes["mode_probs"] = lambda b, t: (b, t, modes)
     arrays, _ = _along_b(_nl_block, model, ident, z, (smooth, kwargs, "diag" in sel), shapes,
                          "nonlinear-smooth" if smooth else "nonlinear-filter")
     return DaskNonlinearResult(**{k: arrays.get(k) for k in DaskNonlinearResult._names})
@@ -630,11 +637,11 @@ def _run_nonlinear(nf: NonlinearFilter, z: Any, smooth: bool, device: str, preci
 
 def _run(kf: Any, z: Any, smooth: bool, device: str, precision: Any, method: str,
          scan: str, outputs: Any, options: dict) -> Any:
-    if isinstance(kf, NonlinearFilter):
+    if isinstance(kf, (NonlinearFilter, FunctionNonlinearFilter)):
         return _run_nonlinear(kf, z, smooth, device, precision, method, scan, outputs, options)
     if not isinstance(kf, KalmanFilter):
-        raise TypeError("kf: expected a kestrel.KalmanFilter or kestrel.NonlinearFilter, got "
-                        f"{type(kf).__name__}")
+        raise TypeError("kf: expected a kestrel.KalmanFilter or kestrel.NonlinearFilter (from a "
+                        f"file or NonlinearFilter.from_functions), got {type(kf).__name__}")
     given = [k for k, v in options.items() if v is not None]
     if given:
         raise TypeError(f"{given[0]}: an option of a NonlinearFilter; kf is a KalmanFilter")
