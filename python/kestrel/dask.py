@@ -32,11 +32,9 @@ track ``z`` [T, ny] keeps its B axis of 1, as there; a model of
 ``NonlinearFilter.from_functions`` too, its functions pickled with the tasks, equal to
 rounding: NumPy's products may sum in another order for another batch size). Chunks
 along T, a ``KalmanFilter`` only: the parallel-in-time scan needs a linear model, and a
-``NonlinearFilter`` over chunks along T is refused (rechunk z along tracks only). The
-native split passes take a time-invariant model, so a time-varying model's time split
-runs each block as runs of consecutive steps whose matrices are equal, one native call
-(and one ``Model``) each: as fast as a time-invariant model for matrices that hold for
-long runs, some 0.2-0.4 ms a step when they change every step.
+``NonlinearFilter`` over chunks along T is refused (rechunk z along tracks only). A
+time-varying model takes the time split too: each worker rebuilds the model once and the
+native split passes read its matrices at each block's global steps.
 
 ``particle_filter(pf, z, particles, ...)`` runs :class:`kestrel.ParticleFilter` over
 chunks of B. Its random numbers are Philox streams keyed by the seed and by each track's
@@ -318,64 +316,16 @@ class _Varying:
         return self._kf().smooth(z, **kwargs)
 
 
-class _Steps:
-    """The per-step matrices of a time-varying model over the global steps ``[lo, hi)``
-    (one time-split block's, and the transition into the step after it), shipped by
-    value. The native split passes take a time-invariant model: a block runs as runs of
-    consecutive steps whose matrices are equal (every step, when they change every step),
-    each run one native call with its own ``Model`` at its global first step."""
-
-    def __init__(self, mats: dict, lo: int, hi: int) -> None:
-        self.lo = lo
-        self.mats = {n: mats[n][lo:hi] for n in _STEP_NAMES}
-        self.x0, self.P0 = mats["x0"], mats["P0"]
-
-    def _model(self, trans: int, obs: int) -> Any:
-        m, t, o = self.mats, trans - self.lo, obs - self.lo
-        return _kestrel.Model(F=m["F"][t], Q=m["Q"][t], u=m["u"][t], H=m["H"][o], R=m["R"][o],
-                              d=m["d"][o], x0=self.x0, P0=self.P0)
-
-    def runs(self, k0: int, n: int, smoother: bool, last: bool) -> list:
-        """``(a, b, model)`` for the runs ``[a, b)`` of the global steps ``[k0, k0 + n)``:
-        the filter's element of step k reads the transition into k and the measurement
-        model of k, the smoother's the transition into k + 1 (none for the sequence's
-        last step, ``last``)."""
-        shift = 1 if smoother else 0
-        names = _STEP_NAMES[:3] if smoother else _STEP_NAMES
-        i0 = k0 - self.lo + shift
-        new = np.zeros(n, dtype=bool)  # new[i]: step k0 + i starts a run
-        for name in names:
-            x = self.mats[name][i0:i0 + n]
-            if len(x) > 1:
-                new[1:len(x)] |= (x[1:] != x[:-1]).reshape(len(x) - 1, -1).any(axis=1)
-        if smoother and last:
-            new[n - 1] = False  # the last step's element reads no transition
-        starts = [0, *(int(i) + 1 for i in np.flatnonzero(new[1:]))]
-        out = []
-        for a, b in zip(starts, [*starts[1:], n]):
-            k = k0 + a
-            trans = k + 1 if smoother and k + 1 - self.lo < len(self.mats["F"]) else k
-            out.append((k, k0 + b, self._model(trans, k)))
-        return out
-
-
-def _fold(nx: int, totals: list, smoother: bool) -> np.ndarray:
-    """The combine of run totals in time order (the carry the pass-2 scan would give the
-    block after them)."""
-    if len(totals) == 1:
-        return totals[0]
-    if smoother:
-        return _kestrel.split_carries(nx, [totals[0], *totals], smoother=True)[0]
-    return _kestrel.split_carries(nx, [*totals, totals[-1]])[-1]
+def _native(model: Any) -> Any:
+    """The native model of a time-split block: a time-invariant ``Model`` as shipped, or
+    the ``TimeVaryingModel`` a worker rebuilds once from a shipped :class:`_Varying`
+    (the split passes read its matrices at the block's global steps)."""
+    return model._kf().model if isinstance(model, _Varying) else model
 
 
 def _filter_total(model: Any, z: np.ndarray, b0: int, k0: int) -> np.ndarray:
     try:
-        if not isinstance(model, _Steps):
-            return _kestrel.split_filter_total(model, _aligned(z), b0, k0)
-        totals = [_kestrel.split_filter_total(m, _aligned(z[:, a - k0:b - k0]), b0, a)
-                  for a, b, m in model.runs(k0, z.shape[1], False, False)]
-        return _fold(len(model.x0), totals, False)
+        return _kestrel.split_filter_total(_native(model), _aligned(z), b0, k0)
     except Exception as e:
         raise _note(e, f"tracks {b0}.., steps {k0}..")
 
@@ -387,59 +337,20 @@ def _carries(nx: int, smoother: bool, *totals: np.ndarray) -> list:
 def _filter_block(model: Any, z: np.ndarray, b0: int, k0: int, carry: Any, scan: str) -> dict:
     carry = None if carry is None else _aligned(carry)
     try:
-        if not isinstance(model, _Steps):
-            return _kestrel.split_filter_block(model, _aligned(z), b0, k0, carry, scan)
-        runs = model.runs(k0, z.shape[1], False, False)
-        zs = [_aligned(z[:, a - k0:b - k0]) for a, b, _ in runs]
-        # Each run's carry: the block's, then the combine of it with the runs before.
-        cs = [carry]
-        if len(runs) > 1:
-            items = [] if carry is None else [carry]
-            items += [_kestrel.split_filter_total(m, zr, b0, a)
-                      for (a, _, m), zr in zip(runs[:-1], zs)]
-            cs = _kestrel.split_carries(len(model.x0), [*items, items[-1]])
-            cs = cs[len(items) + 1 - len(runs):len(items) + 1]
-        outs = [_kestrel.split_filter_block(m, zr, b0, a, c, scan)
-                for (a, _, m), zr, c in zip(runs, zs, cs)]
-        return {k: np.concatenate([o[k] for o in outs], axis=1) for k in ("mean", "cov", "loglik")}
+        return _kestrel.split_filter_block(_native(model), _aligned(z), b0, k0, carry, scan)
     except Exception as e:
         raise _note(e, f"tracks {b0}.., steps {k0}..")
 
 
-def _filtered(f: dict, k0: int, a: int, b: int) -> tuple:
-    return _aligned(f["mean"][:, a - k0:b - k0]), _aligned(f["cov"][:, a - k0:b - k0])
-
-
 def _smooth_total(model: Any, f: dict, b0: int, k0: int, last: bool) -> np.ndarray:
-    if not isinstance(model, _Steps):
-        return _kestrel.split_smooth_total(model, _aligned(f["mean"]), _aligned(f["cov"]), b0,
-                                           k0, last)
-    n = f["mean"].shape[1]
-    totals = [_kestrel.split_smooth_total(m, *_filtered(f, k0, a, b), b0, a, last and b == k0 + n)
-              for a, b, m in model.runs(k0, n, True, last)]
-    return _fold(len(model.x0), totals, True)
+    return _kestrel.split_smooth_total(_native(model), _aligned(f["mean"]), _aligned(f["cov"]),
+                                       b0, k0, last)
 
 
 def _smooth_block(model: Any, f: dict, b0: int, k0: int, last: bool, carry: Any, scan: str) -> dict:
     carry = None if carry is None else _aligned(carry)
-    if not isinstance(model, _Steps):
-        return _kestrel.split_smooth_block(model, _aligned(f["mean"]), _aligned(f["cov"]), b0, k0,
-                                           last, carry, scan)
-    n = f["mean"].shape[1]
-    runs = model.runs(k0, n, True, last)
-    fs = [_filtered(f, k0, a, b) for a, b, _ in runs]
-    ends = [last and b == k0 + n for _, b, _ in runs]
-    # Each run's carry from the right: the combine of the runs after it and the block's.
-    cs = [carry]
-    if len(runs) > 1:
-        items = [_kestrel.split_smooth_total(m, *fr, b0, a, e)
-                 for (a, _, m), fr, e in zip(runs[1:], fs[1:], ends[1:])]
-        items += [] if carry is None else [carry]
-        cs = _kestrel.split_carries(len(model.x0), [items[0], *items], smoother=True)
-        cs = [*cs[:len(runs) - 1], carry]
-    outs = [_kestrel.split_smooth_block(m, *fr, b0, a, e, c, scan)
-            for (a, _, m), fr, e, c in zip(runs, fs, ends, cs)]
-    return {k: np.concatenate([o[k] for o in outs], axis=1) for k in ("mean", "cov")}
+    return _kestrel.split_smooth_block(_native(model), _aligned(f["mean"]), _aligned(f["cov"]),
+                                       b0, k0, last, carry, scan)
 
 
 def _diag(c: np.ndarray) -> np.ndarray:
@@ -536,12 +447,9 @@ def _by_time(kf, z, smooth, sel, scan) -> DaskKalmanResult:
     if mats is None:
         models = [kf.model] * nt
     else:
-        # Each column of blocks gets its steps' matrices (and the transition after them).
-        steps = kf.model.steps
-        models = [
-            delayed(_Steps(mats, k0, min(k0 + n + 1, steps)), name=f"kestrel-steps-{tok}-{j}")
-            for j, (k0, n) in enumerate(zip(k_off, z.chunks[1]))
-        ]
+        # The model by value, fetched once by each worker that runs a block.
+        shipped = delayed(_Varying(mats, ident[1]), name=f"kestrel-model-{tok}")
+        models = [shipped] * nt
     fins, sfins = [], []
     for i in range(nb):
         b0 = b_off[i]

@@ -9,10 +9,10 @@
 //! recomputed with the same numbers).
 
 use crate::arrays::{c_slice, dtype_of, owned, Dtype};
-use crate::kalman::PyModel;
 use crate::run_detached;
+use crate::varying::state_space;
 use kestrel::parallel::blocks::{self, BlockAt};
-use kestrel::{Estimates, Measurements, Real, ScanAlgorithm};
+use kestrel::{Estimates, Measurements, Real, ScanAlgorithm, StateSpace};
 use numpy::PyReadonlyArrayDyn;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -69,27 +69,28 @@ fn carry_of<T: Real + numpy::Element>(
 #[pyo3(signature = (model, z, track0, step0))]
 fn split_filter_total<'py>(
     py: Python<'py>,
-    model: &PyModel,
+    model: &Bound<'py, PyAny>,
     z: &Bound<'py, PyAny>,
     track0: usize,
     step0: usize,
 ) -> PyResult<Bound<'py, PyAny>> {
     fn typed<'py, T: Real + numpy::Element>(
         py: Python<'py>,
-        model: &PyModel,
+        model: &dyn StateSpace,
         z: &Bound<'py, PyAny>,
         at: BlockAt,
     ) -> PyResult<Bound<'py, PyAny>> {
         let zz = measurements::<T>(z)?;
         let b = zz.tracks();
-        let fe = blocks::filter_elem_len(model.inner.nx());
-        let v = run_detached(py, || blocks::filter_block_total(&model.inner, &zz, at))?;
+        let fe = blocks::filter_elem_len(model.nx());
+        let v = run_detached(py, || blocks::filter_block_total(model, &zz, at))?;
         owned(py, v, &[b, fe])
     }
     let at = BlockAt {
         track: track0,
         step: step0,
     };
+    let model = state_space(model)?;
     match dtype_of(z, "z")? {
         Dtype::F64 => typed::<f64>(py, model, z, at),
         Dtype::F32 => typed::<f32>(py, model, z, at),
@@ -103,7 +104,7 @@ fn split_filter_total<'py>(
 #[pyo3(signature = (model, mean, cov, track0, step0, last))]
 fn split_smooth_total<'py>(
     py: Python<'py>,
-    model: &PyModel,
+    model: &Bound<'py, PyAny>,
     mean: &Bound<'py, PyAny>,
     cov: &Bound<'py, PyAny>,
     track0: usize,
@@ -112,7 +113,7 @@ fn split_smooth_total<'py>(
 ) -> PyResult<Bound<'py, PyAny>> {
     fn typed<'py, T: Real + numpy::Element>(
         py: Python<'py>,
-        model: &PyModel,
+        model: &dyn StateSpace,
         mean: &Bound<'py, PyAny>,
         cov: &Bound<'py, PyAny>,
         at: BlockAt,
@@ -120,16 +121,15 @@ fn split_smooth_total<'py>(
     ) -> PyResult<Bound<'py, PyAny>> {
         let f = filtered::<T>(mean, cov)?;
         let b = f.tracks();
-        let se = blocks::smooth_elem_len(model.inner.nx());
-        let v = run_detached(py, || {
-            blocks::smooth_block_total(&model.inner, &f, at, last)
-        })?;
+        let se = blocks::smooth_elem_len(model.nx());
+        let v = run_detached(py, || blocks::smooth_block_total(model, &f, at, last))?;
         owned(py, v, &[b, se])
     }
     let at = BlockAt {
         track: track0,
         step: step0,
     };
+    let model = state_space(model)?;
     match dtype_of(mean, "mean")? {
         Dtype::F64 => typed::<f64>(py, model, mean, cov, at, last),
         Dtype::F32 => typed::<f32>(py, model, mean, cov, at, last),
@@ -205,7 +205,7 @@ fn split_carries<'py>(
 #[pyo3(signature = (model, z, track0, step0, carry=None, scan="fastest"))]
 fn split_filter_block<'py>(
     py: Python<'py>,
-    model: &PyModel,
+    model: &Bound<'py, PyAny>,
     z: &Bound<'py, PyAny>,
     track0: usize,
     step0: usize,
@@ -214,7 +214,7 @@ fn split_filter_block<'py>(
 ) -> PyResult<Bound<'py, PyDict>> {
     fn typed<'py, T: Real + numpy::Element>(
         py: Python<'py>,
-        model: &PyModel,
+        model: &dyn StateSpace,
         z: &Bound<'py, PyAny>,
         at: BlockAt,
         carry: Option<&Bound<'py, PyAny>>,
@@ -222,9 +222,9 @@ fn split_filter_block<'py>(
     ) -> PyResult<Bound<'py, PyDict>> {
         let zz = measurements::<T>(z)?;
         let c = carry_of::<T>(carry)?;
-        let (b, n, nx) = (zz.tracks(), zz.steps(), model.inner.nx());
+        let (b, n, nx) = (zz.tracks(), zz.steps(), model.nx());
         let est = run_detached(py, || {
-            blocks::filter_block(&model.inner, &zz, at, c.as_deref(), alg)
+            blocks::filter_block(model, &zz, at, c.as_deref(), alg)
         })?;
         let (m, cv, ll) = est.into_parts();
         let out = PyDict::new(py);
@@ -238,6 +238,7 @@ fn split_filter_block<'py>(
         track: track0,
         step: step0,
     };
+    let model = state_space(model)?;
     match dtype_of(z, "z")? {
         Dtype::F64 => typed::<f64>(py, model, z, at, carry, alg),
         Dtype::F32 => typed::<f32>(py, model, z, at, carry, alg),
@@ -252,7 +253,7 @@ fn split_filter_block<'py>(
 #[allow(clippy::too_many_arguments)]
 fn split_smooth_block<'py>(
     py: Python<'py>,
-    model: &PyModel,
+    model: &Bound<'py, PyAny>,
     mean: &Bound<'py, PyAny>,
     cov: &Bound<'py, PyAny>,
     track0: usize,
@@ -264,7 +265,7 @@ fn split_smooth_block<'py>(
     #[allow(clippy::too_many_arguments)]
     fn typed<'py, T: Real + numpy::Element>(
         py: Python<'py>,
-        model: &PyModel,
+        model: &dyn StateSpace,
         mean: &Bound<'py, PyAny>,
         cov: &Bound<'py, PyAny>,
         at: BlockAt,
@@ -276,7 +277,7 @@ fn split_smooth_block<'py>(
         let c = carry_of::<T>(carry)?;
         let (b, n, nx) = (f.tracks(), f.steps(), f.nx());
         let est = run_detached(py, || {
-            blocks::smooth_block(&model.inner, &f, at, last, c.as_deref(), alg)
+            blocks::smooth_block(model, &f, at, last, c.as_deref(), alg)
         })?;
         let (m, cv, _) = est.into_parts();
         let out = PyDict::new(py);
@@ -289,6 +290,7 @@ fn split_smooth_block<'py>(
         track: track0,
         step: step0,
     };
+    let model = state_space(model)?;
     match dtype_of(mean, "mean")? {
         Dtype::F64 => typed::<f64>(py, model, mean, cov, at, last, carry, alg),
         Dtype::F32 => typed::<f32>(py, model, mean, cov, at, last, carry, alg),
