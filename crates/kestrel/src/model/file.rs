@@ -149,7 +149,7 @@ fn from_root(mut root: FileRoot) -> Result<Model> {
     if root.model.kind.as_deref() == Some("time-varying") {
         return Err(Error::model(
             "kind",
-            "kind = \"time-varying\" (per-step matrices from a file) is not taken here: this reader needs a time-invariant model (read the file with model::load_linear_model)",
+            "kind = \"time-varying\" (per-step matrices from a file) is not taken here, which needs a time-invariant model (kestrel filter, smooth, loglik, retrodict and simulate read time-varying files; from Python, KalmanFilter.from_toml)",
         ));
     }
     match root.model.prior.take().as_deref() {
