@@ -32,15 +32,25 @@ from .kalman import measurements
 DEFAULT_VAGUE = 1e6
 
 
-def model_of(model: Any) -> "_kestrel.Model":
+def model_of(model: Any, varying: bool = False) -> Any:
     """A native model from a :class:`KalmanFilter`, a ``kestrel.Model`` or a model file
-    path (str or os.PathLike, read as ``kestrel loglik --model`` reads it)."""
-    if isinstance(model, _kestrel.Model):
-        return model
-    inner = getattr(model, "model", None)
+    path (str or os.PathLike, read as ``kestrel loglik --model`` reads it); with
+    ``varying`` a time-varying model too (a ``kestrel.TimeVaryingModel``, a KalmanFilter
+    holding one, or a ``kind = "time-varying"`` file)."""
+    tv = getattr(_kestrel, "TimeVaryingModel", None)
+    inner = getattr(model, "model", model)
     if isinstance(inner, _kestrel.Model):
         return inner
+    if tv is not None and isinstance(inner, tv):
+        if varying:
+            return inner
+        raise TypeError(
+            "model: a time-varying model is not taken here, which needs a time-invariant one "
+            "(kestrel.loglik, kestrel.simulate and KalmanFilter take time-varying models)"
+        )
     if isinstance(model, (str, os.PathLike)):
+        if varying:
+            return _kestrel.load_linear_model(os.fspath(model))
         return _kestrel.Model.from_toml(os.fspath(model))
     raise TypeError(
         "model: expected a KalmanFilter, a kestrel.Model or a model file path, "
@@ -121,7 +131,7 @@ def loglik(model: Any, z: Any, method: str = "exact", *, window: int | str | Non
     >>> r.loglik.shape, r.window
     ((2, 100), 16)
     """
-    m = model_of(model)
+    m = model_of(model, varying=True)
     method = _method_arg(method, window, tol)
     if not isinstance(device, str):
         raise TypeError(f"device: expected a string, got {type(device).__name__}")

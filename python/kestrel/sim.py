@@ -72,7 +72,7 @@ def simulate(model: Any, tracks: int, steps: int, seed: int = 0,
     if pf_model is not None and isinstance(inner, pf_model) and hasattr(model, "simulate"):
         truth, z = model.simulate(tracks, steps, seed=seed, missing=float(missing))
         return Simulation(truth=truth, z=z)
-    m = model_of(model)
+    m = model_of(model, varying=True)
     truth, z = _kestrel.simulate(m, tracks, steps, seed=seed, missing=float(missing))
     flush_warnings()
     return Simulation(truth=truth, z=z)

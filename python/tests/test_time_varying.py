@@ -143,3 +143,32 @@ def test_bad_files_name_the_file_the_array_and_the_shapes(tmp_path, rng):
     np.savez(tmp_path / "steps.npz", **a)
     with pytest.raises(kestrel.ModelError, match=r"array H.*\[3\]\[0\]\[1\].*not finite"):
         kestrel.KalmanFilter.from_toml(os.fspath(path))
+
+
+def test_loglik_and_simulate_take_time_varying_models(tmp_path, rng):
+    path, a, x0, P0 = write_model(tmp_path, rng, 3, 2, 25)
+    kf = kestrel.KalmanFilter.from_toml(path)
+    sim = kestrel.simulate(kf, 4, 25, seed=3)
+    assert sim.truth.shape == (4, 25, 3) and sim.z.shape == (4, 25, 2)
+    # The same draws from the file path, and as `kestrel simulate` writes them.
+    again = kestrel.simulate(path, 4, 25, seed=3)
+    np.testing.assert_array_equal(again.z, sim.z)
+    z = sim.z.copy()
+    z[1, 7] = np.nan
+    before = z.copy()
+    for m in (kf, path, kf.model):
+        exact = kestrel.loglik(m, z, method="exact")
+        for b in range(4):
+            want = textbook(a, x0, P0, z[b])[2]
+            np.testing.assert_allclose(exact.loglik[b], want, rtol=1e-10, atol=1e-10)
+        par = kestrel.loglik(m, z, method="parallel", device="cpu")
+        np.testing.assert_allclose(par.loglik, exact.loglik, rtol=1e-9, atol=1e-9)
+    np.testing.assert_array_equal(z, before)
+    # More steps than the model has: refused in the library's words.
+    with pytest.raises(ValueError, match="25"):
+        kestrel.simulate(kf, 1, 26)
+    with pytest.raises(ValueError, match="25"):
+        kestrel.loglik(kf, np.zeros((1, 26, 2)))
+    # The per-step API needs a time-invariant model, and says so.
+    with pytest.raises(TypeError, match="time-varying"):
+        kestrel.BatchState(kf, capacity=2)

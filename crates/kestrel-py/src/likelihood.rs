@@ -5,8 +5,10 @@ use crate::arrays::{c_slice, dtype_of, owned, Dtype};
 use crate::kalman::{device_name, PyModel};
 use crate::progress::{chunks, Bar};
 use crate::run_detached;
+use crate::varying::PyTimeVaryingModel;
 use kestrel::likelihood::{self, Method, Options};
-use kestrel::{Device, Measurements, Model, Real, ScanAlgorithm};
+use kestrel::model::LinearModel;
+use kestrel::{Device, Measurements, Real, ScanAlgorithm};
 use numpy::PyReadonlyArrayDyn;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -22,12 +24,12 @@ struct Run<T> {
 /// The whole batch in one call.
 fn whole<T: Real>(
     device: Device,
-    model: &Model,
+    model: &LinearModel,
     z: &Measurements<T>,
     method: Method,
     opts: &Options,
 ) -> kestrel::Result<Run<T>> {
-    let ll = likelihood::loglik(device, model, z, method, opts)?;
+    let ll = likelihood::loglik_linear(device, model, z, method, opts)?;
     Ok(Run {
         values: ll.values,
         window: ll.window,
@@ -41,7 +43,7 @@ fn whole<T: Real>(
 /// come from the whole batch.
 fn chunked<T: Real>(
     device: Device,
-    model: &Model,
+    model: &LinearModel,
     z: &Measurements<T>,
     method: Method,
     opts: &Options,
@@ -56,7 +58,7 @@ fn chunked<T: Real>(
             ny,
             z.data()[start * t * ny..(start + len) * t * ny].to_vec(),
         )?;
-        let ll = likelihood::loglik(device, model, &part, method, opts)?;
+        let ll = likelihood::loglik_linear(device, model, &part, method, opts)?;
         values[start * t..(start + len) * t].copy_from_slice(&ll.values);
         bar.inc(len as u64);
     }
@@ -70,7 +72,7 @@ fn chunked<T: Real>(
 #[allow(clippy::too_many_arguments)]
 fn loglik_typed<'py, T: Real + numpy::Element>(
     py: Python<'py>,
-    model: &Model,
+    model: &LinearModel,
     z: &Bound<'py, PyAny>,
     device: Device,
     method: Method,
@@ -122,7 +124,7 @@ fn loglik_typed<'py, T: Real + numpy::Element>(
 #[allow(clippy::too_many_arguments)]
 fn loglik<'py>(
     py: Python<'py>,
-    model: &PyModel,
+    model: &Bound<'py, PyAny>,
     z: &Bound<'py, PyAny>,
     method: &str,
     vague: f64,
@@ -166,9 +168,23 @@ fn loglik<'py>(
         .with_vague(vague)
         .with_steady(steady)
         .with_scan(scan);
+    // A `Model` or a `TimeVaryingModel` (its per-step matrices: `kestrel loglik` with a
+    // time-varying file).
+    let invariant;
+    let model: &LinearModel = if let Ok(m) = model.cast::<PyModel>() {
+        invariant = LinearModel::Invariant(m.get().inner.clone());
+        &invariant
+    } else if let Ok(m) = model.cast::<PyTimeVaryingModel>() {
+        &m.get().inner
+    } else {
+        return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+            "model: expected a kestrel Model or TimeVaryingModel, got {}",
+            model.get_type().name()?
+        )));
+    };
     match dtype_of(z, "z")? {
-        Dtype::F64 => loglik_typed::<f64>(py, &model.inner, z, device, method, &opts, progress),
-        Dtype::F32 => loglik_typed::<f32>(py, &model.inner, z, device, method, &opts, progress),
+        Dtype::F64 => loglik_typed::<f64>(py, model, z, device, method, &opts, progress),
+        Dtype::F32 => loglik_typed::<f32>(py, model, z, device, method, &opts, progress),
     }
 }
 

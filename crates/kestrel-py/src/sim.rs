@@ -2,7 +2,6 @@
 //! (`kestrel simulate` without `--scenario`).
 
 use crate::arrays::owned;
-use crate::kalman::PyModel;
 use crate::run_detached;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -16,7 +15,7 @@ use pyo3::prelude::*;
 #[pyo3(signature = (model, tracks, steps, seed=0, missing=0.0))]
 fn simulate<'py>(
     py: Python<'py>,
-    model: &PyModel,
+    model: &Bound<'py, PyAny>,
     tracks: usize,
     steps: usize,
     seed: u64,
@@ -32,7 +31,8 @@ fn simulate<'py>(
             "missing must be a probability in [0, 1], got {missing}"
         )));
     }
-    let m = &model.inner;
+    // A `Model` or a `TimeVaryingModel` (at most its steps).
+    let m = crate::varying::state_space(model)?;
     let (nx, ny) = (m.nx(), m.ny());
     let sim = run_detached(py, || {
         kestrel::sim::simulate(m, tracks, steps, seed, missing)
