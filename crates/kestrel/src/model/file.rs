@@ -149,7 +149,7 @@ fn from_root(mut root: FileRoot) -> Result<Model> {
     if root.model.kind.as_deref() == Some("time-varying") {
         return Err(Error::model(
             "kind",
-            "kind = \"time-varying\" (per-step matrices from a file) is not taken here, which needs a time-invariant model (kestrel filter, smooth, loglik, retrodict and simulate read time-varying files; from Python, KalmanFilter.from_toml)",
+            "kind = \"time-varying\" (per-step matrices from a file) is not taken here, which needs a time-invariant model (time-varying files are read by kestrel filter, smooth, loglik, retrodict and simulate, Python's KalmanFilter.from_toml and the library's model::load_linear_model)",
         ));
     }
     match root.model.prior.take().as_deref() {
