@@ -55,27 +55,9 @@ def close(a, b, rtol=1e-9):
 
 
 EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "..", "examples")
-# A two-mode IMM (no example file holds one): nearly constant velocity, and a manoeuvre.
-IMM = """
-[imm]
-transition = [[0.9, 0.1], [0.2, 0.8]]
-initial = [0.7, 0.3]
-[[imm.mode]]
-kind = "explicit"
-F = [[1.0, 1.0], [0.0, 1.0]]
-Q = [[0.01, 0.0], [0.0, 0.01]]
-H = [[1.0, 0.0]]
-R = [[1.0]]
-[[imm.mode]]
-kind = "explicit"
-F = [[1.0, 1.0], [0.0, 0.9]]
-Q = [[1.0, 0.0], [0.0, 1.0]]
-H = [[1.0, 0.0]]
-R = [[1.0]]
-[prior]
-x0 = [0.0, 1.0]
-P0 = [[5.0, 0.0], [0.0, 2.0]]
-"""
+# A two-mode IMM: nearly constant velocity, and a manoeuvre.
+with open(os.path.join(os.path.dirname(__file__), "..", "..", "examples", "imm-two-modes.toml")) as _f:
+    IMM = _f.read()
 
 
 def radar(rng, b=5, t=30):

@@ -4,6 +4,8 @@ IMMEstimator (their conventions made to meet at step 0), and bad inputs."""
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -114,26 +116,9 @@ def test_ukf_matches_filterpy_with_fresh_sigma_points(rng):
         np.testing.assert_allclose(out.cov[0, k], ukf.P, rtol=1e-8, atol=1e-13)
 
 
-IMM = """
-[imm]
-transition = [[0.9, 0.1], [0.2, 0.8]]
-initial = [0.7, 0.3]
-[[imm.mode]]
-kind = "explicit"
-F = [[1.0, 1.0], [0.0, 1.0]]
-Q = [[0.01, 0.0], [0.0, 0.01]]
-H = [[1.0, 0.0]]
-R = [[1.0]]
-[[imm.mode]]
-kind = "explicit"
-F = [[1.0, 1.0], [0.0, 0.9]]
-Q = [[1.0, 0.0], [0.0, 1.0]]
-H = [[1.0, 0.0]]
-R = [[1.0]]
-[prior]
-x0 = [0.0, 1.0]
-P0 = [[5.0, 0.0], [0.0, 2.0]]
-"""
+# A two-mode IMM: nearly constant velocity, and a manoeuvre.
+with open(os.path.join(os.path.dirname(__file__), "..", "..", "examples", "imm-two-modes.toml")) as _f:
+    IMM = _f.read()
 
 
 def test_imm_matches_filterpy_imm_estimator(rng):
