@@ -52,13 +52,12 @@ pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<Vec<Chart>> {
             let z32: Measurements<f32> = z.cast();
             // The paper's serial baseline: the sequential filter (its C++ one stops
             // updating the covariance once it has converged: kestrel's steady state).
-            let exact = Method::Exact;
             let serial_opts = if name.starts_with("AR") {
                 Options::default().with_steady(Some(1e-9))
             } else {
                 Options::default()
             };
-            let (t_cpu, _) = timed(|| loglik(Device::Cpu, model, &z, exact, &serial_opts))?;
+            let (t_cpu, _) = timed(|| loglik(Device::Cpu, model, &z, Method::Exact, &serial_opts))?;
             let s_cpu = median(&t_cpu);
             sink.push(rec(
                 format!("seed-lin/{name}/cpu-sequential/T={t}"),
