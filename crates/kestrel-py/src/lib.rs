@@ -103,6 +103,13 @@ fn cuda_device_count() -> usize {
     kestrel::cuda::device_count()
 }
 
+/// Runs a kernel that faults on CUDA device `ordinal` (for tests of recovery): raises
+/// the fault's error; the next call on the device resets it and works.
+#[pyfunction]
+fn _provoke_kernel_fault(py: Python<'_>, ordinal: usize) -> PyResult<()> {
+    run_detached(py, || kestrel::cuda::provoke_kernel_fault(ordinal))
+}
+
 #[pymodule]
 fn _kestrel(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ModelError", m.py().get_type::<ModelError>())?;
@@ -110,6 +117,7 @@ fn _kestrel(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(take_warnings, m)?)?;
     m.add_function(wrap_pyfunction!(auto_device, m)?)?;
     m.add_function(wrap_pyfunction!(cuda_device_count, m)?)?;
+    m.add_function(wrap_pyfunction!(_provoke_kernel_fault, m)?)?;
     hmm::register(m)?;
     kalman::register(m)?;
     likelihood::register(m)?;

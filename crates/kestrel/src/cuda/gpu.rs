@@ -14,17 +14,64 @@ use cudarc::driver::{
 };
 use std::collections::HashMap;
 use std::ffi::c_void;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-/// Turns a driver error into [`Error::Cuda`] naming `what` was being done.
+/// Turns a driver error into [`Error::Cuda`] naming `what` was being done. After a
+/// kernel fault (an error that leaves the context unusable), the message names the
+/// device and the context is marked for a reset before the next call on it.
 pub(crate) fn ck<T>(r: std::result::Result<T, DriverError>, what: &str) -> Result<T> {
     r.map_err(|e| {
         let name = e
             .error_string()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default();
-        Error::Cuda(format!("{what}: {:?} {name}", e.0))
+        let mut msg = format!("{what}: {:?} {name}", e.0);
+        if is_sticky(e.0) {
+            let on = fault_current().unwrap_or_else(|| "the device".into());
+            msg.push_str(&format!(
+                " (a kernel fault on {on}: this call's results are lost; the device's \
+                 context is reset before the next call on it)"
+            ));
+        }
+        Error::Cuda(msg)
     })
+}
+
+/// Whether `e` leaves the context unusable: every later call on it fails the same way
+/// until the context is reset (the driver documents these as sticky errors).
+fn is_sticky(e: sys::CUresult) -> bool {
+    use sys::CUresult::*;
+    matches!(
+        e,
+        CUDA_ERROR_ILLEGAL_ADDRESS
+            | CUDA_ERROR_LAUNCH_TIMEOUT
+            | CUDA_ERROR_HARDWARE_STACK_ERROR
+            | CUDA_ERROR_ILLEGAL_INSTRUCTION
+            | CUDA_ERROR_MISALIGNED_ADDRESS
+            | CUDA_ERROR_INVALID_ADDRESS_SPACE
+            | CUDA_ERROR_INVALID_PC
+            | CUDA_ERROR_LAUNCH_FAILED
+            | CUDA_ERROR_ASSERT
+            | CUDA_ERROR_ECC_UNCORRECTABLE
+    )
+}
+
+/// The contexts this process opened: the driver's handle, the device's label and the
+/// flag that a kernel fault sets. Kept apart from the device registry so that an error
+/// met while the registry is locked (in `open`) can still be attributed.
+fn contexts() -> &'static Mutex<Vec<(usize, String, Arc<AtomicBool>)>> {
+    static C: OnceLock<Mutex<Vec<(usize, String, Arc<AtomicBool>)>>> = OnceLock::new();
+    C.get_or_init(|| Mutex::new(Vec::new()))
+}
+
+/// Marks the calling thread's current context as faulted; its device's label.
+fn fault_current() -> Option<String> {
+    let cur = cu::ctx::get_current().ok().flatten()? as usize;
+    let all = contexts().lock().ok()?;
+    let (_, label, dead) = all.iter().find(|(c, _, _)| *c == cur)?;
+    dead.store(true, Ordering::SeqCst);
+    Some(label.clone())
 }
 
 /// The kernels of one compiled module.
@@ -54,6 +101,17 @@ pub(crate) struct Gpu {
     pub sms: usize,
     /// Modules by the hash of their name and source.
     modules: Mutex<HashMap<u64, Arc<Module>>>,
+    /// Set by a kernel fault on this context: the next `gpu(ordinal)` resets the device
+    /// and opens it afresh, and this value (with everything made on it) is retired.
+    dead: Arc<AtomicBool>,
+}
+
+/// Devices retired after a kernel fault. Their driver handles died with the reset, so
+/// their streams, modules and context are never dropped (a drop would hand a dead handle
+/// to the driver, which may by then name a new object); a few handles per fault.
+fn retired() -> &'static Mutex<Vec<Arc<Gpu>>> {
+    static R: OnceLock<Mutex<Vec<Arc<Gpu>>>> = OnceLock::new();
+    R.get_or_init(|| Mutex::new(Vec::new()))
 }
 
 fn registry() -> &'static Mutex<HashMap<usize, Arc<Gpu>>> {
@@ -89,17 +147,83 @@ pub(crate) fn gpu(ordinal: usize) -> Result<Arc<Gpu>> {
         .lock()
         .map_err(|_| Error::Cuda("device registry poisoned".into()))?;
     if let Some(g) = reg.get(&ordinal) {
-        return Ok(g.clone());
+        if !g.is_dead() {
+            return Ok(g.clone());
+        }
+        // A kernel fault left this context unusable: reset the device (every allocation
+        // of the process on it goes) and open it afresh.
+        let old = reg.remove(&ordinal).expect("present");
+        reset(old)?;
+        let g = Arc::new(open(ordinal, true)?);
+        reg.insert(ordinal, g.clone());
+        return Ok(g);
     }
     if let Some(why) = libraries_missing() {
         return Err(Error::Unsupported(why));
     }
-    let g = Arc::new(open(ordinal)?);
+    let g = Arc::new(open(ordinal, false)?);
     reg.insert(ordinal, g.clone());
     Ok(g)
 }
 
-fn open(ordinal: usize) -> Result<Gpu> {
+/// Resets the primary context of a faulted device and retires its `Gpu`.
+fn reset(old: Arc<Gpu>) -> Result<()> {
+    let label = old.label();
+    let dev = old.ctx.cu_device();
+    if let Ok(mut all) = contexts().lock() {
+        all.retain(|(_, _, d)| !Arc::ptr_eq(d, &old.dead));
+    }
+    if let Ok(mut done) = peers().lock() {
+        done.retain(|&(a, b)| a != old.ordinal && b != old.ordinal);
+    }
+    let primary = old.ctx.is_primary();
+    if let Ok(mut r) = retired().lock() {
+        r.push(old);
+    }
+    // SAFETY: the thread lets go of the faulted context (a null context is valid); the
+    // device handle is valid; every object made on the old context is retired above or
+    // checks the `dead` flag before it touches the driver.
+    unsafe {
+        let _ = cu::ctx::set_current(std::ptr::null_mut());
+    }
+    if !primary {
+        return Ok(());
+    }
+    // SAFETY: as above.
+    let r = unsafe { sys::cuDevicePrimaryCtxReset_v2(dev) }.result();
+    if let Err(e) = r {
+        crate::error::warn(format!(
+            "{label}: resetting the device after a kernel fault failed ({:?})",
+            e.0
+        ));
+    }
+    Ok(())
+}
+
+/// A context for device `ordinal`: its primary context (shared with other libraries of
+/// the process, so that their device arrays can be used in place); after a kernel fault
+/// (`after_fault`), where the reset primary context still answers with the fault, a
+/// context of kestrel's own, so that the process goes on.
+fn context(ordinal: usize, after_fault: bool) -> Result<Arc<CudaContext>> {
+    match CudaContext::new(ordinal) {
+        Ok(c) => Ok(c),
+        Err(e) if after_fault && is_sticky(e.0) => {
+            crate::error::warn(format!(
+                "cuda:{ordinal}: after a kernel fault the device's primary context still answers {:?}; \
+                 kestrel goes on in a context of its own (device arrays of other libraries cannot \
+                 be passed to it until the process restarts)",
+                e.0
+            ));
+            ck(
+                CudaContext::new_non_primary(ordinal, 0),
+                "creating a CUDA context after a kernel fault",
+            )
+        }
+        Err(e) => ck(Err(e), "creating the CUDA context"),
+    }
+}
+
+fn open(ordinal: usize, after_fault: bool) -> Result<Gpu> {
     ck(cu::init(), "cuInit")?;
     let n = ck(cu::device::get_count(), "cuDeviceGetCount")?;
     if ordinal >= n.max(0) as usize {
@@ -107,7 +231,7 @@ fn open(ordinal: usize) -> Result<Gpu> {
             "there is no CUDA device {ordinal} ({n} found)"
         )));
     }
-    let ctx = ck(CudaContext::new(ordinal), "creating the CUDA context")?;
+    let ctx = context(ordinal, after_fault)?;
     // SAFETY: kestrel synchronises its own streams (see the module documentation).
     unsafe { ctx.disable_event_tracking() };
     let stream = ck(ctx.new_stream(), "creating a stream")?;
@@ -117,6 +241,15 @@ fn open(ordinal: usize) -> Result<Gpu> {
         ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT),
         "reading the multiprocessor count",
     )? as usize;
+    let dead = Arc::new(AtomicBool::new(false));
+    contexts()
+        .lock()
+        .map_err(|_| Error::Cuda("context table poisoned".into()))?
+        .push((
+            ctx.cu_ctx() as usize,
+            format!("cuda:{ordinal} ({name})"),
+            dead.clone(),
+        ));
     Ok(Gpu {
         ordinal,
         ctx,
@@ -125,13 +258,28 @@ fn open(ordinal: usize) -> Result<Gpu> {
         cc,
         sms,
         modules: Mutex::new(HashMap::new()),
+        dead,
     })
 }
 
 impl Gpu {
-    /// Binds the context to the calling thread (raw driver calls need it).
+    /// Binds the context to the calling thread (raw driver calls need it). Fails for a
+    /// device retired after a kernel fault: what was made on it (device buffers, a
+    /// tracker's state) is gone.
     pub fn bind(&self) -> Result<()> {
+        if self.is_dead() {
+            return Err(Error::Cuda(format!(
+                "{} had a kernel fault and was reset: the GPU state made before it is gone \
+                 (make it again)",
+                self.label()
+            )));
+        }
         ck(self.ctx.bind_to_thread(), "binding the CUDA context")
+    }
+
+    /// Whether a kernel fault has made this context unusable.
+    pub fn is_dead(&self) -> bool {
+        self.dead.load(Ordering::SeqCst)
     }
 
     /// The module compiled from the complete translation unit `src` (sizes, scalar type
@@ -209,6 +357,8 @@ pub(crate) struct DevBuf<T> {
     len: usize,
     ctx: Arc<CudaContext>,
     owned: bool,
+    /// The context's fault flag: after a reset the allocation is gone, never freed here.
+    dead: Arc<AtomicBool>,
     _t: std::marker::PhantomData<T>,
 }
 
@@ -256,6 +406,7 @@ impl<T> DevBuf<T> {
             len,
             ctx: gpu.ctx.clone(),
             owned: true,
+            dead: gpu.dead.clone(),
             _t: std::marker::PhantomData,
         })
     }
@@ -272,6 +423,7 @@ impl<T> DevBuf<T> {
             len,
             ctx: gpu.ctx.clone(),
             owned: false,
+            dead: gpu.dead.clone(),
             _t: std::marker::PhantomData,
         }
     }
@@ -294,6 +446,10 @@ impl<T> DevBuf<T> {
     pub fn len(&self) -> usize {
         self.len
     }
+    /// Whether the buffer's context is still usable (no kernel fault since it was made).
+    pub fn is_live(&self) -> bool {
+        !self.dead.load(Ordering::SeqCst)
+    }
     /// Fills with all-ones bytes (NaN for floats), so that unwritten elements show.
     pub fn poison(&self, stream: &CudaStream) -> Result<()> {
         // SAFETY: the range is inside the allocation.
@@ -313,7 +469,7 @@ impl<T> DevBuf<T> {
 
 impl<T> Drop for DevBuf<T> {
     fn drop(&mut self) {
-        if !self.owned {
+        if !self.owned || self.dead.load(Ordering::SeqCst) {
             return;
         }
         let _ = self.ctx.bind_to_thread();
@@ -327,6 +483,8 @@ pub(crate) struct Pinned<T> {
     ptr: *mut T,
     len: usize,
     ctx: Arc<CudaContext>,
+    /// The context's fault flag: after a reset the allocation is gone, never freed here.
+    dead: Arc<AtomicBool>,
 }
 
 // SAFETY: plain host memory owned by this value.
@@ -348,7 +506,12 @@ impl<T: Copy + Default> Pinned<T> {
             ptr,
             len,
             ctx: gpu.ctx.clone(),
+            dead: gpu.dead.clone(),
         })
+    }
+    /// Whether the memory's context is still usable (no kernel fault since it was made).
+    pub fn is_live(&self) -> bool {
+        !self.dead.load(Ordering::SeqCst)
     }
     pub fn as_slice(&self) -> &[T] {
         // SAFETY: initialised in `new`, `len` values.
@@ -362,6 +525,9 @@ impl<T: Copy + Default> Pinned<T> {
 
 impl<T> Drop for Pinned<T> {
     fn drop(&mut self) {
+        if self.dead.load(Ordering::SeqCst) {
+            return;
+        }
         let _ = self.ctx.bind_to_thread();
         // SAFETY: allocated by cuMemHostAlloc, freed once.
         let _ = unsafe { cu::free_host(self.ptr as *mut c_void) };
@@ -449,9 +615,7 @@ pub(crate) fn copy_between(
 /// that copies between them go peer to peer instead of through the host; where the
 /// devices cannot, nothing changes (the driver stages such copies).
 fn enable_peer(dst: &Gpu, src: &Gpu) {
-    static DONE: OnceLock<Mutex<std::collections::HashSet<(usize, usize)>>> = OnceLock::new();
-    let done = DONE.get_or_init(|| Mutex::new(std::collections::HashSet::new()));
-    let Ok(mut done) = done.lock() else { return };
+    let Ok(mut done) = peers().lock() else { return };
     if !done.insert((dst.ordinal, src.ordinal)) {
         return;
     }
@@ -461,6 +625,12 @@ fn enable_peer(dst: &Gpu, src: &Gpu) {
     // SAFETY: both contexts are live (held by their `Gpu`s for the process); an error
     // (already enabled, not supported) leaves copies working through the driver.
     let _ = unsafe { sys::cuCtxEnablePeerAccess(src.ctx.cu_ctx(), 0) };
+}
+
+/// The pairs of devices (destination, source) with peer access enabled.
+fn peers() -> &'static Mutex<std::collections::HashSet<(usize, usize)>> {
+    static DONE: OnceLock<Mutex<std::collections::HashSet<(usize, usize)>>> = OnceLock::new();
+    DONE.get_or_init(|| Mutex::new(std::collections::HashSet::new()))
 }
 
 /// A kernel argument: its value, kept alive until the launch.

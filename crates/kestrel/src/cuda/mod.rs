@@ -35,6 +35,17 @@
 //! `$KESTREL_CACHE_DIR`, `$XDG_CACHE_HOME/kestrel` or `~/.cache/kestrel`
 //! (`KESTREL_CUDA_CACHE=0` turns the disk cache off).
 //!
+//! # Kernel faults
+//!
+//! A kernel fault (an illegal address, a trap) leaves the device's context unusable:
+//! every later call on it would fail the same way. The call that meets it returns an
+//! [`Error::Cuda`] naming the device and the fault; the next `gpu(ordinal)` resets the
+//! device's primary context (every allocation of the process on it goes, PyTorch's and
+//! CuPy's in the same process too, which the fault had already made unusable) and opens
+//! it afresh, so the process goes on. Objects made before the fault (a tracker's device
+//! state) answer that they must be made again; the per-device caches (staging buffers,
+//! scratch) are made anew.
+//!
 //! # Adding a family
 //!
 //! A family keeps its API, CPU path, launcher (`FAMILY/cuda.rs` or `FAMILY/cuda/`) and
@@ -162,6 +173,21 @@ pub fn compute_capability(ordinal: usize) -> Result<(i32, i32)> {
             "reading the compute capability",
         )?;
         Ok((major, minor))
+    })
+}
+
+/// Runs a kernel that writes through an invalid pointer on device `ordinal` and waits
+/// for it: the kernel fault that tests of recovery need. It returns the fault's error;
+/// the next call on the device resets it and works.
+#[doc(hidden)]
+pub fn provoke_kernel_fault(ordinal: usize) -> Result<()> {
+    catch(|| {
+        let g = gpu::gpu(ordinal)?;
+        let src = "extern \"C\" __global__ void kestrel_fault(volatile int *p) { p[threadIdx.x] = 1; }";
+        let m = g.module("kernel fault", src, &["kestrel_fault"])?;
+        // Address 16: never mapped (the first page is kept unmapped on every platform).
+        launch(&g.stream, &m, "kestrel_fault", (1, 1, 1), (32, 1, 1), &[Arg::Ptr(16)])?;
+        sync(&g.stream, "waiting for the faulting kernel")
     })
 }
 

@@ -48,6 +48,12 @@ pub fn copy_rates(_dst: usize, _src: usize, _bytes: usize, _repeats: usize) -> R
     Err(Error::DeviceUnavailable(NO_CUDA.into()))
 }
 
+/// [`Error::DeviceUnavailable`]: this build has no GPU backend.
+#[doc(hidden)]
+pub fn provoke_kernel_fault(_ordinal: usize) -> Result<()> {
+    Err(Error::DeviceUnavailable(NO_CUDA.into()))
+}
+
 /// Accepted and ignored: this build has no GPU backend.
 pub fn set_memory_budget(_bytes: Option<usize>) {}
 
