@@ -249,6 +249,20 @@ fn an_imm_file_writes_mode_probabilities() {
         .map(|x| x.parse().unwrap())
         .collect();
     assert!(last[last.len() - 2] > 0.7, "{last:?}");
+    // In an NPZ archive: one array `mode_probs` [B, T, r], the CSV's columns.
+    let onpz = dir.path().join("imm.npz");
+    ok(&kestrel(&["filter", "--model", &m, "--input", &z, "--output", s(&onpz)]));
+    let Some(kestrel::io::NpzArray::F64(shape, p)) =
+        kestrel::io::read_npz_array_any(&onpz, "mode_probs").unwrap()
+    else {
+        panic!("no f64 mode_probs in the archive");
+    };
+    assert_eq!(shape, vec![1, 20, 2]);
+    for (k, line) in text.lines().skip(1).enumerate() {
+        let v: Vec<f64> = line.split(',').map(|x| x.parse().unwrap()).collect();
+        assert_eq!(&p[2 * k..2 * k + 2], &v[v.len() - 2..], "step {k}");
+    }
+    assert!(kestrel::io::read_npz_array_any(&onpz, "p0").unwrap().is_none());
 }
 
 #[test]

@@ -154,21 +154,22 @@ fn run_typed<T: Real>(
     selection.apply(&mut est);
     progress.phase("writing");
     let t2 = Instant::now();
-    let probs = out
-        .mode_probs
-        .map(|p| split_modes(&p, z.tracks() * z.steps()));
-    match (&probs, r.output_precision) {
-        (_, Some(Precision::F32)) if T::NAME != "f32" => write(
+    let n = z.tracks() * z.steps();
+    let probs = out.mode_probs;
+    match r.output_precision {
+        Some(Precision::F32) if T::NAME != "f32" => write(
             r.output,
             &est.cast::<f32>(),
-            probs.as_ref().map(|p| cast_cols::<T, f32>(p)),
+            probs.as_ref().map(|p| cast::<T, f32>(p)),
+            n,
         )?,
-        (_, Some(Precision::F64)) if T::NAME != "f64" => write(
+        Some(Precision::F64) if T::NAME != "f64" => write(
             r.output,
             &est.cast::<f64>(),
-            probs.as_ref().map(|p| cast_cols::<T, f64>(p)),
+            probs.as_ref().map(|p| cast::<T, f64>(p)),
+            n,
         )?,
-        _ => write(r.output, &est, probs.clone())?,
+        _ => write(r.output, &est, probs, n)?,
     }
     outputs.commit()?;
     let t_write = t2.elapsed().as_secs_f64();
@@ -199,37 +200,25 @@ fn run_typed<T: Real>(
     Ok(())
 }
 
-/// `[B][T][r]` as r columns `[B][T]`.
-fn split_modes<T: Real>(p: &[T], n: usize) -> Vec<Vec<T>> {
-    let r = p.len() / n.max(1);
-    (0..r)
-        .map(|j| (0..n).map(|i| p[i * r + j]).collect())
-        .collect()
+fn cast<T: Real, U: Real>(v: &[T]) -> Vec<U> {
+    v.iter().map(|x| U::of(x.to_f64())).collect()
 }
 
-fn cast_cols<T: Real, U: Real>(c: &[Vec<T>]) -> Vec<Vec<U>> {
-    c.iter()
-        .map(|v| v.iter().map(|x| U::of(x.to_f64())).collect())
-        .collect()
-}
-
-/// The estimates, and the IMM's mode probabilities as columns `p0 ..` (CSV) / arrays
-/// `p0 ..` of shape `[B, T]` (NPZ).
+/// The estimates, and the IMM's mode probabilities (`[B][T][r]` over `n` = B x T steps)
+/// as columns `p0 ..` (CSV) or the array `mode_probs` [B, T, r] (NPZ).
 fn write<U: Real>(
     path: &Path,
     est: &Estimates<U>,
-    probs: Option<Vec<Vec<U>>>,
+    probs: Option<Vec<U>>,
+    n: usize,
 ) -> anyhow::Result<()> {
     match probs {
         None => Ok(io::write_estimates(path, est)?),
-        Some(cols) => {
-            let names: Vec<String> = (0..cols.len()).map(|j| format!("p{j}")).collect();
-            let columns: Vec<(&str, &[U])> = names
-                .iter()
-                .zip(&cols)
-                .map(|(n, c)| (n.as_str(), c.as_slice()))
-                .collect();
-            Ok(io::write_estimates_with_columns(path, est, &columns)?)
-        }
+        Some(p) => Ok(io::write_estimates_with_modes(
+            path,
+            est,
+            &p,
+            p.len() / n.max(1),
+        )?),
     }
 }

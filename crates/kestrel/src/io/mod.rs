@@ -356,6 +356,44 @@ pub fn write_estimates_with_columns<T: Real>(
     }
 }
 
+/// Writes estimates with an IMM's mode probabilities `probs` (`[B][T][r]`, r modes): in
+/// a CSV file as the columns `p0 .. p{r-1}`, in an NPZ archive as the array
+/// `mode_probs` of shape `[B, T, r]` beside the estimates'.
+pub fn write_estimates_with_modes<T: Real>(
+    path: &Path,
+    est: &Estimates<T>,
+    probs: &[T],
+    r: usize,
+) -> Result<()> {
+    let n = est.tracks * est.steps;
+    if probs.len() != n * r {
+        return Err(Error::Input {
+            msg: format!(
+                "{}: mode probabilities hold {} values, expected {} x {} x {r}",
+                path.display(),
+                probs.len(),
+                est.tracks,
+                est.steps
+            ),
+        });
+    }
+    let cols: Vec<Vec<T>> = (0..r)
+        .map(|j| (0..n).map(|i| probs[i * r + j]).collect())
+        .collect();
+    let names: Vec<String> = (0..r).map(|j| format!("p{j}")).collect();
+    let columns: Vec<(&str, &[T])> = names
+        .iter()
+        .zip(&cols)
+        .map(|(n, c)| (n.as_str(), c.as_slice()))
+        .collect();
+    let format = Format::of(path, ESTIMATE_FORMATS)?;
+    finite::check_estimates_with_columns(path, est, &columns)?;
+    match format {
+        Format::Csv => csv::write_estimates_with_columns(path, est, &columns, &|_| {}),
+        _ => npy::write_estimates_with_arrays(path, est, &[("mode_probs", r, probs)]),
+    }
+}
+
 /// Writes f64 arrays `(name, shape, values)` as one `.npz` file (temporary file, then
 /// rename).
 pub fn write_npz_arrays(path: &Path, arrays: &[(&str, &[usize], &[f64])]) -> Result<()> {

@@ -300,6 +300,17 @@ pub(super) fn write_estimates_with_columns<T: Real>(
     est: &Estimates<T>,
     columns: &[(&str, &[T])],
 ) -> Result<()> {
+    let extra: Vec<(&str, usize, &[T])> = columns.iter().map(|&(n, v)| (n, 1, v)).collect();
+    write_estimates_with_arrays(path, est, &extra)
+}
+
+/// [`write_estimates`] with more arrays `(name, k, values)` of shape `[B, T, k]`
+/// (`[B, T]` where k = 1).
+pub(super) fn write_estimates_with_arrays<T: Real>(
+    path: &Path,
+    est: &Estimates<T>,
+    extra: &[(&str, usize, &[T])],
+) -> Result<()> {
     let (b, t, nx) = (est.tracks, est.steps, est.nx);
     let descr = if T::NAME == "f64" { "<f8" } else { "<f4" };
     let mut arrays: Vec<(&str, Vec<usize>, &[T])> = Vec::new();
@@ -314,8 +325,8 @@ pub(super) fn write_estimates_with_columns<T: Real>(
     if let Some(l) = &est.loglik {
         arrays.push(("loglik", vec![b, t], l));
     }
-    for (name, v) in columns {
-        arrays.push((name, vec![b, t], v));
+    for &(name, k, v) in extra {
+        arrays.push((name, if k == 1 { vec![b, t] } else { vec![b, t, k] }, v));
     }
     let mut members = Vec::with_capacity(arrays.len());
     for (name, shape, data) in arrays {
