@@ -38,6 +38,8 @@ mod likelihood_window;
 mod nonlinear_reference;
 #[path = "parallel_filters.rs"]
 mod parallel_filters;
+#[path = "nonlinear_kernels_on_cpu.rs"]
+mod nonlinear_kernels_on_cpu;
 #[path = "parallel_kernels_on_cpu.rs"]
 mod parallel_kernels_on_cpu;
 #[path = "parallel_operators.rs"]

@@ -7,6 +7,8 @@
 // did when it was an executable of its own: a helper is compiled once per file using it.
 #![allow(clippy::duplicate_mod)]
 
+#[path = "gpu_fault.rs"]
+mod gpu_fault;
 #[path = "gpu_filter.rs"]
 mod gpu_filter;
 #[path = "gpu_multi.rs"]
@@ -21,6 +23,8 @@ mod gpu_transfer;
 mod hmm_gpu;
 #[path = "likelihood_gpu.rs"]
 mod likelihood_gpu;
+#[path = "nonlinear_gpu.rs"]
+mod nonlinear_gpu;
 #[path = "particle_gpu.rs"]
 mod particle_gpu;
 #[path = "particle_resample_gpu.rs"]

@@ -1067,17 +1067,22 @@ fn the_particle_filters_kinds_and_ct_files_serve_the_gaussian_filters() {
 }
 
 #[test]
-fn a_gpu_device_is_refused_by_name() {
+fn what_the_gpu_does_not_run_is_refused_by_name() {
+    // Checked before any device is touched: the same answer with or without a GPU.
     let md = Random::new(0);
     let z = md.data(1, 3, 0);
-    let e = estimate_on(
-        Device::Cuda(0),
-        &NonlinearProblem::Single(md.model()),
-        &z,
-        &opts(FilterKind::Ukf),
-        NonlinearJob::Filter,
-    )
-    .unwrap_err();
-    assert!(matches!(e, kestrel::Error::Unsupported(_)));
-    assert!(e.to_string().contains("the nonlinear filters (ukf)"), "{e}");
+    let single = NonlinearProblem::Single(md.model());
+    for (kind, job, name) in [
+        (FilterKind::Iekf, NonlinearJob::Filter, "iterated extended"),
+        (
+            FilterKind::Ukf,
+            NonlinearJob::Smooth(NonlinearSmoother::Rts),
+            "the ukf smoothers",
+        ),
+    ] {
+        let e = estimate_on(Device::Cuda(0), &single, &z, &opts(kind), job).unwrap_err();
+        assert!(matches!(e, kestrel::Error::Unsupported(_)), "{e}");
+        let msg = e.to_string();
+        assert!(msg.contains(name) && msg.contains("--device cpu"), "{msg}");
+    }
 }

@@ -35,7 +35,7 @@ enum Node {
 
 /// One-argument operations.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-enum Un {
+pub(crate) enum Un {
     Neg,
     Sin,
     Cos,
@@ -56,7 +56,7 @@ enum Un {
 
 /// Two-argument operations.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-enum Bin {
+pub(crate) enum Bin {
     Add,
     Sub,
     Mul,
@@ -837,7 +837,7 @@ pub fn parse(src: &str, scope: &Scope<'_>, g: &mut Graph) -> Result<Expr, ExprEr
 // The tape.
 
 #[derive(Clone, Copy, Debug)]
-enum Ins {
+pub(crate) enum Ins {
     Const(f64),
     Var(u32),
     Un(Un, u32),
@@ -903,6 +903,16 @@ impl Tape {
     /// Number of outputs.
     pub fn n_out(&self) -> usize {
         self.outputs.len()
+    }
+
+    /// The instructions, one register each, in order (for code generation).
+    pub(crate) fn instructions(&self) -> &[Ins] {
+        &self.ins
+    }
+
+    /// The registers holding the outputs, in output order.
+    pub(crate) fn output_registers(&self) -> &[u32] {
+        &self.outputs
     }
 
     /// Number of instructions.
@@ -1027,6 +1037,11 @@ impl Function {
     /// The value tape.
     pub fn tape(&self) -> &Tape {
         &self.value
+    }
+
+    /// The tape of `y` and `J` together: outputs `[y (n_out), J row-major]`.
+    pub(crate) fn jacobian_tape(&self) -> &Tape {
+        &self.jac
     }
 
     /// `y = g(x)`.

@@ -13,8 +13,9 @@
 //! measurement; step 0 updates it, each later step predicts then updates; a measurement
 //! with a NaN is missing (that step only predicts, log-likelihood 0). The CPU path
 //! computes in f64 whatever the precision of the measurements, and converts the
-//! outputs. The GPU path is not built yet: a CUDA [`Device`] is refused with
-//! [`Error::Unsupported`].
+//! outputs. On a CUDA [`Device`] the EKF, UKF and CKF filters of one model run batched,
+//! one thread a track, in the measurements' precision ([`cuda`]); the IEKF, the
+//! smoothers and the IMM are refused there with [`Error::Unsupported`].
 //!
 //! Filter options ([`NonlinearOptions`]) and their defaults: `kind` EKF; the UKF's
 //! `alpha = 1`, `beta = 0`, `kappa = 3 - n` (Sarkka 2013's choice, the same as Julier's
@@ -26,6 +27,8 @@ pub mod expr;
 mod file;
 pub mod models;
 pub mod sigma;
+#[cfg(feature = "cuda")]
+pub mod cuda;
 
 mod ekf;
 mod imm;
@@ -350,6 +353,64 @@ fn filter_track(
     Ok(())
 }
 
+/// The GPU path: the EKF, UKF and CKF filters of one model; the rest is refused,
+/// naming what runs on the CPU.
+fn estimate_gpu<T: Real>(
+    device: Device,
+    problem: &NonlinearProblem,
+    z: &Measurements<T>,
+    opts: &NonlinearOptions,
+    job: NonlinearJob,
+    rule: Option<&SigmaRule>,
+) -> Result<NonlinearOutput<T>> {
+    let refuse = |what: String| {
+        Err(Error::Unsupported(format!(
+            "{what} on {device}: the GPU runs the ekf, ukf and ckf filters of one model (use --device cpu)"
+        )))
+    };
+    let model = match problem {
+        NonlinearProblem::Imm(_) => return refuse("the IMM filter".into()),
+        NonlinearProblem::Single(m) => m,
+    };
+    if smoothing_job(job) {
+        return refuse(format!("the {} smoothers", opts.kind.name()));
+    }
+    if opts.kind == FilterKind::Iekf {
+        return refuse("the iterated extended Kalman filter".into());
+    }
+    #[cfg(feature = "cuda")]
+    {
+        let ordinal = match device {
+            Device::Cuda(n) => n,
+            _ => 0,
+        };
+        let out = cuda::filter(ordinal, model, rule, z)?;
+        if let Some((track, step, what)) = out.fail {
+            return Err(Error::NotPositiveDefinite { track, step, what });
+        }
+        let (b, t, nx) = (z.tracks(), z.steps(), model.nx());
+        let filtered = Estimates::new(b, t, nx, out.mean, out.cov, Some(out.ll))?;
+        if let Some(i) = filtered.mean().iter().position(|v| !v.is_finite_value()) {
+            return Err(Error::NonFinite {
+                what: "filtered mean".into(),
+                track: i / (t * nx),
+                step: i / nx % t,
+                msg: "not finite (the model's functions left their domain?)".into(),
+            });
+        }
+        Ok(NonlinearOutput {
+            filtered,
+            smoothed: None,
+            mode_probs: None,
+        })
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        let _ = (model, rule, z);
+        Err(crate::cuda::unsupported("the nonlinear filters"))
+    }
+}
+
 fn rule_for(opts: &NonlinearOptions, nx: usize) -> Result<Option<SigmaRule>> {
     Ok(match opts.kind {
         FilterKind::Ukf => Some(
@@ -405,12 +466,6 @@ pub fn estimate_on<T: Real>(
     opts: &NonlinearOptions,
     job: NonlinearJob,
 ) -> Result<NonlinearOutput<T>> {
-    if device != Device::Cpu {
-        return Err(Error::Unsupported(format!(
-            "the nonlinear filters ({}) on {device}: the GPU path is not built yet (use --device cpu)",
-            opts.kind.name()
-        )));
-    }
     let (nx, ny) = (problem.nx(), problem.ny());
     if z.ny() != ny {
         return Err(Error::input(format!(
@@ -447,6 +502,9 @@ pub fn estimate_on<T: Real>(
         8,
     )?;
     let rule = rule_for(opts, nx)?;
+    if device != Device::Cpu {
+        return estimate_gpu(device, problem, z, opts, job, rule.as_ref());
+    }
     let step = match (opts.kind, &rule) {
         (FilterKind::Ekf, _) => Step::Ekf,
         (FilterKind::Iekf, _) => Step::Iekf(opts.iterations),

@@ -73,6 +73,11 @@ impl SigmaRule {
         self.wm.is_empty()
     }
 
+    /// The points' spread: `sqrt(n + lambda)` (UKF) or `sqrt(n)` (CKF).
+    pub fn scale(&self) -> f64 {
+        self.scale
+    }
+
     /// Mean weights.
     pub fn wm(&self) -> &[f64] {
         &self.wm

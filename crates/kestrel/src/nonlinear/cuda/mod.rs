@@ -1,0 +1,182 @@
+//! The nonlinear filters on the GPU: the EKF, UKF and CKF of every track batched, one
+//! thread a track with its state in registers (`kernels/filter.cu`), the model's
+//! functions emitted as CUDA from their tapes (`source.rs`) and compiled once per model
+//! and precision. Inputs and outputs are transposed on the device between the host's
+//! `[B][T][..]` and the kernel's structure of arrays; tracks go in groups that fit the
+//! device's memory. Equal to the CPU path (`super::filter_track`) to rounding.
+
+#[doc(hidden)]
+pub mod source;
+
+use super::models::NonlinearModel;
+use super::sigma::SigmaRule;
+use crate::cuda::{catch, download, gpu, launch, sync, upload, Arg, DevBuf};
+use crate::data::Measurements;
+use crate::error::{Error, Result};
+use crate::linalg::Real;
+
+/// The largest state the kernels are compiled for (a thread holds its covariance and,
+/// for the sigma-point filters, all points' images).
+pub const MAX_NX: usize = 12;
+/// The largest measurement.
+pub const MAX_NY: usize = 8;
+const BLOCK: u32 = 128;
+const KERNELS: [&str; 2] = ["nl_filter", "nl_transpose"];
+
+thread_local! {
+    static LAST_MS: std::cell::Cell<f64> = const { std::cell::Cell::new(f64::NAN) };
+}
+
+/// Kernel time of the last filter run on this thread, in milliseconds, the filter kernel
+/// alone (benchmarks).
+pub fn last_kernel_ms() -> f64 {
+    LAST_MS.with(|c| c.get())
+}
+
+/// The filter's outputs, `[B][T][..]` in the run's precision, and the first failure
+/// `(track, step, what)`.
+pub(crate) struct GpuFiltered<T> {
+    pub mean: Vec<T>,
+    pub cov: Vec<T>,
+    pub ll: Vec<T>,
+    pub fail: Option<(usize, usize, &'static str)>,
+}
+
+/// The filter (EKF where `rule` is `None`, else the sigma-point filter of `rule`) over
+/// every track of `z` on GPU `ordinal`.
+pub(crate) fn filter<T: Real>(
+    ordinal: usize,
+    model: &NonlinearModel,
+    rule: Option<&SigmaRule>,
+    z: &Measurements<T>,
+) -> Result<GpuFiltered<T>> {
+    let (nx, ny) = (model.nx(), model.ny());
+    if nx > MAX_NX || ny > MAX_NY {
+        return Err(Error::Unsupported(format!(
+            "the nonlinear filters on cuda handle up to {MAX_NX} state and {MAX_NY} measurement components (this model: {nx} and {ny}); use --device cpu"
+        )));
+    }
+    catch(|| run(ordinal, model, rule, z))
+}
+
+fn run<T: Real>(
+    ordinal: usize,
+    model: &NonlinearModel,
+    rule: Option<&SigmaRule>,
+    z: &Measurements<T>,
+) -> Result<GpuFiltered<T>> {
+    let g = gpu(ordinal)?;
+    let (nx, ny) = (model.nx(), model.ny());
+    let (b, t) = (z.tracks(), z.steps());
+    let what = match rule {
+        Some(_) => "the sigma-point filter",
+        None => "the extended Kalman filter",
+    };
+    let module = g.module(what, &source::source::<T>(model, rule), &KERNELS)?;
+    let st = &g.stream;
+    let sz = std::mem::size_of::<T>();
+    // Per track: z, mean, cov, ll, each twice (host layout and the kernel's), and err.
+    let per_step = ny + nx + nx * nx + 1;
+    let per_track = 2 * t * per_step * sz + 4;
+    let budget = g.usable_memory()? * 7 / 10;
+    if budget < per_track {
+        return Err(Error::TooLarge {
+            what: format!("{what} on {}: one track of {t} steps", g.label()),
+            bytes: per_track as u128,
+            limit: format!("70% of the GPU's free memory ({budget} bytes)"),
+        });
+    }
+    let group = (budget / per_track).min(b.max(1)).min(i32::MAX as usize);
+    let mut out = GpuFiltered {
+        mean: vec![T::zero(); b * t * nx],
+        cov: vec![T::zero(); b * t * nx * nx],
+        ll: vec![T::zero(); b * t],
+        fail: None,
+    };
+    let host = |n: usize, w: &str| DevBuf::<T>::new(&g, group * t * n, w);
+    // The host layout's buffers and the kernel's.
+    let (zh, mh, ch, lh) = (
+        host(ny, "measurements")?,
+        host(nx, "means")?,
+        host(nx * nx, "covariances")?,
+        host(1, "log-likelihoods")?,
+    );
+    let (zs, ms, cs, ls) = (
+        host(ny, "measurements")?,
+        host(nx, "means")?,
+        host(nx * nx, "covariances")?,
+        host(1, "log-likelihoods")?,
+    );
+    let err = DevBuf::<i32>::new(&g, group, "failures")?;
+    let timer = crate::cuda::EventTimer::new(&g)?;
+    let transpose = |src: &DevBuf<T>, dst: &DevBuf<T>, rows: usize, cols: usize| {
+        let grid = (
+            cols.div_ceil(32) as u32,
+            rows.div_ceil(32).min(65_535) as u32,
+            1,
+        );
+        launch(
+            st,
+            &module,
+            "nl_transpose",
+            grid,
+            (32, 8, 1),
+            &[
+                Arg::Ptr(src.ptr()),
+                Arg::Ptr(dst.ptr()),
+                Arg::U64(rows as u64),
+                Arg::U64(cols as u64),
+            ],
+        )
+    };
+    let mut ms_total = 0.0;
+    let mut errs = vec![0i32; group];
+    let mut b0 = 0;
+    while b0 < b {
+        crate::cancel::check()?;
+        let nb = group.min(b - b0);
+        upload(&g, st, &z.data()[b0 * t * ny..(b0 + nb) * t * ny], &zh, 0, "measurements")?;
+        for buf in [&ms, &cs, &ls, &mh, &ch, &lh] {
+            buf.poison(st)?;
+        }
+        err.poison(st)?;
+        transpose(&zh, &zs, nb, t * ny)?;
+        timer.start(st)?;
+        launch(
+            st,
+            &module,
+            "nl_filter",
+            crate::cuda::grid_for(nb, BLOCK),
+            (BLOCK, 1, 1),
+            &[
+                Arg::Ptr(zs.ptr()),
+                Arg::Ptr(ms.ptr()),
+                Arg::Ptr(cs.ptr()),
+                Arg::Ptr(ls.ptr()),
+                Arg::Ptr(err.ptr()),
+                Arg::I32(nb as i32),
+                Arg::I32(t as i32),
+            ],
+        )?;
+        timer.stop(st)?;
+        transpose(&ms, &mh, t * nx, nb)?;
+        transpose(&cs, &ch, t * nx * nx, nb)?;
+        transpose(&ls, &lh, t, nb)?;
+        let span = |n: usize| b0 * t * n..(b0 + nb) * t * n;
+        download(&g, st, &mh, 0, &mut out.mean[span(nx)], "means")?;
+        download(&g, st, &ch, 0, &mut out.cov[span(nx * nx)], "covariances")?;
+        download(&g, st, &lh, 0, &mut out.ll[span(1)], "log-likelihoods")?;
+        crate::cuda::dtoh(st, &err, 0, &mut errs[..nb], "failures")?;
+        sync(st, what)?;
+        ms_total += f64::from(timer.elapsed_ms()?);
+        if out.fail.is_none() {
+            if let Some((i, &e)) = errs[..nb].iter().enumerate().find(|(_, &e)| e != 0) {
+                let step = (e / 2 - 1) as usize;
+                out.fail = Some((b0 + i, step, if e % 2 == 0 { "P" } else { "S" }));
+            }
+        }
+        b0 += nb;
+    }
+    LAST_MS.with(|c| c.set(ms_total));
+    Ok(out)
+}

@@ -1,0 +1,140 @@
+//! The CUDA translation unit of one nonlinear model: its functions emitted from their
+//! tapes (one register a line, the CPU's operations), its matrices and the filter's
+//! sigma-point rule as constants, then the family's kernels. NVRTC compiles it once per
+//! model and precision; the runtime caches it by source.
+
+use super::super::expr::{Bin, Ins, Tape, Un};
+use super::super::models::NonlinearModel;
+use super::super::sigma::SigmaRule;
+use crate::linalg::Real;
+use std::fmt::Write;
+
+const COMMON: &str = include_str!("../kernels/common.cuh");
+const FILTER: &str = include_str!("../kernels/filter.cu");
+
+/// A constant as CUDA source, exact (Rust prints the shortest string that reads back as
+/// the same f64).
+fn lit(v: f64) -> String {
+    if v.is_nan() {
+        "((real)NAN)".into()
+    } else if v.is_infinite() {
+        if v > 0.0 { "((real)INFINITY)" } else { "((real)-INFINITY)" }.into()
+    } else {
+        format!("((real){v:e})")
+    }
+}
+
+fn array(out: &mut String, name: &str, ty: &str, vals: &[String]) {
+    let vals = if vals.is_empty() { vec!["0".to_string()] } else { vals.to_vec() };
+    let _ = writeln!(out, "__constant__ {ty} {name}[{}] = {{{}}};", vals.len(), vals.join(", "));
+}
+
+/// `tape` as the device function `name(x, y)`.
+pub(crate) fn function(out: &mut String, name: &str, tape: &Tape) {
+    let _ = writeln!(
+        out,
+        "__device__ __forceinline__ void {name}(const real* __restrict__ x, real* __restrict__ y) {{"
+    );
+    for (i, ins) in tape.instructions().iter().enumerate() {
+        let e = match *ins {
+            Ins::Const(c) => lit(c),
+            Ins::Var(v) => format!("x[{v}]"),
+            Ins::Un(op, a) => {
+                let f = match op {
+                    Un::Neg => "-",
+                    Un::Sin => "sin",
+                    Un::Cos => "cos",
+                    Un::Tan => "tan",
+                    Un::Asin => "asin",
+                    Un::Acos => "acos",
+                    Un::Atan => "atan",
+                    Un::Sinh => "sinh",
+                    Un::Cosh => "cosh",
+                    Un::Tanh => "tanh",
+                    Un::Exp => "exp",
+                    Un::Log => "log",
+                    Un::Sqrt => "sqrt",
+                    Un::Abs => "fabs",
+                    Un::Sign => "k_sign",
+                };
+                format!("{f}(r{a})")
+            }
+            Ins::Bin(op, a, b) => match op {
+                Bin::Add => format!("r{a} + r{b}"),
+                Bin::Sub => format!("r{a} - r{b}"),
+                Bin::Mul => format!("r{a} * r{b}"),
+                Bin::Div => format!("r{a} / r{b}"),
+                _ => {
+                    let f = match op {
+                        Bin::Pow => "k_pow",
+                        Bin::Atan2 => "atan2",
+                        Bin::Hypot => "hypot",
+                        Bin::Min => "fmin",
+                        Bin::Max => "fmax",
+                        Bin::Le => "k_le",
+                        Bin::SinOver => "k_sin_over",
+                        Bin::CosOver => "k_cos_over",
+                        Bin::DSinOver => "k_dsin_over",
+                        Bin::DCosOver => "k_dcos_over",
+                        Bin::Add | Bin::Sub | Bin::Mul | Bin::Div => unreachable!(),
+                    };
+                    format!("{f}(r{a}, r{b})")
+                }
+            },
+        };
+        let _ = writeln!(out, "    const real r{i} = {e};");
+    }
+    for (k, r) in tape.output_registers().iter().enumerate() {
+        let _ = writeln!(out, "    y[{k}] = r{r};");
+    }
+    out.push_str("}\n");
+}
+
+/// The whole translation unit for `model` in precision `T` with the sigma-point `rule`
+/// (`None`: the EKF). Public for the tests that compile the kernels as C++.
+pub fn source<T: Real>(model: &NonlinearModel, rule: Option<&SigmaRule>) -> String {
+    let (nx, ny) = (model.nx(), model.ny());
+    let mut s = String::new();
+    let _ = writeln!(s, "typedef {} real;", if T::NAME == "f32" { "float" } else { "double" });
+    let _ = writeln!(s, "#define NX {nx}\n#define NY {ny}\n#define NANG {}", model.angles.len());
+    // The semi-definite factor's tolerance for a vanishing pivot: the CPU's (1e-12 of the
+    // largest diagonal) in f64, and f32's rounding in f32.
+    let tol = if T::NAME == "f32" { 1e-5 } else { 1e-12 };
+    let _ = writeln!(s, "#define PSD_TOL ((real){tol:e})");
+    match rule {
+        Some(r) => {
+            let central = usize::from(r.len() == 2 * nx + 1);
+            let _ = writeln!(
+                s,
+                "#define SIGMA 1\n#define NP {}\n#define CENTRAL {central}\n#define SCALE {}",
+                r.len(),
+                lit(r.scale())
+            );
+            array(&mut s, "WM", "real", &r.wm().iter().map(|&v| lit(v)).collect::<Vec<_>>());
+            array(&mut s, "WC", "real", &r.wc().iter().map(|&v| lit(v)).collect::<Vec<_>>());
+        }
+        None => s.push_str("#define SIGMA 0\n"),
+    }
+    let mat = |m: &nalgebra::DMatrix<f64>| -> Vec<String> {
+        // Row-major, as the kernels index them.
+        (0..m.nrows())
+            .flat_map(|i| (0..m.ncols()).map(move |j| (i, j)))
+            .map(|(i, j)| lit(m[(i, j)]))
+            .collect()
+    };
+    array(&mut s, "QM", "real", &mat(&model.q));
+    array(&mut s, "RM", "real", &mat(&model.r));
+    array(&mut s, "X0", "real", &model.prior.x0.iter().map(|&v| lit(v)).collect::<Vec<_>>());
+    array(&mut s, "P00", "real", &mat(&model.prior.p0));
+    array(&mut s, "ANG", "int", &model.angles.iter().map(|a| a.to_string()).collect::<Vec<_>>());
+    s.push_str(COMMON);
+    if rule.is_some() {
+        function(&mut s, "model_f", model.f.tape());
+        function(&mut s, "model_h", model.h.tape());
+    } else {
+        function(&mut s, "model_fjac", model.f.jacobian_tape());
+        function(&mut s, "model_hjac", model.h.jacobian_tape());
+    }
+    s.push_str(FILTER);
+    s
+}

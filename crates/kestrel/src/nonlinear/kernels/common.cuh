@@ -1,0 +1,189 @@
+// The nonlinear family's device helpers: the expression language's operations with the
+// CPU's definitions (nonlinear/expr.rs), angle wrapping, and the small dense
+// factorisations of the Gaussian filters. `real` is float or double (set by the
+// launcher); the math functions are CUDA's overloads for it.
+
+#define KPI ((real)3.14159265358979323846)
+
+// The turn gains: sin(a b) / a and (1 - cos(a b)) / a, exact near a = 0 by their series
+// (below |a b| = 0.05, as on the CPU), and their derivatives in a.
+__device__ __forceinline__ real k_sin_over(real a, real b) {
+    const real t = a * b;
+    if (fabs(t) < (real)0.05) {
+        const real t2 = t * t;
+        return b * ((real)1 - t2 / (real)6 * ((real)1 - t2 / (real)20 * ((real)1 - t2 / (real)42 * ((real)1 - t2 / (real)72))));
+    }
+    return sin(t) / a;
+}
+__device__ __forceinline__ real k_cos_over(real a, real b) {
+    const real t = a * b;
+    if (fabs(t) < (real)0.05) {
+        const real t2 = t * t;
+        return b * t / (real)2 * ((real)1 - t2 / (real)12 * ((real)1 - t2 / (real)30 * ((real)1 - t2 / (real)56 * ((real)1 - t2 / (real)90))));
+    }
+    const real s = sin(t / (real)2);
+    return (real)2 * s * s / a;
+}
+__device__ __forceinline__ real k_dsin_over(real a, real b) {
+    const real t = a * b;
+    if (fabs(t) < (real)0.05) {
+        const real t2 = t * t;
+        return b * b * t * ((real)-1 / (real)3 + t2 / (real)30 - t2 * t2 / (real)840 + t2 * t2 * t2 / (real)45360);
+    }
+    return (b * cos(t) * a - sin(t)) / (a * a);
+}
+__device__ __forceinline__ real k_dcos_over(real a, real b) {
+    const real t = a * b;
+    if (fabs(t) < (real)0.05) {
+        const real t2 = t * t;
+        return b * b * ((real)0.5 - t2 / (real)8 + t2 * t2 / (real)144 - t2 * t2 * t2 / (real)5760);
+    }
+    const real s = sin(t / (real)2);
+    return (b * sin(t) * a - (real)2 * s * s) / (a * a);
+}
+// a^b, small integer exponents by multiplication (exact for negative bases).
+__device__ __forceinline__ real k_pow(real a, real b) {
+    if (b == trunc(b) && fabs(b) <= (real)64) {
+        int n = (int)b;
+        const bool inv = n < 0;
+        if (inv) n = -n;
+        real r = (real)1, x = a;
+        while (n) {
+            if (n & 1) r *= x;
+            x *= x;
+            n >>= 1;
+        }
+        return inv ? (real)1 / r : r;
+    }
+    return pow(a, b);
+}
+__device__ __forceinline__ real k_sign(real x) { return x > (real)0 ? (real)1 : (x < (real)0 ? (real)-1 : (real)0); }
+__device__ __forceinline__ real k_le(real a, real b) { return a <= b ? (real)1 : (real)0; }
+
+// a wrapped to (-pi, pi].
+__device__ __forceinline__ real k_wrap(real a) {
+    if (a > -KPI && a <= KPI) return a;
+    const real r = a - (real)2 * KPI * floor((a + KPI) / ((real)2 * KPI));
+    return r == -KPI ? KPI : r;
+}
+
+// The lower Cholesky factor of a positive semi-definite n x n P (row-major), with a zero
+// column where a pivot vanishes to rounding; false when P is not semi-definite.
+template <int N>
+__device__ __forceinline__ bool chol_psd(const real* P, real* L) {
+    real dmax = (real)0;
+#pragma unroll
+    for (int i = 0; i < N; i++) dmax = fmax(dmax, fabs(P[i * N + i]));
+    const real tol = PSD_TOL * fmax(dmax, (real)1e-300);
+#pragma unroll
+    for (int i = 0; i < N * N; i++) L[i] = (real)0;
+#pragma unroll
+    for (int j = 0; j < N; j++) {
+        real d = P[j * N + j];
+#pragma unroll
+        for (int k = 0; k < j; k++) d -= L[j * N + k] * L[j * N + k];
+        if (d < -tol) return false;
+        if (d <= tol) continue;
+        d = sqrt(d);
+        L[j * N + j] = d;
+#pragma unroll
+        for (int i = j + 1; i < N; i++) {
+            real v = P[i * N + j];
+#pragma unroll
+            for (int k = 0; k < j; k++) v -= L[i * N + k] * L[j * N + k];
+            L[i * N + j] = v / d;
+        }
+    }
+    return true;
+}
+
+// (M + M^T) / 2 in place.
+template <int N>
+__device__ __forceinline__ void symmetrize(real* M) {
+#pragma unroll
+    for (int i = 0; i < N; i++)
+#pragma unroll
+        for (int j = 0; j < i; j++) {
+            const real v = (real)0.5 * (M[i * N + j] + M[j * N + i]);
+            M[i * N + j] = v;
+            M[j * N + i] = v;
+        }
+}
+
+// The Gaussian update from moments (nonlinear/ekf.rs `moment_update`): innovation y, its
+// covariance S (R included, NY x NY) and the cross covariance C (NX x NY):
+// K = C S^-1, m += K y, P -= C K^T (symmetrised), through S = L L^T. Writes the
+// log-likelihood; false when S is not positive definite.
+__device__ __forceinline__ bool moment_update(real* m, real* P, const real* y, const real* S, const real* C, real* ll) {
+    real L[NY * NY];
+#pragma unroll
+    for (int i = 0; i < NY * NY; i++) L[i] = (real)0;
+#pragma unroll
+    for (int j = 0; j < NY; j++) {
+        real d = S[j * NY + j];
+#pragma unroll
+        for (int k = 0; k < j; k++) d -= L[j * NY + k] * L[j * NY + k];
+        if (!(d > (real)0)) return false;
+        d = sqrt(d);
+        L[j * NY + j] = d;
+#pragma unroll
+        for (int i = j + 1; i < NY; i++) {
+            real v = S[i * NY + j];
+#pragma unroll
+            for (int k = 0; k < j; k++) v -= L[i * NY + k] * L[j * NY + k];
+            L[i * NY + j] = v / d;
+        }
+    }
+    // Kt = S^-1 C^T (NY x NX): forward then backward substitution, column by column.
+    real Kt[NY * NX];
+#pragma unroll
+    for (int c = 0; c < NX; c++) {
+        real w[NY];
+#pragma unroll
+        for (int i = 0; i < NY; i++) {
+            real v = C[c * NY + i];
+#pragma unroll
+            for (int k = 0; k < i; k++) v -= L[i * NY + k] * w[k];
+            w[i] = v / L[i * NY + i];
+        }
+#pragma unroll
+        for (int i = NY - 1; i >= 0; i--) {
+            real v = w[i];
+#pragma unroll
+            for (int k = i + 1; k < NY; k++) v -= L[k * NY + i] * w[k];
+            w[i] = v / L[i * NY + i];
+        }
+#pragma unroll
+        for (int i = 0; i < NY; i++) Kt[i * NX + c] = w[i];
+    }
+#pragma unroll
+    for (int r = 0; r < NX; r++) {
+        real v = (real)0;
+#pragma unroll
+        for (int i = 0; i < NY; i++) v += Kt[i * NX + r] * y[i];
+        m[r] += v;
+    }
+#pragma unroll
+    for (int r = 0; r < NX; r++)
+#pragma unroll
+        for (int c = 0; c < NX; c++) {
+            real v = (real)0;
+#pragma unroll
+            for (int i = 0; i < NY; i++) v += C[r * NY + i] * Kt[i * NX + c];
+            P[r * NX + c] -= v;
+        }
+    symmetrize<NX>(P);
+    real w2 = (real)0, logdet = (real)0;
+    real w[NY];
+#pragma unroll
+    for (int i = 0; i < NY; i++) {
+        real v = y[i];
+#pragma unroll
+        for (int k = 0; k < i; k++) v -= L[i * NY + k] * w[k];
+        w[i] = v / L[i * NY + i];
+        w2 += w[i] * w[i];
+        logdet += log(L[i * NY + i]);
+    }
+    *ll = (real)-0.5 * ((real)NY * (real)1.8378770664093454836 + w2) - logdet;
+    return true;
+}

@@ -1,0 +1,232 @@
+// The nonlinear Gaussian filters, one thread per track, the state in registers: the EKF
+// (SIGMA 0) or a sigma-point filter (SIGMA 1: the UKF's or the CKF's points and weights
+// in WM, WC), as on the CPU (nonlinear/ekf.rs, nonlinear/sigma.rs). The launcher writes
+// before this file: NX, NY, NANG, SIGMA, NP, CENTRAL, SCALE, PSD_TOL, the model's functions
+// model_f, model_h (values) and model_fjac, model_hjac (values then the row-major
+// Jacobian), and the constants QM, RM, X0, P00, ANG, WM, WC.
+//
+// Layouts, structure of arrays so that a warp's loads and stores are contiguous: z
+// [T][NY][B], mean [T][NX][B], cov [T][NX * NX][B], ll [T][B]; err [B] is 0, or the
+// failing step k as 2 (k + 1) + (0: P, 1: S).
+
+#if SIGMA
+// The moments of y = g(x) (D outputs) over the points of (m, P): mean (angles as
+// circular means when ANGLES), covariance and the cross covariance C (NX x D).
+template <int D, bool MEASURE>
+__device__ __forceinline__ bool transform(const real* m, const real* P, real* mean, real* cov, real* cross) {
+    real L[NX * NX];
+    if (!chol_psd<NX>(P, L)) return false;
+    real ys[NP * D];
+#pragma unroll
+    for (int i = 0; i < NP; i++) {
+        real x[NX];
+        const int q = i - CENTRAL;
+        const int j = q < NX ? q : q - NX;
+        const real s = q < NX ? (real)SCALE : -(real)SCALE;
+#pragma unroll
+        for (int r = 0; r < NX; r++) x[r] = q < 0 ? m[r] : m[r] + s * L[r * NX + j];
+        if (MEASURE) model_h(x, ys + i * D); else model_f(x, ys + i * D);
+    }
+#pragma unroll
+    for (int r = 0; r < D; r++) {
+        real v = (real)0;
+#pragma unroll
+        for (int i = 0; i < NP; i++) v += WM[i] * ys[i * D + r];
+        mean[r] = v;
+    }
+    if (MEASURE) {
+#pragma unroll
+        for (int a = 0; a < NANG; a++) {
+            real sn = (real)0, cs = (real)0;
+#pragma unroll
+            for (int i = 0; i < NP; i++) {
+                sn += WM[i] * sin(ys[i * D + ANG[a]]);
+                cs += WM[i] * cos(ys[i * D + ANG[a]]);
+            }
+            mean[ANG[a]] = atan2(sn, cs);
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < D * D; i++) cov[i] = (real)0;
+#pragma unroll
+    for (int i = 0; i < NX * D; i++) cross[i] = (real)0;
+#pragma unroll
+    for (int i = 0; i < NP; i++) {
+        real dy[D], dx[NX];
+        const int q = i - CENTRAL;
+        const int j = q < NX ? q : q - NX;
+        const real s = q < NX ? (real)SCALE : -(real)SCALE;
+#pragma unroll
+        for (int r = 0; r < D; r++) dy[r] = ys[i * D + r] - mean[r];
+        if (MEASURE) {
+#pragma unroll
+            for (int a = 0; a < NANG; a++) dy[ANG[a]] = k_wrap(dy[ANG[a]]);
+        }
+#pragma unroll
+        for (int r = 0; r < NX; r++) dx[r] = q < 0 ? (real)0 : (m[r] + s * L[r * NX + j]) - m[r];
+        const real w = WC[i];
+#pragma unroll
+        for (int r = 0; r < D; r++)
+#pragma unroll
+            for (int c = 0; c <= r; c++) cov[r * D + c] += w * dy[r] * dy[c];
+#pragma unroll
+        for (int r = 0; r < NX; r++)
+#pragma unroll
+            for (int c = 0; c < D; c++) cross[r * D + c] += w * dx[r] * dy[c];
+    }
+#pragma unroll
+    for (int r = 0; r < D; r++)
+#pragma unroll
+        for (int c = 0; c < r; c++) cov[c * D + r] = cov[r * D + c];
+    return true;
+}
+
+__device__ __forceinline__ bool predict(real* m, real* P) {
+    real mean[NX], cov[NX * NX], cross[NX * NX];
+    if (!transform<NX, false>(m, P, mean, cov, cross)) return false;
+#pragma unroll
+    for (int r = 0; r < NX; r++) m[r] = mean[r];
+#pragma unroll
+    for (int i = 0; i < NX * NX; i++) P[i] = cov[i] + QM[i];
+    symmetrize<NX>(P);
+    return true;
+}
+
+// 0: done; 1: P has no factor; 2: S is not positive definite.
+__device__ __forceinline__ int update(const real* z, real* m, real* P, real* ll) {
+    real mean[NY], S[NY * NY], C[NX * NY];
+    if (!transform<NY, true>(m, P, mean, S, C)) return 1;
+    real y[NY];
+#pragma unroll
+    for (int r = 0; r < NY; r++) y[r] = z[r] - mean[r];
+#pragma unroll
+    for (int a = 0; a < NANG; a++) y[ANG[a]] = k_wrap(y[ANG[a]]);
+#pragma unroll
+    for (int i = 0; i < NY * NY; i++) S[i] += RM[i];
+    return moment_update(m, P, y, S, C, ll) ? 0 : 2;
+}
+#else
+__device__ __forceinline__ bool predict(real* m, real* P) {
+    real o[NX + NX * NX];
+    model_fjac(m, o);
+    const real* F = o + NX;
+    // D = P F^T, P = F D + Q.
+    real D[NX * NX];
+#pragma unroll
+    for (int r = 0; r < NX; r++)
+#pragma unroll
+        for (int c = 0; c < NX; c++) {
+            real v = (real)0;
+#pragma unroll
+            for (int k = 0; k < NX; k++) v += P[r * NX + k] * F[c * NX + k];
+            D[r * NX + c] = v;
+        }
+#pragma unroll
+    for (int r = 0; r < NX; r++)
+#pragma unroll
+        for (int c = 0; c < NX; c++) {
+            real v = (real)0;
+#pragma unroll
+            for (int k = 0; k < NX; k++) v += F[r * NX + k] * D[k * NX + c];
+            P[r * NX + c] = v + QM[r * NX + c];
+        }
+    symmetrize<NX>(P);
+#pragma unroll
+    for (int r = 0; r < NX; r++) m[r] = o[r];
+    return true;
+}
+
+__device__ __forceinline__ int update(const real* z, real* m, real* P, real* ll) {
+    real o[NY + NY * NX];
+    model_hjac(m, o);
+    const real* H = o + NY;
+    real y[NY];
+#pragma unroll
+    for (int r = 0; r < NY; r++) y[r] = z[r] - o[r];
+#pragma unroll
+    for (int a = 0; a < NANG; a++) y[ANG[a]] = k_wrap(y[ANG[a]]);
+    // C = P H^T (NX x NY), S = H C + R.
+    real C[NX * NY], S[NY * NY];
+#pragma unroll
+    for (int r = 0; r < NX; r++)
+#pragma unroll
+        for (int c = 0; c < NY; c++) {
+            real v = (real)0;
+#pragma unroll
+            for (int k = 0; k < NX; k++) v += P[r * NX + k] * H[c * NX + k];
+            C[r * NY + c] = v;
+        }
+#pragma unroll
+    for (int r = 0; r < NY; r++)
+#pragma unroll
+        for (int c = 0; c < NY; c++) {
+            real v = (real)0;
+#pragma unroll
+            for (int k = 0; k < NX; k++) v += H[r * NX + k] * C[k * NY + c];
+            S[r * NY + c] = v + RM[r * NY + c];
+        }
+    return moment_update(m, P, y, S, C, ll) ? 0 : 2;
+}
+#endif
+
+extern "C" __global__ void __launch_bounds__(128) nl_filter(const real* __restrict__ z, real* __restrict__ mean,
+                                                            real* __restrict__ cov, real* __restrict__ ll,
+                                                            int* __restrict__ err, int nb, int steps) {
+    const int b = blockIdx.x * blockDim.x + threadIdx.x;
+    if (b >= nb) return;
+    const long long B = nb;
+    real m[NX], P[NX * NX];
+#pragma unroll
+    for (int i = 0; i < NX; i++) m[i] = X0[i];
+#pragma unroll
+    for (int i = 0; i < NX * NX; i++) P[i] = P00[i];
+    int fail = 0;
+    for (int k = 0; k < steps; k++) {
+        if (k > 0 && !predict(m, P)) {
+            fail = 2 * (k + 1);
+            break;
+        }
+        real zk[NY];
+        bool missing = false;
+#pragma unroll
+        for (int j = 0; j < NY; j++) {
+            zk[j] = z[((long long)k * NY + j) * B + b];
+            missing |= isnan(zk[j]);
+        }
+        real l = (real)0;
+        if (!missing) {
+            const int u = update(zk, m, P, &l);
+            if (u) {
+                fail = 2 * (k + 1) + (u - 1);
+                break;
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < NX; i++) mean[((long long)k * NX + i) * B + b] = m[i];
+#pragma unroll
+        for (int i = 0; i < NX * NX; i++) cov[((long long)k * NX * NX + i) * B + b] = P[i];
+        ll[(long long)k * B + b] = l;
+    }
+    err[b] = fail;
+}
+
+// out [C][R] = in [R][C]: a tiled transpose through shared memory, so that both the reads
+// and the writes of a warp are contiguous (the host's [B][T][...] to and from the
+// kernel's structure of arrays).
+extern "C" __global__ void __launch_bounds__(256) nl_transpose(const real* __restrict__ in, real* __restrict__ out,
+                                                               long long R, long long C) {
+    __shared__ real tile[32][33];
+    const long long c0 = (long long)blockIdx.x * 32;
+    for (long long r0 = (long long)blockIdx.y * 32; r0 < R; r0 += (long long)gridDim.y * 32) {
+        for (int ty = threadIdx.y; ty < 32; ty += blockDim.y) {
+            const long long r = r0 + ty, c = c0 + threadIdx.x;
+            if (r < R && c < C) tile[ty][threadIdx.x] = in[r * C + c];
+        }
+        __syncthreads();
+        for (int ty = threadIdx.y; ty < 32; ty += blockDim.y) {
+            const long long c = c0 + ty, r = r0 + threadIdx.x;
+            if (r < R && c < C) out[c * R + r] = tile[threadIdx.x][ty];
+        }
+        __syncthreads();
+    }
+}

@@ -1,0 +1,100 @@
+//! The nonlinear filters on the GPU (EKF, UKF, CKF; f64 and f32) against the CPU path on
+//! random data from three models: a pendulum-like state with a range-bearing sensor whose
+//! bearing crosses +-pi, the coordinated turn with an estimated turn rate seen by a radar,
+//! and a model using every function of the expression language. Device outputs are
+//! poisoned with NaN before each run, so an unwritten element fails. Skips without a GPU;
+//! fails with KESTREL_REQUIRE_GPU=1.
+
+mod gpu_common;
+mod nonlinear_common;
+
+use gpu_common::gpu_or_skip;
+use kestrel::model::Prior;
+use kestrel::nalgebra::{DMatrix, DVector};
+use kestrel::nonlinear::{
+    estimate_on, FilterKind, NonlinearJob, NonlinearModel, NonlinearOptions, NonlinearProblem,
+};
+use kestrel::{Device, Measurements, Real};
+use nonlinear_common::*;
+
+fn check<T: Real>(tag: &str, model: &NonlinearModel, z: &Measurements<f64>, kind: FilterKind, tol: f64) {
+    let problem = NonlinearProblem::Single(model.clone());
+    let opts = NonlinearOptions::default().with_kind(kind);
+    let want = estimate_on::<f64>(Device::Cpu, &problem, z, &opts, NonlinearJob::Filter)
+        .expect("the CPU filter")
+        .filtered;
+    let got = estimate_on::<T>(Device::Cuda(0), &problem, &cast::<T>(z), &opts, NonlinearJob::Filter)
+        .expect("the GPU filter")
+        .filtered;
+    let tag = format!("{tag} {} {}", kind.name(), T::NAME);
+    let cmp = |what: &str, a: &[T], b: &[f64]| {
+        assert_eq!(a.len(), b.len(), "{tag} {what}: lengths");
+        let scale = b.iter().fold(1.0f64, |m, v| m.max(v.abs()));
+        let mut worst = 0.0f64;
+        for (i, (x, y)) in a.iter().zip(b).enumerate() {
+            let d = (x.to_f64() - y).abs();
+            assert!(
+                // Relative to the entry, and to the array's scale for entries near 0.
+                d <= tol * (1.0 + y.abs() + 1e-2 * scale),
+                "{tag} {what}[{i}]: GPU {} CPU {y}",
+                x.to_f64()
+            );
+            worst = worst.max(d / (1.0 + y.abs()));
+        }
+        eprintln!("{tag} {what}: worst relative difference {worst:.2e}");
+    };
+    cmp("mean", got.mean(), want.mean());
+    cmp("cov", got.cov(), want.cov());
+    cmp("loglik", got.loglik().unwrap(), want.loglik().unwrap());
+}
+
+#[test]
+fn the_gpu_filters_equal_the_cpu_on_random_data() {
+    if !gpu_or_skip("nonlinear_gpu") {
+        return;
+    }
+    let models = [
+        ("pendulum", pendulum(1), 300, 60),
+        ("coordinated turn", turn(), 200, 80),
+        ("every function", every_function(), 257, 40),
+    ];
+    for (name, m, b, t) in &models {
+        let z = data(m, *b, *t, 7);
+        for kind in [FilterKind::Ekf, FilterKind::Ukf, FilterKind::Ckf] {
+            check::<f64>(name, m, &z, kind, 1e-9);
+            check::<f32>(name, m, &z, kind, 2e-3);
+        }
+    }
+}
+
+#[test]
+fn a_failing_track_is_named_as_on_the_cpu() {
+    if !gpu_or_skip("nonlinear_gpu") {
+        return;
+    }
+    // The measurement's function leaves its domain at the prior (log of a negative
+    // state): S is NaN at the first update, so the first track fails at step 0.
+    let m = NonlinearModel::from_expressions(
+        &s(&["x"]),
+        &s(&["x"]),
+        &s(&["log(x)"]),
+        DMatrix::identity(1, 1),
+        DMatrix::identity(1, 1),
+        &[],
+        &[],
+        Prior {
+            x0: DVector::from_vec(vec![-1.0]),
+            p0: DMatrix::identity(1, 1) * 0.01,
+        },
+    )
+    .unwrap();
+    let z = Measurements::new(3, 4, 1, vec![1.0; 12]).unwrap();
+    let problem = NonlinearProblem::Single(m);
+    let opts = NonlinearOptions::default().with_kind(FilterKind::Ukf);
+    let cpu = estimate_on::<f64>(Device::Cpu, &problem, &z, &opts, NonlinearJob::Filter);
+    let gpu = estimate_on::<f64>(Device::Cuda(0), &problem, &z, &opts, NonlinearJob::Filter);
+    match (cpu, gpu) {
+        (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string()),
+        (a, b) => panic!("both must fail alike: CPU {:?}, GPU {:?}", a.err(), b.err()),
+    }
+}

@@ -1,0 +1,174 @@
+//! The nonlinear filters' CUDA kernel (`nonlinear/kernels/filter.cu`, with each model's
+//! functions emitted from its tapes) compiled as plain C++ and run on the CPU thread by
+//! thread, against the CPU path: the EKF, UKF and CKF on three models, f64 and f32,
+//! outputs poisoned first. The code generation and the kernel's arithmetic are checked
+//! here without a GPU; `nonlinear_gpu` checks them on one. Skips with a printed reason
+//! when there is no C++ compiler.
+
+mod emulation;
+mod nonlinear_common;
+
+use emulation::{bytes, compile, compiler, reals};
+use kestrel::nonlinear::cuda::source::source;
+use kestrel::nonlinear::sigma::SigmaRule;
+use kestrel::nonlinear::{
+    estimate_on, FilterKind, NonlinearJob, NonlinearModel, NonlinearOptions, NonlinearProblem,
+};
+use kestrel::{Device, Measurements, Real};
+use nonlinear_common::*;
+use std::path::Path;
+use std::process::Command;
+
+const SHIM: &str = r#"
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+using namespace std;
+#define __global__
+#define __device__
+#define __constant__ static const
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __shared__ static
+struct dim3 { unsigned x, y, z; };
+dim3 blockIdx, threadIdx, blockDim, gridDim;
+inline void __syncthreads() {}
+"#;
+
+const HARNESS: &str = r#"
+template <class T> std::vector<T> load(const std::string& path) {
+    FILE* f = fopen(path.c_str(), "rb");
+    if (!f) { fprintf(stderr, "cannot open %s\n", path.c_str()); exit(3); }
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    std::vector<T> v(n / sizeof(T) + 1);
+    if (n > 0 && fread(v.data(), 1, n, f) != (size_t)n) exit(4);
+    fclose(f);
+    return v;
+}
+template <class T> void save(const std::string& path, const std::vector<T>& v) {
+    FILE* f = fopen(path.c_str(), "wb");
+    fwrite(v.data(), sizeof(T), v.size(), f);
+    fclose(f);
+}
+int main(int argc, char** argv) {
+    std::string d = argv[1];
+    long long B = atoll(argv[2]);
+    int T = atoi(argv[3]);
+    auto z = load<real>(d + "/z");
+    std::vector<real> mean((size_t)T * NX * B, (real)NAN), cov((size_t)T * NX * NX * B, (real)NAN), ll((size_t)T * B, (real)NAN);
+    std::vector<int> err(B, -7);
+    blockDim.x = 128;
+    // Threads in reverse order: no thread may depend on another's writes.
+    for (long long b = B - 1; b >= 0; --b) {
+        blockIdx.x = (unsigned)(b / 128);
+        threadIdx.x = (unsigned)(b % 128);
+        nl_filter(z.data(), mean.data(), cov.data(), ll.data(), err.data(), (int)B, T);
+    }
+    save(d + "/mean", mean);
+    save(d + "/cov", cov);
+    save(d + "/ll", ll);
+    save(d + "/err", err);
+    return 0;
+}
+"#;
+
+/// `[B][T][c]` from the kernel's `[T][c][B]`.
+fn from_soa<T: Copy>(v: &[T], b: usize, t: usize, c: usize) -> Vec<T> {
+    let mut out = Vec::with_capacity(v.len());
+    for i in 0..b {
+        for k in 0..t {
+            for j in 0..c {
+                out.push(v[(k * c + j) * b + i]);
+            }
+        }
+    }
+    out
+}
+
+fn emulate<T: Real>(
+    cxx: &str,
+    dir: &Path,
+    tag: &str,
+    m: &NonlinearModel,
+    rule: Option<&SigmaRule>,
+    z: &Measurements<T>,
+) -> (Vec<T>, Vec<T>, Vec<T>, Vec<i32>) {
+    let (b, t, nx, ny) = (z.tracks(), z.steps(), m.nx(), m.ny());
+    let src = format!("{SHIM}\n{}\n{HARNESS}", source::<T>(m, rule));
+    let exe = compile(cxx, dir, tag, &src, &["-std=c++17", "-O1", "-w", "-ffp-contract=off"]);
+    let zs: Vec<T> = (0..t * ny)
+        .flat_map(|r| (0..b).map(move |i| (r, i)))
+        .map(|(r, i)| z.data()[i * t * ny + r])
+        .collect();
+    std::fs::write(dir.join("z"), bytes(&zs)).unwrap();
+    let o = Command::new(&exe)
+        .arg(dir)
+        .args([b.to_string(), t.to_string()])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{tag}: {}", String::from_utf8_lossy(&o.stderr));
+    let r = |name: &str| std::fs::read(dir.join(name)).unwrap();
+    let err = r("err")
+        .chunks_exact(4)
+        .map(|c| i32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    (
+        from_soa(&reals::<T>(&r("mean")), b, t, nx),
+        from_soa(&reals::<T>(&r("cov")), b, t, nx * nx),
+        from_soa(&reals::<T>(&r("ll")), b, t, 1),
+        err,
+    )
+}
+
+fn check<T: Real>(cxx: &str, dir: &Path, name: &str, m: &NonlinearModel, z: &Measurements<f64>, kind: FilterKind, tol: f64) {
+    let opts = NonlinearOptions::default().with_kind(kind);
+    let problem = NonlinearProblem::Single(m.clone());
+    let want = estimate_on::<f64>(Device::Cpu, &problem, z, &opts, NonlinearJob::Filter)
+        .unwrap()
+        .filtered;
+    let rule = match kind {
+        FilterKind::Ukf => Some(SigmaRule::unscented(m.nx(), 1.0, 0.0, 3.0 - m.nx() as f64).unwrap()),
+        FilterKind::Ckf => Some(SigmaRule::cubature(m.nx())),
+        _ => None,
+    };
+    let tag = format!("nl_{}_{}_{}", name.replace(' ', "_"), kind.name(), T::NAME);
+    let (mean, cov, ll, err) = emulate::<T>(cxx, dir, &tag, m, rule.as_ref(), &cast::<T>(z));
+    assert!(err.iter().all(|&e| e == 0), "{tag}: failures {err:?}");
+    let cmp = |what: &str, a: &[T], b: &[f64]| {
+        assert_eq!(a.len(), b.len(), "{tag} {what}");
+        let scale = b.iter().fold(1.0f64, |m, v| m.max(v.abs()));
+        for (i, (x, y)) in a.iter().zip(b).enumerate() {
+            let d = (x.to_f64() - y).abs();
+            assert!(
+                d <= tol * (1.0 + y.abs() + 1e-2 * scale),
+                "{tag} {what}[{i}]: kernel {} CPU {y}",
+                x.to_f64()
+            );
+        }
+    };
+    cmp("mean", &mean, want.mean());
+    cmp("cov", &cov, want.cov());
+    cmp("loglik", &ll, want.loglik().unwrap());
+}
+
+#[test]
+fn the_filter_kernel_equals_the_cpu_path() {
+    let Some(cxx) = compiler() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let models = [
+        ("pendulum", pendulum(1), 9, 60),
+        ("turn", turn(), 5, 80),
+        ("every function", every_function(), 7, 40),
+    ];
+    for (name, m, b, t) in &models {
+        let z = data(m, *b, *t, 7);
+        for kind in [FilterKind::Ekf, FilterKind::Ukf, FilterKind::Ckf] {
+            check::<f64>(&cxx, dir.path(), name, m, &z, kind, 1e-9);
+            check::<f32>(&cxx, dir.path(), name, m, &z, kind, 2e-3);
+        }
+    }
+}
