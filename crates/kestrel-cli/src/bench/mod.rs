@@ -5,6 +5,7 @@ pub mod cpu;
 pub mod cuda;
 pub mod hmm;
 pub mod likelihood;
+pub mod nonlinear;
 pub mod parallel;
 pub mod particle;
 pub mod retrodict;

@@ -13,6 +13,7 @@ pub enum Family {
     Tracking,
     Retrodict,
     Hmm,
+    Nonlinear,
 }
 
 #[derive(clap::Args, Debug)]
@@ -36,7 +37,7 @@ pub struct Args {
 type Runner = fn(&mut Sink, bool) -> anyhow::Result<()>;
 
 pub fn run(a: Args) -> anyhow::Result<()> {
-    let families: [(Family, &str, Runner); 9] = [
+    let families: [(Family, &str, Runner); 10] = [
         (Family::Cpu, "cpu", bench::cpu::run),
         (Family::Cuda, "cuda", bench::cuda::run),
         (Family::Parallel, "parallel", bench::parallel::run),
@@ -46,6 +47,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         (Family::Tracking, "tracking", bench::tracking::run),
         (Family::Retrodict, "retrodict", bench::retrodict::run),
         (Family::Hmm, "hmm", bench::hmm::run),
+        (Family::Nonlinear, "nonlinear", bench::nonlinear::run),
     ];
     // The knobs a family reads from the environment, checked before any family runs.
     if a.only.is_none_or(|o| o == Family::Tbd) {

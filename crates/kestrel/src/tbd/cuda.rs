@@ -991,6 +991,25 @@ pub struct GpuTbd {
     wave: Option<WaveState>,
 }
 
+/// Compiles (or loads from the cache) the module of `cfg` for `params` on frames `w`
+/// wide on GPU `ordinal`, allocating nothing: [`GpuTbd::new`] then finds it in memory.
+/// Sweeps call it from several threads at once, since NVRTC compiles on the host.
+pub fn prepare(
+    ordinal: usize,
+    params: &Params,
+    w: usize,
+    cfg: KernelConfig,
+    frame: Dtype,
+) -> Result<()> {
+    cfg.check(&params.motions)?;
+    cuda::catch(|| {
+        let gpu = cuda::gpu(ordinal)?;
+        let src = source(&params.motions, frame, &cfg, w);
+        gpu.module("tbd", &src, &kernel_names(&cfg, params.motions.len()))
+            .map(|_| ())
+    })
+}
+
 impl GpuTbd {
     /// A zero state on GPU `ordinal`; compiles (or loads from the cache) the module.
     pub fn new(

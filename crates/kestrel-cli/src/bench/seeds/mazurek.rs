@@ -101,15 +101,34 @@ pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<Vec<Chart>> {
             }
         }),
     ];
+    let params = |d: usize| Params {
+        motions: speeds_directions(&[0.0, 1.0], 12).expect("the benchmark's vectors"),
+        alpha: 0.1,
+        decimation: d,
+        transition: None,
+    };
+    // Every kernel compiled first, on all host cores at once: NVRTC takes about a second
+    // a configuration, which one at a time would be most of the sweep's run.
+    let jobs: Vec<(usize, KernelConfig)> = decimations
+        .iter()
+        .flat_map(|&d| families.iter().flat_map(move |f| f.1(d)).map(move |c| (d, c)))
+        .collect();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let threads = std::thread::available_parallelism().map_or(4, |n| n.get());
+    std::thread::scope(|s| {
+        for _ in 0..threads.min(jobs.len()) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(&(d, cfg)) = jobs.get(i) else { break };
+                // A configuration that does not apply is skipped again below.
+                let _ = kestrel::tbd::cuda::prepare(0, &params(d), w, cfg, Dtype::F32);
+            });
+        }
+    });
     let mut pts: Vec<Vec<(f64, f64)>> = vec![Vec::new(); families.len()];
     let mut rows = Vec::new();
     for &d in decimations {
-        let p = Params {
-            motions: speeds_directions(&[0.0, 1.0], 12).expect("the benchmark's vectors"),
-            alpha: 0.1,
-            decimation: d,
-            transition: None,
-        };
+        let p = params(d);
         let nv = p.motions.len();
         let mut row = vec![d.to_string()];
         for (fi, (fname, cfgs)) in families.iter().enumerate() {

@@ -1,0 +1,135 @@
+//! Nonlinear Gaussian filters (`kestrel bench --only nonlinear`): the EKF, UKF and CKF on
+//! a coordinated turn with an estimated turn rate (nx 5) seen by a range-bearing radar
+//! (ny 2), every output kept (means, covariances, log-likelihoods). The CPU (f64) at
+//! 10^4 x 100; the GPU, when present, at 10^6 x 100 (issue 37's size) in f32 and f64,
+//! with the filter kernel's own time and its share of the memory roofline in `extra`.
+//! `KESTREL_BENCH_GPU_ONLY=1` skips the CPU runs.
+
+use super::{time_runs, Record, Sink};
+use kestrel::model::Prior;
+use kestrel::nalgebra::{DMatrix, DVector};
+use kestrel::nonlinear::{
+    estimate_on, FilterKind, Measure, NonlinearJob, NonlinearModel, NonlinearOptions,
+    NonlinearProblem, TurnRate,
+};
+use kestrel::{Device, Measurements, Real};
+
+/// The H200's HBM3e bandwidth, bytes per second (the memory roofline).
+const HBM_BYTES_PER_S: f64 = 4.8e12;
+
+fn model() -> anyhow::Result<NonlinearModel> {
+    Ok(NonlinearModel::coordinated_turn(
+        1.0,
+        0.5,
+        TurnRate::Estimated { q_omega: 1e-4 },
+        &Measure::RangeBearing {
+            radar: [0.0, 0.0],
+            r_range: 25.0,
+            r_bearing: 1e-5,
+        },
+        Prior {
+            x0: DVector::from_vec(vec![1000.0, -10.0, 500.0, 5.0, 0.02]),
+            p0: DMatrix::from_diagonal(&DVector::from_vec(vec![100.0, 4.0, 100.0, 4.0, 1e-3])),
+        },
+    )?)
+}
+
+/// Range-bearing plots of targets turning at 0.02 rad/s from the prior's mean, with
+/// noise at the model's levels (a fixed generator: every run sees the same data).
+fn plots(b: usize, t: usize) -> anyhow::Result<Measurements<f64>> {
+    let mut s = 11u64;
+    let mut u = || {
+        s = s
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (s >> 11) as f64 / (1u64 << 53) as f64 - 0.5
+    };
+    let mut data = Vec::with_capacity(b * t * 2);
+    for _ in 0..b {
+        let (mut px, mut vx, mut py, mut vy) = (1000.0 + 20.0 * u(), -10.0, 500.0 + 20.0 * u(), 5.0);
+        let w: f64 = 0.02;
+        for _ in 0..t {
+            data.push(px.hypot(py) + 10.0 * u());
+            data.push(py.atan2(px) + 0.006 * u());
+            let (c, sn) = (w.cos(), w.sin());
+            px += (sn * vx - (1.0 - c) * vy) / w;
+            py += ((1.0 - c) * vx + sn * vy) / w;
+            (vx, vy) = (c * vx - sn * vy, sn * vx + c * vy);
+        }
+    }
+    Ok(Measurements::new(b, t, 2, data)?)
+}
+
+fn one<T: Real>(
+    sink: &mut Sink,
+    device: Device,
+    label: &str,
+    kind: FilterKind,
+    m: &NonlinearModel,
+    z: &Measurements<f64>,
+    repeats: usize,
+) {
+    let z: Measurements<T> = z.cast();
+    let problem = NonlinearProblem::Single(m.clone());
+    let opts = NonlinearOptions::default().with_kind(kind);
+    let mut kernel = Vec::new();
+    let times = time_runs(1, repeats, || {
+        let r = estimate_on(device, &problem, &z, &opts, NonlinearJob::Filter);
+        if device != Device::Cpu {
+            kernel.push(kestrel::nonlinear::cuda::last_kernel_ms());
+        }
+        if let Err(e) = r {
+            errln!("bench nonlinear: {e}");
+        }
+    });
+    let (nx, ny) = (m.nx(), m.ny());
+    let mut r = Record::new(
+        format!("nonlinear/{}", kind.name()),
+        label,
+        T::NAME,
+        z.tracks(),
+        z.steps(),
+        nx,
+        ny,
+        &times,
+    );
+    if !kernel.is_empty() {
+        let ks = super::median(&kernel) / 1e3;
+        let steps = (z.tracks() * z.steps()) as f64;
+        // The kernel reads z and writes every output once.
+        let bytes = steps * ((ny + nx + nx * nx + 1) * std::mem::size_of::<T>()) as f64;
+        r.extra = serde_json::json!({
+            "kernel_s": ks,
+            "kernel_target_steps_per_s": steps / ks,
+            "kernel_bytes": bytes,
+            "memory_roofline_fraction": bytes / ks / HBM_BYTES_PER_S,
+        });
+    }
+    sink.push(r);
+}
+
+pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
+    let m = model()?;
+    let repeats = if quick { 2 } else { 5 };
+    let gpu_only = std::env::var("KESTREL_BENCH_GPU_ONLY").is_ok_and(|v| v == "1");
+    let kinds = [FilterKind::Ekf, FilterKind::Ukf, FilterKind::Ckf];
+    if !gpu_only {
+        let cpu_label = format!("cpu ({} threads)", rayon::current_num_threads());
+        let z = plots(if quick { 1_000 } else { 10_000 }, 100)?;
+        for kind in kinds {
+            one::<f64>(sink, Device::Cpu, &cpu_label, kind, &m, &z, repeats);
+        }
+    }
+    if kestrel::cuda::available(0).is_ok() {
+        let gpu_label = format!(
+            "cuda:0 ({})",
+            kestrel::cuda::device_name(0).unwrap_or_default()
+        );
+        let z = plots(if quick { 10_000 } else { 1_000_000 }, 100)?;
+        for kind in kinds {
+            one::<f32>(sink, Device::Cuda(0), &gpu_label, kind, &m, &z, repeats);
+            one::<f64>(sink, Device::Cuda(0), &gpu_label, kind, &m, &z, repeats);
+        }
+    }
+    Ok(())
+}
