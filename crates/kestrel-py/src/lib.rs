@@ -103,8 +103,8 @@ fn cuda_device_count() -> usize {
     kestrel::cuda::device_count()
 }
 
-/// Runs a kernel that faults on CUDA device `ordinal` (for tests of recovery): raises
-/// the fault's error; the next call on the device resets it and works.
+/// Runs a kernel that faults on CUDA device `ordinal` (for tests of what follows a
+/// fault): raises the fault's error; the device is then unusable to the process.
 #[pyfunction]
 fn _provoke_kernel_fault(py: Python<'_>, ordinal: usize) -> PyResult<()> {
     run_detached(py, || kestrel::cuda::provoke_kernel_fault(ordinal))

@@ -14,7 +14,6 @@ use cudarc::driver::{
 };
 use std::collections::HashMap;
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// Turns a driver error into [`Error::Cuda`] naming `what` was being done. After a
@@ -28,10 +27,10 @@ pub(crate) fn ck<T>(r: std::result::Result<T, DriverError>, what: &str) -> Resul
             .unwrap_or_default();
         let mut msg = format!("{what}: {:?} {name}", e.0);
         if is_sticky(e.0) {
-            let on = fault_current().unwrap_or_else(|| "the device".into());
+            let on = fault_current(&format!("{:?}", e.0)).unwrap_or_else(|| "the device".into());
             msg.push_str(&format!(
-                " (a kernel fault on {on}: this call's results are lost; the device's \
-                 context is reset before the next call on it)"
+                " (a kernel fault on {on}: this call's results are lost, and the CUDA driver \
+                 takes no more work on that device from this process until it restarts)"
             ));
         }
         Error::Cuda(msg)
@@ -57,20 +56,23 @@ fn is_sticky(e: sys::CUresult) -> bool {
     )
 }
 
-/// The contexts this process opened: the driver's handle, the device's label and the
-/// flag that a kernel fault sets. Kept apart from the device registry so that an error
-/// met while the registry is locked (in `open`) can still be attributed.
-fn contexts() -> &'static Mutex<Vec<(usize, String, Arc<AtomicBool>)>> {
-    static C: OnceLock<Mutex<Vec<(usize, String, Arc<AtomicBool>)>>> = OnceLock::new();
+/// The contexts this process opened: the driver's handle, the device's label and what
+/// a kernel fault on it was. Kept apart from the device registry so that an error met
+/// while the registry is locked (in `open`) can still be attributed.
+type Contexts = Vec<(usize, String, Arc<Mutex<Option<String>>>)>;
+fn contexts() -> &'static Mutex<Contexts> {
+    static C: OnceLock<Mutex<Contexts>> = OnceLock::new();
     C.get_or_init(|| Mutex::new(Vec::new()))
 }
 
-/// Marks the calling thread's current context as faulted; its device's label.
-fn fault_current() -> Option<String> {
+/// Records the fault `code` on the calling thread's current context; its device's label.
+fn fault_current(code: &str) -> Option<String> {
     let cur = cu::ctx::get_current().ok().flatten()? as usize;
     let all = contexts().lock().ok()?;
-    let (_, label, dead) = all.iter().find(|(c, _, _)| *c == cur)?;
-    dead.store(true, Ordering::SeqCst);
+    let (_, label, fault) = all.iter().find(|(c, _, _)| *c == cur)?;
+    if let Ok(mut f) = fault.lock() {
+        f.get_or_insert_with(|| code.to_string());
+    }
     Some(label.clone())
 }
 
@@ -101,17 +103,11 @@ pub(crate) struct Gpu {
     pub sms: usize,
     /// Modules by the hash of their name and source.
     modules: Mutex<HashMap<u64, Arc<Module>>>,
-    /// Set by a kernel fault on this context: the next `gpu(ordinal)` resets the device
-    /// and opens it afresh, and this value (with everything made on it) is retired.
-    dead: Arc<AtomicBool>,
-}
-
-/// Devices retired after a kernel fault. Their driver handles died with the reset, so
-/// their streams, modules and context are never dropped (a drop would hand a dead handle
-/// to the driver, which may by then name a new object); a few handles per fault.
-fn retired() -> &'static Mutex<Vec<Arc<Gpu>>> {
-    static R: OnceLock<Mutex<Vec<Arc<Gpu>>>> = OnceLock::new();
-    R.get_or_init(|| Mutex::new(Vec::new()))
+    /// The driver's code of a kernel fault on this context, once one happened: the
+    /// driver then refuses all work on it until the process ends (neither a reset of
+    /// the primary context nor a new context helps, measured on the H200 with driver
+    /// 580), so every later call is refused at once, naming the fault.
+    fault: Arc<Mutex<Option<String>>>,
 }
 
 fn registry() -> &'static Mutex<HashMap<usize, Arc<Gpu>>> {
@@ -147,83 +143,25 @@ pub(crate) fn gpu(ordinal: usize) -> Result<Arc<Gpu>> {
         .lock()
         .map_err(|_| Error::Cuda("device registry poisoned".into()))?;
     if let Some(g) = reg.get(&ordinal) {
-        if !g.is_dead() {
-            return Ok(g.clone());
+        if let Some(code) = g.fault() {
+            return Err(Error::Cuda(format!(
+                "{}: a kernel fault earlier in this process ({code}) left the device \
+                 unusable to it: the CUDA driver takes no more work on it from this process \
+                 until the process restarts (the CPU and other devices still work)",
+                g.label()
+            )));
         }
-        // A kernel fault left this context unusable: reset the device (every allocation
-        // of the process on it goes) and open it afresh.
-        let old = reg.remove(&ordinal).expect("present");
-        reset(old)?;
-        let g = Arc::new(open(ordinal, true)?);
-        reg.insert(ordinal, g.clone());
-        return Ok(g);
+        return Ok(g.clone());
     }
     if let Some(why) = libraries_missing() {
         return Err(Error::Unsupported(why));
     }
-    let g = Arc::new(open(ordinal, false)?);
+    let g = Arc::new(open(ordinal)?);
     reg.insert(ordinal, g.clone());
     Ok(g)
 }
 
-/// Resets the primary context of a faulted device and retires its `Gpu`.
-fn reset(old: Arc<Gpu>) -> Result<()> {
-    let label = old.label();
-    let dev = old.ctx.cu_device();
-    if let Ok(mut all) = contexts().lock() {
-        all.retain(|(_, _, d)| !Arc::ptr_eq(d, &old.dead));
-    }
-    if let Ok(mut done) = peers().lock() {
-        done.retain(|&(a, b)| a != old.ordinal && b != old.ordinal);
-    }
-    let primary = old.ctx.is_primary();
-    if let Ok(mut r) = retired().lock() {
-        r.push(old);
-    }
-    // SAFETY: the thread lets go of the faulted context (a null context is valid); the
-    // device handle is valid; every object made on the old context is retired above or
-    // checks the `dead` flag before it touches the driver.
-    unsafe {
-        let _ = cu::ctx::set_current(std::ptr::null_mut());
-    }
-    if !primary {
-        return Ok(());
-    }
-    // SAFETY: as above.
-    let r = unsafe { sys::cuDevicePrimaryCtxReset_v2(dev) }.result();
-    if let Err(e) = r {
-        crate::error::warn(format!(
-            "{label}: resetting the device after a kernel fault failed ({:?})",
-            e.0
-        ));
-    }
-    Ok(())
-}
-
-/// A context for device `ordinal`: its primary context (shared with other libraries of
-/// the process, so that their device arrays can be used in place); after a kernel fault
-/// (`after_fault`), where the reset primary context still answers with the fault, a
-/// context of kestrel's own, so that the process goes on.
-fn context(ordinal: usize, after_fault: bool) -> Result<Arc<CudaContext>> {
-    match CudaContext::new(ordinal) {
-        Ok(c) => Ok(c),
-        Err(e) if after_fault && is_sticky(e.0) => {
-            crate::error::warn(format!(
-                "cuda:{ordinal}: after a kernel fault the device's primary context still answers {:?}; \
-                 kestrel goes on in a context of its own (device arrays of other libraries cannot \
-                 be passed to it until the process restarts)",
-                e.0
-            ));
-            ck(
-                CudaContext::new_non_primary(ordinal, 0),
-                "creating a CUDA context after a kernel fault",
-            )
-        }
-        Err(e) => ck(Err(e), "creating the CUDA context"),
-    }
-}
-
-fn open(ordinal: usize, after_fault: bool) -> Result<Gpu> {
+fn open(ordinal: usize) -> Result<Gpu> {
     ck(cu::init(), "cuInit")?;
     let n = ck(cu::device::get_count(), "cuDeviceGetCount")?;
     if ordinal >= n.max(0) as usize {
@@ -231,7 +169,7 @@ fn open(ordinal: usize, after_fault: bool) -> Result<Gpu> {
             "there is no CUDA device {ordinal} ({n} found)"
         )));
     }
-    let ctx = context(ordinal, after_fault)?;
+    let ctx = ck(CudaContext::new(ordinal), "creating the CUDA context")?;
     // SAFETY: kestrel synchronises its own streams (see the module documentation).
     unsafe { ctx.disable_event_tracking() };
     let stream = ck(ctx.new_stream(), "creating a stream")?;
@@ -241,14 +179,14 @@ fn open(ordinal: usize, after_fault: bool) -> Result<Gpu> {
         ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT),
         "reading the multiprocessor count",
     )? as usize;
-    let dead = Arc::new(AtomicBool::new(false));
+    let fault = Arc::new(Mutex::new(None));
     contexts()
         .lock()
         .map_err(|_| Error::Cuda("context table poisoned".into()))?
         .push((
             ctx.cu_ctx() as usize,
             format!("cuda:{ordinal} ({name})"),
-            dead.clone(),
+            fault.clone(),
         ));
     Ok(Gpu {
         ordinal,
@@ -258,28 +196,19 @@ fn open(ordinal: usize, after_fault: bool) -> Result<Gpu> {
         cc,
         sms,
         modules: Mutex::new(HashMap::new()),
-        dead,
+        fault,
     })
 }
 
 impl Gpu {
-    /// Binds the context to the calling thread (raw driver calls need it). Fails for a
-    /// device retired after a kernel fault: what was made on it (device buffers, a
-    /// tracker's state) is gone.
+    /// Binds the context to the calling thread (raw driver calls need it).
     pub fn bind(&self) -> Result<()> {
-        if self.is_dead() {
-            return Err(Error::Cuda(format!(
-                "{} had a kernel fault and was reset: the GPU state made before it is gone \
-                 (make it again)",
-                self.label()
-            )));
-        }
         ck(self.ctx.bind_to_thread(), "binding the CUDA context")
     }
 
-    /// Whether a kernel fault has made this context unusable.
-    pub fn is_dead(&self) -> bool {
-        self.dead.load(Ordering::SeqCst)
+    /// The driver's code of the kernel fault that made this context unusable, if any.
+    pub fn fault(&self) -> Option<String> {
+        self.fault.lock().ok().and_then(|f| f.clone())
     }
 
     /// The module compiled from the complete translation unit `src` (sizes, scalar type
@@ -357,8 +286,6 @@ pub(crate) struct DevBuf<T> {
     len: usize,
     ctx: Arc<CudaContext>,
     owned: bool,
-    /// The context's fault flag: after a reset the allocation is gone, never freed here.
-    dead: Arc<AtomicBool>,
     _t: std::marker::PhantomData<T>,
 }
 
@@ -406,7 +333,6 @@ impl<T> DevBuf<T> {
             len,
             ctx: gpu.ctx.clone(),
             owned: true,
-            dead: gpu.dead.clone(),
             _t: std::marker::PhantomData,
         })
     }
@@ -423,7 +349,6 @@ impl<T> DevBuf<T> {
             len,
             ctx: gpu.ctx.clone(),
             owned: false,
-            dead: gpu.dead.clone(),
             _t: std::marker::PhantomData,
         }
     }
@@ -446,10 +371,6 @@ impl<T> DevBuf<T> {
     pub fn len(&self) -> usize {
         self.len
     }
-    /// Whether the buffer's context is still usable (no kernel fault since it was made).
-    pub fn is_live(&self) -> bool {
-        !self.dead.load(Ordering::SeqCst)
-    }
     /// Fills with all-ones bytes (NaN for floats), so that unwritten elements show.
     pub fn poison(&self, stream: &CudaStream) -> Result<()> {
         // SAFETY: the range is inside the allocation.
@@ -469,7 +390,7 @@ impl<T> DevBuf<T> {
 
 impl<T> Drop for DevBuf<T> {
     fn drop(&mut self) {
-        if !self.owned || self.dead.load(Ordering::SeqCst) {
+        if !self.owned {
             return;
         }
         let _ = self.ctx.bind_to_thread();
@@ -483,8 +404,6 @@ pub(crate) struct Pinned<T> {
     ptr: *mut T,
     len: usize,
     ctx: Arc<CudaContext>,
-    /// The context's fault flag: after a reset the allocation is gone, never freed here.
-    dead: Arc<AtomicBool>,
 }
 
 // SAFETY: plain host memory owned by this value.
@@ -506,12 +425,7 @@ impl<T: Copy + Default> Pinned<T> {
             ptr,
             len,
             ctx: gpu.ctx.clone(),
-            dead: gpu.dead.clone(),
         })
-    }
-    /// Whether the memory's context is still usable (no kernel fault since it was made).
-    pub fn is_live(&self) -> bool {
-        !self.dead.load(Ordering::SeqCst)
     }
     pub fn as_slice(&self) -> &[T] {
         // SAFETY: initialised in `new`, `len` values.
@@ -525,9 +439,6 @@ impl<T: Copy + Default> Pinned<T> {
 
 impl<T> Drop for Pinned<T> {
     fn drop(&mut self) {
-        if self.dead.load(Ordering::SeqCst) {
-            return;
-        }
         let _ = self.ctx.bind_to_thread();
         // SAFETY: allocated by cuMemHostAlloc, freed once.
         let _ = unsafe { cu::free_host(self.ptr as *mut c_void) };

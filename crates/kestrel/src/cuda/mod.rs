@@ -37,14 +37,14 @@
 //!
 //! # Kernel faults
 //!
-//! A kernel fault (an illegal address, a trap) leaves the device's context unusable:
-//! every later call on it would fail the same way. The call that meets it returns an
-//! [`Error::Cuda`] naming the device and the fault; the next `gpu(ordinal)` resets the
-//! device's primary context (every allocation of the process on it goes, PyTorch's and
-//! CuPy's in the same process too, which the fault had already made unusable) and opens
-//! it afresh, so the process goes on. Objects made before the fault (a tracker's device
-//! state) answer that they must be made again; the per-device caches (staging buffers,
-//! scratch) are made anew.
+//! A kernel fault (an illegal address, a trap) leaves the device unusable to the
+//! process: the CUDA driver answers every later call on it with the same error until the
+//! process ends (resetting the primary context and creating a new context were both
+//! tried on the H200 with driver 580: each still answers the fault). The call that meets
+//! the fault returns an [`Error::Cuda`] naming the device and the fault; every later
+//! call on that device is refused at once with the same cause, without touching the
+//! driver, so the process goes on: [`available`] says why, `Device::auto` chooses the
+//! CPU, and the CPU and other devices work. No output of the faulted call is written.
 //!
 //! # Adding a family
 //!
@@ -177,8 +177,8 @@ pub fn compute_capability(ordinal: usize) -> Result<(i32, i32)> {
 }
 
 /// Runs a kernel that writes through an invalid pointer on device `ordinal` and waits
-/// for it: the kernel fault that tests of recovery need. It returns the fault's error;
-/// the next call on the device resets it and works.
+/// for it: the kernel fault that tests of what follows one need. It returns the fault's
+/// error; the device is then unusable to the process (see "Kernel faults" above).
 #[doc(hidden)]
 pub fn provoke_kernel_fault(ordinal: usize) -> Result<()> {
     catch(|| {

@@ -73,11 +73,8 @@ fn staging(gpu: &Gpu) -> Result<Arc<Mutex<Staging>>> {
         .get_or_init(|| Mutex::new(HashMap::new()))
         .lock()
         .map_err(|_| Error::Cuda("staging registry poisoned".into()))?;
-    // Buffers made on a context that a kernel fault has since reset are gone: made anew.
     if let Some(s) = reg.get(&gpu.ordinal) {
-        if s.lock().map(|st| st.bufs[0].is_live()).unwrap_or(false) {
-            return Ok(s.clone());
-        }
+        return Ok(s.clone());
     }
     let s = Arc::new(Mutex::new(Staging::new(gpu)?));
     reg.insert(gpu.ordinal, s.clone());

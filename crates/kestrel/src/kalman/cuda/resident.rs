@@ -219,12 +219,7 @@ fn scratch(ordinal: usize) -> Result<Arena> {
         *all.entry(ordinal)
             .or_insert_with(|| Box::leak(Box::new(Mutex::new(None))))
     };
-    let mut arena = m.lock().unwrap_or_else(|p| p.into_inner());
-    // Scratch made on a context that a kernel fault has since reset is gone.
-    if arena.as_ref().is_some_and(|b| !b.is_live()) {
-        *arena = None;
-    }
-    Ok(arena)
+    Ok(m.lock().unwrap_or_else(|p| p.into_inner()))
 }
 
 /// Frees the scratch that [`estimate_resident`] keeps on device `ordinal` between calls
