@@ -165,7 +165,10 @@ class NonlinearFilter:
         device: str = "cpu",
         progress: bool = False,
     ) -> NonlinearResult:
-        """Filters ``z`` [B, T, ny] (or [T, ny]): ``kestrel filter --filter KIND``."""
+        """Filters ``z`` [B, T, ny] (or [T, ny]): ``kestrel filter --filter KIND``.
+
+        ``device="cuda"`` (or ``"cuda:N"``) runs the EKF, UKF and CKF of one model on the
+        GPU, one thread a track, in ``z``'s precision; the IEKF and the IMM run on the CPU."""
         return self._run(
             z, False, "rts", filter, iterations, alpha, beta, kappa, precision, device, progress
         )

@@ -156,8 +156,11 @@ def test_bad_files_and_arguments():
         nf.filter(np.zeros((1, 4, 2)))
     with pytest.raises(ValueError, match="rts or iterated"):
         nf.smooth(z, method="two-filter")
-    with pytest.raises(ValueError, match="CPU only"):
-        nf.filter(z, device="cuda")
+    # What the GPU does not run is refused by name, with or without a GPU.
+    with pytest.raises(ValueError, match="the iterated extended Kalman filter on cuda:0"):
+        nf.filter(z, filter="iekf", device="cuda")
+    with pytest.raises(ValueError, match="the ekf smoothers on cuda:0"):
+        nf.smooth(z, filter="ekf", device="cuda")
 
 
 def test_iterated_smoother_and_precision(rng):
@@ -171,3 +174,20 @@ def test_iterated_smoother_and_precision(rng):
     f32 = nf.filter(z.astype(np.float32))
     assert f32.mean.dtype == np.float32
     np.testing.assert_allclose(f32.mean, nf.filter(z).mean, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["ekf", "ukf", "ckf"])
+def test_the_gpu_filters_equal_the_cpu(rng, kind):
+    from conftest import require_gpu
+
+    require_gpu()
+    z = simulate(rng, tracks=64, steps=50)
+    z[3, 7] = np.nan
+    nf = kestrel.NonlinearFilter.from_toml_str(PENDULUM)
+    cpu = nf.filter(z, filter=kind)
+    gpu = nf.filter(z, filter=kind, device="cuda")
+    for name in ("mean", "cov", "loglik"):
+        np.testing.assert_allclose(getattr(gpu, name), getattr(cpu, name), rtol=1e-9, atol=1e-12)
+    g32 = nf.filter(z.astype(np.float32), filter=kind, device="cuda")
+    assert g32.mean.dtype == np.float32
+    np.testing.assert_allclose(g32.mean, cpu.mean, rtol=2e-3, atol=2e-3)

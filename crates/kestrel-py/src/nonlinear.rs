@@ -40,6 +40,7 @@ fn typed<'py, T: Real + numpy::Element>(
     file: &NonlinearFile,
     z: &Bound<'py, PyAny>,
     job: NonlinearJob,
+    device: Device,
     progress: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
     let guard: PyReadonlyArrayDyn<'py, T> = z.extract()?;
@@ -59,7 +60,7 @@ fn typed<'py, T: Real + numpy::Element>(
     let bar = Bar::new(progress, what, shape[0] as u64, "tracks");
     let out = run_detached(py, || {
         let z = Measurements::new(shape[0], shape[1], shape[2], data.to_vec())?;
-        let out = estimate_on(Device::Cpu, &file.problem, &z, &file.options, job)?;
+        let out = estimate_on(device, &file.problem, &z, &file.options, job)?;
         bar.inc(shape[0] as u64);
         Ok(out)
     })?;
@@ -110,11 +111,17 @@ fn nonlinear_estimate<'py>(
     progress: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
     let mut file = parse(text, origin)?;
-    if !matches!(device, "cpu" | "auto") {
-        return Err(to_py(kestrel::Error::Unsupported(format!(
-            "device {device}: the nonlinear filters run on the CPU only (the GPU path is not built yet)"
-        ))));
-    }
+    // "auto" stays on the CPU: the GPU runs only the filters of one model (not the IMM,
+    // the IEKF or the smoothers), so auto could not choose it for every call alike.
+    // A CUDA device is opened by the call (after what the GPU does not run is refused).
+    let device = match device {
+        "auto" => Device::Cpu,
+        "cuda" => Device::Cuda(0),
+        d => match d.strip_prefix("cuda:").and_then(|n| n.parse().ok()) {
+            Some(n) => Device::Cuda(n),
+            None => Device::parse(d).map_err(to_py)?,
+        },
+    };
     let kind = match filter {
         Some(s) => Some(FilterChoice::parse(s).ok_or_else(|| {
             PyValueError::new_err(format!(
@@ -159,8 +166,8 @@ fn nonlinear_estimate<'py>(
         }
     };
     match dtype_of(z, "z")? {
-        Dtype::F64 => typed::<f64>(py, &file, z, job, progress),
-        Dtype::F32 => typed::<f32>(py, &file, z, job, progress),
+        Dtype::F64 => typed::<f64>(py, &file, z, job, device, progress),
+        Dtype::F32 => typed::<f32>(py, &file, z, job, device, progress),
     }
 }
 

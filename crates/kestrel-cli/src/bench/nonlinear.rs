@@ -2,7 +2,8 @@
 //! a coordinated turn with an estimated turn rate (nx 5) seen by a range-bearing radar
 //! (ny 2), every output kept (means, covariances, log-likelihoods). The CPU (f64) at
 //! 10^4 x 100; the GPU, when present, at 10^6 x 100 (issue 37's size) in f32 and f64,
-//! with the filter kernel's own time and its share of the memory roofline in `extra`.
+//! and in f32 keeping each track's last state only, with the filter kernel's own time
+//! and its share of the memory roofline in `extra`.
 //! `KESTREL_BENCH_GPU_ONLY=1` skips the CPU runs.
 
 use super::{time_runs, Record, Sink};
@@ -12,7 +13,7 @@ use kestrel::nonlinear::{
     estimate_on, FilterKind, Measure, NonlinearJob, NonlinearModel, NonlinearOptions,
     NonlinearProblem, TurnRate,
 };
-use kestrel::{Device, Measurements, Real};
+use kestrel::{Device, Keep, Measurements, Real};
 
 /// The H200's HBM3e bandwidth, bytes per second (the memory roofline).
 const HBM_BYTES_PER_S: f64 = 4.8e12;
@@ -65,13 +66,14 @@ fn one<T: Real>(
     device: Device,
     label: &str,
     kind: FilterKind,
+    keep: Keep,
     m: &NonlinearModel,
     z: &Measurements<f64>,
     repeats: usize,
 ) {
     let z: Measurements<T> = z.cast();
     let problem = NonlinearProblem::Single(m.clone());
-    let opts = NonlinearOptions::default().with_kind(kind);
+    let opts = NonlinearOptions::default().with_kind(kind).with_keep(keep);
     let mut kernel = Vec::new();
     let times = time_runs(1, repeats, || {
         let r = estimate_on(device, &problem, &z, &opts, NonlinearJob::Filter);
@@ -84,7 +86,11 @@ fn one<T: Real>(
     });
     let (nx, ny) = (m.nx(), m.ny());
     let mut r = Record::new(
-        format!("nonlinear/{}", kind.name()),
+        if keep == Keep::Last {
+            format!("nonlinear/{}/last-state", kind.name())
+        } else {
+            format!("nonlinear/{}", kind.name())
+        },
         label,
         T::NAME,
         z.tracks(),
@@ -96,8 +102,15 @@ fn one<T: Real>(
     if !kernel.is_empty() {
         let ks = super::median(&kernel) / 1e3;
         let steps = (z.tracks() * z.steps()) as f64;
-        // The kernel reads z and writes every output once.
-        let bytes = steps * ((ny + nx + nx * nx + 1) * std::mem::size_of::<T>()) as f64;
+        // The kernel reads z and writes every output once (the last state: once a track).
+        let sz = std::mem::size_of::<T>() as f64;
+        let out = ((nx + nx * nx + 1) * z.tracks()) as f64 * sz;
+        let bytes = steps * ny as f64 * sz
+            + if keep == Keep::Last {
+                out
+            } else {
+                out * z.steps() as f64
+            };
         r.extra = serde_json::json!({
             "kernel_s": ks,
             "kernel_target_steps_per_s": steps / ks,
@@ -117,7 +130,7 @@ pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
         let cpu_label = format!("cpu ({} threads)", rayon::current_num_threads());
         let z = plots(if quick { 1_000 } else { 10_000 }, 100)?;
         for kind in kinds {
-            one::<f64>(sink, Device::Cpu, &cpu_label, kind, &m, &z, repeats);
+            one::<f64>(sink, Device::Cpu, &cpu_label, kind, Keep::All, &m, &z, repeats);
         }
     }
     if kestrel::cuda::available(0).is_ok() {
@@ -126,9 +139,11 @@ pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
             kestrel::cuda::device_name(0).unwrap_or_default()
         );
         let z = plots(if quick { 10_000 } else { 1_000_000 }, 100)?;
+        let dev = Device::Cuda(0);
         for kind in kinds {
-            one::<f32>(sink, Device::Cuda(0), &gpu_label, kind, &m, &z, repeats);
-            one::<f64>(sink, Device::Cuda(0), &gpu_label, kind, &m, &z, repeats);
+            one::<f32>(sink, dev, &gpu_label, kind, Keep::All, &m, &z, 3);
+            one::<f32>(sink, dev, &gpu_label, kind, Keep::Last, &m, &z, 3);
+            one::<f64>(sink, dev, &gpu_label, kind, Keep::All, &m, &z, 3);
         }
     }
     Ok(())

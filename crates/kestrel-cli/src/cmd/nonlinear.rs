@@ -115,7 +115,12 @@ pub fn run(r: &Request<'_>, mut file: NonlinearFile) -> anyhow::Result<()> {
             "smoothing an IMM model is not available: run kestrel filter",
         ));
     }
-    match r.precision.unwrap_or(Precision::F64) {
+    // As every command: f64 on the CPU, f32 on a GPU.
+    let default = match device {
+        Device::Cpu => Precision::F64,
+        _ => Precision::F32,
+    };
+    match r.precision.unwrap_or(default) {
         Precision::F64 => run_typed::<f64>(r, &file, device, selection, outputs),
         Precision::F32 => run_typed::<f32>(r, &file, device, selection, outputs),
     }

@@ -105,6 +105,9 @@ pub struct NonlinearOptions {
     pub kappa: Option<f64>,
     /// IEKF iterations of each update, and passes of the iterated smoothers (>= 1).
     pub iterations: usize,
+    /// Every step's estimates, or (filters of one model) only each track's last state,
+    /// its `loglik` the track's total (online tracking; the GPU then writes nothing else).
+    pub keep: crate::Keep,
 }
 
 impl Default for NonlinearOptions {
@@ -115,6 +118,7 @@ impl Default for NonlinearOptions {
             beta: 0.0,
             kappa: None,
             iterations: 10,
+            keep: crate::Keep::All,
         }
     }
 }
@@ -125,6 +129,7 @@ setters!(NonlinearOptions {
     with_beta(beta: f64, "Sets the UKF's beta."),
     with_kappa(kappa: Option<f64>, "Sets the UKF's kappa (`None`: 3 - n)."),
     with_iterations(iterations: usize, "Sets the iterations (IEKF, iterated smoothers)."),
+    with_keep(keep: crate::Keep, "Sets what is kept: every step, or each track's last state."),
 });
 
 /// How to smooth.
@@ -353,6 +358,20 @@ fn filter_track(
     Ok(())
 }
 
+/// Each track's last estimate, its log-likelihood the track's total.
+fn last_only<T: Real>(e: &Estimates<T>) -> Result<Estimates<T>> {
+    let (b, t, nx) = (e.tracks, e.steps, e.nx);
+    let (n2, (m, c)) = (nx * nx, (e.mean(), e.cov()));
+    let mean = (0..b).flat_map(|i| m[(i * t + t - 1) * nx..(i * t + t) * nx].to_vec()).collect();
+    let cov = (0..b).flat_map(|i| c[(i * t + t - 1) * n2..(i * t + t) * n2].to_vec()).collect();
+    let ll = e.loglik().map(|l| {
+        (0..b)
+            .map(|i| T::of(l[i * t..(i + 1) * t].iter().map(|v| v.to_f64()).sum()))
+            .collect()
+    });
+    Estimates::new(b, 1, nx, mean, cov, ll)
+}
+
 /// The GPU path: the EKF, UKF and CKF filters of one model; the rest is refused,
 /// naming what runs on the CPU.
 fn estimate_gpu<T: Real>(
@@ -384,11 +403,13 @@ fn estimate_gpu<T: Real>(
             Device::Cuda(n) => n,
             _ => 0,
         };
-        let out = cuda::filter(ordinal, model, rule, z)?;
+        let last = opts.keep == crate::Keep::Last;
+        let out = cuda::filter(ordinal, model, rule, z, last)?;
         if let Some((track, step, what)) = out.fail {
             return Err(Error::NotPositiveDefinite { track, step, what });
         }
-        let (b, t, nx) = (z.tracks(), z.steps(), model.nx());
+        let (b, nx) = (z.tracks(), model.nx());
+        let t = if last { 1 } else { z.steps() };
         let filtered = Estimates::new(b, t, nx, out.mean, out.cov, Some(out.ll))?;
         if let Some(i) = filtered.mean().iter().position(|v| !v.is_finite_value()) {
             return Err(Error::NonFinite {
@@ -502,6 +523,13 @@ pub fn estimate_on<T: Real>(
         8,
     )?;
     let rule = rule_for(opts, nx)?;
+    if opts.keep == crate::Keep::Last
+        && (smoothing_job(job) || matches!(problem, NonlinearProblem::Imm(_)))
+    {
+        return Err(Error::input(
+            "keeping only the last state is for the filters of one model (not the smoothers or the IMM)",
+        ));
+    }
     if device != Device::Cpu {
         return estimate_gpu(device, problem, z, opts, job, rule.as_ref());
     }
@@ -632,6 +660,10 @@ pub fn estimate_on<T: Real>(
         Some(Estimates::new(b, t, nx, cast(smean), cast(scov), None)?)
     } else {
         None
+    };
+    let filtered = match opts.keep {
+        crate::Keep::All => filtered,
+        crate::Keep::Last => last_only(&filtered)?,
     };
     Ok(NonlinearOutput {
         filtered,

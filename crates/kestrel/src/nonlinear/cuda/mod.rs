@@ -43,12 +43,14 @@ pub(crate) struct GpuFiltered<T> {
 }
 
 /// The filter (EKF where `rule` is `None`, else the sigma-point filter of `rule`) over
-/// every track of `z` on GPU `ordinal`.
+/// every track of `z` on GPU `ordinal`; with `last`, only each track's final state and
+/// total log-likelihood (`[B][1][..]`).
 pub(crate) fn filter<T: Real>(
     ordinal: usize,
     model: &NonlinearModel,
     rule: Option<&SigmaRule>,
     z: &Measurements<T>,
+    last: bool,
 ) -> Result<GpuFiltered<T>> {
     let (nx, ny) = (model.nx(), model.ny());
     if nx > MAX_NX || ny > MAX_NY {
@@ -56,7 +58,7 @@ pub(crate) fn filter<T: Real>(
             "the nonlinear filters on cuda handle up to {MAX_NX} state and {MAX_NY} measurement components (this model: {nx} and {ny}); use --device cpu"
         )));
     }
-    catch(|| run(ordinal, model, rule, z))
+    catch(|| run(ordinal, model, rule, z, last))
 }
 
 fn run<T: Real>(
@@ -64,6 +66,7 @@ fn run<T: Real>(
     model: &NonlinearModel,
     rule: Option<&SigmaRule>,
     z: &Measurements<T>,
+    last: bool,
 ) -> Result<GpuFiltered<T>> {
     let g = gpu(ordinal)?;
     let (nx, ny) = (model.nx(), model.ny());
@@ -76,8 +79,8 @@ fn run<T: Real>(
     let st = &g.stream;
     let sz = std::mem::size_of::<T>();
     // Per track: z, mean, cov, ll, each twice (host layout and the kernel's), and err.
-    let per_step = ny + nx + nx * nx + 1;
-    let per_track = 2 * t * per_step * sz + 4;
+    let to = if last { 1 } else { t };
+    let per_track = 2 * (t * ny + to * (nx + nx * nx + 1)) * sz + 4;
     let budget = g.usable_memory()? * 7 / 10;
     if budget < per_track {
         return Err(Error::TooLarge {
@@ -88,24 +91,24 @@ fn run<T: Real>(
     }
     let group = (budget / per_track).min(b.max(1)).min(i32::MAX as usize);
     let mut out = GpuFiltered {
-        mean: vec![T::zero(); b * t * nx],
-        cov: vec![T::zero(); b * t * nx * nx],
-        ll: vec![T::zero(); b * t],
+        mean: vec![T::zero(); b * to * nx],
+        cov: vec![T::zero(); b * to * nx * nx],
+        ll: vec![T::zero(); b * to],
         fail: None,
     };
-    let host = |n: usize, w: &str| DevBuf::<T>::new(&g, group * t * n, w);
+    let buf = |n: usize, w: &str| DevBuf::<T>::new(&g, group * n, w);
     // The host layout's buffers and the kernel's.
     let (zh, mh, ch, lh) = (
-        host(ny, "measurements")?,
-        host(nx, "means")?,
-        host(nx * nx, "covariances")?,
-        host(1, "log-likelihoods")?,
+        buf(t * ny, "measurements")?,
+        buf(to * nx, "means")?,
+        buf(to * nx * nx, "covariances")?,
+        buf(to, "log-likelihoods")?,
     );
     let (zs, ms, cs, ls) = (
-        host(ny, "measurements")?,
-        host(nx, "means")?,
-        host(nx * nx, "covariances")?,
-        host(1, "log-likelihoods")?,
+        buf(t * ny, "measurements")?,
+        buf(to * nx, "means")?,
+        buf(to * nx * nx, "covariances")?,
+        buf(to, "log-likelihoods")?,
     );
     let err = DevBuf::<i32>::new(&g, group, "failures")?;
     let timer = crate::cuda::EventTimer::new(&g)?;
@@ -156,13 +159,14 @@ fn run<T: Real>(
                 Arg::Ptr(err.ptr()),
                 Arg::I32(nb as i32),
                 Arg::I32(t as i32),
+                Arg::I32(i32::from(last)),
             ],
         )?;
         timer.stop(st)?;
-        transpose(&ms, &mh, t * nx, nb)?;
-        transpose(&cs, &ch, t * nx * nx, nb)?;
-        transpose(&ls, &lh, t, nb)?;
-        let span = |n: usize| b0 * t * n..(b0 + nb) * t * n;
+        transpose(&ms, &mh, to * nx, nb)?;
+        transpose(&cs, &ch, to * nx * nx, nb)?;
+        transpose(&ls, &lh, to, nb)?;
+        let span = |n: usize| b0 * to * n..(b0 + nb) * to * n;
         download(&g, st, &mh, 0, &mut out.mean[span(nx)], "means")?;
         download(&g, st, &ch, 0, &mut out.cov[span(nx * nx)], "covariances")?;
         download(&g, st, &lh, 0, &mut out.ll[span(1)], "log-likelihoods")?;

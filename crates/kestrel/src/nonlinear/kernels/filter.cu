@@ -6,8 +6,9 @@
 // Jacobian), and the constants QM, RM, X0, P00, ANG, WM, WC.
 //
 // Layouts, structure of arrays so that a warp's loads and stores are contiguous: z
-// [T][NY][B], mean [T][NX][B], cov [T][NX * NX][B], ll [T][B]; err [B] is 0, or the
-// failing step k as 2 (k + 1) + (0: P, 1: S).
+// [T][NY][B], mean [T][NX][B], cov [T][NX * NX][B], ll [T][B] (with `last`, one step:
+// the final state and the total log-likelihood); err [B] is 0, or the failing step k as
+// 2 (k + 1) + (0: P, 1: S).
 
 #if SIGMA
 // The moments of y = g(x) (D outputs) over the points of (m, P): mean (angles as
@@ -171,7 +172,7 @@ __device__ __forceinline__ int update(const real* z, real* m, real* P, real* ll)
 
 extern "C" __global__ void __launch_bounds__(128) nl_filter(const real* __restrict__ z, real* __restrict__ mean,
                                                             real* __restrict__ cov, real* __restrict__ ll,
-                                                            int* __restrict__ err, int nb, int steps) {
+                                                            int* __restrict__ err, int nb, int steps, int last) {
     const int b = blockIdx.x * blockDim.x + threadIdx.x;
     if (b >= nb) return;
     const long long B = nb;
@@ -181,6 +182,7 @@ extern "C" __global__ void __launch_bounds__(128) nl_filter(const real* __restri
 #pragma unroll
     for (int i = 0; i < NX * NX; i++) P[i] = P00[i];
     int fail = 0;
+    real total = (real)0;
     for (int k = 0; k < steps; k++) {
         if (k > 0 && !predict(m, P)) {
             fail = 2 * (k + 1);
@@ -201,11 +203,15 @@ extern "C" __global__ void __launch_bounds__(128) nl_filter(const real* __restri
                 break;
             }
         }
+        total += l;
+        if (last && k < steps - 1) continue;
+        // With `last`, only the final state, at slot 0, and the total log-likelihood.
+        const long long s = last ? 0 : k;
 #pragma unroll
-        for (int i = 0; i < NX; i++) mean[((long long)k * NX + i) * B + b] = m[i];
+        for (int i = 0; i < NX; i++) mean[(s * NX + i) * B + b] = m[i];
 #pragma unroll
-        for (int i = 0; i < NX * NX; i++) cov[((long long)k * NX * NX + i) * B + b] = P[i];
-        ll[(long long)k * B + b] = l;
+        for (int i = 0; i < NX * NX; i++) cov[(s * NX * NX + i) * B + b] = P[i];
+        ll[s * B + b] = last ? total : l;
     }
     err[b] = fail;
 }
