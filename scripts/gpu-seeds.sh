@@ -4,14 +4,10 @@
 # benchmark (`kestrel bench --seed NAME --plot $OUT`), each under its own time limit so
 # that one slow seed leaves the others' records. Logs, JSON lines and charts go to $OUT.
 set -u
-cd "$(dirname "$0")/../.gpu"
+here=$(cd "$(dirname "$0")" && pwd)
+cd "$here/../.gpu"
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-export KESTREL_REQUIRE_GPU=1 KESTREL_CACHE_DIR=/tmp/kestrel-cache
-if ! ldconfig -p | grep -q 'libnvrtc.so '; then
-  lib=$(ls /usr/local/cuda*/lib64/libnvrtc.so* /usr/local/cuda*/targets/*/lib/libnvrtc.so* 2>/dev/null | head -1)
-  [ -z "$lib" ] && lib=$(python3 -c 'import nvidia.cuda_nvrtc,os,glob;print(glob.glob(os.path.join(list(nvidia.cuda_nvrtc.__path__)[0],"lib","libnvrtc.so*"))[0])' 2>/dev/null)
-  if [ -n "$lib" ]; then mkdir -p /tmp/nvlib; ln -sf "$lib" /tmp/nvlib/libnvrtc.so; export LD_LIBRARY_PATH=/tmp/nvlib:$(dirname "$lib"):${LD_LIBRARY_PATH:-}; fi
-fi
+. "$here/gpu-env.sh"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/device.txt"
 nproc >> "$OUT/device.txt"
 if [ $# -gt 0 ]; then

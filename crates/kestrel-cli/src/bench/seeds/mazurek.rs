@@ -90,9 +90,11 @@ pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<Vec<Chart>> {
                     ..KernelConfig::fused(1)
                 }]
             } else {
-                [(32, 8)]
-                    .map(|block| KernelConfig {
-                        variant: Variant::Late { px: 2 },
+                // Two pixels a thread where its frame tiles fit in shared memory (up to
+                // D = 10 here), one pixel a thread in wider blocks above.
+                [(2, (32, 8)), (1, (64, 8))]
+                    .map(|(px, block)| KernelConfig {
+                        variant: Variant::Late { px },
                         ldg: false,
                         block,
                         ..KernelConfig::fused(d)
