@@ -54,7 +54,7 @@ fn check<T: Real>(tag: &str, model: &NonlinearModel, z: &Measurements<f64>, kind
     let got = estimate_on::<T>(Device::Cuda(0), &problem, &cast::<T>(z), &last, NonlinearJob::Filter)
         .expect("the GPU filter, last state")
         .filtered;
-    assert_eq!((got.tracks, got.steps), (z.tracks(), 1), "{tag}: last state's shape");
+    assert_eq!((got.tracks(), got.steps()), (z.tracks(), 1), "{tag}: last state's shape");
     cmp("last mean", got.mean(), want.mean());
     cmp("last cov", got.cov(), want.cov());
     cmp("total loglik", got.loglik().unwrap(), want.loglik().unwrap());
