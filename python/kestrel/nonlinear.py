@@ -6,7 +6,9 @@ Bar-Shalom), over models written in kestrel's model-file expression language
 (``[model] kind = "nonlinear"`` with ``states``, ``f``, ``h``, ``Q``, ``R``,
 ``constants``, ``angles``), the coordinated turn (``kind = "ct"``), the particle
 filter's range-only / bearings-only / range-bearing kinds, any linear kind, or an
-``[imm]`` file. As ``kestrel filter|smooth --filter KIND``; CPU only (f64 inside).
+``[imm]`` file. As ``kestrel filter|smooth --filter KIND``: on the CPU in f64 inside,
+or (``device="cuda"``) the EKF, UKF and CKF filters of one model batched on the GPU in
+``z``'s precision.
 
 Time convention (kestrel's): the prior is the state at step 0 before the step-0
 measurement; step 0 updates it, each later step predicts then updates; a measurement

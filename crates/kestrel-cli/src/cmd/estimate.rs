@@ -24,7 +24,8 @@ pub struct Common {
     /// Estimates: `.csv` or `.npz`.
     #[arg(long, value_name = "OUT.csv|OUT.npz")]
     output: PathBuf,
-    /// auto, cpu, cuda or cuda:N.
+    /// auto, cpu, cuda or cuda:N. Nonlinear model files: auto is the CPU, and a GPU
+    /// runs the ekf, ukf and ckf filters of one model.
     #[arg(long, default_value = "auto")]
     device: String,
     /// Default: f64 on the CPU, f32 on a GPU.
