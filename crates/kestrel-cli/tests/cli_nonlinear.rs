@@ -251,7 +251,15 @@ fn an_imm_file_writes_mode_probabilities() {
     assert!(last[last.len() - 2] > 0.7, "{last:?}");
     // In an NPZ archive: one array `mode_probs` [B, T, r], the CSV's columns.
     let onpz = dir.path().join("imm.npz");
-    ok(&kestrel(&["filter", "--model", &m, "--input", &z, "--output", s(&onpz)]));
+    ok(&kestrel(&[
+        "filter",
+        "--model",
+        &m,
+        "--input",
+        &z,
+        "--output",
+        s(&onpz),
+    ]));
     let Some(kestrel::io::NpzArray::F64(shape, p)) =
         kestrel::io::read_npz_array_any(&onpz, "mode_probs").unwrap()
     else {
@@ -262,7 +270,9 @@ fn an_imm_file_writes_mode_probabilities() {
         let v: Vec<f64> = line.split(',').map(|x| x.parse().unwrap()).collect();
         assert_eq!(&p[2 * k..2 * k + 2], &v[v.len() - 2..], "step {k}");
     }
-    assert!(kestrel::io::read_npz_array_any(&onpz, "p0").unwrap().is_none());
+    assert!(kestrel::io::read_npz_array_any(&onpz, "p0")
+        .unwrap()
+        .is_none());
 }
 
 #[test]
@@ -359,4 +369,57 @@ fn bad_model_files_and_options_give_one_error_line() {
     ] {
         run_bad(d, &args, &needles);
     }
+}
+
+#[test]
+fn nonlinear_model_files_simulate_and_an_imm_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (z, x) = (d.join("rb.npy"), d.join("x.npy"));
+    let model = example("ct-radar.toml");
+    let o = kestrel(&[
+        "simulate",
+        "--model",
+        &model,
+        "--tracks",
+        "20",
+        "--steps",
+        "30",
+        "--output",
+        s(&z),
+        "--truth",
+        s(&x),
+    ]);
+    ok(&o);
+    assert!(
+        stderr(&o).contains("nonlinear, nx 5, ny 2"),
+        "{}",
+        stderr(&o)
+    );
+    let sim = kestrel::io::read_measurements::<f64>(&z).unwrap();
+    assert_eq!((sim.tracks(), sim.steps(), sim.ny()), (20, 30, 2));
+    // Bearings in (-pi, pi], ranges near the prior's 250 m.
+    for zk in sim.data().chunks(2) {
+        assert!(zk[1] > -std::f64::consts::PI && zk[1] <= std::f64::consts::PI);
+        assert!(zk[0] > 100.0 && zk[0] < 400.0, "range {}", zk[0]);
+    }
+    let out = d.join("ct.npz");
+    ok(&kestrel(&[
+        "filter",
+        "--model",
+        &model,
+        "--input",
+        s(&z),
+        "--output",
+        s(&out),
+    ]));
+    assert_eq!(npz(&out).nx(), 5);
+    let imm = example("imm-two-modes.toml");
+    run_bad(
+        d,
+        &[
+            "simulate", "--model", &imm, "--tracks", "2", "--steps", "5", "--output", "i.npy",
+        ],
+        &["imm-two-modes.toml", "no single model to simulate"],
+    );
 }

@@ -34,12 +34,14 @@ mod likelihood_kernels_on_cpu;
 mod likelihood_reference;
 #[path = "likelihood_window.rs"]
 mod likelihood_window;
-#[path = "nonlinear_reference.rs"]
-mod nonlinear_reference;
-#[path = "parallel_filters.rs"]
-mod parallel_filters;
 #[path = "nonlinear_kernels_on_cpu.rs"]
 mod nonlinear_kernels_on_cpu;
+#[path = "nonlinear_reference.rs"]
+mod nonlinear_reference;
+#[path = "nonlinear_sim.rs"]
+mod nonlinear_sim;
+#[path = "parallel_filters.rs"]
+mod parallel_filters;
 #[path = "parallel_kernels_on_cpu.rs"]
 mod parallel_kernels_on_cpu;
 #[path = "parallel_operators.rs"]

@@ -46,8 +46,14 @@ fn a_kernel_fault_names_the_device_and_the_process_goes_on() {
     let msg = e.to_string();
     eprintln!("the fault: {msg}");
     assert!(msg.contains("cuda:0"), "the device is not named: {msg}");
-    assert!(msg.contains("kernel fault"), "the cause is not named: {msg}");
-    assert!(msg.contains("CUDA_ERROR_"), "the driver's code is missing: {msg}");
+    assert!(
+        msg.contains("kernel fault"),
+        "the cause is not named: {msg}"
+    );
+    assert!(
+        msg.contains("CUDA_ERROR_"),
+        "the driver's code is missing: {msg}"
+    );
     assert!(!msg.contains('\n'), "one line: {msg}");
     assert!(!e.is_bad_input(), "a fault is not the input's: {msg}");
 
@@ -59,7 +65,10 @@ fn a_kernel_fault_names_the_device_and_the_process_goes_on() {
         };
         let msg = e.to_string();
         eprintln!("a later call: {msg}");
-        assert!(msg.contains("cuda:0") && msg.contains("kernel fault earlier"), "{msg}");
+        assert!(
+            msg.contains("cuda:0") && msg.contains("kernel fault earlier"),
+            "{msg}"
+        );
         assert!(msg.contains("CUDA_ERROR_ILLEGAL_ADDRESS"), "{msg}");
         assert!(!msg.contains('\n'), "one line: {msg}");
         assert!(t.elapsed().as_secs_f64() < 1.0, "refused at once");
@@ -67,7 +76,10 @@ fn a_kernel_fault_names_the_device_and_the_process_goes_on() {
     // The process goes on: auto chooses the CPU, which gives the GPU's results.
     let auto = Device::auto();
     assert_eq!(auto.device, Device::Cpu);
-    assert!(auto.why_not_gpu.unwrap_or_default().contains("kernel fault"));
+    assert!(auto
+        .why_not_gpu
+        .unwrap_or_default()
+        .contains("kernel fault"));
     let after = kestrel::filter_on(
         auto.device,
         &m,
@@ -75,7 +87,7 @@ fn a_kernel_fault_names_the_device_and_the_process_goes_on() {
         kestrel::FilterMethod::Sequential,
         &FilterOptions::default(),
     )
-        .expect("the CPU after the fault")
-        .filtered;
+    .expect("the CPU after the fault")
+    .filtered;
     assert_close("after the fault", &after, &before, 1e-9);
 }

@@ -17,15 +17,27 @@ use kestrel::nonlinear::{
 use kestrel::{Device, Measurements, Real};
 use nonlinear_common::*;
 
-fn check<T: Real>(tag: &str, model: &NonlinearModel, z: &Measurements<f64>, kind: FilterKind, tol: f64) {
+fn check<T: Real>(
+    tag: &str,
+    model: &NonlinearModel,
+    z: &Measurements<f64>,
+    kind: FilterKind,
+    tol: f64,
+) {
     let problem = NonlinearProblem::Single(model.clone());
     let opts = NonlinearOptions::default().with_kind(kind);
     let want = estimate_on::<f64>(Device::Cpu, &problem, z, &opts, NonlinearJob::Filter)
         .expect("the CPU filter")
         .filtered;
-    let got = estimate_on::<T>(Device::Cuda(0), &problem, &cast::<T>(z), &opts, NonlinearJob::Filter)
-        .expect("the GPU filter")
-        .filtered;
+    let got = estimate_on::<T>(
+        Device::Cuda(0),
+        &problem,
+        &cast::<T>(z),
+        &opts,
+        NonlinearJob::Filter,
+    )
+    .expect("the GPU filter")
+    .filtered;
     let tag = format!("{tag} {} {}", kind.name(), T::NAME);
     let cmp = |what: &str, a: &[T], b: &[f64]| {
         assert_eq!(a.len(), b.len(), "{tag} {what}: lengths");
@@ -51,13 +63,27 @@ fn check<T: Real>(tag: &str, model: &NonlinearModel, z: &Measurements<f64>, kind
     let want = estimate_on::<f64>(Device::Cpu, &problem, z, &last, NonlinearJob::Filter)
         .expect("the CPU filter, last state")
         .filtered;
-    let got = estimate_on::<T>(Device::Cuda(0), &problem, &cast::<T>(z), &last, NonlinearJob::Filter)
-        .expect("the GPU filter, last state")
-        .filtered;
-    assert_eq!((got.tracks(), got.steps()), (z.tracks(), 1), "{tag}: last state's shape");
+    let got = estimate_on::<T>(
+        Device::Cuda(0),
+        &problem,
+        &cast::<T>(z),
+        &last,
+        NonlinearJob::Filter,
+    )
+    .expect("the GPU filter, last state")
+    .filtered;
+    assert_eq!(
+        (got.tracks(), got.steps()),
+        (z.tracks(), 1),
+        "{tag}: last state's shape"
+    );
     cmp("last mean", got.mean(), want.mean());
     cmp("last cov", got.cov(), want.cov());
-    cmp("total loglik", got.loglik().unwrap(), want.loglik().unwrap());
+    cmp(
+        "total loglik",
+        got.loglik().unwrap(),
+        want.loglik().unwrap(),
+    );
 }
 
 #[test]

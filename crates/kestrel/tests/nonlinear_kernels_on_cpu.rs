@@ -99,7 +99,13 @@ fn emulate<T: Real>(
 ) -> (Vec<T>, Vec<T>, Vec<T>, Vec<i32>) {
     let (b, t, nx, ny) = (z.tracks(), z.steps(), m.nx(), m.ny());
     let src = format!("{SHIM}\n{}\n{HARNESS}", source::<T>(m, rule));
-    let exe = compile(cxx, dir, tag, &src, &["-std=c++17", "-O1", "-w", "-ffp-contract=off"]);
+    let exe = compile(
+        cxx,
+        dir,
+        tag,
+        &src,
+        &["-std=c++17", "-O1", "-w", "-ffp-contract=off"],
+    );
     let zs: Vec<T> = (0..t * ny)
         .flat_map(|r| (0..b).map(move |i| (r, i)))
         .map(|(r, i)| z.data()[i * t * ny + r])
@@ -110,7 +116,11 @@ fn emulate<T: Real>(
         .args([b.to_string(), t.to_string()])
         .output()
         .unwrap();
-    assert!(o.status.success(), "{tag}: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "{tag}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let r = |name: &str| std::fs::read(dir.join(name)).unwrap();
     let err = r("err")
         .chunks_exact(4)
@@ -124,14 +134,24 @@ fn emulate<T: Real>(
     )
 }
 
-fn check<T: Real>(cxx: &str, dir: &Path, name: &str, m: &NonlinearModel, z: &Measurements<f64>, kind: FilterKind, tol: f64) {
+fn check<T: Real>(
+    cxx: &str,
+    dir: &Path,
+    name: &str,
+    m: &NonlinearModel,
+    z: &Measurements<f64>,
+    kind: FilterKind,
+    tol: f64,
+) {
     let opts = NonlinearOptions::default().with_kind(kind);
     let problem = NonlinearProblem::Single(m.clone());
     let want = estimate_on::<f64>(Device::Cpu, &problem, z, &opts, NonlinearJob::Filter)
         .unwrap()
         .filtered;
     let rule = match kind {
-        FilterKind::Ukf => Some(SigmaRule::unscented(m.nx(), 1.0, 0.0, 3.0 - m.nx() as f64).unwrap()),
+        FilterKind::Ukf => {
+            Some(SigmaRule::unscented(m.nx(), 1.0, 0.0, 3.0 - m.nx() as f64).unwrap())
+        }
         FilterKind::Ckf => Some(SigmaRule::cubature(m.nx())),
         _ => None,
     };

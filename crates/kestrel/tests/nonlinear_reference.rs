@@ -711,7 +711,9 @@ fn expr_strategy() -> impl Strategy<Value = String> {
             inner.clone().prop_map(|a| format!("tanh({a})")),
             inner.clone().prop_map(|a| format!("atan({a})")),
             inner.clone().prop_map(|a| format!("exp(sin({a}))")),
-            inner.clone().prop_map(|a| format!("sqrt(1 + {a}^2)")),
+            // `({a})^2`: `^` binds tighter than `/` and unary minus, so a bare `{a}^2`
+            // can square only part of `a` and leave the root's argument negative.
+            inner.clone().prop_map(|a| format!("sqrt(1 + ({a})^2)")),
             inner.clone().prop_map(|a| format!("log(2 + cos({a}))")),
             inner.clone().prop_map(|a| format!("sinh(tanh({a}))")),
             inner.clone().prop_map(|a| format!("cosh(tanh({a}))")),
@@ -723,7 +725,7 @@ fn expr_strategy() -> impl Strategy<Value = String> {
             inner.clone().prop_map(|a| format!("(2 + cos({a}))^x")),
             (inner.clone(), inner.clone())
                 .prop_map(|(a, b)| format!("atan2(2 + sin({a}), 2 + cos({b}))")),
-            (inner.clone(), inner.clone()).prop_map(|(a, b)| format!("hypot(1 + {a}^2, {b})")),
+            (inner.clone(), inner.clone()).prop_map(|(a, b)| format!("hypot(1 + ({a})^2, {b})")),
         ]
     })
 }

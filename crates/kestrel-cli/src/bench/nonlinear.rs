@@ -47,7 +47,8 @@ fn plots(b: usize, t: usize) -> anyhow::Result<Measurements<f64>> {
     };
     let mut data = Vec::with_capacity(b * t * 2);
     for _ in 0..b {
-        let (mut px, mut vx, mut py, mut vy) = (1000.0 + 20.0 * u(), -10.0, 500.0 + 20.0 * u(), 5.0);
+        let (mut px, mut vx, mut py, mut vy) =
+            (1000.0 + 20.0 * u(), -10.0, 500.0 + 20.0 * u(), 5.0);
         let w: f64 = 0.02;
         for _ in 0..t {
             data.push(px.hypot(py) + 10.0 * u());
@@ -130,7 +131,16 @@ pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
         let cpu_label = format!("cpu ({} threads)", rayon::current_num_threads());
         let z = plots(if quick { 1_000 } else { 10_000 }, 100)?;
         for kind in kinds {
-            one::<f64>(sink, Device::Cpu, &cpu_label, kind, Keep::All, &m, &z, repeats);
+            one::<f64>(
+                sink,
+                Device::Cpu,
+                &cpu_label,
+                kind,
+                Keep::All,
+                &m,
+                &z,
+                repeats,
+            );
         }
     }
     if kestrel::cuda::available(0).is_ok() {

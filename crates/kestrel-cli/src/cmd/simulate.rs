@@ -171,8 +171,11 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let outputs = io::Outputs::plan(&[&a.model], &outs)?;
     // The particle filter's nonlinear kinds have their own simulation (a time-varying
     // linear model is not one of them).
-    let varying =
-        std::fs::read_to_string(&a.model).is_ok_and(|t| kestrel::model::is_time_varying_text(&t));
+    let text = std::fs::read_to_string(&a.model).unwrap_or_default();
+    let varying = kestrel::model::is_time_varying_text(&text);
+    if kestrel::nonlinear::is_gaussian_only_text(&text) {
+        return simulate_gaussian(&a, outputs);
+    }
     let Some(outputs) = (if varying {
         Some(outputs)
     } else {
@@ -214,6 +217,44 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         a.seed,
         missing,
         a.tracks * a.steps,
+        t0.elapsed().as_secs_f64(),
+        a.output.display(),
+        a.truth
+            .as_ref()
+            .map(|t| format!(", truth -> {}", t.display()))
+            .unwrap_or_default()
+    );
+    Ok(())
+}
+
+/// Simulates a nonlinear model file (`kestrel::nonlinear::simulate`).
+fn simulate_gaussian(a: &Args, outputs: io::Outputs) -> anyhow::Result<()> {
+    use kestrel::nonlinear::NonlinearProblem;
+    let file = kestrel::nonlinear::load_nonlinear(&a.model)?;
+    let model = match &file.problem {
+        NonlinearProblem::Single(m) => m,
+        NonlinearProblem::Imm(_) => {
+            return Err(bad(format!(
+                "{}: an [imm] file has no single model to simulate (simulate one of its modes as a [model] file)",
+                a.model.display()
+            )))
+        }
+    };
+    let t0 = Instant::now();
+    let sim = kestrel::nonlinear::simulate(model, a.tracks, a.steps, a.seed, a.missing)?;
+    io::write_measurements(&a.output, &sim.measurements)?;
+    if let Some(t) = &a.truth {
+        io::write_truth(t, a.tracks, a.steps, model.nx(), &sim.truth)?;
+    }
+    // Both files or neither.
+    outputs.commit()?;
+    errln!(
+        "simulate: {} x {} (nonlinear, nx {}, ny {}), seed {}; {:.3} s -> {}{}",
+        super::plural(a.tracks, "track"),
+        super::plural(a.steps, "step"),
+        model.nx(),
+        model.ny(),
+        a.seed,
         t0.elapsed().as_secs_f64(),
         a.output.display(),
         a.truth

@@ -183,10 +183,18 @@ pub fn compute_capability(ordinal: usize) -> Result<(i32, i32)> {
 pub fn provoke_kernel_fault(ordinal: usize) -> Result<()> {
     catch(|| {
         let g = gpu::gpu(ordinal)?;
-        let src = "extern \"C\" __global__ void kestrel_fault(volatile int *p) { p[threadIdx.x] = 1; }";
+        let src =
+            "extern \"C\" __global__ void kestrel_fault(volatile int *p) { p[threadIdx.x] = 1; }";
         let m = g.module("kernel fault", src, &["kestrel_fault"])?;
         // Address 16: never mapped (the first page is kept unmapped on every platform).
-        launch(&g.stream, &m, "kestrel_fault", (1, 1, 1), (32, 1, 1), &[Arg::Ptr(16)])?;
+        launch(
+            &g.stream,
+            &m,
+            "kestrel_fault",
+            (1, 1, 1),
+            (32, 1, 1),
+            &[Arg::Ptr(16)],
+        )?;
         sync(&g.stream, "waiting for the faulting kernel")
     })
 }

@@ -668,6 +668,25 @@ pub fn load_nonlinear(path: &Path) -> Result<NonlinearFile> {
     nonlinear_from_toml(&text, path)
 }
 
+/// Whether `text` is a model file that only this family's reader reads (the particle
+/// filter's does not): the expression and coordinated-turn kinds, an `[imm]`, or any
+/// file with a `[filter]` table.
+pub fn is_gaussian_only_text(text: &str) -> bool {
+    if !is_nonlinear_text(text) {
+        return false;
+    }
+    let Ok(root) = text.parse::<toml::Table>() else {
+        return false;
+    };
+    let kind = root
+        .get("model")
+        .and_then(|m| m.get("kind"))
+        .and_then(|k| k.as_str());
+    root.contains_key("filter")
+        || root.contains_key("imm")
+        || matches!(kind, Some("nonlinear" | "ct"))
+}
+
 /// True when the model file at `text` needs this family (its `[model]` kind is not linear,
 /// or it has `[imm]` or `[filter]`): the command line's switch between the families.
 pub fn is_nonlinear_text(text: &str) -> bool {

@@ -22,24 +22,27 @@
 //! original unscented transform: `n + lambda = 3`); `iterations = 10` (IEKF
 //! Gauss-Newton iterations of each update, and the passes of the iterated smoothers).
 
+#[cfg(feature = "cuda")]
+pub mod cuda;
 pub mod expr;
 #[cfg(feature = "io")]
 mod file;
 pub mod models;
 pub mod sigma;
-#[cfg(feature = "cuda")]
-pub mod cuda;
 
 mod ekf;
 mod imm;
 mod iterated;
+mod sim;
 mod smoother;
 
 #[cfg(feature = "io")]
 pub use file::{
-    is_nonlinear_text, load_nonlinear, nonlinear_from_toml, FilterChoice, NonlinearFile, KINDS,
+    is_gaussian_only_text, is_nonlinear_text, load_nonlinear, nonlinear_from_toml, FilterChoice,
+    NonlinearFile, KINDS,
 };
 pub use models::{Measure, NonlinearModel, TurnRate};
+pub use sim::simulate;
 
 use crate::data::{Estimates, Measurements};
 use crate::device::Device;
@@ -362,8 +365,12 @@ fn filter_track(
 fn last_only<T: Real>(e: &Estimates<T>) -> Result<Estimates<T>> {
     let (b, t, nx) = (e.tracks, e.steps, e.nx);
     let (n2, (m, c)) = (nx * nx, (e.mean(), e.cov()));
-    let mean = (0..b).flat_map(|i| m[(i * t + t - 1) * nx..(i * t + t) * nx].to_vec()).collect();
-    let cov = (0..b).flat_map(|i| c[(i * t + t - 1) * n2..(i * t + t) * n2].to_vec()).collect();
+    let mean = (0..b)
+        .flat_map(|i| m[(i * t + t - 1) * nx..(i * t + t) * nx].to_vec())
+        .collect();
+    let cov = (0..b)
+        .flat_map(|i| c[(i * t + t - 1) * n2..(i * t + t) * n2].to_vec())
+        .collect();
     let ll = e.loglik().map(|l| {
         (0..b)
             .map(|i| T::of(l[i * t..(i + 1) * t].iter().map(|v| v.to_f64()).sum()))

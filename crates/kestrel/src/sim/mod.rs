@@ -20,7 +20,7 @@ pub struct Simulation {
 
 /// A square root `A` with `A A^T = M` of a symmetric positive semi-definite matrix, by
 /// the symmetric eigendecomposition (a Cholesky factor need not exist for a singular `Q`).
-fn sqrt_psd(m: &DMatrix<f64>) -> DMatrix<f64> {
+pub(crate) fn sqrt_psd(m: &DMatrix<f64>) -> DMatrix<f64> {
     let e = m.clone().symmetric_eigen();
     let mut v = e.eigenvectors.clone();
     for (j, l) in e.eigenvalues.iter().enumerate() {
@@ -30,7 +30,7 @@ fn sqrt_psd(m: &DMatrix<f64>) -> DMatrix<f64> {
     v
 }
 
-fn track_seed(seed: u64, b: usize) -> u64 {
+pub(crate) fn track_seed(seed: u64, b: usize) -> u64 {
     // SplitMix64 finaliser: decorrelates neighbouring track indices.
     let mut z = seed ^ (b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);

@@ -131,4 +131,3 @@ pub fn cast<T: Real>(z: &Measurements<f64>) -> Measurements<T> {
     let v = z.data().iter().map(|&x| T::of(x)).collect();
     Measurements::new(z.tracks(), z.steps(), z.ny(), v).unwrap()
 }
-

@@ -113,7 +113,12 @@ pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<Vec<Chart>> {
     // a configuration, which one at a time would be most of the sweep's run.
     let jobs: Vec<(usize, KernelConfig)> = decimations
         .iter()
-        .flat_map(|&d| families.iter().flat_map(move |f| f.1(d)).map(move |c| (d, c)))
+        .flat_map(|&d| {
+            families
+                .iter()
+                .flat_map(move |f| f.1(d))
+                .map(move |c| (d, c))
+        })
         .collect();
     let next = std::sync::atomic::AtomicUsize::new(0);
     let threads = std::thread::available_parallelism().map_or(4, |n| n.get());

@@ -138,7 +138,14 @@ fn run<T: Real>(
     while b0 < b {
         crate::cancel::check()?;
         let nb = group.min(b - b0);
-        upload(&g, st, &z.data()[b0 * t * ny..(b0 + nb) * t * ny], &zh, 0, "measurements")?;
+        upload(
+            &g,
+            st,
+            &z.data()[b0 * t * ny..(b0 + nb) * t * ny],
+            &zh,
+            0,
+            "measurements",
+        )?;
         for buf in [&ms, &cs, &ls, &mh, &ch, &lh] {
             buf.poison(st)?;
         }

@@ -18,15 +18,29 @@ fn lit(v: f64) -> String {
     if v.is_nan() {
         "((real)NAN)".into()
     } else if v.is_infinite() {
-        if v > 0.0 { "((real)INFINITY)" } else { "((real)-INFINITY)" }.into()
+        if v > 0.0 {
+            "((real)INFINITY)"
+        } else {
+            "((real)-INFINITY)"
+        }
+        .into()
     } else {
         format!("((real){v:e})")
     }
 }
 
 fn array(out: &mut String, name: &str, ty: &str, vals: &[String]) {
-    let vals = if vals.is_empty() { vec!["0".to_string()] } else { vals.to_vec() };
-    let _ = writeln!(out, "__constant__ {ty} {name}[{}] = {{{}}};", vals.len(), vals.join(", "));
+    let vals = if vals.is_empty() {
+        vec!["0".to_string()]
+    } else {
+        vals.to_vec()
+    };
+    let _ = writeln!(
+        out,
+        "__constant__ {ty} {name}[{}] = {{{}}};",
+        vals.len(),
+        vals.join(", ")
+    );
 }
 
 /// `tape` as the device function `name(x, y)`.
@@ -95,8 +109,16 @@ pub(crate) fn function(out: &mut String, name: &str, tape: &Tape) {
 pub fn source<T: Real>(model: &NonlinearModel, rule: Option<&SigmaRule>) -> String {
     let (nx, ny) = (model.nx(), model.ny());
     let mut s = String::new();
-    let _ = writeln!(s, "typedef {} real;", if T::NAME == "f32" { "float" } else { "double" });
-    let _ = writeln!(s, "#define NX {nx}\n#define NY {ny}\n#define NANG {}", model.angles.len());
+    let _ = writeln!(
+        s,
+        "typedef {} real;",
+        if T::NAME == "f32" { "float" } else { "double" }
+    );
+    let _ = writeln!(
+        s,
+        "#define NX {nx}\n#define NY {ny}\n#define NANG {}",
+        model.angles.len()
+    );
     // The semi-definite factor's tolerance for a vanishing pivot: the CPU's (1e-12 of the
     // largest diagonal) in f64, and f32's rounding in f32.
     let tol = if T::NAME == "f32" { 1e-5 } else { 1e-12 };
@@ -110,8 +132,18 @@ pub fn source<T: Real>(model: &NonlinearModel, rule: Option<&SigmaRule>) -> Stri
                 r.len(),
                 lit(r.scale())
             );
-            array(&mut s, "WM", "real", &r.wm().iter().map(|&v| lit(v)).collect::<Vec<_>>());
-            array(&mut s, "WC", "real", &r.wc().iter().map(|&v| lit(v)).collect::<Vec<_>>());
+            array(
+                &mut s,
+                "WM",
+                "real",
+                &r.wm().iter().map(|&v| lit(v)).collect::<Vec<_>>(),
+            );
+            array(
+                &mut s,
+                "WC",
+                "real",
+                &r.wc().iter().map(|&v| lit(v)).collect::<Vec<_>>(),
+            );
         }
         None => s.push_str("#define SIGMA 0\n"),
     }
@@ -124,9 +156,23 @@ pub fn source<T: Real>(model: &NonlinearModel, rule: Option<&SigmaRule>) -> Stri
     };
     array(&mut s, "QM", "real", &mat(&model.q));
     array(&mut s, "RM", "real", &mat(&model.r));
-    array(&mut s, "X0", "real", &model.prior.x0.iter().map(|&v| lit(v)).collect::<Vec<_>>());
+    array(
+        &mut s,
+        "X0",
+        "real",
+        &model.prior.x0.iter().map(|&v| lit(v)).collect::<Vec<_>>(),
+    );
     array(&mut s, "P00", "real", &mat(&model.prior.p0));
-    array(&mut s, "ANG", "int", &model.angles.iter().map(|a| a.to_string()).collect::<Vec<_>>());
+    array(
+        &mut s,
+        "ANG",
+        "int",
+        &model
+            .angles
+            .iter()
+            .map(|a| a.to_string())
+            .collect::<Vec<_>>(),
+    );
     s.push_str(COMMON);
     if rule.is_some() {
         function(&mut s, "model_f", model.f.tape());
