@@ -906,11 +906,13 @@ impl Tape {
     }
 
     /// The instructions, one register each, in order (for code generation).
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     pub(crate) fn instructions(&self) -> &[Ins] {
         &self.ins
     }
 
     /// The registers holding the outputs, in output order.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     pub(crate) fn output_registers(&self) -> &[u32] {
         &self.outputs
     }
@@ -1040,6 +1042,7 @@ impl Function {
     }
 
     /// The tape of `y` and `J` together: outputs `[y (n_out), J row-major]`.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     pub(crate) fn jacobian_tape(&self) -> &Tape {
         &self.jac
     }
