@@ -122,9 +122,12 @@ def test_random_arrays_never_panic(rng):
 
 
 CHILD = textwrap.dedent("""
-    import os, sys, time
+    import os, signal, sys, time
     import numpy as np
     import kestrel
+    # Python's own Ctrl-C handler, as an interactive interpreter has it: a process started
+    # in the background by a shell inherits SIGINT ignored, and Python then leaves it so.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     pf = kestrel.ParticleFilter.range_only(sensors=[[0, 0], [150, 40]], r=1.0, q=0.05,
                                            x0=[20, 1, 100, -0.3], p0=1.0)
     z = np.full((1, 200000, 2), 100.0)
