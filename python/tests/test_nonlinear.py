@@ -96,6 +96,7 @@ def test_ekf_and_erts_match_the_textbook(rng):
 
 
 def test_ukf_matches_filterpy_with_fresh_sigma_points(rng):
+    pytest.importorskip("filterpy")
     from filterpy.kalman import MerweScaledSigmaPoints, UnscentedKalmanFilter
 
     z = simulate(rng, tracks=1)
@@ -122,6 +123,7 @@ with open(os.path.join(os.path.dirname(__file__), "..", "..", "examples", "imm-t
 
 
 def test_imm_matches_filterpy_imm_estimator(rng):
+    pytest.importorskip("filterpy")
     from filterpy.kalman import IMMEstimator, KalmanFilter
 
     z = np.cumsum(rng.standard_normal((1, 40, 1)) * 2.0, axis=1)

@@ -246,6 +246,7 @@ def stonesoup_states(sets, t0):
 
 @pytest.mark.parametrize("p,c", [(2.0, 10.0), (1.0, 5.0), (3.0, 7.5)])
 def test_gospa_and_ospa_equal_stone_soup(rng, p, c):
+    pytest.importorskip("stonesoup")
     from stonesoup.metricgenerator.ospametric import GOSPAMetric, OSPAMetric
 
     truth, est = random_sets(rng)
@@ -274,6 +275,7 @@ def test_gospa_and_ospa_equal_stone_soup(rng, p, c):
 def test_gospa_switching_equals_stone_soup_for_p2():
     """p = 2 and every truth assigned from its first step: Stone Soup's
     sqrt(d^2 + switching^2) is kestrel's total; its switching part is gamma n^(1/2)."""
+    pytest.importorskip("stonesoup")
     from stonesoup.metricgenerator.ospametric import GOSPAMetric
 
     truth = [np.array([[0.0, 0.0], [10.0, 0.0]])] * 4
