@@ -8,7 +8,7 @@
 mod emulation;
 mod hmm_common;
 
-use emulation::{bytes, compile, compiler, reals};
+use emulation::{bytes, compile, compiler, reals, FILE_IO};
 use hmm_common::*;
 use kestrel::hmm::cuda::{chunking, source::source, ModelArrays};
 use kestrel::hmm::{hmm_on, Emission, HiddenMarkovModel, HmmMethod, HmmOptions};
@@ -17,22 +17,6 @@ use std::path::Path;
 use std::process::Command;
 
 const HARNESS: &str = r#"
-template <class T> std::vector<T> load(const std::string& path) {
-    FILE* f = fopen(path.c_str(), "rb");
-    if (!f) { fprintf(stderr, "cannot open %s\n", path.c_str()); exit(3); }
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    std::vector<T> v(n / sizeof(T) + 1);
-    if (n > 0 && fread(v.data(), 1, n, f) != (size_t)n) exit(4);
-    fclose(f);
-    return v;
-}
-template <class T> void save(const std::string& path, const std::vector<T>& v) {
-    FILE* f = fopen(path.c_str(), "wb");
-    fwrite(v.data(), sizeof(T), v.size(), f);
-    fclose(f);
-}
 int main(int argc, char** argv) {
     std::string d = argv[1];
     long long B = atoll(argv[2]), T = atoll(argv[3]), len = atoll(argv[4]), C = atoll(argv[5]);
@@ -110,7 +94,7 @@ fn emulate<T: Real>(
     let exe = dir.join(&tag);
     if !exe.exists() {
         let src = format!(
-            "#define KESTREL_HOST\n#include <cmath>\n#include <cstdio>\n#include <cstdlib>\n#include <string>\n#include <vector>\nusing std::exp; using std::log; using std::rint;\n{}\n{HARNESS}",
+            "#define KESTREL_HOST\n#include <cmath>\n#include <cstdio>\n#include <cstdlib>\n#include <string>\n#include <vector>\nusing std::exp; using std::log; using std::rint;\n{}\n{FILE_IO}\n{HARNESS}",
             source(m.states(), m.ny(), categorical, T::NAME)
         );
         compile(

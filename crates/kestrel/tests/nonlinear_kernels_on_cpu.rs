@@ -8,7 +8,7 @@
 mod emulation;
 mod nonlinear_common;
 
-use emulation::{bytes, compile, compiler, reals};
+use emulation::{bytes, compile, compiler, reals, FILE_IO};
 use kestrel::nonlinear::cuda::source::source;
 use kestrel::nonlinear::sigma::SigmaRule;
 use kestrel::nonlinear::{
@@ -38,22 +38,6 @@ inline void __syncthreads() {}
 "#;
 
 const HARNESS: &str = r#"
-template <class T> std::vector<T> load(const std::string& path) {
-    FILE* f = fopen(path.c_str(), "rb");
-    if (!f) { fprintf(stderr, "cannot open %s\n", path.c_str()); exit(3); }
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    std::vector<T> v(n / sizeof(T) + 1);
-    if (n > 0 && fread(v.data(), 1, n, f) != (size_t)n) exit(4);
-    fclose(f);
-    return v;
-}
-template <class T> void save(const std::string& path, const std::vector<T>& v) {
-    FILE* f = fopen(path.c_str(), "wb");
-    fwrite(v.data(), sizeof(T), v.size(), f);
-    fclose(f);
-}
 int main(int argc, char** argv) {
     std::string d = argv[1];
     long long B = atoll(argv[2]);
@@ -98,7 +82,7 @@ fn emulate<T: Real>(
     z: &Measurements<T>,
 ) -> (Vec<T>, Vec<T>, Vec<T>, Vec<i32>) {
     let (b, t, nx, ny) = (z.tracks(), z.steps(), m.nx(), m.ny());
-    let src = format!("{SHIM}\n{}\n{HARNESS}", source::<T>(m, rule));
+    let src = format!("{SHIM}\n{}\n{FILE_IO}\n{HARNESS}", source::<T>(m, rule));
     let exe = compile(
         cxx,
         dir,

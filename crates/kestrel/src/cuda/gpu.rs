@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 /// Turns a driver error into [`Error::Cuda`] naming `what` was being done. After a
 /// kernel fault (an error that leaves the context unusable), the message names the
-/// device and the context is marked for a reset before the next call on it.
+/// device and the fault is recorded, so that later calls on the device are refused.
 pub(crate) fn ck<T>(r: std::result::Result<T, DriverError>, what: &str) -> Result<T> {
     r.map_err(|e| {
         let name = e
@@ -38,7 +38,7 @@ pub(crate) fn ck<T>(r: std::result::Result<T, DriverError>, what: &str) -> Resul
 }
 
 /// Whether `e` leaves the context unusable: every later call on it fails the same way
-/// until the context is reset (the driver documents these as sticky errors).
+/// until the process ends (the driver documents these as sticky errors).
 fn is_sticky(e: sys::CUresult) -> bool {
     use sys::CUresult::*;
     matches!(
@@ -526,7 +526,9 @@ pub(crate) fn copy_between(
 /// that copies between them go peer to peer instead of through the host; where the
 /// devices cannot, nothing changes (the driver stages such copies).
 fn enable_peer(dst: &Gpu, src: &Gpu) {
-    let Ok(mut done) = peers().lock() else { return };
+    static DONE: OnceLock<Mutex<std::collections::HashSet<(usize, usize)>>> = OnceLock::new();
+    let done = DONE.get_or_init(|| Mutex::new(std::collections::HashSet::new()));
+    let Ok(mut done) = done.lock() else { return };
     if !done.insert((dst.ordinal, src.ordinal)) {
         return;
     }
@@ -536,12 +538,6 @@ fn enable_peer(dst: &Gpu, src: &Gpu) {
     // SAFETY: both contexts are live (held by their `Gpu`s for the process); an error
     // (already enabled, not supported) leaves copies working through the driver.
     let _ = unsafe { sys::cuCtxEnablePeerAccess(src.ctx.cu_ctx(), 0) };
-}
-
-/// The pairs of devices (destination, source) with peer access enabled.
-fn peers() -> &'static Mutex<std::collections::HashSet<(usize, usize)>> {
-    static DONE: OnceLock<Mutex<std::collections::HashSet<(usize, usize)>>> = OnceLock::new();
-    DONE.get_or_init(|| Mutex::new(std::collections::HashSet::new()))
 }
 
 /// A kernel argument: its value, kept alive until the launch.

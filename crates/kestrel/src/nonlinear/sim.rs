@@ -6,7 +6,7 @@
 use super::models::NonlinearModel;
 use crate::data::Measurements;
 use crate::error::{Error, Result};
-use crate::sim::{sqrt_psd, track_seed, Simulation};
+use crate::sim::{check_missing, check_size, sqrt_psd, track_seed, Simulation};
 use rand::{Rng, SeedableRng};
 use rand_distr::StandardNormal;
 use rayon::prelude::*;
@@ -21,27 +21,9 @@ pub fn simulate(
     seed: u64,
     missing: f64,
 ) -> Result<Simulation> {
-    if !(0.0..=1.0).contains(&missing) {
-        return Err(Error::input(format!(
-            "missing probability must be in [0, 1], got {missing}"
-        )));
-    }
+    check_missing(missing)?;
     let (nx, ny) = (model.nx(), model.ny());
-    {
-        use crate::limits::Size;
-        let n = crate::limits::elements(
-            "simulation",
-            &[
-                Size("tracks", tracks),
-                Size("steps", steps),
-                Size("values", nx + ny),
-            ],
-        )?;
-        crate::limits::check_bytes(
-            &format!("simulating {tracks} tracks x {steps} steps (nx {nx}, ny {ny})"),
-            n as u128 * 8,
-        )?;
-    }
+    check_size(tracks, steps, nx, ny)?;
     let (sq, sr, sp) = (
         sqrt_psd(&model.q),
         sqrt_psd(&model.r),

@@ -38,6 +38,34 @@ pub(crate) fn track_seed(seed: u64, b: usize) -> u64 {
     z ^ (z >> 31)
 }
 
+/// Refuses a missing-measurement probability outside [0, 1].
+pub(crate) fn check_missing(missing: f64) -> Result<()> {
+    if !(0.0..=1.0).contains(&missing) {
+        return Err(Error::input(format!(
+            "missing probability must be in [0, 1], got {missing}"
+        )));
+    }
+    Ok(())
+}
+
+/// Refuses, before anything is allocated, a simulation whose truth and measurements
+/// would not fit.
+pub(crate) fn check_size(tracks: usize, steps: usize, nx: usize, ny: usize) -> Result<()> {
+    use crate::limits::Size;
+    let n = crate::limits::elements(
+        "simulation",
+        &[
+            Size("tracks", tracks),
+            Size("steps", steps),
+            Size("values", nx + ny),
+        ],
+    )?;
+    crate::limits::check_bytes(
+        &format!("simulating {tracks} tracks x {steps} steps (nx {nx}, ny {ny})"),
+        n as u128 * 8,
+    )
+}
+
 /// Draws `tracks` independent trajectories of `steps` steps from `model` and measures
 /// them; each measurement is missing (all NaN) with probability `missing`.
 pub fn simulate<M: StateSpace + ?Sized>(
@@ -47,11 +75,7 @@ pub fn simulate<M: StateSpace + ?Sized>(
     seed: u64,
     missing: f64,
 ) -> Result<Simulation> {
-    if !(0.0..=1.0).contains(&missing) {
-        return Err(Error::input(format!(
-            "missing probability must be in [0, 1], got {missing}"
-        )));
-    }
+    check_missing(missing)?;
     if let Some(n) = model.steps_covered() {
         if n < steps {
             return Err(Error::input(format!(
@@ -60,21 +84,7 @@ pub fn simulate<M: StateSpace + ?Sized>(
         }
     }
     let (nx, ny) = (model.nx(), model.ny());
-    {
-        use crate::limits::Size;
-        let n = crate::limits::elements(
-            "simulation",
-            &[
-                Size("tracks", tracks),
-                Size("steps", steps),
-                Size("values", nx + ny),
-            ],
-        )?;
-        crate::limits::check_bytes(
-            &format!("simulating {tracks} tracks x {steps} steps (nx {nx}, ny {ny})"),
-            n as u128 * 8,
-        )?;
-    }
+    check_size(tracks, steps, nx, ny)?;
     let invariant = model.as_invariant().is_some();
     let nq = if invariant { 1 } else { steps.max(1) };
     let sq: Vec<DMatrix<f64>> = (0..nq).map(|k| sqrt_psd(model.transition(k).2)).collect();

@@ -9,6 +9,27 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+/// C++ helpers of the harnesses that pass arrays through files: `load<T>(path)` (a file
+/// of little-endian values, one spare element) and `save<T>(path, vector)`.
+pub const FILE_IO: &str = r#"
+template <class T> std::vector<T> load(const std::string& path) {
+    FILE* f = fopen(path.c_str(), "rb");
+    if (!f) { fprintf(stderr, "cannot open %s\n", path.c_str()); exit(3); }
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    std::vector<T> v(n / sizeof(T) + 1);
+    if (n > 0 && fread(v.data(), 1, n, f) != (size_t)n) exit(4);
+    fclose(f);
+    return v;
+}
+template <class T> void save(const std::string& path, const std::vector<T>& v) {
+    FILE* f = fopen(path.c_str(), "wb");
+    fwrite(v.data(), sizeof(T), v.size(), f);
+    fclose(f);
+}
+"#;
+
 /// The host C++ compiler, if it compiles `probe` (a translation unit that includes what
 /// the harness needs) with `flags`; otherwise `None`, with the reason printed.
 pub fn compiler_for(flags: &[&str], probe: &str) -> Option<String> {
