@@ -21,8 +21,11 @@ for a NonlinearFilter) whose ``mean``, ``cov`` and ``loglik`` (and an IMM's
   ``(E, g, L)`` (eqs. 49-50, Lemma 4) built from the filtered moments. The result equals
   the single-process ``method="parallel"`` / ``"parallel-rts"`` run to rounding (the
   combines run in another order). Only one element per track and block boundary moves
-  between workers, each way. The time-split blocks run on the workers' CPUs.
-  Both axes may be chunked at once.
+  between workers, each way. The filter's blocks run where ``device`` resolves on each
+  worker (``"auto"``: its GPU when it has a usable one, as with ``LocalCUDACluster``; the
+  GPU's fused scan of ``kestrel::parallel::cuda``, totals and carries interchangeable with
+  the CPU's); the smoother's backward passes run on the workers' CPUs. Both axes may be
+  chunked at once.
 
 Which models each split takes: chunks along B, any of them (a ``NonlinearFilter``: EKF,
 UKF, CKF, IEKF, their RTS and iterated smoothers, IMM files; each block is one
@@ -62,6 +65,7 @@ from __future__ import annotations
 import itertools
 import math
 import os
+import re
 import tempfile
 from dataclasses import dataclass, field
 from typing import Any
@@ -323,9 +327,9 @@ def _native(model: Any) -> Any:
     return model._kf().model if isinstance(model, _Varying) else model
 
 
-def _filter_total(model: Any, z: np.ndarray, b0: int, k0: int) -> np.ndarray:
+def _filter_total(model: Any, z: np.ndarray, b0: int, k0: int, device: str) -> np.ndarray:
     try:
-        return _kestrel.split_filter_total(_native(model), _aligned(z), b0, k0)
+        return _kestrel.split_filter_total(_native(model), _aligned(z), b0, k0, device)
     except Exception as e:
         raise _note(e, f"tracks {b0}.., steps {k0}..")
 
@@ -334,10 +338,12 @@ def _carries(nx: int, smoother: bool, *totals: np.ndarray) -> list:
     return _kestrel.split_carries(nx, [_aligned(t) for t in totals], smoother=smoother)
 
 
-def _filter_block(model: Any, z: np.ndarray, b0: int, k0: int, carry: Any, scan: str) -> dict:
+def _filter_block(model: Any, z: np.ndarray, b0: int, k0: int, carry: Any, scan: str,
+                  device: str) -> dict:
     carry = None if carry is None else _aligned(carry)
     try:
-        return _kestrel.split_filter_block(_native(model), _aligned(z), b0, k0, carry, scan)
+        return _kestrel.split_filter_block(_native(model), _aligned(z), b0, k0, carry, scan,
+                                           device)
     except Exception as e:
         raise _note(e, f"tracks {b0}.., steps {k0}..")
 
@@ -435,7 +441,7 @@ def _nl_by_tracks(nf, z, smooth, sel, kwargs) -> DaskNonlinearResult:
     return DaskNonlinearResult(**{k: arrays.get(k) for k in DaskNonlinearResult._names})
 
 
-def _by_time(kf, z, smooth, sel, scan) -> DaskKalmanResult:
+def _by_time(kf, z, smooth, sel, scan, device) -> DaskKalmanResult:
     dask, da = _dask()
     nx = kf.nx
     grid = z.to_delayed()[:, :, 0]
@@ -443,7 +449,7 @@ def _by_time(kf, z, smooth, sel, scan) -> DaskKalmanResult:
     b_off, k_off = _offsets(z.chunks[0]), _offsets(z.chunks[1])
     delayed = dask.delayed
     ident, mats = _identity(kf)
-    tok = dask.base.tokenize(ident, z.name, scan)
+    tok = dask.base.tokenize(ident, z.name, scan, device)
     if mats is None:
         models = [kf.model] * nt
     else:
@@ -455,14 +461,15 @@ def _by_time(kf, z, smooth, sel, scan) -> DaskKalmanResult:
         b0 = b_off[i]
         totals = [
             delayed(_filter_total, pure=True)(
-                models[j], grid[i, j], b0, k_off[j], dask_key_name=f"kestrel-ftotal-{tok}-{i}-{j}")
+                models[j], grid[i, j], b0, k_off[j], device,
+                dask_key_name=f"kestrel-ftotal-{tok}-{i}-{j}")
             for j in range(nt)
         ]
         carries = delayed(_carries, pure=True, nout=nt)(
             nx, False, *totals, dask_key_name=f"kestrel-fcarry-{tok}-{i}")
         row = [
             delayed(_filter_block, pure=True)(
-                models[j], grid[i, j], b0, k_off[j], carries[j], scan,
+                models[j], grid[i, j], b0, k_off[j], carries[j], scan, device,
                 dask_key_name=f"kestrel-fblock-{tok}-{i}-{j}")
             for j in range(nt)
         ]
@@ -507,7 +514,12 @@ def _by_time(kf, z, smooth, sel, scan) -> DaskKalmanResult:
         res["cov"] = grid_of(moments, "cov", lambda b, t: (b, t, nx), _diag)
     if "loglik" in sel:
         res["loglik"] = grid_of(fins, "loglik", lambda b, t: (b, t))
-    return DaskKalmanResult(devices=["cpu"], **res)
+    # Where the filter's blocks ran (each reports its device); the smoother's passes run
+    # on the workers' CPUs.
+    devices = [row[j]["device"] for row in fins for j in range(nt)]
+    if smooth:
+        devices.append("cpu")
+    return DaskKalmanResult(devices=devices, **res)
 
 
 def _run_nonlinear(nf: NonlinearFilter, z: Any, smooth: bool, device: str, precision: Any,
@@ -574,12 +586,11 @@ def _run(kf: Any, z: Any, smooth: bool, device: str, precision: Any, method: str
                 f"each track whole; use method=\"{want}\" (the time split) or rechunk z to "
                 "one chunk along T"
             )
-        if device not in ("auto", "cpu"):
-            raise ValueError(
-                f'device: the time-split blocks run on the workers\' CPUs (device "auto" or '
-                f'"cpu"), got "{device}"'
-            )
-        res = _by_time(kf, z, smooth, sel, scan)
+        # The name is checked here; whether the device is usable, on each worker.
+        if re.fullmatch(r"auto|cpu|cuda|cuda:all|cuda:[0-9]+", device) is None:
+            raise ValueError(f'unknown device "{device}" (expected auto, cpu, cuda, cuda:N or '
+                             "cuda:all)")
+        res = _by_time(kf, z, smooth, sel, scan, device)
     else:
         kwargs = dict(device=device, method=method, scan=scan, outputs=",".join(sel))
         if precision is not None:

@@ -204,6 +204,111 @@ def run(workers=(1, 2, 4), repeats=3, scale=1.0, out=None, gpu=False) -> dict:
     return report
 
 
+def _last_step(res):
+    """Sums of the last step of each output: the outputs stay where the blocks made them
+    and the reduction reads little (what is timed is the kestrel calls, the movement of
+    their inputs and carries, and Dask's scheduling)."""
+    import dask.array as da
+
+    return [da.sum(a[:, -1]) for a in (res.mean, res.cov, res.loglik) if a is not None]
+
+
+def run_cuda_cluster(gpus=None, repeats=3, tracks=4_000_000, steps=100_000_000,
+                     out=None, pf_tracks=10_000) -> dict:
+    """dask-cuda's ``LocalCUDACluster`` (one worker process per GPU) with 1, 2, 4, ... of
+    the host's GPUs, float32, device="cuda" on every worker:
+
+    - the split along tracks: ``tracks`` x 100 steps (filter, all outputs), one chunk per
+      GPU, against the same job as one chunk on one GPU; the same for the particle filter
+      (stochastic volatility, ``pf_tracks`` x 100 steps, 1024 particles);
+    - the split in time: one sequence of ``steps`` steps (the parallel filter, all
+      outputs), one block per GPU, against ``method="parallel"`` on one GPU (one chunk).
+
+    The inputs are generated and persisted on the workers before the runs; the outputs
+    stay on the workers (the timed reduction reads their last step). Best of
+    ``repeats`` after a warm-up, with the bytes the workers sent each other."""
+    import dask
+    import dask.array as da
+    import distributed
+    from dask_cuda import LocalCUDACluster
+
+    import kestrel
+    import kestrel.dask as kd
+
+    kf = _model()
+    n_gpu = kestrel.cuda_device_count()
+    if gpus is None:
+        gpus = [g for g in (1, 2, 4, 8) if g <= n_gpu]
+        if n_gpu not in gpus:
+            gpus.append(n_gpu)
+    report = {
+        "machine": f"{n_gpu} x {_gpu_name()}, {_cpu_name()}, {os.cpu_count()} logical CPUs",
+        "kestrel": kestrel.__version__, "dask": dask.__version__,
+        "model": "constant velocity in 2-D (nx = 4, ny = 2), float32",
+        "tracks": [tracks, 100], "time": [1, steps], "runs": [],
+    }
+
+    def gen(b, t, chunks, ny=2):
+        return da.random.default_rng(1).normal(size=(b, t, ny), chunks=chunks).astype(np.float32)
+
+    pf = kestrel.ParticleFilter.from_toml_str(
+        '[model]\nkind = "stochastic-volatility"\nmu = -1.0\nphi = 0.9\nsigma = 0.5\n')
+
+    for n in gpus:
+        vis = ",".join(str(i) for i in range(n))
+        with LocalCUDACluster(CUDA_VISIBLE_DEVICES=vis, dashboard_address=None,
+                              memory_limit=0) as cl, distributed.Client(cl) as client:
+            def timed(kind, build, chunks_desc, size):
+                res = build()
+                devices = getattr(res, "devices", None) or []
+                arrs = [*_last_step(res), devices]
+                before = _moved(client)
+                t = _best(lambda: dask.compute(*arrs), repeats)
+                moved = (_moved(client) - before) / (repeats + 1)
+                devs = sorted(set(dask.compute(devices)[0]))
+                row = dict(gpus=n, kind=kind, chunks=chunks_desc, size=size, seconds=t,
+                           moved_bytes_per_run=moved, devices=devs)
+                report["runs"].append(row)
+                print(json.dumps(row), flush=True)
+
+            zb = client.persist(gen(tracks, 100, (-(-tracks // n), 100, 2)))
+            distributed.wait(zb)
+            timed("tracks-filter", lambda: kd.filter(kf, zb, device="cuda"),
+                  f"{n} x {-(-tracks // n)} tracks", [tracks, 100])
+            del zb
+            zp = client.persist(gen(pf_tracks, 100, (-(-pf_tracks // n), 100, 1), ny=1))
+            distributed.wait(zp)
+            timed("tracks-particle",
+                  lambda: kd.particle_filter(pf, zp, particles=1024, device="cuda"),
+                  f"{n} x {-(-pf_tracks // n)} tracks, 1024 particles", [pf_tracks, 100])
+            del zp
+            zt = client.persist(gen(1, steps, (1, -(-steps // n), 2)))
+            distributed.wait(zt)
+            timed("time-filter",
+                  lambda: kd.filter(kf, zt, device="cuda", method="parallel"),
+                  f"{n} x {-(-steps // n)} steps", [1, steps])
+            del zt
+    one = {r["kind"]: r["seconds"] for r in report["runs"] if r["gpus"] == 1}
+    for r in report["runs"]:
+        if r["kind"] in one:
+            r["speedup_over_one"] = one[r["kind"]] / r["seconds"]
+            r["efficiency"] = r["speedup_over_one"] / r["gpus"]
+    if out:
+        with open(out, "w") as f:
+            json.dump(report, f, indent=1)
+    return report
+
+
+def _gpu_name() -> str:
+    import subprocess
+
+    try:
+        return subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+                              capture_output=True, text=True, check=True).stdout.splitlines()[0]
+    except (OSError, subprocess.CalledProcessError, IndexError):
+        return "GPU"
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(prog="python -m kestrel.dask_bench", description=__doc__.split("\n\n")[0])
     p.add_argument("--workers", default="1,2,4", help="LocalCluster sizes (default 1,2,4)")
@@ -211,7 +316,17 @@ def main(argv=None) -> None:
     p.add_argument("--scale", type=float, default=1.0, help="problem size factor (default 1)")
     p.add_argument("--json", default=None, help="also write the figures to this file")
     p.add_argument("--gpu", action="store_true", help="also time one GPU worker (device=auto)")
+    p.add_argument("--cuda-cluster", action="store_true",
+                   help="instead: dask-cuda's LocalCUDACluster over 1, 2, 4, ... GPUs")
+    p.add_argument("--tracks", type=int, default=4_000_000,
+                   help="--cuda-cluster: tracks of the split along tracks (default 4e6)")
+    p.add_argument("--steps", type=int, default=100_000_000,
+                   help="--cuda-cluster: steps of the split in time (default 1e8)")
     a = p.parse_args(argv)
+    if a.cuda_cluster:
+        r = run_cuda_cluster(None, a.repeats, a.tracks, a.steps, a.json)
+        print(json.dumps({k: v for k, v in r.items() if k != "runs"}, indent=1))
+        return
     r = run(tuple(int(x) for x in a.workers.split(",")), a.repeats, a.scale, a.json, a.gpu)
     print(json.dumps({k: v for k, v in r.items() if k != "runs"}, indent=1))
 

@@ -188,8 +188,14 @@ def test_bad_chunks_give_the_kestrel_error(client, rng):
         kd.filter(kf, zd, method="bogus")
     with pytest.raises(ValueError, match="outputs"):
         kd.filter(kf, zd, method="parallel", outputs="means")
-    with pytest.raises(ValueError, match="CPU"):
-        kd.filter(kf, zd, method="parallel", device="cuda")
+    with pytest.raises(ValueError, match='unknown device "gpu"'):
+        kd.filter(kf, zd, method="parallel", device="gpu")
+    if kestrel.cuda_device_count() == 0:
+        # The name is good; the worker finds no GPU and says so.
+        with pytest.raises(Exception, match="(?i)cuda|gpu") as e:
+            kd.filter(kf, zd, method="parallel", device="cuda").compute()
+        assert "in the Dask block of tracks 0.., steps " in "".join(getattr(e.value, "__notes__", []))
+        assert "no usable CUDA GPU" in str(e.value)
     with pytest.raises(TypeError, match="KalmanFilter"):
         kd.filter(object(), zd)
     # The same for a NonlinearFilter: refused when the graph is built, or by the worker's

@@ -12,11 +12,17 @@ use crate::arrays::{c_slice, dtype_of, owned, Dtype};
 use crate::run_detached;
 use crate::varying::state_space;
 use kestrel::parallel::blocks::{self, BlockAt};
-use kestrel::{Estimates, Measurements, Real, ScanAlgorithm, StateSpace};
+use kestrel::{Device, Estimates, Measurements, Real, ScanAlgorithm, StateSpace};
 use numpy::PyReadonlyArrayDyn;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
+
+/// `device=` of a block: `cpu`, `cuda`, `cuda:N`, `cuda:all` (its first GPU) or `auto`
+/// (the GPU when one is usable, else the CPU).
+fn device_of(s: &str) -> PyResult<Device> {
+    Device::parse(s).map_err(crate::to_py)
+}
 
 fn scan_of(s: &str) -> PyResult<ScanAlgorithm> {
     s.parse::<ScanAlgorithm>()
@@ -64,36 +70,40 @@ fn carry_of<T: Real + numpy::Element>(
 
 /// Pass 1 of the split parallel filter: every track's total of the block's filtering
 /// elements `(A, b, C, eta, J)` (eqs. 43-45, combined with Lemma 3), [B, 3 nx² + 2 nx].
-/// `track0`, `step0`: the global index of the block's first track and step.
+/// `track0`, `step0`: the global index of the block's first track and step. `device`:
+/// `cpu`, `cuda:N` or `auto` (the GPU when one is usable).
 #[pyfunction]
-#[pyo3(signature = (model, z, track0, step0))]
+#[pyo3(signature = (model, z, track0, step0, device="cpu"))]
 fn split_filter_total<'py>(
     py: Python<'py>,
     model: &Bound<'py, PyAny>,
     z: &Bound<'py, PyAny>,
     track0: usize,
     step0: usize,
+    device: &str,
 ) -> PyResult<Bound<'py, PyAny>> {
     fn typed<'py, T: Real + numpy::Element>(
         py: Python<'py>,
         model: &dyn StateSpace,
         z: &Bound<'py, PyAny>,
         at: BlockAt,
+        dev: Device,
     ) -> PyResult<Bound<'py, PyAny>> {
         let zz = measurements::<T>(z)?;
         let b = zz.tracks();
         let fe = blocks::filter_elem_len(model.nx());
-        let v = run_detached(py, || blocks::filter_block_total(model, &zz, at))?;
+        let v = run_detached(py, || blocks::filter_block_total_on(dev, model, &zz, at))?;
         owned(py, v, &[b, fe])
     }
     let at = BlockAt {
         track: track0,
         step: step0,
     };
+    let dev = device_of(device)?;
     let model = state_space(model)?;
     match dtype_of(z, "z")? {
-        Dtype::F64 => typed::<f64>(py, model, z, at),
-        Dtype::F32 => typed::<f32>(py, model, z, at),
+        Dtype::F64 => typed::<f64>(py, model, z, at, dev),
+        Dtype::F32 => typed::<f32>(py, model, z, at, dev),
     }
 }
 
@@ -200,9 +210,12 @@ fn split_carries<'py>(
 
 /// Pass 3 of the split parallel filter: the block's filtered `mean` [B, n, nx], `cov`
 /// [B, n, nx, nx] and per-step `loglik` [B, n] from its measurements and incoming carry
-/// (None exactly for the block that starts at step 0), scanned with `scan`.
+/// (None exactly for the block that starts at step 0), scanned with `scan`, on `device`
+/// (`cpu`, `cuda:N`, or `auto`: the GPU when one is usable); `device` in the result names
+/// where it ran.
 #[pyfunction]
-#[pyo3(signature = (model, z, track0, step0, carry=None, scan="fastest"))]
+#[pyo3(signature = (model, z, track0, step0, carry=None, scan="fastest", device="cpu"))]
+#[allow(clippy::too_many_arguments)]
 fn split_filter_block<'py>(
     py: Python<'py>,
     model: &Bound<'py, PyAny>,
@@ -211,7 +224,9 @@ fn split_filter_block<'py>(
     step0: usize,
     carry: Option<&Bound<'py, PyAny>>,
     scan: &str,
+    device: &str,
 ) -> PyResult<Bound<'py, PyDict>> {
+    #[allow(clippy::too_many_arguments)]
     fn typed<'py, T: Real + numpy::Element>(
         py: Python<'py>,
         model: &dyn StateSpace,
@@ -219,18 +234,20 @@ fn split_filter_block<'py>(
         at: BlockAt,
         carry: Option<&Bound<'py, PyAny>>,
         alg: ScanAlgorithm,
+        dev: Device,
     ) -> PyResult<Bound<'py, PyDict>> {
         let zz = measurements::<T>(z)?;
         let c = carry_of::<T>(carry)?;
         let (b, n, nx) = (zz.tracks(), zz.steps(), model.nx());
         let est = run_detached(py, || {
-            blocks::filter_block(model, &zz, at, c.as_deref(), alg)
+            blocks::filter_block_on(dev, model, &zz, at, c.as_deref(), alg)
         })?;
         let (m, cv, ll) = est.into_parts();
         let out = PyDict::new(py);
         out.set_item("mean", owned(py, m, &[b, n, nx])?)?;
         out.set_item("cov", owned(py, cv, &[b, n, nx, nx])?)?;
         out.set_item("loglik", owned(py, ll.unwrap_or_default(), &[b, n])?)?;
+        out.set_item("device", crate::kalman::device_name(dev.first()))?;
         Ok(out)
     }
     let alg = scan_of(scan)?;
@@ -238,10 +255,11 @@ fn split_filter_block<'py>(
         track: track0,
         step: step0,
     };
+    let dev = device_of(device)?;
     let model = state_space(model)?;
     match dtype_of(z, "z")? {
-        Dtype::F64 => typed::<f64>(py, model, z, at, carry, alg),
-        Dtype::F32 => typed::<f32>(py, model, z, at, carry, alg),
+        Dtype::F64 => typed::<f64>(py, model, z, at, carry, alg, dev),
+        Dtype::F32 => typed::<f32>(py, model, z, at, carry, alg, dev),
     }
 }
 

@@ -232,3 +232,139 @@ fn gpu_retrodiction_equals_the_rts_smoother() {
         assert!(rel_err(m.mean(), rs.mean(), nx) < 1e-8, "means only: means");
     }
 }
+
+/// The steps `[a, b)` of every track of `z`.
+fn steps_of<T: kestrel::Real>(z: &Measurements<T>, a: usize, b: usize) -> Measurements<T> {
+    let ny = z.data().len() / (z.tracks() * z.steps());
+    let mut v = Vec::with_capacity(z.tracks() * (b - a) * ny);
+    for k in 0..z.tracks() {
+        v.extend_from_slice(&z.track(k)[a * ny..b * ny]);
+    }
+    Measurements::new(z.tracks(), b - a, ny, v).unwrap()
+}
+
+/// The steps `[a, b)` of every track of estimates `e` (mean, cov, loglik), as f64.
+fn est_steps<T: kestrel::Real>(e: &Estimates<T>, a: usize, b: usize) -> Estimates<f64> {
+    let (nb, t, nx) = (e.tracks(), e.steps(), e.nx());
+    let pick = |v: &[T], per: usize| -> Vec<f64> {
+        (0..nb)
+            .flat_map(|k| v[(k * t + a) * per..(k * t + b) * per].iter().map(|x| x.to_f64()))
+            .collect()
+    };
+    Estimates::new(
+        nb,
+        b - a,
+        nx,
+        pick(e.mean(), nx),
+        pick(e.cov(), nx * nx),
+        e.loglik().map(|l| pick(l, 1)),
+    )
+    .unwrap()
+}
+
+/// One sequence split into blocks that run as separate calls (the passes `kestrel.dask`
+/// runs on its workers) on the GPU: each block's totals equal the CPU's
+/// (`blocks::filter_block_total`) to rounding, the carries combine totals from either,
+/// and the GPU's blocks behind their carries give the sequential reference's filtered
+/// moments and log-likelihoods, on time-varying models with missing measurements, blocks
+/// of one step included, in both precisions. Bad carries and measurements are refused.
+#[test]
+fn gpu_split_blocks_equal_the_cpu_blocks_and_the_reference() {
+    use kestrel::parallel::blocks::{self, BlockAt};
+    if !gpu_or_skip() {
+        return;
+    }
+    let dev = Device::Cuda(0);
+    let cases: [(usize, usize, usize, usize, &[usize]); 4] = [
+        (4, 2, 1000, 3, &[0, 300, 301, 1000]),
+        (3, 1, 257, 2, &[0, 1, 128, 257]),
+        (2, 1, 5000, 1, &[0, 2500, 5000]),
+        (4, 2, 40, 70, &[0, 40]),
+    ];
+    for (case, &(nx, ny, t, nb, cuts)) in cases.iter().enumerate() {
+        let model = PaperModel::new(nx, ny, t, t, 300 + case as u64);
+        let z = kestrel::sim::simulate(&model, nb, t, 40 + case as u64, 0.2)
+            .unwrap()
+            .measurements;
+        let (rf, _) = reference(&model, &z);
+        let blocks_of = |z: &Measurements<f64>| -> Vec<(BlockAt, Measurements<f64>)> {
+            cuts.windows(2)
+                .map(|w| (BlockAt { track: 0, step: w[0] }, steps_of(z, w[0], w[1])))
+                .collect()
+        };
+        let bl = blocks_of(&z);
+        // Pass 1 on both devices.
+        let gt: Vec<Vec<f64>> = bl
+            .iter()
+            .map(|(at, zb)| blocks::filter_block_total_on(dev, &model, zb, *at).unwrap())
+            .collect();
+        let fe = blocks::filter_elem_len(nx);
+        for ((at, zb), g) in bl.iter().zip(&gt) {
+            let c = blocks::filter_block_total(&model, zb, *at).unwrap();
+            assert_eq!(g.len(), nb * fe);
+            let e = rel_err(g, &c, fe);
+            assert!(e < 1e-8, "case {case}, block at {}: totals differ by {e:e}", at.step);
+        }
+        // Pass 2 over the GPU's totals, pass 3 on the GPU.
+        let refs: Vec<&[f64]> = gt.iter().map(|v| &v[..]).collect();
+        let carries = blocks::filter_carries(nx, &refs).unwrap();
+        for (j, (at, zb)) in bl.iter().enumerate() {
+            for alg in [ScanAlgorithm::Fastest, ScanAlgorithm::Sequential] {
+                let got =
+                    blocks::filter_block_on(dev, &model, zb, *at, carries[j].as_deref(), alg)
+                        .unwrap();
+                let want = est_steps(&rf, cuts[j], cuts[j + 1]);
+                let e = errs(&got, &want);
+                assert!(e < 1e-8, "case {case}, block {j}, {alg:?}: {e:e}");
+            }
+        }
+        // f32: the same passes from f32 measurements.
+        let z32: Measurements<f32> = z.cast();
+        let b32: Vec<(BlockAt, Measurements<f32>)> = cuts
+            .windows(2)
+            .map(|w| (BlockAt { track: 0, step: w[0] }, steps_of(&z32, w[0], w[1])))
+            .collect();
+        let t32: Vec<Vec<f32>> = b32
+            .iter()
+            .map(|(at, zb)| blocks::filter_block_total_on(dev, &model, zb, *at).unwrap())
+            .collect();
+        let r32: Vec<&[f32]> = t32.iter().map(|v| &v[..]).collect();
+        let c32 = blocks::filter_carries(nx, &r32).unwrap();
+        for (j, (at, zb)) in b32.iter().enumerate() {
+            let got = blocks::filter_block_on(
+                dev,
+                &model,
+                zb,
+                *at,
+                c32[j].as_deref(),
+                ScanAlgorithm::Fastest,
+            )
+            .unwrap();
+            let e = errs(&est_steps(&got, 0, got.steps()), &est_steps(&rf, cuts[j], cuts[j + 1]));
+            assert!(e < 1e-3, "f32 case {case}, block {j}: {e:e}");
+        }
+    }
+    // Refusals: a later block without its carry, the first with one, a carry of the
+    // wrong size, measurements of the wrong size.
+    let model = PaperModel::new(4, 2, 100, 100, 9);
+    let z = kestrel::sim::simulate(&model, 2, 100, 1, 0.0).unwrap().measurements;
+    let zb = steps_of(&z, 50, 100);
+    let at = BlockAt { track: 0, step: 50 };
+    let fe = blocks::filter_elem_len(4);
+    let no = blocks::filter_block_on(dev, &model, &zb, at, None, ScanAlgorithm::Fastest);
+    assert!(no.unwrap_err().to_string().contains("needs the filter carry"));
+    let c = vec![0.0; 2 * fe];
+    let first = steps_of(&z, 0, 50);
+    let at0 = BlockAt { track: 0, step: 0 };
+    let e = blocks::filter_block_on(dev, &model, &first, at0, Some(&c), ScanAlgorithm::Fastest);
+    assert!(e.unwrap_err().to_string().contains("takes no filter carry"));
+    let e = blocks::filter_block_on(dev, &model, &zb, at, Some(&c[1..]), ScanAlgorithm::Fastest);
+    assert!(e.unwrap_err().to_string().contains("expected 2 tracks"));
+    let z1 = Measurements::new(2, 50, 1, vec![0.0; 100]).unwrap();
+    let e = blocks::filter_block_total_on(dev, &model, &z1, at);
+    assert!(e.unwrap_err().to_string().contains("components"));
+    // A block past the end of the time-varying model.
+    let late = BlockAt { track: 0, step: 80 };
+    let e = blocks::filter_block_total_on(dev, &model, &zb, late);
+    assert!(e.unwrap_err().to_string().contains("matrices for 100 steps"));
+}

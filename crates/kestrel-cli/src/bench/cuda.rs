@@ -95,6 +95,10 @@ pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
     }
     let dev = format!("cuda:0 ({})", cuda::device_name(0)?);
     let cv = kestrel::model::constant_velocity(2, 1.0, 0.5, 25.0, 100.0)?;
+    // `KESTREL_BENCH_CUDA=multi`: the comparison of one GPU with several alone.
+    if std::env::var("KESTREL_BENCH_CUDA").is_ok_and(|v| v == "multi") {
+        return multi_gpu(sink, &cv, quick);
+    }
     let sizes: &[usize] = if quick {
         &[10_000, 100_000]
     } else {
@@ -261,112 +265,181 @@ fn cuda_bus(bytes: usize) -> anyhow::Result<(f64, f64)> {
     Ok(kestrel::cuda::bus_bandwidth(0, bytes)?)
 }
 
-/// All GPUs of the host against one: the filter end to end (host arrays in and out) of
-/// B = 2x10^6 tracks (2x10^5 quick) on device 0 alone and split over every device.
+/// All GPUs of the host against one (`--device cuda:all`): B tracks of T = 100 steps
+/// (`KESTREL_BENCH_MULTI_TRACKS`, default 2x10^6, 2x10^5 quick) on 1, 2, 4, ... of the
+/// host's GPUs (and all of them), each count a pair with one GPU in the same run:
+/// - end to end from host arrays (`kalman::cuda::{filter,smooth}_on_devices`): the
+///   filter with all outputs and with mean and log-likelihood, and the filter + RTS
+///   smoother;
+/// - kernel only (device-resident data, SoA layout as the pipeline runs it): each GPU
+///   takes its share in pieces that fit its memory, all GPUs at once, one host thread
+///   each; the figure is the slowest GPU's sum of its pieces' median kernel times.
+///
+/// `extra` names the GPUs, the speedup over one and the scaling efficiency (speedup /
+/// GPUs).
 fn multi_gpu(sink: &mut Sink, model: &Model, quick: bool) -> anyhow::Result<()> {
     let n = kestrel::cuda::device_count();
     if n < 2 {
         outln!("multi-GPU benchmark skipped: {n} CUDA device(s) on this host");
         return Ok(());
     }
-    let b = if quick { 200_000 } else { 2_000_000 };
+    let b = match std::env::var("KESTREL_BENCH_MULTI_TRACKS") {
+        Ok(v) => v.parse::<usize>().ok().filter(|&b| b >= 1).ok_or_else(|| {
+            anyhow::anyhow!("KESTREL_BENCH_MULTI_TRACKS={v:?}: expected a number of tracks")
+        })?,
+        Err(_) if quick => 200_000,
+        Err(_) => 2_000_000,
+    };
+    let mut counts: Vec<usize> = std::iter::successors(Some(1usize), |k| Some(k * 2))
+        .take_while(|&k| k <= n)
+        .collect();
+    if counts.last() != Some(&n) {
+        counts.push(n);
+    }
     let z = measurements(model, b, STEPS)?;
     let opts = CudaOptions::default();
-    let all: Vec<usize> = (0..n).collect();
-    let mut times = Vec::new();
-    for (devs, name) in [(&all[..1], "one GPU"), (&all[..], "all GPUs")] {
-        for sel in ["mean,cov,loglik", "mean,loglik"] {
-            let fo = FilterOptions::default().with_outputs(kestrel::data::Outputs::parse(sel)?);
-            let t = time_runs(1, 3, || {
-                let _ = std::hint::black_box(cuda::filter_on_devices(devs, model, &z, &fo, &opts));
-            });
-            times.push(median(&t));
-            let mut r = Record::new(
-                format!("cuda filter end to end, {name} ({sel})"),
-                format!(
-                    "cuda:0..{} ({})",
-                    devs.len() - 1,
-                    kestrel::cuda::device_name(0)?
-                ),
-                "f32",
-                b,
-                STEPS,
-                4,
-                2,
-                &t,
-            );
-            r.extra = json!({"devices": devs.len()});
-            if devs.len() > 1 {
-                let one = times[times.len() - 3];
-                r.extra = json!({"devices": devs.len(), "speedup_over_one": one / median(&t)});
-            }
-            sink.push(r);
-        }
-    }
-    // Device side: the filter kernel with device-resident batches, one share per GPU,
-    // launched at once from one thread per device (wall time of the slowest).
-    let mut kt = Vec::new();
-    for devs in [&all[..1], &all[..]] {
-        let k = devs.len();
-        let per = b / k;
-        let shares: Vec<Measurements<f32>> = (0..k)
-            .map(|i| measurements(model, per + usize::from(i < b % k), STEPS))
-            .collect::<anyhow::Result<_>>()?;
-        let barrier = std::sync::Barrier::new(k);
-        let walls: Vec<Vec<f64>> = std::thread::scope(|sc| {
-            let hs: Vec<_> = devs
-                .iter()
-                .zip(&shares)
-                .map(|(&d, zs)| {
-                    let barrier = &barrier;
-                    let opts = &opts;
-                    sc.spawn(move || -> anyhow::Result<Vec<f64>> {
-                        let db = DeviceBatch::new(
-                            d,
-                            model,
-                            zs,
-                            Keep::All,
-                            OutputLayout::Host,
-                            false,
-                            opts,
-                        )?;
-                        db.filter()?;
-                        let mut w = Vec::new();
-                        for _ in 0..7 {
-                            barrier.wait();
-                            let t0 = Instant::now();
-                            db.filter()?;
-                            w.push(t0.elapsed().as_secs_f64());
-                        }
-                        Ok(w)
-                    })
-                })
-                .collect();
-            hs.into_iter()
-                .map(|h| {
-                    h.join()
-                        .unwrap_or_else(|_| Err(anyhow::anyhow!("a device thread panicked")))
-                })
-                .collect::<anyhow::Result<Vec<_>>>()
-        })?;
-        let slowest: Vec<f64> = (0..7)
-            .map(|i| walls.iter().map(|w| w[i]).fold(0.0, f64::max))
-            .collect();
-        kt.push(median(&slowest));
+    let name0 = kestrel::cuda::device_name(0)?;
+    let record = |name: String, k: usize, t: &[f64], one: Option<f64>| {
         let mut r = Record::new(
-            format!("cuda filter kernel, {k} GPU(s) at once (device-resident)"),
-            format!("cuda:0..{} ({})", k - 1, kestrel::cuda::device_name(0)?),
+            name,
+            format!("cuda:0..{} ({name0})", k - 1),
             "f32",
             b,
             STEPS,
             4,
             2,
-            &slowest,
+            t,
         );
-        r.extra = json!({"devices": k, "speedup_over_one": kt[0] / median(&slowest)});
-        sink.push(r);
+        let speedup = one.map_or(1.0, |o| o / median(t));
+        r.extra = json!({"devices": k, "speedup_over_one": speedup,
+                         "efficiency": speedup / k as f64});
+        r
+    };
+    // End to end, host arrays in and out.
+    let reps = if b >= 5_000_000 { 3 } else { 5 };
+    type Job<'a> = (&'a str, Box<dyn Fn(&[usize]) -> kestrel::Result<()> + 'a>);
+    let jobs: Vec<Job<'_>> = vec![
+        (
+            "cuda filter end to end (mean,cov,loglik)",
+            Box::new(|devs| {
+                let fo = FilterOptions::default();
+                cuda::filter_on_devices(devs, model, &z, &fo, &opts).map(drop)
+            }),
+        ),
+        (
+            "cuda filter end to end (mean,loglik)",
+            Box::new(|devs| {
+                let fo = FilterOptions::default()
+                    .with_outputs(kestrel::data::Outputs::parse("mean,loglik")?);
+                cuda::filter_on_devices(devs, model, &z, &fo, &opts).map(drop)
+            }),
+        ),
+        (
+            "cuda filter+smoother end to end",
+            Box::new(|devs| cuda::smooth_on_devices(devs, model, &z, &opts).map(drop)),
+        ),
+    ];
+    for (name, job) in &jobs {
+        let mut one = None;
+        for &k in &counts {
+            let devs: Vec<usize> = (0..k).collect();
+            let mut err = None;
+            let t = time_runs(1, reps, || {
+                if let Err(e) = job(&devs) {
+                    err.get_or_insert(e);
+                }
+            });
+            if let Some(e) = err {
+                return Err(anyhow::anyhow!("{name} on {k} GPU(s), B = {b}: {e}"));
+            }
+            sink.push(record(format!("{name}, {k} GPU(s)"), k, &t, one));
+            one = one.or(Some(median(&t)));
+        }
+    }
+    // Kernel only.
+    for smoothed in [false, true] {
+        let name = if smoothed {
+            "cuda filter+smoother kernels"
+        } else {
+            "cuda filter kernel"
+        };
+        let mut one = None;
+        for &k in &counts {
+            let t = kernels_at_once(model, b, k, smoothed, &opts)?;
+            sink.push(record(
+                format!("{name}, {k} GPU(s) at once (device-resident, soa)"),
+                k,
+                &t,
+                one,
+            ));
+            one = one.or(Some(median(&t)));
+        }
     }
     Ok(())
+}
+
+/// The filter kernel (and the RTS smoother's, `smoothed`) on GPUs `0..k` at once, B
+/// tracks split evenly, each GPU's share in pieces that fit 80% of its usable memory:
+/// per repeat, the slowest GPU's total kernel time (CUDA events) over its pieces, 7
+/// repeats after a warm-up.
+fn kernels_at_once(
+    model: &Model,
+    b: usize,
+    k: usize,
+    smoothed: bool,
+    opts: &CudaOptions,
+) -> anyhow::Result<Vec<f64>> {
+    const REPS: usize = 7;
+    let per_track =
+        DeviceBatch::<f32>::bytes_per_track(model, STEPS, Keep::All, OutputLayout::Soa, smoothed);
+    let per_dev: Vec<Vec<f64>> = std::thread::scope(|sc| {
+        let hs: Vec<_> = (0..k)
+            .map(|d| {
+                sc.spawn(move || -> anyhow::Result<Vec<f64>> {
+                    let share = b / k + usize::from(d < b % k);
+                    let cap = (kestrel::cuda::usable_memory(d)? / 10 * 8 / per_track).max(1);
+                    let mut total = vec![0.0; REPS];
+                    let mut left = share;
+                    while left > 0 {
+                        let piece = cap.min(left);
+                        left -= piece;
+                        let zs = measurements(model, piece, STEPS)?;
+                        let db = DeviceBatch::new(
+                            d,
+                            model,
+                            &zs,
+                            Keep::All,
+                            OutputLayout::Soa,
+                            smoothed,
+                            opts,
+                        )?;
+                        let run = || -> kestrel::Result<f64> {
+                            let mut t = db.filter()?;
+                            if smoothed {
+                                t += db.smooth()?;
+                            }
+                            Ok(t)
+                        };
+                        // The pieces of one GPU run one after the other.
+                        let t = kernel_times(1, REPS, run)?;
+                        for (x, y) in total.iter_mut().zip(t) {
+                            *x += y;
+                        }
+                    }
+                    Ok(total)
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("a device thread panicked")))
+            })
+            .collect::<anyhow::Result<Vec<_>>>()
+    })?;
+    Ok((0..REPS)
+        .map(|i| per_dev.iter().map(|w| w[i]).fold(0.0, f64::max))
+        .collect())
 }
 
 /// The per-step API on the GPU: one predict and one update of every target per step,

@@ -384,9 +384,10 @@ fn gpu(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
 
 /// The filter and the two-filter smoother with the time steps split over every GPU of the
 /// host (`parallel::cuda::time_on_devices`: one share per GPU, one element per track
-/// crossing between shares) against the same run on one GPU, f32, T = 10^6
-/// (time-varying model) and 10^7 (time-invariant, to keep the host side small); the
-/// speed-up is in `extra`. On a host with fewer than 2 GPUs those entries are skipped
+/// crossing between shares) against the same run on one GPU, and the two-filter smoother
+/// split by direction against the one-GPU two-filter and parallel RTS smoothers, f32, T =
+/// 10^3 .. 10^6 (time-varying model) and 10^7 (time-invariant, to keep the host side
+/// small); the speed-ups are in `extra`. On a host with fewer than 2 GPUs those entries are skipped
 /// with a printed line, and the split into 2 shares on the one GPU is measured instead
 /// (`.../split-2-shares-1gpu`: the cost of the crossing, a speed-up of about 1 expected).
 fn multi_gpu(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
@@ -433,7 +434,7 @@ fn multi_gpu(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
     let lengths: &[usize] = if quick {
         &[1_000_000]
     } else {
-        &[1_000_000, 10_000_000]
+        &[1_000, 10_000, 100_000, 1_000_000, 10_000_000]
     };
     for &t in lengths {
         let tv = PaperModel::new(NX, NY, t, 1000, 42);
@@ -494,6 +495,8 @@ fn multi_gpu(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
         // backward on the second, the backward chunk totals copied over and combined on
         // the first (bit for bit the one-GPU result).
         let (one, _) = cp::time(0, model, &z32, Method::TwoFilter, alg, 1, 5)?;
+        // The one-GPU parallel RTS smoother beside them (the paper's Figures 12-13).
+        let (rts, _) = cp::time(0, model, &z32, Method::Rts, alg, 1, 5)?;
         let (times, _) =
             cp::time_two_filter_by_direction([all[0], all[1]], model, &z32, alg, 1, 5)?;
         let mut r = Record::new(
@@ -509,7 +512,9 @@ fn multi_gpu(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
         r.extra = serde_json::json!({
             "ordinals": [all[0], all[1]],
             "one_gpu_median_s": super::median(&one),
+            "one_gpu_rts_median_s": super::median(&rts),
             "speedup_vs_one_gpu": super::median(&one) / super::median(&times),
+            "speedup_vs_one_gpu_rts": super::median(&rts) / super::median(&times),
             "time_varying": !big,
         });
         sink.push(r);

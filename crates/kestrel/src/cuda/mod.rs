@@ -212,6 +212,12 @@ pub fn device_info(ordinal: usize) -> Result<((i32, i32), usize)> {
     })
 }
 
+/// The memory of device `ordinal` a call may plan with (its free memory, capped by
+/// [`set_memory_budget`]), in bytes.
+pub fn usable_memory(ordinal: usize) -> Result<usize> {
+    catch(|| gpu::gpu(ordinal)?.usable_memory())
+}
+
 /// The bus between host and device `ordinal`, measured: `(host to device, device to
 /// host)` in bytes per second for copies of `bytes` between page-locked host memory and
 /// the device (median of 5 after one warm-up). The ceiling of every host-to-host figure.

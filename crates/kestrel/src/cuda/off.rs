@@ -44,6 +44,11 @@ pub fn device_info(_ordinal: usize) -> Result<((i32, i32), usize)> {
 }
 
 /// [`Error::DeviceUnavailable`]: this build has no GPU backend.
+pub fn usable_memory(_ordinal: usize) -> Result<usize> {
+    Err(Error::DeviceUnavailable(NO_CUDA.into()))
+}
+
+/// [`Error::DeviceUnavailable`]: this build has no GPU backend.
 pub fn copy_rates(_dst: usize, _src: usize, _bytes: usize, _repeats: usize) -> Result<(f64, f64)> {
     Err(Error::DeviceUnavailable(NO_CUDA.into()))
 }

@@ -116,7 +116,7 @@ fn input(msg: String) -> Error {
 }
 
 /// Checks that the model covers the global steps `[0, end)` of a block.
-fn covers<M: StateSpace + ?Sized>(model: &M, end: usize) -> Result<()> {
+pub(crate) fn covers<M: StateSpace + ?Sized>(model: &M, end: usize) -> Result<()> {
     match model.steps_covered() {
         Some(n) if n < end => Err(input(format!(
             "the time-varying model has matrices for {n} steps, the block needs {end}"
@@ -125,7 +125,7 @@ fn covers<M: StateSpace + ?Sized>(model: &M, end: usize) -> Result<()> {
     }
 }
 
-fn check_z<T: Real, M: StateSpace + ?Sized>(model: &M, z: &Measurements<T>) -> Result<()> {
+pub(crate) fn check_z<T: Real, M: StateSpace + ?Sized>(model: &M, z: &Measurements<T>) -> Result<()> {
     if z.ny != model.ny() {
         return Err(input(format!(
             "measurements have {} components, the model measures {}",
@@ -137,7 +137,7 @@ fn check_z<T: Real, M: StateSpace + ?Sized>(model: &M, z: &Measurements<T>) -> R
     z.check_finite()
 }
 
-fn check_carry<T>(
+pub(crate) fn check_carry<T>(
     carry: Option<&[T]>,
     want: bool,
     tracks: usize,
@@ -353,6 +353,43 @@ pub fn filter_block_total<T: Real, M: StateSpace + ?Sized>(
         )
     })?;
     Ok(out)
+}
+
+/// [`filter_block_total`] on `device`: the CPU, or a GPU
+/// (`parallel::cuda::filter_block_total`, the same totals to rounding; `cuda:all` runs on
+/// the first GPU).
+pub fn filter_block_total_on<T: Real, M: StateSpace + ?Sized>(
+    device: crate::Device,
+    model: &M,
+    z: &Measurements<T>,
+    at: BlockAt,
+) -> Result<Vec<T>> {
+    #[cfg(not(feature = "cuda"))]
+    crate::cuda::refuse(device, "the split parallel filter's block")?;
+    #[cfg(feature = "cuda")]
+    if let crate::Device::Cuda(i) = device.first() {
+        return super::cuda::filter_block_total(i, model, z, at);
+    }
+    filter_block_total(model, z, at)
+}
+
+/// [`filter_block`] on `device`: the CPU, or a GPU (`parallel::cuda::filter_block`, the
+/// same moments to rounding; `cuda:all` runs on the first GPU).
+pub fn filter_block_on<T: Real, M: StateSpace + ?Sized>(
+    device: crate::Device,
+    model: &M,
+    z: &Measurements<T>,
+    at: BlockAt,
+    carry: Option<&[T]>,
+    alg: ScanAlgorithm,
+) -> Result<Estimates<T>> {
+    #[cfg(not(feature = "cuda"))]
+    crate::cuda::refuse(device, "the split parallel filter's block")?;
+    #[cfg(feature = "cuda")]
+    if let crate::Device::Cuda(i) = device.first() {
+        return super::cuda::filter_block(i, model, z, at, carry, alg);
+    }
+    filter_block(model, z, at, carry, alg)
 }
 
 /// Pass 2 of the split filter: the incoming carry of every block from the totals of

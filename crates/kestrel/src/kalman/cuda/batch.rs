@@ -73,6 +73,30 @@ impl<T: Real> DeviceBatch<T> {
         })
     }
 
+    /// Device memory a batch of `model` with `steps` steps a track holds per track, in
+    /// bytes (measurements, outputs and their work space; [`DeviceBatch::new`]'s
+    /// arguments).
+    pub fn bytes_per_track(
+        model: &Model,
+        steps: usize,
+        keep: Keep,
+        layout: OutputLayout,
+        smoothed: bool,
+    ) -> usize {
+        let last = keep == Keep::Last;
+        Shape {
+            nx: model.nx(),
+            ny: model.ny(),
+            steps,
+            kept: if last { 1 } else { steps },
+            last,
+            predicted: false,
+            layout,
+            smoothed,
+        }
+        .bytes_per_track(std::mem::size_of::<T>())
+    }
+
     /// The GPU's name.
     pub fn device_name(&self) -> &str {
         &self.gpu.name

@@ -183,7 +183,9 @@ mod split;
 pub use directions::time_two_filter_by_direction;
 pub use run::Method;
 use run::{scalars_per_track, DevModel, GroupBufs};
-pub use split::{filter_on_devices, time_on_devices, two_filter_on_devices};
+pub use split::{
+    filter_block, filter_block_total, filter_on_devices, time_on_devices, two_filter_on_devices,
+};
 
 /// Scalars per element.
 fn fe_len(nx: usize) -> usize {

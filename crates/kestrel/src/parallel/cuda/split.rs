@@ -29,6 +29,7 @@ use crate::error::{Error, Result};
 use crate::kalman::dense::ConvertedModel;
 use crate::linalg::Real;
 use crate::model::StateSpace;
+use crate::parallel::blocks::BlockAt;
 use crate::parallel::FilterOp;
 use crate::scan::{AssocOp, ScanAlgorithm};
 use cudarc::driver::{CudaSlice, PushKernelArg};
@@ -106,6 +107,152 @@ pub fn time_on_devices<T: Real, M: StateSpace + ?Sized>(
     };
     // No share shorter than one step.
     run(&ordinals[..ordinals.len().min(z.steps)])
+}
+
+/// Pass 1 of the split parallel filter (`parallel::blocks`) on GPU `ordinal`: every
+/// track's total of the filtering elements of a block, `[tracks][3 nx² + 2 nx]`, in the
+/// layout of the CPU's `blocks::filter_block_total` (so `blocks::filter_carries` combines
+/// totals from either). `z` holds the block's steps `[k0, k0 + n)` of every track (`k0` =
+/// `at.step`); the model covers the sequence.
+pub fn filter_block_total<T: Real, M: StateSpace + ?Sized>(
+    ordinal: usize,
+    model: &M,
+    z: &Measurements<T>,
+    at: BlockAt,
+) -> Result<Vec<T>> {
+    let alg = ScanAlgorithm::default();
+    if T::NAME == "f64" {
+        let (tot, _) = with_as::<T, f64, _>(z, |z| {
+            catch(|| block_on::<f64, M>(ordinal, model, z, at, None, alg))
+        })?;
+        Ok(vec_as(tot))
+    } else {
+        let (tot, _) = with_as::<T, f32, _>(z, |z| {
+            catch(|| block_on::<f32, M>(ordinal, model, z, at, None, alg))
+        })?;
+        Ok(vec_as(tot))
+    }
+}
+
+/// Pass 3 of the split parallel filter on GPU `ordinal`: the filtered moments and
+/// log-likelihoods of the block's steps behind its incoming `carry` (`None` for the block
+/// that starts the sequence), as the CPU's `blocks::filter_block`; the chunk totals of
+/// the block are scanned with `alg`.
+pub fn filter_block<T: Real, M: StateSpace + ?Sized>(
+    ordinal: usize,
+    model: &M,
+    z: &Measurements<T>,
+    at: BlockAt,
+    carry: Option<&[T]>,
+    alg: ScanAlgorithm,
+) -> Result<Estimates<T>> {
+    let est = if T::NAME == "f64" {
+        let c: Option<Vec<f64>> = carry.map(|c| vec_as(c.to_vec()));
+        let (_, e) = with_as::<T, f64, _>(z, |z| {
+            catch(|| block_on::<f64, M>(ordinal, model, z, at, Some(c.as_deref()), alg))
+        })?;
+        e.map(est_as)
+    } else {
+        let c: Option<Vec<f32>> = carry.map(|c| vec_as(c.to_vec()));
+        let (_, e) = with_as::<T, f32, _>(z, |z| {
+            catch(|| block_on::<f32, M>(ordinal, model, z, at, Some(c.as_deref()), alg))
+        })?;
+        e.map(est_as)
+    };
+    est.ok_or_else(|| Error::Cuda("the block's sweep returned no estimates".into()))
+}
+
+/// `v` as `Vec<U>`: moved when `T` is `U`, converted otherwise.
+fn vec_as<T: Real, U: Real>(v: Vec<T>) -> Vec<U> {
+    let b: Box<dyn std::any::Any> = Box::new(v);
+    match b.downcast::<Vec<U>>() {
+        Ok(u) => *u,
+        Err(b) => b
+            .downcast::<Vec<T>>()
+            .expect("the box holds the Vec<T> put in above")
+            .into_iter()
+            .map(|x| U::of(x.to_f64()))
+            .collect(),
+    }
+}
+
+/// One block of the split filter on one device, in groups of tracks that fit: with
+/// `sweep = None` the block totals (pass 1), with `Some(carry)` the filtered moments
+/// behind the carry (pass 3).
+#[allow(clippy::too_many_arguments, clippy::type_complexity)]
+fn block_on<D: GpuReal, M: StateSpace + ?Sized>(
+    ordinal: usize,
+    model: &M,
+    z: &Measurements<D>,
+    at: BlockAt,
+    sweep: Option<Option<&[D]>>,
+    alg: ScanAlgorithm,
+) -> Result<(Vec<D>, Option<Estimates<D>>)> {
+    crate::parallel::blocks::check_z(model, z)?;
+    crate::parallel::blocks::covers(model, at.step + z.steps)?;
+    let (nx, ny, n) = (model.nx(), model.ny(), z.steps);
+    let k0 = at.step;
+    let t = k0 + n;
+    let fe = fe_len(nx);
+    if let Some(carry) = sweep {
+        crate::parallel::blocks::check_carry(carry, k0 > 0, z.tracks, fe, "filter")?;
+    }
+    let m = ConvertedModel::<D>::new(model, t);
+    let varying = model.as_invariant().is_none();
+    let g = gpu(ordinal)?;
+    let k = kernels::<D>(&g, nx, ny)?;
+    let (off, end) = window(k0, n, t, false);
+    let per = [scalars_per_track(nx, ny, n, end - off, false)];
+    let group = budget_group::<D>(std::slice::from_ref(&g), &[ordinal], &per, t, z.tracks)?;
+    let mut tot = Vec::new();
+    let mut est = sweep.map(|_| Estimates::nan(z.tracks, n, nx, true));
+    let mut b0 = 0;
+    while b0 < z.tracks {
+        let nb = group.min(z.tracks - b0);
+        let mut sh = Share::new(&g, &k, &m, varying, z, (b0, nb), (k0, n), (k0, t), false)?;
+        match sweep {
+            None => {
+                sh.reduce(alg, false)?;
+                tot.extend(sh.totals(false)?.0);
+            }
+            Some(carry) => {
+                sh.poison(false)?;
+                sh.reduce(alg, false)?;
+                sh.sweep(carry.map(|c| &c[b0 * fe..(b0 + nb) * fe]), None, false)?;
+                let got = sh.fetch(false)?;
+                let e = est.as_mut().expect("allocated for the sweep");
+                // The share's steps are the block's: placed at step 0 of `e`.
+                sh.k0 = 0;
+                sh.place(got, e, None, b0, nb, n);
+            }
+        }
+        b0 += nb;
+    }
+    if let Some(e) = est.as_ref() {
+        let ll = e.loglik.as_ref().expect("allocated with log-likelihoods");
+        let bad = [
+            first_bad(&e.mean, nx, n),
+            first_bad(&e.cov, nx * nx, n),
+            first_bad(ll, 1, n),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
+        if let Some((track, step)) = bad {
+            return Err(Error::NotPositiveDefinite {
+                track: at.track + track,
+                step: k0 + step,
+                what: "a covariance of the split parallel filter's block on the GPU (a solve or Cholesky failed)",
+            });
+        }
+    } else if let Some(i) = tot.iter().position(|x| x.is_nan_value()) {
+        return Err(Error::NotPositiveDefinite {
+            track: at.track + i / fe,
+            step: k0,
+            what: "a block total of the split parallel filter on the GPU (a solve failed in the block)",
+        });
+    }
+    Ok((tot, est))
 }
 
 /// One device's share of every track of a group.
@@ -310,6 +457,7 @@ fn run_split<D: GpuReal, M: StateSpace + ?Sized>(
                 z,
                 (b0, nb),
                 (k0, n),
+                (0, t),
                 tf,
             )?);
         }
@@ -406,22 +554,30 @@ impl<D: GpuReal> Share<D> {
         z: &Measurements<D>,
         (b0, nb): (usize, usize),
         (k0, n): (usize, usize),
+        (zoff, t): (usize, usize),
         tf: bool,
     ) -> Result<Self> {
         g.bind()?;
-        let (t, ny, nx) = (z.steps, z.ny, m.nx);
+        let (zt, ny, nx) = (z.steps, z.ny, m.nx);
         let (off, end) = window(k0, n, t, tf);
         let ta = end - off;
         let kk = fused_chunk_len(nb * n);
         let nc = n.div_ceil(kk);
-        let zw: std::borrow::Cow<'_, [D]> = if nb == 1 {
-            let r = b0 * t * ny;
-            (&z.data[r + off * ny..r + end * ny]).into()
+        // `z` holds the global steps [zoff, zoff + zt) of every track; a window step
+        // before them (the step before a block, which no forward kernel reads) is
+        // missing.
+        let pad = zoff.saturating_sub(off);
+        let (lo, hi) = (off + pad - zoff, end - zoff);
+        debug_assert!(hi <= zt);
+        let zw: std::borrow::Cow<'_, [D]> = if nb == 1 && pad == 0 {
+            let r = b0 * zt * ny;
+            (&z.data[r + lo * ny..r + hi * ny]).into()
         } else {
             let mut v = Vec::with_capacity(nb * ta * ny);
             for b in b0..b0 + nb {
-                let r = b * t * ny;
-                v.extend_from_slice(&z.data[r + off * ny..r + end * ny]);
+                let r = b * zt * ny;
+                v.extend(std::iter::repeat_n(D::nan(), pad * ny));
+                v.extend_from_slice(&z.data[r + lo * ny..r + hi * ny]);
             }
             v.into()
         };
