@@ -214,7 +214,7 @@ def _last_step(res):
 
 
 def run_cuda_cluster(gpus=None, repeats=3, tracks=4_000_000, steps=100_000_000,
-                     out=None, pf_tracks=10_000) -> dict:
+                     out=None, pf_tracks=65_000) -> dict:
     """dask-cuda's ``LocalCUDACluster`` (one worker process per GPU) with 1, 2, 4, ... of
     the host's GPUs, float32, device="cuda" on every worker:
 
@@ -248,8 +248,9 @@ def run_cuda_cluster(gpus=None, repeats=3, tracks=4_000_000, steps=100_000_000,
         "tracks": [tracks, 100], "time": [1, steps], "runs": [],
     }
 
-    def gen(b, t, chunks, ny=2):
-        return da.random.default_rng(1).normal(size=(b, t, ny), chunks=chunks).astype(np.float32)
+    def gen(b, t, chunks, ny=2, seed=1):
+        return da.random.default_rng(seed).normal(size=(b, t, ny),
+                                                  chunks=chunks).astype(np.float32)
 
     pf = kestrel.ParticleFilter.from_toml_str(
         '[model]\nkind = "stochastic-volatility"\nmu = -1.0\nphi = 0.9\nsigma = 0.5\n')
@@ -271,19 +272,33 @@ def run_cuda_cluster(gpus=None, repeats=3, tracks=4_000_000, steps=100_000_000,
                 report["runs"].append(row)
                 print(json.dumps(row), flush=True)
 
-            zb = client.persist(gen(tracks, 100, (-(-tracks // n), 100, 2)))
-            distributed.wait(zb)
+            addrs = sorted(client.scheduler_info()["workers"])
+
+            def spread(size, axis, ny=2):
+                # [size, 100, ny] cut along tracks (axis 0), or [1, size, ny] along T.
+                # Piece i generated and kept on worker i (the blocks then run where their
+                # inputs are: nothing moves but the carries).
+                cuts = [size * i // n for i in range(n + 1)]
+                parts = []
+                for i in range(n):
+                    shape = [0, 100, ny] if axis == 0 else [1, 0, ny]
+                    shape[axis] = cuts[i + 1] - cuts[i]
+                    # A seed a piece: equal pieces would be one Dask key, kept once.
+                    parts.append(client.persist(gen(*shape[:2], tuple(shape), ny=ny, seed=i),
+                                                workers=[addrs[i % len(addrs)]]))
+                distributed.wait(parts)
+                return da.concatenate(parts, axis=axis)
+
+            zb = spread(tracks, 0)
             timed("tracks-filter", lambda: kd.filter(kf, zb, device="cuda"),
                   f"{n} x {-(-tracks // n)} tracks", [tracks, 100])
             del zb
-            zp = client.persist(gen(pf_tracks, 100, (-(-pf_tracks // n), 100, 1), ny=1))
-            distributed.wait(zp)
+            zp = spread(pf_tracks, 0, ny=1)
             timed("tracks-particle",
                   lambda: kd.particle_filter(pf, zp, particles=1024, device="cuda"),
                   f"{n} x {-(-pf_tracks // n)} tracks, 1024 particles", [pf_tracks, 100])
             del zp
-            zt = client.persist(gen(1, steps, (1, -(-steps // n), 2)))
-            distributed.wait(zt)
+            zt = spread(steps, 1)
             timed("time-filter",
                   lambda: kd.filter(kf, zt, device="cuda", method="parallel"),
                   f"{n} x {-(-steps // n)} steps", [1, steps])

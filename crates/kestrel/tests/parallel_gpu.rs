@@ -248,7 +248,11 @@ fn est_steps<T: kestrel::Real>(e: &Estimates<T>, a: usize, b: usize) -> Estimate
     let (nb, t, nx) = (e.tracks(), e.steps(), e.nx());
     let pick = |v: &[T], per: usize| -> Vec<f64> {
         (0..nb)
-            .flat_map(|k| v[(k * t + a) * per..(k * t + b) * per].iter().map(|x| x.to_f64()))
+            .flat_map(|k| {
+                v[(k * t + a) * per..(k * t + b) * per]
+                    .iter()
+                    .map(|x| x.to_f64())
+            })
             .collect()
     };
     Estimates::new(
@@ -289,7 +293,15 @@ fn gpu_split_blocks_equal_the_cpu_blocks_and_the_reference() {
         let (rf, _) = reference(&model, &z);
         let blocks_of = |z: &Measurements<f64>| -> Vec<(BlockAt, Measurements<f64>)> {
             cuts.windows(2)
-                .map(|w| (BlockAt { track: 0, step: w[0] }, steps_of(z, w[0], w[1])))
+                .map(|w| {
+                    (
+                        BlockAt {
+                            track: 0,
+                            step: w[0],
+                        },
+                        steps_of(z, w[0], w[1]),
+                    )
+                })
                 .collect()
         };
         let bl = blocks_of(&z);
@@ -303,16 +315,19 @@ fn gpu_split_blocks_equal_the_cpu_blocks_and_the_reference() {
             let c = blocks::filter_block_total(&model, zb, *at).unwrap();
             assert_eq!(g.len(), nb * fe);
             let e = rel_err(g, &c, fe);
-            assert!(e < 1e-8, "case {case}, block at {}: totals differ by {e:e}", at.step);
+            assert!(
+                e < 1e-8,
+                "case {case}, block at {}: totals differ by {e:e}",
+                at.step
+            );
         }
         // Pass 2 over the GPU's totals, pass 3 on the GPU.
         let refs: Vec<&[f64]> = gt.iter().map(|v| &v[..]).collect();
         let carries = blocks::filter_carries(nx, &refs).unwrap();
         for (j, (at, zb)) in bl.iter().enumerate() {
             for alg in [ScanAlgorithm::Fastest, ScanAlgorithm::Sequential] {
-                let got =
-                    blocks::filter_block_on(dev, &model, zb, *at, carries[j].as_deref(), alg)
-                        .unwrap();
+                let got = blocks::filter_block_on(dev, &model, zb, *at, carries[j].as_deref(), alg)
+                    .unwrap();
                 let want = est_steps(&rf, cuts[j], cuts[j + 1]);
                 let e = errs(&got, &want);
                 assert!(e < 1e-8, "case {case}, block {j}, {alg:?}: {e:e}");
@@ -322,7 +337,15 @@ fn gpu_split_blocks_equal_the_cpu_blocks_and_the_reference() {
         let z32: Measurements<f32> = z.cast();
         let b32: Vec<(BlockAt, Measurements<f32>)> = cuts
             .windows(2)
-            .map(|w| (BlockAt { track: 0, step: w[0] }, steps_of(&z32, w[0], w[1])))
+            .map(|w| {
+                (
+                    BlockAt {
+                        track: 0,
+                        step: w[0],
+                    },
+                    steps_of(&z32, w[0], w[1]),
+                )
+            })
             .collect();
         let t32: Vec<Vec<f32>> = b32
             .iter()
@@ -340,19 +363,27 @@ fn gpu_split_blocks_equal_the_cpu_blocks_and_the_reference() {
                 ScanAlgorithm::Fastest,
             )
             .unwrap();
-            let e = errs(&est_steps(&got, 0, got.steps()), &est_steps(&rf, cuts[j], cuts[j + 1]));
+            let e = errs(
+                &est_steps(&got, 0, got.steps()),
+                &est_steps(&rf, cuts[j], cuts[j + 1]),
+            );
             assert!(e < 1e-3, "f32 case {case}, block {j}: {e:e}");
         }
     }
     // Refusals: a later block without its carry, the first with one, a carry of the
     // wrong size, measurements of the wrong size.
     let model = PaperModel::new(4, 2, 100, 100, 9);
-    let z = kestrel::sim::simulate(&model, 2, 100, 1, 0.0).unwrap().measurements;
+    let z = kestrel::sim::simulate(&model, 2, 100, 1, 0.0)
+        .unwrap()
+        .measurements;
     let zb = steps_of(&z, 50, 100);
     let at = BlockAt { track: 0, step: 50 };
     let fe = blocks::filter_elem_len(4);
     let no = blocks::filter_block_on(dev, &model, &zb, at, None, ScanAlgorithm::Fastest);
-    assert!(no.unwrap_err().to_string().contains("needs the filter carry"));
+    assert!(no
+        .unwrap_err()
+        .to_string()
+        .contains("needs the filter carry"));
     let c = vec![0.0; 2 * fe];
     let first = steps_of(&z, 0, 50);
     let at0 = BlockAt { track: 0, step: 0 };
@@ -366,5 +397,8 @@ fn gpu_split_blocks_equal_the_cpu_blocks_and_the_reference() {
     // A block past the end of the time-varying model.
     let late = BlockAt { track: 0, step: 80 };
     let e = blocks::filter_block_total_on(dev, &model, &zb, late);
-    assert!(e.unwrap_err().to_string().contains("matrices for 100 steps"));
+    assert!(e
+        .unwrap_err()
+        .to_string()
+        .contains("matrices for 100 steps"));
 }

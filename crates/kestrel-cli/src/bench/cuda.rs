@@ -95,9 +95,12 @@ pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
     }
     let dev = format!("cuda:0 ({})", cuda::device_name(0)?);
     let cv = kestrel::model::constant_velocity(2, 1.0, 0.5, 25.0, 100.0)?;
-    // `KESTREL_BENCH_CUDA=multi`: the comparison of one GPU with several alone.
-    if std::env::var("KESTREL_BENCH_CUDA").is_ok_and(|v| v == "multi") {
-        return multi_gpu(sink, &cv, quick);
+    // `KESTREL_BENCH_CUDA=multi`: the comparison of one GPU with several alone
+    // (`multi-kernels`: its kernel-only part).
+    match std::env::var("KESTREL_BENCH_CUDA").as_deref() {
+        Ok("multi") => return multi_gpu(sink, &cv, quick, true),
+        Ok("multi-kernels") => return multi_gpu(sink, &cv, quick, false),
+        _ => {}
     }
     let sizes: &[usize] = if quick {
         &[10_000, 100_000]
@@ -236,7 +239,7 @@ pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
             sink.push(r);
         }
     }
-    multi_gpu(sink, &cv, quick)?;
+    multi_gpu(sink, &cv, quick, true)?;
     if !quick {
         let b = 4_000_000;
         let z = measurements(&cv, b, STEPS)?;
@@ -276,8 +279,8 @@ fn cuda_bus(bytes: usize) -> anyhow::Result<(f64, f64)> {
 ///   each; the figure is the slowest GPU's sum of its pieces' median kernel times.
 ///
 /// `extra` names the GPUs, the speedup over one and the scaling efficiency (speedup /
-/// GPUs).
-fn multi_gpu(sink: &mut Sink, model: &Model, quick: bool) -> anyhow::Result<()> {
+/// GPUs). Without `e2e` the kernel-only part alone.
+fn multi_gpu(sink: &mut Sink, model: &Model, quick: bool, e2e: bool) -> anyhow::Result<()> {
     let n = kestrel::cuda::device_count();
     if n < 2 {
         outln!("multi-GPU benchmark skipped: {n} CUDA device(s) on this host");
@@ -339,7 +342,7 @@ fn multi_gpu(sink: &mut Sink, model: &Model, quick: bool) -> anyhow::Result<()> 
             Box::new(|devs| cuda::smooth_on_devices(devs, model, &z, &opts).map(drop)),
         ),
     ];
-    for (name, job) in &jobs {
+    for (name, job) in jobs.iter().filter(|_| e2e) {
         let mut one = None;
         for &k in &counts {
             let devs: Vec<usize> = (0..k).collect();
@@ -365,13 +368,21 @@ fn multi_gpu(sink: &mut Sink, model: &Model, quick: bool) -> anyhow::Result<()> 
         };
         let mut one = None;
         for &k in &counts {
-            let t = kernels_at_once(model, b, k, smoothed, &opts)?;
-            sink.push(record(
+            let (t, pieces) = kernels_at_once(model, b, k, smoothed, &opts)?;
+            let mut r = record(
                 format!("{name}, {k} GPU(s) at once (device-resident, soa)"),
                 k,
                 &t,
                 one,
-            ));
+            );
+            r.extra["pieces_per_gpu"] = json!(pieces
+                .iter()
+                .map(|p| p
+                    .iter()
+                    .map(|&(n, s)| json!({"tracks": n, "median_s": s}))
+                    .collect::<Vec<_>>())
+                .collect::<Vec<_>>());
+            sink.push(r);
             one = one.or(Some(median(&t)));
         }
     }
@@ -379,26 +390,38 @@ fn multi_gpu(sink: &mut Sink, model: &Model, quick: bool) -> anyhow::Result<()> 
 }
 
 /// The filter kernel (and the RTS smoother's, `smoothed`) on GPUs `0..k` at once, B
-/// tracks split evenly, each GPU's share in pieces that fit 80% of its usable memory:
+/// tracks split evenly, each GPU's share in pieces that fit 80% of its usable memory
+/// and 64 GB:
 /// per repeat, the slowest GPU's total kernel time (CUDA events) over its pieces, 7
-/// repeats after a warm-up.
+/// repeats after a warm-up; and each GPU's pieces (tracks, median kernel time).
+/// `KESTREL_BENCH_MULTI_PIECE` caps a piece's tracks.
+#[allow(clippy::type_complexity)]
 fn kernels_at_once(
     model: &Model,
     b: usize,
     k: usize,
     smoothed: bool,
     opts: &CudaOptions,
-) -> anyhow::Result<Vec<f64>> {
+) -> anyhow::Result<(Vec<f64>, Vec<Vec<(usize, f64)>>)> {
+    let piece_cap = std::env::var("KESTREL_BENCH_MULTI_PIECE")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .filter(|&c| c >= 1)
+        .unwrap_or(usize::MAX);
     const REPS: usize = 7;
     let per_track =
         DeviceBatch::<f32>::bytes_per_track(model, STEPS, Keep::All, OutputLayout::Soa, smoothed);
-    let per_dev: Vec<Vec<f64>> = std::thread::scope(|sc| {
+    let per_dev: Vec<(Vec<f64>, Vec<(usize, f64)>)> = std::thread::scope(|sc| {
         let hs: Vec<_> = (0..k)
             .map(|d| {
-                sc.spawn(move || -> anyhow::Result<Vec<f64>> {
+                sc.spawn(move || -> anyhow::Result<(Vec<f64>, Vec<(usize, f64)>)> {
                     let share = b / k + usize::from(d < b % k);
-                    let cap = (kestrel::cuda::usable_memory(d)? / 10 * 8 / per_track).max(1);
+                    // At most 64 GB of buffers a piece: on the H200 a launch over ~120 GB
+                    // of buffers ran 2.2-2.7x slower a track than one over 38-76 GB.
+                    let room = (kestrel::cuda::usable_memory(d)? / 10 * 8).min(64 << 30);
+                    let cap = (room / per_track).clamp(1, piece_cap);
                     let mut total = vec![0.0; REPS];
+                    let mut pieces = Vec::new();
                     let mut left = share;
                     while left > 0 {
                         let piece = cap.min(left);
@@ -422,11 +445,12 @@ fn kernels_at_once(
                         };
                         // The pieces of one GPU run one after the other.
                         let t = kernel_times(1, REPS, run)?;
+                        pieces.push((piece, median(&t)));
                         for (x, y) in total.iter_mut().zip(t) {
                             *x += y;
                         }
                     }
-                    Ok(total)
+                    Ok((total, pieces))
                 })
             })
             .collect();
@@ -437,9 +461,12 @@ fn kernels_at_once(
             })
             .collect::<anyhow::Result<Vec<_>>>()
     })?;
-    Ok((0..REPS)
-        .map(|i| per_dev.iter().map(|w| w[i]).fold(0.0, f64::max))
-        .collect())
+    Ok((
+        (0..REPS)
+            .map(|i| per_dev.iter().map(|w| w.0[i]).fold(0.0, f64::max))
+            .collect(),
+        per_dev.into_iter().map(|w| w.1).collect(),
+    ))
 }
 
 /// The per-step API on the GPU: one predict and one update of every target per step,

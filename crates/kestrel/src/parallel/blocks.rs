@@ -125,7 +125,10 @@ pub(crate) fn covers<M: StateSpace + ?Sized>(model: &M, end: usize) -> Result<()
     }
 }
 
-pub(crate) fn check_z<T: Real, M: StateSpace + ?Sized>(model: &M, z: &Measurements<T>) -> Result<()> {
+pub(crate) fn check_z<T: Real, M: StateSpace + ?Sized>(
+    model: &M,
+    z: &Measurements<T>,
+) -> Result<()> {
     if z.ny != model.ny() {
         return Err(input(format!(
             "measurements have {} components, the model measures {}",
