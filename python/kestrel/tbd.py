@@ -162,7 +162,9 @@ def _frames(frames: Any) -> np.ndarray:
         raise ValueError(
             f"frames: expected frames [T, H, W] (or one frame [H, W]), found shape {list(a.shape)}"
         )
-    return np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("="))
+    a = np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("="))
+    # A buffer from a pickle or the network may be contiguous but not aligned.
+    return a if a.flags.aligned else a.copy()
 
 
 def tbd(

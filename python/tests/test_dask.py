@@ -411,3 +411,34 @@ def test_time_varying_time_split_equals_local(client, rng, tmp_path, which):
         close(getattr(f, k), getattr(seq, k), 1e-8)
         close(getattr(s, k), getattr(slocal, k))
         close(getattr(s, k), getattr(rts, k), 1e-8)
+
+
+def test_tbd_over_tiles_equals_the_whole_frame(client):
+    # Two targets, one crossing a tile border; tiles of uneven sizes, the threshold
+    # calibrated for pfa on the whole frame 0.
+    sim = kestrel.simulate_frames(16, height=70, width=90, target=["20:33:1:0", "60:10:0:1"],
+                                  snr=5, seed=11)
+    whole = kestrel.tbd(sim.frames, pfa=1e-3, device="cpu")
+    assert len(whole.detections) > 10
+    fd = da.from_array(sim.frames, chunks=(16, (30, 40), (25, 40, 25)))
+    res = kd.tbd(fd, pfa=1e-3, device="cpu")
+    got = res.compute()
+    assert got.threshold == whole.threshold and got.device == "dask[cpu]"
+    np.testing.assert_array_equal(got.detections, whole.detections)
+    np.testing.assert_array_equal(got.motions, whole.motions)
+    # A given threshold and other motion vectors (fractional: bilinear), with decimation.
+    opts = dict(threshold=whole.threshold, speeds="0,1.5", directions=8, decimation=4,
+                nms=1, device="cpu")
+    np.testing.assert_array_equal(kd.tbd(fd, **opts).compute().detections,
+                                  kestrel.tbd(sim.frames, **opts).detections)
+    # A halo too small for the run changes detections near the tile borders (the check
+    # above is not vacuous).
+    small = kd.tbd(fd, halo=0, pfa=1e-3, device="cpu").compute().detections
+    assert not np.array_equal(small, whole.detections)
+    # Refusals, when the graph is built.
+    with pytest.raises(ValueError, match="chunked along T"):
+        kd.tbd(da.from_array(sim.frames, chunks=(8, 35, 45)))
+    with pytest.raises(ValueError, match="return_maps"):
+        kd.tbd(fd, return_maps=True)
+    with pytest.raises(ValueError, match="halo"):
+        kd.tbd(fd, halo=-1)

@@ -552,3 +552,16 @@ def test_gpu_switching_equals_the_cpu():
         gpu = kestrel.tbd(frames, device="cuda", threshold=0.9, return_state=True, **kw)
         assert gpu.device.startswith("cuda")
         np.testing.assert_allclose(gpu.state, cpu.state, rtol=1e-5, atol=1e-6)
+
+
+def test_unaligned_frames_are_read_as_aligned_ones():
+    # A buffer from a pickle or the network: contiguous, at an odd address.
+    sim = kestrel.simulate_frames(6, height=20, width=24, target="10:10:1:0", snr=5, seed=2)
+    raw = bytearray(sim.frames.nbytes + 1)
+    a = np.frombuffer(raw, dtype=np.float32, offset=1, count=sim.frames.size).reshape(
+        sim.frames.shape)
+    a[...] = sim.frames
+    assert not a.flags.aligned
+    got = kestrel.tbd(a, threshold=0.3, device="cpu")
+    np.testing.assert_array_equal(got.detections,
+                                  kestrel.tbd(sim.frames, threshold=0.3, device="cpu").detections)
