@@ -785,7 +785,7 @@ def tbd(frames: Any, halo: int | None = None, **options: Any) -> DaskTbdResult:
     probe = run(np.zeros((1, 4, 4), np.float32), threshold=1.0,
                 **{k: v for k, v in options.items() if k not in ("threshold", "pfa")})
     vmax = int(np.ceil(np.abs(probe.motions).max())) if len(probe.motions) else 0
-    nms = int(options.get("nms", 2))
+    nms = int(options.get("nms", run.__kwdefaults__["nms"]))
     if halo is None:
         halo = vmax * max(T - 1, 0) + nms + 1
     if not isinstance(halo, numbers.Integral) or halo < 0:
@@ -813,9 +813,5 @@ def tbd(frames: Any, halo: int | None = None, **options: Any) -> DaskTbdResult:
                 f"rows {y0}..{y1 - 1}, columns {x0}..{x1 - 1}",
                 dask_key_name=f"kestrel-tbd-tile-{tok}-{i}-{j}"))
     det = delayed(_tbd_merge, pure=True)(parts, dask_key_name=f"kestrel-tbd-merge-{tok}")
-    if isinstance(cal, tuple):
-        thr, noise = cal
-    else:
-        thr, noise = cal[0], cal[1]
-    return DaskTbdResult(detections=det, threshold=thr, noise=noise,
+    return DaskTbdResult(detections=det, threshold=cal[0], noise=cal[1],
                          motions=probe.motions, devices=[p["device"] for p in parts])

@@ -47,7 +47,7 @@ def close(got, want, tol):
         assert err.max() < tol, f"{k}: {err.max():.2e}"
 
 
-def check_time_split(client, rng):
+def check_time_split(rng):
     kf = model()
     z = data(rng, 3, 4000)
     chunks = (3, (1000, 1, 1999, 1000), 2)
@@ -67,8 +67,8 @@ def check_time_split(client, rng):
 def test_time_split_filter_blocks_on_the_gpu_equal_the_local_run(rng):
     cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                        dashboard_address=None)
-    with distributed.Client(cluster) as client:
-        check_time_split(client, rng)
+    with distributed.Client(cluster):
+        check_time_split(rng)
     cluster.close()
 
 
@@ -78,7 +78,7 @@ def test_local_cuda_cluster_runs_both_splits(rng):
     try:
         with distributed.Client(cluster) as client:
             assert len(client.scheduler_info()["workers"]) == kestrel.cuda_device_count()
-            check_time_split(client, rng)
+            check_time_split(rng)
             # Chunks of tracks: each worker sees its own GPU as cuda:0.
             kf = model()
             z = data(rng, 4000, 50)

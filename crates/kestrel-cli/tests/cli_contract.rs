@@ -463,8 +463,20 @@ fn bench_usage_errors_are_one_line() {
             "late2/,wave2g8/plain/unroll/f32/64x12/D10",
         ),
     ];
-    for (knob, value) in knobs {
-        for only in [&["--only", "tbd"][..], &[]] {
+    // The same for the knobs of the Kalman family's multi-GPU comparison.
+    let cuda_knobs = [
+        ("KESTREL_BENCH_CUDA", "multy"),
+        ("KESTREL_BENCH_MULTI_TRACKS", "lots"),
+        ("KESTREL_BENCH_MULTI_TRACKS", "0"),
+        ("KESTREL_BENCH_MULTI_TRACKS", "99999999999999"),
+        ("KESTREL_BENCH_MULTI_PIECE", "-3"),
+    ];
+    let runs = knobs
+        .iter()
+        .map(|&(k, v)| (k, v, "tbd"))
+        .chain(cuda_knobs.iter().map(|&(k, v)| (k, v, "cuda")));
+    for (knob, value, family) in runs {
+        for only in [&["--only", family][..], &[]] {
             let o = std::process::Command::new(env!("CARGO_BIN_EXE_kestrel"))
                 .arg("bench")
                 .args(only)

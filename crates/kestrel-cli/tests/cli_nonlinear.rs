@@ -422,4 +422,63 @@ fn nonlinear_model_files_simulate_and_an_imm_is_refused() {
         ],
         &["imm-two-modes.toml", "no single model to simulate"],
     );
+    // A broken expression file, a missing probability out of range, a size too large to
+    // hold: one error line, exit 2, nothing written (an existing output kept as it was).
+    let bad = d.join("bad.toml");
+    std::fs::write(
+        &bad,
+        "[model]\nkind = \"nonlinear\"\nf = [\"x0 + y\"]\nh = [\"x0\"]\nQ = [[1.0]]\nR = [[1.0]]\n[prior]\nx0 = [0.0]\nP0 = [[1.0]]\n",
+    )
+    .unwrap();
+    std::fs::write(d.join("keep.npy"), b"kept").unwrap();
+    let cases: [(&[&str], &[&str]); 3] = [
+        (
+            &[
+                "simulate",
+                "--model",
+                s(&bad),
+                "--tracks",
+                "2",
+                "--steps",
+                "5",
+                "--output",
+                "keep.npy",
+            ],
+            &["bad.toml", "y"],
+        ),
+        (
+            &[
+                "simulate",
+                "--model",
+                &model,
+                "--tracks",
+                "2",
+                "--steps",
+                "5",
+                "--missing",
+                "1.5",
+                "--output",
+                "keep.npy",
+            ],
+            &["--missing"],
+        ),
+        (
+            &[
+                "simulate",
+                "--model",
+                &model,
+                "--tracks",
+                "99999999999",
+                "--steps",
+                "99999999999",
+                "--output",
+                "keep.npy",
+            ],
+            &["99999999999"],
+        ),
+    ];
+    for (args, needles) in cases {
+        run_bad(d, args, needles);
+        assert_eq!(std::fs::read(d.join("keep.npy")).unwrap(), b"kept");
+    }
 }

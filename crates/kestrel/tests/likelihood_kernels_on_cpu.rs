@@ -6,7 +6,7 @@
 mod emulation;
 mod gpu_common;
 
-use emulation::{bytes, compile, compiler, reals};
+use emulation::{bytes, compile, compiler, reals, FILE_IO};
 use gpu_common::random_model;
 use kestrel::likelihood::cuda::{prepare, source, Plan, BLOCK};
 use kestrel::likelihood::{loglik, Method, Options};
@@ -16,23 +16,8 @@ use kestrel::{Device, Measurements, Model, Real};
 use std::path::Path;
 use std::process::Command;
 
-/// Both harnesses read their inputs with this (a file of raw values into a vector).
-const LOADER: &str = r#"
-#include <cstdio>
-#include <cstdlib>
-#include <vector>
-template <class T> std::vector<T> load(const char* path) {
-    FILE* f = fopen(path, "rb");
-    if (!f) { fprintf(stderr, "cannot open %s\n", path); exit(3); }
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    std::vector<T> v(n / sizeof(T) + 1);
-    if (n > 0 && fread(v.data(), 1, n, f) != (size_t)n) exit(4);
-    fclose(f);
-    return v;
-}
-"#;
+/// Both harnesses read their inputs with `load` (emulation::FILE_IO).
+const LOADER: &str = "#include <cstdio>\n#include <cstdlib>\n#include <vector>\n";
 
 const HARNESS: &str = r#"
 int main(int argc, char** argv) {
@@ -75,7 +60,7 @@ fn emulate<T: Real>(cxx: &str, dir: &Path, plan: &Plan<T>, z: &Measurements<T>) 
     let exe = dir.join(&tag);
     if !exe.exists() {
         let src = format!(
-            "#define KESTREL_HOST\n#include <string>\n#include <cmath>\n{}\n{LOADER}{HARNESS}",
+            "#define KESTREL_HOST\n#include <string>\n#include <cmath>\n{}\n{LOADER}{FILE_IO}{HARNESS}",
             source(plan.ny, T::NAME)
         );
         compile(cxx, dir, &tag, &src, &["-std=c++17", "-O1", "-w"]);
@@ -224,7 +209,7 @@ fn check_scan<T: Real>(
     let exe = dir.join(format!("scan_{}_{nx}_{ny}_{companion}", T::NAME));
     if !exe.exists() {
         let src = format!(
-            "#define KESTREL_HOST\n#include <string>\n#include <cmath>\n{}\n{LOADER}{SCAN_HARNESS}",
+            "#define KESTREL_HOST\n#include <string>\n#include <cmath>\n{}\n{LOADER}{FILE_IO}{SCAN_HARNESS}",
             scan_source(nx, ny, companion, T::NAME)
         );
         let cpp = exe.with_extension("cpp");

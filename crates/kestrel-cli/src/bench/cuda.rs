@@ -95,12 +95,8 @@ pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
     }
     let dev = format!("cuda:0 ({})", cuda::device_name(0)?);
     let cv = kestrel::model::constant_velocity(2, 1.0, 0.5, 25.0, 100.0)?;
-    // `KESTREL_BENCH_CUDA=multi`: the comparison of one GPU with several alone
-    // (`multi-kernels`: its kernel-only part).
-    match std::env::var("KESTREL_BENCH_CUDA").as_deref() {
-        Ok("multi") => return multi_gpu(sink, &cv, quick, true),
-        Ok("multi-kernels") => return multi_gpu(sink, &cv, quick, false),
-        _ => {}
+    if let Some(e2e) = multi_only()? {
+        return multi_gpu(sink, &cv, quick, e2e);
     }
     let sizes: &[usize] = if quick {
         &[10_000, 100_000]
@@ -268,6 +264,72 @@ fn cuda_bus(bytes: usize) -> anyhow::Result<(f64, f64)> {
     Ok(kestrel::cuda::bus_bandwidth(0, bytes)?)
 }
 
+/// `KESTREL_BENCH_CUDA`: unset, the whole family (`None`); `multi`, the comparison of one
+/// GPU with several alone (`Some(true)`); `multi-kernels`, its kernel-only part
+/// (`Some(false)`). Any other value is a usage error (`kestrel bench` checks the knobs
+/// before any family runs).
+pub fn multi_only() -> anyhow::Result<Option<bool>> {
+    match std::env::var("KESTREL_BENCH_CUDA") {
+        Err(_) => Ok(None),
+        Ok(v) => match v.trim() {
+            "multi" => Ok(Some(true)),
+            "multi-kernels" => Ok(Some(false)),
+            _ => Err(crate::cmd::bad(format!(
+                "KESTREL_BENCH_CUDA={v:?}: expected multi or multi-kernels"
+            ))),
+        },
+    }
+}
+
+/// Tracks of the multi-GPU comparison: `KESTREL_BENCH_MULTI_TRACKS` (default 2x10^6,
+/// 2x10^5 `quick`). A given value that is not a positive number, or whose host arrays (the
+/// measurements, and with `e2e` the filtered and smoothed estimates) exceed the memory
+/// available, is a usage error.
+pub fn multi_tracks(quick: bool, e2e: bool) -> anyhow::Result<usize> {
+    let b = match std::env::var("KESTREL_BENCH_MULTI_TRACKS") {
+        Err(_) if quick => return Ok(200_000),
+        Err(_) => return Ok(2_000_000),
+        Ok(v) => v
+            .trim()
+            .parse::<usize>()
+            .ok()
+            .filter(|&b| b >= 1)
+            .ok_or_else(|| {
+                crate::cmd::bad(format!(
+                    "KESTREL_BENCH_MULTI_TRACKS={v:?}: expected a number of tracks >= 1"
+                ))
+            })?,
+    };
+    // f32 scalars a track-step: measurements (ny 2), and the filter's and smoother's
+    // means, covariances and log-likelihoods (nx 4).
+    let per = if e2e { 2 + 2 * (4 + 16) + 1 } else { 2 };
+    kestrel::limits::check_bytes(
+        "KESTREL_BENCH_MULTI_TRACKS",
+        b as u128 * STEPS as u128 * per * 4,
+    )
+    .map_err(|e| crate::cmd::bad(format!("KESTREL_BENCH_MULTI_TRACKS={b}: {e}")))?;
+    Ok(b)
+}
+
+/// `KESTREL_BENCH_MULTI_PIECE`: the most tracks of one device-resident piece of the
+/// multi-GPU kernel comparison (unset: no cap beyond memory); a value that is not a
+/// positive number is a usage error.
+pub fn piece_cap() -> anyhow::Result<usize> {
+    match std::env::var("KESTREL_BENCH_MULTI_PIECE") {
+        Err(_) => Ok(usize::MAX),
+        Ok(v) => v
+            .trim()
+            .parse::<usize>()
+            .ok()
+            .filter(|&c| c >= 1)
+            .ok_or_else(|| {
+                crate::cmd::bad(format!(
+                    "KESTREL_BENCH_MULTI_PIECE={v:?}: expected a number of tracks >= 1"
+                ))
+            }),
+    }
+}
+
 /// All GPUs of the host against one (`--device cuda:all`): B tracks of T = 100 steps
 /// (`KESTREL_BENCH_MULTI_TRACKS`, default 2x10^6, 2x10^5 quick) on 1, 2, 4, ... of the
 /// host's GPUs (and all of them), each count a pair with one GPU in the same run:
@@ -286,20 +348,13 @@ fn multi_gpu(sink: &mut Sink, model: &Model, quick: bool, e2e: bool) -> anyhow::
         outln!("multi-GPU benchmark skipped: {n} CUDA device(s) on this host");
         return Ok(());
     }
-    let b = match std::env::var("KESTREL_BENCH_MULTI_TRACKS") {
-        Ok(v) => v.parse::<usize>().ok().filter(|&b| b >= 1).ok_or_else(|| {
-            anyhow::anyhow!("KESTREL_BENCH_MULTI_TRACKS={v:?}: expected a number of tracks")
-        })?,
-        Err(_) if quick => 200_000,
-        Err(_) => 2_000_000,
-    };
+    let b = multi_tracks(quick, e2e)?;
     let mut counts: Vec<usize> = std::iter::successors(Some(1usize), |k| Some(k * 2))
         .take_while(|&k| k <= n)
         .collect();
     if counts.last() != Some(&n) {
         counts.push(n);
     }
-    let z = measurements(model, b, STEPS)?;
     let opts = CudaOptions::default();
     let name0 = kestrel::cuda::device_name(0)?;
     let record = |name: String, k: usize, t: &[f64], one: Option<f64>| {
@@ -318,45 +373,48 @@ fn multi_gpu(sink: &mut Sink, model: &Model, quick: bool, e2e: bool) -> anyhow::
                          "efficiency": speedup / k as f64});
         r
     };
-    // End to end, host arrays in and out.
-    let reps = if b >= 5_000_000 { 3 } else { 5 };
-    type Job<'a> = (&'a str, Box<dyn Fn(&[usize]) -> kestrel::Result<()> + 'a>);
-    let jobs: Vec<Job<'_>> = vec![
-        (
-            "cuda filter end to end (mean,cov,loglik)",
-            Box::new(|devs| {
-                let fo = FilterOptions::default();
-                cuda::filter_on_devices(devs, model, &z, &fo, &opts).map(drop)
-            }),
-        ),
-        (
-            "cuda filter end to end (mean,loglik)",
-            Box::new(|devs| {
-                let fo = FilterOptions::default()
-                    .with_outputs(kestrel::data::Outputs::parse("mean,loglik")?);
-                cuda::filter_on_devices(devs, model, &z, &fo, &opts).map(drop)
-            }),
-        ),
-        (
-            "cuda filter+smoother end to end",
-            Box::new(|devs| cuda::smooth_on_devices(devs, model, &z, &opts).map(drop)),
-        ),
-    ];
-    for (name, job) in jobs.iter().filter(|_| e2e) {
-        let mut one = None;
-        for &k in &counts {
-            let devs: Vec<usize> = (0..k).collect();
-            let mut err = None;
-            let t = time_runs(1, reps, || {
-                if let Err(e) = job(&devs) {
-                    err.get_or_insert(e);
+    if e2e {
+        // End to end, host arrays in and out.
+        let z = measurements(model, b, STEPS)?;
+        let reps = if b >= 5_000_000 { 3 } else { 5 };
+        type Job<'a> = (&'a str, Box<dyn Fn(&[usize]) -> kestrel::Result<()> + 'a>);
+        let jobs: Vec<Job<'_>> = vec![
+            (
+                "cuda filter end to end (mean,cov,loglik)",
+                Box::new(|devs| {
+                    let fo = FilterOptions::default();
+                    cuda::filter_on_devices(devs, model, &z, &fo, &opts).map(drop)
+                }),
+            ),
+            (
+                "cuda filter end to end (mean,loglik)",
+                Box::new(|devs| {
+                    let fo = FilterOptions::default()
+                        .with_outputs(kestrel::data::Outputs::parse("mean,loglik")?);
+                    cuda::filter_on_devices(devs, model, &z, &fo, &opts).map(drop)
+                }),
+            ),
+            (
+                "cuda filter+smoother end to end",
+                Box::new(|devs| cuda::smooth_on_devices(devs, model, &z, &opts).map(drop)),
+            ),
+        ];
+        for (name, job) in &jobs {
+            let mut one = None;
+            for &k in &counts {
+                let devs: Vec<usize> = (0..k).collect();
+                let mut err = None;
+                let t = time_runs(1, reps, || {
+                    if let Err(e) = job(&devs) {
+                        err.get_or_insert(e);
+                    }
+                });
+                if let Some(e) = err {
+                    return Err(anyhow::anyhow!("{name} on {k} GPU(s), B = {b}: {e}"));
                 }
-            });
-            if let Some(e) = err {
-                return Err(anyhow::anyhow!("{name} on {k} GPU(s), B = {b}: {e}"));
+                sink.push(record(format!("{name}, {k} GPU(s)"), k, &t, one));
+                one = one.or(Some(median(&t)));
             }
-            sink.push(record(format!("{name}, {k} GPU(s)"), k, &t, one));
-            one = one.or(Some(median(&t)));
         }
     }
     // Kernel only.
@@ -403,11 +461,7 @@ fn kernels_at_once(
     smoothed: bool,
     opts: &CudaOptions,
 ) -> anyhow::Result<(Vec<f64>, Vec<Vec<(usize, f64)>>)> {
-    let piece_cap = std::env::var("KESTREL_BENCH_MULTI_PIECE")
-        .ok()
-        .and_then(|v| v.parse::<usize>().ok())
-        .filter(|&c| c >= 1)
-        .unwrap_or(usize::MAX);
+    let piece_cap = piece_cap()?;
     const REPS: usize = 7;
     let per_track =
         DeviceBatch::<f32>::bytes_per_track(model, STEPS, Keep::All, OutputLayout::Soa, smoothed);

@@ -56,6 +56,11 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         bench::tbd::timed_frames()?;
         bench::tbd::kernel_parts()?;
     }
+    if a.only.is_none_or(|o| o == Family::Cuda) {
+        let e2e = bench::cuda::multi_only()?.unwrap_or(true);
+        bench::cuda::multi_tracks(a.quick, e2e)?;
+        bench::cuda::piece_cap()?;
+    }
     let mut sink = Sink::default();
     if let Some(seed) = a.seed {
         if let Some(dir) = a.plot.as_ref().filter(|d| !d.is_dir()) {

@@ -194,26 +194,45 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let t0 = Instant::now();
     let progress = Progress::new("simulating");
     let sim = kestrel::sim::simulate(&model, a.tracks, a.steps, a.seed, a.missing)?;
+    write_simulation(
+        &a,
+        outputs,
+        progress,
+        &sim,
+        (model.nx(), model.ny()),
+        "",
+        t0,
+    )
+}
+
+/// Writes a simulation's measurements (and `--truth`), commits both files together (or
+/// neither) and prints the summary line; `kind` tags the model in it.
+fn write_simulation(
+    a: &Args,
+    outputs: io::Outputs,
+    progress: Progress,
+    sim: &kestrel::sim::Simulation,
+    (nx, ny): (usize, usize),
+    kind: &str,
+    t0: Instant,
+) -> anyhow::Result<()> {
     progress.phase("writing");
     io::write_measurements(&a.output, &sim.measurements)?;
     if let Some(t) = &a.truth {
-        io::write_truth(t, a.tracks, a.steps, model.nx(), &sim.truth)?;
+        io::write_truth(t, a.tracks, a.steps, nx, &sim.truth)?;
     }
-    // Both files or neither.
     outputs.commit()?;
     progress.finish();
     let missing = sim
         .measurements
         .data()
-        .chunks(model.ny())
+        .chunks(ny)
         .filter(|z| z.iter().any(|v| v.is_nan()))
         .count();
     errln!(
-        "simulate: {} x {} (nx {}, ny {}), seed {}, {} of {} measurements missing; {:.3} s -> {}{}",
+        "simulate: {} x {} ({kind}nx {nx}, ny {ny}), seed {}, {} of {} measurements missing; {:.3} s -> {}{}",
         super::plural(a.tracks, "track"),
         super::plural(a.steps, "step"),
-        model.nx(),
-        model.ny(),
         a.seed,
         missing,
         a.tracks * a.steps,
@@ -241,26 +260,15 @@ fn simulate_gaussian(a: &Args, outputs: io::Outputs) -> anyhow::Result<()> {
         }
     };
     let t0 = Instant::now();
+    let progress = Progress::new("simulating");
     let sim = kestrel::nonlinear::simulate(model, a.tracks, a.steps, a.seed, a.missing)?;
-    io::write_measurements(&a.output, &sim.measurements)?;
-    if let Some(t) = &a.truth {
-        io::write_truth(t, a.tracks, a.steps, model.nx(), &sim.truth)?;
-    }
-    // Both files or neither.
-    outputs.commit()?;
-    errln!(
-        "simulate: {} x {} (nonlinear, nx {}, ny {}), seed {}; {:.3} s -> {}{}",
-        super::plural(a.tracks, "track"),
-        super::plural(a.steps, "step"),
-        model.nx(),
-        model.ny(),
-        a.seed,
-        t0.elapsed().as_secs_f64(),
-        a.output.display(),
-        a.truth
-            .as_ref()
-            .map(|t| format!(", truth -> {}", t.display()))
-            .unwrap_or_default()
-    );
-    Ok(())
+    write_simulation(
+        a,
+        outputs,
+        progress,
+        &sim,
+        (model.nx(), model.ny()),
+        "nonlinear, ",
+        t0,
+    )
 }
