@@ -16,13 +16,22 @@
 //! - **Per-step likelihoods** ([`likelihood`]): `log p(z_t | z_0:t-1)` of long series,
 //!   exact, parallel, or windowed (Lin, Moore & Russell's splash filter) with an error
 //!   bound.
+//! - **Nonlinear filters and IMM** ([`nonlinear`]): EKF, iterated EKF, UKF and CKF and
+//!   their smoothers on models written as expressions (exact Jacobians from the
+//!   expression graph) or built in (coordinated turn, radar), and the IMM of any modes:
+//!   [`nonlinear::estimate_on`].
+//! - **Hidden Markov models** ([`hmm`]): finite-state filter, smoother, per-step
+//!   likelihoods and the Viterbi path, sequential or parallel in time:
+//!   [`hmm::hmm_on`].
 //! - **Particle filter** ([`particle`]): the bootstrap (SIR) filter with five resamplers,
 //!   Philox random numbers and nonlinear models (range-only, bearings-only,
 //!   range-bearing, stochastic volatility).
-//! - **Track-before-detect** (`tbd`, features `io` and `cuda`): dim targets in image
-//!   sequences by recursive accumulation along motion hypotheses.
+//! - **Track-before-detect** (`tbd`, feature `io`; its GPU kernels with `cuda`): dim
+//!   targets in image sequences by recursive accumulation along motion hypotheses
+//!   (Mazurek), with decimation and manoeuvres: `tbd::Tbd`.
 //! - **Multi-target tracking and metrics** (`tracking`, feature `io`): gating, GNN and
-//!   JPDA association, the track life cycle, scenarios; GOSPA, OSPA and CLEAR MOT.
+//!   JPDA association, the track life cycle, scenarios; GOSPA, OSPA and CLEAR MOT:
+//!   `tracking::DeviceTracker` (the whole scan on the GPU for GNN).
 //! - **Models** ([`model`]): explicit matrices, builders (constant velocity and
 //!   acceleration, random walk, AR(p)), TOML files. **Files** (`io`): CSV and NumPy.
 //!
@@ -111,7 +120,7 @@ pub mod parallel;
 pub mod particle;
 pub mod scan;
 pub mod sim;
-#[cfg(all(feature = "io", feature = "cuda"))]
+#[cfg(feature = "io")]
 pub mod tbd;
 #[cfg(feature = "io")]
 pub mod tracking;

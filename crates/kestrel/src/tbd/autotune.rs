@@ -3,9 +3,12 @@
 //! `<cache dir>/tbd-autotune.txt` (one line per setting: key, kernel, frames/s), so the
 //! timing runs once per machine, setting and list of candidates.
 
-use super::cuda::{shrink, GpuTbd, KernelConfig, Variant};
+#[cfg(feature = "cuda")]
+use super::cuda::GpuTbd;
+use super::cuda::{shrink, KernelConfig, Variant};
 use super::frames::Dtype;
 use super::Params;
+#[cfg(feature = "cuda")]
 use crate::error::{Error, Result};
 
 /// The variants worth timing: for decimation D > 1 the per-trajectory kernels (fused,
@@ -225,6 +228,7 @@ pub fn timing_frames(bytes: usize, frame: Dtype) -> Vec<u8> {
     raw
 }
 
+#[cfg(feature = "cuda")]
 fn key(device: &str, params: &Params, h: usize, w: usize, frame: Dtype, half: bool) -> String {
     let mut hsh = 0xcbf2_9ce4_8422_2325u64;
     let mut eat = |b: &[u8]| {
@@ -252,11 +256,13 @@ fn key(device: &str, params: &Params, h: usize, w: usize, frame: Dtype, half: bo
     )
 }
 
+#[cfg(feature = "cuda")]
 fn cache_file() -> Option<std::path::PathBuf> {
     crate::cuda::nvrtc::cache_dir().map(|d| d.join("tbd-autotune.txt"))
 }
 
 /// Frames per second of `cfg` on device-resident frames (median of a few timed runs).
+#[cfg(feature = "cuda")]
 pub fn measure(gpu: &mut GpuTbd, launches: usize) -> Result<f64> {
     let mut t = Vec::new();
     gpu.time_launches(2)?;
@@ -269,6 +275,7 @@ pub fn measure(gpu: &mut GpuTbd, launches: usize) -> Result<f64> {
 }
 
 /// The fastest kernel for this setting on GPU `ordinal`: from the cache, else timed.
+#[cfg(feature = "cuda")]
 pub fn choose(
     ordinal: usize,
     params: &Params,

@@ -31,7 +31,6 @@
 
 pub mod autotune;
 pub mod cpu;
-#[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod detect;
 pub mod eval;
@@ -141,8 +140,10 @@ setters!(GpuOptions {
 
 enum Engine {
     Cpu(CpuState),
+    #[cfg(feature = "cuda")]
     Cuda(Box<cuda::GpuTbd>),
     /// The recursion with a transition matrix on the GPU (`cuda/switch.rs`).
+    #[cfg(feature = "cuda")]
     CudaSwitch(Box<cuda::switch::GpuSwitch>),
 }
 
@@ -229,6 +230,7 @@ impl Tbd {
                 CpuState::new(h, w, &params.motions, params.alpha)?
                     .with_transition(params.switching().cloned()),
             ),
+            #[cfg(feature = "cuda")]
             Device::Cuda(_) | Device::AllCuda if params.switching().is_some() => {
                 if let Some(k) = opts.kernel {
                     return Err(Error::input(format!(
@@ -244,6 +246,7 @@ impl Tbd {
                     ordinal, &params, h, w, opts.half,
                 )?))
             }
+            #[cfg(feature = "cuda")]
             Device::Cuda(_) | Device::AllCuda => {
                 // One GPU: the recursion is one state (all devices: the first).
                 let ordinal = match device {
@@ -264,10 +267,18 @@ impl Tbd {
                     Dtype::F32,
                 )?))
             }
+            #[cfg(not(feature = "cuda"))]
+            Device::Cuda(_) | Device::AllCuda => {
+                let _ = &opts;
+                return Err(Error::Unsupported(format!(
+                    "{device}: this build of kestrel has no GPU support (feature `cuda`)"
+                )));
+            }
         };
         let per_launch = match &engine {
-            Engine::Cpu(_) | Engine::CudaSwitch(_) => params.decimation,
+            #[cfg(feature = "cuda")]
             Engine::Cuda(g) => g.frames_per_launch(),
+            _ => params.decimation,
         };
         // A kernel of several periods a launch holds that many frames here before a launch.
         if (per_launch as u64).saturating_mul((h * w * 4) as u64) > limit {
@@ -329,7 +340,9 @@ impl Tbd {
             )));
         }
         let half = match &self.engine {
+            #[cfg(feature = "cuda")]
             Engine::Cuda(g) => g.cfg.half,
+            #[cfg(feature = "cuda")]
             Engine::CudaSwitch(g) => g.half,
             Engine::Cpu(_) => false,
         };
@@ -350,6 +363,7 @@ impl Tbd {
         {
             // The plain recursion on the CPU: straight from the caller's frame.
             let mut map = self.spare_map(self.seen);
+            #[cfg_attr(not(feature = "cuda"), allow(irrefutable_let_patterns))]
             if let Engine::Cpu(st) = &mut self.engine {
                 st.block(&[frame], &mut map.score, &mut map.arg);
             }
@@ -374,6 +388,7 @@ impl Tbd {
         if self.pending.is_empty() {
             return Ok(Vec::new());
         }
+        #[cfg(feature = "cuda")]
         if let Engine::Cuda(g) = &self.engine {
             let mut st = CpuState::new(self.h, self.w, &self.params.motions, self.params.alpha)?;
             st.set_state(&g.state()?);
@@ -442,7 +457,6 @@ impl Tbd {
     }
 
     fn flush(&mut self) -> Result<Vec<Map>> {
-        let n = self.h * self.w;
         let first = self.seen - self.pending.len();
         let t_last = self.seen - 1;
         // The CPU's maps: one per block of D frames, or (D = 1) one per frame of a pass.
@@ -451,6 +465,7 @@ impl Tbd {
                 (first..self.seen).map(|t| self.spare_map(t)).collect()
             }
             Engine::Cpu(_) => vec![self.spare_map(t_last)],
+            #[cfg(feature = "cuda")]
             Engine::Cuda(_) | Engine::CudaSwitch(_) => Vec::new(),
         };
         let out = match &mut self.engine {
@@ -469,6 +484,7 @@ impl Tbd {
                 }
                 maps
             }
+            #[cfg(feature = "cuda")]
             Engine::CudaSwitch(g) => {
                 let frames: Vec<&[f32]> = self.pending.iter().map(|f| f.as_slice()).collect();
                 let (score, arg) = g.run(&frames)?;
@@ -480,8 +496,9 @@ impl Tbd {
                     arg,
                 }]
             }
+            #[cfg(feature = "cuda")]
             Engine::Cuda(g) => {
-                let mut raw = Vec::with_capacity(self.pending.len() * n * 4);
+                let mut raw = Vec::with_capacity(self.pending.len() * self.h * self.w * 4);
                 for f in &self.pending {
                     raw.extend(f.iter().flat_map(|v| v.to_le_bytes()));
                 }
@@ -515,7 +532,9 @@ impl Tbd {
     pub fn state(&self) -> Result<Vec<f32>> {
         match &self.engine {
             Engine::Cpu(st) => Ok(st.state()),
+            #[cfg(feature = "cuda")]
             Engine::Cuda(g) => g.state(),
+            #[cfg(feature = "cuda")]
             Engine::CudaSwitch(g) => g.state(),
         }
     }
@@ -523,8 +542,9 @@ impl Tbd {
     /// The GPU kernel in use (None on the CPU).
     pub fn kernel(&self) -> Option<cuda::KernelConfig> {
         match &self.engine {
-            Engine::Cpu(_) | Engine::CudaSwitch(_) => None,
+            #[cfg(feature = "cuda")]
             Engine::Cuda(g) => Some(g.cfg),
+            _ => None,
         }
     }
 }
@@ -532,7 +552,9 @@ impl Tbd {
 fn engine_kernel_name(e: &Engine) -> String {
     match e {
         Engine::Cpu(_) => "cpu".into(),
+        #[cfg(feature = "cuda")]
         Engine::Cuda(g) => g.cfg.name(),
+        #[cfg(feature = "cuda")]
         Engine::CudaSwitch(_) => "switch".into(),
     }
 }

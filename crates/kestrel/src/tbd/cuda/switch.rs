@@ -4,13 +4,18 @@
 
 use super::super::frames::Dtype;
 use super::super::motion::Motion;
-use super::super::Params;
-use super::{half_to_f32, shrink, source, KernelConfig, MapPair, Variant, MAX_BLOCK_SHARED};
-use crate::cuda::{self, Arg, DevBuf, Gpu, Module};
-use crate::error::{Error, Result};
-use std::sync::Arc;
+use super::assemble::MAX_BLOCK_SHARED;
+use super::{shrink, source, KernelConfig, Variant};
+#[cfg(feature = "cuda")]
+use {
+    super::super::Params,
+    super::{half_to_f32, MapPair},
+    crate::cuda::{self, Arg, DevBuf, Gpu, Module},
+    crate::error::{Error, Result},
+    std::sync::Arc,
+};
 
-/// The kernel source (appended to `tbd.cu`, whose helpers it uses).
+/// The kernel source (after `common.cuh` and `fused.cu`, whose helpers it uses).
 pub const SWITCH_CU: &str = include_str!("../kernels/switch.cu");
 
 /// Tile width of the switching kernel (a warp along a row).
@@ -33,8 +38,8 @@ pub fn switch_block(motions: &[Motion]) -> Option<(u32, u32)> {
         .find(|&b| switch_shared_bytes(motions.len(), halo, b) <= MAX_BLOCK_SHARED)
 }
 
-/// The translation unit: `tbd.cu` (for `half` state, f32 frames, `block`) and
-/// `switch.cu`.
+/// The translation unit: the fused kernel's (for `half` state, f32 frames, `block`)
+/// and `switch.cu`.
 pub fn switch_source(motions: &[Motion], half: bool, block: (u32, u32), w: usize) -> String {
     let cfg = KernelConfig {
         variant: Variant::Fused,
@@ -54,6 +59,7 @@ pub fn switch_source(motions: &[Motion], half: bool, block: (u32, u32), w: usize
 
 /// The recursion with a transition matrix on one GPU: state, frames, matrix and map on
 /// the device.
+#[cfg(feature = "cuda")]
 pub struct GpuSwitch {
     gpu: Arc<Gpu>,
     module: Arc<Module>,
@@ -80,6 +86,7 @@ pub struct GpuSwitch {
     wt: DevBuf<f32>,
 }
 
+#[cfg(feature = "cuda")]
 impl GpuSwitch {
     /// A zero state on GPU `ordinal` for `params` (which must hold a transition matrix),
     /// the state stored as f16 where `half`.

@@ -5,9 +5,9 @@
 //
 // in the CPU's order of operations (cpu.rs, switch.rs): the column's non-zero entries in
 // ascending v', the first a product, each later one added; the bilinear blend of
-// tbd.cu (blend_taps); then c s + alpha X.
+// common.cuh (blend_taps); then c s + alpha X.
 //
-// Appended to tbd.cu in one translation unit (its helpers, state_t, MVX / MVY, LD). The
+// After common.cuh and fused.cu in one translation unit (their helpers, state_t, MVX / MVY, LD). The
 // launcher (tbd/cuda/switch.rs) defines:
 //   SW_HALO    pixels a vector's taps reach from the pixel (cuda.rs's shrink)
 //   SW_FLOATS  (NV + 2) planes of (TX + 2 SW_HALO) x (TY + 2 SW_HALO) floats: the
