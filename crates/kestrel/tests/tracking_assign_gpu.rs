@@ -1,4 +1,4 @@
-//! GNN association on the GPU (`tracking::gpu_assign`) against the host's
+//! GNN association on the GPU (`tracking::cuda::assign`) against the host's
 //! `associate::gnn`: the random problems of the kernels-on-CPU test (spatial scenes,
 //! chains that join into clusters past the device limits and go to the host, stars,
 //! tracks with no pairs, `pd` below and at 1), each track's pick equal to the host's
@@ -12,7 +12,7 @@ mod gpu_common;
 
 use assign_common::*;
 use gpu_common::gpu_or_skip;
-use kestrel::tracking::gpu_assign::{gnn_gpu, gnn_gpu_timed};
+use kestrel::tracking::cuda::assign::{gnn_gpu, gnn_gpu_timed};
 
 #[test]
 fn gpu_picks_the_host_assignment() {

@@ -14,7 +14,7 @@ mod emulation;
 use assign_common::*;
 use emulation::*;
 use kestrel::tracking::associate::clusters;
-use kestrel::tracking::gpu_assign::{source_with, DEVICE_MAX_COLUMNS, DEVICE_MAX_TRACKS};
+use kestrel::tracking::cuda::assign::{source_with, DEVICE_MAX_COLUMNS, DEVICE_MAX_TRACKS};
 use std::path::{Path, PathBuf};
 
 const SHIM: &str = include_str!("assign_emulation/shim.h");

@@ -18,7 +18,7 @@ mod gpu_common;
 
 use gpu_common::gpu_or_skip;
 use kestrel::model::constant_velocity;
-use kestrel::tracking::gpu::GpuTracker;
+use kestrel::tracking::cuda::GpuTracker;
 use kestrel::tracking::scenario::{simulate, Kind, Scenario};
 use kestrel::tracking::{Assoc, TrackSet, Tracker, TrackerConfig, Tracks};
 use kestrel::Model;

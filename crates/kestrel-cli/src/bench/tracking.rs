@@ -10,9 +10,9 @@
 
 use super::{median, Record, Sink};
 use kestrel::model::constant_velocity;
-use kestrel::tracking::gpu::GpuTracker;
 use kestrel::tracking::scenario::{simulate, Kind, Scenario};
-use kestrel::tracking::{Assoc, Status, Timing, TrackSet, Tracker, TrackerConfig};
+use kestrel::tracking::{Assoc, DeviceTracker, Status, TrackerConfig};
+use kestrel::Device;
 use plotters::prelude::*;
 use std::io::Write;
 use std::path::Path;
@@ -20,44 +20,6 @@ use std::time::Instant;
 
 const STEPS: usize = 10;
 const WARMUP_SCANS: usize = 4;
-
-/// The tracker on the CPU or on GPU 0.
-enum Engine {
-    Cpu(Box<Tracker>),
-    Gpu(Box<GpuTracker>),
-}
-
-impl Engine {
-    fn step(&mut self, z: &[f64]) -> kestrel::Result<()> {
-        match self {
-            Engine::Cpu(t) => t.step(z),
-            Engine::Gpu(t) => t.step(z),
-        }
-    }
-    fn timing(&self) -> Timing {
-        match self {
-            Engine::Cpu(t) => t.timing,
-            Engine::Gpu(t) => t.timing,
-        }
-    }
-    fn len(&self) -> usize {
-        match self {
-            Engine::Cpu(t) => t.len(),
-            Engine::Gpu(t) => t.len(),
-        }
-    }
-    fn confirmed(&self) -> kestrel::Result<usize> {
-        let count = |t: &dyn TrackSet| {
-            (0..t.len())
-                .filter(|&i| t.status(i) == Status::Confirmed)
-                .count()
-        };
-        Ok(match self {
-            Engine::Cpu(t) => count(t.as_ref()),
-            Engine::Gpu(t) => count(&t.tracks()?),
-        })
-    }
-}
 
 fn one(
     sink: &mut Sink,
@@ -85,16 +47,10 @@ fn one(
         .with_clutter(s.clutter_density(2))
         .with_confirm((3, 4))
         .with_delete(3);
-    let (mut tracker, device) = if gpu {
-        let t = GpuTracker::new(0, &model, cfg)?;
-        let d = format!("cuda:0 ({})", t.device_name());
-        (Engine::Gpu(Box::new(t)), d)
-    } else {
-        (
-            Engine::Cpu(Box::new(Tracker::new(&model, cfg)?)),
-            format!("cpu ({} threads)", rayon::current_num_threads()),
-        )
-    };
+    let on = if gpu { Device::Cuda(0) } else { Device::Cpu };
+    // The GPU's tracks stay on the device between scans (what is timed is the scan).
+    let mut tracker = DeviceTracker::new(&model, cfg, on)?.with_host_tracks(false);
+    let device = on.to_string();
     let mut times = Vec::new();
     let mut row = 0;
     let mut phases = [0.0; 6];
@@ -120,7 +76,11 @@ fn one(
         }
     }
     let n = times.len() as f64;
-    let confirmed = tracker.confirmed()?;
+    tracker.copy_tracks()?;
+    let tracks = tracker.tracks()?;
+    let confirmed = (0..tracks.len())
+        .filter(|&i| tracks.status(i) == Status::Confirmed)
+        .count();
     let name = match (assoc, gpu) {
         (Assoc::Gnn, false) => "track-gnn",
         (Assoc::Gnn, true) => "track-gnn-gpu",

@@ -1,4 +1,4 @@
-//! GNN association alone on the GPU (`tracking::gpu_assign`) at scale, against the
+//! GNN association alone on the GPU (`tracking::cuda::assign`) at scale, against the
 //! host's clustering + GNN on the same gated pairs (the peer, all cores). The pairs are
 //! those of the tracking bench's scene (2-D constant velocity, pd 0.9, 50 targets per
 //! 4 km^2, clutter uniform) after the CPU tracker has run its first scans: every live
@@ -10,8 +10,8 @@ use super::{median, Record, Sink};
 use kestrel::model::constant_velocity;
 use kestrel::nalgebra::{DMatrix, DVector};
 use kestrel::tracking::associate::{clusters, gnn, gnn_costs};
+use kestrel::tracking::cuda::assign::gnn_gpu_timed;
 use kestrel::tracking::gate::{gate_all, Gated};
-use kestrel::tracking::gpu_assign::gnn_gpu_timed;
 use kestrel::tracking::scenario::{simulate, Kind, Scenario};
 use kestrel::tracking::{Innovations, Tracker, TrackerConfig};
 use std::time::Instant;

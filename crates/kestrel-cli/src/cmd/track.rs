@@ -5,8 +5,7 @@ use super::{bad, choose_device};
 use kestrel::tracking::files::{
     read_detections, scans, tracks_header, write_tracks_scan, Detections,
 };
-use kestrel::tracking::gpu::GpuTracker;
-use kestrel::tracking::{Assoc, JpdaMarginals, Timing, TrackSet, Tracker, TrackerConfig, Tracks};
+use kestrel::tracking::{Assoc, DeviceTracker, JpdaMarginals, TrackSet, TrackerConfig};
 use kestrel::Device;
 use std::io::Write;
 use std::path::PathBuf;
@@ -84,46 +83,6 @@ pub struct Args {
     /// jpda` with a GPU is refused) and pays off from about 10^4 live tracks.
     #[arg(long, default_value = "cpu")]
     pub device: String,
-}
-
-/// The tracker on its device; the GPU's tracks are copied to the host after each scan.
-enum Engine {
-    Cpu(Box<Tracker>),
-    Gpu(Box<GpuTracker>, Tracks),
-}
-
-impl Engine {
-    fn step(&mut self, z: &[f64]) -> kestrel::Result<()> {
-        match self {
-            Engine::Cpu(t) => t.step(z),
-            Engine::Gpu(t, tracks) => {
-                t.step(z)?;
-                *tracks = t.tracks()?;
-                Ok(())
-            }
-        }
-    }
-
-    fn tracks(&self) -> &dyn TrackSet {
-        match self {
-            Engine::Cpu(t) => t.as_ref(),
-            Engine::Gpu(_, tracks) => tracks,
-        }
-    }
-
-    fn timing(&self) -> Timing {
-        match self {
-            Engine::Cpu(t) => t.timing,
-            Engine::Gpu(t, _) => t.timing,
-        }
-    }
-
-    fn gate_threshold(&self) -> f64 {
-        match self {
-            Engine::Cpu(t) => t.gate_threshold(),
-            Engine::Gpu(t, _) => t.gate_threshold(),
-        }
-    }
 }
 
 /// Parses `M/N`.
@@ -286,24 +245,13 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     } else {
         choose_device(&a.device)?
     };
-    let mut engine = match device {
-        Device::Cpu => Engine::Cpu(Box::new(Tracker::new(&model, cfg)?)),
-        d => {
-            if cfg.assoc == Assoc::Jpda {
-                return Err(bad(format!(
-                    "--assoc jpda --device {}: JPDA runs on the CPU only (use --device cpu, or --assoc gnn on the GPU)",
-                    a.device
-                )));
-            }
-            let ordinal = match d.first() {
-                Device::Cuda(o) => o,
-                _ => 0,
-            };
-            let t = GpuTracker::new(ordinal, &model, cfg)?;
-            let tracks = t.tracks()?;
-            Engine::Gpu(Box::new(t), tracks)
-        }
-    };
+    if device != Device::Cpu && cfg.assoc == Assoc::Jpda {
+        return Err(bad(format!(
+            "--assoc jpda --device {}: JPDA runs on the CPU only (use --device cpu, or --assoc gnn on the GPU)",
+            a.device
+        )));
+    }
+    let mut engine = DeviceTracker::new(&model, cfg, device)?;
     let ny = det.ny;
     let t0 = Instant::now();
     let mut failure: Option<kestrel::Error> = None;
@@ -317,7 +265,10 @@ pub fn run(a: Args) -> anyhow::Result<()> {
                 failure = Some(e);
                 return Err(std::io::Error::other("tracking failed"));
             }
-            let tracker = engine.tracks();
+            let tracker = engine.tracks().map_err(|e| {
+                failure = Some(e);
+                std::io::Error::other("tracking failed")
+            })?;
             let step = sc.first + k as i64;
             if let Err(e) = check_finite(&a.output, step, tracker) {
                 failure = Some(e);

@@ -12,9 +12,8 @@ use crate::kalman::{device_name, PyModel};
 use crate::progress::Bar;
 use crate::run_detached;
 use kestrel::tracking::files::{scans, Detections, Scans};
-use kestrel::tracking::gpu::GpuTracker;
 use kestrel::tracking::scenario;
-use kestrel::tracking::{Assoc, JpdaMarginals, Status, TrackSet, Tracker, TrackerConfig, Tracks};
+use kestrel::tracking::{Assoc, DeviceTracker, JpdaMarginals, Status, TrackSet, TrackerConfig};
 use kestrel::{Device, Error};
 use numpy::PyReadonlyArrayDyn;
 use pyo3::exceptions::PyValueError;
@@ -124,39 +123,6 @@ fn config(a: &TrackArgs, clutter: f64) -> PyResult<TrackerConfig> {
         .with_max_variance(max_variance))
 }
 
-/// The tracker on its device; the GPU's tracks are copied to the host after each scan.
-enum Engine {
-    Cpu(Box<Tracker>),
-    Gpu(Box<GpuTracker>, Tracks),
-}
-
-impl Engine {
-    fn step(&mut self, z: &[f64]) -> kestrel::Result<()> {
-        match self {
-            Engine::Cpu(t) => t.step(z),
-            Engine::Gpu(t, tracks) => {
-                t.step(z)?;
-                *tracks = t.tracks()?;
-                Ok(())
-            }
-        }
-    }
-
-    fn tracks(&self) -> &dyn TrackSet {
-        match self {
-            Engine::Cpu(t) => t.as_ref(),
-            Engine::Gpu(_, tracks) => tracks,
-        }
-    }
-
-    fn gate_threshold(&self) -> f64 {
-        match self {
-            Engine::Cpu(t) => t.gate_threshold(),
-            Engine::Gpu(t, _) => t.gate_threshold(),
-        }
-    }
-}
-
 /// As `kestrel track`: a NaN anywhere or an infinite mean is an error naming the track
 /// and step; an infinite variance with finite means is kept, with a warning (once a
 /// run).
@@ -203,7 +169,7 @@ struct Rows {
 }
 
 fn run_tracker(
-    engine: &mut Engine,
+    engine: &mut DeviceTracker,
     det: &Detections,
     sc: &Scans,
     dt: Option<f64>,
@@ -215,7 +181,7 @@ fn run_tracker(
     for k in 0..sc.len() {
         let r = sc.rows(k);
         engine.step(&det.z[r.start * ny..r.end * ny])?;
-        let tracker = engine.tracks();
+        let tracker = engine.tracks()?;
         let step = sc.first + k as i64;
         check_finite(step, tracker, &mut warned)?;
         let t = dt.map_or(step as f64, |dt| step as f64 * dt);
@@ -389,25 +355,14 @@ fn track<'py>(
         } else {
             Device::parse(&device_arg)?
         };
-        let mut engine = match device {
-            Device::Cpu => Engine::Cpu(Box::new(Tracker::new(model, cfg)?)),
-            d => {
-                if cfg.assoc == Assoc::Jpda {
-                    return Err(Error::Input {
-                        msg: format!(
-                            "assoc jpda, device {device_arg}: JPDA runs on the CPU only (use device cpu, or assoc gnn on the GPU)"
-                        ),
-                    });
-                }
-                let ordinal = match d.first() {
-                    Device::Cuda(o) => o,
-                    _ => 0,
-                };
-                let t = GpuTracker::new(ordinal, model, cfg)?;
-                let tracks = t.tracks()?;
-                Engine::Gpu(Box::new(t), tracks)
-            }
-        };
+        if device != Device::Cpu && cfg.assoc == Assoc::Jpda {
+            return Err(Error::Input {
+                msg: format!(
+                    "assoc jpda, device {device_arg}: JPDA runs on the CPU only (use device cpu, or assoc gnn on the GPU)"
+                ),
+            });
+        }
+        let mut engine = DeviceTracker::new(model, cfg, device)?;
         let rows = run_tracker(&mut engine, &det, &sc, a.dt, &bar)?;
         Ok((rows, device, engine.gate_threshold()))
     })?;

@@ -9,19 +9,18 @@
 pub mod assign;
 pub mod associate;
 pub mod chi2;
+#[cfg(feature = "cuda")]
+pub mod cuda;
+mod device;
 pub mod files;
 pub mod gate;
-#[cfg(feature = "cuda")]
-pub mod gpu;
-#[cfg(feature = "cuda")]
-#[doc(hidden)]
-pub mod gpu_assign;
 pub mod metrics;
 pub mod scenario;
 mod tracker;
 pub mod tracks;
 
 pub use assign::Assignment;
+pub use device::DeviceTracker;
 pub use gate::Innovations;
 pub use tracker::{Assoc, JpdaMarginals, Status, Timing, Tracker, TrackerConfig};
 pub use tracks::{TrackSet, Tracks};

@@ -1,13 +1,13 @@
 //! GNN association on the GPU: the clusters of tracks linked by shared gated detections
 //! and one optimal assignment (with a miss choice per track) per cluster, the same
-//! optimum as [`associate::gnn`](super::associate::gnn) on the host.
+//! optimum as [`associate::gnn`](super::super::associate::gnn) on the host.
 //!
 //! The gated pairs stay on the device (compressed rows by track, as the gate writes
 //! them). Kernels (`kernels/assign.cu`): a lock-free union-find joins each track to the
 //! smallest track gating each of its detections; a track alone in its cluster is solved
 //! by its own thread (best pair against the miss); every larger cluster gets an id and a
 //! span of a member list (atomic counters, no sort) and is solved by one thread with the
-//! shortest augmenting path method of [`assign`](super::assign) on the
+//! shortest augmenting path method of [`assign`](super::super::assign) on the
 //! `tracks x (detections + tracks)` matrix in registers and local memory, step for step
 //! as on the host, so that both pick the same assignment, ties included.
 //!
@@ -15,13 +15,13 @@
 //! [`DEVICE_MAX_COLUMNS`] detections + tracks) are solved on the host: `solve` reads
 //! four counters back (one synchronisation per call), and only when such a cluster
 //! exists downloads the gated pairs, solves those clusters with
-//! [`associate`](super::associate)'s solver (dense or sparse by size, on every core) and
+//! [`associate`](super::super::associate)'s solver (dense or sparse by size, on every core) and
 //! writes their picks back. Dense clutter that chains tracks into large clusters costs
 //! that round trip; scenes of small clusters never leave the device.
 
-use super::assign::Assignment;
-use super::associate::gnn_cluster;
-use super::gate::Gated;
+use super::super::assign::Assignment;
+use super::super::associate::gnn_cluster;
+use super::super::gate::Gated;
 use crate::cuda::{self, dtoh, grid_for, launch, Arg, DevBuf, EventTimer, Gpu, Module, Pinned};
 use crate::error::{Error, Result};
 use rayon::prelude::*;
@@ -57,7 +57,7 @@ pub fn source_with(max_tracks: usize, max_columns: usize) -> String {
     assert!(max_tracks < max_columns && max_columns <= 254);
     format!(
         "#define GA_MAXR {max_tracks}\n#define GA_MAXC {max_columns}\n#define GA_INF (1e300 * 1e300)\n{}",
-        include_str!("kernels/assign.cu")
+        include_str!("../kernels/assign.cu")
     )
 }
 
@@ -153,7 +153,7 @@ impl GpuGnn {
     /// pairs in compressed rows by track (`start` [n + 1] with `start[0] = 0`,
     /// `start[n] = m`; `det` [m], ascending within a row; `ll` [m], `ln N(z; zhat, S)`):
     /// a pair costs `-(gain + ll)`, a miss `miss` (see
-    /// [`associate::gnn_costs`](super::associate::gnn_costs)). Writes `pick` [n]: each
+    /// [`associate::gnn_costs`](super::super::associate::gnn_costs)). Writes `pick` [n]: each
     /// track's detection or -1. Queued on the device's stream; reads four counters back
     /// (a synchronisation), and when a cluster is past the device limits, solves it on
     /// the host before returning.
@@ -429,7 +429,7 @@ pub struct GnnGpuRun {
     pub stats: GnnStats,
 }
 
-/// [`associate::gnn`](super::associate::gnn) on GPU 0 from host data (for tests and
+/// [`associate::gnn`](super::super::associate::gnn) on GPU 0 from host data (for tests and
 /// benchmarks): uploads `g`, solves with [`GpuGnn`] (the output poisoned first with a
 /// value no solve writes, so that an unwritten pick is an error), and downloads each
 /// track's detection.

@@ -1,5 +1,5 @@
 //! The multi-target tracker on the GPU: [`GpuTracker`] has the configuration, the scan
-//! semantics and the decisions of [`Tracker`](super::Tracker) (GNN association, f64),
+//! semantics and the decisions of [`Tracker`](super::super::Tracker) (GNN association, f64),
 //! with every scan's work on the device. The host uploads each scan's detections and
 //! reads back a few counts (the gated pairs of each stage, the association's counters,
 //! the live tracks); the tracks themselves come back only when asked for
@@ -20,7 +20,7 @@
 //! 4. *Associate* as the CPU does, in two stages: confirmed tracks by GNN over every
 //!    detection, then tentative tracks by GNN over the detections left (the claimed ones
 //!    are skipped by the second gate pass). The GNN of each stage is the device's
-//!    ([`GpuGnn`](super::gpu_assign): clusters and the same optimal assignment as the
+//!    ([`GpuGnn`](super::assign): clusters and the same optimal assignment as the
 //!    CPU's, clusters past its limits solved on the host), on the gated pairs where the
 //!    gate left them.
 //! 5. *Update and life cycle* in one kernel: the pick's update (or the prediction kept),
@@ -34,62 +34,24 @@
 //! Tracks are dense structure-of-arrays (`x [nx][C]`, packed `P [np][C]`), compacted
 //! each scan into a second set of buffers, which may be larger (growth re-lays the rows).
 
-use super::associate::gnn_costs;
-use super::chi2::chi2_quantile;
-use super::gpu_assign::GpuGnn;
-use super::tracker::initiation;
-use super::tracks::Tracks;
-use super::{Assoc, Status, Timing, TrackerConfig};
+use super::super::associate::gnn_costs;
+use super::super::chi2::chi2_quantile;
+use super::super::tracker::initiation;
+use super::super::tracks::Tracks;
+use super::super::{Assoc, Status, Timing, TrackerConfig};
+use super::assign::GpuGnn;
 use crate::cuda::{
     as_bytes, ck, dtoh, grid_for, htod, launch, sync, Arg, DevBuf, Gpu, Module, Pinned,
 };
 use crate::error::{Error, Result};
-use crate::kalman::cuda::source::{model_params, prelude, COMMON, TRACKER};
+use crate::kalman::cuda::source::model_params;
 use crate::model::Model;
 use cudarc::driver::result as cu;
 use cudarc::driver::{CudaEvent, CudaStream};
 use std::sync::Arc;
 use std::time::Instant;
 
-const TRACK: &str = include_str!("kernels/track.cu");
-const KERNELS: &[&str] = &[
-    "tk_predict",
-    "tk_bounds",
-    "tk_grid_setup",
-    "tk_cells",
-    "tk_scatter",
-    "tk_gate",
-    "tk_claim",
-    "tk_update",
-    "tk_compact",
-    "tk_scan_tiles",
-    "tk_scan_sums",
-    "tk_scan_apply",
-];
-/// Threads per block of the per-item kernels (TK_BLOCK).
-const BLOCK: u32 = 256;
-/// Threads per block of the scan and values per thread (TK_SCAN_BLOCK, TK_SCAN_ITEMS).
-const SCAN_BLOCK: u32 = 256;
-const SCAN_TILE: usize = SCAN_BLOCK as usize * 4;
-/// Scratch words (track.cu, SC_*).
-const SCRATCH: usize = 16;
-/// Largest state and measurement sizes (registers hold the state).
-const MAX_NX: usize = 16;
-const MAX_NY: usize = 8;
-
-/// The translation unit: the Kalman prelude (dimensions, f64, the model's numbers as
-/// constants), the per-step kernels' shared code and the tracker's kernels.
-pub fn source(model: &Model) -> String {
-    let mut s = prelude(model.nx(), model.ny(), "f64", Some(model));
-    for (name, text) in [
-        ("common.cuh", COMMON),
-        ("tracker.cu", TRACKER),
-        ("track.cu", TRACK),
-    ] {
-        s += &format!("// ---- {name}\n{text}\n");
-    }
-    s
-}
+use super::assemble::{source, BLOCK, KERNELS, MAX_NX, MAX_NY, SCAN_BLOCK, SCAN_TILE, SCRATCH};
 
 /// A device buffer that grows (never shrinks) to what a scan needs.
 struct Grow<T> {
@@ -442,7 +404,7 @@ impl GpuTracker {
 
     /// Processes one scan of detections `z` (`count x ny`, row-major): predicts every
     /// track to this scan, associates, updates, and runs the life cycle, as
-    /// [`Tracker::step`](super::Tracker::step).
+    /// [`Tracker::step`](super::super::Tracker::step).
     pub fn step(&mut self, z: &[f64]) -> Result<()> {
         crate::cuda::catch(|| self.scan_once(z))
     }

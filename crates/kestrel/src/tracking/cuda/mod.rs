@@ -1,0 +1,13 @@
+//! The tracker on the GPU: `tracker.rs` ([`GpuTracker`]: one scan's prediction, grid
+//! gating, association, update and life cycle, compaction on the device; kernels in
+//! `kernels/track.cu` on the Kalman family's per-step arithmetic) and `assign.rs`
+//! (`GpuGnn`: GNN association of the gated pairs, clusters by a lock-free union-find
+//! and their optimal assignments on the device; kernels in `kernels/assign.cu`).
+
+mod assemble;
+pub mod assign;
+mod tracker;
+
+pub use assemble::source;
+pub use assign::{gnn_gpu, gnn_gpu_timed, GnnGpuRun, GnnStats};
+pub use tracker::GpuTracker;
