@@ -36,6 +36,8 @@ mod likelihood_reference;
 mod likelihood_window;
 #[path = "nonlinear_kernels_on_cpu.rs"]
 mod nonlinear_kernels_on_cpu;
+#[path = "nonlinear_models.rs"]
+mod nonlinear_models;
 #[path = "nonlinear_reference.rs"]
 mod nonlinear_reference;
 #[path = "nonlinear_sim.rs"]

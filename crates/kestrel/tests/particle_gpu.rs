@@ -13,7 +13,7 @@ use kestrel::particle::{
 use kestrel::{Device, Measurements, Real};
 use std::path::Path;
 
-const RANGE: &str = r#"
+pub(crate) const RANGE: &str = r#"
 [model]
 kind = "range-only"
 dt = 1.0
@@ -28,6 +28,18 @@ p0 = 4.0
 /// Filters that leave the CPU's path (relative tolerance `tol` on means, covariance
 /// diagonals, log-likelihoods and ESS at every step).
 fn diverging<T: Real>(a: &PfOutput<T>, b: &PfOutput<T>, tol: f64) -> usize {
+    diverging_in(a, b, tol, true)
+}
+
+/// Filters whose means leave the other's by more than `tol` standard deviations at some
+/// step, or (`all`) whose covariance diagonals, log-likelihoods or ESS leave it by more
+/// than `tol` relative; `b`'s outputs must all be written.
+pub(crate) fn diverging_in<T: Real>(
+    a: &PfOutput<T>,
+    b: &PfOutput<T>,
+    tol: f64,
+    all: bool,
+) -> usize {
     let (ea, eb) = (&a.estimates, &b.estimates);
     let nx = ea.nx();
     assert!(
@@ -42,16 +54,19 @@ fn diverging<T: Real>(a: &PfOutput<T>, b: &PfOutput<T>, tol: f64) -> usize {
         .filter(|&tr| {
             (0..ea.steps()).any(|k| {
                 let o = tr * ea.steps() + k;
+                let moments = (0..nx).any(|i| {
+                    let var = ea.cov_at(tr, k)[i * nx + i].to_f64();
+                    let sd = var.sqrt();
+                    (ea.mean_at(tr, k)[i].to_f64() - eb.mean_at(tr, k)[i].to_f64()).abs() > tol * sd
+                        || (all && (var - eb.cov_at(tr, k)[i * nx + i].to_f64()).abs() > tol * var)
+                });
+                if !all {
+                    return moments;
+                }
                 let l = ea.loglik().unwrap()[o].to_f64();
                 let lb = eb.loglik().unwrap()[o].to_f64();
-                (0..nx).any(|i| {
-                    let sd = ea.cov_at(tr, k)[i * nx + i].to_f64().sqrt();
-                    (ea.mean_at(tr, k)[i].to_f64() - eb.mean_at(tr, k)[i].to_f64()).abs() > tol * sd
-                        || (ea.cov_at(tr, k)[i * nx + i].to_f64()
-                            - eb.cov_at(tr, k)[i * nx + i].to_f64())
-                        .abs()
-                            > tol * sd * sd
-                }) || (l - lb).abs() > tol * (1.0 + l.abs())
+                moments
+                    || (l - lb).abs() > tol * (1.0 + l.abs())
                     || (a.ess[o].to_f64() - b.ess[o].to_f64()).abs() > tol * a.ess[o].to_f64()
             })
         })

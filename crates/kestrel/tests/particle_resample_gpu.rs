@@ -9,6 +9,7 @@
 
 mod gpu_common;
 
+use super::particle_gpu::{diverging_in, RANGE};
 use gpu_common::gpu_or_skip;
 use kestrel::particle::{
     particle_filter_cpu, particle_filter_on, pf_model_from_toml, PfOptions, PfOutput, Resampler,
@@ -16,40 +17,9 @@ use kestrel::particle::{
 use kestrel::{Device, Real};
 use std::path::Path;
 
-const RANGE: &str = r#"
-[model]
-kind = "range-only"
-dt = 1.0
-q = 0.05
-sensors = [[0.0, 0.0], [150.0, 40.0]]
-r = 1.0
-[prior]
-x0 = [20.0, 1.0, 100.0, -0.3]
-p0 = 4.0
-"#;
-
-/// Filters whose outputs leave the other's (relative tolerance `tol`).
+/// Filters whose means leave the other's (relative tolerance `tol`).
 fn diverging<T: Real>(a: &PfOutput<T>, b: &PfOutput<T>, tol: f64) -> usize {
-    let (ea, eb) = (&a.estimates, &b.estimates);
-    assert!(
-        eb.mean()
-            .iter()
-            .chain(eb.cov())
-            .chain(&b.ess)
-            .all(|v| v.is_finite_value()),
-        "unwritten output"
-    );
-    let nx = ea.nx();
-    (0..ea.tracks())
-        .filter(|&tr| {
-            (0..ea.steps()).any(|k| {
-                (0..nx).any(|i| {
-                    let sd = ea.cov_at(tr, k)[i * nx + i].to_f64().sqrt();
-                    (ea.mean_at(tr, k)[i].to_f64() - eb.mean_at(tr, k)[i].to_f64()).abs() > tol * sd
-                })
-            })
-        })
-        .count()
+    diverging_in(a, b, tol, false)
 }
 
 const SCHEMES: [Resampler; 5] = [

@@ -9,7 +9,8 @@
 //! time split (`split.rs`) balances the work and is what `Device::AllCuda` runs. Kept to
 //! measure the two against each other (`kestrel bench --only parallel`).
 
-use super::run::{scan, DevModel};
+use super::run::DevModel;
+use super::scan::{alloc, scan};
 use super::split::{budget_group, scalars_per_track};
 use super::{cu, est_as, fe_len, first_bad, fused_chunk_len, kernels, with_as, GpuReal, Output};
 use crate::cuda::{catch, copy_between, gpu, Gpu, Module as Kernels};
@@ -52,15 +53,6 @@ pub fn time_two_filter_by_direction<T: Real, M: StateSpace + ?Sized>(
         Ok((t, (est_as(f), s.map(est_as))))
     }
 }
-
-fn alloc<D: GpuReal>(g: &Gpu, n: usize, what: &str) -> Result<CudaSlice<D>> {
-    // SAFETY: every buffer is written before it is read (outputs are poisoned first).
-    cu(
-        unsafe { g.stream.alloc::<D>(n.max(1)) },
-        &format!("allocating {what}"),
-    )
-}
-
 /// One direction's device, model, measurements and buffers for a group of tracks.
 struct Side<D> {
     g: Arc<Gpu>,

@@ -179,6 +179,7 @@ macro_rules! launch {
 
 mod directions;
 mod run;
+mod scan;
 mod split;
 pub use directions::time_two_filter_by_direction;
 pub use run::Method;
