@@ -43,12 +43,14 @@ use std::process::ExitCode;
 #[command(
     name = "kestrel",
     version,
-    about = "Bayesian state estimation at scale on CPUs and NVIDIA GPUs: Kalman filters and smoothers, parallel in time, per-step likelihoods, particle filters, track-before-detect, multi-target tracking",
+    about = "Bayesian state estimation at scale on CPUs and NVIDIA GPUs: Kalman filters and smoothers, parallel in time, per-step likelihoods, nonlinear filters and IMM, particle filters, track-before-detect, multi-target tracking, hidden Markov models",
     long_about = "Bayesian state estimation at scale, on CPUs and NVIDIA GPUs, with the same results on both.\n\n\
 Families: Kalman filter and smoothers (filter, smooth), parallel in time (filter --method \
 parallel, smooth --method parallel-rts | two-filter), per-step likelihoods (loglik), \
-particle filter (pf), track-before-detect (tbd, simulate-frames, tbd-eval), multi-target \
-tracking and metrics (track, eval, simulate --scenario). Every family simulates its inputs \
+nonlinear filters and IMM (filter, smooth --filter ekf | iekf | ukf | ckf, model files of \
+expressions, an [imm] of modes), particle filter (pf), track-before-detect (tbd, \
+simulate-frames, tbd-eval), multi-target tracking and metrics (track, eval, simulate \
+--scenario), hidden Markov models (hmm). Every family simulates its inputs \
 (simulate, simulate-frames); demo shows one end to end, bench measures them all. The same \
 library is a Rust crate (kestrel) and a Python package (pip install .)."
 )]
