@@ -25,10 +25,14 @@ mod cli_outputs;
 mod cli_pf;
 #[path = "cli_reliability.rs"]
 mod cli_reliability;
+#[path = "cli_results.rs"]
+mod cli_results;
 #[path = "cli_retrodict.rs"]
 mod cli_retrodict;
 #[path = "cli_round3.rs"]
 mod cli_round3;
+#[path = "cli_round3_fuzz.rs"]
+mod cli_round3_fuzz;
 #[path = "cli_tbd.rs"]
 mod cli_tbd;
 #[path = "cli_time_varying.rs"]
