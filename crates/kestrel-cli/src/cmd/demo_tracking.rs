@@ -106,7 +106,14 @@ fn draw(
         }
         for (n, p) in tracks.values().enumerate() {
             let col = Palette99::pick(n).to_rgba();
-            chart.draw_series(LineSeries::new(p.iter().copied(), col.stroke_width(2)))?;
+            let s = chart.draw_series(LineSeries::new(p.iter().copied(), col.stroke_width(2)))?;
+            if n == 0 {
+                // One entry for all tracks (each its own colour).
+                s.label("confirmed tracks (a colour each)")
+                    .legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 18, y)], col.stroke_width(2))
+                    });
+            }
         }
         chart
             .configure_series_labels()

@@ -54,8 +54,11 @@ pub struct Args {
 pub struct Evaluation {
     pub header: &'static str,
     pub rows: Vec<Vec<f64>>,
-    /// Names and columns of the series to plot.
-    pub series: Vec<(&'static str, usize)>,
+    /// Names, columns and panels of the series to plot.
+    pub series: Vec<(&'static str, usize, usize)>,
+    /// Each panel's y-axis description (one panel per unit: a headline in metres is not
+    /// drawn on the axis of squared parts).
+    pub panels: Vec<&'static str>,
     pub summary: String,
 }
 
@@ -102,12 +105,13 @@ pub fn evaluate(
                 header: "t,gospa,localisation,missed,false,switching,switches",
                 rows,
                 series: vec![
-                    ("GOSPA", 1),
-                    ("localisation (p-th power)", 2),
-                    ("missed (p-th power)", 3),
-                    ("false (p-th power)", 4),
-                    ("switching (p-th power)", 5),
+                    ("GOSPA", 1, 0),
+                    ("localisation", 2, 1),
+                    ("missed", 3, 1),
+                    ("false", 4, 1),
+                    ("switching", 5, 1),
                 ],
+                panels: vec!["GOSPA (distance)", "parts (p-th powers)"],
                 summary,
             }
         }
@@ -125,7 +129,8 @@ pub fn evaluate(
                     frames.len()
                 ),
                 rows,
-                series: vec![("OSPA", 1)],
+                series: vec![("OSPA", 1, 0)],
+                panels: vec!["OSPA (distance)"],
             }
         }
         Metric::Mot => {
@@ -164,41 +169,25 @@ pub fn evaluate(
                 ),
                 rows,
                 series: vec![
-                    ("misses", 3),
-                    ("false", 4),
-                    ("ID switches", 5),
-                    ("mean matched distance", 6),
+                    ("misses", 3, 0),
+                    ("false", 4, 0),
+                    ("ID switches", 5, 0),
+                    ("mean matched distance", 6, 1),
                 ],
+                panels: vec!["per step", "mean matched distance"],
             }
         }
     }
 }
 
 fn draw(svg: &mut String, e: &Evaluation, title: &str) -> Result<(), Box<dyn std::error::Error>> {
-    let root = SVGBackend::with_string(svg, (900, 520)).into_drawing_area();
+    let np = e.panels.len().max(1);
+    let root = SVGBackend::with_string(svg, (900, 300 + 240 * np as u32)).into_drawing_area();
     root.fill(&WHITE)?;
+    let root = root.titled(title, ("sans-serif", 20))?;
     let finite = |v: f64| v.is_finite();
     let t0 = e.rows.first().map_or(0.0, |r| r[0]);
     let t1 = e.rows.last().map_or(1.0, |r| r[0]).max(t0 + 1e-9);
-    let ymax = e
-        .series
-        .iter()
-        .flat_map(|&(_, k)| e.rows.iter().map(move |r| r[k]))
-        .filter(|v| finite(*v))
-        .fold(0.0, f64::max)
-        .max(1e-9)
-        * 1.05;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 20))
-        .margin(14)
-        .x_label_area_size(36)
-        .y_label_area_size(60)
-        .build_cartesian_2d(t0..t1, 0.0..ymax)?;
-    chart
-        .configure_mesh()
-        .x_desc("t")
-        .light_line_style(WHITE.mix(0.0))
-        .draw()?;
     let colors = [
         RGBColor(0, 0, 0),
         RGBColor(31, 119, 180),
@@ -206,23 +195,51 @@ fn draw(svg: &mut String, e: &Evaluation, title: &str) -> Result<(), Box<dyn std
         RGBColor(255, 127, 14),
         RGBColor(44, 160, 44),
     ];
-    for (n, &(name, k)) in e.series.iter().enumerate() {
-        let col = colors[n % colors.len()];
-        let w = if n == 0 { 2 } else { 1 };
+    for (panel, area) in root.split_evenly((np, 1)).iter().enumerate() {
+        let series: Vec<(usize, &(&str, usize, usize))> = e
+            .series
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.2 == panel)
+            .collect();
+        let ymax = series
+            .iter()
+            .flat_map(|&(_, &(_, k, _))| e.rows.iter().map(move |r| r[k]))
+            .filter(|v| finite(*v))
+            .fold(0.0, f64::max)
+            .max(1e-9)
+            * 1.05;
+        let mut chart = ChartBuilder::on(area)
+            .margin(14)
+            .x_label_area_size(36)
+            .y_label_area_size(60)
+            .build_cartesian_2d(t0..t1, 0.0..ymax)?;
         chart
-            .draw_series(LineSeries::new(
-                e.rows.iter().filter(|r| finite(r[k])).map(|r| (r[0], r[k])),
-                col.stroke_width(w),
-            ))?
-            .label(name)
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], col.stroke_width(w)));
+            .configure_mesh()
+            .x_desc("t")
+            .y_desc(e.panels.get(panel).copied().unwrap_or(""))
+            .light_line_style(WHITE.mix(0.0))
+            .draw()?;
+        for &(n, &(name, k, _)) in &series {
+            let col = colors[n % colors.len()];
+            let w = if n == 0 { 2 } else { 1 };
+            chart
+                .draw_series(LineSeries::new(
+                    e.rows.iter().filter(|r| finite(r[k])).map(|r| (r[0], r[k])),
+                    col.stroke_width(w),
+                ))?
+                .label(name)
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 18, y)], col.stroke_width(w))
+                });
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK.mix(0.4))
+            .position(SeriesLabelPosition::UpperRight)
+            .draw()?;
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK.mix(0.4))
-        .position(SeriesLabelPosition::UpperRight)
-        .draw()?;
     root.present()?;
     Ok(())
 }

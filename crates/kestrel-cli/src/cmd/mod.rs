@@ -338,10 +338,16 @@ impl Progress {
 
     /// A phase over `tracks` tracks, advanced with [`Progress::inc`].
     pub fn tracks(&self, msg: &'static str, tracks: usize) {
-        self.bar.set_style(style(
-            "{spinner} {msg} [{bar:32}] {pos}/{len} tracks  {elapsed}",
-        ));
-        self.bar.set_length(tracks as u64);
+        self.count(msg, tracks, "tracks");
+    }
+
+    /// A phase over `len` units (`tracks`, `scans`, `frames`), advanced with
+    /// [`Progress::inc`]: the fraction done, the time spent and the time left.
+    pub fn count(&self, msg: &'static str, len: usize, unit: &str) {
+        self.bar.set_style(style(&format!(
+            "{{spinner}} {{msg}} [{{bar:32}}] {{pos}}/{{len}} {unit} ({{percent}}%)  {{elapsed}} < {{eta}}"
+        )));
+        self.bar.set_length(len as u64);
         self.bar.set_position(0);
         self.bar.set_message(msg);
     }

@@ -2,7 +2,6 @@
 //! to CSV (`t,x,y,vx,vy,score`).
 
 use super::bad;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use kestrel::io::write_atomic;
 use kestrel::tbd::{self, Detection, Frames, Motion, Noise, Params, Tbd};
 use std::io::Write;
@@ -252,12 +251,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             thr
         }
     };
-    let bar = ProgressBar::with_draw_target(Some(frames.len as u64), ProgressDrawTarget::stderr());
-    bar.set_style(
-        ProgressStyle::with_template("{spinner} tbd [{bar:32}] {pos}/{len} frames  {elapsed}")
-            .expect("a valid progress template")
-            .progress_chars("=> "),
-    );
+    let bar = super::Progress::new("tbd");
+    bar.count("tbd", frames.len, "frames");
     let mut dets = Vec::new();
     let mut emitted = 0usize;
     for t in 0..frames.len {
@@ -278,7 +273,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         }
         bar.inc(1);
     }
-    bar.finish_and_clear();
+    bar.finish();
     let secs = t0.elapsed().as_secs_f64();
     write_detections(&a.output, &dets, &motions)?;
     if let Some(s) = &a.state_out {

@@ -257,9 +257,12 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let mut failure: Option<kestrel::Error> = None;
     let mut rows = 0usize;
     let mut confirmed_ids = std::collections::HashSet::new();
+    let progress = super::Progress::new("tracking");
+    progress.count("tracking", sc.len(), "scans");
     let written = kestrel::io::write_atomic(&a.output, |w| {
         writeln!(w, "{}", tracks_header(model.nx()))?;
         for k in 0..sc.len() {
+            progress.inc(1);
             let r = sc.rows(k);
             if let Err(e) = engine.step(&det.z[r.start * ny..r.end * ny]) {
                 failure = Some(e);
@@ -285,6 +288,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         }
         Ok(())
     });
+    progress.finish();
     if let Some(e) = failure {
         return Err(e.into());
     }
