@@ -2,10 +2,11 @@
 //! association, M-of-N confirmation, deletion after K misses).
 
 use super::{bad, choose_device};
-use kestrel::tracking::files::{
-    read_detections, scans, tracks_header, write_tracks_scan, Detections,
+use kestrel::tracking::files::{read_detections, scans, tracks_header, write_tracks_scan};
+use kestrel::tracking::{
+    check_finite, estimate_clutter, parse_confirm, Assoc, DeviceTracker, JpdaMarginals,
+    TrackerConfig, TrackerOptions,
 };
-use kestrel::tracking::{Assoc, DeviceTracker, JpdaMarginals, TrackSet, TrackerConfig};
 use kestrel::Device;
 use std::io::Write;
 use std::path::PathBuf;
@@ -85,120 +86,25 @@ pub struct Args {
     pub device: String,
 }
 
-/// Parses `M/N`.
-pub fn parse_confirm(s: &str) -> anyhow::Result<(u32, u32)> {
-    let parsed = s
-        .split_once('/')
-        .and_then(|(m, n)| Some((m.trim().parse::<u32>().ok()?, n.trim().parse::<u32>().ok()?)));
-    match parsed {
-        Some((m, n)) if m >= 1 && m <= n => Ok((m, n)),
-        Some((m, n)) => Err(bad(format!("--confirm {m}/{n}: M/N needs 1 <= M <= N"))),
-        None => Err(bad(format!("--confirm '{s}': expected M/N, such as 2/3"))),
-    }
-}
-
-/// Detections per scan over the volume of the detections' bounding box.
-pub fn estimate_clutter(d: &Detections, scans: usize) -> f64 {
-    let ny = d.ny;
-    let mut vol = 1.0;
-    for a in 0..ny {
-        let (lo, hi) =
-            d.z.chunks(ny)
-                .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), r| {
-                    (l.min(r[a]), h.max(r[a]))
-                });
-        vol *= (hi - lo).max(1e-9);
-    }
-    (d.len() as f64 / scans.max(1) as f64 / vol).max(f64::MIN_POSITIVE)
-}
-
+/// The checked tracker configuration of `a` (errors name the flags).
 pub fn config(a: &Args, clutter: f64) -> anyhow::Result<TrackerConfig> {
-    if !(a.gate > 0.0 && a.gate < 1.0) {
-        return Err(bad(format!(
-            "--gate must be a probability in (0, 1), got {}",
-            a.gate
-        )));
-    }
-    if !(a.pd > 0.0 && a.pd <= 1.0) {
-        return Err(bad(format!("--pd must be in (0, 1], got {}", a.pd)));
-    }
-    if !(clutter > 0.0 && clutter.is_finite()) {
-        return Err(bad(format!(
-            "--clutter must be a positive, finite density, got {clutter}"
-        )));
-    }
-    if a.delete == 0 {
-        return Err(bad("--delete must be at least 1"));
-    }
-    if a.jpda_marginals.is_some() && a.assoc != AssocArg::Jpda {
-        return Err(bad("--jpda-marginals applies to --assoc jpda only"));
-    }
-    if a.delete_tentative == Some(0) {
-        return Err(bad("--delete-tentative must be at least 1"));
-    }
-    let max_variance = a.max_variance.unwrap_or(f64::INFINITY);
-    if !(max_variance > 0.0) {
-        return Err(bad(format!(
-            "--max-variance must be positive, got {max_variance}"
-        )));
-    }
-    Ok(TrackerConfig::default()
-        .with_assoc(match a.assoc {
+    let opts = TrackerOptions {
+        assoc: match a.assoc {
             AssocArg::Gnn => Assoc::Gnn,
             AssocArg::Jpda => Assoc::Jpda,
-        })
-        .with_marginals(match a.jpda_marginals {
-            None | Some(MarginalsArg::Auto) => JpdaMarginals::Auto,
-            Some(MarginalsArg::Lbp) => JpdaMarginals::Lbp,
-        })
-        .with_gate(a.gate)
-        .with_pd(a.pd)
-        .with_clutter(clutter)
-        .with_confirm(parse_confirm(&a.confirm)?)
-        .with_delete(a.delete)
-        .with_delete_tentative(a.delete_tentative.unwrap_or(u32::MAX))
-        .with_max_variance(max_variance))
-}
-
-/// The tracks' states after a scan are finite: a NaN anywhere or an infinite mean is an
-/// error naming the track and step (the output is not written); an infinite variance
-/// with finite means (an unstable model coasting) is written, with a warning, once.
-fn check_finite(
-    output: &std::path::Path,
-    step: i64,
-    tracker: &dyn TrackSet,
-) -> kestrel::Result<()> {
-    static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-    for i in 0..tracker.len() {
-        let (m, p) = (tracker.mean(i), tracker.cov(i));
-        let bad = m
-            .iter()
-            .position(|v| !v.is_finite())
-            .map(|j| format!("mean x{j} is {}", m[j]))
-            .or_else(|| {
-                p.iter()
-                    .position(|v| v.is_nan())
-                    .map(|j| format!("covariance entry {j} is NaN"))
-            });
-        if let Some(msg) = bad {
-            return Err(kestrel::Error::NonFinite {
-                what: output.display().to_string(),
-                track: tracker.id(i) as usize,
-                step: step.max(0) as usize,
-                msg: format!("{msg}: the recursion broke down numerically"),
-            });
-        }
-        if p.iter().any(|v| v.is_infinite())
-            && !WARNED.swap(true, std::sync::atomic::Ordering::Relaxed)
-        {
-            kestrel::error::warn(format!(
-                "{}: track {}, step {step}: a covariance entry is infinite (an unstable model coasting); the means are finite",
-                output.display(),
-                tracker.id(i)
-            ));
-        }
-    }
-    Ok(())
+        },
+        marginals: a.jpda_marginals.map(|m| match m {
+            MarginalsArg::Auto => JpdaMarginals::Auto,
+            MarginalsArg::Lbp => JpdaMarginals::Lbp,
+        }),
+        gate: a.gate,
+        pd: a.pd,
+        confirm: a.confirm.clone(),
+        delete: a.delete,
+        delete_tentative: a.delete_tentative,
+        max_variance: a.max_variance,
+    };
+    Ok(opts.config(clutter, |n| format!("--{n}"))?)
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
@@ -214,7 +120,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             return Err(bad(format!("--dt must be positive, got {dt}")));
         }
     }
-    parse_confirm(&a.confirm)?;
+    parse_confirm(&a.confirm, "--confirm")?;
     kestrel::io::Format::of(&a.output, &[kestrel::io::Format::Csv])?;
     let outputs = kestrel::io::Outputs::plan(&[&a.model, &a.detections], &[&a.output])?;
     let model = super::load_linear_model(&a.model)?;
@@ -257,6 +163,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let mut failure: Option<kestrel::Error> = None;
     let mut rows = 0usize;
     let mut confirmed_ids = std::collections::HashSet::new();
+    let mut warned = false;
     let progress = super::Progress::new("tracking");
     progress.count("tracking", sc.len(), "scans");
     let written = kestrel::io::write_atomic(&a.output, |w| {
@@ -273,7 +180,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
                 std::io::Error::other("tracking failed")
             })?;
             let step = sc.first + k as i64;
-            if let Err(e) = check_finite(&a.output, step, tracker) {
+            if let Err(e) =
+                check_finite(tracker, &a.output.display().to_string(), step, &mut warned)
+            {
                 failure = Some(e);
                 return Err(std::io::Error::other("tracking failed"));
             }

@@ -13,7 +13,10 @@ use crate::progress::Bar;
 use crate::run_detached;
 use kestrel::tracking::files::{scans, Detections, Scans};
 use kestrel::tracking::scenario;
-use kestrel::tracking::{Assoc, DeviceTracker, JpdaMarginals, Status, TrackSet, TrackerConfig};
+use kestrel::tracking::{
+    check_finite, estimate_clutter, parse_confirm, Assoc, DeviceTracker, JpdaMarginals, Status,
+    TrackerConfig, TrackerOptions,
+};
 use kestrel::{Device, Error};
 use numpy::PyReadonlyArrayDyn;
 use pyo3::exceptions::PyValueError;
@@ -38,123 +41,19 @@ fn u64_array<'py>(a: &Bound<'py, PyAny>, name: &str) -> PyResult<PyReadonlyArray
 
 // kestrel track
 
-/// `--confirm M/N` (the command line's parser and messages).
-fn parse_confirm(s: &str) -> PyResult<(u32, u32)> {
-    let parsed = s
-        .split_once('/')
-        .and_then(|(m, n)| Some((m.trim().parse::<u32>().ok()?, n.trim().parse::<u32>().ok()?)));
-    match parsed {
-        Some((m, n)) if m >= 1 && m <= n => Ok((m, n)),
-        Some((m, n)) => Err(bad(format!("confirm {m}/{n}: M/N needs 1 <= M <= N"))),
-        None => Err(bad(format!("confirm '{s}': expected M/N, such as 2/3"))),
-    }
-}
-
-/// The command line's default clutter density: detections per scan over the volume of
-/// their bounding box (`kestrel track` without `--clutter`).
-fn estimate_clutter(d: &Detections, scans: usize) -> f64 {
-    let ny = d.ny;
-    let mut vol = 1.0;
-    for a in 0..ny {
-        let (lo, hi) =
-            d.z.chunks(ny)
-                .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), r| {
-                    (l.min(r[a]), h.max(r[a]))
-                });
-        vol *= (hi - lo).max(1e-9);
-    }
-    (d.len() as f64 / scans.max(1) as f64 / vol).max(f64::MIN_POSITIVE)
-}
-
 /// The options of `kestrel track` as given from Python.
 struct TrackArgs {
-    assoc: Assoc,
-    marginals: Option<JpdaMarginals>,
-    gate: f64,
-    pd: f64,
+    opts: TrackerOptions,
     clutter: Option<f64>,
-    confirm: String,
-    delete: u32,
-    delete_tentative: Option<u32>,
-    max_variance: Option<f64>,
     dt: Option<f64>,
 }
 
-/// `kestrel track`'s `config`: the same checks in the same order.
+/// `kestrel track`'s `config`: the same checks in the same order (errors name the
+/// keywords).
 fn config(a: &TrackArgs, clutter: f64) -> PyResult<TrackerConfig> {
-    if !(a.gate > 0.0 && a.gate < 1.0) {
-        return Err(bad(format!(
-            "gate must be a probability in (0, 1), got {}",
-            a.gate
-        )));
-    }
-    if !(a.pd > 0.0 && a.pd <= 1.0) {
-        return Err(bad(format!("pd must be in (0, 1], got {}", a.pd)));
-    }
-    if !(clutter > 0.0 && clutter.is_finite()) {
-        return Err(bad(format!(
-            "clutter must be a positive, finite density, got {clutter}"
-        )));
-    }
-    if a.delete == 0 {
-        return Err(bad("delete must be at least 1"));
-    }
-    if a.marginals.is_some() && a.assoc != Assoc::Jpda {
-        return Err(bad("jpda_marginals applies to assoc jpda only"));
-    }
-    if a.delete_tentative == Some(0) {
-        return Err(bad("delete_tentative must be at least 1"));
-    }
-    let max_variance = a.max_variance.unwrap_or(f64::INFINITY);
-    if !(max_variance > 0.0) {
-        return Err(bad(format!(
-            "max_variance must be positive, got {max_variance}"
-        )));
-    }
-    Ok(TrackerConfig::default()
-        .with_assoc(a.assoc)
-        .with_marginals(a.marginals.unwrap_or(JpdaMarginals::Auto))
-        .with_gate(a.gate)
-        .with_pd(a.pd)
-        .with_clutter(clutter)
-        .with_confirm(parse_confirm(&a.confirm)?)
-        .with_delete(a.delete)
-        .with_delete_tentative(a.delete_tentative.unwrap_or(u32::MAX))
-        .with_max_variance(max_variance))
-}
-
-/// As `kestrel track`: a NaN anywhere or an infinite mean is an error naming the track
-/// and step; an infinite variance with finite means is kept, with a warning (once a
-/// run).
-fn check_finite(step: i64, tracker: &dyn TrackSet, warned: &mut bool) -> kestrel::Result<()> {
-    for i in 0..tracker.len() {
-        let (m, p) = (tracker.mean(i), tracker.cov(i));
-        let bad = m
-            .iter()
-            .position(|v| !v.is_finite())
-            .map(|j| format!("mean x{j} is {}", m[j]))
-            .or_else(|| {
-                p.iter()
-                    .position(|v| v.is_nan())
-                    .map(|j| format!("covariance entry {j} is NaN"))
-            });
-        if let Some(msg) = bad {
-            return Err(Error::NonFinite {
-                what: "tracks".into(),
-                track: tracker.id(i) as usize,
-                step: step.max(0) as usize,
-                msg: format!("{msg}: the recursion broke down numerically"),
-            });
-        }
-        if p.iter().any(|v| v.is_infinite()) && !*warned {
-            *warned = true;
-            kestrel::error::warn(format!(
-                "tracks: track {}, step {step}: a covariance entry is infinite (an unstable model coasting); the means are finite",
-                tracker.id(i)
-            ));
-        }
-    }
-    Ok(())
+    a.opts
+        .config(clutter, |n| n.replace('-', "_"))
+        .map_err(crate::to_py)
 }
 
 /// The rows of every scan's live tracks, as `kestrel track` writes them.
@@ -183,7 +82,7 @@ fn run_tracker(
         engine.step(&det.z[r.start * ny..r.end * ny])?;
         let tracker = engine.tracks()?;
         let step = sc.first + k as i64;
-        check_finite(step, tracker, &mut warned)?;
+        check_finite(tracker, "tracks", step, &mut warned)?;
         let t = dt.map_or(step as f64, |dt| step as f64 * dt);
         for i in 0..tracker.len() {
             let c = tracker.status(i) == Status::Confirmed;
@@ -283,15 +182,17 @@ fn track<'py>(
         }
     };
     let a = TrackArgs {
-        assoc,
-        marginals,
-        gate,
-        pd,
+        opts: TrackerOptions {
+            assoc,
+            marginals,
+            gate,
+            pd,
+            confirm: confirm.to_string(),
+            delete,
+            delete_tentative,
+            max_variance,
+        },
         clutter,
-        confirm: confirm.to_string(),
-        delete,
-        delete_tentative,
-        max_variance,
         dt,
     };
     if let Some(c) = a.clutter {
@@ -306,7 +207,7 @@ fn track<'py>(
             return Err(bad(format!("dt must be positive, got {dt}")));
         }
     }
-    parse_confirm(&a.confirm)?;
+    parse_confirm(&a.opts.confirm, "confirm").map_err(crate::to_py)?;
     let model = &model.inner;
     let tg = f64_array(t, "t")?;
     let zg = f64_array(z, "z")?;

@@ -93,3 +93,44 @@ impl TrackSet for Tracks {
         &self.cov[i * n2..(i + 1) * n2]
     }
 }
+
+/// Checks a scan's tracks before they are written: a NaN anywhere or an infinite mean is
+/// [`Error::NonFinite`](crate::Error::NonFinite) naming `what` (the output), the track
+/// and `step`; an infinite covariance entry with finite means (an unstable model
+/// coasting) is kept, with a warning ([`crate::error::warn`]) the first time `warned`
+/// sees one.
+pub fn check_finite(
+    tracks: &dyn TrackSet,
+    what: &str,
+    step: i64,
+    warned: &mut bool,
+) -> crate::Result<()> {
+    for i in 0..tracks.len() {
+        let (m, p) = (tracks.mean(i), tracks.cov(i));
+        let bad = m
+            .iter()
+            .position(|v| !v.is_finite())
+            .map(|j| format!("mean x{j} is {}", m[j]))
+            .or_else(|| {
+                p.iter()
+                    .position(|v| v.is_nan())
+                    .map(|j| format!("covariance entry {j} is NaN"))
+            });
+        if let Some(msg) = bad {
+            return Err(crate::Error::NonFinite {
+                what: what.to_string(),
+                track: tracks.id(i) as usize,
+                step: step.max(0) as usize,
+                msg: format!("{msg}: the recursion broke down numerically"),
+            });
+        }
+        if p.iter().any(|v| v.is_infinite()) && !*warned {
+            *warned = true;
+            crate::error::warn(format!(
+                "{what}: track {}, step {step}: a covariance entry is infinite (an unstable model coasting); the means are finite",
+                tracks.id(i)
+            ));
+        }
+    }
+    Ok(())
+}
