@@ -20,7 +20,7 @@ use crate::kalman::dense::ConvertedModel;
 use crate::linalg::Real;
 use crate::model::StateSpace;
 use crate::scan::ScanAlgorithm;
-use cudarc::driver::{CudaSlice, DevicePtr, PushKernelArg};
+use cudarc::driver::{CudaSlice, DevicePtr};
 use std::sync::Arc;
 
 /// The two-filter smoother with the forward filter on device `ordinals[0]` and the

@@ -5,7 +5,7 @@ use super::{chunk_len, cu, fe_len, fused, fused_chunk_len, me_len, se_len, Gpu, 
 use crate::error::Result;
 use crate::kalman::dense::ConvertedModel;
 use crate::scan::ScanAlgorithm;
-use cudarc::driver::{CudaSlice, PushKernelArg};
+use cudarc::driver::CudaSlice;
 use std::sync::Arc;
 
 /// What to run.

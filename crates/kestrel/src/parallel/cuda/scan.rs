@@ -4,7 +4,7 @@
 use super::{chunk_len, cu, Gpu, GpuReal, Kernels};
 use crate::error::Result;
 use crate::scan::ScanAlgorithm;
-use cudarc::driver::{CudaSlice, PushKernelArg};
+use cudarc::driver::CudaSlice;
 
 /// A device buffer of `n` (at least 1) scalars, uninitialised.
 pub(super) fn alloc<D: GpuReal>(g: &Gpu, n: usize, what: &str) -> Result<CudaSlice<D>> {

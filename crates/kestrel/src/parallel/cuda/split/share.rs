@@ -10,7 +10,7 @@ use crate::data::{Estimates, Measurements};
 use crate::error::Result;
 use crate::kalman::dense::ConvertedModel;
 use crate::scan::ScanAlgorithm;
-use cudarc::driver::{CudaSlice, PushKernelArg};
+use cudarc::driver::CudaSlice;
 use std::sync::Arc;
 
 /// One device's share of every track of a group.
