@@ -40,7 +40,7 @@ pub enum Variant {
     /// the f32 reference rather than 1e-5 (`tbd.cu`, `PACKED`); never chosen by the
     /// autotuner. The tile is `2 block.0` x `block.1 * rows` pixels. Its maps stay on the
     /// device as f16 scores and u8 arg-max ([`KernelConfig::map_bytes`]), widened by
-    /// [`GpuTbd::maps`]; at most 256 vectors.
+    /// [`GpuTbd::maps`](super::GpuTbd::maps); at most 256 vectors.
     Packed {
         /// Rows per thread.
         rows: u32,
@@ -49,7 +49,7 @@ pub enum Variant {
         /// 0: one block a tile, a launch of `frames` frames after the launch before
         /// (`packedRvG`). 1 to 255: the wave form (`packedRvGwPgL`), as [`Variant::Wave`]:
         /// `periods` x `frames` frames a launch, one block a tile and period in the
-        /// order of [`wave_order`], each tile waiting for the tiles around it to finish
+        /// order of [`wave_order`](super::wave_order), each tile waiting for the tiles around it to finish
         /// the period before instead of for the whole launch before.
         periods: u32,
         /// Tile rows between consecutive periods in the work order (wave form: 1 to 4095;
@@ -71,7 +71,7 @@ pub enum Variant {
     },
     /// `Late` (2 pixels per thread) over `periods` decimation periods per launch
     /// (`periods` x `frames` frames, a map after each period), the tiles of period j
-    /// taken `lag` tile rows behind those of period j - 1 ([`wave_order`]), so that the
+    /// taken `lag` tile rows behind those of period j - 1 ([`wave_order`](super::wave_order)), so that the
     /// state between periods is read back from L2 (`tbd.cu`, `WAVE_PERIODS`).
     Wave {
         /// Decimation periods per launch (1 to 255).
@@ -197,7 +197,7 @@ impl KernelConfig {
 
     /// Bytes a map pixel takes on the device: an f32 score and a u16 arg-max (6), or for
     /// [`Variant::Packed`] the f16 score it computes and a u8 arg-max (3; at most 256
-    /// vectors). [`GpuTbd::maps`] returns f32 and u16 either way.
+    /// vectors). [`GpuTbd::maps`](super::GpuTbd::maps) returns f32 and u16 either way.
     pub fn map_bytes(&self) -> usize {
         match self.variant {
             Variant::Packed { .. } => 3,
