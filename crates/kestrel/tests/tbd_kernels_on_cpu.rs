@@ -1,4 +1,4 @@
-//! The track-before-detect kernels (`tbd/kernels/tbd.cu`) compiled as plain C++ by the
+//! The track-before-detect kernels (`tbd/kernels/`: `common.cuh` and each variant's `.cu`) compiled as plain C++ by the
 //! host compiler and run on the CPU (a block's threads as std::threads where the kernel
 //! synchronises) against the CPU reference: every variant, f32 and f16 state, u8 / u16 /
 //! f32 frames, integer and fractional vectors, frames whose size is not a multiple of

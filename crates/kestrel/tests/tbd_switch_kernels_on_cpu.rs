@@ -1,4 +1,4 @@
-//! The switching kernel (`tbd/kernels/switch.cu`, appended to `tbd.cu`) compiled as
+//! The switching kernel (`tbd/kernels/switch.cu`, after `common.cuh` and `fused.cu`) compiled as
 //! plain C++ and run on the CPU (a block's threads as std::threads at a barrier): equal
 //! bit for bit to the CPU's recursion with the same transition matrix (random stochastic
 //! matrices, the `--switch` shorthand, the identity = the plain recursion), f32 state;

@@ -180,7 +180,7 @@ pub fn candidates(params: &Params, half: bool) -> Vec<KernelConfig> {
 
 /// The packed kernels worth timing (decimation 1 only; `Variant::Packed`, the state held
 /// and computed in f16x2): not among [`candidates`], since f16 arithmetic is less exact
-/// than the f16 state (`tbd.cu`, `PACKED`) and must be asked for by name (`--kernel`).
+/// than the f16 state (`packed.cu`, `PACKED`) and must be asked for by name (`--kernel`).
 /// K = 4, two blocks a multiprocessor: two rows a thread in 32 x 16 threads (64 x 32
 /// pixels) with four or five vectors between barriers, and three rows in 32 x 11 (64 x 33
 /// pixels, 779 tiles on a 1024 x 1024 frame: just under three rounds of 264 blocks) with

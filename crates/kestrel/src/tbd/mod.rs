@@ -27,7 +27,7 @@
 //! Files: `motion.rs` (vectors, sampling), `switch.rs` (transition matrices,
 //! manoeuvres), `cpu.rs` (reference and fast path), `detect.rs` (threshold, calibration, non-maximum suppression), `sim.rs` (frames with
 //! targets), `eval.rs` (Pd against Pfa and SNR), `frames.rs` (`.npy` frames, streamed),
-//! `cuda.rs` + `kernels/tbd.cu` (the GPU).
+//! `cuda/` + `kernels/` (the GPU: `common.cuh` and one `.cu` per kernel family).
 
 pub mod autotune;
 pub mod cpu;

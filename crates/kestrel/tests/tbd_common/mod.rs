@@ -273,7 +273,7 @@ pub fn rn16(x: f64) -> f64 {
 }
 
 /// What a run of the packed kernel must give, bit for bit: its f16 arithmetic in its
-/// order (`tbd.cu`, `PACKED`), every frame a map: alpha X rounded from the f32 product;
+/// order (`packed.cu`, `PACKED`), every frame a map: alpha X rounded from the f32 product;
 /// per vector the horizontal blend `wx1 t1 + (wx0 t0)` (a product, then a fused
 /// multiply-add, each rounded), then `cw1 h1 + (cw0 h0 + alpha X)` with `cw = (1 - alpha)
 /// wy` rounded from f32 (an integer shift along y: `(1 - alpha) h0 + alpha X`); taps outside
@@ -359,7 +359,7 @@ pub fn packed_expected(c: &Case, cfg: &KernelConfig, launches: usize) -> (Vec<Ma
     (maps, state)
 }
 
-/// The packed kernel's bound against the f32 reference (`tbd.cu`, `PACKED`): at most
+/// The packed kernel's bound against the f32 reference (`packed.cu`, `PACKED`): at most
 /// (6 - 3 alpha) roundings of 2^-11 x max|X| a frame (three in the horizontal blend and
 /// its weights, carried by weights summing to 1 - alpha; one for the vertical weights,
 /// two for the vertical blend, alpha for alpha X), earlier errors carried by rounded

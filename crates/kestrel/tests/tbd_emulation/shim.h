@@ -1,4 +1,4 @@
-// Lets kernels/tbd.cu compile as plain C++ (tests/tbd_kernels_on_cpu.rs): the CUDA
+// Lets the TBD kernel files (kernels/common.cuh + one .cu) compile as plain C++ (tests/tbd_kernels_on_cpu.rs): the CUDA
 // keywords become nothing; a block's threads are std::threads when the kernel
 // synchronises (the tiled kernel, __syncthreads = a barrier; a warp's shuffles meet at a
 // barrier of its own), else one loop.

@@ -81,7 +81,7 @@ pub fn tiled_shared_bytes(cfg: &KernelConfig, motions: &[Motion]) -> usize {
         Variant::Packed { .. } => 0,
         Variant::Stream { groups, .. } => {
             // Two buffers a chunk of each group's max and arg-max, a ring cycle of steps
-            // (2 x reach + 1) of every level (`pbest`, `parg` in `tbd.cu`); one small
+            // (2 x reach + 1) of every level (`pbest`, `parg` in `stream.cu`); one small
             // unused buffer without groups.
             let chunks = if groups > 1 {
                 2 * (ty / groups as usize)
@@ -104,7 +104,7 @@ pub fn tiled_shared_bytes(cfg: &KernelConfig, motions: &[Motion]) -> usize {
 }
 
 /// Dynamic shared memory of a kernel in bytes: the late kernel with 2 pixels a thread on
-/// f32 frames keeps a copy of the state it samples there (`S_SST` in `tbd.cu`: per vector
+/// f32 frames keeps a copy of the state it samples there (`S_SST` in `staged.cu`: per vector
 /// `block.1 + 1` rows of whole 16-byte chunks covering `2 block.0 + 1` columns); the
 /// lean kernel with several vectors between barriers keeps its exchange tiles there.
 pub fn dynamic_shared_bytes(cfg: &KernelConfig, motions: &[Motion], frame: Dtype) -> usize {
@@ -115,7 +115,7 @@ pub fn dynamic_shared_bytes(cfg: &KernelConfig, motions: &[Motion], frame: Dtype
     match variant {
         Variant::Lean { rows, vecs } if vecs > 1 => {
             // `2 L_VP` tiles of `L_PH x L_PW` floats, then (`L_AXS`, where the frames of a
-            // launch would fit the registers) alpha X of every thread's cells (`tbd.cu`).
+            // launch would fit the registers) alpha X of every thread's cells (`lean.cu`).
             let pad = shrink(motions).max(1);
             let (tx, ty) = (cfg.block.0 as usize, cfg.block.1 as usize);
             let ph = ty * rows as usize + 2 * pad + 1;
@@ -129,7 +129,7 @@ pub fn dynamic_shared_bytes(cfg: &KernelConfig, motions: &[Motion], frame: Dtype
         }
         Variant::Packed { rows, vecs, .. } => {
             // `2 P_VP` tiles of `P_PH x P_PW` words, then alpha X of every thread's pixel
-            // pairs, a word a row and frame (`tbd.cu`).
+            // pairs, a word a row and frame (`packed.cu`).
             let s = shrink(motions).max(1);
             let (tx, ty) = (cfg.block.0 as usize, cfg.block.1 as usize);
             let ph = ty * rows as usize + 2 * s + 1;

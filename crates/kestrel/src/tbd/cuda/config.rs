@@ -37,7 +37,7 @@ pub enum Variant {
     /// The lean scheme with the state held and computed in f16, two neighbouring pixels
     /// a thread in one `f16x2` word (every multiply-add, max and compare on both at
     /// once): f16 state only, and within `(6 - 3 alpha) 2^-11 max|X| / (alpha - 2^-9)` of
-    /// the f32 reference rather than 1e-5 (`tbd.cu`, `PACKED`); never chosen by the
+    /// the f32 reference rather than 1e-5 (`packed.cu`, `PACKED`); never chosen by the
     /// autotuner. The tile is `2 block.0` x `block.1 * rows` pixels. Its maps stay on the
     /// device as f16 scores and u8 arg-max ([`KernelConfig::map_bytes`]), widened by
     /// [`GpuTbd::maps`](super::GpuTbd::maps); at most 256 vectors.
@@ -72,7 +72,7 @@ pub enum Variant {
     /// `Late` (2 pixels per thread) over `periods` decimation periods per launch
     /// (`periods` x `frames` frames, a map after each period), the tiles of period j
     /// taken `lag` tile rows behind those of period j - 1 ([`wave_order`](super::wave_order)), so that the
-    /// state between periods is read back from L2 (`tbd.cu`, `WAVE_PERIODS`).
+    /// state between periods is read back from L2 (`staged.cu`, `WAVE_PERIODS`).
     Wave {
         /// Decimation periods per launch (1 to 255).
         periods: u32,
@@ -83,7 +83,7 @@ pub enum Variant {
     /// memory nor barriers: each warp walks down a strip of 32 columns (one a lane,
     /// horizontal taps by warp shuffles) and `rows` output rows, the levels of the
     /// frames skewed by a row each, the taps of the rows above and below in registers
-    /// (`tbd.cu`, `STREAM`). Blocks are 32 x (warps) threads: `groups` warps a chunk of
+    /// (`stream.cu`, `STREAM`). Blocks are 32 x (warps) threads: `groups` warps a chunk of
     /// rows, each folding its share of the vectors (`streamRvG`; the later groups' maps
     /// handed to the first through shared memory, a barrier every 2 x reach + 1 rows).
     /// On the H100 it runs at 0.8x the lean kernel (`docs/tbd-gpu.md`, eleventh round).

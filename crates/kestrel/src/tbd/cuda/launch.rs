@@ -307,7 +307,7 @@ impl GpuTbd {
                 ];
             }
             // The late and packed kernels need the state of the launch before them only
-            // after their first frames (`griddepcontrol.wait` in `tbd.cu`): their blocks
+            // after their first frames (`griddepcontrol.wait` in `staged.cu`, `packed.cu`): their blocks
             // may start while that launch's last blocks run. The wave kernel waits on its
             // flags instead.
             let programmatic = matches!(
@@ -353,7 +353,7 @@ impl GpuTbd {
             let mut s = vec![0f32; m * n];
             let mut a = vec![0u16; m * n];
             if self.cfg.map_bytes() == 3 {
-                // f16 scores and u8 arg-max in the front of the buffers (`tbd.cu`, PACKED).
+                // f16 scores and u8 arg-max in the front of the buffers (`packed.cu`, PACKED).
                 let mut sh = vec![0f32; (m * n).div_ceil(2)];
                 let mut ab = vec![0u16; (m * n).div_ceil(2)];
                 cuda::dtoh(&self.gpu.stream, &self.score, 0, &mut sh, "copying maps")?;
