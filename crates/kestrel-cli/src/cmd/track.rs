@@ -164,6 +164,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let mut rows = 0usize;
     let mut confirmed_ids = std::collections::HashSet::new();
     let mut warned = false;
+    // The output's name, for the finiteness check's errors.
+    let what = a.output.display().to_string();
     let progress = super::Progress::new("tracking");
     progress.count("tracking", sc.len(), "scans");
     let written = kestrel::io::write_atomic(&a.output, |w| {
@@ -180,9 +182,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
                 std::io::Error::other("tracking failed")
             })?;
             let step = sc.first + k as i64;
-            if let Err(e) =
-                check_finite(tracker, &a.output.display().to_string(), step, &mut warned)
-            {
+            if let Err(e) = check_finite(tracker, &what, step, &mut warned) {
                 failure = Some(e);
                 return Err(std::io::Error::other("tracking failed"));
             }

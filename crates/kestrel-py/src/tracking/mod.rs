@@ -256,13 +256,6 @@ fn track<'py>(
         } else {
             Device::parse(&device_arg)?
         };
-        if device != Device::Cpu && cfg.assoc == Assoc::Jpda {
-            return Err(Error::Input {
-                msg: format!(
-                    "assoc jpda, device {device_arg}: JPDA runs on the CPU only (use device cpu, or assoc gnn on the GPU)"
-                ),
-            });
-        }
         let mut engine = DeviceTracker::new(model, cfg, device)?;
         let rows = run_tracker(&mut engine, &det, &sc, a.dt, &bar)?;
         Ok((rows, device, engine.gate_threshold()))

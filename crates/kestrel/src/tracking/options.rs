@@ -113,3 +113,105 @@ pub fn estimate_clutter(d: &Detections, scans: usize) -> f64 {
     }
     (d.len() as f64 / scans.max(1) as f64 / vol).max(f64::MIN_POSITIVE)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts() -> TrackerOptions {
+        TrackerOptions {
+            assoc: Assoc::Gnn,
+            marginals: None,
+            gate: 0.99,
+            pd: 0.9,
+            confirm: "2/3".into(),
+            delete: 3,
+            delete_tentative: None,
+            max_variance: None,
+        }
+    }
+
+    fn refused(o: &TrackerOptions, clutter: f64) -> String {
+        match o.config(clutter, |n| format!("--{n}")) {
+            Err(Error::Input { msg }) => msg,
+            other => panic!("expected an input error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn every_check_names_the_option_as_the_caller_spells_it() {
+        let c = opts().config(1e-5, |n| format!("--{n}")).unwrap();
+        assert_eq!((c.confirm, c.delete, c.gate), ((2, 3), 3, 0.99));
+        let with = |f: &dyn Fn(&mut TrackerOptions)| {
+            let mut o = opts();
+            f(&mut o);
+            o
+        };
+        let cases: [(TrackerOptions, f64, &str); 8] = [
+            (
+                with(&|o| o.gate = 1.0),
+                1e-5,
+                "--gate must be a probability in (0, 1), got 1",
+            ),
+            (with(&|o| o.pd = 0.0), 1e-5, "--pd must be in (0, 1], got 0"),
+            (
+                opts(),
+                f64::INFINITY,
+                "--clutter must be a positive, finite density, got inf",
+            ),
+            (with(&|o| o.delete = 0), 1e-5, "--delete must be at least 1"),
+            (
+                with(&|o| o.marginals = Some(JpdaMarginals::Lbp)),
+                1e-5,
+                "--jpda-marginals applies to --assoc jpda only",
+            ),
+            (
+                with(&|o| o.delete_tentative = Some(0)),
+                1e-5,
+                "--delete-tentative must be at least 1",
+            ),
+            (
+                with(&|o| o.max_variance = Some(-1.0)),
+                1e-5,
+                "--max-variance must be positive, got -1",
+            ),
+            (
+                with(&|o| o.confirm = "3/2".into()),
+                1e-5,
+                "--confirm 3/2: M/N needs 1 <= M <= N",
+            ),
+        ];
+        for (o, clutter, msg) in &cases {
+            assert_eq!(refused(o, *clutter), *msg);
+        }
+        let py = with(&|o| o.marginals = Some(JpdaMarginals::Auto));
+        match py.config(1e-5, |n| n.replace('-', "_")) {
+            Err(Error::Input { msg }) => {
+                assert_eq!(msg, "jpda_marginals applies to assoc jpda only")
+            }
+            other => panic!("expected an input error, got {other:?}"),
+        }
+        assert!(parse_confirm("2", "confirm")
+            .unwrap_err()
+            .to_string()
+            .contains("confirm '2': expected M/N"));
+    }
+
+    #[test]
+    fn jpda_is_refused_on_a_gpu_before_any_device_is_opened() {
+        let model = crate::model::constant_velocity(2, 1.0, 1.0, 25.0, 100.0).unwrap();
+        let cfg = TrackerConfig::default().with_assoc(Assoc::Jpda);
+        for d in [crate::Device::Cuda(0), crate::Device::AllCuda] {
+            match super::super::DeviceTracker::new(&model, cfg.clone(), d) {
+                Err(Error::Input { msg }) => {
+                    assert!(msg.contains("JPDA runs on the CPU only"), "{msg}")
+                }
+                Err(e) => panic!("{e}"),
+                Ok(_) => panic!("JPDA ran on {d:?}"),
+            }
+        }
+        let t = super::super::DeviceTracker::new(&model, cfg, crate::Device::Cpu).unwrap();
+        assert_eq!(t.device(), crate::Device::Cpu);
+        assert!(t.is_empty() && t.tracks().unwrap().is_empty());
+    }
+}
