@@ -335,3 +335,85 @@ fn scan_kernels_equal_the_exact_filter() {
         }
     }
 }
+
+/// The schedule's gap entries: a covariance met before reuses the records that followed
+/// it, across gaps that repeat, tracks that share a period at another phase, and runs of
+/// missing steps that break the cycle (the reuse ends and the recursion is replayed from
+/// the last gap). The records stay few where the gaps repeat, and the likelihoods equal
+/// the exact filter's.
+#[test]
+fn schedule_reuses_the_recursion_where_gaps_repeat() {
+    use kestrel::likelihood::schedule::{record_len, Schedule};
+    let models = [
+        ar(&[1.2, -0.4, 0.1], 3.0, 0.2, 1.0)
+            .unwrap()
+            .with_stationary_prior()
+            .unwrap(),
+        random_model(4, 2, 33),
+    ];
+    let steps = 20_000;
+    for model in &models {
+        let (nx, ny) = (model.nx(), model.ny());
+        let mut z = simulate(model, 4, steps, 12, 0.0).unwrap().measurements;
+        let mut miss = |b: usize, k: usize| {
+            let o = (b * steps + k) * ny;
+            z.data_mut()[o..o + ny].fill(f64::NAN);
+        };
+        for k in (19..steps).step_by(20) {
+            // Track 0: every 20 steps; track 1: the same period at another phase.
+            miss(0, k);
+            miss(1, k - 12);
+        }
+        // Track 1: a run of missing steps breaks its cycle twice.
+        for k in (5000..5003).chain(12_345..12_346) {
+            miss(1, k);
+        }
+        // Tracks 2 and 3: every 20 steps from step 0 and a repeating pair of gaps.
+        for k in (0..steps).step_by(20) {
+            miss(2, k);
+        }
+        for k in (3..steps).step_by(50) {
+            miss(3, k);
+            miss(3, (k + 7).min(steps - 1));
+        }
+        let s = Schedule::new(model, &z).unwrap();
+        let records = s.table.len() / record_len(nx, ny);
+        // Without reuse every observed step of every track is a record (~76,000).
+        assert!(
+            records < steps / 2,
+            "{records} records for 4 tracks of {steps} steps"
+        );
+        let host = s.loglik(model, &z);
+        let want = loglik(Device::Cpu, model, &z, Method::Exact, &Options::default()).unwrap();
+        for (i, (h, w)) in host.iter().zip(&want.values).enumerate() {
+            assert!(
+                (h - w).abs() <= 1e-10 * w.abs().max(1.0),
+                "track {}, step {}: schedule {h} vs exact {w}",
+                i / steps,
+                i % steps
+            );
+        }
+        // A track of random gaps (5%) as well: whatever it reuses, the values hold.
+        let mut rng = 0x2545_f491_4f6c_dd1du64;
+        let mut z = simulate(model, 2, steps, 13, 0.0).unwrap().measurements;
+        for k in 0..2 * steps {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            if rng % 20 == 0 {
+                z.data_mut()[k * ny..(k + 1) * ny].fill(f64::NAN);
+            }
+        }
+        let s = Schedule::new(model, &z).unwrap();
+        let host = s.loglik(model, &z);
+        let want = loglik(Device::Cpu, model, &z, Method::Exact, &Options::default()).unwrap();
+        for (i, (h, w)) in host.iter().zip(&want.values).enumerate() {
+            assert!(
+                (h - w).abs() <= 1e-10 * w.abs().max(1.0),
+                "random gaps: track {}, step {}: schedule {h} vs exact {w}",
+                i / steps,
+                i % steps
+            );
+        }
+    }
+}

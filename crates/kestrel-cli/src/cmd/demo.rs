@@ -7,6 +7,7 @@
 
 use super::plot::{write_svg, TrackPlot};
 use super::{bad, choose_device, rate, Precision, Progress};
+use kestrel::kalman::cuda::source::Part;
 use kestrel::{Device, Estimates, FilterMethod, FilterOptions, Measurements, Real, SmoothMethod};
 use rayon::prelude::*;
 use std::path::PathBuf;
@@ -80,11 +81,25 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         let model = kestrel::model::constant_velocity(2, 1.0, Q, R, P0)?;
         let rows = (a.tracks as u64).saturating_mul(a.steps as u64);
         let choice = kestrel::kalman::cuda::choose::<f32>(&model, rows, true);
-        super::note(format!(
-            "device: {} (auto: {})",
-            choice.device, choice.reason
-        ));
-        choice.device
+        match kestrel::kalman::cuda::gpu_setup::<f32>(&model, true) {
+            // The demo is there to show what the machine can do: a usable GPU is
+            // shown, with its first-use cost apart (what --device auto would choose
+            // for this job alone is said beside it).
+            kestrel::kalman::cuda::GpuSetup::Secs(_) if choice.device == Device::Cpu => {
+                super::note(format!(
+                    "device: cuda:0 (auto: the demo shows the GPU; for this job alone --device auto chooses the CPU: {})",
+                    choice.reason
+                ));
+                Device::Cuda(0)
+            }
+            _ => {
+                super::note(format!(
+                    "device: {} (auto: {})",
+                    choice.device, choice.reason
+                ));
+                choice.device
+            }
+        }
     } else {
         choose_device(&a.device)?
     };
@@ -144,6 +159,22 @@ fn run_typed<T: Real>(a: &Args, device: Device) -> anyhow::Result<()> {
         MISSING * 100.0,
         T::NAME
     );
+    // On a GPU, its set-up (opening the device, compiling or loading the kernels) is
+    // timed apart from the filter and smoother.
+    let setup = if let Device::Cuda(i) = device {
+        let t0 = Instant::now();
+        kestrel::cuda::device_name(i)?;
+        let open = t0.elapsed().as_secs_f64();
+        let t0 = Instant::now();
+        let mut compiled = false;
+        for part in [Part::Filter, Part::Smooth] {
+            compiled |= !kestrel::kalman::cuda::kernels_cached::<T>(i, &model, true, part);
+            kestrel::kalman::cuda::compile_kernels::<T>(i, &model, true, part)?;
+        }
+        Some((open, t0.elapsed().as_secs_f64(), compiled))
+    } else {
+        None
+    };
     let progress = Progress::new("simulating");
     let t0 = Instant::now();
     let sim = kestrel::sim::simulate(&model, b, t, a.seed, MISSING)?;
@@ -216,6 +247,17 @@ fn run_typed<T: Real>(a: &Args, device: Device) -> anyhow::Result<()> {
     write_svg(&a.plot, &shown, &title)?;
     progress.finish();
 
+    if let Some((open, kernels, compiled)) = setup {
+        outln!(
+            "  GPU set-up           {:>8.3} s   (first use in this process: device {open:.3} s, kernels {kernels:.3} s {})",
+            open + kernels,
+            if compiled {
+                "compiled, now cached on disk"
+            } else {
+                "loaded from the disk cache"
+            }
+        );
+    }
     outln!("  simulate             {t_sim:>8.3} s");
     outln!(
         "  filter               {t_filter:>8.3} s   {}",

@@ -119,7 +119,11 @@ pub fn filter<T: Real, M: StateSpace + ?Sized>(
     let mut predicted = opts
         .predicted
         .then(|| Estimates::nan(z.tracks, z.steps, model.nx(), false));
+    let t0 = std::time::Instant::now();
     filter_impl(model, z, opts, &mut filtered, predicted.as_mut())?;
+    if opts.keep == Keep::All {
+        record_cpu::<T>(z, t0, false);
+    }
     opts.outputs.apply(&mut filtered);
     Ok(FilterOutput {
         filtered,
@@ -307,7 +311,22 @@ pub fn smooth<T: Real, M: StateSpace + ?Sized>(
     model: &M,
     z: &Measurements<T>,
 ) -> Result<(Estimates<T>, Estimates<T>)> {
+    let t0 = std::time::Instant::now();
     let f = filter(model, z, &FilterOptions::default())?.filtered;
     let s = smooth_filtered(model, &f)?;
+    record_cpu::<T>(z, t0, true);
     Ok((f, s))
+}
+
+/// Records a CPU run's rate for `--device auto` (`cuda::record_cpu`).
+fn record_cpu<T: Real>(z: &Measurements<T>, t0: std::time::Instant, smooth: bool) {
+    #[cfg(feature = "cuda")]
+    cuda::record_cpu::<T>(
+        (z.tracks * z.steps) as u64,
+        rayon::current_num_threads(),
+        t0.elapsed().as_secs_f64(),
+        smooth,
+    );
+    #[cfg(not(feature = "cuda"))]
+    let _ = (z, t0, smooth);
 }

@@ -47,7 +47,9 @@ pub mod source;
 mod tracker;
 
 pub use crate::cuda::{available, device_info, device_name};
-pub use auto::{choose, AutoChoice};
+pub use auto::{
+    choose, decide, gpu_setup, job_bytes, record_cpu, record_gpu, AutoChoice, GpuSetup, Rates,
+};
 pub use batch::DeviceBatch;
 pub use resident::{estimate_resident, release_scratch, DeviceArrays};
 pub use tracker::BatchTracker;
@@ -119,6 +121,24 @@ pub fn compile_kernels<T: Real>(
             source::kernels::<T>(&*gpu(ordinal)?, model, bake_model, part)?
                 .log
                 .clone(),
+        )
+    })
+}
+
+/// Whether the kernels of `part` for `model` in type `T` are in the disk cache for GPU
+/// `ordinal` (so that first use loads them instead of compiling them).
+pub fn kernels_cached<T: Real>(
+    ordinal: usize,
+    model: &Model,
+    bake_model: bool,
+    part: source::Part,
+) -> bool {
+    let (nx, ny) = (model.nx(), model.ny());
+    crate::cuda::compute_capability(ordinal).is_ok_and(|cc| {
+        crate::cuda::nvrtc::is_cached(
+            &source::source(nx, ny, T::NAME, bake_model.then_some(model), part),
+            cc,
+            &source::module_name::<T>(nx, ny, bake_model, part),
         )
     })
 }

@@ -199,7 +199,30 @@ fn run_split<T: Real>(
         let g = gpus
             .first()
             .ok_or_else(|| Error::Unsupported("no CUDA device".into()))?;
-        return run_on(g, model, &z.data, z.tracks, 0, shape, copts, run, dest);
+        // The kernels first, so that the run's time is the host-to-host rate alone
+        // (recorded for `--device auto` when every step is kept).
+        kernels::<T>(g, model, copts.bake_model, Part::Filter)?;
+        if run == Run::FilterSmooth {
+            kernels::<T>(g, model, copts.bake_model, Part::Smooth)?;
+        }
+        let bytes = (z.data.len()
+            + dest
+                .parts
+                .iter()
+                .flatten()
+                .map(|(p, _)| p.len())
+                .sum::<usize>())
+            * std::mem::size_of::<T>();
+        let t0 = std::time::Instant::now();
+        run_on(g, model, &z.data, z.tracks, 0, shape, copts, run, dest)?;
+        if !shape.last {
+            super::auto::record_gpu(
+                (z.tracks * z.steps) as u64,
+                bytes as u64,
+                t0.elapsed().as_secs_f64(),
+            );
+        }
+        return Ok(());
     }
     let n = gpus.len();
     let per_z = z.steps * z.ny;
