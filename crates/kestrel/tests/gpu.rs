@@ -11,6 +11,8 @@
 mod gpu_fault;
 #[path = "gpu_filter.rs"]
 mod gpu_filter;
+#[path = "gpu_inputs.rs"]
+mod gpu_inputs;
 #[path = "gpu_multi.rs"]
 mod gpu_multi;
 #[path = "gpu_oom.rs"]

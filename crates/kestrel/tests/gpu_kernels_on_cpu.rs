@@ -189,3 +189,163 @@ fn the_filter_kernels_report_the_first_infinite_measurement() {
         assert_eq!(errs[2 * i + 1], first, "launch {i}: flags {errs:?}");
     }
 }
+
+/// The harness of the per-track inputs kernels: B, T, the model struct, z, then the
+/// inputs x0, P0, u, d, R (`[B]..` each) from stdin; the filter with inputs in the host
+/// layout (all steps) and in the SoA layout (the last state), the smoother with the
+/// tracks' u; writes their outputs and error flags.
+const INPUTS_HARNESS: &str = r#"
+template <class V> void rd(V* p, size_t n) { if (fread(p, sizeof(V), n, stdin) != n) { fprintf(stderr, "short read\n"); exit(1); } }
+template <class V> void wr(const std::vector<V>& v) { fwrite(v.data(), sizeof(V), v.size(), stdout); }
+#define LAUNCH(B, call) do { blockDim.x = 128; for (long long b_ = 0; b_ < (B); ++b_) { blockIdx.x = b_ / 128; threadIdx.x = b_ % 128; call; } } while (0)
+int main() {
+    int B, T;
+    rd(&B, 1); rd(&T, 1);
+    ModelParams mp; rd(&mp, 1);
+    std::vector<real> z((size_t)B * T * NY); rd(z.data(), z.size());
+    std::vector<real> x0((size_t)B * NX), p0((size_t)B * NX * NX), u((size_t)B * T * NX), d((size_t)B * T * NY), r((size_t)B * T * NY * NY);
+    rd(x0.data(), x0.size()); rd(p0.data(), p0.size()); rd(u.data(), u.size()); rd(d.data(), d.size()); rd(r.data(), r.size());
+    TrackIn in = {x0.data(), p0.data(), u.data(), d.data(), r.data()};
+    const real nan = NAN;
+    std::vector<real> mean((size_t)B*T*NX, nan), cov((size_t)B*T*NX*NX, nan), ll((size_t)B*T, nan);
+    std::vector<real> lm((size_t)B*NX, nan), lc((size_t)B*NP, nan), lll((size_t)B, nan);
+    std::vector<real> sm((size_t)B*T*NX, nan), sc((size_t)B*T*NX*NX, nan);
+    std::vector<unsigned long long> err(6, ~0ull);
+    LAUNCH(B, kf_filter_all_host_in(mp, z.data(), B, T, mean.data(), cov.data(), ll.data(), nullptr, nullptr, &err[0], in));
+    LAUNCH(B, kf_filter_last_soa_in(mp, z.data(), B, T, lm.data(), lc.data(), lll.data(), nullptr, nullptr, &err[2], in));
+    LAUNCH(B, rts_smooth_in(mp, mean.data(), cov.data(), sm.data(), sc.data(), B, T, &err[4], u.data()));
+    // The last state's SoA layout to the host layout here.
+    std::vector<real> hm((size_t)B*NX), hc((size_t)B*NX*NX);
+    for (long long b = 0; b < B; ++b) {
+        for (int i = 0; i < NX; ++i) hm[b*NX+i] = lm[i*B+b];
+        for (int i = 0; i < NX; ++i) for (int j = 0; j < NX; ++j) hc[(b*NX+i)*NX+j] = lc[pk(i,j)*B+b];
+    }
+    wr(mean); wr(cov); wr(ll); wr(hm); wr(hc); wr(lll); wr(sm); wr(sc); wr(err);
+    return 0;
+}
+"#;
+
+fn run_inputs<T: Real>(
+    cxx: &str,
+    dir: &Path,
+    nx: usize,
+    ny: usize,
+    bake: bool,
+    seed: u64,
+    tol: f64,
+) {
+    use kestrel::kalman::TrackInputs;
+    use rand::{Rng, SeedableRng};
+    let m = random_model(nx, ny, seed);
+    let (b, t) = (9usize, 17usize);
+    let z = random_measurements::<T>(&m, b, t, seed + 1, 0.2);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed + 2);
+    let mut spd = |n: usize| -> Vec<f64> {
+        let a: Vec<f64> = (0..n * n).map(|_| rng.gen_range(-0.7..0.7)).collect();
+        (0..n * n)
+            .map(|ij| {
+                let (i, j) = (ij / n, ij % n);
+                (0..n).map(|l| a[i * n + l] * a[j * n + l]).sum::<f64>()
+                    + if i == j { 0.4 } else { 0.0 }
+            })
+            .collect()
+    };
+    let p0: Vec<f64> = (0..b).flat_map(|_| spd(nx)).collect();
+    let r: Vec<f64> = (0..b * t).flat_map(|_| spd(ny)).collect();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed + 3);
+    let mut uni = |n: usize, a: f64| -> Vec<f64> { (0..n).map(|_| rng.gen_range(-a..a)).collect() };
+    let x0 = uni(b * nx, 2.0);
+    let u = uni(b * t * nx, 0.5);
+    let d = uni(b * t * ny, 1.0);
+    let inputs = TrackInputs::new()
+        .with_priors(&x0, &p0)
+        .with_u(&u)
+        .with_d(&d)
+        .with_r(&r);
+    let tag = format!(
+        "inputs_nx{nx}_ny{ny}_{}_{}",
+        T::NAME,
+        if bake { "baked" } else { "params" }
+    );
+    let src = format!(
+        "{SHIM}\n{}\n{SMOOTH}\n{INPUTS_HARNESS}",
+        source(nx, ny, T::NAME, bake.then_some(&m), Part::FilterInputs)
+    );
+    let exe = compile(cxx, dir, &tag, &src, &["-std=c++17", "-O1", "-w"]);
+    let conv = |v: &[f64]| -> Vec<T> { v.iter().map(|x| T::of(*x)).collect() };
+    let mut input = Vec::new();
+    input.extend((b as i32).to_le_bytes());
+    input.extend((t as i32).to_le_bytes());
+    input.extend(bytes(&model_params::<T>(&m)));
+    input.extend(bytes(z.data()));
+    for v in [&x0, &p0, &u, &d, &r] {
+        input.extend(bytes(&conv(v)));
+    }
+    let stdout = run_piped(&exe, input, &tag);
+    let (bt, n2) = (b * t, nx * nx);
+    let sizes = [bt * nx, bt * n2, bt, b * nx, b * n2, b, bt * nx, bt * n2];
+    let w = std::mem::size_of::<T>();
+    let total: usize = sizes.iter().sum();
+    assert_eq!(stdout.len(), total * w + 6 * 8, "{tag}: output size");
+    let vals: Vec<T> = reals(&stdout[..total * w]);
+    let mut parts = vec![];
+    let mut off = 0;
+    for s in sizes {
+        parts.push(vals[off..off + s].to_vec());
+        off += s;
+    }
+    let errs: Vec<u64> = stdout[total * w..]
+        .chunks_exact(8)
+        .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
+        .collect();
+    assert!(
+        errs.iter().all(|e| *e == u64::MAX),
+        "{tag}: error flags {errs:?}"
+    );
+    let est = |i: usize, s: usize, ll: Option<usize>| {
+        Estimates::new(
+            b,
+            s,
+            nx,
+            parts[i].clone(),
+            parts[i + 1].clone(),
+            ll.map(|j| parts[j].clone()),
+        )
+        .expect("consistent buffers")
+    };
+    let all =
+        kalman::filter_with(&m, &z, &FilterOptions::default(), &inputs).expect("CPU reference");
+    assert_close(
+        &format!("{tag} filter"),
+        &est(0, t, Some(2)),
+        &all.filtered,
+        tol,
+    );
+    let last = kalman::filter_with(
+        &m,
+        &z,
+        &FilterOptions::default().with_keep(Keep::Last),
+        &inputs,
+    )
+    .expect("CPU reference");
+    assert_close(
+        &format!("{tag} keep last (SoA)"),
+        &est(3, 1, Some(5)),
+        &last.filtered,
+        tol,
+    );
+    let (_, s) = kalman::smooth_with(&m, &z, &inputs).expect("CPU smoother");
+    assert_close(&format!("{tag} smoother"), &est(6, t, None), &s, tol);
+    eprintln!("{tag}: ok");
+}
+
+#[test]
+fn the_track_input_kernels_match_the_cpu_when_run_on_the_cpu() {
+    let Some(cxx) = compiler() else { return };
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    for (i, &(nx, ny)) in [(1, 1), (4, 2), (5, 3)].iter().enumerate() {
+        let seed = 300 + 10 * nx as u64 + ny as u64;
+        run_inputs::<f64>(&cxx, dir.path(), nx, ny, i % 2 == 0, seed, 1e-10);
+        run_inputs::<f32>(&cxx, dir.path(), nx, ny, i % 2 == 1, seed + 50, 1e-4);
+    }
+}

@@ -1,4 +1,4 @@
-//! Per-track priors, per-step R and per-track sampling intervals in the batch filter and
+//! Per-track priors, per-step R, u and d and per-track sampling intervals in the batch filter and
 //! smoother (`kalman::filter_with` / `smooth_with`), against two independent references:
 //! the per-step API (`BatchState`, the SIMD lane path) driven step by step, and one
 //! time-varying model per track run through the plain filter and smoother.
@@ -23,6 +23,9 @@ struct Batch {
     p0: Vec<f64>,
     r: Vec<f64>,
     dt: Vec<f64>,
+    /// Control inputs `[tracks][steps][NX]` and measurement offsets `[tracks][steps][NY]`.
+    u: Vec<f64>,
+    d: Vec<f64>,
 }
 
 fn batch(tracks: usize, steps: usize, seed: u64) -> Batch {
@@ -71,12 +74,20 @@ fn batch(tracks: usize, steps: usize, seed: u64) -> Batch {
     let dt = (0..tracks * steps)
         .map(|_| rng.gen_range(0.2..2.0))
         .collect();
+    let u = (0..tracks * steps * NX)
+        .map(|_| rng.gen_range(-0.5..0.5))
+        .collect();
+    let d = (0..tracks * steps * NY)
+        .map(|_| rng.gen_range(-3.0..3.0))
+        .collect();
     Batch {
         z: Measurements::new(tracks, steps, NY, z).unwrap(),
         x0,
         p0,
         r,
         dt,
+        u,
+        d,
     }
 }
 
@@ -139,8 +150,8 @@ fn per_step_reference(
     (mean, cov, ll)
 }
 
-/// Track `b` as a time-varying model of its own: `F`, `Q` of its intervals, its `R` of
-/// each step, its prior.
+/// Track `b` as a time-varying model of its own: `F`, `Q` of its intervals, its `R`, `u`
+/// and `d` of each step, its prior.
 fn track_model(model: &kestrel::Model, kin: &Kinematics, bt: &Batch, b: usize) -> TimeVaryingModel {
     let steps = bt.z.steps();
     let h = DMatrix::from_fn(NY, NX, |i, j| if j == 2 * i { 1.0 } else { 0.0 });
@@ -148,12 +159,13 @@ fn track_model(model: &kestrel::Model, kin: &Kinematics, bt: &Batch, b: usize) -
         .map(|k| {
             let (f, q) = kin.transition(bt.dt[b * steps + k]).unwrap();
             let r = &bt.r[(b * steps + k) * NY * NY..(b * steps + k + 1) * NY * NY];
+            let at = b * steps + k;
             StepMatrices {
                 f,
-                u: DVector::zeros(NX),
+                u: DVector::from_row_slice(&bt.u[at * NX..(at + 1) * NX]),
                 q,
                 h: h.clone(),
-                d: DVector::zeros(NY),
+                d: DVector::from_row_slice(&bt.d[at * NY..(at + 1) * NY]),
                 r: DMatrix::from_row_slice(NY, NY, r),
             }
         })
@@ -195,6 +207,8 @@ fn filter_and_smoother_with_inputs_equal_one_time_varying_model_per_track() {
     let inputs = TrackInputs::new()
         .with_priors(&bt.x0, &bt.p0)
         .with_r(&bt.r)
+        .with_u(&bt.u)
+        .with_d(&bt.d)
         .with_dt(&kin, &bt.dt);
     let (f, s) = smooth_with(&model, &bt.z, &inputs).unwrap();
     for b in 0..bt.z.tracks() {
@@ -338,6 +352,13 @@ fn inconsistent_inputs_are_refused_with_what_and_where() {
     };
     input_err(&TrackInputs::new().with_priors(&bt.x0[..5], &bt.p0), "x0");
     input_err(&TrackInputs::new().with_r(&bt.r[1..]), "per-step R");
+    input_err(&TrackInputs::new().with_u(&bt.u[NX..]), "control inputs u");
+    let mut bad_d = bt.d.clone();
+    bad_d[(4 + 3) * NY + 1] = f64::INFINITY; // track 1, step 3
+    input_err(
+        &TrackInputs::new().with_d(&bad_d),
+        "offsets d of track 1, step 3",
+    );
     let mut bad_r = bt.r.clone();
     bad_r[(2 * 4 + 1) * 4] = -1.0; // track 2, step 1: R00 < 0
     input_err(&TrackInputs::new().with_r(&bad_r), "track 2, step 1");
@@ -366,7 +387,8 @@ fn inconsistent_inputs_are_refused_with_what_and_where() {
     )
     .is_err());
 
-    // Devices and methods that take the model alone say so, naming the input.
+    // Devices and methods that take the model alone say so, naming the input: the GPU
+    // takes every input but the sampling intervals (refused before a device is opened).
     let i = TrackInputs::new().with_r(&bt.r);
     match filter_on_with(
         Device::Cuda(0),
@@ -374,9 +396,9 @@ fn inconsistent_inputs_are_refused_with_what_and_where() {
         &bt.z,
         FilterMethod::Sequential,
         &o,
-        &i,
+        &TrackInputs::new().with_r(&bt.r).with_dt(&kin, &bt.dt),
     ) {
-        Err(Error::Unsupported(m)) => assert!(m.contains("per-step R"), "{m}"),
+        Err(Error::Unsupported(m)) => assert!(m.contains("sampling intervals"), "{m}"),
         other => panic!("{other:?}"),
     }
     let par = FilterMethod::Parallel(ScanAlgorithm::Fastest);

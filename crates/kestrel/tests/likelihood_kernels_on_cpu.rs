@@ -400,7 +400,7 @@ fn schedule_reuses_the_recursion_where_gaps_repeat() {
             rng ^= rng << 13;
             rng ^= rng >> 7;
             rng ^= rng << 17;
-            if rng % 20 == 0 {
+            if rng.is_multiple_of(20) {
                 z.data_mut()[k * ny..(k + 1) * ny].fill(f64::NAN);
             }
         }

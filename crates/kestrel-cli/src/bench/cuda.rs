@@ -8,6 +8,7 @@
 
 use super::{median, time_runs, Record, Sink};
 use kestrel::kalman::cuda::{self, BatchTracker, CudaOptions, DeviceBatch, OutputLayout};
+use kestrel::kalman::TrackInputs;
 use kestrel::{FilterOptions, Keep, Measurements, Model};
 use serde_json::json;
 use std::time::Instant;
@@ -181,6 +182,72 @@ pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
                 &t,
                 roofline(8.0, fl, ts, median(&t)),
             ));
+            // Per-track inputs (kalman::TrackInputs) against the shared model, each a
+            // pair measured alternately on the same batch.
+            let (nb, nt) = (z.tracks(), z.steps());
+            let x0: Vec<f64> = (0..nb).flat_map(|_| [0.0, 1.0, 0.0, 1.0]).collect();
+            let p0: Vec<f64> = (0..nb)
+                .flat_map(|_| (0..16).map(|i| if i % 5 == 0 { 100.0 } else { 0.0 }))
+                .collect();
+            let u = vec![0.01; nb * nt * 4];
+            let d = vec![0.5; nb * nt * 2];
+            let r: Vec<f64> = (0..nb * nt).flat_map(|_| [25.0, 0.0, 0.0, 25.0]).collect();
+            let shared = DeviceBatch::new(0, &cv, &z, Keep::All, OutputLayout::Soa, false, &opts)?;
+            for (tag, inputs, extra_bytes) in [
+                ("priors", TrackInputs::new().with_priors(&x0, &p0), 0.0),
+                (
+                    "priors, u, d",
+                    TrackInputs::new()
+                        .with_priors(&x0, &p0)
+                        .with_u(&u)
+                        .with_d(&d),
+                    24.0,
+                ),
+                (
+                    "priors, u, d, R",
+                    TrackInputs::new()
+                        .with_priors(&x0, &p0)
+                        .with_u(&u)
+                        .with_d(&d)
+                        .with_r(&r),
+                    40.0,
+                ),
+            ] {
+                let db = DeviceBatch::with_inputs(
+                    0,
+                    &cv,
+                    &z,
+                    Keep::All,
+                    OutputLayout::Soa,
+                    false,
+                    &opts,
+                    &inputs,
+                )?;
+                let (mut tw, mut ts0) = (Vec::new(), Vec::new());
+                for _ in 0..warm {
+                    db.filter()?;
+                    shared.filter()?;
+                }
+                for _ in 0..reps {
+                    tw.push(db.filter()?);
+                    ts0.push(shared.filter()?);
+                }
+                let by = filter_bytes(4, 2, OutputLayout::Soa, true) + extra_bytes;
+                let mut extra = roofline(by, fl, ts, median(&tw));
+                extra["shared_model_s"] = json!(median(&ts0));
+                extra["throughput_vs_shared_model"] = json!(median(&ts0) / median(&tw));
+                errln!(
+                    "cuda filter kernel with track inputs ({tag}): {:.3} ms, shared model {:.3} ms ({:.0}%)",
+                    median(&tw) * 1e3,
+                    median(&ts0) * 1e3,
+                    100.0 * median(&ts0) / median(&tw)
+                );
+                sink.push(rec(
+                    &format!("cuda filter kernel with track inputs ({tag}; soa)"),
+                    &tw,
+                    extra,
+                ));
+            }
         }
         // End to end: host measurements in, host estimates out (copies, allocation).
         let reps_e2e = if b >= 1_000_000 { 3 } else { 5 };

@@ -428,9 +428,18 @@ impl<T: Real> Estimates<T> {
 
     /// Sum of the per-step log-likelihoods of all tracks (0 without log-likelihoods).
     pub fn total_loglik(&self) -> f64 {
+        // Sums of fixed blocks in parallel, then the blocks' sums in order: the same
+        // value on any number of threads.
+        use rayon::prelude::*;
         self.loglik
             .as_ref()
-            .map(|l| l.iter().map(|v| v.to_f64()).sum())
+            .map(|l| {
+                let parts: Vec<f64> = l
+                    .par_chunks(1 << 16)
+                    .map(|c| c.iter().map(|v| v.to_f64()).sum::<f64>())
+                    .collect();
+                parts.iter().sum()
+            })
             .unwrap_or(0.0)
     }
 

@@ -1,10 +1,12 @@
 //! Per-track and per-step inputs of the batch filter and smoother beyond the model: a
-//! prior per track, a measurement noise `R` per track and step, and sampling intervals
-//! per track (irregular sampling) for the kinematic builders.
+//! prior per track, control inputs `u` and measurement offsets `d` per track and step, a
+//! measurement noise `R` per track and step, and sampling intervals per track (irregular
+//! sampling) for the kinematic builders.
 //!
-//! They run on the general path ([`super::dense`]): one track at a time, the model's
-//! matrices of each step copied into a per-track buffer and overridden there, so the
-//! step loop allocates nothing.
+//! On the CPU they run on the general path ([`super::dense`]): one track at a time, the
+//! model's matrices of each step copied into a per-track buffer and overridden there, so
+//! the step loop allocates nothing. On a GPU (`kalman::cuda`) the priors, `u`, `d` and
+//! `R` are read by the batch kernels beside the measurements.
 
 use super::dense::ConvertedModel;
 use super::step::StepMats;
@@ -20,6 +22,11 @@ use crate::model::{Kinematics, StateSpace};
 ///   prior (late-starting tracks need no NaN padding of a shared prior);
 /// - a measurement noise covariance per track and step, `r` `[tracks][steps][ny][ny]`
 ///   (symmetric positive definite), in place of the model's `R`;
+/// - control inputs per track and step, `u` `[tracks][steps][nx]`, in place of the
+///   model's `u` (entry `k` enters the prediction from step `k - 1` to step `k`:
+///   `x_k = F x_{k-1} + u_k`; entry 0 is not used);
+/// - measurement offsets per track and step, `d` `[tracks][steps][ny]`, in place of the
+///   model's `d` (`z_k = H x_k + d_k + v_k`);
 /// - sampling intervals with the model's kinematics ([`Kinematics`], the
 ///   [`constant_velocity`](crate::model::constant_velocity) and
 ///   [`constant_acceleration`](crate::model::constant_acceleration) builders): one per
@@ -52,6 +59,10 @@ pub struct TrackInputs<'a> {
     pub p0: Option<&'a [f64]>,
     /// Measurement noise per track and step, `[tracks][steps][ny][ny]`.
     pub r: Option<&'a [f64]>,
+    /// Control inputs per track and step, `[tracks][steps][nx]` (entry 0 not used).
+    pub u: Option<&'a [f64]>,
+    /// Measurement offsets per track and step, `[tracks][steps][ny]`.
+    pub d: Option<&'a [f64]>,
     /// The kinematics and the sampling intervals, `[tracks]` or `[tracks][steps]`.
     pub dt: Option<(&'a Kinematics, &'a [f64])>,
 }
@@ -77,6 +88,21 @@ impl<'a> TrackInputs<'a> {
         self
     }
 
+    /// Control inputs per track and step, `[tracks][steps][nx]`: entry `k` enters the
+    /// prediction into step `k` (entry 0 is not used).
+    #[must_use]
+    pub fn with_u(mut self, u: &'a [f64]) -> Self {
+        self.u = Some(u);
+        self
+    }
+
+    /// Measurement offsets per track and step, `[tracks][steps][ny]`.
+    #[must_use]
+    pub fn with_d(mut self, d: &'a [f64]) -> Self {
+        self.d = Some(d);
+        self
+    }
+
     /// Sampling intervals, `[tracks]` or `[tracks][steps]`, with the kinematics that give
     /// `F` and `Q` for an interval.
     #[must_use]
@@ -87,7 +113,12 @@ impl<'a> TrackInputs<'a> {
 
     /// True when no input is given (the model alone).
     pub fn is_empty(&self) -> bool {
-        self.x0.is_none() && self.p0.is_none() && self.r.is_none() && self.dt.is_none()
+        self.x0.is_none()
+            && self.p0.is_none()
+            && self.r.is_none()
+            && self.u.is_none()
+            && self.d.is_none()
+            && self.dt.is_none()
     }
 
     /// The inputs given, by name (for messages: "per-track priors, per-step R").
@@ -98,6 +129,12 @@ impl<'a> TrackInputs<'a> {
         }
         if self.r.is_some() {
             v.push("per-step R (TrackInputs::r)");
+        }
+        if self.u.is_some() {
+            v.push("per-step control inputs (TrackInputs::u)");
+        }
+        if self.d.is_some() {
+            v.push("per-step measurement offsets (TrackInputs::d)");
         }
         if self.dt.is_some() {
             v.push("per-track sampling intervals (TrackInputs::dt)");
@@ -166,6 +203,21 @@ impl<'a> TrackInputs<'a> {
                         "per-step R of track {b}, step {k} is not a finite symmetric positive definite matrix"
                     )));
                 }
+            }
+        }
+        for (what, v, n) in [
+            ("per-step control inputs u", self.u, nx),
+            ("per-step measurement offsets d", self.d, ny),
+        ] {
+            let Some(v) = v else { continue };
+            len(what, v.len(), &[tracks, steps, n])?;
+            if let Some(i) = v.iter().position(|x| !x.is_finite()) {
+                let (b, k) = (i / n / steps, i / n % steps);
+                return Err(Error::input(format!(
+                    "{what} of track {b}, step {k}: component {} is not finite ({})",
+                    i % n,
+                    v[i]
+                )));
             }
         }
         if let Some((kin, dt)) = self.dt {
@@ -297,9 +349,18 @@ impl<'a, T: Real> TrackModel<'a, T> {
                 self.mats.q.copy_from_slice(&base.q);
             }
         }
-        self.mats.u.copy_from_slice(&base.u);
+        let over = |dst: &mut [T], src: Option<&[f64]>, own: &[T], n: usize| match src {
+            Some(v) => {
+                let at = (b * steps + k) * n;
+                for (d, s) in dst.iter_mut().zip(&v[at..at + n]) {
+                    *d = T::of(*s);
+                }
+            }
+            None => dst.copy_from_slice(own),
+        };
+        over(&mut self.mats.u, self.inputs.u, &base.u, nx);
         self.mats.h.copy_from_slice(&base.h);
-        self.mats.d.copy_from_slice(&base.d);
+        over(&mut self.mats.d, self.inputs.d, &base.d, ny);
         match self.inputs.r {
             Some(r) => {
                 let at = (b * steps + k) * ny * ny;

@@ -104,6 +104,7 @@ pub fn filter<T: Real, M: StateSpace + ?Sized>(
     z: &Measurements<T>,
     opts: &FilterOptions,
 ) -> Result<FilterOutput<T>> {
+    let t0 = std::time::Instant::now();
     let kept = if opts.keep == Keep::All { z.steps } else { 1 };
     let fast = model.as_invariant().is_some()
         && lanes::supports(model.nx(), model.ny())
@@ -119,7 +120,6 @@ pub fn filter<T: Real, M: StateSpace + ?Sized>(
     let mut predicted = opts
         .predicted
         .then(|| Estimates::nan(z.tracks, z.steps, model.nx(), false));
-    let t0 = std::time::Instant::now();
     filter_impl(model, z, opts, &mut filtered, predicted.as_mut())?;
     if opts.keep == Keep::All {
         record_cpu::<T>(z, t0, false);

@@ -95,7 +95,8 @@ impl<T: Real> Schedule<T> {
                     &vec![false; len],
                     0,
                     len,
-                    &mut Memo::default(),
+                    // Nothing is missing: no gap entry is ever met.
+                    &mut Memo::new(0),
                     &mut table,
                     &mut row,
                 )
@@ -109,12 +110,17 @@ impl<T: Real> Schedule<T> {
         }
         let mut table: Vec<f64> = Vec::new();
         let mut index = vec![0i32; z.tracks * steps];
-        let missing: Vec<bool> = z
-            .data
-            .par_chunks(ny)
-            .map(|zk| zk.iter().any(|v| v.is_nan_value()))
-            .collect();
-        let mut memo = Memo::default();
+        const BLOCK: usize = 1 << 16;
+        let mut missing = vec![false; z.tracks * steps];
+        missing
+            .par_chunks_mut(BLOCK)
+            .zip(z.data.par_chunks(BLOCK * ny))
+            .for_each(|(m, zs)| {
+                for (m, zk) in m.iter_mut().zip(zs.chunks_exact(ny)) {
+                    *m = zk.iter().any(|v| v.is_nan_value());
+                }
+            });
+        let mut memo = Memo::new(missing.len());
         // Tracks with the same missing steps share the recursion: their first row is
         // copied.
         let mut known: HashMap<&[bool], usize> = HashMap::new();
@@ -126,7 +132,9 @@ impl<T: Real> Schedule<T> {
             }
             gains_of(&m, &missing, b, steps, &mut memo, &mut table, &mut index)
                 .map_err(not_pd(b))?;
-            known.insert(pattern, b);
+            if z.tracks > 1 {
+                known.insert(pattern, b);
+            }
         }
         Self::finish(nx, ny, z, &table, index, steps, steps, -1)
     }
@@ -228,20 +236,29 @@ impl<T: Real> Schedule<T> {
 /// reuses the records computed after the earlier one for as long as the two tracks'
 /// missing steps agree. A measurement missing every `k` steps thus costs the recursion
 /// only until the covariance at the gaps has settled into its cycle, not once a step.
-#[derive(Default)]
 struct Memo {
     /// Flat step (`track * steps + step`) of each computed entry.
     pos: Vec<usize>,
     /// The predicted covariance of each computed entry, `[entries][nx * nx]`.
     p: Vec<f64>,
-    /// The computed entry of every gap entry met, computed or reused, by flat step.
-    at: HashMap<usize, u32>,
+    /// The computed entry of every gap entry met, computed or reused, by flat step
+    /// (`u32::MAX` elsewhere).
+    at: Vec<u32>,
 }
 
 /// Computed entries compared with a new one, the most recent first.
 const RECENT_ENTRIES: usize = 64;
 
 impl Memo {
+    /// Room for `steps` flat steps.
+    fn new(steps: usize) -> Memo {
+        Memo {
+            pos: Vec::new(),
+            p: Vec::new(),
+            at: vec![u32::MAX; steps],
+        }
+    }
+
     /// The most recent computed entry whose covariance equals `p`, if any.
     fn find(&self, p: &[f64]) -> Option<u32> {
         let n = p.len();
@@ -260,7 +277,7 @@ impl Memo {
         self.pos.push(pos);
         self.p.extend_from_slice(p);
         let e = (self.pos.len() - 1) as u32;
-        self.at.insert(pos, e);
+        self.at[pos] = e;
         e
     }
 }
@@ -271,6 +288,8 @@ struct Follow {
     /// The flat step whose record this step takes (`None`: the earlier stretch ended
     /// with its track).
     src: Option<usize>,
+    /// The flat end of the earlier stretch's track.
+    end: usize,
     /// The last gap entry on this track's path (step) and its computed entry.
     entry: (usize, u32),
 }
@@ -305,25 +324,43 @@ fn gains_of(
     let mut predicted = true;
     let mut follow: Option<Follow> = None;
     let half_log2pi = 0.5 * ny as f64 * crate::linalg::LN_2PI;
-    for t in 0..steps {
-        let k = base + t;
-        let entry = missing[k] && (t == 0 || !missing[k - 1]);
-        if let Some(f) = follow {
-            if let Some(src) = f.src.filter(|&s| missing[s] == missing[k]) {
-                index[k] = index[src];
-                let mut f = f;
-                if entry {
-                    let e = memo.at[&src];
-                    memo.at.insert(k, e);
-                    f.entry = (t, e);
+    let mut t = 0;
+    while t < steps {
+        if let Some(mut f) = follow {
+            if let Some(src) = f.src {
+                // The stretch where the two tracks' missing steps agree (up to the end
+                // of either track) takes the earlier records and gap entries whole.
+                let k = base + t;
+                let room = (f.end - src).min(steps - t);
+                let agree = missing[src..src + room]
+                    .iter()
+                    .zip(&missing[k..k + room])
+                    .position(|(a, b)| a != b)
+                    .unwrap_or(room);
+                // The stretch may run into itself (the earlier one a period behind):
+                // then it repeats with that period, so after the first period the
+                // copies double, each from what is already final.
+                let apart = k - src;
+                let first = agree.min(apart);
+                index.copy_within(src..src + first, k);
+                memo.at.copy_within(src..src + first, k);
+                let mut done = first;
+                while done < agree {
+                    let n = (agree - done).min(done);
+                    index.copy_within(k..k + n, k + done);
+                    memo.at.copy_within(k..k + n, k + done);
+                    done += n;
                 }
-                // The earlier stretch ends with its track.
-                f.src = Some(src + 1).filter(|s| s % steps != 0);
-                follow = Some(f);
-                continue;
+                if let Some(j) = (k..k + agree).rev().find(|&j| memo.at[j] != u32::MAX) {
+                    f.entry = (j - base, memo.at[j]);
+                }
+                t += agree;
+                if t == steps {
+                    break;
+                }
             }
-            // The missing steps differ from here on: this step's prediction, replayed
-            // from the last gap entry.
+            // The missing steps differ from here on (or the earlier stretch ended with
+            // its track): this step's prediction, replayed from the last gap entry.
             let (from, e) = f.entry;
             ws.p.copy_from_slice(&memo.p[e as usize * nx * nx..(e as usize + 1) * nx * nx]);
             for s in from..t {
@@ -339,9 +376,17 @@ fn gains_of(
             predicted = true;
             updated = false;
         }
+        let k = base + t;
+        let entry = missing[k] && (t == 0 || !missing[k - 1]);
         if let Some((id, p)) = &steady {
             if !missing[k] {
-                index[k] = *id;
+                // Settled: every step up to the next missing one takes the record.
+                let n = missing[k..base + steps]
+                    .iter()
+                    .position(|&m| m)
+                    .unwrap_or(steps - t);
+                index[k..k + n].fill(*id);
+                t += n;
                 continue;
             }
             // Off the fixed point: the update is skipped, the recursion resumes.
@@ -357,13 +402,16 @@ fn gains_of(
         if entry {
             if let Some(e) = memo.find(&ws.p) {
                 // The recursion has been here before: reuse what followed.
-                memo.at.insert(k, e);
+                memo.at[k] = e;
                 index[k] = -1;
                 let src = memo.pos[e as usize] + 1;
+                let end = (src - 1) / steps * steps + steps;
                 follow = Some(Follow {
-                    src: Some(src).filter(|s| s % steps != 0),
+                    src: Some(src).filter(|&s| s < end),
+                    end,
                     entry: (t, e),
                 });
+                t += 1;
                 continue;
             }
             memo.push(k, &ws.p);
@@ -381,6 +429,7 @@ fn gains_of(
         updated = !missing[k];
         if missing[k] {
             index[k] = -1;
+            t += 1;
             continue;
         }
         let p_pred = settled.then(|| ws.p.clone());
@@ -403,6 +452,7 @@ fn gains_of(
         if let Some(p) = p_pred {
             steady = Some((id, p));
         }
+        t += 1;
     }
     Ok(steady.map(|(id, _)| id))
 }

@@ -34,11 +34,52 @@ impl<T: Real> DeviceBatch<T> {
         smoothed: bool,
         opts: &CudaOptions,
     ) -> Result<Self> {
+        Self::with_inputs(
+            ordinal,
+            model,
+            z,
+            keep,
+            layout,
+            smoothed,
+            opts,
+            &crate::kalman::TrackInputs::new(),
+        )
+    }
+
+    /// [`DeviceBatch::new`] with per-track inputs (priors, `u`, `d`, `R`; see
+    /// `filter_inputs_on_devices`), uploaded with the measurements.
+    #[allow(clippy::too_many_arguments)]
+    pub fn with_inputs(
+        ordinal: usize,
+        model: &Model,
+        z: &Measurements<T>,
+        keep: Keep,
+        layout: OutputLayout,
+        smoothed: bool,
+        opts: &CudaOptions,
+        inputs: &crate::kalman::TrackInputs<'_>,
+    ) -> Result<Self> {
         super::pipeline::check_input(model, z, &FilterOptions::default())?;
+        let host = if inputs.is_empty() {
+            None
+        } else {
+            Some(super::gpu_inputs(model, z, inputs)?)
+        };
+        let set = host.as_ref().map(|h| h.set()).unwrap_or_default();
         let gpu = crate::cuda::gpu(ordinal)?;
-        let k = kernels::<T>(&gpu, model, opts.bake_model, Part::Filter)?;
+        let pf = if set.any() {
+            Part::FilterInputs
+        } else {
+            Part::Filter
+        };
+        let k = kernels::<T>(&gpu, model, opts.bake_model, pf)?;
         let ks = if smoothed {
-            Some(kernels::<T>(&gpu, model, opts.bake_model, Part::Smooth)?)
+            let ps = if set.u {
+                Part::SmoothInputs
+            } else {
+                Part::Smooth
+            };
+            Some(kernels::<T>(&gpu, model, opts.bake_model, ps)?)
         } else {
             None
         };
@@ -52,8 +93,12 @@ impl<T: Real> DeviceBatch<T> {
             predicted: false,
             layout,
             smoothed,
+            inputs: set,
         };
         let slot = Slot::new(&gpu, z.tracks, shape, gpu.stream.clone())?;
+        if let Some(h) = &host {
+            slot.upload_inputs(&gpu, h, 0, z.tracks)?;
+        }
         htod(
             &slot.stream,
             &z.data,
@@ -93,6 +138,7 @@ impl<T: Real> DeviceBatch<T> {
             predicted: false,
             layout,
             smoothed,
+            inputs: Default::default(),
         }
         .bytes_per_track(std::mem::size_of::<T>())
     }

@@ -162,7 +162,7 @@ pub fn filter_with<T: Real>(
     opts: &FilterOptions,
     copts: &CudaOptions,
 ) -> Result<FilterOutput<T>> {
-    catch(|| pipeline::filter(&[gpu(ordinal)?], model, z, opts, copts))
+    catch(|| pipeline::filter(&[gpu(ordinal)?], model, z, opts, copts, None))
 }
 
 /// Batched RTS smoother on GPU `ordinal` over filtered estimates (all steps kept).
@@ -193,7 +193,7 @@ pub fn smooth<T: Real>(
     z: &Measurements<T>,
     copts: &CudaOptions,
 ) -> Result<(Estimates<T>, Estimates<T>)> {
-    catch(|| pipeline::smooth(&[gpu(ordinal)?], model, z, copts))
+    catch(|| pipeline::smooth(&[gpu(ordinal)?], model, z, copts, None))
 }
 
 fn open_all(ordinals: &[usize]) -> Result<Vec<std::sync::Arc<crate::cuda::Gpu>>> {
@@ -214,7 +214,7 @@ pub fn filter_on_devices<T: Real>(
     opts: &FilterOptions,
     copts: &CudaOptions,
 ) -> Result<FilterOutput<T>> {
-    catch(|| pipeline::filter(&open_all(ordinals)?, model, z, opts, copts))
+    catch(|| pipeline::filter(&open_all(ordinals)?, model, z, opts, copts, None))
 }
 
 /// [`smooth`] with the tracks split over the GPUs `ordinals` (see [`filter_on_devices`]).
@@ -224,5 +224,52 @@ pub fn smooth_on_devices<T: Real>(
     z: &Measurements<T>,
     copts: &CudaOptions,
 ) -> Result<(Estimates<T>, Estimates<T>)> {
-    catch(|| pipeline::smooth(&open_all(ordinals)?, model, z, copts))
+    catch(|| pipeline::smooth(&open_all(ordinals)?, model, z, copts, None))
+}
+
+/// Checks per-track inputs for the GPU and converts them to the working precision:
+/// sampling intervals are refused (the kernels take the model's `F` and `Q`).
+pub(crate) fn gpu_inputs<T: Real>(
+    model: &Model,
+    z: &Measurements<T>,
+    inputs: &crate::kalman::TrackInputs<'_>,
+) -> Result<slot::HostInputs<T>> {
+    if inputs.dt.is_some() {
+        return Err(crate::Error::Unsupported(
+            "per-track sampling intervals (TrackInputs::dt) on a GPU: the GPU kernels take the model's F and Q (use Device::Cpu)"
+                .into(),
+        ));
+    }
+    inputs.check(model, z.tracks, z.steps)?;
+    Ok(slot::HostInputs::new(inputs))
+}
+
+/// [`filter_on_devices`] with per-track priors, control inputs `u`, measurement offsets
+/// `d` and noise `R` ([`crate::kalman::TrackInputs`], same meaning and checks as
+/// [`crate::kalman::filter_with`]), read by the batch kernels beside the measurements.
+/// Sampling intervals are refused with [`crate::Error::Unsupported`].
+pub fn filter_inputs_on_devices<T: Real>(
+    ordinals: &[usize],
+    model: &Model,
+    z: &Measurements<T>,
+    opts: &FilterOptions,
+    copts: &CudaOptions,
+    inputs: &crate::kalman::TrackInputs<'_>,
+) -> Result<FilterOutput<T>> {
+    pipeline::check_input(model, z, opts)?;
+    let host = gpu_inputs(model, z, inputs)?;
+    catch(|| pipeline::filter(&open_all(ordinals)?, model, z, opts, copts, Some(&host)))
+}
+
+/// [`smooth_on_devices`] with per-track inputs (see [`filter_inputs_on_devices`]).
+pub fn smooth_inputs_on_devices<T: Real>(
+    ordinals: &[usize],
+    model: &Model,
+    z: &Measurements<T>,
+    copts: &CudaOptions,
+    inputs: &crate::kalman::TrackInputs<'_>,
+) -> Result<(Estimates<T>, Estimates<T>)> {
+    pipeline::check_input(model, z, &FilterOptions::default())?;
+    let host = gpu_inputs(model, z, inputs)?;
+    catch(|| pipeline::smooth(&open_all(ordinals)?, model, z, copts, Some(&host)))
 }

@@ -4,7 +4,7 @@
 //! one overlap the kernels of the other. A batch that fits the memory budget is one
 //! chunk. Tracks are independent, so chunking does not change any number.
 
-use super::slot::{budget, Shape, Slot};
+use super::slot::{budget, HostInputs, Shape, Slot};
 use super::source::{kernels, model_params, Part};
 use super::{CudaOptions, OutputLayout};
 use crate::cuda::{download, drive, plan, streams, upload, Gpu};
@@ -122,14 +122,16 @@ fn run_on<T: Real>(
     copts: &CudaOptions,
     run: Run,
     mut dest: Dest<'_, T>,
+    inputs: Option<&HostInputs<T>>,
 ) -> Result<()> {
     if tracks == 0 {
         return Ok(());
     }
-    let kf = kernels::<T>(gpu, model, copts.bake_model, Part::Filter)?;
-    let ks = match run {
-        Run::FilterSmooth => Some(kernels::<T>(gpu, model, copts.bake_model, Part::Smooth)?),
-        Run::Filter => None,
+    let (pf, ps) = parts(shape, run);
+    let kf = kernels::<T>(gpu, model, copts.bake_model, pf)?;
+    let ks = match ps {
+        Some(p) => Some(kernels::<T>(gpu, model, copts.bake_model, p)?),
+        None => None,
     };
     let params = model_params::<T>(model);
     let slots = make_slots::<T>(gpu, tracks, shape, copts)?;
@@ -155,6 +157,9 @@ fn run_on<T: Real>(
                 0,
                 "copying measurements to the GPU",
             )?;
+            if let Some(inp) = inputs {
+                s.upload_inputs(gpu, inp, first + b0, nb)?;
+            }
             s.filter(&kf, &params, nb)?;
             if let Some(ks) = &ks {
                 s.smooth(ks, &params, nb)?;
@@ -184,6 +189,22 @@ fn run_on<T: Real>(
     )
 }
 
+/// The kernel modules of a run: the filter's, and the smoother's when it smooths (the
+/// inputs parts where the run has per-track inputs).
+fn parts(shape: Shape, run: Run) -> (Part, Option<Part>) {
+    let f = if shape.inputs.any() {
+        Part::FilterInputs
+    } else {
+        Part::Filter
+    };
+    let s = (run == Run::FilterSmooth).then_some(if shape.inputs.u {
+        Part::SmoothInputs
+    } else {
+        Part::Smooth
+    });
+    (f, s)
+}
+
 /// Splits `tracks` over `gpus` in contiguous shares (in order) and runs each share on
 /// its device in its own thread; the first error (by device order) is returned.
 fn run_split<T: Real>(
@@ -194,6 +215,7 @@ fn run_split<T: Real>(
     copts: &CudaOptions,
     run: Run,
     dest: Dest<'_, T>,
+    inputs: Option<&HostInputs<T>>,
 ) -> Result<()> {
     if gpus.len() <= 1 {
         let g = gpus
@@ -201,9 +223,9 @@ fn run_split<T: Real>(
             .ok_or_else(|| Error::Unsupported("no CUDA device".into()))?;
         // The kernels first, so that the run's time is the host-to-host rate alone
         // (recorded for `--device auto` when every step is kept).
-        kernels::<T>(g, model, copts.bake_model, Part::Filter)?;
-        if run == Run::FilterSmooth {
-            kernels::<T>(g, model, copts.bake_model, Part::Smooth)?;
+        let (pf, ps) = parts(shape, run);
+        for p in std::iter::once(pf).chain(ps) {
+            kernels::<T>(g, model, copts.bake_model, p)?;
         }
         let bytes = (z.data.len()
             + dest
@@ -214,8 +236,10 @@ fn run_split<T: Real>(
                 .sum::<usize>())
             * std::mem::size_of::<T>();
         let t0 = std::time::Instant::now();
-        run_on(g, model, &z.data, z.tracks, 0, shape, copts, run, dest)?;
-        if !shape.last {
+        run_on(
+            g, model, &z.data, z.tracks, 0, shape, copts, run, dest, inputs,
+        )?;
+        if !shape.last && inputs.is_none() {
             super::auto::record_gpu(
                 (z.tracks * z.steps) as u64,
                 bytes as u64,
@@ -243,7 +267,9 @@ fn run_split<T: Real>(
             .map(|((b0, nb, d), g)| {
                 let zs = &z.data[b0 * per_z..(b0 + nb) * per_z];
                 sc.spawn(move || {
-                    crate::cuda::catch(|| run_on(g, model, zs, nb, b0, shape, copts, run, d))
+                    crate::cuda::catch(|| {
+                        run_on(g, model, zs, nb, b0, shape, copts, run, d, inputs)
+                    })
                 })
             })
             .collect();
@@ -266,6 +292,7 @@ pub(crate) fn filter<T: Real>(
     z: &Measurements<T>,
     opts: &FilterOptions,
     copts: &CudaOptions,
+    inputs: Option<&HostInputs<T>>,
 ) -> Result<FilterOutput<T>> {
     check_input(model, z, opts)?;
     let (nx, ny, t) = (model.nx(), model.ny(), z.steps);
@@ -284,6 +311,7 @@ pub(crate) fn filter<T: Real>(
             copts.layout
         },
         smoothed: false,
+        inputs: inputs.map(|i| i.set()).unwrap_or_default(),
     };
     let out = opts.outputs;
     let mut est = host_estimates(z.tracks, kept, nx, true);
@@ -306,7 +334,16 @@ pub(crate) fn filter<T: Real>(
             parts.push(Some((&mut p.mean[..], t * nx)));
             parts.push(Some((&mut p.cov[..], t * nx * nx)));
         }
-        run_split(gpus, model, z, shape, copts, Run::Filter, Dest { parts })?;
+        run_split(
+            gpus,
+            model,
+            z,
+            shape,
+            copts,
+            Run::Filter,
+            Dest { parts },
+            inputs,
+        )?;
     }
     out.apply(&mut est);
     Ok(FilterOutput {
@@ -348,6 +385,7 @@ pub(crate) fn smooth_filtered<T: Real>(
         predicted: false,
         layout: OutputLayout::Host,
         smoothed: false,
+        inputs: Default::default(),
     };
     let slots = make_slots::<T>(gpu, filtered.tracks, shape, copts)?;
     let mut out = host_estimates(filtered.tracks, t, nx, false);
@@ -406,6 +444,7 @@ pub(crate) fn smooth<T: Real>(
     model: &Model,
     z: &Measurements<T>,
     copts: &CudaOptions,
+    inputs: Option<&HostInputs<T>>,
 ) -> Result<(Estimates<T>, Estimates<T>)> {
     check_input(model, z, &FilterOptions::default())?;
     let (nx, ny, t) = (model.nx(), model.ny(), z.steps);
@@ -418,6 +457,7 @@ pub(crate) fn smooth<T: Real>(
         predicted: false,
         layout: copts.layout,
         smoothed: true,
+        inputs: inputs.map(|i| i.set()).unwrap_or_default(),
     };
     let mut f = host_estimates(z.tracks, t, nx, true);
     let mut sm = host_estimates(z.tracks, t, nx, false);
@@ -441,6 +481,7 @@ pub(crate) fn smooth<T: Real>(
             copts,
             Run::FilterSmooth,
             Dest { parts },
+            inputs,
         )?;
     }
     Ok((f, sm))

@@ -105,6 +105,7 @@ unsafe fn run<T: Real>(
         predicted: false,
         layout: OutputLayout::Soa,
         smoothed: smooth,
+        inputs: Default::default(),
     };
     let np = shape.np();
     // Scratch a track: the filter's SoA outputs, and the smoother's.
@@ -157,6 +158,7 @@ unsafe fn run<T: Real>(
         ssoa: if smooth { Some((buf(3), buf(4))) } else { None },
         // SAFETY: the arena's last 16 bytes, aligned, apart from the values.
         err: unsafe { DevBuf::<u64>::borrowed(&g, base + flag as u64, 2) },
+        inputs: Default::default(),
         stream: g.stream.clone(),
     };
     let size = std::mem::size_of::<T>() as u64;

@@ -25,6 +25,36 @@ pub(crate) struct Shape {
     pub layout: OutputLayout,
     /// Room for smoothed outputs beside the filtered ones.
     pub smoothed: bool,
+    /// The per-track inputs the slot holds beside the measurements.
+    pub inputs: InputSet,
+}
+
+/// Which per-track inputs (`kalman::TrackInputs`) a run takes: each is a device buffer
+/// of the slot, uploaded with the measurements.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct InputSet {
+    /// Prior means and covariances per track.
+    pub prior: bool,
+    /// Control inputs per track and step.
+    pub u: bool,
+    /// Measurement offsets per track and step.
+    pub d: bool,
+    /// Measurement noise per track and step.
+    pub r: bool,
+}
+
+impl InputSet {
+    pub fn any(&self) -> bool {
+        self.prior || self.u || self.d || self.r
+    }
+
+    /// Values per track.
+    pub fn per_track(&self, nx: usize, ny: usize, steps: usize) -> usize {
+        usize::from(self.prior) * (nx + nx * nx)
+            + usize::from(self.u) * steps * nx
+            + usize::from(self.d) * steps * ny
+            + usize::from(self.r) * steps * ny * ny
+    }
 }
 
 impl Shape {
@@ -35,7 +65,7 @@ impl Shape {
     /// Device bytes per track of a slot.
     pub fn bytes_per_track(&self, scalar: usize) -> usize {
         let (nx, ny, t, s) = (self.nx, self.ny, self.steps, self.kept);
-        let mut n = t * ny + s * (nx + nx * nx + 1);
+        let mut n = t * ny + s * (nx + nx * nx + 1) + self.inputs.per_track(nx, ny, t);
         if self.predicted {
             n += t * (nx + nx * nx);
         }
@@ -70,6 +100,8 @@ pub(crate) struct Slot<T> {
     /// Smoothed mean and packed covariance in the SoA layout.
     pub ssoa: Option<(DevBuf<T>, DevBuf<T>)>,
     pub err: DevBuf<u64>,
+    /// Per-track inputs: prior means, prior covariances, u, d, R (as the shape says).
+    pub inputs: [Option<DevBuf<T>>; 5],
     pub stream: Arc<CudaStream>,
 }
 
@@ -149,6 +181,23 @@ impl<T: Real> Slot<T> {
                 None
             },
             err: DevBuf::new(gpu, 2, "the error flags")?,
+            inputs: {
+                let i = shape.inputs;
+                let opt = |on: bool, n: usize, what: &str| -> Result<Option<DevBuf<T>>> {
+                    if on {
+                        buf(n, what).map(Some)
+                    } else {
+                        Ok(None)
+                    }
+                };
+                [
+                    opt(i.prior, cap * nx, "prior means")?,
+                    opt(i.prior, cap * nx * nx, "prior covariances")?,
+                    opt(i.u, cap * t * nx, "control inputs")?,
+                    opt(i.d, cap * t * ny, "measurement offsets")?,
+                    opt(i.r, cap * t * ny * ny, "measurement noise covariances")?,
+                ]
+            },
             stream,
         })
     }
@@ -191,12 +240,17 @@ impl<T: Real> Slot<T> {
             )));
         }
         let sh = self.shape;
-        let name = match (sh.layout, sh.last, sh.predicted) {
-            (_, false, true) => "kf_filter_pred_host",
-            (OutputLayout::Host, false, false) => "kf_filter_all_host",
-            (OutputLayout::Host, true, _) => "kf_filter_last_host",
-            (OutputLayout::Soa, false, false) => "kf_filter_all_soa",
-            (OutputLayout::Soa, true, _) => "kf_filter_last_soa",
+        let name = match (sh.layout, sh.last, sh.predicted, sh.inputs.any()) {
+            (_, false, true, false) => "kf_filter_pred_host",
+            (OutputLayout::Host, false, false, false) => "kf_filter_all_host",
+            (OutputLayout::Host, true, _, false) => "kf_filter_last_host",
+            (OutputLayout::Soa, false, false, false) => "kf_filter_all_soa",
+            (OutputLayout::Soa, true, _, false) => "kf_filter_last_soa",
+            (_, false, true, true) => "kf_filter_pred_host_in",
+            (OutputLayout::Host, false, false, true) => "kf_filter_all_host_in",
+            (OutputLayout::Host, true, _, true) => "kf_filter_last_host_in",
+            (OutputLayout::Soa, false, false, true) => "kf_filter_all_soa_in",
+            (OutputLayout::Soa, true, _, true) => "kf_filter_last_soa_in",
         };
         let (m, c, l) = match (&self.soa, sh.predicted) {
             (Some((a, b, c)), false) => (a.ptr(), b.ptr(), c.ptr()),
@@ -204,25 +258,68 @@ impl<T: Real> Slot<T> {
         };
         let pm = self.pmean.as_ref().map(|b| b.ptr()).unwrap_or(0);
         let pc = self.pcov.as_ref().map(|b| b.ptr()).unwrap_or(0);
+        // The kernels' TrackIn struct: five device pointers, null where not given.
+        let track_in: Vec<u8> = self
+            .inputs
+            .iter()
+            .flat_map(|b| b.as_ref().map(|b| b.ptr()).unwrap_or(0).to_le_bytes())
+            .collect();
+        let mut args = vec![
+            Arg::Bytes(as_bytes(params)),
+            Arg::Ptr(self.z.ptr()),
+            Arg::I32(nb as i32),
+            Arg::I32(sh.steps as i32),
+            Arg::Ptr(m),
+            Arg::Ptr(c),
+            Arg::Ptr(l),
+            Arg::Ptr(pm),
+            Arg::Ptr(pc),
+            Arg::Ptr(self.err.ptr()),
+        ];
+        if sh.inputs.any() {
+            args.push(Arg::Bytes(&track_in));
+        }
         launch(
             &self.stream,
             k,
             name,
             grid_for(nb, BLOCK),
             (BLOCK, 1, 1),
-            &[
-                Arg::Bytes(as_bytes(params)),
-                Arg::Ptr(self.z.ptr()),
-                Arg::I32(nb as i32),
-                Arg::I32(sh.steps as i32),
-                Arg::Ptr(m),
-                Arg::Ptr(c),
-                Arg::Ptr(l),
-                Arg::Ptr(pm),
-                Arg::Ptr(pc),
-                Arg::Ptr(self.err.ptr()),
-            ],
+            &args,
         )
+    }
+
+    /// Enqueues the copies of the per-track inputs of tracks `b0..b0 + nb` of `inputs`
+    /// (`[tracks][..]` each, in the working precision) into the slot.
+    pub fn upload_inputs(
+        &self,
+        gpu: &Gpu,
+        inputs: &HostInputs<T>,
+        b0: usize,
+        nb: usize,
+    ) -> Result<()> {
+        let (nx, ny, t) = (self.shape.nx, self.shape.ny, self.shape.steps);
+        let per = [nx, nx * nx, t * nx, t * ny, t * ny * ny];
+        let names = [
+            "copying prior means to the GPU",
+            "copying prior covariances to the GPU",
+            "copying control inputs to the GPU",
+            "copying measurement offsets to the GPU",
+            "copying measurement noise covariances to the GPU",
+        ];
+        for (((dev, host), n), what) in self.inputs.iter().zip(inputs.all()).zip(per).zip(names) {
+            if let (Some(dev), Some(host)) = (dev, host) {
+                crate::cuda::upload(
+                    gpu,
+                    &self.stream,
+                    &host[b0 * n..(b0 + nb) * n],
+                    dev,
+                    0,
+                    what,
+                )?;
+            }
+        }
+        Ok(())
     }
 
     /// Enqueues the conversion of the SoA filter outputs of `nb` tracks to the host
@@ -274,6 +371,7 @@ impl<T: Real> Slot<T> {
     /// host-layout outputs into the smoothed buffers, or in place when there are none.
     pub fn smooth(&self, k: &Module, params: &[T], nb: usize) -> Result<()> {
         let sh = self.shape;
+        let u = self.inputs[2].as_ref().map(|b| b.ptr());
         let (name, im, ic, om, oc) = match (&self.soa, &self.ssoa, &self.smean, &self.scov) {
             (Some((m, c, _)), Some((sm, sc)), _, _) => {
                 ("rts_smooth_soa", m.ptr(), c.ptr(), sm.ptr(), sc.ptr())
@@ -293,22 +391,35 @@ impl<T: Real> Slot<T> {
                 self.cov.ptr(),
             ),
         };
+        let mut args = vec![
+            Arg::Bytes(as_bytes(params)),
+            Arg::Ptr(im),
+            Arg::Ptr(ic),
+            Arg::Ptr(om),
+            Arg::Ptr(oc),
+            Arg::I32(nb as i32),
+            Arg::I32(sh.steps as i32),
+            Arg::Ptr(self.err.ptr()),
+        ];
+        // With per-track control inputs: the kernel that reads them.
+        let name = match u {
+            Some(u) => {
+                args.push(Arg::Ptr(u));
+                if name == "rts_smooth" {
+                    "rts_smooth_in"
+                } else {
+                    "rts_smooth_soa_in"
+                }
+            }
+            None => name,
+        };
         launch(
             &self.stream,
             k,
             name,
             grid_for(nb, BLOCK),
             (BLOCK, 1, 1),
-            &[
-                Arg::Bytes(as_bytes(params)),
-                Arg::Ptr(im),
-                Arg::Ptr(ic),
-                Arg::Ptr(om),
-                Arg::Ptr(oc),
-                Arg::I32(nb as i32),
-                Arg::I32(sh.steps as i32),
-                Arg::Ptr(self.err.ptr()),
-            ],
+            &args,
         )
     }
 
@@ -380,6 +491,42 @@ pub(crate) fn transpose<T: Real>(
     )
 }
 
+/// Per-track inputs in the working precision, `[tracks][..]` each: prior means, prior
+/// covariances, control inputs, measurement offsets, measurement noise covariances.
+pub(crate) struct HostInputs<T> {
+    pub parts: [Option<Vec<T>>; 5],
+}
+
+impl<T: Real> HostInputs<T> {
+    /// `inputs` converted (sampling intervals are not taken here: the caller refuses
+    /// them first).
+    pub fn new(inputs: &crate::kalman::TrackInputs<'_>) -> Self {
+        let conv = |v: Option<&[f64]>| v.map(|v| v.iter().map(|x| T::of(*x)).collect());
+        HostInputs {
+            parts: [
+                conv(inputs.x0),
+                conv(inputs.p0),
+                conv(inputs.u),
+                conv(inputs.d),
+                conv(inputs.r),
+            ],
+        }
+    }
+
+    pub fn set(&self) -> InputSet {
+        InputSet {
+            prior: self.parts[0].is_some(),
+            u: self.parts[2].is_some(),
+            d: self.parts[3].is_some(),
+            r: self.parts[4].is_some(),
+        }
+    }
+
+    fn all(&self) -> impl Iterator<Item = Option<&[T]>> {
+        self.parts.iter().map(|p| p.as_deref())
+    }
+}
+
 /// The options' memory budget, or 80% of the usable device memory.
 pub(crate) fn budget(gpu: &Gpu, opts: &CudaOptions) -> Result<usize> {
     match opts.memory_budget {
@@ -403,6 +550,7 @@ mod tests {
             predicted: false,
             layout: OutputLayout::Host,
             smoothed: false,
+            inputs: InputSet::default(),
         };
         // z 20 + mean 40 + cov 160 + ll 10 values.
         assert_eq!(sh.bytes_per_track(4), 230 * 4);

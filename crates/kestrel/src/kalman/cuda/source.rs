@@ -25,16 +25,27 @@ pub enum Part {
     Smooth,
     /// The streaming tracker's kernels and the layout conversion.
     Tracker,
+    /// The batched filter with per-track inputs (`kalman::TrackInputs`) and the layout
+    /// conversion.
+    FilterInputs,
+    /// The RTS smoother with per-track control inputs and the layout conversion.
+    SmoothInputs,
 }
 
 impl Part {
     /// Every part.
-    pub const ALL: [Part; 3] = [Part::Filter, Part::Smooth, Part::Tracker];
+    pub const ALL: [Part; 5] = [
+        Part::Filter,
+        Part::Smooth,
+        Part::Tracker,
+        Part::FilterInputs,
+        Part::SmoothInputs,
+    ];
 
     fn sources(self) -> [(&'static str, &'static str); 3] {
         let own = match self {
-            Part::Filter => ("filter.cu", FILTER),
-            Part::Smooth => ("smooth.cu", SMOOTH),
+            Part::Filter | Part::FilterInputs => ("filter.cu", FILTER),
+            Part::Smooth | Part::SmoothInputs => ("smooth.cu", SMOOTH),
             Part::Tracker => ("tracker.cu", TRACKER),
         };
         [("common.cuh", COMMON), own, ("layout.cu", LAYOUT)]
@@ -52,6 +63,15 @@ impl Part {
                 "soa_to_host",
             ],
             Part::Smooth => &["rts_smooth", "rts_smooth_soa", "soa_to_host"],
+            Part::FilterInputs => &[
+                "kf_filter_all_host_in",
+                "kf_filter_last_host_in",
+                "kf_filter_pred_host_in",
+                "kf_filter_all_soa_in",
+                "kf_filter_last_soa_in",
+                "soa_to_host",
+            ],
+            Part::SmoothInputs => &["rts_smooth_in", "rts_smooth_soa_in", "soa_to_host"],
             Part::Tracker => &[
                 "tracker_predict",
                 "tracker_update",
@@ -68,6 +88,8 @@ impl Part {
             Part::Filter => "filter",
             Part::Smooth => "smooth",
             Part::Tracker => "tracker",
+            Part::FilterInputs => "filter-inputs",
+            Part::SmoothInputs => "smooth-inputs",
         }
     }
 }
@@ -117,6 +139,11 @@ pub(crate) fn prelude(nx: usize, ny: usize, dtype: &str, baked: Option<&Model>) 
 /// model numbers) and the kernel files of `part`.
 pub fn source(nx: usize, ny: usize, dtype: &str, baked: Option<&Model>, part: Part) -> String {
     let mut s = prelude(nx, ny, dtype, baked);
+    // The kernels of the inputs parts and of the plain ones share their files.
+    s += &format!(
+        "#define KS_INPUTS {}\n",
+        u8::from(matches!(part, Part::FilterInputs | Part::SmoothInputs))
+    );
     for (name, text) in part.sources() {
         s += &format!("// ---- {name}\n");
         s += text;

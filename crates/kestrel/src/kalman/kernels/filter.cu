@@ -15,12 +15,16 @@
 // inputs are checked before they reach the GPU; arrays already on the device are checked
 // here, in the pass that reads them anyway). A track that fails still scans the rest of
 // its measurements, so err[1] is the first infinity of the whole batch.
+//
+// The *_in kernels take the per-track inputs `in` (common.cuh, TrackIn) beside z: each
+// thread reads its own track's prior and, step by step, its u, d and R, from the same
+// [B][T][..] layout as z.
 
-template <int KEEP, bool PRED, bool SOA>
+template <int KEEP, bool PRED, bool SOA, bool IN = false>
 __device__ __forceinline__ void filter_body(const ModelParams& mp, const real* __restrict__ z, int nb, int steps,
                                             real* __restrict__ mean, real* __restrict__ cov, real* __restrict__ ll,
                                             real* __restrict__ pmean, real* __restrict__ pcov,
-                                            unsigned long long* err) {
+                                            unsigned long long* err, const TrackIn* in = nullptr) {
     const long long b = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (b >= nb) return;
     const long long B = nb;
@@ -28,7 +32,15 @@ __device__ __forceinline__ void filter_body(const ModelParams& mp, const real* _
     const long long S = KEEP == KEEP_ALL ? T : 1;
     real x[NX];
     real P[NP];
-    load_prior(mp, x, P);
+    // The track's own inputs (IN), null where the model's are used.
+    const real* ub = IN && in->u != nullptr ? in->u + b * T * NX : nullptr;
+    const real* db = IN && in->d != nullptr ? in->d + b * T * NY : nullptr;
+    const real* rb = IN && in->r != nullptr ? in->r + b * T * (NY * NY) : nullptr;
+    if (IN && in->x0 != nullptr) {
+        load_prior(mp, x, P, in->x0 + b * NX, in->P0 + b * (NX * NX));
+    } else {
+        load_prior(mp, x, P);
+    }
     const real* zb = z + b * T * NY;
     real zn[NY];
     UNROLL for (int a = 0; a < NY; ++a) zn[a] = __ldg(zb + a);
@@ -39,7 +51,7 @@ __device__ __forceinline__ void filter_body(const ModelParams& mp, const real* _
         if (k + 1 < T) {
             UNROLL for (int a = 0; a < NY; ++a) zn[a] = __ldg(zb + (k + 1) * NY + a);
         }
-        if (k > 0) kf_predict(mp, x, P);
+        if (k > 0) kf_predict(mp, x, P, ub != nullptr ? ub + k * NX : nullptr);
         if (PRED) store_state<false>(pmean, pcov, B, T, b, k, x, P);
         const int inf = first_inf(zk);
         if (inf >= 0) {
@@ -48,7 +60,8 @@ __device__ __forceinline__ void filter_body(const ModelParams& mp, const real* _
         }
         real l = (real)0;
         if (!any_nan(zk)) {
-            if (!kf_update(mp, zk, x, P, l)) {
+            if (!kf_update(mp, zk, x, P, l, rb != nullptr ? rb + k * (NY * NY) : nullptr,
+                           db != nullptr ? db + k * NY : nullptr)) {
                 report(err, (unsigned long long)(b * T + k));
                 for (long long j = k + 1; j < T; ++j) {
                     const int f = first_inf(zb + j * NY);
@@ -77,6 +90,7 @@ __device__ __forceinline__ void filter_body(const ModelParams& mp, const real* _
     real* __restrict__ pcov, unsigned long long* err
 #define FILTER_PASS mp, z, nb, steps, mean, cov, ll, pmean, pcov, err
 
+#if !KS_INPUTS
 extern "C" __global__ void __launch_bounds__(128) kf_filter_all_host(FILTER_ARGS) {
     filter_body<KEEP_ALL, false, false>(FILTER_PASS);
 }
@@ -92,3 +106,25 @@ extern "C" __global__ void __launch_bounds__(128) kf_filter_all_soa(FILTER_ARGS)
 extern "C" __global__ void __launch_bounds__(128) kf_filter_last_soa(FILTER_ARGS) {
     filter_body<KEEP_LAST, false, true>(FILTER_PASS);
 }
+
+#else
+// The same with per-track inputs (TrackIn).
+#define FILTER_IN_ARGS FILTER_ARGS, const __grid_constant__ TrackIn in
+#define FILTER_IN_PASS FILTER_PASS, &in
+
+extern "C" __global__ void __launch_bounds__(128) kf_filter_all_host_in(FILTER_IN_ARGS) {
+    filter_body<KEEP_ALL, false, false, true>(FILTER_IN_PASS);
+}
+extern "C" __global__ void __launch_bounds__(128) kf_filter_last_host_in(FILTER_IN_ARGS) {
+    filter_body<KEEP_LAST, false, false, true>(FILTER_IN_PASS);
+}
+extern "C" __global__ void __launch_bounds__(128) kf_filter_pred_host_in(FILTER_IN_ARGS) {
+    filter_body<KEEP_ALL, true, false, true>(FILTER_IN_PASS);
+}
+extern "C" __global__ void __launch_bounds__(128) kf_filter_all_soa_in(FILTER_IN_ARGS) {
+    filter_body<KEEP_ALL, false, true, true>(FILTER_IN_PASS);
+}
+extern "C" __global__ void __launch_bounds__(128) kf_filter_last_soa_in(FILTER_IN_ARGS) {
+    filter_body<KEEP_LAST, false, true, true>(FILTER_IN_PASS);
+}
+#endif

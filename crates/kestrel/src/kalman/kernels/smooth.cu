@@ -9,7 +9,8 @@
 // Input and output in the host layout [B][T][NX], [B][T][NX][NX] (rts_smooth) or in the
 // filter's structure-of-arrays layout [T][NX][B], packed [T][NP][B] (rts_smooth_soa);
 // `out` may alias `in` (each thread reads step k before it writes step k). A failure
-// stores min(b * T + k + 1).
+// stores min(b * T + k + 1). The *_in kernels take per-track control inputs u
+// [B][T][NX] (entry k + 1 enters x_{k+1|k}) in place of the model's.
 
 template <bool SOA>
 __device__ __forceinline__ void load_est(const real* mean, const real* cov, long long B, long long T, long long b,
@@ -30,7 +31,8 @@ __device__ __forceinline__ void load_est(const real* mean, const real* cov, long
 
 template <bool SOA>
 __device__ __forceinline__ void rts_body(const ModelParams& mp, const real* mean_in, const real* cov_in,
-                                         real* mean_out, real* cov_out, int nb, int steps, unsigned long long* err) {
+                                         real* mean_out, real* cov_out, int nb, int steps, unsigned long long* err,
+                                         const real* u = nullptr) {
     const long long b = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (b >= nb) return;
     const long long B = nb;
@@ -39,14 +41,16 @@ __device__ __forceinline__ void rts_body(const ModelParams& mp, const real* mean
     real Ps[NP];
     load_est<SOA>(mean_in, cov_in, B, T, b, T - 1, xs, Ps);
     store_state<SOA>(mean_out, cov_out, B, T, b, T - 1, xs, Ps);
+    const real* ub = u != nullptr ? u + b * T * NX : nullptr;
     for (long long k = T - 2; k >= 0; --k) {
         real x[NX];
         real P[NP];
         load_est<SOA>(mean_in, cov_in, B, T, b, k, x, P);
+        const real* uk = ub != nullptr ? ub + (k + 1) * NX : nullptr;
         real xp[NX];
         real fp[NX][NX];  // F P_k
         UNROLL for (int i = 0; i < NX; ++i) {
-            real s = MU(i);
+            real s = uk != nullptr ? __ldg(uk + i) : MU(i);
             UNROLL for (int j = 0; j < NX; ++j) if (NZF(i, j)) s += MF(i, j) * x[j];
             xp[i] = s;
             UNROLL for (int j = 0; j < NX; ++j) {
@@ -114,9 +118,18 @@ __device__ __forceinline__ void rts_body(const ModelParams& mp, const real* mean
 #define RTS_ARGS const __grid_constant__ ModelParams mp, const real* mean_in, const real* cov_in, real* mean_out, \
     real* cov_out, int nb, int steps, unsigned long long* err
 
+#if !KS_INPUTS
 extern "C" __global__ void __launch_bounds__(128) rts_smooth(RTS_ARGS) {
     rts_body<false>(mp, mean_in, cov_in, mean_out, cov_out, nb, steps, err);
 }
 extern "C" __global__ void __launch_bounds__(128) rts_smooth_soa(RTS_ARGS) {
     rts_body<true>(mp, mean_in, cov_in, mean_out, cov_out, nb, steps, err);
 }
+#else
+extern "C" __global__ void __launch_bounds__(128) rts_smooth_in(RTS_ARGS, const real* u) {
+    rts_body<false>(mp, mean_in, cov_in, mean_out, cov_out, nb, steps, err, u);
+}
+extern "C" __global__ void __launch_bounds__(128) rts_smooth_soa_in(RTS_ARGS, const real* u) {
+    rts_body<true>(mp, mean_in, cov_in, mean_out, cov_out, nb, steps, err, u);
+}
+#endif
