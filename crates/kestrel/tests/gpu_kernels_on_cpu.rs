@@ -191,7 +191,8 @@ fn the_filter_kernels_report_the_first_infinite_measurement() {
 }
 
 /// The harness of the per-track inputs kernels: B, T, the model struct, z, then the
-/// inputs x0, P0, u, d, R (`[B]..` each) from stdin; the filter with inputs in the host
+/// inputs x0, P0, u, d, R (`[B]..` each) from stdin, the per-step ones transposed to the
+/// kernels' structure-of-arrays layout; the filter with inputs in the host
 /// layout (all steps) and in the SoA layout (the last state), the smoother with the
 /// tracks' u; writes their outputs and error flags.
 const INPUTS_HARNESS: &str = r#"
@@ -205,7 +206,15 @@ int main() {
     std::vector<real> z((size_t)B * T * NY); rd(z.data(), z.size());
     std::vector<real> x0((size_t)B * NX), p0((size_t)B * NX * NX), u((size_t)B * T * NX), d((size_t)B * T * NY), r((size_t)B * T * NY * NY);
     rd(x0.data(), x0.size()); rd(p0.data(), p0.size()); rd(u.data(), u.size()); rd(d.data(), d.size()); rd(r.data(), r.size());
-    TrackIn in = {x0.data(), p0.data(), u.data(), d.data(), r.data()};
+    // The per-step inputs in the kernels' structure-of-arrays layout (host_to_soa).
+    auto soa = [&](const std::vector<real>& h, int C) {
+        std::vector<real> o(h.size());
+        for (long long b = 0; b < B; ++b) for (long long t = 0; t < T; ++t) for (int c = 0; c < C; ++c)
+            o[((size_t)t * C + c) * B + b] = h[((size_t)b * T + t) * C + c];
+        return o;
+    };
+    std::vector<real> us = soa(u, NX), ds = soa(d, NY), rs = soa(r, NY * NY);
+    TrackIn in = {x0.data(), p0.data(), us.data(), ds.data(), rs.data()};
     const real nan = NAN;
     std::vector<real> mean((size_t)B*T*NX, nan), cov((size_t)B*T*NX*NX, nan), ll((size_t)B*T, nan);
     std::vector<real> lm((size_t)B*NX, nan), lc((size_t)B*NP, nan), lll((size_t)B, nan);
@@ -213,7 +222,7 @@ int main() {
     std::vector<unsigned long long> err(6, ~0ull);
     LAUNCH(B, kf_filter_all_host_in(mp, z.data(), B, T, mean.data(), cov.data(), ll.data(), nullptr, nullptr, &err[0], in));
     LAUNCH(B, kf_filter_last_soa_in(mp, z.data(), B, T, lm.data(), lc.data(), lll.data(), nullptr, nullptr, &err[2], in));
-    LAUNCH(B, rts_smooth_in(mp, mean.data(), cov.data(), sm.data(), sc.data(), B, T, &err[4], u.data()));
+    LAUNCH(B, rts_smooth_in(mp, mean.data(), cov.data(), sm.data(), sc.data(), B, T, &err[4], us.data()));
     // The last state's SoA layout to the host layout here.
     std::vector<real> hm((size_t)B*NX), hc((size_t)B*NX*NX);
     for (long long b = 0; b < B; ++b) {

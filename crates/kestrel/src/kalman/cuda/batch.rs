@@ -97,7 +97,7 @@ impl<T: Real> DeviceBatch<T> {
         };
         let slot = Slot::new(&gpu, z.tracks, shape, gpu.stream.clone())?;
         if let Some(h) = &host {
-            slot.upload_inputs(&gpu, h, 0, z.tracks)?;
+            slot.upload_inputs(&gpu, &k, h, 0, z.tracks)?;
         }
         htod(
             &slot.stream,

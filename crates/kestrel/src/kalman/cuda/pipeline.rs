@@ -158,7 +158,7 @@ fn run_on<T: Real>(
                 "copying measurements to the GPU",
             )?;
             if let Some(inp) = inputs {
-                s.upload_inputs(gpu, inp, first + b0, nb)?;
+                s.upload_inputs(gpu, &kf, inp, first + b0, nb)?;
             }
             s.filter(&kf, &params, nb)?;
             if let Some(ks) = &ks {

@@ -159,6 +159,7 @@ unsafe fn run<T: Real>(
         // SAFETY: the arena's last 16 bytes, aligned, apart from the values.
         err: unsafe { DevBuf::<u64>::borrowed(&g, base + flag as u64, 2) },
         inputs: Default::default(),
+        input_scratch: None,
         stream: g.stream.clone(),
     };
     let size = std::mem::size_of::<T>() as u64;

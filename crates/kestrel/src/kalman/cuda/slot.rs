@@ -48,12 +48,25 @@ impl InputSet {
         self.prior || self.u || self.d || self.r
     }
 
-    /// Values per track.
+    /// Values per track: the inputs, and the scratch their upload goes through before
+    /// the structure-of-arrays transpose.
     pub fn per_track(&self, nx: usize, ny: usize, steps: usize) -> usize {
         usize::from(self.prior) * (nx + nx * nx)
             + usize::from(self.u) * steps * nx
             + usize::from(self.d) * steps * ny
             + usize::from(self.r) * steps * ny * ny
+            + self.scratch_per_track(nx, ny, steps)
+    }
+
+    /// Values per track of the upload scratch (the largest per-step input).
+    pub fn scratch_per_track(&self, nx: usize, ny: usize, steps: usize) -> usize {
+        let per = [(self.u, nx), (self.d, ny), (self.r, ny * ny)]
+            .iter()
+            .filter(|(on, _)| *on)
+            .map(|(_, n)| *n)
+            .max()
+            .unwrap_or(0);
+        steps * per
     }
 }
 
@@ -100,8 +113,11 @@ pub(crate) struct Slot<T> {
     /// Smoothed mean and packed covariance in the SoA layout.
     pub ssoa: Option<(DevBuf<T>, DevBuf<T>)>,
     pub err: DevBuf<u64>,
-    /// Per-track inputs: prior means, prior covariances, u, d, R (as the shape says).
+    /// Per-track inputs: prior means, prior covariances (`[B][..]`), u, d, R (the
+    /// structure-of-arrays layout `[T][..][B]`), as the shape says.
     pub inputs: [Option<DevBuf<T>>; 5],
+    /// Where per-step inputs land in the host's layout before their transpose.
+    pub input_scratch: Option<DevBuf<T>>,
     pub stream: Arc<CudaStream>,
 }
 
@@ -198,6 +214,14 @@ impl<T: Real> Slot<T> {
                     opt(i.r, cap * t * ny * ny, "measurement noise covariances")?,
                 ]
             },
+            input_scratch: {
+                let n = shape.inputs.scratch_per_track(nx, ny, t);
+                if n > 0 {
+                    Some(buf(cap * n, "input staging")?)
+                } else {
+                    None
+                }
+            },
             stream,
         })
     }
@@ -290,16 +314,26 @@ impl<T: Real> Slot<T> {
     }
 
     /// Enqueues the copies of the per-track inputs of tracks `b0..b0 + nb` of `inputs`
-    /// (`[tracks][..]` each, in the working precision) into the slot.
+    /// (`[tracks][..]` each, in the working precision) into the slot: the priors as
+    /// they are, the per-step inputs through the scratch and `host_to_soa` of `k` (a
+    /// module of an inputs part) into the structure-of-arrays layout the kernels read.
     pub fn upload_inputs(
         &self,
         gpu: &Gpu,
+        k: &Module,
         inputs: &HostInputs<T>,
         b0: usize,
         nb: usize,
     ) -> Result<()> {
         let (nx, ny, t) = (self.shape.nx, self.shape.ny, self.shape.steps);
-        let per = [nx, nx * nx, t * nx, t * ny, t * ny * ny];
+        // Values per track, and per step for the per-step inputs.
+        let per = [
+            (nx, 0),
+            (nx * nx, 0),
+            (t * nx, nx),
+            (t * ny, ny),
+            (t * ny * ny, ny * ny),
+        ];
         let names = [
             "copying prior means to the GPU",
             "copying prior covariances to the GPU",
@@ -307,16 +341,37 @@ impl<T: Real> Slot<T> {
             "copying measurement offsets to the GPU",
             "copying measurement noise covariances to the GPU",
         ];
-        for (((dev, host), n), what) in self.inputs.iter().zip(inputs.all()).zip(per).zip(names) {
-            if let (Some(dev), Some(host)) = (dev, host) {
-                crate::cuda::upload(
-                    gpu,
-                    &self.stream,
-                    &host[b0 * n..(b0 + nb) * n],
-                    dev,
-                    0,
-                    what,
-                )?;
+        for (((dev, host), (n, comps)), what) in
+            self.inputs.iter().zip(inputs.all()).zip(per).zip(names)
+        {
+            let (Some(dev), Some(host)) = (dev, host) else {
+                continue;
+            };
+            let src = &host[b0 * n..(b0 + nb) * n];
+            match &self.input_scratch {
+                Some(scratch) if comps > 0 => {
+                    crate::cuda::upload(gpu, &self.stream, src, scratch, 0, what)?;
+                    let cols = t * comps;
+                    launch(
+                        &self.stream,
+                        k,
+                        "host_to_soa",
+                        (
+                            nb.div_ceil(32) as u32,
+                            cols.div_ceil(32).clamp(1, 65535) as u32,
+                            1,
+                        ),
+                        (32, 8, 1),
+                        &[
+                            Arg::Ptr(scratch.ptr()),
+                            Arg::Ptr(dev.ptr()),
+                            Arg::I32(nb as i32),
+                            Arg::I32(t as i32),
+                            Arg::I32(comps as i32),
+                        ],
+                    )?;
+                }
+                _ => crate::cuda::upload(gpu, &self.stream, src, dev, 0, what)?,
             }
         }
         Ok(())

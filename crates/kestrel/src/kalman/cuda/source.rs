@@ -70,8 +70,14 @@ impl Part {
                 "kf_filter_all_soa_in",
                 "kf_filter_last_soa_in",
                 "soa_to_host",
+                "host_to_soa",
             ],
-            Part::SmoothInputs => &["rts_smooth_in", "rts_smooth_soa_in", "soa_to_host"],
+            Part::SmoothInputs => &[
+                "rts_smooth_in",
+                "rts_smooth_soa_in",
+                "soa_to_host",
+                "host_to_soa",
+            ],
             Part::Tracker => &[
                 "tracker_predict",
                 "tracker_update",

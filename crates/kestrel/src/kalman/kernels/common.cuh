@@ -31,9 +31,11 @@ struct ModelParams {
 };
 
 // Per-track inputs of a batch, each null where the model's own is used (kalman/inputs.rs,
-// TrackInputs): prior means x0 [B][NX] and covariances P0 [B][NX][NX], control inputs
-// u [B][T][NX] (entry k enters the prediction into step k), measurement offsets
-// d [B][T][NY] and noise covariances r [B][T][NY][NY].
+// TrackInputs): prior means x0 [B][NX] and covariances P0 [B][NX][NX] (read once a
+// track), and, in the structure-of-arrays layout so that a warp's loads of a step are
+// contiguous (host_to_soa, layout.cu), control inputs u [T][NX][B] (entry k enters the
+// prediction into step k), measurement offsets d [T][NY][B] and noise covariances
+// r [T][NY * NY][B].
 struct TrackIn {
     const real* x0;
     const real* P0;
@@ -116,12 +118,13 @@ __device__ __forceinline__ bool chol_packed(real* a, real* inv) {
 
 // Prediction x <- F x + u, P <- F P F^T + Q on the packed lower triangle of P
 // (Kalman 1960; the order of the sums is the CPU reference's, kalman/step.rs); `u`, when
-// not null, in place of the model's.
-__device__ __forceinline__ void kf_predict(const ModelParams& mp, real* x, real* P, const real* u = nullptr) {
+// not null, in place of the model's (component i at u[i * us]).
+__device__ __forceinline__ void kf_predict(const ModelParams& mp, real* x, real* P, const real* u = nullptr,
+                                           long long us = 1) {
     real xn[NX];
     real Pn[NP];
     UNROLL for (int i = 0; i < NX; ++i) {
-        real s = u != nullptr ? __ldg(u + i) : MU(i);
+        real s = u != nullptr ? __ldg(u + i * us) : MU(i);
         UNROLL for (int l = 0; l < NX; ++l) if (NZF(i, l)) s += MF(i, l) * x[l];
         xn[i] = s;
         real fp[NX];  // row i of F P
@@ -143,13 +146,15 @@ __device__ __forceinline__ void kf_predict(const ModelParams& mp, real* x, real*
 // The first half of a measurement update: y = z - H x - d (z may be anything where the
 // caller will not correct), hp = H P, S = H P H^T + R (packed lower triangle), with R the
 // model's or, when `r` is not null, the NY x NY row-major r; zhat (may be null) receives
-// H x + d (d, when `d` is not null, from there). EXACT and LANES as in kf_correct.
+// H x + d (d, when `d` is not null, from there). `r` and `d` hold their values `is`
+// apart (1: contiguous; B: the structure-of-arrays inputs). EXACT and LANES as in
+// kf_correct.
 template <bool EXACT, bool LANES>
 __device__ __forceinline__ void kf_innovation(const ModelParams& mp, const real* r, const real* z, const real* x,
                                               const real* P, real* zhat, real* y, real (*hp)[NX], real* S,
-                                              const real* d = nullptr) {
+                                              const real* d = nullptr, long long is = 1) {
     UNROLL for (int a = 0; a < NY; ++a) {
-        real hx = d != nullptr ? __ldg(d + a) : MD(a);
+        real hx = d != nullptr ? __ldg(d + a * is) : MD(a);
         UNROLL for (int l = 0; l < NX; ++l) if (NZH(a, l) && (!EXACT || MH(a, l) != (real)0)) hx += kmul<EXACT>(MH(a, l), x[l]);
         if (zhat != nullptr) zhat[a] = hx;
         y[a] = z[a] - hx;
@@ -161,7 +166,7 @@ __device__ __forceinline__ void kf_innovation(const ModelParams& mp, const real*
     }
     UNROLL for (int a = 0; a < NY; ++a) {
         UNROLL for (int c = 0; c <= a; ++c) {
-            real t = r != nullptr ? __ldg(r + a * NY + c) : MR(a, c);
+            real t = r != nullptr ? __ldg(r + (a * NY + c) * is) : MR(a, c);
             if (LANES) {
                 UNROLL for (int l = 0; l < NX; ++l) if (NZH(c, l) && (!EXACT || MH(c, l) != (real)0)) t += kmul<EXACT>(hp[a][l], MH(c, l));
             } else {
@@ -244,14 +249,14 @@ __device__ __forceinline__ bool kf_correct(real* S, real* y, real (*hp)[NX], rea
 // Measurement update with z (no NaN): S = H P H^T + R = L L^T, W^T = L^{-1} H P,
 // e = L^{-1} (z - H x - d), x += W e, P -= W W^T, and the predictive log-likelihood
 // -(NY ln 2pi + e^T e) / 2 - sum ln L_aa (kalman/step.rs, `update`); `r` (NY x NY) and
-// `d` (NY), when not null, in place of the model's. Returns false when S is not
-// positive definite.
+// `d` (NY), when not null, in place of the model's, their values `is` apart. Returns
+// false when S is not positive definite.
 __device__ __forceinline__ bool kf_update(const ModelParams& mp, const real* z, real* x, real* P, real& ll,
-                                          const real* r = nullptr, const real* d = nullptr) {
+                                          const real* r = nullptr, const real* d = nullptr, long long is = 1) {
     real y[NY];
     real hp[NY][NX];
     real S[NYP];
-    kf_innovation<false, false>(mp, r, z, x, P, nullptr, y, hp, S, d);
+    kf_innovation<false, false>(mp, r, z, x, P, nullptr, y, hp, S, d, is);
     return kf_correct<false, false>(S, y, hp, x, P, ll);
 }
 

@@ -17,8 +17,8 @@
 // its measurements, so err[1] is the first infinity of the whole batch.
 //
 // The *_in kernels take the per-track inputs `in` (common.cuh, TrackIn) beside z: each
-// thread reads its own track's prior and, step by step, its u, d and R, from the same
-// [B][T][..] layout as z.
+// thread reads its own track's prior and, step by step, its u, d and R from their
+// structure-of-arrays copies ([T][..][B]: a warp's loads of a step are contiguous).
 
 template <int KEEP, bool PRED, bool SOA, bool IN = false>
 __device__ __forceinline__ void filter_body(const ModelParams& mp, const real* __restrict__ z, int nb, int steps,
@@ -33,9 +33,9 @@ __device__ __forceinline__ void filter_body(const ModelParams& mp, const real* _
     real x[NX];
     real P[NP];
     // The track's own inputs (IN), null where the model's are used.
-    const real* ub = IN && in->u != nullptr ? in->u + b * T * NX : nullptr;
-    const real* db = IN && in->d != nullptr ? in->d + b * T * NY : nullptr;
-    const real* rb = IN && in->r != nullptr ? in->r + b * T * (NY * NY) : nullptr;
+    const real* ub = IN && in->u != nullptr ? in->u + b : nullptr;
+    const real* db = IN && in->d != nullptr ? in->d + b : nullptr;
+    const real* rb = IN && in->r != nullptr ? in->r + b : nullptr;
     if (IN && in->x0 != nullptr) {
         load_prior(mp, x, P, in->x0 + b * NX, in->P0 + b * (NX * NX));
     } else {
@@ -51,7 +51,7 @@ __device__ __forceinline__ void filter_body(const ModelParams& mp, const real* _
         if (k + 1 < T) {
             UNROLL for (int a = 0; a < NY; ++a) zn[a] = __ldg(zb + (k + 1) * NY + a);
         }
-        if (k > 0) kf_predict(mp, x, P, ub != nullptr ? ub + k * NX : nullptr);
+        if (k > 0) kf_predict(mp, x, P, ub != nullptr ? ub + k * NX * B : nullptr, B);
         if (PRED) store_state<false>(pmean, pcov, B, T, b, k, x, P);
         const int inf = first_inf(zk);
         if (inf >= 0) {
@@ -60,8 +60,8 @@ __device__ __forceinline__ void filter_body(const ModelParams& mp, const real* _
         }
         real l = (real)0;
         if (!any_nan(zk)) {
-            if (!kf_update(mp, zk, x, P, l, rb != nullptr ? rb + k * (NY * NY) : nullptr,
-                           db != nullptr ? db + k * NY : nullptr)) {
+            if (!kf_update(mp, zk, x, P, l, rb != nullptr ? rb + k * (NY * NY) * B : nullptr,
+                           db != nullptr ? db + k * NY * B : nullptr, B)) {
                 report(err, (unsigned long long)(b * T + k));
                 for (long long j = k + 1; j < T; ++j) {
                     const int f = first_inf(zb + j * NY);

@@ -10,7 +10,7 @@
 // filter's structure-of-arrays layout [T][NX][B], packed [T][NP][B] (rts_smooth_soa);
 // `out` may alias `in` (each thread reads step k before it writes step k). A failure
 // stores min(b * T + k + 1). The *_in kernels take per-track control inputs u
-// [B][T][NX] (entry k + 1 enters x_{k+1|k}) in place of the model's.
+// [T][NX][B] (structure of arrays; entry k + 1 enters x_{k+1|k}) in place of the model's.
 
 template <bool SOA>
 __device__ __forceinline__ void load_est(const real* mean, const real* cov, long long B, long long T, long long b,
@@ -41,16 +41,16 @@ __device__ __forceinline__ void rts_body(const ModelParams& mp, const real* mean
     real Ps[NP];
     load_est<SOA>(mean_in, cov_in, B, T, b, T - 1, xs, Ps);
     store_state<SOA>(mean_out, cov_out, B, T, b, T - 1, xs, Ps);
-    const real* ub = u != nullptr ? u + b * T * NX : nullptr;
+    const real* ub = u != nullptr ? u + b : nullptr;
     for (long long k = T - 2; k >= 0; --k) {
         real x[NX];
         real P[NP];
         load_est<SOA>(mean_in, cov_in, B, T, b, k, x, P);
-        const real* uk = ub != nullptr ? ub + (k + 1) * NX : nullptr;
+        const real* uk = ub != nullptr ? ub + (k + 1) * NX * B : nullptr;
         real xp[NX];
         real fp[NX][NX];  // F P_k
         UNROLL for (int i = 0; i < NX; ++i) {
-            real s = uk != nullptr ? __ldg(uk + i) : MU(i);
+            real s = uk != nullptr ? __ldg(uk + i * B) : MU(i);
             UNROLL for (int j = 0; j < NX; ++j) if (NZF(i, j)) s += MF(i, j) * x[j];
             xp[i] = s;
             UNROLL for (int j = 0; j < NX; ++j) {

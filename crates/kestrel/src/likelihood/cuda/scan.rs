@@ -12,7 +12,7 @@ use crate::model::Model;
 /// The exact method's kernels' source (`kernels/scan.cu`).
 pub const SCAN_SOURCE: &str = include_str!("../kernels/scan.cu");
 /// The largest state the exact scan's kernels are compiled for (a thread holds one
-/// state vector in registers, `scan_carry` a matrix row at a time).
+/// state vector in registers, `scan_carry_warp` a matrix row a lane).
 pub const SCAN_MAX_NX: usize = 32;
 /// See [`SCAN_MAX_NX`].
 pub const SCAN_MAX_NY: usize = 16;
@@ -66,7 +66,7 @@ fn run_scan<T: Real>(
     let module = g.module(
         "the exact scan",
         &scan_source(nx, ny, is_companion(model), T::NAME),
-        &["scan_local", "scan_carry", "scan_final"],
+        &["scan_local", "scan_carry_warp", "scan_final"],
     )?;
     let st = &g.stream;
     let (b, steps) = (z.tracks, z.steps);
@@ -141,9 +141,9 @@ fn run_scan<T: Real>(
         launch(
             st,
             &module,
-            "scan_carry",
-            (nb.div_ceil(64) as u32, 1, 1),
-            (64, 1, 1),
+            "scan_carry_warp",
+            (nb as u32, 1, 1),
+            (32, 1, 1),
             &[
                 Arg::Ptr(moff),
                 Arg::Ptr(voff),

@@ -10,8 +10,9 @@
 //   scan_local: per (track, chunk, column) one thread. Columns 0..NX-1 run the linear part
 //     from the unit vector e_col (no data, no offsets); column NX the affine part from
 //     0. Together they give the chunk's map x_end = M x_start + v.
-//   scan_carry: per track one thread, the starts of the chunks in order:
-//     s_0 = x0, s_{j+1} = M_j s_j + v_j.
+//   scan_carry_warp: per track one warp, the starts of the chunks in order:
+//     s_0 = x0, s_{j+1} = M_j s_j + v_j (lane i row i; scan_carry_one is the same
+//     sums in one thread, which the C++ test harness runs).
 //   scan_final: per (track, chunk) one thread: the chunk again from its start, writing
 //     ll_t (0 where missing).
 //
@@ -109,7 +110,8 @@ KESTREL_FN void scan_local_one(const REAL* z, const REAL* table, const int* inde
     }
 }
 
-// Thread (track b) of scan_carry: start[b][j][NX] for every chunk j.
+// One thread's carry of track b: start[b][j][NX] for every chunk j (scan_carry_warp's
+// sums, for the C++ test harness).
 KESTREL_FN void scan_carry_one(const REAL* m, const REAL* v, const REAL* x0, long long chunks,
                                REAL* start, long long b) {
     REAL s[NX];
@@ -168,13 +170,45 @@ extern "C" __global__ void scan_local(const REAL* __restrict__ z, const REAL* __
                    k / (NX + 1), (int)(k % (NX + 1)));
 }
 
-// Grid: x over tracks.
-extern "C" __global__ void scan_carry(const REAL* __restrict__ m, const REAL* __restrict__ v,
-                                      const REAL* __restrict__ x0, long long chunks,
-                                      long long tracks, REAL* __restrict__ start) {
-    const long long b = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+// Chunks whose maps one warp of scan_carry_warp stages in shared memory at a time
+// (at most ~34 KB for NX = 32 in double).
+#define CARRY_BATCH (NX <= 12 ? 32 : (NX <= 20 ? 8 : 4))
+
+// The carry with one warp per track (block of 32, grid x over tracks): the warp loads
+// CARRY_BATCH chunks' maps at once, coalesced, into shared memory, then lane i carries
+// row i of each chunk (the state's components broadcast by shuffles), so that the
+// sequential chain waits on memory once a batch instead of once a chunk. The sums run
+// in scan_carry_one's order: the same starts.
+extern "C" __global__ void __launch_bounds__(32) scan_carry_warp(const REAL* __restrict__ m,
+                                                                 const REAL* __restrict__ v,
+                                                                 const REAL* __restrict__ x0,
+                                                                 long long chunks, long long tracks,
+                                                                 REAL* __restrict__ start) {
+    __shared__ REAL sm[CARRY_BATCH * NX * (NX + 1)];
+    const long long b = blockIdx.x;
     if (b >= tracks) return;
-    scan_carry_one(m, v, x0, chunks, start, b);
+    const int lane = threadIdx.x;
+    const bool row = lane < NX;
+    REAL s = row ? x0[lane] : (REAL)0;
+    const REAL* mb = m + b * chunks * NX * NX;
+    const REAL* vb = v + b * chunks * NX;
+    REAL* sv = sm + CARRY_BATCH * NX * NX;
+    for (long long j0 = 0; j0 < chunks; j0 += CARRY_BATCH) {
+        const int n = chunks - j0 < CARRY_BATCH ? (int)(chunks - j0) : CARRY_BATCH;
+        for (int q = lane; q < n * NX * NX; q += 32) sm[q] = mb[j0 * NX * NX + q];
+        for (int q = lane; q < n * NX; q += 32) sv[q] = vb[j0 * NX + q];
+        __syncwarp();
+        for (int jj = 0; jj < n; ++jj) {
+            const long long c = b * chunks + j0 + jj;
+            if (row) start[c * NX + lane] = s;
+            REAL acc = row ? sv[jj * NX + lane] : (REAL)0;
+            const REAL* mr = sm + (jj * NX + (row ? lane : 0)) * NX;
+#pragma unroll
+            for (int k = 0; k < NX; ++k) acc += mr[k] * __shfl_sync(0xffffffffu, s, k);
+            s = row ? acc : (REAL)0;
+        }
+        __syncwarp();
+    }
 }
 
 // Grid: x over chunks, y over tracks.
