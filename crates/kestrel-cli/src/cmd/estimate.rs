@@ -199,7 +199,13 @@ fn run(c: &Common, job: Job, model: Option<Model>) -> anyhow::Result<()> {
             "auto",
             Job::Filter(FilterMethod::Sequential) | Job::Smooth(SmoothMethod::Rts),
             Some(m),
-        ) => auto_device(m, &c.input, matches!(job, Job::Smooth(_)), c.precision),
+        ) => auto_device(
+            m,
+            &c.input,
+            matches!(job, Job::Smooth(_)),
+            c.precision,
+            selection,
+        ),
         _ => choose_device(&c.device)?,
     };
     match c.precision.unwrap_or(Precision::default_for(device)) {
@@ -254,11 +260,13 @@ fn auto_device(
     input: &std::path::Path,
     smooth: bool,
     p: Option<Precision>,
+    outputs: Outputs,
 ) -> Device {
+    use kestrel::kalman::cuda::choose_for;
     let rows = io::peek_rows(input).unwrap_or(u64::MAX);
     let choice = match p {
-        Some(Precision::F64) => kestrel::kalman::cuda::choose::<f64>(model, rows, smooth),
-        _ => kestrel::kalman::cuda::choose::<f32>(model, rows, smooth),
+        Some(Precision::F64) => choose_for::<f64>(model, rows, smooth, outputs),
+        _ => choose_for::<f32>(model, rows, smooth, outputs),
     };
     super::note(format!(
         "device: {} (auto: {})",

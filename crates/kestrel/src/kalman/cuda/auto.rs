@@ -19,6 +19,7 @@
 //! uses what this machine did. Delete the file to start again from the defaults.
 
 use super::source::{source, Part, MAX_NX, MAX_NY};
+use crate::data::{CovOutput, Outputs};
 use crate::device::Device;
 use crate::linalg::Real;
 use crate::model::Model;
@@ -217,13 +218,25 @@ pub enum GpuSetup {
 
 /// Chooses the CPU or GPU 0 for `target_steps` target-steps of `model` in precision `T`
 /// (`smooth`: filter and RTS smoother), by the model of the module documentation with
-/// this machine's rates.
+/// this machine's rates, every output kept.
 pub fn choose<T: Real>(model: &Model, target_steps: u64, smooth: bool) -> AutoChoice {
+    choose_for::<T>(model, target_steps, smooth, Outputs::ALL)
+}
+
+/// [`choose`] for a filter that keeps `outputs` (what is not kept is not copied off the
+/// GPU; the smoother copies everything whatever is kept).
+pub fn choose_for<T: Real>(
+    model: &Model,
+    target_steps: u64,
+    smooth: bool,
+    outputs: Outputs,
+) -> AutoChoice {
     let threads = rayon::current_num_threads().max(1);
     decide::<T>(
         model,
         target_steps,
         smooth,
+        outputs,
         threads,
         &Rates::current(),
         gpu_setup::<T>(model, smooth),
@@ -261,11 +274,20 @@ pub fn gpu_setup<T: Real>(model: &Model, smooth: bool) -> GpuSetup {
     GpuSetup::Secs(setup)
 }
 
-/// Bytes a job moves between host and device: the measurements in, every output out.
-pub fn job_bytes<T: Real>(model: &Model, target_steps: u64, smooth: bool) -> f64 {
+/// Bytes a job moves between host and device: the measurements in, the outputs out
+/// (a filter's `outputs`; the smoother's filtered and smoothed moments whole).
+pub fn job_bytes<T: Real>(model: &Model, target_steps: u64, smooth: bool, outputs: Outputs) -> f64 {
     let (nx, ny) = (model.nx(), model.ny());
-    let per = (ny + nx + nx * nx + 1 + if smooth { nx + nx * nx } else { 0 }) as f64;
-    target_steps as f64 * per * std::mem::size_of::<T>() as f64
+    let out = if smooth {
+        nx + nx * nx + 1 + nx + nx * nx
+    } else {
+        let cov = match outputs.cov {
+            CovOutput::Full | CovOutput::Diag => nx * nx,
+            CovOutput::None => 0,
+        };
+        usize::from(outputs.mean) * nx + cov + usize::from(outputs.loglik)
+    };
+    target_steps as f64 * (ny + out) as f64 * std::mem::size_of::<T>() as f64
 }
 
 /// [`choose`] with the threads, rates and GPU set-up given.
@@ -273,6 +295,7 @@ pub fn decide<T: Real>(
     model: &Model,
     target_steps: u64,
     smooth: bool,
+    outputs: Outputs,
     threads: usize,
     rates: &Rates,
     gpu: GpuSetup,
@@ -302,7 +325,7 @@ pub fn decide<T: Real>(
         }
         GpuSetup::Secs(s) => s,
     };
-    let bytes = job_bytes::<T>(model, target_steps, smooth);
+    let bytes = job_bytes::<T>(model, target_steps, smooth, outputs);
     let gpu_secs = setup + bytes / rates.gpu_bytes + n / rates.gpu_kernel;
     let (device, reason) = if gpu_secs < cpu_secs {
         (
@@ -332,6 +355,8 @@ pub fn decide<T: Real>(
 mod tests {
     use super::*;
 
+    const ALL: Outputs = Outputs::ALL;
+
     fn cv() -> Model {
         crate::model::constant_velocity(2, 1.0, 0.5, 1.0, 10.0).expect("a valid model")
     }
@@ -346,14 +371,14 @@ mod tests {
         // 16 threads that a 10^8 filter is CPU work exactly when the CPU's time is the
         // smaller.
         let r = Rates::default();
-        let s = decide::<f32>(&cv(), 500_000, true, 2, &r, GpuSetup::Secs(0.17));
+        let s = decide::<f32>(&cv(), 500_000, true, ALL, 2, &r, GpuSetup::Secs(0.17));
         assert_eq!(s.device, Device::Cpu, "{}", s.reason);
         assert!(
             s.cpu_secs < 0.1 && s.reason.contains("default rates"),
             "{}",
             s.reason
         );
-        let big = decide::<f32>(&cv(), 100_000_000, false, 16, &r, GpuSetup::Secs(0.16));
+        let big = decide::<f32>(&cv(), 100_000_000, false, ALL, 16, &r, GpuSetup::Secs(0.16));
         assert_eq!(
             big.device == Device::Cpu,
             big.cpu_secs <= big.gpu_secs,
@@ -364,6 +389,7 @@ mod tests {
             &cv(),
             100_000_000,
             false,
+            ALL,
             2,
             &r,
             GpuSetup::Unusable("no usable CUDA GPU: none".into()),
@@ -384,7 +410,7 @@ mod tests {
         let mut r = Rates::default();
         r.fold(0, 8e6);
         r.fold(4, 2e10);
-        let cached = decide::<f32>(&cv(), 100_000_000, false, 16, &r, GpuSetup::Secs(0.16));
+        let cached = decide::<f32>(&cv(), 100_000_000, false, ALL, 16, &r, GpuSetup::Secs(0.16));
         assert_eq!(cached.device, Device::Cuda(0), "{}", cached.reason);
         assert!(
             cached.reason.contains("measured on this machine"),
@@ -392,8 +418,53 @@ mod tests {
             cached.reason
         );
         // The same job with both modules to compile stays on the CPU.
-        let cold = decide::<f32>(&cv(), 100_000_000, false, 16, &r, GpuSetup::Secs(1.35));
+        let cold = decide::<f32>(&cv(), 100_000_000, false, ALL, 16, &r, GpuSetup::Secs(1.35));
         assert_eq!(cold.device, Device::Cpu, "{}", cold.reason);
+        // A GPU that moves 12 GB/s: all outputs (23 values a step) stay on the CPU,
+        // means and log-likelihoods (7 with the measurements) go to the GPU.
+        let mut slow = r;
+        slow.gpu_bytes = 1.2e10;
+        let all = decide::<f32>(
+            &cv(),
+            100_000_000,
+            false,
+            ALL,
+            16,
+            &slow,
+            GpuSetup::Secs(0.16),
+        );
+        assert_eq!(all.device, Device::Cpu, "{}", all.reason);
+        let few = Outputs {
+            mean: true,
+            cov: CovOutput::None,
+            loglik: true,
+        };
+        let part = decide::<f32>(
+            &cv(),
+            100_000_000,
+            false,
+            few,
+            16,
+            &slow,
+            GpuSetup::Secs(0.16),
+        );
+        assert_eq!(part.device, Device::Cuda(0), "{}", part.reason);
+        // The smoother copies everything back whatever is kept.
+        let sm = decide::<f32>(
+            &cv(),
+            100_000_000,
+            true,
+            few,
+            16,
+            &slow,
+            GpuSetup::Secs(0.16),
+        );
+        assert!(
+            sm.gpu_secs > all.gpu_secs,
+            "{} vs {}",
+            sm.gpu_secs,
+            all.gpu_secs
+        );
         // A later, slower measurement moves the rate half way (geometrically).
         r.fold(0, 2e6);
         assert!((r.cpu_filter[0] - 4e6).abs() < 1.0, "{}", r.cpu_filter[0]);

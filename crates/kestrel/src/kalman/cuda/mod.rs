@@ -48,7 +48,8 @@ mod tracker;
 
 pub use crate::cuda::{available, device_info, device_name};
 pub use auto::{
-    choose, decide, gpu_setup, job_bytes, record_cpu, record_gpu, AutoChoice, GpuSetup, Rates,
+    choose, choose_for, decide, gpu_setup, job_bytes, record_cpu, record_gpu, AutoChoice, GpuSetup,
+    Rates,
 };
 pub use batch::DeviceBatch;
 pub use resident::{estimate_resident, release_scratch, DeviceArrays};
