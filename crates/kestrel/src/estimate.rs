@@ -124,6 +124,28 @@ pub fn filter_on<T: Real, M: StateSpace + ?Sized>(
     }
 }
 
+/// The time-invariant model and the GPUs of `device` for a batch with per-track inputs
+/// (the GPU `what`, filter or smoother, takes a time-varying model alone).
+#[cfg(feature = "cuda")]
+fn inputs_on_gpus<'m, M: StateSpace + ?Sized>(
+    device: Device,
+    model: &'m M,
+    inputs: &kalman::TrackInputs<'_>,
+    what: &str,
+) -> Result<(&'m crate::model::Model, Vec<usize>)> {
+    let Some(m) = model.as_invariant() else {
+        return Err(Error::Unsupported(format!(
+            "{} on {device:?}: the GPU {what} of a time-varying model takes the model alone (use Device::Cpu)",
+            inputs.names()
+        )));
+    };
+    let ordinals = match device {
+        Device::Cuda(i) => vec![i],
+        _ => all_gpus()?,
+    };
+    Ok((m, ordinals))
+}
+
 /// [`filter_on`] with per-track and per-step inputs beyond the model
 /// ([`kalman::TrackInputs`]: priors per track, control inputs `u`, measurement offsets
 /// `d` and noise `R` per track and step, sampling intervals per track): the sequential
@@ -149,17 +171,8 @@ pub fn filter_on_with<T: Real, M: StateSpace + ?Sized>(
         }
         #[cfg(feature = "cuda")]
         (FilterMethod::Sequential, d @ (Device::Cuda(_) | Device::AllCuda)) => {
-            let Some(m) = model.as_invariant() else {
-                return Err(Error::Unsupported(format!(
-                    "{} on {d:?}: the GPU filter of a time-varying model takes the model alone (use Device::Cpu)",
-                    inputs.names()
-                )));
-            };
+            let (m, ordinals) = inputs_on_gpus(d, model, inputs, "filter")?;
             check_outputs("filter", model, z, 1)?;
-            let ordinals = match d {
-                Device::Cuda(i) => vec![i],
-                _ => all_gpus()?,
-            };
             crate::kalman::cuda::filter_inputs_on_devices(
                 &ordinals,
                 m,
@@ -203,17 +216,8 @@ pub fn smooth_on_with<T: Real, M: StateSpace + ?Sized>(
         }
         #[cfg(feature = "cuda")]
         (SmoothMethod::Rts, d @ (Device::Cuda(_) | Device::AllCuda)) => {
-            let Some(m) = model.as_invariant() else {
-                return Err(Error::Unsupported(format!(
-                    "{} on {d:?}: the GPU smoother of a time-varying model takes the model alone (use Device::Cpu)",
-                    inputs.names()
-                )));
-            };
+            let (m, ordinals) = inputs_on_gpus(d, model, inputs, "smoother")?;
             check_outputs("smoother", model, z, 2)?;
-            let ordinals = match d {
-                Device::Cuda(i) => vec![i],
-                _ => all_gpus()?,
-            };
             crate::kalman::cuda::smooth_inputs_on_devices(
                 &ordinals,
                 m,

@@ -18,7 +18,7 @@
 //! cache (see `kestrel::cuda::set_cache_dir`), so that the next choice on this machine
 //! uses what this machine did. Delete the file to start again from the defaults.
 
-use super::source::{source, Part, MAX_NX, MAX_NY};
+use super::source::{Part, MAX_NX, MAX_NY};
 use crate::data::{CovOutput, Outputs};
 use crate::device::Device;
 use crate::linalg::Real;
@@ -96,8 +96,7 @@ impl Rates {
     /// The rates of this machine: those recorded in this process or in the rates file,
     /// the defaults for the rest.
     pub fn current() -> Rates {
-        let mut g = RATES.lock().unwrap_or_else(|e| e.into_inner());
-        *g.get_or_insert_with(|| file().map(|f| Rates::load(&f)).unwrap_or_default())
+        *loaded(&mut RATES.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
     /// The rates in `path` over the defaults (a missing or unreadable file, or a line
@@ -155,30 +154,38 @@ impl Rates {
     }
 }
 
+/// The process's rates, read from the rates file on first use.
+fn loaded(g: &mut Option<Rates>) -> &mut Rates {
+    g.get_or_insert_with(|| file().map(|f| Rates::load(&f)).unwrap_or_default())
+}
+
 /// The rates file of this machine, beside the kernel cache (none when it is off).
 fn file() -> Option<std::path::PathBuf> {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .unwrap_or_default();
-    let host: String = host
-        .trim()
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
+    // The host's name, read once a process.
+    static HOST: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let host = HOST.get_or_init(|| {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .ok()
+            .or_else(|| std::env::var("HOSTNAME").ok())
+            .unwrap_or_default();
+        host.trim()
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect()
+    });
     crate::cuda::nvrtc::cache_dir().map(|d| d.join(format!("kalman-rates-{host}.txt")))
 }
 
 fn record(i: usize, v: f64) {
     let r = {
         let mut g = RATES.lock().unwrap_or_else(|e| e.into_inner());
-        let r = g.get_or_insert_with(|| file().map(|f| Rates::load(&f)).unwrap_or_default());
+        let r = loaded(&mut g);
         r.fold(i, v);
         *r
     };
@@ -252,10 +259,9 @@ pub fn gpu_setup<T: Real>(model: &Model, smooth: bool) -> GpuSetup {
     if nx > MAX_NX || ny > MAX_NY {
         return GpuSetup::Unusable("the model is larger than the GPU kernels are built for".into());
     }
-    let cc = match crate::cuda::compute_capability(0) {
-        Ok(cc) => cc,
-        Err(e) => return GpuSetup::Unusable(e.to_string()),
-    };
+    if let Err(e) = crate::cuda::compute_capability(0) {
+        return GpuSetup::Unusable(e.to_string());
+    }
     let parts: &[Part] = if smooth {
         &[Part::Filter, Part::Smooth]
     } else {
@@ -263,9 +269,7 @@ pub fn gpu_setup<T: Real>(model: &Model, smooth: bool) -> GpuSetup {
     };
     let mut setup = if crate::cuda::is_open(0) { 0.0 } else { 0.15 };
     for &part in parts {
-        let what = super::source::module_name::<T>(nx, ny, true, part);
-        let src = source(nx, ny, T::NAME, Some(model), part);
-        setup += if crate::cuda::nvrtc::is_cached(&src, cc, &what) {
+        setup += if super::kernels_cached::<T>(0, model, true, part) {
             0.01
         } else {
             0.6

@@ -2,7 +2,7 @@
 //! (CUDA events around each launch) apart from the copies to and from the host.
 
 use super::slot::{Shape, Slot};
-use super::source::{kernels, model_params, Part};
+use super::source::{kernels, model_params};
 use super::{CudaOptions, OutputLayout};
 use crate::cuda::{dtoh, htod, EventTimer, Gpu, Module};
 use crate::data::{Estimates, Measurements};
@@ -67,21 +67,11 @@ impl<T: Real> DeviceBatch<T> {
         };
         let set = host.as_ref().map(|h| h.set()).unwrap_or_default();
         let gpu = crate::cuda::gpu(ordinal)?;
-        let pf = if set.any() {
-            Part::FilterInputs
-        } else {
-            Part::Filter
-        };
+        let (pf, ps) = set.parts(smoothed);
         let k = kernels::<T>(&gpu, model, opts.bake_model, pf)?;
-        let ks = if smoothed {
-            let ps = if set.u {
-                Part::SmoothInputs
-            } else {
-                Part::Smooth
-            };
-            Some(kernels::<T>(&gpu, model, opts.bake_model, ps)?)
-        } else {
-            None
+        let ks = match ps {
+            Some(p) => Some(kernels::<T>(&gpu, model, opts.bake_model, p)?),
+            None => None,
         };
         let last = keep == Keep::Last;
         let shape = Shape {

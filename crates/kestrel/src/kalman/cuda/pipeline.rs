@@ -127,7 +127,7 @@ fn run_on<T: Real>(
     if tracks == 0 {
         return Ok(());
     }
-    let (pf, ps) = parts(shape, run);
+    let (pf, ps) = shape.inputs.parts(run == Run::FilterSmooth);
     let kf = kernels::<T>(gpu, model, copts.bake_model, pf)?;
     let ks = match ps {
         Some(p) => Some(kernels::<T>(gpu, model, copts.bake_model, p)?),
@@ -189,22 +189,6 @@ fn run_on<T: Real>(
     )
 }
 
-/// The kernel modules of a run: the filter's, and the smoother's when it smooths (the
-/// inputs parts where the run has per-track inputs).
-fn parts(shape: Shape, run: Run) -> (Part, Option<Part>) {
-    let f = if shape.inputs.any() {
-        Part::FilterInputs
-    } else {
-        Part::Filter
-    };
-    let s = (run == Run::FilterSmooth).then_some(if shape.inputs.u {
-        Part::SmoothInputs
-    } else {
-        Part::Smooth
-    });
-    (f, s)
-}
-
 /// Splits `tracks` over `gpus` in contiguous shares (in order) and runs each share on
 /// its device in its own thread; the first error (by device order) is returned.
 fn run_split<T: Real>(
@@ -223,7 +207,7 @@ fn run_split<T: Real>(
             .ok_or_else(|| Error::Unsupported("no CUDA device".into()))?;
         // The kernels first, so that the run's time is the host-to-host rate alone
         // (recorded for `--device auto` when every step is kept).
-        let (pf, ps) = parts(shape, run);
+        let (pf, ps) = shape.inputs.parts(run == Run::FilterSmooth);
         for p in std::iter::once(pf).chain(ps) {
             kernels::<T>(g, model, copts.bake_model, p)?;
         }

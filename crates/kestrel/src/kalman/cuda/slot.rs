@@ -2,6 +2,7 @@
 //! run uses two slots on two streams, so that one slot's copies overlap the other's
 //! kernels (`crate::cuda`'s chunk pipeline); the device-resident [`super::DeviceBatch`] is one slot for the whole batch.
 
+use super::source::Part;
 use super::{CudaOptions, OutputLayout};
 use crate::cuda::{as_bytes, grid_for, launch, Arg, ChunkSlot, DevBuf, Gpu, Module};
 use crate::error::{Error, Result};
@@ -46,6 +47,22 @@ pub(crate) struct InputSet {
 impl InputSet {
     pub fn any(&self) -> bool {
         self.prior || self.u || self.d || self.r
+    }
+
+    /// The kernel modules of a run with these inputs: the filter's, and the smoother's
+    /// when it smooths (the inputs parts where the run needs them).
+    pub fn parts(&self, smooth: bool) -> (Part, Option<Part>) {
+        let f = if self.any() {
+            Part::FilterInputs
+        } else {
+            Part::Filter
+        };
+        let s = smooth.then_some(if self.u {
+            Part::SmoothInputs
+        } else {
+            Part::Smooth
+        });
+        (f, s)
     }
 
     /// Values per track: the inputs, and the scratch their upload goes through before
