@@ -16,6 +16,30 @@ use kestrel::{kalman, Estimates, FilterOptions, Keep, Real};
 use std::path::Path;
 
 const SHIM: &str = include_str!("kernel_emulation/shim.h");
+
+/// A harness's output cut into its arrays of `sizes` values each, after checking its
+/// length and that its `flags` error flags all say "no failure".
+fn outputs<T: Real>(stdout: &[u8], sizes: &[usize], flags: usize, tag: &str) -> Vec<Vec<T>> {
+    let w = std::mem::size_of::<T>();
+    let total: usize = sizes.iter().sum();
+    assert_eq!(stdout.len(), total * w + flags * 8, "{tag}: output size");
+    let vals: Vec<T> = reals(&stdout[..total * w]);
+    let mut parts = vec![];
+    let mut off = 0;
+    for s in sizes {
+        parts.push(vals[off..off + s].to_vec());
+        off += s;
+    }
+    let errs: Vec<u64> = stdout[total * w..]
+        .chunks_exact(8)
+        .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
+        .collect();
+    assert!(
+        errs.iter().all(|e| *e == u64::MAX),
+        "{tag}: error flags {errs:?}"
+    );
+    parts
+}
 const HARNESS: &str = include_str!("kernel_emulation/harness.inc");
 const SMOOTH: &str = include_str!("../src/kalman/kernels/smooth.cu");
 const TRACKER: &str = include_str!("../src/kalman/kernels/tracker.cu");
@@ -62,24 +86,7 @@ fn run<T: Real>(cxx: &str, dir: &Path, nx: usize, ny: usize, bake: bool, seed: u
         bt * nx,
         bt * n2, // smoother, SoA
     ];
-    let w = std::mem::size_of::<T>();
-    let total: usize = sizes.iter().sum();
-    assert_eq!(stdout.len(), total * w + 9 * 8, "{tag}: output size");
-    let vals: Vec<T> = reals(&stdout[..total * w]);
-    let mut parts = vec![];
-    let mut off = 0;
-    for s in sizes {
-        parts.push(vals[off..off + s].to_vec());
-        off += s;
-    }
-    let errs: Vec<u64> = stdout[total * w..]
-        .chunks_exact(8)
-        .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
-        .collect();
-    assert!(
-        errs.iter().all(|e| *e == u64::MAX),
-        "{tag}: error flags {errs:?}"
-    );
+    let parts = outputs::<T>(&stdout, &sizes, 9, &tag);
     let est = |i: usize, s: usize, ll: Option<usize>| {
         Estimates::new(
             b,
@@ -293,24 +300,7 @@ fn run_inputs<T: Real>(
     let stdout = run_piped(&exe, input, &tag);
     let (bt, n2) = (b * t, nx * nx);
     let sizes = [bt * nx, bt * n2, bt, b * nx, b * n2, b, bt * nx, bt * n2];
-    let w = std::mem::size_of::<T>();
-    let total: usize = sizes.iter().sum();
-    assert_eq!(stdout.len(), total * w + 6 * 8, "{tag}: output size");
-    let vals: Vec<T> = reals(&stdout[..total * w]);
-    let mut parts = vec![];
-    let mut off = 0;
-    for s in sizes {
-        parts.push(vals[off..off + s].to_vec());
-        off += s;
-    }
-    let errs: Vec<u64> = stdout[total * w..]
-        .chunks_exact(8)
-        .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
-        .collect();
-    assert!(
-        errs.iter().all(|e| *e == u64::MAX),
-        "{tag}: error flags {errs:?}"
-    );
+    let parts = outputs::<T>(&stdout, &sizes, 6, &tag);
     let est = |i: usize, s: usize, ll: Option<usize>| {
         Estimates::new(
             b,

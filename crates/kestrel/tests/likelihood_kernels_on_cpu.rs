@@ -383,16 +383,7 @@ fn schedule_reuses_the_recursion_where_gaps_repeat() {
             records < steps / 2,
             "{records} records for 4 tracks of {steps} steps"
         );
-        let host = s.loglik(model, &z);
-        let want = loglik(Device::Cpu, model, &z, Method::Exact, &Options::default()).unwrap();
-        for (i, (h, w)) in host.iter().zip(&want.values).enumerate() {
-            assert!(
-                (h - w).abs() <= 1e-10 * w.abs().max(1.0),
-                "track {}, step {}: schedule {h} vs exact {w}",
-                i / steps,
-                i % steps
-            );
-        }
+        equals_exact(model, &z, &s, "repeating gaps");
         // A track of random gaps (5%) as well: whatever it reuses, the values hold.
         let mut rng = 0x2545_f491_4f6c_dd1du64;
         let mut z = simulate(model, 2, steps, 13, 0.0).unwrap().measurements;
@@ -404,16 +395,25 @@ fn schedule_reuses_the_recursion_where_gaps_repeat() {
                 z.data_mut()[k * ny..(k + 1) * ny].fill(f64::NAN);
             }
         }
-        let s = Schedule::new(model, &z).unwrap();
-        let host = s.loglik(model, &z);
-        let want = loglik(Device::Cpu, model, &z, Method::Exact, &Options::default()).unwrap();
-        for (i, (h, w)) in host.iter().zip(&want.values).enumerate() {
-            assert!(
-                (h - w).abs() <= 1e-10 * w.abs().max(1.0),
-                "random gaps: track {}, step {}: schedule {h} vs exact {w}",
-                i / steps,
-                i % steps
-            );
-        }
+        equals_exact(model, &z, &Schedule::new(model, &z).unwrap(), "random gaps");
+    }
+}
+
+/// The schedule's mean recursion (host, f64) against the exact filter, to 1e-10.
+fn equals_exact(
+    model: &Model,
+    z: &Measurements<f64>,
+    s: &kestrel::likelihood::schedule::Schedule<f64>,
+    what: &str,
+) {
+    let host = s.loglik(model, z);
+    let want = loglik(Device::Cpu, model, z, Method::Exact, &Options::default()).unwrap();
+    for (i, (h, w)) in host.iter().zip(&want.values).enumerate() {
+        assert!(
+            (h - w).abs() <= 1e-10 * w.abs().max(1.0),
+            "{what}: track {}, step {}: schedule {h} vs exact {w}",
+            i / z.steps(),
+            i % z.steps()
+        );
     }
 }
