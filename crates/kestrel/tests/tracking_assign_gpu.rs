@@ -76,7 +76,8 @@ fn gpu_chains_at_scale() {
         return;
     }
     // Deep union-find trees (long runs of tracks each sharing a detection with the
-    // next), many clusters past the device limits: the host path at scale.
+    // next), many clusters past one thread's limits: the block solver at scale; then a
+    // scene whose gates overlap into clusters past the block's limits: the host path.
     for (k, breaks) in [0.1, 0.03].into_iter().enumerate() {
         let (g, ndet) = chains(200_000, breaks, 40 + k as u64);
         let p = Problem {
@@ -87,23 +88,45 @@ fn gpu_chains_at_scale() {
             pg: 0.999,
             clutter: 1e-3,
         };
-        let (gain, miss) = p.costs();
-        let (got, run) = gnn_gpu_timed(&p.g, p.ndet, gain, miss, 3).expect("GPU association");
-        check(&p, &got, "GPU");
-        println!(
-            "{}: {} tracks, {} pairs; {} clusters of 2+, largest {}, {} on the host; {:.3} ms",
-            p.name,
-            p.n(),
-            p.g.det.len(),
-            run.stats.clusters,
-            run.stats.largest,
-            run.stats.host_clusters,
-            run.times_ms[1]
-        );
+        let run = solve_and_check(&p);
         assert!(
-            run.stats.host_clusters > 0,
-            "{}: no cluster reached the host",
+            run.stats.block_clusters > 0,
+            "{}: no cluster reached the block solver",
             p.name
         );
     }
+    let p = Problem {
+        name: "one large cluster".into(),
+        g: spatial(20_000, 20_000, 0.012, 42),
+        ndet: 20_000,
+        pd: 0.9,
+        pg: 0.999,
+        clutter: 2e-3,
+    };
+    let run = solve_and_check(&p);
+    assert!(
+        run.stats.host_clusters > 0,
+        "{}: no cluster reached the host",
+        p.name
+    );
+}
+
+/// Solves `p` on the GPU (three timed repeats), checks the picks against the host's and
+/// prints what the solve found.
+fn solve_and_check(p: &Problem) -> kestrel::tracking::cuda::assign::GnnGpuRun {
+    let (gain, miss) = p.costs();
+    let (got, run) = gnn_gpu_timed(&p.g, p.ndet, gain, miss, 3).expect("GPU association");
+    check(p, &got, "GPU");
+    println!(
+        "{}: {} tracks, {} pairs; {} clusters of 2+, largest {}, {} by a block, {} on the host; {:.3} ms",
+        p.name,
+        p.n(),
+        p.g.det.len(),
+        run.stats.clusters,
+        run.stats.largest,
+        run.stats.block_clusters - run.stats.host_clusters,
+        run.stats.host_clusters,
+        run.times_ms[1]
+    );
+    run
 }

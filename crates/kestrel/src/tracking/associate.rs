@@ -68,9 +68,18 @@ pub fn clusters(g: &Gated, ndet: usize) -> Vec<Vec<usize>> {
 /// The detections of a cluster, sorted and unique, and each track's gated entries as
 /// (local detection index, log-likelihood).
 fn local(cluster: &[usize], g: &Gated) -> (Vec<u32>, Vec<Vec<(usize, f64)>>) {
+    local_where(cluster, g, |_| true)
+}
+
+/// [`local`] of the pairs whose log-likelihood passes `keep`.
+fn local_where(
+    cluster: &[usize],
+    g: &Gated,
+    keep: impl Fn(f64) -> bool,
+) -> (Vec<u32>, Vec<Vec<(usize, f64)>>) {
     let mut dets: Vec<u32> = cluster
         .iter()
-        .flat_map(|&i| g.det[g.of(i)].iter().copied())
+        .flat_map(|&i| g.of(i).filter(|&k| keep(g.ll[k])).map(|k| g.det[k]))
         .collect();
     dets.sort_unstable();
     dets.dedup();
@@ -78,6 +87,7 @@ fn local(cluster: &[usize], g: &Gated) -> (Vec<u32>, Vec<Vec<(usize, f64)>>) {
         .iter()
         .map(|&i| {
             g.of(i)
+                .filter(|&k| keep(g.ll[k]))
                 .map(|k| {
                     // Present by construction.
                     let l = dets.binary_search(&g.det[k]).unwrap_or(0);
@@ -89,16 +99,61 @@ fn local(cluster: &[usize], g: &Gated) -> (Vec<u32>, Vec<Vec<(usize, f64)>>) {
     (dets, rows)
 }
 
-/// Largest dense assignment problem (entries of the `tracks x (detections + tracks)`
-/// matrix) solved densely; larger clusters go to the sparse solver.
-const DENSE_LIMIT: usize = 1 << 20;
+/// The gated pairs that can be part of an optimal GNN assignment: those that cost less
+/// than a miss (`-(gain + ll) < miss`). A track holding a pair that costs more than its
+/// miss does better missing, and the detection it frees can only help the others, so no
+/// optimal assignment holds such a pair (one that costs exactly a miss ties with it, and
+/// the miss is kept). Clusters of these pairs are the GNN problem's true components:
+/// where dense clutter chains the gates of 10^5 tracks into one cluster, the pairs worth
+/// taking split it into many small ones.
+pub fn live_pairs(g: &Gated, gain: f64, miss: f64) -> Gated {
+    let n = g.start.len().saturating_sub(1);
+    let mut out = Gated {
+        start: Vec::with_capacity(n + 1),
+        det: Vec::with_capacity(g.det.len()),
+        ll: Vec::with_capacity(g.ll.len()),
+    };
+    out.start.push(0);
+    for i in 0..n {
+        for k in g.of(i) {
+            if live(g.ll[k], gain, miss) {
+                out.det.push(g.det[k]);
+                out.ll.push(g.ll[k]);
+            }
+        }
+        out.start.push(out.det.len());
+    }
+    out
+}
+
+/// Whether a pair of log-likelihood `ll` costs less than a miss ([`live_pairs`]).
+#[inline]
+fn live(ll: f64, gain: f64, miss: f64) -> bool {
+    -(gain + ll) < miss
+}
+
+/// Whether a GNN cluster of `rows` tracks and `nd` detections is solved by the dense
+/// solver (else the sparse one): at most [`DENSE_MAX_TRACKS`] tracks and
+/// [`DENSE_MAX_COLUMNS`] detections + tracks. The device solves clusters within the same
+/// limits by the dense method, one thread each, and larger ones by the sparse method, so
+/// that it picks what the host picks, ties included. Past these sizes the sparse search
+/// is also the faster on the host (measured at 10^3 targets in 10^5 clutter).
+pub fn dense_fits(rows: usize, nd: usize) -> bool {
+    rows <= DENSE_MAX_TRACKS && nd + rows <= DENSE_MAX_COLUMNS
+}
+
+/// Most tracks of a GNN cluster solved by the dense method ([`dense_fits`]).
+pub const DENSE_MAX_TRACKS: usize = 32;
+/// Most columns (detections + tracks) of a GNN cluster solved by the dense method.
+pub const DENSE_MAX_COLUMNS: usize = 128;
 
 /// Cost of leaving a track without a detection when `pd = 1` (a miss is then
 /// impossible unless no detection is left): large against any likelihood-ratio cost
 /// yet small enough that sums of costs keep their precision.
 const CERTAIN_MISS_COST: f64 = 1e6;
 
-/// GNN over all clusters: each track's detection, if any.
+/// GNN over all clusters: each track's detection, if any. Any clustering of the gate is
+/// solved exactly; the clusters of [`live_pairs`] are the smallest (and fastest).
 pub fn gnn(
     clusters: &[Vec<usize>],
     g: &Gated,
@@ -145,10 +200,13 @@ pub(crate) fn gnn_cluster(
     gain: f64,
     miss: f64,
 ) -> Vec<(usize, u32)> {
-    let (dets, rows) = local(cl, g);
+    // Pairs that cost a miss or more are never taken ([`live_pairs`]): the cluster's
+    // problem is that of its live pairs, whatever gate it was clustered on, so that the
+    // host and the device (which drops them in its kernels) solve the same matrix.
+    let (dets, rows) = local_where(cl, g, |ll| live(ll, gain, miss));
     let nd = dets.len();
     let misses = vec![miss; cl.len()];
-    if cl.len().saturating_mul(nd + cl.len()) > DENSE_LIMIT {
+    if !dense_fits(cl.len(), nd) {
         // A large cluster (dense clutter joins tracks into one): the sparse
         // solver, in memory linear in the gated pairs.
         let mut start = Vec::with_capacity(cl.len() + 1);

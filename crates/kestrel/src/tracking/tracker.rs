@@ -14,7 +14,7 @@
 //! and `S` for the gate, one `update` applies the GNN assignments (and one
 //! `update_mixture` the JPDA weights); births take free slots and deaths free them.
 
-use super::associate::{clusters, gnn, jpda, EXACT_EVENTS};
+use super::associate::{clusters, gnn, gnn_costs, jpda, live_pairs, EXACT_EVENTS};
 use super::chi2::chi2_quantile;
 use super::gate::{gate_all_bounded, Innovations, MAX_PAIRS};
 use crate::error::{Error, Result};
@@ -473,9 +473,17 @@ impl Tracker {
         let gated = gate_all_bounded(inns, zs, ny, self.gamma, max_pairs)
             .map_err(|e| Error::input(format!("scan {}: {e}", self.timing.scans)))?;
         let t1 = Instant::now();
+        let (pd, clutter) = (self.cfg.pd, self.cfg.clutter);
+        // GNN clusters only the pairs an optimal assignment can hold; JPDA weighs them all.
+        let gated = match assoc {
+            Assoc::Gnn => {
+                let (gain, miss) = gnn_costs(pd, self.cfg.gate, clutter);
+                live_pairs(&gated, gain, miss)
+            }
+            Assoc::Jpda => gated,
+        };
         let cl = clusters(&gated, dets.len());
         let t2 = Instant::now();
-        let (pd, clutter) = (self.cfg.pd, self.cfg.clutter);
         match assoc {
             Assoc::Gnn => {
                 let pick = gnn(&cl, &gated, idx.len(), pd, self.cfg.gate, clutter);

@@ -1,40 +1,44 @@
-//! GNN association on the GPU: the clusters of tracks linked by shared gated detections
-//! and one optimal assignment (with a miss choice per track) per cluster, the same
-//! optimum as [`associate::gnn`](super::super::associate::gnn) on the host.
+//! GNN association on the GPU: the clusters of tracks linked by the gated pairs an
+//! optimal assignment can hold ([`live_pairs`](super::super::associate::live_pairs)) and
+//! one optimal assignment (with a miss choice per track) per cluster, the same optimum
+//! as [`associate::gnn`](super::super::associate::gnn) on the host.
 //!
 //! The gated pairs stay on the device (compressed rows by track, as the gate writes
-//! them). Kernels (`kernels/assign.cu`): a lock-free union-find joins each track to the
-//! smallest track gating each of its detections; a track alone in its cluster is solved
-//! by its own thread (best pair against the miss); every larger cluster gets an id and a
-//! span of a member list (atomic counters, no sort) and is solved by one thread with the
-//! shortest augmenting path method of [`assign`](super::super::assign) on the
-//! `tracks x (detections + tracks)` matrix in registers and local memory, step for step
-//! as on the host, so that both pick the same assignment, ties included.
+//! them); pairs that cost a miss or more are skipped by every kernel. Kernels
+//! (`kernels/assign.cu`): a lock-free union-find joins each track to the smallest track
+//! gating each of its detections; a track alone in its cluster is solved by its own
+//! thread (best pair against the miss); every larger cluster gets an id and a span of a
+//! member list (atomic counters, no sort). A cluster within the dense limits
+//! ([`DEVICE_MAX_TRACKS`] tracks, [`DEVICE_MAX_COLUMNS`] detections + tracks, those of
+//! [`dense_fits`](super::super::associate::dense_fits)) is solved by one thread with the
+//! dense shortest augmenting path method of [`assign`](super::super::assign) in registers
+//! and local memory; a larger one by one block with the sparse form of the same method in
+//! shared memory (up to [`Limits::block_tracks`] tracks, [`Limits::block_columns`]
+//! columns and [`Limits::block_pairs`] live pairs): both step for step as on the host,
+//! which chooses between the same two methods by the same limits, so that both pick the
+//! same assignment, ties included.
 //!
-//! Clusters past the device solver's limits ([`DEVICE_MAX_TRACKS`] tracks,
-//! [`DEVICE_MAX_COLUMNS`] detections + tracks) are solved on the host: `solve` reads
-//! four counters back (one synchronisation per call), and only when such a cluster
-//! exists downloads the gated pairs, solves those clusters with
-//! [`associate`](super::super::associate)'s solver (dense or sparse by size, on every core) and
-//! writes their picks back. Dense clutter that chains tracks into large clusters costs
-//! that round trip; scenes of small clusters never leave the device.
+//! Clusters past the block's limits are solved on the host: `solve` reads five counters
+//! back (one synchronisation per call), and only when such a cluster exists downloads
+//! the gated pairs, solves those clusters with [`associate`](super::super::associate)'s
+//! solver on every core and writes their picks back.
 
 use super::super::assign::Assignment;
-use super::super::associate::gnn_cluster;
+use super::super::associate::{gnn_cluster, DENSE_MAX_COLUMNS, DENSE_MAX_TRACKS};
 use super::super::gate::Gated;
 use crate::cuda::{self, dtoh, grid_for, launch, Arg, DevBuf, EventTimer, Gpu, Module, Pinned};
 use crate::error::{Error, Result};
 use rayon::prelude::*;
 use std::sync::Arc;
 
-/// Most tracks of a cluster solved on the device.
-pub const DEVICE_MAX_TRACKS: usize = 32;
-/// Most columns (the cluster's detections plus its tracks) of a cluster solved on the
-/// device.
-pub const DEVICE_MAX_COLUMNS: usize = 128;
+/// Most tracks of a cluster solved by one thread (the host's dense limit).
+pub const DEVICE_MAX_TRACKS: usize = DENSE_MAX_TRACKS;
+/// Most columns (the cluster's detections plus its tracks) of a cluster solved by one
+/// thread.
+pub const DEVICE_MAX_COLUMNS: usize = DENSE_MAX_COLUMNS;
 
 const BLOCK: u32 = 128;
-const KERNELS: [&str; 8] = [
+const KERNELS: [&str; 9] = [
     "ga_init",
     "ga_owner",
     "ga_union",
@@ -42,21 +46,63 @@ const KERNELS: [&str; 8] = [
     "ga_place",
     "ga_member",
     "ga_solve",
+    "ga_solve_block",
     "ga_scatter",
 ];
+
+/// The device solvers' limits (tests shrink them to reach the block and host paths).
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Most tracks of a cluster solved by one thread (dense).
+    pub tracks: usize,
+    /// Most columns (detections + tracks) of a cluster solved by one thread.
+    pub columns: usize,
+    /// Most tracks of a cluster solved by one block (sparse).
+    pub block_tracks: usize,
+    /// Most columns of a cluster solved by one block (a power of two).
+    pub block_columns: usize,
+    /// Most live pairs of a cluster solved by one block.
+    pub block_pairs: usize,
+    /// Threads of the block solver (a power of two).
+    pub block_threads: usize,
+}
+
+impl Default for Limits {
+    /// The thread's limits are the host's dense limits; the block's fill 43 KB of shared
+    /// memory, under the 48 KB a block may take without opting in.
+    fn default() -> Self {
+        Limits {
+            tracks: DEVICE_MAX_TRACKS,
+            columns: DEVICE_MAX_COLUMNS,
+            block_tracks: 512,
+            block_columns: 1024,
+            block_pairs: 2048,
+            block_threads: 128,
+        }
+    }
+}
 
 /// The complete translation unit: the limits and infinity, then `kernels/assign.cu`.
 #[doc(hidden)]
 pub fn source() -> String {
-    source_with(DEVICE_MAX_TRACKS, DEVICE_MAX_COLUMNS)
+    source_with(Limits::default())
 }
 
-/// [`source`] with other device limits (tests shrink them to reach the host path).
+/// [`source`] with other device limits.
 #[doc(hidden)]
-pub fn source_with(max_tracks: usize, max_columns: usize) -> String {
-    assert!(max_tracks < max_columns && max_columns <= 254);
+pub fn source_with(l: Limits) -> String {
+    assert!(l.tracks < l.columns && l.columns <= 254);
+    assert!(l.block_columns.is_power_of_two() && l.block_threads.is_power_of_two());
+    assert!(l.block_tracks < 65535 && l.block_columns < 65535 && l.block_pairs < 65535);
     format!(
-        "#define GA_MAXR {max_tracks}\n#define GA_MAXC {max_columns}\n#define GA_INF (1e300 * 1e300)\n{}",
+        "#define GA_MAXR {}\n#define GA_MAXC {}\n#define GA_BROWS {}\n#define GA_BCOLS {}\n#define GA_BPAIRS {}\n#define GA_BTHREADS {}\n#define GA_INF (1e300 * 1e300)\n{}",
+        l.tracks,
+        l.columns,
+        l.block_tracks,
+        l.block_columns,
+        l.block_pairs,
+        l.block_threads,
         include_str!("../kernels/assign.cu")
     )
 }
@@ -71,6 +117,9 @@ pub struct GnnStats {
     pub clustered_tracks: usize,
     /// Clusters past the device limits, solved on the host.
     pub host_clusters: usize,
+    /// Clusters past one thread's limits, handed to the block solver (those past its
+    /// limits too are counted in `host_clusters` as well).
+    pub block_clusters: usize,
     /// Tracks of the largest cluster.
     pub largest: usize,
 }
@@ -89,6 +138,7 @@ pub(crate) struct GpuGnn {
     csize: DevBuf<u32>,
     cfill: DevBuf<u32>,
     big: DevBuf<u32>,
+    blk: DevBuf<u32>,
     /// Per detection: smallest track gating it; local index in its cluster.
     owner: DevBuf<u32>,
     dloc: DevBuf<u32>,
@@ -115,10 +165,11 @@ impl GpuGnn {
                 csize: buf("association cluster sizes")?,
                 cfill: buf("association cluster fills")?,
                 big: buf("association host clusters")?,
+                blk: buf("association block clusters")?,
                 owner: buf("association detection owners")?,
                 dloc: buf("association local detections")?,
-                counters: DevBuf::new(gpu, 4, "association counters")?,
-                counters_host: Pinned::new(gpu, 4)?,
+                counters: DevBuf::new(gpu, 5, "association counters")?,
+                counters_host: Pinned::new(gpu, 5)?,
                 stats: GnnStats::default(),
             })
         })
@@ -137,6 +188,7 @@ impl GpuGnn {
                 (&mut self.csize, "association cluster sizes"),
                 (&mut self.cfill, "association cluster fills"),
                 (&mut self.big, "association host clusters"),
+                (&mut self.blk, "association block clusters"),
             ] {
                 *b = DevBuf::new(g, n, what)?;
             }
@@ -154,7 +206,7 @@ impl GpuGnn {
     /// `start[n] = m`; `det` [m], ascending within a row; `ll` [m], `ln N(z; zhat, S)`):
     /// a pair costs `-(gain + ll)`, a miss `miss` (see
     /// [`associate::gnn_costs`](super::super::associate::gnn_costs)). Writes `pick` [n]: each
-    /// track's detection or -1. Queued on the device's stream; reads four counters back
+    /// track's detection or -1. Queued on the device's stream; reads five counters back
     /// (a synchronisation), and when a cluster is past the device limits, solves it on
     /// the host before returning.
     #[allow(clippy::too_many_arguments)]
@@ -205,7 +257,7 @@ impl GpuGnn {
                 s,
                 k,
                 "ga_init",
-                grid_for(n.max(ndet).max(4), BLOCK),
+                grid_for(n.max(ndet).max(5), BLOCK),
                 blk,
                 &[
                     Arg::U32(nu),
@@ -217,13 +269,17 @@ impl GpuGnn {
                     p(&self.counters),
                 ],
             )?;
+            let costs = [Arg::Ptr(ll.ptr()), Arg::F64(gain), Arg::F64(miss)];
+            fn with<'a>(head: &[Arg<'a>], costs: &[Arg<'a>], tail: &[Arg<'a>]) -> Vec<Arg<'a>> {
+                head.iter().chain(costs).chain(tail).copied().collect()
+            }
             launch(
                 s,
                 k,
                 "ga_owner",
                 over_n,
                 blk,
-                &[Arg::U32(nu), p(start), p(det), p(&self.owner)],
+                &with(&[Arg::U32(nu), p(start), p(det)], &costs, &[p(&self.owner)]),
             )?;
             launch(
                 s,
@@ -231,13 +287,11 @@ impl GpuGnn {
                 "ga_union",
                 over_n,
                 blk,
-                &[
-                    Arg::U32(nu),
-                    p(start),
-                    p(det),
-                    p(&self.owner),
-                    p(&self.parent),
-                ],
+                &with(
+                    &[Arg::U32(nu), p(start), p(det)],
+                    &costs,
+                    &[p(&self.owner), p(&self.parent)],
+                ),
             )?;
             launch(
                 s,
@@ -245,7 +299,11 @@ impl GpuGnn {
                 "ga_root",
                 over_n,
                 blk,
-                &[Arg::U32(nu), p(start), p(&self.parent), p(&self.size)],
+                &with(
+                    &[Arg::U32(nu), p(start)],
+                    &costs,
+                    &[p(&self.parent), p(&self.size)],
+                ),
             )?;
             launch(
                 s,
@@ -276,16 +334,18 @@ impl GpuGnn {
                 "ga_member",
                 over_n,
                 blk,
-                &[
-                    Arg::U32(nu),
-                    p(start),
-                    p(&self.parent),
-                    p(&self.size),
-                    p(&self.cid),
-                    p(&self.cstart),
-                    p(&self.cfill),
-                    p(&self.member),
-                ],
+                &with(
+                    &[Arg::U32(nu), p(start)],
+                    &costs,
+                    &[
+                        p(&self.parent),
+                        p(&self.size),
+                        p(&self.cid),
+                        p(&self.cstart),
+                        p(&self.cfill),
+                        p(&self.member),
+                    ],
+                ),
             )?;
             // At most n / 2 clusters of two tracks or more.
             launch(
@@ -305,6 +365,32 @@ impl GpuGnn {
                     Arg::F64(gain),
                     Arg::F64(miss),
                     p(&self.dloc),
+                    p(&self.blk),
+                    Arg::Ptr(pick.ptr()),
+                ],
+            )?;
+            // Clusters past a thread's limits: more than DEVICE_MAX_TRACKS tracks or
+            // DEVICE_MAX_COLUMNS columns, so at most this many (detections belong to one
+            // cluster each); the blocks past the count return at once.
+            let most = n / (DEVICE_MAX_TRACKS + 1) + ndet / (DEVICE_MAX_COLUMNS / 2) + 1;
+            launch(
+                s,
+                k,
+                "ga_solve_block",
+                (most.min(4096) as u32, 1, 1),
+                (Limits::default().block_threads as u32, 1, 1),
+                &[
+                    p(&self.counters),
+                    p(&self.cstart),
+                    p(&self.csize),
+                    p(&self.member),
+                    p(start),
+                    p(det),
+                    Arg::Ptr(ll.ptr()),
+                    Arg::F64(gain),
+                    Arg::F64(miss),
+                    p(&self.dloc),
+                    p(&self.blk),
                     p(&self.big),
                     Arg::Ptr(pick.ptr()),
                 ],
@@ -323,6 +409,7 @@ impl GpuGnn {
                 clustered_tracks: c[1] as usize,
                 host_clusters: c[2] as usize,
                 largest: c[3] as usize,
+                block_clusters: c[4] as usize,
             };
             if self.stats.host_clusters > 0 {
                 self.solve_on_host(n, m, start, det, ll, gain, miss, pick)?;
