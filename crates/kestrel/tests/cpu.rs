@@ -80,6 +80,8 @@ mod time_varying;
 mod tracking_assign;
 #[path = "tracking_assign_kernels_on_cpu.rs"]
 mod tracking_assign_kernels_on_cpu;
+#[path = "tracking_jpda_kernels_on_cpu.rs"]
+mod tracking_jpda_kernels_on_cpu;
 #[path = "tracking_kernels_on_cpu.rs"]
 mod tracking_kernels_on_cpu;
 #[path = "tracking_metrics.rs"]

@@ -12,7 +12,9 @@ mod gpu_common;
 
 use assign_common::*;
 use gpu_common::gpu_or_skip;
+use kestrel::tracking::associate::{clusters, jpda, EXACT_EVENTS};
 use kestrel::tracking::cuda::assign::{gnn_gpu, gnn_gpu_timed};
+use kestrel::tracking::cuda::jpda::jpda_gpu_timed;
 
 #[test]
 fn gpu_picks_the_host_assignment() {
@@ -129,4 +131,88 @@ fn solve_and_check(p: &Problem) -> kestrel::tracking::cuda::assign::GnnGpuRun {
         run.times_ms[1]
     );
     run
+}
+
+/// Largest difference between the GPU's JPDA marginals and the host's.
+fn jpda_difference(p: &Problem, exact: f64) -> (f64, kestrel::tracking::cuda::JpdaGpuRun) {
+    let (got, run) =
+        jpda_gpu_timed(&p.g, p.ndet, p.pd, p.pg, p.clutter, exact, 2).expect("GPU JPDA");
+    let want = jpda(
+        &clusters(&p.g, p.ndet),
+        &p.g,
+        p.n(),
+        p.pd,
+        p.pg,
+        p.clutter,
+        exact,
+    );
+    let mut most: f64 = 0.0;
+    for (g, w) in got.iter().zip(&want) {
+        most = most.max((g.beta0 - w.beta0).abs());
+        assert_eq!(g.det.len(), w.det.len(), "{}: pairs of a track", p.name);
+        for (a, b) in g.det.iter().zip(&w.det) {
+            assert_eq!(a.0, b.0, "{}: pair order", p.name);
+            most = most.max((a.1 - b.1).abs());
+        }
+    }
+    (most, run)
+}
+
+#[test]
+fn gpu_jpda_gives_the_host_marginals() {
+    if !gpu_or_skip("gpu_jpda_gives_the_host_marginals") {
+        return;
+    }
+    let (mut enumerated, mut propagated) = (0, 0);
+    for p in problems(88) {
+        for exact in [EXACT_EVENTS, 50.0, 0.0] {
+            let (d, run) = jpda_difference(&p, exact);
+            // The enumeration sums the host's terms in its order (exp may round
+            // differently on the device); belief propagation runs the host's rounds with
+            // column sums in another order.
+            let tol = if run.stats.propagated == 0 && exact > 0.0 {
+                1e-14
+            } else {
+                1e-12
+            };
+            assert!(
+                d <= tol,
+                "{}: exact_events {exact}: marginals differ by {d:e} ({:?})",
+                p.name,
+                run.stats
+            );
+            enumerated += run.stats.enumerated;
+            propagated += run.stats.propagated;
+        }
+    }
+    println!(
+        "gpu jpda: {enumerated} clusters enumerated, {propagated} propagated, all as on the host"
+    );
+    assert!(enumerated > 100 && propagated > 100);
+}
+
+#[test]
+fn gpu_jpda_at_scale() {
+    if !gpu_or_skip("gpu_jpda_at_scale") {
+        return;
+    }
+    let (g, ndet) = blobs(100_000, 19);
+    let p = Problem {
+        name: "jpda at scale".into(),
+        g,
+        ndet,
+        pd: 0.9,
+        pg: 0.999,
+        clutter: 2e-3,
+    };
+    let (d, run) = jpda_difference(&p, EXACT_EVENTS);
+    println!(
+        "{}: {} tracks, {} pairs; {:?}; {:.3} ms; largest difference from the host {d:e}",
+        p.name,
+        p.n(),
+        p.g.det.len(),
+        run.stats,
+        run.times_ms[1]
+    );
+    assert!(d <= 1e-12, "{}: marginals differ by {d:e}", p.name);
 }

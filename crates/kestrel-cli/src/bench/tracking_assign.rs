@@ -9,8 +9,9 @@
 use super::{median, Record, Sink};
 use kestrel::model::constant_velocity;
 use kestrel::nalgebra::{DMatrix, DVector};
-use kestrel::tracking::associate::{clusters, gnn, gnn_costs, live_pairs};
+use kestrel::tracking::associate::{clusters, gnn, gnn_costs, jpda, live_pairs, EXACT_EVENTS};
 use kestrel::tracking::cuda::assign::gnn_gpu_timed;
+use kestrel::tracking::cuda::jpda::jpda_gpu_timed;
 use kestrel::tracking::gate::{gate_all, Gated};
 use kestrel::tracking::scenario::{simulate, Kind, Scenario};
 use kestrel::tracking::{Innovations, Tracker, TrackerConfig};
@@ -158,6 +159,81 @@ pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
             gpu.stats.host_clusters
         );
         sink.push(r);
+        jpda_record(sink, &g, ndet, pd, pg, clutter, &device)?;
     }
+    Ok(())
+}
+
+/// JPDA's marginals of the same pairs on the GPU (`tracking::cuda::jpda`) against the
+/// host's `associate::jpda` on every core (the whole gate's clusters; enumeration up to
+/// 2e4 events, belief propagation beyond).
+fn jpda_record(
+    sink: &mut Sink,
+    g: &kestrel::tracking::gate::Gated,
+    ndet: usize,
+    pd: f64,
+    pg: f64,
+    clutter: f64,
+    device: &str,
+) -> anyhow::Result<()> {
+    let n = g.start.len() - 1;
+    let mut cpu = Vec::new();
+    let mut want = Vec::new();
+    for _ in 0..3 {
+        let t = Instant::now();
+        let cls = clusters(g, ndet);
+        want = jpda(&cls, g, n, pd, pg, clutter, EXACT_EVENTS);
+        cpu.push(t.elapsed().as_secs_f64());
+    }
+    let (got, run) = jpda_gpu_timed(g, ndet, pd, pg, clutter, EXACT_EVENTS, 10)?;
+    let mut most: f64 = 0.0;
+    for (a, b) in got.iter().zip(&want) {
+        most = most.max((a.beta0 - b.beta0).abs());
+        for (x, y) in a.det.iter().zip(&b.det) {
+            most = most.max((x.1 - y.1).abs());
+        }
+    }
+    let times: Vec<f64> = run.times_ms.iter().map(|t| t * 1e-3).collect();
+    let mut r = Record::new(
+        format!("assoc-jpda-gpu/{n} tracks x {ndet} detections"),
+        format!("cuda:0 ({device})"),
+        "f64",
+        n,
+        1,
+        4,
+        2,
+        &times,
+    );
+    let st = run.stats;
+    r.extra = serde_json::json!({
+        "ms_per_scan": 1e3 * median(&times),
+        "tracks": n,
+        "detections": ndet,
+        "pairs": g.det.len(),
+        "clusters_2plus": st.clusters,
+        "enumerated": st.enumerated,
+        "propagated": st.propagated,
+        "propagated_tracks": st.propagated_tracks,
+        "largest_cluster": st.largest,
+        "rounds": st.rounds,
+        "max_abs_difference_from_cpu": most,
+        "cpu_peer_ms": 1e3 * median(&cpu),
+        "cpu_threads": rayon::current_num_threads(),
+    });
+    outln!(
+        "assoc jpda gpu: {n} tracks x {ndet} detections, {} pairs: {:.3} ms on the GPU (median of {}), CPU peer {:.2} ms on {} threads; {} clusters of 2+ ({} enumerated, {} by belief propagation over {} tracks, {} rounds), largest {}; marginals within {most:.1e} of the CPU's",
+        g.det.len(),
+        1e3 * median(&times),
+        times.len(),
+        1e3 * median(&cpu),
+        rayon::current_num_threads(),
+        st.clusters,
+        st.enumerated,
+        st.propagated,
+        st.propagated_tracks,
+        st.rounds,
+        st.largest
+    );
+    sink.push(r);
     Ok(())
 }

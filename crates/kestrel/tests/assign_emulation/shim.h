@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <numeric>
@@ -42,6 +43,28 @@ inline unsigned atomicMax(unsigned* p, unsigned v) {
 inline unsigned atomicCAS(unsigned* p, unsigned cmp, unsigned v) {
     __atomic_compare_exchange_n(p, &cmp, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
     return cmp;
+}
+inline double atomicAdd(double* p, double v) {
+    double o, nv;
+    __atomic_load(p, &o, __ATOMIC_SEQ_CST);
+    do {
+        nv = o + v;
+    } while (!__atomic_compare_exchange(p, &o, &nv, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST));
+    return o;
+}
+inline unsigned long long atomicMax(unsigned long long* p, unsigned long long v) {
+    unsigned long long o = __atomic_load_n(p, __ATOMIC_SEQ_CST);
+    while (v > o && !__atomic_compare_exchange_n(p, &o, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+    }
+    return o;
+}
+using std::exp;
+using std::fabs;
+using std::fmax;
+inline double __longlong_as_double(long long b) {
+    double x;
+    memcpy(&x, &b, 8);
+    return x;
 }
 inline long long __double_as_longlong(double x) {
     long long b;

@@ -126,23 +126,23 @@ pub struct GnnStats {
 
 /// The device association: kernels and workspace (grown to the largest problem seen).
 pub(crate) struct GpuGnn {
-    gpu: Arc<Gpu>,
+    pub(super) gpu: Arc<Gpu>,
     module: Arc<Module>,
     /// Per track: parent, cluster size, cluster id of a root, member list; per cluster:
     /// member span start, size, fill count; the ids of clusters left to the host.
-    parent: DevBuf<u32>,
-    size: DevBuf<u32>,
-    cid: DevBuf<u32>,
-    member: DevBuf<u32>,
-    cstart: DevBuf<u32>,
-    csize: DevBuf<u32>,
+    pub(super) parent: DevBuf<u32>,
+    pub(super) size: DevBuf<u32>,
+    pub(super) cid: DevBuf<u32>,
+    pub(super) member: DevBuf<u32>,
+    pub(super) cstart: DevBuf<u32>,
+    pub(super) csize: DevBuf<u32>,
     cfill: DevBuf<u32>,
     big: DevBuf<u32>,
     blk: DevBuf<u32>,
     /// Per detection: smallest track gating it; local index in its cluster.
     owner: DevBuf<u32>,
-    dloc: DevBuf<u32>,
-    counters: DevBuf<u32>,
+    pub(super) dloc: DevBuf<u32>,
+    pub(super) counters: DevBuf<u32>,
     counters_host: Pinned<u32>,
     /// What the last solve found.
     pub stats: GnnStats,
@@ -153,6 +153,19 @@ impl GpuGnn {
     pub fn new(gpu: &Arc<Gpu>) -> Result<GpuGnn> {
         cuda::catch(|| {
             let module = gpu.module("gnn-assign", &source(), &KERNELS)?;
+            Self::with_module(gpu, module)
+        })
+    }
+
+    /// The module the kernels are launched from.
+    pub(crate) fn module_ref(&self) -> &Module {
+        &self.module
+    }
+
+    /// The workspace over a module that holds the clustering kernels (`ga_init` ..
+    /// `ga_member`), such as the JPDA's.
+    pub(crate) fn with_module(gpu: &Arc<Gpu>, module: Arc<Module>) -> Result<GpuGnn> {
+        cuda::catch(|| {
             let buf = |what: &str| DevBuf::<u32>::new(gpu, 1, what);
             Ok(GpuGnn {
                 gpu: gpu.clone(),
@@ -246,107 +259,10 @@ impl GpuGnn {
             return Ok(());
         }
         cuda::catch(|| {
-            self.reserve(n, ndet)?;
+            self.cluster(n, ndet, start, det, ll, gain, miss, pick)?;
             let s = &self.gpu.stream;
             let k = &*self.module;
-            let (nu, du) = (n as u32, ndet as u32);
             let p = |b: &DevBuf<u32>| Arg::Ptr(b.ptr());
-            let blk = (BLOCK, 1, 1);
-            let over_n = grid_for(n, BLOCK);
-            launch(
-                s,
-                k,
-                "ga_init",
-                grid_for(n.max(ndet).max(5), BLOCK),
-                blk,
-                &[
-                    Arg::U32(nu),
-                    Arg::U32(du),
-                    p(&self.parent),
-                    p(&self.size),
-                    p(&self.owner),
-                    p(&self.dloc),
-                    p(&self.counters),
-                ],
-            )?;
-            let costs = [Arg::Ptr(ll.ptr()), Arg::F64(gain), Arg::F64(miss)];
-            fn with<'a>(head: &[Arg<'a>], costs: &[Arg<'a>], tail: &[Arg<'a>]) -> Vec<Arg<'a>> {
-                head.iter().chain(costs).chain(tail).copied().collect()
-            }
-            launch(
-                s,
-                k,
-                "ga_owner",
-                over_n,
-                blk,
-                &with(&[Arg::U32(nu), p(start), p(det)], &costs, &[p(&self.owner)]),
-            )?;
-            launch(
-                s,
-                k,
-                "ga_union",
-                over_n,
-                blk,
-                &with(
-                    &[Arg::U32(nu), p(start), p(det)],
-                    &costs,
-                    &[p(&self.owner), p(&self.parent)],
-                ),
-            )?;
-            launch(
-                s,
-                k,
-                "ga_root",
-                over_n,
-                blk,
-                &with(
-                    &[Arg::U32(nu), p(start)],
-                    &costs,
-                    &[p(&self.parent), p(&self.size)],
-                ),
-            )?;
-            launch(
-                s,
-                k,
-                "ga_place",
-                over_n,
-                blk,
-                &[
-                    Arg::U32(nu),
-                    p(start),
-                    p(det),
-                    Arg::Ptr(ll.ptr()),
-                    Arg::F64(gain),
-                    Arg::F64(miss),
-                    p(&self.parent),
-                    p(&self.size),
-                    p(&self.cid),
-                    p(&self.cstart),
-                    p(&self.csize),
-                    p(&self.cfill),
-                    p(&self.counters),
-                    Arg::Ptr(pick.ptr()),
-                ],
-            )?;
-            launch(
-                s,
-                k,
-                "ga_member",
-                over_n,
-                blk,
-                &with(
-                    &[Arg::U32(nu), p(start)],
-                    &costs,
-                    &[
-                        p(&self.parent),
-                        p(&self.size),
-                        p(&self.cid),
-                        p(&self.cstart),
-                        p(&self.cfill),
-                        p(&self.member),
-                    ],
-                ),
-            )?;
             // At most n / 2 clusters of two tracks or more.
             launch(
                 s,
@@ -416,6 +332,126 @@ impl GpuGnn {
             }
             Ok(())
         })
+    }
+
+    /// Queues the clustering (`ga_init` .. `ga_member`) of the pairs with
+    /// `-(gain + ll) < miss` (`miss` infinite: every pair): per track its root, per
+    /// cluster of two tracks or more its id, member span and size; the counters' first
+    /// four entries; `pick` of tracks without pairs (-1) and alone in their cluster.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn cluster(
+        &mut self,
+        n: usize,
+        ndet: usize,
+        start: &DevBuf<u32>,
+        det: &DevBuf<u32>,
+        ll: &DevBuf<f64>,
+        gain: f64,
+        miss: f64,
+        pick: &DevBuf<i32>,
+    ) -> Result<()> {
+        self.reserve(n, ndet)?;
+        let s = &self.gpu.stream;
+        let k = &*self.module;
+        let (nu, du) = (n as u32, ndet as u32);
+        let p = |b: &DevBuf<u32>| Arg::Ptr(b.ptr());
+        let blk = (BLOCK, 1, 1);
+        let over_n = grid_for(n, BLOCK);
+        launch(
+            s,
+            k,
+            "ga_init",
+            grid_for(n.max(ndet).max(5), BLOCK),
+            blk,
+            &[
+                Arg::U32(nu),
+                Arg::U32(du),
+                p(&self.parent),
+                p(&self.size),
+                p(&self.owner),
+                p(&self.dloc),
+                p(&self.counters),
+            ],
+        )?;
+        let costs = [Arg::Ptr(ll.ptr()), Arg::F64(gain), Arg::F64(miss)];
+        fn with<'a>(head: &[Arg<'a>], costs: &[Arg<'a>], tail: &[Arg<'a>]) -> Vec<Arg<'a>> {
+            head.iter().chain(costs).chain(tail).copied().collect()
+        }
+        launch(
+            s,
+            k,
+            "ga_owner",
+            over_n,
+            blk,
+            &with(&[Arg::U32(nu), p(start), p(det)], &costs, &[p(&self.owner)]),
+        )?;
+        launch(
+            s,
+            k,
+            "ga_union",
+            over_n,
+            blk,
+            &with(
+                &[Arg::U32(nu), p(start), p(det)],
+                &costs,
+                &[p(&self.owner), p(&self.parent)],
+            ),
+        )?;
+        launch(
+            s,
+            k,
+            "ga_root",
+            over_n,
+            blk,
+            &with(
+                &[Arg::U32(nu), p(start)],
+                &costs,
+                &[p(&self.parent), p(&self.size)],
+            ),
+        )?;
+        launch(
+            s,
+            k,
+            "ga_place",
+            over_n,
+            blk,
+            &[
+                Arg::U32(nu),
+                p(start),
+                p(det),
+                Arg::Ptr(ll.ptr()),
+                Arg::F64(gain),
+                Arg::F64(miss),
+                p(&self.parent),
+                p(&self.size),
+                p(&self.cid),
+                p(&self.cstart),
+                p(&self.csize),
+                p(&self.cfill),
+                p(&self.counters),
+                Arg::Ptr(pick.ptr()),
+            ],
+        )?;
+        launch(
+            s,
+            k,
+            "ga_member",
+            over_n,
+            blk,
+            &with(
+                &[Arg::U32(nu), p(start)],
+                &costs,
+                &[
+                    p(&self.parent),
+                    p(&self.size),
+                    p(&self.cid),
+                    p(&self.cstart),
+                    p(&self.cfill),
+                    p(&self.member),
+                ],
+            ),
+        )?;
+        Ok(())
     }
 
     /// Solves the clusters listed in `big` on the host and writes their picks.

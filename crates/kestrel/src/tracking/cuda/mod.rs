@@ -6,8 +6,10 @@
 
 mod assemble;
 pub mod assign;
+pub mod jpda;
 mod tracker;
 
 pub use assemble::source;
 pub use assign::{gnn_gpu, gnn_gpu_timed, GnnGpuRun, GnnStats};
+pub use jpda::{jpda_gpu_timed, JpdaGpuRun, JpdaStats};
 pub use tracker::GpuTracker;

@@ -1,0 +1,447 @@
+//! JPDA marginals on the GPU: the clusters of [`assign`](super::assign)'s union-find over
+//! every gated pair, then per cluster the marginals of
+//! [`associate::jpda`](super::super::associate::jpda): a track alone in its cluster by its
+//! own thread; a cluster of up to `exact_events` joint events by one thread enumerating
+//! them in the host's order (the same sums in the same order, so the same marginals to
+//! the rounding of `exp`); every larger cluster by loopy belief propagation over all
+//! their pairs at once, a round of four kernels, each cluster stopping after the round
+//! whose largest change of a message is below the host's 1e-13, as on the host (one
+//! read-back a round). Kernels:
+//! `kernels/jpda.cu` after `kernels/assign.cu`.
+
+use super::super::associate::Weights;
+use super::super::gate::Gated;
+use super::assign::GpuGnn;
+use crate::cuda::{self, dtoh, grid_for, launch, Arg, DevBuf, EventTimer, Gpu, Pinned};
+use crate::error::{Error, Result};
+use std::sync::Arc;
+
+/// Most tracks of a cluster whose events are enumerated (the host enumerates at most
+/// `exact_events` events, and a cluster's tracks each have a pair, so at most
+/// log2(exact_events) tracks: 14 at the default 2e4).
+pub const ENUMERATED_MAX_TRACKS: usize = 16;
+/// Rounds of belief propagation at most (the host's bound).
+const MAX_ROUNDS: usize = 500;
+const BLOCK: u32 = 128;
+const KERNELS: [&str; 15] = [
+    "ga_init",
+    "ga_owner",
+    "ga_union",
+    "ga_root",
+    "ga_place",
+    "ga_member",
+    "gj_weights",
+    "gj_single",
+    "gj_init",
+    "gj_classify",
+    "gj_clear",
+    "gj_mu",
+    "gj_nu",
+    "gj_check",
+    "gj_final",
+];
+
+/// The translation unit: the association's (for its clustering), then `kernels/jpda.cu`.
+#[doc(hidden)]
+pub fn source() -> String {
+    format!(
+        "{}\n#define GJ_MAXR {ENUMERATED_MAX_TRACKS}\n{}",
+        super::assign::source(),
+        include_str!("../kernels/jpda.cu")
+    )
+}
+
+/// What the last [`GpuJpda::solve`] found.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct JpdaStats {
+    /// Clusters of two tracks or more.
+    pub clusters: usize,
+    /// Of those, the clusters whose events were enumerated.
+    pub enumerated: usize,
+    /// The clusters solved by belief propagation, and their tracks.
+    pub propagated: usize,
+    pub propagated_tracks: usize,
+    /// Tracks of the largest cluster.
+    pub largest: usize,
+    /// Rounds of belief propagation.
+    pub rounds: usize,
+}
+
+/// The device JPDA: the clustering's workspace and the marginals' (grown to the largest
+/// problem seen).
+pub(crate) struct GpuJpda {
+    gnn: GpuGnn,
+    mw: DevBuf<f64>,
+    a: DevBuf<f64>,
+    nu: DevBuf<f64>,
+    mu: DevBuf<f64>,
+    col: DevBuf<f64>,
+    clbp: DevBuf<u32>,
+    jc: DevBuf<u32>,
+    cchange: DevBuf<u64>,
+    active: DevBuf<u32>,
+    pick: DevBuf<i32>,
+    host: Pinned<u32>,
+    /// What the last solve found.
+    pub stats: JpdaStats,
+}
+
+fn grow<T: Copy>(gpu: &Arc<Gpu>, b: &mut DevBuf<T>, n: usize, what: &str) -> Result<()> {
+    if b.len() < n {
+        *b = DevBuf::new(gpu, n.max(b.len() * 3 / 2), what)?;
+    }
+    Ok(())
+}
+
+impl GpuJpda {
+    /// Compiles (or finds cached) the kernels on `gpu`.
+    pub fn new(gpu: &Arc<Gpu>) -> Result<GpuJpda> {
+        cuda::catch(|| {
+            let module = gpu.module("jpda", &source(), &KERNELS)?;
+            Ok(GpuJpda {
+                gnn: GpuGnn::with_module(gpu, module)?,
+                mw: DevBuf::new(gpu, 1, "JPDA miss weights")?,
+                a: DevBuf::new(gpu, 1, "JPDA pair weights")?,
+                nu: DevBuf::new(gpu, 1, "JPDA messages to tracks")?,
+                mu: DevBuf::new(gpu, 1, "JPDA messages to detections")?,
+                col: DevBuf::new(gpu, 1, "JPDA detection sums")?,
+                clbp: DevBuf::new(gpu, 1, "JPDA cluster methods")?,
+                jc: DevBuf::new(gpu, 3, "JPDA counters")?,
+                cchange: DevBuf::new(gpu, 1, "JPDA largest changes")?,
+                active: DevBuf::new(gpu, 1, "JPDA clusters going")?,
+                pick: DevBuf::new(gpu, 1, "JPDA scratch picks")?,
+                host: Pinned::new(gpu, 8)?,
+                stats: JpdaStats::default(),
+            })
+        })
+    }
+
+    /// The JPDA marginals of `n` tracks and `ndet` detections from the `m` gated pairs
+    /// (compressed rows by track, as [`GpuGnn::solve`] takes them): a pair weighs
+    /// `exp(gain + ll)`, a miss `exp(log_miss)`; clusters of at most `exact_events`
+    /// events are enumerated. Writes `beta0` [n] (the probability that a track has none
+    /// of its detections; 1 without pairs) and `beta` [m] (each pair's). Synchronises
+    /// once, and once a round of belief propagation when a cluster needs it.
+    #[allow(clippy::too_many_arguments)]
+    pub fn solve(
+        &mut self,
+        n: usize,
+        ndet: usize,
+        m: usize,
+        start: &DevBuf<u32>,
+        det: &DevBuf<u32>,
+        ll: &DevBuf<f64>,
+        gain: f64,
+        log_miss: f64,
+        exact_events: f64,
+        beta0: &DevBuf<f64>,
+        beta: &DevBuf<f64>,
+    ) -> Result<()> {
+        if start.len() < n + 1 || det.len() < m || ll.len() < m || beta0.len() < n || beta.len() < m
+        {
+            return Err(Error::Input {
+                msg: format!("GPU JPDA: buffers too short for {n} tracks and {m} pairs"),
+            });
+        }
+        if n.max(ndet).max(m) >= u32::MAX as usize {
+            return Err(Error::Input {
+                msg: format!(
+                    "GPU JPDA: {n} tracks, {ndet} detections, {m} pairs: at most {} each",
+                    u32::MAX - 1
+                ),
+            });
+        }
+        self.stats = JpdaStats::default();
+        if n == 0 {
+            return Ok(());
+        }
+        cuda::catch(|| {
+            let gpu = self.gnn.gpu.clone();
+            grow(&gpu, &mut self.mw, n, "JPDA miss weights")?;
+            grow(&gpu, &mut self.clbp, n, "JPDA cluster methods")?;
+            grow(&gpu, &mut self.cchange, n, "JPDA largest changes")?;
+            grow(&gpu, &mut self.pick, n, "JPDA scratch picks")?;
+            grow(&gpu, &mut self.a, m.max(1), "JPDA pair weights")?;
+            grow(&gpu, &mut self.nu, m.max(1), "JPDA messages to tracks")?;
+            grow(&gpu, &mut self.mu, m.max(1), "JPDA messages to detections")?;
+            grow(&gpu, &mut self.col, ndet.max(1), "JPDA detection sums")?;
+            // Every pair takes part: an infinite miss cost.
+            self.gnn
+                .cluster(n, ndet, start, det, ll, 0.0, f64::INFINITY, &self.pick)?;
+            let g = &self.gnn;
+            let s = &gpu.stream;
+            let k = g.module_ref();
+            let p = |b: &DevBuf<u32>| Arg::Ptr(b.ptr());
+            let f = |b: &DevBuf<f64>| Arg::Ptr(b.ptr());
+            let blk = (BLOCK, 1, 1);
+            let over_n = grid_for(n, BLOCK);
+            let (nu32, du32, mu32) = (n as u32, ndet as u32, m as u32);
+            launch(
+                s,
+                k,
+                "gj_weights",
+                over_n,
+                blk,
+                &[
+                    Arg::U32(nu32),
+                    p(start),
+                    f(ll),
+                    Arg::F64(gain),
+                    Arg::F64(log_miss),
+                    f(&self.mw),
+                    f(&self.a),
+                ],
+            )?;
+            launch(
+                s,
+                k,
+                "gj_single",
+                over_n,
+                blk,
+                &[
+                    Arg::U32(nu32),
+                    p(start),
+                    p(&g.parent),
+                    p(&g.size),
+                    f(&self.mw),
+                    f(&self.a),
+                    f(beta0),
+                    f(beta),
+                ],
+            )?;
+            launch(
+                s,
+                k,
+                "gj_init",
+                grid_for(m.max(3), BLOCK),
+                blk,
+                &[Arg::U32(mu32), f(&self.nu), p(&self.jc)],
+            )?;
+            launch(
+                s,
+                k,
+                "gj_classify",
+                grid_for(n / 2 + 1, 64),
+                (64, 1, 1),
+                &[
+                    p(&g.counters),
+                    p(&g.cstart),
+                    p(&g.csize),
+                    p(&g.member),
+                    p(start),
+                    p(det),
+                    f(&self.mw),
+                    f(&self.a),
+                    Arg::F64(exact_events),
+                    p(&g.dloc),
+                    p(&self.clbp),
+                    p(&self.jc),
+                    f(beta0),
+                    f(beta),
+                ],
+            )?;
+            dtoh(
+                s,
+                &g.counters,
+                0,
+                &mut self.host.as_mut_slice()[..4],
+                "reading the JPDA clusters",
+            )?;
+            dtoh(
+                s,
+                &self.jc,
+                0,
+                &mut self.host.as_mut_slice()[4..7],
+                "reading the JPDA counters",
+            )?;
+            cuda::sync(s, "GPU JPDA")?;
+            let h = self.host.as_slice();
+            self.stats = JpdaStats {
+                clusters: h[0] as usize,
+                enumerated: h[4] as usize,
+                propagated: h[5] as usize,
+                propagated_tracks: h[6] as usize,
+                largest: h[3] as usize,
+                rounds: 0,
+            };
+            if self.stats.propagated == 0 {
+                return Ok(());
+            }
+            let lbp = [p(&g.parent), p(&g.size), p(&g.cid), p(&self.clbp)];
+            let cch = Arg::Ptr(self.cchange.ptr());
+            let mut rounds = 0;
+            while rounds < MAX_ROUNDS {
+                rounds += 1;
+                launch(
+                    s,
+                    k,
+                    "gj_clear",
+                    grid_for(ndet.max(1), BLOCK),
+                    blk,
+                    &[Arg::U32(du32), f(&self.col), p(&self.active)],
+                )?;
+                let mut a = vec![Arg::U32(nu32), p(start), p(det)];
+                a.extend(lbp);
+                a.extend([
+                    f(&self.mw),
+                    f(&self.a),
+                    f(&self.nu),
+                    f(&self.mu),
+                    f(&self.col),
+                ]);
+                launch(s, k, "gj_mu", over_n, blk, &a)?;
+                let mut a = vec![Arg::U32(nu32), p(start), p(det)];
+                a.extend(lbp);
+                a.extend([f(&self.mu), f(&self.col), f(&self.nu), cch]);
+                launch(s, k, "gj_nu", over_n, blk, &a)?;
+                launch(
+                    s,
+                    k,
+                    "gj_check",
+                    grid_for(n / 2 + 1, BLOCK),
+                    blk,
+                    &[p(&g.counters), p(&self.clbp), cch, p(&self.active)],
+                )?;
+                dtoh(
+                    s,
+                    &self.active,
+                    0,
+                    &mut self.host.as_mut_slice()[7..8],
+                    "reading the JPDA clusters going",
+                )?;
+                cuda::sync(s, "GPU JPDA belief propagation")?;
+                if self.host.as_slice()[7] == 0 {
+                    break;
+                }
+            }
+            self.stats.rounds = rounds;
+            let mut a = vec![Arg::U32(nu32), p(start)];
+            a.extend(lbp);
+            a.extend([f(&self.mw), f(&self.a), f(&self.nu), f(beta0), f(beta)]);
+            launch(s, k, "gj_final", over_n, blk, &a)?;
+            cuda::sync(s, "GPU JPDA marginals")
+        })
+    }
+}
+
+/// One run of [`jpda_gpu_timed`]: device time per solve (CUDA events, ms) and what the
+/// last solve found.
+#[doc(hidden)]
+#[derive(Clone, Debug, Default)]
+pub struct JpdaGpuRun {
+    /// Milliseconds of each timed solve, the rounds' read-backs included.
+    pub times_ms: Vec<f64>,
+    /// What the last solve found.
+    pub stats: JpdaStats,
+}
+
+/// [`associate::jpda`](super::super::associate::jpda) on GPU 0 from host data (for tests
+/// and benchmarks): uploads `g`, solves with [`GpuJpda`] (outputs poisoned with NaN
+/// first, so an unwritten marginal is an error), downloads each track's weights; then
+/// `repeats` more solves timed by CUDA events.
+#[doc(hidden)]
+#[allow(clippy::too_many_arguments)]
+pub fn jpda_gpu_timed(
+    g: &Gated,
+    ndet: usize,
+    pd: f64,
+    pg: f64,
+    clutter: f64,
+    exact_events: f64,
+    repeats: usize,
+) -> Result<(Vec<Weights>, JpdaGpuRun)> {
+    let n = g.start.len().saturating_sub(1);
+    let m = g.det.len();
+    if g.start.first().is_some_and(|&s| s != 0) || g.start.last().is_some_and(|&s| s != m) {
+        return Err(Error::Input {
+            msg: "GPU JPDA: gated rows must start at 0 and end at the number of pairs".into(),
+        });
+    }
+    if let Some(&d) = g.det.iter().find(|&&d| d as usize >= ndet) {
+        return Err(Error::Input {
+            msg: format!("GPU JPDA: detection {d} of {ndet}"),
+        });
+    }
+    // The host's weights (associate::jpda).
+    let gain = pd.ln() - clutter.ln();
+    let log_miss = (1.0 - pd * pg).ln();
+    cuda::catch(|| {
+        let gpu = cuda::gpu(0)?;
+        let s = &gpu.stream;
+        let rows: Vec<u32> = g.start.iter().map(|&r| r as u32).collect();
+        let rows = if rows.is_empty() { vec![0] } else { rows };
+        let start = DevBuf::from_slice(&gpu, s, &rows, "gated rows")?;
+        let det = DevBuf::from_slice(
+            &gpu,
+            s,
+            &if m == 0 { vec![0] } else { g.det.clone() },
+            "gated detections",
+        )?;
+        let ll = DevBuf::from_slice(
+            &gpu,
+            s,
+            &if m == 0 { vec![0.0] } else { g.ll.clone() },
+            "gated log-likelihoods",
+        )?;
+        let beta0 = DevBuf::from_slice(&gpu, s, &vec![f64::NAN; n.max(1)], "JPDA beta0")?;
+        let beta = DevBuf::from_slice(&gpu, s, &vec![f64::NAN; m.max(1)], "JPDA beta")?;
+        let mut jp = GpuJpda::new(&gpu)?;
+        jp.solve(
+            n,
+            ndet,
+            m,
+            &start,
+            &det,
+            &ll,
+            gain,
+            log_miss,
+            exact_events,
+            &beta0,
+            &beta,
+        )?;
+        let (mut b0, mut b) = (vec![0.0; n], vec![0.0; m]);
+        dtoh(s, &beta0, 0, &mut b0, "reading the JPDA beta0")?;
+        dtoh(s, &beta, 0, &mut b, "reading the JPDA beta")?;
+        cuda::sync(s, "reading the JPDA marginals")?;
+        let mut run = JpdaGpuRun {
+            times_ms: Vec::with_capacity(repeats),
+            stats: jp.stats,
+        };
+        let timer = EventTimer::new(&gpu)?;
+        for _ in 0..repeats {
+            timer.start(s)?;
+            jp.solve(
+                n,
+                ndet,
+                m,
+                &start,
+                &det,
+                &ll,
+                gain,
+                log_miss,
+                exact_events,
+                &beta0,
+                &beta,
+            )?;
+            timer.stop(s)?;
+            run.times_ms.push(f64::from(timer.elapsed_ms()?));
+        }
+        if let Some(i) = b0.iter().position(|v| !v.is_finite()) {
+            return Err(Error::Cuda(format!(
+                "GPU JPDA: track {i} has beta0 {}",
+                b0[i]
+            )));
+        }
+        if let Some(k) = b.iter().position(|v| !v.is_finite()) {
+            return Err(Error::Cuda(format!("GPU JPDA: pair {k} has beta {}", b[k])));
+        }
+        let w = (0..n)
+            .map(|i| Weights {
+                beta0: b0[i],
+                det: g.of(i).map(|k| (g.det[k], b[k])).collect(),
+            })
+            .collect();
+        Ok((w, run))
+    })
+}
