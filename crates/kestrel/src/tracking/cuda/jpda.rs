@@ -236,6 +236,7 @@ impl GpuJpda {
                     Arg::F64(exact_events),
                     p(&g.dloc),
                     p(&self.clbp),
+                    Arg::Ptr(self.cchange.ptr()),
                     p(&self.jc),
                     f(beta0),
                     f(beta),

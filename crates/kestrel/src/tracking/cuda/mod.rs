@@ -1,8 +1,10 @@
 //! The tracker on the GPU: `tracker.rs` ([`GpuTracker`]: one scan's prediction, grid
 //! gating, association, update and life cycle, compaction on the device; kernels in
-//! `kernels/track.cu` on the Kalman family's per-step arithmetic) and `assign.rs`
+//! `kernels/track.cu` on the Kalman family's per-step arithmetic), `assign.rs`
 //! (`GpuGnn`: GNN association of the gated pairs, clusters by a lock-free union-find
-//! and their optimal assignments on the device; kernels in `kernels/assign.cu`).
+//! and their optimal assignments on the device; kernels in `kernels/assign.cu`) and
+//! `jpda.rs` (`GpuJpda`: JPDA's marginals of the same clusters, enumerated or by belief
+//! propagation; kernels in `kernels/jpda.cu`).
 
 mod assemble;
 pub mod assign;
