@@ -110,6 +110,17 @@ pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
         }
         let largest = cls.iter().map(Vec::len).max().unwrap_or(0);
         if let Err(why) = &gpu_ok {
+            let mut jp = Vec::new();
+            for _ in 0..3 {
+                let t = Instant::now();
+                let cls = clusters(&g, ndet);
+                let _ = jpda(&cls, &g, n, pd, pg, clutter, EXACT_EVENTS);
+                jp.push(t.elapsed().as_secs_f64());
+            }
+            errln!(
+                "bench tracking: no GPU; JPDA marginals of the same pairs: CPU {:.2} ms",
+                1e3 * median(&jp)
+            );
             errln!(
                 "bench tracking: no GPU ({why}); association of {n} tracks x {ndet} detections, {} pairs: CPU {:.2} ms; clusters {hist:?}, largest {largest} (of the whole gate: {gate_largest})",
                 g.det.len(),
