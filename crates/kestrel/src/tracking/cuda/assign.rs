@@ -540,6 +540,39 @@ impl GpuGnn {
     }
 }
 
+/// Checks host pairs for the host-data entry points ([`gnn_gpu_timed`],
+/// [`jpda_gpu_timed`](super::jpda::jpda_gpu_timed)): rows from 0 to the number of pairs,
+/// detections below `ndet`; `what` names the caller in the error.
+pub(super) fn check_gated(g: &Gated, ndet: usize, what: &str) -> Result<()> {
+    let m = g.det.len();
+    if g.start.first().is_some_and(|&s| s != 0) || g.start.last().is_some_and(|&s| s != m) {
+        return Err(Error::Input {
+            msg: format!("{what}: gated rows must start at 0 and end at the number of pairs"),
+        });
+    }
+    if let Some(&d) = g.det.iter().find(|&&d| d as usize >= ndet) {
+        return Err(Error::Input {
+            msg: format!("{what}: detection {d} of {ndet}"),
+        });
+    }
+    Ok(())
+}
+
+/// Host pairs on GPU `gpu`: rows (one entry at least), detections, log-likelihoods.
+pub(super) fn upload_gated(
+    gpu: &Arc<Gpu>,
+    g: &Gated,
+) -> Result<(DevBuf<u32>, DevBuf<u32>, DevBuf<f64>)> {
+    let s = &gpu.stream;
+    let rows: Vec<u32> = g.start.iter().map(|&r| r as u32).collect();
+    let rows = if rows.is_empty() { vec![0] } else { rows };
+    Ok((
+        DevBuf::from_slice(gpu, s, &rows, "gated rows")?,
+        DevBuf::from_slice(gpu, s, &g.det, "gated detections")?,
+        DevBuf::from_slice(gpu, s, &g.ll, "gated log-likelihoods")?,
+    ))
+}
+
 /// One run of [`gnn_gpu_timed`]: device time per solve (CUDA events, ms) and what the
 /// last solve found.
 #[doc(hidden)]
@@ -572,25 +605,11 @@ pub fn gnn_gpu_timed(
 ) -> Result<(Vec<Option<u32>>, GnnGpuRun)> {
     let n = g.start.len().saturating_sub(1);
     let m = g.det.len();
-    if g.start.first().is_some_and(|&s| s != 0) || g.start.last().is_some_and(|&s| s != m) {
-        return Err(Error::Input {
-            msg: "GPU association: gated rows must start at 0 and end at the number of pairs"
-                .into(),
-        });
-    }
-    if let Some(&d) = g.det.iter().find(|&&d| d as usize >= ndet) {
-        return Err(Error::Input {
-            msg: format!("GPU association: detection {d} of {ndet}"),
-        });
-    }
+    check_gated(g, ndet, "GPU association")?;
     cuda::catch(|| {
         let gpu = cuda::gpu(0)?;
         let s = &gpu.stream;
-        let rows: Vec<u32> = g.start.iter().map(|&r| r as u32).collect();
-        let rows = if rows.is_empty() { vec![0] } else { rows };
-        let start = DevBuf::from_slice(&gpu, s, &rows, "gated rows")?;
-        let det = DevBuf::from_slice(&gpu, s, &g.det, "gated detections")?;
-        let ll = DevBuf::from_slice(&gpu, s, &g.ll, "gated log-likelihoods")?;
+        let (start, det, ll) = upload_gated(&gpu, g)?;
         // Poisoned with a value no solve writes (all-ones bytes would read as -1, a miss).
         let junk = vec![i32::MIN; n.max(1)];
         let pick = DevBuf::from_slice(&gpu, s, &junk, "association picks")?;

@@ -11,7 +11,7 @@
 
 use super::super::associate::Weights;
 use super::super::gate::Gated;
-use super::assign::GpuGnn;
+use super::assign::{check_gated, upload_gated, GpuGnn};
 use crate::cuda::{self, dtoh, grid_for, launch, Arg, DevBuf, EventTimer, Gpu, Pinned};
 use crate::error::{Error, Result};
 use std::sync::Arc;
@@ -354,37 +354,14 @@ pub fn jpda_gpu_timed(
 ) -> Result<(Vec<Weights>, JpdaGpuRun)> {
     let n = g.start.len().saturating_sub(1);
     let m = g.det.len();
-    if g.start.first().is_some_and(|&s| s != 0) || g.start.last().is_some_and(|&s| s != m) {
-        return Err(Error::Input {
-            msg: "GPU JPDA: gated rows must start at 0 and end at the number of pairs".into(),
-        });
-    }
-    if let Some(&d) = g.det.iter().find(|&&d| d as usize >= ndet) {
-        return Err(Error::Input {
-            msg: format!("GPU JPDA: detection {d} of {ndet}"),
-        });
-    }
+    check_gated(g, ndet, "GPU JPDA")?;
     // The host's weights (associate::jpda).
     let gain = pd.ln() - clutter.ln();
     let log_miss = (1.0 - pd * pg).ln();
     cuda::catch(|| {
         let gpu = cuda::gpu(0)?;
         let s = &gpu.stream;
-        let rows: Vec<u32> = g.start.iter().map(|&r| r as u32).collect();
-        let rows = if rows.is_empty() { vec![0] } else { rows };
-        let start = DevBuf::from_slice(&gpu, s, &rows, "gated rows")?;
-        let det = DevBuf::from_slice(
-            &gpu,
-            s,
-            &if m == 0 { vec![0] } else { g.det.clone() },
-            "gated detections",
-        )?;
-        let ll = DevBuf::from_slice(
-            &gpu,
-            s,
-            &if m == 0 { vec![0.0] } else { g.ll.clone() },
-            "gated log-likelihoods",
-        )?;
+        let (start, det, ll) = upload_gated(&gpu, g)?;
         let beta0 = DevBuf::from_slice(&gpu, s, &vec![f64::NAN; n.max(1)], "JPDA beta0")?;
         let beta = DevBuf::from_slice(&gpu, s, &vec![f64::NAN; m.max(1)], "JPDA beta")?;
         let mut jp = GpuJpda::new(&gpu)?;
