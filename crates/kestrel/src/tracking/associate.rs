@@ -319,7 +319,11 @@ pub fn jpda_lbp(a: &[Vec<(usize, f64)>], m: &[f64], ndet: usize) -> Vec<(f64, Ve
 /// [`jpda_lbp`], its rounds on every core or on one.
 fn lbp(a: &[Vec<(usize, f64)>], m: &[f64], ndet: usize, parallel: bool) -> Vec<(f64, Vec<f64>)> {
     let mut nu: Vec<Vec<f64>> = a.iter().map(|row| vec![1.0; row.len()]).collect();
-    let mut mu: Vec<Vec<f64>> = a.iter().map(|row| vec![0.0; row.len()]).collect();
+    let mut mu: Vec<Vec<f64>> = if parallel {
+        Vec::new()
+    } else {
+        a.iter().map(|row| vec![0.0; row.len()]).collect()
+    };
     let mut col = vec![0.0; ndet];
     // A large cluster (dense clutter chains 10^5 tracks into one) runs each round on
     // every core: tracks in parallel, and each detection's sum over its tracks in
@@ -337,6 +341,19 @@ fn lbp(a: &[Vec<(usize, f64)>], m: &[f64], ndet: usize, parallel: bool) -> Vec<(
         }
         at
     });
+    // The parallel rounds keep the messages to detections in `flat`, track i's from
+    // start[i]; the serial ones in `mu`.
+    let start: Vec<usize> = if parallel {
+        a.iter()
+            .scan(0, |e, row| {
+                let s = *e;
+                *e += row.len();
+                Some(s)
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
     let edges: usize = if parallel {
         a.iter().map(Vec::len).sum()
     } else {
@@ -352,21 +369,19 @@ fn lbp(a: &[Vec<(usize, f64)>], m: &[f64], ndet: usize, parallel: bool) -> Vec<(
     };
     for _ in 0..500 {
         let change = if let Some(at) = &by_det {
-            mu.par_iter_mut()
-                .zip(&nu)
-                .enumerate()
-                .for_each(|(i, (mu, nu))| mu_row(i, &a[i], nu, mu));
-            // The messages end to end, so that each detection's sum reads one array.
+            // The messages to detections laid end to end (track after track), so that
+            // each detection's sum reads one array.
             let mut rows: Vec<&mut [f64]> = Vec::with_capacity(a.len());
             let mut rest = &mut flat[..];
-            for row in &mu {
+            for row in a {
                 let (head, tail) = rest.split_at_mut(row.len());
                 rows.push(head);
                 rest = tail;
             }
             rows.into_par_iter()
-                .zip(&mu)
-                .for_each(|(f, row)| f.copy_from_slice(row));
+                .zip(&nu)
+                .enumerate()
+                .for_each(|(i, (mu, nu))| mu_row(i, &a[i], nu, mu));
             col.par_iter_mut().zip(at).for_each(|(c, at)| {
                 let mut s = 0.0;
                 for &e in at {
@@ -375,9 +390,10 @@ fn lbp(a: &[Vec<(usize, f64)>], m: &[f64], ndet: usize, parallel: bool) -> Vec<(
                 *c = s;
             });
             nu.par_iter_mut()
-                .zip(&mu)
+                .zip(&start)
                 .zip(a)
-                .map(|((nu, mu), row)| {
+                .map(|((nu, &s0), row)| {
+                    let mu = &flat[s0..s0 + row.len()];
                     let mut change: f64 = 0.0;
                     for (k, &(l, _)) in row.iter().enumerate() {
                         let v = 1.0 / (1.0 + col[l] - mu[k]);

@@ -246,14 +246,7 @@ impl GpuGnn {
                 ),
             });
         }
-        if n.max(ndet).max(m) >= u32::MAX as usize {
-            return Err(Error::Input {
-                msg: format!(
-                    "GPU association: {n} tracks, {ndet} detections, {m} pairs: at most {} each",
-                    u32::MAX - 1
-                ),
-            });
-        }
+        check_sizes(n, ndet, m, "GPU association")?;
         self.stats = GnnStats::default();
         if n == 0 {
             return Ok(());
@@ -558,6 +551,37 @@ pub(super) fn check_gated(g: &Gated, ndet: usize, what: &str) -> Result<()> {
     Ok(())
 }
 
+/// Refuses counts the kernels' 32-bit indices cannot hold.
+pub(super) fn check_sizes(n: usize, ndet: usize, m: usize, what: &str) -> Result<()> {
+    if n.max(ndet).max(m) >= u32::MAX as usize {
+        return Err(Error::Input {
+            msg: format!(
+                "{what}: {n} tracks, {ndet} detections, {m} pairs: at most {} each",
+                u32::MAX - 1
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Milliseconds of each of `repeats` runs of `solve` on `gpu`'s stream (CUDA events).
+pub(super) fn time_repeats(
+    gpu: &Arc<Gpu>,
+    repeats: usize,
+    mut solve: impl FnMut() -> Result<()>,
+) -> Result<Vec<f64>> {
+    let s = &gpu.stream;
+    let timer = EventTimer::new(gpu)?;
+    let mut times = Vec::with_capacity(repeats);
+    for _ in 0..repeats {
+        timer.start(s)?;
+        solve()?;
+        timer.stop(s)?;
+        times.push(f64::from(timer.elapsed_ms()?));
+    }
+    Ok(times)
+}
+
 /// Host pairs on GPU `gpu`: rows (one entry at least), detections, log-likelihoods.
 pub(super) fn upload_gated(
     gpu: &Arc<Gpu>,
@@ -622,13 +646,9 @@ pub fn gnn_gpu_timed(
             times_ms: Vec::with_capacity(repeats),
             stats: gnn.stats,
         };
-        let timer = EventTimer::new(&gpu)?;
-        for _ in 0..repeats {
-            timer.start(s)?;
-            gnn.solve(n, ndet, m, &start, &det, &ll, gain, miss, &pick)?;
-            timer.stop(s)?;
-            run.times_ms.push(f64::from(timer.elapsed_ms()?));
-        }
+        run.times_ms = time_repeats(&gpu, repeats, || {
+            gnn.solve(n, ndet, m, &start, &det, &ll, gain, miss, &pick)
+        })?;
         if repeats > 0 {
             let mut again = vec![0i32; n];
             dtoh(s, &pick, 0, &mut again, "reading the association picks")?;

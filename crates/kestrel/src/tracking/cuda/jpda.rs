@@ -11,8 +11,8 @@
 
 use super::super::associate::Weights;
 use super::super::gate::Gated;
-use super::assign::{check_gated, upload_gated, GpuGnn};
-use crate::cuda::{self, dtoh, grid_for, launch, Arg, DevBuf, EventTimer, Gpu, Pinned};
+use super::assign::{check_gated, check_sizes, time_repeats, upload_gated, GpuGnn};
+use crate::cuda::{self, dtoh, grid_for, launch, Arg, DevBuf, Gpu, Pinned};
 use crate::error::{Error, Result};
 use std::sync::Arc;
 
@@ -144,14 +144,7 @@ impl GpuJpda {
                 msg: format!("GPU JPDA: buffers too short for {n} tracks and {m} pairs"),
             });
         }
-        if n.max(ndet).max(m) >= u32::MAX as usize {
-            return Err(Error::Input {
-                msg: format!(
-                    "GPU JPDA: {n} tracks, {ndet} detections, {m} pairs: at most {} each",
-                    u32::MAX - 1
-                ),
-            });
-        }
+        check_sizes(n, ndet, m, "GPU JPDA")?;
         self.stats = JpdaStats::default();
         if n == 0 {
             return Ok(());
@@ -365,30 +358,7 @@ pub fn jpda_gpu_timed(
         let beta0 = DevBuf::from_slice(&gpu, s, &vec![f64::NAN; n.max(1)], "JPDA beta0")?;
         let beta = DevBuf::from_slice(&gpu, s, &vec![f64::NAN; m.max(1)], "JPDA beta")?;
         let mut jp = GpuJpda::new(&gpu)?;
-        jp.solve(
-            n,
-            ndet,
-            m,
-            &start,
-            &det,
-            &ll,
-            gain,
-            log_miss,
-            exact_events,
-            &beta0,
-            &beta,
-        )?;
-        let (mut b0, mut b) = (vec![0.0; n], vec![0.0; m]);
-        dtoh(s, &beta0, 0, &mut b0, "reading the JPDA beta0")?;
-        dtoh(s, &beta, 0, &mut b, "reading the JPDA beta")?;
-        cuda::sync(s, "reading the JPDA marginals")?;
-        let mut run = JpdaGpuRun {
-            times_ms: Vec::with_capacity(repeats),
-            stats: jp.stats,
-        };
-        let timer = EventTimer::new(&gpu)?;
-        for _ in 0..repeats {
-            timer.start(s)?;
+        let mut solve = || {
             jp.solve(
                 n,
                 ndet,
@@ -401,10 +371,18 @@ pub fn jpda_gpu_timed(
                 exact_events,
                 &beta0,
                 &beta,
-            )?;
-            timer.stop(s)?;
-            run.times_ms.push(f64::from(timer.elapsed_ms()?));
-        }
+            )
+        };
+        solve()?;
+        let (mut b0, mut b) = (vec![0.0; n], vec![0.0; m]);
+        dtoh(s, &beta0, 0, &mut b0, "reading the JPDA beta0")?;
+        dtoh(s, &beta, 0, &mut b, "reading the JPDA beta")?;
+        cuda::sync(s, "reading the JPDA marginals")?;
+        let times_ms = time_repeats(&gpu, repeats, &mut solve)?;
+        let run = JpdaGpuRun {
+            times_ms,
+            stats: jp.stats,
+        };
         if let Some(i) = b0.iter().position(|v| !v.is_finite()) {
             return Err(Error::Cuda(format!(
                 "GPU JPDA: track {i} has beta0 {}",
