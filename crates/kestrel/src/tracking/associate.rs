@@ -24,8 +24,35 @@ use rayon::prelude::*;
 pub const EXACT_EVENTS: f64 = 20_000.0;
 
 /// Clusters of tracks linked by shared gated detections; tracks with no gated detection
-/// are left out (they miss).
+/// are left out (they miss). Clusters come in the order of their first track, each
+/// track list ascending. Gates of at least [`CLUSTERS_PARALLEL_PAIRS`] pairs are joined
+/// on every core, with the same result.
 pub fn clusters(g: &Gated, ndet: usize) -> Vec<Vec<usize>> {
+    let n = g.start.len() - 1;
+    // Each track's root: the smallest track of its cluster.
+    let root = if g.det.len() >= CLUSTERS_PARALLEL_PAIRS {
+        joined_on_every_core(g, ndet)
+    } else {
+        joined(g, ndet)
+    };
+    let mut slot = vec![usize::MAX; n];
+    let mut out: Vec<Vec<usize>> = Vec::new();
+    for i in 0..n {
+        if g.of(i).is_empty() {
+            continue;
+        }
+        let r = root[i];
+        if slot[r] == usize::MAX {
+            slot[r] = out.len();
+            out.push(Vec::new());
+        }
+        out[slot[r]].push(i);
+    }
+    out
+}
+
+/// Each track's smallest linked track, by a union-find on one core.
+fn joined(g: &Gated, ndet: usize) -> Vec<usize> {
     let n = g.start.len() - 1;
     let mut parent: Vec<usize> = (0..n).collect();
     fn find(p: &mut [usize], mut i: usize) -> usize {
@@ -49,20 +76,72 @@ pub fn clusters(g: &Gated, ndet: usize) -> Vec<Vec<usize>> {
             }
         }
     }
-    let mut slot = vec![usize::MAX; n];
-    let mut out: Vec<Vec<usize>> = Vec::new();
-    for i in 0..n {
-        if g.of(i).is_empty() {
-            continue;
+    (0..n).map(|i| find(&mut parent, i)).collect()
+}
+
+/// Gated pairs from which [`clusters`] joins the tracks on every core.
+pub const CLUSTERS_PARALLEL_PAIRS: usize = 1 << 16;
+
+/// Each track's smallest linked track, by a union-find on every core: a root is only
+/// ever linked under a smaller root (by compare-and-swap, so two tasks cannot both link
+/// it), so parents only decrease, the forest has no cycle, and each tree's root is its
+/// smallest track; the partition (connected components) does not depend on the order
+/// of the unions.
+fn joined_on_every_core(g: &Gated, ndet: usize) -> Vec<usize> {
+    use std::sync::atomic::{AtomicU32, Ordering::*};
+    let n = g.start.len() - 1;
+    // Each detection's first track.
+    let owner: Vec<AtomicU32> = (0..ndet).map(|_| AtomicU32::new(u32::MAX)).collect();
+    (0..n).into_par_iter().with_min_len(1024).for_each(|i| {
+        for &j in &g.det[g.of(i)] {
+            // A read first: most detections already hold a smaller track.
+            if owner[j as usize].load(Relaxed) > i as u32 {
+                owner[j as usize].fetch_min(i as u32, Relaxed);
+            }
         }
-        let r = find(&mut parent, i);
-        if slot[r] == usize::MAX {
-            slot[r] = out.len();
-            out.push(Vec::new());
+    });
+    let parent: Vec<AtomicU32> = (0..n as u32).map(AtomicU32::new).collect();
+    let find = |mut x: u32| -> u32 {
+        loop {
+            let px = parent[x as usize].load(Acquire);
+            if px == x {
+                return x;
+            }
+            let gp = parent[px as usize].load(Acquire);
+            if gp != px {
+                // Path halving; losing the race leaves another valid ancestor.
+                let _ = parent[x as usize].compare_exchange(px, gp, AcqRel, Relaxed);
+            }
+            x = px;
         }
-        out[slot[r]].push(i);
-    }
-    out
+    };
+    (0..n).into_par_iter().with_min_len(1024).for_each(|i| {
+        for &j in &g.det[g.of(i)] {
+            let o = owner[j as usize].load(Relaxed);
+            if o == i as u32 {
+                continue;
+            }
+            let (mut a, mut b) = (i as u32, o);
+            loop {
+                let (ra, rb) = (find(a), find(b));
+                if ra == rb {
+                    break;
+                }
+                let (hi, lo) = (ra.max(rb), ra.min(rb));
+                if parent[hi as usize]
+                    .compare_exchange(hi, lo, AcqRel, Relaxed)
+                    .is_ok()
+                {
+                    break;
+                }
+                (a, b) = (ra, rb);
+            }
+        }
+    });
+    (0..n as u32)
+        .into_par_iter()
+        .map(|i| find(i) as usize)
+        .collect()
 }
 
 /// The detections of a cluster, sorted and unique, and each track's gated entries as
@@ -310,130 +389,95 @@ pub fn jpda_exact(a: &[Vec<(usize, f64)>], m: &[f64], ndet: usize) -> Vec<(f64, 
 /// 30-31): messages `mu` from tracks to detections and `nu` back,
 /// `mu_ij = a_ij / (m_i + sum_{j' != j} a_ij' nu_j'i)`,
 /// `nu_ji = 1 / (1 + sum_{i' != i} mu_i'j)`, iterated to a fixed point; then
-/// `beta_ij = a_ij nu_ji / (m_i + sum_j' a_ij' nu_j'i)`.
+/// `beta_ij = a_ij nu_ji / (m_i + sum_j' a_ij' nu_j'i)`. Clusters of at least
+/// [`LBP_PARALLEL_EDGES`] pairs run each round on every core, with the same result.
 pub fn jpda_lbp(a: &[Vec<(usize, f64)>], m: &[f64], ndet: usize) -> Vec<(f64, Vec<f64>)> {
     let edges: usize = a.iter().map(Vec::len).sum();
-    lbp(a, m, ndet, edges >= LBP_PARALLEL_EDGES)
+    if edges >= LBP_PARALLEL_EDGES {
+        let mut start = vec![0];
+        let mut det = Vec::with_capacity(edges);
+        let mut w = Vec::with_capacity(edges);
+        for row in a {
+            det.extend(row.iter().map(|e| e.0 as u32));
+            w.extend(row.iter().map(|e| e.1));
+            start.push(det.len());
+        }
+        let g = Graph::build(
+            a.len(),
+            ndet,
+            &det,
+            |r| start[r]..start[r + 1],
+            |r, out| {
+                out.copy_from_slice(&w[start[r]..start[r + 1]]);
+                m[r]
+            },
+        );
+        let nu = g.propagate();
+        g.marginals(&nu)
+    } else {
+        lbp(a, m, ndet)
+    }
 }
 
-/// [`jpda_lbp`], its rounds on every core or on one.
-fn lbp(a: &[Vec<(usize, f64)>], m: &[f64], ndet: usize, parallel: bool) -> Vec<(f64, Vec<f64>)> {
+/// Largest number of rounds of belief propagation.
+const LBP_ROUNDS: usize = 500;
+/// Belief propagation stops once no message to a track moves by more than this.
+const LBP_TOLERANCE: f64 = 1e-13;
+
+/// `m + sum_k w_k nu_k`, the sum in pair order (one expression for every path, so that
+/// they agree to the bit).
+#[inline]
+fn lbp_total(m: f64, w: &[f64], nu: &[f64]) -> f64 {
+    m + w.iter().zip(nu).map(|(w, n)| w * n).sum::<f64>()
+}
+
+/// A track's messages to its detections from its messages back (`nu`).
+#[inline]
+fn lbp_mu(m: f64, w: &[f64], nu: &[f64], mu: &mut [f64]) {
+    let s = lbp_total(m, w, nu);
+    for ((mu, &w), &nu) in mu.iter_mut().zip(w).zip(nu) {
+        let rest = s - w * nu;
+        *mu = if rest > 0.0 { w / rest } else { f64::INFINITY };
+    }
+}
+
+/// [`jpda_lbp`] on one core, rows as given.
+fn lbp(a: &[Vec<(usize, f64)>], m: &[f64], ndet: usize) -> Vec<(f64, Vec<f64>)> {
+    let w: Vec<Vec<f64>> = a
+        .iter()
+        .map(|row| row.iter().map(|e| e.1).collect())
+        .collect();
     let mut nu: Vec<Vec<f64>> = a.iter().map(|row| vec![1.0; row.len()]).collect();
-    let mut mu: Vec<Vec<f64>> = if parallel {
-        Vec::new()
-    } else {
-        a.iter().map(|row| vec![0.0; row.len()]).collect()
-    };
+    let mut mu: Vec<Vec<f64>> = a.iter().map(|row| vec![0.0; row.len()]).collect();
     let mut col = vec![0.0; ndet];
-    // A large cluster (dense clutter chains 10^5 tracks into one) runs each round on
-    // every core: tracks in parallel, and each detection's sum over its tracks in
-    // ascending order, the serial loop's order, so both give the same bits.
-    let by_det = parallel.then(|| {
-        // Each pair's index in the pairs laid end to end (track after track), listed
-        // per detection in ascending track order.
-        let mut at: Vec<Vec<u32>> = vec![Vec::new(); ndet];
-        let mut e = 0u32;
-        for row in a {
-            for &(l, _) in row {
-                at[l].push(e);
-                e += 1;
+    for _ in 0..LBP_ROUNDS {
+        for i in 0..a.len() {
+            lbp_mu(m[i], &w[i], &nu[i], &mut mu[i]);
+        }
+        col.iter_mut().for_each(|c| *c = 0.0);
+        for (i, row) in a.iter().enumerate() {
+            for (k, &(l, _)) in row.iter().enumerate() {
+                col[l] += mu[i][k];
             }
         }
-        at
-    });
-    // The parallel rounds keep the messages to detections in `flat`, track i's from
-    // start[i]; the serial ones in `mu`.
-    let start: Vec<usize> = if parallel {
-        a.iter()
-            .scan(0, |e, row| {
-                let s = *e;
-                *e += row.len();
-                Some(s)
-            })
-            .collect()
-    } else {
-        Vec::new()
-    };
-    let edges: usize = if parallel {
-        a.iter().map(Vec::len).sum()
-    } else {
-        0
-    };
-    let mut flat = vec![0.0; edges];
-    let mu_row = |i: usize, row: &[(usize, f64)], nu: &[f64], mu: &mut [f64]| {
-        let s: f64 = m[i] + row.iter().zip(nu).map(|(e, n)| e.1 * n).sum::<f64>();
-        for (k, &(_, w)) in row.iter().enumerate() {
-            let rest = s - w * nu[k];
-            mu[k] = if rest > 0.0 { w / rest } else { f64::INFINITY };
+        let mut change: f64 = 0.0;
+        for (i, row) in a.iter().enumerate() {
+            for (k, &(l, _)) in row.iter().enumerate() {
+                let v = 1.0 / (1.0 + col[l] - mu[i][k]);
+                change = change.max((v - nu[i][k]).abs());
+                nu[i][k] = v;
+            }
         }
-    };
-    for _ in 0..500 {
-        let change = if let Some(at) = &by_det {
-            // The messages to detections laid end to end (track after track), so that
-            // each detection's sum reads one array.
-            let mut rows: Vec<&mut [f64]> = Vec::with_capacity(a.len());
-            let mut rest = &mut flat[..];
-            for row in a {
-                let (head, tail) = rest.split_at_mut(row.len());
-                rows.push(head);
-                rest = tail;
-            }
-            rows.into_par_iter()
-                .zip(&nu)
-                .enumerate()
-                .for_each(|(i, (mu, nu))| mu_row(i, &a[i], nu, mu));
-            col.par_iter_mut().zip(at).for_each(|(c, at)| {
-                let mut s = 0.0;
-                for &e in at {
-                    s += flat[e as usize];
-                }
-                *c = s;
-            });
-            nu.par_iter_mut()
-                .zip(&start)
-                .zip(a)
-                .map(|((nu, &s0), row)| {
-                    let mu = &flat[s0..s0 + row.len()];
-                    let mut change: f64 = 0.0;
-                    for (k, &(l, _)) in row.iter().enumerate() {
-                        let v = 1.0 / (1.0 + col[l] - mu[k]);
-                        change = change.max((v - nu[k]).abs());
-                        nu[k] = v;
-                    }
-                    change
-                })
-                .reduce(|| 0.0, f64::max)
-        } else {
-            for (i, row) in a.iter().enumerate() {
-                mu_row(i, row, &nu[i], &mut mu[i]);
-            }
-            col.iter_mut().for_each(|c| *c = 0.0);
-            for (i, row) in a.iter().enumerate() {
-                for (k, &(l, _)) in row.iter().enumerate() {
-                    col[l] += mu[i][k];
-                }
-            }
-            let mut change: f64 = 0.0;
-            for (i, row) in a.iter().enumerate() {
-                for (k, &(l, _)) in row.iter().enumerate() {
-                    let v = 1.0 / (1.0 + col[l] - mu[i][k]);
-                    change = change.max((v - nu[i][k]).abs());
-                    nu[i][k] = v;
-                }
-            }
-            change
-        };
-        if change < 1e-13 {
+        if change < LBP_TOLERANCE {
             break;
         }
     }
-    a.iter()
-        .enumerate()
-        .map(|(i, row)| {
-            let s: f64 = m[i] + row.iter().zip(&nu[i]).map(|(e, n)| e.1 * n).sum::<f64>();
+    (0..a.len())
+        .map(|i| {
+            let s = lbp_total(m[i], &w[i], &nu[i]);
             (
                 m[i] / s,
-                row.iter().zip(&nu[i]).map(|(e, n)| e.1 * n / s).collect(),
+                w[i].iter().zip(&nu[i]).map(|(w, n)| w * n / s).collect(),
             )
         })
         .collect()
@@ -442,6 +486,312 @@ fn lbp(a: &[Vec<(usize, f64)>], m: &[f64], ndet: usize, parallel: bool) -> Vec<(
 /// Pairs of a cluster from which belief propagation runs each round on every core
 /// ([`jpda_lbp`]; the same result as one core).
 pub const LBP_PARALLEL_EDGES: usize = 1 << 14;
+
+/// Pairs a task of a parallel round takes (whole tracks).
+const LBP_TASK_PAIRS: usize = 1 << 13;
+
+/// A cluster's association graph in flat arrays, for belief propagation on every core
+/// (dense clutter chains 10^5 tracks into one cluster of 10^6 pairs): the pairs laid
+/// track after track, and each detection's pairs listed in ascending track order, so
+/// that a detection's sum runs in the one-core order and gives the same bits.
+struct Graph {
+    /// Each track's pairs: `rs[q]..rs[q + 1]`.
+    rs: Vec<usize>,
+    /// Detection of each pair.
+    det: Vec<u32>,
+    /// Weight of each pair.
+    w: Vec<f64>,
+    /// Miss weight of each track.
+    m: Vec<f64>,
+    /// Each detection's pairs: `cp[cs[l]..cs[l + 1]]`.
+    cs: Vec<usize>,
+    cp: Vec<u32>,
+    /// Track boundaries of the parallel tasks (first 0, last the number of tracks).
+    cuts: Vec<usize>,
+}
+
+/// `cp`'s slots, written from the counting sort's tasks, each slot by one task.
+struct SharedSlots(*mut u32);
+// SAFETY: the tasks write disjoint slots (see `Graph::build`).
+unsafe impl Sync for SharedSlots {}
+
+/// `v` cut into consecutive pieces that end at `ends` (increasing, the last `v.len()`).
+fn cut_at<T>(mut v: &mut [T], ends: impl Iterator<Item = usize>) -> Vec<&mut [T]> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    for end in ends {
+        let (head, tail) = std::mem::take(&mut v).split_at_mut(end - at);
+        out.push(head);
+        v = tail;
+        at = end;
+    }
+    out
+}
+
+/// A task's share of a round: whole tracks, their pairs' offsets relative to the first.
+struct Task<'a> {
+    /// The tracks' pair starts (absolute), one more than the tracks.
+    rs: &'a [usize],
+    det: &'a [u32],
+    w: &'a [f64],
+    m: &'a [f64],
+}
+
+impl Task<'_> {
+    /// One round from the detections' sums `col`: each pair's message to its track
+    /// (`nu`), then each track's messages to its detections (`mu`, the next round's);
+    /// the largest change of `nu`. Flat loops over the pairs (the divisions vectorize),
+    /// with the same operations per pair as [`lbp`], so the same bits.
+    fn round(&self, col: &[f64], mu: &mut [f64], nu: &mut [f64], scratch: &mut Vec<f64>) -> f64 {
+        #[cfg(target_arch = "x86_64")]
+        if std::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2 (checked just above).
+            return unsafe { self.round_avx2(col, mu, nu, scratch) };
+        }
+        self.round_any(col, mu, nu, scratch)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn round_avx2(
+        &self,
+        col: &[f64],
+        mu: &mut [f64],
+        nu: &mut [f64],
+        scratch: &mut Vec<f64>,
+    ) -> f64 {
+        self.round_any(col, mu, nu, scratch)
+    }
+
+    #[inline(always)]
+    fn round_any(
+        &self,
+        col: &[f64],
+        mu: &mut [f64],
+        nu: &mut [f64],
+        scratch: &mut Vec<f64>,
+    ) -> f64 {
+        let n = self.det.len();
+        scratch.clear();
+        scratch.extend(self.det.iter().map(|&l| col[l as usize]));
+        for (v, &mu) in scratch.iter_mut().zip(&*mu) {
+            *v = 1.0 / (1.0 + *v - mu);
+        }
+        // The largest change, four lanes side by side (`lane` is never NaN, so the
+        // select is `lane.max(d)`; the maximum does not depend on the order).
+        let mut lanes = [0.0f64; 4];
+        let mut nus = nu.chunks_exact_mut(4);
+        let mut vs = scratch.chunks_exact(4);
+        for (nu, v) in (&mut nus).zip(&mut vs) {
+            for j in 0..4 {
+                let d = (v[j] - nu[j]).abs();
+                lanes[j] = if d > lanes[j] { d } else { lanes[j] };
+                nu[j] = v[j];
+            }
+        }
+        for (nu, &v) in nus.into_remainder().iter_mut().zip(vs.remainder()) {
+            let d = (v - *nu).abs();
+            lanes[0] = if d > lanes[0] { d } else { lanes[0] };
+            *nu = v;
+        }
+        let change = lanes.iter().fold(0.0, |a: f64, &b| a.max(b));
+        // Each track's total, spread over its pairs.
+        let o = self.rs[0];
+        scratch.clear();
+        for (q, r) in self.rs.windows(2).enumerate() {
+            let (a, b) = (r[0] - o, r[1] - o);
+            let s = lbp_total(self.m[q], &self.w[a..b], &nu[a..b]);
+            scratch.extend(std::iter::repeat_n(s, b - a));
+        }
+        debug_assert_eq!(scratch.len(), n);
+        for (((mu, &w), &nu), &s) in mu.iter_mut().zip(self.w).zip(&*nu).zip(scratch.iter()) {
+            let rest = s - w * nu;
+            *mu = if rest > 0.0 { w / rest } else { f64::INFINITY };
+        }
+        change
+    }
+}
+
+impl Graph {
+    /// The graph of `tracks` rows: row `r`'s pairs are the detections `det[row(r)]`
+    /// (indices below `ndet`, none twice in a row); `weigh(r, w)` writes the row's
+    /// weights in row order and returns its miss weight. Every phase on every core.
+    fn build(
+        tracks: usize,
+        ndet: usize,
+        det: &[u32],
+        row: impl Fn(usize) -> std::ops::Range<usize> + Sync,
+        weigh: impl Fn(usize, &mut [f64]) -> f64 + Sync,
+    ) -> Graph {
+        // The pairs laid track after track, a task of tracks at a time.
+        let mut rs = Vec::with_capacity(tracks + 1);
+        let mut cuts = vec![0];
+        let mut at = 0;
+        rs.push(0);
+        for r in 0..tracks {
+            at += row(r).len();
+            rs.push(at);
+            if at - rs[*cuts.last().unwrap_or(&0)] >= LBP_TASK_PAIRS {
+                cuts.push(rs.len() - 1);
+            }
+        }
+        if *cuts.last().unwrap_or(&0) != tracks {
+            cuts.push(tracks);
+        }
+        let (mut pd, mut w, mut m) = (vec![0u32; at], vec![0.0; at], vec![0.0; tracks]);
+        let pair_ends = || cuts[1..].iter().map(|&c| rs[c]);
+        cut_at(&mut pd, pair_ends())
+            .into_par_iter()
+            .zip(cut_at(&mut w, pair_ends()))
+            .zip(cut_at(&mut m, cuts[1..].iter().copied()))
+            .zip(cuts.par_windows(2))
+            .for_each(|(((pd, w), m), c)| {
+                let o = rs[c[0]];
+                for r in c[0]..c[1] {
+                    let (a, b) = (rs[r] - o, rs[r + 1] - o);
+                    for (e, k) in (a..b).zip(row(r)) {
+                        pd[e] = det[k];
+                    }
+                    m[r - c[0]] = weigh(r, &mut w[a..b]);
+                }
+            });
+        // Each detection's pairs in ascending order: a counting sort, its passes a
+        // block of pairs a task. Each block's counts, made running totals block after
+        // block; block `b` then owns slots `cs[l] + total[b - 1][l] .. cs[l] +
+        // total[b][l]` of detection `l` and fills them from the top, its pairs taken
+        // last to first.
+        const BLOCKS: usize = 32;
+        let block = at.div_ceil(BLOCKS).max(1);
+        let mut counts: Vec<Vec<u32>> = pd
+            .par_chunks(block)
+            .map(|b| {
+                let mut c = vec![0u32; ndet];
+                for &l in b {
+                    c[l as usize] += 1;
+                }
+                c
+            })
+            .collect();
+        for b in 1..counts.len() {
+            let (done, rest) = counts.split_at_mut(b);
+            rest[0]
+                .par_iter_mut()
+                .zip(&done[b - 1])
+                .for_each(|(c, &p)| *c += p);
+        }
+        let mut cs = vec![0usize; ndet + 1];
+        if let Some(total) = counts.last() {
+            for l in 0..ndet {
+                cs[l + 1] = cs[l] + total[l] as usize;
+            }
+        }
+        let mut cp = vec![0u32; at];
+        let out = SharedSlots(cp.as_mut_ptr());
+        pd.par_chunks(block)
+            .zip(counts.par_iter_mut())
+            .enumerate()
+            .for_each(|(k, (b, top))| {
+                let out = &out;
+                for (e, &l) in b.iter().enumerate().rev() {
+                    top[l as usize] -= 1;
+                    let slot = cs[l as usize] + top[l as usize] as usize;
+                    // SAFETY: block k's slots are its own (counted for it alone), each
+                    // written once, and all lie in `cp` (below cs[ndet] = its length).
+                    unsafe { *out.0.add(slot) = (k * block + e) as u32 };
+                }
+            });
+        Graph {
+            rs,
+            det: pd,
+            w,
+            m,
+            cs,
+            cp,
+            cuts,
+        }
+    }
+
+    /// `v` (one entry a pair) cut at the tasks' track boundaries.
+    fn tasks<'a, T>(&self, v: &'a mut [T]) -> Vec<&'a mut [T]> {
+        cut_at(v, self.cuts[1..].iter().map(|&c| self.rs[c]))
+    }
+
+    /// The messages to the tracks (`nu`, one a pair) at the fixed point, each round on
+    /// every core.
+    fn propagate(&self) -> Vec<f64> {
+        let e = self.det.len();
+        let mut nu = vec![1.0; e];
+        let mut mu = vec![0.0; e];
+        let mut col = vec![0.0; self.cs.len() - 1];
+        let (rs, w, m) = (&self.rs, &self.w, &self.m);
+        // The first round's messages to detections.
+        self.tasks(&mut mu)
+            .into_par_iter()
+            .zip(self.cuts.par_windows(2))
+            .for_each(|(mu, c)| {
+                let o = rs[c[0]];
+                for i in c[0]..c[1] {
+                    let (a, b) = (rs[i], rs[i + 1]);
+                    lbp_mu(m[i], &w[a..b], &nu[a..b], &mut mu[a - o..b - o]);
+                }
+            });
+        for _ in 0..LBP_ROUNDS {
+            // Each detection's sum, in ascending track order.
+            col.par_chunks_mut(1024).enumerate().for_each(|(c, out)| {
+                for (k, out) in out.iter_mut().enumerate() {
+                    let l = c * 1024 + k;
+                    let mut s = 0.0;
+                    for &p in &self.cp[self.cs[l]..self.cs[l + 1]] {
+                        s += mu[p as usize];
+                    }
+                    *out = s;
+                }
+            });
+            // The messages back to the tracks, then (for the next round) each track's
+            // messages to its detections.
+            let change = self
+                .tasks(&mut mu)
+                .into_par_iter()
+                .zip(self.tasks(&mut nu))
+                .zip(self.cuts.par_windows(2))
+                .map_init(Vec::new, |scratch, ((mu, nu), c)| {
+                    let o = rs[c[0]];
+                    let (a, b) = (o, rs[c[1]]);
+                    let task = Task {
+                        rs: &rs[c[0]..=c[1]],
+                        det: &self.det[a..b],
+                        w: &w[a..b],
+                        m: &m[c[0]..c[1]],
+                    };
+                    task.round(&col, mu, nu, scratch)
+                })
+                .reduce(|| 0.0, f64::max);
+            if change < LBP_TOLERANCE {
+                break;
+            }
+        }
+        nu
+    }
+
+    /// Each track's `(beta0, betas)` from the messages `nu`.
+    fn marginals(&self, nu: &[f64]) -> Vec<(f64, Vec<f64>)> {
+        (0..self.m.len())
+            .into_par_iter()
+            .map(|i| {
+                let (a, b) = (self.rs[i], self.rs[i + 1]);
+                let s = lbp_total(self.m[i], &self.w[a..b], &nu[a..b]);
+                (
+                    self.m[i] / s,
+                    self.w[a..b]
+                        .iter()
+                        .zip(&nu[a..b])
+                        .map(|(w, n)| w * n / s)
+                        .collect(),
+                )
+            })
+            .collect()
+    }
+}
 
 /// JPDA over all clusters: each track's weights (tracks outside every cluster miss).
 /// Clusters with at most `exact_events` joint events are enumerated exactly, the others
@@ -460,6 +810,15 @@ pub fn jpda(
     let solved: Vec<Vec<(usize, Weights)>> = clusters
         .par_iter()
         .map(|cl| {
+            let pairs: usize = cl.iter().map(|&i| g.of(i).len()).sum();
+            if pairs >= LBP_PARALLEL_EDGES {
+                let events = cl
+                    .iter()
+                    .fold(1.0, |e, &i| e * (1.0 + g.of(i).len() as f64));
+                if events > exact_events {
+                    return jpda_wide(cl, g, ndet_of(g), gain, log_miss);
+                }
+            }
             let (dets, rows) = local(cl, g);
             // Weights scaled per track by their largest, which leaves the marginals
             // unchanged and keeps products in range.
@@ -506,6 +865,59 @@ pub fn jpda(
     out
 }
 
+/// Detections a gate can name: one past its largest index.
+fn ndet_of(g: &Gated) -> usize {
+    g.det.iter().max().map_or(0, |&l| l as usize + 1)
+}
+
+/// JPDA of one large loopy cluster by belief propagation in flat arrays, every phase on
+/// every core ([`Graph`]); the weights and marginals are formed as in [`jpda`]'s
+/// per-cluster path, so both give the same bits.
+fn jpda_wide(
+    cl: &[usize],
+    g: &Gated,
+    ndet: usize,
+    gain: f64,
+    log_miss: f64,
+) -> Vec<(usize, Weights)> {
+    let gr = Graph::build(
+        cl.len(),
+        ndet,
+        &g.det,
+        |r| g.of(cl[r]),
+        |r, w| {
+            // Scaled by the track's largest weight, as in `jpda`.
+            let row = g.of(cl[r]);
+            let top = row.clone().map(|k| gain + g.ll[k]).fold(log_miss, f64::max);
+            for (w, k) in w.iter_mut().zip(row) {
+                *w = (gain + g.ll[k] - top).exp();
+            }
+            (log_miss - top).exp()
+        },
+    );
+    let nu = gr.propagate();
+
+    (0..cl.len())
+        .into_par_iter()
+        .map(|q| {
+            let (a, b) = (gr.rs[q], gr.rs[q + 1]);
+            let s = lbp_total(gr.m[q], &gr.w[a..b], &nu[a..b]);
+            let i = cl[q];
+            let det = (a..b)
+                .zip(g.of(i))
+                .map(|(e, k)| (g.det[k], gr.w[e] * nu[e] / s))
+                .collect();
+            (
+                i,
+                Weights {
+                    beta0: gr.m[q] / s,
+                    det,
+                },
+            )
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -539,13 +951,59 @@ mod tests {
             .collect();
         let m: Vec<f64> = (0..a.len()).map(|_| 0.05 + next()).collect();
         assert!(a.iter().map(Vec::len).sum::<usize>() >= LBP_PARALLEL_EDGES);
-        let one = lbp(&a, &m, ndet, false);
-        let all = lbp(&a, &m, ndet, true);
+        let one = lbp(&a, &m, ndet);
+        let all = jpda_lbp(&a, &m, ndet);
         assert_eq!(one, all);
         // And it is a distribution per track.
         for (b0, b) in &one {
             let s: f64 = b0 + b.iter().sum::<f64>();
             assert!((s - 1.0).abs() < 1e-9, "{s}");
+        }
+    }
+
+    #[test]
+    fn clusters_joined_on_every_core_are_those_of_one_core() {
+        // 40,000 tracks gating 0 to 4 of 30,000 detections near their own place, so
+        // that gates chain into clusters of every size (some tracks gate nothing).
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 11) as f64 / (1u64 << 53) as f64
+        };
+        let (n, ndet) = (40_000usize, 30_000usize);
+        let mut g = Gated {
+            start: vec![0],
+            det: Vec::new(),
+            ll: Vec::new(),
+        };
+        for i in 0..n {
+            let k = (next() * 5.0) as usize;
+            let mut row: Vec<u32> = (0..k)
+                .map(|_| ((i * 3 / 4 + (next() * 9.0) as usize) % ndet) as u32)
+                .collect();
+            row.sort_unstable();
+            row.dedup();
+            g.ll.extend(row.iter().map(|_| -1.0));
+            g.det.extend(row);
+            g.start.push(g.det.len());
+        }
+        assert!(g.det.len() >= CLUSTERS_PARALLEL_PAIRS);
+        let one = joined(&g, ndet);
+        let all = joined_on_every_core(&g, ndet);
+        assert_eq!(one, all);
+        // Clusters of many sizes, each rooted at its smallest track.
+        let cl = clusters(&g, ndet);
+        let largest = cl.iter().map(Vec::len).max().unwrap_or(0);
+        assert!(
+            cl.len() > 100 && largest > 10,
+            "{} clusters, largest {largest}",
+            cl.len()
+        );
+        for c in &cl {
+            assert!(c.windows(2).all(|w| w[0] < w[1]));
+            assert!(c.iter().all(|&i| one[i] == c[0]));
         }
     }
 }
