@@ -23,6 +23,12 @@ use source::*;
 pub use source::{block_for, chunk_per, source, ANCESTOR_ITEMS, BLOCK, KERNELS, MAX_NX, MAX_NY};
 
 /// Device bytes a run needs (checked arithmetic: `None` on overflow).
+/// Blocks of ancestors a filter from which their ranges are found by `pf_ranges` ahead
+/// of the search (N = 10^7: 4883 blocks, whose own searches, 2 x 24 dependent reads of
+/// global memory, held each block's other threads: `pf_ancestors` 147 -> 113 us on the
+/// H200, `pf_ranges` 14 us). Below, the blocks fit in about one wave.
+const RANGES_AHEAD_BLOCKS: u32 = 256;
+
 fn device_bytes(
     b: usize,
     t: usize,
@@ -47,7 +53,9 @@ fn device_bytes(
     let particles = b * n * (sc * (2 * nx + 2 + u128::from(keep)) + 8 + 4);
     let chunks = b * g * 8 * (rec + 2);
     let outputs = b * t * sc * (nx + nx * nx + 2 + ny);
-    Some(particles + chunks + outputs + b * 64)
+    // Two u32 a block of ancestors (at least 128 x ANCESTOR_ITEMS slots a block).
+    let ranges = b * 8 * (n / 1024 + 1);
+    Some(particles + chunks + outputs + ranges + b * 64)
 }
 
 /// The bootstrap filter over every track of `z` on GPU `ordinal`.
@@ -263,6 +271,16 @@ fn run<T: Real>(
         bn as u32,
         1,
     );
+    // Systematic and stratified with many blocks of ancestors a filter: each block's
+    // range of the cumulative weights, found ahead (`pf_ranges`); with few, each block
+    // finds its own (one wave, and a launch saved).
+    let ahead = scheme <= 1 && slots.0 >= RANGES_AHEAD_BLOCKS;
+    let ranges = DevBuf::<u32>::new(
+        &gpu,
+        if ahead { bn * 2 * slots.0 as usize } else { 1 },
+        "ancestor ranges",
+    )?;
+    let ranges_grid = ((2 * slots.0).div_ceil(block), bn as u32, 1);
     let each = (n.div_ceil(block as usize) as u32, bn as u32, 1);
     let one = (1, bn as u32, 1);
     let blk = (block, 1, 1);
@@ -333,6 +351,29 @@ fn run<T: Real>(
                 }
             }
         } else if k > 0 {
+            if ahead {
+                // Each block's range of the cumulative weights, ahead of the search.
+                cuda::launch(
+                    &stream,
+                    &module,
+                    "pf_ranges",
+                    ranges_grid,
+                    blk,
+                    &[
+                        Arg::Ptr(cdf.ptr()),
+                        Arg::Ptr(wtot.ptr()),
+                        Arg::Ptr(flag.ptr()),
+                        Arg::Ptr(ranges.ptr()),
+                        Arg::U32(nu),
+                        Arg::U32(k - 1),
+                        Arg::U32(key[0]),
+                        Arg::U32(key[1]),
+                        Arg::U32(b0),
+                        Arg::U32(scheme),
+                        Arg::U32(slots.0),
+                    ],
+                )?;
+            }
             cuda::launch(
                 &stream,
                 &module,
@@ -346,6 +387,7 @@ fn run<T: Real>(
                     Arg::Ptr(fmax.ptr()),
                     Arg::Ptr(anc.ptr()),
                     Arg::Ptr(flag.ptr()),
+                    Arg::Ptr(if ahead { ranges.ptr() } else { 0 }),
                     Arg::U32(nu),
                     Arg::U32(k - 1),
                     Arg::U32(key[0]),

@@ -14,7 +14,8 @@ pub(super) const PF: &str = include_str!("../kernels/pf.cu");
 pub(super) const RESAMPLE: &str = include_str!("../kernels/resample.cu");
 
 /// The kernels of `kernels/pf.cu` and `kernels/resample.cu`.
-pub const KERNELS: [&str; 11] = [
+pub const KERNELS: [&str; 12] = [
+    "pf_ranges",
     "pf_ancestors",
     "pf_step",
     "pf_combine",

@@ -98,15 +98,45 @@ __device__ __forceinline__ unsigned pf_above(const double* c, unsigned lo, unsig
 #define PF_METROPOLIS 2
 #define PF_REJECTION 3
 
+// Slot i's target in the cumulative weights (systematic: one uniform a filter;
+// stratified: one a slot): (i + u) x total / n.
+__device__ __forceinline__ double pf_target(unsigned i, unsigned scheme, double u0, double scale, unsigned b,
+                                            unsigned kr, unsigned key0, unsigned key1) {
+    const double u = scheme == PF_SYSTEMATIC
+                         ? u0
+                         : pf_uniform_f64(pf_words(i, b, kr, PF_PURPOSE_RESAMPLE, 0, key0, key1).v[0]);
+    return ((double)i + u) * scale;
+}
+
+// The range of the cumulative weights each block of pf_ancestors searches (systematic
+// and stratified): the ancestors of the block's first and last slots, each by a search
+// of the whole array, one search a thread, a grid of (ceil(2 x blocks / PF_BLOCK), B).
+// Done ahead of pf_ancestors: a block that searched them itself held its other threads
+// at a barrier through 2 x log2(N) dependent reads of global memory.
+extern "C" __global__ void pf_ranges(const double* cdf, const double* wtot, const unsigned* flag,
+                                     unsigned* ranges, unsigned n, unsigned kr, unsigned key0, unsigned key1,
+                                     unsigned b0, unsigned scheme, unsigned blocks) {
+    const unsigned b = blockIdx.y;
+    if (flag[b] == 0) return;
+    const unsigned t = blockIdx.x * PF_BLOCK + threadIdx.x;
+    if (t >= 2 * blocks) return;
+    const unsigned j0 = (t / 2) * (PF_AITEMS * PF_BLOCK);
+    const unsigned j = t % 2 == 0 ? j0 : pf_umin(j0 + PF_AITEMS * PF_BLOCK, n) - 1;
+    const size_t base = (size_t)b * n;
+    const double u0 = pf_uniform_f64(pf_words(0, b + b0, kr, PF_PURPOSE_RESAMPLE, 0, key0, key1).v[0]);
+    const double x = pf_target(j, scheme, u0, wtot[b] / (double)n, b + b0, kr, key0, key1);
+    ranges[(size_t)b * 2 * blocks + t] = pf_above(cdf + base, 0, n, x);
+}
+
 // The ancestors of the slots of filters that resampled after step kr: PF_AITEMS x
 // PF_BLOCK slots a block (PF_AITEMS is set by the launcher), a grid of
-// (ceil(N / (PF_AITEMS x PF_BLOCK)), B) blocks.
+// (ceil(N / (PF_AITEMS x PF_BLOCK)), B) blocks; systematic and stratified read their
+// blocks' ranges from pf_ranges (ranges null: each block searches its own).
 extern "C" __global__ void pf_ancestors(const double* cdf, const double* wtot, const real_t* lw,
                                         const double* fmx, unsigned* anc, const unsigned* flag,
-                                        unsigned n, unsigned kr, unsigned key0, unsigned key1, unsigned b0,
-                                        unsigned scheme, unsigned steps_b) {
+                                        const unsigned* ranges, unsigned n, unsigned kr, unsigned key0,
+                                        unsigned key1, unsigned b0, unsigned scheme, unsigned steps_b) {
     __shared__ double scdf[PF_TILE];
-    __shared__ unsigned srange[2];
     const unsigned b = blockIdx.y;
     if (flag[b] == 0) return;
     const unsigned j0 = blockIdx.x * (PF_AITEMS * PF_BLOCK);
@@ -115,21 +145,21 @@ extern "C" __global__ void pf_ancestors(const double* cdf, const double* wtot, c
         const double* c = cdf + base;
         const double scale = wtot[b] / (double)n;
         const double u0 = pf_uniform_f64(pf_words(0, b + b0, kr, PF_PURPOSE_RESAMPLE, 0, key0, key1).v[0]);
-        auto target = [&](unsigned i) {
-            const double u = scheme == PF_SYSTEMATIC
-                                 ? u0
-                                 : pf_uniform_f64(pf_words(i, b + b0, kr, PF_PURPOSE_RESAMPLE, 0, key0, key1).v[0]);
-            return ((double)i + u) * scale;
-        };
+        auto target = [&](unsigned i) { return pf_target(i, scheme, u0, scale, b + b0, kr, key0, key1); };
         // The targets increase with the slot, so the block's ancestors lie between those
-        // of its first and last slots: two searches of the whole array, then the range
-        // streams through shared memory a tile at a time, each target searched in the
-        // tile that holds its ancestor (ranges longer than PF_WINDOWS tiles, where the
-        // weight sits on few particles: a search in global memory a target, which
-        // measured faster).
-        const unsigned jl = pf_umin(j0 + PF_AITEMS * PF_BLOCK, n) - 1;
-        if (threadIdx.x == 0) srange[0] = pf_above(c, 0, n, target(j0));
-        if (threadIdx.x == PF_BLOCK - 1) srange[1] = pf_above(c, 0, n, target(jl));
+        // of its first and last slots (pf_ranges); the range streams through shared
+        // memory a tile at a time, each target searched in the tile that holds its
+        // ancestor (ranges longer than PF_WINDOWS tiles, where the weight sits on few
+        // particles: a search in global memory a target, which measured faster).
+        __shared__ unsigned srange[2];
+        if (ranges != nullptr) {
+            if (threadIdx.x < 2) srange[threadIdx.x] = ranges[((size_t)b * gridDim.x + blockIdx.x) * 2 + threadIdx.x];
+        } else {
+            // Few blocks a filter: the block's first and last threads search.
+            const unsigned jl = pf_umin(j0 + PF_AITEMS * PF_BLOCK, n) - 1;
+            if (threadIdx.x == 0) srange[0] = pf_above(c, 0, n, target(j0));
+            if (threadIdx.x == PF_BLOCK - 1) srange[1] = pf_above(c, 0, n, target(jl));
+        }
         __syncthreads();
         const unsigned lo = srange[0], end = srange[1] < n ? srange[1] + 1 : n;
         const unsigned len = lo < end ? end - lo : 0;
