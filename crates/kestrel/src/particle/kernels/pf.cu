@@ -3,10 +3,14 @@
 // that the whole grid fills the device: one chunk a filter at B = 10^4 x N = 10^3, about a
 // thousand at B = 1 x N = 10^7), one block per chunk, a grid of (G, B) blocks. Per step:
 //
+//   pf_ranges     (after a step that resampled, systematic and stratified, when a filter
+//                 has many blocks of ancestors) each block's range of the cumulative
+//                 weights: the ancestors of its first and last slots, one search a thread
 //   pf_ancestors  (after a step that resampled) each slot's ancestor: systematic and
 //                 stratified by searching the cumulative weights (the block's range of
-//                 them staged in shared memory, found by two searches a block of
-//                 PF_AITEMS x PF_BLOCK slots); Metropolis and rejection need no prefix sum.
+//                 them, from pf_ranges or found by two searches of its own, staged in
+//                 shared memory, PF_AITEMS x PF_BLOCK slots a block); Metropolis and
+//                 rejection need no prefix sum.
 //   pf_step       gather the ancestor (or keep the particle), draw or propagate, weight in
 //                 the log domain; the chunk's largest log-weight and, relative to it and
 //                 to the chunk's first particle, its sums (f64) of w, w^2, w (x - r),
