@@ -176,7 +176,9 @@ pub fn simulate_nonlinear(
     // Both files or neither.
     outputs.commit()?;
     errln!(
-        "simulate: {tracks} tracks x {steps} steps (kind {}, nx {nx}, ny {ny}), seed {seed}; {:.3} s -> {}{}",
+        "simulate: {} x {} (kind {}, nx {nx}, ny {ny}), seed {seed}; {:.3} s -> {}{}",
+        super::plural(tracks, "track"),
+        super::plural(steps, "step"),
         model.kind_name(),
         t0.elapsed().as_secs_f64(),
         output.display(),
