@@ -773,21 +773,24 @@ impl Graph {
         nu
     }
 
+    /// Track `q`'s `beta0` and its pairs' betas from the messages `nu`.
+    fn betas<'a>(&'a self, q: usize, nu: &'a [f64]) -> (f64, impl Iterator<Item = f64> + 'a) {
+        let (a, b) = (self.rs[q], self.rs[q + 1]);
+        let s = lbp_total(self.m[q], &self.w[a..b], &nu[a..b]);
+        let betas = self.w[a..b]
+            .iter()
+            .zip(&nu[a..b])
+            .map(move |(w, n)| w * n / s);
+        (self.m[q] / s, betas)
+    }
+
     /// Each track's `(beta0, betas)` from the messages `nu`.
     fn marginals(&self, nu: &[f64]) -> Vec<(f64, Vec<f64>)> {
         (0..self.m.len())
             .into_par_iter()
-            .map(|i| {
-                let (a, b) = (self.rs[i], self.rs[i + 1]);
-                let s = lbp_total(self.m[i], &self.w[a..b], &nu[a..b]);
-                (
-                    self.m[i] / s,
-                    self.w[a..b]
-                        .iter()
-                        .zip(&nu[a..b])
-                        .map(|(w, n)| w * n / s)
-                        .collect(),
-                )
+            .map(|q| {
+                let (b0, betas) = self.betas(q, nu);
+                (b0, betas.collect())
             })
             .collect()
     }
@@ -807,6 +810,8 @@ pub fn jpda(
 ) -> Vec<Weights> {
     let gain = pd.ln() - clutter.ln();
     let log_miss = (1.0 - pd * pg).ln();
+    // Detections the gate names, for the large clusters' arrays (found once, if needed).
+    let ndet = std::sync::OnceLock::new();
     let solved: Vec<Vec<(usize, Weights)>> = clusters
         .par_iter()
         .map(|cl| {
@@ -816,38 +821,11 @@ pub fn jpda(
                     .iter()
                     .fold(1.0, |e, &i| e * (1.0 + g.of(i).len() as f64));
                 if events > exact_events {
-                    return jpda_wide(cl, g, ndet_of(g), gain, log_miss);
+                    let ndet = *ndet.get_or_init(|| ndet_of(g));
+                    return jpda_wide(cl, g, ndet, gain, log_miss);
                 }
             }
-            let (dets, rows) = local(cl, g);
-            // Weights scaled per track by their largest, which leaves the marginals
-            // unchanged and keeps products in range.
-            let mut a = Vec::with_capacity(cl.len());
-            let mut m = Vec::with_capacity(cl.len());
-            let mut events = 1.0;
-            for row in &rows {
-                let top = row.iter().map(|e| gain + e.1).fold(log_miss, f64::max);
-                m.push((log_miss - top).exp());
-                a.push(
-                    row.iter()
-                        .map(|&(l, ll)| (l, (gain + ll - top).exp()))
-                        .collect::<Vec<_>>(),
-                );
-                events *= 1.0 + row.len() as f64;
-            }
-            let beta = if events <= exact_events {
-                jpda_exact(&a, &m, dets.len())
-            } else {
-                jpda_lbp(&a, &m, dets.len())
-            };
-            cl.iter()
-                .zip(beta)
-                .zip(&rows)
-                .map(|((&i, (b0, bs)), row)| {
-                    let det = row.iter().zip(bs).map(|(e, b)| (dets[e.0], b)).collect();
-                    (i, Weights { beta0: b0, det })
-                })
-                .collect()
+            jpda_local(cl, g, gain, log_miss, exact_events)
         })
         .collect();
     let mut out = vec![
@@ -863,6 +841,51 @@ pub fn jpda(
         }
     }
     out
+}
+
+/// JPDA of one cluster through its local rows: enumerated up to `exact_events` joint
+/// events, else by belief propagation ([`jpda_lbp`]).
+fn jpda_local(
+    cl: &[usize],
+    g: &Gated,
+    gain: f64,
+    log_miss: f64,
+    exact_events: f64,
+) -> Vec<(usize, Weights)> {
+    let (dets, rows) = local(cl, g);
+    let mut a = Vec::with_capacity(cl.len());
+    let mut m = Vec::with_capacity(cl.len());
+    let mut events = 1.0;
+    for row in &rows {
+        let top = log_top(gain, log_miss, row.iter().map(|e| e.1));
+        m.push((log_miss - top).exp());
+        a.push(
+            row.iter()
+                .map(|&(l, ll)| (l, (gain + ll - top).exp()))
+                .collect::<Vec<_>>(),
+        );
+        events *= 1.0 + row.len() as f64;
+    }
+    let beta = if events <= exact_events {
+        jpda_exact(&a, &m, dets.len())
+    } else {
+        jpda_lbp(&a, &m, dets.len())
+    };
+    cl.iter()
+        .zip(beta)
+        .zip(&rows)
+        .map(|((&i, (b0, bs)), row)| {
+            let det = row.iter().zip(bs).map(|(e, b)| (dets[e.0], b)).collect();
+            (i, Weights { beta0: b0, det })
+        })
+        .collect()
+}
+
+/// A track's largest log-weight, its miss's (`log_miss`) or a pair's (`gain + ll`):
+/// the weights are scaled per track by it, which leaves the marginals unchanged and
+/// keeps products in range.
+fn log_top(gain: f64, log_miss: f64, ll: impl Iterator<Item = f64>) -> f64 {
+    ll.map(|l| gain + l).fold(log_miss, f64::max)
 }
 
 /// Detections a gate can name: one past its largest index.
@@ -886,9 +909,8 @@ fn jpda_wide(
         &g.det,
         |r| g.of(cl[r]),
         |r, w| {
-            // Scaled by the track's largest weight, as in `jpda`.
             let row = g.of(cl[r]);
-            let top = row.clone().map(|k| gain + g.ll[k]).fold(log_miss, f64::max);
+            let top = log_top(gain, log_miss, row.clone().map(|k| g.ll[k]));
             for (w, k) in w.iter_mut().zip(row) {
                 *w = (gain + g.ll[k] - top).exp();
             }
@@ -896,24 +918,13 @@ fn jpda_wide(
         },
     );
     let nu = gr.propagate();
-
     (0..cl.len())
         .into_par_iter()
         .map(|q| {
-            let (a, b) = (gr.rs[q], gr.rs[q + 1]);
-            let s = lbp_total(gr.m[q], &gr.w[a..b], &nu[a..b]);
             let i = cl[q];
-            let det = (a..b)
-                .zip(g.of(i))
-                .map(|(e, k)| (g.det[k], gr.w[e] * nu[e] / s))
-                .collect();
-            (
-                i,
-                Weights {
-                    beta0: gr.m[q] / s,
-                    det,
-                },
-            )
+            let (beta0, betas) = gr.betas(q, &nu);
+            let det = g.of(i).zip(betas).map(|(k, b)| (g.det[k], b)).collect();
+            (i, Weights { beta0, det })
         })
         .collect()
 }
@@ -922,17 +933,21 @@ fn jpda_wide(
 mod tests {
     use super::*;
 
-    #[test]
-    fn belief_propagation_on_every_core_gives_the_bits_of_one_core() {
-        // A loopy cluster of 6000 tracks, each gating 3 or 4 of 4000 detections, with
-        // weights spread over decades (a small generator, so no dependency).
-        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-        let mut next = || {
+    /// Uniforms in [0, 1) from a xorshift generator (small, so no dependency).
+    fn uniforms(mut x: u64) -> impl FnMut() -> f64 {
+        move || {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
             (x >> 11) as f64 / (1u64 << 53) as f64
-        };
+        }
+    }
+
+    #[test]
+    fn belief_propagation_on_every_core_gives_the_bits_of_one_core() {
+        // A loopy cluster of 6000 tracks, each gating 3 or 4 of 4000 detections, with
+        // weights spread over decades.
+        let mut next = uniforms(0x9e37_79b9_7f4a_7c15);
         let ndet = 4000;
         let a: Vec<Vec<(usize, f64)>> = (0..6000)
             .map(|i| {
@@ -962,16 +977,41 @@ mod tests {
     }
 
     #[test]
+    fn a_large_cluster_in_flat_arrays_gives_the_bits_of_its_rows() {
+        // One loopy cluster of 6000 tracks gating 3 or 4 of 4000 detections: the path
+        // from the gate (weights, marginals and detections formed in place) against the
+        // one through the cluster's local rows.
+        let mut next = uniforms(0x5851_f42d_4c95_7f2d);
+        let ndet = 4000;
+        let mut g = Gated {
+            start: vec![0],
+            det: Vec::new(),
+            ll: Vec::new(),
+        };
+        for i in 0..6000usize {
+            let mut row: Vec<u32> = (0..3 + (i % 2))
+                .map(|j| ((i * 7 / 10 + j * 13 + (next() * 5.0) as usize) % ndet) as u32)
+                .collect();
+            row.sort_unstable();
+            row.dedup();
+            g.ll.extend(row.iter().map(|_| -8.0 * next()));
+            g.det.extend(row);
+            g.start.push(g.det.len());
+        }
+        let cl = clusters(&g, ndet);
+        assert_eq!(cl.len(), 1);
+        assert!(g.det.len() >= LBP_PARALLEL_EDGES);
+        let (gain, log_miss) = (0.9f64.ln() - 1e-3f64.ln(), (1.0 - 0.9 * 0.99f64).ln());
+        let wide = jpda_wide(&cl[0], &g, ndet, gain, log_miss);
+        let rows = jpda_local(&cl[0], &g, gain, log_miss, 0.0);
+        assert_eq!(wide, rows);
+    }
+
+    #[test]
     fn clusters_joined_on_every_core_are_those_of_one_core() {
         // 40,000 tracks gating 0 to 4 of 30,000 detections near their own place, so
         // that gates chain into clusters of every size (some tracks gate nothing).
-        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
-        let mut next = || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 11) as f64 / (1u64 << 53) as f64
-        };
+        let mut next = uniforms(0x2545_f491_4f6c_dd1d);
         let (n, ndet) = (40_000usize, 30_000usize);
         let mut g = Gated {
             start: vec![0],
