@@ -224,10 +224,11 @@ class KalmanFilter:
                outputs: Any = ("mean", "cov", "loglik"), progress: bool = False) -> KalmanResult:
         """The Kalman filter over every track of ``z`` [B, T, ny] (or one track [T, ny]).
 
-        ``method``: ``"sequential"`` (each track's steps in order, tracks in parallel) or
+        ``method``: ``"sequential"`` (each track's steps in order, tracks in parallel),
         ``"parallel"`` (Sarkka & Garcia-Fernandez's associative scan over time, with
         ``scan``: sequential, hillis-steele, blelloch, ladner-fischer, sengupta[:N],
-        fastest). ``device``: auto, cpu, cuda, cuda:N or cuda:all. ``precision``:
+        fastest) or ``"parallel-sqrt"`` (the same scan over Cholesky factors: every
+        covariance positive semi-definite by construction, in f32 too). ``device``: auto, cpu, cuda, cuda:N or cuda:all. ``precision``:
         "f32" or "f64" (default: the input's float dtype; else f64 on the CPU and f32 on
         a GPU). ``outputs``: any of mean, cov, diag (the variances), loglik, or "all".
         Returns filtered means ``x_{k|k}``, covariances ``P_{k|k}`` and per-step
@@ -242,7 +243,7 @@ class KalmanFilter:
 
         ``method``: ``"rts"`` (Kalman filter then Rauch-Tung-Striebel), ``"parallel-rts"``
         (both as associative scans over time), ``"two-filter"`` (the parallel two-filter
-        smoother). ``loglik`` holds the filter's per-step log-likelihoods. Other
+        smoother), ``"parallel-sqrt-rts"`` (``"parallel-rts"`` over Cholesky factors). ``loglik`` holds the filter's per-step log-likelihoods. Other
         arguments as :meth:`filter`.
         """
         return self._run(z, True, device, precision, method, scan, outputs, progress)

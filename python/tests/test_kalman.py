@@ -43,12 +43,14 @@ def test_filter_and_rts_equal_the_textbook_equations(rng, nx, ny):
         np.testing.assert_allclose(s.loglik[b], lls, rtol=1e-9, atol=1e-9)
 
 
-@pytest.mark.parametrize("method", ["parallel-rts", "two-filter"])
-def test_parallel_methods_equal_the_sequential_ones(rng, method):
+@pytest.mark.parametrize("method,filter_method", [("parallel-rts", "parallel"),
+                                                  ("two-filter", "parallel"),
+                                                  ("parallel-sqrt-rts", "parallel-sqrt")])
+def test_parallel_methods_equal_the_sequential_ones(rng, method, filter_method):
     (F, H, Q, R, x0, P0), z = make(rng, 4, 2, B=2, T=200)
     kf = kestrel.KalmanFilter(F, H, Q, R, x0=x0, P0=P0)
     seq = kf.filter(z, device="cpu")
-    par = kf.filter(z, device="cpu", method="parallel", scan="blelloch")
+    par = kf.filter(z, device="cpu", method=filter_method, scan="blelloch")
     for k in ("mean", "cov", "loglik"):
         np.testing.assert_allclose(getattr(par, k), getattr(seq, k), rtol=1e-7, atol=1e-8)
     rts = kf.smooth(z, device="cpu")

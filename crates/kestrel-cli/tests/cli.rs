@@ -227,6 +227,9 @@ fn parallel_method_gives_the_filter_or_a_clean_error() {
         ("filter", "parallel", "blelloch"),
         ("smooth", "parallel-rts", "fastest"),
         ("smooth", "two-filter", "fastest"),
+        ("filter", "parallel-sqrt", "fastest"),
+        ("filter", "parallel-sqrt", "ladner-fischer"),
+        ("smooth", "parallel-sqrt-rts", "fastest"),
     ];
     for (cmd, method, scan) in runs {
         let before = std::fs::read_dir(d.path()).unwrap().count();

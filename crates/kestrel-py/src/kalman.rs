@@ -201,15 +201,17 @@ fn job_of(smooth: bool, method: &str, scan: ScanAlgorithm) -> PyResult<Job> {
         (true, "rts") => Job::Smooth(SmoothMethod::Rts),
         (true, "parallel-rts") => Job::Smooth(SmoothMethod::ParallelRts(scan)),
         (true, "two-filter") => Job::Smooth(SmoothMethod::TwoFilter(scan)),
+        (false, "parallel-sqrt") => Job::Filter(FilterMethod::ParallelSqrt(scan)),
+        (true, "parallel-sqrt-rts") => Job::Smooth(SmoothMethod::ParallelSqrtRts(scan)),
         (false, m) => {
             return Err(PyValueError::new_err(format!(
-                "method: unknown filter method \"{}\" (expected sequential or parallel)",
+                "method: unknown filter method \"{}\" (expected sequential, parallel or parallel-sqrt)",
                 m.escape_debug()
             )))
         }
         (true, m) => {
             return Err(PyValueError::new_err(format!(
-                "method: unknown smoother method \"{}\" (expected rts, parallel-rts or two-filter)",
+                "method: unknown smoother method \"{}\" (expected rts, parallel-rts, two-filter or parallel-sqrt-rts)",
                 m.escape_debug()
             )))
         }

@@ -18,6 +18,9 @@ pub enum FilterMethod {
     Sequential,
     /// Parallel in time: an associative scan over the steps of each track.
     Parallel(ScanAlgorithm),
+    /// Parallel in time in square-root form (`parallel::filter_sqrt`): Cholesky factors
+    /// through the scan, positive semi-definite covariances in any precision.
+    ParallelSqrt(ScanAlgorithm),
 }
 
 /// How to smooth.
@@ -31,6 +34,8 @@ pub enum SmoothMethod {
     ParallelRts(ScanAlgorithm),
     /// Parallel two-filter smoother.
     TwoFilter(ScanAlgorithm),
+    /// Square-root parallel filter and RTS smoother (`parallel::smooth_sqrt`).
+    ParallelSqrtRts(ScanAlgorithm),
 }
 
 /// The batched filter (and with `smooth` the RTS smoother) of a time-varying model on
@@ -106,15 +111,28 @@ pub fn filter_on<T: Real, M: StateSpace + ?Sized>(
             None => varying_on_gpu(all_gpus()?[0], model, z, opts),
         },
         #[cfg(not(feature = "cuda"))]
-        (FilterMethod::Sequential, d) => Err(crate::cuda::unsupported(&format!("the batched filter ({d:?})"))),
-        (FilterMethod::Parallel(_), _) if opts.keep == kalman::Keep::Last => Err(
-            Error::Unsupported("the parallel filter keeps every step: Keep::Last is not available with FilterMethod::Parallel".into()),
-        ),
-        (FilterMethod::Parallel(_), _) if opts.predicted => Err(Error::Unsupported(
-            "the parallel filter does not return predicted moments (FilterOptions::predicted)".into(),
-        )),
-        (FilterMethod::Parallel(scan), d) => {
-            let mut filtered = crate::parallel::filter(d, model, z, scan)?;
+        (FilterMethod::Sequential, d) => Err(crate::cuda::unsupported(&format!(
+            "the batched filter ({d:?})"
+        ))),
+        (FilterMethod::Parallel(_) | FilterMethod::ParallelSqrt(_), _)
+            if opts.keep == kalman::Keep::Last =>
+        {
+            Err(Error::Unsupported(format!(
+                "the parallel filter keeps every step: Keep::Last is not available with {method:?}"
+            )))
+        }
+        (FilterMethod::Parallel(_) | FilterMethod::ParallelSqrt(_), _) if opts.predicted => {
+            Err(Error::Unsupported(
+                "the parallel filter does not return predicted moments (FilterOptions::predicted)"
+                    .into(),
+            ))
+        }
+        (FilterMethod::Parallel(scan) | FilterMethod::ParallelSqrt(scan), d) => {
+            let mut filtered = if matches!(method, FilterMethod::ParallelSqrt(_)) {
+                crate::parallel::filter_sqrt(d, model, z, scan)?
+            } else {
+                crate::parallel::filter(d, model, z, scan)?
+            };
             opts.outputs.apply(&mut filtered);
             Ok(FilterOutput {
                 filtered,
@@ -187,8 +205,8 @@ pub fn filter_on_with<T: Real, M: StateSpace + ?Sized>(
             "{} on {d:?}: this build has no GPU support (use Device::Cpu)",
             inputs.names()
         ))),
-        (FilterMethod::Parallel(_), _) => Err(Error::Unsupported(format!(
-            "{} with FilterMethod::Parallel: the parallel-in-time filter takes the model alone (use FilterMethod::Sequential)",
+        (m, _) => Err(Error::Unsupported(format!(
+            "{} with FilterMethod::{m:?}: the parallel-in-time filters take the model alone (use FilterMethod::Sequential)",
             inputs.names()
         ))),
     }
@@ -306,6 +324,9 @@ fn smooth_pair<T: Real, M: StateSpace + ?Sized>(
             crate::parallel::smooth_rts(d.first(), model, z, scan)
         }
         (SmoothMethod::TwoFilter(scan), d) => crate::parallel::smooth_two_filter(d, model, z, scan),
+        (SmoothMethod::ParallelSqrtRts(scan), d) => {
+            crate::parallel::smooth_sqrt(d.first(), model, z, scan)
+        }
     }
 }
 

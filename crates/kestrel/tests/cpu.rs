@@ -54,6 +54,8 @@ mod parallel_seq_kernels_on_cpu;
 mod parallel_split_on_cpu;
 #[path = "parallel_sqrt.rs"]
 mod parallel_sqrt;
+#[path = "parallel_sqrt_kernels_on_cpu.rs"]
+mod parallel_sqrt_kernels_on_cpu;
 #[path = "particle_filter.rs"]
 mod particle_filter;
 #[path = "particle_kernels_on_cpu.rs"]

@@ -27,6 +27,8 @@ mod hmm_gpu;
 mod likelihood_gpu;
 #[path = "nonlinear_gpu.rs"]
 mod nonlinear_gpu;
+#[path = "parallel_sqrt_gpu.rs"]
+mod parallel_sqrt_gpu;
 #[path = "particle_gpu.rs"]
 mod particle_gpu;
 #[path = "particle_resample_gpu.rs"]

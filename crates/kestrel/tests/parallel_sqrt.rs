@@ -1,12 +1,14 @@
-//! The square-root parallel filter (`parallel::filter_sqrt`): equal to the sequential
-//! reference in f64 on random time-varying models with missing values for every scan
+//! The square-root parallel filter and smoother (`parallel::filter_sqrt`,
+//! `parallel::smooth_sqrt`): equal to the sequential references (Kalman filter, RTS
+//! smoother) in f64 on random time-varying models with missing values for every scan
 //! algorithm, and, on an ill-conditioned nx = 6 model where the standard parallel filter
 //! loses positive definiteness in f32, within 1e-3 of the f64 reference in f32.
 
+mod common;
+
+use common::ill_conditioned;
 use kestrel::parallel::{self, PaperModel};
-use kestrel::{Device, Estimates, FilterOptions, Measurements, Model, ScanAlgorithm};
-use nalgebra::{DMatrix, DVector};
-use rand::{Rng, SeedableRng};
+use kestrel::{Device, Estimates, FilterOptions, Measurements, ScanAlgorithm};
 
 /// Largest per-step relative difference `||a_k - b_k||_inf / max(||b_k||_inf, floor)`;
 /// NaN is infinite.
@@ -62,44 +64,36 @@ fn sqrt_filter_equals_the_reference_in_f64() {
     }
 }
 
-/// Three damped constant-velocity blocks mixed by a random rotation, measured (three
-/// combinations of the positions) with a noise variance of 1e-8 against a process noise of
-/// order one: the filtered covariances span eight orders of magnitude (condition ~1e8,
-/// beyond f32's 1e7) while the states stay of order one. The standard form's
-/// `C = Q - K H Q` then cancels to rounding noise in f32.
-fn ill_conditioned(seed: u64, scales: [f64; 3], rv: f64, damp: f64) -> Model {
-    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-    let nx = 6;
-    let mut f = DMatrix::zeros(nx, nx);
-    let mut q = DMatrix::zeros(nx, nx);
-    for (blk, s) in scales.iter().enumerate() {
-        let o = 2 * blk;
-        f[(o, o)] = damp;
-        f[(o, o + 1)] = 1.0;
-        f[(o + 1, o + 1)] = 0.8;
-        q[(o, o)] = s / 3.0;
-        q[(o, o + 1)] = s / 2.0;
-        q[(o + 1, o)] = s / 2.0;
-        q[(o + 1, o + 1)] = *s;
-    }
-    let mut h = DMatrix::zeros(3, nx);
-    for i in 0..3 {
-        for j in 0..3 {
-            h[(i, 2 * j)] = if i == j {
-                1.0
-            } else {
-                rng.gen_range(-0.3..0.3)
-            };
+fn smooth_errs(got: &Estimates<f64>, want: &Estimates<f64>) -> (f64, f64) {
+    let n = want.nx();
+    (
+        rel_err(got.mean(), want.mean(), n, 1e-3),
+        rel_err(got.cov(), want.cov(), n * n, 1e-3),
+    )
+}
+
+#[test]
+fn sqrt_smoother_equals_the_rts_reference_in_f64() {
+    for (case, &(nx, ny, t, b)) in [(4, 2, 1, 1), (4, 2, 150, 3), (3, 1, 77, 1), (6, 3, 40, 2)]
+        .iter()
+        .enumerate()
+    {
+        let model = PaperModel::new(nx, ny, t, t, 700 + case as u64);
+        let z = kestrel::sim::simulate(&model, b, t, 800 + case as u64, 0.25)
+            .unwrap()
+            .measurements;
+        let want_f = reference(&model, &z);
+        let want_s = kestrel::smooth_filtered(&model, &want_f).unwrap();
+        for alg in ScanAlgorithm::all() {
+            let (f, s) = parallel::smooth_sqrt(Device::Cpu, &model, &z, alg).unwrap();
+            let (em, ec, el) = errs(&f, &want_f);
+            let (sm, sc) = smooth_errs(&s, &want_s);
+            assert!(
+                em < 1e-9 && ec < 1e-9 && el < 1e-9 && sm < 1e-9 && sc < 1e-9,
+                "nx={nx} ny={ny} T={t} B={b} {alg:?}: filter {em:e} {ec:e} {el:e}, smoother {sm:e} {sc:e}"
+            );
         }
     }
-    let r = DMatrix::identity(3, 3) * rv;
-    let g = DMatrix::from_fn(nx, nx, |_, _| rng.gen_range(-1.0..1.0));
-    let rot = g.qr().q();
-    let f = &rot * f * rot.transpose();
-    let q = &rot * q * rot.transpose();
-    let q = (&q + q.transpose()) * 0.5;
-    let h = h * rot.transpose();
-    Model::new(f, q, h, r, DVector::zeros(nx), DMatrix::identity(nx, nx)).unwrap()
 }
 
 /// Process noise from 1e3 down to 1e-3 per block, measurement noise 1e-4: the standard
@@ -151,6 +145,33 @@ fn sqrt_filter_keeps_f32_where_the_standard_form_fails() {
         assert!(
             el <= el_seq,
             "square-root f32 {alg:?}: log-likelihoods {el:e} vs {el_seq:e}"
+        );
+    }
+}
+
+/// The smoother on the same ill-conditioned model: in f32 within 1e-3 of the f64 RTS
+/// smoother in means and covariances, where the standard parallel RTS smoother's filter
+/// already fails.
+#[test]
+fn sqrt_smoother_keeps_f32_where_the_standard_form_fails() {
+    let model = ill_conditioned(11, [1e3, 1.0, 1e-3], 1e-4, 0.99);
+    let t = 200;
+    let z = kestrel::sim::simulate(&model, 1, t, 12, 0.1)
+        .unwrap()
+        .measurements;
+    let want = kestrel::smooth_filtered(&model, &reference(&model, &z)).unwrap();
+    let z32: Measurements<f32> = z.cast();
+    assert!(matches!(
+        parallel::smooth_rts(Device::Cpu, &model, &z32, ScanAlgorithm::Fastest),
+        Err(kestrel::Error::NotPositiveDefinite { .. })
+    ));
+    for alg in [ScanAlgorithm::Fastest, ScanAlgorithm::LadnerFischer] {
+        let (_, s32) = parallel::smooth_sqrt(Device::Cpu, &model, &z32, alg).unwrap();
+        let (sm, sc) = smooth_errs(&s32.cast(), &want);
+        eprintln!("square-root smoother f32 {alg:?}: means {sm:.2e}, covariances {sc:.2e}");
+        assert!(
+            sm < 1e-3 && sc < 1e-3,
+            "square-root smoother f32 {alg:?}: {sm:e} {sc:e}"
         );
     }
 }

@@ -276,6 +276,7 @@ fn gpu(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
                     algs.push((ScanAlgorithm::HillisSteele, true));
                 }
             }
+            let mut default_median = std::collections::HashMap::new();
             for (alg, fused) in algs {
                 // The fastest scan fused (the default) and over stored elements.
                 if fused {
@@ -296,7 +297,14 @@ fn gpu(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
                     ("parallel-filter", Method::Filter),
                     ("parallel-rts", Method::Rts),
                     ("two-filter", Method::TwoFilter),
+                    ("parallel-sqrt-filter", Method::SqrtFilter),
+                    ("parallel-sqrt-rts", Method::SqrtRts),
                 ] {
+                    // The square-root form always scans stored elements: its fastest scan
+                    // is measured once, as "fastest-stored".
+                    if method.sqrt() && alg == ScanAlgorithm::Fastest && fused {
+                        continue;
+                    }
                     let (times, (f, s)) = if prec == "f32" {
                         let (a, (f, s)) = cp::time(0, model, &z.cast::<f32>(), method, alg, w, n)?;
                         (a, (f.cast::<f64>(), s.map(|s| s.cast::<f64>())))
@@ -317,18 +325,25 @@ fn gpu(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
                     if let Some(o) = one {
                         extra["speedup_vs_one_gpu_thread"] = (o / super::median(&times)).into();
                     }
+                    if !method.sqrt() && alg == ScanAlgorithm::Fastest && fused {
+                        default_median.insert(mname, super::median(&times));
+                    }
+                    if method.sqrt() {
+                        // Against the covariance form's default (fused) run of the same job.
+                        let plain = if method == Method::SqrtRts {
+                            "parallel-rts"
+                        } else {
+                            "parallel-filter"
+                        };
+                        if let Some(p) = default_median.get(plain) {
+                            extra["time_vs_covariance_form"] = (super::median(&times) / p).into();
+                        }
+                    }
                     // The least traffic: z read, the moments written (filtered, and
                     // smoothed for the smoothers), against the device's bandwidth.
                     let size = if prec == "f32" { 4 } else { 8 };
-                    let per_step = NY
-                        + NX
-                        + NX * NX
-                        + 1
-                        + if method == Method::Filter {
-                            0
-                        } else {
-                            NX + NX * NX
-                        };
+                    let per_step =
+                        NY + NX + NX * NX + 1 + if !method.smooths() { 0 } else { NX + NX * NX };
                     let bytes = (t * per_step * size) as f64;
                     extra["min_bytes"] = bytes.into();
                     extra["gb_per_s_of_min_bytes"] = (bytes / super::median(&times) / 1e9).into();

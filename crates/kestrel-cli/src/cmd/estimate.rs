@@ -58,6 +58,8 @@ pub enum FilterMethodArg {
     #[default]
     Sequential,
     Parallel,
+    /// The parallel filter in square-root form: Cholesky factors through the scan.
+    ParallelSqrt,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, Default)]
@@ -66,6 +68,8 @@ pub enum SmoothMethodArg {
     Rts,
     ParallelRts,
     TwoFilter,
+    /// The parallel filter and RTS smoother in square-root form.
+    ParallelSqrtRts,
     /// Nonlinear filters: the iterated extended smoother (ekf, iekf) or iterated
     /// posterior linearisation (ukf, ckf).
     Iterated,
@@ -76,7 +80,8 @@ pub struct FilterArgs {
     #[command(flatten)]
     common: Common,
     /// sequential: each track's steps in order; parallel: an associative scan over time
-    /// (Sarkka & Garcia-Fernandez).
+    /// (Sarkka & Garcia-Fernandez); parallel-sqrt: the same scan over Cholesky factors
+    /// (positive semi-definite covariances in f32 too).
     #[arg(long, value_enum, default_value_t)]
     method: FilterMethodArg,
 }
@@ -86,8 +91,8 @@ pub struct SmoothArgs {
     #[command(flatten)]
     common: Common,
     /// rts: filter then Rauch-Tung-Striebel; parallel-rts: both as scans over time;
-    /// two-filter: the parallel two-filter smoother; iterated: the nonlinear filters'
-    /// iterated smoothers.
+    /// two-filter: the parallel two-filter smoother; parallel-sqrt-rts: parallel-rts over
+    /// Cholesky factors; iterated: the nonlinear filters' iterated smoothers.
     #[arg(long, value_enum, default_value_t)]
     method: SmoothMethodArg,
 }
@@ -113,6 +118,12 @@ impl Job {
             Job::Smooth(SmoothMethod::TwoFilter(s)) => {
                 format!("smooth (two-filter, scan {})", s.name())
             }
+            Job::Filter(FilterMethod::ParallelSqrt(s)) => {
+                format!("filter (parallel square-root, scan {})", s.name())
+            }
+            Job::Smooth(SmoothMethod::ParallelSqrtRts(s)) => {
+                format!("smooth (parallel square-root RTS, scan {})", s.name())
+            }
             Job::Filter(_) => "filter".into(),
             Job::Smooth(_) => "smooth".into(),
         }
@@ -123,8 +134,13 @@ pub fn run_filter(a: FilterArgs) -> anyhow::Result<()> {
     let method = match a.method {
         FilterMethodArg::Sequential => FilterMethod::Sequential,
         FilterMethodArg::Parallel => FilterMethod::Parallel(a.common.scan),
+        FilterMethodArg::ParallelSqrt => FilterMethod::ParallelSqrt(a.common.scan),
     };
-    let linear_method = matches!(a.method, FilterMethodArg::Parallel).then_some("parallel");
+    let linear_method = match a.method {
+        FilterMethodArg::Sequential => None,
+        FilterMethodArg::Parallel => Some("parallel"),
+        FilterMethodArg::ParallelSqrt => Some("parallel-sqrt"),
+    };
     let Some(model) = routed(&a.common, None, linear_method)? else {
         return Ok(());
     };
@@ -144,6 +160,11 @@ pub fn run_smooth(a: SmoothArgs) -> anyhow::Result<()> {
             SmoothMethod::TwoFilter(a.common.scan),
             NonlinearSmoother::Rts,
             Some("two-filter"),
+        ),
+        SmoothMethodArg::ParallelSqrtRts => (
+            SmoothMethod::ParallelSqrtRts(a.common.scan),
+            NonlinearSmoother::Rts,
+            Some("parallel-sqrt-rts"),
         ),
         // The route refuses it for the Kalman family.
         SmoothMethodArg::Iterated => (SmoothMethod::Rts, NonlinearSmoother::Iterated, None),

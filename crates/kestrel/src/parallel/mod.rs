@@ -31,7 +31,7 @@ mod track;
 pub use filtering::FilterOp;
 pub use paper::PaperModel;
 pub use smoothing::SmoothOp;
-pub use sqrt::{filter_sqrt, SqrtFilterOp};
+pub use sqrt::{filter_sqrt, smooth_sqrt, SqrtFilterOp, SqrtSmoothOp};
 
 use crate::data::{Estimates, Measurements};
 use crate::device::Device;

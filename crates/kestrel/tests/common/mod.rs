@@ -167,3 +167,43 @@ pub fn chi2_quantile(dof: f64, zq: f64) -> f64 {
     let a = 2.0 / (9.0 * dof);
     dof * (1.0 - a + zq * a.sqrt()).powi(3)
 }
+
+/// Three damped constant-velocity blocks mixed by a random rotation, measured (three
+/// combinations of the positions) with a noise variance of 1e-8 against a process noise of
+/// order one: the filtered covariances span eight orders of magnitude (condition ~1e8,
+/// beyond f32's 1e7) while the states stay of order one. The standard form's
+/// `C = Q - K H Q` then cancels to rounding noise in f32.
+pub fn ill_conditioned(seed: u64, scales: [f64; 3], rv: f64, damp: f64) -> kestrel::Model {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let nx = 6;
+    let mut f = DMatrix::zeros(nx, nx);
+    let mut q = DMatrix::zeros(nx, nx);
+    for (blk, s) in scales.iter().enumerate() {
+        let o = 2 * blk;
+        f[(o, o)] = damp;
+        f[(o, o + 1)] = 1.0;
+        f[(o + 1, o + 1)] = 0.8;
+        q[(o, o)] = s / 3.0;
+        q[(o, o + 1)] = s / 2.0;
+        q[(o + 1, o)] = s / 2.0;
+        q[(o + 1, o + 1)] = *s;
+    }
+    let mut h = DMatrix::zeros(3, nx);
+    for i in 0..3 {
+        for j in 0..3 {
+            h[(i, 2 * j)] = if i == j {
+                1.0
+            } else {
+                rng.gen_range(-0.3..0.3)
+            };
+        }
+    }
+    let r = DMatrix::identity(3, 3) * rv;
+    let g = DMatrix::from_fn(nx, nx, |_, _| rng.gen_range(-1.0..1.0));
+    let rot = g.qr().q();
+    let f = &rot * f * rot.transpose();
+    let q = &rot * q * rot.transpose();
+    let q = (&q + q.transpose()) * 0.5;
+    let h = h * rot.transpose();
+    kestrel::Model::new(f, q, h, r, DVector::zeros(nx), DMatrix::identity(nx, nx)).unwrap()
+}

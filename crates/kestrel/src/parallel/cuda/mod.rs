@@ -102,13 +102,7 @@ pub fn device_name(ordinal: usize) -> Result<String> {
 
 /// The translation unit for `nx`, `ny` and scalar `D`.
 pub fn source(nx: usize, ny: usize, dtype: &str) -> String {
-    let (real, nan) = if dtype == "f64" {
-        ("double", "__longlong_as_double(0x7ff8000000000000ULL)")
-    } else {
-        ("float", "__int_as_float(0x7fc00000)")
-    };
-    let mut s =
-        format!("#define NX {nx}\n#define NY {ny}\ntypedef {real} real;\n#define NAN {nan}\n");
+    let mut s = source_prelude(nx, ny, dtype);
     for src in SOURCES {
         s += src;
         s += "\n";
@@ -116,13 +110,61 @@ pub fn source(nx: usize, ny: usize, dtype: &str) -> String {
     s
 }
 
-/// The parallel kernels for `nx`, `ny` and scalar `D` on `g` (compiled on first use).
-fn kernels<D: GpuReal>(g: &Gpu, nx: usize, ny: usize) -> Result<Arc<Kernels>> {
+/// The square-root kernels' translation unit (`kernels/parallel_sqrt.cu` after the
+/// operators' and scans' sources) for `nx`, `ny` and scalar `D`.
+pub fn sqrt_source(nx: usize, ny: usize, dtype: &str) -> String {
+    let mut s = source_prelude(nx, ny, dtype);
+    for src in [SOURCES[0], SOURCES[1], SQRT_SOURCE] {
+        s += src;
+        s += "\n";
+    }
+    s
+}
+
+fn source_prelude(nx: usize, ny: usize, dtype: &str) -> String {
+    let (real, nan) = if dtype == "f64" {
+        ("double", "__longlong_as_double(0x7ff8000000000000ULL)")
+    } else {
+        ("float", "__int_as_float(0x7fc00000)")
+    };
+    format!("#define NX {nx}\n#define NY {ny}\ntypedef {real} real;\n#define NAN {nan}\n")
+}
+
+const SQRT_SOURCE: &str = include_str!("../kernels/parallel_sqrt.cu");
+
+fn check_dims(nx: usize, ny: usize) -> Result<()> {
     if nx == 0 || ny == 0 || nx > MAX_NX || ny > MAX_NY {
         return Err(Error::Unsupported(format!(
             "the parallel CUDA kernels are built for nx <= {MAX_NX}, ny <= {MAX_NY}; this model has nx = {nx}, ny = {ny}"
         )));
     }
+    Ok(())
+}
+
+/// The square-root filter's and smoother's kernels for `nx`, `ny` and scalar `D` on `g`
+/// (a module of their own, compiled on first use).
+fn sqrt_kernels<D: GpuReal>(g: &Gpu, nx: usize, ny: usize) -> Result<Arc<Kernels>> {
+    check_dims(nx, ny)?;
+    let names: Vec<String> = SCAN_KERNELS
+        .iter()
+        .flat_map(|k| [format!("qf_{k}"), format!("qs_{k}")])
+        .chain(
+            ["qf_build", "qf_extract", "qs_build", "qs_extract", "poison"]
+                .iter()
+                .map(|k| k.to_string()),
+        )
+        .collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    g.module(
+        &format!("kestrel-parallel-sqrt-nx{nx}-ny{ny}-{}", D::NAME),
+        &sqrt_source(nx, ny, D::NAME),
+        &names,
+    )
+}
+
+/// The parallel kernels for `nx`, `ny` and scalar `D` on `g` (compiled on first use).
+fn kernels<D: GpuReal>(g: &Gpu, nx: usize, ny: usize) -> Result<Arc<Kernels>> {
+    check_dims(nx, ny)?;
     let names: Vec<String> = SCAN_KERNELS
         .iter()
         .flat_map(|k| [format!("pf_{k}"), format!("ps_{k}"), format!("pm_{k}")])
@@ -496,9 +538,18 @@ fn run_on<D: GpuReal, M: StateSpace + ?Sized>(
     }
     let g = gpu(ordinal)?;
     let (nx, ny, t) = (model.nx(), model.ny(), z.steps);
-    let k = kernels::<D>(&g, nx, ny)?;
+    let k = if method.sqrt() {
+        sqrt_kernels::<D>(&g, nx, ny)?
+    } else {
+        kernels::<D>(&g, nx, ny)?
+    };
     let m = ConvertedModel::<D>::new(model, t);
-    let dm = DevModel::new(&g, &m, model.as_invariant().is_none())?;
+    let varying = model.as_invariant().is_none();
+    let dm = if method.sqrt() {
+        DevModel::factored(&g, &m, varying)?
+    } else {
+        DevModel::new(&g, &m, varying)?
+    };
     let retro = method.retrodicts();
     let with_cov = method.smooths_covariances();
     // The retrodiction reads the filtered moments from `filtered` and returns no filter.
@@ -628,10 +679,13 @@ mod tests {
                     options: vec!["--gpu-architecture=compute_90".into(), "--std=c++17".into()],
                     ..Default::default()
                 };
-                if let Err(e) =
-                    cudarc::nvrtc::compile_ptx_with_opts(super::source(nx, ny, dtype), opts)
-                {
-                    panic!("nx={nx} ny={ny} {dtype}: {e:?}");
+                for (what, src) in [
+                    ("parallel", super::source(nx, ny, dtype)),
+                    ("square-root", super::sqrt_source(nx, ny, dtype)),
+                ] {
+                    if let Err(e) = cudarc::nvrtc::compile_ptx_with_opts(src, opts.clone()) {
+                        panic!("{what} nx={nx} ny={ny} {dtype}: {e:?}");
+                    }
                 }
             }
         }

@@ -30,6 +30,11 @@ pub enum Method {
     Sequential,
     /// [`Method::Sequential`] then the RTS smoother, one thread per track.
     SequentialRts,
+    /// The square-root parallel filter (`kernels/parallel_sqrt.cu`): factors through the
+    /// scan, over stored elements.
+    SqrtFilter,
+    /// [`Method::SqrtFilter`] then the square-root parallel RTS smoother.
+    SqrtRts,
 }
 
 impl Method {
@@ -42,7 +47,13 @@ impl Method {
                 | Method::Retrodict
                 | Method::RetrodictMeans
                 | Method::SequentialRts
+                | Method::SqrtRts
         )
+    }
+
+    /// Whether the method runs the square-root kernels.
+    pub fn sqrt(self) -> bool {
+        matches!(self, Method::SqrtFilter | Method::SqrtRts)
     }
 
     /// Whether the method writes smoothed covariances.
@@ -75,6 +86,54 @@ pub(crate) struct DevModel<D> {
 impl<D: GpuReal> DevModel<D> {
     pub fn new(g: &Gpu, m: &ConvertedModel<D>, varying: bool) -> Result<Self> {
         Self::window(g, m, varying, 0..m.steps.len())
+    }
+
+    /// The model of the square-root kernels: every step's `F, u, L_Q, H, d, L_R` and the
+    /// prior `(x0, L_P0)`, the factors found on the host as the CPU's square-root filter
+    /// finds them (`parallel/sqrt/factor.rs`, `psd_factor`).
+    pub fn factored(g: &Gpu, m: &ConvertedModel<D>, varying: bool) -> Result<Self> {
+        use crate::error::Error;
+        use crate::parallel::sqrt::psd_factor;
+        let (nx, ny) = (m.nx, m.ny);
+        let steps = if varying { m.steps.len() } else { 1 };
+        let mut flat = Vec::new();
+        let (mut lq, mut lr) = (vec![D::zero(); nx * nx], vec![D::zero(); ny * ny]);
+        for (k, s) in m.steps[..steps].iter().enumerate() {
+            let bad = |what| Error::NotPositiveDefinite {
+                track: 0,
+                step: k,
+                what,
+            };
+            if !psd_factor(&s.q, nx, &mut lq) {
+                return Err(bad(
+                    "the process noise Q (a factor for the square-root filter)",
+                ));
+            }
+            if !psd_factor(&s.r, ny, &mut lr) || (0..ny).any(|i| lr[i * ny + i] <= D::zero()) {
+                return Err(bad(
+                    "the measurement noise R (a factor for the square-root filter)",
+                ));
+            }
+            for part in [&s.f, &s.u, &lq, &s.h, &s.d, &lr] {
+                flat.extend_from_slice(part);
+            }
+        }
+        let mut prior = m.x0.clone();
+        let mut lp0 = vec![D::zero(); nx * nx];
+        if !psd_factor(&m.p0, nx, &mut lp0) {
+            return Err(Error::NotPositiveDefinite {
+                track: 0,
+                step: 0,
+                what: "the prior covariance P0",
+            });
+        }
+        prior.extend_from_slice(&lp0);
+        Ok(DevModel {
+            steps: cu(g.stream.clone_htod(&flat), "uploading the model")?,
+            varying: i32::from(varying),
+            prior: cu(g.stream.clone_htod(&prior), "uploading the prior")?,
+            nx,
+        })
     }
 
     /// The model with the matrices of `steps` only (a share's window; all of a
@@ -123,7 +182,7 @@ pub(crate) fn scalars_per_track(
         };
         return t.checked_mul(el + 2 * nx + nx * nx);
     }
-    if fused(alg) && !method.one_thread() {
+    if fused(alg) && !method.one_thread() && !method.sqrt() {
         // Chunk totals (at least one per 4 steps) and their scan's work space.
         let outs = if method.smooths() {
             2 * (nx + nx * nx) + 1
@@ -134,8 +193,8 @@ pub(crate) fn scalars_per_track(
     }
     let (el, scanned) = match method {
         Method::OneThread | Method::Sequential | Method::SequentialRts => (0, 0),
-        Method::Filter => (fe, fe),
-        Method::Rts => (fe + se, fe),
+        Method::Filter | Method::SqrtFilter => (fe, fe),
+        Method::Rts | Method::SqrtRts => (fe + se, fe),
         Method::TwoFilter => (2 * fe, fe),
         Method::Retrodict => (se, se),
         Method::RetrodictMeans => unreachable!("returned above"),
@@ -198,7 +257,7 @@ impl<D: GpuReal> GroupBufs<D> {
         filtered: Option<(&[D], &[D])>,
     ) -> Result<Self> {
         let n = nb * t;
-        let fused_k = if fused(alg) && !method.one_thread() {
+        let fused_k = if fused(alg) && !method.one_thread() && !method.sqrt() {
             fused_chunk_len(n)
         } else {
             0
@@ -242,7 +301,7 @@ impl<D: GpuReal> GroupBufs<D> {
             se: alloc(
                 g,
                 used(
-                    matches!(method, Method::Rts | Method::Retrodict),
+                    matches!(method, Method::Rts | Method::Retrodict | Method::SqrtRts),
                     se_len(nx),
                 ),
                 "smoothing elements",
@@ -351,6 +410,9 @@ impl<D: GpuReal> GroupBufs<D> {
             }
             return Ok(());
         }
+        if method.sqrt() {
+            return self.run_sqrt(g, k, m, method, alg);
+        }
         if self.fused_k > 0 {
             return self.run_fused(g, k, m, method);
         }
@@ -445,6 +507,74 @@ impl<D: GpuReal> GroupBufs<D> {
                 );
             }
             _ => {}
+        }
+        Ok(())
+    }
+
+    /// The square-root filter and smoother (`kernels/parallel_sqrt.cu`): elements built
+    /// and stored, scanned with `alg`, read out; the smoother's elements from the scanned
+    /// filtering elements (their means and factors), scanned in reverse.
+    fn run_sqrt(
+        &mut self,
+        g: &Gpu,
+        k: &Arc<Kernels>,
+        m: &DevModel<D>,
+        method: Method,
+        alg: ScanAlgorithm,
+    ) -> Result<()> {
+        let s = &g.stream;
+        let (t, tt, nb, nx) = (self.t, self.t as i64, self.nb, m.nx);
+        launch!(
+            k,
+            s,
+            "qf_build",
+            (t, nb),
+            &m.steps,
+            &m.varying,
+            &m.prior,
+            &self.z,
+            &tt,
+            &mut self.el
+        );
+        scan(g, k, "qf", fe_len(nx), &mut self.el, t, nb, alg, false)?;
+        launch!(
+            k,
+            s,
+            "qf_extract",
+            (t, nb),
+            &self.el,
+            &m.steps,
+            &m.varying,
+            &m.prior,
+            &self.z,
+            &tt,
+            &mut self.mean,
+            &mut self.cov,
+            &mut self.ll
+        );
+        if method == Method::SqrtRts {
+            launch!(
+                k,
+                s,
+                "qs_build",
+                (t, nb),
+                &m.steps,
+                &m.varying,
+                &self.el,
+                &tt,
+                &mut self.se
+            );
+            scan(g, k, "qs", se_len(nx), &mut self.se, t, nb, alg, true)?;
+            launch!(
+                k,
+                s,
+                "qs_extract",
+                (t, nb),
+                &self.se,
+                &tt,
+                &mut self.smean,
+                &mut self.scov
+            );
         }
         Ok(())
     }

@@ -5,6 +5,9 @@
 // Batched launches: blockIdx.y is the sequence (track); z, elements and outputs of the
 // sequences lie one after the other, the model and the prior are shared.
 
+SCAN_KERNELS(FilterOp, pf)
+SCAN_KERNELS(SmoothOp, ps)
+
 #define LN_2PI_ ((real)1.8378770664093454835606594728112)
 
 __device__ __forceinline__ const StepM& step_at(const StepM* st, int varying, long long k) { return st[varying ? k : 0]; }
@@ -404,9 +407,4 @@ extern "C" __global__ void kf_seq(const StepM* st, int varying, const real* prio
 #pragma unroll
         for (int i = 0; i < NX2; ++i) cov[k * NX2 + i] = P[i];
     }
-}
-
-extern "C" __global__ void poison(real* p, long long n) {
-    long long i = gtid();
-    if (i < n) p[i] = nanv();
 }

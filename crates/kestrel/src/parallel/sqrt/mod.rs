@@ -40,11 +40,15 @@ use crate::kalman::step::StepMats;
 use crate::linalg::Real;
 use crate::model::StateSpace;
 use crate::scan::{scan, AssocOp, Direction, Exec, ScanAlgorithm};
-use factor::{gemm, lower_solve, psd_factor, tria};
+pub(crate) use factor::psd_factor;
+use factor::{gemm, lower_solve, tria};
 use rayon::prelude::*;
 use std::marker::PhantomData;
 
 mod factor;
+mod smooth;
+
+pub use smooth::SqrtSmoothOp;
 
 /// The square-root filtering operator (same layout as `FilterLayout`, with `U` in
 /// place of `C` and `Z` in place of `J`, both lower triangular).
@@ -436,7 +440,7 @@ fn filter_track<T: Real>(
     mean: &mut [T],
     cov: &mut [T],
     ll: &mut [T],
-) -> Result<()> {
+) -> Result<Vec<T>> {
     let (nx, ny) = (m.nx, m.ny);
     let op = SqrtFilterOp::<T>::new(nx);
     let lay = op.lay;
@@ -461,17 +465,8 @@ fn filter_track<T: Real>(
             return Err(not_pd(track, k, "the square-root filter's factor"));
         }
         mean[k * nx..(k + 1) * nx].copy_from_slice(b);
-        for r in 0..nx {
-            for c in 0..nx {
-                let mut v = T::zero();
-                for l in 0..=r.min(c) {
-                    v += u[r * nx + l] * u[c * nx + l];
-                }
-                cov[k * nx * nx + r * nx + c] = v;
-            }
-        }
+        gram(u, nx, &mut cov[k * nx * nx..(k + 1) * nx * nx]);
     }
-    let el = &el;
     each(
         exec,
         ll,
@@ -550,27 +545,137 @@ fn filter_track<T: Real>(
                 - logdet;
             Ok(())
         },
-    )
+    )?;
+    Ok(el)
 }
 
-/// A track's index and its output slices (means, covariances, log-likelihoods).
-type TrackSlices<'a, T> = (usize, ((&'a mut [T], &'a mut [T]), &'a mut [T]));
+/// `out = U U^T` for a lower factor `u` (`n x n`).
+fn gram<T: Real>(u: &[T], n: usize, out: &mut [T]) {
+    for r in 0..n {
+        for c in 0..n {
+            let mut v = T::zero();
+            for l in 0..=r.min(c) {
+                v += u[r * n + l] * u[c * n + l];
+            }
+            out[r * n + c] = v;
+        }
+    }
+}
+
+/// One track's square-root RTS smoother over its scanned filtering elements `el`:
+/// smoothing elements from the filtered means and factors, the reverse scan, then means
+/// and covariances `D D^T`.
+#[allow(clippy::too_many_arguments)]
+fn smooth_track<T: Real>(
+    m: &ConvertedModel<T>,
+    track: usize,
+    el: &[T],
+    steps: usize,
+    alg: ScanAlgorithm,
+    exec: Exec,
+    smean: &mut [T],
+    scov: &mut [T],
+) -> Result<()> {
+    let nx = m.nx;
+    let lay = FilterLayout { n: nx };
+    let op = SqrtSmoothOp::<T>::new(nx);
+    let len = op.elem_len();
+    let mut se = vec![T::zero(); steps * len];
+    each(
+        exec,
+        &mut se,
+        len,
+        || smooth::SmoothBuild::new(nx),
+        |ws, k, out| {
+            let e = &el[k * lay.len()..(k + 1) * lay.len()];
+            let (x, u) = (&e[lay.b()], &e[lay.c()]);
+            if k + 1 == steps {
+                smooth::element_last(x, u, out);
+            } else if !smooth::element_k(m.at(k + 1), x, u, out, ws) {
+                return Err(not_pd(
+                    track,
+                    k + 1,
+                    "the predicted factor in the square-root smoother",
+                ));
+            }
+            Ok(())
+        },
+    )?;
+    scan(&op, &mut se, alg, Direction::Reverse, exec);
+    let n2 = nx * nx;
+    for (k, e) in se.chunks(len).enumerate() {
+        let (g, d) = (&e[n2..n2 + nx], &e[n2 + nx..]);
+        if !g.iter().chain(d).all(|v| v.is_finite_value()) {
+            return Err(not_pd(track, k, "the square-root smoother's factor"));
+        }
+        smean[k * nx..(k + 1) * nx].copy_from_slice(g);
+        gram(d, nx, &mut scov[k * n2..(k + 1) * n2]);
+    }
+    Ok(())
+}
 
 /// The square-root parallel filter: filtered moments and per-step log-likelihoods of every
 /// track, equal to [`super::filter`] in exact arithmetic and positive semi-definite by
-/// construction in any precision. CPU only.
+/// construction in any precision. On the CPU or one GPU (`parallel::cuda`, the same
+/// elements and operator as CUDA kernels, all tracks batched).
 pub fn filter_sqrt<T: Real, M: StateSpace + ?Sized>(
     device: Device,
     model: &M,
     z: &Measurements<T>,
     scan_alg: ScanAlgorithm,
 ) -> Result<Estimates<T>> {
-    if let Device::Cuda(_) = device {
-        return Err(Error::Unsupported(
-            "the square-root parallel filter on cuda is not built yet (run it on the CPU)".into(),
-        ));
-    }
     super::check(model, z)?;
+    #[cfg(not(feature = "cuda"))]
+    crate::cuda::refuse(device, "the square-root parallel filter")?;
+    #[cfg(feature = "cuda")]
+    if let Device::Cuda(i) = device.first() {
+        return Ok(super::cuda::run(i, model, z, super::cuda::Method::SqrtFilter, scan_alg)?.0);
+    }
+    Ok(run_cpu(model, z, scan_alg, false)?.0)
+}
+
+/// The square-root parallel filter then the square-root parallel RTS smoother; returns
+/// `(filtered, smoothed)`, equal to [`super::smooth_rts`] in exact arithmetic, every
+/// covariance a factor's product with itself. On the CPU or one GPU.
+pub fn smooth_sqrt<T: Real, M: StateSpace + ?Sized>(
+    device: Device,
+    model: &M,
+    z: &Measurements<T>,
+    scan_alg: ScanAlgorithm,
+) -> Result<(Estimates<T>, Estimates<T>)> {
+    super::check(model, z)?;
+    #[cfg(not(feature = "cuda"))]
+    crate::cuda::refuse(device, "the square-root parallel smoother")?;
+    #[cfg(feature = "cuda")]
+    if let Device::Cuda(i) = device.first() {
+        return super::smoothed(super::cuda::run(
+            i,
+            model,
+            z,
+            super::cuda::Method::SqrtRts,
+            scan_alg,
+        )?);
+    }
+    let (f, s) = run_cpu(model, z, scan_alg, true)?;
+    Ok((f, s.expect("the smoother's estimates are allocated")))
+}
+
+/// Output slices of one track: means, covariances, log-likelihoods, and the smoothed
+/// means and covariances when smoothing.
+type TrackSlices<'a, T> = (
+    usize,
+    (
+        ((&'a mut [T], &'a mut [T]), &'a mut [T]),
+        Option<(&'a mut [T], &'a mut [T])>,
+    ),
+);
+
+fn run_cpu<T: Real, M: StateSpace + ?Sized>(
+    model: &M,
+    z: &Measurements<T>,
+    scan_alg: ScanAlgorithm,
+    smooth: bool,
+) -> Result<(Estimates<T>, Option<Estimates<T>>)> {
     let m = ConvertedModel::<T>::new(model, z.steps);
     let (nx, t) = (m.nx, z.steps);
     let mut lp0 = vec![T::zero(); nx * nx];
@@ -578,15 +683,30 @@ pub fn filter_sqrt<T: Real, M: StateSpace + ?Sized>(
         return Err(not_pd(0, 0, "the prior covariance P0"));
     }
     let mut est = Estimates::nan(z.tracks, t, nx, true);
+    let mut sm = smooth.then(|| Estimates::nan(z.tracks, t, nx, false));
     let ll = est.loglik.as_mut().expect("allocated with log-likelihoods");
-    let work = |(b, ((mean, cov), ll)): TrackSlices<'_, T>, exec| {
-        filter_track(&m, &lp0, b, z.track(b), t, scan_alg, exec, mean, cov, ll)
+    let work = |(b, (((mean, cov), ll), s)): TrackSlices<'_, T>, exec| {
+        let el = filter_track(&m, &lp0, b, z.track(b), t, scan_alg, exec, mean, cov, ll)?;
+        match s {
+            Some((smean, scov)) => smooth_track(&m, b, &el, t, scan_alg, exec, smean, scov),
+            None => Ok(()),
+        }
+    };
+    let souts: Vec<Option<(&mut [T], &mut [T])>> = match sm.as_mut() {
+        Some(s) => s
+            .mean
+            .chunks_mut(t * nx)
+            .zip(s.cov.chunks_mut(t * nx * nx))
+            .map(Some)
+            .collect(),
+        None => (0..z.tracks).map(|_| None).collect(),
     };
     let it = est
         .mean
         .chunks_mut(t * nx)
         .zip(est.cov.chunks_mut(t * nx * nx))
         .zip(ll.chunks_mut(t))
+        .zip(souts)
         .enumerate();
     if z.tracks >= rayon::current_num_threads() && z.tracks > 1 {
         it.collect::<Vec<_>>()
@@ -595,5 +715,5 @@ pub fn filter_sqrt<T: Real, M: StateSpace + ?Sized>(
     } else {
         it.into_iter().try_for_each(|x| work(x, Exec::Rayon))?;
     }
-    Ok(est)
+    Ok((est, sm))
 }

@@ -1,0 +1,626 @@
+// The square-root parallel filter and RTS smoother (Yaghoobi, Corenflos, Hassan & Sarkka
+// 2022, the linear case): the elements, operators and read-outs of parallel/sqrt/*.rs as
+// CUDA kernels, every small matrix in registers. Every covariance is a factor's product
+// with itself and every factor comes out of an orthogonal triangularisation (tria), so no
+// covariance can lose positive semi-definiteness to rounding, in float too.
+// Compiled as a module of its own (parallel/cuda/mod.rs, sqrt_kernels) after
+// parallel_ops.cu and parallel_scan.cu.
+//
+// The per-step model comes with its factors from the host (parallel/cuda/run.rs,
+// DevModel::factored): F, u, L_Q, H, d, L_R with L_Q L_Q^T = Q, L_R L_R^T = R, and the
+// prior (x0, L_P0). Elements: QE = (A, b, U, eta, Z) with C = U U^T, J = Z Z^T (the
+// filtering element's layout), QS = (E, g, D) with L = D D^T (the smoothing element's).
+
+struct QE { real A[NX2]; real b[NX]; real U[NX2]; real eta[NX]; real Z[NX2]; };
+struct QS { real E[NX2]; real g[NX]; real D[NX2]; };
+struct StepQ { real F[NX2]; real u[NX]; real LQ[NX2]; real H[NY * NX]; real d[NY]; real LR[NY * NY]; };
+
+#define QLN_2PI ((real)1.8378770664093454835606594728112)
+#define NXY (NX + NY)
+
+__device__ __forceinline__ const StepQ& stepq_at(const StepQ* st, int varying, long long k) { return st[varying ? k : 0]; }
+
+__device__ __forceinline__ bool q_missing(const real* z) {
+    bool m = false;
+#pragma unroll
+    for (int a = 0; a < NY; ++a) m |= nan_(z[a]);
+    return m;
+}
+
+// L (R x R, lower, non-negative diagonal) with L L^T = W W^T for W (R x C, row-major):
+// Householder reflections from the right, W overwritten (parallel/sqrt/factor.rs, tria).
+template <int R, int C>
+__device__ __forceinline__ void tria(real w[R * C], real out[R * R]) {
+#pragma unroll
+    for (int i = 0; i < (R < C ? R : C); ++i) {
+        real alpha = 0;
+#pragma unroll
+        for (int c = i; c < C; ++c) alpha += w[i * C + c] * w[i * C + c];
+        alpha = sqrt(alpha);
+        if (alpha == (real)0) continue;
+        real s = w[i * C + i] > (real)0 ? -alpha : alpha;
+        real v0 = w[i * C + i] - s;
+        real vn = v0 * v0;
+#pragma unroll
+        for (int c = i + 1; c < C; ++c) vn += w[i * C + c] * w[i * C + c];
+        if (vn == (real)0) continue;
+#pragma unroll
+        for (int r = i + 1; r < R; ++r) {
+            real dot = w[r * C + i] * v0;
+#pragma unroll
+            for (int c = i + 1; c < C; ++c) dot += w[r * C + c] * w[i * C + c];
+            real f = (dot + dot) / vn;
+            w[r * C + i] -= f * v0;
+#pragma unroll
+            for (int c = i + 1; c < C; ++c) w[r * C + c] -= f * w[i * C + c];
+        }
+        w[i * C + i] = s;
+#pragma unroll
+        for (int c = i + 1; c < C; ++c) w[i * C + c] = 0;
+    }
+#pragma unroll
+    for (int i = 0; i < R * R; ++i) out[i] = 0;
+#pragma unroll
+    for (int c = 0; c < (R < C ? R : C); ++c) {
+        real sign = w[c * C + c] < (real)0 ? (real)-1 : (real)1;
+#pragma unroll
+        for (int r = c; r < R; ++r) out[r * R + c] = sign * w[r * C + c];
+    }
+}
+
+// out = U U^T for a lower factor U (N x N).
+template <int N>
+__device__ __forceinline__ void gram(const real* u, real* out) {
+#pragma unroll
+    for (int r = 0; r < N; ++r) {
+#pragma unroll
+        for (int c = 0; c < N; ++c) {
+            real v = 0;
+#pragma unroll
+            for (int l = 0; l <= (r < c ? r : c); ++l) v += u[r * N + l] * u[c * N + l];
+            out[r * N + c] = v;
+        }
+    }
+}
+
+// ---- the square-root filtering operator (parallel/sqrt/mod.rs, SqrtFilterOp)
+struct SqrtFilterOp {
+    typedef QE E;
+    static __device__ __forceinline__ void identity(E& o) {
+#pragma unroll
+        for (int i = 0; i < NX2; ++i) { o.A[i] = (i / NX == i % NX) ? (real)1 : (real)0; o.U[i] = 0; o.Z[i] = 0; }
+#pragma unroll
+        for (int i = 0; i < NX; ++i) { o.b[i] = 0; o.eta[i] = 0; }
+    }
+    static __device__ __forceinline__ void nan_out(E& o) {
+#pragma unroll
+        for (int i = 0; i < NX2; ++i) { o.A[i] = nanv(); o.U[i] = nanv(); o.Z[i] = nanv(); }
+#pragma unroll
+        for (int i = 0; i < NX; ++i) { o.b[i] = nanv(); o.eta[i] = nanv(); }
+    }
+    static __device__ __forceinline__ void combine(const E& ei, const E& ej, E& o) {
+        const int M = 2 * NX;
+        // Phi = [[U_i^T Z_j, I], [Z_j, 0]] -> Xi = tria(Phi).
+        real phi[M * M], xi[M * M];
+#pragma unroll
+        for (int r = 0; r < NX; ++r) {
+#pragma unroll
+            for (int c = 0; c < NX; ++c) {
+                real v = 0;
+#pragma unroll
+                for (int l = 0; l < NX; ++l) v += ei.U[l * NX + r] * ej.Z[l * NX + c];
+                phi[r * M + c] = v;
+                phi[(NX + r) * M + c] = ej.Z[r * NX + c];
+                phi[r * M + NX + c] = r == c ? (real)1 : (real)0;
+                phi[(NX + r) * M + NX + c] = 0;
+            }
+        }
+        tria<M, M>(phi, xi);
+        // Y^T = X11^{-1} U_i^T (forward substitution), column by column.
+        real yt[NX2];
+#pragma unroll
+        for (int r = 0; r < NX; ++r) {
+#pragma unroll
+            for (int c = 0; c < NX; ++c) yt[r * NX + c] = ei.U[c * NX + r];
+        }
+#pragma unroll
+        for (int i = 0; i < NX; ++i) {
+            real d = xi[i * M + i];
+            if (d == (real)0) { nan_out(o); return; }
+#pragma unroll
+            for (int c = 0; c < NX; ++c) {
+                real s = yt[i * NX + c];
+#pragma unroll
+                for (int k = 0; k < i; ++k) s -= xi[i * M + k] * yt[k * NX + c];
+                yt[i * NX + c] = s / d;
+            }
+        }
+        // D = I - Y X21^T (Y[r][l] = yt[l][r]).
+        real D[NX2];
+#pragma unroll
+        for (int r = 0; r < NX; ++r) {
+#pragma unroll
+            for (int c = 0; c < NX; ++c) {
+                real v = r == c ? (real)1 : (real)0;
+#pragma unroll
+                for (int l = 0; l < NX; ++l) v -= yt[l * NX + r] * xi[(NX + c) * M + l];
+                D[r * NX + c] = v;
+            }
+        }
+        // T2 = A_j D; A = T2 A_i; b = T2 (b_i + U_i U_i^T eta_j) + b_j.
+        real t2[NX2];
+#pragma unroll
+        for (int r = 0; r < NX; ++r) {
+#pragma unroll
+            for (int c = 0; c < NX; ++c) {
+                real v = 0;
+#pragma unroll
+                for (int l = 0; l < NX; ++l) v += ej.A[r * NX + l] * D[l * NX + c];
+                t2[r * NX + c] = v;
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < NX; ++r) {
+#pragma unroll
+            for (int c = 0; c < NX; ++c) {
+                real v = 0;
+#pragma unroll
+                for (int l = 0; l < NX; ++l) v += t2[r * NX + l] * ei.A[l * NX + c];
+                o.A[r * NX + c] = v;
+            }
+        }
+        real v1[NX], v2[NX];
+#pragma unroll
+        for (int r = 0; r < NX; ++r) {
+            real v = 0;
+#pragma unroll
+            for (int l = 0; l < NX; ++l) v += ei.U[l * NX + r] * ej.eta[l];
+            v1[r] = v;
+        }
+#pragma unroll
+        for (int r = 0; r < NX; ++r) {
+            real v = ei.b[r];
+#pragma unroll
+            for (int l = 0; l < NX; ++l) v += ei.U[r * NX + l] * v1[l];
+            v2[r] = v;
+        }
+#pragma unroll
+        for (int r = 0; r < NX; ++r) {
+            real v = ej.b[r];
+#pragma unroll
+            for (int l = 0; l < NX; ++l) v += t2[r * NX + l] * v2[l];
+            o.b[r] = v;
+        }
+        // U = tria [A_j Y | U_j].
+        real wide[NX * M];
+#pragma unroll
+        for (int r = 0; r < NX; ++r) {
+#pragma unroll
+            for (int c = 0; c < NX; ++c) {
+                real v = 0;
+#pragma unroll
+                for (int l = 0; l < NX; ++l) v += ej.A[r * NX + l] * yt[c * NX + l];
+                wide[r * M + c] = v;
+                wide[r * M + NX + c] = ej.U[r * NX + c];
+            }
+        }
+        tria<NX, M>(wide, o.U);
+        // eta = A_i^T D^T (eta_j - Z_j Z_j^T b_i) + eta_i.
+#pragma unroll
+        for (int r = 0; r < NX; ++r) {
+            real v = 0;
+#pragma unroll
+            for (int l = 0; l < NX; ++l) v += ej.Z[l * NX + r] * ei.b[l];
+            v1[r] = v;
+        }
+#pragma unroll
+        for (int r = 0; r < NX; ++r) {
+            real v = ej.eta[r];
+#pragma unroll
+            for (int l = 0; l < NX; ++l) v -= ej.Z[r * NX + l] * v1[l];
+            v2[r] = v;
+        }
+#pragma unroll
+        for (int r = 0; r < NX; ++r) {
+            real v = 0;
+#pragma unroll
+            for (int l = 0; l < NX; ++l) v += D[l * NX + r] * v2[l];
+            v1[r] = v;
+        }
+#pragma unroll
+        for (int r = 0; r < NX; ++r) {
+            real v = ei.eta[r];
+#pragma unroll
+            for (int l = 0; l < NX; ++l) v += ei.A[l * NX + r] * v1[l];
+            o.eta[r] = v;
+        }
+        // Z = tria [A_i^T X22 | Z_i].
+#pragma unroll
+        for (int r = 0; r < NX; ++r) {
+#pragma unroll
+            for (int c = 0; c < NX; ++c) {
+                real v = 0;
+#pragma unroll
+                for (int l = 0; l < NX; ++l) v += ei.A[l * NX + r] * xi[(NX + l) * M + NX + c];
+                wide[r * M + c] = v;
+                wide[r * M + NX + c] = ei.Z[r * NX + c];
+            }
+        }
+        tria<NX, M>(wide, o.Z);
+    }
+};
+
+// ---- the square-root smoothing operator (parallel/sqrt/smooth.rs, SqrtSmoothOp)
+struct SqrtSmoothOp {
+    typedef QS E;
+    static __device__ __forceinline__ void identity(E& o) {
+#pragma unroll
+        for (int i = 0; i < NX2; ++i) { o.E[i] = (i / NX == i % NX) ? (real)1 : (real)0; o.D[i] = 0; }
+#pragma unroll
+        for (int i = 0; i < NX; ++i) o.g[i] = 0;
+    }
+    static __device__ __forceinline__ void combine(const E& ei, const E& ej, E& o) {
+        const int M = 2 * NX;
+#pragma unroll
+        for (int r = 0; r < NX; ++r) {
+            real v = ei.g[r];
+#pragma unroll
+            for (int l = 0; l < NX; ++l) v += ei.E[r * NX + l] * ej.g[l];
+            o.g[r] = v;
+#pragma unroll
+            for (int c = 0; c < NX; ++c) {
+                real e = 0;
+#pragma unroll
+                for (int l = 0; l < NX; ++l) e += ei.E[r * NX + l] * ej.E[l * NX + c];
+                o.E[r * NX + c] = e;
+            }
+        }
+        real wide[NX * M];
+#pragma unroll
+        for (int r = 0; r < NX; ++r) {
+#pragma unroll
+            for (int c = 0; c < NX; ++c) {
+                real v = 0;
+#pragma unroll
+                for (int l = 0; l < NX; ++l) v += ei.E[r * NX + l] * ej.D[l * NX + c];
+                wide[r * M + c] = v;
+                wide[r * M + NX + c] = ei.D[r * NX + c];
+            }
+        }
+        tria<NX, M>(wide, o.D);
+    }
+};
+
+SCAN_KERNELS(SqrtFilterOp, qf)
+SCAN_KERNELS(SqrtSmoothOp, qs)
+
+// tria [[H L, L_R], [L, 0]] ((NY + NX) x (NX + NY)) into tri, and K (NX x NY) with
+// K^T = P11^{-T} P21^T; false on a non-positive pivot of P11.
+__device__ __forceinline__ bool q_update_factors(const StepQ& m, const real L[NX2], real tri[NXY * NXY], real K[NX * NY]) {
+    real psi[NXY * NXY];
+#pragma unroll
+    for (int a = 0; a < NY; ++a) {
+#pragma unroll
+        for (int c = 0; c < NX; ++c) {
+            real v = 0;
+#pragma unroll
+            for (int q = 0; q < NX; ++q) v += m.H[a * NX + q] * L[q * NX + c];
+            psi[a * NXY + c] = v;
+        }
+#pragma unroll
+        for (int c = 0; c < NY; ++c) psi[a * NXY + NX + c] = m.LR[a * NY + c];
+    }
+#pragma unroll
+    for (int r = 0; r < NX; ++r) {
+#pragma unroll
+        for (int c = 0; c < NX; ++c) psi[(NY + r) * NXY + c] = L[r * NX + c];
+#pragma unroll
+        for (int c = 0; c < NY; ++c) psi[(NY + r) * NXY + NX + c] = 0;
+    }
+    tria<NXY, NXY>(psi, tri);
+#pragma unroll
+    for (int i = NY - 1; i >= 0; --i) {
+        real d = tri[i * NXY + i];
+        if (!(d > (real)0)) return false;
+#pragma unroll
+        for (int c = 0; c < NX; ++c) {
+            real v = tri[(NY + c) * NXY + i];
+#pragma unroll
+            for (int q = i + 1; q < NY; ++q) v -= tri[q * NXY + i] * K[c * NY + q];
+            K[c * NY + i] = v / d;
+        }
+    }
+    return true;
+}
+
+// The square-root filtering element of step k (parallel/sqrt/mod.rs, element).
+__device__ __forceinline__ void qf_element(const StepQ* st, int varying, const real* prior, const real* z, long long k, QE& o) {
+    const real* zk = z + k * NY;
+    const StepQ& m = stepq_at(st, varying, k);
+    const real* x0 = prior;
+    const real* lp0 = prior + NX;
+#pragma unroll
+    for (int i = 0; i < NX2; ++i) { o.A[i] = 0; o.U[i] = 0; o.Z[i] = 0; }
+#pragma unroll
+    for (int i = 0; i < NX; ++i) { o.b[i] = 0; o.eta[i] = 0; }
+    bool miss = q_missing(zk);
+    real tri[NXY * NXY], K[NX * NY], e[NY];
+    if (k == 0) {
+#pragma unroll
+        for (int i = 0; i < NX; ++i) o.b[i] = x0[i];
+#pragma unroll
+        for (int i = 0; i < NX2; ++i) o.U[i] = lp0[i];
+        if (miss) return;
+        real L[NX2];
+#pragma unroll
+        for (int i = 0; i < NX2; ++i) L[i] = lp0[i];
+        if (!q_update_factors(m, L, tri, K)) { SqrtFilterOp::nan_out(o); return; }
+#pragma unroll
+        for (int a = 0; a < NY; ++a) {
+            real v = zk[a] - m.d[a];
+#pragma unroll
+            for (int q = 0; q < NX; ++q) v -= m.H[a * NX + q] * x0[q];
+            e[a] = v;
+        }
+#pragma unroll
+        for (int r = 0; r < NX; ++r) {
+            real v = x0[r];
+#pragma unroll
+            for (int a = 0; a < NY; ++a) v += K[r * NY + a] * e[a];
+            o.b[r] = v;
+#pragma unroll
+            for (int c = 0; c < NX; ++c) o.U[r * NX + c] = tri[(NY + r) * NXY + NY + c];
+        }
+        return;
+    }
+#pragma unroll
+    for (int i = 0; i < NX2; ++i) { o.A[i] = m.F[i]; o.U[i] = m.LQ[i]; }
+#pragma unroll
+    for (int i = 0; i < NX; ++i) o.b[i] = m.u[i];
+    if (miss) return;
+    if (!q_update_factors(m, m.LQ, tri, K)) { SqrtFilterOp::nan_out(o); return; }
+    real hf[NY * NX];
+#pragma unroll
+    for (int a = 0; a < NY; ++a) {
+#pragma unroll
+        for (int c = 0; c < NX; ++c) {
+            real v = 0;
+#pragma unroll
+            for (int l = 0; l < NX; ++l) v += m.H[a * NX + l] * m.F[l * NX + c];
+            hf[a * NX + c] = v;
+        }
+        real v = zk[a] - m.d[a];
+#pragma unroll
+        for (int q = 0; q < NX; ++q) v -= m.H[a * NX + q] * m.u[q];
+        e[a] = v;
+    }
+#pragma unroll
+    for (int r = 0; r < NX; ++r) {
+        real v = m.u[r];
+#pragma unroll
+        for (int a = 0; a < NY; ++a) v += K[r * NY + a] * e[a];
+        o.b[r] = v;
+#pragma unroll
+        for (int c = 0; c < NX; ++c) {
+            real arc = m.F[r * NX + c];
+#pragma unroll
+            for (int a = 0; a < NY; ++a) arc -= K[r * NY + a] * hf[a * NX + c];
+            o.A[r * NX + c] = arc;
+            o.U[r * NX + c] = tri[(NY + r) * NXY + NY + c];
+        }
+    }
+    // G^T = P11^{-1} H F, w = P11^{-1} e (forward substitution; P11's pivots are > 0).
+#pragma unroll
+    for (int i = 0; i < NY; ++i) {
+        real d = tri[i * NXY + i];
+#pragma unroll
+        for (int c = 0; c < NX; ++c) {
+            real s = hf[i * NX + c];
+#pragma unroll
+            for (int q = 0; q < i; ++q) s -= tri[i * NXY + q] * hf[q * NX + c];
+            hf[i * NX + c] = s / d;
+        }
+        real s = e[i];
+#pragma unroll
+        for (int q = 0; q < i; ++q) s -= tri[i * NXY + q] * e[q];
+        e[i] = s / d;
+    }
+    real g[NX * NY];
+#pragma unroll
+    for (int r = 0; r < NX; ++r) {
+        real v = 0;
+#pragma unroll
+        for (int a = 0; a < NY; ++a) { v += hf[a * NX + r] * e[a]; g[r * NY + a] = hf[a * NX + r]; }
+        o.eta[r] = v;
+    }
+    tria<NX, NY>(g, o.Z);
+}
+
+extern "C" __global__ void qf_build(const StepQ* st, int varying, const real* prior, const real* z, long long T, QE* el) {
+    long long k = gtid();
+    if (k >= T) return;
+    z += bat() * T * NY;
+    el += bat() * T;
+    QE o;
+    qf_element(st, varying, prior, z, k, o);
+    el[k] = o;
+}
+
+// x_{k|k} = b_k, P_{k|k} = U_k U_k^T, and the step's log-likelihood from the predicted
+// factor tria [H F U_{k-1} | H L_Q | L_R] (at step 0: [H L_P0 | L_R]).
+extern "C" __global__ void qf_extract(const QE* el, const StepQ* st, int varying, const real* prior, const real* z, long long T,
+                                      real* mean, real* cov, real* ll) {
+    long long k = gtid();
+    if (k >= T) return;
+    el += bat() * T;
+    z += bat() * T * NY;
+    mean += bat() * T * NX;
+    cov += bat() * T * NX2;
+    ll += bat() * T;
+#pragma unroll
+    for (int i = 0; i < NX; ++i) mean[k * NX + i] = el[k].b[i];
+    gram<NX>(el[k].U, cov + k * NX2);
+    const real* zk = z + k * NY;
+    if (q_missing(zk)) { ll[k] = 0; return; }
+    const StepQ& m = stepq_at(st, varying, k);
+    const int W = 2 * NX + NY;
+    real psi[NY * W], xp[NX];
+    if (k == 0) {
+#pragma unroll
+        for (int i = 0; i < NX; ++i) xp[i] = prior[i];
+#pragma unroll
+        for (int a = 0; a < NY; ++a) {
+#pragma unroll
+            for (int c = 0; c < NX; ++c) {
+                real v = 0;
+#pragma unroll
+                for (int l = 0; l < NX; ++l) v += m.H[a * NX + l] * prior[NX + l * NX + c];
+                psi[a * W + c] = v;
+                psi[a * W + NX + c] = 0;
+            }
+        }
+    } else {
+        const QE& p = el[k - 1];
+        real hf[NY * NX];
+#pragma unroll
+        for (int r = 0; r < NX; ++r) {
+            real v = m.u[r];
+#pragma unroll
+            for (int l = 0; l < NX; ++l) v += m.F[r * NX + l] * p.b[l];
+            xp[r] = v;
+        }
+#pragma unroll
+        for (int a = 0; a < NY; ++a) {
+#pragma unroll
+            for (int c = 0; c < NX; ++c) {
+                real v = 0;
+#pragma unroll
+                for (int l = 0; l < NX; ++l) v += m.H[a * NX + l] * m.F[l * NX + c];
+                hf[a * NX + c] = v;
+            }
+        }
+#pragma unroll
+        for (int a = 0; a < NY; ++a) {
+#pragma unroll
+            for (int c = 0; c < NX; ++c) {
+                real v = 0, w = 0;
+#pragma unroll
+                for (int l = 0; l < NX; ++l) { v += hf[a * NX + l] * p.U[l * NX + c]; w += m.H[a * NX + l] * m.LQ[l * NX + c]; }
+                psi[a * W + c] = v;
+                psi[a * W + NX + c] = w;
+            }
+        }
+    }
+#pragma unroll
+    for (int a = 0; a < NY; ++a) {
+#pragma unroll
+        for (int c = 0; c < NY; ++c) psi[a * W + 2 * NX + c] = m.LR[a * NY + c];
+    }
+    real tri[NY * NY], e[NY];
+    tria<NY, W>(psi, tri);
+#pragma unroll
+    for (int a = 0; a < NY; ++a) {
+        real v = zk[a] - m.d[a];
+#pragma unroll
+        for (int q = 0; q < NX; ++q) v -= m.H[a * NX + q] * xp[q];
+        e[a] = v;
+    }
+    real logdet = 0, maha = 0;
+#pragma unroll
+    for (int i = 0; i < NY; ++i) {
+        real d = tri[i * NY + i];
+        real s = e[i];
+#pragma unroll
+        for (int q = 0; q < i; ++q) s -= tri[i * NY + q] * e[q];
+        e[i] = s / d;
+        if (d == (real)0) { ll[k] = nanv(); return; }
+        logdet += log(d);
+        maha += e[i] * e[i];
+    }
+    ll[k] = -(real)0.5 * ((real)NY * QLN_2PI + maha) - logdet;
+}
+
+// The square-root smoothing element of step k from the scanned filtering elements
+// (b_k = x_{k|k}, U_k) and the transition into k+1 (parallel/sqrt/smooth.rs, element_k).
+extern "C" __global__ void qs_build(const StepQ* st, int varying, const QE* el, long long T, QS* se) {
+    long long k = gtid();
+    if (k >= T) return;
+    el += bat() * T;
+    se += bat() * T;
+    const QE& f = el[k];
+    QS o;
+    if (k + 1 == T) {
+#pragma unroll
+        for (int i = 0; i < NX2; ++i) { o.E[i] = 0; o.D[i] = f.U[i]; }
+#pragma unroll
+        for (int i = 0; i < NX; ++i) o.g[i] = f.b[i];
+        se[k] = o;
+        return;
+    }
+    const StepQ& m = stepq_at(st, varying, k + 1);
+    const int M = 2 * NX;
+    real psi[M * M], tri[M * M];
+#pragma unroll
+    for (int r = 0; r < NX; ++r) {
+#pragma unroll
+        for (int c = 0; c < NX; ++c) {
+            real v = 0;
+#pragma unroll
+            for (int l = 0; l < NX; ++l) v += m.F[r * NX + l] * f.U[l * NX + c];
+            psi[r * M + c] = v;
+            psi[r * M + NX + c] = m.LQ[r * NX + c];
+            psi[(NX + r) * M + c] = f.U[r * NX + c];
+            psi[(NX + r) * M + NX + c] = 0;
+        }
+    }
+    tria<M, M>(psi, tri);
+    bool ok = true;
+#pragma unroll
+    for (int r = 0; r < NX; ++r) {
+#pragma unroll
+        for (int i = NX - 1; i >= 0; --i) {
+            real d = tri[i * M + i];
+            ok = ok && d > (real)0;
+            real v = tri[(NX + r) * M + i];
+#pragma unroll
+            for (int q = i + 1; q < NX; ++q) v -= tri[q * M + i] * o.E[r * NX + q];
+            o.E[r * NX + i] = v / d;
+        }
+    }
+    real xp[NX];
+#pragma unroll
+    for (int c = 0; c < NX; ++c) {
+        real v = m.u[c];
+#pragma unroll
+        for (int l = 0; l < NX; ++l) v += m.F[c * NX + l] * f.b[l];
+        xp[c] = v;
+    }
+#pragma unroll
+    for (int r = 0; r < NX; ++r) {
+        real v = f.b[r];
+#pragma unroll
+        for (int c = 0; c < NX; ++c) v -= o.E[r * NX + c] * xp[c];
+        o.g[r] = v;
+#pragma unroll
+        for (int c = 0; c < NX; ++c) o.D[r * NX + c] = tri[(NX + r) * M + NX + c];
+    }
+    if (!ok) {
+#pragma unroll
+        for (int i = 0; i < NX2; ++i) { o.E[i] = nanv(); o.D[i] = nanv(); }
+#pragma unroll
+        for (int i = 0; i < NX; ++i) o.g[i] = nanv();
+    }
+    se[k] = o;
+}
+
+// x_{k|T} = g, P_{k|T} = D D^T of the reverse-scanned smoothing elements.
+extern "C" __global__ void qs_extract(const QS* se, long long T, real* smean, real* scov) {
+    long long k = gtid();
+    if (k >= T) return;
+    se += bat() * T;
+    smean += bat() * T * NX;
+    scov += bat() * T * NX2;
+#pragma unroll
+    for (int i = 0; i < NX; ++i) smean[k * NX + i] = se[k].g[i];
+    gram<NX>(se[k].D, scov + k * NX2);
+}

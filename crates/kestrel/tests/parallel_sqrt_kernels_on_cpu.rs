@@ -1,0 +1,116 @@
+//! The square-root parallel kernels (`src/parallel/kernels/parallel_sqrt.cu`) compiled as
+//! plain C++ by the host compiler and run thread by thread on the CPU
+//! (parallel_emulation/sqrt.inc repeats the launch sequence of `parallel/cuda/run.rs`,
+//! `run_sqrt`), against the sequential CPU reference (Kalman filter, RTS smoother): every
+//! GPU scan algorithm, time-varying models with missing values, both precisions, batches
+//! of several tracks in one launch. Outputs start as NaN, so an unwritten element fails.
+//! Skips with a printed reason when there is no C++ compiler; on a GPU,
+//! tests/parallel_sqrt_gpu.rs runs the real thing.
+
+mod emulation;
+mod parallel_emulation;
+
+use emulation::{compile, compiler, put_f64, reals, run_piped};
+use kestrel::parallel::PaperModel;
+use kestrel::{Estimates, FilterOptions, Measurements, Real, StateSpace};
+use nalgebra::DMatrix;
+use parallel_emulation::{rel_err, source};
+
+const SQRT: &str = include_str!("../src/parallel/kernels/parallel_sqrt.cu");
+const MAIN: &str = include_str!("parallel_emulation/sqrt.inc");
+
+fn put_mat<T: Real>(out: &mut Vec<u8>, m: &DMatrix<f64>) {
+    for i in 0..m.nrows() {
+        for j in 0..m.ncols() {
+            put_f64::<T>(out, m[(i, j)]);
+        }
+    }
+}
+
+/// The lower Cholesky factor of a positive definite `m`.
+fn factor(m: &DMatrix<f64>) -> DMatrix<f64> {
+    m.clone().cholesky().expect("positive definite").l()
+}
+
+/// Every step's `F, u, L_Q, H, d, L_R`, the prior `x0, L_P0` and the measurements.
+fn put_factored<T: Real>(out: &mut Vec<u8>, model: &PaperModel, z: &Measurements<f64>, t: usize) {
+    for k in 0..t {
+        let (f, u, q) = model.transition(k);
+        let (h, d, r) = model.observation(k);
+        put_mat::<T>(out, f);
+        u.iter().for_each(|v| put_f64::<T>(out, *v));
+        put_mat::<T>(out, &factor(q));
+        put_mat::<T>(out, h);
+        d.iter().for_each(|v| put_f64::<T>(out, *v));
+        put_mat::<T>(out, &factor(r));
+    }
+    model.prior.x0.iter().for_each(|v| put_f64::<T>(out, *v));
+    put_mat::<T>(out, &factor(&model.prior.p0));
+    let z: Measurements<T> = z.cast();
+    z.data().iter().for_each(|v| put_f64::<T>(out, v.to_f64()));
+}
+
+fn run<T: Real>(cxx: &str, nx: usize, ny: usize, t: usize, nb: usize, seed: u64, tol: f64) {
+    let model = PaperModel::new(nx, ny, t, t, seed);
+    let z = kestrel::sim::simulate(&model, nb, t, seed + 1, 0.25)
+        .unwrap()
+        .measurements;
+    let opts = FilterOptions::default().with_force_general(true);
+    let rf: Estimates<f64> = kestrel::filter(&model, &z, &opts).unwrap().filtered;
+    let rs = kestrel::smooth_filtered(&model, &rf).unwrap();
+    let tag = format!("sqrt_nx{nx}_ny{ny}_T{t}_B{nb}_{}", T::NAME);
+    let src = source::<T>(nx, ny, "#define SPLIT_MAIN\n", &format!("{SQRT}\n{MAIN}"));
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile(cxx, dir.path(), &tag, &src, &["-std=c++17", "-O1", "-w"]);
+    let mut input = Vec::new();
+    input.extend((t as i64).to_le_bytes());
+    input.extend(1i32.to_le_bytes());
+    input.extend((nb as i64).to_le_bytes());
+    put_factored::<T>(&mut input, &model, &z, t);
+    let vals: Vec<f64> = reals::<T>(&run_piped(&exe, input, &tag))
+        .iter()
+        .map(|v| v.to_f64())
+        .collect();
+    let (n1, n2) = (nb * t * nx, nb * t * nx * nx);
+    let per_alg = 2 * n1 + 2 * n2 + nb * t;
+    let names = [
+        "sequential",
+        "ladner-fischer",
+        "hillis-steele",
+        "blelloch",
+        "chunked",
+        "sengupta:2",
+    ];
+    assert_eq!(vals.len(), names.len() * per_alg, "{tag}: output size");
+    let ll = rf.loglik().expect("filter log-likelihoods");
+    for (a, name) in names.iter().enumerate() {
+        let mut o = &vals[a * per_alg..(a + 1) * per_alg];
+        let mut take = |n: usize| {
+            let (h, rest) = o.split_at(n);
+            o = rest;
+            h.to_vec()
+        };
+        let (m, c, l, sm, sc) = (take(n1), take(n2), take(nb * t), take(n1), take(n2));
+        let errs = [
+            ("filter mean", rel_err(&m, rf.mean(), nx)),
+            ("filter cov", rel_err(&c, rf.cov(), nx * nx)),
+            ("loglik", rel_err(&l, ll, 1)),
+            ("rts mean", rel_err(&sm, rs.mean(), nx)),
+            ("rts cov", rel_err(&sc, rs.cov(), nx * nx)),
+        ];
+        for (what, e) in errs {
+            assert!(e < tol, "{tag} {name} {what}: {e:e}");
+        }
+    }
+}
+
+#[test]
+fn sqrt_kernels_equal_the_reference_on_the_cpu() {
+    let Some(cxx) = compiler() else { return };
+    run::<f64>(&cxx, 4, 2, 1, 1, 11, 1e-9);
+    run::<f64>(&cxx, 4, 2, 37, 1, 12, 1e-9);
+    run::<f64>(&cxx, 3, 1, 60, 1, 13, 1e-9);
+    run::<f32>(&cxx, 4, 2, 64, 1, 14, 1e-4);
+    run::<f64>(&cxx, 4, 2, 23, 5, 16, 1e-9);
+    run::<f32>(&cxx, 3, 2, 41, 4, 17, 1e-4);
+}
