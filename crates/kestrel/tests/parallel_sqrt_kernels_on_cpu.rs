@@ -1,8 +1,8 @@
 //! The square-root parallel kernels (`src/parallel/kernels/parallel_sqrt.cu`) compiled as
 //! plain C++ by the host compiler and run thread by thread on the CPU
-//! (parallel_emulation/sqrt.inc repeats the launch sequence of `parallel/cuda/run.rs`,
-//! `run_sqrt`), against the sequential CPU reference (Kalman filter, RTS smoother): every
-//! GPU scan algorithm, time-varying models with missing values, both precisions, batches
+//! (parallel_emulation/sqrt.inc repeats the launch sequences of `parallel/cuda/run.rs`,
+//! `run_sqrt` and `run_sqrt_fused`), against the sequential CPU reference (Kalman filter,
+//! RTS smoother): every GPU scan algorithm and the fused scan, time-varying models with missing values, both precisions, batches
 //! of several tracks in one launch. Outputs start as NaN, so an unwritten element fails.
 //! Skips with a printed reason when there is no C++ compiler; on a GPU,
 //! tests/parallel_sqrt_gpu.rs runs the real thing.
@@ -80,6 +80,7 @@ fn run<T: Real>(cxx: &str, nx: usize, ny: usize, t: usize, nb: usize, seed: u64,
         "blelloch",
         "chunked",
         "sengupta:2",
+        "fused",
     ];
     assert_eq!(vals.len(), names.len() * per_alg, "{tag}: output size");
     let ll = rf.loglik().expect("filter log-likelihoods");

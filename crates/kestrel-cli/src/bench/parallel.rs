@@ -300,11 +300,6 @@ fn gpu(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
                     ("parallel-sqrt-filter", Method::SqrtFilter),
                     ("parallel-sqrt-rts", Method::SqrtRts),
                 ] {
-                    // The square-root form always scans stored elements: its fastest scan
-                    // is measured once, as "fastest-stored".
-                    if method.sqrt() && alg == ScanAlgorithm::Fastest && fused {
-                        continue;
-                    }
                     let (times, (f, s)) = if prec == "f32" {
                         let (a, (f, s)) = cp::time(0, model, &z.cast::<f32>(), method, alg, w, n)?;
                         (a, (f.cast::<f64>(), s.map(|s| s.cast::<f64>())))
@@ -364,20 +359,25 @@ fn gpu(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
             std::env::remove_var("KESTREL_PAR_FUSED");
         }
         if t == 1_000_000 {
-            // The chunk length of the default (fused) scan, swept (f32 filter).
-            for kk in [4, 8, 16, 32, 64] {
+            // The chunk length of the default (fused) scan, swept (f32 filter, both forms).
+            for (kk, method, mname) in [4, 8, 16, 32, 64].into_iter().flat_map(|kk| {
+                [
+                    (kk, Method::Filter, "parallel-filter"),
+                    (kk, Method::SqrtFilter, "parallel-sqrt-filter"),
+                ]
+            }) {
                 std::env::set_var("KESTREL_PAR_CHUNK", kk.to_string());
                 let (times, _) = cp::time(
                     0,
                     model,
                     &z.cast::<f32>(),
-                    Method::Filter,
+                    method,
                     ScanAlgorithm::Fastest,
                     1,
                     5,
                 )?;
                 let mut r = Record::new(
-                    format!("gpu-parallel-filter/fastest-chunk{kk}"),
+                    format!("gpu-{mname}/fastest-chunk{kk}"),
                     dev.clone(),
                     "f32",
                     1,

@@ -149,7 +149,17 @@ fn sqrt_kernels<D: GpuReal>(g: &Gpu, nx: usize, ny: usize) -> Result<Arc<Kernels
         .iter()
         .flat_map(|k| [format!("qf_{k}"), format!("qs_{k}")])
         .chain(
-            ["qf_build", "qf_extract", "qs_build", "qs_extract", "poison"]
+            [
+                "qf_build",
+                "qf_extract",
+                "qs_build",
+                "qs_extract",
+                "qf_reduce",
+                "qf_sweep",
+                "qs_reduce",
+                "qs_sweep",
+                "poison",
+            ]
                 .iter()
                 .map(|k| k.to_string()),
         )

@@ -31,7 +31,7 @@ pub enum Method {
     /// [`Method::Sequential`] then the RTS smoother, one thread per track.
     SequentialRts,
     /// The square-root parallel filter (`kernels/parallel_sqrt.cu`): factors through the
-    /// scan, over stored elements.
+    /// scan (fused by default, as [`Method::Filter`]).
     SqrtFilter,
     /// [`Method::SqrtFilter`] then the square-root parallel RTS smoother.
     SqrtRts,
@@ -182,14 +182,16 @@ pub(crate) fn scalars_per_track(
         };
         return t.checked_mul(el + 2 * nx + nx * nx);
     }
-    if fused(alg) && !method.one_thread() && !method.sqrt() {
-        // Chunk totals (at least one per 4 steps) and their scan's work space.
+    if fused(alg) && !method.one_thread() {
+        // Chunk totals (at least one per 4 steps) and their scan's work space; the
+        // square-root smoother keeps the filtered factors too.
         let outs = if method.smooths() {
             2 * (nx + nx * nx) + 1
         } else {
             nx + nx * nx + 1
         };
-        return t.checked_mul(fe / 2 + outs + ny + 1);
+        let fac = if method == Method::SqrtRts { nx * nx } else { 0 };
+        return t.checked_mul(fe / 2 + outs + ny + 1 + fac);
     }
     let (el, scanned) = match method {
         Method::OneThread | Method::Sequential | Method::SequentialRts => (0, 0),
@@ -240,6 +242,8 @@ pub(crate) struct GroupBufs<D> {
     pub ll: CudaSlice<D>,
     pub smean: CudaSlice<D>,
     pub scov: CudaSlice<D>,
+    /// The filtered factors of the fused square-root smoother.
+    fac: CudaSlice<D>,
 }
 
 impl<D: GpuReal> GroupBufs<D> {
@@ -257,7 +261,7 @@ impl<D: GpuReal> GroupBufs<D> {
         filtered: Option<(&[D], &[D])>,
     ) -> Result<Self> {
         let n = nb * t;
-        let fused_k = if fused(alg) && !method.one_thread() && !method.sqrt() {
+        let fused_k = if fused(alg) && !method.one_thread() {
             fused_chunk_len(n)
         } else {
             0
@@ -327,6 +331,15 @@ impl<D: GpuReal> GroupBufs<D> {
                     1
                 },
                 "smoothed covariances",
+            )?,
+            fac: alloc(
+                g,
+                if method == Method::SqrtRts && !stored {
+                    n * nx * nx
+                } else {
+                    1
+                },
+                "filtered factors",
             )?,
         })
     }
@@ -409,6 +422,9 @@ impl<D: GpuReal> GroupBufs<D> {
                 );
             }
             return Ok(());
+        }
+        if method.sqrt() && self.fused_k > 0 {
+            return self.run_sqrt_fused(g, k, m, method);
         }
         if method.sqrt() {
             return self.run_sqrt(g, k, m, method, alg);
@@ -511,8 +527,9 @@ impl<D: GpuReal> GroupBufs<D> {
         Ok(())
     }
 
-    /// The square-root filter and smoother (`kernels/parallel_sqrt.cu`): elements built
-    /// and stored, scanned with `alg`, read out; the smoother's elements from the scanned
+    /// The square-root filter and smoother over stored elements (`kernels/parallel_sqrt.cu`;
+    /// every scan but the fused default): elements built and stored, scanned with `alg`,
+    /// read out; the smoother's elements from the scanned
     /// filtering elements (their means and factors), scanned in reverse.
     fn run_sqrt(
         &mut self,
@@ -572,6 +589,89 @@ impl<D: GpuReal> GroupBufs<D> {
                 (t, nb),
                 &self.se,
                 &tt,
+                &mut self.smean,
+                &mut self.scov
+            );
+        }
+        Ok(())
+    }
+
+    /// The fused square-root filter and smoother (`kernels/parallel_sqrt.cu`, as
+    /// [`Self::run_fused`]): reduce, scan of the chunk totals, and a sweep with the
+    /// square-root Kalman recursion; the smoother's reduce and sweep over the filtered
+    /// means and factors, in reverse.
+    fn run_sqrt_fused(
+        &mut self,
+        g: &Gpu,
+        k: &Arc<Kernels>,
+        m: &DevModel<D>,
+        method: Method,
+    ) -> Result<()> {
+        let s = &g.stream;
+        let (t, tt, nb, nx) = (self.t, self.t as i64, self.nb, m.nx);
+        let kk = self.fused_k as i32;
+        let nc = t.div_ceil(self.fused_k);
+        let fast = ScanAlgorithm::Fastest;
+        let keep = i32::from(method == Method::SqrtRts);
+        launch!(
+            k,
+            s,
+            "qf_reduce",
+            (nc, nb),
+            &m.steps,
+            &m.varying,
+            &m.prior,
+            &self.z,
+            &tt,
+            &kk,
+            &mut self.tot
+        );
+        scan(g, k, "qf", fe_len(nx), &mut self.tot, nc, nb, fast, false)?;
+        launch!(
+            k,
+            s,
+            "qf_sweep",
+            (nc, nb),
+            &self.tot,
+            &m.steps,
+            &m.varying,
+            &m.prior,
+            &self.z,
+            &tt,
+            &kk,
+            &mut self.mean,
+            &mut self.cov,
+            &mut self.ll,
+            &mut self.fac,
+            &keep
+        );
+        if method == Method::SqrtRts {
+            launch!(
+                k,
+                s,
+                "qs_reduce",
+                (nc, nb),
+                &m.steps,
+                &m.varying,
+                &self.mean,
+                &self.fac,
+                &tt,
+                &kk,
+                &mut self.tot
+            );
+            scan(g, k, "qs", se_len(nx), &mut self.tot, nc, nb, fast, true)?;
+            launch!(
+                k,
+                s,
+                "qs_sweep",
+                (nc, nb),
+                &self.tot,
+                &m.steps,
+                &m.varying,
+                &self.mean,
+                &self.fac,
+                &tt,
+                &kk,
                 &mut self.smean,
                 &mut self.scov
             );
