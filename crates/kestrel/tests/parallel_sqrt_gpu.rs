@@ -2,7 +2,8 @@
 //! equal to the sequential CPU references (Kalman filter, RTS smoother) on fresh random
 //! time-varying models with missing values, every scan algorithm, batches of tracks, f64
 //! and f32; and on the ill-conditioned model where the standard parallel filter over
-//! stored elements fails in f32 (on the GPU too), covariances within 1e-3 of f64 in f32. Every GPU
+//! stored elements fails in f32 (on the GPU too), covariances within 1e-3 of f64 in f32
+//! and means no further off than the sequential f32 Kalman filter's. Every GPU
 //! run poisons its outputs with NaN first and fails on an unwritten element. Skips
 //! without a GPU; `KESTREL_REQUIRE_GPU=1` makes a missing GPU a failure.
 
@@ -89,14 +90,38 @@ fn sqrt_filter_and_smoother_on_the_gpu_equal_the_reference() {
     }
 }
 
+/// Largest per-step distance `sqrt((a - b)^T P^{-1} (a - b))` of means `a` from `b` in the
+/// standard deviations of the covariances `p` (`n` states a step).
+fn maha(a: &[f64], b: &[f64], p: &[f64], n: usize) -> f64 {
+    use nalgebra::{DMatrix, DVector};
+    let mut worst = 0.0f64;
+    for k in 0..b.len() / n {
+        let d = DVector::from_fn(n, |i, _| a[k * n + i] - b[k * n + i]);
+        let pm = DMatrix::from_row_slice(n, n, &p[k * n * n..(k + 1) * n * n]);
+        let v = pm
+            .cholesky()
+            .expect("the f64 reference is positive definite")
+            .solve(&d);
+        let m = d.dot(&v).sqrt();
+        worst = if m.is_nan() {
+            f64::INFINITY
+        } else {
+            worst.max(m)
+        };
+    }
+    worst
+}
+
 /// The model of tests/parallel_sqrt.rs in f32, two tracks: the standard parallel filter
 /// over stored elements (Ladner-Fischer, the CPU's operator) loses positive definiteness
 /// or most of its accuracy there; the square-root form keeps its covariances within 1e-3
-/// of f64 (filter and smoother) and its means within 1e-2. (The means' f32 error is the
-/// element form's, not the GPU's: on the CPU the same form reaches 7.7e-4 on the first of
-/// these tracks and 5.5e-3 on the second, where the sequential f32 Kalman filter stays
-/// near 1.3e-4. The default fused scan of the standard form sweeps each chunk with the
-/// Kalman recursion itself and holds up better on this model; its error is printed.)
+/// of f64 (filter and smoother), and its means are no further from f64, counted in the f64
+/// posterior's standard deviations, than those of the sequential f32 Kalman filter and RTS
+/// smoother (on the CPU, the textbook recursion in f32). Relative to the states' size the
+/// means can be 1e-2 off in f32 (in directions the measurements leave uncertain: 0.07-0.2
+/// standard deviations, where the sequential f32 filter is 0.6 off). The default fused
+/// scan of the standard form sweeps each chunk with the Kalman recursion itself and does
+/// not fail here; its covariance error is printed.
 #[test]
 fn sqrt_form_on_the_gpu_keeps_f32_where_the_standard_form_fails() {
     if !gpu_or_skip("sqrt_form_on_the_gpu_keeps_f32_where_the_standard_form_fails") {
@@ -112,6 +137,20 @@ fn sqrt_form_on_the_gpu_keeps_f32_where_the_standard_form_fails() {
     let want_f = kestrel::filter(&model, &z, &opts).unwrap().filtered;
     let want_s = kestrel::smooth_filtered(&model, &want_f).unwrap();
     let z32: Measurements<f32> = z.cast();
+    let seq_f: Estimates<f64> = kestrel::filter(&model, &z32, &opts)
+        .unwrap()
+        .filtered
+        .cast();
+    let seq_s: Estimates<f64> = kestrel::smooth_filtered(
+        &model,
+        &kestrel::filter(&model, &z32, &opts).unwrap().filtered,
+    )
+    .unwrap()
+    .cast();
+    let (base_f, base_s) = (
+        maha(seq_f.mean(), want_f.mean(), want_f.cov(), n),
+        maha(seq_s.mean(), want_s.mean(), want_s.cov(), n),
+    );
     let cov_err = |e: &kestrel::Result<Estimates<f32>>| match e {
         Ok(f) => rel_err(&f64s(f.cov()), want_f.cov(), n * n),
         Err(_) => f64::INFINITY,
@@ -120,7 +159,7 @@ fn sqrt_form_on_the_gpu_keeps_f32_where_the_standard_form_fails() {
     let fused = parallel::filter(Device::Cuda(0), &model, &z32, ScanAlgorithm::Fastest);
     let (e_stored, e_fused) = (cov_err(&stored), cov_err(&fused));
     eprintln!(
-        "GPU standard form f32: stored elements (ladner-fischer) {}, fused {}",
+        "GPU standard form f32: stored elements (ladner-fischer) {}, fused {}; sequential f32 on the CPU: means {base_f:.3} (filter), {base_s:.3} (RTS) standard deviations",
         match &stored {
             Ok(_) => format!("covariances {e_stored:.2e}"),
             Err(e) => format!("refused ({e})"),
@@ -132,20 +171,19 @@ fn sqrt_form_on_the_gpu_keeps_f32_where_the_standard_form_fails() {
     );
     for alg in [ScanAlgorithm::Fastest, ScanAlgorithm::LadnerFischer] {
         let (f, s) = parallel::smooth_sqrt(Device::Cuda(0), &model, &z32, alg).unwrap();
+        let (f, s): (Estimates<f64>, Estimates<f64>) = (f.cast(), s.cast());
         let (fm, fc) = (
-            rel_err(&f64s(f.mean()), want_f.mean(), n),
-            rel_err(&f64s(f.cov()), want_f.cov(), n * n),
+            maha(f.mean(), want_f.mean(), want_f.cov(), n),
+            rel_err(f.cov(), want_f.cov(), n * n),
         );
         let (sm, sc) = (
-            rel_err(&f64s(s.mean()), want_s.mean(), n),
-            rel_err(&f64s(s.cov()), want_s.cov(), n * n),
+            maha(s.mean(), want_s.mean(), want_s.cov(), n),
+            rel_err(s.cov(), want_s.cov(), n * n),
         );
-        eprintln!(
-            "GPU square-root f32 {alg:?}: filter {fm:.2e} {fc:.2e}, smoother {sm:.2e} {sc:.2e}"
-        );
+        eprintln!("GPU square-root f32 {alg:?}: filter means {fm:.3} sd, covariances {fc:.2e}; smoother means {sm:.3} sd, covariances {sc:.2e}");
         assert!(
-            fm < 1e-2 && fc < 1e-3 && sm < 1e-2 && sc < 1e-3,
-            "GPU square-root f32 {alg:?}: filter {fm:e} {fc:e}, smoother {sm:e} {sc:e}"
+            fm <= base_f && sm <= base_s && fc < 1e-3 && sc < 1e-3,
+            "GPU square-root f32 {alg:?}: filter {fm:e} sd {fc:e}, smoother {sm:e} sd {sc:e} (sequential f32: {base_f:e}, {base_s:e} sd)"
         );
         assert!(
             e_stored > 10.0 * fc,

@@ -160,8 +160,8 @@ fn sqrt_kernels<D: GpuReal>(g: &Gpu, nx: usize, ny: usize) -> Result<Arc<Kernels
                 "qs_sweep",
                 "poison",
             ]
-                .iter()
-                .map(|k| k.to_string()),
+            .iter()
+            .map(|k| k.to_string()),
         )
         .collect();
     let names: Vec<&str> = names.iter().map(String::as_str).collect();

@@ -190,7 +190,11 @@ pub(crate) fn scalars_per_track(
         } else {
             nx + nx * nx + 1
         };
-        let fac = if method == Method::SqrtRts { nx * nx } else { 0 };
+        let fac = if method == Method::SqrtRts {
+            nx * nx
+        } else {
+            0
+        };
         return t.checked_mul(fe / 2 + outs + ny + 1 + fac);
     }
     let (el, scanned) = match method {
