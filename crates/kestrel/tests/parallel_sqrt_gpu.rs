@@ -13,7 +13,7 @@ mod gpu_common;
 use common::ill_conditioned;
 use gpu_common::gpu_or_skip;
 use kestrel::parallel::{self, PaperModel};
-use kestrel::{Device, Estimates, FilterOptions, Measurements, Real, ScanAlgorithm, StateSpace};
+use kestrel::{Device, Estimates, FilterOptions, Measurements, Real, ScanAlgorithm};
 
 /// Largest per-step relative difference (NaN is infinite).
 fn rel_err(a: &[f64], b: &[f64], per: usize) -> f64 {
