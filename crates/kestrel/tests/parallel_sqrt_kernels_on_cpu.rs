@@ -1,4 +1,4 @@
-//! The square-root parallel kernels (`src/parallel/kernels/parallel_sqrt.cu`) compiled as
+//! The square-root parallel kernels (`src/parallel/kernels/parallel_sqrt*.cu`) compiled as
 //! plain C++ by the host compiler and run thread by thread on the CPU
 //! (parallel_emulation/sqrt.inc repeats the launch sequences of `parallel/cuda/run.rs`,
 //! `run_sqrt` and `run_sqrt_fused`), against the sequential CPU reference (Kalman filter,
@@ -17,6 +17,7 @@ use nalgebra::DMatrix;
 use parallel_emulation::{rel_err, source};
 
 const SQRT: &str = include_str!("../src/parallel/kernels/parallel_sqrt.cu");
+const SQRT_FUSED: &str = include_str!("../src/parallel/kernels/parallel_sqrt_fused.cu");
 const MAIN: &str = include_str!("parallel_emulation/sqrt.inc");
 
 fn put_mat<T: Real>(out: &mut Vec<u8>, m: &DMatrix<f64>) {
@@ -59,7 +60,12 @@ fn run<T: Real>(cxx: &str, nx: usize, ny: usize, t: usize, nb: usize, seed: u64,
     let rf: Estimates<f64> = kestrel::filter(&model, &z, &opts).unwrap().filtered;
     let rs = kestrel::smooth_filtered(&model, &rf).unwrap();
     let tag = format!("sqrt_nx{nx}_ny{ny}_T{t}_B{nb}_{}", T::NAME);
-    let src = source::<T>(nx, ny, "#define SPLIT_MAIN\n", &format!("{SQRT}\n{MAIN}"));
+    let src = source::<T>(
+        nx,
+        ny,
+        "#define SPLIT_MAIN\n",
+        &format!("{SQRT}\n{SQRT_FUSED}\n{MAIN}"),
+    );
     let dir = tempfile::tempdir().unwrap();
     let exe = compile(cxx, dir.path(), &tag, &src, &["-std=c++17", "-O1", "-w"]);
     let mut input = Vec::new();

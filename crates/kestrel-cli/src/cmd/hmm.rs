@@ -114,8 +114,10 @@ fn read_observations(
     }
     if b == 0 || t == 0 {
         return Err(bad(format!(
-            "{}: no observations ({b} tracks x {t} steps)",
-            path.display()
+            "{}: no observations ({} x {})",
+            path.display(),
+            super::plural(b, "track"),
+            super::plural(t, "step")
         )));
     }
     let obs = Measurements::new(b, t, ny, data)?;

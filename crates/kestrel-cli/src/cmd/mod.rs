@@ -186,8 +186,6 @@ pub fn print_notes() {
 /// The longest error line printed, in characters (a path or a field is cut beyond it).
 const MAX_LINE: usize = 600;
 
-/// `text` as one printable line: control characters escaped (`\r`, `\n`, `\0`,
-/// `\xNN`), and cut to a few hundred characters.
 /// "1 track", "3 tracks": a count and its noun, in plain English.
 pub fn plural(n: usize, noun: &str) -> String {
     if n == 1 {
@@ -205,6 +203,8 @@ pub fn value_name<T: clap::ValueEnum>(v: &T) -> String {
         .unwrap_or_default()
 }
 
+/// `text` as one printable line: control characters escaped (`\r`, `\n`, `\0`,
+/// `\xNN`), and cut to a few hundred characters.
 pub fn one_line(text: &str) -> String {
     let text = &short_numbers(text);
     let mut out = String::with_capacity(text.len().min(MAX_LINE + 16));

@@ -138,10 +138,10 @@ fn shapes(
     }
     if ms[0] == 0 || ms[1] == 0 {
         return Err(bad(format!(
-            "{}: no estimates ({} tracks x {} steps)",
+            "{}: no estimates ({} x {})",
             path.display(),
-            ms[0],
-            ms[1]
+            super::plural(ms[0], "track"),
+            super::plural(ms[1], "step")
         )));
     }
     Ok((ms[0], ms[1]))

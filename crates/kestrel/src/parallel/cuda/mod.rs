@@ -110,11 +110,11 @@ pub fn source(nx: usize, ny: usize, dtype: &str) -> String {
     s
 }
 
-/// The square-root kernels' translation unit (`kernels/parallel_sqrt.cu` after the
+/// The square-root kernels' translation unit (`kernels/parallel_sqrt*.cu` after the
 /// operators' and scans' sources) for `nx`, `ny` and scalar `D`.
 pub fn sqrt_source(nx: usize, ny: usize, dtype: &str) -> String {
     let mut s = source_prelude(nx, ny, dtype);
-    for src in [SOURCES[0], SOURCES[1], SQRT_SOURCE] {
+    for src in [SOURCES[0], SOURCES[1], SQRT_SOURCES[0], SQRT_SOURCES[1]] {
         s += src;
         s += "\n";
     }
@@ -130,7 +130,10 @@ fn source_prelude(nx: usize, ny: usize, dtype: &str) -> String {
     format!("#define NX {nx}\n#define NY {ny}\ntypedef {real} real;\n#define NAN {nan}\n")
 }
 
-const SQRT_SOURCE: &str = include_str!("../kernels/parallel_sqrt.cu");
+const SQRT_SOURCES: [&str; 2] = [
+    include_str!("../kernels/parallel_sqrt.cu"),
+    include_str!("../kernels/parallel_sqrt_fused.cu"),
+];
 
 fn check_dims(nx: usize, ny: usize) -> Result<()> {
     if nx == 0 || ny == 0 || nx > MAX_NX || ny > MAX_NY {
@@ -268,6 +271,7 @@ mod directions;
 mod run;
 mod scan;
 mod split;
+mod sqrt;
 pub use directions::time_two_filter_by_direction;
 pub use run::Method;
 use run::{scalars_per_track, DevModel, GroupBufs};
