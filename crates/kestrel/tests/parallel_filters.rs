@@ -2,6 +2,8 @@
 //! sequential reference (general path) on random time-varying models with missing
 //! measurements, for every scan algorithm, one track and many.
 
+mod common;
+
 use kestrel::model::{Prior, StepMatrices};
 use kestrel::{
     parallel, Device, Error, Estimates, FilterOptions, Measurements, ScanAlgorithm,
@@ -39,18 +41,9 @@ fn random_model(rng: &mut impl Rng, nx: usize, ny: usize, steps: usize) -> TimeV
     TimeVaryingModel::new(steps, prior).expect("a valid random model")
 }
 
-/// Largest per-step relative difference `||a_k - b_k||_inf / max(||b_k||_inf, 1e-3)`.
+/// Largest per-step relative difference, with a floor of 1e-3 (NaN is infinite).
 fn rel_err(a: &[f64], b: &[f64], per: usize) -> f64 {
-    a.chunks(per)
-        .zip(b.chunks(per))
-        .map(|(x, y)| {
-            let s = y.iter().fold(0.0f64, |m, v| m.max(v.abs())).max(1e-3);
-            x.iter()
-                .zip(y)
-                .fold(0.0f64, |m, (p, q)| m.max((p - q).abs()))
-                / s
-        })
-        .fold(0.0, f64::max)
+    common::rel_err(a, b, per, 1e-3)
 }
 
 fn assert_close(what: &str, got: &Estimates<f64>, want: &Estimates<f64>, tol: f64) {

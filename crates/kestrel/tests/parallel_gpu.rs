@@ -2,6 +2,8 @@
 //! random time-varying models with missing measurements, for every GPU scan algorithm.
 //! Skips without a GPU; `KESTREL_REQUIRE_GPU=1` makes a missing GPU a failure.
 
+mod common;
+
 use kestrel::parallel::{self, PaperModel};
 use kestrel::{Device, Estimates, FilterOptions, Measurements, ScanAlgorithm};
 
@@ -18,18 +20,9 @@ fn gpu_or_skip() -> bool {
     }
 }
 
-/// Largest per-step relative difference `||a_k - b_k||_inf / max(||b_k||_inf, 1e-3)`.
+/// Largest per-step relative difference, with a floor of 1e-3 (NaN is infinite).
 fn rel_err(a: &[f64], b: &[f64], per: usize) -> f64 {
-    a.chunks(per)
-        .zip(b.chunks(per))
-        .map(|(x, y)| {
-            let s = y.iter().fold(0.0f64, |m, v| m.max(v.abs())).max(1e-3);
-            x.iter()
-                .zip(y)
-                .fold(0.0f64, |m, (p, q)| m.max((p - q).abs()))
-                / s
-        })
-        .fold(0.0, f64::max)
+    common::rel_err(a, b, per, 1e-3)
 }
 
 fn errs(got: &Estimates<f64>, want: &Estimates<f64>) -> f64 {

@@ -21,6 +21,8 @@
 //! indexing or carry error moves them by O(1). f32 within 1e-3 of the reference (as the
 //! one-GPU tests: f32 rounding through 10^3-10^5 combines) and of the one-GPU run.
 
+mod common;
+
 use kestrel::parallel::{self, cuda, PaperModel};
 use kestrel::{
     Device, Estimates, FilterMethod, FilterOptions, Measurements, ScanAlgorithm, SmoothMethod,
@@ -51,24 +53,9 @@ fn two_gpus_or_skip(test: &str) -> bool {
     false
 }
 
-/// Largest per-step relative difference `||a_k - b_k||_inf / max(||b_k||_inf, 1e-3)`;
-/// a NaN in either is infinite.
+/// Largest per-step relative difference, with a floor of 1e-3 (NaN is infinite).
 fn rel_err(a: &[f64], b: &[f64], per: usize) -> f64 {
-    assert_eq!(a.len(), b.len(), "lengths differ");
-    a.chunks(per)
-        .zip(b.chunks(per))
-        .map(|(x, y)| {
-            let s = y.iter().fold(0.0f64, |m, v| m.max(v.abs())).max(1e-3);
-            x.iter().zip(y).fold(0.0f64, |m, (p, q)| {
-                let d = (p - q).abs();
-                if d.is_nan() {
-                    f64::INFINITY
-                } else {
-                    m.max(d)
-                }
-            }) / s
-        })
-        .fold(0.0, f64::max)
+    common::rel_err(a, b, per, 1e-3)
 }
 
 fn errs(got: &Estimates<f64>, want: &Estimates<f64>) -> f64 {

@@ -6,27 +6,9 @@
 
 mod common;
 
-use common::ill_conditioned;
+use common::{ill_conditioned, rel_err};
 use kestrel::parallel::{self, PaperModel};
 use kestrel::{Device, Estimates, FilterOptions, Measurements, ScanAlgorithm};
-
-/// Largest per-step relative difference `||a_k - b_k||_inf / max(||b_k||_inf, floor)`;
-/// NaN is infinite.
-fn rel_err(a: &[f64], b: &[f64], per: usize, floor: f64) -> f64 {
-    a.chunks(per)
-        .zip(b.chunks(per))
-        .map(|(x, y)| {
-            let s = y.iter().fold(0.0f64, |m, v| m.max(v.abs())).max(floor);
-            x.iter().zip(y).fold(0.0f64, |m, (p, q)| {
-                if (p - q).is_nan() {
-                    f64::INFINITY
-                } else {
-                    m.max((p - q).abs())
-                }
-            }) / s
-        })
-        .fold(0.0, f64::max)
-}
 
 fn errs(got: &Estimates<f64>, want: &Estimates<f64>) -> (f64, f64, f64) {
     let n = want.nx();

@@ -15,22 +15,9 @@ use gpu_common::gpu_or_skip;
 use kestrel::parallel::{self, PaperModel};
 use kestrel::{Device, Estimates, FilterOptions, Measurements, Real, ScanAlgorithm};
 
-/// Largest per-step relative difference (NaN is infinite).
+/// Largest per-step relative difference, with a floor of 1e-3 (NaN is infinite).
 fn rel_err(a: &[f64], b: &[f64], per: usize) -> f64 {
-    assert_eq!(a.len(), b.len());
-    a.chunks(per)
-        .zip(b.chunks(per))
-        .map(|(x, y)| {
-            let s = y.iter().fold(0.0f64, |m, v| m.max(v.abs())).max(1e-3);
-            x.iter().zip(y).fold(0.0f64, |m, (p, q)| {
-                if (p - q).is_nan() {
-                    f64::INFINITY
-                } else {
-                    m.max((p - q).abs())
-                }
-            }) / s
-        })
-        .fold(0.0, f64::max)
+    common::rel_err(a, b, per, 1e-3)
 }
 
 fn f64s<T: Real>(v: &[T]) -> Vec<f64> {

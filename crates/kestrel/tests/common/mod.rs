@@ -207,3 +207,22 @@ pub fn ill_conditioned(seed: u64, scales: [f64; 3], rv: f64, damp: f64) -> kestr
     let h = h * rot.transpose();
     kestrel::Model::new(f, q, h, r, DVector::zeros(nx), DMatrix::identity(nx, nx)).unwrap()
 }
+
+/// Largest per-step relative difference `||a_k - b_k||_inf / max(||b_k||_inf, floor)`;
+/// NaN is infinite, and the lengths must agree.
+pub fn rel_err(a: &[f64], b: &[f64], per: usize, floor: f64) -> f64 {
+    assert_eq!(a.len(), b.len(), "lengths differ");
+    a.chunks(per)
+        .zip(b.chunks(per))
+        .map(|(x, y)| {
+            let s = y.iter().fold(0.0f64, |m, v| m.max(v.abs())).max(floor);
+            x.iter().zip(y).fold(0.0f64, |m, (p, q)| {
+                if (p - q).is_nan() {
+                    f64::INFINITY
+                } else {
+                    m.max((p - q).abs())
+                }
+            }) / s
+        })
+        .fold(0.0, f64::max)
+}
