@@ -114,10 +114,9 @@ fn read_observations(
     }
     if b == 0 || t == 0 {
         return Err(bad(format!(
-            "{}: no observations ({} x {})",
+            "{}: no observations ({})",
             path.display(),
-            super::plural(b, "track"),
-            super::plural(t, "step")
+            kestrel::data::shape(b, t)
         )));
     }
     let obs = Measurements::new(b, t, ny, data)?;

@@ -186,14 +186,8 @@ pub fn print_notes() {
 /// The longest error line printed, in characters (a path or a field is cut beyond it).
 const MAX_LINE: usize = 600;
 
-/// "1 track", "3 tracks": a count and its noun, in plain English.
-pub fn plural(n: usize, noun: &str) -> String {
-    if n == 1 {
-        format!("1 {noun}")
-    } else {
-        format!("{n} {noun}s")
-    }
-}
+/// "1 track", "3 tracks": a count and its noun, in plain English (the library's).
+pub use kestrel::data::plural;
 
 /// The name a user types for an option's value (`gnn`, `f32`, `gaussian`): what the
 /// command line prints back, never the Rust spelling.

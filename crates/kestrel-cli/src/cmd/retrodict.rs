@@ -138,10 +138,9 @@ fn shapes(
     }
     if ms[0] == 0 || ms[1] == 0 {
         return Err(bad(format!(
-            "{}: no estimates ({} x {})",
+            "{}: no estimates ({})",
             path.display(),
-            super::plural(ms[0], "track"),
-            super::plural(ms[1], "step")
+            kestrel::data::shape(ms[0], ms[1])
         )));
     }
     Ok((ms[0], ms[1]))

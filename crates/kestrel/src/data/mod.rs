@@ -50,10 +50,25 @@ pub struct Measurements<T> {
 pub fn require_data(source: &str, tracks: usize, steps: usize) -> Result<()> {
     if tracks == 0 || steps == 0 {
         return Err(Error::input(format!(
-            "{source}: no measurements ({tracks} tracks x {steps} steps)"
+            "{source}: no measurements ({})",
+            shape(tracks, steps)
         )));
     }
     Ok(())
+}
+
+/// "1 track", "3 tracks": a count and its noun, in plain English (for messages).
+pub fn plural(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
+/// "2 tracks x 1 step": a batch's shape in messages.
+pub fn shape(tracks: usize, steps: usize) -> String {
+    format!("{} x {}", plural(tracks, "track"), plural(steps, "step"))
 }
 
 impl<T: Real> Measurements<T> {
@@ -571,5 +586,17 @@ mod arrays {
                 .transpose()?;
             Ok((mean, cov, ll))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn empty_batches_are_counted_in_plain_english() {
+        let e = super::require_data("z", 1, 0).unwrap_err().to_string();
+        assert!(e.contains("z: no measurements (1 track x 0 steps)"), "{e}");
+        let e = super::require_data("z", 0, 1).unwrap_err().to_string();
+        assert!(e.contains("(0 tracks x 1 step)"), "{e}");
+        assert!(super::require_data("z", 2, 3).is_ok());
     }
 }

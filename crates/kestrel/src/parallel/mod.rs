@@ -259,8 +259,8 @@ fn check_filtered<T: Real, M: StateSpace + ?Sized>(model: &M, f: &Estimates<T>) 
     }
     if f.steps == 0 || f.tracks == 0 {
         return input(format!(
-            "filtered estimates hold no steps ({} tracks x {} steps)",
-            f.tracks, f.steps
+            "filtered estimates hold no steps ({})",
+            crate::data::shape(f.tracks, f.steps)
         ));
     }
     if let Some(n) = model.steps_covered() {

@@ -66,7 +66,10 @@ pub unsafe fn estimate_resident<T: Real>(
     }
     if a.tracks == 0 || a.steps == 0 {
         return Err(Error::Input {
-            msg: format!("no measurements ({} tracks x {} steps)", a.tracks, a.steps),
+            msg: format!(
+                "no measurements ({})",
+                crate::data::shape(a.tracks, a.steps)
+            ),
         });
     }
     if a.steps > i32::MAX as usize / 2 {
