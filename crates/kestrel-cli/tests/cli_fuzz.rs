@@ -69,6 +69,8 @@ fn value() -> impl Strategy<Value = String> {
         Just("f32".to_string()),
         Just("parallel".to_string()),
         Just("two-filter".to_string()),
+        Just("parallel-sqrt".to_string()),
+        Just("parallel-sqrt-rts".to_string()),
         Just("bogus\n\r\u{1b}[31m".to_string()),
         "[a-z0-9.:/_-]{0,12}",
     ]

@@ -606,6 +606,20 @@ fn empty_inputs_are_the_same_error_everywhere() {
                 "--method",
                 "two-filter",
             ],
+            vec![
+                "smooth",
+                "--model",
+                &example("cv2d.toml"),
+                "--method",
+                "parallel-sqrt-rts",
+            ],
+            vec![
+                "filter",
+                "--model",
+                &example("cv2d.toml"),
+                "--method",
+                "parallel-sqrt",
+            ],
             vec!["filter", "--model", &example("range-only.toml")],
             vec![
                 "pf",

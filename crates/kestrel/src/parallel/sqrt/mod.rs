@@ -42,7 +42,6 @@ use crate::model::StateSpace;
 use crate::scan::{scan, AssocOp, Direction, Exec, ScanAlgorithm};
 pub(crate) use factor::psd_factor;
 use factor::{gemm, lower_solve, tria};
-use rayon::prelude::*;
 use std::marker::PhantomData;
 
 mod factor;
@@ -465,7 +464,16 @@ fn filter_track<T: Real>(
             return Err(not_pd(track, k, "the square-root filter's factor"));
         }
         mean[k * nx..(k + 1) * nx].copy_from_slice(b);
-        gram(u, nx, &mut cov[k * nx * nx..(k + 1) * nx * nx]);
+        gemm(
+            u,
+            false,
+            u,
+            true,
+            &mut cov[k * nx * nx..(k + 1) * nx * nx],
+            nx,
+            nx,
+            nx,
+        );
     }
     each(
         exec,
@@ -549,19 +557,6 @@ fn filter_track<T: Real>(
     Ok(el)
 }
 
-/// `out = U U^T` for a lower factor `u` (`n x n`).
-fn gram<T: Real>(u: &[T], n: usize, out: &mut [T]) {
-    for r in 0..n {
-        for c in 0..n {
-            let mut v = T::zero();
-            for l in 0..=r.min(c) {
-                v += u[r * n + l] * u[c * n + l];
-            }
-            out[r * n + c] = v;
-        }
-    }
-}
-
 /// One track's square-root RTS smoother over its scanned filtering elements `el`:
 /// smoothing elements from the filtered means and factors, the reverse scan, then means
 /// and covariances `D D^T`.
@@ -609,7 +604,16 @@ fn smooth_track<T: Real>(
             return Err(not_pd(track, k, "the square-root smoother's factor"));
         }
         smean[k * nx..(k + 1) * nx].copy_from_slice(g);
-        gram(d, nx, &mut scov[k * n2..(k + 1) * n2]);
+        gemm(
+            d,
+            false,
+            d,
+            true,
+            &mut scov[k * n2..(k + 1) * n2],
+            nx,
+            nx,
+            nx,
+        );
     }
     Ok(())
 }
@@ -660,16 +664,9 @@ pub fn smooth_sqrt<T: Real, M: StateSpace + ?Sized>(
     Ok((f, s.expect("the smoother's estimates are allocated")))
 }
 
-/// Output slices of one track: means, covariances, log-likelihoods, and the smoothed
-/// means and covariances when smoothing.
-type TrackSlices<'a, T> = (
-    usize,
-    (
-        ((&'a mut [T], &'a mut [T]), &'a mut [T]),
-        Option<(&'a mut [T], &'a mut [T])>,
-    ),
-);
-
+/// Every track on the CPU (`super::for_tracks`: across tracks on the pool, or one track
+/// at a time with parallel levels): the filter, and with `smooth` the smoother over the
+/// filter's scanned elements.
 fn run_cpu<T: Real, M: StateSpace + ?Sized>(
     model: &M,
     z: &Measurements<T>,
@@ -684,36 +681,23 @@ fn run_cpu<T: Real, M: StateSpace + ?Sized>(
     }
     let mut est = Estimates::nan(z.tracks, t, nx, true);
     let mut sm = smooth.then(|| Estimates::nan(z.tracks, t, nx, false));
-    let ll = est.loglik.as_mut().expect("allocated with log-likelihoods");
-    let work = |(b, (((mean, cov), ll), s)): TrackSlices<'_, T>, exec| {
-        let el = filter_track(&m, &lp0, b, z.track(b), t, scan_alg, exec, mean, cov, ll)?;
-        match s {
-            Some((smean, scov)) => smooth_track(&m, b, &el, t, scan_alg, exec, smean, scov),
-            None => Ok(()),
+    super::for_tracks(&mut est, sm.as_mut(), |b, exec, out| {
+        let el = filter_track(
+            &m,
+            &lp0,
+            b,
+            z.track(b),
+            t,
+            scan_alg,
+            exec,
+            out.mean,
+            out.cov,
+            out.loglik,
+        )?;
+        match (out.smean.as_deref_mut(), out.scov.as_deref_mut()) {
+            (Some(smean), Some(scov)) => smooth_track(&m, b, &el, t, scan_alg, exec, smean, scov),
+            _ => Ok(()),
         }
-    };
-    let souts: Vec<Option<(&mut [T], &mut [T])>> = match sm.as_mut() {
-        Some(s) => s
-            .mean
-            .chunks_mut(t * nx)
-            .zip(s.cov.chunks_mut(t * nx * nx))
-            .map(Some)
-            .collect(),
-        None => (0..z.tracks).map(|_| None).collect(),
-    };
-    let it = est
-        .mean
-        .chunks_mut(t * nx)
-        .zip(est.cov.chunks_mut(t * nx * nx))
-        .zip(ll.chunks_mut(t))
-        .zip(souts)
-        .enumerate();
-    if z.tracks >= rayon::current_num_threads() && z.tracks > 1 {
-        it.collect::<Vec<_>>()
-            .into_par_iter()
-            .try_for_each(|x| work(x, Exec::Serial))?;
-    } else {
-        it.into_iter().try_for_each(|x| work(x, Exec::Rayon))?;
-    }
+    })?;
     Ok((est, sm))
 }
