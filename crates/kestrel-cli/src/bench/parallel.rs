@@ -191,10 +191,16 @@ fn pram(sink: &mut Sink, quick: bool) {
 /// paper's speed-up metric); errors against the f64 sequential CPU filter and smoother.
 fn gpu(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
     use kestrel::parallel::cuda::{self as cp, Method};
-    let lengths: &[usize] = if quick {
-        &[1_000, 10_000, 1_000_000]
-    } else {
-        &[1_000, 10_000, 100_000, 1_000_000, 10_000_000]
+    // `KESTREL_BENCH_PAR_STEPS=1000000,...`: these sequence lengths only (a profiler's run).
+    let chosen: Option<Vec<usize>> = std::env::var("KESTREL_BENCH_PAR_STEPS").ok().map(|v| {
+        v.split(',')
+            .filter_map(|x| x.trim().parse().ok())
+            .collect()
+    });
+    let lengths: &[usize] = match &chosen {
+        Some(l) => l,
+        None if quick => &[1_000, 10_000, 1_000_000],
+        None => &[1_000, 10_000, 100_000, 1_000_000, 10_000_000],
     };
     let dev = format!("cuda:0 ({})", cp::device_name(0)?);
     for &t in lengths {
@@ -391,6 +397,9 @@ fn gpu(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
             }
             std::env::remove_var("KESTREL_PAR_CHUNK");
         }
+    }
+    if chosen.is_some() {
+        return Ok(());
     }
     batched(sink, &dev)?;
     multi_gpu(sink, quick)?;
@@ -659,7 +668,8 @@ fn batched(sink: &mut Sink, dev: &str) -> anyhow::Result<()> {
 
 /// Runs this family's benchmarks; `quick` keeps sizes small. With a GPU, the GPU part
 /// runs too (`KESTREL_BENCH_GPU_ONLY=1` skips the CPU part; `KESTREL_BENCH_PAR_MULTI=1`
-/// runs only the split over several GPUs).
+/// runs only the split over several GPUs; `KESTREL_BENCH_PAR_STEPS=1000000` only the single
+/// sequences of these lengths, without the batch and the split).
 pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
     // `KESTREL_BENCH_PAR_MULTI=1`: the time steps split over the GPUs only, full sizes.
     if std::env::var("KESTREL_BENCH_PAR_MULTI").is_ok_and(|v| v == "1") {

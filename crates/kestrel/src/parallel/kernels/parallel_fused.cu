@@ -2,8 +2,9 @@
 // sweep. Each sequence of T steps is cut into chunks of K steps; chunk c covers steps
 // [cK, min(T, (c+1)K)) and is one thread's work in the two passes over the data:
 //
-//  1. reduce: the thread builds its K elements on the fly (nothing written) and combines
-//     them into the chunk total tot_c = a_lo x ... x a_{hi-1};
+//  1. reduce: the thread folds its K steps into the chunk total tot_c = a_lo x ... x a_{hi-1}
+//     (nothing written): for the filtering elements by the conditioned Kalman step fe_step
+//     (parallel_model.cu), for the smoothing elements by building each and combining;
 //  2. the totals (T/K of them) are scanned with the chunked scan of parallel_scan.cu,
 //     forward for the filter, in reverse for the smoothers;
 //  3. sweep: the thread starts from the scanned prefix of the chunks before (after) its
@@ -42,12 +43,7 @@ __device__ __forceinline__ void pf_reduce_body(const StepM* st, int varying, con
     long long lo = first + c * K, hi = min(first + n, lo + K);
     FE acc;
     pf_element(st, varying, prior, z, lo, acc);
-    for (long long k = lo + 1; k < hi; ++k) {
-        FE e, t;
-        pf_element(st, varying, prior, z, k, e);
-        FilterOp::combine(acc, e, t);
-        acc = t;
-    }
+    for (long long k = lo + 1; k < hi; ++k) fe_step(acc, step_at(st, varying, k), z + k * NY);
     tot[c] = acc;
 }
 
@@ -96,10 +92,8 @@ __device__ __forceinline__ void pf_sweep_body(const FE* tot, const FE* carry, in
         }
         long long o = k - first;
         ll[o] = l;
-#pragma unroll
-        for (int i = 0; i < NX; ++i) mean[o * NX + i] = x[i];
-#pragma unroll
-        for (int i = 0; i < NX2; ++i) cov[o * NX2 + i] = P[i];
+        st_block<NX>(mean + o * NX, x);
+        st_block<NX2>(cov + o * NX2, P);
     }
 }
 
@@ -201,10 +195,8 @@ extern "C" __global__ void ps_sweep(const SE* tot, const StepM* st, int varying,
                 }
             }
         }
-#pragma unroll
-        for (int i = 0; i < NX; ++i) smean[k * NX + i] = xs[i];
-#pragma unroll
-        for (int i = 0; i < NX2; ++i) scov[k * NX2 + i] = Ps[i];
+        st_block<NX>(smean + k * NX, xs);
+        st_block<NX2>(scov + k * NX2, Ps);
     }
 }
 
@@ -223,12 +215,7 @@ __device__ __forceinline__ void tf_reduce_body(const StepM* st, int varying, con
     long long lo = first + c * K, hi = min(first + n, lo + K);
     FE acc;
     tf_back(st, varying, prior, z, Ta, lo, acc);
-    for (long long k = lo + 1; k < hi; ++k) {
-        FE e, t;
-        tf_back(st, varying, prior, z, Ta, k, e);
-        FilterOp::combine(acc, e, t);
-        acc = t;
-    }
+    for (long long k = lo + 1; k < hi && k + 1 < Ta; ++k) fe_step(acc, step_at(st, varying, k + 1), z + (k + 1) * NY);
     tot[c] = acc;
 }
 
@@ -247,16 +234,16 @@ __device__ __forceinline__ void tf_sweep_body(const FE* tot, const FE* carry, in
     smean += bat() * n * NX;
     scov += bat() * n * NX2;
     long long lo = first + c * K, hi = min(first + n, lo + K);
+    // Only the suffix's (eta, J) is carried (all that tf_merge reads; see filter_combine_info).
     FE acc;
-    if (c + 1 < nc && has_carry) FilterOp::combine(tot[c + 1], carry[bat()], acc);
+    if (c + 1 < nc && has_carry) filter_combine_info(tot[c + 1], carry[bat()], acc);
     else if (c + 1 < nc) acc = tot[c + 1];
     else if (has_carry) acc = carry[bat()];
     else FilterOp::identity(acc);
     for (long long k = hi - 1; k >= lo; --k) {
-        FE e, t;
+        FE e;
         tf_back(st, varying, prior, z, Ta, k, e);
-        FilterOp::combine(e, acc, t);
-        acc = t;
+        filter_combine_info(e, acc, acc);
         long long o = k - first;
         tf_merge(acc, mean + o * NX, cov + o * NX2, smean + o * NX, scov + o * NX2);
     }

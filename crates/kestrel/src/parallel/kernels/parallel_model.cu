@@ -10,7 +10,12 @@ SCAN_KERNELS(SmoothOp, ps)
 
 #define LN_2PI_ ((real)1.8378770664093454835606594728112)
 
-__device__ __forceinline__ const StepM& step_at(const StepM* st, int varying, long long k) { return st[varying ? k : 0]; }
+// Step k's model (the one set of a time-invariant model), loaded in whole blocks (ld_block).
+__device__ __forceinline__ StepM step_at(const StepM* st, int varying, long long k) {
+    StepM m;
+    ld_block<(int)(sizeof(StepM) / sizeof(real))>(reinterpret_cast<const real*>(st + (varying ? k : 0)), reinterpret_cast<real*>(&m));
+    return m;
+}
 
 __device__ __forceinline__ bool missing(const real* z) {
     bool m = false;
@@ -111,6 +116,103 @@ __device__ __forceinline__ void fe_nan(FE& o) {
     for (int i = 0; i < NX; ++i) { o.b[i] = nanv(); o.eta[i] = nanv(); }
 }
 
+// One step of the Kalman filter conditioned on the state before a run of steps: o holds
+// the product e_lo x ... x e_{k-1} of filtering elements, i.e. x_{k-1} | x_{lo-1}, z_lo..k-1
+// ~ N(A x_{lo-1} + b, C) and the information (eta, J) of z_lo..k-1 about x_{lo-1}; after
+// the call it holds e_lo x ... x e_k for step k's model m and measurement zk. Predict
+// (A, b, C) through F, Q, u; then with S = H C H^T + R = L L^T, the whitened W = L^{-1} H C,
+// G = L^{-1} H A and e = L^{-1} (z - d - H b): b += W^T e, A -= W^T G, C -= W^T W,
+// eta += G^T e, J += G^T G. From the identity this is the element of step k (eqs. 43-45);
+// from a product it is that product times the element, at about a third of the operator's
+// arithmetic (no NX x NX solve), so the fused reduce walks its chunk with it.
+__device__ __forceinline__ void fe_step(FE& o, const StepM& m, const real* zk) {
+    {
+        real FA[NX2], FC[NX2], bn[NX];
+#pragma unroll
+        for (int i = 0; i < NX; ++i) {
+            real s = m.u[i];
+#pragma unroll
+            for (int l = 0; l < NX; ++l) s += m.F[i * NX + l] * o.b[l];
+            bn[i] = s;
+#pragma unroll
+            for (int j = 0; j < NX; ++j) {
+                real a = 0, c = 0;
+#pragma unroll
+                for (int l = 0; l < NX; ++l) { a += m.F[i * NX + l] * o.A[l * NX + j]; c += m.F[i * NX + l] * o.C[l * NX + j]; }
+                FA[i * NX + j] = a;
+                FC[i * NX + j] = c;
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < NX; ++i) {
+            o.b[i] = bn[i];
+#pragma unroll
+            for (int j = 0; j < NX; ++j) o.A[i * NX + j] = FA[i * NX + j];
+#pragma unroll
+            for (int j = 0; j <= i; ++j) {
+                real s = (real)0.5 * (m.Q[i * NX + j] + m.Q[j * NX + i]);
+#pragma unroll
+                for (int l = 0; l < NX; ++l) s += FC[i * NX + l] * m.F[j * NX + l];
+                o.C[i * NX + j] = s; o.C[j * NX + i] = s;
+            }
+        }
+    }
+    if (missing(zk)) return;
+    real S[NY * NY], W[NY * NX], G[NY * NX], e[NY];
+#pragma unroll
+    for (int a = 0; a < NY; ++a) {
+        real s = zk[a] - m.d[a];
+#pragma unroll
+        for (int j = 0; j < NX; ++j) {
+            real w = 0, g = 0;
+#pragma unroll
+            for (int l = 0; l < NX; ++l) { w += m.H[a * NX + l] * o.C[l * NX + j]; g += m.H[a * NX + l] * o.A[l * NX + j]; }
+            W[a * NX + j] = w;
+            G[a * NX + j] = g;
+            s -= m.H[a * NX + j] * o.b[j];
+        }
+        e[a] = s;
+    }
+#pragma unroll
+    for (int a = 0; a < NY; ++a) {
+#pragma unroll
+        for (int b = 0; b <= a; ++b) {
+            real s = (real)0.5 * (m.R[a * NY + b] + m.R[b * NY + a]);
+#pragma unroll
+            for (int l = 0; l < NX; ++l) s += W[a * NX + l] * m.H[b * NX + l];
+            S[a * NY + b] = s; S[b * NY + a] = s;
+        }
+    }
+    if (!chol<NY>(S)) { fe_nan(o); return; }
+    lsolve<NY, NX>(S, W);
+    lsolve<NY, NX>(S, G);
+    lsolve<NY, 1>(S, e);
+#pragma unroll
+    for (int r = 0; r < NX; ++r) {
+        real sb = 0, se = 0;
+#pragma unroll
+        for (int q = 0; q < NY; ++q) { sb += W[q * NX + r] * e[q]; se += G[q * NX + r] * e[q]; }
+        o.b[r] += sb;
+        o.eta[r] += se;
+#pragma unroll
+        for (int c = 0; c < NX; ++c) {
+            real sa = 0;
+#pragma unroll
+            for (int q = 0; q < NY; ++q) sa += W[q * NX + r] * G[q * NX + c];
+            o.A[r * NX + c] -= sa;
+        }
+#pragma unroll
+        for (int c = 0; c <= r; ++c) {
+            real sc = 0, sj = 0;
+#pragma unroll
+            for (int q = 0; q < NY; ++q) { sc += W[q * NX + r] * W[q * NX + c]; sj += G[q * NX + r] * G[q * NX + c]; }
+            real cv = o.C[r * NX + c] - sc, jv = o.J[r * NX + c] + sj;
+            o.C[r * NX + c] = cv; o.C[c * NX + r] = cv;
+            o.J[r * NX + c] = jv; o.J[c * NX + r] = jv;
+        }
+    }
+}
+
 // The filtering element of step k (eqs. 43-45; step 0: eq. 44 with the prior) of the
 // sequence whose measurements start at z.
 __device__ __forceinline__ void pf_element(const StepM* st, int varying, const real* prior, const real* z, long long k, FE& o) {
@@ -131,70 +233,8 @@ __device__ __forceinline__ void pf_element(const StepM* st, int varying, const r
         if (!ok) fe_nan(o);
         return;
     }
-#pragma unroll
-    for (int i = 0; i < NX2; ++i) { o.A[i] = m.F[i]; o.C[i] = m.Q[i]; o.J[i] = 0; }
-#pragma unroll
-    for (int i = 0; i < NX; ++i) { o.b[i] = m.u[i]; o.eta[i] = 0; }
-    if (!missing(zk)) {
-        real S[NY * NY], WT[NY * NX], G[NY * NX], e[NY];
-#pragma unroll
-        for (int a = 0; a < NY; ++a) {
-            real s = zk[a] - m.d[a];
-#pragma unroll
-            for (int j = 0; j < NX; ++j) {
-                real w = 0, g = 0;
-#pragma unroll
-                for (int l = 0; l < NX; ++l) { w += m.H[a * NX + l] * m.Q[l * NX + j]; g += m.H[a * NX + l] * m.F[l * NX + j]; }
-                WT[a * NX + j] = w;
-                G[a * NX + j] = g;
-                s -= m.H[a * NX + j] * m.u[j];
-            }
-            e[a] = s;
-        }
-#pragma unroll
-        for (int a = 0; a < NY; ++a) {
-#pragma unroll
-            for (int b = 0; b <= a; ++b) {
-                real s = (real)0.5 * (m.R[a * NY + b] + m.R[b * NY + a]);
-#pragma unroll
-                for (int l = 0; l < NX; ++l) s += WT[a * NX + l] * m.H[b * NX + l];
-                S[a * NY + b] = s; S[b * NY + a] = s;
-            }
-        }
-        if (!chol<NY>(S)) { fe_nan(o); return; }
-        lsolve<NY, NX>(S, WT);
-        lsolve<NY, NX>(S, G);
-        lsolve<NY, 1>(S, e);
-#pragma unroll
-        for (int r = 0; r < NX; ++r) {
-            real sb = 0, se = 0;
-#pragma unroll
-            for (int q = 0; q < NY; ++q) { sb += WT[q * NX + r] * e[q]; se += G[q * NX + r] * e[q]; }
-            o.b[r] += sb;
-            o.eta[r] = se;
-#pragma unroll
-            for (int c = 0; c < NX; ++c) {
-                real sa = 0, sc = 0, sj = 0;
-#pragma unroll
-                for (int q = 0; q < NY; ++q) {
-                    sa += WT[q * NX + r] * G[q * NX + c];
-                    sc += WT[q * NX + r] * WT[q * NX + c];
-                    sj += G[q * NX + r] * G[q * NX + c];
-                }
-                o.A[r * NX + c] -= sa;
-                o.C[r * NX + c] -= sc;
-                o.J[r * NX + c] = sj;
-            }
-        }
-#pragma unroll
-        for (int r = 0; r < NX; ++r) {
-#pragma unroll
-            for (int c = 0; c < r; ++c) {
-                real v = (real)0.5 * (o.C[r * NX + c] + o.C[c * NX + r]);
-                o.C[r * NX + c] = v; o.C[c * NX + r] = v;
-            }
-        }
-    }
+    FilterOp::identity(o);
+    fe_step(o, m, zk);
 }
 
 extern "C" __global__ void pf_build(const StepM* st, int varying, const real* prior, const real* z, long long T, FE* el) {
@@ -245,8 +285,9 @@ extern "C" __global__ void pf_extract(const FE* el, const StepM* st, int varying
 // The smoothing element of step k (eqs. 49-50) from the filtered moments of the
 // sequence (mean, cov) of T steps.
 __device__ __forceinline__ void ps_element(const StepM* st, int varying, const real* mean, const real* cov, long long T, long long k, SE& o) {
-    const real* x = mean + k * NX;
-    const real* P = cov + k * NX2;
+    real x[NX], P[NX2];
+    ld_block<NX>(mean + k * NX, x);
+    ld_block<NX2>(cov + k * NX2, P);
     if (k == T - 1) {
 #pragma unroll
         for (int i = 0; i < NX2; ++i) { o.E[i] = 0; o.L[i] = P[i]; }
@@ -346,9 +387,11 @@ extern "C" __global__ void tf_shift(const FE* el, FE* back, long long T) {
 
 // Eqs. 25-26: P_{k|T} = (I + P J)^{-1} P, x_{k|T} = (I + P J)^{-1} (x + P eta), with
 // (eta, J) of the backward element bk.
-__device__ __forceinline__ void tf_merge(const FE& bk, const real* x, const real* P, real* sm, real* sc) {
+__device__ __forceinline__ void tf_merge(const FE& bk, const real* xg, const real* Pg, real* sm, real* sc) {
     const int W = NX + 1;
-    real M[NX2], B[NX * W];
+    real M[NX2], B[NX * W], x[NX], P[NX2];
+    ld_block<NX>(xg, x);
+    ld_block<NX2>(Pg, P);
 #pragma unroll
     for (int r = 0; r < NX; ++r) {
         real s = x[r];
@@ -366,10 +409,12 @@ __device__ __forceinline__ void tf_merge(const FE& bk, const real* x, const real
     bool ok = solve_nx<W>(M, B);
 #pragma unroll
     for (int r = 0; r < NX; ++r) {
-        sm[r] = ok ? B[r * W + NX] : nanv();
+        x[r] = ok ? B[r * W + NX] : nanv();
 #pragma unroll
-        for (int c = 0; c < NX; ++c) sc[r * NX + c] = ok ? (real)0.5 * (B[r * W + c] + B[c * W + r]) : nanv();
+        for (int c = 0; c < NX; ++c) P[r * NX + c] = ok ? (real)0.5 * (B[r * W + c] + B[c * W + r]) : nanv();
     }
+    st_block<NX>(sm, x);
+    st_block<NX2>(sc, P);
 }
 
 extern "C" __global__ void tf_combine(const FE* back, const real* mean, const real* cov, long long T, real* smean, real* scov) {

@@ -13,6 +13,66 @@ __device__ __forceinline__ long long gtid() { return (long long)blockIdx.x * blo
 // The sequence of a batched launch (see parallel_scan.cu).
 __device__ __forceinline__ long long bat() { return blockIdx.y; }
 
+// Loads and stores of a step's block of N consecutive reals (a step's model, moments or
+// measurement; its byte offset is a multiple of N * sizeof(real) from a 16-byte aligned
+// buffer) in the widest accesses that alignment allows: 16 bytes where N * sizeof(real)
+// is a multiple of 16, else 8, else one real. The fused kernels give each thread a chunk
+// of consecutive steps, so a warp's accesses of one step are strided and every access
+// instruction costs a request per thread: the sweeps were bound by the L2's partial writes
+// of scalar stores and the reduces by the L1's requests of scalar loads (ncu, H200).
+// Compiled as plain C++ (the kernels' emulation), the same loops run on scalars.
+#if defined(__CUDACC__)
+template <class R, int W> struct Vec;
+template <> struct Vec<float, 16> {
+    typedef float4 T;
+    static __device__ __forceinline__ void get(const T& t, float* v) { v[0] = t.x; v[1] = t.y; v[2] = t.z; v[3] = t.w; }
+    static __device__ __forceinline__ T make(const float* v) { T t; t.x = v[0]; t.y = v[1]; t.z = v[2]; t.w = v[3]; return t; }
+};
+template <> struct Vec<float, 8> {
+    typedef float2 T;
+    static __device__ __forceinline__ void get(const T& t, float* v) { v[0] = t.x; v[1] = t.y; }
+    static __device__ __forceinline__ T make(const float* v) { T t; t.x = v[0]; t.y = v[1]; return t; }
+};
+template <> struct Vec<float, 4> {
+    typedef float T;
+    static __device__ __forceinline__ void get(const T& t, float* v) { v[0] = t; }
+    static __device__ __forceinline__ T make(const float* v) { return v[0]; }
+};
+template <> struct Vec<double, 16> {
+    typedef double2 T;
+    static __device__ __forceinline__ void get(const T& t, double* v) { v[0] = t.x; v[1] = t.y; }
+    static __device__ __forceinline__ T make(const double* v) { T t; t.x = v[0]; t.y = v[1]; return t; }
+};
+template <> struct Vec<double, 8> {
+    typedef double T;
+    static __device__ __forceinline__ void get(const T& t, double* v) { v[0] = t; }
+    static __device__ __forceinline__ T make(const double* v) { return v[0]; }
+};
+template <int N>
+struct BlockIo {
+    static const int B = N * (int)sizeof(real);
+    static const int W = B % 16 == 0 ? 16 : (B % 8 == 0 ? 8 : (int)sizeof(real));
+    static const int P = W / (int)sizeof(real);
+    typedef Vec<real, W> V;
+};
+template <int N>
+__device__ __forceinline__ void ld_block(const real* p, real* v) {
+    typedef BlockIo<N> I;
+#pragma unroll
+    for (int i = 0; i < N / I::P; ++i) I::V::get(reinterpret_cast<const typename I::V::T*>(p)[i], v + i * I::P);
+}
+template <int N>
+__device__ __forceinline__ void st_block(real* p, const real* v) {
+#pragma unroll
+    for (int i = 0; i < N / BlockIo<N>::P; ++i) reinterpret_cast<typename BlockIo<N>::V::T*>(p)[i] = BlockIo<N>::V::make(v + i * BlockIo<N>::P);
+}
+#else
+template <int N>
+inline void ld_block(const real* p, real* v) { for (int i = 0; i < N; ++i) v[i] = p[i]; }
+template <int N>
+inline void st_block(real* p, const real* v) { for (int i = 0; i < N; ++i) p[i] = v[i]; }
+#endif
+
 __device__ __forceinline__ bool nan_(real v) { return v != v; }
 __device__ __forceinline__ real nanv() { return (real)NAN; }
 
@@ -203,6 +263,55 @@ struct FilterOp {
         }
     }
 };
+
+// The (eta, J) of ei x ej alone, which depend on ej's (eta, J) and not on its (A, b, C):
+// the backward sweep of the two-filter smoother carries nothing else. The same solve as
+// FilterOp::combine restricted to its last NX + 1 columns (elimination treats each
+// right-hand column alone); o's A, b and C are not written. o may be ej (ej is read in
+// full before o is written).
+__device__ __forceinline__ void filter_combine_info(const FE& ei, const FE& ej, FE& o) {
+    const int W = NX + 1;
+    real N[NX2];
+    real B[NX * W];
+#pragma unroll
+    for (int r = 0; r < NX; ++r) {
+#pragma unroll
+        for (int c = 0; c < NX; ++c) {
+            real s = (r == c) ? (real)1 : (real)0;
+            real t = 0;
+#pragma unroll
+            for (int l = 0; l < NX; ++l) { s += ej.J[r * NX + l] * ei.C[l * NX + c]; t += ej.J[r * NX + l] * ei.A[l * NX + c]; }
+            N[r * NX + c] = s;
+            B[r * W + 1 + c] = t;
+        }
+        real e = ej.eta[r];
+#pragma unroll
+        for (int l = 0; l < NX; ++l) e -= ej.J[r * NX + l] * ei.b[l];
+        B[r * W] = e;
+    }
+    if (!solve_nx<W>(N, B)) {
+#pragma unroll
+        for (int i = 0; i < NX2; ++i) o.J[i] = nanv();
+#pragma unroll
+        for (int i = 0; i < NX; ++i) o.eta[i] = nanv();
+        return;
+    }
+#pragma unroll
+    for (int r = 0; r < NX; ++r) {
+#pragma unroll
+        for (int c = 0; c <= r; ++c) {
+            real s3 = 0, s4 = 0;
+#pragma unroll
+            for (int l = 0; l < NX; ++l) { s3 += ei.A[l * NX + r] * B[l * W + 1 + c]; s4 += ei.A[l * NX + c] * B[l * W + 1 + r]; }
+            real jj = (real)0.5 * (s3 + s4) + (real)0.5 * (ei.J[r * NX + c] + ei.J[c * NX + r]);
+            o.J[r * NX + c] = jj; o.J[c * NX + r] = jj;
+        }
+        real se = ei.eta[r];
+#pragma unroll
+        for (int l = 0; l < NX; ++l) se += ei.A[l * NX + r] * B[l * W];
+        o.eta[r] = se;
+    }
+}
 
 // ---- the smoothing operator (Lemma 4), identity (I, 0, 0)
 struct SmoothOp {
