@@ -192,11 +192,9 @@ fn pram(sink: &mut Sink, quick: bool) {
 fn gpu(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
     use kestrel::parallel::cuda::{self as cp, Method};
     // `KESTREL_BENCH_PAR_STEPS=1000000,...`: these sequence lengths only (a profiler's run).
-    let chosen: Option<Vec<usize>> = std::env::var("KESTREL_BENCH_PAR_STEPS").ok().map(|v| {
-        v.split(',')
-            .filter_map(|x| x.trim().parse().ok())
-            .collect()
-    });
+    let chosen: Option<Vec<usize>> = std::env::var("KESTREL_BENCH_PAR_STEPS")
+        .ok()
+        .map(|v| v.split(',').filter_map(|x| x.trim().parse().ok()).collect());
     let lengths: &[usize] = match &chosen {
         Some(l) => l,
         None if quick => &[1_000, 10_000, 1_000_000],

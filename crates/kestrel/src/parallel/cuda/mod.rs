@@ -28,7 +28,7 @@ const SOURCES: [&str; 6] = [
     include_str!("../kernels/parallel_seq.cu"),
 ];
 
-const SCAN_KERNELS: [&str; 11] = [
+const SCAN_KERNELS: [&str; 12] = [
     "seq",
     "up",
     "lf_down",
@@ -40,6 +40,7 @@ const SCAN_KERNELS: [&str; 11] = [
     "bl_fix",
     "chunk",
     "fix",
+    "warp",
 ];
 const MODEL_KERNELS: [&str; 25] = [
     "pf_reduce",
@@ -298,7 +299,24 @@ fn chunk_env() -> Option<usize> {
         .filter(|&k: &usize| k >= 2)
 }
 
-/// Chunk length of the chunked scan (`KESTREL_PAR_CHUNK` overrides, for tuning).
+/// Whether a chunked scan of `elements` elements in all (every sequence of the launch)
+/// scans chunks of 32 by a warp each (`kernels/parallel_scan.cu`, `k_warp`: depth 5
+/// combines a chunk, work 5 a element) rather than chunks of [`chunk_len`] by one thread
+/// each (depth and work one a element). Below 2^19 elements the scan's time is its depth
+/// (the fused scan's chunk totals, 31250 at T = 10^6: 0.50 -> 0.09 ms of the filter on the
+/// H200); above, the device is full and the thread's chunk does less work (stored f64
+/// elements at T = 10^6: 4.7 ms by threads, 6.8 ms by warps). `KESTREL_PAR_WARP=0` / `=1`
+/// forces one or the other (for comparison).
+fn warp_scan(elements: usize) -> bool {
+    match std::env::var("KESTREL_PAR_WARP").as_deref() {
+        Ok("0") => false,
+        Ok("1") => true,
+        _ => elements <= 1 << 19,
+    }
+}
+
+/// Chunk length of the chunked scan's thread chunks (`KESTREL_PAR_CHUNK` overrides, for
+/// tuning).
 fn chunk_len() -> usize {
     chunk_env().unwrap_or(16)
 }

@@ -174,7 +174,7 @@ pub(crate) fn scalars_per_track(
 fn work_of(alg: ScanAlgorithm, scanned: usize) -> usize {
     match alg {
         ScanAlgorithm::Sequential | ScanAlgorithm::LadnerFischer => 0,
-        ScanAlgorithm::Fastest => scanned.div_ceil(chunk_len().saturating_sub(1).max(1)),
+        ScanAlgorithm::Fastest => scanned.div_ceil(chunk_len().min(32).saturating_sub(1).max(1)),
         ScanAlgorithm::HillisSteele | ScanAlgorithm::Sengupta(_) => scanned,
         // Two padded copies of up to twice the length.
         ScanAlgorithm::Blelloch => 4 * scanned,

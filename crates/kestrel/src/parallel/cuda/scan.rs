@@ -249,8 +249,9 @@ pub(crate) fn scan<D: GpuReal>(
     Ok(())
 }
 
-/// The chunked scan: chunks of `K` scanned by one thread each, the chunk totals scanned
-/// recursively, then every element after the first chunk fixed up with its prefix.
+/// The chunked scan: chunks scanned by a warp each (32 elements) or by one thread each (`K`;
+/// by the number of elements, `warp_scan`), the chunk totals scanned recursively, then
+/// every element after the first chunk fixed up with its prefix.
 #[allow(clippy::too_many_arguments)]
 fn chunked<D: GpuReal>(
     g: &Gpu,
@@ -267,22 +268,37 @@ fn chunked<D: GpuReal>(
         return Ok(());
     }
     let s = &g.stream;
-    let kk = chunk_len();
+    let warp = super::warp_scan(n * nb);
+    let kk = if warp { 32 } else { chunk_len() };
     let nc = n.div_ceil(kk);
     let mut carry = alloc::<D>(g, nb * nc * len, "the chunk totals")?;
     let (nn, k32) = (n as i64, kk as i32);
-    launch!(
-        k,
-        s,
-        &format!("{op}_chunk"),
-        (nc, nb),
-        &mut *a,
-        &nn,
-        &k32,
-        &mut carry,
-        &flip,
-        &ridx
-    );
+    if warp {
+        launch!(
+            k,
+            s,
+            &format!("{op}_warp"),
+            (nc * 32, nb),
+            &mut *a,
+            &nn,
+            &mut carry,
+            &flip,
+            &ridx
+        );
+    } else {
+        launch!(
+            k,
+            s,
+            &format!("{op}_chunk"),
+            (nc, nb),
+            &mut *a,
+            &nn,
+            &k32,
+            &mut carry,
+            &flip,
+            &ridx
+        );
+    }
     chunked(g, k, op, len, &mut carry, nc, nb, flip, 0)?;
     if n > kk {
         launch!(

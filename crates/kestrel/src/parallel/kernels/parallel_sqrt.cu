@@ -18,7 +18,12 @@ struct StepQ { real F[NX2]; real u[NX]; real LQ[NX2]; real H[NY * NX]; real d[NY
 #define QLN_2PI ((real)1.8378770664093454835606594728112)
 #define NXY (NX + NY)
 
-__device__ __forceinline__ const StepQ& stepq_at(const StepQ* st, int varying, long long k) { return st[varying ? k : 0]; }
+// Step k's model (the one set of a time-invariant model), loaded in whole blocks (ld_block).
+__device__ __forceinline__ StepQ stepq_at(const StepQ* st, int varying, long long k) {
+    StepQ m;
+    ld_block<(int)(sizeof(StepQ) / sizeof(real))>(reinterpret_cast<const real*>(st + (varying ? k : 0)), reinterpret_cast<real*>(&m));
+    return m;
+}
 
 __device__ __forceinline__ bool q_missing(const real* z) {
     bool m = false;

@@ -114,14 +114,21 @@ extern "C" __global__ void qf_sweep(const QE* tot, const StepQ* st, int varying,
     for (int i = 0; i < NX2; ++i) U[i] = u0[i];
     for (long long k = lo; k < hi; ++k) {
         ll[k] = q_kf_step(x, U, stepq_at(st, varying, k), z + k * NY, k);
-#pragma unroll
-        for (int i = 0; i < NX; ++i) mean[k * NX + i] = x[i];
-        gram<NX>(U, cov + k * NX2);
-        if (keep) {
-#pragma unroll
-            for (int i = 0; i < NX2; ++i) fac[k * NX2 + i] = U[i];
-        }
+        real P[NX2];
+        gram<NX>(U, P);
+        st_block<NX>(mean + k * NX, x);
+        st_block<NX2>(cov + k * NX2, P);
+        if (keep) st_block<NX2>(fac + k * NX2, U);
     }
+}
+
+// qs_element of step k with the filtered mean and factor read from the sweep's outputs in
+// whole blocks (ld_block).
+__device__ __forceinline__ void qs_element_at(const StepQ* st, int varying, const real* mean, const real* fac, long long T, long long k, QS& o) {
+    real x[NX], U[NX2];
+    ld_block<NX>(mean + k * NX, x);
+    ld_block<NX2>(fac + k * NX2, U);
+    qs_element(st, varying, x, U, T, k, o);
 }
 
 extern "C" __global__ void qs_reduce(const StepQ* st, int varying, const real* mean, const real* fac, long long T, int K, QS* tot) {
@@ -132,10 +139,10 @@ extern "C" __global__ void qs_reduce(const StepQ* st, int varying, const real* m
     tot += bat() * nc;
     long long lo = c * K, hi = min(T, lo + K);
     QS acc;
-    qs_element(st, varying, mean + (hi - 1) * NX, fac + (hi - 1) * NX2, T, hi - 1, acc);
+    qs_element_at(st, varying, mean, fac, T, hi - 1, acc);
     for (long long k = hi - 2; k >= lo; --k) {
         QS e, t;
-        qs_element(st, varying, mean + k * NX, fac + k * NX2, T, k, e);
+        qs_element_at(st, varying, mean, fac, T, k, e);
         SqrtSmoothOp::combine(e, acc, t);
         acc = t;
     }
@@ -158,7 +165,7 @@ extern "C" __global__ void qs_sweep(const QS* tot, const StepQ* st, int varying,
     if (c + 1 < nc) acc = tot[c + 1];
     for (long long k = hi - 1; k >= lo; --k) {
         QS e;
-        qs_element(st, varying, mean + k * NX, fac + k * NX2, T, k, e);
+        qs_element_at(st, varying, mean, fac, T, k, e);
         if (k + 1 == T) {
             acc = e;
         } else {
@@ -166,8 +173,9 @@ extern "C" __global__ void qs_sweep(const QS* tot, const StepQ* st, int varying,
             SqrtSmoothOp::combine(e, acc, t);
             acc = t;
         }
-#pragma unroll
-        for (int i = 0; i < NX; ++i) smean[k * NX + i] = acc.g[i];
-        gram<NX>(acc.D, scov + k * NX2);
+        real P[NX2];
+        gram<NX>(acc.D, P);
+        st_block<NX>(smean + k * NX, acc.g);
+        st_block<NX2>(scov + k * NX2, P);
     }
 }
