@@ -1,9 +1,9 @@
 // Scans of FilterOp / SmoothOp elements on the GPU (Sarkka & Garcia-Fernandez,
 // Section II): one launch per level for Hillis-Steele, Blelloch and the in-place
-// Ladner-Fischer circuit, a one-thread fold, and the default chunked scan (each thread
-// scans a chunk of K elements in registers, the chunk totals are scanned recursively,
-// then every element is fixed up with its chunk's prefix: about 2T operations, each
-// element read and written about twice).
+// Ladner-Fischer circuit, a one-thread fold, and the default chunked scan (a warp scans
+// each chunk of 32 elements, or, past 2^19 elements, a thread each chunk of K in
+// registers; the chunk totals are scanned recursively, then every element is fixed up
+// with its chunk's prefix: each element read and written about twice).
 //
 // Batches: blockIdx.y picks one of a launch's sequences (B sequences of equal length n,
 // stored one after the other), so that B scans run as one launch per level; every array
