@@ -7,6 +7,7 @@
 //! indexing without a GPU (CI included); skips with a printed reason when there is no C++
 //! compiler. On a GPU, tests/parallel_gpu.rs runs the real thing.
 
+mod common;
 mod emulation;
 mod parallel_emulation;
 

@@ -9,6 +9,7 @@
 //! element no thread wrote fails. Skips with a printed reason without a C++ compiler;
 //! tests/parallel_gpu.rs runs the real thing on a GPU.
 
+mod common;
 mod emulation;
 mod parallel_emulation;
 

@@ -7,6 +7,7 @@
 //! values, both precisions, batches of tracks. Skips with a printed reason when there is
 //! no C++ compiler; tests/parallel_multi_gpu.rs runs the real thing on GPUs.
 
+mod common;
 mod emulation;
 mod parallel_emulation;
 

@@ -7,6 +7,7 @@
 //! Skips with a printed reason when there is no C++ compiler; on a GPU,
 //! tests/parallel_sqrt_gpu.rs runs the real thing.
 
+mod common;
 mod emulation;
 mod parallel_emulation;
 

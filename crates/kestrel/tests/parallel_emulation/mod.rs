@@ -57,20 +57,7 @@ pub fn put_model<T: Real>(out: &mut Vec<u8>, model: &PaperModel, z: &Measurement
 }
 
 /// Largest per-step relative difference `||a_k - b_k||_inf / max(||b_k||_inf, 1e-3)`
-/// (NaN, an output nobody wrote, is infinite).
+/// (NaN, an output nobody wrote, is infinite): `common::rel_err` with the kernels' floor.
 pub fn rel_err(a: &[f64], b: &[f64], per: usize) -> f64 {
-    assert_eq!(a.len(), b.len());
-    a.chunks(per)
-        .zip(b.chunks(per))
-        .map(|(x, y)| {
-            let s = y.iter().fold(0.0f64, |m, v| m.max(v.abs())).max(1e-3);
-            x.iter().zip(y).fold(0.0f64, |m, (p, q)| {
-                if (p - q).is_nan() {
-                    f64::INFINITY
-                } else {
-                    m.max((p - q).abs())
-                }
-            }) / s
-        })
-        .fold(0.0, f64::max)
+    super::common::rel_err(a, b, per, 1e-3)
 }
