@@ -88,6 +88,8 @@ mod tracking_jpda_kernels_on_cpu;
 mod tracking_kernels_on_cpu;
 #[path = "tracking_metrics.rs"]
 mod tracking_metrics;
+#[path = "tracking_nonlinear.rs"]
+mod tracking_nonlinear;
 #[path = "tracking_state.rs"]
 mod tracking_state;
 #[path = "tracking_tracker.rs"]

@@ -1,8 +1,11 @@
 //! `kestrel track`: multi-target tracking of unlabelled detections (gating, GNN or JPDA
-//! association, M-of-N confirmation, deletion after K misses).
+//! association, M-of-N confirmation, deletion after K misses), with a linear model (the
+//! Kalman filter, on the CPU or a GPU) or a nonlinear model or IMM file (EKF, IEKF, UKF
+//! or CKF tracks, on the CPU).
 
 use super::{bad, choose_device};
-use kestrel::tracking::files::{read_detections, scans, tracks_header, write_tracks_scan};
+use kestrel::nonlinear::{FilterChoice, FilterKind, NonlinearFile, NonlinearProblem};
+use kestrel::tracking::files::{read_detections, scans, tracks_header_modes, write_tracks_scan};
 use kestrel::tracking::{
     check_finite, estimate_clutter, parse_confirm, Assoc, DeviceTracker, JpdaMarginals,
     TrackerConfig, TrackerOptions,
@@ -26,14 +29,22 @@ pub enum MarginalsArg {
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Motion and measurement model (TOML); its prior supplies the unmeasured part of a
+    /// Motion and measurement model (TOML): linear, nonlinear (expressions, `ct`, the
+    /// range-bearing kinds) or an IMM file; its prior supplies the unmeasured part of a
     /// new track (e.g. the velocity).
     #[arg(long, value_name = "M.toml")]
     pub model: PathBuf,
-    /// Detections: CSV `t,z0,z1,...` (rows in time order) or NPY `[N, 1 + ny]`.
+    /// kf, ekf, ukf, ckf or iekf: each track's filter (overrides the model file's
+    /// [filter] kind). Default: kf for linear models, the file's [filter] kind or ekf
+    /// for nonlinear ones.
+    #[arg(long, value_name = "KIND")]
+    pub filter: Option<String>,
+    /// Detections: CSV `t,z0,z1,...` (rows in time order; radar plots `t,range,bearing`)
+    /// or NPY `[N, 1 + ny]`. Angles are in radians.
     #[arg(long, value_name = "DET.csv|DET.npy")]
     pub detections: PathBuf,
-    /// Tracks: CSV `t,track,status,x0..,P00..`, the live tracks after each scan.
+    /// Tracks: CSV `t,track,status,x0..,P00..` (and an IMM's mode probabilities
+    /// `p0..`), the live tracks after each scan.
     #[arg(long, value_name = "TRACKS.csv")]
     pub output: PathBuf,
     #[arg(long, value_enum, default_value = "gnn")]
@@ -80,8 +91,9 @@ pub struct Args {
     /// Times are in seconds and scans are DT apart (default: t is the step index).
     #[arg(long, allow_negative_numbers = true, value_name = "DT")]
     pub dt: Option<f64>,
-    /// cpu, cuda, cuda:N or auto. The GPU tracker associates by GNN only (`--assoc
-    /// jpda` with a GPU is refused) and pays off from about 10^4 live tracks.
+    /// cpu, cuda, cuda:N or auto. The GPU tracker takes linear models and associates by
+    /// GNN only (`--assoc jpda` or a nonlinear model with a GPU is refused) and pays off
+    /// from about 10^4 live tracks.
     #[arg(long, default_value = "cpu")]
     pub device: String,
 }
@@ -123,7 +135,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     parse_confirm(&a.confirm, "--confirm")?;
     kestrel::io::Format::of(&a.output, &[kestrel::io::Format::Csv])?;
     let outputs = kestrel::io::Outputs::plan(&[&a.model, &a.detections], &[&a.output])?;
-    let model = super::load_linear_model(&a.model)?;
+    let model = load(&a.model, a.filter.as_deref())?;
     let det = read_detections(&a.detections)?;
     if det.is_empty() {
         return Err(bad(format!(
@@ -131,13 +143,17 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             a.detections.display()
         )));
     }
-    if det.ny != model.ny() {
+    let (nx, ny_model) = match &model {
+        TrackModel::Linear(m) => (m.nx(), m.ny()),
+        TrackModel::Nonlinear(f) => (f.problem.nx(), f.problem.ny()),
+    };
+    if det.ny != ny_model {
         return Err(bad(format!(
             "{}: detections have {} components (z0..z{}), the model measures {}",
             a.detections.display(),
             det.ny,
             det.ny.saturating_sub(1),
-            model.ny()
+            ny_model
         )));
     }
     let sc = scans(&det, a.dt, &a.detections)?;
@@ -145,8 +161,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         .clutter
         .unwrap_or_else(|| estimate_clutter(&det, sc.len()));
     let cfg = config(&a, clutter)?;
-    // JPDA runs on the CPU: `auto` picks it there.
-    let device = if a.device == "auto" && cfg.assoc == Assoc::Jpda {
+    let linear = matches!(model, TrackModel::Linear(_));
+    // JPDA and the nonlinear filters run on the CPU: `auto` picks it there.
+    let device = if a.device == "auto" && (cfg.assoc == Assoc::Jpda || !linear) {
         Device::Cpu
     } else {
         choose_device(&a.device)?
@@ -157,7 +174,24 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             a.device
         )));
     }
-    let mut engine = DeviceTracker::new(&model, cfg, device)?;
+    if device != Device::Cpu && !linear {
+        return Err(bad(format!(
+            "--device {}: tracking with a nonlinear model or an IMM runs on the CPU only (use --device cpu; the GPU tracker takes linear models)",
+            a.device
+        )));
+    }
+    let (mut engine, filter) = match &model {
+        TrackModel::Linear(m) => (DeviceTracker::new(m, cfg, device)?, "kf".to_string()),
+        TrackModel::Nonlinear(f) => (
+            DeviceTracker::nonlinear(&f.problem, &f.options, cfg, device)?,
+            match &f.problem {
+                NonlinearProblem::Imm(i) => {
+                    format!("IMM of {} modes, {}", i.len(), f.options.kind.name())
+                }
+                NonlinearProblem::Single(_) => f.options.kind.name().to_string(),
+            },
+        ),
+    };
     let ny = det.ny;
     let t0 = Instant::now();
     let mut failure: Option<kestrel::Error> = None;
@@ -169,7 +203,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let progress = super::Progress::new("tracking");
     progress.count("tracking", sc.len(), "scans");
     let written = kestrel::io::write_atomic(&a.output, |w| {
-        writeln!(w, "{}", tracks_header(model.nx()))?;
+        writeln!(w, "{}", tracks_header_modes(nx, engine.modes()))?;
         for k in 0..sc.len() {
             progress.inc(1);
             let r = sc.rows(k);
@@ -206,7 +240,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let secs = t0.elapsed().as_secs_f64();
     let tm = engine.timing();
     errln!(
-        "track: {} detections in {} scans on {device}, {}, gate {} (chi-square {:.3}), pd {}, clutter {:.3e}, confirm {}, delete after {}: {} confirmed tracks, {} rows; {:.3} s ({:.3} ms/scan: predict {:.3}, gate {:.3}, cluster {:.3}, associate {:.3}, update {:.3}, life cycle {:.3}) -> {}",
+        "track: {} detections in {} scans on {device}, {filter}, {}, gate {} (chi-square {:.3}), pd {}, clutter {:.3e}, confirm {}, delete after {}: {} confirmed tracks, {} rows; {:.3} s ({:.3} ms/scan: predict {:.3}, gate {:.3}, cluster {:.3}, associate {:.3}, update {:.3}, life cycle {:.3}) -> {}",
         det.len(),
         sc.len(),
         super::value_name(&a.assoc).to_uppercase(),
@@ -229,4 +263,51 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         a.output.display()
     );
     Ok(())
+}
+
+/// The model `kestrel track` runs.
+enum TrackModel {
+    Linear(Box<kestrel::Model>),
+    Nonlinear(Box<NonlinearFile>),
+}
+
+/// Reads the model file: the Kalman filter's for a linear model unless `--filter` (or the
+/// file's `[filter]` table) names a nonlinear filter; the nonlinear family's otherwise.
+fn load(path: &std::path::Path, filter: Option<&str>) -> anyhow::Result<TrackModel> {
+    let flag = match filter {
+        None => None,
+        Some(s) => Some(FilterChoice::parse(s).ok_or_else(|| {
+            bad(format!(
+                "--filter {s}: unknown filter (expected kf, {})",
+                FilterKind::NAMES
+            ))
+        })?),
+    };
+    let text = std::fs::read_to_string(path).ok();
+    let nonlinear = text
+        .as_deref()
+        .is_some_and(kestrel::nonlinear::is_nonlinear_text);
+    let (Some(text), true) = (
+        text,
+        nonlinear || matches!(flag, Some(FilterChoice::Gaussian(_))),
+    ) else {
+        return Ok(TrackModel::Linear(Box::new(super::load_linear_model(
+            path,
+        )?)));
+    };
+    let mut file = kestrel::nonlinear::nonlinear_from_toml(&text, path)?;
+    match flag.or(file.filter) {
+        Some(FilterChoice::Kf) => match file.linear.take() {
+            Some(m) => Ok(TrackModel::Linear(Box::new(m))),
+            None => Err(bad(format!(
+                "{}: the Kalman filter (kf) needs a linear model; this one is nonlinear (use --filter ekf, ukf, ckf or iekf)",
+                path.display()
+            ))),
+        },
+        Some(FilterChoice::Gaussian(k)) => {
+            file.options.kind = k;
+            Ok(TrackModel::Nonlinear(Box::new(file)))
+        }
+        None => Ok(TrackModel::Nonlinear(Box::new(file))),
+    }
 }

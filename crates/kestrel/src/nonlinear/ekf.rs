@@ -24,7 +24,7 @@ pub(super) struct Work {
 }
 
 /// `a` wrapped to `(-pi, pi]`.
-pub(super) fn wrap(a: f64) -> f64 {
+pub fn wrap(a: f64) -> f64 {
     use std::f64::consts::PI;
     if a > -PI && a <= PI {
         return a;
@@ -37,8 +37,8 @@ pub(super) fn wrap(a: f64) -> f64 {
     }
 }
 
-/// Wraps the `angles` components of `y`.
-pub(super) fn wrap_angles(y: &mut [f64], angles: &[usize]) {
+/// Wraps the `angles` components of `y` to `(-pi, pi]`.
+pub fn wrap_angles(y: &mut [f64], angles: &[usize]) {
     for &a in angles {
         y[a] = wrap(y[a]);
     }

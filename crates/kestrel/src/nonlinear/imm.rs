@@ -102,7 +102,11 @@ pub(super) fn imm_track(
 }
 
 /// The moment-matched mixture `sum w_i N(m_i, P_i)`.
-fn mix(ms: &[DVector<f64>], ps: &[DMatrix<f64>], w: &[f64]) -> (DVector<f64>, DMatrix<f64>) {
+pub(super) fn mix(
+    ms: &[DVector<f64>],
+    ps: &[DMatrix<f64>],
+    w: &[f64],
+) -> (DVector<f64>, DMatrix<f64>) {
     let nx = ms[0].len();
     let mut m = DVector::zeros(nx);
     for (mi, &wi) in ms.iter().zip(w) {

@@ -17,6 +17,9 @@
 //! one thread a track, in the measurements' precision ([`cuda`]); the IEKF, the
 //! smoothers and the IMM are refused there with [`Error::Unsupported`].
 //!
+//! For trackers, [`TrackBank`] is the per-step form: every live track of one model (or
+//! IMM) in a slot, predicted, linearised for the gate and updated scan by scan.
+//!
 //! Filter options ([`NonlinearOptions`]) and their defaults: `kind` EKF; the UKF's
 //! `alpha = 1`, `beta = 0`, `kappa = 3 - n` (Sarkka 2013's choice, the same as Julier's
 //! original unscented transform: `n + lambda = 3`); `iterations = 10` (IEKF
@@ -30,12 +33,15 @@ mod file;
 pub mod models;
 pub mod sigma;
 
+mod bank;
 mod ekf;
 mod imm;
 mod iterated;
 mod sim;
 mod smoother;
 
+pub use bank::TrackBank;
+pub use ekf::{wrap, wrap_angles};
 #[cfg(feature = "io")]
 pub use file::{
     is_gaussian_only_text, is_nonlinear_text, load_nonlinear, nonlinear_from_toml, FilterChoice,

@@ -31,6 +31,9 @@ pub struct NonlinearModel {
     pub(crate) r: DMatrix<f64>,
     pub(crate) angles: Vec<usize>,
     pub(crate) prior: Prior,
+    /// The radar of a built-in range-bearing measurement of `(px, py) = (x0, x2)`: the
+    /// tracker starts a new track's search at the detection's exact inverse.
+    pub(crate) radar: Option<[f64; 2]>,
 }
 
 /// The measurement of the coordinated-turn kind.
@@ -180,6 +183,7 @@ impl NonlinearModel {
             r,
             angles,
             prior,
+            radar: None,
         })
     }
 
@@ -277,7 +281,11 @@ impl NonlinearModel {
             qm[(4, 4)] = q_omega * dt;
         }
         let (he, r, angles) = measurement(&mut g, measure);
-        Self::assemble(states, g, &fe, &he, qm, r, &angles, prior)
+        let mut out = Self::assemble(states, g, &fe, &he, qm, r, &angles, prior)?;
+        if let Measure::RangeBearing { radar, .. } = measure {
+            out.radar = Some(*radar);
+        }
+        Ok(out)
     }
 
     /// The particle filter's tracking kinds (range-only, bearings-only, range-bearing:
@@ -378,7 +386,11 @@ impl NonlinearModel {
         }
         let (he, r, angles) = h(&mut g);
         let states = ["px", "vx", "py", "vy"].map(String::from).to_vec();
-        Self::assemble(states, g, &fe, &he, qm, r, &angles, prior)
+        let mut out = Self::assemble(states, g, &fe, &he, qm, r, &angles, prior)?;
+        if let PfKind::RangeBearing { radar, .. } = &m.kind {
+            out.radar = Some(*radar);
+        }
+        Ok(out)
     }
 
     /// State size.

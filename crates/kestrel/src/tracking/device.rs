@@ -56,6 +56,36 @@ impl DeviceTracker {
         Ok(DeviceTracker { engine, device })
     }
 
+    /// A tracker of a nonlinear model or an IMM, each track filtered by the filter of
+    /// `opts` ([`Tracker::nonlinear`]). It runs on the CPU: a GPU is refused, naming the
+    /// device.
+    pub fn nonlinear(
+        problem: &crate::nonlinear::NonlinearProblem,
+        opts: &crate::nonlinear::NonlinearOptions,
+        cfg: TrackerConfig,
+        device: Device,
+    ) -> Result<DeviceTracker> {
+        let device = device.first();
+        if device != Device::Cpu {
+            return Err(Error::Unsupported(format!(
+                "{device}: tracking with a nonlinear model or an IMM runs on the CPU only (use the CPU; the GPU tracker takes linear models)"
+            )));
+        }
+        Ok(DeviceTracker {
+            engine: Engine::Cpu(Box::new(Tracker::nonlinear(problem, opts, cfg)?)),
+            device,
+        })
+    }
+
+    /// Modes of an IMM tracker (1 otherwise).
+    pub fn modes(&self) -> usize {
+        match &self.engine {
+            Engine::Cpu(t) => t.modes(),
+            #[cfg(feature = "cuda")]
+            Engine::Gpu(..) => 1,
+        }
+    }
+
     /// Whether a GPU tracker copies its tracks to the host after every scan (default:
     /// yes). Without the copies [`DeviceTracker::tracks`] is refused until
     /// [`DeviceTracker::copy_tracks`] makes one.

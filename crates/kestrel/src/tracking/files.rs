@@ -432,7 +432,20 @@ pub fn tracks_header(nx: usize) -> String {
     h
 }
 
-/// Writes one scan's live tracks as rows `t,track,status,x..,P..` (see [`tracks_header`]).
+/// The header of a tracks file of an IMM tracker: [`tracks_header`] and the `r` mode
+/// probabilities `p0,p1,..`.
+pub fn tracks_header_modes(nx: usize, r: usize) -> String {
+    let mut h = tracks_header(nx);
+    if r > 1 {
+        for j in 0..r {
+            h += &format!(",p{j}");
+        }
+    }
+    h
+}
+
+/// Writes one scan's live tracks as rows `t,track,status,x..,P..` (see [`tracks_header`]),
+/// and an IMM's mode probabilities `p..` after them ([`tracks_header_modes`]).
 pub fn write_tracks_scan(
     w: &mut impl Write,
     t: f64,
@@ -441,7 +454,8 @@ pub fn write_tracks_scan(
     for i in 0..tracker.len() {
         put(w, t)?;
         write!(w, ",{},{}", tracker.id(i), tracker.status(i).name())?;
-        for &v in tracker.mean(i).iter().chain(tracker.cov(i)) {
+        let probs = tracker.mode_probs(i).unwrap_or(&[]);
+        for &v in tracker.mean(i).iter().chain(tracker.cov(i)).chain(probs) {
             w.write_all(b",")?;
             put(w, v)?;
         }

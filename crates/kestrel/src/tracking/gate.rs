@@ -9,10 +9,15 @@ use rayon::prelude::*;
 /// The predicted measurements of a set of tracks, as the gate needs them (structure of
 /// arrays): `zhat = H x + d` (`[n][ny]`), the Cholesky factor `L` of `S = H P H^T + R`
 /// (`[n][ny][ny]`, row-major, lower) and `ln |S| / 2 = sum ln L_aa` (`[n]`).
+///
+/// Components listed in `angles` are angles: their innovations are wrapped to
+/// (-pi, pi], and the gate expects them (detections and predictions) in (-pi, pi].
 #[derive(Clone, Debug, Default)]
 pub struct Innovations {
     /// Measurement size.
     pub ny: usize,
+    /// The components that are angles.
+    pub angles: Vec<usize>,
     /// Predicted measurements, `[n][ny]`.
     pub zhat: Vec<f64>,
     /// Cholesky factors of `S`, `[n][ny][ny]`.
@@ -26,6 +31,15 @@ impl Innovations {
     pub fn new(ny: usize) -> Self {
         Innovations {
             ny,
+            ..Default::default()
+        }
+    }
+
+    /// An empty set whose components `angles` are angles.
+    pub fn with_angles(ny: usize, angles: &[usize]) -> Self {
+        Innovations {
+            ny,
+            angles: angles.to_vec(),
             ..Default::default()
         }
     }
@@ -85,6 +99,9 @@ impl Innovations {
         let zhat = self.zhat(i);
         for a in 0..ny {
             e[a] = z[a] - zhat[a];
+        }
+        for &a in &self.angles {
+            e[a] = crate::nonlinear::wrap(e[a]);
         }
         solve_lower_in_place(&self.l[i * ny * ny..(i + 1) * ny * ny], ny, e, 1);
         e.iter().map(|v| v * v).sum()
@@ -227,6 +244,48 @@ impl Grid {
     }
 }
 
+/// The boxes in (-pi, pi] that a gate box `[lo, hi]` covers when its angle components
+/// (among the grid's `dims`) wrap: one box, or its pieces on either side of +-pi.
+fn wrapped_boxes(
+    lo: [f64; 2],
+    hi: [f64; 2],
+    dims: usize,
+    angles: &[usize],
+) -> Vec<([f64; 2], [f64; 2])> {
+    use std::f64::consts::PI;
+    let mut boxes = vec![(lo, hi)];
+    for &a in angles.iter().filter(|&&a| a < dims) {
+        let mut next = Vec::with_capacity(2 * boxes.len());
+        for (l, h) in boxes {
+            if h[a] - l[a] >= 2.0 * PI {
+                let (mut l2, mut h2) = (l, h);
+                l2[a] = -PI;
+                h2[a] = PI;
+                next.push((l2, h2));
+                continue;
+            }
+            let mut main = (l, h);
+            main.0[a] = l[a].max(-PI);
+            main.1[a] = h[a].min(PI);
+            next.push(main);
+            if l[a] < -PI {
+                let mut b = (l, h);
+                b.0[a] = l[a] + 2.0 * PI;
+                b.1[a] = PI;
+                next.push(b);
+            }
+            if h[a] > PI {
+                let mut b = (l, h);
+                b.0[a] = -PI;
+                b.1[a] = h[a] - 2.0 * PI;
+                next.push(b);
+            }
+        }
+        boxes = next;
+    }
+    boxes
+}
+
 /// Gated detections of every track, compressed rows: track `i` gated
 /// `det[start[i]..start[i + 1]]` with log-likelihoods `ll[..]` (`ln N(z; zhat, S)`).
 #[derive(Clone, Debug, Default)]
@@ -310,14 +369,18 @@ pub fn gate_all_bounded(
                 if pairs.load(Ordering::Relaxed) > max_pairs {
                     break;
                 }
-                grid.visit(lo, hi, |j| {
-                    let maha = inns.whiten(i, &z[j * ny..(j + 1) * ny], &mut e);
-                    if maha <= gamma {
-                        found.push((j as u32, inns.log_likelihood(i, maha)));
-                    }
-                });
-                // Detection order, so that results do not depend on the grid.
+                for (lo, hi) in wrapped_boxes(lo, hi, dims, &inns.angles) {
+                    grid.visit(lo, hi, |j| {
+                        let maha = inns.whiten(i, &z[j * ny..(j + 1) * ny], &mut e);
+                        if maha <= gamma {
+                            found.push((j as u32, inns.log_likelihood(i, maha)));
+                        }
+                    });
+                }
+                // Detection order, so that results do not depend on the grid (a
+                // detection near the wrap of an angle may be visited twice).
                 found.sort_unstable_by_key(|p| p.0);
+                found.dedup_by_key(|p| p.0);
                 pairs.fetch_add(found.len(), Ordering::Relaxed);
                 count.push(found.len() as u32);
                 for &(j, l) in &found {

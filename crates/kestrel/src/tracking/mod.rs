@@ -8,6 +8,7 @@
 
 pub mod assign;
 pub mod associate;
+mod bank;
 pub mod chi2;
 #[cfg(feature = "cuda")]
 pub mod cuda;

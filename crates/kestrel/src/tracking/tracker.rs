@@ -9,17 +9,25 @@
 //! `P = G R G^T + N P0 N^T` (for a constant-velocity model: the position from the
 //! detection, the velocity from the model's prior).
 //!
-//! The Kalman filtering is the per-step API, [`BatchState`]: every live track has a
-//! slot; one `predict` moves them all, one `measure` gives every predicted measurement
-//! and `S` for the gate, one `update` applies the GNN assignments (and one
-//! `update_mixture` the JPDA weights); births take free slots and deaths free them.
+//! The filtering is a per-step API: every live track has a slot; one `predict` moves
+//! them all, one `measure` gives every predicted measurement and `S` for the gate, one
+//! `update` applies the GNN assignments (and one `update_mixture` the JPDA weights);
+//! births take free slots and deaths free them. A linear model's tracks live in the
+//! Kalman family's [`BatchState`]; a nonlinear model's or an IMM's
+//! ([`Tracker::nonlinear`]) in the nonlinear family's
+//! [`TrackBank`](crate::nonlinear::TrackBank), whose documentation gives their
+//! linearisation, their JPDA update and how they start from one detection. Measurement
+//! components that are angles (a radar's bearing) are gated and updated with their
+//! innovations wrapped to (-pi, pi].
 
 use super::associate::{clusters, gnn, gnn_costs, jpda, live_pairs, EXACT_EVENTS};
+use super::bank::{Bank, FIRST_CAPACITY};
 use super::chi2::chi2_quantile;
 use super::gate::{gate_all_bounded, Innovations, MAX_PAIRS};
 use crate::error::{Error, Result};
-use crate::kalman::{BatchState, Mixture};
+use crate::kalman::BatchState;
 use crate::model::Model;
+use crate::nonlinear::{NonlinearOptions, NonlinearProblem};
 use std::time::Instant;
 
 /// How detections are associated with tracks.
@@ -193,17 +201,11 @@ pub struct Tracker {
     gamma: f64,
     nx: usize,
     ny: usize,
-    state: BatchState<f64>,
-    /// Track `i`'s slot in `state`; tracks in birth order.
+    bank: Bank,
+    /// Track `i`'s slot in `bank`; tracks in birth order.
     slots: Vec<usize>,
     life: Vec<Life>,
     next_id: u64,
-    /// Initiation: `x = G (z - d) + N x0`, with the covariance `P_init` of `state`'s
-    /// prior.
-    g: Vec<f64>,
-    n_x0: Vec<f64>,
-    d: Vec<f64>,
-    h: Vec<f64>,
     /// One measurement row per slot for the GNN update, NaN where none.
     zbuf: Vec<f64>,
     /// Time spent in each phase so far.
@@ -218,8 +220,6 @@ struct Decisions {
     /// JPDA: (track, detection, beta), grouped by track.
     mix: Vec<(usize, usize, f64)>,
 }
-
-const FIRST_CAPACITY: usize = 1024;
 
 fn row_major(m: &nalgebra::DMatrix<f64>) -> Vec<f64> {
     (0..m.nrows())
@@ -249,26 +249,46 @@ impl Tracker {
     pub fn new(model: &Model, cfg: TrackerConfig) -> Result<Tracker> {
         cfg.validate()?;
         model.validate()?;
-        let (nx, ny) = (model.nx(), model.ny());
-        let (g, n_x0, p) = initiation(model)?;
-        let mut state = BatchState::new(model, FIRST_CAPACITY)?;
-        state.set_prior(&n_x0, &p)?;
-        Ok(Tracker {
+        Ok(Self::with_bank(
+            Bank::linear(model)?,
+            model.nx(),
+            model.ny(),
+            cfg,
+        ))
+    }
+
+    /// A tracker without tracks for targets of a nonlinear model or an IMM, each track
+    /// filtered by the filter of `opts` (EKF, IEKF, UKF or CKF); new tracks start from a
+    /// detection as the module documentation of
+    /// [`TrackBank`](crate::nonlinear::TrackBank) says, the prior supplying what the
+    /// sensor does not measure.
+    pub fn nonlinear(
+        problem: &NonlinearProblem,
+        opts: &NonlinearOptions,
+        cfg: TrackerConfig,
+    ) -> Result<Tracker> {
+        cfg.validate()?;
+        Ok(Self::with_bank(
+            Bank::nonlinear(problem, opts)?,
+            problem.nx(),
+            problem.ny(),
+            cfg,
+        ))
+    }
+
+    fn with_bank(bank: Bank, nx: usize, ny: usize, cfg: TrackerConfig) -> Tracker {
+        Tracker {
             gamma: chi2_quantile(ny, cfg.gate),
             cfg,
             nx,
             ny,
-            state,
+            bank,
             slots: Vec::new(),
             life: Vec::new(),
             next_id: 0,
-            g,
-            n_x0,
-            d: model.d.iter().copied().collect(),
-            h: row_major(&model.h),
             zbuf: vec![f64::NAN; FIRST_CAPACITY * ny],
             timing: Timing::default(),
-        })
+        }
     }
 
     /// The settings.
@@ -304,12 +324,22 @@ impl Tracker {
     /// The state mean of live track `i`, length `nx`.
     pub fn mean(&self, i: usize) -> &[f64] {
         // Every track's slot is live.
-        self.state.mean(self.slots[i]).unwrap_or(&[])
+        self.bank.mean(self.slots[i])
     }
 
     /// The state covariance of live track `i`, `nx x nx` row-major.
     pub fn cov(&self, i: usize) -> &[f64] {
-        self.state.cov(self.slots[i]).unwrap_or(&[])
+        self.bank.cov(self.slots[i])
+    }
+
+    /// The mode probabilities of live track `i` (an IMM's tracks only).
+    pub fn mode_probs(&self, i: usize) -> Option<&[f64]> {
+        self.bank.mode_probs(self.slots[i])
+    }
+
+    /// Modes of an IMM tracker (1 otherwise).
+    pub fn modes(&self) -> usize {
+        self.bank.modes()
     }
 
     /// State size.
@@ -322,9 +352,10 @@ impl Tracker {
         self.ny
     }
 
-    /// The per-step filter the tracks live in.
-    pub fn state(&self) -> &BatchState<f64> {
-        &self.state
+    /// The per-step Kalman filter the tracks of a linear model live in (`None` for a
+    /// nonlinear model or an IMM).
+    pub fn state(&self) -> Option<&BatchState<f64>> {
+        self.bank.state()
     }
 
     /// The track in `slot` of the batch state, for errors.
@@ -356,31 +387,45 @@ impl Tracker {
         }
         let ndet = z.len() / ny;
         let n = self.life.len();
+        let scan = self.timing.scans;
         let t0 = Instant::now();
         if n > 0 {
-            self.state.predict()?;
+            self.bank.predict(scan).map_err(|e| self.track_of_slot(e))?;
         }
         let t1 = Instant::now();
+        // The gate sees angle components wrapped to (-pi, pi], as the predictions are.
+        let angles = self.bank.angles().to_vec();
+        let wrapped: Vec<f64>;
+        let zg: &[f64] = if angles.is_empty() {
+            z
+        } else {
+            wrapped = z
+                .chunks(ny)
+                .flat_map(|row| {
+                    let mut row = row.to_vec();
+                    crate::nonlinear::wrap_angles(&mut row, &angles);
+                    row
+                })
+                .collect();
+            &wrapped
+        };
         // Stage 1: confirmed tracks, with the chosen association, over every detection.
         // Stage 2: tentative tracks, by GNN, over the detections stage 1 left.
         let (mut confirmed, mut tentative) = (Vec::new(), Vec::new());
-        let (mut inn_c, mut inn_t) = (Innovations::new(ny), Innovations::new(ny));
+        let (mut inn_c, mut inn_t) = (
+            Innovations::with_angles(ny, &angles),
+            Innovations::with_angles(ny, &angles),
+        );
         if n > 0 {
-            self.state.measure(None)?;
-            let (zh, s) = (
-                self.state.predicted_measurements(),
-                self.state.innovation_covs(),
-            );
+            self.bank.measure(scan).map_err(|e| self.track_of_slot(e))?;
             for (i, &slot) in self.slots.iter().enumerate() {
                 let (list, inns) = if self.life[i].status == Status::Confirmed {
                     (&mut confirmed, &mut inn_c)
                 } else {
                     (&mut tentative, &mut inn_t)
                 };
-                let ok = inns.push(
-                    &zh[slot * ny..(slot + 1) * ny],
-                    &s[slot * ny * ny..(slot + 1) * ny * ny],
-                );
+                let (zh, s) = self.bank.predicted(slot);
+                let ok = inns.push(zh, s);
                 if !ok {
                     return Err(Error::NotPositiveDefinite {
                         track: self.life[i].id as usize,
@@ -398,7 +443,7 @@ impl Tracker {
         let mut first = self.associate(
             &confirmed,
             &inn_c,
-            z,
+            zg,
             &all,
             self.cfg.assoc,
             &mut detected,
@@ -409,7 +454,7 @@ impl Tracker {
         let second = self.associate(
             &tentative,
             &inn_t,
-            z,
+            zg,
             &rest,
             Assoc::Gnn,
             &mut detected,
@@ -533,14 +578,15 @@ impl Tracker {
     /// The scan's updates through the batch state: one `update` with the GNN picks, one
     /// `update_mixture` with the JPDA weights.
     fn apply(&mut self, z: &[f64], dec: &Decisions) -> Result<()> {
-        let (ny, cap) = (self.ny, self.state.capacity());
+        let (ny, cap) = (self.ny, self.bank.capacity());
+        let scan = self.timing.scans;
         if !dec.pick.is_empty() {
             self.zbuf.resize(cap * ny, f64::NAN);
             for &(i, j) in &dec.pick {
                 let s = self.slots[i];
                 self.zbuf[s * ny..(s + 1) * ny].copy_from_slice(&z[j * ny..(j + 1) * ny]);
             }
-            let r = self.state.update(&self.zbuf, None, None);
+            let r = self.bank.update(&self.zbuf, scan);
             for &(i, _) in &dec.pick {
                 let s = self.slots[i];
                 self.zbuf[s * ny..(s + 1) * ny].fill(f64::NAN);
@@ -566,13 +612,9 @@ impl Tracker {
                 zz[at * ny..(at + 1) * ny].copy_from_slice(&z[j * ny..(j + 1) * ny]);
                 beta[at] = b;
             }
-            let mix = Mixture {
-                start: &start,
-                z: &zz,
-                beta: &beta,
-            };
-            self.state
-                .update_mixture(&mix)
+            let weigh = (self.cfg.pd, self.cfg.gate, self.cfg.clutter);
+            self.bank
+                .update_mixture(&start, &zz, &beta, weigh, scan)
                 .map_err(|e| self.track_of_slot(e))?;
         }
         Ok(())
@@ -582,23 +624,19 @@ impl Tracker {
     fn initiate(&mut self, z: &[f64], claimed: &[bool]) -> Result<()> {
         let (nx, ny) = (self.nx, self.ny);
         let births = claimed.iter().filter(|&&c| !c).count();
-        let need = self.state.len() + births;
-        if need > self.state.capacity() {
-            self.state.reserve(need.max(2 * self.state.capacity()))?;
-        }
+        self.bank.reserve(births)?;
         let mut x = vec![0.0; nx];
         for (j, zj) in z.chunks(ny).enumerate() {
             if claimed[j] {
                 continue;
             }
-            for r in 0..nx {
-                let mut acc = self.n_x0[r];
-                for a in 0..ny {
-                    acc += self.g[r * ny + a] * (zj[a] - self.d[a]);
-                }
-                x[r] = acc;
-            }
-            let slot = self.state.add_with_mean(&x)?;
+            let slot = self.bank.add(zj, &mut x).map_err(|e| match e {
+                Error::Input { msg: m } => Error::input(format!(
+                    "scan {}: no track could start from detection {j}: {m}",
+                    self.timing.scans
+                )),
+                e => e,
+            })?;
             self.slots.push(slot);
             self.life.push(Life {
                 id: self.next_id,
@@ -617,7 +655,6 @@ impl Tracker {
         let (m, n) = self.cfg.confirm;
         let k_del = self.cfg.delete;
         let k_tent = self.cfg.delete_tentative;
-        let (nx, ny) = (self.nx, self.ny);
         let bound = self.cfg.max_variance;
         let mut keep = vec![true; self.life.len()];
         for (i, l) in self.life.iter_mut().enumerate() {
@@ -645,20 +682,15 @@ impl Tracker {
                     }
                 }
             }
-            if keep[i] && bound.is_finite() {
-                let p = self.state.cov(self.slots[i]).unwrap_or(&[]);
-                for a in 0..ny.min(p.len()) {
-                    let ha = &self.h[a * nx..(a + 1) * nx];
-                    let mut v = 0.0;
-                    for r in 0..nx {
-                        for c in 0..nx {
-                            v += ha[r] * p[r * nx + c] * ha[c];
-                        }
-                    }
-                    if v > bound {
-                        keep[i] = false;
-                    }
-                }
+            if keep[i]
+                && bound.is_finite()
+                && self
+                    .bank
+                    .measured_variances(self.slots[i])
+                    .iter()
+                    .any(|&v| v > bound)
+            {
+                keep[i] = false;
             }
         }
         if keep.iter().all(|&k| k) {
@@ -666,8 +698,7 @@ impl Tracker {
         }
         for (i, &k) in keep.iter().enumerate() {
             if !k {
-                // Live by construction.
-                let _ = self.state.remove(self.slots[i]);
+                self.bank.remove(self.slots[i]);
             }
         }
         let mut it = keep.iter();

@@ -19,6 +19,10 @@ pub trait TrackSet {
     fn mean(&self, i: usize) -> &[f64];
     /// The covariance of track `i`, `nx x nx` row-major.
     fn cov(&self, i: usize) -> &[f64];
+    /// The mode probabilities of track `i` (an IMM's tracks only).
+    fn mode_probs(&self, _i: usize) -> Option<&[f64]> {
+        None
+    }
 }
 
 impl TrackSet for Tracker {
@@ -36,6 +40,9 @@ impl TrackSet for Tracker {
     }
     fn cov(&self, i: usize) -> &[f64] {
         Tracker::cov(self, i)
+    }
+    fn mode_probs(&self, i: usize) -> Option<&[f64]> {
+        Tracker::mode_probs(self, i)
     }
 }
 
