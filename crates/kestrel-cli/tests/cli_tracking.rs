@@ -414,3 +414,200 @@ fn track_rejects_broken_npy_detections_and_settings() {
         expect_bad(&track(&det, &[flag, value]), &[flag], d.path(), before);
     }
 }
+
+/// Radar plots `t,range,bearing` of three targets that cross the bearing's wrap at +-pi
+/// (the negative x axis), with a little clutter; deterministic "noise".
+fn radar_plots(p: &Path) -> Vec<[f64; 2]> {
+    let starts = [
+        (-2000.0, -300.0, 0.0, 15.0),
+        (-2600.0, 400.0, 0.0, -15.0),
+        (-1500.0, 600.0, 5.0, 0.0),
+    ];
+    let mut csv = String::from("t,range,bearing\n");
+    let mut end = Vec::new();
+    for k in 0..30 {
+        for (i, &(x0, y0, vx, vy)) in starts.iter().enumerate() {
+            let (x, y): (f64, f64) = (x0 + vx * k as f64, y0 + vy * k as f64);
+            let wobble = ((7 * k + 3 * i) as f64).sin();
+            let b = (y.atan2(x) + 0.002 * wobble + std::f64::consts::PI)
+                .rem_euclid(2.0 * std::f64::consts::PI)
+                - std::f64::consts::PI;
+            csv += &format!("{k},{},{b}\n", x.hypot(y) + 4.0 * wobble);
+            if k == 29 {
+                end.push([x, y]);
+            }
+        }
+        let c = (k as f64 * 1.7).sin();
+        csv += &format!("{k},{},{}\n", 2500.0 + 1000.0 * c, 3.0 * c);
+    }
+    write(p, &csv);
+    end
+}
+
+const RADAR: &str = r#"
+[model]
+kind = "range-bearing"
+dt = 1.0
+q = 0.5
+radar = [0.0, 0.0]
+r_range = 25.0
+r_bearing = 4e-6
+[prior]
+x0 = [0.0, 0.0, 0.0, 0.0]
+P0 = [[1e6, 0, 0, 0], [0, 400.0, 0, 0], [0, 0, 1e6, 0], [0, 0, 0, 400.0]]
+"#;
+
+const RADAR_IMM: &str = r#"
+[imm]
+transition = [[0.95, 0.05], [0.1, 0.9]]
+initial = [0.8, 0.2]
+[[imm.mode]]
+kind = "ct"
+dt = 1.0
+q = 0.5
+omega = 0.0
+measure = "range-bearing"
+radar = [0.0, 0.0]
+r_range = 25.0
+r_bearing = 4e-6
+[[imm.mode]]
+kind = "ct"
+dt = 1.0
+q = 0.5
+omega = 0.1
+measure = "range-bearing"
+radar = [0.0, 0.0]
+r_range = 25.0
+r_bearing = 4e-6
+[prior]
+x0 = [0.0, 0.0, 0.0, 0.0]
+P0 = [[1e6, 0, 0, 0], [0, 400.0, 0, 0], [0, 0, 1e6, 0], [0, 0, 0, 400.0]]
+[filter]
+kind = "ukf"
+"#;
+
+/// The confirmed tracks of the last scan of a tracks file: `(x0, x2)` and the row's
+/// trailing mode probabilities.
+fn last_confirmed(text: &str, nx: usize) -> Vec<(f64, f64, Vec<f64>)> {
+    let rows: Vec<Vec<&str>> = text
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').collect())
+        .collect();
+    let last = rows.last().unwrap()[0];
+    rows.iter()
+        .filter(|r| r[0] == last && r[2] == "confirmed")
+        .map(|r| {
+            let v = |i: usize| r[i].parse::<f64>().unwrap();
+            let probs = (3 + nx + nx * nx..r.len()).map(v).collect();
+            (v(3), v(5), probs)
+        })
+        .collect()
+}
+
+#[test]
+fn radar_plots_are_tracked_with_a_nonlinear_model_or_an_imm() {
+    let d = Dir::new();
+    let det = d.p("plots.csv");
+    let end = radar_plots(&det);
+    let rb = d.file("rb.toml", RADAR.as_bytes());
+    let imm = d.file("imm.toml", RADAR_IMM.as_bytes());
+    for (model, filter, assoc, modes) in [
+        (&rb, Some("ukf"), "gnn", 0),
+        (&rb, Some("ekf"), "jpda", 0),
+        (&rb, None, "gnn", 0),
+        (&imm, None, "gnn", 2),
+        (&imm, Some("ckf"), "jpda", 2),
+    ] {
+        let out = d.p("tracks.csv");
+        let mut args = vec![
+            "track",
+            "--model",
+            model.as_str(),
+            "--detections",
+            det.to_str().unwrap(),
+            "--output",
+            out.to_str().unwrap(),
+            "--assoc",
+            assoc,
+            "--pd",
+            "0.95",
+        ];
+        if let Some(f) = filter {
+            args.extend(["--filter", f]);
+        }
+        let o = kestrel(&args);
+        ok(&o);
+        let what = format!("{model} {filter:?} {assoc}");
+        let err = stderr(&o);
+        let name = filter.unwrap_or(if modes > 0 { "ukf" } else { "ekf" });
+        assert!(err.contains(name), "{what}: {err}");
+        let text = std::fs::read_to_string(&out).unwrap();
+        let head = text.lines().next().unwrap();
+        assert!(
+            head.starts_with("t,track,status,x0,x1,x2,x3,P00,"),
+            "{head}"
+        );
+        assert_eq!(head.ends_with(",p0,p1"), modes == 2, "{what}: {head}");
+        let tracks = last_confirmed(&text, 4);
+        // Every target ends with a confirmed track at its position, and no other.
+        assert_eq!(tracks.len(), end.len(), "{what}: {tracks:?}");
+        for [x, y] in &end {
+            assert!(
+                tracks.iter().any(|t| (t.0 - x).hypot(t.1 - y) < 30.0),
+                "{what}: no track at ({x}, {y}): {tracks:?}"
+            );
+        }
+        for t in &tracks {
+            assert_eq!(t.2.len(), modes, "{what}");
+            if modes > 0 {
+                assert!(
+                    (t.2.iter().sum::<f64>() - 1.0).abs() < 1e-9,
+                    "{what}: {t:?}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn nonlinear_tracking_refuses_what_it_cannot_do() {
+    let d = Dir::new();
+    let det = d.p("plots.csv");
+    radar_plots(&det);
+    let rb = d.file("rb.toml", RADAR.as_bytes());
+    let det = det.to_str().unwrap();
+    let out = d.sentinel("tracks.csv");
+    let base = [
+        "track",
+        "--detections",
+        det,
+        "--output",
+        &out,
+        "--model",
+        &rb,
+    ];
+    for (extra, needle) in [
+        (&["--device", "cuda"][..], "runs on the CPU only"),
+        (&["--filter", "kf"][..], "needs a linear model"),
+        (&["--filter", "pf"][..], "--filter pf: unknown filter"),
+    ] {
+        d.run_bad(&with(&base, extra), &[needle]);
+        d.intact("tracks.csv");
+    }
+    // Three-component detections for a two-component radar.
+    let three = d.file("three.csv", b"t,z0,z1,z2\n0,1,2,3\n");
+    d.run_bad(
+        &[
+            "track",
+            "--detections",
+            &three,
+            "--output",
+            &out,
+            "--model",
+            &rb,
+        ],
+        &["3 components", "the model measures 2"],
+    );
+    d.intact("tracks.csv");
+}

@@ -162,6 +162,12 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         .unwrap_or_else(|| estimate_clutter(&det, sc.len()));
     let cfg = config(&a, clutter)?;
     let linear = matches!(model, TrackModel::Linear(_));
+    if !linear && !matches!(a.device.as_str(), "cpu" | "auto") {
+        return Err(bad(format!(
+            "--device {}: tracking with a nonlinear model or an IMM runs on the CPU only (use --device cpu; the GPU tracker takes linear models)",
+            a.device
+        )));
+    }
     // JPDA and the nonlinear filters run on the CPU: `auto` picks it there.
     let device = if a.device == "auto" && (cfg.assoc == Assoc::Jpda || !linear) {
         Device::Cpu
@@ -171,12 +177,6 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     if device != Device::Cpu && cfg.assoc == Assoc::Jpda {
         return Err(bad(format!(
             "--assoc jpda --device {}: JPDA runs on the CPU only (use --device cpu, or --assoc gnn on the GPU)",
-            a.device
-        )));
-    }
-    if device != Device::Cpu && !linear {
-        return Err(bad(format!(
-            "--device {}: tracking with a nonlinear model or an IMM runs on the CPU only (use --device cpu; the GPU tracker takes linear models)",
             a.device
         )));
     }

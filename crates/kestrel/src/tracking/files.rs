@@ -182,6 +182,38 @@ fn header(path: &Path, line: &str, fixed: &[&str], prefix: char, rest_ok: bool) 
     Ok(n)
 }
 
+/// The components of a detections header: `t` and then `z0,z1,..` or names of the
+/// measured quantities (radar plots: `t,range,bearing`).
+fn detection_header(path: &Path, line: &str) -> Result<usize> {
+    let names: Vec<&str> = split(line).collect();
+    let fail = |why: &str| {
+        parse_error(
+            path,
+            Some(1),
+            format!(
+                "header must be t,z0,z1,... or t and the measured quantities' names, such as t,range,bearing ({why}; found '{}')",
+                line.trim()
+            ),
+        )
+    };
+    if names.first() != Some(&"t") {
+        return Err(fail("the first column is t"));
+    }
+    let rest = &names[1..];
+    if rest.is_empty() {
+        return Err(fail("no measured component"));
+    }
+    for (i, n) in rest.iter().enumerate() {
+        if n.is_empty() || n.parse::<f64>().is_ok() {
+            return Err(fail(&format!("column {} has no name", i + 2)));
+        }
+        if rest[..i].contains(n) || *n == "t" {
+            return Err(fail(&format!("'{n}' is named twice")));
+        }
+    }
+    Ok(rest.len())
+}
+
 fn read_text(path: &Path, what: &str) -> Result<String> {
     let map = crate::io::map_file(path, what)?;
     std::str::from_utf8(&map)
@@ -193,10 +225,10 @@ fn read_text(path: &Path, what: &str) -> Result<String> {
 pub fn read_detections(path: &Path) -> Result<Detections> {
     match Format::of(path, &[Format::Csv, Format::Npy])? {
         Format::Csv => {
-            let text = read_text(path, "detections t,z0,z1,...")?;
+            let text = read_text(path, "detections t,z0,z1,... (or t,range,bearing)")?;
             let mut lines = text.lines();
             let head = lines.next().unwrap_or_default();
-            let ny = header(path, head, &["t"], 'z', false)?;
+            let ny = detection_header(path, head)?;
             let mut d = Detections {
                 ny,
                 ..Default::default()
