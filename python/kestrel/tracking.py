@@ -127,7 +127,8 @@ class TrackResult:
     ``"confirmed"``), ``x`` [R, nx] (the mean), ``P`` [R, nx, nx] (the covariance).
 
     Also: ``clutter`` (the density used), ``gate_threshold`` (the chi-square quantile),
-    ``scans``, ``confirmed_tracks`` (tracks ever confirmed) and ``device``."""
+    ``scans``, ``confirmed_tracks`` (tracks ever confirmed) and ``device``; with an IMM
+    model, ``mode_probs`` [R, r] (the file's ``p0,p1,..`` columns), else ``None``."""
 
     t: np.ndarray
     track: np.ndarray
@@ -139,6 +140,7 @@ class TrackResult:
     scans: int
     confirmed_tracks: int
     device: str
+    mode_probs: np.ndarray | None = None
 
     @property
     def confirmed(self) -> np.ndarray:
@@ -163,7 +165,8 @@ def track(detections: Any, model: Any, *, t: Any = None, assoc: str = "gnn",
           clutter: float | None = None, confirm: str | tuple[int, int] = "2/3",
           delete: int = 3, delete_tentative: int | None = None,
           max_variance: float | None = None, dt: float | None = None,
-          device: str = "cpu", progress: bool = False) -> TrackResult:
+          device: str = "cpu", progress: bool = False,
+          filter: str | None = None) -> TrackResult:
     """Tracks unlabelled detections (``kestrel track``; module documentation for the
     equations).
 
@@ -173,8 +176,13 @@ def track(detections: Any, model: Any, *, t: Any = None, assoc: str = "gnn",
     times ``t`` [N] (the detections file's columns ``t,z0,z1,..``: integer steps, or
     seconds that are multiples of ``dt``; in time order; steps without detections are
     scans where every track misses). ``model``: a :class:`KalmanFilter`, a
-    ``kestrel.Model`` or a model file path; its prior supplies the unmeasured part of a
-    new track.
+    ``kestrel.Model``, a :class:`NonlinearFilter` (a nonlinear model or IMM file) or a
+    model file path of any of these kinds; its prior supplies the unmeasured part of a
+    new track. ``filter``: each track's filter, "kf", "ekf", "ukf", "ckf" or "iekf"
+    (default: the Kalman filter for linear models, the file's ``[filter]`` kind or the
+    EKF for nonlinear ones), as ``kestrel track --filter``. Nonlinear and IMM tracks
+    start from one detection by Gauss-Newton on ``h(x) = z`` and run on the CPU; radar
+    detections are ``[range, bearing]`` rows with bearings in radians.
 
     Options, as the command line's (same names, same defaults): ``assoc`` "gnn" or
     "jpda"; ``jpda_marginals`` (JPDA only) "auto" (exact up to 20,000 joint events a
@@ -188,7 +196,9 @@ def track(detections: Any, model: Any, *, t: Any = None, assoc: str = "gnn",
     apart and times are seconds; ``device`` cpu, cuda, cuda:N or auto (the GPU tracker
     is GNN only). The computation is in float64, as the command line's.
     """
-    m = model_of(model)
+    nonlinear = _nonlinear_source(model, _str_opt(filter, "filter"))
+    m = None if nonlinear is not None else model_of(model)
+    ny = nonlinear[2] if nonlinear is not None else m.ny
     if isinstance(confirm, tuple):
         confirm = "/".join(str(int(v)) for v in confirm)
     for name, v in (("assoc", assoc), ("jpda_marginals", jpda_marginals),
@@ -201,12 +211,14 @@ def track(detections: Any, model: Any, *, t: Any = None, assoc: str = "gnn",
             raise TypeError(f"{name}: expected an integer, got {type(v).__name__}")
         if v < 1:
             raise ValueError(f"{name} must be at least 1")
-    tt, z, counts = detections_arrays(detections, t, m.ny, dt)
+    tt, z, counts = detections_arrays(detections, t, ny, dt)
     out = _kestrel.track(
         m, tt, z, counts=counts, assoc=assoc, jpda_marginals=jpda_marginals, gate=gate,
         pd=pd, clutter=clutter, confirm=confirm, delete=delete,
         delete_tentative=delete_tentative, max_variance=max_variance, dt=dt, device=device,
         progress=bool(progress),
+        nonlinear=None if nonlinear is None else nonlinear[:2],
+        filter=None if nonlinear is None else filter,
     )
     flush_warnings()
     status = np.where(out["confirmed"], "confirmed", "tentative")
@@ -214,7 +226,41 @@ def track(detections: Any, model: Any, *, t: Any = None, assoc: str = "gnn",
         t=out["t"], track=out["track"], status=status, x=out["x"], P=out["P"],
         clutter=out["clutter"], gate_threshold=out["gate_threshold"], scans=out["scans"],
         confirmed_tracks=out["confirmed_tracks"], device=out["device"],
+        mode_probs=out.get("mode_probs"),
     )
+
+
+def _nonlinear_source(model: Any, filter: str | None) -> tuple[str, str, int] | None:
+    """``(text, origin, ny)`` of a model the nonlinear family tracks (a
+    :class:`NonlinearFilter`, a nonlinear model file, or any model file with a
+    nonlinear ``filter``), or ``None`` for the Kalman filter's."""
+    from .nonlinear import NonlinearFilter
+
+    gaussian = filter is not None and filter != "kf"
+    if isinstance(model, NonlinearFilter):
+        if filter == "kf":
+            raise ValueError(
+                "filter: kf is the linear Kalman filter's (give a linear model; here use "
+                "ekf, ukf, ckf or iekf)")
+        return model._text, model._origin, model.ny
+    if isinstance(model, (str, os.PathLike)):
+        path = os.fspath(model)
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+        except OSError:
+            return None  # the linear reader names the problem, as the command line's
+        if gaussian or _kestrel.nonlinear_text(text):
+            nl = NonlinearFilter(text, path)
+            if filter == "kf":
+                return None
+            return text, path, nl.ny
+        return None
+    if gaussian:
+        raise ValueError(
+            f"filter: {filter} needs a nonlinear model file (a path or a NonlinearFilter); "
+            "a linear model object is tracked by the Kalman filter")
+    return None
 
 
 @dataclass

@@ -501,3 +501,107 @@ def test_gpu_tracker_equals_the_cpu(sim):
         np.testing.assert_allclose(gpu.P, cpu.P, rtol=1e-9, atol=1e-7)
     assert kestrel.track(sim.scans(), MODEL, device="auto").device.startswith("cuda")
     assert kestrel.track(sim.scans(), MODEL, device="auto", assoc="jpda").device == "cpu"
+
+
+RADAR_IMM = """
+[imm]
+transition = [[0.95, 0.05], [0.1, 0.9]]
+initial = [0.8, 0.2]
+[[imm.mode]]
+kind = "ct"
+dt = 1.0
+q = 0.5
+omega = 0.0
+measure = "range-bearing"
+radar = [0.0, 0.0]
+r_range = 25.0
+r_bearing = 4e-6
+[[imm.mode]]
+kind = "ct"
+dt = 1.0
+q = 0.5
+omega = 0.1
+measure = "range-bearing"
+radar = [0.0, 0.0]
+r_range = 25.0
+r_bearing = 4e-6
+[prior]
+x0 = [0.0, 0.0, 0.0, 0.0]
+P0 = [[1e6, 0, 0, 0], [0, 400.0, 0, 0], [0, 0, 1e6, 0], [0, 0, 0, 400.0]]
+[filter]
+kind = "ukf"
+"""
+
+
+@pytest.fixture(scope="module")
+def radar(tmp_path_factory):
+    """Radar plots t,range,bearing of three targets crossing the bearing's wrap, with
+    clutter, and an IMM file of constant velocity and a turn."""
+    d = tmp_path_factory.mktemp("radar")
+    rng = np.random.default_rng(5)
+    starts = [(-2000, -300, 0, 15), (-2600, 400, 0, -15), (-1500, 600, 5, 0)]
+    rows = []
+    for k in range(30):
+        for x0, y0, vx, vy in starts:
+            x, y = x0 + vx * k, y0 + vy * k
+            if rng.random() < 0.95:
+                b = np.angle(np.exp(1j * (np.arctan2(y, x) + 0.002 * rng.standard_normal())))
+                rows.append((k, np.hypot(x, y) + 5 * rng.standard_normal(), b))
+        for _ in range(3):
+            rows.append((k, rng.uniform(0, 4000), rng.uniform(-np.pi, np.pi)))
+    det = d / "plots.csv"
+    with open(det, "w") as f:
+        f.write("t,range,bearing\n")
+        for r in rows:
+            f.write(f"{int(r[0])},{float(r[1])!r},{float(r[2])!r}\n")
+    model = d / "imm.toml"
+    model.write_text(RADAR_IMM)
+    a = np.array(rows)
+    end = [(x0 + vx * 29, y0 + vy * 29) for x0, y0, vx, vy in starts]
+    return d, det, model, a[:, 0], a[:, 1:], end
+
+
+@pytest.mark.parametrize("opts", [dict(), dict(assoc="jpda", filter="ekf")],
+                         ids=["imm-ukf-gnn", "imm-ekf-jpda"])
+def test_imm_radar_tracking_equals_the_cli(radar, opts):
+    d, det, model, t, z, end = radar
+    out = d / f"tracks-{len(opts)}.csv"
+    cli("track", "--model", model, "--detections", det, "--output", out, "--pd", 0.95,
+        *cli_flags(opts))
+    res = kestrel.track(z, kestrel.NonlinearFilter.from_toml(model), t=t, pd=0.95, **opts)
+    check_same_tracks(res, out)
+    head, rows = read_csv(out)
+    assert head[-2:] == ["p0", "p1"]
+    np.testing.assert_array_equal(res.mode_probs, numbers(rows, [len(head) - 2,
+                                                                 len(head) - 1]))
+    np.testing.assert_allclose(res.mode_probs.sum(axis=1), 1.0, rtol=0, atol=1e-12)
+    # The file path reads the same way.
+    by_path = kestrel.track(z, str(model), t=t, pd=0.95, **opts)
+    np.testing.assert_array_equal(by_path.x, res.x)
+    last = res.t == res.t.max()
+    x = res.x[last & res.confirmed]
+    assert len(x) == len(end)
+    for ex, ey in end:
+        assert np.min(np.hypot(x[:, 0] - ex, x[:, 2] - ey)) < 30.0
+
+
+def test_nonlinear_tracking_errors(radar):
+    d, det, model, t, z, _ = radar
+    nl = kestrel.NonlinearFilter.from_toml(model)
+    z0 = z.copy()
+    for kw, needle in [
+        (dict(device="cuda"), "runs on the CPU only"),
+        (dict(filter="kf"), "kf is the linear Kalman filter's"),
+        (dict(filter="pf"), 'unknown filter "pf"'),
+    ]:
+        with pytest.raises(ValueError, match=needle):
+            kestrel.track(z, nl, t=t, **kw)
+    np.testing.assert_array_equal(z, z0)
+    with pytest.raises(ValueError, match="needs a nonlinear model file"):
+        kestrel.track(z, MODEL_OBJ(), t=t, filter="ukf")
+    with pytest.raises(ValueError, match="the model measures 2"):
+        kestrel.track(np.zeros((4, 3)), nl, t=np.arange(4.0))
+
+
+def MODEL_OBJ():
+    return kestrel.KalmanFilter.from_toml(MODEL)

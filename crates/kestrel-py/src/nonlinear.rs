@@ -34,6 +34,13 @@ fn nonlinear_check(text: &str, origin: &str) -> PyResult<(usize, usize, usize, O
     Ok((f.problem.nx(), f.problem.ny(), modes, kind))
 }
 
+/// Whether a model file's text is the nonlinear family's (a nonlinear kind, `[imm]` or
+/// `[filter]`), as the command line decides.
+#[pyfunction]
+fn nonlinear_text(text: &str) -> bool {
+    kestrel::nonlinear::is_nonlinear_text(text)
+}
+
 #[allow(clippy::too_many_arguments)]
 fn typed<'py, T: Real + numpy::Element>(
     py: Python<'py>,
@@ -174,5 +181,6 @@ fn nonlinear_estimate<'py>(
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(nonlinear_estimate, m)?)?;
     m.add_function(wrap_pyfunction!(nonlinear_check, m)?)?;
+    m.add_function(wrap_pyfunction!(nonlinear_text, m)?)?;
     Ok(())
 }

@@ -11,6 +11,7 @@ use crate::arrays::{c_slice, owned};
 use crate::kalman::{device_name, PyModel};
 use crate::progress::Bar;
 use crate::run_detached;
+use kestrel::nonlinear::{nonlinear_from_toml, FilterChoice, FilterKind, NonlinearProblem};
 use kestrel::tracking::files::{scans, Detections, Scans};
 use kestrel::tracking::scenario;
 use kestrel::tracking::{
@@ -41,6 +42,12 @@ fn u64_array<'py>(a: &Bound<'py, PyAny>, name: &str) -> PyResult<PyReadonlyArray
 
 // kestrel track
 
+/// The model a Python `track` call runs.
+enum Family {
+    Linear(Box<kestrel::Model>),
+    Nonlinear(Box<kestrel::nonlinear::NonlinearFile>),
+}
+
 /// The options of `kestrel track` as given from Python.
 struct TrackArgs {
     opts: TrackerOptions,
@@ -64,6 +71,8 @@ struct Rows {
     confirmed: Vec<bool>,
     x: Vec<f64>,
     p: Vec<f64>,
+    /// An IMM's mode probabilities, `[R][r]` (empty otherwise).
+    probs: Vec<f64>,
     confirmed_ids: std::collections::HashSet<u64>,
 }
 
@@ -91,6 +100,9 @@ fn run_tracker(
             rows.confirmed.push(c);
             rows.x.extend_from_slice(tracker.mean(i));
             rows.p.extend_from_slice(tracker.cov(i));
+            if let Some(mu) = tracker.mode_probs(i) {
+                rows.probs.extend_from_slice(mu);
+            }
             if c {
                 rows.confirmed_ids.insert(tracker.id(i));
             }
@@ -134,16 +146,19 @@ fn scans_of(det: &Detections, dt: Option<f64>, counts: Option<&[usize]>) -> PyRe
 
 /// `kestrel track` over detections `z` [N, ny] at times `t` [N] (float64, C order),
 /// or `counts` detections a scan from step 0: a dict of the rows `t`, `track`,
-/// `confirmed`, `x` [R, nx], `P` [R, nx, nx], and the run's `clutter`,
-/// `gate_threshold`, `scans`, `confirmed_tracks` and `device`.
+/// `confirmed`, `x` [R, nx], `P` [R, nx, nx] (an IMM's `mode_probs` [R, r]), and the
+/// run's `clutter`, `gate_threshold`, `scans`, `confirmed_tracks` and `device`.
+/// `model` is a linear model, or `None` with `nonlinear = (text, origin)` a nonlinear
+/// model file's text (`filter` overriding its filter kind), as `kestrel track --model
+/// --filter` reads them.
 #[pyfunction]
 #[pyo3(signature = (model, t, z, counts=None, assoc="gnn", jpda_marginals=None, gate=0.999,
     pd=0.9, clutter=None, confirm="2/3", delete=3, delete_tentative=None, max_variance=None,
-    dt=None, device="cpu", progress=false))]
+    dt=None, device="cpu", progress=false, nonlinear=None, filter=None))]
 #[allow(clippy::too_many_arguments)]
 fn track<'py>(
     py: Python<'py>,
-    model: &PyModel,
+    model: Option<PyRef<'py, PyModel>>,
     t: &Bound<'py, PyAny>,
     z: &Bound<'py, PyAny>,
     counts: Option<Vec<usize>>,
@@ -159,7 +174,38 @@ fn track<'py>(
     dt: Option<f64>,
     device: &str,
     progress: bool,
+    nonlinear: Option<(String, String)>,
+    filter: Option<&str>,
 ) -> PyResult<Bound<'py, PyDict>> {
+    let family = match (&model, nonlinear) {
+        (Some(m), None) => Family::Linear(Box::new(m.inner.clone())),
+        (None, Some((text, origin))) => {
+            let mut file = nonlinear_from_toml(&text, origin.as_ref()).map_err(crate::to_py)?;
+            match filter.map(|f| (f, FilterChoice::parse(f))) {
+                None => {}
+                Some((_, Some(FilterChoice::Gaussian(k)))) => file.options.kind = k,
+                Some((_, Some(FilterChoice::Kf))) => {
+                    return Err(bad(
+                        "filter: kf is the linear Kalman filter's (give a linear model; here use ekf, ukf, ckf or iekf)",
+                    ))
+                }
+                Some((f, None)) => {
+                    return Err(bad(format!(
+                        "filter: unknown filter \"{}\" (expected {})",
+                        f.escape_debug(),
+                        FilterKind::NAMES
+                    )))
+                }
+            }
+            Family::Nonlinear(Box::new(file))
+        }
+        _ => {
+            return Err(bad(
+                "track: give a linear model or a nonlinear model file's text",
+            ))
+        }
+    };
+    drop(model);
     let assoc = match assoc {
         "gnn" => Assoc::Gnn,
         "jpda" => Assoc::Jpda,
@@ -208,17 +254,27 @@ fn track<'py>(
         }
     }
     parse_confirm(&a.opts.confirm, "confirm").map_err(crate::to_py)?;
-    let model = &model.inner;
+    let (nx, ny_model, modes) = match &family {
+        Family::Linear(m) => (m.nx(), m.ny(), 0),
+        Family::Nonlinear(f) => (
+            f.problem.nx(),
+            f.problem.ny(),
+            match &f.problem {
+                NonlinearProblem::Imm(i) => i.len(),
+                NonlinearProblem::Single(_) => 0,
+            },
+        ),
+    };
     let tg = f64_array(t, "t")?;
     let zg = f64_array(z, "z")?;
     let (tshape, tv) = c_slice(&tg, "t", 1)?;
     let (zshape, zv) = c_slice(&zg, "z", 2)?;
-    if zshape[1] != model.ny() {
+    if zshape[1] != ny_model {
         return Err(bad(format!(
             "detections have {} components (z0..z{}), the model measures {}",
             zshape[1],
             zshape[1].saturating_sub(1),
-            model.ny()
+            ny_model
         )));
     }
     if tshape[0] != zshape[0] {
@@ -238,6 +294,12 @@ fn track<'py>(
         .clutter
         .unwrap_or_else(|| estimate_clutter(&det, sc.len()));
     let cfg = config(&a, clutter)?;
+    let linear = matches!(family, Family::Linear(_));
+    if !linear && device.starts_with("cuda") {
+        return Err(bad(format!(
+            "device {device}: tracking with a nonlinear model or an IMM runs on the CPU only (use device cpu; the GPU tracker takes linear models)"
+        )));
+    }
     if cfg.assoc == Assoc::Jpda && device.starts_with("cuda") {
         return Err(bad(format!(
             "assoc jpda, device {device}: JPDA runs on the CPU only (use device cpu, or assoc gnn on the GPU)"
@@ -248,7 +310,7 @@ fn track<'py>(
     let (rows, dev, gamma) = run_detached(py, || {
         // JPDA runs on the CPU: `auto` picks it there.
         let device = if device_arg == "auto" {
-            if cfg.assoc == Assoc::Jpda {
+            if cfg.assoc == Assoc::Jpda || !linear {
                 Device::Cpu
             } else {
                 Device::auto().device
@@ -256,12 +318,14 @@ fn track<'py>(
         } else {
             Device::parse(&device_arg)?
         };
-        let mut engine = DeviceTracker::new(model, cfg, device)?;
+        let mut engine = match &family {
+            Family::Linear(m) => DeviceTracker::new(m, cfg, device)?,
+            Family::Nonlinear(f) => DeviceTracker::nonlinear(&f.problem, &f.options, cfg, device)?,
+        };
         let rows = run_tracker(&mut engine, &det, &sc, a.dt, &bar)?;
         Ok((rows, device, engine.gate_threshold()))
     })?;
     bar.finish();
-    let nx = model.nx();
     let n = rows.t.len();
     let out = PyDict::new(py);
     out.set_item("t", owned(py, rows.t, &[n])?)?;
@@ -269,6 +333,9 @@ fn track<'py>(
     out.set_item("confirmed", owned(py, rows.confirmed, &[n])?)?;
     out.set_item("x", owned(py, rows.x, &[n, nx])?)?;
     out.set_item("P", owned(py, rows.p, &[n, nx, nx])?)?;
+    if modes > 1 {
+        out.set_item("mode_probs", owned(py, rows.probs, &[n, modes])?)?;
+    }
     out.set_item("clutter", clutter)?;
     out.set_item("gate_threshold", gamma)?;
     out.set_item("scans", sc.len())?;

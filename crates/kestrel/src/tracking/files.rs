@@ -229,6 +229,7 @@ pub fn read_detections(path: &Path) -> Result<Detections> {
             let mut lines = text.lines();
             let head = lines.next().unwrap_or_default();
             let ny = detection_header(path, head)?;
+            let names: Vec<&str> = split(head).skip(1).collect();
             let mut d = Detections {
                 ny,
                 ..Default::default()
@@ -244,16 +245,16 @@ pub fn read_detections(path: &Path) -> Result<Detections> {
                         path,
                         Some(line),
                         format!(
-                            "{} fields, the header has {} (t,z0..z{})",
+                            "{} fields, the header has {} ({})",
                             f.len(),
                             1 + ny,
-                            ny - 1
+                            head.trim()
                         ),
                     ));
                 }
                 d.t.push(time_key(number(path, line, "t", f[0])?));
-                for (j, s) in f[1..].iter().enumerate() {
-                    d.z.push(number(path, line, &format!("z{j}"), s)?);
+                for (name, s) in names.iter().zip(&f[1..]) {
+                    d.z.push(number(path, line, name, s)?);
                 }
             }
             Ok(d)
