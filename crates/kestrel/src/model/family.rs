@@ -36,14 +36,14 @@ fn readers(kind: &str, tables: Option<&str>) -> Option<(&'static [Family], Strin
     if let Some(t) = tables {
         return Some((
             &[Gaussian],
-            format!("a nonlinear model file (its [{t}] table): kestrel filter and smooth read it"),
+            format!("a nonlinear model file (its [{t}] table): kestrel filter, smooth and track read it"),
         ));
     }
     let k = kind;
     if LINEAR.contains(&k) {
         return Some((
             &[Linear, Gaussian, Particle],
-            "a linear-Gaussian model file ([model]): kestrel filter, smooth, loglik, retrodict, simulate and pf read it".to_string(),
+            "a linear-Gaussian model file ([model]): kestrel filter, smooth, loglik, retrodict, simulate, track and pf read it".to_string(),
         ));
     }
     if k == "time-varying" {
@@ -55,13 +55,13 @@ fn readers(kind: &str, tables: Option<&str>) -> Option<(&'static [Family], Strin
     if GAUSSIAN_ONLY.contains(&k) {
         return Some((
             &[Gaussian],
-            format!("kind = \"{k}\" is a nonlinear model: kestrel filter and smooth read it (the nonlinear filters, --filter ekf, ukf, ckf or iekf)"),
+            format!("kind = \"{k}\" is a nonlinear model: kestrel filter, smooth and track read it (the nonlinear filters, --filter ekf, ukf, ckf or iekf)"),
         ));
     }
     if SENSORS.contains(&k) {
         return Some((
             &[Gaussian, Particle],
-            format!("kind = \"{k}\" is a nonlinear model: kestrel filter and smooth (the nonlinear filters, --filter ekf, ukf, ckf or iekf), pf and simulate read it"),
+            format!("kind = \"{k}\" is a nonlinear model: kestrel filter, smooth and track (the nonlinear filters, --filter ekf, ukf, ckf or iekf), pf and simulate read it"),
         ));
     }
     if PARTICLE_ONLY.contains(&k) {
