@@ -169,8 +169,8 @@ class NonlinearFilter:
     ) -> NonlinearResult:
         """Filters ``z`` [B, T, ny] (or [T, ny]): ``kestrel filter --filter KIND``.
 
-        ``device="cuda"`` (or ``"cuda:N"``) runs the EKF, UKF and CKF of one model on the
-        GPU, one thread a track, in ``z``'s precision; the IEKF and the IMM run on the CPU."""
+        ``device="cuda"`` (or ``"cuda:N"``) runs the EKF, IEKF, UKF and CKF of one model,
+        and the IMM of them, on the GPU, one thread a track, in ``z``'s precision."""
         return self._run(
             z, False, "rts", filter, iterations, alpha, beta, kappa, precision, device, progress
         )

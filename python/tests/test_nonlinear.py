@@ -159,8 +159,6 @@ def test_bad_files_and_arguments():
     with pytest.raises(ValueError, match="rts or iterated"):
         nf.smooth(z, method="two-filter")
     # What the GPU does not run is refused by name, with or without a GPU.
-    with pytest.raises(ValueError, match="the iterated extended Kalman filter on cuda:0"):
-        nf.filter(z, filter="iekf", device="cuda")
     with pytest.raises(ValueError, match="the ekf smoothers on cuda:0"):
         nf.smooth(z, filter="ekf", device="cuda")
 
@@ -178,7 +176,7 @@ def test_iterated_smoother_and_precision(rng):
     np.testing.assert_allclose(f32.mean, nf.filter(z).mean, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("kind", ["ekf", "ukf", "ckf"])
+@pytest.mark.parametrize("kind", ["ekf", "ukf", "ckf", "iekf"])
 def test_the_gpu_filters_equal_the_cpu(rng, kind):
     from conftest import require_gpu
 
@@ -193,3 +191,17 @@ def test_the_gpu_filters_equal_the_cpu(rng, kind):
     g32 = nf.filter(z.astype(np.float32), filter=kind, device="cuda")
     assert g32.mean.dtype == np.float32
     np.testing.assert_allclose(g32.mean, cpu.mean, rtol=2e-3, atol=2e-3)
+
+
+@pytest.mark.parametrize("kind", ["ekf", "ukf"])
+def test_the_gpu_imm_equals_the_cpu(rng, kind):
+    from conftest import require_gpu
+
+    require_gpu()
+    z = rng.standard_normal((64, 40, 1)) * 3.0 + np.arange(40)[None, :, None] * 0.5
+    z[2, 9] = np.nan
+    nf = kestrel.NonlinearFilter.from_toml_str(IMM)
+    cpu = nf.filter(z, filter=kind)
+    gpu = nf.filter(z, filter=kind, device="cuda")
+    for name in ("mean", "cov", "loglik", "mode_probs"):
+        np.testing.assert_allclose(getattr(gpu, name), getattr(cpu, name), rtol=1e-9, atol=1e-12)

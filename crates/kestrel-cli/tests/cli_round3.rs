@@ -510,7 +510,15 @@ fn model_files_say_where_they_belong_and_refuse_conflicts() {
     }
     let o = kestrel_in(
         d.path(),
-        &["track", "--model", &ro, "--detections", "d.csv", "--output", "t.csv"],
+        &[
+            "track",
+            "--model",
+            &ro,
+            "--detections",
+            "d.csv",
+            "--output",
+            "t.csv",
+        ],
     );
     ok(&o);
     assert!(stderr(&o).contains("ekf"), "{}", stderr(&o));

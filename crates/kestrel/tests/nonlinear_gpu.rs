@@ -1,7 +1,8 @@
-//! The nonlinear filters on the GPU (EKF, UKF, CKF; f64 and f32) against the CPU path on
-//! random data from three models: a pendulum-like state with a range-bearing sensor whose
-//! bearing crosses +-pi, the coordinated turn with an estimated turn rate seen by a radar,
-//! and a model using every function of the expression language. Device outputs are
+//! The nonlinear filters on the GPU (EKF, IEKF, UKF, CKF, and IMMs of them; f64 and f32)
+//! against the CPU path on random data from three models: a pendulum-like state with a
+//! range-bearing sensor whose bearing crosses +-pi, the coordinated turn with an
+//! estimated turn rate seen by a radar, and a model using every function of the
+//! expression language; and two IMMs of three modes (`nonlinear_common::imms`). Device outputs are
 //! poisoned with NaN before each run, so an unwritten element fails. Skips without a GPU;
 //! fails with KESTREL_REQUIRE_GPU=1.
 
@@ -25,7 +26,9 @@ fn check<T: Real>(
     tol: f64,
 ) {
     let problem = NonlinearProblem::Single(model.clone());
-    let opts = NonlinearOptions::default().with_kind(kind);
+    let opts = NonlinearOptions::default()
+        .with_kind(kind)
+        .with_iterations(4);
     let want = estimate_on::<f64>(Device::Cpu, &problem, z, &opts, NonlinearJob::Filter)
         .expect("the CPU filter")
         .filtered;
@@ -98,14 +101,103 @@ fn the_gpu_filters_equal_the_cpu_on_random_data() {
     ];
     for (name, m, b, t) in &models {
         let z = data(m, *b, *t, 7);
-        for kind in [FilterKind::Ekf, FilterKind::Ukf, FilterKind::Ckf] {
+        for kind in [
+            FilterKind::Ekf,
+            FilterKind::Ukf,
+            FilterKind::Ckf,
+            FilterKind::Iekf,
+        ] {
             check::<f64>(name, m, &z, kind, 1e-9);
             // The turn's covariance spans ten decades (position 1e2 m^2, turn rate
             // 1e-6): its Cholesky factor, which the sigma points need, has no digits
             // left in f32 (the kernel run as C++ in f32 shows the same 1% departures),
             // so there f32 is checked for the EKF alone (docs/performance.md).
-            if *name != "coordinated turn" || kind == FilterKind::Ekf {
+            if *name != "coordinated turn" || matches!(kind, FilterKind::Ekf | FilterKind::Iekf) {
                 check::<f32>(name, m, &z, kind, 2e-3);
+            }
+        }
+    }
+}
+
+#[test]
+fn the_gpu_imm_equals_the_cpu_on_random_data() {
+    if !gpu_or_skip("nonlinear_gpu") {
+        return;
+    }
+    for (name, imm) in imms() {
+        let z = data(&imm.modes()[0], 300, 60, 13);
+        let problem = NonlinearProblem::Imm(imm);
+        for kind in [
+            FilterKind::Ekf,
+            FilterKind::Ukf,
+            FilterKind::Ckf,
+            FilterKind::Iekf,
+        ] {
+            let opts = NonlinearOptions::default()
+                .with_kind(kind)
+                .with_iterations(4);
+            let want = estimate_on::<f64>(Device::Cpu, &problem, &z, &opts, NonlinearJob::Filter)
+                .expect("the CPU IMM");
+            for f32_run in [false, true] {
+                let (got, tol) = if f32_run {
+                    let g = estimate_on::<f32>(
+                        Device::Cuda(0),
+                        &problem,
+                        &cast::<f32>(&z),
+                        &opts,
+                        NonlinearJob::Filter,
+                    )
+                    .expect("the GPU IMM, f32");
+                    let up = |v: &[f32]| v.iter().map(|&x| f64::from(x)).collect::<Vec<_>>();
+                    (
+                        (
+                            up(g.filtered.mean()),
+                            up(g.filtered.cov()),
+                            up(g.filtered.loglik().unwrap()),
+                            up(g.mode_probs.as_deref().unwrap()),
+                        ),
+                        5e-3,
+                    )
+                } else {
+                    let g = estimate_on::<f64>(
+                        Device::Cuda(0),
+                        &problem,
+                        &z,
+                        &opts,
+                        NonlinearJob::Filter,
+                    )
+                    .expect("the GPU IMM, f64");
+                    (
+                        (
+                            g.filtered.mean().to_vec(),
+                            g.filtered.cov().to_vec(),
+                            g.filtered.loglik().unwrap().to_vec(),
+                            g.mode_probs.unwrap(),
+                        ),
+                        1e-9,
+                    )
+                };
+                let tag = format!("{name} {} f32={f32_run}", kind.name());
+                let wp = want.mode_probs.as_deref().unwrap();
+                for (what, a, b) in [
+                    ("mean", &got.0, want.filtered.mean()),
+                    ("cov", &got.1, want.filtered.cov()),
+                    ("loglik", &got.2, want.filtered.loglik().unwrap()),
+                    ("mode probabilities", &got.3, wp),
+                ] {
+                    assert_eq!(a.len(), b.len(), "{tag} {what}");
+                    let scale = b.iter().fold(1.0f64, |m, v| m.max(v.abs()));
+                    let mut worst = 0.0f64;
+                    for (i, (x, y)) in a.iter().zip(b).enumerate() {
+                        let d = (x - y).abs();
+                        assert!(
+                            d <= tol * (1.0 + y.abs() + 1e-2 * scale),
+                            "{tag} {what}[{i}]: GPU {x} CPU {y}"
+                        );
+                        worst = worst.max(d / (1.0 + y.abs()));
+                    }
+                    eprintln!("{tag} {what}: worst relative difference {worst:.2e}");
+                }
             }
         }
     }

@@ -1,7 +1,7 @@
-//! The nonlinear filters' CUDA kernel (`nonlinear/kernels/filter.cu`, with each model's
-//! functions emitted from its tapes) compiled as plain C++ and run on the CPU thread by
-//! thread, against the CPU path: the EKF, UKF and CKF on three models, f64 and f32,
-//! outputs poisoned first. The code generation and the kernel's arithmetic are checked
+//! The nonlinear filters' CUDA kernels (`nonlinear/kernels/filter.cu` and `imm.cu`, with
+//! each model's functions emitted from its tapes) compiled as plain C++ and run on the
+//! CPU thread by thread, against the CPU path: the EKF, IEKF, UKF and CKF on three models
+//! and two IMMs, f64 and f32, outputs poisoned first. The code generation and the kernel's arithmetic are checked
 //! here without a GPU; `nonlinear_gpu` checks them on one. Skips with a printed reason
 //! when there is no C++ compiler.
 
@@ -9,7 +9,7 @@ mod emulation;
 mod nonlinear_common;
 
 use emulation::{bytes, compile, compiler, reals, FILE_IO};
-use kestrel::nonlinear::cuda::source::source;
+use kestrel::nonlinear::cuda::source::source_of;
 use kestrel::nonlinear::sigma::SigmaRule;
 use kestrel::nonlinear::{
     estimate_on, FilterKind, NonlinearJob, NonlinearModel, NonlinearOptions, NonlinearProblem,
@@ -60,6 +60,30 @@ int main(int argc, char** argv) {
 }
 "#;
 
+const IMM_HARNESS: &str = r#"
+int main(int argc, char** argv) {
+    std::string d = argv[1];
+    long long B = atoll(argv[2]);
+    int T = atoi(argv[3]);
+    auto z = load<real>(d + "/z");
+    std::vector<real> mean((size_t)T * NX * B, (real)NAN), cov((size_t)T * NX * NX * B, (real)NAN), ll((size_t)T * B, (real)NAN);
+    std::vector<real> probs((size_t)T * NMODE * B, (real)NAN);
+    std::vector<int> err(B, -7);
+    blockDim.x = 128;
+    for (long long b = B - 1; b >= 0; --b) {
+        blockIdx.x = (unsigned)(b / 128);
+        threadIdx.x = (unsigned)(b % 128);
+        nl_imm(z.data(), mean.data(), cov.data(), ll.data(), probs.data(), err.data(), (int)B, T);
+    }
+    save(d + "/mean", mean);
+    save(d + "/cov", cov);
+    save(d + "/ll", ll);
+    save(d + "/probs", probs);
+    save(d + "/err", err);
+    return 0;
+}
+"#;
+
 /// `[B][T][c]` from the kernel's `[T][c][B]`.
 fn from_soa<T: Copy>(v: &[T], b: usize, t: usize, c: usize) -> Vec<T> {
     let mut out = Vec::with_capacity(v.len());
@@ -73,16 +97,43 @@ fn from_soa<T: Copy>(v: &[T], b: usize, t: usize, c: usize) -> Vec<T> {
     out
 }
 
+/// The kernel's outputs `[B][T][..]`: mean, cov, ll, an IMM's probs (else empty), err.
+type Emulated<T> = (Vec<T>, Vec<T>, Vec<T>, Vec<T>, Vec<i32>);
+
 fn emulate<T: Real>(
     cxx: &str,
     dir: &Path,
     tag: &str,
-    m: &NonlinearModel,
+    problem: &NonlinearProblem,
     rule: Option<&SigmaRule>,
+    iterations: usize,
     z: &Measurements<T>,
-) -> (Vec<T>, Vec<T>, Vec<T>, Vec<i32>) {
-    let (b, t, nx, ny) = (z.tracks(), z.steps(), m.nx(), m.ny());
-    let src = format!("{SHIM}\n{}\n{FILE_IO}\n{HARNESS}", source::<T>(m, rule));
+) -> Emulated<T> {
+    let (b, t, nx, ny) = (z.tracks(), z.steps(), problem.nx(), problem.ny());
+    let (src, r) = match problem {
+        NonlinearProblem::Single(m) => (
+            format!(
+                "{SHIM}\n{}\n{FILE_IO}\n{HARNESS}",
+                source_of::<T>(&[m], rule, iterations, None)
+            ),
+            0,
+        ),
+        NonlinearProblem::Imm(i) => {
+            let modes: Vec<&NonlinearModel> = i.modes().iter().collect();
+            (
+                format!(
+                    "{SHIM}\n{}\n{FILE_IO}\n{IMM_HARNESS}",
+                    source_of::<T>(
+                        &modes,
+                        rule,
+                        iterations,
+                        Some((i.transition(), i.initial()))
+                    )
+                ),
+                i.len(),
+            )
+        }
+    };
     let exe = compile(
         cxx,
         dir,
@@ -105,42 +156,56 @@ fn emulate<T: Real>(
         "{tag}: {}",
         String::from_utf8_lossy(&o.stderr)
     );
-    let r = |name: &str| std::fs::read(dir.join(name)).unwrap();
-    let err = r("err")
+    let rd = |name: &str| std::fs::read(dir.join(name)).unwrap();
+    let err = rd("err")
         .chunks_exact(4)
         .map(|c| i32::from_le_bytes(c.try_into().unwrap()))
         .collect();
+    let probs = if r > 0 {
+        from_soa(&reals::<T>(&rd("probs")), b, t, r)
+    } else {
+        Vec::new()
+    };
     (
-        from_soa(&reals::<T>(&r("mean")), b, t, nx),
-        from_soa(&reals::<T>(&r("cov")), b, t, nx * nx),
-        from_soa(&reals::<T>(&r("ll")), b, t, 1),
+        from_soa(&reals::<T>(&rd("mean")), b, t, nx),
+        from_soa(&reals::<T>(&rd("cov")), b, t, nx * nx),
+        from_soa(&reals::<T>(&rd("ll")), b, t, 1),
+        probs,
         err,
     )
 }
 
+#[allow(clippy::too_many_arguments)]
 fn check<T: Real>(
     cxx: &str,
     dir: &Path,
     name: &str,
-    m: &NonlinearModel,
+    problem: &NonlinearProblem,
     z: &Measurements<f64>,
     kind: FilterKind,
     tol: f64,
 ) {
-    let opts = NonlinearOptions::default().with_kind(kind);
-    let problem = NonlinearProblem::Single(m.clone());
-    let want = estimate_on::<f64>(Device::Cpu, &problem, z, &opts, NonlinearJob::Filter)
-        .unwrap()
-        .filtered;
+    let opts = NonlinearOptions::default()
+        .with_kind(kind)
+        .with_iterations(4);
+    let want = estimate_on::<f64>(Device::Cpu, problem, z, &opts, NonlinearJob::Filter).unwrap();
+    let nx = problem.nx();
     let rule = match kind {
-        FilterKind::Ukf => {
-            Some(SigmaRule::unscented(m.nx(), 1.0, 0.0, 3.0 - m.nx() as f64).unwrap())
-        }
-        FilterKind::Ckf => Some(SigmaRule::cubature(m.nx())),
+        FilterKind::Ukf => Some(SigmaRule::unscented(nx, 1.0, 0.0, 3.0 - nx as f64).unwrap()),
+        FilterKind::Ckf => Some(SigmaRule::cubature(nx)),
         _ => None,
     };
+    let iterations = if kind == FilterKind::Iekf { 4 } else { 1 };
     let tag = format!("nl_{}_{}_{}", name.replace(' ', "_"), kind.name(), T::NAME);
-    let (mean, cov, ll, err) = emulate::<T>(cxx, dir, &tag, m, rule.as_ref(), &cast::<T>(z));
+    let (mean, cov, ll, probs, err) = emulate::<T>(
+        cxx,
+        dir,
+        &tag,
+        problem,
+        rule.as_ref(),
+        iterations,
+        &cast::<T>(z),
+    );
     assert!(err.iter().all(|&e| e == 0), "{tag}: failures {err:?}");
     let cmp = |what: &str, a: &[T], b: &[f64]| {
         assert_eq!(a.len(), b.len(), "{tag} {what}");
@@ -154,9 +219,13 @@ fn check<T: Real>(
             );
         }
     };
-    cmp("mean", &mean, want.mean());
-    cmp("cov", &cov, want.cov());
-    cmp("loglik", &ll, want.loglik().unwrap());
+    cmp("mean", &mean, want.filtered.mean());
+    cmp("cov", &cov, want.filtered.cov());
+    cmp("loglik", &ll, want.filtered.loglik().unwrap());
+    match &want.mode_probs {
+        Some(p) => cmp("mode probabilities", &probs, p),
+        None => assert!(probs.is_empty()),
+    }
 }
 
 #[test]
@@ -170,13 +239,38 @@ fn the_filter_kernel_equals_the_cpu_path() {
     ];
     for (name, m, b, t) in &models {
         let z = data(m, *b, *t, 7);
-        for kind in [FilterKind::Ekf, FilterKind::Ukf, FilterKind::Ckf] {
-            check::<f64>(&cxx, dir.path(), name, m, &z, kind, 1e-9);
+        let problem = NonlinearProblem::Single(m.clone());
+        for kind in [
+            FilterKind::Ekf,
+            FilterKind::Ukf,
+            FilterKind::Ckf,
+            FilterKind::Iekf,
+        ] {
+            check::<f64>(&cxx, dir.path(), name, &problem, &z, kind, 1e-9);
             // The turn in f32: the EKF alone (see nonlinear_gpu: the sigma-point
             // filters' Cholesky factor has no f32 digits left there).
             if *name != "turn" || kind == FilterKind::Ekf {
-                check::<f32>(&cxx, dir.path(), name, m, &z, kind, 2e-3);
+                check::<f32>(&cxx, dir.path(), name, &problem, &z, kind, 2e-3);
             }
+        }
+    }
+}
+
+#[test]
+fn the_imm_kernel_equals_the_cpu_path() {
+    let Some(cxx) = compiler() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    for (name, imm) in imms() {
+        let z = data(&imm.modes()[0], 9, 50, 11);
+        let problem = NonlinearProblem::Imm(imm);
+        for kind in [
+            FilterKind::Ekf,
+            FilterKind::Ukf,
+            FilterKind::Ckf,
+            FilterKind::Iekf,
+        ] {
+            check::<f64>(&cxx, dir.path(), name, &problem, &z, kind, 1e-9);
+            check::<f32>(&cxx, dir.path(), name, &problem, &z, kind, 5e-3);
         }
     }
 }

@@ -440,7 +440,11 @@ fn what_the_gpu_does_not_run_is_refused_by_name() {
     let z = md.data(1, 3, 0);
     let single = NonlinearProblem::Single(md.model());
     for (kind, job, name) in [
-        (FilterKind::Iekf, NonlinearJob::Filter, "iterated extended"),
+        (
+            FilterKind::Iekf,
+            NonlinearJob::Smooth(NonlinearSmoother::Iterated),
+            "the iekf smoothers",
+        ),
         (
             FilterKind::Ukf,
             NonlinearJob::Smooth(NonlinearSmoother::Rts),

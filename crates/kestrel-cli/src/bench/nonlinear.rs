@@ -3,14 +3,16 @@
 //! (ny 2), every output kept (means, covariances, log-likelihoods). The CPU (f64) at
 //! 10^4 x 100; the GPU, when present, at 10^6 x 100 (issue 37's size) in f32 and f64,
 //! and in f32 keeping each track's last state only, with the filter kernel's own time
-//! and its share of the memory roofline in `extra`.
+//! and its share of the memory roofline in `extra`. Then the IMM of three UKF modes
+//! (constant velocity and turns at +-0.02 rad/s, nx 4) on the same plots
+//! (`nonlinear/imm-ukf`, mode probabilities kept too).
 //! `KESTREL_BENCH_GPU_ONLY=1` skips the CPU runs.
 
 use super::{time_runs, Record, Sink};
 use kestrel::model::Prior;
 use kestrel::nalgebra::{DMatrix, DVector};
 use kestrel::nonlinear::{
-    estimate_on, FilterKind, Measure, NonlinearJob, NonlinearModel, NonlinearOptions,
+    estimate_on, FilterKind, ImmModel, Measure, NonlinearJob, NonlinearModel, NonlinearOptions,
     NonlinearProblem, TurnRate,
 };
 use kestrel::{Device, Keep, Measurements, Real};
@@ -32,6 +34,31 @@ fn model() -> anyhow::Result<NonlinearModel> {
             x0: DVector::from_vec(vec![1000.0, -10.0, 500.0, 5.0, 0.02]),
             p0: DMatrix::from_diagonal(&DVector::from_vec(vec![100.0, 4.0, 100.0, 4.0, 1e-3])),
         },
+    )?)
+}
+
+/// The IMM: nearly constant velocity and turns at +-0.02 rad/s, state [px, vx, py, vy].
+fn imm() -> anyhow::Result<ImmModel> {
+    let prior = Prior {
+        x0: DVector::from_vec(vec![1000.0, -10.0, 500.0, 5.0]),
+        p0: DMatrix::from_diagonal(&DVector::from_vec(vec![100.0, 4.0, 100.0, 4.0])),
+    };
+    let meas = Measure::RangeBearing {
+        radar: [0.0, 0.0],
+        r_range: 25.0,
+        r_bearing: 1e-5,
+    };
+    let modes = [0.0, 0.02, -0.02]
+        .iter()
+        .map(|&w| {
+            NonlinearModel::coordinated_turn(1.0, 0.5, TurnRate::Known(w), &meas, prior.clone())
+        })
+        .collect::<kestrel::Result<Vec<_>>>()?;
+    Ok(ImmModel::new(
+        modes,
+        DMatrix::from_row_slice(3, 3, &[0.9, 0.05, 0.05, 0.1, 0.9, 0.0, 0.1, 0.0, 0.9]),
+        DVector::from_vec(vec![0.8, 0.1, 0.1]),
+        prior,
     )?)
 }
 
@@ -62,18 +89,19 @@ fn plots(b: usize, t: usize) -> anyhow::Result<Measurements<f64>> {
     Ok(Measurements::new(b, t, 2, data)?)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn one<T: Real>(
     sink: &mut Sink,
     device: Device,
     label: &str,
     kind: FilterKind,
     keep: Keep,
-    m: &NonlinearModel,
+    problem: &NonlinearProblem,
     z: &Measurements<f64>,
     repeats: usize,
 ) {
     let z: Measurements<T> = z.cast();
-    let problem = NonlinearProblem::Single(m.clone());
+    let problem = problem.clone();
     let opts = NonlinearOptions::default().with_kind(kind).with_keep(keep);
     let mut kernel = Vec::new();
     let times = time_runs(1, repeats, || {
@@ -85,12 +113,16 @@ fn one<T: Real>(
             errln!("bench nonlinear: {e}");
         }
     });
-    let (nx, ny) = (m.nx(), m.ny());
+    let (nx, ny) = (problem.nx(), problem.ny());
+    let modes = match &problem {
+        NonlinearProblem::Imm(i) => i.len(),
+        NonlinearProblem::Single(_) => 0,
+    };
     let mut r = Record::new(
-        if keep == Keep::Last {
-            format!("nonlinear/{}/last-state", kind.name())
-        } else {
-            format!("nonlinear/{}", kind.name())
+        match (modes, keep) {
+            (0, Keep::Last) => format!("nonlinear/{}/last-state", kind.name()),
+            (0, _) => format!("nonlinear/{}", kind.name()),
+            _ => format!("nonlinear/imm-{}", kind.name()),
         },
         label,
         T::NAME,
@@ -105,7 +137,7 @@ fn one<T: Real>(
         let steps = (z.tracks() * z.steps()) as f64;
         // The kernel reads z and writes every output once (the last state: once a track).
         let sz = std::mem::size_of::<T>() as f64;
-        let out = ((nx + nx * nx + 1) * z.tracks()) as f64 * sz;
+        let out = ((nx + nx * nx + 1 + modes) * z.tracks()) as f64 * sz;
         let bytes = steps * ny as f64 * sz
             + if keep == Keep::Last {
                 out
@@ -123,7 +155,8 @@ fn one<T: Real>(
 }
 
 pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
-    let m = model()?;
+    let m = NonlinearProblem::Single(model()?);
+    let imm = NonlinearProblem::Imm(imm()?);
     let repeats = if quick { 2 } else { 5 };
     let gpu_only = std::env::var("KESTREL_BENCH_GPU_ONLY").is_ok_and(|v| v == "1");
     let kinds = [FilterKind::Ekf, FilterKind::Ukf, FilterKind::Ckf];
@@ -142,6 +175,17 @@ pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
                 repeats,
             );
         }
+        let ukf = FilterKind::Ukf;
+        one::<f64>(
+            sink,
+            Device::Cpu,
+            &cpu_label,
+            ukf,
+            Keep::All,
+            &imm,
+            &z,
+            repeats,
+        );
     }
     if kestrel::cuda::available(0).is_ok() {
         let gpu_label = format!(
@@ -155,6 +199,9 @@ pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
             one::<f32>(sink, dev, &gpu_label, kind, Keep::Last, &m, &z, 3);
             one::<f64>(sink, dev, &gpu_label, kind, Keep::All, &m, &z, 3);
         }
+        let ukf = FilterKind::Ukf;
+        one::<f32>(sink, dev, &gpu_label, ukf, Keep::All, &imm, &z, 3);
+        one::<f64>(sink, dev, &gpu_label, ukf, Keep::All, &imm, &z, 3);
     }
     Ok(())
 }

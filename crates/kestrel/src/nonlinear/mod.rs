@@ -13,9 +13,9 @@
 //! measurement; step 0 updates it, each later step predicts then updates; a measurement
 //! with a NaN is missing (that step only predicts, log-likelihood 0). The CPU path
 //! computes in f64 whatever the precision of the measurements, and converts the
-//! outputs. On a CUDA [`Device`] the EKF, UKF and CKF filters of one model run batched,
-//! one thread a track, in the measurements' precision ([`cuda`]); the IEKF, the
-//! smoothers and the IMM are refused there with [`Error::Unsupported`].
+//! outputs. On a CUDA [`Device`] the EKF, IEKF, UKF and CKF filters of one model and the
+//! IMM of them run batched, one thread a track, in the measurements' precision
+//! ([`cuda`]); the smoothers are refused there with [`Error::Unsupported`].
 //!
 //! For trackers, [`TrackBank`] is the per-step form: every live track of one model (or
 //! IMM) in a slot, predicted, linearised for the gate and updated scan by scan.
@@ -250,6 +250,16 @@ impl ImmModel {
         self.modes.len()
     }
 
+    /// `transition[i][j] = P(mode j at k | mode i at k-1)`.
+    pub fn transition(&self) -> &DMatrix<f64> {
+        &self.transition
+    }
+
+    /// The mode probabilities at step 0.
+    pub fn initial(&self) -> &DVector<f64> {
+        &self.initial
+    }
+
     /// Never empty.
     pub fn is_empty(&self) -> bool {
         self.modes.is_empty()
@@ -385,8 +395,8 @@ fn last_only<T: Real>(e: &Estimates<T>) -> Result<Estimates<T>> {
     Estimates::new(b, 1, nx, mean, cov, ll)
 }
 
-/// The GPU path: the EKF, UKF and CKF filters of one model; the rest is refused,
-/// naming what runs on the CPU.
+/// The GPU path: the EKF, IEKF, UKF and CKF filters of one model or an IMM; the
+/// smoothers are refused, naming what runs on the CPU.
 fn estimate_gpu<T: Real>(
     device: Device,
     problem: &NonlinearProblem,
@@ -395,20 +405,11 @@ fn estimate_gpu<T: Real>(
     job: NonlinearJob,
     rule: Option<&SigmaRule>,
 ) -> Result<NonlinearOutput<T>> {
-    let refuse = |what: String| {
-        Err(Error::Unsupported(format!(
-            "{what} on {device}: the GPU runs the ekf, ukf and ckf filters of one model (use --device cpu)"
-        )))
-    };
-    let model = match problem {
-        NonlinearProblem::Imm(_) => return refuse("the IMM filter".into()),
-        NonlinearProblem::Single(m) => m,
-    };
     if smoothing_job(job) {
-        return refuse(format!("the {} smoothers", opts.kind.name()));
-    }
-    if opts.kind == FilterKind::Iekf {
-        return refuse("the iterated extended Kalman filter".into());
+        return Err(Error::Unsupported(format!(
+            "the {} smoothers on {device}: the GPU runs the filters (ekf, iekf, ukf, ckf, and the IMM of them); use --device cpu",
+            opts.kind.name()
+        )));
     }
     #[cfg(feature = "cuda")]
     {
@@ -417,11 +418,20 @@ fn estimate_gpu<T: Real>(
             _ => 0,
         };
         let last = opts.keep == crate::Keep::Last;
-        let out = cuda::filter(ordinal, model, rule, z, last)?;
+        let gjob = match problem {
+            NonlinearProblem::Single(m) => cuda::Job::Filter(m, last),
+            NonlinearProblem::Imm(i) => cuda::Job::Imm(i),
+        };
+        let iterations = if opts.kind == FilterKind::Iekf {
+            opts.iterations
+        } else {
+            1
+        };
+        let out = cuda::filter(ordinal, gjob, rule, iterations, z)?;
         if let Some((track, step, what)) = out.fail {
             return Err(Error::NotPositiveDefinite { track, step, what });
         }
-        let (b, nx) = (z.tracks(), model.nx());
+        let (b, nx) = (z.tracks(), problem.nx());
         let t = if last { 1 } else { z.steps() };
         let filtered = Estimates::new(b, t, nx, out.mean, out.cov, Some(out.ll))?;
         if let Some(i) = filtered.mean().iter().position(|v| !v.is_finite_value()) {
@@ -432,15 +442,16 @@ fn estimate_gpu<T: Real>(
                 msg: "not finite (the model's functions left their domain?)".into(),
             });
         }
+        let imm = matches!(problem, NonlinearProblem::Imm(_));
         Ok(NonlinearOutput {
             filtered,
             smoothed: None,
-            mode_probs: None,
+            mode_probs: imm.then_some(out.probs),
         })
     }
     #[cfg(not(feature = "cuda"))]
     {
-        let _ = (model, rule, z);
+        let _ = (problem, z, rule);
         Err(crate::cuda::unsupported("the nonlinear filters"))
     }
 }

@@ -6,7 +6,7 @@
 
 use kestrel::model::Prior;
 use kestrel::nalgebra::{DMatrix, DVector};
-use kestrel::nonlinear::{Measure, NonlinearModel, TurnRate};
+use kestrel::nonlinear::{ImmModel, Measure, NonlinearModel, TurnRate};
 use kestrel::{Measurements, Real};
 use rand::{Rng, SeedableRng};
 use rand_distr::StandardNormal;
@@ -130,4 +130,36 @@ pub fn data(m: &NonlinearModel, tracks: usize, t: usize, seed: u64) -> Measureme
 pub fn cast<T: Real>(z: &Measurements<f64>) -> Measurements<T> {
     let v = z.data().iter().map(|&x| T::of(x)).collect();
     Measurements::new(z.tracks(), z.steps(), z.ny(), v).unwrap()
+}
+
+/// IMMs of three modes: pendulums of three seeds (the bearing crossing +-pi), and a
+/// radar's coordinated turns at rates 0 and +-0.05 (state [px, vx, py, vy]).
+pub fn imms() -> Vec<(&'static str, ImmModel)> {
+    let tr = DMatrix::from_row_slice(3, 3, &[0.9, 0.05, 0.05, 0.1, 0.85, 0.05, 0.2, 0.1, 0.7]);
+    let mu0 = DVector::from_vec(vec![0.6, 0.3, 0.1]);
+    let p = pendulum(1);
+    let pend = ImmModel::new(
+        vec![p.clone(), pendulum(2), pendulum(3)],
+        tr.clone(),
+        mu0.clone(),
+        p.prior().clone(),
+    )
+    .unwrap();
+    let prior = Prior {
+        x0: DVector::from_vec(vec![1000.0, -10.0, 500.0, 5.0]),
+        p0: DMatrix::from_diagonal(&DVector::from_vec(vec![100.0, 4.0, 100.0, 4.0])),
+    };
+    let meas = Measure::RangeBearing {
+        radar: [0.0, 0.0],
+        r_range: 25.0,
+        r_bearing: 1e-5,
+    };
+    let modes = [0.0, 0.05, -0.05]
+        .map(|w| {
+            NonlinearModel::coordinated_turn(1.0, 0.5, TurnRate::Known(w), &meas, prior.clone())
+                .unwrap()
+        })
+        .to_vec();
+    let radar = ImmModel::new(modes, tr, mu0, prior).unwrap();
+    vec![("pendulum imm", pend), ("radar imm", radar)]
 }

@@ -1,5 +1,6 @@
-//! The nonlinear filters on the GPU: the EKF, UKF and CKF of every track batched, one
-//! thread a track with its state in registers (`kernels/filter.cu`), the model's
+//! The nonlinear filters on the GPU: the EKF, IEKF, UKF and CKF of every track batched,
+//! one thread a track with its state in registers (`kernels/filter.cu`), and the IMM of
+//! any of them with every mode's moments in registers (`kernels/imm.cu`); the models'
 //! functions emitted as CUDA from their tapes (`source.rs`) and compiled once per model
 //! and precision. Inputs and outputs are transposed on the device between the host's
 //! `[B][T][..]` and the kernel's structure of arrays; tracks go in groups that fit the
@@ -10,6 +11,7 @@ pub mod source;
 
 use super::models::NonlinearModel;
 use super::sigma::SigmaRule;
+use super::ImmModel;
 use crate::cuda::{catch, download, gpu, launch, sync, upload, Arg, DevBuf};
 use crate::data::Measurements;
 use crate::error::{Error, Result};
@@ -20,8 +22,9 @@ use crate::linalg::Real;
 pub const MAX_NX: usize = 12;
 /// The largest measurement.
 pub const MAX_NY: usize = 8;
+/// The most modes of an IMM on the GPU (a thread holds every mode's moments twice).
+pub const MAX_MODES: usize = 8;
 const BLOCK: u32 = 128;
-const KERNELS: [&str; 2] = ["nl_filter", "nl_transpose"];
 
 thread_local! {
     static LAST_MS: std::cell::Cell<f64> = const { std::cell::Cell::new(f64::NAN) };
@@ -33,54 +36,94 @@ pub fn last_kernel_ms() -> f64 {
     LAST_MS.with(|c| c.get())
 }
 
-/// The filter's outputs, `[B][T][..]` in the run's precision, and the first failure
-/// `(track, step, what)`.
+/// The filter's outputs, `[B][T][..]` in the run's precision (an IMM's mode
+/// probabilities `[B][T][r]`, else empty), and the first failure `(track, step, what)`.
 pub(crate) struct GpuFiltered<T> {
     pub mean: Vec<T>,
     pub cov: Vec<T>,
     pub ll: Vec<T>,
+    pub probs: Vec<T>,
     pub fail: Option<(usize, usize, &'static str)>,
 }
 
-/// The filter (EKF where `rule` is `None`, else the sigma-point filter of `rule`) over
-/// every track of `z` on GPU `ordinal`; with `last`, only each track's final state and
-/// total log-likelihood (`[B][1][..]`).
+/// What a run computes: the filter of one model (with `last`, only each track's final
+/// state and total log-likelihood, `[B][1][..]`), or the IMM.
+#[derive(Clone, Copy)]
+pub(crate) enum Job<'a> {
+    Filter(&'a NonlinearModel, bool),
+    Imm(&'a ImmModel),
+}
+
+/// `job` over every track of `z` on GPU `ordinal`, each track (or mode) filtered by the
+/// EKF where `rule` is `None` (`iterations > 1`: the iterated EKF), else by the
+/// sigma-point filter of `rule`.
 pub(crate) fn filter<T: Real>(
     ordinal: usize,
-    model: &NonlinearModel,
+    job: Job<'_>,
     rule: Option<&SigmaRule>,
+    iterations: usize,
     z: &Measurements<T>,
-    last: bool,
 ) -> Result<GpuFiltered<T>> {
-    let (nx, ny) = (model.nx(), model.ny());
+    let models: Vec<&NonlinearModel> = match job {
+        Job::Filter(m, _) => vec![m],
+        Job::Imm(i) => i.modes.iter().collect(),
+    };
+    let (nx, ny) = (models[0].nx(), models[0].ny());
     if nx > MAX_NX || ny > MAX_NY {
         return Err(Error::Unsupported(format!(
             "the nonlinear filters on cuda handle up to {MAX_NX} state and {MAX_NY} measurement components (this model: {nx} and {ny}); use --device cpu"
         )));
     }
-    catch(|| run(ordinal, model, rule, z, last))
+    if models.len() > MAX_MODES {
+        return Err(Error::Unsupported(format!(
+            "the IMM on cuda handles up to {MAX_MODES} modes (this one: {}); use --device cpu",
+            models.len()
+        )));
+    }
+    if models.iter().any(|m| m.angles != models[0].angles) {
+        return Err(Error::Unsupported(
+            "the IMM on cuda needs every mode to measure the same angle components; use --device cpu".into(),
+        ));
+    }
+    catch(|| run(ordinal, job, &models, rule, iterations, z))
 }
 
 fn run<T: Real>(
     ordinal: usize,
-    model: &NonlinearModel,
+    job: Job<'_>,
+    models: &[&NonlinearModel],
     rule: Option<&SigmaRule>,
+    iterations: usize,
     z: &Measurements<T>,
-    last: bool,
 ) -> Result<GpuFiltered<T>> {
     let g = gpu(ordinal)?;
-    let (nx, ny) = (model.nx(), model.ny());
+    let (nx, ny) = (models[0].nx(), models[0].ny());
     let (b, t) = (z.tracks(), z.steps());
-    let what = match rule {
-        Some(_) => "the sigma-point filter",
-        None => "the extended Kalman filter",
+    let (last, imm) = match job {
+        Job::Filter(_, last) => (last, None),
+        Job::Imm(i) => (false, Some(i)),
     };
-    let module = g.module(what, &source::source::<T>(model, rule), &KERNELS)?;
+    let r = if imm.is_some() { models.len() } else { 0 };
+    let what = match (imm, rule, iterations > 1) {
+        (Some(_), _, _) => "the IMM filter",
+        (_, Some(_), _) => "the sigma-point filter",
+        (_, None, true) => "the iterated extended Kalman filter",
+        (_, None, false) => "the extended Kalman filter",
+    };
+    let kernel = if imm.is_some() { "nl_imm" } else { "nl_filter" };
+    let src = source::source_of::<T>(
+        models,
+        rule,
+        if rule.is_some() { 1 } else { iterations },
+        imm.map(|i| (&i.transition, &i.initial)),
+    );
+    let module = g.module(what, &src, &[kernel, "nl_transpose"])?;
     let st = &g.stream;
     let sz = std::mem::size_of::<T>();
-    // Per track: z, mean, cov, ll, each twice (host layout and the kernel's), and err.
+    // Per track: z, mean, cov, ll (and probs), each twice (host layout and the
+    // kernel's), and err.
     let to = if last { 1 } else { t };
-    let per_track = 2 * (t * ny + to * (nx + nx * nx + 1)) * sz + 4;
+    let per_track = 2 * (t * ny + to * (nx + nx * nx + 1 + r)) * sz + 4;
     let budget = g.usable_memory()? * 7 / 10;
     if budget < per_track {
         return Err(Error::TooLarge {
@@ -94,6 +137,7 @@ fn run<T: Real>(
         mean: vec![T::zero(); b * to * nx],
         cov: vec![T::zero(); b * to * nx * nx],
         ll: vec![T::zero(); b * to],
+        probs: vec![T::zero(); b * to * r],
         fail: None,
     };
     let buf = |n: usize, w: &str| DevBuf::<T>::new(&g, group * n, w);
@@ -109,6 +153,11 @@ fn run<T: Real>(
         buf(to * nx, "means")?,
         buf(to * nx * nx, "covariances")?,
         buf(to, "log-likelihoods")?,
+    );
+    // An IMM's mode probabilities (one element each without: never written).
+    let (ph, ps) = (
+        buf(to * r.max(1), "mode probabilities")?,
+        buf(to * r.max(1), "mode probabilities")?,
     );
     let err = DevBuf::<i32>::new(&g, group, "failures")?;
     let timer = crate::cuda::EventTimer::new(&g)?;
@@ -146,34 +195,66 @@ fn run<T: Real>(
             0,
             "measurements",
         )?;
-        for buf in [&ms, &cs, &ls, &mh, &ch, &lh] {
+        for buf in [&ms, &cs, &ls, &mh, &ch, &lh, &ps, &ph] {
             buf.poison(st)?;
         }
         err.poison(st)?;
         transpose(&zh, &zs, nb, t * ny)?;
         timer.start(st)?;
-        launch(
-            st,
-            &module,
-            "nl_filter",
-            crate::cuda::grid_for(nb, BLOCK),
-            (BLOCK, 1, 1),
-            &[
-                Arg::Ptr(zs.ptr()),
-                Arg::Ptr(ms.ptr()),
-                Arg::Ptr(cs.ptr()),
-                Arg::Ptr(ls.ptr()),
-                Arg::Ptr(err.ptr()),
-                Arg::I32(nb as i32),
-                Arg::I32(t as i32),
-                Arg::I32(i32::from(last)),
-            ],
-        )?;
+        let grid = crate::cuda::grid_for(nb, BLOCK);
+        if imm.is_some() {
+            launch(
+                st,
+                &module,
+                "nl_imm",
+                grid,
+                (BLOCK, 1, 1),
+                &[
+                    Arg::Ptr(zs.ptr()),
+                    Arg::Ptr(ms.ptr()),
+                    Arg::Ptr(cs.ptr()),
+                    Arg::Ptr(ls.ptr()),
+                    Arg::Ptr(ps.ptr()),
+                    Arg::Ptr(err.ptr()),
+                    Arg::I32(nb as i32),
+                    Arg::I32(t as i32),
+                ],
+            )?;
+        } else {
+            launch(
+                st,
+                &module,
+                "nl_filter",
+                grid,
+                (BLOCK, 1, 1),
+                &[
+                    Arg::Ptr(zs.ptr()),
+                    Arg::Ptr(ms.ptr()),
+                    Arg::Ptr(cs.ptr()),
+                    Arg::Ptr(ls.ptr()),
+                    Arg::Ptr(err.ptr()),
+                    Arg::I32(nb as i32),
+                    Arg::I32(t as i32),
+                    Arg::I32(i32::from(last)),
+                ],
+            )?;
+        }
         timer.stop(st)?;
         transpose(&ms, &mh, to * nx, nb)?;
         transpose(&cs, &ch, to * nx * nx, nb)?;
         transpose(&ls, &lh, to, nb)?;
         let span = |n: usize| b0 * to * n..(b0 + nb) * to * n;
+        if r > 0 {
+            transpose(&ps, &ph, to * r, nb)?;
+            download(
+                &g,
+                st,
+                &ph,
+                0,
+                &mut out.probs[span(r)],
+                "mode probabilities",
+            )?;
+        }
         download(&g, st, &mh, 0, &mut out.mean[span(nx)], "means")?;
         download(&g, st, &ch, 0, &mut out.cov[span(nx * nx)], "covariances")?;
         download(&g, st, &lh, 0, &mut out.ll[span(1)], "log-likelihoods")?;

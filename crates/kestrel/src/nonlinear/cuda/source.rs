@@ -11,6 +11,7 @@ use std::fmt::Write;
 
 const COMMON: &str = include_str!("../kernels/common.cuh");
 const FILTER: &str = include_str!("../kernels/filter.cu");
+const IMM: &str = include_str!("../kernels/imm.cu");
 
 /// A constant as CUDA source, exact (Rust prints the shortest string that reads back as
 /// the same f64).
@@ -107,7 +108,22 @@ pub(crate) fn function(out: &mut String, name: &str, tape: &Tape) {
 /// The whole translation unit for `model` in precision `T` with the sigma-point `rule`
 /// (`None`: the EKF). Public for the tests that compile the kernels as C++.
 pub fn source<T: Real>(model: &NonlinearModel, rule: Option<&SigmaRule>) -> String {
-    let (nx, ny) = (model.nx(), model.ny());
+    source_of::<T>(&[model], rule, 1, None)
+}
+
+/// The translation unit of the modes `models` (one model: mode 0), the sigma-point
+/// `rule` (`None`: the EKF, `iterations > 1`: the iterated EKF) and, for an IMM, its
+/// transition matrix and initial mode probabilities (the kernel `nl_imm`). Every mode
+/// shares the prior and the angle components of mode 0. Public for the tests that
+/// compile the kernels as C++.
+pub fn source_of<T: Real>(
+    models: &[&NonlinearModel],
+    rule: Option<&SigmaRule>,
+    iterations: usize,
+    imm: Option<(&nalgebra::DMatrix<f64>, &nalgebra::DVector<f64>)>,
+) -> String {
+    let model = models[0];
+    let (nx, ny, r) = (model.nx(), model.ny(), models.len());
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -116,8 +132,9 @@ pub fn source<T: Real>(model: &NonlinearModel, rule: Option<&SigmaRule>) -> Stri
     );
     let _ = writeln!(
         s,
-        "#define NX {nx}\n#define NY {ny}\n#define NANG {}",
-        model.angles.len()
+        "#define NX {nx}\n#define NY {ny}\n#define NANG {}\n#define NMODE {r}\n#define ITER {}",
+        model.angles.len(),
+        iterations.max(1)
     );
     // The semi-definite factor's tolerance for a vanishing pivot: the CPU's (1e-12 of the
     // largest diagonal) in f64, and f32's rounding in f32.
@@ -154,8 +171,11 @@ pub fn source<T: Real>(model: &NonlinearModel, rule: Option<&SigmaRule>) -> Stri
             .map(|(i, j)| lit(m[(i, j)]))
             .collect()
     };
-    array(&mut s, "QM", "real", &mat(&model.q));
-    array(&mut s, "RM", "real", &mat(&model.r));
+    let each = |f: &dyn Fn(&NonlinearModel) -> Vec<String>| -> Vec<String> {
+        models.iter().flat_map(|m| f(m)).collect()
+    };
+    array(&mut s, "QM", "real", &each(&|m| mat(&m.q)));
+    array(&mut s, "RM", "real", &each(&|m| mat(&m.r)));
     array(
         &mut s,
         "X0",
@@ -173,14 +193,68 @@ pub fn source<T: Real>(model: &NonlinearModel, rule: Option<&SigmaRule>) -> Stri
             .map(|a| a.to_string())
             .collect::<Vec<_>>(),
     );
+    if let Some((tr, init)) = imm {
+        array(&mut s, "TR", "real", &mat(tr));
+        array(
+            &mut s,
+            "MU0",
+            "real",
+            &init.iter().map(|&v| lit(v)).collect::<Vec<_>>(),
+        );
+    }
     s.push_str(COMMON);
-    if rule.is_some() {
-        function(&mut s, "model_f", model.f.tape());
-        function(&mut s, "model_h", model.h.tape());
+    let names: [(&str, &str); 2] = if rule.is_some() {
+        [("model_f", "f"), ("model_h", "h")]
     } else {
-        function(&mut s, "model_fjac", model.f.jacobian_tape());
-        function(&mut s, "model_hjac", model.h.jacobian_tape());
+        [("model_fjac", "f"), ("model_hjac", "h")]
+    };
+    for (name, _) in names {
+        let _ = writeln!(
+            s,
+            "template <int J> __device__ __forceinline__ void {name}(const real* __restrict__ x, real* __restrict__ y);"
+        );
+    }
+    for (j, m) in models.iter().enumerate() {
+        for (name, which) in names {
+            let f = if which == "f" { &m.f } else { &m.h };
+            let tape = if rule.is_some() {
+                f.tape()
+            } else {
+                f.jacobian_tape()
+            };
+            function(&mut s, &format!("{name}_{j}"), tape);
+            let _ = writeln!(
+                s,
+                "template <> __device__ __forceinline__ void {name}<{j}>(const real* __restrict__ x, real* __restrict__ y) {{ {name}_{j}(x, y); }}"
+            );
+        }
     }
     s.push_str(FILTER);
+    if imm.is_some() {
+        // The modes by index, for the IMM's loops over them (unrolled, so each call is
+        // to one mode's code).
+        let cases = |call: &str| -> String {
+            (0..r)
+                .map(|j| {
+                    format!(
+                        "case {j}: return {};",
+                        call.replace("<J>", &format!("<{j}>"))
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        let _ = writeln!(
+            s,
+            "__device__ __forceinline__ bool predict_mode(int j, real* m, real* P) {{ switch (j) {{ {} default: return false; }} }}",
+            cases("predict<J>(m, P)")
+        );
+        let _ = writeln!(
+            s,
+            "__device__ __forceinline__ int update_mode(int j, const real* z, real* m, real* P, real* ll) {{ switch (j) {{ {} default: return 2; }} }}",
+            cases("update<J>(z, m, P, ll)")
+        );
+        s.push_str(IMM);
+    }
     s
 }

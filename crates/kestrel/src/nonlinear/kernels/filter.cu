@@ -1,9 +1,12 @@
 // The nonlinear Gaussian filters, one thread per track, the state in registers: the EKF
-// (SIGMA 0) or a sigma-point filter (SIGMA 1: the UKF's or the CKF's points and weights
-// in WM, WC), as on the CPU (nonlinear/ekf.rs, nonlinear/sigma.rs). The launcher writes
-// before this file: NX, NY, NANG, SIGMA, NP, CENTRAL, SCALE, PSD_TOL, the model's functions
-// model_f, model_h (values) and model_fjac, model_hjac (values then the row-major
-// Jacobian), and the constants QM, RM, X0, P00, ANG, WM, WC.
+// (SIGMA 0; ITER > 1: the iterated EKF's Gauss-Newton updates) or a sigma-point filter
+// (SIGMA 1: the UKF's or the CKF's points and weights in WM, WC), as on the CPU
+// (nonlinear/ekf.rs, nonlinear/sigma.rs, nonlinear/iterated.rs). The launcher writes
+// before this file: NX, NY, NANG, NMODE, SIGMA, ITER, NP, CENTRAL, SCALE, PSD_TOL, each
+// mode J's functions model_f<J>, model_h<J> (values) and model_fjac<J>, model_hjac<J>
+// (values then the row-major Jacobian), and the constants QM [NMODE][NX][NX],
+// RM [NMODE][NY][NY], X0, P00, ANG, WM, WC. One model is mode 0; the IMM's kernel
+// (imm.cu) runs every mode's predict<J> and update<J>.
 //
 // Layouts, structure of arrays so that a warp's loads and stores are contiguous: z
 // [T][NY][B], mean [T][NX][B], cov [T][NX * NX][B], ll [T][B] (with `last`, one step:
@@ -13,7 +16,7 @@
 #if SIGMA
 // The moments of y = g(x) (D outputs) over the points of (m, P): mean (angles as
 // circular means when ANGLES), covariance and the cross covariance C (NX x D).
-template <int D, bool MEASURE>
+template <int D, bool MEASURE, int J>
 __device__ __forceinline__ bool transform(const real* m, const real* P, real* mean, real* cov, real* cross) {
     real L[NX * NX];
     if (!chol_psd<NX>(P, L)) return false;
@@ -26,7 +29,7 @@ __device__ __forceinline__ bool transform(const real* m, const real* P, real* me
         const real s = q < NX ? (real)SCALE : -(real)SCALE;
 #pragma unroll
         for (int r = 0; r < NX; r++) x[r] = q < 0 ? m[r] : m[r] + s * L[r * NX + j];
-        if (MEASURE) model_h(x, ys + i * D); else model_f(x, ys + i * D);
+        if (MEASURE) model_h<J>(x, ys + i * D); else model_f<J>(x, ys + i * D);
     }
 #pragma unroll
     for (int r = 0; r < D; r++) {
@@ -82,34 +85,37 @@ __device__ __forceinline__ bool transform(const real* m, const real* P, real* me
     return true;
 }
 
+template <int J>
 __device__ __forceinline__ bool predict(real* m, real* P) {
     real mean[NX], cov[NX * NX], cross[NX * NX];
-    if (!transform<NX, false>(m, P, mean, cov, cross)) return false;
+    if (!transform<NX, false, J>(m, P, mean, cov, cross)) return false;
 #pragma unroll
     for (int r = 0; r < NX; r++) m[r] = mean[r];
 #pragma unroll
-    for (int i = 0; i < NX * NX; i++) P[i] = cov[i] + QM[i];
+    for (int i = 0; i < NX * NX; i++) P[i] = cov[i] + QM[J * NX * NX + i];
     symmetrize<NX>(P);
     return true;
 }
 
 // 0: done; 1: P has no factor; 2: S is not positive definite.
+template <int J>
 __device__ __forceinline__ int update(const real* z, real* m, real* P, real* ll) {
     real mean[NY], S[NY * NY], C[NX * NY];
-    if (!transform<NY, true>(m, P, mean, S, C)) return 1;
+    if (!transform<NY, true, J>(m, P, mean, S, C)) return 1;
     real y[NY];
 #pragma unroll
     for (int r = 0; r < NY; r++) y[r] = z[r] - mean[r];
 #pragma unroll
     for (int a = 0; a < NANG; a++) y[ANG[a]] = k_wrap(y[ANG[a]]);
 #pragma unroll
-    for (int i = 0; i < NY * NY; i++) S[i] += RM[i];
+    for (int i = 0; i < NY * NY; i++) S[i] += RM[J * NY * NY + i];
     return moment_update(m, P, y, S, C, ll) ? 0 : 2;
 }
 #else
+template <int J>
 __device__ __forceinline__ bool predict(real* m, real* P) {
     real o[NX + NX * NX];
-    model_fjac(m, o);
+    model_fjac<J>(m, o);
     const real* F = o + NX;
     // D = P F^T, P = F D + Q.
     real D[NX * NX];
@@ -129,7 +135,7 @@ __device__ __forceinline__ bool predict(real* m, real* P) {
             real v = (real)0;
 #pragma unroll
             for (int k = 0; k < NX; k++) v += F[r * NX + k] * D[k * NX + c];
-            P[r * NX + c] = v + QM[r * NX + c];
+            P[r * NX + c] = v + QM[J * NX * NX + r * NX + c];
         }
     symmetrize<NX>(P);
 #pragma unroll
@@ -137,9 +143,11 @@ __device__ __forceinline__ bool predict(real* m, real* P) {
     return true;
 }
 
-__device__ __forceinline__ int update(const real* z, real* m, real* P, real* ll) {
+// The EKF update: y = z - h(m), C = P H^T, S = H C + R with H the Jacobian at m.
+template <int J>
+__device__ __forceinline__ int ekf_update(const real* z, real* m, real* P, real* ll) {
     real o[NY + NY * NX];
-    model_hjac(m, o);
+    model_hjac<J>(m, o);
     const real* H = o + NY;
     real y[NY];
 #pragma unroll
@@ -164,9 +172,72 @@ __device__ __forceinline__ int update(const real* z, real* m, real* P, real* ll)
             real v = (real)0;
 #pragma unroll
             for (int k = 0; k < NX; k++) v += H[r * NX + k] * C[k * NY + c];
-            S[r * NY + c] = v + RM[r * NY + c];
+            S[r * NY + c] = v + RM[J * NY * NY + r * NY + c];
         }
     return moment_update(m, P, y, S, C, ll) ? 0 : 2;
+}
+
+// The iterated EKF's update (ITER > 1): from x = m (the prediction), ITER Gauss-Newton
+// steps x <- m + K (z - h(x) - H (m - x)) with H the Jacobian at x; P from the last
+// step, the log-likelihood from the first (the EKF's).
+template <int J>
+__device__ __forceinline__ int iekf_update(const real* z, real* m, real* P, real* ll) {
+    real x[NX], Pn[NX * NX];
+#pragma unroll
+    for (int r = 0; r < NX; r++) x[r] = m[r];
+    for (int it = 0; it < ITER; it++) {
+        real o[NY + NY * NX];
+        model_hjac<J>(x, o);
+        const real* H = o + NY;
+        real y[NY];
+#pragma unroll
+        for (int r = 0; r < NY; r++) {
+            real v = z[r] - o[r];
+#pragma unroll
+            for (int k = 0; k < NX; k++) v -= H[r * NX + k] * (m[k] - x[k]);
+            y[r] = v;
+        }
+#pragma unroll
+        for (int a = 0; a < NANG; a++) y[ANG[a]] = k_wrap(y[ANG[a]]);
+        real C[NX * NY], S[NY * NY];
+#pragma unroll
+        for (int r = 0; r < NX; r++)
+#pragma unroll
+            for (int c = 0; c < NY; c++) {
+                real v = (real)0;
+#pragma unroll
+                for (int k = 0; k < NX; k++) v += P[r * NX + k] * H[c * NX + k];
+                C[r * NY + c] = v;
+            }
+#pragma unroll
+        for (int r = 0; r < NY; r++)
+#pragma unroll
+            for (int c = 0; c < NY; c++) {
+                real v = (real)0;
+#pragma unroll
+                for (int k = 0; k < NX; k++) v += H[r * NX + k] * C[k * NY + c];
+                S[r * NY + c] = v + RM[J * NY * NY + r * NY + c];
+            }
+        real mi[NX], l;
+#pragma unroll
+        for (int r = 0; r < NX; r++) mi[r] = m[r];
+#pragma unroll
+        for (int i = 0; i < NX * NX; i++) Pn[i] = P[i];
+        if (!moment_update(mi, Pn, y, S, C, &l)) return 2;
+        if (it == 0) *ll = l;
+#pragma unroll
+        for (int r = 0; r < NX; r++) x[r] = mi[r];
+    }
+#pragma unroll
+    for (int r = 0; r < NX; r++) m[r] = x[r];
+#pragma unroll
+    for (int i = 0; i < NX * NX; i++) P[i] = Pn[i];
+    return 0;
+}
+
+template <int J>
+__device__ __forceinline__ int update(const real* z, real* m, real* P, real* ll) {
+    return ITER > 1 ? iekf_update<J>(z, m, P, ll) : ekf_update<J>(z, m, P, ll);
 }
 #endif
 
@@ -184,7 +255,7 @@ extern "C" __global__ void __launch_bounds__(128) nl_filter(const real* __restri
     int fail = 0;
     real total = (real)0;
     for (int k = 0; k < steps; k++) {
-        if (k > 0 && !predict(m, P)) {
+        if (k > 0 && !predict<0>(m, P)) {
             fail = 2 * (k + 1);
             break;
         }
@@ -197,7 +268,7 @@ extern "C" __global__ void __launch_bounds__(128) nl_filter(const real* __restri
         }
         real l = (real)0;
         if (!missing) {
-            const int u = update(zk, m, P, &l);
+            const int u = update<0>(zk, m, P, &l);
             if (u) {
                 fail = 2 * (k + 1) + (u - 1);
                 break;
