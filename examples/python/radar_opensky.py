@@ -246,7 +246,7 @@ def main() -> None:
         for tid, (_, x) in res.by_track().items():
             ax.plot(x[:, 0] / 1e3, x[:, 2] / 1e3, lw=1, zorder=2)
         ax.plot([], [], color="0.7", lw=3, label="ADS-B truth")
-        ax.plot([], [], color="C0", lw=1, label="kestrel tracks (confirmed)")
+        ax.plot([], [], color="C0", lw=1, label="kestrel IMM-UKF tracks (confirmed)")
         ax.plot(0, 0, "k^", label="radar")
         ax.set(xlabel="east (km)", ylabel="north (km)", aspect="equal",
                title="Air traffic around Heathrow, 20 minutes")
