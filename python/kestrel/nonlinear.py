@@ -190,8 +190,10 @@ class NonlinearFilter:
         progress: bool = False,
     ) -> NonlinearResult:
         """Smooths ``z``: ``method="rts"`` (the RTS smoother with the filter's
-        linearisation) or ``"iterated"`` (iterated extended smoother for ekf/iekf,
-        iterated posterior linearisation for ukf/ckf): ``kestrel smooth --filter KIND
+        linearisation), ``"iterated"`` (iterated extended smoother for ekf/iekf,
+        iterated posterior linearisation for ukf/ckf) or ``"parallel-iterated"`` (the
+        same passes, each pass's linearised filter and smoother run by the parallel scan;
+        ``device="cuda"`` runs those scans on the GPU): ``kestrel smooth --filter KIND
         --method METHOD``. ``loglik`` is the filter's."""
         return self._run(
             z, True, method, filter, iterations, alpha, beta, kappa, precision, device, progress

@@ -156,11 +156,25 @@ def test_bad_files_and_arguments():
         nf.filter(z, filter="xkf")
     with pytest.raises(ValueError, match="the model measures 1"):
         nf.filter(np.zeros((1, 4, 2)))
-    with pytest.raises(ValueError, match="rts or iterated"):
+    with pytest.raises(ValueError, match="rts, iterated or parallel-iterated"):
         nf.smooth(z, method="two-filter")
     # What the GPU does not run is refused by name, with or without a GPU.
     with pytest.raises(ValueError, match="the ekf smoothers on cuda:0"):
         nf.smooth(z, filter="ekf", device="cuda")
+
+
+def test_the_parallel_iterated_smoother_is_the_iterated_smoother(rng):
+    z = simulate(rng, tracks=3, steps=200)
+    nf = kestrel.NonlinearFilter.from_toml_str(PENDULUM)
+    for kind in ("ekf", "ukf"):
+        seq = nf.smooth(z, method="iterated", iterations=4, filter=kind)
+        par = nf.smooth(z, method="parallel-iterated", iterations=4, filter=kind)
+        for name in ("mean", "cov", "loglik"):
+            np.testing.assert_allclose(getattr(par, name), getattr(seq, name), rtol=1e-8,
+                                       atol=1e-10)
+        # One pass is the method's own smoother.
+        one = nf.smooth(z, method="parallel-iterated", iterations=1, filter=kind)
+        np.testing.assert_array_equal(one.mean, nf.smooth(z, filter=kind).mean)
 
 
 def test_iterated_smoother_and_precision(rng):

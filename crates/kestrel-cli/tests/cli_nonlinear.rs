@@ -157,7 +157,11 @@ fn a_nonlinear_file_filters_and_smooths_in_both_formats() {
     assert!(text.starts_with("track,t,"), "{}", &text[..60]);
     assert!(text.contains("loglik"));
     assert_eq!(text.lines().count(), 1 + 3 * 40);
-    for (method, extra) in [("rts", vec![]), ("iterated", vec!["--iterations", "3"])] {
+    for (method, extra) in [
+        ("rts", vec![]),
+        ("iterated", vec!["--iterations", "3"]),
+        ("parallel-iterated", vec!["--iterations", "3"]),
+    ] {
         for kind in ["ekf", "ukf", "ckf", "iekf"] {
             let out = dir.path().join(format!("s-{method}-{kind}.npz"));
             let mut args = vec![
@@ -179,6 +183,14 @@ fn a_nonlinear_file_filters_and_smooths_in_both_formats() {
             assert_eq!((e.tracks(), e.steps(), e.nx()), (3, 40, 2));
             assert!(e.mean().iter().all(|v| v.is_finite()));
         }
+    }
+    // The parallel passes reach the sequential passes' smoother.
+    for kind in ["ekf", "ukf"] {
+        let (a, b) = (
+            npz(&dir.path().join(format!("s-iterated-{kind}.npz"))),
+            npz(&dir.path().join(format!("s-parallel-iterated-{kind}.npz"))),
+        );
+        close(b.mean(), a.mean(), 1e-8, kind);
     }
 }
 
@@ -328,7 +340,7 @@ fn bad_model_files_and_options_give_one_error_line() {
             vec![
                 "smooth", "--model", &cv, "--input", &z, "--output", out, "--method", "iterated",
             ],
-            vec!["--method iterated and --iterations apply to the nonlinear filters"],
+            vec!["--method iterated, parallel-iterated and --iterations apply to the nonlinear filters"],
         ),
         (
             vec![

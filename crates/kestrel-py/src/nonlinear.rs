@@ -166,9 +166,10 @@ fn nonlinear_estimate<'py>(
         (false, _) => NonlinearJob::Filter,
         (true, "rts") => NonlinearJob::Smooth(NonlinearSmoother::Rts),
         (true, "iterated") => NonlinearJob::Smooth(NonlinearSmoother::Iterated),
+        (true, "parallel-iterated") => NonlinearJob::Smooth(NonlinearSmoother::ParallelIterated),
         (true, m) => {
             return Err(PyValueError::new_err(format!(
-                "method: unknown smoother \"{m}\" (expected rts or iterated)"
+                "method: unknown smoother \"{m}\" (expected rts, iterated or parallel-iterated)"
             )))
         }
     };

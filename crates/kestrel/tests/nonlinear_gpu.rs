@@ -204,6 +204,65 @@ fn the_gpu_imm_equals_the_cpu_on_random_data() {
 }
 
 #[test]
+fn the_parallel_iterated_smoother_on_the_gpu_equals_the_cpu() {
+    if !gpu_or_skip("nonlinear_gpu") {
+        return;
+    }
+    use kestrel::nonlinear::NonlinearSmoother;
+    let m = pendulum(1);
+    let z = data(&m, 2, 5000, 17);
+    let problem = NonlinearProblem::Single(m);
+    let job = NonlinearJob::Smooth(NonlinearSmoother::ParallelIterated);
+    for kind in [FilterKind::Ekf, FilterKind::Ukf] {
+        let opts = NonlinearOptions::default()
+            .with_kind(kind)
+            .with_iterations(3);
+        let want = estimate_on::<f64>(
+            Device::Cpu,
+            &problem,
+            &z,
+            &opts,
+            NonlinearJob::Smooth(NonlinearSmoother::Iterated),
+        )
+        .expect("the CPU iterated smoother");
+        for (f32_run, tol) in [(false, 1e-7), (true, 5e-3)] {
+            let (sm, sc) = if f32_run {
+                let g = estimate_on::<f32>(Device::Cuda(0), &problem, &cast::<f32>(&z), &opts, job)
+                    .expect("the GPU parallel iterated smoother, f32")
+                    .smoothed
+                    .unwrap();
+                let up = |v: &[f32]| v.iter().map(|&x| f64::from(x)).collect::<Vec<_>>();
+                (up(g.mean()), up(g.cov()))
+            } else {
+                let g = estimate_on::<f64>(Device::Cuda(0), &problem, &z, &opts, job)
+                    .expect("the GPU parallel iterated smoother, f64")
+                    .smoothed
+                    .unwrap();
+                (g.mean().to_vec(), g.cov().to_vec())
+            };
+            let ws = want.smoothed.as_ref().unwrap();
+            for (what, a, b) in [("mean", &sm, ws.mean()), ("cov", &sc, ws.cov())] {
+                let scale = b.iter().fold(1.0f64, |m, v| m.max(v.abs()));
+                let mut worst = 0.0f64;
+                for (i, (x, y)) in a.iter().zip(b).enumerate() {
+                    let d = (x - y).abs();
+                    assert!(
+                        d <= tol * (1.0 + y.abs() + 1e-2 * scale),
+                        "{} f32={f32_run} {what}[{i}]: GPU {x} CPU {y}",
+                        kind.name()
+                    );
+                    worst = worst.max(d / (1.0 + y.abs()));
+                }
+                eprintln!(
+                    "parallel iterated {} f32={f32_run} {what}: worst relative difference {worst:.2e}",
+                    kind.name()
+                );
+            }
+        }
+    }
+}
+
+#[test]
 fn a_failing_track_is_named_as_on_the_cpu() {
     if !gpu_or_skip("nonlinear_gpu") {
         return;

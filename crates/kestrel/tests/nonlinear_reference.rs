@@ -560,6 +560,61 @@ fn the_iterations_of_one_are_the_plain_methods() {
     }
 }
 
+/// The parallel iterated smoothers reach the sequential ones' passes: the same filtered
+/// and smoothed moments after every number of passes (one pass: the method's own
+/// smoother, bit for bit), every method, the bearing measured as an angle.
+#[test]
+fn the_parallel_iterated_smoothers_are_the_iterated_smoothers() {
+    for seed in [4, 9] {
+        let md = Random::new(seed);
+        let model = md.model();
+        let z = md.data(3, 300, seed + 1);
+        for kind in [
+            FilterKind::Ekf,
+            FilterKind::Iekf,
+            FilterKind::Ukf,
+            FilterKind::Ckf,
+        ] {
+            for n in [1, 3] {
+                let o = opts(kind).with_iterations(n);
+                let seq = run(
+                    &model,
+                    &z,
+                    o,
+                    NonlinearJob::Smooth(NonlinearSmoother::Iterated),
+                );
+                let par = run(
+                    &model,
+                    &z,
+                    o,
+                    NonlinearJob::Smooth(NonlinearSmoother::ParallelIterated),
+                );
+                let (ss, ps) = (seq.smoothed.unwrap(), par.smoothed.unwrap());
+                if n == 1 {
+                    assert_eq!(ss.mean(), ps.mean(), "{kind:?}");
+                    continue;
+                }
+                let close = |a: &[f64], b: &[f64], what: &str| {
+                    for (i, (x, y)) in a.iter().zip(b).enumerate() {
+                        assert!(
+                            (x - y).abs() <= 1e-8 * (1.0 + y.abs()),
+                            "seed {seed} {kind:?} {n} passes {what}[{i}]: {x} vs {y}"
+                        );
+                    }
+                };
+                close(ps.mean(), ss.mean(), "smoothed mean");
+                close(ps.cov(), ss.cov(), "smoothed cov");
+                close(par.filtered.mean(), seq.filtered.mean(), "filtered mean");
+                close(
+                    par.filtered.loglik().unwrap(),
+                    seq.filtered.loglik().unwrap(),
+                    "loglik",
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn every_filter_on_a_linear_model_is_the_kalman_filter() {
     let lin = constant_velocity(2, 0.5, 0.3, 2.0, 10.0).unwrap();

@@ -73,6 +73,9 @@ pub enum SmoothMethodArg {
     /// Nonlinear filters: the iterated extended smoother (ekf, iekf) or iterated
     /// posterior linearisation (ukf, ckf).
     Iterated,
+    /// Nonlinear filters: the same passes, each pass's linearised filter and smoother
+    /// run by the parallel scan (CPU or GPU).
+    ParallelIterated,
 }
 
 #[derive(clap::Args, Debug)]
@@ -168,6 +171,9 @@ pub fn run_smooth(a: SmoothArgs) -> anyhow::Result<()> {
         ),
         // The route refuses it for the Kalman family.
         SmoothMethodArg::Iterated => (SmoothMethod::Rts, NonlinearSmoother::Iterated, None),
+        SmoothMethodArg::ParallelIterated => {
+            (SmoothMethod::Rts, NonlinearSmoother::ParallelIterated, None)
+        }
     };
     let Some(model) = routed(&a.common, Some(smoother), linear_method)? else {
         return Ok(());

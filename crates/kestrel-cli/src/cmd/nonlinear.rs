@@ -42,6 +42,14 @@ pub enum Route {
     Nonlinear(Box<NonlinearFile>),
 }
 
+/// Whether `smooth` is one of the iterated smoothers.
+fn iterated(smooth: Option<NonlinearSmoother>) -> bool {
+    matches!(
+        smooth,
+        Some(NonlinearSmoother::Iterated | NonlinearSmoother::ParallelIterated)
+    )
+}
+
 /// Decides the route: the Kalman family unless the file is nonlinear, has `[imm]` or
 /// `[filter]`, or `--filter` names a nonlinear filter.
 pub fn route(r: &Request<'_>) -> anyhow::Result<Route> {
@@ -60,9 +68,9 @@ pub fn route(r: &Request<'_>) -> anyhow::Result<Route> {
     };
     let nonlinear_file = kestrel::nonlinear::is_nonlinear_text(&text);
     if !nonlinear_file && matches!(flag, None | Some(FilterChoice::Kf)) {
-        if r.iterations.is_some() || r.smooth == Some(NonlinearSmoother::Iterated) {
+        if r.iterations.is_some() || iterated(r.smooth) {
             return Err(bad(
-                "--method iterated and --iterations apply to the nonlinear filters: add --filter ekf, ukf, ckf or iekf",
+                "--method iterated, parallel-iterated and --iterations apply to the nonlinear filters: add --filter ekf, ukf, ckf or iekf",
             ));
         }
         return Ok(Route::Linear(None));
@@ -71,11 +79,11 @@ pub fn route(r: &Request<'_>) -> anyhow::Result<Route> {
     let choice = flag.or(file.filter);
     if choice == Some(FilterChoice::Kf) {
         return match (&file.linear, &file.problem) {
-            (Some(m), _) if r.smooth != Some(NonlinearSmoother::Iterated) && r.iterations.is_none() => {
+            (Some(m), _) if !iterated(r.smooth) && r.iterations.is_none() => {
                 Ok(Route::Linear(Some(Box::new(m.clone()))))
             }
             (Some(_), _) => Err(bad(
-                "--method iterated and --iterations apply to the nonlinear filters, not kf",
+                "--method iterated, parallel-iterated and --iterations apply to the nonlinear filters, not kf",
             )),
             (None, _) => Err(bad(format!(
                 "{}: the Kalman filter (kf) needs a linear model; this one is nonlinear (use --filter ekf, ukf, ckf or iekf)",
@@ -189,6 +197,11 @@ fn run_typed<T: Real>(
         (_, Some(NonlinearSmoother::Rts)) => format!("smooth ({} + RTS)", file.options.kind.name()),
         (_, Some(NonlinearSmoother::Iterated)) => format!(
             "smooth ({}, iterated, {} passes)",
+            file.options.kind.name(),
+            file.options.iterations
+        ),
+        (_, Some(NonlinearSmoother::ParallelIterated)) => format!(
+            "smooth ({}, parallel iterated, {} passes)",
             file.options.kind.name(),
             file.options.iterations
         ),

@@ -69,15 +69,15 @@ pub(super) fn iekf_update(
 }
 
 /// An affine Gaussian approximation `g(x) ~ A x + b + N(0, Omega)`.
-struct Affine {
-    a: DMatrix<f64>,
-    b: DVector<f64>,
-    omega: DMatrix<f64>,
+pub(super) struct Affine {
+    pub a: DMatrix<f64>,
+    pub b: DVector<f64>,
+    pub omega: DMatrix<f64>,
 }
 
 /// `g` linearised about `(m, P)`: by Jacobian at `m` (extended) or by statistical linear
 /// regression on sigma points (posterior linearisation).
-fn linearise(
+pub(super) fn linearise(
     step: &Step<'_>,
     model: &NonlinearModel,
     measurement: bool,

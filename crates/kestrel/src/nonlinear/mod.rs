@@ -37,6 +37,7 @@ mod bank;
 mod ekf;
 mod imm;
 mod iterated;
+mod parallel_iterated;
 mod sim;
 mod smoother;
 
@@ -150,6 +151,9 @@ pub enum NonlinearSmoother {
     /// Iterated: the iterated extended RTS smoother (ekf, iekf) or iterated posterior
     /// linearisation (ukf, ckf), with [`NonlinearOptions::iterations`] passes.
     Iterated,
+    /// The same passes with each pass's linearised filter and RTS smoother run by the
+    /// parallel scan, on the CPU or a GPU (`parallel_iterated.rs`).
+    ParallelIterated,
 }
 
 /// What to compute.
@@ -554,15 +558,38 @@ pub fn estimate_on<T: Real>(
             "keeping only the last state is for the filters of one model (not the smoothers or the IMM)",
         ));
     }
-    if device != Device::Cpu {
-        return estimate_gpu(device, problem, z, opts, job, rule.as_ref());
-    }
     let step = match (opts.kind, &rule) {
         (FilterKind::Ekf, _) => Step::Ekf,
         (FilterKind::Iekf, _) => Step::Iekf(opts.iterations),
         (_, Some(r)) => Step::Sigma(r),
         (_, None) => unreachable!("rule_for makes a rule for ukf and ckf"),
     };
+    if job == NonlinearJob::Smooth(NonlinearSmoother::ParallelIterated) {
+        let NonlinearProblem::Single(model) = problem else {
+            return Err(Error::Unsupported(
+                "smoothing an IMM model is not available (kestrel filter runs the IMM filter)"
+                    .into(),
+            ));
+        };
+        let (filtered, smoothed) =
+            parallel_iterated::smooth(device, &step, model, z, opts.iterations)?;
+        if let Some(i) = smoothed.mean().iter().position(|v| !v.is_finite_value()) {
+            return Err(Error::NonFinite {
+                what: "smoothed mean".into(),
+                track: i / (z.steps() * nx),
+                step: i / nx % z.steps(),
+                msg: "not finite (the model's functions left their domain?)".into(),
+            });
+        }
+        return Ok(NonlinearOutput {
+            filtered,
+            smoothed: Some(smoothed),
+            mode_probs: None,
+        });
+    }
+    if device != Device::Cpu {
+        return estimate_gpu(device, problem, z, opts, job, rule.as_ref());
+    }
     let zf: Vec<f64> = z.data().iter().map(|v| v.to_f64()).collect();
     let smoothing = smoothing_job(job);
     let r = match problem {
@@ -601,20 +628,23 @@ pub fn estimate_on<T: Real>(
                 filter_track(&step, m, zt, fm, fc, l, &mut w)
                     .and_then(|()| smoother::rts_track(&step, m, fm, fc, sm, sc, &mut w))
             }
-            (NonlinearProblem::Single(m), NonlinearJob::Smooth(NonlinearSmoother::Iterated)) => {
-                iterated::iterated_smooth_track(
-                    &step,
-                    m,
-                    zt,
-                    opts.iterations,
-                    fm,
-                    fc,
-                    l,
-                    sm,
-                    sc,
-                    &mut w,
-                )
-            }
+            (
+                NonlinearProblem::Single(m),
+                NonlinearJob::Smooth(
+                    NonlinearSmoother::Iterated | NonlinearSmoother::ParallelIterated,
+                ),
+            ) => iterated::iterated_smooth_track(
+                &step,
+                m,
+                zt,
+                opts.iterations,
+                fm,
+                fc,
+                l,
+                sm,
+                sc,
+                &mut w,
+            ),
         };
         if let Err((k, what)) = res {
             let mut e = first_error.lock().unwrap_or_else(|p| p.into_inner());

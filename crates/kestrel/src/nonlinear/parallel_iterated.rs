@@ -1,0 +1,223 @@
+//! `smooth --method parallel-iterated`: the fixed point of the iterated smoothers
+//! (`iterated.rs`: the iterated extended RTS smoother for the EKF and IEKF, iterated
+//! posterior linearisation for the UKF and CKF) with each pass's linearised filter and
+//! RTS smoother run by the parallel scan, on the CPU or a GPU (Yaghoobi, Corenflos, Hassan
+//! & Sarkka, "Parallel iterated extended and sigma-point Kalman smoothers", ICASSP 2021).
+//!
+//! Pass 1 is the method's own filter and RTS smoother on the CPU: the nominal trajectory,
+//! as the sequential iterated smoothers start. Every later pass linearises every `f`
+//! (step k-1 to k) and `h` (step k) about the previous pass's smoothed moments, all steps
+//! at once, and runs [`crate::parallel::smooth_rts`] on that affine time-varying model
+//! (`F = A`, `u = b`, `Q + Omega`; `H = A`, `d = b`, `R + Lambda`) on the device. So after
+//! N passes the result is the sequential iterated smoother's after N passes, to the
+//! scan's rounding. Angle components of a measurement are unwrapped about the
+//! linearisation's prediction `A m + b` (the linear scan does not wrap innovations): the
+//! same as the sequential smoother's wrap while innovations stay within pi.
+//!
+//! The tracks are smoothed one after another, each with its steps in parallel: the method
+//! is for long sequences; many short tracks run faster by `--method iterated`.
+
+use super::ekf::{wrap, Fail, Work};
+use super::iterated::{linearise, Affine};
+use super::models::NonlinearModel;
+use super::smoother::rts_track;
+use super::{filter_track, Step};
+use crate::data::{Estimates, Measurements};
+use crate::device::Device;
+use crate::error::{Error, Result};
+use crate::linalg::Real;
+use crate::model::{Prior, StateSpace};
+use crate::scan::ScanAlgorithm;
+use nalgebra::{DMatrix, DVector};
+use rayon::prelude::*;
+
+/// One track's affine model of one pass: `trans[k - 1]` carries step k-1 to k, `obs[k]`
+/// measures step k.
+struct AffineSeq {
+    nx: usize,
+    ny: usize,
+    prior: Prior,
+    trans: Vec<(DMatrix<f64>, DVector<f64>, DMatrix<f64>)>,
+    obs: Vec<(DMatrix<f64>, DVector<f64>, DMatrix<f64>)>,
+}
+
+impl StateSpace for AffineSeq {
+    fn nx(&self) -> usize {
+        self.nx
+    }
+    fn ny(&self) -> usize {
+        self.ny
+    }
+    fn transition(&self, k: usize) -> (&DMatrix<f64>, &DVector<f64>, &DMatrix<f64>) {
+        let t = &self.trans[k.max(1) - 1];
+        (&t.0, &t.1, &t.2)
+    }
+    fn observation(&self, k: usize) -> (&DMatrix<f64>, &DVector<f64>, &DMatrix<f64>) {
+        let o = &self.obs[k];
+        (&o.0, &o.1, &o.2)
+    }
+    fn prior(&self) -> &Prior {
+        &self.prior
+    }
+    fn steps_covered(&self) -> Option<usize> {
+        Some(self.obs.len())
+    }
+}
+
+fn fail(track: usize, (step, what): (usize, Fail)) -> Error {
+    Error::NotPositiveDefinite { track, step, what }
+}
+
+/// The parallel iterated smoother of every track of `z` with `iterations` passes, the
+/// later passes' scans on `device`; returns `(filtered, smoothed)` (the filtered moments
+/// and log-likelihoods of the last pass's linearised filter).
+pub(super) fn smooth<T: Real>(
+    device: Device,
+    step: &Step<'_>,
+    model: &NonlinearModel,
+    z: &Measurements<T>,
+    iterations: usize,
+) -> Result<(Estimates<T>, Estimates<T>)> {
+    let (b, t, nx, ny) = (z.tracks(), z.steps(), model.nx(), model.ny());
+    let n2 = nx * nx;
+    let zf: Vec<f64> = z.data().iter().map(|v| v.to_f64()).collect();
+    let mut fmean = vec![0.0; b * t * nx];
+    let mut fcov = vec![0.0; b * t * n2];
+    let mut ll = vec![0.0; b * t];
+    let mut smean = vec![0.0; b * t * nx];
+    let mut scov = vec![0.0; b * t * n2];
+    // Pass 1: the method's own filter and smoother, the tracks in parallel.
+    fmean
+        .par_chunks_mut(t * nx)
+        .zip(fcov.par_chunks_mut(t * n2))
+        .zip(ll.par_chunks_mut(t))
+        .zip(smean.par_chunks_mut(t * nx))
+        .zip(scov.par_chunks_mut(t * n2))
+        .enumerate()
+        .try_for_each(|(i, ((((fm, fc), l), sm), sc))| {
+            let mut w = Work::default();
+            filter_track(
+                step,
+                model,
+                &zf[i * t * ny..(i + 1) * t * ny],
+                fm,
+                fc,
+                l,
+                &mut w,
+            )
+            .and_then(|()| rts_track(step, model, fm, fc, sm, sc, &mut w))
+            .map_err(|e| fail(i, e))
+        })?;
+    for _ in 1..iterations {
+        for i in 0..b {
+            crate::cancel::check()?;
+            let zt = &zf[i * t * ny..(i + 1) * t * ny];
+            let (sm, sc) = (
+                &smean[i * t * nx..(i + 1) * t * nx],
+                &scov[i * t * n2..(i + 1) * t * n2],
+            );
+            let (affine, zu) = linearised(step, model, zt, sm, sc).map_err(|e| fail(i, e))?;
+            let zm = Measurements::new(1, t, ny, zu.into_iter().map(T::of).collect())?;
+            let (f, s) = crate::parallel::smooth_rts(device, &affine, &zm, ScanAlgorithm::Fastest)
+                .map_err(|e| match e {
+                    Error::NotPositiveDefinite { step, what, .. } => Error::NotPositiveDefinite {
+                        track: i,
+                        step,
+                        what,
+                    },
+                    e => e,
+                })?;
+            let put = |dst: &mut [f64], src: &[T]| {
+                for (d, s) in dst.iter_mut().zip(src) {
+                    *d = s.to_f64();
+                }
+            };
+            put(&mut fmean[i * t * nx..(i + 1) * t * nx], f.mean());
+            put(&mut fcov[i * t * n2..(i + 1) * t * n2], f.cov());
+            if let Some(l) = f.loglik() {
+                put(&mut ll[i * t..(i + 1) * t], l);
+            }
+            put(&mut smean[i * t * nx..(i + 1) * t * nx], s.mean());
+            put(&mut scov[i * t * n2..(i + 1) * t * n2], s.cov());
+        }
+    }
+    let cast = |v: Vec<f64>| -> Vec<T> { v.into_iter().map(T::of).collect() };
+    Ok((
+        Estimates::new(b, t, nx, cast(fmean), cast(fcov), Some(cast(ll)))?,
+        Estimates::new(b, t, nx, cast(smean), cast(scov), None)?,
+    ))
+}
+
+/// One track's affine model about its smoothed moments `sm` [T][nx], `sc` [T][nx][nx]
+/// (every step at once), and its measurements with angles unwrapped about the
+/// linearisation's predictions.
+fn linearised(
+    step: &Step<'_>,
+    model: &NonlinearModel,
+    z: &[f64],
+    sm: &[f64],
+    sc: &[f64],
+) -> std::result::Result<(AffineSeq, Vec<f64>), (usize, Fail)> {
+    let (nx, ny) = (model.nx(), model.ny());
+    let n2 = nx * nx;
+    let t = z.len() / ny;
+    type Pair = (Option<Affine>, Option<Affine>);
+    let lin: Vec<Pair> = (0..t)
+        .into_par_iter()
+        .map_init(Work::default, |w, k| {
+            let m = DVector::from_column_slice(&sm[k * nx..(k + 1) * nx]);
+            let p = DMatrix::from_column_slice(nx, nx, &sc[k * n2..(k + 1) * n2]);
+            let f = if k + 1 < t {
+                Some(linearise(step, model, false, &m, &p, w).map_err(|e| (k, e))?)
+            } else {
+                None
+            };
+            let missing = z[k * ny..(k + 1) * ny].iter().any(|v| v.is_nan());
+            let h = if missing {
+                None
+            } else {
+                Some(linearise(step, model, true, &m, &p, w).map_err(|e| (k, e))?)
+            };
+            Ok((f, h))
+        })
+        .collect::<std::result::Result<_, (usize, Fail)>>()?;
+    let mut zu = z.to_vec();
+    let mut trans = Vec::with_capacity(t.saturating_sub(1));
+    let mut obs = Vec::with_capacity(t);
+    for (k, (f, h)) in lin.into_iter().enumerate() {
+        if let Some(f) = f {
+            trans.push((f.a, f.b, &model.q + &f.omega));
+        }
+        match h {
+            Some(h) => {
+                let m = DVector::from_column_slice(&sm[k * nx..(k + 1) * nx]);
+                let yhat = &h.a * &m + &h.b;
+                for &a in &model.angles {
+                    let i = k * ny + a;
+                    zu[i] = yhat[a] + wrap(z[i] - yhat[a]);
+                }
+                obs.push((h.a, h.b, &model.r + &h.omega));
+            }
+            // A missing step is not measured: any matrices do.
+            None => obs.push((DMatrix::zeros(ny, nx), DVector::zeros(ny), model.r.clone())),
+        }
+    }
+    if trans.is_empty() {
+        // One step: no transition is used, but the model must have one.
+        trans.push((
+            DMatrix::identity(nx, nx),
+            DVector::zeros(nx),
+            model.q.clone(),
+        ));
+    }
+    Ok((
+        AffineSeq {
+            nx,
+            ny,
+            prior: model.prior.clone(),
+            trans,
+            obs,
+        },
+        zu,
+    ))
+}
