@@ -42,6 +42,20 @@ pub enum Route {
     Nonlinear(Box<NonlinearFile>),
 }
 
+/// `--filter`, parsed (an unknown name is a usage error naming the choices).
+pub fn filter_flag(filter: Option<&str>) -> anyhow::Result<Option<FilterChoice>> {
+    filter
+        .map(|s| {
+            FilterChoice::parse(s).ok_or_else(|| {
+                bad(format!(
+                    "--filter {s}: unknown filter (expected kf, {})",
+                    FilterKind::NAMES
+                ))
+            })
+        })
+        .transpose()
+}
+
 /// Whether `smooth` is one of the iterated smoothers.
 fn iterated(smooth: Option<NonlinearSmoother>) -> bool {
     matches!(
@@ -53,15 +67,7 @@ fn iterated(smooth: Option<NonlinearSmoother>) -> bool {
 /// Decides the route: the Kalman family unless the file is nonlinear, has `[imm]` or
 /// `[filter]`, or `--filter` names a nonlinear filter.
 pub fn route(r: &Request<'_>) -> anyhow::Result<Route> {
-    let flag = match r.filter {
-        None => None,
-        Some(s) => Some(FilterChoice::parse(s).ok_or_else(|| {
-            bad(format!(
-                "--filter {s}: unknown filter (expected kf, {})",
-                FilterKind::NAMES
-            ))
-        })?),
-    };
+    let flag = filter_flag(r.filter)?;
     // An unreadable file goes the linear way, whose reader reports it as before.
     let Ok(text) = std::fs::read_to_string(r.model) else {
         return Ok(Route::Linear(None));

@@ -4,7 +4,7 @@
 //! or CKF tracks, on the CPU).
 
 use super::{bad, choose_device};
-use kestrel::nonlinear::{FilterChoice, FilterKind, NonlinearFile, NonlinearProblem};
+use kestrel::nonlinear::{FilterChoice, NonlinearFile, NonlinearProblem};
 use kestrel::tracking::files::{read_detections, scans, tracks_header_modes, write_tracks_scan};
 use kestrel::tracking::{
     check_finite, estimate_clutter, parse_confirm, Assoc, DeviceTracker, JpdaMarginals,
@@ -274,15 +274,7 @@ enum TrackModel {
 /// Reads the model file: the Kalman filter's for a linear model unless `--filter` (or the
 /// file's `[filter]` table) names a nonlinear filter; the nonlinear family's otherwise.
 fn load(path: &std::path::Path, filter: Option<&str>) -> anyhow::Result<TrackModel> {
-    let flag = match filter {
-        None => None,
-        Some(s) => Some(FilterChoice::parse(s).ok_or_else(|| {
-            bad(format!(
-                "--filter {s}: unknown filter (expected kf, {})",
-                FilterKind::NAMES
-            ))
-        })?),
-    };
+    let flag = super::nonlinear::filter_flag(filter)?;
     let text = std::fs::read_to_string(path).ok();
     let nonlinear = text
         .as_deref()

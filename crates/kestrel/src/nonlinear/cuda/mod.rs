@@ -201,44 +201,29 @@ fn run<T: Real>(
         err.poison(st)?;
         transpose(&zh, &zs, nb, t * ny)?;
         timer.start(st)?;
-        let grid = crate::cuda::grid_for(nb, BLOCK);
+        // nl_filter (z, mean, cov, ll, err, nb, steps, last); nl_imm (z, mean, cov, ll,
+        // probs, err, nb, steps).
+        let mut args = vec![
+            Arg::Ptr(zs.ptr()),
+            Arg::Ptr(ms.ptr()),
+            Arg::Ptr(cs.ptr()),
+            Arg::Ptr(ls.ptr()),
+        ];
         if imm.is_some() {
-            launch(
-                st,
-                &module,
-                "nl_imm",
-                grid,
-                (BLOCK, 1, 1),
-                &[
-                    Arg::Ptr(zs.ptr()),
-                    Arg::Ptr(ms.ptr()),
-                    Arg::Ptr(cs.ptr()),
-                    Arg::Ptr(ls.ptr()),
-                    Arg::Ptr(ps.ptr()),
-                    Arg::Ptr(err.ptr()),
-                    Arg::I32(nb as i32),
-                    Arg::I32(t as i32),
-                ],
-            )?;
-        } else {
-            launch(
-                st,
-                &module,
-                "nl_filter",
-                grid,
-                (BLOCK, 1, 1),
-                &[
-                    Arg::Ptr(zs.ptr()),
-                    Arg::Ptr(ms.ptr()),
-                    Arg::Ptr(cs.ptr()),
-                    Arg::Ptr(ls.ptr()),
-                    Arg::Ptr(err.ptr()),
-                    Arg::I32(nb as i32),
-                    Arg::I32(t as i32),
-                    Arg::I32(i32::from(last)),
-                ],
-            )?;
+            args.push(Arg::Ptr(ps.ptr()));
         }
+        args.extend([Arg::Ptr(err.ptr()), Arg::I32(nb as i32), Arg::I32(t as i32)]);
+        if imm.is_none() {
+            args.push(Arg::I32(i32::from(last)));
+        }
+        launch(
+            st,
+            &module,
+            kernel,
+            crate::cuda::grid_for(nb, BLOCK),
+            (BLOCK, 1, 1),
+            &args,
+        )?;
         timer.stop(st)?;
         transpose(&ms, &mh, to * nx, nb)?;
         transpose(&cs, &ch, to * nx * nx, nb)?;

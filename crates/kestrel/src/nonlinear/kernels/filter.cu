@@ -143,19 +143,9 @@ __device__ __forceinline__ bool predict(real* m, real* P) {
     return true;
 }
 
-// The EKF update: y = z - h(m), C = P H^T, S = H C + R with H the Jacobian at m.
+// C = P H^T (NX x NY) and S = H C + R of mode J, with H the Jacobian of h (NY x NX).
 template <int J>
-__device__ __forceinline__ int ekf_update(const real* z, real* m, real* P, real* ll) {
-    real o[NY + NY * NX];
-    model_hjac<J>(m, o);
-    const real* H = o + NY;
-    real y[NY];
-#pragma unroll
-    for (int r = 0; r < NY; r++) y[r] = z[r] - o[r];
-#pragma unroll
-    for (int a = 0; a < NANG; a++) y[ANG[a]] = k_wrap(y[ANG[a]]);
-    // C = P H^T (NX x NY), S = H C + R.
-    real C[NX * NY], S[NY * NY];
+__device__ __forceinline__ void ekf_moments(const real* P, const real* H, real* C, real* S) {
 #pragma unroll
     for (int r = 0; r < NX; r++)
 #pragma unroll
@@ -174,6 +164,21 @@ __device__ __forceinline__ int ekf_update(const real* z, real* m, real* P, real*
             for (int k = 0; k < NX; k++) v += H[r * NX + k] * C[k * NY + c];
             S[r * NY + c] = v + RM[J * NY * NY + r * NY + c];
         }
+}
+
+// The EKF update: y = z - h(m), C = P H^T, S = H C + R with H the Jacobian at m.
+template <int J>
+__device__ __forceinline__ int ekf_update(const real* z, real* m, real* P, real* ll) {
+    real o[NY + NY * NX];
+    model_hjac<J>(m, o);
+    const real* H = o + NY;
+    real y[NY];
+#pragma unroll
+    for (int r = 0; r < NY; r++) y[r] = z[r] - o[r];
+#pragma unroll
+    for (int a = 0; a < NANG; a++) y[ANG[a]] = k_wrap(y[ANG[a]]);
+    real C[NX * NY], S[NY * NY];
+    ekf_moments<J>(P, H, C, S);
     return moment_update(m, P, y, S, C, ll) ? 0 : 2;
 }
 
@@ -200,24 +205,7 @@ __device__ __forceinline__ int iekf_update(const real* z, real* m, real* P, real
 #pragma unroll
         for (int a = 0; a < NANG; a++) y[ANG[a]] = k_wrap(y[ANG[a]]);
         real C[NX * NY], S[NY * NY];
-#pragma unroll
-        for (int r = 0; r < NX; r++)
-#pragma unroll
-            for (int c = 0; c < NY; c++) {
-                real v = (real)0;
-#pragma unroll
-                for (int k = 0; k < NX; k++) v += P[r * NX + k] * H[c * NX + k];
-                C[r * NY + c] = v;
-            }
-#pragma unroll
-        for (int r = 0; r < NY; r++)
-#pragma unroll
-            for (int c = 0; c < NY; c++) {
-                real v = (real)0;
-#pragma unroll
-                for (int k = 0; k < NX; k++) v += H[r * NX + k] * C[k * NY + c];
-                S[r * NY + c] = v + RM[J * NY * NY + r * NY + c];
-            }
+        ekf_moments<J>(P, H, C, S);
         real mi[NX], l;
 #pragma unroll
         for (int r = 0; r < NX; r++) mi[r] = m[r];
