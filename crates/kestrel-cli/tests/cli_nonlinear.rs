@@ -390,6 +390,20 @@ fn bad_model_files_and_options_give_one_error_line() {
         ),
         (
             vec![
+                "smooth", "--model", &imm, "--input", &z, "--output", out, "--method",
+                "parallel-iterated",
+            ],
+            vec!["smoothing an IMM model is not available"],
+        ),
+        (
+            vec![
+                "smooth", "--model", &cv, "--input", &z, "--output", out, "--method",
+                "parallel-iterated",
+            ],
+            vec!["--method iterated, parallel-iterated and --iterations apply to the nonlinear filters"],
+        ),
+        (
+            vec![
                 "filter",
                 "--model",
                 &good,

@@ -610,4 +610,65 @@ fn nonlinear_tracking_refuses_what_it_cannot_do() {
         &["3 components", "the model measures 2"],
     );
     d.intact("tracks.csv");
+    // Named detection columns: a name twice, a number for a name, a bad value.
+    for (text, needles) in [
+        (
+            &b"t,range,range\n0,1,2\n"[..],
+            &["'range' is named twice"][..],
+        ),
+        (b"t,1,2\n0,1,2\n", &["column 2 has no name"]),
+        (b"t,range,bearing\n0,1,x\n", &[":2: bearing", "'x'"]),
+    ] {
+        let bad = d.file("bad.csv", text);
+        d.run_bad(
+            &[
+                "track",
+                "--detections",
+                &bad,
+                "--output",
+                &out,
+                "--model",
+                &rb,
+            ],
+            needles,
+        );
+        d.intact("tracks.csv");
+    }
+    // A broken expression model, and one whose h has no finite Jacobian at the prior
+    // mean (the radar's own position), where no track can start.
+    let expr = |h0: &str| {
+        format!(
+            "[model]\nkind = \"nonlinear\"\nstates = [\"px\", \"vx\", \"py\", \"vy\"]\n\
+             f = [\"px + vx\", \"vx\", \"py + vy\", \"vy\"]\n\
+             h = [\"{h0}\", \"atan2(py, px)\"]\nangles = [1]\n\
+             Q = [[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1]]\n\
+             R = [[25, 0], [0, 1e-5]]\n[prior]\nx0 = [0, 0, 0, 0]\n\
+             P0 = [[1e6, 0, 0, 0], [0, 100, 0, 0], [0, 0, 1e6, 0], [0, 0, 0, 100]]\n"
+        )
+    };
+    for (h0, needles) in [
+        ("hypot(px, qy)", &["h[0]", "unknown name \"qy\""][..]),
+        (
+            "hypot(px, py)",
+            &[
+                "scan 0: no track could start from detection 0",
+                "not finite",
+            ],
+        ),
+    ] {
+        let m = d.file("expr.toml", expr(h0).as_bytes());
+        d.run_bad(
+            &[
+                "track",
+                "--detections",
+                det,
+                "--output",
+                &out,
+                "--model",
+                &m,
+            ],
+            needles,
+        );
+        d.intact("tracks.csv");
+    }
 }

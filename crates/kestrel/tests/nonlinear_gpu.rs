@@ -42,22 +42,8 @@ fn check<T: Real>(
     .expect("the GPU filter")
     .filtered;
     let tag = format!("{tag} {} {}", kind.name(), T::NAME);
-    let cmp = |what: &str, a: &[T], b: &[f64]| {
-        assert_eq!(a.len(), b.len(), "{tag} {what}: lengths");
-        let scale = b.iter().fold(1.0f64, |m, v| m.max(v.abs()));
-        let mut worst = 0.0f64;
-        for (i, (x, y)) in a.iter().zip(b).enumerate() {
-            let d = (x.to_f64() - y).abs();
-            assert!(
-                // Relative to the entry, and to the array's scale for entries near 0.
-                d <= tol * (1.0 + y.abs() + 1e-2 * scale),
-                "{tag} {what}[{i}]: GPU {} CPU {y}",
-                x.to_f64()
-            );
-            worst = worst.max(d / (1.0 + y.abs()));
-        }
-        eprintln!("{tag} {what}: worst relative difference {worst:.2e}");
-    };
+    // Relative to the entry, and to the array's scale for entries near 0.
+    let cmp = |what: &str, a: &[T], b: &[f64]| assert_close(&format!("{tag} {what}"), a, b, tol);
     cmp("mean", got.mean(), want.mean());
     cmp("cov", got.cov(), want.cov());
     cmp("loglik", got.loglik().unwrap(), want.loglik().unwrap());
@@ -119,6 +105,41 @@ fn the_gpu_filters_equal_the_cpu_on_random_data() {
     }
 }
 
+/// The IMM of `problem` on the GPU in precision `T` against the CPU's `want`.
+fn imm_check<T: Real>(
+    tag: &str,
+    problem: &NonlinearProblem,
+    z: &Measurements<f64>,
+    opts: &NonlinearOptions,
+    want: &kestrel::nonlinear::NonlinearOutput<f64>,
+    tol: f64,
+) {
+    let got = estimate_on::<T>(
+        Device::Cuda(0),
+        problem,
+        &cast::<T>(z),
+        opts,
+        NonlinearJob::Filter,
+    )
+    .expect("the GPU IMM");
+    let tag = format!("{tag} {}", T::NAME);
+    let (g, w) = (&got.filtered, &want.filtered);
+    assert_close(&format!("{tag} mean"), g.mean(), w.mean(), tol);
+    assert_close(&format!("{tag} cov"), g.cov(), w.cov(), tol);
+    assert_close(
+        &format!("{tag} loglik"),
+        g.loglik().unwrap(),
+        w.loglik().unwrap(),
+        tol,
+    );
+    assert_close(
+        &format!("{tag} mode probabilities"),
+        got.mode_probs.as_deref().unwrap(),
+        want.mode_probs.as_deref().unwrap(),
+        tol,
+    );
+}
+
 #[test]
 fn the_gpu_imm_equals_the_cpu_on_random_data() {
     if !gpu_or_skip("nonlinear_gpu") {
@@ -138,67 +159,9 @@ fn the_gpu_imm_equals_the_cpu_on_random_data() {
                 .with_iterations(4);
             let want = estimate_on::<f64>(Device::Cpu, &problem, &z, &opts, NonlinearJob::Filter)
                 .expect("the CPU IMM");
-            for f32_run in [false, true] {
-                let (got, tol) = if f32_run {
-                    let g = estimate_on::<f32>(
-                        Device::Cuda(0),
-                        &problem,
-                        &cast::<f32>(&z),
-                        &opts,
-                        NonlinearJob::Filter,
-                    )
-                    .expect("the GPU IMM, f32");
-                    let up = |v: &[f32]| v.iter().map(|&x| f64::from(x)).collect::<Vec<_>>();
-                    (
-                        (
-                            up(g.filtered.mean()),
-                            up(g.filtered.cov()),
-                            up(g.filtered.loglik().unwrap()),
-                            up(g.mode_probs.as_deref().unwrap()),
-                        ),
-                        5e-3,
-                    )
-                } else {
-                    let g = estimate_on::<f64>(
-                        Device::Cuda(0),
-                        &problem,
-                        &z,
-                        &opts,
-                        NonlinearJob::Filter,
-                    )
-                    .expect("the GPU IMM, f64");
-                    (
-                        (
-                            g.filtered.mean().to_vec(),
-                            g.filtered.cov().to_vec(),
-                            g.filtered.loglik().unwrap().to_vec(),
-                            g.mode_probs.unwrap(),
-                        ),
-                        1e-9,
-                    )
-                };
-                let tag = format!("{name} {} f32={f32_run}", kind.name());
-                let wp = want.mode_probs.as_deref().unwrap();
-                for (what, a, b) in [
-                    ("mean", &got.0, want.filtered.mean()),
-                    ("cov", &got.1, want.filtered.cov()),
-                    ("loglik", &got.2, want.filtered.loglik().unwrap()),
-                    ("mode probabilities", &got.3, wp),
-                ] {
-                    assert_eq!(a.len(), b.len(), "{tag} {what}");
-                    let scale = b.iter().fold(1.0f64, |m, v| m.max(v.abs()));
-                    let mut worst = 0.0f64;
-                    for (i, (x, y)) in a.iter().zip(b).enumerate() {
-                        let d = (x - y).abs();
-                        assert!(
-                            d <= tol * (1.0 + y.abs() + 1e-2 * scale),
-                            "{tag} {what}[{i}]: GPU {x} CPU {y}"
-                        );
-                        worst = worst.max(d / (1.0 + y.abs()));
-                    }
-                    eprintln!("{tag} {what}: worst relative difference {worst:.2e}");
-                }
-            }
+            let tag = format!("{name} {}", kind.name());
+            imm_check::<f64>(&tag, &problem, &z, &opts, &want, 1e-9);
+            imm_check::<f32>(&tag, &problem, &z, &opts, &want, 5e-3);
         }
     }
 }
@@ -225,40 +188,20 @@ fn the_parallel_iterated_smoother_on_the_gpu_equals_the_cpu() {
             NonlinearJob::Smooth(NonlinearSmoother::Iterated),
         )
         .expect("the CPU iterated smoother");
-        for (f32_run, tol) in [(false, 1e-7), (true, 5e-3)] {
-            let (sm, sc) = if f32_run {
-                let g = estimate_on::<f32>(Device::Cuda(0), &problem, &cast::<f32>(&z), &opts, job)
-                    .expect("the GPU parallel iterated smoother, f32")
-                    .smoothed
-                    .unwrap();
-                let up = |v: &[f32]| v.iter().map(|&x| f64::from(x)).collect::<Vec<_>>();
-                (up(g.mean()), up(g.cov()))
-            } else {
-                let g = estimate_on::<f64>(Device::Cuda(0), &problem, &z, &opts, job)
-                    .expect("the GPU parallel iterated smoother, f64")
-                    .smoothed
-                    .unwrap();
-                (g.mean().to_vec(), g.cov().to_vec())
-            };
-            let ws = want.smoothed.as_ref().unwrap();
-            for (what, a, b) in [("mean", &sm, ws.mean()), ("cov", &sc, ws.cov())] {
-                let scale = b.iter().fold(1.0f64, |m, v| m.max(v.abs()));
-                let mut worst = 0.0f64;
-                for (i, (x, y)) in a.iter().zip(b).enumerate() {
-                    let d = (x - y).abs();
-                    assert!(
-                        d <= tol * (1.0 + y.abs() + 1e-2 * scale),
-                        "{} f32={f32_run} {what}[{i}]: GPU {x} CPU {y}",
-                        kind.name()
-                    );
-                    worst = worst.max(d / (1.0 + y.abs()));
-                }
-                eprintln!(
-                    "parallel iterated {} f32={f32_run} {what}: worst relative difference {worst:.2e}",
-                    kind.name()
-                );
-            }
-        }
+        let ws = want.smoothed.as_ref().unwrap();
+        let tag = format!("parallel iterated {}", kind.name());
+        let g = estimate_on::<f64>(Device::Cuda(0), &problem, &z, &opts, job)
+            .expect("the GPU parallel iterated smoother, f64")
+            .smoothed
+            .unwrap();
+        assert_close(&format!("{tag} f64 mean"), g.mean(), ws.mean(), 1e-7);
+        assert_close(&format!("{tag} f64 cov"), g.cov(), ws.cov(), 1e-7);
+        let g = estimate_on::<f32>(Device::Cuda(0), &problem, &cast::<f32>(&z), &opts, job)
+            .expect("the GPU parallel iterated smoother, f32")
+            .smoothed
+            .unwrap();
+        assert_close(&format!("{tag} f32 mean"), g.mean(), ws.mean(), 5e-3);
+        assert_close(&format!("{tag} f32 cov"), g.cov(), ws.cov(), 5e-3);
     }
 }
 

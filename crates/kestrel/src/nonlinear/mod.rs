@@ -571,8 +571,7 @@ pub fn estimate_on<T: Real>(
                     .into(),
             ));
         };
-        let (filtered, smoothed) =
-            parallel_iterated::smooth(device, &step, model, z, opts.iterations)?;
+        let (filtered, smoothed) = parallel_iterated::smooth(device, &step, model, z, opts)?;
         if let Some(i) = smoothed.mean().iter().position(|v| !v.is_finite_value()) {
             return Err(Error::NonFinite {
                 what: "smoothed mean".into(),

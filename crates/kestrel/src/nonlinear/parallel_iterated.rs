@@ -20,8 +20,7 @@
 use super::ekf::{wrap, Fail, Work};
 use super::iterated::{linearise, Affine};
 use super::models::NonlinearModel;
-use super::smoother::rts_track;
-use super::{filter_track, Step};
+use super::{NonlinearJob, NonlinearOptions, NonlinearProblem, NonlinearSmoother, Step};
 use crate::data::{Estimates, Measurements};
 use crate::device::Device;
 use crate::error::{Error, Result};
@@ -76,38 +75,29 @@ pub(super) fn smooth<T: Real>(
     step: &Step<'_>,
     model: &NonlinearModel,
     z: &Measurements<T>,
-    iterations: usize,
+    opts: &NonlinearOptions,
 ) -> Result<(Estimates<T>, Estimates<T>)> {
+    let iterations = opts.iterations;
     let (b, t, nx, ny) = (z.tracks(), z.steps(), model.nx(), model.ny());
     let n2 = nx * nx;
     let zf: Vec<f64> = z.data().iter().map(|v| v.to_f64()).collect();
-    let mut fmean = vec![0.0; b * t * nx];
-    let mut fcov = vec![0.0; b * t * n2];
-    let mut ll = vec![0.0; b * t];
-    let mut smean = vec![0.0; b * t * nx];
-    let mut scov = vec![0.0; b * t * n2];
-    // Pass 1: the method's own filter and smoother, the tracks in parallel.
-    fmean
-        .par_chunks_mut(t * nx)
-        .zip(fcov.par_chunks_mut(t * n2))
-        .zip(ll.par_chunks_mut(t))
-        .zip(smean.par_chunks_mut(t * nx))
-        .zip(scov.par_chunks_mut(t * n2))
-        .enumerate()
-        .try_for_each(|(i, ((((fm, fc), l), sm), sc))| {
-            let mut w = Work::default();
-            filter_track(
-                step,
-                model,
-                &zf[i * t * ny..(i + 1) * t * ny],
-                fm,
-                fc,
-                l,
-                &mut w,
-            )
-            .and_then(|()| rts_track(step, model, fm, fc, sm, sc, &mut w))
-            .map_err(|e| fail(i, e))
-        })?;
+    // Pass 1: the method's own filter and RTS smoother, in f64 on the CPU.
+    let first = super::estimate_on::<f64>(
+        Device::Cpu,
+        &NonlinearProblem::Single(model.clone()),
+        &Measurements::new(b, t, ny, zf.clone())?,
+        opts,
+        NonlinearJob::Smooth(NonlinearSmoother::Rts),
+    )?;
+    let smoothed = first
+        .smoothed
+        .expect("the RTS smoother returns smoothed moments");
+    let (mut fmean, mut fcov) = (
+        first.filtered.mean().to_vec(),
+        first.filtered.cov().to_vec(),
+    );
+    let mut ll = first.filtered.loglik().unwrap_or(&[]).to_vec();
+    let (mut smean, mut scov) = (smoothed.mean().to_vec(), smoothed.cov().to_vec());
     for _ in 1..iterations {
         for i in 0..b {
             crate::cancel::check()?;

@@ -3,7 +3,7 @@
 //! tracker's module documentation) or a nonlinear model or IMM ([`TrackBank`], whose
 //! module documentation gives its linearisation, mixture update and initiation).
 
-use super::tracker::initiation;
+use super::tracker::{initiation, row_major};
 use crate::error::{Error, Result};
 use crate::kalman::{BatchState, Mixture};
 use crate::model::Model;
@@ -29,12 +29,6 @@ pub(super) enum Bank {
 
 /// Slots of a new bank.
 pub(super) const FIRST_CAPACITY: usize = 1024;
-
-fn row_major(m: &nalgebra::DMatrix<f64>) -> Vec<f64> {
-    (0..m.nrows())
-        .flat_map(|i| (0..m.ncols()).map(move |j| m[(i, j)]))
-        .collect()
-}
 
 /// A failing slot of the nonlinear bank as the error the linear one gives.
 fn fail((slot, what): (usize, &'static str), scan: usize) -> Error {

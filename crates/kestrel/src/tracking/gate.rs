@@ -369,18 +369,25 @@ pub fn gate_all_bounded(
                 if pairs.load(Ordering::Relaxed) > max_pairs {
                     break;
                 }
-                for (lo, hi) in wrapped_boxes(lo, hi, dims, &inns.angles) {
-                    grid.visit(lo, hi, |j| {
-                        let maha = inns.whiten(i, &z[j * ny..(j + 1) * ny], &mut e);
-                        if maha <= gamma {
-                            found.push((j as u32, inns.log_likelihood(i, maha)));
-                        }
-                    });
+                let mut visit = |j: usize| {
+                    let maha = inns.whiten(i, &z[j * ny..(j + 1) * ny], &mut e);
+                    if maha <= gamma {
+                        found.push((j as u32, inns.log_likelihood(i, maha)));
+                    }
+                };
+                if inns.angles.is_empty() {
+                    grid.visit(lo, hi, &mut visit);
+                } else {
+                    for (lo, hi) in wrapped_boxes(lo, hi, dims, &inns.angles) {
+                        grid.visit(lo, hi, &mut visit);
+                    }
                 }
                 // Detection order, so that results do not depend on the grid (a
                 // detection near the wrap of an angle may be visited twice).
                 found.sort_unstable_by_key(|p| p.0);
-                found.dedup_by_key(|p| p.0);
+                if !inns.angles.is_empty() {
+                    found.dedup_by_key(|p| p.0);
+                }
                 pairs.fetch_add(found.len(), Ordering::Relaxed);
                 count.push(found.len() as u32);
                 for &(j, l) in &found {

@@ -221,7 +221,8 @@ struct Decisions {
     mix: Vec<(usize, usize, f64)>,
 }
 
-fn row_major(m: &nalgebra::DMatrix<f64>) -> Vec<f64> {
+/// `m`'s entries row by row.
+pub(super) fn row_major(m: &nalgebra::DMatrix<f64>) -> Vec<f64> {
     (0..m.nrows())
         .flat_map(|i| (0..m.ncols()).map(move |j| m[(i, j)]))
         .collect()

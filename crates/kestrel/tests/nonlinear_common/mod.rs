@@ -132,6 +132,25 @@ pub fn cast<T: Real>(z: &Measurements<f64>) -> Measurements<T> {
     Measurements::new(z.tracks(), z.steps(), z.ny(), v).unwrap()
 }
 
+/// Asserts that a device or kernel output `got` equals the CPU's `want` within `tol`,
+/// relative to each entry and, for entries near 0, to the array's scale; prints the worst
+/// relative difference.
+pub fn assert_close<T: Real>(what: &str, got: &[T], want: &[f64], tol: f64) {
+    assert_eq!(got.len(), want.len(), "{what}: lengths");
+    let scale = want.iter().fold(1.0f64, |m, v| m.max(v.abs()));
+    let mut worst = 0.0f64;
+    for (i, (x, y)) in got.iter().zip(want).enumerate() {
+        let d = (x.to_f64() - y).abs();
+        assert!(
+            d <= tol * (1.0 + y.abs() + 1e-2 * scale),
+            "{what}[{i}]: got {} want {y}",
+            x.to_f64()
+        );
+        worst = worst.max(d / (1.0 + y.abs()));
+    }
+    eprintln!("{what}: worst relative difference {worst:.2e}");
+}
+
 /// IMMs of three modes: pendulums of three seeds (the bearing crossing +-pi), and a
 /// radar's coordinated turns at rates 0 and +-0.05 (state [px, vx, py, vy]).
 pub fn imms() -> Vec<(&'static str, ImmModel)> {

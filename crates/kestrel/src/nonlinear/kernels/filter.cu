@@ -229,6 +229,17 @@ __device__ __forceinline__ int update(const real* z, real* m, real* P, real* ll)
 }
 #endif
 
+// Track b's measurement at step k from z [T][NY][B] into zk; whether it is missing (a NaN).
+__device__ __forceinline__ bool load_z(const real* __restrict__ z, int k, long long B, int b, real* zk) {
+    bool missing = false;
+#pragma unroll
+    for (int j = 0; j < NY; j++) {
+        zk[j] = z[((long long)k * NY + j) * B + b];
+        missing |= isnan(zk[j]);
+    }
+    return missing;
+}
+
 extern "C" __global__ void __launch_bounds__(128) nl_filter(const real* __restrict__ z, real* __restrict__ mean,
                                                             real* __restrict__ cov, real* __restrict__ ll,
                                                             int* __restrict__ err, int nb, int steps, int last) {
@@ -248,12 +259,7 @@ extern "C" __global__ void __launch_bounds__(128) nl_filter(const real* __restri
             break;
         }
         real zk[NY];
-        bool missing = false;
-#pragma unroll
-        for (int j = 0; j < NY; j++) {
-            zk[j] = z[((long long)k * NY + j) * B + b];
-            missing |= isnan(zk[j]);
-        }
+        const bool missing = load_z(z, k, B, b, zk);
         real l = (real)0;
         if (!missing) {
             const int u = update<0>(zk, m, P, &l);

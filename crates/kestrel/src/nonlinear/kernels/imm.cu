@@ -85,12 +85,7 @@ extern "C" __global__ void __launch_bounds__(128) nl_imm(const real* __restrict_
             if (fail) break;
         }
         real zk[NY];
-        bool missing = false;
-#pragma unroll
-        for (int j = 0; j < NY; j++) {
-            zk[j] = z[((long long)k * NY + j) * B + b];
-            missing |= isnan(zk[j]);
-        }
+        const bool missing = load_z(z, k, B, b, zk);
         real l = (real)0;
         if (missing) {
 #pragma unroll
