@@ -50,7 +50,36 @@ pub(crate) fn function(out: &mut String, name: &str, tape: &Tape) {
         out,
         "__device__ __forceinline__ void {name}(const real* __restrict__ x, real* __restrict__ y) {{"
     );
-    for (i, ins) in tape.instructions().iter().enumerate() {
+    let ins = tape.instructions();
+    // A sine and a cosine of one register share one range reduction (`k_sincos`),
+    // emitted at the first of the two: sincos[i] = (sine's register, cosine's).
+    let mut sincos = vec![None; ins.len()];
+    let mut skip = vec![false; ins.len()];
+    for (i, a) in ins.iter().enumerate() {
+        if let Ins::Un(Un::Sin, x) = *a {
+            if let Some(j) = ins
+                .iter()
+                .position(|b| matches!(*b, Ins::Un(Un::Cos, y) if y == x))
+            {
+                // The tape holds each operation once; a repeat is left unpaired.
+                if sincos[i.min(j)].is_none() && !skip[i.max(j)] {
+                    sincos[i.min(j)] = Some((i, j));
+                    skip[i.max(j)] = true;
+                }
+            }
+        }
+    }
+    for (i, ins) in ins.iter().enumerate() {
+        if skip[i] {
+            continue;
+        }
+        if let (Some((si, ci)), Ins::Un(_, a)) = (sincos[i], ins) {
+            let _ = writeln!(
+                out,
+                "    real r{si}, r{ci};\n    k_sincos(r{a}, &r{si}, &r{ci});"
+            );
+            continue;
+        }
         let e = match *ins {
             Ins::Const(c) => lit(c),
             Ins::Var(v) => format!("x[{v}]"),
@@ -183,15 +212,18 @@ pub fn source_of<T: Real>(
         &model.prior.x0.iter().map(|&v| lit(v)).collect::<Vec<_>>(),
     );
     array(&mut s, "P00", "real", &mat(&model.prior.p0));
-    array(
-        &mut s,
-        "ANG",
-        "int",
-        &model
-            .angles
-            .iter()
-            .map(|a| a.to_string())
-            .collect::<Vec<_>>(),
+    // The angle components as a function that folds to a constant in unrolled loops (a
+    // constant array indexed there would put the points' arrays in local memory).
+    let ang = model
+        .angles
+        .iter()
+        .enumerate()
+        .fold("0".to_string(), |rest, (i, a)| {
+            format!("a == {i} ? {a} : ({rest})")
+        });
+    let _ = writeln!(
+        s,
+        "__device__ __forceinline__ constexpr int k_ang(int a) {{ return {ang}; }}"
     );
     if let Some((tr, init)) = imm {
         array(&mut s, "TR", "real", &mat(tr));

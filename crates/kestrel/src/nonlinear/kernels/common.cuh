@@ -4,6 +4,21 @@
 // launcher); the math functions are CUDA's overloads for it.
 
 #define KPI ((real)3.14159265358979323846)
+// 1 / n rounded once to `real`: the series below multiply by these rather than divide,
+// since a correctly rounded division costs a dozen instructions on the GPU and these
+// kernels are bound by arithmetic (the CPU divides; the two agree to rounding).
+#define K_INV(n) ((real)(1.0 / (n)))
+
+// sin x and cos x together: one range reduction on the GPU (`sincos`), two calls in the
+// C++ build of the kernels that the tests run on the CPU.
+__device__ __forceinline__ void k_sincos(real x, real* s, real* c) {
+#if defined(__CUDACC__)
+    sincos(x, s, c);
+#else
+    *s = sin(x);
+    *c = cos(x);
+#endif
+}
 
 // The turn gains: sin(a b) / a and (1 - cos(a b)) / a, exact near a = 0 by their series
 // (below |a b| = 0.05, as on the CPU), and their derivatives in a.
@@ -11,7 +26,7 @@ __device__ __forceinline__ real k_sin_over(real a, real b) {
     const real t = a * b;
     if (fabs(t) < (real)0.05) {
         const real t2 = t * t;
-        return b * ((real)1 - t2 / (real)6 * ((real)1 - t2 / (real)20 * ((real)1 - t2 / (real)42 * ((real)1 - t2 / (real)72))));
+        return b * ((real)1 - t2 * K_INV(6) * ((real)1 - t2 * K_INV(20) * ((real)1 - t2 * K_INV(42) * ((real)1 - t2 * K_INV(72)))));
     }
     return sin(t) / a;
 }
@@ -19,16 +34,16 @@ __device__ __forceinline__ real k_cos_over(real a, real b) {
     const real t = a * b;
     if (fabs(t) < (real)0.05) {
         const real t2 = t * t;
-        return b * t / (real)2 * ((real)1 - t2 / (real)12 * ((real)1 - t2 / (real)30 * ((real)1 - t2 / (real)56 * ((real)1 - t2 / (real)90))));
+        return b * t * (real)0.5 * ((real)1 - t2 * K_INV(12) * ((real)1 - t2 * K_INV(30) * ((real)1 - t2 * K_INV(56) * ((real)1 - t2 * K_INV(90)))));
     }
-    const real s = sin(t / (real)2);
+    const real s = sin(t * (real)0.5);
     return (real)2 * s * s / a;
 }
 __device__ __forceinline__ real k_dsin_over(real a, real b) {
     const real t = a * b;
     if (fabs(t) < (real)0.05) {
         const real t2 = t * t;
-        return b * b * t * ((real)-1 / (real)3 + t2 / (real)30 - t2 * t2 / (real)840 + t2 * t2 * t2 / (real)45360);
+        return b * b * t * (-K_INV(3) + t2 * K_INV(30) - t2 * t2 * K_INV(840) + t2 * t2 * t2 * K_INV(45360));
     }
     return (b * cos(t) * a - sin(t)) / (a * a);
 }
@@ -36,9 +51,9 @@ __device__ __forceinline__ real k_dcos_over(real a, real b) {
     const real t = a * b;
     if (fabs(t) < (real)0.05) {
         const real t2 = t * t;
-        return b * b * ((real)0.5 - t2 / (real)8 + t2 * t2 / (real)144 - t2 * t2 * t2 / (real)5760);
+        return b * b * ((real)0.5 - t2 * K_INV(8) + t2 * t2 * K_INV(144) - t2 * t2 * t2 * K_INV(5760));
     }
-    const real s = sin(t / (real)2);
+    const real s = sin(t * (real)0.5);
     return (b * sin(t) * a - (real)2 * s * s) / (a * a);
 }
 // a^b, small integer exponents by multiplication (exact for negative bases).
@@ -86,12 +101,14 @@ __device__ __forceinline__ bool chol_psd(const real* P, real* L) {
         if (d <= tol) continue;
         d = sqrt(d);
         L[j * N + j] = d;
+        // One division a column: the column's entries are scaled by the reciprocal.
+        const real id = (real)1 / d;
 #pragma unroll
         for (int i = j + 1; i < N; i++) {
             real v = P[i * N + j];
 #pragma unroll
             for (int k = 0; k < j; k++) v -= L[i * N + k] * L[j * N + k];
-            L[i * N + j] = v / d;
+            L[i * N + j] = v * id;
         }
     }
     return true;
@@ -115,7 +132,8 @@ __device__ __forceinline__ void symmetrize(real* M) {
 // K = C S^-1, m += K y, P -= C K^T (symmetrised), through S = L L^T. Writes the
 // log-likelihood; false when S is not positive definite.
 __device__ __forceinline__ bool moment_update(real* m, real* P, const real* y, const real* S, const real* C, real* ll) {
-    real L[NY * NY];
+    // L, and the reciprocals of its diagonal (the substitutions multiply by them).
+    real L[NY * NY], il[NY];
 #pragma unroll
     for (int i = 0; i < NY * NY; i++) L[i] = (real)0;
 #pragma unroll
@@ -126,12 +144,13 @@ __device__ __forceinline__ bool moment_update(real* m, real* P, const real* y, c
         if (!(d > (real)0)) return false;
         d = sqrt(d);
         L[j * NY + j] = d;
+        il[j] = (real)1 / d;
 #pragma unroll
         for (int i = j + 1; i < NY; i++) {
             real v = S[i * NY + j];
 #pragma unroll
             for (int k = 0; k < j; k++) v -= L[i * NY + k] * L[j * NY + k];
-            L[i * NY + j] = v / d;
+            L[i * NY + j] = v * il[j];
         }
     }
     // Kt = S^-1 C^T (NY x NX): forward then backward substitution, column by column.
@@ -144,14 +163,14 @@ __device__ __forceinline__ bool moment_update(real* m, real* P, const real* y, c
             real v = C[c * NY + i];
 #pragma unroll
             for (int k = 0; k < i; k++) v -= L[i * NY + k] * w[k];
-            w[i] = v / L[i * NY + i];
+            w[i] = v * il[i];
         }
 #pragma unroll
         for (int i = NY - 1; i >= 0; i--) {
             real v = w[i];
 #pragma unroll
             for (int k = i + 1; k < NY; k++) v -= L[k * NY + i] * w[k];
-            w[i] = v / L[i * NY + i];
+            w[i] = v * il[i];
         }
 #pragma unroll
         for (int i = 0; i < NY; i++) Kt[i * NX + c] = w[i];
@@ -180,7 +199,7 @@ __device__ __forceinline__ bool moment_update(real* m, real* P, const real* y, c
         real v = y[i];
 #pragma unroll
         for (int k = 0; k < i; k++) v -= L[i * NY + k] * w[k];
-        w[i] = v / L[i * NY + i];
+        w[i] = v * il[i];
         w2 += w[i] * w[i];
         logdet += log(L[i * NY + i]);
     }

@@ -5,8 +5,10 @@
 // before this file: NX, NY, NANG, NMODE, SIGMA, ITER, NP, CENTRAL, SCALE, PSD_TOL, each
 // mode J's functions model_f<J>, model_h<J> (values) and model_fjac<J>, model_hjac<J>
 // (values then the row-major Jacobian), and the constants QM [NMODE][NX][NX],
-// RM [NMODE][NY][NY], X0, P00, ANG, WM, WC. One model is mode 0; the IMM's kernel
-// (imm.cu) runs every mode's predict<J> and update<J>.
+// RM [NMODE][NY][NY], X0, P00, WM, WC, and k_ang(a), the a-th angle component (a
+// function, not an array, so that it folds to a constant and the points' arrays stay in
+// registers). One model is mode 0; the IMM's kernel (imm.cu) runs every mode's
+// predict<J> and update<J>.
 //
 // Layouts, structure of arrays so that a warp's loads and stores are contiguous: z
 // [T][NY][B], mean [T][NX][B], cov [T][NX * NX][B], ll [T][B] (with `last`, one step:
@@ -44,10 +46,12 @@ __device__ __forceinline__ bool transform(const real* m, const real* P, real* me
             real sn = (real)0, cs = (real)0;
 #pragma unroll
             for (int i = 0; i < NP; i++) {
-                sn += WM[i] * sin(ys[i * D + ANG[a]]);
-                cs += WM[i] * cos(ys[i * D + ANG[a]]);
+                real si, ci;
+                k_sincos(ys[i * D + k_ang(a)], &si, &ci);
+                sn += WM[i] * si;
+                cs += WM[i] * ci;
             }
-            mean[ANG[a]] = atan2(sn, cs);
+            mean[k_ang(a)] = atan2(sn, cs);
         }
     }
 #pragma unroll
@@ -64,7 +68,7 @@ __device__ __forceinline__ bool transform(const real* m, const real* P, real* me
         for (int r = 0; r < D; r++) dy[r] = ys[i * D + r] - mean[r];
         if (MEASURE) {
 #pragma unroll
-            for (int a = 0; a < NANG; a++) dy[ANG[a]] = k_wrap(dy[ANG[a]]);
+            for (int a = 0; a < NANG; a++) dy[k_ang(a)] = k_wrap(dy[k_ang(a)]);
         }
 #pragma unroll
         for (int r = 0; r < NX; r++) dx[r] = q < 0 ? (real)0 : (m[r] + s * L[r * NX + j]) - m[r];
@@ -106,7 +110,7 @@ __device__ __forceinline__ int update(const real* z, real* m, real* P, real* ll)
 #pragma unroll
     for (int r = 0; r < NY; r++) y[r] = z[r] - mean[r];
 #pragma unroll
-    for (int a = 0; a < NANG; a++) y[ANG[a]] = k_wrap(y[ANG[a]]);
+    for (int a = 0; a < NANG; a++) y[k_ang(a)] = k_wrap(y[k_ang(a)]);
 #pragma unroll
     for (int i = 0; i < NY * NY; i++) S[i] += RM[J * NY * NY + i];
     return moment_update(m, P, y, S, C, ll) ? 0 : 2;
@@ -176,7 +180,7 @@ __device__ __forceinline__ int ekf_update(const real* z, real* m, real* P, real*
 #pragma unroll
     for (int r = 0; r < NY; r++) y[r] = z[r] - o[r];
 #pragma unroll
-    for (int a = 0; a < NANG; a++) y[ANG[a]] = k_wrap(y[ANG[a]]);
+    for (int a = 0; a < NANG; a++) y[k_ang(a)] = k_wrap(y[k_ang(a)]);
     real C[NX * NY], S[NY * NY];
     ekf_moments<J>(P, H, C, S);
     return moment_update(m, P, y, S, C, ll) ? 0 : 2;
@@ -203,7 +207,7 @@ __device__ __forceinline__ int iekf_update(const real* z, real* m, real* P, real
             y[r] = v;
         }
 #pragma unroll
-        for (int a = 0; a < NANG; a++) y[ANG[a]] = k_wrap(y[ANG[a]]);
+        for (int a = 0; a < NANG; a++) y[k_ang(a)] = k_wrap(y[k_ang(a)]);
         real C[NX * NY], S[NY * NY];
         ekf_moments<J>(P, H, C, S);
         real mi[NX], l;
