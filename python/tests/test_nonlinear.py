@@ -159,8 +159,8 @@ def test_bad_files_and_arguments():
     with pytest.raises(ValueError, match="rts, iterated or parallel-iterated"):
         nf.smooth(z, method="two-filter")
     # What the GPU does not run is refused by name, with or without a GPU.
-    with pytest.raises(ValueError, match="the ekf smoothers on cuda:0"):
-        nf.smooth(z, filter="ekf", device="cuda")
+    with pytest.raises(ValueError, match="the iterated ekf smoother on cuda:0"):
+        nf.smooth(z, filter="ekf", method="iterated", device="cuda")
 
 
 def test_the_parallel_iterated_smoother_is_the_iterated_smoother(rng):

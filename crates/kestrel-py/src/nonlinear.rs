@@ -118,8 +118,8 @@ fn nonlinear_estimate<'py>(
     progress: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
     let mut file = parse(text, origin)?;
-    // "auto" stays on the CPU: the GPU runs the filters (not the smoothers), so auto
-    // could not choose it for every call alike.
+    // "auto" stays on the CPU: the GPU runs the filters and RTS smoothers but not the
+    // iterated smoother's passes, so auto could not choose it for every call alike.
     // A CUDA device is opened by the call (after what the GPU does not run is refused).
     let device = match device {
         "auto" => Device::Cpu,

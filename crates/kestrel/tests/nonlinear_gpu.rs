@@ -1,5 +1,5 @@
-//! The nonlinear filters on the GPU (EKF, IEKF, UKF, CKF, and IMMs of them; f64 and f32)
-//! against the CPU path on random data from three models: a pendulum-like state with a
+//! The nonlinear filters on the GPU (EKF, IEKF, UKF, CKF, their RTS smoothers, and IMMs
+//! of them; f64 and f32) against the CPU path on random data from three models: a pendulum-like state with a
 //! range-bearing sensor whose bearing crosses +-pi, the coordinated turn with an
 //! estimated turn rate seen by a radar, and a model using every function of the
 //! expression language; and two IMMs of three modes (`nonlinear_common::imms`). Device outputs are
@@ -14,6 +14,7 @@ use kestrel::model::Prior;
 use kestrel::nalgebra::{DMatrix, DVector};
 use kestrel::nonlinear::{
     estimate_on, FilterKind, NonlinearJob, NonlinearModel, NonlinearOptions, NonlinearProblem,
+    NonlinearSmoother,
 };
 use kestrel::{Device, Measurements, Real};
 use nonlinear_common::*;
@@ -73,6 +74,26 @@ fn check<T: Real>(
         got.loglik().unwrap(),
         want.loglik().unwrap(),
     );
+    // The RTS smoother with the filter's linearisation: the filtered and the smoothed
+    // moments (the device smooths the filter's outputs in place; every output buffer is
+    // poisoned before the filter and the smoothed ones again before the smoother).
+    let job = NonlinearJob::Smooth(NonlinearSmoother::Rts);
+    let want = estimate_on::<f64>(Device::Cpu, &problem, z, &opts, job).expect("the CPU smoother");
+    let got = estimate_on::<T>(Device::Cuda(0), &problem, &cast::<T>(z), &opts, job)
+        .expect("the GPU smoother");
+    cmp(
+        "smoother's filtered mean",
+        got.filtered.mean(),
+        want.filtered.mean(),
+    );
+    cmp(
+        "smoother's filtered cov",
+        got.filtered.cov(),
+        want.filtered.cov(),
+    );
+    let (gs, ws) = (got.smoothed.unwrap(), want.smoothed.unwrap());
+    cmp("smoothed mean", gs.mean(), ws.mean());
+    cmp("smoothed cov", gs.cov(), ws.cov());
 }
 
 #[test]
@@ -171,7 +192,6 @@ fn the_parallel_iterated_smoother_on_the_gpu_equals_the_cpu() {
     if !gpu_or_skip("nonlinear_gpu") {
         return;
     }
-    use kestrel::nonlinear::NonlinearSmoother;
     let m = pendulum(1);
     let z = data(&m, 2, 5000, 17);
     let problem = NonlinearProblem::Single(m);

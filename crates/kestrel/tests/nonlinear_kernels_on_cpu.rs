@@ -1,9 +1,10 @@
 //! The nonlinear filters' CUDA kernels (`nonlinear/kernels/filter.cu` and `imm.cu`, with
 //! each model's functions emitted from its tapes) compiled as plain C++ and run on the
-//! CPU thread by thread, against the CPU path: the EKF, IEKF, UKF and CKF on three models
-//! and two IMMs, f64 and f32, outputs poisoned first. The code generation and the kernel's arithmetic are checked
-//! here without a GPU; `nonlinear_gpu` checks them on one. Skips with a printed reason
-//! when there is no C++ compiler.
+//! CPU thread by thread, against the CPU path: the EKF, IEKF, UKF and CKF and their RTS
+//! smoothers (`nl_rts`) on three models, and two IMMs, f64 and f32, outputs poisoned
+//! first. The code generation and the kernel's arithmetic are checked here without a GPU;
+//! `nonlinear_gpu` checks them on one. Skips with a printed reason when there is no C++
+//! compiler.
 
 mod emulation;
 mod nonlinear_common;
@@ -13,6 +14,7 @@ use kestrel::nonlinear::cuda::source::source_of;
 use kestrel::nonlinear::sigma::SigmaRule;
 use kestrel::nonlinear::{
     estimate_on, FilterKind, NonlinearJob, NonlinearModel, NonlinearOptions, NonlinearProblem,
+    NonlinearSmoother,
 };
 use kestrel::{Device, Measurements, Real};
 use nonlinear_common::*;
@@ -60,6 +62,19 @@ int main(int argc, char** argv) {
         nl_filter(z.data(), mean.data(), cov.data(), ll.data(), err.data(), (int)B, T, 0);
 #endif
     }
+#ifdef HARNESS_RTS
+    // The RTS smoother in place over copies of the filter's outputs.
+    std::vector<real> smean = mean, scov = cov;
+    std::vector<int> rerr(B, -7);
+    for (long long b = B - 1; b >= 0; --b) {
+        blockIdx.x = (unsigned)(b / 128);
+        threadIdx.x = (unsigned)(b % 128);
+        nl_rts(smean.data(), scov.data(), rerr.data(), (int)B, T);
+    }
+    save(d + "/smean", smean);
+    save(d + "/scov", scov);
+    save(d + "/rerr", rerr);
+#endif
     save(d + "/mean", mean);
     save(d + "/cov", cov);
     save(d + "/ll", ll);
@@ -84,8 +99,16 @@ fn from_soa<T: Copy>(v: &[T], b: usize, t: usize, c: usize) -> Vec<T> {
     out
 }
 
-/// The kernel's outputs `[B][T][..]`: mean, cov, ll, an IMM's probs (else empty), err.
-type Emulated<T> = (Vec<T>, Vec<T>, Vec<T>, Vec<T>, Vec<i32>);
+/// The kernel's outputs `[B][T][..]`: mean, cov, ll, an IMM's probs (else empty), err,
+/// and (one model) the RTS smoother's mean, cov and err.
+type Emulated<T> = (
+    Vec<T>,
+    Vec<T>,
+    Vec<T>,
+    Vec<T>,
+    Vec<i32>,
+    Option<(Vec<T>, Vec<T>, Vec<i32>)>,
+);
 
 fn emulate<T: Real>(
     cxx: &str,
@@ -100,7 +123,7 @@ fn emulate<T: Real>(
     let (src, r) = match problem {
         NonlinearProblem::Single(m) => (
             format!(
-                "{SHIM}\n{}\n{FILE_IO}\n{HARNESS}",
+                "#define HARNESS_RTS\n{SHIM}\n{}\n{FILE_IO}\n{HARNESS}",
                 source_of::<T>(&[m], rule, iterations, None)
             ),
             0,
@@ -144,10 +167,20 @@ fn emulate<T: Real>(
         String::from_utf8_lossy(&o.stderr)
     );
     let rd = |name: &str| std::fs::read(dir.join(name)).unwrap();
-    let err = rd("err")
-        .chunks_exact(4)
-        .map(|c| i32::from_le_bytes(c.try_into().unwrap()))
-        .collect();
+    let ints = |name: &str| -> Vec<i32> {
+        rd(name)
+            .chunks_exact(4)
+            .map(|c| i32::from_le_bytes(c.try_into().unwrap()))
+            .collect()
+    };
+    let err = ints("err");
+    let smoothed = (r == 0).then(|| {
+        (
+            from_soa(&reals::<T>(&rd("smean")), b, t, nx),
+            from_soa(&reals::<T>(&rd("scov")), b, t, nx * nx),
+            ints("rerr"),
+        )
+    });
     let probs = if r > 0 {
         from_soa(&reals::<T>(&rd("probs")), b, t, r)
     } else {
@@ -159,6 +192,7 @@ fn emulate<T: Real>(
         from_soa(&reals::<T>(&rd("ll")), b, t, 1),
         probs,
         err,
+        smoothed,
     )
 }
 
@@ -184,7 +218,7 @@ fn check<T: Real>(
     };
     let iterations = if kind == FilterKind::Iekf { 4 } else { 1 };
     let tag = format!("nl_{}_{}_{}", name.replace(' ', "_"), kind.name(), T::NAME);
-    let (mean, cov, ll, probs, err) = emulate::<T>(
+    let (mean, cov, ll, probs, err, smoothed) = emulate::<T>(
         cxx,
         dir,
         &tag,
@@ -201,6 +235,18 @@ fn check<T: Real>(
     match &want.mode_probs {
         Some(p) => cmp("mode probabilities", &probs, p),
         None => assert!(probs.is_empty()),
+    }
+    // One model: the RTS smoother kernel over the filter's outputs.
+    if let Some((smean, scov, rerr)) = smoothed {
+        assert!(
+            rerr.iter().all(|&e| e == 0),
+            "{tag}: smoother failures {rerr:?}"
+        );
+        let job = NonlinearJob::Smooth(NonlinearSmoother::Rts);
+        let want = estimate_on::<f64>(Device::Cpu, problem, z, &opts, job).unwrap();
+        let ws = want.smoothed.unwrap();
+        cmp("smoothed mean", &smean, ws.mean());
+        cmp("smoothed cov", &scov, ws.cov());
     }
 }
 

@@ -15,7 +15,9 @@
 //! computes in f64 whatever the precision of the measurements, and converts the
 //! outputs. On a CUDA [`Device`] the EKF, IEKF, UKF and CKF filters of one model and the
 //! IMM of them run batched, one thread a track, in the measurements' precision
-//! ([`cuda`]); the smoothers are refused there with [`Error::Unsupported`].
+//! ([`cuda`]), and so do the RTS smoothers of one model (the filter's outputs smoothed in
+//! place on the device) and the parallel iterated smoother; the iterated smoother's
+//! sequential passes are refused there with [`Error::Unsupported`].
 //!
 //! For trackers, [`TrackBank`] is the per-step form: every live track of one model (or
 //! IMM) in a slot, predicted, linearised for the gate and updated scan by scan.
@@ -399,8 +401,9 @@ fn last_only<T: Real>(e: &Estimates<T>) -> Result<Estimates<T>> {
     Estimates::new(b, 1, nx, mean, cov, ll)
 }
 
-/// The GPU path: the EKF, IEKF, UKF and CKF filters of one model or an IMM; the
-/// smoothers are refused, naming what runs on the CPU.
+/// The GPU path: the EKF, IEKF, UKF and CKF filters of one model or an IMM, and their
+/// RTS smoothers; the iterated smoothers (sequential passes) are refused, naming what
+/// runs instead.
 fn estimate_gpu<T: Real>(
     device: Device,
     problem: &NonlinearProblem,
@@ -409,9 +412,9 @@ fn estimate_gpu<T: Real>(
     job: NonlinearJob,
     rule: Option<&SigmaRule>,
 ) -> Result<NonlinearOutput<T>> {
-    if smoothing_job(job) {
+    if job == NonlinearJob::Smooth(NonlinearSmoother::Iterated) {
         return Err(Error::Unsupported(format!(
-            "the {} smoothers on {device}: the GPU runs the filters (ekf, iekf, ukf, ckf, and the IMM of them); use --device cpu",
+            "the iterated {} smoother on {device}: the GPU runs the filters, their RTS smoothers and --method parallel-iterated; use --device cpu or --method parallel-iterated",
             opts.kind.name()
         )));
     }
@@ -422,10 +425,16 @@ fn estimate_gpu<T: Real>(
             _ => 0,
         };
         let last = opts.keep == crate::Keep::Last;
-        let gjob = match problem {
-            NonlinearProblem::Single(m) => cuda::Job::Filter(m, last),
-            NonlinearProblem::Imm(i) => cuda::Job::Imm(i),
-        };
+        let gjob =
+            match (problem, smoothing_job(job)) {
+                (NonlinearProblem::Single(m), false) => cuda::Job::Filter(m, last),
+                (NonlinearProblem::Single(m), true) => cuda::Job::Smooth(m),
+                (NonlinearProblem::Imm(i), false) => cuda::Job::Imm(i),
+                (NonlinearProblem::Imm(_), true) => return Err(Error::Unsupported(
+                    "smoothing an IMM model is not available (kestrel filter runs the IMM filter)"
+                        .into(),
+                )),
+            };
         let iterations = if opts.kind == FilterKind::Iekf {
             opts.iterations
         } else {
@@ -446,10 +455,24 @@ fn estimate_gpu<T: Real>(
                 msg: "not finite (the model's functions left their domain?)".into(),
             });
         }
+        let smoothed = if smoothing_job(job) {
+            let s = Estimates::new(b, t, nx, out.smean, out.scov, None)?;
+            if let Some(i) = s.mean().iter().position(|v| !v.is_finite_value()) {
+                return Err(Error::NonFinite {
+                    what: "smoothed mean".into(),
+                    track: i / (t * nx),
+                    step: i / nx % t,
+                    msg: "not finite (the model's functions left their domain?)".into(),
+                });
+            }
+            Some(s)
+        } else {
+            None
+        };
         let imm = matches!(problem, NonlinearProblem::Imm(_));
         Ok(NonlinearOutput {
             filtered,
-            smoothed: None,
+            smoothed,
             mode_probs: imm.then_some(out.probs),
         })
     }

@@ -1,5 +1,6 @@
 //! The nonlinear filters on the GPU: the EKF, IEKF, UKF and CKF of every track batched,
-//! one thread a track with its state in registers (`kernels/filter.cu`), and the IMM of
+//! one thread a track with its state in registers (`kernels/filter.cu`), their RTS
+//! smoothers (`nl_rts`, in place over the filter's outputs on the device), and the IMM of
 //! any of them with every mode's moments in registers (`kernels/imm.cu`); the models'
 //! functions emitted as CUDA from their tapes (`source.rs`) and compiled once per model
 //! and precision. Inputs and outputs are transposed on the device between the host's
@@ -37,20 +38,25 @@ pub fn last_kernel_ms() -> f64 {
 }
 
 /// The filter's outputs, `[B][T][..]` in the run's precision (an IMM's mode
-/// probabilities `[B][T][r]`, else empty), and the first failure `(track, step, what)`.
+/// probabilities `[B][T][r]`, the smoothed moments when smoothing, else empty), and the
+/// first failure `(track, step, what)`.
 pub(crate) struct GpuFiltered<T> {
     pub mean: Vec<T>,
     pub cov: Vec<T>,
     pub ll: Vec<T>,
     pub probs: Vec<T>,
+    pub smean: Vec<T>,
+    pub scov: Vec<T>,
     pub fail: Option<(usize, usize, &'static str)>,
 }
 
 /// What a run computes: the filter of one model (with `last`, only each track's final
-/// state and total log-likelihood, `[B][1][..]`), or the IMM.
+/// state and total log-likelihood, `[B][1][..]`), the filter and RTS smoother of one
+/// model, or the IMM.
 #[derive(Clone, Copy)]
 pub(crate) enum Job<'a> {
     Filter(&'a NonlinearModel, bool),
+    Smooth(&'a NonlinearModel),
     Imm(&'a ImmModel),
 }
 
@@ -65,7 +71,7 @@ pub(crate) fn filter<T: Real>(
     z: &Measurements<T>,
 ) -> Result<GpuFiltered<T>> {
     let models: Vec<&NonlinearModel> = match job {
-        Job::Filter(m, _) => vec![m],
+        Job::Filter(m, _) | Job::Smooth(m) => vec![m],
         Job::Imm(i) => i.modes.iter().collect(),
     };
     let (nx, ny) = (models[0].nx(), models[0].ny());
@@ -99,9 +105,10 @@ fn run<T: Real>(
     let g = gpu(ordinal)?;
     let (nx, ny) = (models[0].nx(), models[0].ny());
     let (b, t) = (z.tracks(), z.steps());
-    let (last, imm) = match job {
-        Job::Filter(_, last) => (last, None),
-        Job::Imm(i) => (false, Some(i)),
+    let (last, imm, smooth) = match job {
+        Job::Filter(_, last) => (last, None, false),
+        Job::Smooth(_) => (false, None, true),
+        Job::Imm(i) => (false, Some(i), false),
     };
     let r = if imm.is_some() { models.len() } else { 0 };
     let what = match (imm, rule, iterations > 1) {
@@ -117,7 +124,12 @@ fn run<T: Real>(
         if rule.is_some() { 1 } else { iterations },
         imm.map(|i| (&i.transition, &i.initial)),
     );
-    let module = g.module(what, &src, &[kernel, "nl_transpose"])?;
+    let names: &[&str] = if smooth {
+        &[kernel, "nl_rts", "nl_transpose"]
+    } else {
+        &[kernel, "nl_transpose"]
+    };
+    let module = g.module(what, &src, names)?;
     let st = &g.stream;
     let sz = std::mem::size_of::<T>();
     // Per track: z, mean, cov, ll (and probs), each twice (host layout and the
@@ -138,6 +150,8 @@ fn run<T: Real>(
         cov: vec![T::zero(); b * to * nx * nx],
         ll: vec![T::zero(); b * to],
         probs: vec![T::zero(); b * to * r],
+        smean: vec![T::zero(); if smooth { b * t * nx } else { 0 }],
+        scov: vec![T::zero(); if smooth { b * t * nx * nx } else { 0 }],
         fail: None,
     };
     let buf = |n: usize, w: &str| DevBuf::<T>::new(&g, group * n, w);
@@ -250,6 +264,49 @@ fn run<T: Real>(
             if let Some((i, &e)) = errs[..nb].iter().enumerate().find(|(_, &e)| e != 0) {
                 let step = (e / 2 - 1) as usize;
                 out.fail = Some((b0 + i, step, if e % 2 == 0 { "P" } else { "S" }));
+            }
+        }
+        if smooth && out.fail.is_none() {
+            // The smoother over the filtered moments still in the kernel's layout, in
+            // place; its results through the same host-layout buffers.
+            err.poison(st)?;
+            launch(
+                st,
+                &module,
+                "nl_rts",
+                crate::cuda::grid_for(nb, BLOCK),
+                (BLOCK, 1, 1),
+                &[
+                    Arg::Ptr(ms.ptr()),
+                    Arg::Ptr(cs.ptr()),
+                    Arg::Ptr(err.ptr()),
+                    Arg::I32(nb as i32),
+                    Arg::I32(t as i32),
+                ],
+            )?;
+            mh.poison(st)?;
+            ch.poison(st)?;
+            transpose(&ms, &mh, t * nx, nb)?;
+            transpose(&cs, &ch, t * nx * nx, nb)?;
+            let span = |n: usize| b0 * t * n..(b0 + nb) * t * n;
+            download(&g, st, &mh, 0, &mut out.smean[span(nx)], "smoothed means")?;
+            download(
+                &g,
+                st,
+                &ch,
+                0,
+                &mut out.scov[span(nx * nx)],
+                "smoothed covariances",
+            )?;
+            crate::cuda::dtoh(st, &err, 0, &mut errs[..nb], "failures")?;
+            sync(st, "the RTS smoother")?;
+            if let Some((i, &e)) = errs[..nb].iter().enumerate().find(|(_, &e)| e != 0) {
+                let step = (e / 2 - 1) as usize;
+                out.fail = Some((
+                    b0 + i,
+                    step,
+                    if e % 2 == 0 { "P" } else { "the predicted P" },
+                ));
             }
         }
         b0 += nb;

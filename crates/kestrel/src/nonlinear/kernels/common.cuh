@@ -114,6 +114,52 @@ __device__ __forceinline__ bool chol_psd(const real* P, real* L) {
     return true;
 }
 
+// The lower Cholesky factor L of a positive definite n x n A (row-major) and the
+// reciprocals of its diagonal; false when a pivot is not positive.
+template <int N>
+__device__ __forceinline__ bool chol_pd(const real* A, real* L, real* il) {
+#pragma unroll
+    for (int i = 0; i < N * N; i++) L[i] = (real)0;
+#pragma unroll
+    for (int j = 0; j < N; j++) {
+        real d = A[j * N + j];
+#pragma unroll
+        for (int k = 0; k < j; k++) d -= L[j * N + k] * L[j * N + k];
+        if (!(d > (real)0)) return false;
+        d = sqrt(d);
+        L[j * N + j] = d;
+        il[j] = (real)1 / d;
+#pragma unroll
+        for (int i = j + 1; i < N; i++) {
+            real v = A[i * N + j];
+#pragma unroll
+            for (int k = 0; k < j; k++) v -= L[i * N + k] * L[j * N + k];
+            L[i * N + j] = v * il[j];
+        }
+    }
+    return true;
+}
+
+// w <- A^-1 w for A = L L^T (chol_pd's factor and reciprocals): forward then backward
+// substitution.
+template <int N>
+__device__ __forceinline__ void chol_solve(const real* L, const real* il, real* w) {
+#pragma unroll
+    for (int i = 0; i < N; i++) {
+        real v = w[i];
+#pragma unroll
+        for (int k = 0; k < i; k++) v -= L[i * N + k] * w[k];
+        w[i] = v * il[i];
+    }
+#pragma unroll
+    for (int i = N - 1; i >= 0; i--) {
+        real v = w[i];
+#pragma unroll
+        for (int k = i + 1; k < N; k++) v -= L[k * N + i] * w[k];
+        w[i] = v * il[i];
+    }
+}
+
 // (M + M^T) / 2 in place.
 template <int N>
 __device__ __forceinline__ void symmetrize(real* M) {
@@ -132,46 +178,17 @@ __device__ __forceinline__ void symmetrize(real* M) {
 // K = C S^-1, m += K y, P -= C K^T (symmetrised), through S = L L^T. Writes the
 // log-likelihood; false when S is not positive definite.
 __device__ __forceinline__ bool moment_update(real* m, real* P, const real* y, const real* S, const real* C, real* ll) {
-    // L, and the reciprocals of its diagonal (the substitutions multiply by them).
+    // S = L L^T, and the reciprocals of L's diagonal (the substitutions multiply by them).
     real L[NY * NY], il[NY];
-#pragma unroll
-    for (int i = 0; i < NY * NY; i++) L[i] = (real)0;
-#pragma unroll
-    for (int j = 0; j < NY; j++) {
-        real d = S[j * NY + j];
-#pragma unroll
-        for (int k = 0; k < j; k++) d -= L[j * NY + k] * L[j * NY + k];
-        if (!(d > (real)0)) return false;
-        d = sqrt(d);
-        L[j * NY + j] = d;
-        il[j] = (real)1 / d;
-#pragma unroll
-        for (int i = j + 1; i < NY; i++) {
-            real v = S[i * NY + j];
-#pragma unroll
-            for (int k = 0; k < j; k++) v -= L[i * NY + k] * L[j * NY + k];
-            L[i * NY + j] = v * il[j];
-        }
-    }
-    // Kt = S^-1 C^T (NY x NX): forward then backward substitution, column by column.
+    if (!chol_pd<NY>(S, L, il)) return false;
+    // Kt = S^-1 C^T (NY x NX), column by column.
     real Kt[NY * NX];
 #pragma unroll
     for (int c = 0; c < NX; c++) {
         real w[NY];
 #pragma unroll
-        for (int i = 0; i < NY; i++) {
-            real v = C[c * NY + i];
-#pragma unroll
-            for (int k = 0; k < i; k++) v -= L[i * NY + k] * w[k];
-            w[i] = v * il[i];
-        }
-#pragma unroll
-        for (int i = NY - 1; i >= 0; i--) {
-            real v = w[i];
-#pragma unroll
-            for (int k = i + 1; k < NY; k++) v -= L[k * NY + i] * w[k];
-            w[i] = v * il[i];
-        }
+        for (int i = 0; i < NY; i++) w[i] = C[c * NY + i];
+        chol_solve<NY>(L, il, w);
 #pragma unroll
         for (int i = 0; i < NY; i++) Kt[i * NX + c] = w[i];
     }

@@ -89,10 +89,11 @@ __device__ __forceinline__ bool transform(const real* m, const real* P, real* me
     return true;
 }
 
+// The prediction of (m, P) in place, and D = Cov(x_k, x_k+1) (NX x NX, the smoother's).
 template <int J>
-__device__ __forceinline__ bool predict(real* m, real* P) {
-    real mean[NX], cov[NX * NX], cross[NX * NX];
-    if (!transform<NX, false, J>(m, P, mean, cov, cross)) return false;
+__device__ __forceinline__ bool predict_d(real* m, real* P, real* D) {
+    real mean[NX], cov[NX * NX];
+    if (!transform<NX, false, J>(m, P, mean, cov, D)) return false;
 #pragma unroll
     for (int r = 0; r < NX; r++) m[r] = mean[r];
 #pragma unroll
@@ -116,13 +117,13 @@ __device__ __forceinline__ int update(const real* z, real* m, real* P, real* ll)
     return moment_update(m, P, y, S, C, ll) ? 0 : 2;
 }
 #else
+// The prediction of (m, P) in place, and D = P F^T = Cov(x_k, x_k+1) (the smoother's).
 template <int J>
-__device__ __forceinline__ bool predict(real* m, real* P) {
+__device__ __forceinline__ bool predict_d(real* m, real* P, real* D) {
     real o[NX + NX * NX];
     model_fjac<J>(m, o);
     const real* F = o + NX;
     // D = P F^T, P = F D + Q.
-    real D[NX * NX];
 #pragma unroll
     for (int r = 0; r < NX; r++)
 #pragma unroll
@@ -233,6 +234,12 @@ __device__ __forceinline__ int update(const real* z, real* m, real* P, real* ll)
 }
 #endif
 
+template <int J>
+__device__ __forceinline__ bool predict(real* m, real* P) {
+    real D[NX * NX];
+    return predict_d<J>(m, P, D);
+}
+
 // Track b's measurement at step k from z [T][NY][B] into zk; whether it is missing (a NaN).
 __device__ __forceinline__ bool load_z(const real* __restrict__ z, int k, long long B, int b, real* zk) {
     bool missing = false;
@@ -281,6 +288,86 @@ extern "C" __global__ void __launch_bounds__(128) nl_filter(const real* __restri
 #pragma unroll
         for (int i = 0; i < NX * NX; i++) cov[(s * NX * NX + i) * B + b] = P[i];
         ll[s * B + b] = last ? total : l;
+    }
+    err[b] = fail;
+}
+
+// The RTS smoother (nonlinear/smoother.rs) of each track, in place over the filter's
+// outputs in nl_filter's layout: from the filtered (m, P) at k, the prediction (m', P')
+// and D as the filter forms them, G = D P'^-1 (through P' = L L^T), ms_k = m_k + G (ms_k+1
+// - m'), Ps_k = P_k + G (Ps_k+1 - P') G^T. err [B] is 0, or 2 (k + 1) + (0: the filtered
+// P at k has no factor; 1: the predicted P at k is not positive definite).
+extern "C" __global__ void __launch_bounds__(128) nl_rts(real* __restrict__ mean, real* __restrict__ cov,
+                                                         int* __restrict__ err, int nb, int steps) {
+    const int b = blockIdx.x * blockDim.x + threadIdx.x;
+    if (b >= nb) return;
+    const long long B = nb;
+    // The smoothed moments at k + 1.
+    real ms[NX], Ps[NX * NX];
+#pragma unroll
+    for (int i = 0; i < NX; i++) ms[i] = mean[((long long)(steps - 1) * NX + i) * B + b];
+#pragma unroll
+    for (int i = 0; i < NX * NX; i++) Ps[i] = cov[((long long)(steps - 1) * NX * NX + i) * B + b];
+    int fail = 0;
+    for (int k = steps - 2; k >= 0; k--) {
+        real m[NX], P[NX * NX], mp[NX], Pp[NX * NX], D[NX * NX];
+#pragma unroll
+        for (int i = 0; i < NX; i++) m[i] = mp[i] = mean[((long long)k * NX + i) * B + b];
+#pragma unroll
+        for (int i = 0; i < NX * NX; i++) P[i] = Pp[i] = cov[((long long)k * NX * NX + i) * B + b];
+        if (!predict_d<0>(mp, Pp, D)) {
+            fail = 2 * (k + 1);
+            break;
+        }
+        real L[NX * NX], il[NX];
+        if (!chol_pd<NX>(Pp, L, il)) {
+            fail = 2 * (k + 2) + 1;
+            break;
+        }
+        // G = D P'^-1, row by row (P' is symmetric); dm = ms - m', dP = Ps - P'.
+        real G[NX * NX], dm[NX];
+#pragma unroll
+        for (int r = 0; r < NX; r++) {
+            real w[NX];
+#pragma unroll
+            for (int c = 0; c < NX; c++) w[c] = D[r * NX + c];
+            chol_solve<NX>(L, il, w);
+#pragma unroll
+            for (int c = 0; c < NX; c++) G[r * NX + c] = w[c];
+            dm[r] = ms[r] - mp[r];
+        }
+#pragma unroll
+        for (int r = 0; r < NX; r++) {
+            real v = (real)0;
+#pragma unroll
+            for (int c = 0; c < NX; c++) v += G[r * NX + c] * dm[c];
+            ms[r] = m[r] + v;
+        }
+        // Ps = P + G (Ps - P') G^T through E = (Ps - P') G^T.
+        real E[NX * NX];
+#pragma unroll
+        for (int r = 0; r < NX; r++)
+#pragma unroll
+            for (int c = 0; c < NX; c++) {
+                real v = (real)0;
+#pragma unroll
+                for (int i = 0; i < NX; i++) v += (Ps[r * NX + i] - Pp[r * NX + i]) * G[c * NX + i];
+                E[r * NX + c] = v;
+            }
+#pragma unroll
+        for (int r = 0; r < NX; r++)
+#pragma unroll
+            for (int c = 0; c < NX; c++) {
+                real v = (real)0;
+#pragma unroll
+                for (int i = 0; i < NX; i++) v += G[r * NX + i] * E[i * NX + c];
+                Ps[r * NX + c] = P[r * NX + c] + v;
+            }
+        symmetrize<NX>(Ps);
+#pragma unroll
+        for (int i = 0; i < NX; i++) mean[((long long)k * NX + i) * B + b] = ms[i];
+#pragma unroll
+        for (int i = 0; i < NX * NX; i++) cov[((long long)k * NX * NX + i) * B + b] = Ps[i];
     }
     err[b] = fail;
 }

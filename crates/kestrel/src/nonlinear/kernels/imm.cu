@@ -67,9 +67,11 @@ extern "C" __global__ void __launch_bounds__(128) nl_imm(const real* __restrict_
 #pragma unroll
             for (int j = 0; j < NMODE; j++) {
                 real w[NMODE];
+                // One division a mode: the weights multiply by 1 / cbar_j.
+                const real ic = cbar[j] > (real)0 ? (real)1 / cbar[j] : (real)0;
 #pragma unroll
                 for (int i = 0; i < NMODE; i++)
-                    w[i] = cbar[j] > (real)0 ? TR[i * NMODE + j] * mu[i] / cbar[j] : (real)(i == j ? 1 : 0);
+                    w[i] = cbar[j] > (real)0 ? TR[i * NMODE + j] * mu[i] * ic : (real)(i == j ? 1 : 0);
                 imm_mix(m, P, w, m0[j], P0[j]);
             }
 #pragma unroll
