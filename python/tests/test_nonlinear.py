@@ -158,9 +158,10 @@ def test_bad_files_and_arguments():
         nf.filter(np.zeros((1, 4, 2)))
     with pytest.raises(ValueError, match="rts, iterated or parallel-iterated"):
         nf.smooth(z, method="two-filter")
-    # What the GPU does not run is refused by name, with or without a GPU.
-    with pytest.raises(ValueError, match="the iterated ekf smoother on cuda:0"):
-        nf.smooth(z, filter="ekf", method="iterated", device="cuda")
+    # What no device runs is refused by name before a GPU is looked for.
+    imm = kestrel.NonlinearFilter.from_toml_str(IMM)
+    with pytest.raises(ValueError, match="smoothing an IMM model is not available"):
+        imm.smooth(np.zeros((1, 4, 1)), device="cuda")
 
 
 def test_the_parallel_iterated_smoother_is_the_iterated_smoother(rng):

@@ -1,5 +1,5 @@
-//! The nonlinear filters on the GPU (EKF, IEKF, UKF, CKF, their RTS smoothers, and IMMs
-//! of them; f64 and f32) against the CPU path on random data from three models: a pendulum-like state with a
+//! The nonlinear filters on the GPU (EKF, IEKF, UKF, CKF, their RTS and iterated
+//! smoothers, and IMMs of them; f64 and f32) against the CPU path on random data from three models: a pendulum-like state with a
 //! range-bearing sensor whose bearing crosses +-pi, the coordinated turn with an
 //! estimated turn rate seen by a radar, and a model using every function of the
 //! expression language; and two IMMs of three modes (`nonlinear_common::imms`). Device outputs are
@@ -94,6 +94,30 @@ fn check<T: Real>(
     let (gs, ws) = (got.smoothed.unwrap(), want.smoothed.unwrap());
     cmp("smoothed mean", gs.mean(), ws.mean());
     cmp("smoothed cov", gs.cov(), ws.cov());
+    // The iterated smoother, four passes (the last pass's filter and its smoother).
+    let job = NonlinearJob::Smooth(NonlinearSmoother::Iterated);
+    let want = estimate_on::<f64>(Device::Cpu, &problem, z, &opts, job)
+        .expect("the CPU iterated smoother");
+    let got = estimate_on::<T>(Device::Cuda(0), &problem, &cast::<T>(z), &opts, job)
+        .expect("the GPU iterated smoother");
+    cmp(
+        "iterated: filtered mean",
+        got.filtered.mean(),
+        want.filtered.mean(),
+    );
+    cmp(
+        "iterated: filtered cov",
+        got.filtered.cov(),
+        want.filtered.cov(),
+    );
+    cmp(
+        "iterated: loglik",
+        got.filtered.loglik().unwrap(),
+        want.filtered.loglik().unwrap(),
+    );
+    let (gs, ws) = (got.smoothed.unwrap(), want.smoothed.unwrap());
+    cmp("iterated: smoothed mean", gs.mean(), ws.mean());
+    cmp("iterated: smoothed cov", gs.cov(), ws.cov());
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! The nonlinear filters' CUDA kernels (`nonlinear/kernels/filter.cu` and `imm.cu`, with
 //! each model's functions emitted from its tapes) compiled as plain C++ and run on the
-//! CPU thread by thread, against the CPU path: the EKF, IEKF, UKF and CKF and their RTS
-//! smoothers (`nl_rts`) on three models, and two IMMs, f64 and f32, outputs poisoned
+//! CPU thread by thread, against the CPU path: the EKF, IEKF, UKF and CKF, their RTS
+//! smoothers (`nl_rts`) and iterated smoothers (`nl_iterated`) on three models, and two IMMs, f64 and f32, outputs poisoned
 //! first. The code generation and the kernel's arithmetic are checked here without a GPU;
 //! `nonlinear_gpu` checks them on one. Skips with a printed reason when there is no C++
 //! compiler.
@@ -74,6 +74,21 @@ int main(int argc, char** argv) {
     save(d + "/smean", smean);
     save(d + "/scov", scov);
     save(d + "/rerr", rerr);
+    // The iterated smoother, four passes, into outputs of its own.
+    std::vector<real> ifm(mean.size(), (real)NAN), ifc(cov.size(), (real)NAN), ill(ll.size(), (real)NAN);
+    std::vector<real> ism(mean.size(), (real)NAN), isc(cov.size(), (real)NAN);
+    std::vector<int> ierr(B, -7);
+    for (long long b = B - 1; b >= 0; --b) {
+        blockIdx.x = (unsigned)(b / 128);
+        threadIdx.x = (unsigned)(b % 128);
+        nl_iterated(z.data(), ifm.data(), ifc.data(), ill.data(), ism.data(), isc.data(), ierr.data(), (int)B, T, 4);
+    }
+    save(d + "/imean", ifm);
+    save(d + "/icov", ifc);
+    save(d + "/ill", ill);
+    save(d + "/ismean", ism);
+    save(d + "/iscov", isc);
+    save(d + "/ierr", ierr);
 #endif
     save(d + "/mean", mean);
     save(d + "/cov", cov);
@@ -99,15 +114,23 @@ fn from_soa<T: Copy>(v: &[T], b: usize, t: usize, c: usize) -> Vec<T> {
     out
 }
 
+/// One model's smoothers as the kernels ran them, `[B][T][..]`: the RTS smoother's mean,
+/// cov and err; the iterated smoother's (four passes) filtered mean, cov, ll, smoothed
+/// mean, cov and err.
+struct Smoothers<T> {
+    rts: (Vec<T>, Vec<T>, Vec<i32>),
+    iterated: (Vec<T>, Vec<T>, Vec<T>, Vec<T>, Vec<T>, Vec<i32>),
+}
+
 /// The kernel's outputs `[B][T][..]`: mean, cov, ll, an IMM's probs (else empty), err,
-/// and (one model) the RTS smoother's mean, cov and err.
+/// and (one model) the smoothers'.
 type Emulated<T> = (
     Vec<T>,
     Vec<T>,
     Vec<T>,
     Vec<T>,
     Vec<i32>,
-    Option<(Vec<T>, Vec<T>, Vec<i32>)>,
+    Option<Smoothers<T>>,
 );
 
 fn emulate<T: Real>(
@@ -175,11 +198,19 @@ fn emulate<T: Real>(
     };
     let err = ints("err");
     let smoothed = (r == 0).then(|| {
-        (
-            from_soa(&reals::<T>(&rd("smean")), b, t, nx),
-            from_soa(&reals::<T>(&rd("scov")), b, t, nx * nx),
-            ints("rerr"),
-        )
+        let means = |name: &str| from_soa(&reals::<T>(&rd(name)), b, t, nx);
+        let covs = |name: &str| from_soa(&reals::<T>(&rd(name)), b, t, nx * nx);
+        Smoothers {
+            rts: (means("smean"), covs("scov"), ints("rerr")),
+            iterated: (
+                means("imean"),
+                covs("icov"),
+                from_soa(&reals::<T>(&rd("ill")), b, t, 1),
+                means("ismean"),
+                covs("iscov"),
+                ints("ierr"),
+            ),
+        }
     });
     let probs = if r > 0 {
         from_soa(&reals::<T>(&rd("probs")), b, t, r)
@@ -236,8 +267,10 @@ fn check<T: Real>(
         Some(p) => cmp("mode probabilities", &probs, p),
         None => assert!(probs.is_empty()),
     }
-    // One model: the RTS smoother kernel over the filter's outputs.
-    if let Some((smean, scov, rerr)) = smoothed {
+    // One model: the RTS smoother kernel over the filter's outputs, and the iterated
+    // smoother's kernel (four passes, as opts.iterations).
+    if let Some(sm) = smoothed {
+        let (smean, scov, rerr) = sm.rts;
         assert!(
             rerr.iter().all(|&e| e == 0),
             "{tag}: smoother failures {rerr:?}"
@@ -247,6 +280,19 @@ fn check<T: Real>(
         let ws = want.smoothed.unwrap();
         cmp("smoothed mean", &smean, ws.mean());
         cmp("smoothed cov", &scov, ws.cov());
+        let (fm, fc, fl, ism, isc, ierr) = sm.iterated;
+        assert!(
+            ierr.iter().all(|&e| e == 0),
+            "{tag}: iterated failures {ierr:?}"
+        );
+        let job = NonlinearJob::Smooth(NonlinearSmoother::Iterated);
+        let want = estimate_on::<f64>(Device::Cpu, problem, z, &opts, job).unwrap();
+        cmp("iterated: filtered mean", &fm, want.filtered.mean());
+        cmp("iterated: filtered cov", &fc, want.filtered.cov());
+        cmp("iterated: loglik", &fl, want.filtered.loglik().unwrap());
+        let ws = want.smoothed.unwrap();
+        cmp("iterated: smoothed mean", &ism, ws.mean());
+        cmp("iterated: smoothed cov", &isc, ws.cov());
     }
 }
 

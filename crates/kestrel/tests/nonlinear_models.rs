@@ -436,24 +436,62 @@ fn the_particle_filters_kinds_and_ct_files_serve_the_gaussian_filters() {
 #[test]
 fn what_the_gpu_does_not_run_is_refused_by_name() {
     // Checked before any device is touched: the same answer with or without a GPU.
-    let md = Random::new(0);
-    let z = md.data(1, 3, 0);
-    let single = NonlinearProblem::Single(md.model());
-    for (kind, job, name) in [
-        (
-            FilterKind::Iekf,
-            NonlinearJob::Smooth(NonlinearSmoother::Iterated),
-            "the iekf smoothers",
-        ),
-        (
-            FilterKind::Ukf,
-            NonlinearJob::Smooth(NonlinearSmoother::Rts),
-            "the ukf smoothers",
-        ),
+    // A state larger than the kernels are compiled for.
+    let n = 13;
+    let names: Vec<String> = (0..n).map(|i| format!("x{i}")).collect();
+    let big = kestrel::nonlinear::NonlinearModel::from_expressions(
+        &names,
+        &names,
+        &s(&["x0"]),
+        DMatrix::identity(n, n),
+        DMatrix::identity(1, 1),
+        &[],
+        &[],
+        Prior {
+            x0: DVector::zeros(n),
+            p0: DMatrix::identity(n, n),
+        },
+    )
+    .unwrap();
+    let z = Measurements::new(1, 3, 1, vec![0.0; 3]).unwrap();
+    for job in [
+        NonlinearJob::Filter,
+        NonlinearJob::Smooth(NonlinearSmoother::Iterated),
     ] {
-        let e = estimate_on(Device::Cuda(0), &single, &z, &opts(kind), job).unwrap_err();
+        let e = estimate_on(
+            Device::Cuda(0),
+            &NonlinearProblem::Single(big.clone()),
+            &z,
+            &opts(FilterKind::Ukf),
+            job,
+        )
+        .unwrap_err();
         assert!(matches!(e, kestrel::Error::Unsupported(_)), "{e}");
         let msg = e.to_string();
-        assert!(msg.contains(name) && msg.contains("--device cpu"), "{msg}");
+        assert!(
+            msg.contains("up to 12 state") && msg.contains("--device cpu"),
+            "{msg}"
+        );
     }
+    // Smoothing an IMM runs nowhere, and says so on a GPU as on the CPU.
+    let a = Random::new(0);
+    let mut b = Random::new(0);
+    b.q *= 30.0;
+    let imm = ImmModel::new(
+        vec![a.model(), b.model()],
+        DMatrix::from_row_slice(2, 2, &[0.9, 0.1, 0.2, 0.8]),
+        DVector::from_vec(vec![0.5, 0.5]),
+        a.prior.clone(),
+    )
+    .unwrap();
+    let z = b.data(1, 3, 0);
+    let e = estimate_on(
+        Device::Cuda(0),
+        &NonlinearProblem::Imm(imm),
+        &z,
+        &opts(FilterKind::Ekf),
+        NonlinearJob::Smooth(NonlinearSmoother::Rts),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("smoothing an IMM model"), "{e}");
 }

@@ -15,9 +15,9 @@
 //! computes in f64 whatever the precision of the measurements, and converts the
 //! outputs. On a CUDA [`Device`] the EKF, IEKF, UKF and CKF filters of one model and the
 //! IMM of them run batched, one thread a track, in the measurements' precision
-//! ([`cuda`]), and so do the RTS smoothers of one model (the filter's outputs smoothed in
-//! place on the device) and the parallel iterated smoother; the iterated smoother's
-//! sequential passes are refused there with [`Error::Unsupported`].
+//! ([`cuda`]), and so do the smoothers of one model: the RTS smoothers (the filter's
+//! outputs smoothed in place on the device), the iterated smoothers (every pass on the
+//! device, one thread a track) and the parallel iterated smoother.
 //!
 //! For trackers, [`TrackBank`] is the per-step form: every live track of one model (or
 //! IMM) in a slot, predicted, linearised for the gate and updated scan by scan.
@@ -401,9 +401,8 @@ fn last_only<T: Real>(e: &Estimates<T>) -> Result<Estimates<T>> {
     Estimates::new(b, 1, nx, mean, cov, ll)
 }
 
-/// The GPU path: the EKF, IEKF, UKF and CKF filters of one model or an IMM, and their
-/// RTS smoothers; the iterated smoothers (sequential passes) are refused, naming what
-/// runs instead.
+/// The GPU path: the EKF, IEKF, UKF and CKF filters of one model or an IMM, their RTS
+/// smoothers and iterated smoothers (one model).
 fn estimate_gpu<T: Real>(
     device: Device,
     problem: &NonlinearProblem,
@@ -412,12 +411,6 @@ fn estimate_gpu<T: Real>(
     job: NonlinearJob,
     rule: Option<&SigmaRule>,
 ) -> Result<NonlinearOutput<T>> {
-    if job == NonlinearJob::Smooth(NonlinearSmoother::Iterated) {
-        return Err(Error::Unsupported(format!(
-            "the iterated {} smoother on {device}: the GPU runs the filters, their RTS smoothers and --method parallel-iterated; use --device cpu or --method parallel-iterated",
-            opts.kind.name()
-        )));
-    }
     #[cfg(feature = "cuda")]
     {
         let ordinal = match device {
@@ -425,16 +418,20 @@ fn estimate_gpu<T: Real>(
             _ => 0,
         };
         let last = opts.keep == crate::Keep::Last;
-        let gjob =
-            match (problem, smoothing_job(job)) {
-                (NonlinearProblem::Single(m), false) => cuda::Job::Filter(m, last),
-                (NonlinearProblem::Single(m), true) => cuda::Job::Smooth(m),
-                (NonlinearProblem::Imm(i), false) => cuda::Job::Imm(i),
-                (NonlinearProblem::Imm(_), true) => return Err(Error::Unsupported(
+        let gjob = match (problem, job) {
+            (NonlinearProblem::Single(m), NonlinearJob::Filter) => cuda::Job::Filter(m, last),
+            (NonlinearProblem::Single(m), NonlinearJob::Smooth(NonlinearSmoother::Iterated)) => {
+                cuda::Job::Iterated(m, opts.iterations)
+            }
+            (NonlinearProblem::Single(m), NonlinearJob::Smooth(_)) => cuda::Job::Smooth(m),
+            (NonlinearProblem::Imm(i), NonlinearJob::Filter) => cuda::Job::Imm(i),
+            (NonlinearProblem::Imm(_), NonlinearJob::Smooth(_)) => {
+                return Err(Error::Unsupported(
                     "smoothing an IMM model is not available (kestrel filter runs the IMM filter)"
                         .into(),
-                )),
-            };
+                ))
+            }
+        };
         let iterations = if opts.kind == FilterKind::Iekf {
             opts.iterations
         } else {

@@ -52,11 +52,12 @@ pub(crate) struct GpuFiltered<T> {
 
 /// What a run computes: the filter of one model (with `last`, only each track's final
 /// state and total log-likelihood, `[B][1][..]`), the filter and RTS smoother of one
-/// model, or the IMM.
+/// model, the iterated smoother of one model (its passes), or the IMM.
 #[derive(Clone, Copy)]
 pub(crate) enum Job<'a> {
     Filter(&'a NonlinearModel, bool),
     Smooth(&'a NonlinearModel),
+    Iterated(&'a NonlinearModel, usize),
     Imm(&'a ImmModel),
 }
 
@@ -71,7 +72,7 @@ pub(crate) fn filter<T: Real>(
     z: &Measurements<T>,
 ) -> Result<GpuFiltered<T>> {
     let models: Vec<&NonlinearModel> = match job {
-        Job::Filter(m, _) | Job::Smooth(m) => vec![m],
+        Job::Filter(m, _) | Job::Smooth(m) | Job::Iterated(m, _) => vec![m],
         Job::Imm(i) => i.modes.iter().collect(),
     };
     let (nx, ny) = (models[0].nx(), models[0].ny());
@@ -105,19 +106,27 @@ fn run<T: Real>(
     let g = gpu(ordinal)?;
     let (nx, ny) = (models[0].nx(), models[0].ny());
     let (b, t) = (z.tracks(), z.steps());
-    let (last, imm, smooth) = match job {
-        Job::Filter(_, last) => (last, None, false),
-        Job::Smooth(_) => (false, None, true),
-        Job::Imm(i) => (false, Some(i), false),
+    let (last, imm, smooth, passes) = match job {
+        Job::Filter(_, last) => (last, None, false, 0),
+        Job::Smooth(_) => (false, None, true, 0),
+        Job::Iterated(_, passes) => (false, None, false, passes.max(1)),
+        Job::Imm(i) => (false, Some(i), false, 0),
     };
+    // The iterated smoother writes the smoothed moments beside the filtered ones.
+    let iterated = passes > 0;
     let r = if imm.is_some() { models.len() } else { 0 };
     let what = match (imm, rule, iterations > 1) {
+        _ if iterated => "the iterated smoother",
         (Some(_), _, _) => "the IMM filter",
         (_, Some(_), _) => "the sigma-point filter",
         (_, None, true) => "the iterated extended Kalman filter",
         (_, None, false) => "the extended Kalman filter",
     };
-    let kernel = if imm.is_some() { "nl_imm" } else { "nl_filter" };
+    let kernel = match (imm.is_some(), iterated) {
+        (true, _) => "nl_imm",
+        (false, true) => "nl_iterated",
+        (false, false) => "nl_filter",
+    };
     let src = source::source_of::<T>(
         models,
         rule,
@@ -133,9 +142,11 @@ fn run<T: Real>(
     let st = &g.stream;
     let sz = std::mem::size_of::<T>();
     // Per track: z, mean, cov, ll (and probs), each twice (host layout and the
-    // kernel's), and err.
+    // kernel's), and err; the iterated smoother's smoothed moments in the kernel's layout.
     let to = if last { 1 } else { t };
-    let per_track = 2 * (t * ny + to * (nx + nx * nx + 1 + r)) * sz + 4;
+    let per_track = 2 * (t * ny + to * (nx + nx * nx + 1 + r)) * sz
+        + 4
+        + if iterated { t * (nx + nx * nx) * sz } else { 0 };
     let budget = g.usable_memory()? * 7 / 10;
     if budget < per_track {
         return Err(Error::TooLarge {
@@ -150,8 +161,15 @@ fn run<T: Real>(
         cov: vec![T::zero(); b * to * nx * nx],
         ll: vec![T::zero(); b * to],
         probs: vec![T::zero(); b * to * r],
-        smean: vec![T::zero(); if smooth { b * t * nx } else { 0 }],
-        scov: vec![T::zero(); if smooth { b * t * nx * nx } else { 0 }],
+        smean: vec![T::zero(); if smooth || iterated { b * t * nx } else { 0 }],
+        scov: vec![
+            T::zero();
+            if smooth || iterated {
+                b * t * nx * nx
+            } else {
+                0
+            }
+        ],
         fail: None,
     };
     let buf = |n: usize, w: &str| DevBuf::<T>::new(&g, group * n, w);
@@ -173,6 +191,15 @@ fn run<T: Real>(
         buf(to * r.max(1), "mode probabilities")?,
         buf(to * r.max(1), "mode probabilities")?,
     );
+    // The iterated smoother's smoothed moments (one element each without).
+    let (ssm, ssc) = if iterated {
+        (
+            buf(t * nx, "smoothed means")?,
+            buf(t * nx * nx, "smoothed covariances")?,
+        )
+    } else {
+        (buf(1, "smoothed means")?, buf(1, "smoothed covariances")?)
+    };
     let err = DevBuf::<i32>::new(&g, group, "failures")?;
     let timer = crate::cuda::EventTimer::new(&g)?;
     let transpose = |src: &DevBuf<T>, dst: &DevBuf<T>, rows: usize, cols: usize| {
@@ -209,7 +236,7 @@ fn run<T: Real>(
             0,
             "measurements",
         )?;
-        for buf in [&ms, &cs, &ls, &mh, &ch, &lh, &ps, &ph] {
+        for buf in [&ms, &cs, &ls, &mh, &ch, &lh, &ps, &ph, &ssm, &ssc] {
             buf.poison(st)?;
         }
         err.poison(st)?;
@@ -226,8 +253,14 @@ fn run<T: Real>(
         if imm.is_some() {
             args.push(Arg::Ptr(ps.ptr()));
         }
+        if iterated {
+            // nl_iterated (z, fmean, fcov, ll, smean, scov, err, nb, steps, passes).
+            args.extend([Arg::Ptr(ssm.ptr()), Arg::Ptr(ssc.ptr())]);
+        }
         args.extend([Arg::Ptr(err.ptr()), Arg::I32(nb as i32), Arg::I32(t as i32)]);
-        if imm.is_none() {
+        if iterated {
+            args.push(Arg::I32(passes.min(i32::MAX as usize) as i32));
+        } else if imm.is_none() {
             args.push(Arg::I32(i32::from(last)));
         }
         launch(
@@ -262,9 +295,33 @@ fn run<T: Real>(
         ms_total += f64::from(timer.elapsed_ms()?);
         if out.fail.is_none() {
             if let Some((i, &e)) = errs[..nb].iter().enumerate().find(|(_, &e)| e != 0) {
-                let step = (e / 2 - 1) as usize;
-                out.fail = Some((b0 + i, step, if e % 2 == 0 { "P" } else { "S" }));
+                out.fail = Some(if iterated {
+                    // 3 (k + 1) + (0: P, 1: S, 2: the predicted P).
+                    let what = ["P", "S", "the predicted P"][(e % 3) as usize];
+                    (b0 + i, (e / 3 - 1) as usize, what)
+                } else {
+                    let what = if e % 2 == 0 { "P" } else { "S" };
+                    (b0 + i, (e / 2 - 1) as usize, what)
+                });
             }
+        }
+        if iterated && out.fail.is_none() {
+            // The smoothed moments through the same host-layout buffers.
+            mh.poison(st)?;
+            ch.poison(st)?;
+            transpose(&ssm, &mh, t * nx, nb)?;
+            transpose(&ssc, &ch, t * nx * nx, nb)?;
+            let span = |n: usize| b0 * t * n..(b0 + nb) * t * n;
+            download(&g, st, &mh, 0, &mut out.smean[span(nx)], "smoothed means")?;
+            download(
+                &g,
+                st,
+                &ch,
+                0,
+                &mut out.scov[span(nx * nx)],
+                "smoothed covariances",
+            )?;
+            sync(st, what)?;
         }
         if smooth && out.fail.is_none() {
             // The smoother over the filtered moments still in the kernel's layout, in

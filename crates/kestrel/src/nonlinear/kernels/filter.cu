@@ -292,11 +292,78 @@ extern "C" __global__ void __launch_bounds__(128) nl_filter(const real* __restri
     err[b] = fail;
 }
 
-// The RTS smoother (nonlinear/smoother.rs) of each track, in place over the filter's
-// outputs in nl_filter's layout: from the filtered (m, P) at k, the prediction (m', P')
-// and D as the filter forms them, G = D P'^-1 (through P' = L L^T), ms_k = m_k + G (ms_k+1
-// - m'), Ps_k = P_k + G (Ps_k+1 - P') G^T. err [B] is 0, or 2 (k + 1) + (0: the filtered
-// P at k has no factor; 1: the predicted P at k is not positive definite).
+// One RTS step (nonlinear/smoother.rs `rts_step`): from the filtered (m, P) at k, the
+// prediction (mp, Pp) from it with D = Cov(x_k, x_k+1), and the smoothed (ms, Ps) at
+// k + 1, the smoothed moments at k into (ms, Ps): G = D Pp^-1 (through Pp = L L^T),
+// ms = m + G (ms - mp), Ps = P + G (Ps - Pp) G^T. False when Pp is not positive
+// definite.
+__device__ __forceinline__ bool rts_step(const real* m, const real* P, const real* mp, const real* Pp,
+                                         const real* D, real* ms, real* Ps) {
+    real L[NX * NX], il[NX];
+    if (!chol_pd<NX>(Pp, L, il)) return false;
+    // G = D Pp^-1, row by row (Pp is symmetric); dm = ms - mp.
+    real G[NX * NX], dm[NX];
+#pragma unroll
+    for (int r = 0; r < NX; r++) {
+        real w[NX];
+#pragma unroll
+        for (int c = 0; c < NX; c++) w[c] = D[r * NX + c];
+        chol_solve<NX>(L, il, w);
+#pragma unroll
+        for (int c = 0; c < NX; c++) G[r * NX + c] = w[c];
+        dm[r] = ms[r] - mp[r];
+    }
+#pragma unroll
+    for (int r = 0; r < NX; r++) {
+        real v = (real)0;
+#pragma unroll
+        for (int c = 0; c < NX; c++) v += G[r * NX + c] * dm[c];
+        ms[r] = m[r] + v;
+    }
+    // Ps = P + G (Ps - Pp) G^T through E = (Ps - Pp) G^T.
+    real E[NX * NX];
+#pragma unroll
+    for (int r = 0; r < NX; r++)
+#pragma unroll
+        for (int c = 0; c < NX; c++) {
+            real v = (real)0;
+#pragma unroll
+            for (int i = 0; i < NX; i++) v += (Ps[r * NX + i] - Pp[r * NX + i]) * G[c * NX + i];
+            E[r * NX + c] = v;
+        }
+#pragma unroll
+    for (int r = 0; r < NX; r++)
+#pragma unroll
+        for (int c = 0; c < NX; c++) {
+            real v = (real)0;
+#pragma unroll
+            for (int i = 0; i < NX; i++) v += G[r * NX + i] * E[i * NX + c];
+            Ps[r * NX + c] = P[r * NX + c] + v;
+        }
+    symmetrize<NX>(Ps);
+    return true;
+}
+
+// Step k's moments in the kernels' layout [T][NX][B], [T][NX * NX][B].
+__device__ __forceinline__ void load_moments(const real* __restrict__ mean, const real* __restrict__ cov, int k,
+                                             long long B, int b, real* m, real* P) {
+#pragma unroll
+    for (int i = 0; i < NX; i++) m[i] = mean[((long long)k * NX + i) * B + b];
+#pragma unroll
+    for (int i = 0; i < NX * NX; i++) P[i] = cov[((long long)k * NX * NX + i) * B + b];
+}
+__device__ __forceinline__ void store_moments(real* __restrict__ mean, real* __restrict__ cov, int k, long long B,
+                                              int b, const real* m, const real* P) {
+#pragma unroll
+    for (int i = 0; i < NX; i++) mean[((long long)k * NX + i) * B + b] = m[i];
+#pragma unroll
+    for (int i = 0; i < NX * NX; i++) cov[((long long)k * NX * NX + i) * B + b] = P[i];
+}
+
+// The RTS smoother of each track, in place over the filter's outputs in nl_filter's
+// layout: from the filtered (m, P) at k, the prediction (m', P') and D as the filter
+// forms them, then rts_step. err [B] is 0, or 2 (k + 1) + (0: the filtered P at k has no
+// factor; 1: the predicted P at k is not positive definite).
 extern "C" __global__ void __launch_bounds__(128) nl_rts(real* __restrict__ mean, real* __restrict__ cov,
                                                          int* __restrict__ err, int nb, int steps) {
     const int b = blockIdx.x * blockDim.x + threadIdx.x;
@@ -304,70 +371,254 @@ extern "C" __global__ void __launch_bounds__(128) nl_rts(real* __restrict__ mean
     const long long B = nb;
     // The smoothed moments at k + 1.
     real ms[NX], Ps[NX * NX];
-#pragma unroll
-    for (int i = 0; i < NX; i++) ms[i] = mean[((long long)(steps - 1) * NX + i) * B + b];
-#pragma unroll
-    for (int i = 0; i < NX * NX; i++) Ps[i] = cov[((long long)(steps - 1) * NX * NX + i) * B + b];
+    load_moments(mean, cov, steps - 1, B, b, ms, Ps);
     int fail = 0;
     for (int k = steps - 2; k >= 0; k--) {
         real m[NX], P[NX * NX], mp[NX], Pp[NX * NX], D[NX * NX];
+        load_moments(mean, cov, k, B, b, m, P);
 #pragma unroll
-        for (int i = 0; i < NX; i++) m[i] = mp[i] = mean[((long long)k * NX + i) * B + b];
+        for (int i = 0; i < NX; i++) mp[i] = m[i];
 #pragma unroll
-        for (int i = 0; i < NX * NX; i++) P[i] = Pp[i] = cov[((long long)k * NX * NX + i) * B + b];
+        for (int i = 0; i < NX * NX; i++) Pp[i] = P[i];
         if (!predict_d<0>(mp, Pp, D)) {
             fail = 2 * (k + 1);
             break;
         }
-        real L[NX * NX], il[NX];
-        if (!chol_pd<NX>(Pp, L, il)) {
+        if (!rts_step(m, P, mp, Pp, D, ms, Ps)) {
             fail = 2 * (k + 2) + 1;
             break;
         }
-        // G = D P'^-1, row by row (P' is symmetric); dm = ms - m', dP = Ps - P'.
-        real G[NX * NX], dm[NX];
+        store_moments(mean, cov, k, B, b, ms, Ps);
+    }
+    err[b] = fail;
+}
+
+// An affine Gaussian approximation g(x) ~ A x + c + N(0, W) of the model's f (D = NX) or
+// h (D = NY) about (m, P) (nonlinear/iterated.rs `linearise`): the Jacobian at m (the
+// EKF and IEKF: W = 0), or statistical linear regression on the sigma points of (m, P)
+// (A = C^T P^-1, c = ybar - A m, W = Pyy - A P A^T). False when P has no factor (the CPU
+// falls back to a pseudo-inverse where P is only semi-definite; the GPU reports it).
+template <int D, bool MEASURE>
+__device__ __forceinline__ bool linearise(const real* m, const real* P, real* A, real* c, real* W) {
+#if SIGMA
+    real ybar[D], Pyy[D * D], C[NX * D];
+    if (!transform<D, MEASURE, 0>(m, P, ybar, Pyy, C)) return false;
+    real L[NX * NX], il[NX];
+    if (!chol_pd<NX>(P, L, il)) return false;
 #pragma unroll
-        for (int r = 0; r < NX; r++) {
-            real w[NX];
+    for (int r = 0; r < D; r++) {
+        real w[NX];
 #pragma unroll
-            for (int c = 0; c < NX; c++) w[c] = D[r * NX + c];
-            chol_solve<NX>(L, il, w);
+        for (int i = 0; i < NX; i++) w[i] = C[i * D + r];
+        chol_solve<NX>(L, il, w);
 #pragma unroll
-            for (int c = 0; c < NX; c++) G[r * NX + c] = w[c];
-            dm[r] = ms[r] - mp[r];
-        }
+        for (int i = 0; i < NX; i++) A[r * NX + i] = w[i];
+    }
+    // W = Pyy - A P A^T through E = P A^T (NX x D).
+    real E[NX * D];
 #pragma unroll
-        for (int r = 0; r < NX; r++) {
+    for (int r = 0; r < NX; r++)
+#pragma unroll
+        for (int q = 0; q < D; q++) {
             real v = (real)0;
 #pragma unroll
-            for (int c = 0; c < NX; c++) v += G[r * NX + c] * dm[c];
-            ms[r] = m[r] + v;
+            for (int i = 0; i < NX; i++) v += P[r * NX + i] * A[q * NX + i];
+            E[r * D + q] = v;
         }
-        // Ps = P + G (Ps - P') G^T through E = (Ps - P') G^T.
-        real E[NX * NX];
 #pragma unroll
-        for (int r = 0; r < NX; r++)
+    for (int r = 0; r < D; r++) {
+        real v = ybar[r];
 #pragma unroll
-            for (int c = 0; c < NX; c++) {
-                real v = (real)0;
+        for (int i = 0; i < NX; i++) v -= A[r * NX + i] * m[i];
+        c[r] = v;
 #pragma unroll
-                for (int i = 0; i < NX; i++) v += (Ps[r * NX + i] - Pp[r * NX + i]) * G[c * NX + i];
-                E[r * NX + c] = v;
+        for (int q = 0; q < D; q++) {
+            real u = (real)0;
+#pragma unroll
+            for (int i = 0; i < NX; i++) u += A[r * NX + i] * E[i * D + q];
+            W[r * D + q] = Pyy[r * D + q] - u;
+        }
+    }
+    symmetrize<D>(W);
+#else
+    real o[D + D * NX];
+    if (MEASURE) model_hjac<0>(m, o); else model_fjac<0>(m, o);
+#pragma unroll
+    for (int r = 0; r < D; r++) {
+        real v = o[r];
+#pragma unroll
+        for (int i = 0; i < NX; i++) {
+            A[r * NX + i] = o[D + r * NX + i];
+            v -= o[D + r * NX + i] * m[i];
+        }
+        c[r] = v;
+#pragma unroll
+        for (int q = 0; q < D; q++) W[r * D + q] = (real)0;
+    }
+#endif
+    return true;
+}
+
+// The prediction through f ~ A x + c + N(0, W) (about the previous pass's smoothed
+// moments at k - 1, sm0 / sP0) of (m, P) in place, and D = P A^T.
+__device__ __forceinline__ bool affine_predict(const real* sm0, const real* sP0, real* m, real* P, real* Dc) {
+    real A[NX * NX], c[NX], W[NX * NX];
+    if (!linearise<NX, false>(sm0, sP0, A, c, W)) return false;
+#pragma unroll
+    for (int r = 0; r < NX; r++)
+#pragma unroll
+        for (int q = 0; q < NX; q++) {
+            real v = (real)0;
+#pragma unroll
+            for (int i = 0; i < NX; i++) v += P[r * NX + i] * A[q * NX + i];
+            Dc[r * NX + q] = v;
+        }
+    real mn[NX];
+#pragma unroll
+    for (int r = 0; r < NX; r++) {
+        real v = (real)0;
+#pragma unroll
+        for (int i = 0; i < NX; i++) v += A[r * NX + i] * m[i];
+        mn[r] = v + c[r];
+    }
+#pragma unroll
+    for (int r = 0; r < NX; r++) {
+        m[r] = mn[r];
+#pragma unroll
+        for (int q = 0; q < NX; q++) {
+            real v = (real)0;
+#pragma unroll
+            for (int i = 0; i < NX; i++) v += A[r * NX + i] * Dc[i * NX + q];
+            P[r * NX + q] = v + QM[r * NX + q] + W[r * NX + q];
+        }
+    }
+    symmetrize<NX>(P);
+    return true;
+}
+
+// The iterated smoothers (nonlinear/iterated.rs): pass 1 the filter (fmean, fcov, ll)
+// and its RTS smoother (smean, scov); each later pass linearises every f and h about the
+// previous pass's smoothed moments (still in smean, scov: the forward pass only reads
+// them, and the backward pass reads step k's before it writes step k) and runs the
+// Kalman filter and RTS smoother of that affine model. err [B] is 0, or 3 (k + 1) +
+// (0: a P has no factor; 1: S is not positive definite; 2: the predicted P is not).
+extern "C" __global__ void __launch_bounds__(128) nl_iterated(const real* __restrict__ z, real* __restrict__ fmean,
+                                                              real* __restrict__ fcov, real* __restrict__ ll,
+                                                              real* __restrict__ smean, real* __restrict__ scov,
+                                                              int* __restrict__ err, int nb, int steps, int passes) {
+    const int b = blockIdx.x * blockDim.x + threadIdx.x;
+    if (b >= nb) return;
+    const long long B = nb;
+    int fail = 0;
+    for (int pass = 0; pass < passes && !fail; pass++) {
+        // Forward: the filter (pass 0) or the affine model's Kalman filter.
+        real m[NX], P[NX * NX];
+#pragma unroll
+        for (int i = 0; i < NX; i++) m[i] = X0[i];
+#pragma unroll
+        for (int i = 0; i < NX * NX; i++) P[i] = P00[i];
+        for (int k = 0; k < steps; k++) {
+            if (k > 0) {
+                bool ok;
+                if (pass == 0) {
+                    ok = predict<0>(m, P);
+                } else {
+                    real sm0[NX], sP0[NX * NX], Dc[NX * NX];
+                    load_moments(smean, scov, k - 1, B, b, sm0, sP0);
+                    ok = affine_predict(sm0, sP0, m, P, Dc);
+                }
+                // The filter's prediction fails at step k; the affine model's at the
+                // linearisation about step k - 1 (as on the CPU).
+                if (!ok) {
+                    fail = pass == 0 ? 3 * (k + 1) : 3 * k;
+                    break;
+                }
             }
+            real zk[NY];
+            const bool missing = load_z(z, k, B, b, zk);
+            real l = (real)0;
+            if (!missing) {
+                int u;
+                if (pass == 0) {
+                    u = update<0>(zk, m, P, &l);
+                } else {
+                    // h ~ H x + c + N(0, W) about the previous pass's smoothed moments.
+                    real sm[NX], sP[NX * NX], H[NY * NX], c[NY], W[NY * NY];
+                    load_moments(smean, scov, k, B, b, sm, sP);
+                    if (!linearise<NY, true>(sm, sP, H, c, W)) {
+                        u = 1;
+                    } else {
+                        real y[NY];
 #pragma unroll
-        for (int r = 0; r < NX; r++)
+                        for (int r = 0; r < NY; r++) {
+                            real v = zk[r] - c[r];
 #pragma unroll
-            for (int c = 0; c < NX; c++) {
-                real v = (real)0;
+                            for (int i = 0; i < NX; i++) v -= H[r * NX + i] * m[i];
+                            y[r] = v;
+                        }
 #pragma unroll
-                for (int i = 0; i < NX; i++) v += G[r * NX + i] * E[i * NX + c];
-                Ps[r * NX + c] = P[r * NX + c] + v;
+                        for (int a = 0; a < NANG; a++) y[k_ang(a)] = k_wrap(y[k_ang(a)]);
+                        // C = P H^T, S = H C + R + W.
+                        real C[NX * NY], S[NY * NY];
+#pragma unroll
+                        for (int r = 0; r < NX; r++)
+#pragma unroll
+                            for (int q = 0; q < NY; q++) {
+                                real v = (real)0;
+#pragma unroll
+                                for (int i = 0; i < NX; i++) v += P[r * NX + i] * H[q * NX + i];
+                                C[r * NY + q] = v;
+                            }
+#pragma unroll
+                        for (int r = 0; r < NY; r++)
+#pragma unroll
+                            for (int q = 0; q < NY; q++) {
+                                real v = (real)0;
+#pragma unroll
+                                for (int i = 0; i < NX; i++) v += H[r * NX + i] * C[i * NY + q];
+                                S[r * NY + q] = v + RM[r * NY + q] + W[r * NY + q];
+                            }
+                        u = moment_update(m, P, y, S, C, &l) ? 0 : 2;
+                    }
+                }
+                if (u) {
+                    fail = 3 * (k + 1) + (u - 1);
+                    break;
+                }
             }
-        symmetrize<NX>(Ps);
+            store_moments(fmean, fcov, k, B, b, m, P);
+            ll[(long long)k * B + b] = l;
+        }
+        if (fail) break;
+        // Backward: the RTS smoother of the pass's model, smean / scov step by step.
+        real ms[NX], Ps[NX * NX];
+        load_moments(fmean, fcov, steps - 1, B, b, ms, Ps);
+        store_moments(smean, scov, steps - 1, B, b, ms, Ps);
+        for (int k = steps - 2; k >= 0; k--) {
+            real m[NX], P[NX * NX], mp[NX], Pp[NX * NX], Dc[NX * NX];
+            load_moments(fmean, fcov, k, B, b, m, P);
 #pragma unroll
-        for (int i = 0; i < NX; i++) mean[((long long)k * NX + i) * B + b] = ms[i];
+            for (int i = 0; i < NX; i++) mp[i] = m[i];
 #pragma unroll
-        for (int i = 0; i < NX * NX; i++) cov[((long long)k * NX * NX + i) * B + b] = Ps[i];
+            for (int i = 0; i < NX * NX; i++) Pp[i] = P[i];
+            bool ok;
+            if (pass == 0) {
+                ok = predict_d<0>(mp, Pp, Dc);
+            } else {
+                real sm0[NX], sP0[NX * NX];
+                load_moments(smean, scov, k, B, b, sm0, sP0);
+                ok = affine_predict(sm0, sP0, mp, Pp, Dc);
+            }
+            if (!ok) {
+                fail = 3 * (k + 1);
+                break;
+            }
+            if (!rts_step(m, P, mp, Pp, Dc, ms, Ps)) {
+                fail = 3 * (k + 2) + 2;
+                break;
+            }
+            store_moments(smean, scov, k, B, b, ms, Ps);
+        }
     }
     err[b] = fail;
 }
