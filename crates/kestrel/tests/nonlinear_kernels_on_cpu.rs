@@ -115,11 +115,21 @@ fn from_soa<T: Copy>(v: &[T], b: usize, t: usize, c: usize) -> Vec<T> {
 }
 
 /// One model's smoothers as the kernels ran them, `[B][T][..]`: the RTS smoother's mean,
-/// cov and err; the iterated smoother's (four passes) filtered mean, cov, ll, smoothed
-/// mean, cov and err.
+/// cov and err; the iterated smoother's (four passes).
 struct Smoothers<T> {
     rts: (Vec<T>, Vec<T>, Vec<i32>),
-    iterated: (Vec<T>, Vec<T>, Vec<T>, Vec<T>, Vec<T>, Vec<i32>),
+    iterated: Iterated<T>,
+}
+
+/// The iterated smoother's outputs: the last pass's filtered moments and
+/// log-likelihoods, the smoothed moments, and the failures.
+struct Iterated<T> {
+    fmean: Vec<T>,
+    fcov: Vec<T>,
+    ll: Vec<T>,
+    smean: Vec<T>,
+    scov: Vec<T>,
+    err: Vec<i32>,
 }
 
 /// The kernel's outputs `[B][T][..]`: mean, cov, ll, an IMM's probs (else empty), err,
@@ -202,14 +212,14 @@ fn emulate<T: Real>(
         let covs = |name: &str| from_soa(&reals::<T>(&rd(name)), b, t, nx * nx);
         Smoothers {
             rts: (means("smean"), covs("scov"), ints("rerr")),
-            iterated: (
-                means("imean"),
-                covs("icov"),
-                from_soa(&reals::<T>(&rd("ill")), b, t, 1),
-                means("ismean"),
-                covs("iscov"),
-                ints("ierr"),
-            ),
+            iterated: Iterated {
+                fmean: means("imean"),
+                fcov: covs("icov"),
+                ll: from_soa(&reals::<T>(&rd("ill")), b, t, 1),
+                smean: means("ismean"),
+                scov: covs("iscov"),
+                err: ints("ierr"),
+            },
         }
     });
     let probs = if r > 0 {
@@ -280,19 +290,20 @@ fn check<T: Real>(
         let ws = want.smoothed.unwrap();
         cmp("smoothed mean", &smean, ws.mean());
         cmp("smoothed cov", &scov, ws.cov());
-        let (fm, fc, fl, ism, isc, ierr) = sm.iterated;
+        let it = sm.iterated;
         assert!(
-            ierr.iter().all(|&e| e == 0),
-            "{tag}: iterated failures {ierr:?}"
+            it.err.iter().all(|&e| e == 0),
+            "{tag}: iterated failures {:?}",
+            it.err
         );
         let job = NonlinearJob::Smooth(NonlinearSmoother::Iterated);
         let want = estimate_on::<f64>(Device::Cpu, problem, z, &opts, job).unwrap();
-        cmp("iterated: filtered mean", &fm, want.filtered.mean());
-        cmp("iterated: filtered cov", &fc, want.filtered.cov());
-        cmp("iterated: loglik", &fl, want.filtered.loglik().unwrap());
+        cmp("iterated: filtered mean", &it.fmean, want.filtered.mean());
+        cmp("iterated: filtered cov", &it.fcov, want.filtered.cov());
+        cmp("iterated: loglik", &it.ll, want.filtered.loglik().unwrap());
         let ws = want.smoothed.unwrap();
-        cmp("iterated: smoothed mean", &ism, ws.mean());
-        cmp("iterated: smoothed cov", &isc, ws.cov());
+        cmp("iterated: smoothed mean", &it.smean, ws.mean());
+        cmp("iterated: smoothed cov", &it.scov, ws.cov());
     }
 }
 

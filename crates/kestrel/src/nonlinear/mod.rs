@@ -475,7 +475,7 @@ fn estimate_gpu<T: Real>(
     }
     #[cfg(not(feature = "cuda"))]
     {
-        let _ = (problem, z, rule);
+        let _ = (device, problem, z, opts, job, rule);
         Err(crate::cuda::unsupported("the nonlinear filters"))
     }
 }

@@ -15,6 +15,7 @@ pub mod cuda;
 mod device;
 pub mod files;
 pub mod gate;
+mod jpda;
 pub mod metrics;
 mod options;
 pub mod scenario;
