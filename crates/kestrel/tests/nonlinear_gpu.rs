@@ -74,50 +74,30 @@ fn check<T: Real>(
         got.loglik().unwrap(),
         want.loglik().unwrap(),
     );
-    // The RTS smoother with the filter's linearisation: the filtered and the smoothed
-    // moments (the device smooths the filter's outputs in place; every output buffer is
-    // poisoned before the filter and the smoothed ones again before the smoother).
-    let job = NonlinearJob::Smooth(NonlinearSmoother::Rts);
-    let want = estimate_on::<f64>(Device::Cpu, &problem, z, &opts, job).expect("the CPU smoother");
-    let got = estimate_on::<T>(Device::Cuda(0), &problem, &cast::<T>(z), &opts, job)
-        .expect("the GPU smoother");
-    cmp(
-        "smoother's filtered mean",
-        got.filtered.mean(),
-        want.filtered.mean(),
-    );
-    cmp(
-        "smoother's filtered cov",
-        got.filtered.cov(),
-        want.filtered.cov(),
-    );
-    let (gs, ws) = (got.smoothed.unwrap(), want.smoothed.unwrap());
-    cmp("smoothed mean", gs.mean(), ws.mean());
-    cmp("smoothed cov", gs.cov(), ws.cov());
-    // The iterated smoother, four passes (the last pass's filter and its smoother).
-    let job = NonlinearJob::Smooth(NonlinearSmoother::Iterated);
-    let want = estimate_on::<f64>(Device::Cpu, &problem, z, &opts, job)
-        .expect("the CPU iterated smoother");
-    let got = estimate_on::<T>(Device::Cuda(0), &problem, &cast::<T>(z), &opts, job)
-        .expect("the GPU iterated smoother");
-    cmp(
-        "iterated: filtered mean",
-        got.filtered.mean(),
-        want.filtered.mean(),
-    );
-    cmp(
-        "iterated: filtered cov",
-        got.filtered.cov(),
-        want.filtered.cov(),
-    );
-    cmp(
-        "iterated: loglik",
-        got.filtered.loglik().unwrap(),
-        want.filtered.loglik().unwrap(),
-    );
-    let (gs, ws) = (got.smoothed.unwrap(), want.smoothed.unwrap());
-    cmp("iterated: smoothed mean", gs.mean(), ws.mean());
-    cmp("iterated: smoothed cov", gs.cov(), ws.cov());
+    // The smoothers: the RTS smoother with the filter's linearisation (the device smooths
+    // the filter's outputs in place), and the iterated smoother, four passes (the last
+    // pass's filter and its smoother). Every output buffer is poisoned before each kernel.
+    for (smoother, name) in [
+        (NonlinearSmoother::Rts, "rts"),
+        (NonlinearSmoother::Iterated, "iterated"),
+    ] {
+        let job = NonlinearJob::Smooth(smoother);
+        let want = estimate_on::<f64>(Device::Cpu, &problem, z, &opts, job)
+            .unwrap_or_else(|e| panic!("{tag}: the CPU {name} smoother: {e}"));
+        let got = estimate_on::<T>(Device::Cuda(0), &problem, &cast::<T>(z), &opts, job)
+            .unwrap_or_else(|e| panic!("{tag}: the GPU {name} smoother: {e}"));
+        let (g, w) = (&got.filtered, &want.filtered);
+        cmp(&format!("{name}: filtered mean"), g.mean(), w.mean());
+        cmp(&format!("{name}: filtered cov"), g.cov(), w.cov());
+        cmp(
+            &format!("{name}: loglik"),
+            g.loglik().unwrap(),
+            w.loglik().unwrap(),
+        );
+        let (gs, ws) = (got.smoothed.unwrap(), want.smoothed.unwrap());
+        cmp(&format!("{name}: smoothed mean"), gs.mean(), ws.mean());
+        cmp(&format!("{name}: smoothed cov"), gs.cov(), ws.cov());
+    }
 }
 
 #[test]

@@ -305,21 +305,23 @@ fn run<T: Real>(
                 });
             }
         }
-        if iterated && out.fail.is_none() {
-            // The smoothed moments through the same host-layout buffers.
+        // The smoothed moments (kernel layout in sm, sc) to the host through the same
+        // host-layout buffers as the filtered ones.
+        let smoothed_out = |sm: &DevBuf<T>, sc: &DevBuf<T>, mean: &mut [T], cov: &mut [T]| {
             mh.poison(st)?;
             ch.poison(st)?;
-            transpose(&ssm, &mh, t * nx, nb)?;
-            transpose(&ssc, &ch, t * nx * nx, nb)?;
-            let span = |n: usize| b0 * t * n..(b0 + nb) * t * n;
-            download(&g, st, &mh, 0, &mut out.smean[span(nx)], "smoothed means")?;
-            download(
-                &g,
-                st,
-                &ch,
-                0,
+            transpose(sm, &mh, t * nx, nb)?;
+            transpose(sc, &ch, t * nx * nx, nb)?;
+            download(&g, st, &mh, 0, mean, "smoothed means")?;
+            download(&g, st, &ch, 0, cov, "smoothed covariances")
+        };
+        let span = |n: usize| b0 * t * n..(b0 + nb) * t * n;
+        if iterated && out.fail.is_none() {
+            smoothed_out(
+                &ssm,
+                &ssc,
+                &mut out.smean[span(nx)],
                 &mut out.scov[span(nx * nx)],
-                "smoothed covariances",
             )?;
             sync(st, what)?;
         }
@@ -341,19 +343,11 @@ fn run<T: Real>(
                     Arg::I32(t as i32),
                 ],
             )?;
-            mh.poison(st)?;
-            ch.poison(st)?;
-            transpose(&ms, &mh, t * nx, nb)?;
-            transpose(&cs, &ch, t * nx * nx, nb)?;
-            let span = |n: usize| b0 * t * n..(b0 + nb) * t * n;
-            download(&g, st, &mh, 0, &mut out.smean[span(nx)], "smoothed means")?;
-            download(
-                &g,
-                st,
-                &ch,
-                0,
+            smoothed_out(
+                &ms,
+                &cs,
+                &mut out.smean[span(nx)],
                 &mut out.scov[span(nx * nx)],
-                "smoothed covariances",
             )?;
             crate::cuda::dtoh(st, &err, 0, &mut errs[..nb], "failures")?;
             sync(st, "the RTS smoother")?;

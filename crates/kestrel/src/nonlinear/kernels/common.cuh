@@ -160,6 +160,31 @@ __device__ __forceinline__ void chol_solve(const real* L, const real* il, real* 
     }
 }
 
+// A covariance through a linear map H (R x NX, row-major): C = P H^T (NX x R) and
+// S = H C (R x R). The EKF's prediction (H = F: C = D, S = F P F^T), its innovation
+// covariance, and the iterated smoothers' affine models.
+template <int R>
+__device__ __forceinline__ void through(const real* P, const real* H, real* C, real* S) {
+#pragma unroll
+    for (int r = 0; r < NX; r++)
+#pragma unroll
+        for (int c = 0; c < R; c++) {
+            real v = (real)0;
+#pragma unroll
+            for (int k = 0; k < NX; k++) v += P[r * NX + k] * H[c * NX + k];
+            C[r * R + c] = v;
+        }
+#pragma unroll
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int c = 0; c < R; c++) {
+            real v = (real)0;
+#pragma unroll
+            for (int k = 0; k < NX; k++) v += H[r * NX + k] * C[k * R + c];
+            S[r * R + c] = v;
+        }
+}
+
 // (M + M^T) / 2 in place.
 template <int N>
 __device__ __forceinline__ void symmetrize(real* M) {

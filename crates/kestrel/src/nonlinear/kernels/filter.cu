@@ -122,26 +122,11 @@ template <int J>
 __device__ __forceinline__ bool predict_d(real* m, real* P, real* D) {
     real o[NX + NX * NX];
     model_fjac<J>(m, o);
-    const real* F = o + NX;
     // D = P F^T, P = F D + Q.
+    real FPF[NX * NX];
+    through<NX>(P, o + NX, D, FPF);
 #pragma unroll
-    for (int r = 0; r < NX; r++)
-#pragma unroll
-        for (int c = 0; c < NX; c++) {
-            real v = (real)0;
-#pragma unroll
-            for (int k = 0; k < NX; k++) v += P[r * NX + k] * F[c * NX + k];
-            D[r * NX + c] = v;
-        }
-#pragma unroll
-    for (int r = 0; r < NX; r++)
-#pragma unroll
-        for (int c = 0; c < NX; c++) {
-            real v = (real)0;
-#pragma unroll
-            for (int k = 0; k < NX; k++) v += F[r * NX + k] * D[k * NX + c];
-            P[r * NX + c] = v + QM[J * NX * NX + r * NX + c];
-        }
+    for (int i = 0; i < NX * NX; i++) P[i] = FPF[i] + QM[J * NX * NX + i];
     symmetrize<NX>(P);
 #pragma unroll
     for (int r = 0; r < NX; r++) m[r] = o[r];
@@ -151,24 +136,9 @@ __device__ __forceinline__ bool predict_d(real* m, real* P, real* D) {
 // C = P H^T (NX x NY) and S = H C + R of mode J, with H the Jacobian of h (NY x NX).
 template <int J>
 __device__ __forceinline__ void ekf_moments(const real* P, const real* H, real* C, real* S) {
+    through<NY>(P, H, C, S);
 #pragma unroll
-    for (int r = 0; r < NX; r++)
-#pragma unroll
-        for (int c = 0; c < NY; c++) {
-            real v = (real)0;
-#pragma unroll
-            for (int k = 0; k < NX; k++) v += P[r * NX + k] * H[c * NX + k];
-            C[r * NY + c] = v;
-        }
-#pragma unroll
-    for (int r = 0; r < NY; r++)
-#pragma unroll
-        for (int c = 0; c < NY; c++) {
-            real v = (real)0;
-#pragma unroll
-            for (int k = 0; k < NX; k++) v += H[r * NX + k] * C[k * NY + c];
-            S[r * NY + c] = v + RM[J * NY * NY + r * NY + c];
-        }
+    for (int i = 0; i < NY * NY; i++) S[i] += RM[J * NY * NY + i];
 }
 
 // The EKF update: y = z - h(m), C = P H^T, S = H C + R with H the Jacobian at m.
@@ -464,16 +434,12 @@ __device__ __forceinline__ bool linearise(const real* m, const real* P, real* A,
 __device__ __forceinline__ bool affine_predict(const real* sm0, const real* sP0, real* m, real* P, real* Dc) {
     real A[NX * NX], c[NX], W[NX * NX];
     if (!linearise<NX, false>(sm0, sP0, A, c, W)) return false;
+    // D = P A^T, P = A D + Q + W, m = A m + c.
+    real APA[NX * NX], mn[NX];
+    through<NX>(P, A, Dc, APA);
 #pragma unroll
-    for (int r = 0; r < NX; r++)
-#pragma unroll
-        for (int q = 0; q < NX; q++) {
-            real v = (real)0;
-#pragma unroll
-            for (int i = 0; i < NX; i++) v += P[r * NX + i] * A[q * NX + i];
-            Dc[r * NX + q] = v;
-        }
-    real mn[NX];
+    for (int i = 0; i < NX * NX; i++) P[i] = APA[i] + QM[i] + W[i];
+    symmetrize<NX>(P);
 #pragma unroll
     for (int r = 0; r < NX; r++) {
         real v = (real)0;
@@ -482,17 +448,7 @@ __device__ __forceinline__ bool affine_predict(const real* sm0, const real* sP0,
         mn[r] = v + c[r];
     }
 #pragma unroll
-    for (int r = 0; r < NX; r++) {
-        m[r] = mn[r];
-#pragma unroll
-        for (int q = 0; q < NX; q++) {
-            real v = (real)0;
-#pragma unroll
-            for (int i = 0; i < NX; i++) v += A[r * NX + i] * Dc[i * NX + q];
-            P[r * NX + q] = v + QM[r * NX + q] + W[r * NX + q];
-        }
-    }
-    symmetrize<NX>(P);
+    for (int r = 0; r < NX; r++) m[r] = mn[r];
     return true;
 }
 
@@ -560,24 +516,9 @@ extern "C" __global__ void __launch_bounds__(128) nl_iterated(const real* __rest
                         for (int a = 0; a < NANG; a++) y[k_ang(a)] = k_wrap(y[k_ang(a)]);
                         // C = P H^T, S = H C + R + W.
                         real C[NX * NY], S[NY * NY];
+                        through<NY>(P, H, C, S);
 #pragma unroll
-                        for (int r = 0; r < NX; r++)
-#pragma unroll
-                            for (int q = 0; q < NY; q++) {
-                                real v = (real)0;
-#pragma unroll
-                                for (int i = 0; i < NX; i++) v += P[r * NX + i] * H[q * NX + i];
-                                C[r * NY + q] = v;
-                            }
-#pragma unroll
-                        for (int r = 0; r < NY; r++)
-#pragma unroll
-                            for (int q = 0; q < NY; q++) {
-                                real v = (real)0;
-#pragma unroll
-                                for (int i = 0; i < NX; i++) v += H[r * NX + i] * C[i * NY + q];
-                                S[r * NY + q] = v + RM[r * NY + q] + W[r * NY + q];
-                            }
+                        for (int i = 0; i < NY * NY; i++) S[i] += RM[i] + W[i];
                         u = moment_update(m, P, y, S, C, &l) ? 0 : 2;
                     }
                 }
