@@ -7,8 +7,8 @@ Bar-Shalom), over models written in kestrel's model-file expression language
 ``constants``, ``angles``), the coordinated turn (``kind = "ct"``), the particle
 filter's range-only / bearings-only / range-bearing kinds, any linear kind, or an
 ``[imm]`` file. As ``kestrel filter|smooth --filter KIND``: on the CPU in f64 inside,
-or (``device="cuda"``) the EKF, UKF and CKF filters of one model batched on the GPU in
-``z``'s precision.
+or (``device="cuda"``) batched on the GPU in ``z``'s precision: the EKF, IEKF, UKF and
+CKF filters of one model and their IMM, and the smoothers of one model.
 
 Time convention (kestrel's): the prior is the state at step 0 before the step-0
 measurement; step 0 updates it, each later step predicts then updates; a measurement
@@ -192,9 +192,10 @@ class NonlinearFilter:
         """Smooths ``z``: ``method="rts"`` (the RTS smoother with the filter's
         linearisation), ``"iterated"`` (iterated extended smoother for ekf/iekf,
         iterated posterior linearisation for ukf/ckf) or ``"parallel-iterated"`` (the
-        same passes, each pass's linearised filter and smoother run by the parallel scan;
-        ``device="cuda"`` runs those scans on the GPU): ``kestrel smooth --filter KIND
-        --method METHOD``. ``loglik`` is the filter's."""
+        same passes, each pass's linearised filter and smoother run by the parallel scan):
+        ``kestrel smooth --filter KIND --method METHOD``. ``device="cuda"`` runs each on
+        the GPU: the RTS and iterated smoothers one thread a track, the parallel iterated
+        smoother's scans over the steps. ``loglik`` is the filter's."""
         return self._run(
             z, True, method, filter, iterations, alpha, beta, kappa, precision, device, progress
         )
