@@ -95,6 +95,13 @@ pub(crate) fn filter<T: Real>(
     catch(|| run(ordinal, job, &models, rule, iterations, z))
 }
 
+/// A smoother kernel's failure code, 3 (k + 1) + (0: a P has no factor; 1: S is not
+/// positive definite; 2: the predicted P is not), as `(track, step, what)`.
+fn smoother_failure(track: usize, e: i32) -> (usize, usize, &'static str) {
+    let what = ["P", "S", "the predicted P"][(e % 3) as usize];
+    (track, (e / 3 - 1) as usize, what)
+}
+
 fn run<T: Real>(
     ordinal: usize,
     job: Job<'_>,
@@ -296,9 +303,7 @@ fn run<T: Real>(
         if out.fail.is_none() {
             if let Some((i, &e)) = errs[..nb].iter().enumerate().find(|(_, &e)| e != 0) {
                 out.fail = Some(if iterated {
-                    // 3 (k + 1) + (0: P, 1: S, 2: the predicted P).
-                    let what = ["P", "S", "the predicted P"][(e % 3) as usize];
-                    (b0 + i, (e / 3 - 1) as usize, what)
+                    smoother_failure(b0 + i, e)
                 } else {
                     let what = if e % 2 == 0 { "P" } else { "S" };
                     (b0 + i, (e / 2 - 1) as usize, what)
@@ -352,12 +357,7 @@ fn run<T: Real>(
             crate::cuda::dtoh(st, &err, 0, &mut errs[..nb], "failures")?;
             sync(st, "the RTS smoother")?;
             if let Some((i, &e)) = errs[..nb].iter().enumerate().find(|(_, &e)| e != 0) {
-                let step = (e / 2 - 1) as usize;
-                out.fail = Some((
-                    b0 + i,
-                    step,
-                    if e % 2 == 0 { "P" } else { "the predicted P" },
-                ));
+                out.fail = Some(smoother_failure(b0 + i, e));
             }
         }
         b0 += nb;

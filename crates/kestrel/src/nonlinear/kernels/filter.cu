@@ -330,39 +330,6 @@ __device__ __forceinline__ void store_moments(real* __restrict__ mean, real* __r
     for (int i = 0; i < NX * NX; i++) cov[((long long)k * NX * NX + i) * B + b] = P[i];
 }
 
-// The RTS smoother of each track, in place over the filter's outputs in nl_filter's
-// layout: from the filtered (m, P) at k, the prediction (m', P') and D as the filter
-// forms them, then rts_step. err [B] is 0, or 2 (k + 1) + (0: the filtered P at k has no
-// factor; 1: the predicted P at k is not positive definite).
-extern "C" __global__ void __launch_bounds__(128) nl_rts(real* __restrict__ mean, real* __restrict__ cov,
-                                                         int* __restrict__ err, int nb, int steps) {
-    const int b = blockIdx.x * blockDim.x + threadIdx.x;
-    if (b >= nb) return;
-    const long long B = nb;
-    // The smoothed moments at k + 1.
-    real ms[NX], Ps[NX * NX];
-    load_moments(mean, cov, steps - 1, B, b, ms, Ps);
-    int fail = 0;
-    for (int k = steps - 2; k >= 0; k--) {
-        real m[NX], P[NX * NX], mp[NX], Pp[NX * NX], D[NX * NX];
-        load_moments(mean, cov, k, B, b, m, P);
-#pragma unroll
-        for (int i = 0; i < NX; i++) mp[i] = m[i];
-#pragma unroll
-        for (int i = 0; i < NX * NX; i++) Pp[i] = P[i];
-        if (!predict_d<0>(mp, Pp, D)) {
-            fail = 2 * (k + 1);
-            break;
-        }
-        if (!rts_step(m, P, mp, Pp, D, ms, Ps)) {
-            fail = 2 * (k + 2) + 1;
-            break;
-        }
-        store_moments(mean, cov, k, B, b, ms, Ps);
-    }
-    err[b] = fail;
-}
-
 // An affine Gaussian approximation g(x) ~ A x + c + N(0, W) of the model's f (D = NX) or
 // h (D = NY) about (m, P) (nonlinear/iterated.rs `linearise`): the Jacobian at m (the
 // EKF and IEKF: W = 0), or statistical linear regression on the sigma points of (m, P)
@@ -452,6 +419,48 @@ __device__ __forceinline__ bool affine_predict(const real* sm0, const real* sP0,
     return true;
 }
 
+// The RTS smoother's backward pass of one track over its filtered moments (fmean,
+// fcov) into (smean, scov), which may be the same arrays (in place): pass 0 predicts as
+// the filter does; a later pass of the iterated smoothers through the affine model
+// linearised about the previous pass's smoothed moments, still in (smean, scov) at step
+// k when step k is smoothed. Returns 0, or 3 (k + 1) + (0: a P at k has no factor; 2:
+// the predicted P at k is not positive definite).
+__device__ __forceinline__ int rts_backward(const real* fmean, const real* fcov, real* smean, real* scov,
+                                            long long B, int b, int steps, int pass) {
+    real ms[NX], Ps[NX * NX];
+    load_moments(fmean, fcov, steps - 1, B, b, ms, Ps);
+    store_moments(smean, scov, steps - 1, B, b, ms, Ps);
+    for (int k = steps - 2; k >= 0; k--) {
+        real m[NX], P[NX * NX], mp[NX], Pp[NX * NX], Dc[NX * NX];
+        load_moments(fmean, fcov, k, B, b, m, P);
+#pragma unroll
+        for (int i = 0; i < NX; i++) mp[i] = m[i];
+#pragma unroll
+        for (int i = 0; i < NX * NX; i++) Pp[i] = P[i];
+        bool ok;
+        if (pass == 0) {
+            ok = predict_d<0>(mp, Pp, Dc);
+        } else {
+            real sm0[NX], sP0[NX * NX];
+            load_moments(smean, scov, k, B, b, sm0, sP0);
+            ok = affine_predict(sm0, sP0, mp, Pp, Dc);
+        }
+        if (!ok) return 3 * (k + 1);
+        if (!rts_step(m, P, mp, Pp, Dc, ms, Ps)) return 3 * (k + 2) + 2;
+        store_moments(smean, scov, k, B, b, ms, Ps);
+    }
+    return 0;
+}
+
+// The RTS smoother of each track, in place over the filter's outputs in nl_filter's
+// layout (rts_backward's pass 0). err [B] is 0 or rts_backward's code.
+extern "C" __global__ void __launch_bounds__(128) nl_rts(real* __restrict__ mean, real* __restrict__ cov,
+                                                         int* __restrict__ err, int nb, int steps) {
+    const int b = blockIdx.x * blockDim.x + threadIdx.x;
+    if (b >= nb) return;
+    err[b] = rts_backward(mean, cov, mean, cov, nb, b, steps, 0);
+}
+
 // The iterated smoothers (nonlinear/iterated.rs): pass 1 the filter (fmean, fcov, ll)
 // and its RTS smoother (smean, scov); each later pass linearises every f and h about the
 // previous pass's smoothed moments (still in smean, scov: the forward pass only reads
@@ -531,35 +540,8 @@ extern "C" __global__ void __launch_bounds__(128) nl_iterated(const real* __rest
             ll[(long long)k * B + b] = l;
         }
         if (fail) break;
-        // Backward: the RTS smoother of the pass's model, smean / scov step by step.
-        real ms[NX], Ps[NX * NX];
-        load_moments(fmean, fcov, steps - 1, B, b, ms, Ps);
-        store_moments(smean, scov, steps - 1, B, b, ms, Ps);
-        for (int k = steps - 2; k >= 0; k--) {
-            real m[NX], P[NX * NX], mp[NX], Pp[NX * NX], Dc[NX * NX];
-            load_moments(fmean, fcov, k, B, b, m, P);
-#pragma unroll
-            for (int i = 0; i < NX; i++) mp[i] = m[i];
-#pragma unroll
-            for (int i = 0; i < NX * NX; i++) Pp[i] = P[i];
-            bool ok;
-            if (pass == 0) {
-                ok = predict_d<0>(mp, Pp, Dc);
-            } else {
-                real sm0[NX], sP0[NX * NX];
-                load_moments(smean, scov, k, B, b, sm0, sP0);
-                ok = affine_predict(sm0, sP0, mp, Pp, Dc);
-            }
-            if (!ok) {
-                fail = 3 * (k + 1);
-                break;
-            }
-            if (!rts_step(m, P, mp, Pp, Dc, ms, Ps)) {
-                fail = 3 * (k + 2) + 2;
-                break;
-            }
-            store_moments(smean, scov, k, B, b, ms, Ps);
-        }
+        // Backward: the RTS smoother of the pass's model into smean / scov.
+        fail = rts_backward(fmean, fcov, smean, scov, B, b, steps, pass);
     }
     err[b] = fail;
 }
