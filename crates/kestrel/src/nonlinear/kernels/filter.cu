@@ -351,31 +351,18 @@ __device__ __forceinline__ bool linearise(const real* m, const real* P, real* A,
 #pragma unroll
         for (int i = 0; i < NX; i++) A[r * NX + i] = w[i];
     }
-    // W = Pyy - A P A^T through E = P A^T (NX x D).
-    real E[NX * D];
-#pragma unroll
-    for (int r = 0; r < NX; r++)
-#pragma unroll
-        for (int q = 0; q < D; q++) {
-            real v = (real)0;
-#pragma unroll
-            for (int i = 0; i < NX; i++) v += P[r * NX + i] * A[q * NX + i];
-            E[r * D + q] = v;
-        }
+    // W = Pyy - A P A^T, c = ybar - A m.
+    real E[NX * D], APA[D * D];
+    through<D>(P, A, E, APA);
 #pragma unroll
     for (int r = 0; r < D; r++) {
         real v = ybar[r];
 #pragma unroll
         for (int i = 0; i < NX; i++) v -= A[r * NX + i] * m[i];
         c[r] = v;
-#pragma unroll
-        for (int q = 0; q < D; q++) {
-            real u = (real)0;
-#pragma unroll
-            for (int i = 0; i < NX; i++) u += A[r * NX + i] * E[i * D + q];
-            W[r * D + q] = Pyy[r * D + q] - u;
-        }
     }
+#pragma unroll
+    for (int i = 0; i < D * D; i++) W[i] = Pyy[i] - APA[i];
     symmetrize<D>(W);
 #else
     real o[D + D * NX];
