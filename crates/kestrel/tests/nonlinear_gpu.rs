@@ -200,10 +200,26 @@ fn the_parallel_iterated_smoother_on_the_gpu_equals_the_cpu() {
     let z = data(&m, 2, 5000, 17);
     let problem = NonlinearProblem::Single(m);
     let job = NonlinearJob::Smooth(NonlinearSmoother::ParallelIterated);
-    for kind in [FilterKind::Ekf, FilterKind::Ukf] {
+    for kind in [FilterKind::Ekf, FilterKind::Ukf, FilterKind::Ckf] {
         let opts = NonlinearOptions::default()
             .with_kind(kind)
             .with_iterations(3);
+        // Every pass after the first on the device: its last linearised filter against
+        // the CPU's parallel iterated smoother's.
+        let cpu = estimate_on::<f64>(Device::Cpu, &problem, &z, &opts, job)
+            .expect("the CPU parallel iterated smoother");
+        let gpu = estimate_on::<f64>(Device::Cuda(0), &problem, &z, &opts, job)
+            .expect("the GPU parallel iterated smoother, f64");
+        let (cf, gf) = (&cpu.filtered, &gpu.filtered);
+        let tag = format!("parallel iterated {} filtered", kind.name());
+        assert_close(&format!("{tag} mean"), gf.mean(), cf.mean(), 1e-7);
+        assert_close(&format!("{tag} cov"), gf.cov(), cf.cov(), 1e-7);
+        assert_close(
+            &format!("{tag} loglik"),
+            gf.loglik().unwrap(),
+            cf.loglik().unwrap(),
+            1e-7,
+        );
         let want = estimate_on::<f64>(
             Device::Cpu,
             &problem,

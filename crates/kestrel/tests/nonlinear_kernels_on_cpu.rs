@@ -2,7 +2,8 @@
 //! each model's functions emitted from its tapes) compiled as plain C++ and run on the
 //! CPU thread by thread, against the CPU path: the EKF, IEKF, UKF and CKF, their RTS
 //! smoothers (`nl_rts`) and iterated smoothers (`nl_iterated`) on three models, and two IMMs, f64 and f32, outputs poisoned
-//! first. The code generation and the kernel's arithmetic are checked here without a GPU;
+//! first; and the parallel iterated smoother's linearisation (`nl_linearise_steps`)
+//! against the CPU's affine model. The code generation and the kernel's arithmetic are checked here without a GPU;
 //! `nonlinear_gpu` checks them on one. Skips with a printed reason when there is no C++
 //! compiler.
 
@@ -10,11 +11,11 @@ mod emulation;
 mod nonlinear_common;
 
 use emulation::{bytes, compile, compiler, reals, FILE_IO};
-use kestrel::nonlinear::cuda::source::source_of;
+use kestrel::nonlinear::cuda::source::{linearise_source, source_of};
 use kestrel::nonlinear::sigma::SigmaRule;
 use kestrel::nonlinear::{
-    estimate_on, FilterKind, NonlinearJob, NonlinearModel, NonlinearOptions, NonlinearProblem,
-    NonlinearSmoother,
+    estimate_on, linearised_records, FilterKind, NonlinearJob, NonlinearModel, NonlinearOptions,
+    NonlinearProblem, NonlinearSmoother,
 };
 use kestrel::{Device, Measurements, Real};
 use nonlinear_common::*;
@@ -350,6 +351,125 @@ fn the_imm_kernel_equals_the_cpu_path() {
         ] {
             check::<f64>(&cxx, dir.path(), name, &problem, &z, kind, 1e-9);
             check::<f32>(&cxx, dir.path(), name, &problem, &z, kind, 5e-3);
+        }
+    }
+}
+
+/// `nl_linearise_steps` of one track: reads `sm`, `sc`, `z` (f64), writes the model
+/// records, the unwrapped measurements (both poisoned first) and the failure code.
+const LIN_HARNESS: &str = r#"
+int main(int argc, char** argv) {
+    std::string d = argv[1];
+    int T = atoi(argv[2]);
+    auto sm = load<double>(d + "/sm");
+    auto sc = load<double>(d + "/sc");
+    auto z = load<double>(d + "/z");
+    std::vector<lin_out> steps((size_t)T * LIN_REC, (lin_out)NAN), zu((size_t)T * NY, (lin_out)NAN);
+    std::vector<int> err(1, 2147483647);
+    blockDim.x = 128;
+    for (int k = T - 1; k >= 0; --k) {
+        blockIdx.x = (unsigned)(k / 128);
+        threadIdx.x = (unsigned)(k % 128);
+        nl_linearise_steps(sm.data(), sc.data(), z.data(), steps.data(), zu.data(), err.data(), T);
+    }
+    save(d + "/steps", steps);
+    save(d + "/zu", zu);
+    save(d + "/err", err);
+    return 0;
+}
+"#;
+
+fn linearisation<T: Real>(
+    cxx: &str,
+    dir: &Path,
+    name: &str,
+    m: &NonlinearModel,
+    kind: FilterKind,
+    z: &Measurements<f64>,
+) {
+    let opts = NonlinearOptions::default().with_kind(kind);
+    let job = NonlinearJob::Smooth(NonlinearSmoother::Rts);
+    let problem = NonlinearProblem::Single(m.clone());
+    let s = estimate_on::<f64>(Device::Cpu, &problem, z, &opts, job)
+        .unwrap()
+        .smoothed
+        .unwrap();
+    let (t, nx, ny) = (z.steps(), m.nx(), m.ny());
+    // Track 0.
+    let (zt, sm, sc) = (
+        &z.data()[..t * ny],
+        &s.mean()[..t * nx],
+        &s.cov()[..t * nx * nx],
+    );
+    let (want, want_z) = linearised_records(m, &opts, zt, sm, sc).unwrap();
+    let rule = match kind {
+        FilterKind::Ukf => Some(SigmaRule::unscented(nx, 1.0, 0.0, 3.0 - nx as f64).unwrap()),
+        FilterKind::Ckf => Some(SigmaRule::cubature(nx)),
+        _ => None,
+    };
+    let tag = format!("lin_{}_{}_{}", name.replace(' ', "_"), kind.name(), T::NAME);
+    let src = format!(
+        "{SHIM}\ninline int atomicMin(int* a, int v) {{ const int o = *a; if (v < o) *a = v; return o; }}\n{}\n{FILE_IO}\n{LIN_HARNESS}",
+        linearise_source::<T>(m, rule.as_ref())
+    );
+    let exe = compile(
+        cxx,
+        dir,
+        &tag,
+        &src,
+        &["-std=c++17", "-O1", "-w", "-ffp-contract=off"],
+    );
+    for (file, v) in [("sm", sm), ("sc", sc), ("z", zt)] {
+        std::fs::write(dir.join(file), bytes(v)).unwrap();
+    }
+    let o = Command::new(&exe)
+        .arg(dir)
+        .arg(t.to_string())
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{tag}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let rd = |f: &str| std::fs::read(dir.join(f)).unwrap();
+    let err = i32::from_le_bytes(rd("err")[..4].try_into().unwrap());
+    assert_eq!(err, i32::MAX, "{tag}: failure code {err}");
+    // f64: the CPU's arithmetic to rounding; f32: the same values rounded once.
+    let tol = if T::NAME == "f64" { 1e-9 } else { 1e-6 };
+    assert_close(
+        &format!("{tag} records"),
+        &reals::<T>(&rd("steps")),
+        &want,
+        tol,
+    );
+    let zu = reals::<T>(&rd("zu"));
+    assert_eq!(zu.len(), want_z.len());
+    for (i, (a, b)) in zu.iter().zip(&want_z).enumerate() {
+        let a = a.to_f64();
+        assert!(
+            (a.is_nan() && b.is_nan()) || (a - b).abs() <= tol * (1.0 + b.abs()),
+            "{tag} measurement {i}: {a} against {b}"
+        );
+    }
+}
+
+#[test]
+fn the_linearisation_kernel_equals_the_cpu_path() {
+    let Some(cxx) = compiler() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let models = [
+        ("pendulum", pendulum(1), 50),
+        ("turn", turn(), 60),
+        ("every function", every_function(), 30),
+    ];
+    for (name, m, t) in &models {
+        // With missing steps (data's 10%): zeros and R in their records, NaN passed on.
+        let z = data(m, 2, *t, 5);
+        assert!(z.data()[..*t * m.ny()].iter().any(|v| v.is_nan()));
+        for kind in [FilterKind::Ekf, FilterKind::Ukf, FilterKind::Ckf] {
+            linearisation::<f64>(&cxx, dir.path(), name, m, kind, &z);
+            linearisation::<f32>(&cxx, dir.path(), name, m, kind, &z);
         }
     }
 }

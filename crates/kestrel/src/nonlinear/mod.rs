@@ -40,6 +40,7 @@ mod ekf;
 mod imm;
 mod iterated;
 mod parallel_iterated;
+pub use parallel_iterated::linearised_records;
 mod sim;
 mod smoother;
 

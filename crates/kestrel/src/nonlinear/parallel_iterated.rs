@@ -8,7 +8,9 @@
 //! as the sequential iterated smoothers start. Every later pass linearises every `f`
 //! (step k-1 to k) and `h` (step k) about the previous pass's smoothed moments, all steps
 //! at once, and runs [`crate::parallel::smooth_rts`] on that affine time-varying model
-//! (`F = A`, `u = b`, `Q + Omega`; `H = A`, `d = b`, `R + Lambda`) on the device. So after
+//! (`F = A`, `u = b`, `Q + Omega`; `H = A`, `d = b`, `R + Lambda`) on the device; on a
+//! GPU the linearisation runs there too (`cuda::parallel_iterated`), so that only pass
+//! 1's moments go up and the last pass's outputs come down. So after
 //! N passes the result is the sequential iterated smoother's after N passes, to the
 //! scan's rounding. Angle components of a measurement are unwrapped about the
 //! linearisation's prediction `A m + b` (the linear scan does not wrap innovations): the
@@ -98,6 +100,18 @@ pub(super) fn smooth<T: Real>(
     );
     let mut ll = first.filtered.loglik().unwrap_or(&[]).to_vec();
     let (mut smean, mut scov) = (smoothed.mean().to_vec(), smoothed.cov().to_vec());
+    #[cfg(feature = "cuda")]
+    if let (Device::Cuda(ordinal), true) = (device, iterations > 1) {
+        return on_gpu(
+            ordinal,
+            step,
+            model,
+            &zf,
+            (&smean, &scov),
+            iterations - 1,
+            t,
+        );
+    }
     for _ in 1..iterations {
         for i in 0..b {
             crate::cancel::check()?;
@@ -135,6 +149,65 @@ pub(super) fn smooth<T: Real>(
     Ok((
         Estimates::new(b, t, nx, cast(fmean), cast(fcov), Some(cast(ll)))?,
         Estimates::new(b, t, nx, cast(smean), cast(scov), None)?,
+    ))
+}
+
+/// The later passes of every track on GPU `ordinal`, one track after another, each with
+/// all its passes on the device (`nonlinear::cuda::parallel_iterated`), from the first
+/// pass's smoothed moments `first` (f64, every track's).
+#[cfg(feature = "cuda")]
+fn on_gpu<T: Real>(
+    ordinal: usize,
+    step: &Step<'_>,
+    model: &NonlinearModel,
+    z: &[f64],
+    (sm, sc): (&[f64], &[f64]),
+    passes: usize,
+    t: usize,
+) -> Result<(Estimates<T>, Estimates<T>)> {
+    use super::cuda::{MAX_NX, MAX_NY};
+    let (nx, ny) = (model.nx(), model.ny());
+    if nx > MAX_NX || ny > MAX_NY {
+        return Err(Error::Unsupported(format!(
+            "the parallel iterated smoother on cuda handles up to {MAX_NX} state and {MAX_NY} measurement components (this model: {nx} and {ny}); use --device cpu"
+        )));
+    }
+    let rule = match step {
+        Step::Sigma(r) => Some(*r),
+        Step::Ekf | Step::Iekf(_) => None,
+    };
+    let b = z.len() / (t * ny).max(1);
+    let (n1, n2) = (t * nx, t * nx * nx);
+    let mut parts = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for i in 0..b {
+        crate::cancel::check()?;
+        let (f, s) = super::cuda::parallel_iterated::later_passes::<T>(
+            ordinal,
+            model,
+            rule,
+            &z[i * t * ny..(i + 1) * t * ny],
+            &sm[i * n1..(i + 1) * n1],
+            &sc[i * n2..(i + 1) * n2],
+            passes,
+        )
+        .map_err(|e| match e {
+            Error::NotPositiveDefinite { step, what, .. } => Error::NotPositiveDefinite {
+                track: i,
+                step,
+                what,
+            },
+            e => e,
+        })?;
+        parts.0.extend_from_slice(f.mean());
+        parts.1.extend_from_slice(f.cov());
+        parts.2.extend_from_slice(f.loglik().unwrap_or(&[]));
+        parts.3.extend_from_slice(s.mean());
+        parts.4.extend_from_slice(s.cov());
+    }
+    let (fm, fc, ll, smean, scov) = parts;
+    Ok((
+        Estimates::new(b, t, nx, fm, fc, Some(ll))?,
+        Estimates::new(b, t, nx, smean, scov, None)?,
     ))
 }
 
@@ -210,4 +283,36 @@ fn linearised(
         },
         zu,
     ))
+}
+
+/// One track's affine model about its smoothed moments `sm` `[t][nx]`, `sc`
+/// `[t][nx][nx]` as the GPU's parallel scan reads it: per step `F [nx][nx]`, `u [nx]`,
+/// `Q [nx][nx]`, `H [ny][nx]`, `d [ny]`, `R [ny][ny]` (row-major, one record after the
+/// other), and the measurements `z` `[t][ny]` with angles unwrapped; the CPU's, for the
+/// tests of the device's linearisation (`kernels/linearise.cu`).
+#[doc(hidden)]
+pub fn linearised_records(
+    model: &NonlinearModel,
+    opts: &NonlinearOptions,
+    z: &[f64],
+    sm: &[f64],
+    sc: &[f64],
+) -> Result<(Vec<f64>, Vec<f64>)> {
+    let rule = super::rule_for(opts, model.nx())?;
+    let step = match (opts.kind, &rule) {
+        (_, Some(r)) => Step::Sigma(r),
+        (super::FilterKind::Iekf, _) => Step::Iekf(opts.iterations),
+        _ => Step::Ekf,
+    };
+    let (affine, zu) = linearised(&step, model, z, sm, sc).map_err(|e| fail(0, e))?;
+    let t = z.len() / model.ny();
+    let conv = crate::kalman::dense::ConvertedModel::<f64>::new(&affine, t);
+    let mut rec = Vec::new();
+    for k in 0..t {
+        let s = conv.at(k);
+        for part in [&s.f, &s.u, &s.q, &s.h, &s.d, &s.r] {
+            rec.extend_from_slice(part);
+        }
+    }
+    Ok((rec, zu))
 }

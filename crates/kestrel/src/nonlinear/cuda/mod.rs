@@ -7,6 +7,7 @@
 //! `[B][T][..]` and the kernel's structure of arrays; tracks go in groups that fit the
 //! device's memory. Equal to the CPU path (`super::filter_track`) to rounding.
 
+pub(crate) mod parallel_iterated;
 #[doc(hidden)]
 pub mod source;
 

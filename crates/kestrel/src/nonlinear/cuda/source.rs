@@ -12,6 +12,7 @@ use std::fmt::Write;
 const COMMON: &str = include_str!("../kernels/common.cuh");
 const FILTER: &str = include_str!("../kernels/filter.cu");
 const IMM: &str = include_str!("../kernels/imm.cu");
+const LINEARISE: &str = include_str!("../kernels/linearise.cu");
 
 /// A constant as CUDA source, exact (Rust prints the shortest string that reads back as
 /// the same f64).
@@ -288,5 +289,17 @@ pub fn source_of<T: Real>(
         );
         s.push_str(IMM);
     }
+    s
+}
+
+/// The translation unit of the parallel iterated smoother's linearisation
+/// (`kernels/linearise.cu`) for `model` and its filter (`rule`: `None` for the EKF and
+/// IEKF): the model in f64, as the CPU linearises, writing the scan's model records and
+/// measurements in `T`.
+pub fn linearise_source<T: Real>(model: &NonlinearModel, rule: Option<&SigmaRule>) -> String {
+    let mut s = source_of::<f64>(&[model], rule, 1, None);
+    let out = if T::NAME == "f32" { "float" } else { "double" };
+    let _ = writeln!(s, "typedef {out} lin_out;");
+    s.push_str(LINEARISE);
     s
 }

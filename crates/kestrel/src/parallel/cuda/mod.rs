@@ -269,11 +269,13 @@ macro_rules! launch {
 }
 
 mod directions;
+mod resident;
 mod run;
 mod scan;
 mod split;
 mod sqrt;
 pub use directions::time_two_filter_by_direction;
+pub(crate) use resident::ResidentRts;
 pub use run::Method;
 use run::{scalars_per_track, DevModel, GroupBufs};
 pub use split::{
