@@ -124,7 +124,7 @@ __device__ __forceinline__ void kf_predict(const ModelParams& mp, real* x, real*
     real xn[NX];
     real Pn[NP];
     UNROLL for (int i = 0; i < NX; ++i) {
-        real s = u != nullptr ? __ldg(u + i * us) : MU(i);
+        real s = u != nullptr ? u[i * us] : MU(i);
         UNROLL for (int l = 0; l < NX; ++l) if (NZF(i, l)) s += MF(i, l) * x[l];
         xn[i] = s;
         real fp[NX];  // row i of F P
@@ -154,7 +154,7 @@ __device__ __forceinline__ void kf_innovation(const ModelParams& mp, const real*
                                               const real* P, real* zhat, real* y, real (*hp)[NX], real* S,
                                               const real* d = nullptr, long long is = 1) {
     UNROLL for (int a = 0; a < NY; ++a) {
-        real hx = d != nullptr ? __ldg(d + a * is) : MD(a);
+        real hx = d != nullptr ? d[a * is] : MD(a);
         UNROLL for (int l = 0; l < NX; ++l) if (NZH(a, l) && (!EXACT || MH(a, l) != (real)0)) hx += kmul<EXACT>(MH(a, l), x[l]);
         if (zhat != nullptr) zhat[a] = hx;
         y[a] = z[a] - hx;
@@ -166,7 +166,7 @@ __device__ __forceinline__ void kf_innovation(const ModelParams& mp, const real*
     }
     UNROLL for (int a = 0; a < NY; ++a) {
         UNROLL for (int c = 0; c <= a; ++c) {
-            real t = r != nullptr ? __ldg(r + (a * NY + c) * is) : MR(a, c);
+            real t = r != nullptr ? r[(a * NY + c) * is] : MR(a, c);
             if (LANES) {
                 UNROLL for (int l = 0; l < NX; ++l) if (NZH(c, l) && (!EXACT || MH(c, l) != (real)0)) t += kmul<EXACT>(hp[a][l], MH(c, l));
             } else {

@@ -20,6 +20,14 @@
 // thread reads its own track's prior and, step by step, its u, d and R from their
 // structure-of-arrays copies ([T][..][B]: a warp's loads of a step are contiguous).
 
+// Step k's u, d and R of a track (those not null) from their [T][..][B] copies.
+__device__ __forceinline__ void next_inputs(const real* ub, const real* db, const real* rb, long long k, long long B,
+                                            real* u, real* d, real* r) {
+    if (ub != nullptr) UNROLL for (int i = 0; i < NX; ++i) u[i] = __ldg(ub + (k * NX + i) * B);
+    if (db != nullptr) UNROLL for (int a = 0; a < NY; ++a) d[a] = __ldg(db + (k * NY + a) * B);
+    if (rb != nullptr) UNROLL for (int a = 0; a < NY * NY; ++a) r[a] = __ldg(rb + (k * NY * NY + a) * B);
+}
+
 template <int KEEP, bool PRED, bool SOA, bool IN = false>
 __device__ __forceinline__ void filter_body(const ModelParams& mp, const real* __restrict__ z, int nb, int steps,
                                             real* __restrict__ mean, real* __restrict__ cov, real* __restrict__ ll,
@@ -44,14 +52,25 @@ __device__ __forceinline__ void filter_body(const ModelParams& mp, const real* _
     const real* zb = z + b * T * NY;
     real zn[NY];
     UNROLL for (int a = 0; a < NY; ++a) zn[a] = __ldg(zb + a);
+    // The track's own inputs of the next step, loaded a step ahead as z is (so that their
+    // latency overlaps a step's arithmetic instead of stalling it).
+    real un[IN ? NX : 1], dn[IN ? NY : 1], rn[IN ? NY * NY : 1];
+    if (IN) next_inputs(ub, db, rb, 0, B, un, dn, rn);
     real total = (real)0;
     for (long long k = 0; k < T; ++k) {
         real zk[NY];
         UNROLL for (int a = 0; a < NY; ++a) zk[a] = zn[a];
+        real uk[IN ? NX : 1], dk[IN ? NY : 1], rk[IN ? NY * NY : 1];
+        if (IN) {
+            UNROLL for (int i = 0; i < NX; ++i) uk[i] = un[i];
+            UNROLL for (int a = 0; a < NY; ++a) dk[a] = dn[a];
+            UNROLL for (int a = 0; a < NY * NY; ++a) rk[a] = rn[a];
+        }
         if (k + 1 < T) {
             UNROLL for (int a = 0; a < NY; ++a) zn[a] = __ldg(zb + (k + 1) * NY + a);
+            if (IN) next_inputs(ub, db, rb, k + 1, B, un, dn, rn);
         }
-        if (k > 0) kf_predict(mp, x, P, ub != nullptr ? ub + k * NX * B : nullptr, B);
+        if (k > 0) kf_predict(mp, x, P, IN && ub != nullptr ? uk : nullptr, 1);
         if (PRED) store_state<false>(pmean, pcov, B, T, b, k, x, P);
         const int inf = first_inf(zk);
         if (inf >= 0) {
@@ -60,8 +79,8 @@ __device__ __forceinline__ void filter_body(const ModelParams& mp, const real* _
         }
         real l = (real)0;
         if (!any_nan(zk)) {
-            if (!kf_update(mp, zk, x, P, l, rb != nullptr ? rb + k * (NY * NY) * B : nullptr,
-                           db != nullptr ? db + k * NY * B : nullptr, B)) {
+            if (!kf_update(mp, zk, x, P, l, IN && rb != nullptr ? rk : nullptr, IN && db != nullptr ? dk : nullptr,
+                           1)) {
                 report(err, (unsigned long long)(b * T + k));
                 for (long long j = k + 1; j < T; ++j) {
                     const int f = first_inf(zb + j * NY);
