@@ -69,6 +69,16 @@ fn fail(track: usize, (step, what): (usize, Fail)) -> Error {
     Error::NotPositiveDefinite { track, step, what }
 }
 
+/// A one-track run's failure as track `track`'s of the batch.
+fn of_track(e: Error, track: usize) -> Error {
+    match e {
+        Error::NotPositiveDefinite { step, what, .. } => {
+            Error::NotPositiveDefinite { track, step, what }
+        }
+        e => e,
+    }
+}
+
 /// The parallel iterated smoother of every track of `z` with `iterations` passes, the
 /// later passes' scans on `device`; returns `(filtered, smoothed)` (the filtered moments
 /// and log-likelihoods of the last pass's linearised filter).
@@ -123,14 +133,7 @@ pub(super) fn smooth<T: Real>(
             let (affine, zu) = linearised(step, model, zt, sm, sc).map_err(|e| fail(i, e))?;
             let zm = Measurements::new(1, t, ny, zu.into_iter().map(T::of).collect())?;
             let (f, s) = crate::parallel::smooth_rts(device, &affine, &zm, ScanAlgorithm::Fastest)
-                .map_err(|e| match e {
-                    Error::NotPositiveDefinite { step, what, .. } => Error::NotPositiveDefinite {
-                        track: i,
-                        step,
-                        what,
-                    },
-                    e => e,
-                })?;
+                .map_err(|e| of_track(e, i))?;
             let put = |dst: &mut [f64], src: &[T]| {
                 for (d, s) in dst.iter_mut().zip(src) {
                     *d = s.to_f64();
@@ -190,14 +193,7 @@ fn on_gpu<T: Real>(
             &sc[i * n2..(i + 1) * n2],
             passes,
         )
-        .map_err(|e| match e {
-            Error::NotPositiveDefinite { step, what, .. } => Error::NotPositiveDefinite {
-                track: i,
-                step,
-                what,
-            },
-            e => e,
-        })?;
+        .map_err(|e| of_track(e, i))?;
         parts.0.extend_from_slice(f.mean());
         parts.1.extend_from_slice(f.cov());
         parts.2.extend_from_slice(f.loglik().unwrap_or(&[]));

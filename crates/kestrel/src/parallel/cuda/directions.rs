@@ -12,7 +12,9 @@
 use super::run::DevModel;
 use super::scan::{alloc, scan};
 use super::split::{budget_group, scalars_per_track};
-use super::{cu, est_as, fe_len, first_bad, fused_chunk_len, kernels, with_as, GpuReal, Output};
+use super::{
+    cu, est_as, fe_len, first_failure, fused_chunk_len, kernels, with_as, GpuReal, Output,
+};
 use crate::cuda::{catch, copy_between, gpu, Gpu, Module as Kernels};
 use crate::data::{Estimates, Measurements};
 use crate::error::{Error, Result};
@@ -288,17 +290,7 @@ fn run_dirs<D: GpuReal, M: StateSpace + ?Sized>(
         cu(st.synchronize(), "reading the results")?;
         b0 += nb;
     }
-    let ll = f.loglik.as_ref().expect("allocated with log-likelihoods");
-    let bad = [
-        first_bad(&f.mean, nx, t),
-        first_bad(&f.cov, nx * nx, t),
-        first_bad(ll, 1, t),
-        first_bad(&s.mean, nx, t),
-        first_bad(&s.cov, nx * nx, t),
-    ]
-    .into_iter()
-    .flatten()
-    .min();
+    let bad = first_failure(&f, &s, nx, t);
     if let Some((track, step)) = bad {
         return Err(Error::NotPositiveDefinite {
             track,

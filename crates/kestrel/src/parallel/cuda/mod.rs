@@ -504,6 +504,27 @@ fn first_bad<D: Real>(v: &[D], per: usize, t: usize) -> Option<(usize, usize)> {
         .map(|i| (i / per / t, i / per % t))
 }
 
+/// The first `(track, step)` of `t` steps a track where a filter's estimates `f` (with
+/// log-likelihoods) or the smoother's `s` are not finite.
+fn first_failure<D: Real>(
+    f: &Estimates<D>,
+    s: &Estimates<D>,
+    nx: usize,
+    t: usize,
+) -> Option<(usize, usize)> {
+    let ll = f.loglik.as_deref().unwrap_or(&[]);
+    [
+        first_bad(&f.mean, nx, t),
+        first_bad(&f.cov, nx * nx, t),
+        first_bad(ll, 1, t),
+        first_bad(&s.mean, nx, t),
+        first_bad(&s.cov, nx * nx, t),
+    ]
+    .into_iter()
+    .flatten()
+    .min()
+}
+
 fn run_as<D: GpuReal, M: StateSpace + ?Sized>(
     ordinal: usize,
     model: &M,

@@ -4,7 +4,7 @@
 //! pass's affine model made on the device from the last pass's smoothed moments.
 
 use super::run::{DevModel, GroupBufs, Method};
-use super::{cu, first_bad, kernels, Gpu, GpuReal, Kernels};
+use super::{cu, first_failure, kernels, Gpu, GpuReal, Kernels};
 use crate::data::Estimates;
 use crate::error::{Error, Result};
 use crate::model::Prior;
@@ -125,17 +125,7 @@ impl<D: GpuReal> ResidentRts<D> {
             "reading smoothed covariances",
         )?;
         cu(st.synchronize(), "reading the results")?;
-        let ll = f.loglik.as_ref().expect("allocated with log-likelihoods");
-        let bad = [
-            first_bad(&f.mean, nx, t),
-            first_bad(&f.cov, nx * nx, t),
-            first_bad(ll, 1, t),
-            first_bad(&s.mean, nx, t),
-            first_bad(&s.cov, nx * nx, t),
-        ]
-        .into_iter()
-        .flatten()
-        .min();
+        let bad = first_failure(&f, &s, nx, t);
         if let Some((_, step)) = bad {
             return Err(Error::NotPositiveDefinite {
                 track: 0,
