@@ -33,6 +33,8 @@ mod cli_retrodict;
 mod cli_round3;
 #[path = "cli_round3_fuzz.rs"]
 mod cli_round3_fuzz;
+#[path = "cli_round3_memory.rs"]
+mod cli_round3_memory;
 #[path = "cli_tbd.rs"]
 mod cli_tbd;
 #[path = "cli_time_varying.rs"]
