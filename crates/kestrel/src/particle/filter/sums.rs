@@ -12,7 +12,7 @@ use crate::linalg::Real;
 /// the lanes are added `(0 + 1) + (2 + 3)` at the end; the running sums (and `S`, their
 /// last) in order. [`sums4_avx2`] is the same, four lanes a register.
 #[inline(always)]
-fn sums4_lanes<T: Real>(w: &[T], xs: &[T], c0: &[f64], p: &mut [f64], cdf: &mut [f64]) {
+pub(super) fn sums4_lanes<T: Real>(w: &[T], xs: &[T], c0: &[f64], p: &mut [f64], cdf: &mut [f64]) {
     let n = w.len();
     let mut s = 0.0f64;
     let mut s2 = [0.0f64; 4];
@@ -79,7 +79,13 @@ fn lane_totals(s: f64, s2: &[f64; 4], m1: &[[f64; 4]; 4], m2: &[[f64; 4]; 10], p
 /// The processor must have AVX2.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn sums4_avx2(wv: &[f64], xs: &[f64], c0: &[f64], p: &mut [f64], cdf: &mut [f64]) {
+pub(super) unsafe fn sums4_avx2(
+    wv: &[f64],
+    xs: &[f64],
+    c0: &[f64],
+    p: &mut [f64],
+    cdf: &mut [f64],
+) {
     use std::arch::x86_64::*;
     let n = wv.len();
     let whole = n / 4 * 4;

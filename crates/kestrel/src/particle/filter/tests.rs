@@ -1,4 +1,4 @@
-use super::*;
+use super::sums::*;
 
 /// Weights in [0, 1] (some zero) and particles around a point, from a fixed seed.
 fn chunk(n: usize, seed: u64) -> (Vec<f64>, Vec<f64>) {
