@@ -8,6 +8,7 @@
 
 mod assemble;
 pub mod assign;
+mod buffers;
 pub mod jpda;
 mod tracker;
 

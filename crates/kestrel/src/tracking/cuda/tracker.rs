@@ -46,69 +46,12 @@ use crate::cuda::{
 use crate::error::{Error, Result};
 use crate::kalman::cuda::source::model_params;
 use crate::model::Model;
-use cudarc::driver::result as cu;
 use cudarc::driver::{CudaEvent, CudaStream};
 use std::sync::Arc;
 use std::time::Instant;
 
 use super::assemble::{source, BLOCK, KERNELS, MAX_NX, MAX_NY, SCAN_BLOCK, SCAN_TILE, SCRATCH};
-
-/// A device buffer that grows (never shrinks) to what a scan needs.
-struct Grow<T> {
-    buf: DevBuf<T>,
-    what: &'static str,
-}
-
-impl<T> Grow<T> {
-    fn new(gpu: &Gpu, what: &'static str) -> Result<Self> {
-        Ok(Grow {
-            buf: DevBuf::new(gpu, 1, what)?,
-            what,
-        })
-    }
-
-    /// Room for `len` values (the old contents are not kept).
-    fn ensure(&mut self, gpu: &Gpu, len: usize) -> Result<()> {
-        if self.buf.len() < len {
-            // At least half again, so that a growing scenario reallocates rarely.
-            let len = len.max(self.buf.len() + self.buf.len() / 2);
-            self.buf = DevBuf::new(gpu, len, self.what)?;
-        }
-        Ok(())
-    }
-
-    fn ptr(&self) -> Arg<'static> {
-        Arg::Ptr(self.buf.ptr())
-    }
-}
-
-/// One set of track buffers, `cap` tracks.
-struct Set {
-    cap: usize,
-    x: DevBuf<f64>,
-    p: DevBuf<f64>,
-    id: DevBuf<u64>,
-    status: DevBuf<u8>,
-    age: DevBuf<u32>,
-    hits: DevBuf<u32>,
-    misses: DevBuf<u32>,
-}
-
-impl Set {
-    fn new(gpu: &Gpu, cap: usize, nx: usize) -> Result<Set> {
-        let np = nx * (nx + 1) / 2;
-        Ok(Set {
-            cap,
-            x: DevBuf::new(gpu, cap * nx, "track means")?,
-            p: DevBuf::new(gpu, cap * np, "track covariances")?,
-            id: DevBuf::new(gpu, cap, "track identities")?,
-            status: DevBuf::new(gpu, cap, "track statuses")?,
-            age: DevBuf::new(gpu, cap, "track ages")?,
-            hits: DevBuf::new(gpu, cap, "track hits")?,
-            misses: DevBuf::new(gpu, cap, "track misses")?,
-        })
-    }
-}
+use super::buffers::{memset, Grow, Set};
 
 /// Events at the phase boundaries of a scan: upload + predict, grid + gate of stage 1,
 /// association of stage 1, gate of stage 2, association of stage 2, update and life
@@ -159,17 +102,6 @@ pub struct GpuTracker {
     pub timing: Timing,
     /// Wall-clock seconds of the scans so far, as the host sees them.
     pub wall: f64,
-}
-
-fn memset(stream: &CudaStream, ptr: u64, byte: u8, bytes: usize, what: &str) -> Result<()> {
-    if bytes == 0 {
-        return Ok(());
-    }
-    // SAFETY: the callers pass ranges inside their allocations.
-    ck(
-        unsafe { cu::memset_d8_async(ptr, byte, bytes, stream.cu_stream()) },
-        what,
-    )
 }
 
 impl GpuTracker {
