@@ -111,10 +111,11 @@ fn run<D: GpuReal>(
         sync(st, what)?;
         if code[0] != i32::MAX {
             let step = (code[0] / 2) as usize;
+            // Named as the CPU's linearisation names it.
             return Err(Error::NotPositiveDefinite {
                 track: 0,
                 step,
-                what: "the smoothed P to linearise about",
+                what: "P",
             });
         }
         rts.run()?;
