@@ -102,6 +102,33 @@ int main(int argc, char** argv) {
 }
 "#;
 
+/// The compiler's flags for every harness (no contraction: the CPU's roundings).
+const FLAGS: &[&str] = &["-std=c++17", "-O1", "-w", "-ffp-contract=off"];
+
+/// Runs a harness on `dir` with the numbers `args`, which must succeed.
+fn run(exe: &Path, dir: &Path, args: &[usize], tag: &str) {
+    let o = Command::new(exe)
+        .arg(dir)
+        .args(args.iter().map(|a| a.to_string()))
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{tag}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// The sigma-point rule of `kind` with the options' defaults (alpha 1, beta 0, kappa
+/// 3 - nx), `None` for the EKF and IEKF.
+fn rule_of(kind: FilterKind, nx: usize) -> Option<SigmaRule> {
+    match kind {
+        FilterKind::Ukf => Some(SigmaRule::unscented(nx, 1.0, 0.0, 3.0 - nx as f64).unwrap()),
+        FilterKind::Ckf => Some(SigmaRule::cubature(nx)),
+        _ => None,
+    }
+}
+
 /// `[B][T][c]` from the kernel's `[T][c][B]`.
 fn from_soa<T: Copy>(v: &[T], b: usize, t: usize, c: usize) -> Vec<T> {
     let mut out = Vec::with_capacity(v.len());
@@ -178,28 +205,13 @@ fn emulate<T: Real>(
             )
         }
     };
-    let exe = compile(
-        cxx,
-        dir,
-        tag,
-        &src,
-        &["-std=c++17", "-O1", "-w", "-ffp-contract=off"],
-    );
+    let exe = compile(cxx, dir, tag, &src, FLAGS);
     let zs: Vec<T> = (0..t * ny)
         .flat_map(|r| (0..b).map(move |i| (r, i)))
         .map(|(r, i)| z.data()[i * t * ny + r])
         .collect();
     std::fs::write(dir.join("z"), bytes(&zs)).unwrap();
-    let o = Command::new(&exe)
-        .arg(dir)
-        .args([b.to_string(), t.to_string()])
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "{tag}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    run(&exe, dir, &[b, t], tag);
     let rd = |name: &str| std::fs::read(dir.join(name)).unwrap();
     let ints = |name: &str| -> Vec<i32> {
         rd(name)
@@ -253,11 +265,7 @@ fn check<T: Real>(
         .with_iterations(4);
     let want = estimate_on::<f64>(Device::Cpu, problem, z, &opts, NonlinearJob::Filter).unwrap();
     let nx = problem.nx();
-    let rule = match kind {
-        FilterKind::Ukf => Some(SigmaRule::unscented(nx, 1.0, 0.0, 3.0 - nx as f64).unwrap()),
-        FilterKind::Ckf => Some(SigmaRule::cubature(nx)),
-        _ => None,
-    };
+    let rule = rule_of(kind, nx);
     let iterations = if kind == FilterKind::Iekf { 4 } else { 1 };
     let tag = format!("nl_{}_{}_{}", name.replace(' ', "_"), kind.name(), T::NAME);
     let (mean, cov, ll, probs, err, smoothed) = emulate::<T>(
@@ -402,36 +410,17 @@ fn linearisation<T: Real>(
         &s.cov()[..t * nx * nx],
     );
     let (want, want_z) = linearised_records(m, &opts, zt, sm, sc).unwrap();
-    let rule = match kind {
-        FilterKind::Ukf => Some(SigmaRule::unscented(nx, 1.0, 0.0, 3.0 - nx as f64).unwrap()),
-        FilterKind::Ckf => Some(SigmaRule::cubature(nx)),
-        _ => None,
-    };
+    let rule = rule_of(kind, nx);
     let tag = format!("lin_{}_{}_{}", name.replace(' ', "_"), kind.name(), T::NAME);
     let src = format!(
         "{SHIM}\ninline int atomicMin(int* a, int v) {{ const int o = *a; if (v < o) *a = v; return o; }}\n{}\n{FILE_IO}\n{LIN_HARNESS}",
         linearise_source::<T>(m, rule.as_ref())
     );
-    let exe = compile(
-        cxx,
-        dir,
-        &tag,
-        &src,
-        &["-std=c++17", "-O1", "-w", "-ffp-contract=off"],
-    );
+    let exe = compile(cxx, dir, &tag, &src, FLAGS);
     for (file, v) in [("sm", sm), ("sc", sc), ("z", zt)] {
         std::fs::write(dir.join(file), bytes(v)).unwrap();
     }
-    let o = Command::new(&exe)
-        .arg(dir)
-        .arg(t.to_string())
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "{tag}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    run(&exe, dir, &[t], &tag);
     let rd = |f: &str| std::fs::read(dir.join(f)).unwrap();
     let err = i32::from_le_bytes(rd("err")[..4].try_into().unwrap());
     assert_eq!(err, i32::MAX, "{tag}: failure code {err}");

@@ -497,6 +497,16 @@ fn rule_for(opts: &NonlinearOptions, nx: usize) -> Result<Option<SigmaRule>> {
     })
 }
 
+/// The per-step form of `opts`'s filter, with `rule` from [`rule_for`].
+fn step_of<'a>(opts: &NonlinearOptions, rule: Option<&'a SigmaRule>) -> Step<'a> {
+    match (opts.kind, rule) {
+        (FilterKind::Ekf, _) => Step::Ekf,
+        (FilterKind::Iekf, _) => Step::Iekf(opts.iterations),
+        (_, Some(r)) => Step::Sigma(r),
+        (_, None) => unreachable!("rule_for makes a rule for ukf and ckf"),
+    }
+}
+
 fn smoothing_job(job: NonlinearJob) -> bool {
     matches!(job, NonlinearJob::Smooth(_))
 }
@@ -579,12 +589,7 @@ pub fn estimate_on<T: Real>(
             "keeping only the last state is for the filters of one model (not the smoothers or the IMM)",
         ));
     }
-    let step = match (opts.kind, &rule) {
-        (FilterKind::Ekf, _) => Step::Ekf,
-        (FilterKind::Iekf, _) => Step::Iekf(opts.iterations),
-        (_, Some(r)) => Step::Sigma(r),
-        (_, None) => unreachable!("rule_for makes a rule for ukf and ckf"),
-    };
+    let step = step_of(opts, rule.as_ref());
     if job == NonlinearJob::Smooth(NonlinearSmoother::ParallelIterated) {
         let NonlinearProblem::Single(model) = problem else {
             return Err(Error::Unsupported(

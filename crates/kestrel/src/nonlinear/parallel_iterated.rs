@@ -295,11 +295,7 @@ pub fn linearised_records(
     sc: &[f64],
 ) -> Result<(Vec<f64>, Vec<f64>)> {
     let rule = super::rule_for(opts, model.nx())?;
-    let step = match (opts.kind, &rule) {
-        (_, Some(r)) => Step::Sigma(r),
-        (super::FilterKind::Iekf, _) => Step::Iekf(opts.iterations),
-        _ => Step::Ekf,
-    };
+    let step = super::step_of(opts, rule.as_ref());
     let (affine, zu) = linearised(&step, model, z, sm, sc).map_err(|e| fail(0, e))?;
     let t = z.len() / model.ny();
     let conv = crate::kalman::dense::ConvertedModel::<f64>::new(&affine, t);

@@ -290,26 +290,13 @@ __device__ __forceinline__ bool rts_step(const real* m, const real* P, const rea
         for (int c = 0; c < NX; c++) v += G[r * NX + c] * dm[c];
         ms[r] = m[r] + v;
     }
-    // Ps = P + G (Ps - Pp) G^T through E = (Ps - Pp) G^T.
-    real E[NX * NX];
+    // Ps = P + G (Ps - Pp) G^T: (Ps - Pp) through the map G.
+    real dP[NX * NX], E[NX * NX], GdG[NX * NX];
 #pragma unroll
-    for (int r = 0; r < NX; r++)
+    for (int i = 0; i < NX * NX; i++) dP[i] = Ps[i] - Pp[i];
+    through<NX>(dP, G, E, GdG);
 #pragma unroll
-        for (int c = 0; c < NX; c++) {
-            real v = (real)0;
-#pragma unroll
-            for (int i = 0; i < NX; i++) v += (Ps[r * NX + i] - Pp[r * NX + i]) * G[c * NX + i];
-            E[r * NX + c] = v;
-        }
-#pragma unroll
-    for (int r = 0; r < NX; r++)
-#pragma unroll
-        for (int c = 0; c < NX; c++) {
-            real v = (real)0;
-#pragma unroll
-            for (int i = 0; i < NX; i++) v += G[r * NX + i] * E[i * NX + c];
-            Ps[r * NX + c] = P[r * NX + c] + v;
-        }
+    for (int i = 0; i < NX * NX; i++) Ps[i] = P[i] + GdG[i];
     symmetrize<NX>(Ps);
     return true;
 }
