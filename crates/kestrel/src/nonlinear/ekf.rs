@@ -6,6 +6,7 @@
 //! `h` at `m`, `S = H P H^T + R`, `C = P H^T`, then [`moment_update`].
 
 use super::models::NonlinearModel;
+use super::sigma::cholesky_into;
 use nalgebra::{DMatrix, DVector};
 
 /// The matrix that lost positive definiteness (`"S"`, `"P"`, ...), for
@@ -21,6 +22,12 @@ pub(super) struct Work {
     pub jac: Vec<f64>,
     pub pts: Vec<f64>,
     pub out: Vec<f64>,
+    /// A Cholesky factor.
+    pub l: Vec<f64>,
+    /// The sigma-point moments ([`transform_into`](super::sigma::transform_into)).
+    pub mean: Vec<f64>,
+    pub cov: Vec<f64>,
+    pub cross: Vec<f64>,
 }
 
 /// `a` wrapped to `(-pi, pi]`.
@@ -47,11 +54,16 @@ pub fn wrap_angles(y: &mut [f64], angles: &[usize]) {
 /// `(M + M^T) / 2` in place.
 pub(super) fn symmetrize(p: &mut DMatrix<f64>) {
     let n = p.nrows();
+    symmetrize_in(p.as_mut_slice(), n);
+}
+
+/// [`symmetrize`] of a square `p [n][n]`.
+pub(super) fn symmetrize_in(p: &mut [f64], n: usize) {
     for i in 0..n {
         for j in 0..i {
-            let v = 0.5 * (p[(i, j)] + p[(j, i)]);
-            p[(i, j)] = v;
-            p[(j, i)] = v;
+            let v = 0.5 * (p[j * n + i] + p[i * n + j]);
+            p[j * n + i] = v;
+            p[i * n + j] = v;
         }
     }
 }
@@ -67,23 +79,87 @@ pub(super) fn moment_update(
     s: DMatrix<f64>,
     c: &DMatrix<f64>,
 ) -> Result<f64, Fail> {
-    let ny = y.len();
-    let chol = s.cholesky().ok_or("S")?;
-    let kt = chol.solve(&c.transpose());
-    *m += kt.transpose() * y;
-    *p -= c * &kt;
-    symmetrize(p);
-    let l = chol.l_dirty();
-    let mut w = y.clone();
-    for i in 0..ny {
-        let mut v = w[i];
-        for j in 0..i {
-            v -= l[(i, j)] * w[j];
-        }
-        w[i] = v / l[(i, i)];
+    moment_update_in(
+        m.as_mut_slice(),
+        p.as_mut_slice(),
+        y.as_slice(),
+        s.as_slice(),
+        c.as_slice(),
+        &mut Vec::new(),
+        &mut Vec::new(),
+    )
+}
+
+/// [`moment_update`] on slices: `m [n]`, `p [n][n]` and `s [ny][ny]` symmetric, `c`
+/// `[n][ny]` column-major; `l` and `kt` are scratch (the factor of `S` and `K^T`).
+pub(super) fn moment_update_in(
+    m: &mut [f64],
+    p: &mut [f64],
+    y: &[f64],
+    s: &[f64],
+    c: &[f64],
+    l: &mut Vec<f64>,
+    kt: &mut Vec<f64>,
+) -> Result<f64, Fail> {
+    let (n, ny) = (m.len(), y.len());
+    if !cholesky_into(s, ny, l) {
+        return Err("S");
     }
-    let logdet: f64 = (0..ny).map(|i| l[(i, i)].ln()).sum();
-    Ok(-0.5 * (ny as f64 * crate::linalg::LN_2PI + w.norm_squared()) - logdet)
+    // K^T = S^-1 C^T, a column (one state component) at a time: L v = c_r, L^T k = v.
+    kt.clear();
+    kt.resize(n * ny, 0.0);
+    for r in 0..n {
+        let k = &mut kt[r * ny..(r + 1) * ny];
+        for a in 0..ny {
+            let mut v = c[a * n + r];
+            for b in 0..a {
+                v -= l[b * ny + a] * k[b];
+            }
+            k[a] = v / l[a * ny + a];
+        }
+        for a in (0..ny).rev() {
+            let mut v = k[a];
+            for b in a + 1..ny {
+                v -= l[a * ny + b] * k[b];
+            }
+            k[a] = v / l[a * ny + a];
+        }
+    }
+    // m += K y; P -= C K^T.
+    for (r, mr) in m.iter_mut().enumerate() {
+        let k = &kt[r * ny..(r + 1) * ny];
+        let mut v = 0.0;
+        for (ka, ya) in k.iter().zip(y) {
+            v += ka * ya;
+        }
+        *mr += v;
+    }
+    for col in 0..n {
+        let k = &kt[col * ny..(col + 1) * ny];
+        for r in 0..n {
+            let mut v = 0.0;
+            for (a, ka) in k.iter().enumerate() {
+                v += c[a * n + r] * ka;
+            }
+            p[col * n + r] -= v;
+        }
+    }
+    symmetrize_in(p, n);
+    // |L^-1 y|^2 by forward substitution.
+    let mut e2 = 0.0;
+    let mut logdet = 0.0;
+    kt.truncate(0);
+    kt.resize(ny, 0.0);
+    for a in 0..ny {
+        let mut v = y[a];
+        for b in 0..a {
+            v -= l[b * ny + a] * kt[b];
+        }
+        kt[a] = v / l[a * ny + a];
+        e2 += kt[a] * kt[a];
+        logdet += l[a * ny + a].ln();
+    }
+    Ok(-0.5 * (ny as f64 * crate::linalg::LN_2PI + e2) - logdet)
 }
 
 /// `f(m)` and its Jacobian `F` at `m`.

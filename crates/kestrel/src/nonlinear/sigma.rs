@@ -10,7 +10,7 @@
 //! circular mean `atan2(sum W sin, sum W cos)`) and their deviations wrapped to
 //! (-pi, pi].
 
-use super::ekf::{moment_update, symmetrize, wrap, Fail, Work};
+use super::ekf::{moment_update_in, symmetrize, wrap, Fail, Work};
 use super::expr::Function;
 use super::models::NonlinearModel;
 use nalgebra::{DMatrix, DVector};
@@ -90,42 +90,89 @@ impl SigmaRule {
 
     /// The points of `(m, P)`, `[len][n]` row-major into `pts`; `Err("P")` when `P` has
     /// no Cholesky factor.
+    #[cfg(test)]
     pub(super) fn points(
         &self,
         m: &DVector<f64>,
         p: &DMatrix<f64>,
         pts: &mut Vec<f64>,
     ) -> Result<(), Fail> {
+        let mut l = Vec::new();
+        self.points_into(m.as_slice(), p.as_slice(), &mut l, pts)
+    }
+
+    /// [`points`](Self::points) from slices: `m [n]`, `p [n][n]` (symmetric), the
+    /// Cholesky factor into `l` (column-major).
+    fn points_into(
+        &self,
+        m: &[f64],
+        p: &[f64],
+        l: &mut Vec<f64>,
+        pts: &mut Vec<f64>,
+    ) -> Result<(), Fail> {
         let n = self.n;
-        let l = cholesky_psd(p).ok_or("P")?;
+        cholesky_psd(p, n, l).ok_or("P")?;
         pts.clear();
         if self.central {
-            pts.extend(m.iter());
+            pts.extend_from_slice(m);
         }
         for sign in [1.0, -1.0] {
-            for i in 0..n {
-                for r in 0..n {
-                    pts.push(m[r] + sign * self.scale * l[(r, i)]);
-                }
+            for col in l.chunks_exact(n) {
+                pts.extend(
+                    m.iter()
+                        .zip(col)
+                        .map(|(&mr, &lr)| mr + sign * self.scale * lr),
+                );
             }
         }
         Ok(())
     }
 }
 
-/// The lower Cholesky factor of a positive semi-definite `P`: nalgebra's when `P` is
-/// definite, else with a zero column where a pivot vanishes (to rounding).
-fn cholesky_psd(p: &DMatrix<f64>) -> Option<DMatrix<f64>> {
-    if let Some(c) = p.clone().cholesky() {
-        return Some(c.l());
-    }
-    let n = p.nrows();
-    let tol = 1e-12 * p.diagonal().amax().max(f64::MIN_POSITIVE);
-    let mut l = DMatrix::<f64>::zeros(n, n);
+/// The lower Cholesky factor `L` (column-major, into `l`) of a symmetric `a [n][n]`,
+/// column by column as `nalgebra`'s (each column less its products with the earlier
+/// columns in order, then divided by its pivot); `false` when a pivot is not positive.
+/// Written here so that the filters' steps factor their small matrices in their own
+/// scratch, with no allocation a step.
+pub(super) fn cholesky_into(a: &[f64], n: usize, l: &mut Vec<f64>) -> bool {
+    l.clear();
+    l.resize(n * n, 0.0);
     for j in 0..n {
-        let mut d = p[(j, j)];
+        let mut d = a[j * n + j];
         for k in 0..j {
-            d -= l[(j, k)] * l[(j, k)];
+            d -= l[k * n + j] * l[k * n + j];
+        }
+        if !(d > 0.0) {
+            return false;
+        }
+        let d = d.sqrt();
+        l[j * n + j] = d;
+        for i in j + 1..n {
+            let mut v = a[j * n + i];
+            for k in 0..j {
+                v -= l[k * n + i] * l[k * n + j];
+            }
+            l[j * n + i] = v / d;
+        }
+    }
+    true
+}
+
+/// The lower Cholesky factor of a positive semi-definite `p [n][n]` into `l`
+/// (column-major): [`cholesky_into`]'s when `p` is definite, else with a zero column
+/// where a pivot vanishes (to rounding); `None` when `p` is not semi-definite.
+fn cholesky_psd(p: &[f64], n: usize, l: &mut Vec<f64>) -> Option<()> {
+    if cholesky_into(p, n, l) {
+        return Some(());
+    }
+    let amax = (0..n).map(|i| p[i * n + i].abs()).fold(0.0, f64::max);
+    let tol = 1e-12 * amax.max(f64::MIN_POSITIVE);
+    l.clear();
+    l.resize(n * n, 0.0);
+    for j in 0..n {
+        let mut d = p[j * n + j];
+        for k in 0..j {
+            d -= l[k * n + j] * l[k * n + j];
         }
         if d < -tol {
             return None;
@@ -134,16 +181,16 @@ fn cholesky_psd(p: &DMatrix<f64>) -> Option<DMatrix<f64>> {
             continue;
         }
         let d = d.sqrt();
-        l[(j, j)] = d;
+        l[j * n + j] = d;
         for i in j + 1..n {
-            let mut v = p[(i, j)];
+            let mut v = p[j * n + i];
             for k in 0..j {
-                v -= l[(i, k)] * l[(j, k)];
+                v -= l[k * n + i] * l[k * n + j];
             }
-            l[(i, j)] = v / d;
+            l[j * n + i] = v / d;
         }
     }
-    Some(l)
+    Some(())
 }
 
 /// The unscented transform's moments of `y = g(x)` over the points `xs` (`[len][n]`) of
@@ -155,6 +202,7 @@ pub(super) struct Moments {
     pub cross: DMatrix<f64>,
 }
 
+/// [`transform_into`], as matrices.
 pub(super) fn transform(
     rule: &SigmaRule,
     g: &Function,
@@ -163,56 +211,92 @@ pub(super) fn transform(
     p: &DMatrix<f64>,
     w: &mut Work,
 ) -> Result<Moments, Fail> {
+    transform_into(rule, g, angles, m.as_slice(), p.as_slice(), w)?;
+    let (n, d) = (rule.n, g.n_out());
+    Ok(Moments {
+        mean: DVector::from_column_slice(&w.mean),
+        cov: DMatrix::from_column_slice(d, d, &w.cov),
+        cross: DMatrix::from_column_slice(n, d, &w.cross),
+    })
+}
+
+/// The moments of [`Moments`] into `w.mean [d]`, `w.cov [d][d]` and `w.cross [n][d]`
+/// (column-major), from `m [n]` and a symmetric `p [n][n]`. Every sum runs over the
+/// points in order, from zero.
+pub(super) fn transform_into(
+    rule: &SigmaRule,
+    g: &Function,
+    angles: &[usize],
+    m: &[f64],
+    p: &[f64],
+    w: &mut Work,
+) -> Result<(), Fail> {
     let (n, d, np) = (rule.n, g.n_out(), rule.len());
-    rule.points(m, p, &mut w.pts)?;
+    rule.points_into(m, p, &mut w.l, &mut w.pts)?;
     w.out.resize(np * d, 0.0);
     g.value_batch(&w.pts, np, &mut w.out, &mut w.regs);
-    let ys = &w.out;
-    let mut mean = DVector::zeros(d);
-    for (i, &wi) in rule.wm.iter().enumerate() {
-        for r in 0..d {
-            mean[r] += wi * ys[i * d + r];
+    let (wm, wc) = (&rule.wm, &rule.wc);
+    let mean = &mut w.mean;
+    mean.clear();
+    mean.resize(d, 0.0);
+    for (y, &wi) in w.out.chunks_exact(d).zip(wm) {
+        for (mr, &yr) in mean.iter_mut().zip(y) {
+            *mr += wi * yr;
         }
     }
     for &a in angles {
         let (mut s, mut c) = (0.0, 0.0);
-        for (i, &wi) in rule.wm.iter().enumerate() {
-            s += wi * ys[i * d + a].sin();
-            c += wi * ys[i * d + a].cos();
+        for (y, &wi) in w.out.chunks_exact(d).zip(wm) {
+            s += wi * y[a].sin();
+            c += wi * y[a].cos();
         }
         mean[a] = s.atan2(c);
     }
-    let mut cov = DMatrix::zeros(d, d);
-    let mut cross = DMatrix::zeros(n, d);
-    let mut dy = vec![0.0; d];
-    let mut dx = vec![0.0; n];
-    for (i, &wi) in rule.wc.iter().enumerate() {
-        for r in 0..d {
-            dy[r] = ys[i * d + r] - mean[r];
+    // The deviations in place of the points and their images.
+    for y in w.out.chunks_exact_mut(d) {
+        for (yr, &mr) in y.iter_mut().zip(mean.iter()) {
+            *yr -= mr;
         }
         for &a in angles {
-            dy[a] = wrap(dy[a]);
+            y[a] = wrap(y[a]);
         }
-        for r in 0..n {
-            dx[r] = w.pts[i * n + r] - m[r];
+    }
+    for x in w.pts.chunks_exact_mut(n) {
+        for (xr, &mr) in x.iter_mut().zip(m) {
+            *xr -= mr;
         }
+    }
+    // Each point's terms added to every element in turn (independent sums, which the
+    // compiler vectorizes); each element's sum still runs over the points in order.
+    let (dy, dx) = (&w.out, &w.pts);
+    let (cov, cross, wy) = (&mut w.cov, &mut w.cross, &mut w.val);
+    cov.clear();
+    cov.resize(d * d, 0.0);
+    cross.clear();
+    cross.resize(n * d, 0.0);
+    wy.resize(n.max(d), 0.0);
+    for ((y, x), &wi) in dy.chunks_exact(d).zip(dx.chunks_exact(n)).zip(wc) {
         for r in 0..d {
-            for c in 0..=r {
-                cov[(r, c)] += wi * dy[r] * dy[c];
+            let wr = wi * y[r];
+            for (cv, &yc) in cov[r * d..r * d + r + 1].iter_mut().zip(y) {
+                *cv += wr * yc;
             }
         }
-        for r in 0..n {
-            for c in 0..d {
-                cross[(r, c)] += wi * dx[r] * dy[c];
+        for (wxr, &xr) in wy.iter_mut().zip(x) {
+            *wxr = wi * xr;
+        }
+        for (col, &yc) in cross.chunks_exact_mut(n).zip(y) {
+            for (cv, &wxr) in col.iter_mut().zip(wy.iter()) {
+                *cv += wxr * yc;
             }
         }
     }
     for r in 0..d {
         for c in 0..r {
-            cov[(c, r)] = cov[(r, c)];
+            cov[c * d + r] = cov[r * d + c];
         }
     }
-    Ok(Moments { mean, cov, cross })
+    Ok(())
 }
 
 /// The sigma-point prediction of `(m, P)`; returns `D = Cov(x_{k-1}, x_k)`.
@@ -223,11 +307,19 @@ pub(super) fn predict(
     p: &mut DMatrix<f64>,
     w: &mut Work,
 ) -> Result<DMatrix<f64>, Fail> {
-    let t = transform(rule, &model.f, &[], m, p, w)?;
-    *m = t.mean;
-    *p = t.cov + &model.q;
+    let n = rule.n;
+    transform_into(rule, &model.f, &[], m.as_slice(), p.as_slice(), w)?;
+    m.as_mut_slice().copy_from_slice(&w.mean);
+    for ((pv, &cv), &qv) in p
+        .as_mut_slice()
+        .iter_mut()
+        .zip(&w.cov)
+        .zip(model.q.as_slice())
+    {
+        *pv = cv + qv;
+    }
     symmetrize(p);
-    Ok(t.cross)
+    Ok(DMatrix::from_column_slice(n, n, &w.cross))
 }
 
 /// The sigma-point update of `(m, P)` with `z` (fresh points from the predicted
@@ -240,13 +332,34 @@ pub(super) fn update(
     p: &mut DMatrix<f64>,
     w: &mut Work,
 ) -> Result<f64, Fail> {
-    let t = transform(rule, &model.h, &model.angles, m, p, w)?;
-    let mut y = DVector::from_column_slice(z) - &t.mean;
-    for &a in &model.angles {
-        y[a] = wrap(y[a]);
+    transform_into(rule, &model.h, &model.angles, m.as_slice(), p.as_slice(), w)?;
+    let Work {
+        mean,
+        cov,
+        cross,
+        scratch,
+        l,
+        ..
+    } = w;
+    // The innovation over the mean; its covariance over the image's, R added.
+    for (v, &zv) in mean.iter_mut().zip(z) {
+        *v = zv - *v;
     }
-    let s = t.cov + &model.r;
-    moment_update(m, p, &y, s, &t.cross)
+    for &a in &model.angles {
+        mean[a] = wrap(mean[a]);
+    }
+    for (sv, &rv) in cov.iter_mut().zip(model.r.as_slice()) {
+        *sv += rv;
+    }
+    moment_update_in(
+        m.as_mut_slice(),
+        p.as_mut_slice(),
+        mean,
+        cov,
+        cross,
+        l,
+        scratch,
+    )
 }
 
 #[cfg(test)]
@@ -285,9 +398,11 @@ mod tests {
     #[test]
     fn a_semidefinite_covariance_has_points() {
         let p = DMatrix::from_row_slice(2, 2, &[1.0, 1.0, 1.0, 1.0]);
-        let l = cholesky_psd(&p).unwrap();
+        let mut l = Vec::new();
+        cholesky_psd(p.as_slice(), 2, &mut l).unwrap();
+        let l = DMatrix::from_column_slice(2, 2, &l);
         assert!((&l * l.transpose() - &p).amax() < 1e-12);
         let neg = DMatrix::from_row_slice(2, 2, &[1.0, 0.0, 0.0, -1.0]);
-        assert!(cholesky_psd(&neg).is_none());
+        assert!(cholesky_psd(neg.as_slice(), 2, &mut Vec::new()).is_none());
     }
 }
