@@ -372,8 +372,6 @@ def test_bad_options_give_the_cli_messages(scenario_files, sim):
     with pytest.raises(kestrel.ModelError) as e:
         kestrel.track(sim.scans(), broken)
     assert str(e.value) == want
-    with pytest.raises(ValueError, match="JPDA runs on the CPU only"):
-        kestrel.track(sim.scans(), MODEL, assoc="jpda", device="cuda:0")
 
 
 def test_bad_detections(tmp_path, sim):

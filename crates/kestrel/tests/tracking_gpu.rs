@@ -1,4 +1,5 @@
-//! The GPU tracker against the CPU tracker, scan by scan, on simulated scenarios: the
+//! The GPU tracker against the CPU tracker (GNN and JPDA), scan by scan, on simulated
+//! scenarios: the
 //! same live tracks (count, identities, statuses, in the same order) and the same
 //! means and covariances. Every buffer a scan writes is poisoned first.
 //!
@@ -20,7 +21,7 @@ use gpu_common::gpu_or_skip;
 use kestrel::model::constant_velocity;
 use kestrel::tracking::cuda::GpuTracker;
 use kestrel::tracking::scenario::{simulate, Kind, Scenario};
-use kestrel::tracking::{Assoc, TrackSet, Tracker, TrackerConfig, Tracks};
+use kestrel::tracking::{Assoc, JpdaMarginals, TrackSet, Tracker, TrackerConfig, Tracks};
 use kestrel::Model;
 
 fn compare(tag: &str, scan: usize, gpu: &Tracks, cpu: &Tracks, inexact: &mut usize) {
@@ -172,13 +173,44 @@ fn gpu_tracker_equals_cpu_tracker_scan_by_scan() {
 }
 
 #[test]
-fn jpda_is_refused_on_the_gpu() {
-    // Refused before any device is opened: runs without a GPU too.
+fn gpu_jpda_tracker_equals_cpu_tracker_scan_by_scan() {
+    if !gpu_or_skip("gpu_jpda_tracker_equals_cpu_tracker_scan_by_scan") {
+        return;
+    }
     let model = constant_velocity(2, 1.0, 1.0, 25.0, 100.0).unwrap();
-    let r = GpuTracker::new(0, &model, TrackerConfig::default().with_assoc(Assoc::Jpda));
-    match r {
-        Err(kestrel::Error::Unsupported(why)) => assert!(why.contains("JPDA"), "{why}"),
-        Err(e) => panic!("expected Unsupported, got {e}"),
-        Ok(_) => panic!("JPDA was accepted on the GPU"),
+    let random = Scenario {
+        kind: Kind::Random,
+        targets: 200,
+        steps: 30,
+        pd: 0.9,
+        clutter: 50.0,
+        region: 2000.0,
+        births: 2.0,
+        death: 0.01,
+        seed: 17,
+    };
+    // Crossing targets: clusters of several tracks, enumerated or, with `lbp`, solved by
+    // belief propagation on both sides.
+    let crossing = Scenario {
+        kind: Kind::Crossing,
+        targets: 100,
+        steps: 30,
+        pd: 0.9,
+        clutter: 20.0,
+        region: 500.0,
+        births: 0.0,
+        death: 0.0,
+        seed: 18,
+    };
+    for marginals in [JpdaMarginals::Auto, JpdaMarginals::Lbp] {
+        for (tag, s) in [
+            ("random 200 x clutter 50", &random),
+            ("crossing 100 x clutter 20", &crossing),
+        ] {
+            let cfg = config(s, 2)
+                .with_assoc(Assoc::Jpda)
+                .with_marginals(marginals);
+            run(&format!("JPDA ({marginals:?}) {tag}"), &model, s, cfg);
+        }
     }
 }

@@ -12,7 +12,9 @@
 //! - the end of a scan: the update of the picked tracks equals `BatchState::update`'s
 //!   bit for bit, and the life cycle, the exclusive scan and the compaction give the
 //!   survivors in order then the births in detection order, with the CPU's rules and
-//!   identities.
+//!   identities;
+//! - JPDA: the confirmed tracks' PDA update equals `BatchState::update_mixture`'s bit for
+//!   bit, with the CPU tracker's claims (a pair more likely than "none of them").
 //!
 //! Skips with a printed reason when there is no C++20 compiler. The device's compiler
 //! and hardware are checked by tests/tracking_gpu.rs on the GPU.
@@ -21,7 +23,7 @@
 mod emulation;
 
 use emulation::*;
-use kestrel::kalman::BatchState;
+use kestrel::kalman::{BatchState, Mixture};
 use kestrel::model::{constant_velocity, Model};
 use kestrel::tracking::chi2::chi2_quantile;
 use kestrel::tracking::cuda::source;
@@ -510,5 +512,116 @@ fn update_life_and_compaction_kernels_follow_the_cpu() {
             kept > 20 && kept < n,
             "seed {seed}: some tracks kept, some deleted ({kept})"
         );
+    }
+}
+
+#[test]
+fn jpda_update_kernel_equals_the_cpu_mixture_update() {
+    let Some(cxx) = compiler() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    for (model, tag) in [
+        (
+            constant_velocity(2, 1.0, 1.0, 25.0, 100.0).unwrap(),
+            "pda_cv2",
+        ),
+        (
+            constant_velocity(3, 0.5, 2.0, 4.0, 50.0).unwrap(),
+            "pda_cv3",
+        ),
+    ] {
+        let (nx, ny) = (model.nx(), model.ny());
+        let np = nx * (nx + 1) / 2;
+        let exe = build(&cxx, &model, dir.path(), tag);
+        let (n, ndet) = (150, 120);
+        let s = random_scan(&model, n, ndet, 21);
+        let mut rng = rand::rngs::StdRng::seed_from_u64(22);
+        // Gated rows: up to four distinct detections a track, in ascending order, with
+        // marginals that sum with beta0 to one; tentative tracks get rows too (the
+        // kernel must leave them).
+        let (mut rows, mut det, mut beta, mut beta0) =
+            (vec![0u32], Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..n {
+            let k = rng.gen_range(0..5usize);
+            let mut ds: Vec<u32> = (0..k).map(|_| rng.gen_range(0..ndet as u32)).collect();
+            ds.sort_unstable();
+            ds.dedup();
+            let w: Vec<f64> = (0..=ds.len()).map(|_| rng.gen_range(0.01..1.0)).collect();
+            let total: f64 = w.iter().sum();
+            beta0.push(w[0] / total);
+            beta.extend(w[1..].iter().map(|v| v / total));
+            det.extend(&ds);
+            rows.push(det.len() as u32);
+        }
+        let mut inp = head(2, &model, &s);
+        inp.extend(u32s(&rows));
+        inp.extend(u32s(&det));
+        put::<f64>(&mut inp, &beta);
+        put::<f64>(&mut inp, &beta0);
+        let out = run_piped(&exe, inp, tag);
+        let mut at = 0;
+        let xo: Vec<f64> = take(&out, &mut at, nx * n);
+        let po: Vec<f64> = take(&out, &mut at, np * n);
+        let pick: Vec<i32> = take_u32(&out, &mut at, n)
+            .into_iter()
+            .map(|v| v as i32)
+            .collect();
+        let claimed = out[at..at + ndet].to_vec();
+        at += ndet;
+        let err = take_u64(&out, &mut at, 1)[0];
+        assert_eq!(at, out.len());
+        assert_eq!(err, u64::MAX, "{tag}: no failure");
+        // The CPU: the mixture of the confirmed tracks' rows; claims as Tracker::associate.
+        let mut st = state_of(&model, &s);
+        let (mut start, mut zz, mut bb) = (vec![0usize], Vec::new(), Vec::new());
+        let mut want_claimed = s.claimed.clone();
+        let mut updated = 0;
+        for i in 0..n {
+            if s.status[i] == 1 {
+                let (r0, r1) = (rows[i] as usize, rows[i + 1] as usize);
+                let mut detected = false;
+                for k in r0..r1 {
+                    let j = det[k] as usize;
+                    zz.extend_from_slice(&s.z[j * ny..(j + 1) * ny]);
+                    bb.push(beta[k]);
+                    if beta[k] > beta0[i] {
+                        want_claimed[j] = 1;
+                        detected = true;
+                    }
+                }
+                updated += usize::from(r1 > r0);
+                assert_eq!(
+                    pick[i],
+                    if detected { 0 } else { -1 },
+                    "{tag}: track {i} pick"
+                );
+            } else {
+                assert_eq!(pick[i], 12345, "{tag}: tentative track {i} left");
+            }
+            start.push(bb.len());
+        }
+        assert!(
+            updated > 30,
+            "{tag}: confirmed tracks with pairs ({updated})"
+        );
+        st.update_mixture(&Mixture {
+            start: &start,
+            z: &zz,
+            beta: &bb,
+        })
+        .unwrap();
+        assert_eq!(claimed, want_claimed, "{tag}: claims");
+        for i in 0..n {
+            let (m, p) = (st.mean(i).unwrap(), st.cov(i).unwrap());
+            for k in 0..nx {
+                same(&[xo[k * n + i]], &[m[k]], &format!("{tag} track {i} x{k}"));
+                for c in 0..=k {
+                    same(
+                        &[po[pk(k, c) * n + i]],
+                        &[p[k * nx + c]],
+                        &format!("{tag} track {i} P{k}{c}"),
+                    );
+                }
+            }
+        }
     }
 }

@@ -91,9 +91,9 @@ pub struct Args {
     /// Times are in seconds and scans are DT apart (default: t is the step index).
     #[arg(long, allow_negative_numbers = true, value_name = "DT")]
     pub dt: Option<f64>,
-    /// cpu, cuda, cuda:N or auto. The GPU tracker takes linear models and associates by
-    /// GNN only (`--assoc jpda` or a nonlinear model with a GPU is refused) and pays off
-    /// from about 10^4 live tracks.
+    /// cpu, cuda, cuda:N or auto. The GPU tracker takes linear models (a nonlinear model
+    /// with a GPU is refused), associates by GNN or JPDA, and pays off from about 10^4
+    /// live tracks.
     #[arg(long, default_value = "cpu")]
     pub device: String,
 }
@@ -168,18 +168,12 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             a.device
         )));
     }
-    // JPDA and the nonlinear filters run on the CPU: `auto` picks it there.
-    let device = if a.device == "auto" && (cfg.assoc == Assoc::Jpda || !linear) {
+    // The nonlinear filters run on the CPU: `auto` picks it there.
+    let device = if a.device == "auto" && !linear {
         Device::Cpu
     } else {
         choose_device(&a.device)?
     };
-    if device != Device::Cpu && cfg.assoc == Assoc::Jpda {
-        return Err(bad(format!(
-            "--assoc jpda --device {}: JPDA runs on the CPU only (use --device cpu, or --assoc gnn on the GPU)",
-            a.device
-        )));
-    }
     let (mut engine, filter) = match &model {
         TrackModel::Linear(m) => (DeviceTracker::new(m, cfg, device)?, "kf".to_string()),
         TrackModel::Nonlinear(f) => (

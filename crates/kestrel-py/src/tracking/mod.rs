@@ -300,17 +300,12 @@ fn track<'py>(
             "device {device}: tracking with a nonlinear model or an IMM runs on the CPU only (use device cpu; the GPU tracker takes linear models)"
         )));
     }
-    if cfg.assoc == Assoc::Jpda && device.starts_with("cuda") {
-        return Err(bad(format!(
-            "assoc jpda, device {device}: JPDA runs on the CPU only (use device cpu, or assoc gnn on the GPU)"
-        )));
-    }
     let device_arg = device.to_string();
     let bar = Bar::new(progress, "tracking", sc.len() as u64, "scans");
     let (rows, dev, gamma) = run_detached(py, || {
-        // JPDA runs on the CPU: `auto` picks it there.
+        // The nonlinear filters run on the CPU: `auto` picks it there.
         let device = if device_arg == "auto" {
-            if cfg.assoc == Assoc::Jpda || !linear {
+            if !linear {
                 Device::Cpu
             } else {
                 Device::auto().device

@@ -5,7 +5,7 @@
 use super::tracker::Tracker;
 #[cfg(feature = "cuda")]
 use super::{cuda::GpuTracker, tracks::Tracks};
-use super::{Assoc, TrackSet, TrackerConfig};
+use super::{TrackSet, TrackerConfig};
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::model::Model;
@@ -18,8 +18,8 @@ enum Engine {
     Gpu(Box<GpuTracker>, Option<Tracks>),
 }
 
-/// A multi-target tracker on one device. On a GPU the association is GNN (JPDA runs on
-/// the CPU only) and, by default, the tracks are copied to the host after every scan
+/// A multi-target tracker on one device (GNN or JPDA on either). On a GPU, by default,
+/// the tracks are copied to the host after every scan
 /// so that [`DeviceTracker::tracks`] reads them; [`DeviceTracker::with_host_tracks`]
 /// turns that off for runs that only time the device.
 pub struct DeviceTracker {
@@ -28,17 +28,12 @@ pub struct DeviceTracker {
 }
 
 impl DeviceTracker {
-    /// A tracker of `model` with `cfg` on `device` (`AllCuda`: the first GPU). JPDA on a
-    /// GPU is refused, naming the device; without the `cuda` feature every GPU is.
+    /// A tracker of `model` with `cfg` on `device` (`AllCuda`: the first GPU); without the
+    /// `cuda` feature every GPU is refused, naming the device.
     pub fn new(model: &Model, cfg: TrackerConfig, device: Device) -> Result<DeviceTracker> {
         let device = device.first();
         let engine = match device {
             Device::Cpu => Engine::Cpu(Box::new(Tracker::new(model, cfg)?)),
-            Device::Cuda(_) | Device::AllCuda if cfg.assoc == Assoc::Jpda => {
-                return Err(Error::input(format!(
-                    "{device}: JPDA runs on the CPU only (use the CPU, or GNN on the GPU)"
-                )));
-            }
             #[cfg(feature = "cuda")]
             Device::Cuda(_) | Device::AllCuda => {
                 let ordinal = if let Device::Cuda(o) = device { o } else { 0 };

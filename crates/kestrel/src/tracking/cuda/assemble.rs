@@ -14,6 +14,7 @@ pub(super) const KERNELS: &[&str] = &[
     "tk_gate",
     "tk_claim",
     "tk_update",
+    "tk_pda",
     "tk_compact",
     "tk_scan_tiles",
     "tk_scan_sums",

@@ -34,12 +34,13 @@
 //! Tracks are dense structure-of-arrays (`x [nx][C]`, packed `P [np][C]`), compacted
 //! each scan into a second set of buffers, which may be larger (growth re-lays the rows).
 
-use super::super::associate::gnn_costs;
+use super::super::associate::{gnn_costs, EXACT_EVENTS};
 use super::super::chi2::chi2_quantile;
 use super::super::tracker::initiation;
 use super::super::tracks::Tracks;
-use super::super::{Assoc, Status, Timing, TrackerConfig};
+use super::super::{Assoc, JpdaMarginals, Status, Timing, TrackerConfig};
 use super::assign::GpuGnn;
+use super::jpda::GpuJpda;
 use crate::cuda::{
     as_bytes, ck, dtoh, grid_for, htod, launch, sync, Arg, DevBuf, Gpu, Module, Pinned,
 };
@@ -96,6 +97,10 @@ pub struct GpuTracker {
     staged: Pinned<f64>,
     events: Vec<CudaEvent>,
     gnn: GpuGnn,
+    /// JPDA's marginals (JPDA association only) and their buffers.
+    jpda: Option<GpuJpda>,
+    beta0: Grow<f64>,
+    beta: Grow<f64>,
     poison: bool,
     /// Time spent in each phase so far, by CUDA events (`predict` includes the upload of
     /// the detections; `cluster` is part of `associate`).
@@ -106,7 +111,7 @@ pub struct GpuTracker {
 
 impl GpuTracker {
     /// A tracker without tracks on GPU `ordinal` for targets of `model`; `cfg` and the
-    /// model are checked, and the association must be GNN (JPDA is not on the GPU).
+    /// model are checked.
     pub fn new(ordinal: usize, model: &Model, cfg: TrackerConfig) -> Result<GpuTracker> {
         crate::cuda::catch(|| Self::open(ordinal, model, cfg))
     }
@@ -114,11 +119,6 @@ impl GpuTracker {
     fn open(ordinal: usize, model: &Model, cfg: TrackerConfig) -> Result<GpuTracker> {
         cfg.validate()?;
         model.validate()?;
-        if cfg.assoc != Assoc::Gnn {
-            return Err(Error::Unsupported(
-                "the GPU tracker associates by GNN only; JPDA runs on the CPU".into(),
-            ));
-        }
         let (nx, ny) = (model.nx(), model.ny());
         if nx > MAX_NX || ny > MAX_NY {
             return Err(Error::Unsupported(format!(
@@ -151,6 +151,10 @@ impl GpuTracker {
             )?);
         }
         let first = 1024;
+        let jpda = match cfg.assoc {
+            Assoc::Jpda => Some(GpuJpda::new(&gpu)?),
+            Assoc::Gnn => None,
+        };
         Ok(GpuTracker {
             stream: gpu.stream.clone(),
             k,
@@ -187,6 +191,9 @@ impl GpuTracker {
             staged: Pinned::new(&gpu, 1)?,
             events,
             gnn: GpuGnn::new(&gpu)?,
+            jpda,
+            beta0: Grow::new(&gpu, "JPDA beta0")?,
+            beta: Grow::new(&gpu, "JPDA marginals")?,
             poison: false,
             timing: Timing::default(),
             wall: 0.0,
@@ -521,6 +528,7 @@ impl GpuTracker {
                 self.claimed.ptr(),
                 self.flags.ptr(),
                 Arg::Ptr(self.err.ptr()),
+                Arg::I32(i32::from(self.jpda.is_some())),
             ],
         )?;
         self.record(6)?;
@@ -655,6 +663,9 @@ impl GpuTracker {
         self.record(ev)?;
         let pick = if want == 1 { &self.pick1 } else { &self.pick2 };
         self.poison_buf(&pick.buf)?;
+        if want == 1 && self.jpda.is_some() {
+            return self.jpda_stage(n, ndet, m, ev);
+        }
         let (gain, miss) = gnn_costs(self.cfg.pd, self.cfg.gate, self.cfg.clutter);
         self.gnn.solve(
             n,
@@ -671,6 +682,61 @@ impl GpuTracker {
             "tk_claim",
             n,
             &[Arg::I32(n as i32), pick.ptr(), self.claimed.ptr()],
+        )?;
+        self.record(ev + 1)?;
+        Ok(())
+    }
+
+    /// Stage 1 by JPDA (the CPU's `Tracker::associate`): the marginals of the `m` gated
+    /// pairs of the confirmed tracks, then `tk_pda`: the claims, the "detected" picks and
+    /// the PDA update of every confirmed track with pairs. Records event `ev + 1`.
+    fn jpda_stage(&mut self, n: usize, ndet: usize, m: usize, ev: usize) -> Result<()> {
+        let gpu = self.gpu.clone();
+        self.beta0.ensure(&gpu, n)?;
+        self.beta.ensure(&gpu, m)?;
+        self.poison_buf(&self.beta0.buf)?;
+        self.poison_buf(&self.beta.buf)?;
+        let (pd, pg, clutter) = (self.cfg.pd, self.cfg.gate, self.cfg.clutter);
+        // The host's weights (associate::jpda).
+        let (gain, log_miss) = (pd.ln() - clutter.ln(), (1.0 - pd * pg).ln());
+        let exact_events = match self.cfg.marginals {
+            JpdaMarginals::Auto => EXACT_EVENTS,
+            JpdaMarginals::Lbp => 0.0,
+        };
+        if let Some(jp) = self.jpda.as_mut() {
+            jp.solve(
+                n,
+                ndet,
+                m,
+                &self.rows.buf,
+                &self.det.buf,
+                &self.ll.buf,
+                gain,
+                log_miss,
+                exact_events,
+                &self.beta0.buf,
+                &self.beta.buf,
+            )?;
+        }
+        self.go(
+            "tk_pda",
+            n,
+            &[
+                Arg::Bytes(as_bytes(&self.params)),
+                Arg::I32(n as i32),
+                Arg::U64(self.cur.cap as u64),
+                Arg::Ptr(self.cur.x.ptr()),
+                Arg::Ptr(self.cur.p.ptr()),
+                Arg::Ptr(self.cur.status.ptr()),
+                self.rows.ptr(),
+                self.det.ptr(),
+                self.beta.ptr(),
+                self.beta0.ptr(),
+                self.z.ptr(),
+                self.pick1.ptr(),
+                self.claimed.ptr(),
+                Arg::Ptr(self.err.ptr()),
+            ],
         )?;
         self.record(ev + 1)?;
         Ok(())

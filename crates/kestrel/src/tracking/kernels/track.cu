@@ -324,6 +324,101 @@ extern "C" __global__ void __launch_bounds__(TK_BLOCK) tk_claim(int n, const int
     if (p >= 0) claimed[p] = 1;
 }
 
+// JPDA's claims and update of the confirmed tracks (one thread a track, the pairs of its
+// gated row, sorted by detection, with their marginals beta and the track's beta0):
+// a detection more likely the track's than "none of them" (beta > beta0) detects the
+// track and is claimed (tracker.rs, Tracker::associate); a track with pairs takes the
+// PDA update (kalman/state/mixture.rs, pda, whose arithmetic and order this is: the
+// innovation from the first candidate, S = L L^T, W^T = L^{-1} H P, whitened
+// innovations e_j, ebar = sum beta_j e_j, x += W ebar, P -= W M W^T with
+// M = (sum beta_j) I - (sum beta_j e_j e_j^T - ebar ebar^T)). pick[i] becomes 0 for a
+// detected track and -1 otherwise (the life cycle's input); tentative tracks are left.
+extern "C" __global__ void __launch_bounds__(TK_BLOCK) tk_pda(
+    const __grid_constant__ ModelParams mp, int n, long long C, real* __restrict__ xs, real* __restrict__ Ps,
+    const unsigned char* __restrict__ status, const tk_u32* __restrict__ rows, const tk_u32* __restrict__ det,
+    const double* __restrict__ beta, const double* __restrict__ beta0, const real* __restrict__ z,
+    int* __restrict__ pick, unsigned char* __restrict__ claimed, tk_u64* err) {
+    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n || status[i] != 1) return;
+    const tk_u32 r0 = rows[i], r1 = rows[i + 1];
+    bool detected = false;
+    for (tk_u32 k = r0; k < r1; ++k) {
+        if (beta[k] > beta0[i]) {
+            claimed[det[k]] = 1;
+            detected = true;
+        }
+    }
+    pick[i] = detected ? 0 : -1;
+    if (r0 == r1) return;
+    real x[NX];
+    real P[NP];
+    UNROLL for (int k = 0; k < NX; ++k) x[k] = xs[k * C + i];
+    UNROLL for (int q = 0; q < NP; ++q) P[q] = Ps[q * C + i];
+    real zk[NY];
+    UNROLL for (int a = 0; a < NY; ++a) zk[a] = z[(long long)det[r0] * NY + a];
+    real y[NY];
+    real hp[NY][NX];
+    real S[NYP];
+    real zh[NY];
+    kf_innovation<true, false>(mp, nullptr, zk, x, P, zh, y, hp, S);
+    real inv[NY];
+    if (!chol_packed<NY, true, true>(S, inv)) {
+        atomicMin(err, (tk_u64)i);
+        return;
+    }
+    // W^T = L^{-1} H P (linalg::solve_lower_in_place, column by column).
+    UNROLL for (int j = 0; j < NX; ++j) {
+        UNROLL for (int a = 0; a < NY; ++a) {
+            real t = hp[a][j];
+            UNROLL for (int b = 0; b < a; ++b) t -= kmul<true>(S[pk(a, b)], hp[b][j]);
+            hp[a][j] = t / S[pk(a, a)];
+        }
+    }
+    real ebar[NY];
+    real M[NY][NY];
+    UNROLL for (int a = 0; a < NY; ++a) {
+        ebar[a] = (real)0;
+        UNROLL for (int c = 0; c < NY; ++c) M[a][c] = (real)0;
+    }
+    real sum = (real)0;
+    for (tk_u32 k = r0; k < r1; ++k) {
+        const real b = (real)beta[k];
+        sum += b;
+        real e[NY];
+        UNROLL for (int a = 0; a < NY; ++a) {
+            real t = z[(long long)det[k] * NY + a] - zh[a];
+            UNROLL for (int c = 0; c < a; ++c) t -= kmul<true>(S[pk(a, c)], e[c]);
+            e[a] = t / S[pk(a, a)];
+        }
+        UNROLL for (int a = 0; a < NY; ++a) {
+            ebar[a] += kmul<true>(b, e[a]);
+            UNROLL for (int c = 0; c < NY; ++c) M[a][c] += kmul<true>(kmul<true>(b, e[a]), e[c]);
+        }
+    }
+    UNROLL for (int a = 0; a < NY; ++a) {
+        UNROLL for (int c = 0; c < NY; ++c) {
+            const real spread = M[a][c] - kmul<true>(ebar[a], ebar[c]);
+            M[a][c] = (a == c ? sum : (real)0) - spread;
+        }
+    }
+    UNROLL for (int r = 0; r < NX; ++r) {
+        real acc = (real)0;
+        UNROLL for (int a = 0; a < NY; ++a) acc += kmul<true>(hp[a][r], ebar[a]);
+        x[r] += acc;
+    }
+    UNROLL for (int r = 0; r < NX; ++r) {
+        UNROLL for (int c = 0; c <= r; ++c) {
+            real acc = (real)0;
+            UNROLL for (int a = 0; a < NY; ++a) {
+                UNROLL for (int b = 0; b < NY; ++b) acc += kmul<true>(kmul<true>(hp[a][r], M[a][b]), hp[b][c]);
+            }
+            P[pk(r, c)] -= acc;
+        }
+    }
+    UNROLL for (int k = 0; k < NX; ++k) xs[k * C + i] = x[k];
+    UNROLL for (int q = 0; q < NP; ++q) Ps[q * C + i] = P[q];
+}
+
 // The life cycle's settings (tracker.rs, TrackerConfig).
 struct LifeParams {
     double max_variance;
@@ -341,18 +436,20 @@ extern "C" __global__ void __launch_bounds__(TK_BLOCK) tk_update(
     real* __restrict__ xs, real* __restrict__ Ps, unsigned char* __restrict__ status, tk_u32* __restrict__ age,
     tk_u32* __restrict__ hits, tk_u32* __restrict__ misses, const int* __restrict__ pick1,
     const int* __restrict__ pick2, const real* __restrict__ z, const unsigned char* __restrict__ claimed,
-    tk_u32* __restrict__ flags, tk_u64* err) {
+    tk_u32* __restrict__ flags, tk_u64* err, int pda) {
     const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < ndet) flags[n + i] = claimed[i] ? 0u : 1u;
     if (i >= n) return;
     const unsigned char st = status[i];
     const int p = st ? pick1[i] : pick2[i];
     const bool detected = p >= 0;
+    // JPDA: a confirmed track's update was tk_pda's; its pick only says "detected".
+    const bool update = detected && !(st && pda);
     real x[NX];
     real P[NP];
     UNROLL for (int k = 0; k < NX; ++k) x[k] = xs[k * C + i];
     UNROLL for (int q = 0; q < NP; ++q) P[q] = Ps[q * C + i];
-    if (detected) {
+    if (update) {
         real zk[NY];
         UNROLL for (int a = 0; a < NY; ++a) zk[a] = z[(long long)p * NY + a];
         real y[NY];
