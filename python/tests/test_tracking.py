@@ -498,7 +498,13 @@ def test_gpu_tracker_equals_the_cpu(sim):
         np.testing.assert_allclose(gpu.x, cpu.x, rtol=1e-9, atol=1e-7)
         np.testing.assert_allclose(gpu.P, cpu.P, rtol=1e-9, atol=1e-7)
     assert kestrel.track(sim.scans(), MODEL, device="auto").device.startswith("cuda")
-    assert kestrel.track(sim.scans(), MODEL, device="auto", assoc="jpda").device == "cpu"
+    # JPDA on the GPU: the same tracks as the CPU's.
+    cpu = kestrel.track(sim.scans(), MODEL, clutter=1e-5, assoc="jpda")
+    gpu = kestrel.track(sim.scans(), MODEL, clutter=1e-5, assoc="jpda", device="auto")
+    assert gpu.device.startswith("cuda")
+    np.testing.assert_array_equal(gpu.track, cpu.track)
+    np.testing.assert_array_equal(gpu.status, cpu.status)
+    np.testing.assert_allclose(gpu.x, cpu.x, rtol=1e-9, atol=1e-7)
 
 
 RADAR_IMM = """

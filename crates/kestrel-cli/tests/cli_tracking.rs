@@ -312,7 +312,7 @@ fn track_and_scenario_reject_broken_input() {
     bad_track(&det, &["--gate", "1"], &["--gate"]);
     bad_track(&det, &["--delete", "0"], &["--delete"]);
     bad_track(&det, &["--dt", "-1"], &["--dt"]);
-    // JPDA is not on the GPU (and without a GPU, --device cuda itself is refused).
+    // Without a GPU, --device cuda is refused (with either association).
     bad_track(
         &det,
         &["--assoc", "jpda", "--device", "cuda"],

@@ -5,12 +5,14 @@
 //!
 //! The GPU rounds every operation of the gate, the update and the life cycle as the CPU
 //! does (no fused multiply-adds; the CPU's order of every sum; IEEE division and square
-//! root), so the states must agree bit for bit. The one function computed differently is
-//! the logarithm in `ln N(z; zhat, S)` (CUDA's `log` against the host's, within an ulp),
-//! which enters only the GNN's costs: an assignment decided by an ulp would be a flipped
-//! decision, which the identity check names (scan and track) rather than hides. The
-//! states are compared to a relative 1e-12 (a flip moves a state by far more) and the
-//! number of values not equal bit for bit is printed.
+//! root), so under GNN the states must agree bit for bit. The functions computed
+//! differently are the logarithm in `ln N(z; zhat, S)` and, under JPDA, the exponentials
+//! of the marginals (CUDA's against the host's, within an ulp): they enter the GNN's
+//! costs, where an assignment decided by an ulp would be a flipped decision, which the
+//! identity check names (scan and track) rather than hides, and JPDA's weights, which
+//! move a state by rounding. The states are compared to a relative 1e-12 (a flip moves a
+//! state by far more; a mean's component relative to its standard deviation and a
+//! covariance entry relative to `sqrt(P_ii P_jj)` where cancellation has made it small) and the number of values not equal bit for bit is printed.
 //!
 //! Skips with a printed reason without a GPU; fails with `KESTREL_REQUIRE_GPU=1`.
 #![cfg(feature = "cuda")]
@@ -33,17 +35,29 @@ fn compare(tag: &str, scan: usize, gpu: &Tracks, cpu: &Tracks, inexact: &mut usi
             "{tag} scan {scan}: track {i} (a decision differs from the CPU's)"
         );
     }
-    for (what, a, b) in [("mean", &gpu.mean, &cpu.mean), ("cov", &gpu.cov, &cpu.cov)] {
-        for (k, (x, y)) in a.iter().zip(b.iter()).enumerate() {
-            if x.to_bits() != y.to_bits() {
-                *inexact += 1;
-                let rel = (x - y).abs() / y.abs().max(1e-300);
-                assert!(
-                    rel <= 1e-12,
-                    "{tag} scan {scan}: {what}[{k}] GPU {x:e} CPU {y:e}"
-                );
-            }
+    let nx = cpu.mean.len() / cpu.len().max(1);
+    let mut check = |what: &str, k: usize, x: f64, y: f64, scale: f64| {
+        if x.to_bits() != y.to_bits() {
+            *inexact += 1;
+            let rel = (x - y).abs() / scale.max(1e-300);
+            assert!(
+                rel <= 1e-12,
+                "{tag} scan {scan}: {what}[{k}] GPU {x:e} CPU {y:e}"
+            );
         }
+    };
+    // A component of a mean against its own size or, where that is small, its standard
+    // deviation; a covariance entry against its own size or, where that is small from
+    // cancellation, the scale of its row and column (sqrt(P_ii P_jj)).
+    for (k, (x, y)) in gpu.mean.iter().zip(cpu.mean.iter()).enumerate() {
+        let (t, r) = (k / nx, k % nx);
+        let sd = cpu.cov[(t * nx + r) * nx + r].sqrt();
+        check("mean", k, *x, *y, y.abs().max(sd));
+    }
+    for (k, (x, y)) in gpu.cov.iter().zip(cpu.cov.iter()).enumerate() {
+        let (t, r, c) = (k / (nx * nx), k / nx % nx, k % nx);
+        let d = |a: usize| cpu.cov[(t * nx + a) * nx + a];
+        check("cov", k, *x, *y, y.abs().max((d(r) * d(c)).sqrt()));
     }
 }
 

@@ -1,9 +1,10 @@
 //! Benchmarks of the multi-target tracker: time per scan, end to end (predict, gate,
 //! cluster, associate, update, life cycle), for GNN over targets x clutter detections per
 //! scan in {10^3, 10^4, 10^5}^2 and for JPDA with as much clutter as targets, on the CPU;
-//! and GNN on the GPU (`track-gnn-gpu`, when one is usable: wall-clock time per scan with
-//! the upload and every host synchronisation, phases by CUDA events) over the same grid.
-//! With `KESTREL_BENCH_GPU_ONLY` set, the CPU runs only 10^5 x 10^5, as the GPU's peer. Scenario: 2-D constant velocity, pd 0.9, 50 targets per 4 km^2 (the region
+//! and on the GPU (`track-gnn-gpu` over the same grid and `track-jpda-gpu`, when one is
+//! usable: wall-clock time per scan with the upload and every host synchronisation,
+//! phases by CUDA events). With `KESTREL_BENCH_GPU_ONLY` set, the CPU runs only
+//! 10^5 x 10^5 (GNN and JPDA), as the GPU's peer. Scenario: 2-D constant velocity, pd 0.9, 50 targets per 4 km^2 (the region
 //! grows with the number of targets), clutter uniform over the region; the first scans
 //! (before tracks confirm) are not timed. `kestrel bench --only tracking --plot DIR`
 //! draws `DIR/tracking-scale.svg` from the records.
@@ -84,7 +85,8 @@ fn one(
     let name = match (assoc, gpu) {
         (Assoc::Gnn, false) => "track-gnn",
         (Assoc::Gnn, true) => "track-gnn-gpu",
-        (Assoc::Jpda, _) => "track-jpda",
+        (Assoc::Jpda, false) => "track-jpda",
+        (Assoc::Jpda, true) => "track-jpda-gpu",
     };
     let mut r = Record::new(
         format!("{name}/clutter {clutter}"),
@@ -137,6 +139,7 @@ pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
     } else {
         let top = sizes[sizes.len() - 1];
         one(sink, Assoc::Gnn, top, top, false)?;
+        one(sink, Assoc::Jpda, top, top, false)?;
     }
     match kestrel::cuda::available(0) {
         Ok(()) => {
@@ -146,6 +149,11 @@ pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
                     if let Err(e) = one(sink, Assoc::Gnn, targets, clutter, true) {
                         errln!("bench tracking: GPU, {targets} targets x {clutter} clutter: error: {e:#}");
                     }
+                }
+            }
+            for &n in sizes {
+                if let Err(e) = one(sink, Assoc::Jpda, n, n, true) {
+                    errln!("bench tracking: GPU JPDA, {n} targets x {n} clutter: error: {e:#}");
                 }
             }
         }
