@@ -1,5 +1,5 @@
 //! The multi-target tracker on the GPU: [`GpuTracker`] has the configuration, the scan
-//! semantics and the decisions of [`Tracker`](super::super::Tracker) (GNN association, f64),
+//! semantics and the decisions of [`Tracker`](super::super::Tracker) (GNN or JPDA, f64),
 //! with every scan's work on the device. The host uploads each scan's detections and
 //! reads back a few counts (the gated pairs of each stage, the association's counters,
 //! the live tracks); the tracks themselves come back only when asked for
@@ -17,9 +17,11 @@
 //! 3. *Gate*, one thread per track over the cells its gate's box covers, the chi-square
 //!    test on the whitened innovation: compressed rows by track (count pass, scan, fill
 //!    pass), each row sorted by detection index, with `ln N(z; zhat, S)`.
-//! 4. *Associate* as the CPU does, in two stages: confirmed tracks by GNN over every
-//!    detection, then tentative tracks by GNN over the detections left (the claimed ones
-//!    are skipped by the second gate pass). The GNN of each stage is the device's
+//! 4. *Associate* as the CPU does, in two stages: confirmed tracks by GNN or JPDA over
+//!    every detection, then tentative tracks by GNN over the detections left (the claimed
+//!    ones are skipped by the second gate pass). Under JPDA, stage 1's marginals are
+//!    [`GpuJpda`]'s and `tk_pda` claims the detections more likely a track's than "none
+//!    of them" and applies the confirmed tracks' PDA update (the CPU's arithmetic). The GNN of each stage is the device's
 //!    ([`GpuGnn`](super::assign): clusters and the same optimal assignment as the
 //!    CPU's, clusters past its limits solved on the host), on the gated pairs where the
 //!    gate left them.
