@@ -135,6 +135,24 @@ impl SigmaRule {
 /// Written here so that the filters' steps factor their small matrices in their own
 /// scratch, with no allocation a step.
 pub(super) fn cholesky_into(a: &[f64], n: usize, l: &mut Vec<f64>) -> bool {
+    factor(a, n, l, None)
+}
+
+/// The lower Cholesky factor of a positive semi-definite `p [n][n]` into `l`
+/// (column-major): [`cholesky_into`]'s when `p` is definite, else with a zero column
+/// where a pivot vanishes (to rounding); `None` when `p` is not semi-definite.
+fn cholesky_psd(p: &[f64], n: usize, l: &mut Vec<f64>) -> Option<()> {
+    if cholesky_into(p, n, l) {
+        return Some(());
+    }
+    let amax = (0..n).map(|i| p[i * n + i].abs()).fold(0.0, f64::max);
+    factor(p, n, l, Some(1e-12 * amax.max(f64::MIN_POSITIVE))).then_some(())
+}
+
+/// [`cholesky_into`] (`tol` None: every pivot positive) or, with `tol`, the
+/// semi-definite factor: a pivot within `tol` of zero leaves its column zero, one below
+/// `-tol` fails.
+fn factor(a: &[f64], n: usize, l: &mut Vec<f64>, tol: Option<f64>) -> bool {
     l.clear();
     l.resize(n * n, 0.0);
     for j in 0..n {
@@ -142,8 +160,11 @@ pub(super) fn cholesky_into(a: &[f64], n: usize, l: &mut Vec<f64>) -> bool {
         for k in 0..j {
             d -= l[k * n + j] * l[k * n + j];
         }
-        if !(d > 0.0) {
-            return false;
+        match tol {
+            None if !(d > 0.0) => return false,
+            Some(t) if d < -t => return false,
+            Some(t) if d <= t => continue,
+            _ => {}
         }
         let d = d.sqrt();
         l[j * n + j] = d;
@@ -156,41 +177,6 @@ pub(super) fn cholesky_into(a: &[f64], n: usize, l: &mut Vec<f64>) -> bool {
         }
     }
     true
-}
-
-/// The lower Cholesky factor of a positive semi-definite `p [n][n]` into `l`
-/// (column-major): [`cholesky_into`]'s when `p` is definite, else with a zero column
-/// where a pivot vanishes (to rounding); `None` when `p` is not semi-definite.
-fn cholesky_psd(p: &[f64], n: usize, l: &mut Vec<f64>) -> Option<()> {
-    if cholesky_into(p, n, l) {
-        return Some(());
-    }
-    let amax = (0..n).map(|i| p[i * n + i].abs()).fold(0.0, f64::max);
-    let tol = 1e-12 * amax.max(f64::MIN_POSITIVE);
-    l.clear();
-    l.resize(n * n, 0.0);
-    for j in 0..n {
-        let mut d = p[j * n + j];
-        for k in 0..j {
-            d -= l[k * n + j] * l[k * n + j];
-        }
-        if d < -tol {
-            return None;
-        }
-        if d <= tol {
-            continue;
-        }
-        let d = d.sqrt();
-        l[j * n + j] = d;
-        for i in j + 1..n {
-            let mut v = p[j * n + i];
-            for k in 0..j {
-                v -= l[k * n + i] * l[k * n + j];
-            }
-            l[j * n + i] = v / d;
-        }
-    }
-    Some(())
 }
 
 /// The unscented transform's moments of `y = g(x)` over the points `xs` (`[len][n]`) of
