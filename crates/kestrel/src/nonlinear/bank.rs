@@ -413,7 +413,7 @@ fn predict_slot(
         s.cbar = cbar;
     }
     for (model, md) in modes.iter().zip(&mut s.modes) {
-        step.predict(model, &mut md.m, &mut md.p, w)?;
+        step.advance(model, &mut md.m, &mut md.p, w)?;
     }
     s.mu = s.cbar.clone();
     combine(s);

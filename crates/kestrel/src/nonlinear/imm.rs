@@ -71,7 +71,7 @@ pub(super) fn imm_track(
             ms = m0;
             ps = p0;
             for j in 0..r {
-                step.predict(&imm.modes[j], &mut ms[j], &mut ps[j], w)
+                step.advance(&imm.modes[j], &mut ms[j], &mut ps[j], w)
                     .map_err(|e| (k, e))?;
             }
             cbar

@@ -336,6 +336,23 @@ impl Step<'_> {
         }
     }
 
+    /// Predicts `(m, P)` one step, without `D` (the filters' prediction).
+    fn advance(
+        &self,
+        model: &NonlinearModel,
+        m: &mut DVector<f64>,
+        p: &mut DMatrix<f64>,
+        w: &mut Work,
+    ) -> Result<(), Fail> {
+        match self {
+            Step::Ekf | Step::Iekf(_) => {
+                ekf::predict(model, m, p, w);
+                Ok(())
+            }
+            Step::Sigma(rule) => sigma::advance(rule, model, m, p, w, false),
+        }
+    }
+
     /// Updates `(m, P)` with `z`; returns the log-likelihood.
     fn update(
         &self,
@@ -369,7 +386,7 @@ fn filter_track(
     let mut p = model.prior.p0.clone();
     for k in 0..ll.len() {
         if k > 0 {
-            step.predict(model, &mut m, &mut p, w).map_err(|e| (k, e))?;
+            step.advance(model, &mut m, &mut p, w).map_err(|e| (k, e))?;
         }
         let zk = &z[k * ny..(k + 1) * ny];
         ll[k] = if zk.iter().any(|v| v.is_nan()) {

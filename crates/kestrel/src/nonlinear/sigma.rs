@@ -217,6 +217,20 @@ pub(super) fn transform_into(
     p: &[f64],
     w: &mut Work,
 ) -> Result<(), Fail> {
+    moments(rule, g, angles, m, p, w, true)
+}
+
+/// [`transform_into`], with the cross covariance only where `cross` (a filter's
+/// prediction has no use for it).
+fn moments(
+    rule: &SigmaRule,
+    g: &Function,
+    angles: &[usize],
+    m: &[f64],
+    p: &[f64],
+    w: &mut Work,
+    cross: bool,
+) -> Result<(), Fail> {
     let (n, d, np) = (rule.n, g.n_out(), rule.len());
     rule.points_into(m, p, &mut w.l, &mut w.pts)?;
     w.out.resize(np * d, 0.0);
@@ -247,19 +261,21 @@ pub(super) fn transform_into(
             y[a] = wrap(y[a]);
         }
     }
-    for x in w.pts.chunks_exact_mut(n) {
-        for (xr, &mr) in x.iter_mut().zip(m) {
-            *xr -= mr;
+    if cross {
+        for x in w.pts.chunks_exact_mut(n) {
+            for (xr, &mr) in x.iter_mut().zip(m) {
+                *xr -= mr;
+            }
         }
     }
     // Each point's terms added to every element in turn (independent sums, which the
     // compiler vectorizes); each element's sum still runs over the points in order.
     let (dy, dx) = (&w.out, &w.pts);
-    let (cov, cross, wy) = (&mut w.cov, &mut w.cross, &mut w.val);
+    let (cov, cv_out, wy) = (&mut w.cov, &mut w.cross, &mut w.val);
     cov.clear();
     cov.resize(d * d, 0.0);
-    cross.clear();
-    cross.resize(n * d, 0.0);
+    cv_out.clear();
+    cv_out.resize(if cross { n * d } else { 0 }, 0.0);
     wy.resize(n.max(d), 0.0);
     for ((y, x), &wi) in dy.chunks_exact(d).zip(dx.chunks_exact(n)).zip(wc) {
         for r in 0..d {
@@ -268,10 +284,13 @@ pub(super) fn transform_into(
                 *cv += wr * yc;
             }
         }
+        if !cross {
+            continue;
+        }
         for (wxr, &xr) in wy.iter_mut().zip(x) {
             *wxr = wi * xr;
         }
-        for (col, &yc) in cross.chunks_exact_mut(n).zip(y) {
+        for (col, &yc) in cv_out.chunks_exact_mut(n).zip(y) {
             for (cv, &wxr) in col.iter_mut().zip(wy.iter()) {
                 *cv += wxr * yc;
             }
@@ -293,8 +312,20 @@ pub(super) fn predict(
     p: &mut DMatrix<f64>,
     w: &mut Work,
 ) -> Result<DMatrix<f64>, Fail> {
-    let n = rule.n;
-    transform_into(rule, &model.f, &[], m.as_slice(), p.as_slice(), w)?;
+    advance(rule, model, m, p, w, true)?;
+    Ok(DMatrix::from_column_slice(rule.n, rule.n, &w.cross))
+}
+
+/// The sigma-point prediction of `(m, P)` in place, `D` into `w.cross` where `cross`.
+pub(super) fn advance(
+    rule: &SigmaRule,
+    model: &NonlinearModel,
+    m: &mut DVector<f64>,
+    p: &mut DMatrix<f64>,
+    w: &mut Work,
+    cross: bool,
+) -> Result<(), Fail> {
+    moments(rule, &model.f, &[], m.as_slice(), p.as_slice(), w, cross)?;
     m.as_mut_slice().copy_from_slice(&w.mean);
     for ((pv, &cv), &qv) in p
         .as_mut_slice()
@@ -305,7 +336,7 @@ pub(super) fn predict(
         *pv = cv + qv;
     }
     symmetrize(p);
-    Ok(DMatrix::from_column_slice(n, n, &w.cross))
+    Ok(())
 }
 
 /// The sigma-point update of `(m, P)` with `z` (fresh points from the predicted

@@ -116,8 +116,11 @@ impl Tape {
     /// instruction over all points (registers `[instruction][m]` in `regs`).
     pub fn eval_batch(&self, xs: &[f64], m: usize, out: &mut [f64], regs: &mut Vec<f64>) {
         let n_in = self.n_in;
-        regs.clear();
-        regs.resize(self.ins.len() * m, 0.0);
+        // Every register is written (by its own instruction) before it is read: the
+        // buffer only needs the room, not zeros.
+        if regs.len() < self.ins.len() * m {
+            regs.resize(self.ins.len() * m, 0.0);
+        }
         for (i, ins) in self.ins.iter().enumerate() {
             let (done, rest) = regs.split_at_mut(i * m);
             let dst = &mut rest[..m];
