@@ -21,7 +21,7 @@ use super::gate::Gated;
 use rayon::prelude::*;
 
 // JPDA's marginals live in `jpda.rs`; their names stay reachable from here.
-pub use super::jpda::{jpda, jpda_exact, jpda_lbp, Weights, LBP_PARALLEL_EDGES};
+pub use super::jpda::{jpda, jpda_exact, jpda_lbp, jpda_weights, Weights, LBP_PARALLEL_EDGES};
 
 /// Largest number of joint events the exact JPDA enumerates in one cluster.
 pub const EXACT_EVENTS: f64 = 20_000.0;

@@ -484,6 +484,13 @@ impl Graph {
     }
 }
 
+/// JPDA's log-weights from the detection probability `pd`, the gate probability `pg`
+/// and the clutter density: `(gain, log_miss)`, where a pair with log-likelihood `ll`
+/// weighs `exp(gain + ll)` and a track's miss `exp(log_miss)`.
+pub fn jpda_weights(pd: f64, pg: f64, clutter: f64) -> (f64, f64) {
+    (pd.ln() - clutter.ln(), (1.0 - pd * pg).ln())
+}
+
 /// JPDA over all clusters: each track's weights (tracks outside every cluster miss).
 /// Clusters with at most `exact_events` joint events are enumerated exactly, the others
 /// solved by loopy belief propagation (`0.0`: belief propagation everywhere).
@@ -496,8 +503,7 @@ pub fn jpda(
     clutter: f64,
     exact_events: f64,
 ) -> Vec<Weights> {
-    let gain = pd.ln() - clutter.ln();
-    let log_miss = (1.0 - pd * pg).ln();
+    let (gain, log_miss) = jpda_weights(pd, pg, clutter);
     // Detections the gate names, for the large clusters' arrays (found once, if needed).
     let ndet = std::sync::OnceLock::new();
     let solved: Vec<Vec<(usize, Weights)>> = clusters

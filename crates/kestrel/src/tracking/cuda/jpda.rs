@@ -9,7 +9,7 @@
 //! read-back a round). Kernels:
 //! `kernels/jpda.cu` after `kernels/assign.cu`.
 
-use super::super::associate::Weights;
+use super::super::associate::{jpda_weights, Weights};
 use super::super::gate::Gated;
 use super::assign::{check_gated, check_sizes, time_repeats, upload_gated, GpuGnn};
 use crate::cuda::{self, dtoh, grid_for, launch, Arg, DevBuf, Gpu, Pinned};
@@ -348,9 +348,7 @@ pub fn jpda_gpu_timed(
     let n = g.start.len().saturating_sub(1);
     let m = g.det.len();
     check_gated(g, ndet, "GPU JPDA")?;
-    // The host's weights (associate::jpda).
-    let gain = pd.ln() - clutter.ln();
-    let log_miss = (1.0 - pd * pg).ln();
+    let (gain, log_miss) = jpda_weights(pd, pg, clutter);
     cuda::catch(|| {
         let gpu = cuda::gpu(0)?;
         let s = &gpu.stream;

@@ -21,7 +21,8 @@
 //!    every detection, then tentative tracks by GNN over the detections left (the claimed
 //!    ones are skipped by the second gate pass). Under JPDA, stage 1's marginals are
 //!    [`GpuJpda`]'s and `tk_pda` claims the detections more likely a track's than "none
-//!    of them" and applies the confirmed tracks' PDA update (the CPU's arithmetic). The GNN of each stage is the device's
+//!    of them" and applies the confirmed tracks' PDA update (the CPU's arithmetic). The
+//!    GNN of each stage is the device's
 //!    ([`GpuGnn`](super::assign): clusters and the same optimal assignment as the
 //!    CPU's, clusters past its limits solved on the host), on the gated pairs where the
 //!    gate left them.
@@ -36,7 +37,7 @@
 //! Tracks are dense structure-of-arrays (`x [nx][C]`, packed `P [np][C]`), compacted
 //! each scan into a second set of buffers, which may be larger (growth re-lays the rows).
 
-use super::super::associate::{gnn_costs, EXACT_EVENTS};
+use super::super::associate::{gnn_costs, jpda_weights, EXACT_EVENTS};
 use super::super::chi2::chi2_quantile;
 use super::super::tracker::initiation;
 use super::super::tracks::Tracks;
@@ -699,8 +700,7 @@ impl GpuTracker {
         self.poison_buf(&self.beta0.buf)?;
         self.poison_buf(&self.beta.buf)?;
         let (pd, pg, clutter) = (self.cfg.pd, self.cfg.gate, self.cfg.clutter);
-        // The host's weights (associate::jpda).
-        let (gain, log_miss) = (pd.ln() - clutter.ln(), (1.0 - pd * pg).ln());
+        let (gain, log_miss) = jpda_weights(pd, pg, clutter);
         let exact_events = match self.cfg.marginals {
             JpdaMarginals::Auto => EXACT_EVENTS,
             JpdaMarginals::Lbp => 0.0,
