@@ -197,7 +197,7 @@ pub(super) fn transform(
     p: &DMatrix<f64>,
     w: &mut Work,
 ) -> Result<Moments, Fail> {
-    transform_into(rule, g, angles, m.as_slice(), p.as_slice(), w)?;
+    transform_into(rule, g, angles, m.as_slice(), p.as_slice(), w, true)?;
     let (n, d) = (rule.n, g.n_out());
     Ok(Moments {
         mean: DVector::from_column_slice(&w.mean),
@@ -208,21 +208,9 @@ pub(super) fn transform(
 
 /// The moments of [`Moments`] into `w.mean [d]`, `w.cov [d][d]` and `w.cross [n][d]`
 /// (column-major), from `m [n]` and a symmetric `p [n][n]`. Every sum runs over the
-/// points in order, from zero.
-pub(super) fn transform_into(
-    rule: &SigmaRule,
-    g: &Function,
-    angles: &[usize],
-    m: &[f64],
-    p: &[f64],
-    w: &mut Work,
-) -> Result<(), Fail> {
-    moments(rule, g, angles, m, p, w, true)
-}
-
-/// [`transform_into`], with the cross covariance only where `cross` (a filter's
+/// points in order, from zero. The cross covariance only where `cross` (a filter's
 /// prediction has no use for it).
-fn moments(
+pub(super) fn transform_into(
     rule: &SigmaRule,
     g: &Function,
     angles: &[usize],
@@ -325,7 +313,7 @@ pub(super) fn advance(
     w: &mut Work,
     cross: bool,
 ) -> Result<(), Fail> {
-    moments(rule, &model.f, &[], m.as_slice(), p.as_slice(), w, cross)?;
+    transform_into(rule, &model.f, &[], m.as_slice(), p.as_slice(), w, cross)?;
     m.as_mut_slice().copy_from_slice(&w.mean);
     for ((pv, &cv), &qv) in p
         .as_mut_slice()
@@ -349,7 +337,15 @@ pub(super) fn update(
     p: &mut DMatrix<f64>,
     w: &mut Work,
 ) -> Result<f64, Fail> {
-    transform_into(rule, &model.h, &model.angles, m.as_slice(), p.as_slice(), w)?;
+    transform_into(
+        rule,
+        &model.h,
+        &model.angles,
+        m.as_slice(),
+        p.as_slice(),
+        w,
+        true,
+    )?;
     let Work {
         mean,
         cov,
