@@ -123,22 +123,28 @@ extern "C" __global__ void fe_pick(const FE* tot, long long nc, long long i, FE*
     out[bat()] = tot[bat() * nc + i];
 }
 
+// The product a_lo x ... x a_{hi-1} of the elements element(k, e) of steps [lo, hi), in
+// that order (the reduce pass of a chunk's elements built on the fly).
+template <class Op, class Element>
+__device__ __forceinline__ typename Op::E fold_chunk(long long lo, long long hi, Element element) {
+    typename Op::E acc;
+    element(lo, acc);
+    for (long long k = lo + 1; k < hi; ++k) {
+        typename Op::E e, t;
+        element(k, e);
+        Op::combine(acc, e, t);
+        acc = t;
+    }
+    return acc;
+}
+
 extern "C" __global__ void ps_reduce(const StepM* st, int varying, const real* mean, const real* cov, long long T, int K, SE* tot) {
     long long c = gtid(), nc = n_chunks(T, K);
     if (c >= nc) return;
     mean += bat() * T * NX;
     cov += bat() * T * NX2;
-    tot += bat() * nc;
     long long lo = c * K, hi = min(T, lo + K);
-    SE acc;
-    ps_element(st, varying, mean, cov, T, lo, acc);
-    for (long long k = lo + 1; k < hi; ++k) {
-        SE e, t;
-        ps_element(st, varying, mean, cov, T, k, e);
-        SmoothOp::combine(acc, e, t);
-        acc = t;
-    }
-    tot[c] = acc;
+    tot[bat() * nc + c] = fold_chunk<SmoothOp>(lo, hi, [&](long long k, SE& e) { ps_element(st, varying, mean, cov, T, k, e); });
 }
 
 // tot: the reverse-scanned chunk totals (tot[c+1] = the suffix from chunk c+1 on).
@@ -162,39 +168,7 @@ extern "C" __global__ void ps_sweep(const SE* tot, const StepM* st, int varying,
     for (long long k = hi - 1; k >= lo; --k) {
         SE e;
         ps_element(st, varying, mean, cov, T, k, e);
-        if (k == T - 1) {
-#pragma unroll
-            for (int i = 0; i < NX; ++i) xs[i] = e.g[i];
-#pragma unroll
-            for (int i = 0; i < NX2; ++i) Ps[i] = e.L[i];
-        } else {
-            real xn[NX], EP[NX2];
-#pragma unroll
-            for (int r = 0; r < NX; ++r) {
-                real s = e.g[r];
-#pragma unroll
-                for (int c2 = 0; c2 < NX; ++c2) {
-                    s += e.E[r * NX + c2] * xs[c2];
-                    real t = 0;
-#pragma unroll
-                    for (int l = 0; l < NX; ++l) t += e.E[r * NX + l] * Ps[l * NX + c2];
-                    EP[r * NX + c2] = t;
-                }
-                xn[r] = s;
-            }
-#pragma unroll
-            for (int r = 0; r < NX; ++r) {
-                xs[r] = xn[r];
-#pragma unroll
-                for (int c2 = 0; c2 <= r; ++c2) {
-                    real s1 = 0, s2 = 0;
-#pragma unroll
-                    for (int l = 0; l < NX; ++l) { s1 += EP[r * NX + l] * e.E[c2 * NX + l]; s2 += EP[c2 * NX + l] * e.E[r * NX + l]; }
-                    real v = (real)0.5 * (s1 + s2) + (real)0.5 * (e.L[r * NX + c2] + e.L[c2 * NX + r]);
-                    Ps[r * NX + c2] = v; Ps[c2 * NX + r] = v;
-                }
-            }
-        }
+        rts_step(e, k == T - 1, xs, Ps);
         st_block<NX>(smean + k * NX, xs);
         st_block<NX2>(scov + k * NX2, Ps);
     }

@@ -52,33 +52,8 @@ __device__ __forceinline__ void pm_element(const StepM* st, int varying, const r
         for (int i = 0; i < NX; ++i) o.g[i] = x[i];
         return;
     }
-    const StepM& m = step_at(st, varying, k + 1);
     real V[NX2], Pp[NX2], xp[NX];
-#pragma unroll
-    for (int i = 0; i < NX; ++i) {
-        real s = m.u[i];
-#pragma unroll
-        for (int l = 0; l < NX; ++l) s += m.F[i * NX + l] * x[l];
-        xp[i] = s;
-#pragma unroll
-        for (int j = 0; j < NX; ++j) {
-            real t = 0;
-#pragma unroll
-            for (int l = 0; l < NX; ++l) t += m.F[i * NX + l] * P[l * NX + j];
-            V[i * NX + j] = t;
-        }
-    }
-#pragma unroll
-    for (int i = 0; i < NX; ++i) {
-#pragma unroll
-        for (int j = 0; j <= i; ++j) {
-            real s = (real)0.5 * (m.Q[i * NX + j] + m.Q[j * NX + i]);
-#pragma unroll
-            for (int l = 0; l < NX; ++l) s += V[i * NX + l] * m.F[j * NX + l];
-            Pp[i * NX + j] = s; Pp[j * NX + i] = s;
-        }
-    }
-    if (!chol<NX>(Pp)) {
+    if (!gain_parts(step_at(st, varying, k + 1), x, P, xp, V, Pp)) {
 #pragma unroll
         for (int i = 0; i < NX2; ++i) o.E[i] = nanv();
 #pragma unroll
@@ -122,17 +97,8 @@ extern "C" __global__ void pm_reduce(const StepM* st, int varying, const real* m
     if (c >= nc) return;
     mean += bat() * T * NX;
     cov += bat() * T * NX2;
-    tot += bat() * nc;
     long long lo = c * K, hi = min(T, lo + K);
-    ME acc;
-    pm_element(st, varying, mean, cov, T, lo, acc);
-    for (long long k = lo + 1; k < hi; ++k) {
-        ME e, t;
-        pm_element(st, varying, mean, cov, T, k, e);
-        MeansOp::combine(acc, e, t);
-        acc = t;
-    }
-    tot[c] = acc;
+    tot[bat() * nc + c] = fold_chunk<MeansOp>(lo, hi, [&](long long k, ME& e) { pm_element(st, varying, mean, cov, T, k, e); });
 }
 
 // tot: the reverse-scanned chunk totals (tot[c+1] = the suffix from chunk c+1 on).

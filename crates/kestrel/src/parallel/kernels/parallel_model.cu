@@ -24,22 +24,28 @@ __device__ __forceinline__ bool missing(const real* z) {
     return m;
 }
 
-__device__ __forceinline__ void kf_predict(real x[NX], real P[NX2], const StepM& m) {
-    real FP[NX2], xn[NX];
+// xp = F x + u and V = F P: the first half of a prediction (kf_predict, and the
+// smoothing elements' gain).
+__device__ __forceinline__ void predict_parts(const StepM& m, const real* x, const real* P, real xp[NX], real V[NX2]) {
 #pragma unroll
     for (int i = 0; i < NX; ++i) {
         real s = m.u[i];
 #pragma unroll
         for (int l = 0; l < NX; ++l) s += m.F[i * NX + l] * x[l];
-        xn[i] = s;
+        xp[i] = s;
 #pragma unroll
         for (int j = 0; j < NX; ++j) {
             real t = 0;
 #pragma unroll
             for (int l = 0; l < NX; ++l) t += m.F[i * NX + l] * P[l * NX + j];
-            FP[i * NX + j] = t;
+            V[i * NX + j] = t;
         }
     }
+}
+
+__device__ __forceinline__ void kf_predict(real x[NX], real P[NX2], const StepM& m) {
+    real FP[NX2], xn[NX];
+    predict_parts(m, x, P, xn, FP);
 #pragma unroll
     for (int i = 0; i < NX; ++i) {
         x[i] = xn[i];
@@ -282,6 +288,24 @@ extern "C" __global__ void pf_extract(const FE* el, const StepM* st, int varying
     ll[k] = kf_update(x, P, m, zk, l) ? l : nanv();
 }
 
+// The parts of step k's smoother gain from the filtered (x, P) of step k and the model
+// of step k + 1: xp = F x + u, V = F P, and Pp = L, the lower Cholesky factor of
+// P_{k+1|k} = (Q + Q^T) / 2 + V F^T; false where that is not positive definite.
+__device__ __forceinline__ bool gain_parts(const StepM& m, const real* x, const real* P, real xp[NX], real V[NX2], real Pp[NX2]) {
+    predict_parts(m, x, P, xp, V);
+#pragma unroll
+    for (int i = 0; i < NX; ++i) {
+#pragma unroll
+        for (int j = 0; j <= i; ++j) {
+            real s = (real)0.5 * (m.Q[i * NX + j] + m.Q[j * NX + i]);
+#pragma unroll
+            for (int l = 0; l < NX; ++l) s += V[i * NX + l] * m.F[j * NX + l];
+            Pp[i * NX + j] = s; Pp[j * NX + i] = s;
+        }
+    }
+    return chol<NX>(Pp);
+}
+
 // The smoothing element of step k (eqs. 49-50) from the filtered moments of the
 // sequence (mean, cov) of T steps.
 __device__ __forceinline__ void ps_element(const StepM* st, int varying, const real* mean, const real* cov, long long T, long long k, SE& o) {
@@ -295,33 +319,8 @@ __device__ __forceinline__ void ps_element(const StepM* st, int varying, const r
         for (int i = 0; i < NX; ++i) o.g[i] = x[i];
         return;
     }
-    const StepM& m = step_at(st, varying, k + 1);
     real V[NX2], Pp[NX2], xp[NX];
-#pragma unroll
-    for (int i = 0; i < NX; ++i) {
-        real s = m.u[i];
-#pragma unroll
-        for (int l = 0; l < NX; ++l) s += m.F[i * NX + l] * x[l];
-        xp[i] = s;
-#pragma unroll
-        for (int j = 0; j < NX; ++j) {
-            real t = 0;
-#pragma unroll
-            for (int l = 0; l < NX; ++l) t += m.F[i * NX + l] * P[l * NX + j];
-            V[i * NX + j] = t;
-        }
-    }
-#pragma unroll
-    for (int i = 0; i < NX; ++i) {
-#pragma unroll
-        for (int j = 0; j <= i; ++j) {
-            real s = (real)0.5 * (m.Q[i * NX + j] + m.Q[j * NX + i]);
-#pragma unroll
-            for (int l = 0; l < NX; ++l) s += V[i * NX + l] * m.F[j * NX + l];
-            Pp[i * NX + j] = s; Pp[j * NX + i] = s;
-        }
-    }
-    if (!chol<NX>(Pp)) {
+    if (!gain_parts(step_at(st, varying, k + 1), x, P, xp, V, Pp)) {
 #pragma unroll
         for (int i = 0; i < NX2; ++i) { o.E[i] = nanv(); o.L[i] = nanv(); }
 #pragma unroll
@@ -347,6 +346,45 @@ __device__ __forceinline__ void ps_element(const StepM* st, int varying, const r
 #pragma unroll
         for (int j = 0; j < NX; ++j) { o.E[i * NX + j] = V[j * NX + i]; s -= V[j * NX + i] * xp[j]; }
         o.g[i] = s;
+    }
+}
+
+// One step of the RTS smoother by the smoothing element e of step k: from the smoothed
+// (xs, Ps) of step k + 1 to those of step k, x = E x' + g, P = E P' E^T + L (symmetrized);
+// at the last step (last) the element's (g, L) themselves.
+__device__ __forceinline__ void rts_step(const SE& e, bool last, real xs[NX], real Ps[NX2]) {
+    if (last) {
+#pragma unroll
+        for (int i = 0; i < NX; ++i) xs[i] = e.g[i];
+#pragma unroll
+        for (int i = 0; i < NX2; ++i) Ps[i] = e.L[i];
+        return;
+    }
+    real xn[NX], EP[NX2];
+#pragma unroll
+    for (int r = 0; r < NX; ++r) {
+        real s = e.g[r];
+#pragma unroll
+        for (int c = 0; c < NX; ++c) {
+            s += e.E[r * NX + c] * xs[c];
+            real t = 0;
+#pragma unroll
+            for (int l = 0; l < NX; ++l) t += e.E[r * NX + l] * Ps[l * NX + c];
+            EP[r * NX + c] = t;
+        }
+        xn[r] = s;
+    }
+#pragma unroll
+    for (int r = 0; r < NX; ++r) {
+        xs[r] = xn[r];
+#pragma unroll
+        for (int c = 0; c <= r; ++c) {
+            real s1 = 0, s2 = 0;
+#pragma unroll
+            for (int l = 0; l < NX; ++l) { s1 += EP[r * NX + l] * e.E[c * NX + l]; s2 += EP[c * NX + l] * e.E[r * NX + l]; }
+            real v = (real)0.5 * (s1 + s2) + (real)0.5 * (e.L[r * NX + c] + e.L[c * NX + r]);
+            Ps[r * NX + c] = v; Ps[c * NX + r] = v;
+        }
     }
 }
 
@@ -428,13 +466,11 @@ extern "C" __global__ void tf_combine(const FE* back, const real* mean, const re
     tf_merge(back[k], mean + k * NX, cov + k * NX2, smean + k * NX, scov + k * NX2);
 }
 
-// The sequential Kalman filter in one thread (the paper's speed-up baseline).
-extern "C" __global__ void kf_seq(const StepM* st, int varying, const real* prior, const real* z, long long T, real* mean, real* cov, real* ll) {
-    if (gtid() != 0) return;
-    z += bat() * T * NY;
-    mean += bat() * T * NX;
-    cov += bat() * T * NX2;
-    ll += bat() * T;
+// The sequential Kalman filter of one sequence of T steps in the calling thread: prior
+// update at step 0, then predict-and-update; a covariance that fails its Cholesky leaves
+// NaN in that step's log-likelihood.
+__device__ __forceinline__ void kf_run(const StepM* st, int varying, const real* prior, const real* z, long long T, real* mean, real* cov,
+                                       real* ll) {
     real x[NX], P[NX2];
 #pragma unroll
     for (int i = 0; i < NX; ++i) x[i] = prior[i];
@@ -452,4 +488,10 @@ extern "C" __global__ void kf_seq(const StepM* st, int varying, const real* prio
 #pragma unroll
         for (int i = 0; i < NX2; ++i) cov[k * NX2 + i] = P[i];
     }
+}
+
+// The sequential Kalman filter in one thread (the paper's speed-up baseline).
+extern "C" __global__ void kf_seq(const StepM* st, int varying, const real* prior, const real* z, long long T, real* mean, real* cov, real* ll) {
+    if (gtid() != 0) return;
+    kf_run(st, varying, prior, z + bat() * T * NY, T, mean + bat() * T * NX, cov + bat() * T * NX2, ll + bat() * T);
 }
