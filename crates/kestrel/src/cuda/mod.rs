@@ -66,6 +66,11 @@ pub(crate) use gpu::{
     launch_ex, sync, Arg, DevBuf, Gpu, Module, Pinned,
 };
 pub use nvrtc::set_cache_dir;
+
+/// The device code every family's kernels share (`kernels/kestrel.cuh`: the one
+/// Cholesky factorisation and its policies), placed after a family's prelude (which
+/// defines `real`) and before the family's own headers.
+pub const DEVICE_HEADER: &str = include_str!("kernels/kestrel.cuh");
 pub(crate) use transfer::{download, upload};
 
 use crate::error::{Error, Result};

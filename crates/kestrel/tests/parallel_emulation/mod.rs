@@ -24,7 +24,10 @@ pub fn source<T: Real>(nx: usize, ny: usize, defines: &str, tail: &str) -> Strin
         "#define NX {nx}\n#define NY {ny}\n{defines}typedef {real} real;\n{}\n{tail}",
         HARNESS.replace(
             "/*KERNELS*/",
-            &format!("{OPS}\n{SCAN}\n{MODEL}\n{FUSED}\n{MEANS}\n{SEQ}\n")
+            &format!(
+                "{}\n{OPS}\n{SCAN}\n{MODEL}\n{FUSED}\n{MEANS}\n{SEQ}\n",
+                kestrel::cuda::DEVICE_HEADER
+            )
         )
     )
 }

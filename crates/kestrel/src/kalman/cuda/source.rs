@@ -42,13 +42,18 @@ impl Part {
         Part::SmoothInputs,
     ];
 
-    fn sources(self) -> [(&'static str, &'static str); 3] {
+    fn sources(self) -> [(&'static str, &'static str); 4] {
         let own = match self {
             Part::Filter | Part::FilterInputs => ("filter.cu", FILTER),
             Part::Smooth | Part::SmoothInputs => ("smooth.cu", SMOOTH),
             Part::Tracker => ("tracker.cu", TRACKER),
         };
-        [("common.cuh", COMMON), own, ("layout.cu", LAYOUT)]
+        [
+            ("kestrel.cuh", crate::cuda::DEVICE_HEADER),
+            ("common.cuh", COMMON),
+            own,
+            ("layout.cu", LAYOUT),
+        ]
     }
 
     /// The kernels of this part (all `extern "C"`).

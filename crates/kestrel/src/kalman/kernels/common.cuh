@@ -96,24 +96,14 @@ __device__ __forceinline__ double kmul(double a, double b) {
 // column below a pivot divided by it (linalg/chol.rs) rather than multiplied by its
 // reciprocal (the SIMD lanes, kalman/lanes.rs). Returns false when a pivot is not
 // positive.
+template <bool EXACT>
+struct KMul {
+    __device__ __forceinline__ static real op(real a, real b) { return kmul<EXACT>(a, b); }
+};
 template <int N, bool EXACT = false, bool DIV = false>
 __device__ __forceinline__ bool chol_packed(real* a, real* inv) {
-    bool ok = true;
-    UNROLL for (int j = 0; j < N; ++j) {
-        real s = a[pk(j, j)];
-        UNROLL for (int k = 0; k < j; ++k) s -= kmul<EXACT>(a[pk(j, k)], a[pk(j, k)]);
-        ok = ok && (s > (real)0);
-        real dj = ks_sqrt(s);
-        a[pk(j, j)] = dj;
-        real r = (real)1 / dj;
-        inv[j] = r;
-        UNROLL for (int i = j + 1; i < N; ++i) {
-            real t = a[pk(i, j)];
-            UNROLL for (int k = 0; k < j; ++k) t -= kmul<EXACT>(a[pk(i, k)], a[pk(j, k)]);
-            a[pk(i, j)] = DIV ? t / dj : t * r;
-        }
-    }
-    return ok;
+    auto m = [&](int i, int j) -> real& { return a[pk(i, j)]; };
+    return kst_chol<N, KST_PIVOT_FLAG, DIV, KMul<EXACT>>(m, m, inv, (real)0);
 }
 
 // Prediction x <- F x + u, P <- F P F^T + Q on the packed lower triangle of P

@@ -235,6 +235,7 @@ pub fn source_of<T: Real>(
             &init.iter().map(|&v| lit(v)).collect::<Vec<_>>(),
         );
     }
+    s.push_str(crate::cuda::DEVICE_HEADER);
     s.push_str(COMMON);
     let names: [(&str, &str); 2] = if rule.is_some() {
         [("model_f", "f"), ("model_h", "h")]

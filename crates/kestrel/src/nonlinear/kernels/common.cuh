@@ -92,26 +92,8 @@ __device__ __forceinline__ bool chol_psd(const real* P, real* L) {
     const real tol = PSD_TOL * fmax(dmax, (real)1e-300);
 #pragma unroll
     for (int i = 0; i < N * N; i++) L[i] = (real)0;
-#pragma unroll
-    for (int j = 0; j < N; j++) {
-        real d = P[j * N + j];
-#pragma unroll
-        for (int k = 0; k < j; k++) d -= L[j * N + k] * L[j * N + k];
-        if (d < -tol) return false;
-        if (d <= tol) continue;
-        d = sqrt(d);
-        L[j * N + j] = d;
-        // One division a column: the column's entries are scaled by the reciprocal.
-        const real id = (real)1 / d;
-#pragma unroll
-        for (int i = j + 1; i < N; i++) {
-            real v = P[i * N + j];
-#pragma unroll
-            for (int k = 0; k < j; k++) v -= L[i * N + k] * L[j * N + k];
-            L[i * N + j] = v * id;
-        }
-    }
-    return true;
+    return kst_chol<N, KST_PIVOT_SEMI, false, KstMul>([&](int i, int j) { return P[i * N + j]; },
+                                                      [&](int i, int j) -> real& { return L[i * N + j]; }, nullptr, tol);
 }
 
 // The lower Cholesky factor L of a positive definite n x n A (row-major) and the
@@ -120,24 +102,8 @@ template <int N>
 __device__ __forceinline__ bool chol_pd(const real* A, real* L, real* il) {
 #pragma unroll
     for (int i = 0; i < N * N; i++) L[i] = (real)0;
-#pragma unroll
-    for (int j = 0; j < N; j++) {
-        real d = A[j * N + j];
-#pragma unroll
-        for (int k = 0; k < j; k++) d -= L[j * N + k] * L[j * N + k];
-        if (!(d > (real)0)) return false;
-        d = sqrt(d);
-        L[j * N + j] = d;
-        il[j] = (real)1 / d;
-#pragma unroll
-        for (int i = j + 1; i < N; i++) {
-            real v = A[i * N + j];
-#pragma unroll
-            for (int k = 0; k < j; k++) v -= L[i * N + k] * L[j * N + k];
-            L[i * N + j] = v * il[j];
-        }
-    }
-    return true;
+    return kst_chol<N, KST_PIVOT_STOP, false, KstMul>([&](int i, int j) { return A[i * N + j]; },
+                                                      [&](int i, int j) -> real& { return L[i * N + j]; }, il, (real)0);
 }
 
 // w <- A^-1 w for A = L L^T (chol_pd's factor and reciprocals): forward then backward

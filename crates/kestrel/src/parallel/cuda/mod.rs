@@ -128,7 +128,10 @@ fn source_prelude(nx: usize, ny: usize, dtype: &str) -> String {
     } else {
         ("float", "__int_as_float(0x7fc00000)")
     };
-    format!("#define NX {nx}\n#define NY {ny}\ntypedef {real} real;\n#define NAN {nan}\n")
+    format!(
+        "#define NX {nx}\n#define NY {ny}\ntypedef {real} real;\n#define NAN {nan}\n{}\n",
+        crate::cuda::DEVICE_HEADER
+    )
 }
 
 const SQRT_SOURCES: [&str; 2] = [

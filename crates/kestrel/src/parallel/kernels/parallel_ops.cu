@@ -127,23 +127,8 @@ __device__ __forceinline__ bool solve_nx(real M[NX2], real B[NX * W]) {
 // In-place Cholesky of an N x N symmetric matrix (lower triangle); false if not PD.
 template <int N>
 __device__ __forceinline__ bool chol(real S[N * N]) {
-#pragma unroll
-    for (int j = 0; j < N; ++j) {
-        real s = S[j * N + j];
-#pragma unroll
-        for (int k = 0; k < j; ++k) s -= S[j * N + k] * S[j * N + k];
-        if (!(s > (real)0)) return false;
-        real d = sqrt(s);
-        S[j * N + j] = d;
-#pragma unroll
-        for (int i = j + 1; i < N; ++i) {
-            real t = S[i * N + j];
-#pragma unroll
-            for (int k = 0; k < j; ++k) t -= S[i * N + k] * S[j * N + k];
-            S[i * N + j] = t / d;
-        }
-    }
-    return true;
+    auto m = [&](int i, int j) -> real& { return S[i * N + j]; };
+    return kst_chol<N, KST_PIVOT_STOP, true, KstMul>(m, m, nullptr, (real)0);
 }
 
 // Solves L Y = B (L lower from chol<N>) for W columns in place.

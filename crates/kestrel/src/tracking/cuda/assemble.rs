@@ -36,6 +36,7 @@ pub(super) const MAX_NY: usize = 8;
 pub fn source(model: &Model) -> String {
     let mut s = prelude(model.nx(), model.ny(), "f64", Some(model));
     for (name, text) in [
+        ("kestrel.cuh", crate::cuda::DEVICE_HEADER),
         ("common.cuh", COMMON),
         ("tracker.cu", TRACKER),
         ("track.cu", TRACK),
