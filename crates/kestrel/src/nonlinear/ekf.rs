@@ -101,7 +101,47 @@ pub(super) fn moment_update_in(
     l: &mut Vec<f64>,
     kt: &mut Vec<f64>,
 ) -> Result<f64, Fail> {
-    let (n, ny) = (m.len(), y.len());
+    // The common sizes known to the compiler (the same operations in the same order).
+    macro_rules! sized {
+        ($(($n:literal, $d:literal)),*) => {
+            match (m.len(), y.len()) {
+                $(($n, $d) => moment_update_sized::<$n, $d>(m, p, y, s, c, l, kt),)*
+                _ => moment_update_sized::<0, 0>(m, p, y, s, c, l, kt),
+            }
+        };
+    }
+    sized!(
+        (2, 1),
+        (2, 2),
+        (3, 1),
+        (3, 2),
+        (3, 3),
+        (4, 1),
+        (4, 2),
+        (4, 3),
+        (5, 1),
+        (5, 2),
+        (5, 3),
+        (6, 1),
+        (6, 2),
+        (6, 3)
+    )
+}
+
+/// [`moment_update_in`] for state size `N` and measurement size `D` (0: the sizes of `m`
+/// and `y`).
+#[inline(always)]
+fn moment_update_sized<const N: usize, const D: usize>(
+    m: &mut [f64],
+    p: &mut [f64],
+    y: &[f64],
+    s: &[f64],
+    c: &[f64],
+    l: &mut Vec<f64>,
+    kt: &mut Vec<f64>,
+) -> Result<f64, Fail> {
+    let n = if N > 0 { N } else { m.len() };
+    let ny = if D > 0 { D } else { y.len() };
     if !cholesky_into(s, ny, l) {
         return Err("S");
     }

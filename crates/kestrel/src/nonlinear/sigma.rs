@@ -153,8 +153,38 @@ fn cholesky_psd(p: &[f64], n: usize, l: &mut Vec<f64>) -> Option<()> {
 /// semi-definite factor: a pivot within `tol` of zero leaves its column zero, one below
 /// `-tol` fails.
 fn factor(a: &[f64], n: usize, l: &mut Vec<f64>, tol: Option<f64>) -> bool {
+    // The common sizes known to the compiler (the same operations in the same order).
+    match n {
+        1 => factor_sized::<1>(a, n, l, tol),
+        2 => factor_sized::<2>(a, n, l, tol),
+        3 => factor_sized::<3>(a, n, l, tol),
+        4 => factor_sized::<4>(a, n, l, tol),
+        5 => factor_sized::<5>(a, n, l, tol),
+        6 => factor_sized::<6>(a, n, l, tol),
+        _ => factor_sized::<0>(a, n, l, tol),
+    }
+}
+
+/// [`factor`] for size `N` (0: `n` at run time).
+#[inline(always)]
+fn factor_sized<const N: usize>(a: &[f64], n: usize, l: &mut Vec<f64>, tol: Option<f64>) -> bool {
+    let n = if N > 0 { N } else { n };
     l.clear();
+    if N > 0 && N <= SIZED {
+        // The factor in an array of the stack, which the compiler keeps in registers.
+        let mut f = [0.0; SIZED * SIZED];
+        let ok = factor_columns::<N>(a, n, &mut f[..n * n], tol);
+        l.extend_from_slice(&f[..n * n]);
+        return ok;
+    }
     l.resize(n * n, 0.0);
+    factor_columns::<N>(a, n, l, tol)
+}
+
+/// The columns of [`factor`] into `l [n][n]` (zeroed on entry).
+#[inline(always)]
+fn factor_columns<const N: usize>(a: &[f64], n: usize, l: &mut [f64], tol: Option<f64>) -> bool {
+    let n = if N > 0 { N } else { n };
     for j in 0..n {
         let mut d = a[j * n + j];
         for k in 0..j {
@@ -219,11 +249,56 @@ pub(super) fn transform_into(
     w: &mut Work,
     cross: bool,
 ) -> Result<(), Fail> {
-    let (n, d, np) = (rule.n, g.n_out(), rule.len());
+    // The common sizes with the sizes known to the compiler (its loops unrolled; the same
+    // operations in the same order, so the same bits as the general body).
+    macro_rules! sized {
+        ($(($n:literal, $d:literal)),*) => {
+            match (rule.n, g.n_out()) {
+                $(($n, $d) => transform_sized::<$n, $d>(rule, g, angles, m, p, w, cross),)*
+                _ => transform_sized::<0, 0>(rule, g, angles, m, p, w, cross),
+            }
+        };
+    }
+    sized!(
+        (2, 1),
+        (2, 2),
+        (3, 1),
+        (3, 2),
+        (3, 3),
+        (4, 1),
+        (4, 2),
+        (4, 3),
+        (4, 4),
+        (5, 1),
+        (5, 2),
+        (5, 3),
+        (5, 5),
+        (6, 1),
+        (6, 2),
+        (6, 3),
+        (6, 6)
+    )
+}
+
+/// [`transform_into`] for state size `N` and output size `D` (0: the sizes of `rule` and
+/// `g`, at run time).
+#[inline(always)]
+fn transform_sized<const N: usize, const D: usize>(
+    rule: &SigmaRule,
+    g: &Function,
+    angles: &[usize],
+    m: &[f64],
+    p: &[f64],
+    w: &mut Work,
+    cross: bool,
+) -> Result<(), Fail> {
+    let n = if N > 0 { N } else { rule.n };
+    let d = if D > 0 { D } else { g.n_out() };
+    let np = rule.len();
     rule.points_into(m, p, &mut w.l, &mut w.pts)?;
     w.out.resize(np * d, 0.0);
     g.value_batch(&w.pts, np, &mut w.out, &mut w.regs);
-    let (wm, wc) = (&rule.wm, &rule.wc);
+    let wm = &rule.wm;
     let mean = &mut w.mean;
     mean.clear();
     mean.resize(d, 0.0);
@@ -256,20 +331,55 @@ pub(super) fn transform_into(
             }
         }
     }
-    // Each point's terms added to every element in turn (independent sums, which the
-    // compiler vectorizes); each element's sum still runs over the points in order.
     let (dy, dx) = (&w.out, &w.pts);
-    let (cov, cv_out, wy) = (&mut w.cov, &mut w.cross, &mut w.val);
-    cov.clear();
-    cov.resize(d * d, 0.0);
-    cv_out.clear();
-    cv_out.resize(if cross { n * d } else { 0 }, 0.0);
-    wy.resize(n.max(d), 0.0);
+    let ncross = if cross { n * d } else { 0 };
+    if N > 0 && D > 0 && N <= SIZED && D <= SIZED {
+        // The sums in arrays of the stack, which the compiler keeps in registers.
+        let (mut cov, mut cv, mut wy) = ([0.0; SIZED * SIZED], [0.0; SIZED * SIZED], [0.0; SIZED]);
+        let (sums, cross_sums) = (&mut cov[..d * d], &mut cv[..ncross]);
+        accumulate::<N, D>(n, d, dy, dx, &rule.wc, sums, cross_sums, &mut wy);
+        w.cov.clear();
+        w.cov.extend_from_slice(&cov[..d * d]);
+        w.cross.clear();
+        w.cross.extend_from_slice(&cv[..ncross]);
+    } else {
+        w.cov.clear();
+        w.cov.resize(d * d, 0.0);
+        w.cross.clear();
+        w.cross.resize(ncross, 0.0);
+        w.val.resize(n.max(d), 0.0);
+        accumulate::<N, D>(n, d, dy, dx, &rule.wc, &mut w.cov, &mut w.cross, &mut w.val);
+    }
+    Ok(())
+}
+
+/// The largest state and output sizes that [`transform_sized`] sums on the stack.
+const SIZED: usize = 6;
+
+/// For state size `n` and output size `d` (`N`, `D` where not 0): the covariance `cov [d][d]` (`Pyy`, zeroed on entry, both triangles on return) and,
+/// where `cv` is not empty, the cross covariance `cv [d][n]` of the deviations `dy [np][d]`
+/// and `dx [np][n]` with weights `wc`; `wy`: scratch of `n` or more. Each point's terms are
+/// added to every element in turn (independent sums, which the compiler vectorizes); each
+/// element's sum still runs over the points in order.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn accumulate<const N: usize, const D: usize>(
+    n: usize,
+    d: usize,
+    dy: &[f64],
+    dx: &[f64],
+    wc: &[f64],
+    cov: &mut [f64],
+    cv: &mut [f64],
+    wy: &mut [f64],
+) {
+    let (n, d) = (if N > 0 { N } else { n }, if D > 0 { D } else { d });
+    let cross = !cv.is_empty();
     for ((y, x), &wi) in dy.chunks_exact(d).zip(dx.chunks_exact(n)).zip(wc) {
         for r in 0..d {
             let wr = wi * y[r];
-            for (cv, &yc) in cov[r * d..r * d + r + 1].iter_mut().zip(y) {
-                *cv += wr * yc;
+            for (c, &yc) in cov[r * d..r * d + r + 1].iter_mut().zip(y) {
+                *c += wr * yc;
             }
         }
         if !cross {
@@ -278,9 +388,9 @@ pub(super) fn transform_into(
         for (wxr, &xr) in wy.iter_mut().zip(x) {
             *wxr = wi * xr;
         }
-        for (col, &yc) in cv_out.chunks_exact_mut(n).zip(y) {
-            for (cv, &wxr) in col.iter_mut().zip(wy.iter()) {
-                *cv += wxr * yc;
+        for (col, &yc) in cv.chunks_exact_mut(n).zip(y) {
+            for (c, &wxr) in col.iter_mut().zip(wy.iter()) {
+                *c += wxr * yc;
             }
         }
     }
@@ -289,7 +399,6 @@ pub(super) fn transform_into(
             cov[c * d + r] = cov[r * d + c];
         }
     }
-    Ok(())
 }
 
 /// The sigma-point prediction of `(m, P)`; returns `D = Cov(x_{k-1}, x_k)`.
