@@ -101,31 +101,7 @@ pub(super) fn moment_update_in(
     l: &mut Vec<f64>,
     kt: &mut Vec<f64>,
 ) -> Result<f64, Fail> {
-    // The common sizes known to the compiler (the same operations in the same order).
-    macro_rules! sized {
-        ($(($n:literal, $d:literal)),*) => {
-            match (m.len(), y.len()) {
-                $(($n, $d) => moment_update_sized::<$n, $d>(m, p, y, s, c, l, kt),)*
-                _ => moment_update_sized::<0, 0>(m, p, y, s, c, l, kt),
-            }
-        };
-    }
-    sized!(
-        (2, 1),
-        (2, 2),
-        (3, 1),
-        (3, 2),
-        (3, 3),
-        (4, 1),
-        (4, 2),
-        (4, 3),
-        (5, 1),
-        (5, 2),
-        (5, 3),
-        (6, 1),
-        (6, 2),
-        (6, 3)
-    )
+    with_sizes!(m.len(), y.len(), moment_update_sized(m, p, y, s, c, l, kt))
 }
 
 /// [`moment_update_in`] for state size `N` and measurement size `D` (0: the sizes of `m`

@@ -28,6 +28,24 @@
 //! Gauss-Newton iterations of each update, and the passes of the iterated smoothers).
 
 #[cfg(feature = "cuda")]
+/// `$f::<N, D>(args)` with the state size `$n` and the output size `$d` known to the
+/// compiler where they are common sizes (loops unrolled, sums on the stack), else
+/// `$f::<0, 0>`, which reads the sizes at run time: the same operations in the same order
+/// either way, so the same bits.
+macro_rules! with_sizes {
+    ($n:expr, $d:expr, $f:ident $args:tt) => {
+        with_sizes!(@ ($n, $d), $f $args;
+            (2, 1), (2, 2), (3, 1), (3, 2), (3, 3), (4, 1), (4, 2), (4, 3), (4, 4),
+            (5, 1), (5, 2), (5, 3), (5, 5), (6, 1), (6, 2), (6, 3), (6, 6))
+    };
+    (@ $nd:expr, $f:ident $args:tt; $(($sn:literal, $sd:literal)),*) => {
+        match $nd {
+            $(($sn, $sd) => $f::<$sn, $sd> $args,)*
+            _ => $f::<0, 0> $args,
+        }
+    };
+}
+
 pub mod cuda;
 pub mod expr;
 #[cfg(feature = "io")]

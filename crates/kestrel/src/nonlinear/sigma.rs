@@ -249,34 +249,10 @@ pub(super) fn transform_into(
     w: &mut Work,
     cross: bool,
 ) -> Result<(), Fail> {
-    // The common sizes with the sizes known to the compiler (its loops unrolled; the same
-    // operations in the same order, so the same bits as the general body).
-    macro_rules! sized {
-        ($(($n:literal, $d:literal)),*) => {
-            match (rule.n, g.n_out()) {
-                $(($n, $d) => transform_sized::<$n, $d>(rule, g, angles, m, p, w, cross),)*
-                _ => transform_sized::<0, 0>(rule, g, angles, m, p, w, cross),
-            }
-        };
-    }
-    sized!(
-        (2, 1),
-        (2, 2),
-        (3, 1),
-        (3, 2),
-        (3, 3),
-        (4, 1),
-        (4, 2),
-        (4, 3),
-        (4, 4),
-        (5, 1),
-        (5, 2),
-        (5, 3),
-        (5, 5),
-        (6, 1),
-        (6, 2),
-        (6, 3),
-        (6, 6)
+    with_sizes!(
+        rule.n,
+        g.n_out(),
+        transform_sized(rule, g, angles, m, p, w, cross)
     )
 }
 
