@@ -1,7 +1,12 @@
 import os
+import re
+import subprocess
 
 import numpy as np
 import pytest
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+CLI = os.environ.get("KESTREL_CLI", os.path.join(REPO, "target", "release", "kestrel"))
 
 
 def gpu_available():
@@ -22,3 +27,22 @@ def require_gpu():
     if os.environ.get("KESTREL_REQUIRE_GPU") == "1":
         pytest.fail("KESTREL_REQUIRE_GPU=1 but no usable CUDA GPU")
     pytest.skip("no usable CUDA GPU (set KESTREL_REQUIRE_GPU=1 to make this a failure)")
+
+
+def cli(*args, check=True):
+    """Runs the command line (KESTREL_CLI, else the release build; skips without it)."""
+    if not os.path.exists(CLI):
+        pytest.skip(f"no CLI at {CLI} (cargo build --release -p kestrel-cli)")
+    r = subprocess.run([CLI, *map(str, args)], capture_output=True, text=True)
+    if check and r.returncode != 0:
+        raise AssertionError(f"kestrel {' '.join(map(str, args))}: {r.stderr}")
+    return r
+
+
+def cli_error(*args):
+    """The CLI's error message (exit 2), its flags written as keyword arguments."""
+    r = cli(*args, check=False)
+    assert r.returncode == 2, r.stderr
+    line = r.stderr.strip().splitlines()[-1]
+    assert line.startswith("error: "), line
+    return re.sub(r"--([a-z][a-z-]*)", lambda m: m.group(1).replace("-", "_"), line[7:])

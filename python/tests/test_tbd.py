@@ -4,36 +4,13 @@ recursion against a NumPy reference, a simulated target found at its truth posit
 bad inputs (the command's messages), the caller's arrays untouched, the progress bar,
 and the GPU path against the CPU (skipped without a GPU)."""
 
-import os
 import re
-import subprocess
 
 import numpy as np
 import pytest
 
 import kestrel
-from conftest import require_gpu
-
-REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-CLI = os.environ.get("KESTREL_CLI", os.path.join(REPO, "target", "release", "kestrel"))
-
-
-def cli(*args, check=True):
-    if not os.path.exists(CLI):
-        pytest.skip(f"no CLI at {CLI} (cargo build --release -p kestrel-cli)")
-    r = subprocess.run([CLI, *map(str, args)], capture_output=True, text=True)
-    if check and r.returncode != 0:
-        raise AssertionError(f"kestrel {' '.join(map(str, args))}: {r.stderr}")
-    return r
-
-
-def cli_error(*args):
-    """The CLI's error message (exit 2), its flags written as keyword arguments."""
-    r = cli(*args, check=False)
-    assert r.returncode == 2, r.stderr
-    line = r.stderr.strip().splitlines()[-1]
-    assert line.startswith("error: "), line
-    return re.sub(r"--([a-z][a-z-]*)", lambda m: m.group(1).replace("-", "_"), line[7:])
+from conftest import cli, cli_error, require_gpu
 
 
 def cli_flags(opts):

@@ -5,8 +5,6 @@ simulated scenario tracked with low GOSPA, and bad inputs."""
 import csv
 import datetime
 import os
-import re
-import subprocess
 import threading
 import time
 
@@ -14,29 +12,9 @@ import numpy as np
 import pytest
 
 import kestrel
-from conftest import require_gpu
+from conftest import REPO, cli, cli_error, require_gpu
 
-REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-CLI = os.environ.get("KESTREL_CLI", os.path.join(REPO, "target", "release", "kestrel"))
 MODEL = os.path.join(REPO, "examples", "tracking.toml")
-
-
-def cli(*args, check=True):
-    if not os.path.exists(CLI):
-        pytest.skip(f"no CLI at {CLI} (cargo build --release -p kestrel-cli)")
-    r = subprocess.run([CLI, *map(str, args)], capture_output=True, text=True)
-    if check and r.returncode != 0:
-        raise AssertionError(f"kestrel {' '.join(map(str, args))}: {r.stderr}")
-    return r
-
-
-def cli_error(*args):
-    """The CLI's error message with its flags written as keyword arguments."""
-    r = cli(*args, check=False)
-    assert r.returncode == 2, r.stderr
-    line = r.stderr.strip().splitlines()[-1]
-    assert line.startswith("error: "), line
-    return re.sub(r"--([a-z][a-z-]*)", lambda m: m.group(1).replace("-", "_"), line[7:])
 
 
 def read_csv(path):
