@@ -1,6 +1,8 @@
 import os
 import re
 import subprocess
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -46,3 +48,26 @@ def cli_error(*args):
     line = r.stderr.strip().splitlines()[-1]
     assert line.startswith("error: "), line
     return re.sub(r"--([a-z][a-z-]*)", lambda m: m.group(1).replace("-", "_"), line[7:])
+
+
+def ticks_while(fn):
+    """Runs ``fn()`` while another Python thread ticks every millisecond: returns its
+    result, the seconds it took and the ticks seen meanwhile (a thread that cannot take
+    the GIL while kestrel runs ticks at most once)."""
+    ticks = []
+    stop = threading.Event()
+
+    def ticker():
+        while not stop.is_set():
+            ticks.append(time.perf_counter())
+            time.sleep(0.001)
+
+    th = threading.Thread(target=ticker)
+    th.start()
+    time.sleep(0.01)
+    t0 = time.perf_counter()
+    r = fn()
+    t1 = time.perf_counter()
+    stop.set()
+    th.join()
+    return r, t1 - t0, sum(1 for t in ticks if t0 < t < t1)

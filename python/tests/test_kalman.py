@@ -5,12 +5,12 @@ import glob
 import os
 import pickle
 import threading
-import time
 
 import numpy as np
 import pytest
 
 import kestrel
+from conftest import ticks_while
 from reference import kalman_filter, random_model, rts_smoother
 
 REPO = os.path.join(os.path.dirname(__file__), "..", "..")
@@ -245,25 +245,8 @@ def test_calls_from_threads_run_at_once_and_agree(rng):
 def test_the_gil_is_released_while_kestrel_computes(rng):
     kf = kestrel.KalmanFilter.from_toml(os.path.join(REPO, "examples", "cv2d-builder.toml"))
     z = rng.normal(size=(40000, 100, 2))
-    ticks = []
-    stop = threading.Event()
-
-    def ticker():
-        while not stop.is_set():
-            ticks.append(time.perf_counter())
-            time.sleep(0.001)
-
-    th = threading.Thread(target=ticker)
-    th.start()
-    time.sleep(0.01)
-    t0 = time.perf_counter()
-    kf.smooth(z, device="cpu")
-    t1 = time.perf_counter()
-    stop.set()
-    th.join()
-    during = [t for t in ticks if t0 < t < t1]
-    # A thread that cannot take the GIL while kestrel runs ticks at most once.
-    assert (t1 - t0) > 0.05 and len(during) >= 5, (t1 - t0, len(during))
+    _, secs, during = ticks_while(lambda: kf.smooth(z, device="cpu"))
+    assert secs > 0.05 and during >= 5, (secs, during)
 
 
 def test_progress_bar_only_when_asked(rng, capfd):

@@ -7,13 +7,12 @@ import os
 import pickle
 import subprocess
 import threading
-import time
 
 import numpy as np
 import pytest
 
 import kestrel
-from conftest import require_gpu
+from conftest import require_gpu, ticks_while
 from reference import random_model
 
 REPO = os.path.join(os.path.dirname(__file__), "..", "..")
@@ -411,33 +410,14 @@ def test_the_callers_arrays_are_untouched(rng):
 def test_the_gil_is_released_and_threads_agree():
     pf = example("range-only")
     _, z = pf.simulate(4, 100, seed=1)
-    ticks = []
-    stop = threading.Event()
-
-    def ticker():
-        while not stop.is_set():
-            ticks.append(time.perf_counter())
-            time.sleep(0.001)
-
     # A job long enough to see ticks in (machines of many cores are fast).
     n = 20000
     while True:
-        ticks.clear()
-        stop.clear()
-        th = threading.Thread(target=ticker)
-        th.start()
-        time.sleep(0.01)
-        t0 = time.perf_counter()
-        r = pf.filter(z, n, device="cpu")
-        t1 = time.perf_counter()
-        stop.set()
-        th.join()
-        if t1 - t0 > 0.1 or n >= 1_280_000:
+        r, secs, during = ticks_while(lambda: pf.filter(z, n, device="cpu"))
+        if secs > 0.1 or n >= 1_280_000:
             break
         n *= 4
-    during = [t for t in ticks if t0 < t < t1]
-    # A thread that cannot take the GIL while kestrel runs ticks at most once.
-    assert (t1 - t0) > 0.1 and len(during) >= 10, (t1 - t0, len(during))
+    assert secs > 0.1 and during >= 10, (secs, during)
     out = [None, None]
 
     def work(i):
