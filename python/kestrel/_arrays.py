@@ -8,6 +8,7 @@ caller's arrays are never modified.
 
 from __future__ import annotations
 
+import numbers
 import warnings
 from typing import Any
 
@@ -129,12 +130,21 @@ def as_float(a: np.ndarray, name: str, dtype: Any) -> np.ndarray:
     return np.require(a, dtype=dtype, requirements=("C", "A"))
 
 
-def precision_dtype(precision: str | None, a: np.ndarray, device: str) -> np.dtype:
+def whole(v: Any, name: str) -> int:
+    """``v`` as a non-negative whole number (``TypeError``/``ValueError`` naming ``name``)."""
+    if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+        raise TypeError(f"{name}: expected a whole number, got {type(v).__name__}")
+    if v < 0:
+        raise ValueError(f"{name}: must be >= 0 (got {int(v)})")
+    return int(v)
+
+
+def precision_dtype(precision: Any, a: np.ndarray | None, device: str) -> np.dtype:
     """The dtype of a run: ``precision`` when given ("f32"/"f64", or a NumPy dtype),
-    else the input's own float32/float64, else float64 on the CPU and float32 on a GPU
-    (the command line's default)."""
+    else the input ``a``'s own float32/float64, else float64 on the CPU and float32 on a
+    GPU (the command line's default)."""
     if precision is None:
-        if a.dtype in (np.float32, np.float64):
+        if a is not None and a.dtype in (np.float32, np.float64):
             return a.dtype
         return np.dtype(np.float32 if device.startswith("cuda") else np.float64)
     p = str(np.dtype(precision)) if not isinstance(precision, str) else precision

@@ -22,7 +22,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from . import _kestrel
-from ._arrays import flush_warnings
+from ._arrays import flush_warnings, whole
 from .likelihood import model_of
 
 
@@ -36,14 +36,6 @@ class Simulation:
 
     def __iter__(self) -> Iterator[np.ndarray]:
         return iter((self.truth, self.z))
-
-
-def _whole(v: Any, name: str) -> int:
-    if isinstance(v, bool) or not isinstance(v, numbers.Integral):
-        raise TypeError(f"{name}: expected a whole number, got {type(v).__name__}")
-    if v < 0:
-        raise ValueError(f"{name}: must be >= 0 (got {int(v)})")
-    return int(v)
 
 
 def simulate(model: Any, tracks: int, steps: int, seed: int = 0,
@@ -62,9 +54,9 @@ def simulate(model: Any, tracks: int, steps: int, seed: int = 0,
     >>> truth.shape, z.shape
     ((3, 100, 1), (3, 100, 1))
     """
-    tracks = _whole(tracks, "tracks")
-    steps = _whole(steps, "steps")
-    seed = _whole(seed, "seed")
+    tracks = whole(tracks, "tracks")
+    steps = whole(steps, "steps")
+    seed = whole(seed, "seed")
     if isinstance(missing, bool) or not isinstance(missing, (numbers.Real, np.floating)):
         raise TypeError(f"missing: expected a number, got {type(missing).__name__}")
     pf_model = getattr(_kestrel, "PfModel", None)

@@ -30,7 +30,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from . import _kestrel
-from ._arrays import as_float, flush_warnings, to_numpy
+from ._arrays import as_float, flush_warnings, precision_dtype, to_numpy, whole
 from .likelihood import model_of
 
 
@@ -42,25 +42,6 @@ class Score:
 
     mahalanobis2: np.ndarray
     loglik: np.ndarray
-
-
-def _whole(v: Any, name: str) -> int:
-    if isinstance(v, bool) or not isinstance(v, numbers.Integral):
-        raise TypeError(f"{name}: expected a whole number, got {type(v).__name__}")
-    if v < 0:
-        raise ValueError(f"{name}: must be >= 0 (got {int(v)})")
-    return int(v)
-
-
-def _dtype(precision: Any, device: str) -> np.dtype:
-    if precision is None:
-        return np.dtype(np.float32 if device.startswith("cuda") else np.float64)
-    p = str(np.dtype(precision)) if not isinstance(precision, str) else precision
-    if p in ("f32", "float32", "single"):
-        return np.dtype(np.float32)
-    if p in ("f64", "float64", "double"):
-        return np.dtype(np.float64)
-    raise ValueError(f'precision: unknown precision "{precision}" (expected f32 or f64)')
 
 
 class BatchState:
@@ -88,10 +69,10 @@ class BatchState:
     def __init__(self, model: Any, capacity: int, *, device: str = "cpu",
                  precision: Any = None, kinematics: Any = "auto"):
         m = model_of(model)
-        capacity = _whole(capacity, "capacity")
+        capacity = whole(capacity, "capacity")
         if not isinstance(device, str):
             raise TypeError(f"device: expected a string, got {type(device).__name__}")
-        dtype = _dtype(precision, device)
+        dtype = precision_dtype(precision, None, device)
         if kinematics is None:
             kin: Any = "none"
         elif isinstance(kinematics, str):
@@ -188,7 +169,7 @@ class BatchState:
         """
         nx = self.nx
         if count is not None:
-            count = _whole(count, "count")
+            count = whole(count, "count")
             if x0 is not None or P0 is not None:
                 raise ValueError("count applies to adds with the prior only (no x0, P0)")
             return np.asarray(self._s.add_many(count), dtype=np.int64)
@@ -230,12 +211,12 @@ class BatchState:
     def set_state(self, slot: int, x: Any, P: Any) -> None:
         """Replaces the state of the target in ``slot`` (re-initialisation; CPU)."""
         nx = self.nx
-        self._s.set_state(_whole(slot, "slot"), self._arr(x, "x", (nx,)),
+        self._s.set_state(whole(slot, "slot"), self._arr(x, "x", (nx,)),
                           self._arr(P, "P", (nx, nx)))
 
     def reserve(self, capacity: int) -> None:
         """Grows the batch to ``capacity`` slots; targets keep their slots (CPU)."""
-        self._s.reserve(_whole(capacity, "capacity"))
+        self._s.reserve(whole(capacity, "capacity"))
 
     # ------------------------------------------------------ predict, update
     def predict(self, dt: Any = None, u: Any = None) -> None:
