@@ -27,7 +27,6 @@
 //! original unscented transform: `n + lambda = 3`); `iterations = 10` (IEKF
 //! Gauss-Newton iterations of each update, and the passes of the iterated smoothers).
 
-#[cfg(feature = "cuda")]
 /// `$f::<N, D>(args)` with the state size `$n` and the output size `$d` known to the
 /// compiler where they are common sizes (loops unrolled, sums on the stack), else
 /// `$f::<0, 0>`, which reads the sizes at run time: the same operations in the same order
@@ -46,6 +45,7 @@ macro_rules! with_sizes {
     };
 }
 
+#[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod expr;
 #[cfg(feature = "io")]
