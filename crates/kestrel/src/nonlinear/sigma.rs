@@ -173,18 +173,18 @@ fn factor_sized<const N: usize>(a: &[f64], n: usize, l: &mut Vec<f64>, tol: Opti
     if N > 0 && N <= SIZED {
         // The factor in an array of the stack, which the compiler keeps in registers.
         let mut f = [0.0; SIZED * SIZED];
-        let ok = factor_columns::<N>(a, n, &mut f[..n * n], tol);
+        let ok = factor_columns(a, n, &mut f[..n * n], tol);
         l.extend_from_slice(&f[..n * n]);
         return ok;
     }
     l.resize(n * n, 0.0);
-    factor_columns::<N>(a, n, l, tol)
+    factor_columns(a, n, l, tol)
 }
 
-/// The columns of [`factor`] into `l [n][n]` (zeroed on entry).
+/// The columns of [`factor`] into `l [n][n]` (zeroed on entry); inlined into
+/// [`factor_sized`], where `n` is a constant for the common sizes.
 #[inline(always)]
-fn factor_columns<const N: usize>(a: &[f64], n: usize, l: &mut [f64], tol: Option<f64>) -> bool {
-    let n = if N > 0 { N } else { n };
+fn factor_columns(a: &[f64], n: usize, l: &mut [f64], tol: Option<f64>) -> bool {
     for j in 0..n {
         let mut d = a[j * n + j];
         for k in 0..j {
@@ -313,7 +313,7 @@ fn transform_sized<const N: usize, const D: usize>(
         // The sums in arrays of the stack, which the compiler keeps in registers.
         let (mut cov, mut cv, mut wy) = ([0.0; SIZED * SIZED], [0.0; SIZED * SIZED], [0.0; SIZED]);
         let (sums, cross_sums) = (&mut cov[..d * d], &mut cv[..ncross]);
-        accumulate::<N, D>(n, d, dy, dx, &rule.wc, sums, cross_sums, &mut wy);
+        accumulate(n, d, dy, dx, &rule.wc, sums, cross_sums, &mut wy);
         w.cov.clear();
         w.cov.extend_from_slice(&cov[..d * d]);
         w.cross.clear();
@@ -324,7 +324,7 @@ fn transform_sized<const N: usize, const D: usize>(
         w.cross.clear();
         w.cross.resize(ncross, 0.0);
         w.val.resize(n.max(d), 0.0);
-        accumulate::<N, D>(n, d, dy, dx, &rule.wc, &mut w.cov, &mut w.cross, &mut w.val);
+        accumulate(n, d, dy, dx, &rule.wc, &mut w.cov, &mut w.cross, &mut w.val);
     }
     Ok(())
 }
@@ -332,14 +332,15 @@ fn transform_sized<const N: usize, const D: usize>(
 /// The largest state and output sizes that [`transform_sized`] sums on the stack.
 const SIZED: usize = 6;
 
-/// For state size `n` and output size `d` (`N`, `D` where not 0): the covariance `cov [d][d]` (`Pyy`, zeroed on entry, both triangles on return) and,
-/// where `cv` is not empty, the cross covariance `cv [d][n]` of the deviations `dy [np][d]`
-/// and `dx [np][n]` with weights `wc`; `wy`: scratch of `n` or more. Each point's terms are
-/// added to every element in turn (independent sums, which the compiler vectorizes); each
-/// element's sum still runs over the points in order.
+/// For state size `n` and output size `d` (constants where [`transform_sized`] inlines it
+/// for the common sizes): the covariance `cov [d][d]` (`Pyy`, zeroed on entry, both
+/// triangles on return) and, where `cv` is not empty, the cross covariance `cv [d][n]` of
+/// the deviations `dy [np][d]` and `dx [np][n]` with weights `wc`; `wy`: scratch of `n`
+/// or more. Each point's terms are added to every element in turn (independent sums,
+/// which the compiler vectorizes); each element's sum still runs over the points in order.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-fn accumulate<const N: usize, const D: usize>(
+fn accumulate(
     n: usize,
     d: usize,
     dy: &[f64],
@@ -349,7 +350,6 @@ fn accumulate<const N: usize, const D: usize>(
     cv: &mut [f64],
     wy: &mut [f64],
 ) {
-    let (n, d) = (if N > 0 { N } else { n }, if D > 0 { D } else { d });
     let cross = !cv.is_empty();
     for ((y, x), &wi) in dy.chunks_exact(d).zip(dx.chunks_exact(n)).zip(wc) {
         for r in 0..d {
