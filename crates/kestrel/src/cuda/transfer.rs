@@ -81,6 +81,16 @@ fn staging(gpu: &Gpu) -> Result<Arc<Mutex<Staging>>> {
     Ok(s)
 }
 
+/// `(h, m)`: the values before the first `ALIGN` boundary of `v` and those between it
+/// and the last (the part copied straight from or into the caller's memory).
+fn page_aligned<T>(v: &[T]) -> (usize, usize) {
+    let sz = std::mem::size_of::<T>();
+    let base = v.as_ptr() as usize;
+    let a0 = base.next_multiple_of(ALIGN);
+    let a1 = (base + std::mem::size_of_val(v)) / ALIGN * ALIGN;
+    ((a0 - base) / sz, (a1 - a0) / sz)
+}
+
 /// Copies `src` to `dst` at element offset `at` on `stream`. Small copies return once
 /// the last piece is queued (the stream orders them before later work); large ones, made
 /// straight from the caller's registered memory, return when they are done.
@@ -97,17 +107,13 @@ pub(crate) fn upload<T: Real>(
     if bytes < DIRECT_MIN || std::env::var_os("KESTREL_STAGED_COPIES").is_some() {
         return upload_staged(gpu, stream, src, dst, at, what);
     }
-    let sz = std::mem::size_of::<T>();
-    let base = src.as_ptr() as usize;
-    let a0 = base.next_multiple_of(ALIGN);
-    let a1 = (base + bytes) / ALIGN * ALIGN;
-    let (h, m) = ((a0 - base) / sz, (a1 - a0) / sz);
+    let (h, m) = page_aligned(src);
     let (head, rest) = src.split_at(h);
     let (mid, tail) = rest.split_at(m);
     upload_staged(gpu, stream, head, dst, at, what)?;
     upload_staged(gpu, stream, tail, dst, at + h + m, what)?;
     gpu.bind()?;
-    let per = PIECE / sz;
+    let per = PIECE / std::mem::size_of::<T>();
     let mut held = Vec::new();
     let mut r = Ok(());
     for (i, piece) in mid.chunks(per).enumerate() {
@@ -194,11 +200,7 @@ pub(crate) fn download<T: Real>(
     }
     // The page-aligned middle goes straight into the caller's memory; the unaligned head
     // and tail (less than ALIGN bytes each) through the staging buffers.
-    let sz = std::mem::size_of::<T>();
-    let base = dst.as_ptr() as usize;
-    let a0 = base.next_multiple_of(ALIGN);
-    let a1 = (base + bytes) / ALIGN * ALIGN;
-    let (h, m) = ((a0 - base) / sz, (a1 - a0) / sz);
+    let (h, m) = page_aligned(dst);
     let (head, rest) = dst.split_at_mut(h);
     let (mid, tail) = rest.split_at_mut(m);
     download_staged(gpu, stream, src, at, head, what)?;

@@ -121,6 +121,64 @@ pub(crate) type LaneMean<T, const NX: usize> = [V<T>; NX];
 /// Lane-wise covariances, `[NX][NX][L]`.
 pub(crate) type LaneCov<T, const NX: usize> = [[V<T>; NX]; NX];
 
+/// `(F P, F x + u)` of a group (exact zeros of `F` skipped): each entry summed over the
+/// inner index in ascending order, the order [`predict_fixed`] and the smoother share.
+#[inline(always)]
+fn f_times<T: Real, const NX: usize, const NY: usize>(
+    m: &Fixed<T, NX, NY>,
+    u: &[V<T>; NX],
+    x: &LaneMean<T, NX>,
+    p: &LaneCov<T, NX>,
+) -> (LaneCov<T, NX>, LaneMean<T, NX>) {
+    let zero = T::zero();
+    let mut fp: LaneCov<T, NX> = [[splat(zero); NX]; NX];
+    let mut xp: LaneMean<T, NX> = *u;
+    for i in 0..NX {
+        for mm in 0..NX {
+            let fim = m.f[i][mm];
+            if fim == zero {
+                continue;
+            }
+            for l in 0..L {
+                xp[i][l] += fim * x[mm][l];
+            }
+            for j in 0..NX {
+                for l in 0..L {
+                    fp[i][j][l] += fim * p[mm][j][l];
+                }
+            }
+        }
+    }
+    (fp, xp)
+}
+
+/// `(F P) F^T + Q` from `F P` (lower triangle computed, mirrored).
+#[inline(always)]
+fn cov_from_fp<T: Real, const NX: usize, const NY: usize>(
+    m: &Fixed<T, NX, NY>,
+    fp: &LaneCov<T, NX>,
+) -> LaneCov<T, NX> {
+    let zero = T::zero();
+    let mut pp: LaneCov<T, NX> = [[splat(zero); NX]; NX];
+    for i in 0..NX {
+        for j in 0..=i {
+            let mut acc = splat(m.q[i][j]);
+            for mm in 0..NX {
+                let fjm = m.f[j][mm];
+                if fjm == zero {
+                    continue;
+                }
+                for l in 0..L {
+                    acc[l] += fp[i][mm][l] * fjm;
+                }
+            }
+            pp[i][j] = acc;
+            pp[j][i] = acc;
+        }
+    }
+    pp
+}
+
 /// One prediction of a group with the model's `F` and `Q` (exact zeros of `F` skipped):
 /// `x <- F x + u`, `P <- F P F^T + Q` (lower triangle computed, mirrored). `u` holds the
 /// offset per lane (the model's `u`, plus a control input where there is one).
@@ -131,52 +189,9 @@ pub(crate) fn predict_fixed<T: Real, const NX: usize, const NY: usize>(
     x: &mut LaneMean<T, NX>,
     p: &mut LaneCov<T, NX>,
 ) {
-    let zero = T::zero();
-    // tmp = F P ; P = tmp F^T + Q ; x = F x + u
-    let mut tmp: [[V<T>; NX]; NX] = [[splat(zero); NX]; NX];
-    for i in 0..NX {
-        for j in 0..NX {
-            for mm in 0..NX {
-                let fim = m.f[i][mm];
-                if fim == zero {
-                    continue;
-                }
-                for l in 0..L {
-                    tmp[i][j][l] += fim * p[mm][j][l];
-                }
-            }
-        }
-    }
-    for i in 0..NX {
-        for j in 0..=i {
-            let mut acc = splat(m.q[i][j]);
-            for mm in 0..NX {
-                let fjm = m.f[j][mm];
-                if fjm == zero {
-                    continue;
-                }
-                for l in 0..L {
-                    acc[l] += tmp[i][mm][l] * fjm;
-                }
-            }
-            p[i][j] = acc;
-            p[j][i] = acc;
-        }
-    }
-    let mut xn: [V<T>; NX] = [splat(zero); NX];
-    for i in 0..NX {
-        xn[i] = u[i];
-        for mm in 0..NX {
-            let fim = m.f[i][mm];
-            if fim == zero {
-                continue;
-            }
-            for l in 0..L {
-                xn[i][l] += fim * x[mm][l];
-            }
-        }
-    }
-    *x = xn;
+    let (fp, xp) = f_times(m, u, x, p);
+    *p = cov_from_fp(m, &fp);
+    *x = xp;
 }
 
 /// One prediction of a group whose `F` and `Q` differ from lane to lane (per-target
@@ -495,46 +510,13 @@ fn smooth_group<T: Real, const NX: usize, const NY: usize>(
     if steps < 2 {
         return Ok(());
     }
+    let u: [V<T>; NX] = std::array::from_fn(|i| splat(m.u[i]));
     let (mut xs, mut ps) = load(mean, cov, steps - 1);
     for k in (0..steps - 1).rev() {
         let (x, p) = load(mean, cov, k);
         // fp = F P ; xp = F x + u ; pp = fp F^T + Q
-        let mut fp: [[V<T>; NX]; NX] = [[splat(zero); NX]; NX];
-        let mut xp: [V<T>; NX] = [splat(zero); NX];
-        for i in 0..NX {
-            xp[i] = splat(m.u[i]);
-            for mm in 0..NX {
-                let fim = m.f[i][mm];
-                if fim == zero {
-                    continue;
-                }
-                for l in 0..L {
-                    xp[i][l] += fim * x[mm][l];
-                }
-                for j in 0..NX {
-                    for l in 0..L {
-                        fp[i][j][l] += fim * p[mm][j][l];
-                    }
-                }
-            }
-        }
-        let mut pp: [[V<T>; NX]; NX] = [[splat(zero); NX]; NX];
-        for i in 0..NX {
-            for j in 0..=i {
-                let mut acc = splat(m.q[i][j]);
-                for mm in 0..NX {
-                    let fjm = m.f[j][mm];
-                    if fjm == zero {
-                        continue;
-                    }
-                    for l in 0..L {
-                        acc[l] += fp[i][mm][l] * fjm;
-                    }
-                }
-                pp[i][j] = acc;
-                pp[j][i] = acc;
-            }
-        }
+        let (fp, xp) = f_times(m, &u, &x, &p);
+        let pp = cov_from_fp(m, &fp);
         // Cholesky of pp into c (lower).
         let mut c = pp;
         let mut inv_diag: [V<T>; NX] = [splat(zero); NX];
@@ -635,42 +617,16 @@ fn smooth_group<T: Real, const NX: usize, const NY: usize>(
 /// Runs `$body` (an expression using `NX`, `NY` as consts) for the supported sizes.
 macro_rules! with_dims {
     ($nx:expr, $ny:expr, |$NX:ident, $NY:ident| $body:expr) => {
-        match ($nx, $ny) {
-            (1, 1) => {
-                const $NX: usize = 1;
-                const $NY: usize = 1;
+        $crate::kalman::lanes::with_dims!(@sizes ($nx, $ny), $NX, $NY, $body;
+            (1, 1) (2, 1) (3, 1) (4, 2) (6, 2) (6, 3) (9, 3))
+    };
+    (@sizes $key:expr, $NX:ident, $NY:ident, $body:expr; $(($a:literal, $b:literal))*) => {
+        match $key {
+            $(($a, $b) => {
+                const $NX: usize = $a;
+                const $NY: usize = $b;
                 Some($body)
-            }
-            (2, 1) => {
-                const $NX: usize = 2;
-                const $NY: usize = 1;
-                Some($body)
-            }
-            (3, 1) => {
-                const $NX: usize = 3;
-                const $NY: usize = 1;
-                Some($body)
-            }
-            (4, 2) => {
-                const $NX: usize = 4;
-                const $NY: usize = 2;
-                Some($body)
-            }
-            (6, 2) => {
-                const $NX: usize = 6;
-                const $NY: usize = 2;
-                Some($body)
-            }
-            (6, 3) => {
-                const $NX: usize = 6;
-                const $NY: usize = 3;
-                Some($body)
-            }
-            (9, 3) => {
-                const $NX: usize = 9;
-                const $NY: usize = 3;
-                Some($body)
-            }
+            })*
             _ => None,
         }
     };

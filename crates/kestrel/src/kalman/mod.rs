@@ -80,21 +80,7 @@ pub struct FilterOutput<T> {
 }
 
 fn check_dims<T: Real, M: StateSpace + ?Sized>(model: &M, z: &Measurements<T>) -> Result<()> {
-    if z.ny != model.ny() {
-        return Err(Error::input(format!(
-            "measurements have {} components, the model measures {}",
-            z.ny,
-            model.ny()
-        )));
-    }
-    if let Some(n) = model.steps_covered() {
-        if n < z.steps {
-            return Err(Error::input(format!(
-                "the time-varying model has matrices for {n} steps, the measurements have {}",
-                z.steps
-            )));
-        }
-    }
+    crate::model::check_fits(model, z.ny, z.steps)?;
     z.check_finite()
 }
 

@@ -13,6 +13,37 @@ pub(crate) struct StepMats<T> {
     pub r: Vec<T>,
 }
 
+/// `out = A B` for `A` (`rows x n`) and `B` (`n x n`), each entry summed in ascending order.
+#[inline]
+fn product<T: Real>(rows: usize, n: usize, a: &[T], b: &[T], out: &mut [T]) {
+    for i in 0..rows {
+        for j in 0..n {
+            let mut s = T::zero();
+            for l in 0..n {
+                s += a[i * n + l] * b[l * n + j];
+            }
+            out[i * n + j] = s;
+        }
+    }
+}
+
+/// `out = A B^T + C` for `A`, `B` (`rows x n`) where it is known to be symmetric: the
+/// lower triangle computed (each entry from `C`'s, then summed in ascending order) and
+/// mirrored.
+#[inline]
+fn sym_abt_plus<T: Real>(rows: usize, n: usize, a: &[T], b: &[T], c: &[T], out: &mut [T]) {
+    for i in 0..rows {
+        for j in 0..=i {
+            let mut s = c[i * rows + j];
+            for l in 0..n {
+                s += a[i * n + l] * b[j * n + l];
+            }
+            out[i * rows + j] = s;
+            out[j * rows + i] = s;
+        }
+    }
+}
+
 /// `x <- F x + u`, `P <- F P F^T + Q` (symmetric by construction: only the lower
 /// triangle is computed and mirrored). `tmp` holds `nx x nx`.
 #[inline]
@@ -37,26 +68,9 @@ pub(crate) fn predict_parts<T: Real>(
     p: &mut [T],
     tmp: &mut [T],
 ) {
-    // tmp = F P
-    for i in 0..nx {
-        for j in 0..nx {
-            let mut s = T::zero();
-            for l in 0..nx {
-                s += f[i * nx + l] * p[l * nx + j];
-            }
-            tmp[i * nx + j] = s;
-        }
-    }
-    for i in 0..nx {
-        for j in 0..=i {
-            let mut s = q[i * nx + j];
-            for l in 0..nx {
-                s += tmp[i * nx + l] * f[j * nx + l];
-            }
-            p[i * nx + j] = s;
-            p[j * nx + i] = s;
-        }
-    }
+    // tmp = F P ; P = tmp F^T + Q
+    product(nx, nx, f, p, tmp);
+    sym_abt_plus(nx, nx, tmp, f, q, p);
     // x = F x + u, using tmp's first row as scratch.
     for i in 0..nx {
         let mut s = u[i];
@@ -177,25 +191,10 @@ pub(crate) fn innovation<T: Real>(
             k.zhat[a] = hx;
         }
         y[a] = z[a] - hx;
-        for j in 0..nx {
-            let mut acc = T::zero();
-            for l in 0..nx {
-                acc += h[a * nx + l] * p[l * nx + j];
-            }
-            wt[a * nx + j] = acc;
-        }
     }
+    product(ny, nx, h, p, wt);
     // S = H (H P)^T + R
-    for a in 0..ny {
-        for b in 0..=a {
-            let mut acc = r[a * ny + b];
-            for l in 0..nx {
-                acc += h[a * nx + l] * wt[b * nx + l];
-            }
-            s[a * ny + b] = acc;
-            s[b * ny + a] = acc;
-        }
-    }
+    sym_abt_plus(ny, nx, h, wt, r, s);
     if let Some(k) = keep {
         k.s.copy_from_slice(s);
     }

@@ -169,13 +169,7 @@ pub(crate) fn check_memory(bytes: Option<usize>, what: &str) -> Result<()> {
 }
 
 fn check_input<T: Real>(model: &Model, z: &Measurements<T>, opts: &Options) -> Result<()> {
-    if z.ny != model.ny() {
-        return Err(Error::input(format!(
-            "measurements have {} components, the model measures {}",
-            z.ny,
-            model.ny()
-        )));
-    }
+    crate::model::check_fits(model, z.ny, z.steps)?;
     if z.steps == 0 || z.tracks == 0 {
         return Err(Error::input("measurements have no steps"));
     }

@@ -27,21 +27,7 @@ pub(super) fn loglik<T: Real, M: StateSpace + ?Sized>(
     method: Method,
     opts: &Options,
 ) -> Result<LogLik<T>> {
-    if z.ny != model.ny() {
-        return Err(Error::input(format!(
-            "measurements have {} components, the model measures {}",
-            z.ny,
-            model.ny()
-        )));
-    }
-    if let Some(n) = model.steps_covered() {
-        if n < z.steps {
-            return Err(Error::input(format!(
-                "the time-varying model has matrices for {n} steps, the measurements have {}",
-                z.steps
-            )));
-        }
-    }
+    crate::model::check_fits(model, z.ny, z.steps)?;
     z.check_finite()?;
     if opts.steady.is_some() {
         return Err(Error::input(

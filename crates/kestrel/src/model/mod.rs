@@ -64,6 +64,26 @@ pub struct Model {
     pub(crate) prior: Prior,
 }
 
+/// Checks that measurements of `ny` components over `steps` steps fit `model`: the sizes
+/// agree and a time-varying model has matrices for every step (the one message of every
+/// family's check).
+pub(crate) fn check_fits<M: StateSpace + ?Sized>(model: &M, ny: usize, steps: usize) -> Result<()> {
+    if ny != model.ny() {
+        return Err(Error::input(format!(
+            "measurements have {ny} components, the model measures {}",
+            model.ny()
+        )));
+    }
+    if let Some(n) = model.steps_covered() {
+        if n < steps {
+            return Err(Error::input(format!(
+                "the time-varying model has matrices for {n} steps, the measurements have {steps}"
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// What a recursion needs from a model: the matrices of each step and the prior.
 ///
 /// `transition(k)` gives `(F, u, Q)` of the prediction *into* step `k` (from `k-1`), for

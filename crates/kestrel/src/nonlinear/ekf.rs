@@ -5,6 +5,7 @@
 //! Update: `y = z - h(m)` (angle components wrapped to (-pi, pi]), `H` the Jacobian of
 //! `h` at `m`, `S = H P H^T + R`, `C = P H^T`, then [`moment_update`].
 
+use super::expr::Function;
 use super::models::NonlinearModel;
 use super::sigma::cholesky_into;
 use nalgebra::{DMatrix, DVector};
@@ -184,20 +185,7 @@ pub(super) fn f_jacobian(
     m: &DVector<f64>,
     w: &mut Work,
 ) -> (DVector<f64>, DMatrix<f64>) {
-    let n = model.nx();
-    w.val.resize(n, 0.0);
-    w.jac.resize(n * n, 0.0);
-    model.f.with_jacobian(
-        m.as_slice(),
-        &mut w.val,
-        &mut w.jac,
-        &mut w.scratch,
-        &mut w.regs,
-    );
-    (
-        DVector::from_column_slice(&w.val),
-        DMatrix::from_row_slice(n, n, &w.jac),
-    )
+    value_jacobian(&model.f, model.nx(), m, w)
 }
 
 /// `h(x)` and its Jacobian `H` at `x`.
@@ -206,10 +194,20 @@ pub(super) fn h_jacobian(
     x: &DVector<f64>,
     w: &mut Work,
 ) -> (DVector<f64>, DMatrix<f64>) {
-    let (n, ny) = (model.nx(), model.ny());
-    w.val.resize(ny, 0.0);
-    w.jac.resize(ny * n, 0.0);
-    model.h.with_jacobian(
+    value_jacobian(&model.h, model.ny(), x, w)
+}
+
+/// `g(x)` (`rows` values) and its Jacobian at `x`.
+fn value_jacobian(
+    g: &Function,
+    rows: usize,
+    x: &DVector<f64>,
+    w: &mut Work,
+) -> (DVector<f64>, DMatrix<f64>) {
+    let n = x.len();
+    w.val.resize(rows, 0.0);
+    w.jac.resize(rows * n, 0.0);
+    g.with_jacobian(
         x.as_slice(),
         &mut w.val,
         &mut w.jac,
@@ -218,7 +216,7 @@ pub(super) fn h_jacobian(
     );
     (
         DVector::from_column_slice(&w.val),
-        DMatrix::from_row_slice(ny, n, &w.jac),
+        DMatrix::from_row_slice(rows, n, &w.jac),
     )
 }
 

@@ -129,13 +129,7 @@ pub(crate) fn check_z<T: Real, M: StateSpace + ?Sized>(
     model: &M,
     z: &Measurements<T>,
 ) -> Result<()> {
-    if z.ny != model.ny() {
-        return Err(input(format!(
-            "measurements have {} components, the model measures {}",
-            z.ny,
-            model.ny()
-        )));
-    }
+    crate::model::check_fits(model, z.ny, z.steps)?;
     crate::data::require_data("z", z.tracks, z.steps)?;
     z.check_finite()
 }

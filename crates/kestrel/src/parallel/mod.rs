@@ -55,25 +55,7 @@ fn smoothed<T>(
 }
 
 fn check<T: Real, M: StateSpace + ?Sized>(model: &M, z: &Measurements<T>) -> Result<()> {
-    if z.ny != model.ny() {
-        return Err(Error::Input {
-            msg: format!(
-                "measurements have {} components, the model measures {}",
-                z.ny,
-                model.ny()
-            ),
-        });
-    }
-    if let Some(n) = model.steps_covered() {
-        if n < z.steps {
-            return Err(Error::Input {
-                msg: format!(
-                    "the time-varying model has matrices for {n} steps, the measurements have {}",
-                    z.steps
-                ),
-            });
-        }
-    }
+    crate::model::check_fits(model, z.ny, z.steps)?;
     if z.steps == 0 {
         return Err(Error::Input {
             msg: "measurements have no steps".into(),

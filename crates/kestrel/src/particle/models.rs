@@ -332,20 +332,49 @@ impl PfModel {
     }
 }
 
+/// A scratch vector of a particle's size: on the stack up to 16 values (every model the
+/// CPU filter meets in practice), on the heap beyond, so a step allocates nothing.
+struct Scratch<T> {
+    stack: [T; 16],
+    heap: Vec<T>,
+}
+
+impl<T: Real> Scratch<T> {
+    #[inline(always)]
+    fn new() -> Self {
+        Scratch {
+            stack: [T::zero(); 16],
+            heap: Vec::new(),
+        }
+    }
+
+    /// `n` values (zeros the first time).
+    #[inline(always)]
+    fn take(&mut self, n: usize) -> &mut [T] {
+        if n <= 16 {
+            &mut self.stack[..n]
+        } else {
+            self.heap.resize(n, T::zero());
+            &mut self.heap
+        }
+    }
+
+    /// `n` standard normal draws.
+    #[inline(always)]
+    fn draws(&mut self, n: usize, noise: &mut Normals<T>) -> &mut [T] {
+        let v = self.take(n);
+        for e in v.iter_mut() {
+            *e = noise.draw();
+        }
+        v
+    }
+}
+
 #[inline(always)]
 fn sample_gaussian<T: Real>(p: &GaussianPrior, x: &mut [T], noise: &mut Normals<T>) {
     let nx = p.x0.len();
-    let mut n = [T::zero(); 16];
-    let mut big = Vec::new();
-    let n: &mut [T] = if nx <= 16 {
-        &mut n[..nx]
-    } else {
-        big.resize(nx, T::zero());
-        &mut big
-    };
-    for v in n.iter_mut() {
-        *v = noise.draw();
-    }
+    let mut scratch = Scratch::new();
+    let n = scratch.draws(nx, noise);
     for i in 0..nx {
         let mut acc = T::of(p.x0[i]);
         for j in 0..nx {
@@ -417,20 +446,10 @@ impl<T: Real> ParticleModel<T> for PfModel {
         match &self.kind {
             PfKind::Linear(l) => {
                 let nx = l.nx;
-                let mut prev = [T::zero(); 16];
-                let mut n = [T::zero(); 16];
-                let mut big = (Vec::new(), Vec::new());
-                let (prev, n): (&mut [T], &mut [T]) = if nx <= 16 {
-                    (&mut prev[..nx], &mut n[..nx])
-                } else {
-                    big.0.resize(nx, T::zero());
-                    big.1.resize(nx, T::zero());
-                    (&mut big.0, &mut big.1)
-                };
+                let (mut s_prev, mut s_n) = (Scratch::new(), Scratch::new());
+                let prev = s_prev.take(nx);
                 prev.copy_from_slice(x);
-                for v in n.iter_mut() {
-                    *v = noise.draw();
-                }
+                let n = s_n.draws(nx, noise);
                 for i in 0..nx {
                     let mut acc = T::of(l.u[i]);
                     for j in 0..nx {
@@ -462,14 +481,8 @@ impl<T: Real> ParticleModel<T> for PfModel {
             PfKind::Linear(l) => {
                 let (nx, ny) = (l.nx, l.ny);
                 // y = z - H x - d, then L^{-1} y by forward substitution.
-                let mut y = [T::zero(); 16];
-                let mut big = Vec::new();
-                let y: &mut [T] = if ny <= 16 {
-                    &mut y[..ny]
-                } else {
-                    big.resize(ny, T::zero());
-                    &mut big
-                };
+                let mut scratch = Scratch::new();
+                let y = scratch.take(ny);
                 for i in 0..ny {
                     let mut acc = z[i] - T::of(l.d[i]);
                     for j in 0..nx {
@@ -564,17 +577,8 @@ impl<T: Real> ParticleModel<T> for PfModel {
         match &self.kind {
             PfKind::Linear(l) => {
                 let (nx, ny) = (l.nx, l.ny);
-                let mut e = [T::zero(); 16];
-                let mut big = Vec::new();
-                let e: &mut [T] = if ny <= 16 {
-                    &mut e[..ny]
-                } else {
-                    big.resize(ny, T::zero());
-                    &mut big
-                };
-                for v in e.iter_mut() {
-                    *v = noise.draw();
-                }
+                let mut scratch = Scratch::new();
+                let e = scratch.draws(ny, noise);
                 for i in 0..ny {
                     let mut acc = T::of(l.d[i]);
                     for j in 0..nx {

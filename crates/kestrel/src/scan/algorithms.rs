@@ -78,6 +78,30 @@ where
     }
 }
 
+/// Runs `work` on each element of `dst` with its index, in parallel when `exec` says so
+/// and there are at least [`PAR_MIN_OPS`] elements; returns the number of operator
+/// applications `work` reports.
+fn elements<O, F>(op: &O, dst: &mut [O::Scalar], exec: Exec, work: F) -> usize
+where
+    O: AssocOp,
+    F: Fn(&mut Task<O>, (usize, &mut [O::Scalar])) -> usize + Sync + Send,
+{
+    let len = op.elem_len();
+    if exec == Exec::Rayon && dst.len() / len >= PAR_MIN_OPS {
+        dst.par_chunks_mut(len)
+            .enumerate()
+            .with_min_len(64)
+            .map_init(|| Task::new(op), work)
+            .sum()
+    } else {
+        let mut t = Task::new(op);
+        dst.chunks_mut(len)
+            .enumerate()
+            .map(|x| work(&mut t, x))
+            .sum()
+    }
+}
+
 fn log_level(log: &mut Option<&mut LevelLog>, ops: usize) {
     if let Some(l) = log.as_deref_mut() {
         l.push(ops);
@@ -183,20 +207,7 @@ fn hs_level<O: AssocOp>(
         );
         1usize
     };
-    let m = dst.len() / len;
-    if exec == Exec::Rayon && m >= PAR_MIN_OPS {
-        dst.par_chunks_mut(len)
-            .enumerate()
-            .with_min_len(64)
-            .map_init(|| Task::new(op), work)
-            .sum()
-    } else {
-        let mut t = Task::new(op);
-        dst.chunks_mut(len)
-            .enumerate()
-            .map(|x| work(&mut t, x))
-            .sum()
-    }
+    elements(op, dst, exec, work)
 }
 
 /// The up-sweep shared by Algorithms 2 and 3: at level d, in each block of `2^{d+1}`
@@ -350,20 +361,7 @@ fn sengupta<O: AssocOp>(
                 0
             }
         };
-        let m = dst.len() / len;
-        let ops: usize = if exec == Exec::Rayon && m >= PAR_MIN_OPS {
-            dst.par_chunks_mut(len)
-                .enumerate()
-                .with_min_len(64)
-                .map_init(|| Task::new(op), work)
-                .sum()
-        } else {
-            let mut t = Task::new(op);
-            dst.chunks_mut(len)
-                .enumerate()
-                .map(|x| work(&mut t, x))
-                .sum()
-        };
+        let ops = elements(op, &mut dst, exec, work);
         log_level(&mut log, ops);
         levels.push(dst);
     }
@@ -392,20 +390,7 @@ fn sengupta<O: AssocOp>(
                 1
             }
         };
-        let m = dst.len() / len;
-        let ops: usize = if exec == Exec::Rayon && m >= PAR_MIN_OPS {
-            dst.par_chunks_mut(len)
-                .enumerate()
-                .with_min_len(64)
-                .map_init(|| Task::new(op), work)
-                .sum()
-        } else {
-            let mut t = Task::new(op);
-            dst.chunks_mut(len)
-                .enumerate()
-                .map(|x| work(&mut t, x))
-                .sum()
-        };
+        let ops = elements(op, dst, exec, work);
         log_level(&mut log, ops);
     }
 }

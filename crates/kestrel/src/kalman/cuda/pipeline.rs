@@ -20,15 +20,7 @@ pub(crate) fn check_input<T: Real>(
     z: &Measurements<T>,
     opts: &FilterOptions,
 ) -> Result<()> {
-    if z.ny != model.ny() {
-        return Err(Error::Input {
-            msg: format!(
-                "measurements have {} components, the model measures {}",
-                z.ny,
-                model.ny()
-            ),
-        });
-    }
+    crate::model::check_fits(model, z.ny, z.steps)?;
     z.check_finite()?;
     if z.steps == 0 {
         return Err(Error::Input {

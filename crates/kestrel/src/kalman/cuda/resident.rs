@@ -55,15 +55,7 @@ pub unsafe fn estimate_resident<T: Real>(
     smooth: bool,
     copts: &CudaOptions,
 ) -> Result<()> {
-    if a.ny != model.ny() {
-        return Err(Error::Input {
-            msg: format!(
-                "measurements have {} components, the model measures {}",
-                a.ny,
-                model.ny()
-            ),
-        });
-    }
+    crate::model::check_fits(model, a.ny, a.steps)?;
     if a.tracks == 0 || a.steps == 0 {
         return Err(Error::Input {
             msg: format!(
