@@ -556,6 +556,51 @@ pub(crate) enum Arg<'a> {
     Bytes(&'a [u8]),
 }
 
+/// What [`args!`](crate::cuda::args) takes for a kernel parameter: a device buffer (its
+/// pointer), an integer of the parameter's own type, or an [`Arg`] as it is (floats and
+/// by-value structs, and literals, whose type the list would not fix).
+pub(crate) trait KernelArg<'a> {
+    fn arg(&self) -> Arg<'a>;
+}
+
+impl<'a, T> KernelArg<'a> for DevBuf<T> {
+    fn arg(&self) -> Arg<'a> {
+        Arg::Ptr(self.ptr())
+    }
+}
+
+impl<'a> KernelArg<'a> for Arg<'a> {
+    fn arg(&self) -> Arg<'a> {
+        *self
+    }
+}
+
+macro_rules! integer_arg {
+    ($($t:ty => $v:ident),*) => {
+        $(impl<'a> KernelArg<'a> for $t {
+            fn arg(&self) -> Arg<'a> {
+                Arg::$v(*self)
+            }
+        })*
+    };
+}
+integer_arg!(i32 => I32, u32 => U32, u64 => U64);
+
+impl<'a, T: KernelArg<'a> + ?Sized> KernelArg<'a> for &T {
+    fn arg(&self) -> Arg<'a> {
+        (**self).arg()
+    }
+}
+
+/// A kernel's argument list in its parameters' order, each item a [`KernelArg`]: buffers
+/// by name, integers as their own type, anything else as an explicit [`Arg`].
+macro_rules! args {
+    ($($a:expr),* $(,)?) => {
+        [$($crate::cuda::KernelArg::arg(&$a)),*]
+    };
+}
+pub(crate) use args;
+
 impl Arg<'_> {
     /// The argument's bits in a 64-bit slot (a by-value struct is passed by pointer).
     fn slot(&self) -> u64 {

@@ -8,6 +8,7 @@
 pub mod source;
 
 use super::{HiddenMarkovModel, HmmMethod, HmmOptions, HmmOutput};
+use crate::cuda::args;
 use crate::cuda::{catch, download, dtoh, gpu, launch, sync, upload, Arg, DevBuf, Gpu, Module};
 use crate::data::Measurements;
 use crate::error::{Error, Result};
@@ -389,7 +390,7 @@ fn launch_all<T: Real>(
             "fwd_reduce",
             grid,
             blk,
-            &[m, Arg::Ptr(d.y.ptr()), Arg::Ptr(d.elem.ptr()), s, l, c],
+            &args![m, d.y, d.elem, s, l, c],
         )?;
         launch(
             st,
@@ -397,7 +398,7 @@ fn launch_all<T: Real>(
             "fwd_carry",
             tracks,
             (64, 1, 1),
-            &[Arg::Ptr(d.elem.ptr()), Arg::Ptr(d.start.ptr()), c, n],
+            &args![d.elem, d.start, c, n],
         )?;
     }
     launch(
@@ -406,16 +407,7 @@ fn launch_all<T: Real>(
         "fwd_sweep",
         grid,
         blk,
-        &[
-            m,
-            Arg::Ptr(d.y.ptr()),
-            Arg::Ptr(d.start.ptr()),
-            Arg::Ptr(d.filtered.ptr()),
-            Arg::Ptr(d.loglik.ptr()),
-            s,
-            l,
-            c,
-        ],
+        &args![m, d.y, d.start, d.filtered, d.loglik, s, l, c],
     )?;
     if many {
         launch(
@@ -424,7 +416,7 @@ fn launch_all<T: Real>(
             "bwd_reduce",
             grid,
             blk,
-            &[m, Arg::Ptr(d.filtered.ptr()), Arg::Ptr(d.g.ptr()), s, l, c],
+            &args![m, d.filtered, d.g, s, l, c],
         )?;
         launch(
             st,
@@ -432,7 +424,7 @@ fn launch_all<T: Real>(
             "bwd_carry",
             tracks,
             (64, 1, 1),
-            &[Arg::Ptr(d.g.ptr()), Arg::Ptr(d.next.ptr()), c, n],
+            &args![d.g, d.next, c, n],
         )?;
     }
     launch(
@@ -441,15 +433,7 @@ fn launch_all<T: Real>(
         "bwd_sweep",
         grid,
         blk,
-        &[
-            m,
-            Arg::Ptr(d.filtered.ptr()),
-            Arg::Ptr(d.next.ptr()),
-            Arg::Ptr(d.smoothed.ptr()),
-            s,
-            l,
-            c,
-        ],
+        &args![m, d.filtered, d.next, d.smoothed, s, l, c],
     )?;
     if many {
         launch(
@@ -458,7 +442,7 @@ fn launch_all<T: Real>(
             "vit_reduce",
             grid,
             blk,
-            &[m, Arg::Ptr(d.y.ptr()), Arg::Ptr(d.pm.ptr()), s, l, c],
+            &args![m, d.y, d.pm, s, l, c],
         )?;
         launch(
             st,
@@ -466,7 +450,7 @@ fn launch_all<T: Real>(
             "vit_carry",
             tracks,
             (64, 1, 1),
-            &[Arg::Ptr(d.pm.ptr()), Arg::Ptr(d.dstart.ptr()), c, n],
+            &args![d.pm, d.dstart, c, n],
         )?;
     }
     launch(
@@ -475,16 +459,7 @@ fn launch_all<T: Real>(
         "vit_sweep",
         grid,
         blk,
-        &[
-            m,
-            Arg::Ptr(d.y.ptr()),
-            Arg::Ptr(d.dstart.ptr()),
-            Arg::Ptr(d.back.ptr()),
-            Arg::Ptr(d.fin.ptr()),
-            s,
-            l,
-            c,
-        ],
+        &args![m, d.y, d.dstart, d.back, d.fin, s, l, c],
     )?;
     if many {
         launch(
@@ -493,14 +468,7 @@ fn launch_all<T: Real>(
             "path_reduce",
             grid,
             blk,
-            &[
-                Arg::Ptr(d.back.ptr()),
-                Arg::Ptr(d.fin.ptr()),
-                Arg::Ptr(d.phi.ptr()),
-                s,
-                l,
-                c,
-            ],
+            &args![d.back, d.fin, d.phi, s, l, c],
         )?;
         launch(
             st,
@@ -508,7 +476,7 @@ fn launch_all<T: Real>(
             "path_carry",
             tracks,
             (64, 1, 1),
-            &[Arg::Ptr(d.phi.ptr()), Arg::Ptr(d.xin.ptr()), c, n],
+            &args![d.phi, d.xin, c, n],
         )?;
     }
     launch(
@@ -517,15 +485,7 @@ fn launch_all<T: Real>(
         "path_sweep",
         grid,
         blk,
-        &[
-            Arg::Ptr(d.back.ptr()),
-            Arg::Ptr(d.fin.ptr()),
-            Arg::Ptr(d.xin.ptr()),
-            Arg::Ptr(d.path.ptr()),
-            s,
-            l,
-            c,
-        ],
+        &args![d.back, d.fin, d.xin, d.path, s, l, c],
     )?;
     Ok(())
 }

@@ -4,6 +4,7 @@
 
 use super::source::Part;
 use super::{CudaOptions, OutputLayout};
+use crate::cuda::args;
 use crate::cuda::{as_bytes, grid_for, launch, Arg, ChunkSlot, DevBuf, Gpu, Module};
 use crate::error::{Error, Result};
 use crate::linalg::Real;
@@ -305,18 +306,18 @@ impl<T: Real> Slot<T> {
             .iter()
             .flat_map(|b| b.as_ref().map(|b| b.ptr()).unwrap_or(0).to_le_bytes())
             .collect();
-        let mut args = vec![
+        let mut args = Vec::from(args![
             Arg::Bytes(as_bytes(params)),
-            Arg::Ptr(self.z.ptr()),
-            Arg::I32(nb as i32),
-            Arg::I32(sh.steps as i32),
+            self.z,
+            nb as i32,
+            sh.steps as i32,
             Arg::Ptr(m),
             Arg::Ptr(c),
             Arg::Ptr(l),
             Arg::Ptr(pm),
             Arg::Ptr(pc),
-            Arg::Ptr(self.err.ptr()),
-        ];
+            self.err
+        ]);
         if sh.inputs.any() {
             args.push(Arg::Bytes(&track_in));
         }
@@ -379,13 +380,7 @@ impl<T: Real> Slot<T> {
                             1,
                         ),
                         (32, 8, 1),
-                        &[
-                            Arg::Ptr(scratch.ptr()),
-                            Arg::Ptr(dev.ptr()),
-                            Arg::I32(nb as i32),
-                            Arg::I32(t as i32),
-                            Arg::I32(comps as i32),
-                        ],
+                        &args![scratch, dev, nb as i32, t as i32, comps as i32],
                     )?;
                 }
                 _ => crate::cuda::upload(gpu, &self.stream, src, dev, 0, what)?,
@@ -463,16 +458,16 @@ impl<T: Real> Slot<T> {
                 self.cov.ptr(),
             ),
         };
-        let mut args = vec![
+        let mut args = Vec::from(args![
             Arg::Bytes(as_bytes(params)),
             Arg::Ptr(im),
             Arg::Ptr(ic),
             Arg::Ptr(om),
             Arg::Ptr(oc),
-            Arg::I32(nb as i32),
-            Arg::I32(sh.steps as i32),
-            Arg::Ptr(self.err.ptr()),
-        ];
+            nb as i32,
+            sh.steps as i32,
+            self.err
+        ]);
         // With per-track control inputs: the kernel that reads them.
         let name = match u {
             Some(u) => {
@@ -552,13 +547,13 @@ pub(crate) fn transpose<T: Real>(
         "soa_to_host",
         (nb.div_ceil(32) as u32, gy, 1),
         (32, 8, 1),
-        &[
-            Arg::Ptr(src.ptr()),
-            Arg::Ptr(dst.ptr()),
-            Arg::I32(nb as i32),
-            Arg::I32(steps as i32),
-            Arg::I32(comps as i32),
-            Arg::I32(i32::from(is_cov)),
+        &args![
+            src,
+            dst,
+            nb as i32,
+            steps as i32,
+            comps as i32,
+            i32::from(is_cov)
         ],
     )
 }

@@ -18,6 +18,7 @@
 use super::slot::{transpose, BLOCK};
 use super::source::{kernels, model_params, Part};
 use super::CudaOptions;
+use crate::cuda::args;
 use crate::cuda::{
     as_bytes, ck, dtoh, grid_for, htod, launch, sync, Arg, DevBuf, EventTimer, Gpu, Module, Pinned,
 };
@@ -289,13 +290,13 @@ impl<T: Real> BatchTracker<T> {
                 "tracker_remove",
                 grid_for(n, BLOCK),
                 (BLOCK, 1, 1),
-                &[
+                &args![
                     Arg::Ptr(d),
-                    Arg::I32(n as i32),
-                    Arg::Ptr(self.x.ptr()),
-                    Arg::Ptr(self.p.ptr()),
-                    Arg::Ptr(self.live_d.ptr()),
-                    Arg::I32(self.cap as i32),
+                    n as i32,
+                    self.x,
+                    self.p,
+                    self.live_d,
+                    self.cap as i32
                 ],
             )?;
             // The slot list buffer is reused below: wait for this kernel.
@@ -313,16 +314,16 @@ impl<T: Real> BatchTracker<T> {
                 "tracker_set",
                 grid_for(n, BLOCK),
                 (BLOCK, 1, 1),
-                &[
+                &args![
                     Arg::Ptr(d),
-                    Arg::I32(n as i32),
+                    n as i32,
                     Arg::Ptr(xs),
                     Arg::Ptr(ps),
-                    Arg::Ptr(self.x.ptr()),
-                    Arg::Ptr(self.p.ptr()),
-                    Arg::Ptr(self.ll.ptr()),
-                    Arg::Ptr(self.live_d.ptr()),
-                    Arg::I32(self.cap as i32),
+                    self.x,
+                    self.p,
+                    self.ll,
+                    self.live_d,
+                    self.cap as i32
                 ],
             )?;
             sync(&self.stream, "adding targets")?;
@@ -413,17 +414,17 @@ impl<T: Real> BatchTracker<T> {
             "tracker_predict",
             grid_for(cap, BLOCK),
             (BLOCK, 1, 1),
-            &[
+            &args![
                 Arg::Bytes(as_bytes(&self.params)),
-                Arg::Ptr(self.x.ptr()),
-                Arg::Ptr(self.p.ptr()),
-                Arg::Ptr(self.live_d.ptr()),
-                Arg::I32(cap as i32),
+                self.x,
+                self.p,
+                self.live_d,
+                cap as i32,
                 Arg::Ptr(ctrl_ptr),
                 Arg::Ptr(dts_ptr),
                 Arg::F64(dt),
-                Arg::I32(order as i32),
-                Arg::F64(q),
+                order as i32,
+                Arg::F64(q)
             ],
         )?;
         // Pageable inputs were staged by the driver before return; the upload buffers
@@ -510,20 +511,20 @@ impl<T: Real> BatchTracker<T> {
             "tracker_update",
             grid_for(self.cap, BLOCK),
             (BLOCK, 1, 1),
-            &[
+            &args![
                 Arg::Bytes(as_bytes(&self.params)),
-                Arg::Ptr(self.z.ptr()),
+                self.z,
                 Arg::Ptr(mask),
                 Arg::Ptr(r),
-                Arg::Ptr(self.x.ptr()),
-                Arg::Ptr(self.p.ptr()),
-                Arg::Ptr(self.ll.ptr()),
-                Arg::Ptr(self.zhat.ptr()),
-                Arg::Ptr(self.s.ptr()),
-                Arg::Ptr(self.live_d.ptr()),
-                Arg::I32(self.cap as i32),
-                Arg::I32(i32::from(apply)),
-                Arg::Ptr(self.err.ptr()),
+                self.x,
+                self.p,
+                self.ll,
+                self.zhat,
+                self.s,
+                self.live_d,
+                self.cap as i32,
+                i32::from(apply),
+                self.err
             ],
         )
     }

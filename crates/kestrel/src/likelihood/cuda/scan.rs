@@ -3,6 +3,7 @@
 //! where the model has it.
 
 use super::LAST_MS;
+use crate::cuda::args;
 use crate::cuda::{catch, download, gpu, launch, upload, Arg, DevBuf, EventTimer};
 use crate::data::Measurements;
 use crate::error::{Error, Result};
@@ -136,7 +137,7 @@ fn run_scan<T: Real>(
             "scan_local",
             (threads.div_ceil(128) as u32, nb as u32, 1),
             (128, 1, 1),
-            &[&inputs[..], &[Arg::Ptr(moff), Arg::Ptr(voff)]].concat(),
+            &[&inputs[..], &args![Arg::Ptr(moff), Arg::Ptr(voff)]].concat(),
         )?;
         launch(
             st,
@@ -144,13 +145,13 @@ fn run_scan<T: Real>(
             "scan_carry_warp",
             (nb as u32, 1, 1),
             (32, 1, 1),
-            &[
+            &args![
                 Arg::Ptr(moff),
                 Arg::Ptr(voff),
-                Arg::Ptr(dx0.ptr()),
-                Arg::U64(chunks as u64),
-                Arg::U64(nb as u64),
-                Arg::Ptr(soff),
+                dx0,
+                chunks as u64,
+                nb as u64,
+                Arg::Ptr(soff)
             ],
         )?;
         launch(
@@ -161,7 +162,7 @@ fn run_scan<T: Real>(
             (64, 1, 1),
             &[
                 &inputs[..],
-                &[Arg::Ptr(soff), Arg::Ptr(dout.at(b0 * steps))],
+                &args![Arg::Ptr(soff), Arg::Ptr(dout.at(b0 * steps))],
             ]
             .concat(),
         )?;

@@ -12,6 +12,7 @@
 use super::super::taps::{gains, Taps};
 use super::super::window::{head, TapsT};
 use super::LAST_MS;
+use crate::cuda::args;
 use crate::cuda::{catch, download, gpu, launch, upload, Arg, DevBuf, EventTimer};
 use crate::data::Measurements;
 use crate::error::{Error, Result};
@@ -304,18 +305,18 @@ fn run<T: Real>(ordinal: usize, plan: &Plan<T>, z: &Measurements<T>) -> Result<V
             "window_patterns",
             (count.div_ceil(128) as u32, 1, 1),
             (128, 1, 1),
-            &[
-                Arg::Ptr(dz.ptr()),
-                Arg::Ptr(pg.ptr()),
-                Arg::Ptr(pc.ptr()),
-                Arg::Ptr(pl.ptr()),
-                Arg::Ptr(pn.ptr()),
-                Arg::Ptr(didx.ptr()),
-                Arg::Ptr(dpat.ptr()),
-                Arg::U64(count as u64),
-                Arg::Ptr(dout.ptr()),
-                Arg::U64(steps as u64),
-                Arg::I32(n as i32),
+            &args![
+                dz,
+                pg,
+                pc,
+                pl,
+                pn,
+                didx,
+                dpat,
+                count as u64,
+                dout,
+                steps as u64,
+                n as i32
             ],
         )?;
     }

@@ -14,6 +14,7 @@ pub mod source;
 use super::models::NonlinearModel;
 use super::sigma::SigmaRule;
 use super::ImmModel;
+use crate::cuda::args;
 use crate::cuda::{catch, download, gpu, launch, sync, upload, Arg, DevBuf};
 use crate::data::Measurements;
 use crate::error::{Error, Result};
@@ -222,12 +223,7 @@ fn run<T: Real>(
             "nl_transpose",
             grid,
             (32, 8, 1),
-            &[
-                Arg::Ptr(src.ptr()),
-                Arg::Ptr(dst.ptr()),
-                Arg::U64(rows as u64),
-                Arg::U64(cols as u64),
-            ],
+            &args![src, dst, rows as u64, cols as u64],
         )
     };
     let mut ms_total = 0.0;
@@ -252,20 +248,15 @@ fn run<T: Real>(
         timer.start(st)?;
         // nl_filter (z, mean, cov, ll, err, nb, steps, last); nl_imm (z, mean, cov, ll,
         // probs, err, nb, steps).
-        let mut args = vec![
-            Arg::Ptr(zs.ptr()),
-            Arg::Ptr(ms.ptr()),
-            Arg::Ptr(cs.ptr()),
-            Arg::Ptr(ls.ptr()),
-        ];
+        let mut args = Vec::from(args![zs, ms, cs, ls]);
         if imm.is_some() {
             args.push(Arg::Ptr(ps.ptr()));
         }
         if iterated {
             // nl_iterated (z, fmean, fcov, ll, smean, scov, err, nb, steps, passes).
-            args.extend([Arg::Ptr(ssm.ptr()), Arg::Ptr(ssc.ptr())]);
+            args.extend(args![ssm, ssc]);
         }
-        args.extend([Arg::Ptr(err.ptr()), Arg::I32(nb as i32), Arg::I32(t as i32)]);
+        args.extend(args![err, nb as i32, t as i32]);
         if iterated {
             args.push(Arg::I32(passes.min(i32::MAX as usize) as i32));
         } else if imm.is_none() {
@@ -341,13 +332,7 @@ fn run<T: Real>(
                 "nl_rts",
                 crate::cuda::grid_for(nb, BLOCK),
                 (BLOCK, 1, 1),
-                &[
-                    Arg::Ptr(ms.ptr()),
-                    Arg::Ptr(cs.ptr()),
-                    Arg::Ptr(err.ptr()),
-                    Arg::I32(nb as i32),
-                    Arg::I32(t as i32),
-                ],
+                &args![ms, cs, err, nb as i32, t as i32],
             )?;
             smoothed_out(
                 &ms,

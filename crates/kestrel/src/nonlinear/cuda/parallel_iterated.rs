@@ -8,6 +8,7 @@
 use super::super::models::NonlinearModel;
 use super::super::sigma::SigmaRule;
 use super::source::linearise_source;
+use crate::cuda::args;
 use crate::cuda::{catch, dtoh, gpu, grid_for, htod, launch, sync, Arg, DevBuf};
 use crate::data::Estimates;
 use crate::error::{Error, Result};
@@ -78,7 +79,7 @@ fn run<D: GpuReal>(
             "nl_widen",
             grid_for(n, 256),
             (256, 1, 1),
-            &[Arg::Ptr(src), Arg::Ptr(dst.ptr()), Arg::U64(n as u64)],
+            &args![Arg::Ptr(src), dst, n as u64],
         )
     };
     let unset = [i32::MAX];
@@ -97,14 +98,14 @@ fn run<D: GpuReal>(
             "nl_linearise_steps",
             grid_for(t, BLOCK),
             (BLOCK, 1, 1),
-            &[
-                Arg::Ptr(sm64.ptr()),
-                Arg::Ptr(sc64.ptr()),
-                Arg::Ptr(z64.ptr()),
+            &args![
+                sm64,
+                sc64,
+                z64,
                 Arg::Ptr(steps),
                 Arg::Ptr(zu),
-                Arg::Ptr(err.ptr()),
-                Arg::I32(t as i32),
+                err,
+                t as i32
             ],
         )?;
         dtoh(st, &err, 0, &mut code, "failures")?;

@@ -115,7 +115,7 @@ impl<D: GpuReal> Side<D> {
             &mut self.scov,
         ] {
             let n = b.len() as i64;
-            launch!(k, s, "poison", n as usize, b, &n);
+            launch!(k, s, "poison", n as usize, [b, &n]);
         }
         cu(s.synchronize(), "poisoning the outputs")
     }
@@ -179,13 +179,15 @@ fn run_dirs<D: GpuReal, M: StateSpace + ?Sized>(
                         st,
                         "tf_reduce",
                         (nc, nb),
-                        &b.dm.steps,
-                        &b.dm.varying,
-                        &b.dm.prior,
-                        &b.z,
-                        &tt,
-                        &k32,
-                        &mut b.btot
+                        [
+                            &b.dm.steps,
+                            &b.dm.varying,
+                            &b.dm.prior,
+                            &b.z,
+                            &tt,
+                            &k32,
+                            &mut b.btot
+                        ]
                     );
                     scan(g, k, "pf", fe, &mut b.btot, nc, nb, alg, true)?;
                     cu(st.synchronize(), "running the backward filter")
@@ -198,13 +200,15 @@ fn run_dirs<D: GpuReal, M: StateSpace + ?Sized>(
                     st,
                     "pf_reduce",
                     (nc, nb),
-                    &a.dm.steps,
-                    &a.dm.varying,
-                    &a.dm.prior,
-                    &a.z,
-                    &tt,
-                    &k32,
-                    &mut a.tot
+                    [
+                        &a.dm.steps,
+                        &a.dm.varying,
+                        &a.dm.prior,
+                        &a.z,
+                        &tt,
+                        &k32,
+                        &mut a.tot
+                    ]
                 );
                 scan(g, k, "pf", fe, &mut a.tot, nc, nb, alg, false)?;
                 launch!(
@@ -212,16 +216,18 @@ fn run_dirs<D: GpuReal, M: StateSpace + ?Sized>(
                     st,
                     "pf_sweep",
                     (nc, nb),
-                    &a.tot,
-                    &a.dm.steps,
-                    &a.dm.varying,
-                    &a.dm.prior,
-                    &a.z,
-                    &tt,
-                    &k32,
-                    &mut a.mean,
-                    &mut a.cov,
-                    &mut a.ll
+                    [
+                        &a.tot,
+                        &a.dm.steps,
+                        &a.dm.varying,
+                        &a.dm.prior,
+                        &a.z,
+                        &tt,
+                        &k32,
+                        &mut a.mean,
+                        &mut a.cov,
+                        &mut a.ll
+                    ]
                 );
                 hb.join()
                     .unwrap_or_else(|_| Err(Error::Cuda("the backward filter panicked".into())))
@@ -246,17 +252,19 @@ fn run_dirs<D: GpuReal, M: StateSpace + ?Sized>(
                 st,
                 "tf_sweep",
                 (nc, nb),
-                &a.btot,
-                &a.dm.steps,
-                &a.dm.varying,
-                &a.dm.prior,
-                &a.z,
-                &a.mean,
-                &a.cov,
-                &tt,
-                &k32,
-                &mut a.smean,
-                &mut a.scov
+                [
+                    &a.btot,
+                    &a.dm.steps,
+                    &a.dm.varying,
+                    &a.dm.prior,
+                    &a.z,
+                    &a.mean,
+                    &a.cov,
+                    &tt,
+                    &k32,
+                    &mut a.smean,
+                    &mut a.scov
+                ]
             );
             cu(st.synchronize(), "running the two-filter combination")?;
             if rep >= warmup {

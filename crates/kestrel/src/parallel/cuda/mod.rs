@@ -258,11 +258,11 @@ scalar_arg!(
     f64 => v Arg::F64(v),
 );
 
-/// Launches `$name` over `$threads` threads (`launch_cfg`) with the listed arguments
+/// Launches `$name` over `$threads` threads (`launch_cfg`) with the bracketed arguments
 /// (references to buffers and scalars, in the kernel's order), through the runtime's
 /// launch (`crate::cuda::launch`).
 macro_rules! launch {
-    ($k:expr, $stream:expr, $name:expr, $threads:expr, $($arg:expr),* $(,)?) => {{
+    ($k:expr, $stream:expr, $name:expr, $threads:expr, [$($arg:expr),* $(,)?]) => {{
         let cfg = $crate::parallel::cuda::launch_cfg($threads);
         // The stream's context current on this thread, as cudarc's launch made it.
         $crate::parallel::cuda::cu($stream.context().bind_to_thread(), "binding the context")?;

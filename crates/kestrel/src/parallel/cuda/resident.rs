@@ -87,7 +87,7 @@ impl<D: GpuReal> ResidentRts<D> {
         let (k, s) = (&self.k, &self.g.stream);
         for b in [&mut self.model.steps, &mut self.bufs.z] {
             let n = b.len() as i64;
-            launch!(k, s, "poison", n as usize, b, &n);
+            launch!(k, s, "poison", n as usize, [b, &n]);
         }
         Ok(())
     }

@@ -309,7 +309,7 @@ impl<D: GpuReal> GroupBufs<D> {
         }
         for b in outs {
             let n = b.len() as i64;
-            launch!(k, s, "poison", n as usize, b, &n);
+            launch!(k, s, "poison", n as usize, [b, &n]);
         }
         Ok(())
     }
@@ -333,14 +333,16 @@ impl<D: GpuReal> GroupBufs<D> {
                 s,
                 "kf_seq",
                 (1, nb),
-                &m.steps,
-                &m.varying,
-                &m.prior,
-                &self.z,
-                &tt,
-                &mut self.mean,
-                &mut self.cov,
-                &mut self.ll
+                [
+                    &m.steps,
+                    &m.varying,
+                    &m.prior,
+                    &self.z,
+                    &tt,
+                    &mut self.mean,
+                    &mut self.cov,
+                    &mut self.ll
+                ]
             );
             return Ok(());
         }
@@ -351,15 +353,17 @@ impl<D: GpuReal> GroupBufs<D> {
                 s,
                 "seq_filter",
                 nb,
-                &m.steps,
-                &m.varying,
-                &m.prior,
-                &self.z,
-                &bb,
-                &tt,
-                &mut self.mean,
-                &mut self.cov,
-                &mut self.ll
+                [
+                    &m.steps,
+                    &m.varying,
+                    &m.prior,
+                    &self.z,
+                    &bb,
+                    &tt,
+                    &mut self.mean,
+                    &mut self.cov,
+                    &mut self.ll
+                ]
             );
             if method == Method::SequentialRts {
                 launch!(
@@ -367,14 +371,16 @@ impl<D: GpuReal> GroupBufs<D> {
                     s,
                     "seq_rts",
                     nb,
-                    &m.steps,
-                    &m.varying,
-                    &self.mean,
-                    &self.cov,
-                    &bb,
-                    &tt,
-                    &mut self.smean,
-                    &mut self.scov
+                    [
+                        &m.steps,
+                        &m.varying,
+                        &self.mean,
+                        &self.cov,
+                        &bb,
+                        &tt,
+                        &mut self.smean,
+                        &mut self.scov
+                    ]
                 );
             }
             return Ok(());
@@ -394,15 +400,10 @@ impl<D: GpuReal> GroupBufs<D> {
                 s,
                 "pf_build",
                 (t, nb),
-                &m.steps,
-                &m.varying,
-                &m.prior,
-                &self.z,
-                &tt,
-                &mut self.el
+                [&m.steps, &m.varying, &m.prior, &self.z, &tt, &mut self.el]
             );
             if method == Method::TwoFilter {
-                launch!(k, s, "tf_shift", (t, nb), &self.el, &mut self.back, &tt);
+                launch!(k, s, "tf_shift", (t, nb), [&self.el, &mut self.back, &tt]);
             }
             scan(g, k, "pf", fe_len(nx), &mut self.el, t, nb, alg, false)?;
             launch!(
@@ -410,15 +411,17 @@ impl<D: GpuReal> GroupBufs<D> {
                 s,
                 "pf_extract",
                 (t, nb),
-                &self.el,
-                &m.steps,
-                &m.varying,
-                &m.prior,
-                &self.z,
-                &tt,
-                &mut self.mean,
-                &mut self.cov,
-                &mut self.ll
+                [
+                    &self.el,
+                    &m.steps,
+                    &m.varying,
+                    &m.prior,
+                    &self.z,
+                    &tt,
+                    &mut self.mean,
+                    &mut self.cov,
+                    &mut self.ll
+                ]
             );
         }
         match method {
@@ -428,12 +431,14 @@ impl<D: GpuReal> GroupBufs<D> {
                     s,
                     "ps_build",
                     (t, nb),
-                    &m.steps,
-                    &m.varying,
-                    &self.mean,
-                    &self.cov,
-                    &tt,
-                    &mut self.se
+                    [
+                        &m.steps,
+                        &m.varying,
+                        &self.mean,
+                        &self.cov,
+                        &tt,
+                        &mut self.se
+                    ]
                 );
                 scan(g, k, "ps", se_len(nx), &mut self.se, t, nb, alg, true)?;
                 launch!(
@@ -441,10 +446,7 @@ impl<D: GpuReal> GroupBufs<D> {
                     s,
                     "ps_extract",
                     (t, nb),
-                    &self.se,
-                    &tt,
-                    &mut self.smean,
-                    &mut self.scov
+                    [&self.se, &tt, &mut self.smean, &mut self.scov]
                 );
             }
             Method::RetrodictMeans => {
@@ -453,15 +455,23 @@ impl<D: GpuReal> GroupBufs<D> {
                     s,
                     "pm_build",
                     (t, nb),
-                    &m.steps,
-                    &m.varying,
-                    &self.mean,
-                    &self.cov,
-                    &tt,
-                    &mut self.me
+                    [
+                        &m.steps,
+                        &m.varying,
+                        &self.mean,
+                        &self.cov,
+                        &tt,
+                        &mut self.me
+                    ]
                 );
                 scan(g, k, "pm", me_len(nx), &mut self.me, t, nb, alg, true)?;
-                launch!(k, s, "pm_extract", (t, nb), &self.me, &tt, &mut self.smean);
+                launch!(
+                    k,
+                    s,
+                    "pm_extract",
+                    (t, nb),
+                    [&self.me, &tt, &mut self.smean]
+                );
             }
             Method::TwoFilter => {
                 scan(g, k, "pf", fe_len(nx), &mut self.back, t, nb, alg, true)?;
@@ -470,12 +480,14 @@ impl<D: GpuReal> GroupBufs<D> {
                     s,
                     "tf_combine",
                     (t, nb),
-                    &self.back,
-                    &self.mean,
-                    &self.cov,
-                    &tt,
-                    &mut self.smean,
-                    &mut self.scov
+                    [
+                        &self.back,
+                        &self.mean,
+                        &self.cov,
+                        &tt,
+                        &mut self.smean,
+                        &mut self.scov
+                    ]
                 );
             }
             _ => {}
@@ -504,13 +516,15 @@ impl<D: GpuReal> GroupBufs<D> {
                 s,
                 "pf_reduce",
                 (nc, nb),
-                &m.steps,
-                &m.varying,
-                &m.prior,
-                &self.z,
-                &tt,
-                &kk,
-                &mut self.tot
+                [
+                    &m.steps,
+                    &m.varying,
+                    &m.prior,
+                    &self.z,
+                    &tt,
+                    &kk,
+                    &mut self.tot
+                ]
             );
             scan(g, k, "pf", fe_len(nx), &mut self.tot, nc, nb, fast, false)?;
             launch!(
@@ -518,16 +532,18 @@ impl<D: GpuReal> GroupBufs<D> {
                 s,
                 "pf_sweep",
                 (nc, nb),
-                &self.tot,
-                &m.steps,
-                &m.varying,
-                &m.prior,
-                &self.z,
-                &tt,
-                &kk,
-                &mut self.mean,
-                &mut self.cov,
-                &mut self.ll
+                [
+                    &self.tot,
+                    &m.steps,
+                    &m.varying,
+                    &m.prior,
+                    &self.z,
+                    &tt,
+                    &kk,
+                    &mut self.mean,
+                    &mut self.cov,
+                    &mut self.ll
+                ]
             );
         }
         match method {
@@ -537,13 +553,15 @@ impl<D: GpuReal> GroupBufs<D> {
                     s,
                     "ps_reduce",
                     (nc, nb),
-                    &m.steps,
-                    &m.varying,
-                    &self.mean,
-                    &self.cov,
-                    &tt,
-                    &kk,
-                    &mut self.tot
+                    [
+                        &m.steps,
+                        &m.varying,
+                        &self.mean,
+                        &self.cov,
+                        &tt,
+                        &kk,
+                        &mut self.tot
+                    ]
                 );
                 scan(g, k, "ps", se_len(nx), &mut self.tot, nc, nb, fast, true)?;
                 launch!(
@@ -551,15 +569,17 @@ impl<D: GpuReal> GroupBufs<D> {
                     s,
                     "ps_sweep",
                     (nc, nb),
-                    &self.tot,
-                    &m.steps,
-                    &m.varying,
-                    &self.mean,
-                    &self.cov,
-                    &tt,
-                    &kk,
-                    &mut self.smean,
-                    &mut self.scov
+                    [
+                        &self.tot,
+                        &m.steps,
+                        &m.varying,
+                        &self.mean,
+                        &self.cov,
+                        &tt,
+                        &kk,
+                        &mut self.smean,
+                        &mut self.scov
+                    ]
                 );
             }
             Method::RetrodictMeans => {
@@ -568,13 +588,15 @@ impl<D: GpuReal> GroupBufs<D> {
                     s,
                     "pm_reduce",
                     (nc, nb),
-                    &m.steps,
-                    &m.varying,
-                    &self.mean,
-                    &self.cov,
-                    &tt,
-                    &kk,
-                    &mut self.tot
+                    [
+                        &m.steps,
+                        &m.varying,
+                        &self.mean,
+                        &self.cov,
+                        &tt,
+                        &kk,
+                        &mut self.tot
+                    ]
                 );
                 scan(g, k, "pm", me_len(nx), &mut self.tot, nc, nb, fast, true)?;
                 launch!(
@@ -582,14 +604,16 @@ impl<D: GpuReal> GroupBufs<D> {
                     s,
                     "pm_sweep",
                     (nc, nb),
-                    &self.tot,
-                    &m.steps,
-                    &m.varying,
-                    &self.mean,
-                    &self.cov,
-                    &tt,
-                    &kk,
-                    &mut self.smean
+                    [
+                        &self.tot,
+                        &m.steps,
+                        &m.varying,
+                        &self.mean,
+                        &self.cov,
+                        &tt,
+                        &kk,
+                        &mut self.smean
+                    ]
                 );
             }
             Method::TwoFilter => {
@@ -598,13 +622,15 @@ impl<D: GpuReal> GroupBufs<D> {
                     s,
                     "tf_reduce",
                     (nc, nb),
-                    &m.steps,
-                    &m.varying,
-                    &m.prior,
-                    &self.z,
-                    &tt,
-                    &kk,
-                    &mut self.tot
+                    [
+                        &m.steps,
+                        &m.varying,
+                        &m.prior,
+                        &self.z,
+                        &tt,
+                        &kk,
+                        &mut self.tot
+                    ]
                 );
                 scan(g, k, "pf", fe_len(nx), &mut self.tot, nc, nb, fast, true)?;
                 launch!(
@@ -612,17 +638,19 @@ impl<D: GpuReal> GroupBufs<D> {
                     s,
                     "tf_sweep",
                     (nc, nb),
-                    &self.tot,
-                    &m.steps,
-                    &m.varying,
-                    &m.prior,
-                    &self.z,
-                    &self.mean,
-                    &self.cov,
-                    &tt,
-                    &kk,
-                    &mut self.smean,
-                    &mut self.scov
+                    [
+                        &self.tot,
+                        &m.steps,
+                        &m.varying,
+                        &m.prior,
+                        &self.z,
+                        &self.mean,
+                        &self.cov,
+                        &tt,
+                        &kk,
+                        &mut self.smean,
+                        &mut self.scov
+                    ]
                 );
             }
             _ => {}

@@ -41,7 +41,9 @@ pub(crate) fn scan<D: GpuReal>(
     let name = |x: &str| format!("{op}_{x}");
     let levels = n.next_power_of_two().trailing_zeros();
     match alg {
-        ScanAlgorithm::Sequential => launch!(k, s, &name("seq"), (1, nb), &mut *a, &nn, &rev, &rev),
+        ScanAlgorithm::Sequential => {
+            launch!(k, s, &name("seq"), (1, nb), [&mut *a, &nn, &rev, &rev])
+        }
         ScanAlgorithm::LadnerFischer => {
             for d in 0..levels {
                 let st = 1i64 << d;
@@ -50,11 +52,7 @@ pub(crate) fn scan<D: GpuReal>(
                     s,
                     &name("up"),
                     (n.div_ceil(2 << d), nb),
-                    &mut *a,
-                    &nn,
-                    &st,
-                    &rev,
-                    &rev
+                    [&mut *a, &nn, &st, &rev, &rev]
                 );
             }
             for d in (0..levels).rev() {
@@ -64,11 +62,7 @@ pub(crate) fn scan<D: GpuReal>(
                     s,
                     &name("lf_down"),
                     (n.div_ceil(2 << d), nb),
-                    &mut *a,
-                    &nn,
-                    &st,
-                    &rev,
-                    &rev
+                    [&mut *a, &nn, &st, &rev, &rev]
                 );
             }
         }
@@ -81,12 +75,7 @@ pub(crate) fn scan<D: GpuReal>(
                     s,
                     &name("hs"),
                     (n, nb),
-                    &*a,
-                    &mut other,
-                    &nn,
-                    &st,
-                    &rev,
-                    &rev
+                    [&*a, &mut other, &nn, &st, &rev, &rev]
                 );
                 std::mem::swap(a, &mut other);
                 st *= 2;
@@ -102,12 +91,7 @@ pub(crate) fn scan<D: GpuReal>(
                 s,
                 &name("bl_load"),
                 (p, nb),
-                &*a,
-                &nn,
-                &mut w,
-                &mut orig,
-                &pp,
-                &rev
+                [&*a, &nn, &mut w, &mut orig, &pp, &rev]
             );
             let zero = 0i32;
             for d in 0..levels {
@@ -117,14 +101,10 @@ pub(crate) fn scan<D: GpuReal>(
                     s,
                     &name("up"),
                     (p.div_ceil(2 << d), nb),
-                    &mut w,
-                    &pp,
-                    &st,
-                    &rev,
-                    &zero
+                    [&mut w, &pp, &st, &rev, &zero]
                 );
             }
-            launch!(k, s, &name("bl_clear_last"), (1, nb), &mut w, &pp);
+            launch!(k, s, &name("bl_clear_last"), (1, nb), [&mut w, &pp]);
             for d in (0..levels).rev() {
                 let st = 1i64 << d;
                 launch!(
@@ -132,10 +112,7 @@ pub(crate) fn scan<D: GpuReal>(
                     s,
                     &name("bl_down"),
                     (p.div_ceil(2 << d), nb),
-                    &mut w,
-                    &pp,
-                    &st,
-                    &rev
+                    [&mut w, &pp, &st, &rev]
                 );
             }
             launch!(
@@ -143,12 +120,7 @@ pub(crate) fn scan<D: GpuReal>(
                 s,
                 &name("bl_fix"),
                 (n, nb),
-                &w,
-                &orig,
-                &mut *a,
-                &nn,
-                &rev,
-                &rev
+                [&w, &orig, &mut *a, &nn, &rev, &rev]
             );
         }
         ScanAlgorithm::Fastest => chunked(g, k, op, len, a, n, nb, rev, rev)?,
@@ -167,11 +139,7 @@ pub(crate) fn scan<D: GpuReal>(
                     s,
                     &name("up"),
                     (n.div_ceil(2 << d), nb),
-                    &mut *a,
-                    &nn,
-                    &st,
-                    &rev,
-                    &rev
+                    [&mut *a, &nn, &st, &rev, &rev]
                 );
             }
             let stride = 1i64 << lv;
@@ -186,14 +154,7 @@ pub(crate) fn scan<D: GpuReal>(
                         s,
                         &name("hs_strided"),
                         (cnt as usize, nb),
-                        &*a,
-                        &mut other,
-                        &nn,
-                        &stride,
-                        &cnt,
-                        &st,
-                        &rev,
-                        &rev
+                        [&*a, &mut other, &nn, &stride, &cnt, &st, &rev, &rev]
                     );
                 } else {
                     launch!(
@@ -201,14 +162,7 @@ pub(crate) fn scan<D: GpuReal>(
                         s,
                         &name("hs_strided"),
                         (cnt as usize, nb),
-                        &other,
-                        &mut *a,
-                        &nn,
-                        &stride,
-                        &cnt,
-                        &st,
-                        &rev,
-                        &rev
+                        [&other, &mut *a, &nn, &stride, &cnt, &st, &rev, &rev]
                     );
                 }
                 in_a = !in_a;
@@ -220,14 +174,7 @@ pub(crate) fn scan<D: GpuReal>(
                     s,
                     &name("hs_strided"),
                     (cnt as usize, nb),
-                    &other,
-                    &mut *a,
-                    &nn,
-                    &stride,
-                    &cnt,
-                    &cnt,
-                    &rev,
-                    &rev
+                    [&other, &mut *a, &nn, &stride, &cnt, &cnt, &rev, &rev]
                 );
             }
             for d in (0..lv).rev() {
@@ -237,11 +184,7 @@ pub(crate) fn scan<D: GpuReal>(
                     s,
                     &name("lf_down"),
                     (n.div_ceil(2 << d), nb),
-                    &mut *a,
-                    &nn,
-                    &st,
-                    &rev,
-                    &rev
+                    [&mut *a, &nn, &st, &rev, &rev]
                 );
             }
         }
@@ -279,11 +222,7 @@ fn chunked<D: GpuReal>(
             s,
             &format!("{op}_warp"),
             (nc * 32, nb),
-            &mut *a,
-            &nn,
-            &mut carry,
-            &flip,
-            &ridx
+            [&mut *a, &nn, &mut carry, &flip, &ridx]
         );
     } else {
         launch!(
@@ -291,12 +230,7 @@ fn chunked<D: GpuReal>(
             s,
             &format!("{op}_chunk"),
             (nc, nb),
-            &mut *a,
-            &nn,
-            &k32,
-            &mut carry,
-            &flip,
-            &ridx
+            [&mut *a, &nn, &k32, &mut carry, &flip, &ridx]
         );
     }
     chunked(g, k, op, len, &mut carry, nc, nb, flip, 0)?;
@@ -306,12 +240,7 @@ fn chunked<D: GpuReal>(
             s,
             &format!("{op}_fix"),
             (n - kk, nb),
-            &mut *a,
-            &nn,
-            &k32,
-            &carry,
-            &flip,
-            &ridx
+            [&mut *a, &nn, &k32, &carry, &flip, &ridx]
         );
     }
     Ok(())

@@ -79,12 +79,7 @@ impl<D: GpuReal> GroupBufs<D> {
             s,
             "qf_build",
             (t, nb),
-            &m.steps,
-            &m.varying,
-            &m.prior,
-            &self.z,
-            &tt,
-            &mut self.el
+            [&m.steps, &m.varying, &m.prior, &self.z, &tt, &mut self.el]
         );
         scan(g, k, "qf", fe_len(nx), &mut self.el, t, nb, alg, false)?;
         launch!(
@@ -92,15 +87,17 @@ impl<D: GpuReal> GroupBufs<D> {
             s,
             "qf_extract",
             (t, nb),
-            &self.el,
-            &m.steps,
-            &m.varying,
-            &m.prior,
-            &self.z,
-            &tt,
-            &mut self.mean,
-            &mut self.cov,
-            &mut self.ll
+            [
+                &self.el,
+                &m.steps,
+                &m.varying,
+                &m.prior,
+                &self.z,
+                &tt,
+                &mut self.mean,
+                &mut self.cov,
+                &mut self.ll
+            ]
         );
         if method == Method::SqrtRts {
             launch!(
@@ -108,11 +105,7 @@ impl<D: GpuReal> GroupBufs<D> {
                 s,
                 "qs_build",
                 (t, nb),
-                &m.steps,
-                &m.varying,
-                &self.el,
-                &tt,
-                &mut self.se
+                [&m.steps, &m.varying, &self.el, &tt, &mut self.se]
             );
             scan(g, k, "qs", se_len(nx), &mut self.se, t, nb, alg, true)?;
             launch!(
@@ -120,10 +113,7 @@ impl<D: GpuReal> GroupBufs<D> {
                 s,
                 "qs_extract",
                 (t, nb),
-                &self.se,
-                &tt,
-                &mut self.smean,
-                &mut self.scov
+                [&self.se, &tt, &mut self.smean, &mut self.scov]
             );
         }
         Ok(())
@@ -151,13 +141,15 @@ impl<D: GpuReal> GroupBufs<D> {
             s,
             "qf_reduce",
             (nc, nb),
-            &m.steps,
-            &m.varying,
-            &m.prior,
-            &self.z,
-            &tt,
-            &kk,
-            &mut self.tot
+            [
+                &m.steps,
+                &m.varying,
+                &m.prior,
+                &self.z,
+                &tt,
+                &kk,
+                &mut self.tot
+            ]
         );
         scan(g, k, "qf", fe_len(nx), &mut self.tot, nc, nb, fast, false)?;
         launch!(
@@ -165,18 +157,20 @@ impl<D: GpuReal> GroupBufs<D> {
             s,
             "qf_sweep",
             (nc, nb),
-            &self.tot,
-            &m.steps,
-            &m.varying,
-            &m.prior,
-            &self.z,
-            &tt,
-            &kk,
-            &mut self.mean,
-            &mut self.cov,
-            &mut self.ll,
-            &mut self.fac,
-            &keep
+            [
+                &self.tot,
+                &m.steps,
+                &m.varying,
+                &m.prior,
+                &self.z,
+                &tt,
+                &kk,
+                &mut self.mean,
+                &mut self.cov,
+                &mut self.ll,
+                &mut self.fac,
+                &keep
+            ]
         );
         if method == Method::SqrtRts {
             launch!(
@@ -184,13 +178,15 @@ impl<D: GpuReal> GroupBufs<D> {
                 s,
                 "qs_reduce",
                 (nc, nb),
-                &m.steps,
-                &m.varying,
-                &self.mean,
-                &self.fac,
-                &tt,
-                &kk,
-                &mut self.tot
+                [
+                    &m.steps,
+                    &m.varying,
+                    &self.mean,
+                    &self.fac,
+                    &tt,
+                    &kk,
+                    &mut self.tot
+                ]
             );
             scan(g, k, "qs", se_len(nx), &mut self.tot, nc, nb, fast, true)?;
             launch!(
@@ -198,15 +194,17 @@ impl<D: GpuReal> GroupBufs<D> {
                 s,
                 "qs_sweep",
                 (nc, nb),
-                &self.tot,
-                &m.steps,
-                &m.varying,
-                &self.mean,
-                &self.fac,
-                &tt,
-                &kk,
-                &mut self.smean,
-                &mut self.scov
+                [
+                    &self.tot,
+                    &m.steps,
+                    &m.varying,
+                    &self.mean,
+                    &self.fac,
+                    &tt,
+                    &kk,
+                    &mut self.smean,
+                    &mut self.scov
+                ]
             );
         }
         Ok(())

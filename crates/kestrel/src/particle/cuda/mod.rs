@@ -11,6 +11,7 @@
 use super::models::PfModel;
 use super::philox::key_of;
 use super::{PfOptions, PfOutput};
+use crate::cuda::args;
 use crate::cuda::{self, Arg, DevBuf};
 use crate::data::Measurements;
 use crate::error::{Error, Result};
@@ -289,64 +290,37 @@ fn run<T: Real>(
     for k in 0..t as u32 {
         if k > 0 && scheme >= SYSTEMATIC_GRID {
             let kr = k - 1;
-            let common = |a: &mut Vec<Arg<'_>>| {
-                a.extend([
-                    Arg::U32(nu),
-                    Arg::U32(kr),
-                    Arg::U32(key[0]),
-                    Arg::U32(key[1]),
-                    Arg::U32(b0),
-                ])
-            };
+            let common = |a: &mut Vec<Arg<'_>>| a.extend(args![nu, kr, key[0], key[1], b0]);
             match scheme {
                 MULTINOMIAL => {
                     let grid = ((mn_chunks as u32).div_ceil(block), bn as u32, 1);
-                    let mut a = vec![Arg::Ptr(flag.ptr())];
+                    let mut a = Vec::from(args![flag]);
                     common(&mut a);
                     a.push(Arg::Ptr(mn.ptr()));
                     cuda::launch(&stream, &module, "pf_mn_sums", grid, blk, &a)?;
                     a.push(Arg::U32(bn as u32));
                     let per_filter = ((bn as u32).div_ceil(block), 1, 1);
                     cuda::launch(&stream, &module, "pf_mn_offsets", per_filter, blk, &a)?;
-                    let mut a = vec![
-                        Arg::Ptr(cdf.ptr()),
-                        Arg::Ptr(wtot.ptr()),
-                        Arg::Ptr(flag.ptr()),
-                    ];
+                    let mut a = Vec::from(args![cdf, wtot, flag]);
                     common(&mut a);
-                    a.extend([Arg::Ptr(mn.ptr()), Arg::Ptr(anc.ptr())]);
+                    a.extend(args![mn, anc]);
                     cuda::launch(&stream, &module, "pf_mn_walk", grid, blk, &a)?;
                 }
                 SUBSETS => {
-                    let mut a = vec![
-                        Arg::Ptr(cdf.ptr()),
-                        Arg::Ptr(wtot.ptr()),
-                        Arg::Ptr(flag.ptr()),
-                    ];
+                    let mut a = Vec::from(args![cdf, wtot, flag]);
                     common(&mut a);
-                    a.extend([Arg::U32(subsets as u32), Arg::Ptr(plan.ptr())]);
+                    a.extend(args![subsets as u32, plan]);
                     cuda::launch(&stream, &module, "pf_sub_plan", one, blk, &a)?;
-                    let mut a = vec![Arg::Ptr(cdf.ptr()), Arg::Ptr(flag.ptr())];
+                    let mut a = Vec::from(args![cdf, flag]);
                     common(&mut a);
-                    a.extend([
-                        Arg::U32(subsets as u32),
-                        Arg::Ptr(plan.ptr()),
-                        Arg::Ptr(anc.ptr()),
-                    ]);
+                    a.extend(args![subsets as u32, plan, anc]);
                     let grid = (subsets as u32, bn as u32, 1);
                     cuda::launch(&stream, &module, "pf_sub_draw", grid, blk, &a)?;
                 }
                 _ => {
-                    let mut a = vec![
-                        Arg::Ptr(cdf.ptr()),
-                        Arg::Ptr(wtot.ptr()),
-                        Arg::Ptr(flag.ptr()),
-                    ];
+                    let mut a = Vec::from(args![cdf, wtot, flag]);
                     common(&mut a);
-                    a.extend([
-                        Arg::U32(u32::from(scheme == STRATIFIED_GRID)),
-                        Arg::Ptr(anc.ptr()),
-                    ]);
+                    a.extend(args![u32::from(scheme == STRATIFIED_GRID), anc]);
                     cuda::launch(&stream, &module, "pf_grid", each, blk, &a)?;
                 }
             }
@@ -359,18 +333,18 @@ fn run<T: Real>(
                     "pf_ranges",
                     ranges_grid,
                     blk,
-                    &[
-                        Arg::Ptr(cdf.ptr()),
-                        Arg::Ptr(wtot.ptr()),
-                        Arg::Ptr(flag.ptr()),
-                        Arg::Ptr(ranges.ptr()),
-                        Arg::U32(nu),
-                        Arg::U32(k - 1),
-                        Arg::U32(key[0]),
-                        Arg::U32(key[1]),
-                        Arg::U32(b0),
-                        Arg::U32(scheme),
-                        Arg::U32(slots.0),
+                    &args![
+                        cdf,
+                        wtot,
+                        flag,
+                        ranges,
+                        nu,
+                        k - 1,
+                        key[0],
+                        key[1],
+                        b0,
+                        scheme,
+                        slots.0
                     ],
                 )?;
             }
@@ -380,21 +354,21 @@ fn run<T: Real>(
                 "pf_ancestors",
                 slots,
                 blk,
-                &[
-                    Arg::Ptr(cdf.ptr()),
-                    Arg::Ptr(wtot.ptr()),
-                    Arg::Ptr(lw.ptr()),
-                    Arg::Ptr(fmax.ptr()),
-                    Arg::Ptr(anc.ptr()),
-                    Arg::Ptr(flag.ptr()),
+                &args![
+                    cdf,
+                    wtot,
+                    lw,
+                    fmax,
+                    anc,
+                    flag,
                     Arg::Ptr(if ahead { ranges.ptr() } else { 0 }),
-                    Arg::U32(nu),
-                    Arg::U32(k - 1),
-                    Arg::U32(key[0]),
-                    Arg::U32(key[1]),
-                    Arg::U32(b0),
-                    Arg::U32(scheme),
-                    Arg::U32(steps_b),
+                    nu,
+                    k - 1,
+                    key[0],
+                    key[1],
+                    b0,
+                    scheme,
+                    steps_b
                 ],
             )?;
         }
@@ -407,24 +381,7 @@ fn run<T: Real>(
             "pf_step",
             chunks,
             blk,
-            &[
-                Arg::Ptr(x.ptr()),
-                Arg::Ptr(xn.ptr()),
-                Arg::Ptr(lw.ptr()),
-                Arg::Ptr(lwn.ptr()),
-                Arg::Ptr(anc.ptr()),
-                Arg::Ptr(flag.ptr()),
-                Arg::Ptr(rec.ptr()),
-                Arg::Ptr(zd.ptr()),
-                Arg::U32(k),
-                Arg::U32(nu),
-                Arg::U32(tu),
-                Arg::U32(peru),
-                Arg::U32(gu),
-                Arg::U32(key[0]),
-                Arg::U32(key[1]),
-                Arg::U32(b0),
-            ],
+            &args![x, xn, lw, lwn, anc, flag, rec, zd, k, nu, tu, peru, gu, key[0], key[1], b0],
         )?;
         clock.mark(&gpu, &stream, 1)?;
         std::mem::swap(&mut x, &mut xn);
@@ -435,25 +392,25 @@ fn run<T: Real>(
             "pf_combine",
             one,
             blk,
-            &[
-                Arg::Ptr(rec.ptr()),
-                Arg::Ptr(coef.ptr()),
-                Arg::Ptr(offs.ptr()),
-                Arg::Ptr(zd.ptr()),
-                Arg::Ptr(fmax.ptr()),
-                Arg::Ptr(logprev.ptr()),
-                Arg::Ptr(wtot.ptr()),
-                Arg::Ptr(flag.ptr()),
-                Arg::Ptr(fail.ptr()),
-                Arg::Ptr(mean.ptr()),
-                Arg::Ptr(cov.ptr()),
-                Arg::Ptr(ll.ptr()),
-                Arg::Ptr(ess.ptr()),
-                Arg::U32(k),
-                Arg::U32(nu),
-                Arg::U32(tu),
-                Arg::U32(gu),
-                Arg::F64(opts.ess_threshold),
+            &args![
+                rec,
+                coef,
+                offs,
+                zd,
+                fmax,
+                logprev,
+                wtot,
+                flag,
+                fail,
+                mean,
+                cov,
+                ll,
+                ess,
+                k,
+                nu,
+                tu,
+                gu,
+                Arg::F64(opts.ess_threshold)
             ],
         )?;
         clock.mark(&gpu, &stream, 2)?;
@@ -464,17 +421,7 @@ fn run<T: Real>(
                 "pf_cdf",
                 chunks,
                 blk,
-                &[
-                    Arg::Ptr(lw.ptr()),
-                    Arg::Ptr(rec.ptr()),
-                    Arg::Ptr(coef.ptr()),
-                    Arg::Ptr(offs.ptr()),
-                    Arg::Ptr(cdf.ptr()),
-                    Arg::Ptr(flag.ptr()),
-                    Arg::U32(nu),
-                    Arg::U32(peru),
-                    Arg::U32(gu),
-                ],
+                &args![lw, rec, coef, offs, cdf, flag, nu, peru, gu],
             )?;
         }
         if k + 1 < t as u32 && sorted {
@@ -507,12 +454,7 @@ fn run<T: Real>(
             "pf_weights_out",
             each,
             blk,
-            &[
-                Arg::Ptr(lw.ptr()),
-                Arg::Ptr(fmax.ptr()),
-                Arg::Ptr(w.ptr()),
-                Arg::U32(nu),
-            ],
+            &args![lw, fmax, w, nu],
         )?;
         let mut xs = vec![T::nan(); bn * n * nx];
         let mut ws = vec![T::nan(); bn * n];

@@ -8,6 +8,7 @@ use super::assemble::{
     dynamic_shared_bytes, kernel_names, source, tiled_shared_bytes, wave_order, MAX_BLOCK_SHARED,
 };
 use super::{half_to_f32, KernelConfig, MapPair, Variant};
+use crate::cuda::args;
 use crate::cuda::{self, Arg, DevBuf, Gpu, Module};
 use crate::error::{Error, Result};
 use std::sync::Arc;
@@ -276,35 +277,35 @@ impl GpuTbd {
                 (self.h as u32).div_ceil(oy as u32),
                 1,
             );
-            let mut args = vec![
-                Arg::Ptr(self.state[self.cur].ptr()),
+            let mut args = Vec::from(args![
+                self.state[self.cur],
                 Arg::Ptr(self.state[1 - self.cur].ptr()),
                 Arg::Ptr(self.frames.at(self.slot * self.launch_bytes())),
-                Arg::Ptr(self.score.ptr()),
-                Arg::Ptr(self.arg.ptr()),
-                Arg::I32(self.h as i32),
-                Arg::I32(self.w as i32),
-                Arg::F32(self.alpha),
-            ];
+                self.score,
+                self.arg,
+                self.h as i32,
+                self.w as i32,
+                Arg::F32(self.alpha)
+            ]);
             if let Some(ws) = &self.wave {
                 // One block a work item; the state buffers in fixed places, taken by the
                 // parity of the period (`cur` follows it).
                 grid = (ws.items as u32, 1, 1);
-                args = vec![
-                    Arg::Ptr(self.state[0].ptr()),
-                    Arg::Ptr(self.state[1].ptr()),
+                args = Vec::from(args![
+                    self.state[0],
+                    self.state[1],
                     args[2],
                     args[3],
                     args[4],
                     args[5],
                     args[6],
                     args[7],
-                    Arg::Ptr(ws.order.ptr()),
-                    Arg::Ptr(ws.ticket.ptr()),
-                    Arg::Ptr(ws.flags.ptr()),
-                    Arg::U64(ws.issued),
-                    Arg::U32(ws.period),
-                ];
+                    ws.order,
+                    ws.ticket,
+                    ws.flags,
+                    ws.issued,
+                    ws.period
+                ]);
             }
             // The late and packed kernels need the state of the launch before them only
             // after their first frames (`griddepcontrol.wait` in `staged.cu`, `packed.cu`): their blocks

@@ -26,6 +26,7 @@
 use super::super::assign::Assignment;
 use super::super::associate::{gnn_cluster, DENSE_MAX_COLUMNS, DENSE_MAX_TRACKS};
 use super::super::gate::Gated;
+use crate::cuda::args;
 use crate::cuda::{self, dtoh, grid_for, launch, Arg, DevBuf, EventTimer, Gpu, Module, Pinned};
 use crate::error::{Error, Result};
 use rayon::prelude::*;
@@ -255,7 +256,6 @@ impl GpuGnn {
             self.cluster(n, ndet, start, det, ll, gain, miss, pick)?;
             let s = &self.gpu.stream;
             let k = &*self.module;
-            let p = |b: &DevBuf<u32>| Arg::Ptr(b.ptr());
             // At most n / 2 clusters of two tracks or more.
             launch(
                 s,
@@ -263,19 +263,19 @@ impl GpuGnn {
                 "ga_solve",
                 grid_for(n / 2 + 1, 64),
                 (64, 1, 1),
-                &[
-                    p(&self.counters),
-                    p(&self.cstart),
-                    p(&self.csize),
-                    p(&self.member),
-                    p(start),
-                    p(det),
-                    Arg::Ptr(ll.ptr()),
+                &args![
+                    self.counters,
+                    self.cstart,
+                    self.csize,
+                    self.member,
+                    start,
+                    det,
+                    ll,
                     Arg::F64(gain),
                     Arg::F64(miss),
-                    p(&self.dloc),
-                    p(&self.blk),
-                    Arg::Ptr(pick.ptr()),
+                    self.dloc,
+                    self.blk,
+                    pick
                 ],
             )?;
             // Clusters past a thread's limits: more than DEVICE_MAX_TRACKS tracks or
@@ -288,20 +288,20 @@ impl GpuGnn {
                 "ga_solve_block",
                 (most.min(4096) as u32, 1, 1),
                 (Limits::default().block_threads as u32, 1, 1),
-                &[
-                    p(&self.counters),
-                    p(&self.cstart),
-                    p(&self.csize),
-                    p(&self.member),
-                    p(start),
-                    p(det),
-                    Arg::Ptr(ll.ptr()),
+                &args![
+                    self.counters,
+                    self.cstart,
+                    self.csize,
+                    self.member,
+                    start,
+                    det,
+                    ll,
                     Arg::F64(gain),
                     Arg::F64(miss),
-                    p(&self.dloc),
-                    p(&self.blk),
-                    p(&self.big),
-                    Arg::Ptr(pick.ptr()),
+                    self.dloc,
+                    self.blk,
+                    self.big,
+                    pick
                 ],
             )?;
             dtoh(
@@ -347,7 +347,6 @@ impl GpuGnn {
         let s = &self.gpu.stream;
         let k = &*self.module;
         let (nu, du) = (n as u32, ndet as u32);
-        let p = |b: &DevBuf<u32>| Arg::Ptr(b.ptr());
         let blk = (BLOCK, 1, 1);
         let over_n = grid_for(n, BLOCK);
         launch(
@@ -356,14 +355,14 @@ impl GpuGnn {
             "ga_init",
             grid_for(n.max(ndet).max(5), BLOCK),
             blk,
-            &[
-                Arg::U32(nu),
-                Arg::U32(du),
-                p(&self.parent),
-                p(&self.size),
-                p(&self.owner),
-                p(&self.dloc),
-                p(&self.counters),
+            &args![
+                nu,
+                du,
+                self.parent,
+                self.size,
+                self.owner,
+                self.dloc,
+                self.counters
             ],
         )?;
         let costs = [Arg::Ptr(ll.ptr()), Arg::F64(gain), Arg::F64(miss)];
@@ -376,7 +375,7 @@ impl GpuGnn {
             "ga_owner",
             over_n,
             blk,
-            &with(&[Arg::U32(nu), p(start), p(det)], &costs, &[p(&self.owner)]),
+            &with(&args![nu, start, det], &costs, &args![self.owner]),
         )?;
         launch(
             s,
@@ -385,9 +384,9 @@ impl GpuGnn {
             over_n,
             blk,
             &with(
-                &[Arg::U32(nu), p(start), p(det)],
+                &args![nu, start, det],
                 &costs,
-                &[p(&self.owner), p(&self.parent)],
+                &args![self.owner, self.parent],
             ),
         )?;
         launch(
@@ -396,11 +395,7 @@ impl GpuGnn {
             "ga_root",
             over_n,
             blk,
-            &with(
-                &[Arg::U32(nu), p(start)],
-                &costs,
-                &[p(&self.parent), p(&self.size)],
-            ),
+            &with(&args![nu, start], &costs, &args![self.parent, self.size]),
         )?;
         launch(
             s,
@@ -408,21 +403,21 @@ impl GpuGnn {
             "ga_place",
             over_n,
             blk,
-            &[
-                Arg::U32(nu),
-                p(start),
-                p(det),
-                Arg::Ptr(ll.ptr()),
+            &args![
+                nu,
+                start,
+                det,
+                ll,
                 Arg::F64(gain),
                 Arg::F64(miss),
-                p(&self.parent),
-                p(&self.size),
-                p(&self.cid),
-                p(&self.cstart),
-                p(&self.csize),
-                p(&self.cfill),
-                p(&self.counters),
-                Arg::Ptr(pick.ptr()),
+                self.parent,
+                self.size,
+                self.cid,
+                self.cstart,
+                self.csize,
+                self.cfill,
+                self.counters,
+                pick
             ],
         )?;
         launch(
@@ -432,15 +427,15 @@ impl GpuGnn {
             over_n,
             blk,
             &with(
-                &[Arg::U32(nu), p(start)],
+                &args![nu, start],
                 &costs,
-                &[
-                    p(&self.parent),
-                    p(&self.size),
-                    p(&self.cid),
-                    p(&self.cstart),
-                    p(&self.cfill),
-                    p(&self.member),
+                &args![
+                    self.parent,
+                    self.size,
+                    self.cid,
+                    self.cstart,
+                    self.cfill,
+                    self.member
                 ],
             ),
         )?;
@@ -520,12 +515,7 @@ impl GpuGnn {
             "ga_scatter",
             grid_for(tracks.len(), BLOCK),
             (BLOCK, 1, 1),
-            &[
-                Arg::U32(tracks.len() as u32),
-                Arg::Ptr(t.ptr()),
-                Arg::Ptr(v.ptr()),
-                Arg::Ptr(pick.ptr()),
-            ],
+            &args![tracks.len() as u32, t, v, pick],
         )?;
         // The host vectors and the two buffers live until the copies and the scatter
         // are done.

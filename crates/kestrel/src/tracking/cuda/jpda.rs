@@ -12,6 +12,7 @@
 use super::super::associate::{jpda_weights, Weights};
 use super::super::gate::Gated;
 use super::assign::{check_gated, check_sizes, time_repeats, upload_gated, GpuGnn};
+use crate::cuda::args;
 use crate::cuda::{self, dtoh, grid_for, launch, Arg, DevBuf, Gpu, Pinned};
 use crate::error::{Error, Result};
 use std::sync::Arc;
@@ -166,7 +167,6 @@ impl GpuJpda {
             let s = &gpu.stream;
             let k = g.module_ref();
             let p = |b: &DevBuf<u32>| Arg::Ptr(b.ptr());
-            let f = |b: &DevBuf<f64>| Arg::Ptr(b.ptr());
             let blk = (BLOCK, 1, 1);
             let over_n = grid_for(n, BLOCK);
             let (nu32, du32, mu32) = (n as u32, ndet as u32, m as u32);
@@ -176,14 +176,14 @@ impl GpuJpda {
                 "gj_weights",
                 over_n,
                 blk,
-                &[
-                    Arg::U32(nu32),
-                    p(start),
-                    f(ll),
+                &args![
+                    nu32,
+                    start,
+                    ll,
                     Arg::F64(gain),
                     Arg::F64(log_miss),
-                    f(&self.mw),
-                    f(&self.a),
+                    self.mw,
+                    self.a
                 ],
             )?;
             launch(
@@ -192,16 +192,7 @@ impl GpuJpda {
                 "gj_single",
                 over_n,
                 blk,
-                &[
-                    Arg::U32(nu32),
-                    p(start),
-                    p(&g.parent),
-                    p(&g.size),
-                    f(&self.mw),
-                    f(&self.a),
-                    f(beta0),
-                    f(beta),
-                ],
+                &args![nu32, start, g.parent, g.size, self.mw, self.a, beta0, beta],
             )?;
             launch(
                 s,
@@ -209,7 +200,7 @@ impl GpuJpda {
                 "gj_init",
                 grid_for(m.max(3), BLOCK),
                 blk,
-                &[Arg::U32(mu32), f(&self.nu), p(&self.jc)],
+                &args![mu32, self.nu, self.jc],
             )?;
             launch(
                 s,
@@ -217,22 +208,22 @@ impl GpuJpda {
                 "gj_classify",
                 grid_for(n / 2 + 1, 64),
                 (64, 1, 1),
-                &[
-                    p(&g.counters),
-                    p(&g.cstart),
-                    p(&g.csize),
-                    p(&g.member),
-                    p(start),
-                    p(det),
-                    f(&self.mw),
-                    f(&self.a),
+                &args![
+                    g.counters,
+                    g.cstart,
+                    g.csize,
+                    g.member,
+                    start,
+                    det,
+                    self.mw,
+                    self.a,
                     Arg::F64(exact_events),
-                    p(&g.dloc),
-                    p(&self.clbp),
-                    Arg::Ptr(self.cchange.ptr()),
-                    p(&self.jc),
-                    f(beta0),
-                    f(beta),
+                    g.dloc,
+                    self.clbp,
+                    self.cchange,
+                    self.jc,
+                    beta0,
+                    beta
                 ],
             )?;
             dtoh(
@@ -273,21 +264,15 @@ impl GpuJpda {
                     "gj_clear",
                     grid_for(ndet.max(1), BLOCK),
                     blk,
-                    &[Arg::U32(du32), f(&self.col), p(&self.active)],
+                    &args![du32, self.col, self.active],
                 )?;
-                let mut a = vec![Arg::U32(nu32), p(start), p(det)];
+                let mut a = Vec::from(args![nu32, start, det]);
                 a.extend(lbp);
-                a.extend([
-                    f(&self.mw),
-                    f(&self.a),
-                    f(&self.nu),
-                    f(&self.mu),
-                    f(&self.col),
-                ]);
+                a.extend(args![self.mw, self.a, self.nu, self.mu, self.col]);
                 launch(s, k, "gj_mu", over_n, blk, &a)?;
-                let mut a = vec![Arg::U32(nu32), p(start), p(det)];
+                let mut a = Vec::from(args![nu32, start, det]);
                 a.extend(lbp);
-                a.extend([f(&self.mu), f(&self.col), f(&self.nu), cch]);
+                a.extend(args![self.mu, self.col, self.nu, cch]);
                 launch(s, k, "gj_nu", over_n, blk, &a)?;
                 launch(
                     s,
@@ -295,7 +280,7 @@ impl GpuJpda {
                     "gj_check",
                     grid_for(n / 2 + 1, BLOCK),
                     blk,
-                    &[p(&g.counters), p(&self.clbp), cch, p(&self.active)],
+                    &args![g.counters, self.clbp, cch, self.active],
                 )?;
                 dtoh(
                     s,
@@ -310,9 +295,9 @@ impl GpuJpda {
                 }
             }
             self.stats.rounds = rounds;
-            let mut a = vec![Arg::U32(nu32), p(start)];
+            let mut a = Vec::from(args![nu32, start]);
             a.extend(lbp);
-            a.extend([f(&self.mw), f(&self.a), f(&self.nu), f(beta0), f(beta)]);
+            a.extend(args![self.mw, self.a, self.nu, beta0, beta]);
             launch(s, k, "gj_final", over_n, blk, &a)?;
             cuda::sync(s, "GPU JPDA marginals")
         })

@@ -43,6 +43,7 @@ use super::super::tracks::Tracks;
 use super::super::{Assoc, Status, Timing, TrackerConfig};
 use super::assign::GpuGnn;
 use super::jpda::GpuJpda;
+use crate::cuda::args;
 use crate::cuda::{
     as_bytes, ck, dtoh, grid_for, htod, launch, sync, Arg, DevBuf, Gpu, Module, Pinned,
 };
@@ -281,7 +282,7 @@ impl GpuTracker {
                 "tk_scan_tiles",
                 (tiles as u32, 1, 1),
                 b,
-                &[Arg::Ptr(a), Arg::U64(len as u64), self.sums.ptr()],
+                &args![Arg::Ptr(a), len as u64, self.sums.ptr()],
             )?;
         }
         launch(
@@ -290,7 +291,7 @@ impl GpuTracker {
             "tk_scan_sums",
             (1, 1, 1),
             b,
-            &[self.sums.ptr(), Arg::I32(tiles as i32)],
+            &args![self.sums.ptr(), tiles as i32],
         )?;
         launch(
             s,
@@ -298,12 +299,7 @@ impl GpuTracker {
             "tk_scan_apply",
             (tiles.max(1) as u32, 1, 1),
             b,
-            &[
-                Arg::Ptr(a),
-                Arg::U64(len as u64),
-                self.sums.ptr(),
-                Arg::I32(tiles as i32),
-            ],
+            &args![Arg::Ptr(a), len as u64, self.sums.ptr(), tiles as i32],
         )
     }
 
@@ -426,18 +422,18 @@ impl GpuTracker {
             self.go(
                 "tk_predict",
                 n,
-                &[
+                &args![
                     Arg::Bytes(as_bytes(&self.params)),
-                    Arg::I32(n as i32),
-                    Arg::U64(cur_cap),
-                    Arg::Ptr(self.cur.x.ptr()),
-                    Arg::Ptr(self.cur.p.ptr()),
+                    n as i32,
+                    cur_cap,
+                    self.cur.x,
+                    self.cur.p,
                     self.zhat.ptr(),
                     self.lf.ptr(),
                     self.hld.ptr(),
                     Arg::F64(self.gamma),
-                    Arg::Ptr(self.scratch.ptr()),
-                    Arg::Ptr(self.err.ptr()),
+                    self.scratch,
+                    self.err
                 ],
             )?;
         }
@@ -448,11 +444,7 @@ impl GpuTracker {
             self.go(
                 "tk_bounds",
                 ndet,
-                &[
-                    Arg::I32(ndet as i32),
-                    self.z.ptr(),
-                    Arg::Ptr(self.scratch.ptr()),
-                ],
+                &args![ndet as i32, self.z.ptr(), self.scratch],
             )?;
             launch(
                 &s,
@@ -460,11 +452,7 @@ impl GpuTracker {
                 "tk_grid_setup",
                 (1, 1, 1),
                 (1, 1, 1),
-                &[
-                    Arg::I32(ndet as i32),
-                    Arg::I32(n as i32),
-                    Arg::Ptr(self.scratch.ptr()),
-                ],
+                &args![ndet as i32, n as i32, self.scratch],
             )?;
             memset(
                 &s,
@@ -476,13 +464,13 @@ impl GpuTracker {
             self.go(
                 "tk_cells",
                 ndet,
-                &[
-                    Arg::I32(ndet as i32),
+                &args![
+                    ndet as i32,
                     self.z.ptr(),
-                    Arg::Ptr(self.scratch.ptr()),
+                    self.scratch,
                     self.cstart.ptr(),
                     self.cell.ptr(),
-                    self.rank.ptr(),
+                    self.rank.ptr()
                 ],
             )?;
             self.scan(self.cstart.buf.ptr(), ncap)?;
@@ -490,14 +478,14 @@ impl GpuTracker {
             self.go(
                 "tk_scatter",
                 ndet,
-                &[
-                    Arg::I32(ndet as i32),
+                &args![
+                    ndet as i32,
                     self.z.ptr(),
                     self.cell.ptr(),
                     self.rank.ptr(),
                     self.cstart.ptr(),
                     self.order.ptr(),
-                    self.zs.ptr(),
+                    self.zs.ptr()
                 ],
             )?;
             self.stage(1, n, ndet, 2)?;
@@ -514,25 +502,25 @@ impl GpuTracker {
         self.go(
             "tk_update",
             n.max(ndet),
-            &[
+            &args![
                 Arg::Bytes(as_bytes(&self.params)),
                 Arg::Bytes(&self.life),
-                Arg::I32(n as i32),
-                Arg::I32(ndet as i32),
-                Arg::U64(cur_cap),
-                Arg::Ptr(self.cur.x.ptr()),
-                Arg::Ptr(self.cur.p.ptr()),
-                Arg::Ptr(self.cur.status.ptr()),
-                Arg::Ptr(self.cur.age.ptr()),
-                Arg::Ptr(self.cur.hits.ptr()),
-                Arg::Ptr(self.cur.misses.ptr()),
+                n as i32,
+                ndet as i32,
+                cur_cap,
+                self.cur.x,
+                self.cur.p,
+                self.cur.status,
+                self.cur.age,
+                self.cur.hits,
+                self.cur.misses,
                 self.pick1.ptr(),
                 self.pick2.ptr(),
                 self.z.ptr(),
                 self.claimed.ptr(),
                 self.flags.ptr(),
-                Arg::Ptr(self.err.ptr()),
-                Arg::I32(i32::from(self.jpda.is_some())),
+                self.err,
+                i32::from(self.jpda.is_some())
             ],
         )?;
         self.record(6)?;
@@ -552,29 +540,29 @@ impl GpuTracker {
         self.go(
             "tk_compact",
             n + ndet,
-            &[
+            &args![
                 Arg::Bytes(as_bytes(&self.birth)),
-                Arg::I32(n as i32),
-                Arg::I32(ndet as i32),
-                Arg::U64(cur_cap),
-                Arg::U64(o.cap as u64),
+                n as i32,
+                ndet as i32,
+                cur_cap,
+                o.cap as u64,
                 self.flags.ptr(),
-                Arg::Ptr(c.x.ptr()),
-                Arg::Ptr(c.p.ptr()),
-                Arg::Ptr(c.id.ptr()),
-                Arg::Ptr(c.status.ptr()),
-                Arg::Ptr(c.age.ptr()),
-                Arg::Ptr(c.hits.ptr()),
-                Arg::Ptr(c.misses.ptr()),
-                Arg::Ptr(o.x.ptr()),
-                Arg::Ptr(o.p.ptr()),
-                Arg::Ptr(o.id.ptr()),
-                Arg::Ptr(o.status.ptr()),
-                Arg::Ptr(o.age.ptr()),
-                Arg::Ptr(o.hits.ptr()),
-                Arg::Ptr(o.misses.ptr()),
+                c.x,
+                c.p,
+                c.id,
+                c.status,
+                c.age,
+                c.hits,
+                c.misses,
+                o.x,
+                o.p,
+                o.id,
+                o.status,
+                o.age,
+                o.hits,
+                o.misses,
                 self.z.ptr(),
-                Arg::U64(self.next_id),
+                self.next_id
             ],
         )?;
         self.record(7)?;

@@ -129,7 +129,7 @@ impl<D: GpuReal> Share<D> {
         }
         for b in outs {
             let n = b.len() as i64;
-            launch!(k, s, "poison", n as usize, b, &n);
+            launch!(k, s, "poison", n as usize, [b, &n]);
         }
         Ok(())
     }
@@ -149,34 +149,7 @@ impl<D: GpuReal> Share<D> {
             s,
             "pf_reduce_at",
             (self.nc, nb),
-            &self.dm.steps,
-            &self.dm.varying,
-            &self.dm.prior,
-            &self.z,
-            &ta,
-            &first,
-            &n,
-            &kk,
-            &mut self.tot
-        );
-        scan(g, k, "pf", fe, &mut self.tot, self.nc, nb, alg, false)?;
-        let last = nc - 1;
-        launch!(
-            k,
-            s,
-            "fe_pick",
-            (1, nb),
-            &self.tot,
-            &nc,
-            &last,
-            &mut self.pick
-        );
-        if tf {
-            launch!(
-                k,
-                s,
-                "tf_reduce_at",
-                (self.nc, nb),
+            [
                 &self.dm.steps,
                 &self.dm.varying,
                 &self.dm.prior,
@@ -185,7 +158,35 @@ impl<D: GpuReal> Share<D> {
                 &first,
                 &n,
                 &kk,
-                &mut self.btot
+                &mut self.tot
+            ]
+        );
+        scan(g, k, "pf", fe, &mut self.tot, self.nc, nb, alg, false)?;
+        let last = nc - 1;
+        launch!(
+            k,
+            s,
+            "fe_pick",
+            (1, nb),
+            [&self.tot, &nc, &last, &mut self.pick]
+        );
+        if tf {
+            launch!(
+                k,
+                s,
+                "tf_reduce_at",
+                (self.nc, nb),
+                [
+                    &self.dm.steps,
+                    &self.dm.varying,
+                    &self.dm.prior,
+                    &self.z,
+                    &ta,
+                    &first,
+                    &n,
+                    &kk,
+                    &mut self.btot
+                ]
             );
             scan(g, k, "pf", fe, &mut self.btot, self.nc, nb, alg, true)?;
             let zero = 0i64;
@@ -194,10 +195,7 @@ impl<D: GpuReal> Share<D> {
                 s,
                 "fe_pick",
                 (1, nb),
-                &self.btot,
-                &nc,
-                &zero,
-                &mut self.bpick
+                [&self.btot, &nc, &zero, &mut self.bpick]
             );
         }
         Ok(())
@@ -250,20 +248,22 @@ impl<D: GpuReal> Share<D> {
             s,
             "pf_sweep_at",
             (self.nc, nb),
-            &self.tot,
-            &self.carry,
-            &hf,
-            &self.dm.steps,
-            &self.dm.varying,
-            &self.dm.prior,
-            &self.z,
-            &ta,
-            &first,
-            &n,
-            &kk,
-            &mut self.mean,
-            &mut self.cov,
-            &mut self.ll
+            [
+                &self.tot,
+                &self.carry,
+                &hf,
+                &self.dm.steps,
+                &self.dm.varying,
+                &self.dm.prior,
+                &self.z,
+                &ta,
+                &first,
+                &n,
+                &kk,
+                &mut self.mean,
+                &mut self.cov,
+                &mut self.ll
+            ]
         );
         if tf {
             launch!(
@@ -271,21 +271,23 @@ impl<D: GpuReal> Share<D> {
                 s,
                 "tf_sweep_at",
                 (self.nc, nb),
-                &self.btot,
-                &self.bcarry,
-                &hb,
-                &self.dm.steps,
-                &self.dm.varying,
-                &self.dm.prior,
-                &self.z,
-                &self.mean,
-                &self.cov,
-                &ta,
-                &first,
-                &n,
-                &kk,
-                &mut self.smean,
-                &mut self.scov
+                [
+                    &self.btot,
+                    &self.bcarry,
+                    &hb,
+                    &self.dm.steps,
+                    &self.dm.varying,
+                    &self.dm.prior,
+                    &self.z,
+                    &self.mean,
+                    &self.cov,
+                    &ta,
+                    &first,
+                    &n,
+                    &kk,
+                    &mut self.smean,
+                    &mut self.scov
+                ]
             );
         }
         Ok(())

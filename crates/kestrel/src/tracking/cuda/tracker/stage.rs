@@ -4,6 +4,7 @@
 use super::super::super::associate::{gnn_costs, jpda_weights, EXACT_EVENTS};
 use super::super::super::JpdaMarginals;
 use super::GpuTracker;
+use crate::cuda::args;
 use crate::cuda::{as_bytes, Arg};
 use crate::error::Result;
 
@@ -19,15 +20,15 @@ impl GpuTracker {
             self.claimed.ptr()
         };
         let gate_args = |fill: i32, this: &Self| -> Vec<Arg<'static>> {
-            vec![
-                Arg::I32(n as i32),
-                Arg::I32(want),
-                Arg::Ptr(this.cur.status.ptr()),
+            Vec::from(args![
+                n as i32,
+                want,
+                this.cur.status,
                 this.zhat.ptr(),
                 this.lf.ptr(),
                 this.hld.ptr(),
                 Arg::F64(this.gamma),
-                Arg::Ptr(this.scratch.ptr()),
+                this.scratch,
                 this.cstart.ptr(),
                 this.order.ptr(),
                 this.zs.ptr(),
@@ -35,8 +36,8 @@ impl GpuTracker {
                 this.rows.ptr(),
                 this.det.ptr(),
                 this.ll.ptr(),
-                Arg::I32(fill),
-            ]
+                fill
+            ])
         };
         self.go("tk_gate", n, &gate_args(0, self))?;
         self.scan(self.rows.buf.ptr(), n)?;
@@ -71,7 +72,7 @@ impl GpuTracker {
         self.go(
             "tk_claim",
             n,
-            &[Arg::I32(n as i32), pick.ptr(), self.claimed.ptr()],
+            &args![n as i32, pick.ptr(), self.claimed.ptr()],
         )?;
         self.record(ev + 1)?;
         Ok(())
@@ -110,13 +111,13 @@ impl GpuTracker {
         self.go(
             "tk_pda",
             n,
-            &[
+            &args![
                 Arg::Bytes(as_bytes(&self.params)),
-                Arg::I32(n as i32),
-                Arg::U64(self.cur.cap as u64),
-                Arg::Ptr(self.cur.x.ptr()),
-                Arg::Ptr(self.cur.p.ptr()),
-                Arg::Ptr(self.cur.status.ptr()),
+                n as i32,
+                self.cur.cap as u64,
+                self.cur.x,
+                self.cur.p,
+                self.cur.status,
                 self.rows.ptr(),
                 self.det.ptr(),
                 self.beta.ptr(),
@@ -124,7 +125,7 @@ impl GpuTracker {
                 self.z.ptr(),
                 self.pick1.ptr(),
                 self.claimed.ptr(),
-                Arg::Ptr(self.err.ptr()),
+                self.err
             ],
         )?;
         self.record(ev + 1)?;
