@@ -88,6 +88,62 @@ __device__ __forceinline__ void gram(const real* u, real* out) {
     }
 }
 
+// Small dense products in registers, row-major, each sum from its first value over l in
+// ascending order (the order the operators below had written out, so the same bits).
+// out (R x C) = A (R x K) B (K x C).
+template <int R, int K, int C>
+__device__ __forceinline__ void mat_ab(const real* a, const real* b, real* out) {
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+#pragma unroll
+        for (int c = 0; c < C; ++c) {
+            real v = 0;
+#pragma unroll
+            for (int l = 0; l < K; ++l) v += a[r * K + l] * b[l * C + c];
+            out[r * C + c] = v;
+        }
+    }
+}
+
+// out = init + A x (SUB: init - A x) for A (R x K); init null for 0.
+template <int R, int K, bool SUB = false>
+__device__ __forceinline__ void vec_ax(const real* a, const real* x, const real* init, real* out) {
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+        real v = init ? init[r] : (real)0;
+#pragma unroll
+        for (int l = 0; l < K; ++l) {
+            if (SUB) v -= a[r * K + l] * x[l];
+            else v += a[r * K + l] * x[l];
+        }
+        out[r] = v;
+    }
+}
+
+// out = init + A^T x for A (K x R); init null for 0.
+template <int R, int K>
+__device__ __forceinline__ void vec_atx(const real* a, const real* x, const real* init, real* out) {
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+        real v = init ? init[r] : (real)0;
+#pragma unroll
+        for (int l = 0; l < K; ++l) v += a[l * R + r] * x[l];
+        out[r] = v;
+    }
+}
+
+// The innovation e = z - d - H x of step model m (z - d first, then the products
+// subtracted in ascending order).
+__device__ __forceinline__ void q_residual(const StepQ& m, const real* zk, const real* x, real e[NY]) {
+#pragma unroll
+    for (int a = 0; a < NY; ++a) {
+        real v = zk[a] - m.d[a];
+#pragma unroll
+        for (int q = 0; q < NX; ++q) v -= m.H[a * NX + q] * x[q];
+        e[a] = v;
+    }
+}
+
 // ---- the square-root filtering operator (parallel/sqrt/mod.rs, SqrtFilterOp)
 struct SqrtFilterOp {
     typedef QE E;
@@ -154,48 +210,12 @@ struct SqrtFilterOp {
         }
         // T2 = A_j D; A = T2 A_i; b = T2 (b_i + U_i U_i^T eta_j) + b_j.
         real t2[NX2];
-#pragma unroll
-        for (int r = 0; r < NX; ++r) {
-#pragma unroll
-            for (int c = 0; c < NX; ++c) {
-                real v = 0;
-#pragma unroll
-                for (int l = 0; l < NX; ++l) v += ej.A[r * NX + l] * D[l * NX + c];
-                t2[r * NX + c] = v;
-            }
-        }
-#pragma unroll
-        for (int r = 0; r < NX; ++r) {
-#pragma unroll
-            for (int c = 0; c < NX; ++c) {
-                real v = 0;
-#pragma unroll
-                for (int l = 0; l < NX; ++l) v += t2[r * NX + l] * ei.A[l * NX + c];
-                o.A[r * NX + c] = v;
-            }
-        }
+        mat_ab<NX, NX, NX>(ej.A, D, t2);
+        mat_ab<NX, NX, NX>(t2, ei.A, o.A);
         real v1[NX], v2[NX];
-#pragma unroll
-        for (int r = 0; r < NX; ++r) {
-            real v = 0;
-#pragma unroll
-            for (int l = 0; l < NX; ++l) v += ei.U[l * NX + r] * ej.eta[l];
-            v1[r] = v;
-        }
-#pragma unroll
-        for (int r = 0; r < NX; ++r) {
-            real v = ei.b[r];
-#pragma unroll
-            for (int l = 0; l < NX; ++l) v += ei.U[r * NX + l] * v1[l];
-            v2[r] = v;
-        }
-#pragma unroll
-        for (int r = 0; r < NX; ++r) {
-            real v = ej.b[r];
-#pragma unroll
-            for (int l = 0; l < NX; ++l) v += t2[r * NX + l] * v2[l];
-            o.b[r] = v;
-        }
+        vec_atx<NX, NX>(ei.U, ej.eta, nullptr, v1);
+        vec_ax<NX, NX>(ei.U, v1, ei.b, v2);
+        vec_ax<NX, NX>(t2, v2, ej.b, o.b);
         // U = tria [A_j Y | U_j].
         real wide[NX * M];
 #pragma unroll
@@ -211,34 +231,10 @@ struct SqrtFilterOp {
         }
         tria<NX, M>(wide, o.U);
         // eta = A_i^T D^T (eta_j - Z_j Z_j^T b_i) + eta_i.
-#pragma unroll
-        for (int r = 0; r < NX; ++r) {
-            real v = 0;
-#pragma unroll
-            for (int l = 0; l < NX; ++l) v += ej.Z[l * NX + r] * ei.b[l];
-            v1[r] = v;
-        }
-#pragma unroll
-        for (int r = 0; r < NX; ++r) {
-            real v = ej.eta[r];
-#pragma unroll
-            for (int l = 0; l < NX; ++l) v -= ej.Z[r * NX + l] * v1[l];
-            v2[r] = v;
-        }
-#pragma unroll
-        for (int r = 0; r < NX; ++r) {
-            real v = 0;
-#pragma unroll
-            for (int l = 0; l < NX; ++l) v += D[l * NX + r] * v2[l];
-            v1[r] = v;
-        }
-#pragma unroll
-        for (int r = 0; r < NX; ++r) {
-            real v = ei.eta[r];
-#pragma unroll
-            for (int l = 0; l < NX; ++l) v += ei.A[l * NX + r] * v1[l];
-            o.eta[r] = v;
-        }
+        vec_atx<NX, NX>(ej.Z, ei.b, nullptr, v1);
+        vec_ax<NX, NX, true>(ej.Z, v1, ej.eta, v2);
+        vec_atx<NX, NX>(D, v2, nullptr, v1);
+        vec_atx<NX, NX>(ei.A, v1, ei.eta, o.eta);
         // Z = tria [A_i^T X22 | Z_i].
 #pragma unroll
         for (int r = 0; r < NX; ++r) {
@@ -266,20 +262,8 @@ struct SqrtSmoothOp {
     }
     static __device__ __forceinline__ void combine(const E& ei, const E& ej, E& o) {
         const int M = 2 * NX;
-#pragma unroll
-        for (int r = 0; r < NX; ++r) {
-            real v = ei.g[r];
-#pragma unroll
-            for (int l = 0; l < NX; ++l) v += ei.E[r * NX + l] * ej.g[l];
-            o.g[r] = v;
-#pragma unroll
-            for (int c = 0; c < NX; ++c) {
-                real e = 0;
-#pragma unroll
-                for (int l = 0; l < NX; ++l) e += ei.E[r * NX + l] * ej.E[l * NX + c];
-                o.E[r * NX + c] = e;
-            }
-        }
+        vec_ax<NX, NX>(ei.E, ej.g, ei.g, o.g);
+        mat_ab<NX, NX, NX>(ei.E, ej.E, o.E);
         real wide[NX * M];
 #pragma unroll
         for (int r = 0; r < NX; ++r) {
@@ -360,13 +344,7 @@ __device__ __forceinline__ void qf_element(const StepQ* st, int varying, const r
 #pragma unroll
         for (int i = 0; i < NX2; ++i) L[i] = lp0[i];
         if (!q_update_factors(m, L, tri, K)) { SqrtFilterOp::nan_out(o); return; }
-#pragma unroll
-        for (int a = 0; a < NY; ++a) {
-            real v = zk[a] - m.d[a];
-#pragma unroll
-            for (int q = 0; q < NX; ++q) v -= m.H[a * NX + q] * x0[q];
-            e[a] = v;
-        }
+        q_residual(m, zk, x0, e);
 #pragma unroll
         for (int r = 0; r < NX; ++r) {
             real v = x0[r];
@@ -394,11 +372,8 @@ __device__ __forceinline__ void qf_element(const StepQ* st, int varying, const r
             for (int l = 0; l < NX; ++l) v += m.H[a * NX + l] * m.F[l * NX + c];
             hf[a * NX + c] = v;
         }
-        real v = zk[a] - m.d[a];
-#pragma unroll
-        for (int q = 0; q < NX; ++q) v -= m.H[a * NX + q] * m.u[q];
-        e[a] = v;
     }
+    q_residual(m, zk, m.u, e);
 #pragma unroll
     for (int r = 0; r < NX; ++r) {
         real v = m.u[r];
@@ -523,13 +498,7 @@ extern "C" __global__ void qf_extract(const QE* el, const StepQ* st, int varying
     }
     real tri[NY * NY], e[NY];
     tria<NY, W>(psi, tri);
-#pragma unroll
-    for (int a = 0; a < NY; ++a) {
-        real v = zk[a] - m.d[a];
-#pragma unroll
-        for (int q = 0; q < NX; ++q) v -= m.H[a * NX + q] * xp[q];
-        e[a] = v;
-    }
+    q_residual(m, zk, xp, e);
     real logdet = 0, maha = 0;
 #pragma unroll
     for (int i = 0; i < NY; ++i) {
@@ -598,19 +567,10 @@ __device__ __forceinline__ void qs_element(const StepQ* st, int varying, const r
         }
     }
     real xp[NX];
-#pragma unroll
-    for (int c = 0; c < NX; ++c) {
-        real v = m.u[c];
-#pragma unroll
-        for (int l = 0; l < NX; ++l) v += m.F[c * NX + l] * x[l];
-        xp[c] = v;
-    }
+    vec_ax<NX, NX>(m.F, x, m.u, xp);
+    vec_ax<NX, NX, true>(o.E, xp, x, o.g);
 #pragma unroll
     for (int r = 0; r < NX; ++r) {
-        real v = x[r];
-#pragma unroll
-        for (int c = 0; c < NX; ++c) v -= o.E[r * NX + c] * xp[c];
-        o.g[r] = v;
 #pragma unroll
         for (int c = 0; c < NX; ++c) o.D[r * NX + c] = tri[(NX + r) * M + NX + c];
     }

@@ -61,13 +61,7 @@ __device__ __forceinline__ real q_kf_step(real x[NX], real U[NX2], const StepQ& 
         for (int i = 0; i < NX; ++i) x[i] = nanv();
         return nanv();
     }
-#pragma unroll
-    for (int a = 0; a < NY; ++a) {
-        real v = zk[a] - m.d[a];
-#pragma unroll
-        for (int q = 0; q < NX; ++q) v -= m.H[a * NX + q] * x[q];
-        e[a] = v;
-    }
+    q_residual(m, zk, x, e);
 #pragma unroll
     for (int r = 0; r < NX; ++r) {
         real v = x[r];
