@@ -314,6 +314,52 @@ impl<D: GpuReal> GroupBufs<D> {
         Ok(())
     }
 
+    /// The filtering elements of operator `op` (`pf`, `qf`: `{op}_build`) built, scanned
+    /// with `alg` and read out (`{op}_extract`) into the filtered moments and per-step
+    /// log-likelihoods; `shift`: the two-filter smoother's copy of the elements is made
+    /// between the build and the scan (`tf_shift`).
+    pub(super) fn filter_pass(
+        &mut self,
+        g: &Gpu,
+        k: &Arc<Kernels>,
+        m: &DevModel<D>,
+        op: &str,
+        alg: ScanAlgorithm,
+        shift: bool,
+    ) -> Result<()> {
+        let s = &g.stream;
+        let (t, tt, nb, nx) = (self.t, self.t as i64, self.nb, m.nx);
+        launch!(
+            k,
+            s,
+            &format!("{op}_build"),
+            (t, nb),
+            [&m.steps, &m.varying, &m.prior, &self.z, &tt, &mut self.el]
+        );
+        if shift {
+            launch!(k, s, "tf_shift", (t, nb), [&self.el, &mut self.back, &tt]);
+        }
+        scan(g, k, op, fe_len(nx), &mut self.el, t, nb, alg, false)?;
+        launch!(
+            k,
+            s,
+            &format!("{op}_extract"),
+            (t, nb),
+            [
+                &self.el,
+                &m.steps,
+                &m.varying,
+                &m.prior,
+                &self.z,
+                &tt,
+                &mut self.mean,
+                &mut self.cov,
+                &mut self.ll
+            ]
+        );
+        Ok(())
+    }
+
     /// Launches `method` for every track of the group (asynchronously on the device's
     /// stream): each kernel once for the whole group, each scan level once.
     pub fn run(
@@ -395,34 +441,7 @@ impl<D: GpuReal> GroupBufs<D> {
             return self.run_fused(g, k, m, method);
         }
         if !method.retrodicts() {
-            launch!(
-                k,
-                s,
-                "pf_build",
-                (t, nb),
-                [&m.steps, &m.varying, &m.prior, &self.z, &tt, &mut self.el]
-            );
-            if method == Method::TwoFilter {
-                launch!(k, s, "tf_shift", (t, nb), [&self.el, &mut self.back, &tt]);
-            }
-            scan(g, k, "pf", fe_len(nx), &mut self.el, t, nb, alg, false)?;
-            launch!(
-                k,
-                s,
-                "pf_extract",
-                (t, nb),
-                [
-                    &self.el,
-                    &m.steps,
-                    &m.varying,
-                    &m.prior,
-                    &self.z,
-                    &tt,
-                    &mut self.mean,
-                    &mut self.cov,
-                    &mut self.ll
-                ]
-            );
+            self.filter_pass(g, k, m, "pf", alg, method == Method::TwoFilter)?;
         }
         match method {
             Method::Rts | Method::Retrodict => {

@@ -74,31 +74,7 @@ impl<D: GpuReal> GroupBufs<D> {
     ) -> Result<()> {
         let s = &g.stream;
         let (t, tt, nb, nx) = (self.t, self.t as i64, self.nb, m.nx);
-        launch!(
-            k,
-            s,
-            "qf_build",
-            (t, nb),
-            [&m.steps, &m.varying, &m.prior, &self.z, &tt, &mut self.el]
-        );
-        scan(g, k, "qf", fe_len(nx), &mut self.el, t, nb, alg, false)?;
-        launch!(
-            k,
-            s,
-            "qf_extract",
-            (t, nb),
-            [
-                &self.el,
-                &m.steps,
-                &m.varying,
-                &m.prior,
-                &self.z,
-                &tt,
-                &mut self.mean,
-                &mut self.cov,
-                &mut self.ll
-            ]
-        );
+        self.filter_pass(g, k, m, "qf", alg, false)?;
         if method == Method::SqrtRts {
             launch!(
                 k,

@@ -161,6 +161,57 @@ __device__ __forceinline__ void ltsolve(const real L[N * N], real B[N * W]) {
     }
 }
 
+// The solve shared by the filtering operator and its (eta, J) part: N = M^T = I + J_j C_i
+// and, row r of B (W columns), the right-hand sides [A_j^T (FULL only) | eta_j - J_j b_i |
+// J_j A_i], the column of eta_j - J_j b_i at E0 = NX (FULL) or 0; solved in place
+// (elimination treats each right-hand column alone, so the layout changes no bits).
+// False where M is singular.
+template <bool FULL>
+__device__ __forceinline__ bool filter_solve(const FE& ei, const FE& ej, real* B) {
+    const int W = FULL ? 2 * NX + 1 : NX + 1;
+    const int E0 = FULL ? NX : 0;
+    real N[NX2];
+#pragma unroll
+    for (int r = 0; r < NX; ++r) {
+#pragma unroll
+        for (int c = 0; c < NX; ++c) {
+            real s = (r == c) ? (real)1 : (real)0;
+            real t = 0;
+#pragma unroll
+            for (int l = 0; l < NX; ++l) { s += ej.J[r * NX + l] * ei.C[l * NX + c]; t += ej.J[r * NX + l] * ei.A[l * NX + c]; }
+            N[r * NX + c] = s;
+            if (FULL) B[r * W + c] = ej.A[c * NX + r];
+            B[r * W + E0 + 1 + c] = t;
+        }
+        real e = ej.eta[r];
+#pragma unroll
+        for (int l = 0; l < NX; ++l) e -= ej.J[r * NX + l] * ei.b[l];
+        B[r * W + E0] = e;
+    }
+    return solve_nx<W>(N, B);
+}
+
+// o's (eta, J) from a solved B of filter_solve (W columns, eta_j's column at E0):
+// J = A_i^T M^{-T} J_j A_i symmetrised + J_i, eta = A_i^T M^{-T} (eta_j - J_j b_i) + eta_i.
+template <int W, int E0>
+__device__ __forceinline__ void filter_info_out(const FE& ei, const real* B, FE& o) {
+#pragma unroll
+    for (int r = 0; r < NX; ++r) {
+#pragma unroll
+        for (int c = 0; c <= r; ++c) {
+            real s3 = 0, s4 = 0;
+#pragma unroll
+            for (int l = 0; l < NX; ++l) { s3 += ei.A[l * NX + r] * B[l * W + E0 + 1 + c]; s4 += ei.A[l * NX + c] * B[l * W + E0 + 1 + r]; }
+            real jj = (real)0.5 * (s3 + s4) + (real)0.5 * (ei.J[r * NX + c] + ei.J[c * NX + r]);
+            o.J[r * NX + c] = jj; o.J[c * NX + r] = jj;
+        }
+        real se = ei.eta[r];
+#pragma unroll
+        for (int l = 0; l < NX; ++l) se += ei.A[l * NX + r] * B[l * W + E0];
+        o.eta[r] = se;
+    }
+}
+
 // ---- the filtering operator (Lemma 3), identity (I, 0, 0, 0, 0)
 struct FilterOp {
     typedef FE E;
@@ -174,26 +225,8 @@ struct FilterOp {
     // operator, parallel/filtering.rs).
     static __device__ __forceinline__ void combine(const E& ei, const E& ej, E& o) {
         const int W = 2 * NX + 1;
-        real N[NX2];
         real B[NX * W];
-#pragma unroll
-        for (int r = 0; r < NX; ++r) {
-#pragma unroll
-            for (int c = 0; c < NX; ++c) {
-                real s = (r == c) ? (real)1 : (real)0;
-                real t = 0;
-#pragma unroll
-                for (int l = 0; l < NX; ++l) { s += ej.J[r * NX + l] * ei.C[l * NX + c]; t += ej.J[r * NX + l] * ei.A[l * NX + c]; }
-                N[r * NX + c] = s;
-                B[r * W + c] = ej.A[c * NX + r];
-                B[r * W + NX + 1 + c] = t;
-            }
-            real e = ej.eta[r];
-#pragma unroll
-            for (int l = 0; l < NX; ++l) e -= ej.J[r * NX + l] * ei.b[l];
-            B[r * W + NX] = e;
-        }
-        if (!solve_nx<W>(N, B)) {
+        if (!filter_solve<true>(ei, ej, B)) {
 #pragma unroll
             for (int i = 0; i < NX2; ++i) { o.A[i] = nanv(); o.C[i] = nanv(); o.J[i] = nanv(); }
 #pragma unroll
@@ -228,74 +261,35 @@ struct FilterOp {
         for (int r = 0; r < NX; ++r) {
 #pragma unroll
             for (int c = 0; c <= r; ++c) {
-                real s1 = 0, s2 = 0, s3 = 0, s4 = 0;
+                real s1 = 0, s2 = 0;
 #pragma unroll
                 for (int l = 0; l < NX; ++l) {
                     s1 += T2[r * NX + l] * ej.A[c * NX + l];
                     s2 += T2[c * NX + l] * ej.A[r * NX + l];
-                    s3 += ei.A[l * NX + r] * B[l * W + NX + 1 + c];
-                    s4 += ei.A[l * NX + c] * B[l * W + NX + 1 + r];
                 }
                 real cc = (real)0.5 * (s1 + s2) + (real)0.5 * (ej.C[r * NX + c] + ej.C[c * NX + r]);
-                real jj = (real)0.5 * (s3 + s4) + (real)0.5 * (ei.J[r * NX + c] + ei.J[c * NX + r]);
                 o.C[r * NX + c] = cc; o.C[c * NX + r] = cc;
-                o.J[r * NX + c] = jj; o.J[c * NX + r] = jj;
             }
-            real se = ei.eta[r];
-#pragma unroll
-            for (int l = 0; l < NX; ++l) se += ei.A[l * NX + r] * B[l * W + NX];
-            o.eta[r] = se;
         }
+        filter_info_out<W, NX>(ei, B, o);
     }
 };
 
 // The (eta, J) of ei x ej alone, which depend on ej's (eta, J) and not on its (A, b, C):
 // the backward sweep of the two-filter smoother carries nothing else. The same solve as
-// FilterOp::combine restricted to its last NX + 1 columns (elimination treats each
-// right-hand column alone); o's A, b and C are not written. o may be ej (ej is read in
-// full before o is written).
+// FilterOp::combine restricted to its last NX + 1 columns; o's A, b and C are not
+// written. o may be ej (ej is read in full before o is written).
 __device__ __forceinline__ void filter_combine_info(const FE& ei, const FE& ej, FE& o) {
     const int W = NX + 1;
-    real N[NX2];
     real B[NX * W];
-#pragma unroll
-    for (int r = 0; r < NX; ++r) {
-#pragma unroll
-        for (int c = 0; c < NX; ++c) {
-            real s = (r == c) ? (real)1 : (real)0;
-            real t = 0;
-#pragma unroll
-            for (int l = 0; l < NX; ++l) { s += ej.J[r * NX + l] * ei.C[l * NX + c]; t += ej.J[r * NX + l] * ei.A[l * NX + c]; }
-            N[r * NX + c] = s;
-            B[r * W + 1 + c] = t;
-        }
-        real e = ej.eta[r];
-#pragma unroll
-        for (int l = 0; l < NX; ++l) e -= ej.J[r * NX + l] * ei.b[l];
-        B[r * W] = e;
-    }
-    if (!solve_nx<W>(N, B)) {
+    if (!filter_solve<false>(ei, ej, B)) {
 #pragma unroll
         for (int i = 0; i < NX2; ++i) o.J[i] = nanv();
 #pragma unroll
         for (int i = 0; i < NX; ++i) o.eta[i] = nanv();
         return;
     }
-#pragma unroll
-    for (int r = 0; r < NX; ++r) {
-#pragma unroll
-        for (int c = 0; c <= r; ++c) {
-            real s3 = 0, s4 = 0;
-#pragma unroll
-            for (int l = 0; l < NX; ++l) { s3 += ei.A[l * NX + r] * B[l * W + 1 + c]; s4 += ei.A[l * NX + c] * B[l * W + 1 + r]; }
-            real jj = (real)0.5 * (s3 + s4) + (real)0.5 * (ei.J[r * NX + c] + ei.J[c * NX + r]);
-            o.J[r * NX + c] = jj; o.J[c * NX + r] = jj;
-        }
-        real se = ei.eta[r];
-#pragma unroll
-        for (int l = 0; l < NX; ++l) se += ei.A[l * NX + r] * B[l * W];
-        o.eta[r] = se;
-    }
+    filter_info_out<W, 0>(ei, B, o);
 }
 
 // ---- the smoothing operator (Lemma 4), identity (I, 0, 0)
