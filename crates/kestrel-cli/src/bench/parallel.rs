@@ -25,8 +25,39 @@ fn repeats(t: usize) -> (usize, usize) {
     }
 }
 
+/// The benchmark's series model of `t` steps (1000 distinct random steps, cycled) and the
+/// time-invariant model of its first step (what runs beyond 10^6 steps, to keep the host
+/// side small).
+fn paper_models(t: usize) -> anyhow::Result<(PaperModel, kestrel::Model)> {
+    let tv = PaperModel::new(NX, NY, t, 1000, 42);
+    let s0 = &tv.steps[0];
+    let inv = kestrel::Model::new(
+        s0.f.clone(),
+        s0.q.clone(),
+        s0.h.clone(),
+        s0.r.clone(),
+        tv.prior.x0.clone(),
+        tv.prior.p0.clone(),
+    )?
+    .with_offsets(s0.u.clone(), s0.d.clone())?;
+    Ok((tv, inv))
+}
+
+/// One simulated series of `t` steps from `model` and the CPU reference's filtered and
+/// smoothed estimates of it (the general path, in f64).
+fn series_and_reference(
+    model: &dyn kestrel::StateSpace,
+    t: usize,
+) -> anyhow::Result<(Measurements<f64>, Estimates<f64>, Estimates<f64>)> {
+    let z = kestrel::sim::simulate(model, 1, t, 7, 0.0)?.measurements;
+    let general = FilterOptions::default().with_force_general(true);
+    let rf = kestrel::filter(model, &z, &general)?.filtered;
+    let rs = kestrel::smooth_filtered(model, &rf)?;
+    Ok((z, rf, rs))
+}
+
 /// Largest per-step relative difference `||a_k - b_k||_inf / max(||b_k||_inf, 1e-3)`.
-fn rel_err<T: Real>(a: &[T], b: &[f64], per: usize) -> f64 {
+pub(super) fn rel_err<T: Real>(a: &[T], b: &[f64], per: usize) -> f64 {
     a.chunks(per)
         .zip(b.chunks(per))
         .map(|(x, y)| {
@@ -204,22 +235,10 @@ fn gpu(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
     for &t in lengths {
         // Time-varying (1000 distinct random steps, cycled) up to 10^6; beyond, the first
         // of them for every step (time-invariant), to keep the host side small.
-        let tv = PaperModel::new(NX, NY, t, 1000, 42);
-        let inv = kestrel::Model::new(
-            tv.steps[0].f.clone(),
-            tv.steps[0].q.clone(),
-            tv.steps[0].h.clone(),
-            tv.steps[0].r.clone(),
-            tv.prior.x0.clone(),
-            tv.prior.p0.clone(),
-        )?
-        .with_offsets(tv.steps[0].u.clone(), tv.steps[0].d.clone())?;
+        let (tv, inv) = paper_models(t)?;
         let big = t > 1_000_000;
         let model: &dyn kestrel::StateSpace = if big { &inv } else { &tv };
-        let z = kestrel::sim::simulate(model, 1, t, 7, 0.0)?.measurements;
-        let general = FilterOptions::default().with_force_general(true);
-        let rf = kestrel::filter(model, &z, &general)?.filtered;
-        let rs = kestrel::smooth_filtered(model, &rf)?;
+        let (z, rf, rs) = series_and_reference(model, t)?;
         let (w, n) = if t >= 1_000_000 { (1, 5) } else { (2, 10) };
         for prec in ["f32", "f64"] {
             if big && prec == "f64" {
@@ -459,22 +478,10 @@ fn multi_gpu(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
         &[1_000, 10_000, 100_000, 1_000_000, 10_000_000]
     };
     for &t in lengths {
-        let tv = PaperModel::new(NX, NY, t, 1000, 42);
-        let inv = kestrel::Model::new(
-            tv.steps[0].f.clone(),
-            tv.steps[0].q.clone(),
-            tv.steps[0].h.clone(),
-            tv.steps[0].r.clone(),
-            tv.prior.x0.clone(),
-            tv.prior.p0.clone(),
-        )?
-        .with_offsets(tv.steps[0].u.clone(), tv.steps[0].d.clone())?;
+        let (tv, inv) = paper_models(t)?;
         let big = t > 1_000_000;
         let model: &dyn kestrel::StateSpace = if big { &inv } else { &tv };
-        let z = kestrel::sim::simulate(model, 1, t, 7, 0.0)?.measurements;
-        let general = FilterOptions::default().with_force_general(true);
-        let rf = kestrel::filter(model, &z, &general)?.filtered;
-        let rs = kestrel::smooth_filtered(model, &rf)?;
+        let (z, rf, rs) = series_and_reference(model, t)?;
         let z32 = z.cast::<f32>();
         let alg = ScanAlgorithm::Fastest;
         for (mname, method) in [

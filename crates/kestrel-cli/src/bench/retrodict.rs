@@ -8,6 +8,7 @@
 //! speed-up of means only over the full path and the error against the CPU's smoothed
 //! means. One JSON line per measurement, then the table.
 
+use super::parallel::rel_err;
 use super::{time_runs, Record, Sink};
 use kestrel::parallel::{self, Moments};
 use kestrel::{Device, Estimates, Real, ScanAlgorithm};
@@ -15,20 +16,6 @@ use kestrel::{Device, Estimates, Real, ScanAlgorithm};
 const NX: usize = 4;
 const NY: usize = 2;
 
-fn rel_err<T: Real>(a: &[T], b: &[f64], per: usize) -> f64 {
-    a.chunks(per)
-        .zip(b.chunks(per))
-        .map(|(x, y)| {
-            let s = y.iter().fold(0.0f64, |m, v| m.max(v.abs())).max(1e-3);
-            x.iter()
-                .zip(y)
-                .fold(0.0f64, |m, (p, q)| m.max((p.to_f64() - q).abs()))
-                / s
-        })
-        .fold(0.0, f64::max)
-}
-
-/// Runs the benchmark; `quick` keeps sizes small.
 pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
     // A 2-D constant-velocity model (nx 4, ny 2): a batch of tracks, as a tracker stores
     // them.

@@ -366,14 +366,7 @@ fn run_typed<T: Real>(
 ) -> anyhow::Result<()> {
     let t0 = Instant::now();
     let progress = Progress::new("reading");
-    let z: Measurements<T> = io::read_measurements(&c.input)?;
-    io::check_measurement_dim(&c.input, &z, model.ny())?;
-    super::check_model_steps(
-        &c.model,
-        model,
-        &format!("{} has", c.input.display()),
-        z.steps(),
-    )?;
+    let z: Measurements<T> = super::read_for_model(&c.input, &c.model, model)?;
     z.require_data(&c.input.display().to_string())?;
     let t_read = t0.elapsed().as_secs_f64();
     progress.phase(match job {

@@ -99,14 +99,7 @@ fn run_typed<T: Real>(
 ) -> anyhow::Result<()> {
     let t0 = Instant::now();
     let progress = Progress::new("reading");
-    let z: Measurements<T> = io::read_measurements(&a.input)?;
-    io::check_measurement_dim(&a.input, &z, model.ny())?;
-    super::check_model_steps(
-        &a.model,
-        model,
-        &format!("{} has", a.input.display()),
-        z.steps(),
-    )?;
+    let z: Measurements<T> = super::read_for_model(&a.input, &a.model, model)?;
     kestrel::estimate::warn_if_large_for_f32(&z);
     z.require_data(&a.input.display().to_string())?;
     progress.phase("computing log-likelihoods");

@@ -129,6 +129,24 @@ pub fn load_any_linear_model(
     })
 }
 
+/// The measurements of `input` for `model` (read from the file at `model_path`): their
+/// components checked against the model's, and a time-varying model's steps against theirs.
+pub fn read_for_model<T: kestrel::Real>(
+    input: &std::path::Path,
+    model_path: &std::path::Path,
+    model: &kestrel::model::LinearModel,
+) -> anyhow::Result<kestrel::Measurements<T>> {
+    let z: kestrel::Measurements<T> = kestrel::io::read_measurements(input)?;
+    kestrel::io::check_measurement_dim(input, &z, model.ny())?;
+    check_model_steps(
+        model_path,
+        model,
+        &format!("{} has", input.display()),
+        z.steps(),
+    )?;
+    Ok(z)
+}
+
 /// A time-varying model must have matrices for every step of the data: an error naming
 /// the model file, its `.npz`, and both counts otherwise (`data` says who has the steps:
 /// "Z.npy has", "--steps asks for").
