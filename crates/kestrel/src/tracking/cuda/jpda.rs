@@ -6,7 +6,9 @@
 //! the rounding of `exp`); every larger cluster by loopy belief propagation over all
 //! their pairs at once, a round of four kernels, each cluster stopping after the round
 //! whose largest change of a message is below the host's 1e-13, as on the host (one
-//! read-back a round). Kernels:
+//! read-back a round); each detection's column summed in the host's order from a list of
+//! its pairs built once, so that the rounds, and the marginals, are the host's to the
+//! rounding of `exp` and the same from run to run. Kernels:
 //! `kernels/jpda.cu` after `kernels/assign.cu`.
 
 use super::super::associate::{jpda_weights, Weights};
@@ -24,7 +26,7 @@ pub const ENUMERATED_MAX_TRACKS: usize = 16;
 /// Rounds of belief propagation at most (the host's bound).
 const MAX_ROUNDS: usize = 500;
 const BLOCK: u32 = 128;
-const KERNELS: [&str; 15] = [
+const KERNELS: [&str; 19] = [
     "ga_init",
     "ga_owner",
     "ga_union",
@@ -35,8 +37,12 @@ const KERNELS: [&str; 15] = [
     "gj_single",
     "gj_init",
     "gj_classify",
-    "gj_clear",
+    "gj_dcount",
+    "gj_dplace",
+    "gj_dfill",
+    "gj_dsort",
     "gj_mu",
+    "gj_col",
     "gj_nu",
     "gj_check",
     "gj_final",
@@ -78,6 +84,12 @@ pub(crate) struct GpuJpda {
     nu: DevBuf<f64>,
     mu: DevBuf<f64>,
     col: DevBuf<f64>,
+    /// Each detection's pairs among the clusters propagated: how many, where its list
+    /// starts in `dp`, a fill count, and the lists (pair indices, ascending).
+    dn: DevBuf<u32>,
+    ds: DevBuf<u32>,
+    dfill: DevBuf<u32>,
+    dp: DevBuf<u32>,
     clbp: DevBuf<u32>,
     jc: DevBuf<u32>,
     cchange: DevBuf<u64>,
@@ -107,8 +119,12 @@ impl GpuJpda {
                 nu: DevBuf::new(gpu, 1, "JPDA messages to tracks")?,
                 mu: DevBuf::new(gpu, 1, "JPDA messages to detections")?,
                 col: DevBuf::new(gpu, 1, "JPDA detection sums")?,
+                dn: DevBuf::new(gpu, 1, "JPDA pairs of a detection")?,
+                ds: DevBuf::new(gpu, 1, "JPDA list starts")?,
+                dfill: DevBuf::new(gpu, 1, "JPDA list fills")?,
+                dp: DevBuf::new(gpu, 1, "JPDA detection lists")?,
                 clbp: DevBuf::new(gpu, 1, "JPDA cluster methods")?,
-                jc: DevBuf::new(gpu, 3, "JPDA counters")?,
+                jc: DevBuf::new(gpu, 4, "JPDA counters")?,
                 cchange: DevBuf::new(gpu, 1, "JPDA largest changes")?,
                 active: DevBuf::new(gpu, 1, "JPDA clusters going")?,
                 pick: DevBuf::new(gpu, 1, "JPDA scratch picks")?,
@@ -160,6 +176,10 @@ impl GpuJpda {
             grow(&gpu, &mut self.nu, m.max(1), "JPDA messages to tracks")?;
             grow(&gpu, &mut self.mu, m.max(1), "JPDA messages to detections")?;
             grow(&gpu, &mut self.col, ndet.max(1), "JPDA detection sums")?;
+            grow(&gpu, &mut self.dn, ndet.max(1), "JPDA pairs of a detection")?;
+            grow(&gpu, &mut self.ds, ndet.max(1), "JPDA list starts")?;
+            grow(&gpu, &mut self.dfill, ndet.max(1), "JPDA list fills")?;
+            grow(&gpu, &mut self.dp, m.max(1), "JPDA detection lists")?;
             // Every pair takes part: an infinite miss cost.
             self.gnn
                 .cluster(n, ndet, start, det, ll, 0.0, f64::INFINITY, &self.pick)?;
@@ -198,9 +218,9 @@ impl GpuJpda {
                 s,
                 k,
                 "gj_init",
-                grid_for(m.max(3), BLOCK),
+                grid_for(m.max(ndet).max(4), BLOCK),
                 blk,
-                &args![mu32, self.nu, self.jc],
+                &args![mu32, du32, self.nu, self.dn, self.jc],
             )?;
             launch(
                 s,
@@ -255,21 +275,54 @@ impl GpuJpda {
             }
             let lbp = [p(&g.parent), p(&g.size), p(&g.cid), p(&self.clbp)];
             let cch = Arg::Ptr(self.cchange.ptr());
+            let over_d = grid_for(ndet.max(1), BLOCK);
+            let mut a = Vec::from(args![nu32, start, det]);
+            a.extend(lbp);
+            a.push(Arg::Ptr(self.dn.ptr()));
+            launch(s, k, "gj_dcount", over_n, blk, &a)?;
+            launch(
+                s,
+                k,
+                "gj_dplace",
+                over_d,
+                blk,
+                &args![du32, self.dn, self.ds, self.dfill, self.jc],
+            )?;
+            let mut a = Vec::from(args![nu32, start, det]);
+            a.extend(lbp);
+            a.extend(args![self.ds, self.dfill, self.dp]);
+            launch(s, k, "gj_dfill", over_n, blk, &a)?;
+            launch(
+                s,
+                k,
+                "gj_dsort",
+                over_d,
+                blk,
+                &args![du32, self.dn, self.ds, self.dp],
+            )?;
             let mut rounds = 0;
             while rounds < MAX_ROUNDS {
                 rounds += 1;
+                let mut a = Vec::from(args![nu32, start, det]);
+                a.extend(lbp);
+                a.extend(args![self.mw, self.a, self.nu, self.mu]);
+                launch(s, k, "gj_mu", over_n, blk, &a)?;
                 launch(
                     s,
                     k,
-                    "gj_clear",
-                    grid_for(ndet.max(1), BLOCK),
+                    "gj_col",
+                    over_d,
                     blk,
-                    &args![du32, self.col, self.active],
+                    &args![
+                        du32,
+                        self.dn,
+                        self.ds,
+                        self.dp,
+                        self.mu,
+                        self.col,
+                        self.active
+                    ],
                 )?;
-                let mut a = Vec::from(args![nu32, start, det]);
-                a.extend(lbp);
-                a.extend(args![self.mw, self.a, self.nu, self.mu, self.col]);
-                launch(s, k, "gj_mu", over_n, blk, &a)?;
                 let mut a = Vec::from(args![nu32, start, det]);
                 a.extend(lbp);
                 a.extend(args![self.mu, self.col, self.nu, cch]);

@@ -12,7 +12,11 @@
 //               every event enumerated by this thread in the host's order (tracks
 //               ascending, "miss" then each free detection), the marginals summed in
 //               the same order; otherwise the cluster is flagged for belief propagation
-//   gj_clear, gj_mu, gj_nu, gj_check  (one round of loopy belief propagation over the
+//   gj_dcount, gj_dplace, gj_dfill, gj_dsort  (once, when a cluster is flagged) each
+//               detection's pairs among the flagged clusters, listed in ascending pair
+//               order: pairs are laid track after track, so this is the host's order of
+//               the rows (tracks ascending) that sum a detection's column
+//   gj_mu, gj_col, gj_nu, gj_check  (one round of loopy belief propagation over the
 //               pairs of every flagged cluster not yet converged, Williams & Lau 2014 as
 //               associate::jpda_lbp): a cluster stops, as on the host, after the round
 //               whose largest change of a message is below 1e-13; the launcher repeats
@@ -21,9 +25,11 @@
 //   gj_final    (a thread per flagged track) beta0 = m / s, beta_k = a_k nu_k / s
 //
 // Outputs: beta0 [n] (1 for a track without pairs) and beta [m] in the pairs' order.
-// The sums of belief propagation's column messages are atomic, so their order, and the
-// last bits of the result, vary from run to run; the enumeration is the host's to the
-// rounding of exp. clbp[c]: 0 enumerated, 1 propagating, 2 propagated and converged.
+// Every sum runs in the host's order with the host's roundings (products by __dmul_rn,
+// never fused into the sum they feed; a detection's column summed by one thread over its
+// pairs in ascending order), so both methods give the host's marginals to the rounding
+// of exp, the same bits from run to run. clbp[c]: 0 enumerated, 1 propagating, 2
+// propagated and converged.
 //
 // Defined by the launcher: GJ_MAXR (most tracks of an enumerated cluster).
 
@@ -60,7 +66,8 @@ extern "C" __global__ void gj_single(unsigned n, const unsigned* start, const un
 }
 
 // counters[0] clusters of two tracks or more (from ga_place); jc[0] enumerated clusters,
-// jc[1] clusters flagged for belief propagation, jc[2] their tracks.
+// jc[1] clusters flagged for belief propagation, jc[2] their tracks (jc[3]: gj_dplace's
+// running count of pairs).
 extern "C" __global__ void gj_classify(const unsigned* counters, const unsigned* cstart,
                                        const unsigned* csize, unsigned* member,
                                        const unsigned* start, const unsigned* det,
@@ -164,34 +171,89 @@ __device__ __forceinline__ unsigned gj_state(unsigned i, const unsigned* start,
     return size[r] >= 2 ? clbp[cid[r]] : 0;
 }
 
-extern "C" __global__ void gj_init(unsigned m, double* nu, unsigned* jc) {
+extern "C" __global__ void gj_init(unsigned m, unsigned ndet, double* nu, unsigned* dn,
+                                   unsigned* jc) {
     const unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
     if (k < m) nu[k] = 1.0;
-    if (k < 3) jc[k] = 0;
+    if (k < ndet) dn[k] = 0;
+    if (k < 4) jc[k] = 0;
 }
 
-extern "C" __global__ void gj_clear(unsigned ndet, double* col, unsigned* active) {
+// (a thread per track) dn[d]: the pairs of flagged clusters at detection d.
+extern "C" __global__ void gj_dcount(unsigned n, const unsigned* start, const unsigned* det,
+                                     const unsigned* parent, const unsigned* size,
+                                     const unsigned* cid, const unsigned* clbp, unsigned* dn) {
+    const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n || gj_state(i, start, parent, size, cid, clbp) != 1) return;
+    for (unsigned k = start[i]; k < start[i + 1]; ++k) atomicAdd(&dn[det[k]], 1u);
+}
+
+// (a thread per detection) ds[d]: where detection d's list starts in dp.
+extern "C" __global__ void gj_dplace(unsigned ndet, const unsigned* dn, unsigned* ds,
+                                     unsigned* dfill, unsigned* jc) {
     const unsigned d = blockIdx.x * blockDim.x + threadIdx.x;
-    if (d < ndet) col[d] = 0.0;
-    if (d == 0) *active = 0;
+    if (d >= ndet) return;
+    dfill[d] = 0;
+    if (dn[d] > 0) ds[d] = atomicAdd(&jc[3], dn[d]);
+}
+
+// (a thread per track) each pair of a flagged cluster into its detection's list.
+extern "C" __global__ void gj_dfill(unsigned n, const unsigned* start, const unsigned* det,
+                                    const unsigned* parent, const unsigned* size,
+                                    const unsigned* cid, const unsigned* clbp,
+                                    const unsigned* ds, unsigned* dfill, unsigned* dp) {
+    const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n || gj_state(i, start, parent, size, cid, clbp) != 1) return;
+    for (unsigned k = start[i]; k < start[i + 1]; ++k)
+        dp[ds[det[k]] + atomicAdd(&dfill[det[k]], 1u)] = k;
+}
+
+// (a thread per detection) its list in ascending pair order (insertion sort: a list is
+// a detection's gated tracks, short).
+extern "C" __global__ void gj_dsort(unsigned ndet, const unsigned* dn, const unsigned* ds,
+                                    unsigned* dp) {
+    const unsigned d = blockIdx.x * blockDim.x + threadIdx.x;
+    if (d >= ndet || dn[d] < 2) return;
+    unsigned* l = dp + ds[d];
+    for (unsigned p = 1; p < dn[d]; ++p) {
+        const unsigned v = l[p];
+        unsigned q = p;
+        while (q > 0 && l[q - 1] > v) {
+            l[q] = l[q - 1];
+            --q;
+        }
+        l[q] = v;
+    }
 }
 
 extern "C" __global__ void gj_mu(unsigned n, const unsigned* start, const unsigned* det,
                                  const unsigned* parent, const unsigned* size,
                                  const unsigned* cid, const unsigned* clbp, const double* mw,
-                                 const double* a, const double* nu, double* mu, double* col) {
+                                 const double* a, const double* nu, double* mu) {
     const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n || gj_state(i, start, parent, size, cid, clbp) != 1) return;
     const unsigned s0 = start[i], e = start[i + 1];
     double sum = 0.0;
-    for (unsigned k = s0; k < e; ++k) sum += a[k] * nu[k];
+    for (unsigned k = s0; k < e; ++k) sum += __dmul_rn(a[k], nu[k]);
     const double s = mw[i] + sum;
     for (unsigned k = s0; k < e; ++k) {
-        const double rest = s - a[k] * nu[k];
-        const double v = rest > 0.0 ? a[k] / rest : GA_INF;
-        mu[k] = v;
-        atomicAdd(&col[det[k]], v);
+        const double rest = s - __dmul_rn(a[k], nu[k]);
+        mu[k] = rest > 0.0 ? a[k] / rest : GA_INF;
     }
+}
+
+// (a thread per detection) col[d]: the sum of the messages to detection d, in its list's
+// order, from 0 as the host's; thread 0 clears the count of clusters going.
+extern "C" __global__ void gj_col(unsigned ndet, const unsigned* dn, const unsigned* ds,
+                                  const unsigned* dp, const double* mu, double* col,
+                                  unsigned* active) {
+    const unsigned d = blockIdx.x * blockDim.x + threadIdx.x;
+    if (d == 0) *active = 0;
+    if (d >= ndet || dn[d] == 0) return;
+    const unsigned* l = dp + ds[d];
+    double c = 0.0;
+    for (unsigned p = 0; p < dn[d]; ++p) c += mu[l[p]];
+    col[d] = c;
 }
 
 extern "C" __global__ void gj_nu(unsigned n, const unsigned* start, const unsigned* det,
@@ -229,8 +291,8 @@ extern "C" __global__ void gj_final(unsigned n, const unsigned* start, const uns
     if (i >= n || gj_state(i, start, parent, size, cid, clbp) == 0) return;
     const unsigned s0 = start[i], e = start[i + 1];
     double sum = 0.0;
-    for (unsigned k = s0; k < e; ++k) sum += a[k] * nu[k];
+    for (unsigned k = s0; k < e; ++k) sum += __dmul_rn(a[k], nu[k]);
     const double s = mw[i] + sum;
     beta0[i] = mw[i] / s;
-    for (unsigned k = s0; k < e; ++k) beta[k] = a[k] * nu[k] / s;
+    for (unsigned k = s0; k < e; ++k) beta[k] = __dmul_rn(a[k], nu[k]) / s;
 }
