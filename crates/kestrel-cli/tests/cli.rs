@@ -64,26 +64,8 @@ fn filter_round_trips_through_csv_npy_and_npz() {
             d.path().join(format!("f-{ext}.npz")),
             d.path().join(format!("f-{ext}.csv")),
         );
-        ok(&kestrel(&[
-            "filter",
-            "--model",
-            &model_path,
-            "--input",
-            s(&z),
-            "--output",
-            s(&fz),
-            "--device",
-            "cpu",
-        ]));
-        ok(&kestrel(&[
-            "filter",
-            "--model",
-            &model_path,
-            "--input",
-            s(&z),
-            "--output",
-            s(&fc),
-        ]));
+        ok(&filter(&model_path, s(&z), s(&fz), &["--device", "cpu"]));
+        ok(&filter(&model_path, s(&z), s(&fc), &[]));
         let e = npz(&fz);
         assert_eq!((e.tracks(), e.steps(), e.nx()), (b, t, 4));
         let (m, c, l) = read_estimates_csv(&fc, b, t, 4, true);
@@ -160,19 +142,12 @@ fn smooth_and_f32_match_the_library() {
     assert!(l.is_empty());
 
     let out32 = d.path().join("f32.npz");
-    let o = kestrel(&[
-        "filter",
-        "--model",
+    let o = filter(
         &model_path,
-        "--input",
         s(&z),
-        "--output",
         s(&out32),
-        "--precision",
-        "f32",
-        "--device",
-        "cpu",
-    ]);
+        &["--precision", "f32", "--device", "cpu"],
+    );
     ok(&o);
     assert!(
         stderr(&o).contains("f32") && stderr(&o).contains("total log-likelihood"),

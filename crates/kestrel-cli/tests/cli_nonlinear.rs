@@ -127,17 +127,7 @@ fn the_extended_and_sigma_point_filters_on_a_linear_model_are_the_kalman_filter(
     }
     // `--filter kf` is the Kalman filter itself.
     let kf2 = dir.path().join("kf2.npz");
-    ok(&kestrel(&[
-        "filter",
-        "--model",
-        &m,
-        "--input",
-        s(&z),
-        "--output",
-        s(&kf2),
-        "--filter",
-        "kf",
-    ]));
+    ok(&filter(&m, s(&z), s(&kf2), &["--filter", "kf"]));
     assert_eq!(
         npz(&kf2).mean(),
         npz(&dir.path().join("filter-kf.npz")).mean()
@@ -150,7 +140,7 @@ fn a_nonlinear_file_filters_and_smooths_in_both_formats() {
     let m = write(dir.path(), "pendulum.toml", PENDULUM);
     let z = pendulum_data(dir.path());
     let csv = dir.path().join("f.csv");
-    let o = kestrel(&["filter", "--model", &m, "--input", &z, "--output", s(&csv)]);
+    let o = filter(&m, &z, s(&csv), &[]);
     ok(&o);
     assert!(stderr(&o).contains("filter (ukf)"), "{}", stderr(&o));
     let text = std::fs::read_to_string(&csv).unwrap();
@@ -237,7 +227,7 @@ fn an_imm_file_writes_mode_probabilities() {
     }
     let z = write(dir.path(), "z.csv", &csv);
     let out = dir.path().join("imm.csv");
-    let o = kestrel(&["filter", "--model", &m, "--input", &z, "--output", s(&out)]);
+    let o = filter(&m, &z, s(&out), &[]);
     ok(&o);
     assert!(
         stderr(&o).contains("IMM filter (2 modes, ekf)"),
@@ -263,15 +253,7 @@ fn an_imm_file_writes_mode_probabilities() {
     assert!(last[last.len() - 2] > 0.7, "{last:?}");
     // In an NPZ archive: one array `mode_probs` [B, T, r], the CSV's columns.
     let onpz = dir.path().join("imm.npz");
-    ok(&kestrel(&[
-        "filter",
-        "--model",
-        &m,
-        "--input",
-        &z,
-        "--output",
-        s(&onpz),
-    ]));
+    ok(&filter(&m, &z, s(&onpz), &[]));
     let Some(kestrel::io::NpzArray::F64(shape, p)) =
         kestrel::io::read_npz_array_any(&onpz, "mode_probs").unwrap()
     else {
@@ -458,15 +440,7 @@ fn nonlinear_model_files_simulate_and_an_imm_is_refused() {
         assert!(zk[0] > 100.0 && zk[0] < 400.0, "range {}", zk[0]);
     }
     let out = d.join("ct.npz");
-    ok(&kestrel(&[
-        "filter",
-        "--model",
-        &model,
-        "--input",
-        s(&z),
-        "--output",
-        s(&out),
-    ]));
+    ok(&filter(&model, s(&z), s(&out), &[]));
     assert_eq!(npz(&out).nx(), 5);
     let imm = example("imm-two-modes.toml");
     run_bad(

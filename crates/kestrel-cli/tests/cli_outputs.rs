@@ -109,19 +109,12 @@ fn output_precision_writes_f32_and_refuses_values_that_do_not_fit() {
     let out = d.path().join("big.npz");
     let before = std::fs::read_dir(d.path()).unwrap().count();
     let model = example("cv2d.toml");
-    let o = kestrel(&[
-        "filter",
-        "--model",
+    let o = filter(
         &model,
-        "--input",
         s(&big),
-        "--output",
         s(&out),
-        "--device",
-        "cpu",
-        "--output-precision",
-        "f32",
-    ]);
+        &["--device", "cpu", "--output-precision", "f32"],
+    );
     expect_bad(&o, &["does not fit in f32", "track 0"], d.path(), before);
 }
 
@@ -133,17 +126,7 @@ fn bad_output_lists_are_one_clean_error() {
     for list in ["", "mean,mean", "cov,diag", "covariance"] {
         let out = d.path().join("o.npz");
         let before = std::fs::read_dir(d.path()).unwrap().count();
-        let o = kestrel(&[
-            "filter",
-            "--model",
-            &model,
-            "--input",
-            s(&z),
-            "--output",
-            s(&out),
-            "--outputs",
-            list,
-        ]);
+        let o = filter(&model, s(&z), s(&out), &["--outputs", list]);
         expect_bad(&o, &["outputs"], d.path(), before);
     }
 }

@@ -53,9 +53,7 @@ fn an_output_equal_to_an_input_is_refused() {
     }
     // The model is an input too.
     let mcopy = d.file("m.toml", &std::fs::read(&m).unwrap());
-    let o = kestrel(&[
-        "filter", "--model", &mcopy, "--input", &z, "--output", &mcopy,
-    ]);
+    let o = filter(&mcopy, &z, &mcopy, &[]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     // simulate --output a.npy --truth a.npy: refused, the existing a.npy kept.
     let a = d.sentinel("a.npy");
@@ -236,28 +234,12 @@ fn the_device_line_comes_after_success_only() {
     let z = d.file("z.csv", GOOD_CSV.as_bytes());
     let m = example("cv2d.toml");
     let f = d.p("f.csv");
-    let o = kestrel(&[
-        "filter",
-        "--model",
-        &m,
-        "--input",
-        &z,
-        "--output",
-        f.to_str().unwrap(),
-    ]);
+    let o = filter(&m, &z, f.to_str().unwrap(), &[]);
     ok(&o);
     let err = stderr(&o);
     assert!(err.lines().any(|l| l.starts_with("device: ")), "{err}");
     let bad = d.file("bad.csv", b"track,t,z0,z1\n0,0,x,1\n");
-    let o = kestrel(&[
-        "filter",
-        "--model",
-        &m,
-        "--input",
-        &bad,
-        "--output",
-        d.p("g.csv").to_str().unwrap(),
-    ]);
+    let o = filter(&m, &bad, d.p("g.csv").to_str().unwrap(), &[]);
     contract(
         &o,
         2,
@@ -265,16 +247,7 @@ fn the_device_line_comes_after_success_only() {
         d.path(),
         &["bad.csv", "f.csv", "z.csv"],
     );
-    let o = kestrel(&[
-        "filter",
-        "--model",
-        &m,
-        "--input",
-        &z,
-        "--output",
-        d.p("g.csv").to_str().unwrap(),
-        "--verbose",
-    ]);
+    let o = filter(&m, &z, d.p("g.csv").to_str().unwrap(), &["--verbose"]);
     ok(&o);
     assert!(stderr(&o).starts_with("device: "), "{}", stderr(&o));
 }
@@ -291,7 +264,7 @@ fn quoted_text_is_cut_and_escaped() {
         cr.extend_from_slice(format!("\r0,{k},1.0,2.0").as_bytes());
     }
     let cr = d.file("cr.csv", &cr);
-    let o = kestrel(&["filter", "--model", &m, "--input", &cr, "--output", out]);
+    let o = filter(&m, &cr, out, &[]);
     contract(
         &o,
         2,
@@ -304,7 +277,7 @@ fn quoted_text_is_cut_and_escaped() {
     big.extend(vec![b'7'; 1 << 20]);
     big.extend_from_slice(b"x\n");
     let big = d.file("big.csv", &big);
-    let o = kestrel(&["filter", "--model", &m, "--input", &big, "--output", out]);
+    let o = filter(&m, &big, out, &[]);
     contract(
         &o,
         2,
@@ -313,7 +286,7 @@ fn quoted_text_is_cut_and_escaped() {
         &["big.csv", "cr.csv"],
     );
     let nul = d.file("nul.csv", b"track,t,z0,z1\n0,0,1.0,2\x003\n");
-    let o = kestrel(&["filter", "--model", &m, "--input", &nul, "--output", out]);
+    let o = filter(&m, &nul, out, &[]);
     contract(
         &o,
         2,
@@ -323,15 +296,7 @@ fn quoted_text_is_cut_and_escaped() {
     );
     // A newline in a path.
     let nl = d.p("a\nb.csv");
-    let o = kestrel(&[
-        "filter",
-        "--model",
-        &m,
-        "--input",
-        nl.to_str().unwrap(),
-        "--output",
-        out,
-    ]);
+    let o = filter(&m, nl.to_str().unwrap(), out, &[]);
     contract(
         &o,
         2,
@@ -494,15 +459,7 @@ fn model_keys_of_the_other_form_are_refused() {
     ];
     for (text, key) in cases {
         let m = d.file("m.toml", text.as_bytes());
-        let o = kestrel(&[
-            "filter",
-            "--model",
-            &m,
-            "--input",
-            &z,
-            "--output",
-            out.to_str().unwrap(),
-        ]);
+        let o = filter(&m, &z, out.to_str().unwrap(), &[]);
         contract(
             &o,
             2,
@@ -520,17 +477,7 @@ fn values_too_large_for_f32_are_named_and_large_ones_warned() {
     let out = d.p("o.csv");
     let out = out.to_str().unwrap();
     let z = d.file("z.csv", b"track,t,z0,z1\n0,0,1e39,2\n");
-    let o = kestrel(&[
-        "filter",
-        "--model",
-        &m,
-        "--input",
-        &z,
-        "--output",
-        out,
-        "--precision",
-        "f32",
-    ]);
+    let o = filter(&m, &z, out, &["--precision", "f32"]);
     contract(
         &o,
         2,
@@ -550,17 +497,7 @@ fn values_too_large_for_f32_are_named_and_large_ones_warned() {
     npy.extend_from_slice(&1e39f64.to_le_bytes());
     npy.extend_from_slice(&2f64.to_le_bytes());
     let zn = d.file("z.npy", &npy);
-    let o = kestrel(&[
-        "filter",
-        "--model",
-        &m,
-        "--input",
-        &zn,
-        "--output",
-        out,
-        "--precision",
-        "f32",
-    ]);
+    let o = filter(&m, &zn, out, &["--precision", "f32"]);
     contract(
         &o,
         2,
@@ -568,30 +505,10 @@ fn values_too_large_for_f32_are_named_and_large_ones_warned() {
         d.path(),
         &["z.csv", "z.npy"],
     );
-    ok(&kestrel(&[
-        "filter",
-        "--model",
-        &m,
-        "--input",
-        &zn,
-        "--output",
-        out,
-        "--precision",
-        "f64",
-    ]));
+    ok(&filter(&m, &zn, out, &["--precision", "f64"]));
     // Large but representable: filtered, with a warning about f32 accuracy.
     let big = d.file("big.csv", b"track,t,z0,z1\n0,0,5e7,2\n0,1,5e7,3\n");
-    let o = kestrel(&[
-        "filter",
-        "--model",
-        &m,
-        "--input",
-        &big,
-        "--output",
-        out,
-        "--precision",
-        "f32",
-    ]);
+    let o = filter(&m, &big, out, &["--precision", "f32"]);
     ok(&o);
     let err = stderr(&o);
     assert!(

@@ -35,15 +35,7 @@ fn non_finite_results_are_never_written_silently() {
     // The filter's means are right and only the unobserved variance is infinite: the
     // output is written, with one warning line naming where.
     let f = d.p("f.npz");
-    let o = kestrel(&[
-        "filter",
-        "--model",
-        &m,
-        "--input",
-        &z,
-        "--output",
-        f.to_str().unwrap(),
-    ]);
+    let o = filter(&m, &z, f.to_str().unwrap(), &[]);
     ok(&o);
     let err = stderr(&o);
     let warnings: Vec<&str> = err.lines().filter(|l| l.starts_with("warning:")).collect();

@@ -157,31 +157,14 @@ fn bad_filtered_files_get_one_error_line() {
         s(&z),
     ]));
     let f = d.join("f.npz");
-    ok(&kestrel(&[
-        "filter",
-        "--model",
-        &model,
-        "--input",
-        s(&z),
-        "--output",
-        s(&f),
-        "--device",
-        "cpu",
-    ]));
+    ok(&filter(&model, s(&z), s(&f), &["--device", "cpu"]));
     let diag = d.join("diag.npz");
-    ok(&kestrel(&[
-        "filter",
-        "--model",
+    ok(&filter(
         &model,
-        "--input",
         s(&z),
-        "--output",
         s(&diag),
-        "--device",
-        "cpu",
-        "--outputs",
-        "mean,diag",
-    ]));
+        &["--device", "cpu", "--outputs", "mean, diag"],
+    ));
     let m = f64s(&arr(&f, "mean").unwrap());
     let c = f64s(&arr(&f, "cov").unwrap());
     let only_mean = d.join("only_mean.npz");

@@ -15,6 +15,15 @@ pub fn kestrel(args: &[&str]) -> Output {
         .expect("the kestrel binary runs")
 }
 
+/// `kestrel filter --model model --input input --output output`, then `extra`.
+pub fn filter(model: &str, input: &str, output: &str, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "filter", "--model", model, "--input", input, "--output", output,
+    ];
+    args.extend_from_slice(extra);
+    kestrel(&args)
+}
+
 /// Runs kestrel with `dir` as its working directory.
 pub fn kestrel_in(dir: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_kestrel"))
