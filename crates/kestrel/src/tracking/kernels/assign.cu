@@ -58,6 +58,20 @@ __device__ __forceinline__ bool ga_any_live(const unsigned* start, const double*
 // The root of x. Parents only ever point to smaller indices (a root is hooked under a
 // smaller one), so the chain ends; halving the path as it goes is safe beside other
 // threads because every write replaces a parent by one of its ancestors.
+// l[0..n) in ascending order by insertion sort (a cluster's tracks, a detection's
+// pairs: short lists); also used by jpda.cu.
+__device__ __forceinline__ void ga_sort(unsigned* l, unsigned n) {
+    for (unsigned a = 1; a < n; ++a) {
+        const unsigned t = l[a];
+        unsigned b = a;
+        while (b > 0 && l[b - 1] > t) {
+            l[b] = l[b - 1];
+            --b;
+        }
+        l[b] = t;
+    }
+}
+
 __device__ __forceinline__ unsigned ga_find(volatile unsigned* parent, unsigned x) {
     unsigned p = parent[x];
     while (p != x) {
@@ -203,17 +217,9 @@ extern "C" __global__ void ga_solve(const unsigned* counters, const unsigned* cs
         blk[atomicAdd((unsigned*)&counters[4], 1u)] = c;
         return;
     }
-    // The rows in ascending track order (insertion sort; written back, so the host
-    // finds them sorted too).
-    for (unsigned a = 1; a < rows; ++a) {
-        const unsigned t = tr[a];
-        unsigned b = a;
-        while (b > 0 && tr[b - 1] > t) {
-            tr[b] = tr[b - 1];
-            --b;
-        }
-        tr[b] = t;
-    }
+    // The rows in ascending track order (written back, so the host finds them sorted
+    // too).
+    ga_sort(tr, rows);
     // The cluster's detections: each belongs to this cluster alone, so its `dloc` entry
     // is this thread's to write.
     unsigned dl[GA_MAXC];

@@ -95,15 +95,7 @@ extern "C" __global__ void gj_classify(const unsigned* counters, const unsigned*
     clbp[c] = 0;
     atomicAdd(&jc[0], 1u);
     // Tracks ascending, as the host's rows.
-    for (unsigned p = 1; p < rows; ++p) {
-        const unsigned t = tr[p];
-        unsigned q = p;
-        while (q > 0 && tr[q - 1] > t) {
-            tr[q] = tr[q - 1];
-            --q;
-        }
-        tr[q] = t;
-    }
+    ga_sort(tr, rows);
     double b0[GJ_MAXR], w_at[GJ_MAXR + 1];
     int choice[GJ_MAXR];
     for (unsigned r = 0; r < rows; ++r) {
@@ -208,22 +200,11 @@ extern "C" __global__ void gj_dfill(unsigned n, const unsigned* start, const uns
         dp[ds[det[k]] + atomicAdd(&dfill[det[k]], 1u)] = k;
 }
 
-// (a thread per detection) its list in ascending pair order (insertion sort: a list is
-// a detection's gated tracks, short).
+// (a thread per detection) its list in ascending pair order.
 extern "C" __global__ void gj_dsort(unsigned ndet, const unsigned* dn, const unsigned* ds,
                                     unsigned* dp) {
     const unsigned d = blockIdx.x * blockDim.x + threadIdx.x;
-    if (d >= ndet || dn[d] < 2) return;
-    unsigned* l = dp + ds[d];
-    for (unsigned p = 1; p < dn[d]; ++p) {
-        const unsigned v = l[p];
-        unsigned q = p;
-        while (q > 0 && l[q - 1] > v) {
-            l[q] = l[q - 1];
-            --q;
-        }
-        l[q] = v;
-    }
+    if (d < ndet && dn[d] > 1) ga_sort(dp + ds[d], dn[d]);
 }
 
 extern "C" __global__ void gj_mu(unsigned n, const unsigned* start, const unsigned* det,
