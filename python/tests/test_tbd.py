@@ -388,7 +388,7 @@ def test_exports_and_result():
 
 @pytest.mark.parametrize("opts", [dict(kernel="fused/ldg/unroll/f32/32x8/D1"),
                                   dict(decimation=4, kernel="fused/ldg/unroll/f32/32x8/D4"),
-                                  dict(kernel="resident4/ldg/unroll/f32/128x8/K4")])
+                                  dict(kernel="lean4v3/ldg/unroll/f32/64x12/K4")])
 def test_gpu_equals_the_cpu(opts):
     require_gpu()
     frames = frames_case("f32", t=26, h=64, w=96)

@@ -237,8 +237,8 @@ fn broken_inputs_of_tbd() {
         &["--state-out"],
     );
     // A kernel name that is not one, and kernels that cannot run these vectors (a wave
-    // kernel with no lag; one whose tile is smaller than the state it samples; a streaming
-    // kernel whose warps do not split into its groups; one of another decimation):
+    // kernel with no lag; one whose tile is smaller than the state it samples; a lean
+    // kernel with more vectors between barriers than it folds; one of another decimation):
     // refused on any device.
     for (decimation, kernel, want) in [
         ("1", "nonsense", &["--kernel", "unknown kernel name"][..]),
@@ -254,8 +254,14 @@ fn broken_inputs_of_tbd() {
         ),
         (
             "1",
-            "stream32v3/plain/unroll/f32/32x4/K4",
-            &["--kernel", "stream32v3", "groups of vectors"][..],
+            "lean4v5/ldg/unroll/f32/96x8/K4",
+            &["--kernel", "lean4v5", "5 vectors between barriers (1..=4)"][..],
+        ),
+        // A retired kernel's name is no kernel's.
+        (
+            "1",
+            "resident4/ldg/unroll/f32/128x8/K4",
+            &["--kernel", "unknown kernel name"][..],
         ),
         // The packed kernel computes in f16: an f32 state is refused, as are more
         // vectors between barriers than it holds.
@@ -289,7 +295,7 @@ fn broken_inputs_of_tbd() {
         // Kernels of another decimation than the one asked for.
         (
             "10",
-            "stream16/plain/unroll/f32/32x8/K4",
+            "lean4v3/ldg/unroll/f32/64x12/K4",
             &["--kernel", "emits every frame", "decimation 10"][..],
         ),
         (

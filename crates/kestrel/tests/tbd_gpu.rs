@@ -96,22 +96,6 @@ fn every_variant_equals_the_cpu_reference() {
             frames: 8,
             block: (32, 16),
         });
-        all.push(KernelConfig {
-            variant: Variant::Resident { rows: 8 },
-            half,
-            ldg: true,
-            unroll: true,
-            frames: 8,
-            block: (64, 8),
-        });
-        all.push(KernelConfig {
-            variant: Variant::Resident { rows: 4 },
-            half,
-            ldg: true,
-            unroll: true,
-            frames: 4,
-            block: (128, 8),
-        });
         for (rows, vecs, frames, block) in [
             (4, 1, 4, (128, 8)),
             (8, 1, 4, (128, 4)),
@@ -125,21 +109,6 @@ fn every_variant_equals_the_cpu_reference() {
                 unroll: true,
                 frames,
                 block,
-            });
-        }
-        for (rows, groups, frames, warps, ldg) in [
-            (16, 1, 4, 2, false),
-            (7, 1, 3, 3, true),
-            (12, 2, 4, 4, false),
-            (9, 3, 3, 3, true),
-        ] {
-            all.push(KernelConfig {
-                variant: Variant::Stream { rows, groups },
-                half,
-                ldg,
-                unroll: true,
-                frames,
-                block: (32, warps),
             });
         }
         for d in [1, 10] {
@@ -158,8 +127,7 @@ fn every_variant_equals_the_cpu_reference() {
             {
                 k += 1;
                 let launches = 3;
-                let mut c = case(500 + k, 67, 93, launches * cfg.frames, frame, integer);
-                fit_groups(&mut c, cfg);
+                let c = case(500 + k, 67, 93, launches * cfg.frames, frame, integer);
                 let (got, gs) = run_gpu(&c, cfg, launches);
                 let (want, ws) = expected(&c, cfg, launches);
                 let what = format!("{} ({frame:?}, integer {integer})", cfg.name());
@@ -179,7 +147,6 @@ fn tile_kernels_on_a_frame_with_interior_tiles() {
     let mut k = 0;
     for half in [false, true] {
         for (variant, frames, block) in [
-            (Variant::Resident { rows: 4 }, 4, (128, 8)),
             (Variant::Lean { rows: 4, vecs: 1 }, 4, (128, 8)),
             (Variant::Lean { rows: 4, vecs: 1 }, 4, (96, 8)),
             (Variant::Lean { rows: 8, vecs: 1 }, 4, (128, 4)),
@@ -188,62 +155,6 @@ fn tile_kernels_on_a_frame_with_interior_tiles() {
             (Variant::Lean { rows: 4, vecs: 2 }, 4, (96, 8)),
             (Variant::Lean { rows: 4, vecs: 3 }, 4, (96, 8)),
             (Variant::Lean { rows: 4, vecs: 3 }, 4, (64, 12)),
-            (
-                Variant::Stream {
-                    rows: 32,
-                    groups: 1,
-                },
-                4,
-                (32, 4),
-            ),
-            (
-                Variant::Stream {
-                    rows: 64,
-                    groups: 1,
-                },
-                4,
-                (32, 2),
-            ),
-            (
-                Variant::Stream {
-                    rows: 16,
-                    groups: 1,
-                },
-                4,
-                (32, 8),
-            ),
-            (
-                Variant::Stream {
-                    rows: 32,
-                    groups: 1,
-                },
-                6,
-                (32, 4),
-            ),
-            (
-                Variant::Stream {
-                    rows: 32,
-                    groups: 2,
-                },
-                4,
-                (32, 4),
-            ),
-            (
-                Variant::Stream {
-                    rows: 64,
-                    groups: 2,
-                },
-                4,
-                (32, 4),
-            ),
-            (
-                Variant::Stream {
-                    rows: 64,
-                    groups: 3,
-                },
-                4,
-                (32, 3),
-            ),
         ] {
             let cfg = KernelConfig {
                 variant,
@@ -262,7 +173,6 @@ fn tile_kernels_on_a_frame_with_interior_tiles() {
                 for m in &mut c.motions {
                     *m = Motion::new(m.vx.clamp(-1.0, 1.0), m.vy.clamp(-1.0, 1.0));
                 }
-                fit_groups(&mut c, &cfg);
                 let (got, gs) = run_gpu(&c, &cfg, launches);
                 let (want, ws) = expected(&c, &cfg, launches);
                 let what = format!("{} ({frame:?}, integer {integer})", cfg.name());
@@ -392,7 +302,7 @@ fn tbd_on_cuda_equals_tbd_on_cpu() {
         (
             1,
             Some(KernelConfig {
-                variant: Variant::Resident { rows: 4 },
+                variant: Variant::Lean { rows: 4, vecs: 1 },
                 half: false,
                 ldg: true,
                 unroll: true,

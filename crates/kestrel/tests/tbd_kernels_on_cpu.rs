@@ -59,12 +59,10 @@ fn run_emulated_as(
         Variant::Fused => 0,
         Variant::PerVector => 1,
         Variant::Tiled => 2,
-        Variant::Resident { .. } => 3,
         Variant::FusedCells { .. } => 4,
         Variant::Lean { .. } => 5,
         Variant::Staged { .. } | Variant::Late { .. } => 6,
         Variant::Wave { .. } => 7,
-        Variant::Stream { .. } => 8,
         Variant::Packed { .. } => 9,
     };
     let mut input = Vec::new();
@@ -178,15 +176,10 @@ fn every_variant_equals_the_cpu_reference() {
                                 vec![24, [21, 22][ci % 2]]
                             },
                         ),
-                        // Strips of 32 columns and chunks whose rows all lie inside
-                        // (no per-cell tests) next to ones that meet every edge.
-                        Variant::Stream { .. } => (40, vec![70]),
                         _ => (13, vec![21]),
                     };
                     for w in widths {
-                        let mut c =
-                            case(101 + ci as u64, h, w, launches * cfg.frames, frame, integer);
-                        fit_groups(&mut c, cfg);
+                        let c = case(101 + ci as u64, h, w, launches * cfg.frames, frame, integer);
                         let (got, gs) =
                             run_emulated(cxx, dir, &format!("c{ci}w{w}"), &c, cfg, launches);
                         let (want, ws) = expected(&c, cfg, launches);
@@ -205,61 +198,48 @@ fn every_variant_equals_the_cpu_reference() {
 }
 
 #[test]
-fn decimated_kernels_equal_the_resident_kernel_at_emitted_frames() {
+fn decimated_kernels_equal_the_lean_kernel_at_emitted_frames() {
     // Integer vectors: a trajectory folded through D frames (fused, fused4x2, staged) is the
     // plain recursion's arithmetic in the same order, so its map and state equal, bit for
-    // bit, the resident (and lean) kernel's (plain, every frame) at frames D-1, 2D-1, ...
+    // bit, the lean kernel's (plain, every frame) at frames D-1, 2D-1, ...
     let Some(cxx) = compiler() else { return };
     let dir = tempfile::tempdir().unwrap();
     let (d, launches) = (3, 2);
     let c = case(77, 19, 29, d * launches, Dtype::F32, true);
-    let resident = KernelConfig {
-        variant: Variant::Resident { rows: 4 },
+    let lean = KernelConfig {
+        variant: Variant::Lean { rows: 4, vecs: 1 },
         ldg: true,
         unroll: true,
         frames: d,
         block: (24, 5),
         half: false,
     };
-    let (plain, plain_state) = run_emulated(&cxx, dir.path(), "res", &c, &resident, launches);
+    let (plain, plain_state) = run_emulated(&cxx, dir.path(), "lean", &c, &lean, launches);
     assert_eq!(plain.len(), d * launches);
-    // The lean kernel (the same plain recursion, every frame) is the same arithmetic
-    // for integer vectors: equal bit for bit.
-    let lean = KernelConfig {
-        variant: Variant::Lean { rows: 4, vecs: 1 },
-        ..resident
-    };
-    let (lm, ls) = run_emulated(&cxx, dir.path(), "lean", &c, &lean, launches);
-    assert_eq!(lm, plain, "lean: maps");
-    assert_eq!(ls, plain_state, "lean: final state");
-    let lean2 = KernelConfig {
-        variant: Variant::Lean { rows: 4, vecs: 2 },
-        ..resident
-    };
-    let (lm2, ls2) = run_emulated(&cxx, dir.path(), "lean2", &c, &lean2, launches);
-    assert_eq!(lm2, plain, "lean, two vectors between barriers: maps");
-    assert_eq!(
-        ls2, plain_state,
-        "lean, two vectors between barriers: final state"
-    );
-    // So is the streaming kernel (chunks of 4 rows, two warps a block).
-    let stream = KernelConfig {
-        variant: Variant::Stream { rows: 4, groups: 1 },
-        block: (32, 2),
-        ..resident
-    };
-    let (sm, ss) = run_emulated(&cxx, dir.path(), "stream", &c, &stream, launches);
-    assert_eq!(sm, plain, "stream: maps");
-    assert_eq!(ss, plain_state, "stream: final state");
-    // And with the vectors in three groups of warps (maps handed over in shared memory).
-    let grouped = KernelConfig {
-        variant: Variant::Stream { rows: 4, groups: 3 },
-        block: (32, 6),
-        ..resident
-    };
-    let (gm, gs) = run_emulated(&cxx, dir.path(), "stream3", &c, &grouped, launches);
-    assert_eq!(gm, plain, "stream, three groups: maps");
-    assert_eq!(gs, plain_state, "stream, three groups: final state");
+    // The other kernels of the plain recursion, every frame, are the same arithmetic for
+    // integer vectors: equal bit for bit.
+    for (tag, cfg) in [
+        (
+            "lean2",
+            KernelConfig {
+                variant: Variant::Lean { rows: 4, vecs: 2 },
+                ..lean
+            },
+        ),
+        (
+            "tiled",
+            KernelConfig {
+                variant: Variant::Tiled,
+                unroll: false,
+                block: (8, 4),
+                ..lean
+            },
+        ),
+    ] {
+        let (m, st) = run_emulated(&cxx, dir.path(), tag, &c, &cfg, launches);
+        assert_eq!(m, plain, "{}: maps", cfg.name());
+        assert_eq!(st, plain_state, "{}: final state", cfg.name());
+    }
     for (tag, cfg) in [
         ("fused", KernelConfig::fused(d)),
         (
@@ -341,49 +321,6 @@ fn several_vectors_between_barriers_give_the_lean_kernels_bits() {
             let (m, st) = run_emulated(&cxx, dir.path(), &t, &c, &more, launches);
             assert_eq!(m, m1, "{}: maps", more.name());
             assert_eq!(st, s1, "{}: final state", more.name());
-        }
-    }
-}
-
-#[test]
-fn the_streaming_kernel_gives_the_lean_kernels_bits() {
-    // The streaming kernel does the lean kernel's arithmetic per vector and level (the
-    // horizontal blends, then the folded vertical weights and alpha X), in another order
-    // of cells: on fractional vectors with shifts of up to two pixels (rings of five rows),
-    // f32 and f16 state, chunks that meet every edge and ones inside, with and without
-    // groups of vectors, its maps, arg-max and state equal the lean kernel's bit for bit.
-    let Some(cxx) = compiler() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let launches = 2;
-    for half in [false, true] {
-        let lean = KernelConfig {
-            variant: Variant::Lean { rows: 3, vecs: 1 },
-            ldg: true,
-            unroll: true,
-            frames: 3,
-            block: (20, 5),
-            half,
-        };
-        let mut c = case(171, 47, 75, 3 * launches, Dtype::F32, false);
-        c.motions = five_vectors();
-        let tag = format!("h{}", half as u8);
-        let (lm, ls) = run_emulated(&cxx, dir.path(), &format!("{tag}l"), &c, &lean, launches);
-        assert_eq!(lm.len(), 3 * launches);
-        for (rows, groups, warps) in [(6, 1, 2), (5, 2, 4)] {
-            let stream = KernelConfig {
-                variant: Variant::Stream { rows, groups },
-                block: (32, warps),
-                ..lean
-            };
-            let t = format!("{tag}s{groups}");
-            let (m, st) = run_emulated(&cxx, dir.path(), &t, &c, &stream, launches);
-            assert!(
-                m.iter().all(|(s, _)| s.iter().all(|v| v.is_finite())),
-                "{}: a map not all written",
-                stream.name()
-            );
-            assert_eq!(m, lm, "{}: maps", stream.name());
-            assert_eq!(st, ls, "{}: final state", stream.name());
         }
     }
 }

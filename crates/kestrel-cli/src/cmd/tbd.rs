@@ -129,7 +129,7 @@ pub struct Args {
     #[arg(long)]
     f16_state: bool,
     /// GPU: this kernel instead of the autotuner's choice, e.g. fused/ldg/unroll/f32/32x8/D1,
-    /// resident4/ldg/unroll/f32/128x8/K4 or tiled/ldg/loop/f32/32x16/K8 (names as
+    /// lean4v3/ldg/unroll/f32/64x12/K4 or tiled/ldg/loop/f32/32x16/K8 (names as
     /// `kestrel bench --only tbd` prints them). The packed kernels (packed2v5/ldg/unroll/
     /// f16/32x16/K4, ...; their wave forms, several periods of K frames a launch, as
     /// packed3v4w3g5/ldg/unroll/f16/32x11/K4, the fastest) compute in f16, not f32: the

@@ -94,15 +94,9 @@ pub fn configs() -> Vec<KernelConfig> {
         k(Fused, true, true, true, 3, (8, 4)),
         k(PerVector, true, true, true, 1, (16, 2)),
         k(Tiled, true, true, false, 3, (8, 4)),
-        // Tiles of 16 x 12, 24 x 20 and 12 x 8 cells: halos of up to 6 pixels meet the edges.
-        k(Resident { rows: 3 }, false, true, true, 2, (16, 4)),
-        k(Resident { rows: 4 }, false, false, true, 3, (24, 5)),
-        k(Resident { rows: 2 }, false, true, false, 1, (12, 4)),
-        k(Resident { rows: 3 }, true, true, true, 2, (16, 4)),
-        // 6 frames x 6 rows: the frames read per vector rather than held in registers.
-        k(Resident { rows: 6 }, false, true, false, 6, (32, 5)),
-        // The lean kernel: the same tiles meeting the edges, f32 and f16 state, frames in
-        // registers or read per vector (6 x 6), shifts of up to 2 pixels (edge rows of
+        // The lean kernel: tiles of 16 x 12, 24 x 20 and 12 x 8 cells (halos of up to 6
+        // pixels meet the edges), f32 and f16 state, frames in registers or read per
+        // vector (6 x 6), shifts of up to 2 pixels (edge rows of
         // one or two cells per thread), the vector loop unrolled or not.
         k(Lean { rows: 3, vecs: 1 }, false, true, true, 2, (16, 4)),
         k(Lean { rows: 4, vecs: 1 }, false, false, true, 3, (24, 5)),
@@ -116,32 +110,6 @@ pub fn configs() -> Vec<KernelConfig> {
         k(Lean { rows: 4, vecs: 2 }, true, false, true, 3, (24, 5)),
         k(Lean { rows: 2, vecs: 2 }, false, true, false, 1, (12, 4)),
         k(Lean { rows: 3, vecs: 3 }, true, true, true, 2, (16, 4)),
-        // The streaming kernel: chunks of 4, 7 and 16 rows a warp, 1 to 3 warps a block,
-        // f32 and f16 state, K = 1 to 3 (halos of up to 6 pixels along both axes); the
-        // vectors in 2 or 3 groups of warps (random counts: groups of unequal size),
-        // two chunks a block.
-        k(
-            Stream { rows: 4, groups: 1 },
-            false,
-            false,
-            true,
-            2,
-            (32, 2),
-        ),
-        k(Stream { rows: 7, groups: 1 }, true, true, true, 3, (32, 3)),
-        k(
-            Stream {
-                rows: 16,
-                groups: 1,
-            },
-            false,
-            true,
-            true,
-            1,
-            (32, 1),
-        ),
-        k(Stream { rows: 5, groups: 2 }, false, true, true, 2, (32, 4)),
-        k(Stream { rows: 9, groups: 3 }, true, false, true, 3, (32, 3)),
         // Frame tiles staged in shared memory: 1 and 2 pixels per thread, blocks of 8 x 4
         // and 4 x 3 pixels (halos of up to (D - 1) x 2 meet every edge), f16 state.
         k(Staged { px: 2 }, false, false, true, 3, (4, 4)),
@@ -163,18 +131,6 @@ pub fn configs() -> Vec<KernelConfig> {
         k(FusedCells { px: 2, py: 3 }, false, true, false, 2, (4, 2)),
         k(FusedCells { px: 4, py: 2 }, true, true, true, 3, (2, 2)),
     ]
-}
-
-/// Gives a case at least one vector for each group of warps of a streaming kernel (the
-/// random cases have 2 to 6 vectors): fractional ones appended, within a pixel a frame.
-pub fn fit_groups(c: &mut Case, cfg: &KernelConfig) {
-    if let Variant::Stream { groups, .. } = cfg.variant {
-        while c.motions.len() < groups as usize {
-            let i = c.motions.len() as f32;
-            c.motions
-                .push(Motion::new(0.25 + 0.125 * i, -0.75 + 0.25 * i));
-        }
-    }
 }
 
 /// What a run of `launches` launches must give: the maps in order and the final state

@@ -1,7 +1,6 @@
 // Lets the TBD kernel files (kernels/common.cuh + one .cu) compile as plain C++ (tests/tbd_kernels_on_cpu.rs): the CUDA
 // keywords become nothing; a block's threads are std::threads when the kernel
-// synchronises (the tiled kernel, __syncthreads = a barrier; a warp's shuffles meet at a
-// barrier of its own), else one loop.
+// synchronises (the tiled kernel, __syncthreads = a barrier), else one loop.
 #include <barrier>
 #include <cmath>
 #include <cstdint>
@@ -27,25 +26,6 @@ thread_local dim3 threadIdx;
 dim3 blockIdx, blockDim, gridDim;
 std::barrier<>* g_barrier = nullptr;
 inline void __syncthreads() { if (g_barrier) g_barrier->arrive_and_wait(); }
-// Warp shuffles (the streaming kernel; blocks 32 threads wide): each warp's threads meet
-// at their own barrier, publish, meet again after reading.
-std::barrier<>* g_warp_barrier[32] = {};
-float g_shfl[1024];
-// The value of lane + d of this thread's warp, its own where that lies past the warp
-// (as __shfl_down_sync / __shfl_up_sync).
-inline float emu_shfl(float x, int d) {
-    const unsigned t = threadIdx.y * blockDim.x + threadIdx.x, wq = t / 32, lane = t % 32;
-    if (blockDim.x != 32 || !g_warp_barrier[wq]) {
-        std::fprintf(stderr, "a shuffle outside a warp of threads\n");
-        std::abort();
-    }
-    g_shfl[t] = x;
-    g_warp_barrier[wq]->arrive_and_wait();
-    const int src = (int)lane + d;
-    const float r = (src >= 0 && src < 32) ? g_shfl[wq * 32 + (unsigned)src] : x;
-    g_warp_barrier[wq]->arrive_and_wait();
-    return r;
-}
 template <class T> T __ldg(const T* p) { return *p; }
 // __byte_perm: byte i of the result is byte (s >> 4 i) & 7 of the 8 bytes y:x.
 inline unsigned emu_byte_perm(unsigned x, unsigned y, unsigned s) {

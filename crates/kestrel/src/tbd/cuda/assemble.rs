@@ -10,14 +10,12 @@ use super::config::{KernelConfig, Variant};
 pub const COMMON_CUH: &str = include_str!("../kernels/common.cuh");
 /// The trajectory kernels: fused, per-vector, several pixels a thread.
 pub const FUSED_CU: &str = include_str!("../kernels/fused.cu");
-/// Tiles with halos: tiled and resident.
+/// Tiles with halos in shared memory.
 pub const TILED_CU: &str = include_str!("../kernels/tiled.cu");
 /// The lean kernel.
 pub const LEAN_CU: &str = include_str!("../kernels/lean.cu");
 /// Frame tiles staged in shared memory: staged, late and wave.
 pub const STAGED_CU: &str = include_str!("../kernels/staged.cu");
-/// The streaming kernel.
-pub const STREAM_CU: &str = include_str!("../kernels/stream.cu");
 /// The f16x2 kernel.
 pub const PACKED_CU: &str = include_str!("../kernels/packed.cu");
 
@@ -25,10 +23,9 @@ pub const PACKED_CU: &str = include_str!("../kernels/packed.cu");
 pub fn kernel_file(variant: Variant) -> &'static str {
     match variant {
         Variant::Fused | Variant::PerVector | Variant::FusedCells { .. } => FUSED_CU,
-        Variant::Tiled | Variant::Resident { .. } => TILED_CU,
+        Variant::Tiled => TILED_CU,
         Variant::Lean { .. } => LEAN_CU,
         Variant::Staged { .. } | Variant::Late { .. } | Variant::Wave { .. } => STAGED_CU,
-        Variant::Stream { .. } => STREAM_CU,
         Variant::Packed { .. } => PACKED_CU,
     }
 }
@@ -48,7 +45,7 @@ pub fn shrink(motions: &[Motion]) -> usize {
         .unwrap_or(0)
 }
 
-/// Shared memory of the tiled, resident, lean and staged kernels in bytes.
+/// Shared memory of the tiled, lean and staged kernels in bytes.
 pub fn tiled_shared_bytes(cfg: &KernelConfig, motions: &[Motion]) -> usize {
     let (tx, ty) = (cfg.block.0 as usize, cfg.block.1 as usize);
     let variant = match cfg.variant {
@@ -79,19 +76,7 @@ pub fn tiled_shared_bytes(cfg: &KernelConfig, motions: &[Motion]) -> usize {
         // Several vectors between barriers: the tiles are dynamic (`dynamic_shared_bytes`).
         Variant::Lean { vecs, .. } if vecs > 1 => 0,
         Variant::Packed { .. } => 0,
-        Variant::Stream { groups, .. } => {
-            // Two buffers a chunk of each group's max and arg-max, a ring cycle of steps
-            // (2 x reach + 1) of every level (`pbest`, `parg` in `stream.cu`); one small
-            // unused buffer without groups.
-            let chunks = if groups > 1 {
-                2 * (ty / groups as usize)
-            } else {
-                1
-            };
-            let win = 2 * shrink(motions).max(1) + 1;
-            chunks * groups as usize * win * cfg.frames * 32 * 8
-        }
-        Variant::Resident { rows } | Variant::Lean { rows, .. } => {
+        Variant::Lean { rows, .. } => {
             // Two tiles padded by one frame's reach on each side.
             let pad = 2 * shrink(motions).max(1);
             2 * (tx + pad) * (ty * rows as usize + pad) * 4
@@ -190,9 +175,6 @@ pub fn source(motions: &[Motion], frame: Dtype, cfg: &KernelConfig, w: usize) ->
     if cfg.variant == Variant::Tiled {
         s += "#define TBD_TILED 1\n";
     }
-    if let Variant::Resident { rows } = cfg.variant {
-        s += &format!("#define RB {rows}\n");
-    }
     if let Variant::Lean { rows, vecs } = cfg.variant {
         s += &format!("#define LEAN {rows}\n#define LEAN_VP {vecs}\n");
     }
@@ -227,9 +209,6 @@ pub fn source(motions: &[Motion], frame: Dtype, cfg: &KernelConfig, w: usize) ->
             s += &format!("#define WAVE_PERIODS {periods}\n");
         }
     }
-    if let Variant::Stream { rows, groups } = cfg.variant {
-        s += &format!("#define STREAM {rows}\n#define STREAM_G {groups}\n");
-    }
     if let Variant::FusedCells { px, py } = cfg.variant {
         s += &format!("#define PX {px}\n#define PY {py}\n");
     }
@@ -251,10 +230,8 @@ pub fn kernel_names(cfg: &KernelConfig, nv: usize) -> Vec<&'static str> {
     match cfg.variant {
         Variant::Fused => vec!["tbd_fused"],
         Variant::Tiled => vec!["tbd_tiled"],
-        Variant::Resident { .. } => vec!["tbd_resident"],
         Variant::Lean { .. } => vec!["tbd_lean"],
         Variant::Packed { .. } => vec!["tbd_packed"],
-        Variant::Stream { .. } => vec!["tbd_stream"],
         Variant::Staged { .. } | Variant::Late { .. } | Variant::Wave { .. } => vec!["tbd_staged"],
         Variant::FusedCells { .. } => vec!["tbd_fused_cells"],
         Variant::PerVector => VEC_NAMES[..nv].to_vec(),

@@ -17,14 +17,9 @@ pub enum Variant {
     PerVector,
     /// Tiles with halos in shared memory, every frame emitted.
     Tiled,
-    /// Tiles with halos, each thread a column of `rows` cells in registers, one vector
-    /// at a time, every frame emitted.
-    Resident {
-        /// Cells (rows) per thread; the tile is `block.0` x `block.1 * rows` cells.
-        rows: u32,
-    },
-    /// The resident scheme with fewer instructions per cell and frame (compile-time
-    /// exchange, register taps, folded weights); same tile and fields as `Resident`.
+    /// The state on chip for `frames` frames in tiles with halos, each thread a column of
+    /// `rows` cells in registers, every frame emitted; every vector-dependent choice made
+    /// at compile time (exchange, register taps, folded weights).
     Lean {
         /// Cells (rows) per thread; the tile is `block.0` x `block.1 * rows` cells.
         rows: u32,
@@ -78,20 +73,6 @@ pub enum Variant {
         periods: u32,
         /// Tile rows between consecutive periods in the work order (1 to 4095).
         lag: u32,
-    },
-    /// The state on chip for `frames` frames and a map every frame, with neither shared
-    /// memory nor barriers: each warp walks down a strip of 32 columns (one a lane,
-    /// horizontal taps by warp shuffles) and `rows` output rows, the levels of the
-    /// frames skewed by a row each, the taps of the rows above and below in registers
-    /// (`stream.cu`, `STREAM`). Blocks are 32 x (warps) threads: `groups` warps a chunk of
-    /// rows, each folding its share of the vectors (`streamRvG`; the later groups' maps
-    /// handed to the first through shared memory, a barrier every 2 x reach + 1 rows).
-    /// On the H100 it runs at 0.8x the lean kernel (`docs/tbd-gpu.md`, eleventh round).
-    Stream {
-        /// Output rows per warp (the warp computes `rows` + 2 x frames x the reach).
-        rows: u32,
-        /// Warps that share a chunk, each a group of the vectors (1 to 8).
-        groups: u32,
     },
     /// The fused kernel with `px` x `py` pixels per thread.
     FusedCells {
@@ -176,11 +157,7 @@ impl KernelConfig {
     pub fn emits_every_frame(&self) -> bool {
         matches!(
             self.variant,
-            Variant::Tiled
-                | Variant::Resident { .. }
-                | Variant::Lean { .. }
-                | Variant::Packed { .. }
-                | Variant::Stream { .. }
+            Variant::Tiled | Variant::Lean { .. } | Variant::Packed { .. }
         )
     }
 
@@ -235,7 +212,7 @@ impl KernelConfig {
     pub fn out_tile(&self, motions: &[Motion]) -> (usize, usize) {
         let (bx, by) = (self.block.0 as usize, self.block.1 as usize);
         match self.variant {
-            Variant::Resident { rows } | Variant::Lean { rows, .. } => {
+            Variant::Lean { rows, .. } => {
                 let halo = 2 * self.frames * shrink(motions);
                 (
                     bx.saturating_sub(halo),
@@ -251,10 +228,6 @@ impl KernelConfig {
                     (by * rows as usize).saturating_sub(2 * halo),
                 )
             }
-            Variant::Stream { rows, groups } => (
-                bx.saturating_sub(2 * self.frames * shrink(motions).max(1)),
-                by / groups.max(1) as usize * rows as usize,
-            ),
             Variant::FusedCells { px, py } => (bx * px as usize, by * py as usize),
             Variant::Staged { px } | Variant::Late { px } => (bx * px as usize, by),
             Variant::Wave { .. } => (bx * 2, by),
@@ -263,7 +236,7 @@ impl KernelConfig {
     }
 
     /// A short name, e.g. `fused/ldg/unroll/f32/32x8/D1` or
-    /// `resident8/ldg/unroll/f32/64x8/K8` (8 rows per thread).
+    /// `lean4v3/ldg/unroll/f32/64x12/K4` (4 rows per thread, 3 vectors between barriers).
     pub fn name(&self) -> String {
         format!(
             "{}/{}/{}/{}/{}x{}/{}{}",
@@ -271,7 +244,6 @@ impl KernelConfig {
                 Variant::Fused => "fused".to_string(),
                 Variant::PerVector => "per-vector".to_string(),
                 Variant::Tiled => "tiled".to_string(),
-                Variant::Resident { rows } => format!("resident{rows}"),
                 Variant::Lean { rows, vecs: 1 } => format!("lean{rows}"),
                 Variant::Lean { rows, vecs } => format!("lean{rows}v{vecs}"),
                 Variant::Packed {
@@ -289,8 +261,6 @@ impl KernelConfig {
                 Variant::Staged { px } => format!("staged{px}"),
                 Variant::Late { px } => format!("late{px}"),
                 Variant::Wave { periods, lag } => format!("wave{periods}g{lag}"),
-                Variant::Stream { rows, groups: 1 } => format!("stream{rows}"),
-                Variant::Stream { rows, groups } => format!("stream{rows}v{groups}"),
                 Variant::FusedCells { px, py } => format!("fused{px}x{py}"),
             },
             if self.ldg { "ldg" } else { "plain" },
@@ -314,11 +284,7 @@ impl KernelConfig {
             "per-vector" => Variant::PerVector,
             "tiled" => Variant::Tiled,
             r => {
-                if let Some(rows) = r.strip_prefix("resident") {
-                    Variant::Resident {
-                        rows: rows.parse().ok()?,
-                    }
-                } else if let Some(rest) = r.strip_prefix("lean") {
+                if let Some(rest) = r.strip_prefix("lean") {
                     let (rows, vecs) = rest.split_once('v').unwrap_or((rest, "1"));
                     Variant::Lean {
                         rows: rows.parse().ok()?,
@@ -339,12 +305,6 @@ impl KernelConfig {
                         vecs: vecs.parse().ok()?,
                         periods,
                         lag,
-                    }
-                } else if let Some(rest) = r.strip_prefix("stream") {
-                    let (rows, groups) = rest.split_once('v').unwrap_or((rest, "1"));
-                    Variant::Stream {
-                        rows: rows.parse().ok()?,
-                        groups: groups.parse().ok()?,
                     }
                 } else if let Some(px) = r.strip_prefix("staged") {
                     Variant::Staged {
@@ -413,48 +373,7 @@ impl KernelConfig {
         if self.variant == Variant::PerVector && motions.len() > VEC_NAMES.len() {
             return bad(format!("at most {} vectors", VEC_NAMES.len()));
         }
-        if let Variant::Stream { rows, groups } = self.variant {
-            // A lane a column: horizontal taps come from the warp's other lanes.
-            if self.block.0 != 32 || !self.unroll {
-                return bad(
-                    "the streaming kernel needs blocks 32 threads wide and its vectors unrolled"
-                        .into(),
-                );
-            }
-            if rows == 0 || rows > 1024 {
-                return bad(format!("{rows} rows per warp (1..=1024)"));
-            }
-            if !(1..=8).contains(&groups)
-                || groups as usize > motions.len()
-                || !self.block.1.is_multiple_of(groups)
-            {
-                return bad(format!(
-                    "{groups} groups of vectors (1..=8, at most one a vector, dividing the {} warps of a block)",
-                    self.block.1
-                ));
-            }
-            let smem = tiled_shared_bytes(self, motions);
-            if smem > 48 * 1024 {
-                return bad(format!(
-                    "{smem} bytes of shared memory for the partial maps (at most 49152)"
-                ));
-            }
-            // Each warp holds its vectors' rings in registers (about 30 registers a
-            // vector at K = 4): past 32 vectors a warp they would only spill.
-            let per_warp = motions.len().div_ceil(groups as usize);
-            if per_warp > 32 {
-                return bad(format!(
-                    "{per_warp} vectors a warp (at most 32: their rings live in registers; more groups share them)"
-                ));
-            }
-            if self.out_tile(motions).0 == 0 {
-                return bad(format!(
-                    "a strip of 32 columns is no wider than its halo ({} frames x {} pixels per frame on each side)",
-                    self.frames,
-                    shrink(motions).max(1)
-                ));
-            }
-        } else if self.emits_every_frame() {
+        if self.emits_every_frame() {
             let smem = tiled_shared_bytes(self, motions);
             if smem > 48 * 1024 {
                 return bad(format!("{smem} bytes of shared memory (at most 49152)"));
@@ -538,10 +457,7 @@ impl KernelConfig {
                 ));
             }
         }
-        if let Variant::Resident { rows }
-        | Variant::Lean { rows, .. }
-        | Variant::Packed { rows, .. } = self.variant
-        {
+        if let Variant::Lean { rows, .. } | Variant::Packed { rows, .. } = self.variant {
             if rows == 0 || rows > 32 {
                 return bad(format!("{rows} rows per thread (1..=32)"));
             }

@@ -11,22 +11,16 @@
 //!   in place across the launches;
 //! - [`Variant::Tiled`]: tiles with halos in shared memory, the state read and written
 //!   once per `frames` frames, the map written every frame (plain recursion);
-//! - [`Variant::Resident`]: the same scheme (state on chip for `frames` frames, a map
-//!   every frame) laid out for speed: one vector at a time, each thread a column of
-//!   `rows` cells held in registers, the shifts compiled in, neighbours exchanged through
-//!   a double-buffered shared tile (one barrier per frame), the per-frame max / arg-max
-//!   of every frame kept in registers across the vectors (arg-max packed 4 or 8 bits);
-//! - [`Variant::Lean`]: the resident scheme with every vector-dependent choice made at
-//!   compile time: no exchange for (0, 0), edge rows only for vertical shifts, taps in
-//!   the thread's own column read from registers, `(1 - alpha)` folded into the blend
-//!   weights and `alpha X` computed once per block (fewer instructions per cell-frame);
-//!   optionally two or three vectors folded between two barriers (`lean4v2`, `lean4v3`),
-//!   so that each frame's barrier is shared and the latency of one vector's shared loads
-//!   is hidden by the others' work;
-//! - [`Variant::Stream`]: the state on chip for `frames` frames and a map every frame
-//!   without shared memory or barriers: a warp walks down a strip of 32 columns, the
-//!   frames' levels a row apart, the rows it needs in registers, horizontal taps by warp
-//!   shuffles;
+//! - [`Variant::Lean`]: the same scheme (state on chip for `frames` frames, a map every
+//!   frame) laid out for speed: one vector at a time, each thread a column of `rows`
+//!   cells held in registers, neighbours exchanged through a double-buffered shared tile
+//!   (one barrier per frame), the per-frame max / arg-max of every frame in registers
+//!   across the vectors, and every vector-dependent choice made at compile time: no
+//!   exchange for (0, 0), edge rows only for vertical shifts, taps in the thread's own
+//!   column read from registers, `(1 - alpha)` folded into the blend weights and
+//!   `alpha X` computed once per block; optionally two or three vectors folded between
+//!   two barriers (`lean4v2`, `lean4v3`), so that each frame's barrier is shared and the
+//!   latency of one vector's shared loads is hidden by the others' work;
 //! - [`Variant::Staged`]: decimation, the fused kernel's trajectories and a map per launch,
 //!   with each frame's tile staged once in shared memory as `alpha X` (zeros outside the
 //!   frame, the next tile loaded while the current one is used), every vector's
@@ -41,8 +35,15 @@
 //! - [`Variant::FusedCells`]: the fused kernel with `px` x `py` pixels per thread, the
 //!   taps and horizontal blends that neighbouring pixels share loaded and computed once,
 //!   no bounds checks where a thread's footprint lies inside the frame;
+//! - [`Variant::Packed`]: the lean scheme with the state held and computed in f16, two
+//!   pixels a thread in one `f16x2` word (plain, or a wave form of several periods a
+//!   launch); run only when named, never chosen by the autotuner;
 //! - and for each: read-only cached (`__ldg`) or plain loads, the vector loop unrolled
 //!   or not, the block shape, f32 or f16 state storage (computed in f32).
+//!
+//! The tiled and staged kernels are the seed's shared-memory schemes, kept for its figure
+//! (`kestrel bench --seed mazurek`) and by name, not among the autotuner's candidates; the
+//! resident and streaming kernels were retired (docs/tbd-gpu.md, "Retired variants").
 //!
 //! Every variant computes the CPU reference's arithmetic in the same order (`cpu.rs`);
 //! tests run them on the GPU and, compiled as C++, on the CPU.

@@ -6,10 +6,10 @@
 //
 // A translation unit (tbd/cuda/source.rs) is the launcher's compile-time parameters,
 // this header, and the variant's kernel file: fused.cu (fused, per-vector, several
-// pixels a thread), tiled.cu (tiled, resident), lean.cu, staged.cu (staged, late, wave),
-// stream.cu or packed.cu; switch.cu follows fused.cu for manoeuvres. Each kernel file's
-// body stands under its variant's macro (FUSED, TBD_VEC_LIST, PX, TBD_TILED, RB, LEAN,
-// STAGED, STREAM, PACKED). The parameters:
+// pixels a thread), tiled.cu, lean.cu, staged.cu (staged, late, wave) or packed.cu;
+// switch.cu follows fused.cu for manoeuvres. Each kernel file's body stands under its
+// variant's macro (FUSED, TBD_VEC_LIST, PX, TBD_TILED, LEAN, STAGED, PACKED). The
+// parameters:
 //   NV            number of motion vectors; MVX / MVY their components (MOTIONS_INIT)
 //   STATE_HALF    1: the state is stored as f16 (computed in f32), 0: f32
 //   FRAME_T       element type of the frames on the device (float, unsigned char, unsigned short)

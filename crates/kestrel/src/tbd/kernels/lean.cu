@@ -1,7 +1,12 @@
-// The resident scheme with fewer instructions per cell and frame (`Variant::Lean`):
-// the same tile, column of RB cells per thread and double-buffered shared exchange as
-// the resident kernel, but every choice that depends on the vector is made at compile
-// time (the vector loop must be unrolled to be fast; it stays correct when not):
+// The state resident on chip for DEC frames (`Variant::Lean`): one vector at a time (or
+// a group of LEAN_VP between two barriers), each thread a column of LEAN cells of a
+// TX x (TY LEAN) tile held in registers, published every frame to a shared tile padded
+// by one frame's reach and double buffered (one barrier a frame), the per-frame max /
+// arg-max of all DEC frames in registers across the vectors. The block emits the tile
+// less its halo of DEC x SHRINK pixels. Every choice that depends on the vector is made
+// at compile time (the vector loop must be unrolled to be fast; it stays correct when
+// not); this is what set it ahead of the first such kernel (`resident`, retired:
+// docs/tbd-gpu.md):
 // - what a vector needs from its neighbours: nothing for (0, 0) (no barrier at all),
 //   the one or two edge rows of the threads above and below for a vertical shift, the
 //   whole column for a horizontal one; taps inside the thread's own column are read
