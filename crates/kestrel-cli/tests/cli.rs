@@ -108,17 +108,7 @@ fn smooth_and_f32_match_the_library() {
     let zs: Measurements<f64> = kestrel::io::read_measurements(&z).unwrap();
 
     let out = d.path().join("s.npz");
-    ok(&kestrel(&[
-        "smooth",
-        "--model",
-        &model_path,
-        "--input",
-        s(&z),
-        "--output",
-        s(&out),
-        "--method",
-        "rts",
-    ]));
+    ok(&smooth(&model_path, s(&z), s(&out), &["--method", "rts"]));
     let e = npz(&out);
     assert!(
         e.loglik().is_none(),
@@ -128,15 +118,7 @@ fn smooth_and_f32_match_the_library() {
     close(e.mean(), lib.mean(), 1e-12, "smoothed mean");
     close(e.cov(), lib.cov(), 1e-12, "smoothed cov");
     let csv = d.path().join("s.csv");
-    ok(&kestrel(&[
-        "smooth",
-        "--model",
-        &model_path,
-        "--input",
-        s(&z),
-        "--output",
-        s(&csv),
-    ]));
+    ok(&smooth(&model_path, s(&z), s(&csv), &[]));
     let (m, c, l) = read_estimates_csv(&csv, 9, 30, 4, false);
     assert_eq!((m, c), (e.mean().to_vec(), e.cov().to_vec()));
     assert!(l.is_empty());

@@ -203,17 +203,7 @@ fn the_particle_filters_range_bearing_kind_runs_the_ukf() {
         s(&z),
     ]));
     let out = dir.path().join("out.npz");
-    ok(&kestrel(&[
-        "smooth",
-        "--model",
-        &m,
-        "--input",
-        s(&z),
-        "--output",
-        s(&out),
-        "--filter",
-        "ukf",
-    ]));
+    ok(&smooth(&m, s(&z), s(&out), &["--filter", "ukf"]));
     assert_eq!(npz(&out).nx(), 4);
 }
 

@@ -98,23 +98,21 @@ fn every_command_and_method_reads_a_time_varying_model() {
             let tol = if precision == "f64" { 1e-9 } else { 2e-3 };
             for method in ["sequential", "parallel"] {
                 let out = d.join(format!("f-{device}-{precision}-{method}.npz"));
-                run(&[
-                    "filter",
-                    "--model",
+                ok(&filter(
                     &model,
-                    "--input",
                     s(&z),
-                    "--output",
                     s(&out),
-                    "--method",
-                    method,
-                    "--device",
-                    device,
-                    "--precision",
-                    precision,
-                    "--output-precision",
-                    "f64",
-                ]);
+                    &[
+                        "--method",
+                        method,
+                        "--device",
+                        device,
+                        "--precision",
+                        precision,
+                        "--output-precision",
+                        "f64",
+                    ],
+                ));
                 let want = filter_on(
                     Device::Cpu,
                     &lm,
@@ -141,23 +139,21 @@ fn every_command_and_method_reads_a_time_varying_model() {
             }
             for method in ["rts", "parallel-rts", "two-filter"] {
                 let out = d.join(format!("s-{device}-{precision}-{method}.npz"));
-                run(&[
-                    "smooth",
-                    "--model",
+                ok(&smooth(
                     &model,
-                    "--input",
                     s(&z),
-                    "--output",
                     s(&out),
-                    "--method",
-                    method,
-                    "--device",
-                    device,
-                    "--precision",
-                    precision,
-                    "--output-precision",
-                    "f64",
-                ]);
+                    &[
+                        "--method",
+                        method,
+                        "--device",
+                        device,
+                        "--precision",
+                        precision,
+                        "--output-precision",
+                        "f64",
+                    ],
+                ));
                 let want = smooth_on(Device::Cpu, &lm, &zm, SmoothMethod::Rts)
                     .unwrap()
                     .smoothed;

@@ -24,23 +24,21 @@ fn eval_computes_gospa_ospa_and_mot_by_hand() {
     );
     let out = d.path().join("steps.csv");
     let plot = d.path().join("g.svg");
-    let o = kestrel(&[
-        "eval",
-        "--truth",
+    let o = eval(
         s(&truth),
-        "--tracks",
         s(&tracks),
-        "--metric",
         "gospa",
-        "--c",
-        "10",
-        "--p",
-        "2",
-        "--output",
-        s(&out),
-        "--plot",
-        s(&plot),
-    ]);
+        &[
+            "--c",
+            "10",
+            "--p",
+            "2",
+            "--output",
+            s(&out),
+            "--plot",
+            s(&plot),
+        ],
+    );
     ok(&o);
     let steps = std::fs::read_to_string(&out).unwrap();
     let rows: Vec<Vec<f64>> = steps
@@ -58,30 +56,12 @@ fn eval_computes_gospa_ospa_and_mot_by_hand() {
     );
     assert!(std::fs::read_to_string(&plot).unwrap().starts_with("<svg"));
     // OSPA: step 0 (25 + 100) / 2; step 1: 100 / 1.
-    let o = kestrel(&[
-        "eval",
-        "--truth",
-        s(&truth),
-        "--tracks",
-        s(&tracks),
-        "--metric",
-        "ospa",
-    ]);
+    let o = eval(s(&truth), s(&tracks), "ospa", &[]);
     ok(&o);
     let want = ((62.5f64).sqrt() + 10.0) / 2.0;
     assert!(String::from_utf8_lossy(&o.stdout).contains(&format!("mean OSPA {want:.4}")));
     // MOT with threshold 6: one match (distance 5), 2 misses, no false tracks: MOTA 1/3.
-    let o = kestrel(&[
-        "eval",
-        "--truth",
-        s(&truth),
-        "--tracks",
-        s(&tracks),
-        "--metric",
-        "mot",
-        "--c",
-        "6",
-    ]);
+    let o = eval(s(&truth), s(&tracks), "mot", &["--c", "6"]);
     ok(&o);
     let text = String::from_utf8_lossy(&o.stdout).to_string();
     assert!(
@@ -202,19 +182,12 @@ fn simulate_track_and_eval_end_to_end() {
             .lines()
             .skip(1)
             .all(|l| l.split(',').count() == 3 + 4 + 16));
-        let o = kestrel(&[
-            "eval",
-            "--truth",
+        let o = eval(
             s(&truth),
-            "--tracks",
             s(&tracks),
-            "--metric",
             "mot",
-            "--c",
-            "20",
-            "--model",
-            &model,
-        ]);
+            &["--c", "20", "--model", &model],
+        );
         ok(&o);
         let text = String::from_utf8_lossy(&o.stdout).to_string();
         let mota: f64 = text.split_whitespace().nth(1).unwrap().parse().unwrap();

@@ -17,8 +17,24 @@ pub fn kestrel(args: &[&str]) -> Output {
 
 /// `kestrel filter --model model --input input --output output`, then `extra`.
 pub fn filter(model: &str, input: &str, output: &str, extra: &[&str]) -> Output {
+    estimate("filter", model, input, output, extra)
+}
+
+/// `kestrel smooth --model model --input input --output output`, then `extra`.
+pub fn smooth(model: &str, input: &str, output: &str, extra: &[&str]) -> Output {
+    estimate("smooth", model, input, output, extra)
+}
+
+fn estimate(cmd: &str, model: &str, input: &str, output: &str, extra: &[&str]) -> Output {
+    let mut args = vec![cmd, "--model", model, "--input", input, "--output", output];
+    args.extend_from_slice(extra);
+    kestrel(&args)
+}
+
+/// `kestrel eval --truth truth --tracks tracks --metric metric`, then `extra`.
+pub fn eval(truth: &str, tracks: &str, metric: &str, extra: &[&str]) -> Output {
     let mut args = vec![
-        "filter", "--model", model, "--input", input, "--output", output,
+        "eval", "--truth", truth, "--tracks", tracks, "--metric", metric,
     ];
     args.extend_from_slice(extra);
     kestrel(&args)
