@@ -11,76 +11,27 @@ mod common;
 mod emulation;
 mod parallel_emulation;
 
-use emulation::{compile, compiler, reals, run_piped};
-use kestrel::parallel::PaperModel;
-use kestrel::{Estimates, FilterOptions, Real};
-use parallel_emulation::{put_model, rel_err, source};
+use emulation::{compile, compiler};
+use kestrel::Real;
+use parallel_emulation::{put_model, run_harness, source, Case, ALGORITHMS};
 
-#[allow(clippy::too_many_arguments)]
 fn run<T: Real>(cxx: &str, nx: usize, ny: usize, t: usize, nb: usize, seed: u64, tol: f64) {
-    let model = PaperModel::new(nx, ny, t, t, seed);
-    let z = kestrel::sim::simulate(&model, nb, t, seed + 1, 0.25)
-        .unwrap()
-        .measurements;
-    let opts = FilterOptions::default().with_force_general(true);
-    let rf: Estimates<f64> = kestrel::filter(&model, &z, &opts).unwrap().filtered;
-    let rs = kestrel::smooth_filtered(&model, &rf).unwrap();
+    let case = Case::new(nx, ny, t, t, nb, seed);
     let tag = format!("nx{nx}_ny{ny}_T{t}_B{nb}_{}", T::NAME);
     let src = source::<T>(nx, ny, "", "");
     let dir = tempfile::tempdir().unwrap();
     let exe = compile(cxx, dir.path(), &tag, &src, &["-std=c++17", "-O1", "-w"]);
-    let mut input = Vec::new();
-    input.extend((t as i64).to_le_bytes());
-    input.extend(1i32.to_le_bytes());
-    input.extend((nb as i64).to_le_bytes());
-    put_model::<T>(&mut input, &model, &z, t);
-    let vals: Vec<f64> = reals::<T>(&run_piped(&exe, input, &tag))
-        .iter()
-        .map(|v| v.to_f64())
-        .collect();
-    let (n1, n2) = (nb * t * nx, nb * t * nx * nx);
+    let mut input = case.header(true);
+    put_model::<T>(&mut input, &case.model, &case.z, t);
+    let mut out = run_harness::<T>(&exe, input, &tag);
+    let (n1, n2) = case.sizes();
     let per_alg = 3 * n1 + 3 * n2 + nb * t;
-    assert_eq!(vals.len(), 7 * per_alg, "{tag}: output size");
-    let ll = rf.loglik().expect("filter log-likelihoods");
-    for (a, name) in [
-        "sequential",
-        "ladner-fischer",
-        "hillis-steele",
-        "blelloch",
-        "chunked",
-        "sengupta:2",
-        "fused",
-    ]
-    .iter()
-    .enumerate()
-    {
-        let mut o = &vals[a * per_alg..(a + 1) * per_alg];
-        let mut take = |n: usize| {
-            let (h, rest) = o.split_at(n);
-            o = rest;
-            h.to_vec()
-        };
-        let (m, c, l, sm, sc, tm, tc) = (
-            take(n1),
-            take(n2),
-            take(nb * t),
-            take(n1),
-            take(n2),
-            take(n1),
-            take(n2),
-        );
-        let errs = [
-            ("filter mean", rel_err(&m, rf.mean(), nx)),
-            ("filter cov", rel_err(&c, rf.cov(), nx * nx)),
-            ("loglik", rel_err(&l, ll, 1)),
-            ("rts mean", rel_err(&sm, rs.mean(), nx)),
-            ("rts cov", rel_err(&sc, rs.cov(), nx * nx)),
-            ("two-filter mean", rel_err(&tm, rs.mean(), nx)),
-            ("two-filter cov", rel_err(&tc, rs.cov(), nx * nx)),
-        ];
-        for (what, e) in errs {
-            assert!(e < tol, "{tag} {name} {what}: {e:e}");
-        }
+    assert_eq!(out.len(), ALGORITHMS.len() * per_alg, "{tag}: output size");
+    for name in ALGORITHMS {
+        let tag = format!("{tag} {name}");
+        case.check_filtered(&mut out, &tag, tol);
+        case.check_smoothed(&mut out, &tag, "rts", tol);
+        case.check_smoothed(&mut out, &tag, "two-filter", tol);
     }
 }
 

@@ -13,10 +13,9 @@ mod common;
 mod emulation;
 mod parallel_emulation;
 
-use emulation::{compile, compiler, reals, run_piped};
-use kestrel::parallel::PaperModel;
-use kestrel::{Estimates, FilterOptions, Real};
-use parallel_emulation::{put_model, rel_err, source};
+use emulation::{compile, compiler};
+use kestrel::Real;
+use parallel_emulation::{put_model, rel_err, run_harness, source, Case, ALGORITHMS};
 
 /// The launch sequences of parallel/cuda/run.rs for Method::Sequential / SequentialRts
 /// (one launch over the B tracks, grid x) and Method::RetrodictMeans (stored scans and
@@ -67,60 +66,26 @@ fn run<T: Real>(
     varying: bool,
     tol: f64,
 ) {
-    let model = PaperModel::new(nx, ny, t, if varying { t } else { 1 }, seed);
-    let z = kestrel::sim::simulate(&model, nb, t, seed + 1, 0.25)
-        .unwrap()
-        .measurements;
-    let opts = FilterOptions::default().with_force_general(true);
-    let rf: Estimates<f64> = kestrel::filter(&model, &z, &opts).unwrap().filtered;
-    let rs = kestrel::smooth_filtered(&model, &rf).unwrap();
+    let steps = if varying { t } else { 1 };
+    let case = Case::new(nx, ny, t, steps, nb, seed);
     let tag = format!("seq_nx{nx}_ny{ny}_T{t}_B{nb}_v{varying}_{}", T::NAME);
     let src = source::<T>(nx, ny, "#define SPLIT_MAIN\n", MAIN);
     let dir = tempfile::tempdir().unwrap();
     let exe = compile(cxx, dir.path(), &tag, &src, &["-std=c++17", "-O1", "-w"]);
-    let mut input = Vec::new();
-    input.extend((t as i64).to_le_bytes());
-    input.extend(i32::from(varying).to_le_bytes());
-    input.extend((nb as i64).to_le_bytes());
-    put_model::<T>(&mut input, &model, &z, if varying { t } else { 1 });
-    let vals: Vec<f64> = reals::<T>(&run_piped(&exe, input, &tag))
-        .iter()
-        .map(|v| v.to_f64())
-        .collect();
-    let (n1, n2) = (nb * t * nx, nb * t * nx * nx);
+    let mut input = case.header(varying);
+    put_model::<T>(&mut input, &case.model, &case.z, steps);
+    let mut out = run_harness::<T>(&exe, input, &tag);
+    let (n1, n2) = case.sizes();
     assert_eq!(
-        vals.len(),
-        2 * n1 + 2 * n2 + nb * t + 7 * n1,
+        out.len(),
+        2 * n1 + 2 * n2 + nb * t + ALGORITHMS.len() * n1,
         "{tag}: output size"
     );
-    let mut o = &vals[..];
-    let mut take = |n: usize| {
-        let (h, rest) = o.split_at(n);
-        o = rest;
-        h.to_vec()
-    };
-    let (m, c, l, sm, sc) = (take(n1), take(n2), take(nb * t), take(n1), take(n2));
-    let ll = rf.loglik().expect("filter log-likelihoods");
-    for (what, e) in [
-        ("filter mean", rel_err(&m, rf.mean(), nx)),
-        ("filter cov", rel_err(&c, rf.cov(), nx * nx)),
-        ("loglik", rel_err(&l, ll, 1)),
-        ("rts mean", rel_err(&sm, rs.mean(), nx)),
-        ("rts cov", rel_err(&sc, rs.cov(), nx * nx)),
-    ] {
-        assert!(e < tol, "{tag} {what}: {e:e}");
-    }
-    for name in [
-        "sequential",
-        "ladner-fischer",
-        "hillis-steele",
-        "blelloch",
-        "chunked",
-        "sengupta:2",
-        "fused",
-    ] {
-        let means = take(n1);
-        let e = rel_err(&means, rs.mean(), nx);
+    case.check_filtered(&mut out, &tag, tol);
+    case.check_smoothed(&mut out, &tag, "rts", tol);
+    for name in ALGORITHMS {
+        let means = out.take(n1);
+        let e = rel_err(&means, case.smoothed.mean(), nx);
         assert!(e < tol, "{tag} means-only retrodiction {name}: {e:e}");
     }
 }

@@ -11,10 +11,9 @@ mod common;
 mod emulation;
 mod parallel_emulation;
 
-use emulation::{compile, compiler, reals, run_piped};
-use kestrel::parallel::PaperModel;
-use kestrel::{Estimates, FilterOptions, Real};
-use parallel_emulation::{put_model, rel_err, source};
+use emulation::{compile, compiler};
+use kestrel::Real;
+use parallel_emulation::{put_model, run_harness, source, Case};
 
 const SPLIT: &str = include_str!("parallel_emulation/split.inc");
 
@@ -36,43 +35,16 @@ fn run<T: Real>(
     seed: u64,
     tol: f64,
 ) {
-    let model = PaperModel::new(nx, ny, t, t, seed);
-    let z = kestrel::sim::simulate(&model, nb, t, seed + 1, 0.25)
-        .unwrap()
-        .measurements;
-    let opts = FilterOptions::default().with_force_general(true);
-    let rf: Estimates<f64> = kestrel::filter(&model, &z, &opts).unwrap().filtered;
-    let rs = kestrel::smooth_filtered(&model, &rf).unwrap();
+    let case = Case::new(nx, ny, t, t, nb, seed);
     let tag = format!("nx{nx}_ny{ny}_T{t}_B{nb}_G{g}_{}", T::NAME);
-    let mut input = Vec::new();
-    input.extend((t as i64).to_le_bytes());
-    input.extend(1i32.to_le_bytes());
-    input.extend((nb as i64).to_le_bytes());
+    let mut input = case.header(true);
     input.extend((g as i64).to_le_bytes());
-    put_model::<T>(&mut input, &model, &z, t);
-    let vals: Vec<f64> = reals::<T>(&run_piped(exe, input, &tag))
-        .iter()
-        .map(|v| v.to_f64())
-        .collect();
-    let (n1, n2) = (nb * t * nx, nb * t * nx * nx);
-    assert_eq!(vals.len(), 2 * n1 + 2 * n2 + nb * t, "{tag}: output size");
-    let mut o = &vals[..];
-    let mut take = |n: usize| {
-        let (h, rest) = o.split_at(n);
-        o = rest;
-        h.to_vec()
-    };
-    let (m, c, l, sm, sc) = (take(n1), take(n2), take(nb * t), take(n1), take(n2));
-    let ll = rf.loglik().expect("filter log-likelihoods");
-    for (what, e) in [
-        ("filter mean", rel_err(&m, rf.mean(), nx)),
-        ("filter cov", rel_err(&c, rf.cov(), nx * nx)),
-        ("loglik", rel_err(&l, ll, 1)),
-        ("two-filter mean", rel_err(&sm, rs.mean(), nx)),
-        ("two-filter cov", rel_err(&sc, rs.cov(), nx * nx)),
-    ] {
-        assert!(e < tol, "{tag} {what}: {e:e} (tolerance {tol:e})");
-    }
+    put_model::<T>(&mut input, &case.model, &case.z, t);
+    let mut out = run_harness::<T>(exe, input, &tag);
+    let (n1, n2) = case.sizes();
+    assert_eq!(out.len(), 2 * n1 + 2 * n2 + nb * t, "{tag}: output size");
+    case.check_filtered(&mut out, &tag, tol);
+    case.check_smoothed(&mut out, &tag, "two-filter", tol);
 }
 
 #[test]

@@ -11,23 +11,15 @@ mod common;
 mod emulation;
 mod parallel_emulation;
 
-use emulation::{compile, compiler, put_f64, reals, run_piped};
+use emulation::{compile, compiler, put_f64};
 use kestrel::parallel::PaperModel;
-use kestrel::{Estimates, FilterOptions, Measurements, Real, StateSpace};
+use kestrel::{Measurements, Real, StateSpace};
 use nalgebra::DMatrix;
-use parallel_emulation::{rel_err, source};
+use parallel_emulation::{put_mat, run_harness, source, Case, ALGORITHMS};
 
 const SQRT: &str = include_str!("../src/parallel/kernels/parallel_sqrt.cu");
 const SQRT_FUSED: &str = include_str!("../src/parallel/kernels/parallel_sqrt_fused.cu");
 const MAIN: &str = include_str!("parallel_emulation/sqrt.inc");
-
-fn put_mat<T: Real>(out: &mut Vec<u8>, m: &DMatrix<f64>) {
-    for i in 0..m.nrows() {
-        for j in 0..m.ncols() {
-            put_f64::<T>(out, m[(i, j)]);
-        }
-    }
-}
 
 /// The lower Cholesky factor of a positive definite `m`.
 fn factor(m: &DMatrix<f64>) -> DMatrix<f64> {
@@ -53,13 +45,7 @@ fn put_factored<T: Real>(out: &mut Vec<u8>, model: &PaperModel, z: &Measurements
 }
 
 fn run<T: Real>(cxx: &str, nx: usize, ny: usize, t: usize, nb: usize, seed: u64, tol: f64) {
-    let model = PaperModel::new(nx, ny, t, t, seed);
-    let z = kestrel::sim::simulate(&model, nb, t, seed + 1, 0.25)
-        .unwrap()
-        .measurements;
-    let opts = FilterOptions::default().with_force_general(true);
-    let rf: Estimates<f64> = kestrel::filter(&model, &z, &opts).unwrap().filtered;
-    let rs = kestrel::smooth_filtered(&model, &rf).unwrap();
+    let case = Case::new(nx, ny, t, t, nb, seed);
     let tag = format!("sqrt_nx{nx}_ny{ny}_T{t}_B{nb}_{}", T::NAME);
     let src = source::<T>(
         nx,
@@ -69,46 +55,16 @@ fn run<T: Real>(cxx: &str, nx: usize, ny: usize, t: usize, nb: usize, seed: u64,
     );
     let dir = tempfile::tempdir().unwrap();
     let exe = compile(cxx, dir.path(), &tag, &src, &["-std=c++17", "-O1", "-w"]);
-    let mut input = Vec::new();
-    input.extend((t as i64).to_le_bytes());
-    input.extend(1i32.to_le_bytes());
-    input.extend((nb as i64).to_le_bytes());
-    put_factored::<T>(&mut input, &model, &z, t);
-    let vals: Vec<f64> = reals::<T>(&run_piped(&exe, input, &tag))
-        .iter()
-        .map(|v| v.to_f64())
-        .collect();
-    let (n1, n2) = (nb * t * nx, nb * t * nx * nx);
+    let mut input = case.header(true);
+    put_factored::<T>(&mut input, &case.model, &case.z, t);
+    let mut out = run_harness::<T>(&exe, input, &tag);
+    let (n1, n2) = case.sizes();
     let per_alg = 2 * n1 + 2 * n2 + nb * t;
-    let names = [
-        "sequential",
-        "ladner-fischer",
-        "hillis-steele",
-        "blelloch",
-        "chunked",
-        "sengupta:2",
-        "fused",
-    ];
-    assert_eq!(vals.len(), names.len() * per_alg, "{tag}: output size");
-    let ll = rf.loglik().expect("filter log-likelihoods");
-    for (a, name) in names.iter().enumerate() {
-        let mut o = &vals[a * per_alg..(a + 1) * per_alg];
-        let mut take = |n: usize| {
-            let (h, rest) = o.split_at(n);
-            o = rest;
-            h.to_vec()
-        };
-        let (m, c, l, sm, sc) = (take(n1), take(n2), take(nb * t), take(n1), take(n2));
-        let errs = [
-            ("filter mean", rel_err(&m, rf.mean(), nx)),
-            ("filter cov", rel_err(&c, rf.cov(), nx * nx)),
-            ("loglik", rel_err(&l, ll, 1)),
-            ("rts mean", rel_err(&sm, rs.mean(), nx)),
-            ("rts cov", rel_err(&sc, rs.cov(), nx * nx)),
-        ];
-        for (what, e) in errs {
-            assert!(e < tol, "{tag} {name} {what}: {e:e}");
-        }
+    assert_eq!(out.len(), ALGORITHMS.len() * per_alg, "{tag}: output size");
+    for name in ALGORITHMS {
+        let tag = format!("{tag} {name}");
+        case.check_filtered(&mut out, &tag, tol);
+        case.check_smoothed(&mut out, &tag, "rts", tol);
     }
 }
 
