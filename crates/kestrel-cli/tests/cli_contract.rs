@@ -74,17 +74,7 @@ fn cases() -> Vec<(&'static str, Case)> {
         ("pf", est("pf", "pf.npz", &["--particles", "64"])),
     ];
     // Reads the filter's output of the case above.
-    let retro = [
-        "retrodict",
-        "--model",
-        "m.toml",
-        "--input",
-        "f.npz",
-        "--output",
-        "r.npz",
-        "--device",
-        "cpu",
-    ];
+    let retro = words("retrodict --model m.toml --input f.npz --output r.npz --device cpu");
     v.insert(
         2,
         (
@@ -104,10 +94,7 @@ fn cases() -> Vec<(&'static str, Case)> {
             },
         ),
     );
-    let sim = [
-        "simulate", "--model", "m.toml", "--tracks", "2", "--steps", "3", "--output", "sz.npy",
-        "--truth", "sx.csv",
-    ];
+    let sim = words("simulate --model m.toml --tracks 2 --steps 3 --output sz.npy --truth sx.csv");
     v.push((
         "simulate",
         Case {
@@ -125,21 +112,7 @@ fn cases() -> Vec<(&'static str, Case)> {
             ],
         },
     ));
-    let scen = [
-        "simulate",
-        "--scenario",
-        "random",
-        "--model",
-        "tracking.toml",
-        "--tracks",
-        "2",
-        "--steps",
-        "3",
-        "--output",
-        "scen.csv",
-        "--truth",
-        "scentruth.csv",
-    ];
+    let scen = words("simulate --scenario random --model tracking.toml --tracks 2 --steps 3 --output scen.csv --truth scentruth.csv");
     v.push((
         "simulate --scenario",
         Case {
@@ -156,15 +129,7 @@ fn cases() -> Vec<(&'static str, Case)> {
             ],
         },
     ));
-    let track = [
-        "track",
-        "--model",
-        "tracking.toml",
-        "--detections",
-        "det.csv",
-        "--output",
-        "trk.csv",
-    ];
+    let track = words("track --model tracking.toml --detections det.csv --output trk.csv");
     v.push((
         "track",
         Case {
@@ -184,19 +149,9 @@ fn cases() -> Vec<(&'static str, Case)> {
             ],
         },
     ));
-    let eval = [
-        "eval",
-        "--truth",
-        "truth.csv",
-        "--tracks",
-        "tracks.csv",
-        "--metric",
-        "gospa",
-        "--output",
-        "ev.csv",
-        "--plot",
-        "ev.svg",
-    ];
+    let eval = words(
+        "eval --truth truth.csv --tracks tracks.csv --metric gospa --output ev.csv --plot ev.svg",
+    );
     v.push((
         "eval",
         Case {
@@ -212,19 +167,9 @@ fn cases() -> Vec<(&'static str, Case)> {
             ],
         },
     ));
-    let tbd = [
-        "tbd",
-        "--input",
-        "frames.npy",
-        "--output",
-        "tbd.csv",
-        "--state-out",
-        "state.npy",
-        "--threshold",
-        "1",
-        "--device",
-        "cpu",
-    ];
+    let tbd = words(
+        "tbd --input frames.npy --output tbd.csv --state-out state.npy --threshold 1 --device cpu",
+    );
     v.push((
         "tbd",
         Case {
@@ -238,21 +183,7 @@ fn cases() -> Vec<(&'static str, Case)> {
             ],
         },
     ));
-    let frames = [
-        "simulate-frames",
-        "--output",
-        "sf.npy",
-        "--truth",
-        "sf.csv",
-        "--frames",
-        "2",
-        "--height",
-        "8",
-        "--width",
-        "8",
-        "--target",
-        "2:2:1:0",
-    ];
+    let frames = words("simulate-frames --output sf.npy --truth sf.csv --frames 2 --height 8 --width 8 --target 2:2:1:0");
     v.push((
         "simulate-frames",
         Case {
@@ -268,23 +199,7 @@ fn cases() -> Vec<(&'static str, Case)> {
             ],
         },
     ));
-    let te = [
-        "tbd-eval",
-        "--size",
-        "16",
-        "--frames",
-        "12",
-        "--alpha",
-        "0.5",
-        "--targets",
-        "1",
-        "--velocities",
-        "0:0,1:0",
-        "--snr-max",
-        "1",
-        "--plot",
-        "te.svg",
-    ];
+    let te = words("tbd-eval --size 16 --frames 12 --alpha 0.5 --targets 1 --velocities 0:0,1:0 --snr-max 1 --plot te.svg");
     v.push((
         "tbd-eval",
         Case {
@@ -300,10 +215,7 @@ fn cases() -> Vec<(&'static str, Case)> {
             ],
         },
     ));
-    let hmm = [
-        "hmm", "--model", "hmm.toml", "--input", "obs.npy", "--output", "hmm.npz", "--device",
-        "cpu",
-    ];
+    let hmm = words("hmm --model hmm.toml --input obs.npy --output hmm.npz --device cpu");
     v.push((
         "hmm",
         Case {
@@ -320,9 +232,7 @@ fn cases() -> Vec<(&'static str, Case)> {
             ],
         },
     ));
-    let demo = [
-        "demo", "--tracks", "4", "--steps", "5", "--device", "cpu", "--plot", "demo.svg",
-    ];
+    let demo = words("demo --tracks 4 --steps 5 --device cpu --plot demo.svg");
     v.push((
         "demo",
         Case {
@@ -335,18 +245,7 @@ fn cases() -> Vec<(&'static str, Case)> {
             ],
         },
     ));
-    let demo_pf = [
-        "demo",
-        "--pf",
-        "--steps",
-        "5",
-        "--particles",
-        "100",
-        "--device",
-        "cpu",
-        "--plot",
-        "demopf.svg",
-    ];
+    let demo_pf = words("demo --pf --steps 5 --particles 100 --device cpu --plot demopf.svg");
     v.push((
         "demo --pf",
         Case {

@@ -77,26 +77,7 @@ fn value() -> impl Strategy<Value = String> {
 }
 
 fn flag() -> impl Strategy<Value = String> {
-    proptest::sample::select(vec![
-        "--model",
-        "--input",
-        "--output",
-        "--truth",
-        "--tracks",
-        "--steps",
-        "--seed",
-        "--missing",
-        "--device",
-        "--precision",
-        "--method",
-        "--scan",
-        "--fsync",
-        "--verbose",
-        "--plot",
-        "--help",
-        "-x",
-        "--",
-    ])
+    proptest::sample::select(words("--model --input --output --truth --tracks --steps --seed --missing --device --precision --method --scan --fsync --verbose --plot --help -x --"))
     .prop_map(str::to_string)
 }
 
@@ -143,10 +124,10 @@ fn setup() -> Setup {
     std::fs::create_dir(d.join("dir")).unwrap();
     let o = run_in(
         d,
-        &[
-            "simulate", "--model", "m.toml", "--tracks", "2", "--steps", "3", "--output", "z.npy",
-        ]
-        .map(String::from),
+        &words("simulate --model m.toml --tracks 2 --steps 3 --output z.npy")
+            .into_iter()
+            .map(String::from)
+            .collect::<Vec<_>>(),
     );
     ok(&o);
     let files = ["z.csv", "z.npy", "m.toml"]

@@ -132,24 +132,11 @@ fn outputs_equal_the_library_for_integer_and_float_codes_both_methods() {
     // precision).
     hmm(
         &d,
-        &[
-            "--model",
-            "m.toml",
-            "--input",
-            "obs.npy",
-            "--output",
-            "o32.npz",
-            "--precision",
-            "f32",
-            "--method",
-            "parallel",
-        ],
+        &words("--model m.toml --input obs.npy --output o32.npz --precision f32 --method parallel"),
     );
     hmm(
         &d,
-        &[
-            "--model", "m.toml", "--input", "obs.npy", "--output", "o64.npz",
-        ],
+        &words("--model m.toml --input obs.npy --output o64.npz"),
     );
     let (_, f32s) = read::<f32>(&d.p("o32.npz"), "smoothed");
     let (_, f64s) = read::<f64>(&d.p("o64.npz"), "smoothed");
@@ -282,9 +269,7 @@ fn every_bad_input_gets_one_error_line_and_nothing_written() {
         "gauss_probs.toml",
         &GAUSS.replace("covs", "probs = [[1.0]]\ncovs"),
     );
-    let base = [
-        "hmm", "--device", "cpu", "--model", "m.toml", "--input", "obs.npy", "--output", "out.npz",
-    ];
+    let base = words("hmm --device cpu --model m.toml --input obs.npy --output out.npz");
     let cases: Vec<(Vec<&str>, Vec<&str>)> = vec![
         (
             with(&base, &["--model", "unknown_key.toml"]),

@@ -58,24 +58,8 @@ fn an_output_inside_an_input_directory_is_refused() {
     // A file of the directory that is not a frame is still an input of the run.
     std::fs::write(d.p("frames/notes.csv"), SENTINEL).unwrap();
     let cases: [&[&str]; 3] = [
-        &[
-            "tbd",
-            "--input",
-            "frames",
-            "--output",
-            "det.csv",
-            "--state-out",
-            "frames/a.npy",
-        ],
-        &[
-            "tbd",
-            "--input",
-            "frames/",
-            "--output",
-            "det.csv",
-            "--state-out",
-            "./frames/../frames/b.npy",
-        ],
+        &words("tbd --input frames --output det.csv --state-out frames/a.npy"),
+        &words("tbd --input frames/ --output det.csv --state-out ./frames/../frames/b.npy"),
         &["tbd", "--input", "frames", "--output", "frames/notes.csv"],
     ];
     for args in cases {
@@ -112,37 +96,9 @@ fn numeric_options_go_through_one_range_check() {
         "--particles",
         "10",
     ];
-    let ev = [
-        "eval",
-        "--truth",
-        "truth.csv",
-        "--tracks",
-        "tracks.csv",
-        "--metric",
-        "gospa",
-    ];
-    let tbd = [
-        "tbd",
-        "--input",
-        "f.npy",
-        "--output",
-        "d.csv",
-        "--device",
-        "cpu",
-        "--threshold",
-        "1",
-    ];
-    let sf = [
-        "simulate-frames",
-        "--frames",
-        "2",
-        "--height",
-        "8",
-        "--width",
-        "8",
-        "--output",
-        "g.npy",
-    ];
+    let ev = words("eval --truth truth.csv --tracks tracks.csv --metric gospa");
+    let tbd = words("tbd --input f.npy --output d.csv --device cpu --threshold 1");
+    let sf = words("simulate-frames --frames 2 --height 8 --width 8 --output g.npy");
     let sc = [
         "simulate",
         "--scenario",
@@ -217,39 +173,13 @@ fn work_is_bounded_before_it_starts() {
     // bound and ran for hours.
     let start = Instant::now();
     d.run_bad(
-        &[
-            "tbd",
-            "--input",
-            "f.npy",
-            "--output",
-            "d.csv",
-            "--device",
-            "cpu",
-            "--pfa",
-            "1e-7",
-            "--speeds",
-            "0,1,2,3",
-            "--directions",
-            "32",
-        ],
+        &words("tbd --input f.npy --output d.csv --device cpu --pfa 1e-7 --speeds 0,1,2,3 --directions 32"),
         &["calibration", "motion vectors", "larger false-alarm"],
     );
     // A wide window on a map all over the threshold: 10^6 pixels x 201^2.
     d.file("big.npy", &frames_npy(1, 1024, 1024));
     d.run_bad(
-        &[
-            "tbd",
-            "--input",
-            "big.npy",
-            "--output",
-            "d.csv",
-            "--device",
-            "cpu",
-            "--threshold",
-            "-1",
-            "--nms",
-            "100",
-        ],
+        &words("tbd --input big.npy --output d.csv --device cpu --threshold -1 --nms 100"),
         &["non-maximum suppression", "radius"],
     );
     // Rejection resampling on weights peaked on one particle: N^2 = 4e10 proposals.
@@ -393,34 +323,14 @@ fn crafted_npy_headers_are_refused_by_every_reader() {
     raw[nl] = b' ';
     d.file("nonl.npy", &raw);
     d.run_bad(
-        &[
-            "tbd",
-            "--input",
-            "nonl.npy",
-            "--output",
-            "d.csv",
-            "--device",
-            "cpu",
-            "--threshold",
-            "1",
-        ],
+        &words("tbd --input nonl.npy --output d.csv --device cpu --threshold 1"),
         &["newline"],
     );
     // The well-formed file is read.
     d.file("good.npy", &frames_npy(2, 4, 4));
     ok(&kestrel_in(
         d.path(),
-        &[
-            "tbd",
-            "--input",
-            "good.npy",
-            "--output",
-            "d.csv",
-            "--device",
-            "cpu",
-            "--threshold",
-            "1",
-        ],
+        &words("tbd --input good.npy --output d.csv --device cpu --threshold 1"),
     ));
 }
 
@@ -436,17 +346,7 @@ fn time_minus_zero_is_step_zero_in_eval() {
     );
     let o = kestrel_in(
         d.path(),
-        &[
-            "eval",
-            "--truth",
-            "truth.csv",
-            "--tracks",
-            "tracks.csv",
-            "--metric",
-            "gospa",
-            "--output",
-            "steps.csv",
-        ],
+        &words("eval --truth truth.csv --tracks tracks.csv --metric gospa --output steps.csv"),
     );
     ok(&o);
     let steps = std::fs::read_to_string(d.p("steps.csv")).unwrap();
@@ -698,33 +598,11 @@ fn output_extensions_are_checked() {
     let d = Dir::new();
     d.file("f.npy", &frames_npy(2, 8, 8));
     d.run_bad(
-        &[
-            "tbd",
-            "--input",
-            "f.npy",
-            "--output",
-            "d.txt",
-            "--device",
-            "cpu",
-            "--threshold",
-            "1",
-        ],
+        &words("tbd --input f.npy --output d.txt --device cpu --threshold 1"),
         &["d.txt", ".csv"],
     );
     d.run_bad(
-        &[
-            "simulate-frames",
-            "--frames",
-            "2",
-            "--height",
-            "8",
-            "--width",
-            "8",
-            "--output",
-            "g.npy",
-            "--truth",
-            "t.txt",
-        ],
+        &words("simulate-frames --frames 2 --height 8 --width 8 --output g.npy --truth t.txt"),
         &["t.txt", ".csv"],
     );
 }

@@ -55,21 +55,7 @@ fn large_buffers_under_a_limited_address_space_are_errors_not_aborts() {
             "particle",
         ),
         (
-            &[
-                "tbd",
-                "--input",
-                "f.npy",
-                "--output",
-                "d.csv",
-                "--device",
-                "cpu",
-                "--threshold",
-                "1",
-                "--speeds",
-                "0,1,2,3,4",
-                "--directions",
-                "64",
-            ],
+            &words("tbd --input f.npy --output d.csv --device cpu --threshold 1 --speeds 0,1,2,3,4 --directions 64"),
             "track-before-detect state",
         ),
     ];

@@ -503,25 +503,7 @@ fn transition_and_switch_flags() {
 
 #[test]
 fn tbd_eval_compares_the_switching_bank_on_turning_targets() {
-    let o = kestrel(&[
-        "tbd-eval",
-        "--size",
-        "48",
-        "--frames",
-        "40",
-        "--targets",
-        "4",
-        "--snr-max",
-        "1",
-        "--pfa",
-        "1e-2",
-        "--scenario",
-        "turning",
-        "--turn-every",
-        "6",
-        "--switch",
-        "0.2",
-    ]);
+    let o = kestrel(&words("tbd-eval --size 48 --frames 40 --targets 4 --snr-max 1 --pfa 1e-2 --scenario turning --turn-every 6 --switch 0.2"));
     ok(&o);
     let out = String::from_utf8_lossy(&o.stdout);
     let json: Vec<&str> = out.lines().filter(|l| l.starts_with('{')).collect();
@@ -532,21 +514,9 @@ fn tbd_eval_compares_the_switching_bank_on_turning_targets() {
         "{out}"
     );
     // Without a switch: no switching column.
-    let o = kestrel(&[
-        "tbd-eval",
-        "--size",
-        "48",
-        "--frames",
-        "40",
-        "--targets",
-        "4",
-        "--snr-max",
-        "0",
-        "--pfa",
-        "1e-2",
-        "--scenario",
-        "turning",
-    ]);
+    let o = kestrel(&words(
+        "tbd-eval --size 48 --frames 40 --targets 4 --snr-max 0 --pfa 1e-2 --scenario turning",
+    ));
     ok(&o);
     assert!(!String::from_utf8_lossy(&o.stdout).contains("pd_switch"));
     let d = tempfile::tempdir().unwrap();
@@ -557,17 +527,7 @@ fn tbd_eval_compares_the_switching_bank_on_turning_targets() {
     );
     run_bad(
         d.path(),
-        &[
-            "tbd-eval",
-            "--size",
-            "16",
-            "--frames",
-            "200",
-            "--scenario",
-            "turning",
-            "--turn-every",
-            "100",
-        ],
+        &words("tbd-eval --size 16 --frames 200 --scenario turning --turn-every 100"),
         &["too small", "turning"],
     );
     run_bad(d.path(), &["tbd-eval", "--switch", "2"], &["--switch"]);

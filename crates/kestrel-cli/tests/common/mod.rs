@@ -170,6 +170,12 @@ pub fn run_bad(dir: &Path, args: &[&str], needles: &[&str]) -> Output {
     o
 }
 
+/// The words of a command line written as one string (no quoting: for arguments
+/// without spaces), e.g. `words("simulate-frames --frames 2 --output g.npy")`.
+pub fn words(line: &'static str) -> Vec<&'static str> {
+    line.split_whitespace().collect()
+}
+
 /// `base` with the options of `extra` set: `--flag value` replaces the value of a
 /// `--flag` already in `base` (options are given once) or is appended; any other token
 /// (`--switch`, `--flag=value`) is appended. For tables of cases that differ in a few
