@@ -18,23 +18,13 @@ fn filter_round_trips_through_csv_npy_and_npz() {
         let z = d.path().join(format!("z.{ext}"));
         let x = d.path().join(format!("x.{ext}"));
         let (bs, ts) = (b.to_string(), t.to_string());
-        ok(&kestrel(&[
-            "simulate",
-            "--model",
+        ok(&simulate(
             &model_path,
-            "--tracks",
             &bs,
-            "--steps",
             &ts,
-            "--seed",
-            "5",
-            "--missing",
-            "0.1",
-            "--output",
             s(&z),
-            "--truth",
-            s(&x),
-        ]));
+            &["--seed", "5", "--missing", "0.1", "--truth", s(&x)],
+        ));
         let zs: Measurements<f64> = kestrel::io::read_measurements(&z).unwrap();
         assert_eq!((zs.tracks(), zs.steps(), zs.ny()), (b, t, 2));
         assert!((0..b)
@@ -92,19 +82,13 @@ fn smooth_and_f32_match_the_library() {
     let model_path = example("cv2d-builder.toml");
     let model = kestrel::model::load_model(Path::new(&model_path)).unwrap();
     let z = d.path().join("z.npy");
-    ok(&kestrel(&[
-        "simulate",
-        "--model",
+    ok(&simulate(
         &model_path,
-        "--tracks",
         "9",
-        "--steps",
         "30",
-        "--missing",
-        "0.2",
-        "--output",
         s(&z),
-    ]));
+        &["--missing", "0.2"],
+    ));
     let zs: Measurements<f64> = kestrel::io::read_measurements(&z).unwrap();
 
     let out = d.path().join("s.npz");
@@ -149,17 +133,7 @@ fn parallel_method_gives_the_filter_or_a_clean_error() {
     let d = tempfile::tempdir().unwrap();
     let model_path = example("cv2d.toml");
     let z = d.path().join("z.csv");
-    ok(&kestrel(&[
-        "simulate",
-        "--model",
-        &model_path,
-        "--tracks",
-        "4",
-        "--steps",
-        "40",
-        "--output",
-        s(&z),
-    ]));
+    ok(&simulate(&model_path, "4", "40", s(&z), &[]));
     let reference = |cmd: &str| {
         let out = d.path().join(format!("{cmd}-seq.npz"));
         ok(&kestrel(

@@ -8,21 +8,13 @@ use std::path::Path;
 
 fn simulate(dir: &Path, model: &str, tracks: &str, steps: &str, missing: &str) -> String {
     let z = dir.join("z.npy");
-    ok(&kestrel(&[
-        "simulate",
-        "--model",
+    ok(&common::simulate(
         model,
-        "--tracks",
         tracks,
-        "--steps",
         steps,
-        "--seed",
-        "4",
-        "--missing",
-        missing,
-        "--output",
         s(&z),
-    ]));
+        &["--seed", "4", "--missing", missing],
+    ));
     s(&z).to_string()
 }
 

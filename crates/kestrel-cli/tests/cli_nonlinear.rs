@@ -73,21 +73,13 @@ fn the_extended_and_sigma_point_filters_on_a_linear_model_are_the_kalman_filter(
     let dir = tempfile::tempdir().unwrap();
     let m = example("cv2d.toml");
     let z = dir.path().join("z.npy");
-    ok(&kestrel(&[
-        "simulate",
-        "--model",
+    ok(&simulate(
         &m,
-        "--tracks",
         "4",
-        "--steps",
         "30",
-        "--seed",
-        "3",
-        "--missing",
-        "0.1",
-        "--output",
         s(&z),
-    ]));
+        &["--seed", "3", "--missing", "0.1"],
+    ));
     for cmd in ["filter", "smooth"] {
         let kf = dir.path().join(format!("{cmd}-kf.npz"));
         ok(&kestrel(&[
@@ -189,19 +181,7 @@ fn the_particle_filters_range_bearing_kind_runs_the_ukf() {
     let dir = tempfile::tempdir().unwrap();
     let m = example("range-bearing.toml");
     let z = dir.path().join("z.npy");
-    ok(&kestrel(&[
-        "simulate",
-        "--model",
-        &m,
-        "--tracks",
-        "3",
-        "--steps",
-        "25",
-        "--seed",
-        "2",
-        "--output",
-        s(&z),
-    ]));
+    ok(&simulate(&m, "3", "25", s(&z), &["--seed", "2"]));
     let out = dir.path().join("out.npz");
     ok(&smooth(&m, s(&z), s(&out), &["--filter", "ukf"]));
     assert_eq!(npz(&out).nx(), 4);
@@ -403,19 +383,7 @@ fn nonlinear_model_files_simulate_and_an_imm_is_refused() {
     let d = dir.path();
     let (z, x) = (d.join("rb.npy"), d.join("x.npy"));
     let model = example("ct-radar.toml");
-    let o = kestrel(&[
-        "simulate",
-        "--model",
-        &model,
-        "--tracks",
-        "20",
-        "--steps",
-        "30",
-        "--output",
-        s(&z),
-        "--truth",
-        s(&x),
-    ]);
+    let o = simulate(&model, "20", "30", s(&z), &["--truth", s(&x)]);
     ok(&o);
     assert!(
         stderr(&o).contains("nonlinear, nx 5, ny 2"),

@@ -9,21 +9,13 @@ use std::path::Path;
 
 fn simulate(dir: &Path, b: usize, t: usize) -> std::path::PathBuf {
     let z = dir.join("z.npy");
-    ok(&kestrel(&[
-        "simulate",
-        "--model",
+    ok(&common::simulate(
         &example("cv2d.toml"),
-        "--tracks",
         &b.to_string(),
-        "--steps",
         &t.to_string(),
-        "--seed",
-        "3",
-        "--missing",
-        "0.1",
-        "--output",
         s(&z),
-    ]));
+        &["--seed", "3", "--missing", "0.1"],
+    ));
     z
 }
 

@@ -57,9 +57,7 @@ fn an_output_equal_to_an_input_is_refused() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     // simulate --output a.npy --truth a.npy: refused, the existing a.npy kept.
     let a = d.sentinel("a.npy");
-    let o = kestrel(&[
-        "simulate", "--model", &m, "--tracks", "2", "--steps", "3", "--output", &a, "--truth", &a,
-    ]);
+    let o = simulate(&m, "2", "3", &a, &["--truth", &a]);
     contract(
         &o,
         2,
@@ -77,19 +75,7 @@ fn simulate_writes_both_files_or_neither() {
     let z = d.sentinel("z.npy");
     // The truth's directory does not exist: refused before any work.
     let absent = d.p("absent/x.npy");
-    let o = kestrel(&[
-        "simulate",
-        "--model",
-        &m,
-        "--tracks",
-        "2",
-        "--steps",
-        "3",
-        "--output",
-        &z,
-        "--truth",
-        absent.to_str().unwrap(),
-    ]);
+    let o = simulate(&m, "2", "3", &z, &["--truth", absent.to_str().unwrap()]);
     contract(&o, 2, &["absent"], d.path(), &["z.npy"]);
     d.intact("z.npy");
     // The truth cannot be written (the disk fills while writing it): exit 1, the
@@ -121,17 +107,7 @@ fn a_full_disk_is_one_error_line_exit_1_and_the_old_output_kept() {
     let d = Dir::new();
     let m = example("cv2d.toml");
     let z = d.p("z.npy");
-    ok(&kestrel(&[
-        "simulate",
-        "--model",
-        &m,
-        "--tracks",
-        "50",
-        "--steps",
-        "50",
-        "--output",
-        z.to_str().unwrap(),
-    ]));
+    ok(&simulate(&m, "50", "50", z.to_str().unwrap(), &[]));
     for out in ["f.npz", "f.csv"] {
         let f = d.sentinel(out);
         let o = run_with_file_limit(
@@ -311,17 +287,13 @@ fn an_output_name_of_255_bytes_works() {
     let d = Dir::new();
     let name = format!("{}.csv", "o".repeat(251));
     let z = d.p(&name);
-    ok(&kestrel(&[
-        "simulate",
-        "--model",
+    ok(&simulate(
         &example("cv2d.toml"),
-        "--tracks",
         "2",
-        "--steps",
         "2",
-        "--output",
         z.to_str().unwrap(),
-    ]));
+        &[],
+    ));
     assert_eq!(listing(d.path()), vec![name]);
 }
 
@@ -407,9 +379,7 @@ fn sizes_from_input_are_checked_before_allocating() {
                 .as_bytes(),
         );
         left.push(Box::leak(name.into_boxed_str()));
-        let o = kestrel(&[
-            "simulate", "--model", &m, "--tracks", "1", "--steps", "1", "--output", &out,
-        ]);
+        let o = simulate(&m, "1", "1", &out, &[]);
         contract(&o, 2, &["dims", why], d.path(), &left);
     }
     let m = example("cv2d.toml");
@@ -418,9 +388,7 @@ fn sizes_from_input_are_checked_before_allocating() {
         ("18446744073709551615", "1"),
         ("4294967296", "4294967296"),
     ] {
-        let o = kestrel(&[
-            "simulate", "--model", &m, "--tracks", tracks, "--steps", steps, "--output", &out,
-        ]);
+        let o = simulate(&m, tracks, steps, &out, &[]);
         contract(&o, 2, &[tracks, "would need", "GB"], d.path(), &left);
     }
     let o = kestrel(&[

@@ -49,17 +49,7 @@ fn non_finite_results_are_never_written_silently() {
     assert!(est.cov().iter().any(|v| v.is_infinite()));
     // Simulating the unstable model overflows the state: an error, not a NaN file.
     let x = d.p("x.csv");
-    let o = kestrel(&[
-        "simulate",
-        "--model",
-        &m,
-        "--tracks",
-        "1",
-        "--steps",
-        "1000",
-        "--output",
-        x.to_str().unwrap(),
-    ]);
+    let o = simulate(&m, "1", "1000", x.to_str().unwrap(), &[]);
     contract(
         &o,
         1,

@@ -52,21 +52,13 @@ fn retrodict_equals_smooth_for_both_methods_and_precisions() {
     }
     for model in [example("cv2d.toml"), tv] {
         let z = d.join("z.npy");
-        ok(&kestrel(&[
-            "simulate",
-            "--model",
+        ok(&simulate(
             &model,
-            "--tracks",
             "5",
-            "--steps",
             "40",
-            "--seed",
-            "9",
-            "--missing",
-            "0.1",
-            "--output",
             s(&z),
-        ]));
+            &["--seed", "9", "--missing", "0.1"],
+        ));
         for precision in ["f64", "f32"] {
             let tol = if precision == "f64" { 1e-9 } else { 2e-3 };
             let filtered = d.join(format!("f-{precision}.npz"));
@@ -145,17 +137,7 @@ fn bad_filtered_files_get_one_error_line() {
     let d = dir.path();
     let model = example("cv2d.toml");
     let z = d.join("z.npy");
-    ok(&kestrel(&[
-        "simulate",
-        "--model",
-        &model,
-        "--tracks",
-        "2",
-        "--steps",
-        "50",
-        "--output",
-        s(&z),
-    ]));
+    ok(&simulate(&model, "2", "50", s(&z), &[]));
     let f = d.join("f.npz");
     ok(&filter(&model, s(&z), s(&f), &["--device", "cpu"]));
     let diag = d.join("diag.npz");

@@ -55,21 +55,13 @@ fn write_model(
 }
 
 fn simulate(model: &str, z: &Path, tracks: &str, steps: &str) {
-    ok(&kestrel(&[
-        "simulate",
-        "--model",
+    ok(&common::simulate(
         model,
-        "--tracks",
         tracks,
-        "--steps",
         steps,
-        "--seed",
-        "3",
-        "--missing",
-        "0.1",
-        "--output",
         s(z),
-    ]));
+        &["--seed", "3", "--missing", "0.1"],
+    ));
 }
 
 fn run(args: &[&str]) {

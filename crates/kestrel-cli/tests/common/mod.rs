@@ -31,6 +31,16 @@ fn estimate(cmd: &str, model: &str, input: &str, output: &str, extra: &[&str]) -
     kestrel(&args)
 }
 
+/// `kestrel simulate --model model --tracks tracks --steps steps --output output`, then
+/// `extra`.
+pub fn simulate(model: &str, tracks: &str, steps: &str, output: &str, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "simulate", "--model", model, "--tracks", tracks, "--steps", steps, "--output", output,
+    ];
+    args.extend_from_slice(extra);
+    kestrel(&args)
+}
+
 /// `kestrel eval --truth truth --tracks tracks --metric metric`, then `extra`.
 pub fn eval(truth: &str, tracks: &str, metric: &str, extra: &[&str]) -> Output {
     let mut args = vec![
