@@ -44,25 +44,24 @@ fn filter_round_trips() {
     let npz = dir.path().join("out.npz");
     let csv = dir.path().join("out.csv");
     for out in [&npz, &csv] {
-        ok(&kestrel(&[
+        ok(&model_run(
             "pf",
-            "--model",
             &m,
-            "--input",
             s(&z),
-            "--output",
             s(out),
-            "--particles",
-            "2000",
-            "--resample",
-            "stratified",
-            "--ess",
-            "0.7",
-            "--seed",
-            "9",
-            "--device",
-            "cpu",
-        ]));
+            &[
+                "--particles",
+                "2000",
+                "--resample",
+                "stratified",
+                "--ess",
+                "0.7",
+                "--seed",
+                "9",
+                "--device",
+                "cpu",
+            ],
+        ));
     }
     let est = kestrel::io::read_estimates_npz::<f64>(&npz).unwrap();
     assert_eq!((est.tracks(), est.steps(), est.nx()), (3, 25, 4));
@@ -94,21 +93,20 @@ fn filter_round_trips() {
     // Linear kinds run too (checked against the Kalman filter in the library's tests).
     let zl = dir.path().join("zl.csv");
     simulate(&example("cv2d.toml"), &zl, None);
-    ok(&kestrel(&[
+    ok(&model_run(
         "pf",
-        "--model",
         &example("cv2d.toml"),
-        "--input",
         s(&zl),
-        "--output",
         s(&npz),
-        "--particles",
-        "500",
-        "--device",
-        "cpu",
-        "--precision",
-        "f32",
-    ]));
+        &[
+            "--particles",
+            "500",
+            "--device",
+            "cpu",
+            "--precision",
+            "f32",
+        ],
+    ));
 }
 
 #[test]
@@ -128,21 +126,20 @@ fn nonlinear_kinds_simulate_and_filter() {
             "{m}"
         );
         let out = dir.path().join("o.npz");
-        ok(&kestrel(&[
+        ok(&model_run(
             "pf",
-            "--model",
             &example(m),
-            "--input",
             s(&z),
-            "--output",
             s(&out),
-            "--particles",
-            "1000",
-            "--resample",
-            "metropolis:20",
-            "--device",
-            "cpu",
-        ]));
+            &[
+                "--particles",
+                "1000",
+                "--resample",
+                "metropolis:20",
+                "--device",
+                "cpu",
+            ],
+        ));
     }
 }
 
@@ -253,25 +250,24 @@ fn grid_and_subset_resamplers_by_name() {
     simulate(&m, &z, None);
     let run = |scheme: &str, tag: &str| -> Vec<u8> {
         let out = dir.path().join(format!("{tag}.csv"));
-        ok(&kestrel(&[
+        ok(&model_run(
             "pf",
-            "--model",
             &m,
-            "--input",
             s(&z),
-            "--output",
             s(&out),
-            "--particles",
-            "1500",
-            "--resample",
-            scheme,
-            "--ess",
-            "0.8",
-            "--seed",
-            "3",
-            "--device",
-            "cpu",
-        ]));
+            &[
+                "--particles",
+                "1500",
+                "--resample",
+                scheme,
+                "--ess",
+                "0.8",
+                "--seed",
+                "3",
+                "--device",
+                "cpu",
+            ],
+        ));
         std::fs::read(&out).unwrap()
     };
     // The grid selections pick the searches' ancestors: the same outputs, byte for byte.

@@ -134,17 +134,7 @@ fn the_newer_commands_hold_the_contract() {
     );
     // pf: output over the measurements.
     let z = d.file("z.csv", GOOD_CSV.as_bytes());
-    let o = kestrel(&[
-        "pf",
-        "--model",
-        &example("cv2d.toml"),
-        "--input",
-        &z,
-        "--output",
-        &z,
-        "--particles",
-        "10",
-    ]);
+    let o = model_run("pf", &example("cv2d.toml"), &z, &z, &["--particles", "10"]);
     contract(
         &o,
         2,
@@ -167,10 +157,13 @@ fn loglik_and_track_outputs_are_checked_for_non_finite_values() {
     let z = d.file("z.csv", b"track,t,z0\n0,0,1.0\n0,1,1e300\n0,2,3.0\n");
     for (out, method) in [("ll.csv", "exact"), ("ll.npy", "window:2")] {
         let o_path = d.sentinel(out);
-        let o = kestrel(&[
-            "loglik", "--model", &m, "--input", &z, "--output", &o_path, "--method", method,
-            "--device", "cpu",
-        ]);
+        let o = model_run(
+            "loglik",
+            &m,
+            &z,
+            &o_path,
+            &["--method", method, "--device", "cpu"],
+        );
         contract(
             &o,
             1,
@@ -273,19 +266,13 @@ fn a_window_longer_than_the_tracks_is_the_exact_filter() {
     };
     for (method, out) in [("exact", "e.csv"), ("window:1000000000000000", "w.csv")] {
         let o = d.p(out);
-        ok(&kestrel(&[
+        ok(&model_run(
             "loglik",
-            "--model",
             &m,
-            "--input",
             &z,
-            "--output",
             o.to_str().unwrap(),
-            "--method",
-            method,
-            "--device",
-            "cpu",
-        ]));
+            &["--method", method, "--device", "cpu"],
+        ));
     }
     close(
         &read("w.csv"),

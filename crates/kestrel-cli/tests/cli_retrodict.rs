@@ -83,19 +83,13 @@ fn retrodict_equals_smooth_for_both_methods_and_precisions() {
             for device in &devices {
                 for method in ["rts", "parallel"] {
                     let out = d.join("r.npz");
-                    ok(&kestrel(&[
+                    ok(&model_run(
                         "retrodict",
-                        "--model",
                         &model,
-                        "--input",
                         s(&filtered),
-                        "--output",
                         s(&out),
-                        "--method",
-                        method,
-                        "--device",
-                        device,
-                    ]));
+                        &["--method", method, "--device", device],
+                    ));
                     let m = arr(&out, "mean").unwrap();
                     let c = arr(&out, "cov").unwrap();
                     assert_eq!(m.dtype(), precision, "written in the input's precision");

@@ -17,15 +17,17 @@ pub fn kestrel(args: &[&str]) -> Output {
 
 /// `kestrel filter --model model --input input --output output`, then `extra`.
 pub fn filter(model: &str, input: &str, output: &str, extra: &[&str]) -> Output {
-    estimate("filter", model, input, output, extra)
+    model_run("filter", model, input, output, extra)
 }
 
 /// `kestrel smooth --model model --input input --output output`, then `extra`.
 pub fn smooth(model: &str, input: &str, output: &str, extra: &[&str]) -> Output {
-    estimate("smooth", model, input, output, extra)
+    model_run("smooth", model, input, output, extra)
 }
 
-fn estimate(cmd: &str, model: &str, input: &str, output: &str, extra: &[&str]) -> Output {
+/// `kestrel cmd --model model --input input --output output`, then `extra` (filter,
+/// smooth, pf, loglik, retrodict).
+pub fn model_run(cmd: &str, model: &str, input: &str, output: &str, extra: &[&str]) -> Output {
     let mut args = vec![cmd, "--model", model, "--input", input, "--output", output];
     args.extend_from_slice(extra);
     kestrel(&args)
