@@ -4,8 +4,9 @@
 //!
 //! Roofline of a launch: the bytes its scheme must move (state read and written once,
 //! the wave kernel's written once a period, its frames read once, its maps written: f32
-//! score + u16 arg per pixel) over the H100's
-//! 2.9 TB/s; per frame that is that / frames per launch. Host-fed: the frame's bytes over
+//! score + u16 arg per pixel) over the device's bandwidth measured in the same run (a
+//! device-to-device copy, bytes read and written: 2.9 TB/s on the H100, about 4.3 TB/s
+//! on the H200); per frame that is that / frames per launch. Host-fed: the frame's bytes over
 //! the measured host-to-device copy bandwidth. Timed on a fixed non-zero pattern of
 //! frames; on the device, from a ring of frame buffers ([`RING_BYTES`]), so that no
 //! launch reads frames another launch has just read. `KESTREL_BENCH_TBD=part,...` keeps
@@ -22,8 +23,14 @@ use kestrel::tbd::cuda::{GpuTbd, KernelConfig, Variant};
 use kestrel::tbd::{autotune, speeds_directions, Dtype, Params};
 use serde_json::json;
 
-/// Measured device-to-device bandwidth of the H100 here (ANCHORS.md), bytes/s.
-const BANDWIDTH: f64 = 2.9e12;
+/// The device's memory bandwidth for the rooflines, bytes/s, measured in the same run: a
+/// copy of 1 GiB from one buffer to another on the device (median of five after a
+/// warm-up), counting the bytes read and written, as the anchors' 2.9 TB/s of the H100
+/// (ANCHORS.md) was measured.
+fn device_bandwidth() -> anyhow::Result<f64> {
+    let (gbps, _) = kestrel::cuda::copy_rates(0, 0, 1 << 30, 5)?;
+    Ok(2.0 * gbps * 1e9)
+}
 
 /// Bytes of frames the device-fed runs cycle through (five times the H100's 50 MB L2).
 const RING_BYTES: usize = 256 << 20;
@@ -213,6 +220,11 @@ fn gpu(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
     let (h, w) = frame_size()?.unwrap_or(if quick { (512, 512) } else { (1024, 1024) });
     let n = h * w;
     let device = kestrel::cuda::device_name(0)?;
+    let bandwidth = device_bandwidth()?;
+    errln!(
+        "bench tbd: {device}: device bandwidth {:.2} TB/s (a 1 GiB device copy, bytes read and written)",
+        bandwidth / 1e12
+    );
     let ring = ring_bytes()?;
     let timed_frames = timed_frames()?;
     let mut best: Vec<(String, f64)> = Vec::new();
@@ -278,7 +290,8 @@ fn gpu(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
                     "fed": "device",
                     "decimation": d,
                     "bytes_per_frame": bpf,
-                    "roofline_frames_per_s": BANDWIDTH / bpf,
+                    "bandwidth_Bps": bandwidth,
+                    "roofline_frames_per_s": bandwidth / bpf,
                 }),
             );
             let fps = frames as f64 / r.median_s;
@@ -286,7 +299,7 @@ fn gpu(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
             if let Some(o) = r.extra.as_object_mut() {
                 o.insert(
                     "fraction_of_roofline".into(),
-                    json!(fps / (BANDWIDTH / bpf)),
+                    json!(fps / (bandwidth / bpf)),
                 );
             }
             sink.push(r);
@@ -304,7 +317,7 @@ fn gpu(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
     for (what, fps) in best {
         errln!("bench tbd: fastest {what}: {fps:.0} frames/s");
     }
-    switching(sink, &device, h, w, timed_frames)
+    switching(sink, &device, bandwidth, h, w, timed_frames)
 }
 
 /// The recursion with manoeuvres on the GPU (`--switch 0.1` over the benchmark's 13
@@ -314,6 +327,7 @@ fn gpu(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
 fn switching(
     sink: &mut Sink,
     device: &str,
+    bandwidth: f64,
     h: usize,
     w: usize,
     frames: usize,
@@ -353,12 +367,12 @@ fn switching(
             nv,
             count,
             &secs,
-            json!({ "kernel": "switch", "decimation": d, "switch": 0.1, "block": format!("{:?}", g.block), "roofline_frames_per_s": BANDWIDTH / bpf }),
+            json!({ "kernel": "switch", "decimation": d, "switch": 0.1, "block": format!("{:?}", g.block), "bandwidth_Bps": bandwidth, "roofline_frames_per_s": bandwidth / bpf }),
         );
         errln!(
             "bench tbd: switching kernel ({prec} state, D{d}): {:.0} frames/s (roofline {:.0})",
             count as f64 / (ms / 1e3),
-            BANDWIDTH / bpf
+            bandwidth / bpf
         );
         sink.push(r);
     }
