@@ -3,8 +3,9 @@
 //! streaming tracker's step, and the thesis's 6-state model. Medians after warm-up.
 //!
 //! Roofline: bytes that must move per target-step (read z, write mean, covariance and
-//! log-likelihood) over the H100's 2.9 TB/s device bandwidth, and the dense recursion's
-//! flops over 51 TFLOP/s FP32 (DESIGN.md).
+//! log-likelihood) over the device bandwidth measured in the run
+//! ([`super::device_bandwidth`]: 2.9 TB/s on the H100, about 4.0 on the H200), and the
+//! dense recursion's flops over 51 TFLOP/s FP32 (DESIGN.md).
 
 use super::{median, time_runs, Record, Sink};
 use kestrel::kalman::cuda::{self, BatchTracker, CudaOptions, DeviceBatch, OutputLayout};
@@ -14,8 +15,6 @@ use serde_json::json;
 use std::time::Instant;
 
 const STEPS: usize = 100;
-/// Measured device-to-device bandwidth of the H100 here (ANCHORS.md), bytes/s.
-const BANDWIDTH: f64 = 2.9e12;
 /// FP32 peak, flop/s.
 const PEAK: f64 = 5.08e13;
 
@@ -50,8 +49,8 @@ fn roofline(bytes_per_step: f64, flops: f64, target_steps: f64, secs: f64) -> se
     json!({
         "bytes_per_target_step": bytes_per_step,
         "bandwidth_GBps": bw / 1e9,
-        "fraction_of_bandwidth_roofline": bw / BANDWIDTH,
-        "bytes_floor_s": bytes_per_step * target_steps / BANDWIDTH,
+        "fraction_of_bandwidth_roofline": bw / super::device_bandwidth(),
+        "bytes_floor_s": bytes_per_step * target_steps / super::device_bandwidth(),
         "dense_flops_per_target_step": flops,
         "flops_floor_s": flops * target_steps / PEAK,
     })
@@ -649,7 +648,7 @@ fn tracker(sink: &mut Sink, dev: &str, model: &Model, n: usize) -> anyhow::Resul
     // Read and write mean + packed covariance, read the slot flag.
     let by = (2 * (4 + 10)) as f64 * 4.0 + 1.0;
     r.extra = json!({"us_per_step": median(&dev_t) * 1e6, "bytes_per_target": by,
-                     "fraction_of_bandwidth_roofline": by * n as f64 / median(&dev_t) / BANDWIDTH});
+                     "fraction_of_bandwidth_roofline": by * n as f64 / median(&dev_t) / super::device_bandwidth()});
     sink.push(r);
     Ok(())
 }

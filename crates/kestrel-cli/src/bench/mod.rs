@@ -68,6 +68,29 @@ impl Record {
 }
 
 /// Median of a non-empty list of timings.
+/// Device 0's memory bandwidth for the rooflines, bytes/s, measured once a run: a copy of
+/// 1 GiB from one buffer to another on the device (median of five after a warm-up),
+/// counting the bytes read and written, as the anchors' 2.9 TB/s of the H100
+/// (ANCHORS.md) was measured (about 4.0 TB/s on an H200). NaN where it cannot be
+/// measured, so that no roofline is made up.
+pub fn device_bandwidth() -> f64 {
+    static BANDWIDTH: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+    *BANDWIDTH.get_or_init(|| match kestrel::cuda::copy_rates(0, 0, 1 << 30, 5) {
+        Ok((gbps, _)) => {
+            let b = 2.0 * gbps * 1e9;
+            errln!(
+                "bench: device bandwidth {:.2} TB/s (a 1 GiB device copy, bytes read and written)",
+                b / 1e12
+            );
+            b
+        }
+        Err(e) => {
+            errln!("bench: the device bandwidth could not be measured ({e}); rooflines are NaN");
+            f64::NAN
+        }
+    })
+}
+
 pub fn median(times: &[f64]) -> f64 {
     let mut t = times.to_vec();
     t.sort_by(|a, b| a.total_cmp(b));

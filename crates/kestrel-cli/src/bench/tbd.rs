@@ -23,15 +23,6 @@ use kestrel::tbd::cuda::{GpuTbd, KernelConfig, Variant};
 use kestrel::tbd::{autotune, speeds_directions, Dtype, Params};
 use serde_json::json;
 
-/// The device's memory bandwidth for the rooflines, bytes/s, measured in the same run: a
-/// copy of 1 GiB from one buffer to another on the device (median of five after a
-/// warm-up), counting the bytes read and written, as the anchors' 2.9 TB/s of the H100
-/// (ANCHORS.md) was measured.
-fn device_bandwidth() -> anyhow::Result<f64> {
-    let (gbps, _) = kestrel::cuda::copy_rates(0, 0, 1 << 30, 5)?;
-    Ok(2.0 * gbps * 1e9)
-}
-
 /// Bytes of frames the device-fed runs cycle through (five times the H100's 50 MB L2).
 const RING_BYTES: usize = 256 << 20;
 
@@ -220,11 +211,7 @@ fn gpu(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
     let (h, w) = frame_size()?.unwrap_or(if quick { (512, 512) } else { (1024, 1024) });
     let n = h * w;
     let device = kestrel::cuda::device_name(0)?;
-    let bandwidth = device_bandwidth()?;
-    errln!(
-        "bench tbd: {device}: device bandwidth {:.2} TB/s (a 1 GiB device copy, bytes read and written)",
-        bandwidth / 1e12
-    );
+    let bandwidth = super::device_bandwidth();
     let ring = ring_bytes()?;
     let timed_frames = timed_frames()?;
     let mut best: Vec<(String, f64)> = Vec::new();
