@@ -21,7 +21,7 @@ fn non_finite_results_are_never_written_silently() {
     let z = d.file("z.csv", csv.as_bytes());
     for out in ["s.npz", "s.csv"] {
         let o_path = d.sentinel(out);
-        let o = kestrel(&["smooth", "--model", &m, "--input", &z, "--output", &o_path]);
+        let o = smooth(&m, &z, &o_path, &[]);
         contract(
             &o,
             1,

@@ -98,20 +98,13 @@ fn retrodict_equals_smooth_for_both_methods_and_precisions() {
                     close(&f64s(&m), &want_m, tol, &format!("{w} mean"));
                     close(&f64s(&c), &want_c, tol, &format!("{w} cov"));
                     assert!(arr(&out, "loglik").is_none(), "{w}: no loglik");
-                    ok(&kestrel(&[
+                    ok(&model_run(
                         "retrodict",
-                        "--model",
                         &model,
-                        "--input",
                         s(&filtered),
-                        "--output",
                         s(&out),
-                        "--method",
-                        method,
-                        "--device",
-                        device,
-                        "--means-only",
-                    ]));
+                        &["--method", method, "--device", device, "--means-only"],
+                    ));
                     assert!(arr(&out, "cov").is_none(), "{w}: means only writes no cov");
                     close(
                         &f64s(&arr(&out, "mean").unwrap()),

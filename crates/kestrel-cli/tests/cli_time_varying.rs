@@ -88,23 +88,21 @@ fn every_command_and_method_reads_a_time_varying_model() {
     for device in devices {
         for precision in ["f64", "f32"] {
             let tol = if precision == "f64" { 1e-9 } else { 2e-3 };
+            let options = |method| {
+                [
+                    "--method",
+                    method,
+                    "--device",
+                    device,
+                    "--precision",
+                    precision,
+                    "--output-precision",
+                    "f64",
+                ]
+            };
             for method in ["sequential", "parallel"] {
                 let out = d.join(format!("f-{device}-{precision}-{method}.npz"));
-                ok(&filter(
-                    &model,
-                    s(&z),
-                    s(&out),
-                    &[
-                        "--method",
-                        method,
-                        "--device",
-                        device,
-                        "--precision",
-                        precision,
-                        "--output-precision",
-                        "f64",
-                    ],
-                ));
+                ok(&filter(&model, s(&z), s(&out), &options(method)));
                 let want = filter_on(
                     Device::Cpu,
                     &lm,
@@ -131,21 +129,7 @@ fn every_command_and_method_reads_a_time_varying_model() {
             }
             for method in ["rts", "parallel-rts", "two-filter"] {
                 let out = d.join(format!("s-{device}-{precision}-{method}.npz"));
-                ok(&smooth(
-                    &model,
-                    s(&z),
-                    s(&out),
-                    &[
-                        "--method",
-                        method,
-                        "--device",
-                        device,
-                        "--precision",
-                        precision,
-                        "--output-precision",
-                        "f64",
-                    ],
-                ));
+                ok(&smooth(&model, s(&z), s(&out), &options(method)));
                 let want = smooth_on(Device::Cpu, &lm, &zm, SmoothMethod::Rts)
                     .unwrap()
                     .smoothed;
