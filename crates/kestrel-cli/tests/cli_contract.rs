@@ -357,6 +357,8 @@ fn bench_usage_errors_are_one_line() {
         ("KESTREL_BENCH_TBD_FRAMES", "0"),
         ("KESTREL_BENCH_TBD_FRAMES", "100000000000"),
         ("KESTREL_BENCH_TBD", "wave9z"),
+        // A retired kernel is nothing to time.
+        ("KESTREL_BENCH_TBD", "resident4/"),
         (
             "KESTREL_BENCH_TBD",
             "late2/,wave2g8/plain/unroll/f32/64x12/D10",

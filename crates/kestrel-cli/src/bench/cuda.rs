@@ -46,11 +46,12 @@ fn filter_bytes(nx: usize, ny: usize, layout: OutputLayout, keep_all: bool) -> f
 
 fn roofline(bytes_per_step: f64, flops: f64, target_steps: f64, secs: f64) -> serde_json::Value {
     let bw = bytes_per_step * target_steps / secs;
+    let device = super::device_bandwidth();
     json!({
         "bytes_per_target_step": bytes_per_step,
         "bandwidth_GBps": bw / 1e9,
-        "fraction_of_bandwidth_roofline": bw / super::device_bandwidth(),
-        "bytes_floor_s": bytes_per_step * target_steps / super::device_bandwidth(),
+        "fraction_of_bandwidth_roofline": bw / device,
+        "bytes_floor_s": bytes_per_step * target_steps / device,
         "dense_flops_per_target_step": flops,
         "flops_floor_s": flops * target_steps / PEAK,
     })

@@ -67,7 +67,6 @@ impl Record {
     }
 }
 
-/// Median of a non-empty list of timings.
 /// Device 0's memory bandwidth for the rooflines, bytes/s, measured once a run: a copy of
 /// 1 GiB from one buffer to another on the device (median of five after a warm-up),
 /// counting the bytes read and written, as the anchors' 2.9 TB/s of the H100
@@ -91,6 +90,7 @@ pub fn device_bandwidth() -> f64 {
     })
 }
 
+/// Median of a non-empty list of timings.
 pub fn median(times: &[f64]) -> f64 {
     let mut t = times.to_vec();
     t.sort_by(|a, b| a.total_cmp(b));

@@ -301,19 +301,24 @@ pub fn choose(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tbd::speeds_directions;
+    use crate::tbd::{speeds_directions, Motion};
+
+    /// The benchmark's plain recursion over `motions` at decimation `decimation`.
+    fn params(motions: &[Motion], decimation: usize) -> Params {
+        Params {
+            motions: motions.to_vec(),
+            alpha: 0.1,
+            decimation,
+            transition: None,
+        }
+    }
 
     #[test]
     fn the_autotuner_never_chooses_f16_arithmetic() {
         // The packed kernels (f16x2 arithmetic) are timed by the benchmark and run when
         // named, never chosen for an f16 state on their own.
         for d in [1, 10] {
-            let p = Params {
-                motions: speeds_directions(&[0.0, 1.0], 12).unwrap(),
-                alpha: 0.1,
-                decimation: d,
-                transition: None,
-            };
+            let p = params(&speeds_directions(&[0.0, 1.0], 12).unwrap(), d);
             for half in [false, true] {
                 assert!(candidates(&p, half)
                     .iter()
@@ -335,12 +340,7 @@ mod tests {
         let motions = speeds_directions(&[0.0, 1.0], 12).unwrap();
         let mut lean_vecs = std::collections::BTreeSet::new();
         for decimation in [1, 10] {
-            let p = Params {
-                motions: motions.clone(),
-                alpha: 0.1,
-                decimation,
-                transition: None,
-            };
+            let p = params(&motions, decimation);
             for half in [false, true] {
                 for c in candidates(&p, half) {
                     assert_eq!(KernelConfig::parse(&c.name()), Some(c), "{}", c.name());
@@ -411,12 +411,7 @@ mod tests {
             assert!(c.check(&motions).is_ok(), "{seed}");
         }
         for d in [1, 10] {
-            let p = Params {
-                motions: motions.clone(),
-                alpha: 0.1,
-                decimation: d,
-                transition: None,
-            };
+            let p = params(&motions, d);
             assert!(candidates(&p, false)
                 .iter()
                 .all(|c| !matches!(c.variant, Variant::Tiled | Variant::Staged { .. })));
