@@ -7,6 +7,7 @@
 //! between them) and frees device memory with `cuMemFree`, which waits for the device.
 
 use super::nvrtc;
+use super::params::Params;
 use crate::error::{Error, Result};
 use crate::linalg::Real;
 use cudarc::driver::{
@@ -615,9 +616,22 @@ impl Arg<'_> {
     }
 }
 
-/// Launches kernel `name` of `k` on `stream` with a 1-D grid of `threads` threads in
-/// blocks of `block` (or the explicit 2-D `grid`/`block2`), checking the launch.
-pub(crate) fn launch(
+/// Launches kernel `name` of `k` on `stream` over `grid` blocks of `block` threads with
+/// the parameters `p` (a struct of [`params!`](crate::cuda::params) that names `name`
+/// among its kernels), checking the launch.
+pub(crate) fn launch<'a, P: Params<'a>>(
+    stream: &CudaStream,
+    k: &Module,
+    name: &str,
+    grid: (u32, u32, u32),
+    block: (u32, u32, u32),
+    p: &P,
+) -> Result<()> {
+    launch_ex(stream, k, name, grid, block, 0, p, false)
+}
+
+/// Transitional: a launch with positional arguments.
+pub(crate) fn launch_raw(
     stream: &CudaStream,
     k: &Module,
     name: &str,
@@ -625,7 +639,7 @@ pub(crate) fn launch(
     block: (u32, u32, u32),
     args: &[Arg<'_>],
 ) -> Result<()> {
-    launch_ex(stream, k, name, grid, block, 0, args, false)
+    launch_args(stream, k, name, grid, block, 0, args, false)
 }
 
 /// Lets kernel `name` of `k` use `bytes` of dynamic shared memory (beyond the 48 KB a
@@ -654,7 +668,52 @@ pub(crate) fn allow_dynamic_shared(k: &Module, name: &str, bytes: usize) -> Resu
 /// that kernel reads. Compute capability 9.0 and later; where the operation before it on
 /// the stream is not a kernel, the launch waits for it as any launch does.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn launch_ex(
+pub(crate) fn launch_ex<'a, P: Params<'a>>(
+    stream: &CudaStream,
+    k: &Module,
+    name: &str,
+    grid: (u32, u32, u32),
+    block: (u32, u32, u32),
+    shared: u32,
+    p: &P,
+    programmatic: bool,
+) -> Result<()> {
+    if !P::KERNELS.contains(&name) {
+        return Err(Error::Cuda(format!(
+            "kernel {name} launched with the parameters of {}",
+            P::KERNELS.join(", ")
+        )));
+    }
+    launch_args(
+        stream,
+        k,
+        name,
+        grid,
+        block,
+        shared,
+        &p.args(stream),
+        programmatic,
+    )
+}
+
+/// Transitional: [`launch_ex`] with positional arguments.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn launch_ex_raw(
+    stream: &CudaStream,
+    k: &Module,
+    name: &str,
+    grid: (u32, u32, u32),
+    block: (u32, u32, u32),
+    shared: u32,
+    args: &[Arg<'_>],
+    programmatic: bool,
+) -> Result<()> {
+    launch_args(stream, k, name, grid, block, shared, args, programmatic)
+}
+
+/// [`launch_ex`] with the arguments in order.
+#[allow(clippy::too_many_arguments)]
+fn launch_args(
     stream: &CudaStream,
     k: &Module,
     name: &str,

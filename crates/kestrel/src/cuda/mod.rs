@@ -58,14 +58,18 @@
 mod chunks;
 mod gpu;
 pub(crate) mod nvrtc;
+mod params;
 mod transfer;
 
 pub(crate) use chunks::{drive, plan, streams, ChunkSlot};
 pub(crate) use gpu::{
     allow_dynamic_shared, args, as_bytes, ck, copy_between, dtoh, gpu, grid_for, htod, is_open,
-    launch, launch_ex, sync, Arg, DevBuf, Gpu, KernelArg, Module, Pinned,
+    launch, launch_ex_raw, launch_raw, sync, Arg, DevBuf, Gpu, KernelArg, Module, Pinned,
 };
 pub use nvrtc::set_cache_dir;
+#[cfg(test)]
+pub(crate) use params::{check, Signature};
+pub(crate) use params::{params, Buf, Kind, Param, Params};
 
 /// The device code every family's kernels share (`kernels/kestrel.cuh`: the one
 /// Cholesky factorisation and its policies), placed after a family's prelude (which
@@ -181,6 +185,10 @@ pub fn compute_capability(ordinal: usize) -> Result<(i32, i32)> {
     })
 }
 
+/// The kernel of [`provoke_kernel_fault`].
+const FAULT: &str =
+    "extern \"C\" __global__ void kestrel_fault(volatile int *p) { p[threadIdx.x] = 1; }";
+
 /// Runs a kernel that writes through an invalid pointer on device `ordinal` and waits
 /// for it: the kernel fault that tests of what follows one need. It returns the fault's
 /// error; the device is then unusable to the process (see "Kernel faults" above).
@@ -188,20 +196,17 @@ pub fn compute_capability(ordinal: usize) -> Result<(i32, i32)> {
 pub fn provoke_kernel_fault(ordinal: usize) -> Result<()> {
     catch(|| {
         let g = gpu::gpu(ordinal)?;
-        let src =
-            "extern \"C\" __global__ void kestrel_fault(volatile int *p) { p[threadIdx.x] = 1; }";
-        let m = g.module("kernel fault", src, &["kestrel_fault"])?;
+        let m = g.module("kernel fault", FAULT, &["kestrel_fault"])?;
         // Address 16: never mapped (the first page is kept unmapped on every platform).
-        launch(
-            &g.stream,
-            &m,
-            "kestrel_fault",
-            (1, 1, 1),
-            (32, 1, 1),
-            &[Arg::Ptr(16)],
-        )?;
+        let p = Fault { p: Arg::Ptr(16) };
+        launch(&g.stream, &m, "kestrel_fault", (1, 1, 1), (32, 1, 1), &p)?;
         sync(&g.stream, "waiting for the faulting kernel")
     })
+}
+
+params! {
+    /// `kestrel_fault`'s parameter: the address it writes through.
+    struct Fault<'a> for ["kestrel_fault"] { p: Arg<'a> }
 }
 
 /// The name of device `ordinal`.
@@ -385,5 +390,11 @@ mod tests {
             Err(why) => assert!(!why.is_empty()),
         }
         assert!(super::available(1 << 20).is_err());
+    }
+
+    #[test]
+    fn the_fault_kernels_parameters_match() {
+        assert!(super::check(super::FAULT, super::SIGNATURES).is_empty());
+        assert!(!super::check(super::FAULT, &[(&["kestrel_fault"], &[])]).is_empty());
     }
 }

@@ -9,7 +9,7 @@ pub mod source;
 
 use super::{HiddenMarkovModel, HmmMethod, HmmOptions, HmmOutput};
 use crate::cuda::args;
-use crate::cuda::{catch, download, dtoh, gpu, launch, sync, upload, Arg, DevBuf, Gpu, Module};
+use crate::cuda::{catch, download, dtoh, gpu, launch_raw, sync, upload, Arg, DevBuf, Gpu, Module};
 use crate::data::Measurements;
 use crate::error::{Error, Result};
 use crate::linalg::Real;
@@ -384,7 +384,7 @@ fn launch_all<T: Real>(
     let n = Arg::U64(nb as u64);
     let many = chunks > 1;
     if many {
-        launch(
+        launch_raw(
             st,
             module,
             "fwd_reduce",
@@ -392,7 +392,7 @@ fn launch_all<T: Real>(
             blk,
             &args![m, d.y, d.elem, s, l, c],
         )?;
-        launch(
+        launch_raw(
             st,
             module,
             "fwd_carry",
@@ -401,7 +401,7 @@ fn launch_all<T: Real>(
             &args![d.elem, d.start, c, n],
         )?;
     }
-    launch(
+    launch_raw(
         st,
         module,
         "fwd_sweep",
@@ -410,7 +410,7 @@ fn launch_all<T: Real>(
         &args![m, d.y, d.start, d.filtered, d.loglik, s, l, c],
     )?;
     if many {
-        launch(
+        launch_raw(
             st,
             module,
             "bwd_reduce",
@@ -418,7 +418,7 @@ fn launch_all<T: Real>(
             blk,
             &args![m, d.filtered, d.g, s, l, c],
         )?;
-        launch(
+        launch_raw(
             st,
             module,
             "bwd_carry",
@@ -427,7 +427,7 @@ fn launch_all<T: Real>(
             &args![d.g, d.next, c, n],
         )?;
     }
-    launch(
+    launch_raw(
         st,
         module,
         "bwd_sweep",
@@ -436,7 +436,7 @@ fn launch_all<T: Real>(
         &args![m, d.filtered, d.next, d.smoothed, s, l, c],
     )?;
     if many {
-        launch(
+        launch_raw(
             st,
             module,
             "vit_reduce",
@@ -444,7 +444,7 @@ fn launch_all<T: Real>(
             blk,
             &args![m, d.y, d.pm, s, l, c],
         )?;
-        launch(
+        launch_raw(
             st,
             module,
             "vit_carry",
@@ -453,7 +453,7 @@ fn launch_all<T: Real>(
             &args![d.pm, d.dstart, c, n],
         )?;
     }
-    launch(
+    launch_raw(
         st,
         module,
         "vit_sweep",
@@ -462,7 +462,7 @@ fn launch_all<T: Real>(
         &args![m, d.y, d.dstart, d.back, d.fin, s, l, c],
     )?;
     if many {
-        launch(
+        launch_raw(
             st,
             module,
             "path_reduce",
@@ -470,7 +470,7 @@ fn launch_all<T: Real>(
             blk,
             &args![d.back, d.fin, d.phi, s, l, c],
         )?;
-        launch(
+        launch_raw(
             st,
             module,
             "path_carry",
@@ -479,7 +479,7 @@ fn launch_all<T: Real>(
             &args![d.phi, d.xin, c, n],
         )?;
     }
-    launch(
+    launch_raw(
         st,
         module,
         "path_sweep",

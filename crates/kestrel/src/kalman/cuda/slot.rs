@@ -5,7 +5,7 @@
 use super::source::Part;
 use super::{CudaOptions, OutputLayout};
 use crate::cuda::args;
-use crate::cuda::{as_bytes, grid_for, launch, Arg, ChunkSlot, DevBuf, Gpu, Module};
+use crate::cuda::{as_bytes, grid_for, launch_raw, Arg, ChunkSlot, DevBuf, Gpu, Module};
 use crate::error::{Error, Result};
 use crate::linalg::Real;
 use cudarc::driver::CudaStream;
@@ -321,7 +321,7 @@ impl<T: Real> Slot<T> {
         if sh.inputs.any() {
             args.push(Arg::Bytes(&track_in));
         }
-        launch(
+        launch_raw(
             &self.stream,
             k,
             name,
@@ -370,7 +370,7 @@ impl<T: Real> Slot<T> {
                 Some(scratch) if comps > 0 => {
                     crate::cuda::upload(gpu, &self.stream, src, scratch, 0, what)?;
                     let cols = t * comps;
-                    launch(
+                    launch_raw(
                         &self.stream,
                         k,
                         "host_to_soa",
@@ -480,7 +480,7 @@ impl<T: Real> Slot<T> {
             }
             None => name,
         };
-        launch(
+        launch_raw(
             &self.stream,
             k,
             name,
@@ -541,7 +541,7 @@ pub(crate) fn transpose<T: Real>(
     let is_cov = out != comps;
     let cols = steps * out;
     let gy = cols.div_ceil(32).clamp(1, 65535) as u32;
-    launch(
+    launch_raw(
         stream,
         k,
         "soa_to_host",

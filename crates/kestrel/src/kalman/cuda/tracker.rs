@@ -20,7 +20,8 @@ use super::source::{kernels, model_params, Part};
 use super::CudaOptions;
 use crate::cuda::args;
 use crate::cuda::{
-    as_bytes, ck, dtoh, grid_for, htod, launch, sync, Arg, DevBuf, EventTimer, Gpu, Module, Pinned,
+    as_bytes, ck, dtoh, grid_for, htod, launch_raw, sync, Arg, DevBuf, EventTimer, Gpu, Module,
+    Pinned,
 };
 use crate::data::Estimates;
 use crate::error::{Error, Result};
@@ -284,7 +285,7 @@ impl<T: Real> BatchTracker<T> {
             let d = self
                 .slots
                 .put(&self.gpu, &self.stream, &self.remove_slots)?;
-            launch(
+            launch_raw(
                 &self.stream,
                 &self.k,
                 "tracker_remove",
@@ -308,7 +309,7 @@ impl<T: Real> BatchTracker<T> {
             let d = self.slots.put(&self.gpu, &self.stream, &self.add_slots)?;
             let xs = self.priors_x.put(&self.gpu, &self.stream, &self.add_x)?;
             let ps = self.priors_p.put(&self.gpu, &self.stream, &self.add_p)?;
-            launch(
+            launch_raw(
                 &self.stream,
                 &self.k,
                 "tracker_set",
@@ -408,7 +409,7 @@ impl<T: Real> BatchTracker<T> {
             Some(c) => self.ctrl.put(&self.gpu, &self.stream, c)?,
             None => 0,
         };
-        launch(
+        launch_raw(
             &self.stream,
             &self.k,
             "tracker_predict",
@@ -505,7 +506,7 @@ impl<T: Real> BatchTracker<T> {
     }
 
     fn launch_update(&self, mask: u64, r: u64, apply: bool) -> Result<()> {
-        launch(
+        launch_raw(
             &self.stream,
             &self.k,
             "tracker_update",

@@ -4,7 +4,7 @@
 
 use super::LAST_MS;
 use crate::cuda::args;
-use crate::cuda::{catch, download, gpu, launch, upload, Arg, DevBuf, EventTimer};
+use crate::cuda::{catch, download, gpu, launch_raw, upload, Arg, DevBuf, EventTimer};
 use crate::data::Measurements;
 use crate::error::{Error, Result};
 use crate::linalg::Real;
@@ -131,7 +131,7 @@ fn run_scan<T: Real>(
             Arg::U64(chunks as u64),
         ];
         let threads = chunks * (nx + 1);
-        launch(
+        launch_raw(
             st,
             &module,
             "scan_local",
@@ -139,7 +139,7 @@ fn run_scan<T: Real>(
             (128, 1, 1),
             &[&inputs[..], &args![Arg::Ptr(moff), Arg::Ptr(voff)]].concat(),
         )?;
-        launch(
+        launch_raw(
             st,
             &module,
             "scan_carry_warp",
@@ -154,7 +154,7 @@ fn run_scan<T: Real>(
                 Arg::Ptr(soff)
             ],
         )?;
-        launch(
+        launch_raw(
             st,
             &module,
             "scan_final",

@@ -13,7 +13,7 @@ use super::super::taps::{gains, Taps};
 use super::super::window::{head, TapsT};
 use super::LAST_MS;
 use crate::cuda::args;
-use crate::cuda::{catch, download, gpu, launch, upload, Arg, DevBuf, EventTimer};
+use crate::cuda::{catch, download, gpu, launch_raw, upload, Arg, DevBuf, EventTimer};
 use crate::data::Measurements;
 use crate::error::{Error, Result};
 use crate::kalman::dense::{ConvertedModel, Workspace};
@@ -278,7 +278,7 @@ fn run<T: Real>(ordinal: usize, plan: &Plan<T>, z: &Measurements<T>) -> Result<V
     if t_begin < steps {
         let per = steps - t_begin;
         let grid = (per.div_ceil(BLOCK) as u32, b as u32, 1);
-        launch(
+        launch_raw(
             st,
             &module,
             "window_shared",
@@ -299,7 +299,7 @@ fn run<T: Real>(ordinal: usize, plan: &Plan<T>, z: &Measurements<T>) -> Result<V
     }
     if !plan.index.is_empty() {
         let count = plan.index.len();
-        launch(
+        launch_raw(
             st,
             &module,
             "window_patterns",

@@ -15,7 +15,7 @@ use super::models::NonlinearModel;
 use super::sigma::SigmaRule;
 use super::ImmModel;
 use crate::cuda::args;
-use crate::cuda::{catch, download, gpu, launch, sync, upload, Arg, DevBuf};
+use crate::cuda::{catch, download, gpu, launch_raw, sync, upload, Arg, DevBuf};
 use crate::data::Measurements;
 use crate::error::{Error, Result};
 use crate::linalg::Real;
@@ -217,7 +217,7 @@ fn run<T: Real>(
             rows.div_ceil(32).min(65_535) as u32,
             1,
         );
-        launch(
+        launch_raw(
             st,
             &module,
             "nl_transpose",
@@ -262,7 +262,7 @@ fn run<T: Real>(
         } else if imm.is_none() {
             args.push(Arg::I32(i32::from(last)));
         }
-        launch(
+        launch_raw(
             st,
             &module,
             kernel,
@@ -326,7 +326,7 @@ fn run<T: Real>(
             // The smoother over the filtered moments still in the kernel's layout, in
             // place; its results through the same host-layout buffers.
             err.poison(st)?;
-            launch(
+            launch_raw(
                 st,
                 &module,
                 "nl_rts",

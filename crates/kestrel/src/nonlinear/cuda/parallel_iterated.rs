@@ -9,7 +9,7 @@ use super::super::models::NonlinearModel;
 use super::super::sigma::SigmaRule;
 use super::source::linearise_source;
 use crate::cuda::args;
-use crate::cuda::{catch, dtoh, gpu, grid_for, htod, launch, sync, Arg, DevBuf};
+use crate::cuda::{catch, dtoh, gpu, grid_for, htod, launch_raw, sync, Arg, DevBuf};
 use crate::data::Estimates;
 use crate::error::{Error, Result};
 use crate::linalg::Real;
@@ -73,7 +73,7 @@ fn run<D: GpuReal>(
     let widen = |src: u64, dst: &DevBuf<f64>| {
         dst.poison(st)?;
         let n = dst.len();
-        launch(
+        launch_raw(
             st,
             &module,
             "nl_widen",
@@ -92,7 +92,7 @@ fn run<D: GpuReal>(
         }
         rts.poison_inputs()?;
         htod(st, &unset, &err, 0, "failures")?;
-        launch(
+        launch_raw(
             st,
             &module,
             "nl_linearise_steps",

@@ -21,6 +21,8 @@ use crate::error::{Error, Result};
 use crate::kalman::dense::ConvertedModel;
 use crate::linalg::Real;
 use crate::model::StateSpace;
+use crate::parallel::cuda::launch;
+use crate::parallel::cuda::params::{Poison, Reduce, Sweep, TfSweep};
 use crate::scan::ScanAlgorithm;
 use cudarc::driver::{CudaSlice, DevicePtr};
 use std::sync::Arc;
@@ -115,7 +117,7 @@ impl<D: GpuReal> Side<D> {
             &mut self.scov,
         ] {
             let n = b.len() as i64;
-            launch!(k, s, "poison", n as usize, [b, &n]);
+            launch(k, s, "poison", n as usize, &Poison { p: b, n })?;
         }
         cu(s.synchronize(), "poisoning the outputs")
     }
@@ -174,61 +176,61 @@ fn run_dirs<D: GpuReal, M: StateSpace + ?Sized>(
                     b.g.bind()?;
                     let (g, k) = (&*b.g, &b.k);
                     let st = &g.stream;
-                    launch!(
+                    launch(
                         k,
                         st,
                         "tf_reduce",
                         (nc, nb),
-                        [
-                            &b.dm.steps,
-                            &b.dm.varying,
-                            &b.dm.prior,
-                            &b.z,
-                            &tt,
-                            &k32,
-                            &mut b.btot
-                        ]
-                    );
+                        &Reduce {
+                            st: &b.dm.steps,
+                            varying: b.dm.varying,
+                            prior: &b.dm.prior,
+                            z: &b.z,
+                            t: tt,
+                            k: k32,
+                            tot: &b.btot,
+                        },
+                    )?;
                     scan(g, k, "pf", fe, &mut b.btot, nc, nb, alg, true)?;
                     cu(st.synchronize(), "running the backward filter")
                 });
                 a.g.bind()?;
                 let (g, k) = (&*a.g, &a.k);
                 let st = &g.stream;
-                launch!(
+                launch(
                     k,
                     st,
                     "pf_reduce",
                     (nc, nb),
-                    [
-                        &a.dm.steps,
-                        &a.dm.varying,
-                        &a.dm.prior,
-                        &a.z,
-                        &tt,
-                        &k32,
-                        &mut a.tot
-                    ]
-                );
+                    &Reduce {
+                        st: &a.dm.steps,
+                        varying: a.dm.varying,
+                        prior: &a.dm.prior,
+                        z: &a.z,
+                        t: tt,
+                        k: k32,
+                        tot: &a.tot,
+                    },
+                )?;
                 scan(g, k, "pf", fe, &mut a.tot, nc, nb, alg, false)?;
-                launch!(
+                launch(
                     k,
                     st,
                     "pf_sweep",
                     (nc, nb),
-                    [
-                        &a.tot,
-                        &a.dm.steps,
-                        &a.dm.varying,
-                        &a.dm.prior,
-                        &a.z,
-                        &tt,
-                        &k32,
-                        &mut a.mean,
-                        &mut a.cov,
-                        &mut a.ll
-                    ]
-                );
+                    &Sweep {
+                        tot: &a.tot,
+                        st: &a.dm.steps,
+                        varying: a.dm.varying,
+                        prior: &a.dm.prior,
+                        z: &a.z,
+                        t: tt,
+                        k: k32,
+                        mean: &a.mean,
+                        cov: &a.cov,
+                        ll: &a.ll,
+                    },
+                )?;
                 hb.join()
                     .unwrap_or_else(|_| Err(Error::Cuda("the backward filter panicked".into())))
             })?;
@@ -247,25 +249,25 @@ fn run_dirs<D: GpuReal, M: StateSpace + ?Sized>(
             }
             a.g.bind()?;
             let (k, st) = (&a.k, &a.g.stream);
-            launch!(
+            launch(
                 k,
                 st,
                 "tf_sweep",
                 (nc, nb),
-                [
-                    &a.btot,
-                    &a.dm.steps,
-                    &a.dm.varying,
-                    &a.dm.prior,
-                    &a.z,
-                    &a.mean,
-                    &a.cov,
-                    &tt,
-                    &k32,
-                    &mut a.smean,
-                    &mut a.scov
-                ]
-            );
+                &TfSweep {
+                    tot: &a.btot,
+                    st: &a.dm.steps,
+                    varying: a.dm.varying,
+                    prior: &a.dm.prior,
+                    z: &a.z,
+                    mean: &a.mean,
+                    cov: &a.cov,
+                    t: tt,
+                    k: k32,
+                    smean: &a.smean,
+                    scov: &a.scov,
+                },
+            )?;
             cu(st.synchronize(), "running the two-filter combination")?;
             if rep >= warmup {
                 times[rep - warmup] += start.elapsed().as_secs_f64();

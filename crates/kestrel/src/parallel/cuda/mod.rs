@@ -9,14 +9,14 @@
 //! whole group of tracks (the track is the grid's second dimension), groups as large as
 //! the device's memory allows.
 
-use crate::cuda::{catch, gpu, Arg, Gpu, Module as Kernels};
+use crate::cuda::{catch, gpu, Gpu, Module as Kernels, Params};
 use crate::data::{Estimates, Measurements};
 use crate::error::{Error, Result};
 use crate::kalman::dense::ConvertedModel;
 use crate::linalg::Real;
 use crate::model::StateSpace;
 use crate::scan::ScanAlgorithm;
-use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DeviceRepr, LaunchConfig, ValidAsZeroBits};
+use cudarc::driver::{CudaStream, DeviceRepr, LaunchConfig, ValidAsZeroBits};
 use std::sync::Arc;
 
 const SOURCES: [&str; 6] = [
@@ -225,53 +225,23 @@ pub(crate) fn launch_cfg(grid: impl Into<Grid>) -> LaunchConfig {
     }
 }
 
-/// A kernel argument of the parallel family's launches, as the runtime's [`Arg`]: a
-/// buffer's device pointer or a scalar's bits.
-pub(crate) trait KernelArg {
-    fn arg(&self, stream: &CudaStream) -> Arg<'static>;
-}
-
-impl<T> KernelArg for CudaSlice<T> {
-    fn arg(&self, stream: &CudaStream) -> Arg<'static> {
-        // The context does not track events (`crate::cuda`): the guard records nothing.
-        let (ptr, _guard) = self.device_ptr(stream);
-        Arg::Ptr(ptr)
-    }
-}
-
-macro_rules! scalar_arg {
-    ($($t:ty => $v:ident $conv:expr),* $(,)?) => {
-        $(impl KernelArg for $t {
-            fn arg(&self, _: &CudaStream) -> Arg<'static> {
-                let $v = *self;
-                $conv
-            }
-        })*
-    };
-}
-scalar_arg!(
-    i32 => v Arg::I32(v),
-    u32 => v Arg::U32(v),
-    i64 => v Arg::U64(v as u64),
-    u64 => v Arg::U64(v),
-    f32 => v Arg::F32(v),
-    f64 => v Arg::F64(v),
-);
-
-/// Launches `$name` over `$threads` threads (`launch_cfg`) with the bracketed arguments
-/// (references to buffers and scalars, in the kernel's order), through the runtime's
-/// launch (`crate::cuda::launch`).
-macro_rules! launch {
-    ($k:expr, $stream:expr, $name:expr, $threads:expr, [$($arg:expr),* $(,)?]) => {{
-        let cfg = $crate::parallel::cuda::launch_cfg($threads);
-        // The stream's context current on this thread, as cudarc's launch made it.
-        $crate::parallel::cuda::cu($stream.context().bind_to_thread(), "binding the context")?;
-        let args = [$( $crate::parallel::cuda::KernelArg::arg(&*$arg, &$stream) ),*];
-        $crate::cuda::launch(&$stream, &$k, $name, cfg.grid_dim, cfg.block_dim, &args)?;
-    }};
+/// Launches kernel `name` of `k` over `grid` ([`launch_cfg`]) with the parameters `p`
+/// (`params.rs`) through the runtime's launch, the stream's context current on this
+/// thread (the split filter drives each device from its own thread).
+pub(crate) fn launch<'a, P: Params<'a>>(
+    k: &Kernels,
+    stream: &Arc<CudaStream>,
+    name: &str,
+    grid: impl Into<Grid>,
+    p: &P,
+) -> Result<()> {
+    let cfg = launch_cfg(grid);
+    cu(stream.context().bind_to_thread(), "binding the context")?;
+    crate::cuda::launch(stream, k, name, cfg.grid_dim, cfg.block_dim, p)
 }
 
 mod directions;
+mod params;
 mod resident;
 mod run;
 mod scan;
@@ -722,6 +692,15 @@ fn run_on<D: GpuReal, M: StateSpace + ?Sized>(
 
 #[cfg(test)]
 mod tests {
+    /// Every parameter struct matches its kernels' declarations, name for name and kind
+    /// for kind, in both translation units.
+    #[test]
+    fn the_parameter_structs_match_the_kernels() {
+        let src = super::source(4, 2, "f32") + &super::sqrt_source(4, 2, "f32");
+        let bad = crate::cuda::check(&src, super::params::SIGNATURES);
+        assert!(bad.is_empty(), "{}", bad.join("\n"));
+    }
+
     /// The kernels compile for several sizes in both precisions (skips without NVRTC; the
     /// device tests in tests/parallel_gpu.rs run them).
     #[test]

@@ -8,6 +8,8 @@ use super::{cu, first_failure, kernels, Gpu, GpuReal, Kernels};
 use crate::data::Estimates;
 use crate::error::{Error, Result};
 use crate::model::Prior;
+use crate::parallel::cuda::launch;
+use crate::parallel::cuda::params::Poison;
 use crate::scan::ScanAlgorithm;
 use cudarc::driver::{CudaSlice, DevicePtr};
 use std::sync::Arc;
@@ -87,7 +89,7 @@ impl<D: GpuReal> ResidentRts<D> {
         let (k, s) = (&self.k, &self.g.stream);
         for b in [&mut self.model.steps, &mut self.bufs.z] {
             let n = b.len() as i64;
-            launch!(k, s, "poison", n as usize, [b, &n]);
+            launch(k, s, "poison", n as usize, &Poison { p: b, n })?;
         }
         Ok(())
     }

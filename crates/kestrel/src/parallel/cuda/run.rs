@@ -4,6 +4,12 @@ use super::scan::{alloc, scan};
 use super::{chunk_len, cu, fe_len, fused, fused_chunk_len, me_len, se_len, Gpu, GpuReal, Kernels};
 use crate::error::Result;
 use crate::kalman::dense::ConvertedModel;
+use crate::parallel::cuda::launch;
+use crate::parallel::cuda::params::{
+    Build, Combine, Extract, KfSeq, MeansBuild, MeansExtract, MeansSweep, Poison, Reduce,
+    SeqFilter, SeqRts, Shift, SmoothBuild, SmoothExtract, SmoothReduce, SmoothSweep, Sweep,
+    TfSweep,
+};
 use crate::scan::ScanAlgorithm;
 use cudarc::driver::CudaSlice;
 use std::sync::Arc;
@@ -309,7 +315,7 @@ impl<D: GpuReal> GroupBufs<D> {
         }
         for b in outs {
             let n = b.len() as i64;
-            launch!(k, s, "poison", n as usize, [b, &n]);
+            launch(k, s, "poison", n as usize, &Poison { p: b, n })?;
         }
         Ok(())
     }
@@ -329,34 +335,51 @@ impl<D: GpuReal> GroupBufs<D> {
     ) -> Result<()> {
         let s = &g.stream;
         let (t, tt, nb, nx) = (self.t, self.t as i64, self.nb, m.nx);
-        launch!(
+        launch(
             k,
             s,
             &format!("{op}_build"),
             (t, nb),
-            [&m.steps, &m.varying, &m.prior, &self.z, &tt, &mut self.el]
-        );
+            &Build {
+                st: &m.steps,
+                varying: m.varying,
+                prior: &m.prior,
+                z: &self.z,
+                t: tt,
+                el: &self.el,
+            },
+        )?;
         if shift {
-            launch!(k, s, "tf_shift", (t, nb), [&self.el, &mut self.back, &tt]);
+            launch(
+                k,
+                s,
+                "tf_shift",
+                (t, nb),
+                &Shift {
+                    el: &self.el,
+                    back: &self.back,
+                    t: tt,
+                },
+            )?;
         }
         scan(g, k, op, fe_len(nx), &mut self.el, t, nb, alg, false)?;
-        launch!(
+        launch(
             k,
             s,
             &format!("{op}_extract"),
             (t, nb),
-            [
-                &self.el,
-                &m.steps,
-                &m.varying,
-                &m.prior,
-                &self.z,
-                &tt,
-                &mut self.mean,
-                &mut self.cov,
-                &mut self.ll
-            ]
-        );
+            &Extract {
+                el: &self.el,
+                st: &m.steps,
+                varying: m.varying,
+                prior: &m.prior,
+                z: &self.z,
+                t: tt,
+                mean: &self.mean,
+                cov: &self.cov,
+                ll: &self.ll,
+            },
+        )?;
         Ok(())
     }
 
@@ -374,60 +397,60 @@ impl<D: GpuReal> GroupBufs<D> {
         let (t, tt, nb) = (self.t, self.t as i64, self.nb);
         let nx = m.nx;
         if method == Method::OneThread {
-            launch!(
+            launch(
                 k,
                 s,
                 "kf_seq",
                 (1, nb),
-                [
-                    &m.steps,
-                    &m.varying,
-                    &m.prior,
-                    &self.z,
-                    &tt,
-                    &mut self.mean,
-                    &mut self.cov,
-                    &mut self.ll
-                ]
-            );
+                &KfSeq {
+                    st: &m.steps,
+                    varying: m.varying,
+                    prior: &m.prior,
+                    z: &self.z,
+                    t: tt,
+                    mean: &self.mean,
+                    cov: &self.cov,
+                    ll: &self.ll,
+                },
+            )?;
             return Ok(());
         }
         if matches!(method, Method::Sequential | Method::SequentialRts) {
             let bb = nb as i64;
-            launch!(
+            launch(
                 k,
                 s,
                 "seq_filter",
                 nb,
-                [
-                    &m.steps,
-                    &m.varying,
-                    &m.prior,
-                    &self.z,
-                    &bb,
-                    &tt,
-                    &mut self.mean,
-                    &mut self.cov,
-                    &mut self.ll
-                ]
-            );
+                &SeqFilter {
+                    st: &m.steps,
+                    varying: m.varying,
+                    prior: &m.prior,
+                    z: &self.z,
+                    b: bb,
+                    t: tt,
+                    mean: &self.mean,
+                    cov: &self.cov,
+                    ll: &self.ll,
+                },
+            )?;
             if method == Method::SequentialRts {
-                launch!(
+                launch(
                     k,
                     s,
                     "seq_rts",
                     nb,
-                    [
-                        &m.steps,
-                        &m.varying,
-                        &self.mean,
-                        &self.cov,
-                        &bb,
-                        &tt,
-                        &mut self.smean,
-                        &mut self.scov
-                    ]
-                );
+                    &SeqRts {
+                        st: &m.steps,
+                        varying: m.varying,
+                        mean: &self.mean,
+                        cov: &self.cov,
+                        b: bb,
+                        t: tt,
+                        smean: &self.smean,
+                        scov: &self.scov,
+                    },
+                )?;
             }
             return Ok(());
         }
@@ -445,69 +468,78 @@ impl<D: GpuReal> GroupBufs<D> {
         }
         match method {
             Method::Rts | Method::Retrodict => {
-                launch!(
+                launch(
                     k,
                     s,
                     "ps_build",
                     (t, nb),
-                    [
-                        &m.steps,
-                        &m.varying,
-                        &self.mean,
-                        &self.cov,
-                        &tt,
-                        &mut self.se
-                    ]
-                );
+                    &SmoothBuild {
+                        st: &m.steps,
+                        varying: m.varying,
+                        mean: &self.mean,
+                        cov: &self.cov,
+                        t: tt,
+                        se: &self.se,
+                    },
+                )?;
                 scan(g, k, "ps", se_len(nx), &mut self.se, t, nb, alg, true)?;
-                launch!(
+                launch(
                     k,
                     s,
                     "ps_extract",
                     (t, nb),
-                    [&self.se, &tt, &mut self.smean, &mut self.scov]
-                );
+                    &SmoothExtract {
+                        se: &self.se,
+                        t: tt,
+                        mean: &self.smean,
+                        cov: &self.scov,
+                    },
+                )?;
             }
             Method::RetrodictMeans => {
-                launch!(
+                launch(
                     k,
                     s,
                     "pm_build",
                     (t, nb),
-                    [
-                        &m.steps,
-                        &m.varying,
-                        &self.mean,
-                        &self.cov,
-                        &tt,
-                        &mut self.me
-                    ]
-                );
+                    &MeansBuild {
+                        st: &m.steps,
+                        varying: m.varying,
+                        mean: &self.mean,
+                        cov: &self.cov,
+                        t: tt,
+                        me: &self.me,
+                    },
+                )?;
                 scan(g, k, "pm", me_len(nx), &mut self.me, t, nb, alg, true)?;
-                launch!(
+                launch(
                     k,
                     s,
                     "pm_extract",
                     (t, nb),
-                    [&self.me, &tt, &mut self.smean]
-                );
+                    &MeansExtract {
+                        me: &self.me,
+                        t: tt,
+                        smean: &self.smean,
+                    },
+                )?;
             }
             Method::TwoFilter => {
                 scan(g, k, "pf", fe_len(nx), &mut self.back, t, nb, alg, true)?;
-                launch!(
+                launch(
                     k,
                     s,
                     "tf_combine",
                     (t, nb),
-                    [
-                        &self.back,
-                        &self.mean,
-                        &self.cov,
-                        &tt,
-                        &mut self.smean,
-                        &mut self.scov
-                    ]
-                );
+                    &Combine {
+                        back: &self.back,
+                        mean: &self.mean,
+                        cov: &self.cov,
+                        t: tt,
+                        smean: &self.smean,
+                        scov: &self.scov,
+                    },
+                )?;
             }
             _ => {}
         }
@@ -530,147 +562,147 @@ impl<D: GpuReal> GroupBufs<D> {
         let nc = t.div_ceil(self.fused_k);
         let fast = ScanAlgorithm::Fastest;
         if !method.retrodicts() {
-            launch!(
+            launch(
                 k,
                 s,
                 "pf_reduce",
                 (nc, nb),
-                [
-                    &m.steps,
-                    &m.varying,
-                    &m.prior,
-                    &self.z,
-                    &tt,
-                    &kk,
-                    &mut self.tot
-                ]
-            );
+                &Reduce {
+                    st: &m.steps,
+                    varying: m.varying,
+                    prior: &m.prior,
+                    z: &self.z,
+                    t: tt,
+                    k: kk,
+                    tot: &self.tot,
+                },
+            )?;
             scan(g, k, "pf", fe_len(nx), &mut self.tot, nc, nb, fast, false)?;
-            launch!(
+            launch(
                 k,
                 s,
                 "pf_sweep",
                 (nc, nb),
-                [
-                    &self.tot,
-                    &m.steps,
-                    &m.varying,
-                    &m.prior,
-                    &self.z,
-                    &tt,
-                    &kk,
-                    &mut self.mean,
-                    &mut self.cov,
-                    &mut self.ll
-                ]
-            );
+                &Sweep {
+                    tot: &self.tot,
+                    st: &m.steps,
+                    varying: m.varying,
+                    prior: &m.prior,
+                    z: &self.z,
+                    t: tt,
+                    k: kk,
+                    mean: &self.mean,
+                    cov: &self.cov,
+                    ll: &self.ll,
+                },
+            )?;
         }
         match method {
             Method::Rts | Method::Retrodict => {
-                launch!(
+                launch(
                     k,
                     s,
                     "ps_reduce",
                     (nc, nb),
-                    [
-                        &m.steps,
-                        &m.varying,
-                        &self.mean,
-                        &self.cov,
-                        &tt,
-                        &kk,
-                        &mut self.tot
-                    ]
-                );
+                    &SmoothReduce {
+                        st: &m.steps,
+                        varying: m.varying,
+                        mean: &self.mean,
+                        cov: &self.cov,
+                        t: tt,
+                        k: kk,
+                        tot: &self.tot,
+                    },
+                )?;
                 scan(g, k, "ps", se_len(nx), &mut self.tot, nc, nb, fast, true)?;
-                launch!(
+                launch(
                     k,
                     s,
                     "ps_sweep",
                     (nc, nb),
-                    [
-                        &self.tot,
-                        &m.steps,
-                        &m.varying,
-                        &self.mean,
-                        &self.cov,
-                        &tt,
-                        &kk,
-                        &mut self.smean,
-                        &mut self.scov
-                    ]
-                );
+                    &SmoothSweep {
+                        tot: &self.tot,
+                        st: &m.steps,
+                        varying: m.varying,
+                        mean: &self.mean,
+                        cov: &self.cov,
+                        t: tt,
+                        k: kk,
+                        smean: &self.smean,
+                        scov: &self.scov,
+                    },
+                )?;
             }
             Method::RetrodictMeans => {
-                launch!(
+                launch(
                     k,
                     s,
                     "pm_reduce",
                     (nc, nb),
-                    [
-                        &m.steps,
-                        &m.varying,
-                        &self.mean,
-                        &self.cov,
-                        &tt,
-                        &kk,
-                        &mut self.tot
-                    ]
-                );
+                    &SmoothReduce {
+                        st: &m.steps,
+                        varying: m.varying,
+                        mean: &self.mean,
+                        cov: &self.cov,
+                        t: tt,
+                        k: kk,
+                        tot: &self.tot,
+                    },
+                )?;
                 scan(g, k, "pm", me_len(nx), &mut self.tot, nc, nb, fast, true)?;
-                launch!(
+                launch(
                     k,
                     s,
                     "pm_sweep",
                     (nc, nb),
-                    [
-                        &self.tot,
-                        &m.steps,
-                        &m.varying,
-                        &self.mean,
-                        &self.cov,
-                        &tt,
-                        &kk,
-                        &mut self.smean
-                    ]
-                );
+                    &MeansSweep {
+                        tot: &self.tot,
+                        st: &m.steps,
+                        varying: m.varying,
+                        mean: &self.mean,
+                        cov: &self.cov,
+                        t: tt,
+                        k: kk,
+                        smean: &self.smean,
+                    },
+                )?;
             }
             Method::TwoFilter => {
-                launch!(
+                launch(
                     k,
                     s,
                     "tf_reduce",
                     (nc, nb),
-                    [
-                        &m.steps,
-                        &m.varying,
-                        &m.prior,
-                        &self.z,
-                        &tt,
-                        &kk,
-                        &mut self.tot
-                    ]
-                );
+                    &Reduce {
+                        st: &m.steps,
+                        varying: m.varying,
+                        prior: &m.prior,
+                        z: &self.z,
+                        t: tt,
+                        k: kk,
+                        tot: &self.tot,
+                    },
+                )?;
                 scan(g, k, "pf", fe_len(nx), &mut self.tot, nc, nb, fast, true)?;
-                launch!(
+                launch(
                     k,
                     s,
                     "tf_sweep",
                     (nc, nb),
-                    [
-                        &self.tot,
-                        &m.steps,
-                        &m.varying,
-                        &m.prior,
-                        &self.z,
-                        &self.mean,
-                        &self.cov,
-                        &tt,
-                        &kk,
-                        &mut self.smean,
-                        &mut self.scov
-                    ]
-                );
+                    &TfSweep {
+                        tot: &self.tot,
+                        st: &m.steps,
+                        varying: m.varying,
+                        prior: &m.prior,
+                        z: &self.z,
+                        mean: &self.mean,
+                        cov: &self.cov,
+                        t: tt,
+                        k: kk,
+                        smean: &self.smean,
+                        scov: &self.scov,
+                    },
+                )?;
             }
             _ => {}
         }

@@ -3,6 +3,10 @@
 
 use super::{chunk_len, cu, Gpu, GpuReal, Kernels};
 use crate::error::Result;
+use crate::parallel::cuda::launch;
+use crate::parallel::cuda::params::{
+    BlClearLast, BlDown, BlFix, BlLoad, Chunk, Hs, HsStrided, Level, Seq, Warp,
+};
 use crate::scan::ScanAlgorithm;
 use cudarc::driver::CudaSlice;
 
@@ -41,42 +45,70 @@ pub(crate) fn scan<D: GpuReal>(
     let name = |x: &str| format!("{op}_{x}");
     let levels = n.next_power_of_two().trailing_zeros();
     match alg {
-        ScanAlgorithm::Sequential => {
-            launch!(k, s, &name("seq"), (1, nb), [&mut *a, &nn, &rev, &rev])
-        }
+        ScanAlgorithm::Sequential => launch(
+            k,
+            s,
+            &name("seq"),
+            (1, nb),
+            &Seq {
+                a: &*a,
+                n: nn,
+                f: rev,
+                r: rev,
+            },
+        )?,
         ScanAlgorithm::LadnerFischer => {
             for d in 0..levels {
                 let st = 1i64 << d;
-                launch!(
+                launch(
                     k,
                     s,
                     &name("up"),
                     (n.div_ceil(2 << d), nb),
-                    [&mut *a, &nn, &st, &rev, &rev]
-                );
+                    &Level {
+                        a: &*a,
+                        n: nn,
+                        s: st,
+                        f: rev,
+                        r: rev,
+                    },
+                )?;
             }
             for d in (0..levels).rev() {
                 let st = 1i64 << d;
-                launch!(
+                launch(
                     k,
                     s,
                     &name("lf_down"),
                     (n.div_ceil(2 << d), nb),
-                    [&mut *a, &nn, &st, &rev, &rev]
-                );
+                    &Level {
+                        a: &*a,
+                        n: nn,
+                        s: st,
+                        f: rev,
+                        r: rev,
+                    },
+                )?;
             }
         }
         ScanAlgorithm::HillisSteele => {
             let mut other = alloc::<D>(g, nb * n * len, "the Hillis-Steele buffer")?;
             let mut st = 1i64;
             while (st as usize) < n {
-                launch!(
+                launch(
                     k,
                     s,
                     &name("hs"),
                     (n, nb),
-                    [&*a, &mut other, &nn, &st, &rev, &rev]
-                );
+                    &Hs {
+                        x: &*a,
+                        y: &other,
+                        n: nn,
+                        s: st,
+                        f: rev,
+                        r: rev,
+                    },
+                )?;
                 std::mem::swap(a, &mut other);
                 st *= 2;
             }
@@ -84,44 +116,75 @@ pub(crate) fn scan<D: GpuReal>(
         ScanAlgorithm::Blelloch => {
             let p = n.next_power_of_two();
             let pp = p as i64;
-            let mut w = alloc::<D>(g, nb * p * len, "the Blelloch buffer")?;
-            let mut orig = alloc::<D>(g, nb * p * len, "the Blelloch input copy")?;
-            launch!(
+            let w = alloc::<D>(g, nb * p * len, "the Blelloch buffer")?;
+            let orig = alloc::<D>(g, nb * p * len, "the Blelloch input copy")?;
+            launch(
                 k,
                 s,
                 &name("bl_load"),
                 (p, nb),
-                [&*a, &nn, &mut w, &mut orig, &pp, &rev]
-            );
+                &BlLoad {
+                    a: &*a,
+                    n: nn,
+                    w: &w,
+                    o: &orig,
+                    p: pp,
+                    r: rev,
+                },
+            )?;
             let zero = 0i32;
             for d in 0..levels {
                 let st = 1i64 << d;
-                launch!(
+                launch(
                     k,
                     s,
                     &name("up"),
                     (p.div_ceil(2 << d), nb),
-                    [&mut w, &pp, &st, &rev, &zero]
-                );
+                    &Level {
+                        a: &w,
+                        n: pp,
+                        s: st,
+                        f: rev,
+                        r: zero,
+                    },
+                )?;
             }
-            launch!(k, s, &name("bl_clear_last"), (1, nb), [&mut w, &pp]);
+            launch(
+                k,
+                s,
+                &name("bl_clear_last"),
+                (1, nb),
+                &BlClearLast { w: &w, p: pp },
+            )?;
             for d in (0..levels).rev() {
                 let st = 1i64 << d;
-                launch!(
+                launch(
                     k,
                     s,
                     &name("bl_down"),
                     (p.div_ceil(2 << d), nb),
-                    [&mut w, &pp, &st, &rev]
-                );
+                    &BlDown {
+                        w: &w,
+                        p: pp,
+                        s: st,
+                        f: rev,
+                    },
+                )?;
             }
-            launch!(
+            launch(
                 k,
                 s,
                 &name("bl_fix"),
                 (n, nb),
-                [&w, &orig, &mut *a, &nn, &rev, &rev]
-            );
+                &BlFix {
+                    w: &w,
+                    o: &orig,
+                    a: &*a,
+                    n: nn,
+                    f: rev,
+                    r: rev,
+                },
+            )?;
         }
         ScanAlgorithm::Fastest => chunked(g, k, op, len, a, n, nb, rev, rev)?,
         ScanAlgorithm::Sengupta(big_n) => {
@@ -134,58 +197,97 @@ pub(crate) fn scan<D: GpuReal>(
             }
             for d in 0..lv {
                 let st = 1i64 << d;
-                launch!(
+                launch(
                     k,
                     s,
                     &name("up"),
                     (n.div_ceil(2 << d), nb),
-                    [&mut *a, &nn, &st, &rev, &rev]
-                );
+                    &Level {
+                        a: &*a,
+                        n: nn,
+                        s: st,
+                        f: rev,
+                        r: rev,
+                    },
+                )?;
             }
             let stride = 1i64 << lv;
             let cnt = (n >> lv) as i64;
-            let mut other = alloc::<D>(g, nb * n * len, "the Sengupta buffer")?;
+            let other = alloc::<D>(g, nb * n * len, "the Sengupta buffer")?;
             let mut in_a = true;
             let mut st = 1i64;
             while st < cnt {
                 if in_a {
-                    launch!(
+                    launch(
                         k,
                         s,
                         &name("hs_strided"),
                         (cnt as usize, nb),
-                        [&*a, &mut other, &nn, &stride, &cnt, &st, &rev, &rev]
-                    );
+                        &HsStrided {
+                            x: &*a,
+                            y: &other,
+                            n: nn,
+                            st: stride,
+                            c: cnt,
+                            s: st,
+                            f: rev,
+                            r: rev,
+                        },
+                    )?;
                 } else {
-                    launch!(
+                    launch(
                         k,
                         s,
                         &name("hs_strided"),
                         (cnt as usize, nb),
-                        [&other, &mut *a, &nn, &stride, &cnt, &st, &rev, &rev]
-                    );
+                        &HsStrided {
+                            x: &other,
+                            y: &*a,
+                            n: nn,
+                            st: stride,
+                            c: cnt,
+                            s: st,
+                            f: rev,
+                            r: rev,
+                        },
+                    )?;
                 }
                 in_a = !in_a;
                 st *= 2;
             }
             if !in_a {
-                launch!(
+                launch(
                     k,
                     s,
                     &name("hs_strided"),
                     (cnt as usize, nb),
-                    [&other, &mut *a, &nn, &stride, &cnt, &cnt, &rev, &rev]
-                );
+                    &HsStrided {
+                        x: &other,
+                        y: &*a,
+                        n: nn,
+                        st: stride,
+                        c: cnt,
+                        s: cnt,
+                        f: rev,
+                        r: rev,
+                    },
+                )?;
             }
             for d in (0..lv).rev() {
                 let st = 1i64 << d;
-                launch!(
+                launch(
                     k,
                     s,
                     &name("lf_down"),
                     (n.div_ceil(2 << d), nb),
-                    [&mut *a, &nn, &st, &rev, &rev]
-                );
+                    &Level {
+                        a: &*a,
+                        n: nn,
+                        s: st,
+                        f: rev,
+                        r: rev,
+                    },
+                )?;
             }
         }
     }
@@ -217,31 +319,51 @@ fn chunked<D: GpuReal>(
     let mut carry = alloc::<D>(g, nb * nc * len, "the chunk totals")?;
     let (nn, k32) = (n as i64, kk as i32);
     if warp {
-        launch!(
+        launch(
             k,
             s,
             &format!("{op}_warp"),
             (nc * 32, nb),
-            [&mut *a, &nn, &mut carry, &flip, &ridx]
-        );
+            &Warp {
+                a: &*a,
+                n: nn,
+                c: &carry,
+                f: flip,
+                r: ridx,
+            },
+        )?;
     } else {
-        launch!(
+        launch(
             k,
             s,
             &format!("{op}_chunk"),
             (nc, nb),
-            [&mut *a, &nn, &k32, &mut carry, &flip, &ridx]
-        );
+            &Chunk {
+                a: &*a,
+                n: nn,
+                k: k32,
+                c: &carry,
+                f: flip,
+                r: ridx,
+            },
+        )?;
     }
     chunked(g, k, op, len, &mut carry, nc, nb, flip, 0)?;
     if n > kk {
-        launch!(
+        launch(
             k,
             s,
             &format!("{op}_fix"),
             (n - kk, nb),
-            [&mut *a, &nn, &k32, &carry, &flip, &ridx]
-        );
+            &Chunk {
+                a: &*a,
+                n: nn,
+                k: k32,
+                c: &carry,
+                f: flip,
+                r: ridx,
+            },
+        )?;
     }
     Ok(())
 }

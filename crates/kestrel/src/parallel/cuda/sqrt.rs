@@ -6,6 +6,8 @@ use super::scan::scan;
 use super::{cu, fe_len, se_len, Gpu, GpuReal, Kernels};
 use crate::error::Result;
 use crate::kalman::dense::ConvertedModel;
+use crate::parallel::cuda::launch;
+use crate::parallel::cuda::params::{QfSweep, QsBuild, QsExtract, QsReduce, QsSweep, Reduce};
 use crate::scan::ScanAlgorithm;
 use std::sync::Arc;
 
@@ -76,21 +78,32 @@ impl<D: GpuReal> GroupBufs<D> {
         let (t, tt, nb, nx) = (self.t, self.t as i64, self.nb, m.nx);
         self.filter_pass(g, k, m, "qf", alg, false)?;
         if method == Method::SqrtRts {
-            launch!(
+            launch(
                 k,
                 s,
                 "qs_build",
                 (t, nb),
-                [&m.steps, &m.varying, &self.el, &tt, &mut self.se]
-            );
+                &QsBuild {
+                    st: &m.steps,
+                    varying: m.varying,
+                    el: &self.el,
+                    t: tt,
+                    se: &self.se,
+                },
+            )?;
             scan(g, k, "qs", se_len(nx), &mut self.se, t, nb, alg, true)?;
-            launch!(
+            launch(
                 k,
                 s,
                 "qs_extract",
                 (t, nb),
-                [&self.se, &tt, &mut self.smean, &mut self.scov]
-            );
+                &QsExtract {
+                    se: &self.se,
+                    t: tt,
+                    smean: &self.smean,
+                    scov: &self.scov,
+                },
+            )?;
         }
         Ok(())
     }
@@ -112,76 +125,76 @@ impl<D: GpuReal> GroupBufs<D> {
         let nc = t.div_ceil(self.fused_k);
         let fast = ScanAlgorithm::Fastest;
         let keep = i32::from(method == Method::SqrtRts);
-        launch!(
+        launch(
             k,
             s,
             "qf_reduce",
             (nc, nb),
-            [
-                &m.steps,
-                &m.varying,
-                &m.prior,
-                &self.z,
-                &tt,
-                &kk,
-                &mut self.tot
-            ]
-        );
+            &Reduce {
+                st: &m.steps,
+                varying: m.varying,
+                prior: &m.prior,
+                z: &self.z,
+                t: tt,
+                k: kk,
+                tot: &self.tot,
+            },
+        )?;
         scan(g, k, "qf", fe_len(nx), &mut self.tot, nc, nb, fast, false)?;
-        launch!(
+        launch(
             k,
             s,
             "qf_sweep",
             (nc, nb),
-            [
-                &self.tot,
-                &m.steps,
-                &m.varying,
-                &m.prior,
-                &self.z,
-                &tt,
-                &kk,
-                &mut self.mean,
-                &mut self.cov,
-                &mut self.ll,
-                &mut self.fac,
-                &keep
-            ]
-        );
+            &QfSweep {
+                tot: &self.tot,
+                st: &m.steps,
+                varying: m.varying,
+                prior: &m.prior,
+                z: &self.z,
+                t: tt,
+                k: kk,
+                mean: &self.mean,
+                cov: &self.cov,
+                ll: &self.ll,
+                fac: &self.fac,
+                keep,
+            },
+        )?;
         if method == Method::SqrtRts {
-            launch!(
+            launch(
                 k,
                 s,
                 "qs_reduce",
                 (nc, nb),
-                [
-                    &m.steps,
-                    &m.varying,
-                    &self.mean,
-                    &self.fac,
-                    &tt,
-                    &kk,
-                    &mut self.tot
-                ]
-            );
+                &QsReduce {
+                    st: &m.steps,
+                    varying: m.varying,
+                    mean: &self.mean,
+                    fac: &self.fac,
+                    t: tt,
+                    k: kk,
+                    tot: &self.tot,
+                },
+            )?;
             scan(g, k, "qs", se_len(nx), &mut self.tot, nc, nb, fast, true)?;
-            launch!(
+            launch(
                 k,
                 s,
                 "qs_sweep",
                 (nc, nb),
-                [
-                    &self.tot,
-                    &m.steps,
-                    &m.varying,
-                    &self.mean,
-                    &self.fac,
-                    &tt,
-                    &kk,
-                    &mut self.smean,
-                    &mut self.scov
-                ]
-            );
+                &QsSweep {
+                    tot: &self.tot,
+                    st: &m.steps,
+                    varying: m.varying,
+                    mean: &self.mean,
+                    fac: &self.fac,
+                    t: tt,
+                    k: kk,
+                    smean: &self.smean,
+                    scov: &self.scov,
+                },
+            )?;
         }
         Ok(())
     }

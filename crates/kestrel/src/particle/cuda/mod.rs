@@ -297,37 +297,37 @@ fn run<T: Real>(
                     let mut a = Vec::from(args![flag]);
                     common(&mut a);
                     a.push(Arg::Ptr(mn.ptr()));
-                    cuda::launch(&stream, &module, "pf_mn_sums", grid, blk, &a)?;
+                    cuda::launch_raw(&stream, &module, "pf_mn_sums", grid, blk, &a)?;
                     a.push(Arg::U32(bn as u32));
                     let per_filter = ((bn as u32).div_ceil(block), 1, 1);
-                    cuda::launch(&stream, &module, "pf_mn_offsets", per_filter, blk, &a)?;
+                    cuda::launch_raw(&stream, &module, "pf_mn_offsets", per_filter, blk, &a)?;
                     let mut a = Vec::from(args![cdf, wtot, flag]);
                     common(&mut a);
                     a.extend(args![mn, anc]);
-                    cuda::launch(&stream, &module, "pf_mn_walk", grid, blk, &a)?;
+                    cuda::launch_raw(&stream, &module, "pf_mn_walk", grid, blk, &a)?;
                 }
                 SUBSETS => {
                     let mut a = Vec::from(args![cdf, wtot, flag]);
                     common(&mut a);
                     a.extend(args![subsets as u32, plan]);
-                    cuda::launch(&stream, &module, "pf_sub_plan", one, blk, &a)?;
+                    cuda::launch_raw(&stream, &module, "pf_sub_plan", one, blk, &a)?;
                     let mut a = Vec::from(args![cdf, flag]);
                     common(&mut a);
                     a.extend(args![subsets as u32, plan, anc]);
                     let grid = (subsets as u32, bn as u32, 1);
-                    cuda::launch(&stream, &module, "pf_sub_draw", grid, blk, &a)?;
+                    cuda::launch_raw(&stream, &module, "pf_sub_draw", grid, blk, &a)?;
                 }
                 _ => {
                     let mut a = Vec::from(args![cdf, wtot, flag]);
                     common(&mut a);
                     a.extend(args![u32::from(scheme == STRATIFIED_GRID), anc]);
-                    cuda::launch(&stream, &module, "pf_grid", each, blk, &a)?;
+                    cuda::launch_raw(&stream, &module, "pf_grid", each, blk, &a)?;
                 }
             }
         } else if k > 0 {
             if ahead {
                 // Each block's range of the cumulative weights, ahead of the search.
-                cuda::launch(
+                cuda::launch_raw(
                     &stream,
                     &module,
                     "pf_ranges",
@@ -348,7 +348,7 @@ fn run<T: Real>(
                     ],
                 )?;
             }
-            cuda::launch(
+            cuda::launch_raw(
                 &stream,
                 &module,
                 "pf_ancestors",
@@ -375,7 +375,7 @@ fn run<T: Real>(
         if k > 0 {
             clock.mark(&gpu, &stream, 0)?;
         }
-        cuda::launch(
+        cuda::launch_raw(
             &stream,
             &module,
             "pf_step",
@@ -386,7 +386,7 @@ fn run<T: Real>(
         clock.mark(&gpu, &stream, 1)?;
         std::mem::swap(&mut x, &mut xn);
         std::mem::swap(&mut lw, &mut lwn);
-        cuda::launch(
+        cuda::launch_raw(
             &stream,
             &module,
             "pf_combine",
@@ -415,7 +415,7 @@ fn run<T: Real>(
         )?;
         clock.mark(&gpu, &stream, 2)?;
         if k + 1 < t as u32 && sorted {
-            cuda::launch(
+            cuda::launch_raw(
                 &stream,
                 &module,
                 "pf_cdf",
@@ -448,7 +448,7 @@ fn run<T: Real>(
     )?;
     let particles = if opts.keep_particles {
         let w = DevBuf::<T>::new(&gpu, bn * n, "weights")?;
-        cuda::launch(
+        cuda::launch_raw(
             &stream,
             &module,
             "pf_weights_out",

@@ -316,7 +316,7 @@ impl GpuTbd {
                 Variant::Late { .. } | Variant::Wave { .. } | Variant::Packed { .. }
             ) && self.gpu.cc.0 >= 9;
             for k in kernel_names(&self.cfg, self.motions.len()) {
-                cuda::launch_ex(
+                cuda::launch_ex_raw(
                     &self.gpu.stream,
                     &self.module,
                     k,

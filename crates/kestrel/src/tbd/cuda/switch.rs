@@ -221,7 +221,7 @@ impl GpuSwitch {
                     Arg::Ptr(self.wt.ptr()),
                     Arg::I32((j + 1 == count) as i32),
                 ];
-                cuda::launch_ex(
+                cuda::launch_ex_raw(
                     &self.gpu.stream,
                     &self.module,
                     "tbd_switch",

@@ -27,7 +27,7 @@ use super::super::assign::Assignment;
 use super::super::associate::{gnn_cluster, DENSE_MAX_COLUMNS, DENSE_MAX_TRACKS};
 use super::super::gate::Gated;
 use crate::cuda::args;
-use crate::cuda::{self, dtoh, grid_for, launch, Arg, DevBuf, EventTimer, Gpu, Module, Pinned};
+use crate::cuda::{self, dtoh, grid_for, launch_raw, Arg, DevBuf, EventTimer, Gpu, Module, Pinned};
 use crate::error::{Error, Result};
 use rayon::prelude::*;
 use std::sync::Arc;
@@ -257,7 +257,7 @@ impl GpuGnn {
             let s = &self.gpu.stream;
             let k = &*self.module;
             // At most n / 2 clusters of two tracks or more.
-            launch(
+            launch_raw(
                 s,
                 k,
                 "ga_solve",
@@ -282,7 +282,7 @@ impl GpuGnn {
             // DEVICE_MAX_COLUMNS columns, so at most this many (detections belong to one
             // cluster each); the blocks past the count return at once.
             let most = n / (DEVICE_MAX_TRACKS + 1) + ndet / (DEVICE_MAX_COLUMNS / 2) + 1;
-            launch(
+            launch_raw(
                 s,
                 k,
                 "ga_solve_block",
@@ -349,7 +349,7 @@ impl GpuGnn {
         let (nu, du) = (n as u32, ndet as u32);
         let blk = (BLOCK, 1, 1);
         let over_n = grid_for(n, BLOCK);
-        launch(
+        launch_raw(
             s,
             k,
             "ga_init",
@@ -369,7 +369,7 @@ impl GpuGnn {
         fn with<'a>(head: &[Arg<'a>], costs: &[Arg<'a>], tail: &[Arg<'a>]) -> Vec<Arg<'a>> {
             head.iter().chain(costs).chain(tail).copied().collect()
         }
-        launch(
+        launch_raw(
             s,
             k,
             "ga_owner",
@@ -377,7 +377,7 @@ impl GpuGnn {
             blk,
             &with(&args![nu, start, det], &costs, &args![self.owner]),
         )?;
-        launch(
+        launch_raw(
             s,
             k,
             "ga_union",
@@ -389,7 +389,7 @@ impl GpuGnn {
                 &args![self.owner, self.parent],
             ),
         )?;
-        launch(
+        launch_raw(
             s,
             k,
             "ga_root",
@@ -397,7 +397,7 @@ impl GpuGnn {
             blk,
             &with(&args![nu, start], &costs, &args![self.parent, self.size]),
         )?;
-        launch(
+        launch_raw(
             s,
             k,
             "ga_place",
@@ -420,7 +420,7 @@ impl GpuGnn {
                 pick
             ],
         )?;
-        launch(
+        launch_raw(
             s,
             k,
             "ga_member",
@@ -509,7 +509,7 @@ impl GpuGnn {
         let gpu = &self.gpu;
         let t = DevBuf::from_slice(gpu, s, &tracks, "the host clusters' tracks")?;
         let v = DevBuf::from_slice(gpu, s, &values, "the host clusters' picks")?;
-        launch(
+        launch_raw(
             s,
             &self.module,
             "ga_scatter",

@@ -15,7 +15,7 @@ use super::super::associate::{jpda_weights, Weights};
 use super::super::gate::Gated;
 use super::assign::{check_gated, check_sizes, time_repeats, upload_gated, GpuGnn};
 use crate::cuda::args;
-use crate::cuda::{self, dtoh, grid_for, launch, Arg, DevBuf, Gpu, Pinned};
+use crate::cuda::{self, dtoh, grid_for, launch_raw, Arg, DevBuf, Gpu, Pinned};
 use crate::error::{Error, Result};
 use std::sync::Arc;
 
@@ -190,7 +190,7 @@ impl GpuJpda {
             let blk = (BLOCK, 1, 1);
             let over_n = grid_for(n, BLOCK);
             let (nu32, du32, mu32) = (n as u32, ndet as u32, m as u32);
-            launch(
+            launch_raw(
                 s,
                 k,
                 "gj_weights",
@@ -206,7 +206,7 @@ impl GpuJpda {
                     self.a
                 ],
             )?;
-            launch(
+            launch_raw(
                 s,
                 k,
                 "gj_single",
@@ -214,7 +214,7 @@ impl GpuJpda {
                 blk,
                 &args![nu32, start, g.parent, g.size, self.mw, self.a, beta0, beta],
             )?;
-            launch(
+            launch_raw(
                 s,
                 k,
                 "gj_init",
@@ -222,7 +222,7 @@ impl GpuJpda {
                 blk,
                 &args![mu32, du32, self.nu, self.dn, self.jc],
             )?;
-            launch(
+            launch_raw(
                 s,
                 k,
                 "gj_classify",
@@ -279,8 +279,8 @@ impl GpuJpda {
             let mut a = Vec::from(args![nu32, start, det]);
             a.extend(lbp);
             a.push(Arg::Ptr(self.dn.ptr()));
-            launch(s, k, "gj_dcount", over_n, blk, &a)?;
-            launch(
+            launch_raw(s, k, "gj_dcount", over_n, blk, &a)?;
+            launch_raw(
                 s,
                 k,
                 "gj_dplace",
@@ -291,8 +291,8 @@ impl GpuJpda {
             let mut a = Vec::from(args![nu32, start, det]);
             a.extend(lbp);
             a.extend(args![self.ds, self.dfill, self.dp]);
-            launch(s, k, "gj_dfill", over_n, blk, &a)?;
-            launch(
+            launch_raw(s, k, "gj_dfill", over_n, blk, &a)?;
+            launch_raw(
                 s,
                 k,
                 "gj_dsort",
@@ -306,8 +306,8 @@ impl GpuJpda {
                 let mut a = Vec::from(args![nu32, start, det]);
                 a.extend(lbp);
                 a.extend(args![self.mw, self.a, self.nu, self.mu]);
-                launch(s, k, "gj_mu", over_n, blk, &a)?;
-                launch(
+                launch_raw(s, k, "gj_mu", over_n, blk, &a)?;
+                launch_raw(
                     s,
                     k,
                     "gj_col",
@@ -326,8 +326,8 @@ impl GpuJpda {
                 let mut a = Vec::from(args![nu32, start, det]);
                 a.extend(lbp);
                 a.extend(args![self.mu, self.col, self.nu, cch]);
-                launch(s, k, "gj_nu", over_n, blk, &a)?;
-                launch(
+                launch_raw(s, k, "gj_nu", over_n, blk, &a)?;
+                launch_raw(
                     s,
                     k,
                     "gj_check",
@@ -351,7 +351,7 @@ impl GpuJpda {
             let mut a = Vec::from(args![nu32, start]);
             a.extend(lbp);
             a.extend(args![self.mw, self.a, self.nu, beta0, beta]);
-            launch(s, k, "gj_final", over_n, blk, &a)?;
+            launch_raw(s, k, "gj_final", over_n, blk, &a)?;
             cuda::sync(s, "GPU JPDA marginals")
         })
     }

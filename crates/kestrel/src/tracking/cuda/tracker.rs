@@ -45,7 +45,7 @@ use super::assign::GpuGnn;
 use super::jpda::GpuJpda;
 use crate::cuda::args;
 use crate::cuda::{
-    as_bytes, ck, dtoh, grid_for, htod, launch, sync, Arg, DevBuf, Gpu, Module, Pinned,
+    as_bytes, ck, dtoh, grid_for, htod, launch_raw, sync, Arg, DevBuf, Gpu, Module, Pinned,
 };
 use crate::error::{Error, Result};
 use crate::kalman::cuda::source::model_params;
@@ -259,7 +259,7 @@ impl GpuTracker {
         if threads == 0 {
             return Ok(());
         }
-        launch(
+        launch_raw(
             &self.stream,
             &self.k,
             name,
@@ -276,7 +276,7 @@ impl GpuTracker {
         let s = &self.stream;
         let b = (SCAN_BLOCK, 1, 1);
         if tiles > 0 {
-            launch(
+            launch_raw(
                 s,
                 &self.k,
                 "tk_scan_tiles",
@@ -285,7 +285,7 @@ impl GpuTracker {
                 &args![Arg::Ptr(a), len as u64, self.sums.ptr()],
             )?;
         }
-        launch(
+        launch_raw(
             s,
             &self.k,
             "tk_scan_sums",
@@ -293,7 +293,7 @@ impl GpuTracker {
             b,
             &args![self.sums.ptr(), tiles as i32],
         )?;
-        launch(
+        launch_raw(
             s,
             &self.k,
             "tk_scan_apply",
@@ -446,7 +446,7 @@ impl GpuTracker {
                 ndet,
                 &args![ndet as i32, self.z.ptr(), self.scratch],
             )?;
-            launch(
+            launch_raw(
                 &s,
                 &self.k,
                 "tk_grid_setup",

@@ -9,6 +9,8 @@ use crate::cuda::{Gpu, Module as Kernels};
 use crate::data::{Estimates, Measurements};
 use crate::error::Result;
 use crate::kalman::dense::ConvertedModel;
+use crate::parallel::cuda::launch;
+use crate::parallel::cuda::params::{Pick, Poison, ReduceAt, SweepAt, TfSweepAt};
 use crate::scan::ScanAlgorithm;
 use cudarc::driver::CudaSlice;
 use std::sync::Arc;
@@ -129,7 +131,7 @@ impl<D: GpuReal> Share<D> {
         }
         for b in outs {
             let n = b.len() as i64;
-            launch!(k, s, "poison", n as usize, [b, &n]);
+            launch(k, s, "poison", n as usize, &Poison { p: b, n })?;
         }
         Ok(())
     }
@@ -144,59 +146,69 @@ impl<D: GpuReal> Share<D> {
         let fe = fe_len(self.dm.nx);
         let (ta, first, n) = (self.ta as i64, self.first as i64, self.n as i64);
         let (kk, nc) = (self.kk as i32, self.nc as i64);
-        launch!(
+        launch(
             k,
             s,
             "pf_reduce_at",
             (self.nc, nb),
-            [
-                &self.dm.steps,
-                &self.dm.varying,
-                &self.dm.prior,
-                &self.z,
-                &ta,
-                &first,
-                &n,
-                &kk,
-                &mut self.tot
-            ]
-        );
+            &ReduceAt {
+                st: &self.dm.steps,
+                varying: self.dm.varying,
+                prior: &self.dm.prior,
+                z: &self.z,
+                ta,
+                first,
+                n,
+                k: kk,
+                tot: &self.tot,
+            },
+        )?;
         scan(g, k, "pf", fe, &mut self.tot, self.nc, nb, alg, false)?;
         let last = nc - 1;
-        launch!(
+        launch(
             k,
             s,
             "fe_pick",
             (1, nb),
-            [&self.tot, &nc, &last, &mut self.pick]
-        );
+            &Pick {
+                tot: &self.tot,
+                nc,
+                i: last,
+                out: &self.pick,
+            },
+        )?;
         if tf {
-            launch!(
+            launch(
                 k,
                 s,
                 "tf_reduce_at",
                 (self.nc, nb),
-                [
-                    &self.dm.steps,
-                    &self.dm.varying,
-                    &self.dm.prior,
-                    &self.z,
-                    &ta,
-                    &first,
-                    &n,
-                    &kk,
-                    &mut self.btot
-                ]
-            );
+                &ReduceAt {
+                    st: &self.dm.steps,
+                    varying: self.dm.varying,
+                    prior: &self.dm.prior,
+                    z: &self.z,
+                    ta,
+                    first,
+                    n,
+                    k: kk,
+                    tot: &self.btot,
+                },
+            )?;
             scan(g, k, "pf", fe, &mut self.btot, self.nc, nb, alg, true)?;
             let zero = 0i64;
-            launch!(
+            launch(
                 k,
                 s,
                 "fe_pick",
                 (1, nb),
-                [&self.btot, &nc, &zero, &mut self.bpick]
-            );
+                &Pick {
+                    tot: &self.btot,
+                    nc,
+                    i: zero,
+                    out: &self.bpick,
+                },
+            )?;
         }
         Ok(())
     }
@@ -243,52 +255,52 @@ impl<D: GpuReal> Share<D> {
         let (hf, hb) = (i32::from(fwd.is_some()), i32::from(bwd.is_some()));
         let (ta, first, n) = (self.ta as i64, self.first as i64, self.n as i64);
         let kk = self.kk as i32;
-        launch!(
+        launch(
             k,
             s,
             "pf_sweep_at",
             (self.nc, nb),
-            [
-                &self.tot,
-                &self.carry,
-                &hf,
-                &self.dm.steps,
-                &self.dm.varying,
-                &self.dm.prior,
-                &self.z,
-                &ta,
-                &first,
-                &n,
-                &kk,
-                &mut self.mean,
-                &mut self.cov,
-                &mut self.ll
-            ]
-        );
+            &SweepAt {
+                tot: &self.tot,
+                carry: &self.carry,
+                has_carry: hf,
+                st: &self.dm.steps,
+                varying: self.dm.varying,
+                prior: &self.dm.prior,
+                z: &self.z,
+                ta,
+                first,
+                n,
+                k: kk,
+                mean: &self.mean,
+                cov: &self.cov,
+                ll: &self.ll,
+            },
+        )?;
         if tf {
-            launch!(
+            launch(
                 k,
                 s,
                 "tf_sweep_at",
                 (self.nc, nb),
-                [
-                    &self.btot,
-                    &self.bcarry,
-                    &hb,
-                    &self.dm.steps,
-                    &self.dm.varying,
-                    &self.dm.prior,
-                    &self.z,
-                    &self.mean,
-                    &self.cov,
-                    &ta,
-                    &first,
-                    &n,
-                    &kk,
-                    &mut self.smean,
-                    &mut self.scov
-                ]
-            );
+                &TfSweepAt {
+                    tot: &self.btot,
+                    carry: &self.bcarry,
+                    has_carry: hb,
+                    st: &self.dm.steps,
+                    varying: self.dm.varying,
+                    prior: &self.dm.prior,
+                    z: &self.z,
+                    mean: &self.mean,
+                    cov: &self.cov,
+                    ta,
+                    first,
+                    n,
+                    k: kk,
+                    smean: &self.smean,
+                    scov: &self.scov,
+                },
+            )?;
         }
         Ok(())
     }

@@ -1,0 +1,411 @@
+//! Kernel parameters as typed structs: every family declares the parameters of each of
+//! its kernels once, with [`params!`](crate::cuda::params), as a struct whose fields
+//! are the kernel's parameters in order and by name (buffers, integers of the
+//! parameter's own width, explicit [`Arg`]s for floats of the module's precision and
+//! by-value structs), and launches it with [`launch`](crate::cuda::launch). The
+//! invocation also lists each struct's signature ([`Signature`]), so that a CPU test
+//! compares the structs with the kernels' CUDA declarations ([`check`]): a parameter
+//! missing, added, moved, renamed or of another kind fails on any machine, not first on
+//! a GPU.
+
+use super::gpu::{Arg, DevBuf};
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
+
+/// What a kernel parameter is, as its CUDA declaration spells it and as a field's type
+/// passes it.
+// Read by the signature check, which runs in the tests.
+#[allow(dead_code)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// A pointer (a device buffer).
+    Ptr,
+    /// `int`.
+    I32,
+    /// `unsigned int`.
+    U32,
+    /// A 64-bit integer (`long long`, `unsigned long long`).
+    I64,
+    /// `float`.
+    F32,
+    /// `double`.
+    F64,
+    /// `real` (CUDA side): `float` or `double` by the module's precision.
+    Real,
+    /// A struct passed by value (CUDA side).
+    Struct,
+    /// An explicit [`Arg`] (Rust side): a float of the module's precision or a struct's
+    /// bytes, whose kind is the value's.
+    Any,
+}
+
+#[cfg(test)]
+impl Kind {
+    /// Whether a field of kind `self` may pass a parameter declared as `decl`.
+    fn passes(self, decl: Kind) -> bool {
+        match (self, decl) {
+            (Kind::Any, _) => true,
+            (Kind::F32 | Kind::F64, Kind::Real) => true,
+            (a, b) => a == b,
+        }
+    }
+}
+
+/// A field of a parameter struct: its kind and its launch argument.
+pub(crate) trait Param<'a> {
+    #[allow(dead_code)] // read by the signature check (tests)
+    const KIND: Kind;
+    fn arg(&self, stream: &CudaStream) -> Arg<'a>;
+}
+
+impl<'a, T> Param<'a> for DevBuf<T> {
+    const KIND: Kind = Kind::Ptr;
+    fn arg(&self, _: &CudaStream) -> Arg<'a> {
+        Arg::Ptr(self.ptr())
+    }
+}
+
+impl<'a, T> Param<'a> for CudaSlice<T> {
+    const KIND: Kind = Kind::Ptr;
+    fn arg(&self, stream: &CudaStream) -> Arg<'a> {
+        // The context does not track events (`crate::cuda`): the guard records nothing.
+        let (ptr, _guard) = self.device_ptr(stream);
+        Arg::Ptr(ptr)
+    }
+}
+
+/// A device buffer of any element type, as a kernel parameter: its address. A field
+/// of type [`Buf`] takes a reference to any buffer (`&self.mean`), for families whose
+/// buffers are generic in their scalar.
+pub(crate) trait Buffer {
+    fn address(&self, stream: &CudaStream) -> u64;
+}
+
+impl<T> Buffer for CudaSlice<T> {
+    fn address(&self, stream: &CudaStream) -> u64 {
+        // The context does not track events (`crate::cuda`): the guard records nothing.
+        self.device_ptr(stream).0
+    }
+}
+
+impl<T> Buffer for DevBuf<T> {
+    fn address(&self, _: &CudaStream) -> u64 {
+        self.ptr()
+    }
+}
+
+/// A buffer field of a parameter struct.
+pub(crate) type Buf<'a> = &'a (dyn Buffer + 'a);
+
+impl<'a> Param<'a> for dyn Buffer + '_ {
+    const KIND: Kind = Kind::Ptr;
+    fn arg(&self, stream: &CudaStream) -> Arg<'a> {
+        Arg::Ptr(self.address(stream))
+    }
+}
+
+impl<'a> Param<'a> for Arg<'a> {
+    const KIND: Kind = Kind::Any;
+    fn arg(&self, _: &CudaStream) -> Arg<'a> {
+        *self
+    }
+}
+
+impl<'a, T: Param<'a> + ?Sized> Param<'a> for &T {
+    const KIND: Kind = T::KIND;
+    fn arg(&self, stream: &CudaStream) -> Arg<'a> {
+        (**self).arg(stream)
+    }
+}
+
+impl<'a, T: Param<'a> + ?Sized> Param<'a> for &mut T {
+    const KIND: Kind = T::KIND;
+    fn arg(&self, stream: &CudaStream) -> Arg<'a> {
+        (**self).arg(stream)
+    }
+}
+
+macro_rules! scalar_param {
+    ($($t:ty => $kind:ident $v:ident $conv:expr),* $(,)?) => {
+        $(impl<'a> Param<'a> for $t {
+            const KIND: Kind = Kind::$kind;
+            fn arg(&self, _: &CudaStream) -> Arg<'a> {
+                let $v = *self;
+                $conv
+            }
+        })*
+    };
+}
+scalar_param!(
+    i32 => I32 v Arg::I32(v),
+    u32 => U32 v Arg::U32(v),
+    i64 => I64 v Arg::U64(v as u64),
+    u64 => I64 v Arg::U64(v),
+    f32 => F32 v Arg::F32(v),
+    f64 => F64 v Arg::F64(v),
+);
+
+/// A kernel's parameters: the kernels that take them and their fields in order.
+pub(crate) trait Params<'a> {
+    /// The kernels declared with these parameters.
+    const KERNELS: &'static [&'static str];
+    /// Each field's name and kind, in the kernels' order.
+    #[allow(dead_code)] // read by the signature check (tests)
+    const FIELDS: &'static [(&'static str, Kind)];
+    /// The launch's arguments.
+    fn args(&self, stream: &CudaStream) -> Vec<Arg<'a>>;
+}
+
+/// A parameter struct's signature, for [`check`].
+#[cfg(test)]
+pub(crate) type Signature = (&'static [&'static str], &'static [(&'static str, Kind)]);
+
+/// Declares kernel parameter structs (fields in the kernels' order, named as their
+/// parameters, case aside) and `SIGNATURES`, the list of them for [`check`]:
+///
+/// ```ignore
+/// params! {
+///     /// poison's parameters.
+///     pub(super) struct Poison<'a> for ["poison"] { p: &'a CudaSlice<f32>, n: i64 }
+/// }
+/// ```
+macro_rules! params {
+    ($(
+        $(#[$m:meta])*
+        $vis:vis struct $name:ident<$lt:lifetime> for [$($k:literal),+ $(,)?] {
+            $($(#[$fm:meta])* $f:ident : $t:ty),* $(,)?
+        }
+    )+) => {
+        $(
+            $(#[$m])*
+            $vis struct $name<$lt> {
+                $($(#[$fm])* pub $f: $t),*
+            }
+            impl<$lt> $crate::cuda::Params<$lt> for $name<$lt> {
+                const KERNELS: &'static [&'static str] = &[$($k),+];
+                const FIELDS: &'static [(&'static str, $crate::cuda::Kind)] =
+                    &[$((stringify!($f), <$t as $crate::cuda::Param<$lt>>::KIND)),*];
+                fn args(
+                    &self,
+                    stream: &cudarc::driver::CudaStream,
+                ) -> Vec<$crate::cuda::Arg<$lt>> {
+                    vec![$($crate::cuda::Param::arg(&self.$f, stream)),*]
+                }
+            }
+        )+
+        /// Every parameter struct of this module, for the signature check.
+        #[cfg(test)]
+        pub(crate) const SIGNATURES: &[$crate::cuda::Signature] = &[$((
+            <$name<'static> as $crate::cuda::Params<'static>>::KERNELS,
+            <$name<'static> as $crate::cuda::Params<'static>>::FIELDS,
+        )),+];
+    };
+}
+pub(crate) use params;
+
+/// A kernel's declared parameters: name and kind of each.
+#[cfg(test)]
+type Declared = Vec<(String, Kind)>;
+
+#[cfg(test)]
+/// The kind of a declared parameter's type (`decl` without its name); `typedefs` maps
+/// the source's aliases to what they stand for.
+fn kind_of(ty: &str, typedefs: &[(String, String)]) -> Kind {
+    if ty.contains('*') {
+        return Kind::Ptr;
+    }
+    let words: Vec<&str> = ty
+        .split_whitespace()
+        .filter(|w| {
+            !matches!(
+                *w,
+                "const" | "__grid_constant__" | "__restrict__" | "volatile"
+            )
+        })
+        .collect();
+    let ty = words.join(" ");
+    if let Some((_, to)) = typedefs.iter().find(|(name, _)| *name == ty) {
+        return kind_of(to, typedefs);
+    }
+    match ty.as_str() {
+        "int" | "int32_t" => Kind::I32,
+        "unsigned" | "unsigned int" | "uint32_t" => Kind::U32,
+        "long long" | "unsigned long long" | "long long int" | "int64_t" | "uint64_t"
+        | "size_t" => Kind::I64,
+        "float" => Kind::F32,
+        "double" => Kind::F64,
+        "real" => Kind::Real,
+        _ => Kind::Struct,
+    }
+}
+
+#[cfg(test)]
+/// Every `extern "C" __global__` kernel of `source` with its parameters (a name built
+/// with `P##_` in a macro is kept with that prefix), and the source's `typedef`s.
+fn declarations(source: &str) -> Vec<(String, Declared)> {
+    let mut typedefs = Vec::new();
+    for line in source.lines() {
+        let line = line.trim();
+        if let Some(rest) = line.strip_prefix("typedef ") {
+            if let Some(body) = rest.strip_suffix(';') {
+                if let Some((to, name)) = body.rsplit_once(' ') {
+                    typedefs.push((name.trim().to_string(), to.trim().to_string()));
+                }
+            }
+        }
+    }
+    let text = source.replace("\\\n", " ");
+    let mut out = Vec::new();
+    let mut rest = text.as_str();
+    while let Some(at) = rest.find("__global__") {
+        rest = &rest[at + "__global__".len()..];
+        let Some(open) = rest.find('(') else { break };
+        let mut head = rest[..open].trim();
+        // `void __launch_bounds__(N) name(`: skip the bounds' parentheses.
+        let mut after = open;
+        if head.ends_with("__launch_bounds__") {
+            let Some(close) = rest[open..].find(')') else {
+                break;
+            };
+            let from = open + close + 1;
+            let Some(o2) = rest[from..].find('(') else {
+                break;
+            };
+            head = rest[from..from + o2].trim();
+            after = from + o2;
+        }
+        let name = head.split_whitespace().last().unwrap_or("").to_string();
+        let mut depth = 0;
+        let mut end = after;
+        for (i, c) in rest[after..].char_indices() {
+            match c {
+                '(' => depth += 1,
+                ')' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = after + i;
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        let list = &rest[after + 1..end];
+        let params = list
+            .split(',')
+            .map(str::trim)
+            .filter(|p| !p.is_empty() && *p != "void")
+            .map(|p| {
+                let split = p
+                    .rfind(|c: char| !(c.is_alphanumeric() || c == '_'))
+                    .map_or(0, |i| i + 1);
+                (p[split..].to_string(), kind_of(&p[..split], &typedefs))
+            })
+            .collect();
+        out.push((name, params));
+        rest = &rest[end..];
+    }
+    out
+}
+
+#[cfg(test)]
+/// Compares every signature with the kernels of `source` (the family's CUDA files):
+/// each kernel a signature names must be declared, with the fields' names (case aside)
+/// and kinds in order. A declaration `P##_name` in a macro stands for `PREFIX_name`.
+/// Returns every mismatch, one line each.
+pub(crate) fn check(source: &str, signatures: &[Signature]) -> Vec<String> {
+    let decls = declarations(source);
+    let mut bad = Vec::new();
+    for (kernels, fields) in signatures {
+        for &kernel in *kernels {
+            let found = decls.iter().find(|(name, _)| name == kernel).or_else(|| {
+                decls.iter().find(|(name, _)| {
+                    name.split_once("##_").is_some_and(|(_, tail)| {
+                        kernel
+                            .split_once('_')
+                            .is_some_and(|(_, ktail)| ktail == tail)
+                    })
+                })
+            });
+            let Some((_, params)) = found else {
+                bad.push(format!("{kernel}: no such kernel in the source"));
+                continue;
+            };
+            if params.len() != fields.len() {
+                bad.push(format!(
+                    "{kernel}: {} parameters declared, {} fields",
+                    params.len(),
+                    fields.len()
+                ));
+            }
+            for (i, ((pname, pkind), (fname, fkind))) in params.iter().zip(*fields).enumerate() {
+                if pname.to_lowercase() != fname.to_lowercase() || !fkind.passes(*pkind) {
+                    bad.push(format!(
+                        "{kernel}: parameter {i} is `{pname}` ({pkind:?}), the field `{fname}` ({fkind:?})"
+                    ));
+                }
+            }
+        }
+    }
+    bad
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SOURCE: &str = r#"
+typedef unsigned long long tk_u64;
+extern "C" __global__ void __launch_bounds__(256) k_one(const __grid_constant__ ModelParams mp, int n,
+    long long C, real* __restrict__ xs, double gamma, tk_u64 id) {}
+#define SCAN(P, OP) \
+    extern "C" __global__ void P##_up(OP::E* a, long long n, unsigned s) { k_up<OP>(a, n, s); }
+"#;
+
+    #[test]
+    fn declarations_are_read_with_their_kinds() {
+        let d = declarations(SOURCE);
+        assert_eq!(d.len(), 2);
+        assert_eq!(d[0].0, "k_one");
+        let kinds: Vec<Kind> = d[0].1.iter().map(|p| p.1).collect();
+        assert_eq!(
+            kinds,
+            [
+                Kind::Struct,
+                Kind::I32,
+                Kind::I64,
+                Kind::Ptr,
+                Kind::F64,
+                Kind::I64
+            ]
+        );
+        let names: Vec<&str> = d[0].1.iter().map(|p| p.0.as_str()).collect();
+        assert_eq!(names, ["mp", "n", "C", "xs", "gamma", "id"]);
+        assert_eq!(d[1].0, "P##_up");
+    }
+
+    #[test]
+    fn a_mismatch_is_named() {
+        const GOOD: &[(&str, Kind)] = &[
+            ("mp", Kind::Any),
+            ("n", Kind::I32),
+            ("c", Kind::I64),
+            ("xs", Kind::Ptr),
+            ("gamma", Kind::F64),
+            ("id", Kind::I64),
+        ];
+        const UP: &[(&str, Kind)] = &[("a", Kind::Ptr), ("n", Kind::I64), ("s", Kind::U32)];
+        assert!(check(SOURCE, &[(&["k_one"], GOOD), (&["fe_up", "se_up"], UP)]).is_empty());
+        // Swapped, of another width, one short, and a kernel that is not there.
+        const SWAPPED: &[(&str, Kind)] = &[("a", Kind::Ptr), ("s", Kind::U32), ("n", Kind::I64)];
+        const NARROW: &[(&str, Kind)] = &[("a", Kind::Ptr), ("n", Kind::I32), ("s", Kind::U32)];
+        const SHORT: &[(&str, Kind)] = &[("a", Kind::Ptr), ("n", Kind::I64)];
+        for fields in [SWAPPED, NARROW, SHORT] {
+            let bad = check(SOURCE, &[(&["fe_up"], fields)]);
+            assert!(!bad.is_empty() && bad[0].starts_with("fe_up: "), "{bad:?}");
+        }
+        assert_eq!(
+            check(SOURCE, &[(&["k_two"], GOOD)]),
+            ["k_two: no such kernel in the source"]
+        );
+    }
+}
