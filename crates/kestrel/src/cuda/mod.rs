@@ -69,7 +69,7 @@ pub(crate) use gpu::{
 pub use nvrtc::set_cache_dir;
 #[cfg(test)]
 pub(crate) use params::{check, Signature};
-pub(crate) use params::{params, Buf, Kind, Param, Params};
+pub(crate) use params::{params, Addr, Buf, Buffer, Kind, Param, Params};
 
 /// The device code every family's kernels share (`kernels/kestrel.cuh`: the one
 /// Cholesky factorisation and its policies), placed after a family's prelude (which

@@ -93,6 +93,16 @@ impl<T> Buffer for DevBuf<T> {
     }
 }
 
+/// A device address kept from a buffer (or 0: "none", where a kernel takes a null
+/// pointer for an input not given), as a buffer.
+pub(crate) struct Addr(pub u64);
+
+impl Buffer for Addr {
+    fn address(&self, _: &CudaStream) -> u64 {
+        self.0
+    }
+}
+
 /// A buffer field of a parameter struct.
 pub(crate) type Buf<'a> = &'a (dyn Buffer + 'a);
 

@@ -26,8 +26,10 @@
 use super::super::assign::Assignment;
 use super::super::associate::{gnn_cluster, DENSE_MAX_COLUMNS, DENSE_MAX_TRACKS};
 use super::super::gate::Gated;
-use crate::cuda::args;
-use crate::cuda::{self, dtoh, grid_for, launch_raw, Arg, DevBuf, EventTimer, Gpu, Module, Pinned};
+use super::params::{
+    GaInit, GaMember, GaOwner, GaPlace, GaRoot, GaScatter, GaSolve, GaSolveBlock, GaUnion,
+};
+use crate::cuda::{self, dtoh, grid_for, launch, DevBuf, EventTimer, Gpu, Module, Pinned};
 use crate::error::{Error, Result};
 use rayon::prelude::*;
 use std::sync::Arc;
@@ -257,52 +259,52 @@ impl GpuGnn {
             let s = &self.gpu.stream;
             let k = &*self.module;
             // At most n / 2 clusters of two tracks or more.
-            launch_raw(
+            launch(
                 s,
                 k,
                 "ga_solve",
                 grid_for(n / 2 + 1, 64),
                 (64, 1, 1),
-                &args![
-                    self.counters,
-                    self.cstart,
-                    self.csize,
-                    self.member,
+                &GaSolve {
+                    counters: &self.counters,
+                    cstart: &self.cstart,
+                    csize: &self.csize,
+                    member: &self.member,
                     start,
                     det,
                     ll,
-                    Arg::F64(gain),
-                    Arg::F64(miss),
-                    self.dloc,
-                    self.blk,
-                    pick
-                ],
+                    gain,
+                    miss,
+                    dloc: &self.dloc,
+                    blk: &self.blk,
+                    pick,
+                },
             )?;
             // Clusters past a thread's limits: more than DEVICE_MAX_TRACKS tracks or
             // DEVICE_MAX_COLUMNS columns, so at most this many (detections belong to one
             // cluster each); the blocks past the count return at once.
             let most = n / (DEVICE_MAX_TRACKS + 1) + ndet / (DEVICE_MAX_COLUMNS / 2) + 1;
-            launch_raw(
+            launch(
                 s,
                 k,
                 "ga_solve_block",
                 (most.min(4096) as u32, 1, 1),
                 (Limits::default().block_threads as u32, 1, 1),
-                &args![
-                    self.counters,
-                    self.cstart,
-                    self.csize,
-                    self.member,
+                &GaSolveBlock {
+                    counters: &self.counters,
+                    cstart: &self.cstart,
+                    csize: &self.csize,
+                    member: &self.member,
                     start,
                     det,
                     ll,
-                    Arg::F64(gain),
-                    Arg::F64(miss),
-                    self.dloc,
-                    self.blk,
-                    self.big,
-                    pick
-                ],
+                    gain,
+                    miss,
+                    dloc: &self.dloc,
+                    blk: &self.blk,
+                    big: &self.big,
+                    pick,
+                },
             )?;
             dtoh(
                 s,
@@ -349,95 +351,113 @@ impl GpuGnn {
         let (nu, du) = (n as u32, ndet as u32);
         let blk = (BLOCK, 1, 1);
         let over_n = grid_for(n, BLOCK);
-        launch_raw(
+        launch(
             s,
             k,
             "ga_init",
             grid_for(n.max(ndet).max(5), BLOCK),
             blk,
-            &args![
-                nu,
-                du,
-                self.parent,
-                self.size,
-                self.owner,
-                self.dloc,
-                self.counters
-            ],
+            &GaInit {
+                n: nu,
+                ndet: du,
+                parent: &self.parent,
+                size: &self.size,
+                owner: &self.owner,
+                dloc: &self.dloc,
+                counters: &self.counters,
+            },
         )?;
-        let costs = [Arg::Ptr(ll.ptr()), Arg::F64(gain), Arg::F64(miss)];
-        fn with<'a>(head: &[Arg<'a>], costs: &[Arg<'a>], tail: &[Arg<'a>]) -> Vec<Arg<'a>> {
-            head.iter().chain(costs).chain(tail).copied().collect()
-        }
-        launch_raw(
+        launch(
             s,
             k,
             "ga_owner",
             over_n,
             blk,
-            &with(&args![nu, start, det], &costs, &args![self.owner]),
+            &GaOwner {
+                n: nu,
+                start,
+                det,
+                ll,
+                gain,
+                miss,
+                owner: &self.owner,
+            },
         )?;
-        launch_raw(
+        launch(
             s,
             k,
             "ga_union",
             over_n,
             blk,
-            &with(
-                &args![nu, start, det],
-                &costs,
-                &args![self.owner, self.parent],
-            ),
+            &GaUnion {
+                n: nu,
+                start,
+                det,
+                ll,
+                gain,
+                miss,
+                owner: &self.owner,
+                parent: &self.parent,
+            },
         )?;
-        launch_raw(
+        launch(
             s,
             k,
             "ga_root",
             over_n,
             blk,
-            &with(&args![nu, start], &costs, &args![self.parent, self.size]),
+            &GaRoot {
+                n: nu,
+                start,
+                ll,
+                gain,
+                miss,
+                parent: &self.parent,
+                size: &self.size,
+            },
         )?;
-        launch_raw(
+        launch(
             s,
             k,
             "ga_place",
             over_n,
             blk,
-            &args![
-                nu,
+            &GaPlace {
+                n: nu,
                 start,
                 det,
                 ll,
-                Arg::F64(gain),
-                Arg::F64(miss),
-                self.parent,
-                self.size,
-                self.cid,
-                self.cstart,
-                self.csize,
-                self.cfill,
-                self.counters,
-                pick
-            ],
+                gain,
+                miss,
+                parent: &self.parent,
+                size: &self.size,
+                cid: &self.cid,
+                cstart: &self.cstart,
+                csize: &self.csize,
+                cfill: &self.cfill,
+                counters: &self.counters,
+                pick,
+            },
         )?;
-        launch_raw(
+        launch(
             s,
             k,
             "ga_member",
             over_n,
             blk,
-            &with(
-                &args![nu, start],
-                &costs,
-                &args![
-                    self.parent,
-                    self.size,
-                    self.cid,
-                    self.cstart,
-                    self.cfill,
-                    self.member
-                ],
-            ),
+            &GaMember {
+                n: nu,
+                start,
+                ll,
+                gain,
+                miss,
+                parent: &self.parent,
+                size: &self.size,
+                cid: &self.cid,
+                cstart: &self.cstart,
+                cfill: &self.cfill,
+                member: &self.member,
+            },
         )?;
         Ok(())
     }
@@ -509,13 +529,18 @@ impl GpuGnn {
         let gpu = &self.gpu;
         let t = DevBuf::from_slice(gpu, s, &tracks, "the host clusters' tracks")?;
         let v = DevBuf::from_slice(gpu, s, &values, "the host clusters' picks")?;
-        launch_raw(
+        launch(
             s,
             &self.module,
             "ga_scatter",
             grid_for(tracks.len(), BLOCK),
             (BLOCK, 1, 1),
-            &args![tracks.len() as u32, t, v, pick],
+            &GaScatter {
+                count: tracks.len() as u32,
+                track: &t,
+                value: &v,
+                pick,
+            },
         )?;
         // The host vectors and the two buffers live until the copies and the scatter
         // are done.

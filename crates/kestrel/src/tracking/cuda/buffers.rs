@@ -2,7 +2,7 @@
 //! needs and are kept between scans ([`Grow`]), and one set of track buffers ([`Set`]);
 //! the tracker compacts each scan's survivors and births from one set into the other.
 
-use crate::cuda::{ck, Arg, DevBuf, Gpu};
+use crate::cuda::{ck, Buffer, DevBuf, Gpu};
 use crate::error::Result;
 use cudarc::driver::result as cu;
 use cudarc::driver::CudaStream;
@@ -30,9 +30,11 @@ impl<T> Grow<T> {
         }
         Ok(())
     }
+}
 
-    pub(super) fn ptr(&self) -> Arg<'static> {
-        Arg::Ptr(self.buf.ptr())
+impl<T> Buffer for Grow<T> {
+    fn address(&self, _: &CudaStream) -> u64 {
+        self.buf.ptr()
     }
 }
 

@@ -14,8 +14,11 @@
 use super::super::associate::{jpda_weights, Weights};
 use super::super::gate::Gated;
 use super::assign::{check_gated, check_sizes, time_repeats, upload_gated, GpuGnn};
-use crate::cuda::args;
-use crate::cuda::{self, dtoh, grid_for, launch_raw, Arg, DevBuf, Gpu, Pinned};
+use super::params::{
+    GjCheck, GjClassify, GjCol, GjDcount, GjDfill, GjDplace, GjDsort, GjFinal, GjInit, GjMu, GjNu,
+    GjSingle, GjWeights,
+};
+use crate::cuda::{self, dtoh, grid_for, launch, DevBuf, Gpu, Pinned};
 use crate::error::{Error, Result};
 use std::sync::Arc;
 
@@ -186,65 +189,79 @@ impl GpuJpda {
             let g = &self.gnn;
             let s = &gpu.stream;
             let k = g.module_ref();
-            let p = |b: &DevBuf<u32>| Arg::Ptr(b.ptr());
             let blk = (BLOCK, 1, 1);
             let over_n = grid_for(n, BLOCK);
             let (nu32, du32, mu32) = (n as u32, ndet as u32, m as u32);
-            launch_raw(
+            launch(
                 s,
                 k,
                 "gj_weights",
                 over_n,
                 blk,
-                &args![
-                    nu32,
+                &GjWeights {
+                    n: nu32,
                     start,
                     ll,
-                    Arg::F64(gain),
-                    Arg::F64(log_miss),
-                    self.mw,
-                    self.a
-                ],
+                    gain,
+                    log_miss,
+                    mw: &self.mw,
+                    a: &self.a,
+                },
             )?;
-            launch_raw(
+            launch(
                 s,
                 k,
                 "gj_single",
                 over_n,
                 blk,
-                &args![nu32, start, g.parent, g.size, self.mw, self.a, beta0, beta],
+                &GjSingle {
+                    n: nu32,
+                    start,
+                    parent: &g.parent,
+                    size: &g.size,
+                    mw: &self.mw,
+                    a: &self.a,
+                    beta0,
+                    beta,
+                },
             )?;
-            launch_raw(
+            launch(
                 s,
                 k,
                 "gj_init",
                 grid_for(m.max(ndet).max(4), BLOCK),
                 blk,
-                &args![mu32, du32, self.nu, self.dn, self.jc],
+                &GjInit {
+                    m: mu32,
+                    ndet: du32,
+                    nu: &self.nu,
+                    dn: &self.dn,
+                    jc: &self.jc,
+                },
             )?;
-            launch_raw(
+            launch(
                 s,
                 k,
                 "gj_classify",
                 grid_for(n / 2 + 1, 64),
                 (64, 1, 1),
-                &args![
-                    g.counters,
-                    g.cstart,
-                    g.csize,
-                    g.member,
+                &GjClassify {
+                    counters: &g.counters,
+                    cstart: &g.cstart,
+                    csize: &g.csize,
+                    member: &g.member,
                     start,
                     det,
-                    self.mw,
-                    self.a,
-                    Arg::F64(exact_events),
-                    g.dloc,
-                    self.clbp,
-                    self.cchange,
-                    self.jc,
+                    mw: &self.mw,
+                    a: &self.a,
+                    exact: exact_events,
+                    dloc: &g.dloc,
+                    clbp: &self.clbp,
+                    cchange: &self.cchange,
+                    jc: &self.jc,
                     beta0,
-                    beta
-                ],
+                    beta,
+                },
             )?;
             dtoh(
                 s,
@@ -273,67 +290,122 @@ impl GpuJpda {
             if self.stats.propagated == 0 {
                 return Ok(());
             }
-            let lbp = [p(&g.parent), p(&g.size), p(&g.cid), p(&self.clbp)];
-            let cch = Arg::Ptr(self.cchange.ptr());
             let over_d = grid_for(ndet.max(1), BLOCK);
-            let mut a = Vec::from(args![nu32, start, det]);
-            a.extend(lbp);
-            a.push(Arg::Ptr(self.dn.ptr()));
-            launch_raw(s, k, "gj_dcount", over_n, blk, &a)?;
-            launch_raw(
+            // The clusters' graph, as each belief propagation kernel takes it.
+            let (parent, size, cid, clbp) = (&g.parent, &g.size, &g.cid, &self.clbp);
+            let p = GjDcount {
+                n: nu32,
+                start,
+                det,
+                parent,
+                size,
+                cid,
+                clbp,
+                dn: &self.dn,
+            };
+            launch(s, k, "gj_dcount", over_n, blk, &p)?;
+            launch(
                 s,
                 k,
                 "gj_dplace",
                 over_d,
                 blk,
-                &args![du32, self.dn, self.ds, self.dfill, self.jc],
+                &GjDplace {
+                    ndet: du32,
+                    dn: &self.dn,
+                    ds: &self.ds,
+                    dfill: &self.dfill,
+                    jc: &self.jc,
+                },
             )?;
-            let mut a = Vec::from(args![nu32, start, det]);
-            a.extend(lbp);
-            a.extend(args![self.ds, self.dfill, self.dp]);
-            launch_raw(s, k, "gj_dfill", over_n, blk, &a)?;
-            launch_raw(
+            let (ds, dfill, dp) = (&self.ds, &self.dfill, &self.dp);
+            let p = GjDfill {
+                n: nu32,
+                start,
+                det,
+                parent,
+                size,
+                cid,
+                clbp,
+                ds,
+                dfill,
+                dp,
+            };
+            launch(s, k, "gj_dfill", over_n, blk, &p)?;
+            launch(
                 s,
                 k,
                 "gj_dsort",
                 over_d,
                 blk,
-                &args![du32, self.dn, self.ds, self.dp],
+                &GjDsort {
+                    ndet: du32,
+                    dn: &self.dn,
+                    ds: &self.ds,
+                    dp: &self.dp,
+                },
             )?;
             let mut rounds = 0;
             while rounds < MAX_ROUNDS {
                 rounds += 1;
-                let mut a = Vec::from(args![nu32, start, det]);
-                a.extend(lbp);
-                a.extend(args![self.mw, self.a, self.nu, self.mu]);
-                launch_raw(s, k, "gj_mu", over_n, blk, &a)?;
-                launch_raw(
+                let (mw, a, nu, mu) = (&self.mw, &self.a, &self.nu, &self.mu);
+                let p = GjMu {
+                    n: nu32,
+                    start,
+                    det,
+                    parent,
+                    size,
+                    cid,
+                    clbp,
+                    mw,
+                    a,
+                    nu,
+                    mu,
+                };
+                launch(s, k, "gj_mu", over_n, blk, &p)?;
+                launch(
                     s,
                     k,
                     "gj_col",
                     over_d,
                     blk,
-                    &args![
-                        du32,
-                        self.dn,
-                        self.ds,
-                        self.dp,
-                        self.mu,
-                        self.col,
-                        self.active
-                    ],
+                    &GjCol {
+                        ndet: du32,
+                        dn: &self.dn,
+                        ds: &self.ds,
+                        dp: &self.dp,
+                        mu: &self.mu,
+                        col: &self.col,
+                        active: &self.active,
+                    },
                 )?;
-                let mut a = Vec::from(args![nu32, start, det]);
-                a.extend(lbp);
-                a.extend(args![self.mu, self.col, self.nu, cch]);
-                launch_raw(s, k, "gj_nu", over_n, blk, &a)?;
-                launch_raw(
+                let (col, cchange) = (&self.col, &self.cchange);
+                let p = GjNu {
+                    n: nu32,
+                    start,
+                    det,
+                    parent,
+                    size,
+                    cid,
+                    clbp,
+                    mu,
+                    col,
+                    nu,
+                    cchange,
+                };
+                launch(s, k, "gj_nu", over_n, blk, &p)?;
+                launch(
                     s,
                     k,
                     "gj_check",
                     grid_for(n / 2 + 1, BLOCK),
                     blk,
-                    &args![g.counters, self.clbp, cch, self.active],
+                    &GjCheck {
+                        counters: &g.counters,
+                        clbp: &self.clbp,
+                        cchange: &self.cchange,
+                        active: &self.active,
+                    },
                 )?;
                 dtoh(
                     s,
@@ -348,10 +420,21 @@ impl GpuJpda {
                 }
             }
             self.stats.rounds = rounds;
-            let mut a = Vec::from(args![nu32, start]);
-            a.extend(lbp);
-            a.extend(args![self.mw, self.a, self.nu, beta0, beta]);
-            launch_raw(s, k, "gj_final", over_n, blk, &a)?;
+            let (mw, a, nu) = (&self.mw, &self.a, &self.nu);
+            let p = GjFinal {
+                n: nu32,
+                start,
+                parent,
+                size,
+                cid,
+                clbp,
+                mw,
+                a,
+                nu,
+                beta0,
+                beta,
+            };
+            launch(s, k, "gj_final", over_n, blk, &p)?;
             cuda::sync(s, "GPU JPDA marginals")
         })
     }

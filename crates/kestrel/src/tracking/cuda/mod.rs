@@ -10,9 +10,23 @@ mod assemble;
 pub mod assign;
 mod buffers;
 pub mod jpda;
+mod params;
 mod tracker;
 
 pub use assemble::source;
 pub use assign::{gnn_gpu, gnn_gpu_timed, GnnGpuRun, GnnStats};
 pub use jpda::{jpda_gpu_timed, JpdaGpuRun, JpdaStats};
 pub use tracker::GpuTracker;
+
+#[cfg(test)]
+mod tests {
+    /// Every parameter struct matches its kernel's declaration.
+    #[test]
+    fn the_parameter_structs_match_the_kernels() {
+        let src = String::from(super::assemble::TRACK)
+            + &super::assign::source()
+            + &super::jpda::source();
+        let bad = crate::cuda::check(&src, super::params::SIGNATURES);
+        assert!(bad.is_empty(), "{}", bad.join("\n"));
+    }
+}

@@ -43,9 +43,9 @@ use super::super::tracks::Tracks;
 use super::super::{Assoc, Status, Timing, TrackerConfig};
 use super::assign::GpuGnn;
 use super::jpda::GpuJpda;
-use crate::cuda::args;
 use crate::cuda::{
-    as_bytes, ck, dtoh, grid_for, htod, launch_raw, sync, Arg, DevBuf, Gpu, Module, Pinned,
+    as_bytes, ck, dtoh, grid_for, htod, launch, sync, Addr, Arg, DevBuf, Gpu, Module, Params,
+    Pinned,
 };
 use crate::error::{Error, Result};
 use crate::kalman::cuda::source::model_params;
@@ -58,6 +58,11 @@ use super::assemble::{source, BLOCK, KERNELS, MAX_NX, MAX_NY, SCAN_BLOCK, SCAN_T
 use super::buffers::{memset, Grow, Set};
 
 mod stage;
+
+use super::params::{
+    TkBounds, TkCells, TkCompact, TkGridSetup, TkPredict, TkScanApply, TkScanSums, TkScanTiles,
+    TkScatter, TkUpdate,
+};
 
 /// Events at the phase boundaries of a scan: upload + predict, grid + gate of stage 1,
 /// association of stage 1, gate of stage 2, association of stage 2, update and life
@@ -255,17 +260,18 @@ impl GpuTracker {
         Ok(())
     }
 
-    fn go(&self, name: &str, threads: usize, args: &[Arg<'_>]) -> Result<()> {
+    /// Launches `name` over `threads` threads (none: nothing) with the parameters `p`.
+    fn go<'a, P: Params<'a>>(&self, name: &str, threads: usize, p: &P) -> Result<()> {
         if threads == 0 {
             return Ok(());
         }
-        launch_raw(
+        launch(
             &self.stream,
             &self.k,
             name,
             grid_for(threads, BLOCK),
             (BLOCK, 1, 1),
-            args,
+            p,
         )
     }
 
@@ -276,30 +282,42 @@ impl GpuTracker {
         let s = &self.stream;
         let b = (SCAN_BLOCK, 1, 1);
         if tiles > 0 {
-            launch_raw(
+            launch(
                 s,
                 &self.k,
                 "tk_scan_tiles",
                 (tiles as u32, 1, 1),
                 b,
-                &args![Arg::Ptr(a), len as u64, self.sums.ptr()],
+                &TkScanTiles {
+                    a: &Addr(a),
+                    len: len as i64,
+                    sums: &self.sums,
+                },
             )?;
         }
-        launch_raw(
+        launch(
             s,
             &self.k,
             "tk_scan_sums",
             (1, 1, 1),
             b,
-            &args![self.sums.ptr(), tiles as i32],
+            &TkScanSums {
+                sums: &self.sums,
+                tiles: tiles as i32,
+            },
         )?;
-        launch_raw(
+        launch(
             s,
             &self.k,
             "tk_scan_apply",
             (tiles.max(1) as u32, 1, 1),
             b,
-            &args![Arg::Ptr(a), len as u64, self.sums.ptr(), tiles as i32],
+            &TkScanApply {
+                a: &Addr(a),
+                len: len as i64,
+                sums: &self.sums,
+                tiles: tiles as i32,
+            },
         )
     }
 
@@ -414,7 +432,7 @@ impl GpuTracker {
         memset(&s, self.scratch.ptr(), 0xff, 16, "clearing the scratch")?;
         memset(&s, self.scratch.at(2), 0, 24, "clearing the scratch")?;
         memset(&s, self.err.ptr(), 0xff, 8, "clearing the error flag")?;
-        let cur_cap = self.cur.cap as u64;
+        let cur_cap = self.cur.cap as i64;
         if n > 0 {
             for b in [&self.zhat.buf, &self.lf.buf, &self.hld.buf] {
                 self.poison_buf(b)?;
@@ -422,19 +440,19 @@ impl GpuTracker {
             self.go(
                 "tk_predict",
                 n,
-                &args![
-                    Arg::Bytes(as_bytes(&self.params)),
-                    n as i32,
-                    cur_cap,
-                    self.cur.x,
-                    self.cur.p,
-                    self.zhat.ptr(),
-                    self.lf.ptr(),
-                    self.hld.ptr(),
-                    Arg::F64(self.gamma),
-                    self.scratch,
-                    self.err
-                ],
+                &TkPredict {
+                    mp: Arg::Bytes(as_bytes(&self.params)),
+                    n: n as i32,
+                    c: cur_cap,
+                    xs: &self.cur.x,
+                    ps: &self.cur.p,
+                    zhat: &self.zhat,
+                    lf: &self.lf,
+                    hld: &self.hld,
+                    gamma: self.gamma,
+                    scratch: &self.scratch,
+                    err: &self.err,
+                },
             )?;
         }
         self.record(1)?;
@@ -444,15 +462,23 @@ impl GpuTracker {
             self.go(
                 "tk_bounds",
                 ndet,
-                &args![ndet as i32, self.z.ptr(), self.scratch],
+                &TkBounds {
+                    ndet: ndet as i32,
+                    z: &self.z,
+                    scratch: &self.scratch,
+                },
             )?;
-            launch_raw(
+            launch(
                 &s,
                 &self.k,
                 "tk_grid_setup",
                 (1, 1, 1),
                 (1, 1, 1),
-                &args![ndet as i32, n as i32, self.scratch],
+                &TkGridSetup {
+                    ndet: ndet as i32,
+                    n: n as i32,
+                    scratch: &self.scratch,
+                },
             )?;
             memset(
                 &s,
@@ -464,29 +490,29 @@ impl GpuTracker {
             self.go(
                 "tk_cells",
                 ndet,
-                &args![
-                    ndet as i32,
-                    self.z.ptr(),
-                    self.scratch,
-                    self.cstart.ptr(),
-                    self.cell.ptr(),
-                    self.rank.ptr()
-                ],
+                &TkCells {
+                    ndet: ndet as i32,
+                    z: &self.z,
+                    scratch: &self.scratch,
+                    count: &self.cstart,
+                    cell: &self.cell,
+                    rank: &self.rank,
+                },
             )?;
             self.scan(self.cstart.buf.ptr(), ncap)?;
             self.poison_buf(&self.zs.buf)?;
             self.go(
                 "tk_scatter",
                 ndet,
-                &args![
-                    ndet as i32,
-                    self.z.ptr(),
-                    self.cell.ptr(),
-                    self.rank.ptr(),
-                    self.cstart.ptr(),
-                    self.order.ptr(),
-                    self.zs.ptr()
-                ],
+                &TkScatter {
+                    ndet: ndet as i32,
+                    z: &self.z,
+                    cell: &self.cell,
+                    rank: &self.rank,
+                    start: &self.cstart,
+                    order: &self.order,
+                    zs: &self.zs,
+                },
             )?;
             self.stage(1, n, ndet, 2)?;
             self.stage(0, n, ndet, 4)?;
@@ -502,26 +528,26 @@ impl GpuTracker {
         self.go(
             "tk_update",
             n.max(ndet),
-            &args![
-                Arg::Bytes(as_bytes(&self.params)),
-                Arg::Bytes(&self.life),
-                n as i32,
-                ndet as i32,
-                cur_cap,
-                self.cur.x,
-                self.cur.p,
-                self.cur.status,
-                self.cur.age,
-                self.cur.hits,
-                self.cur.misses,
-                self.pick1.ptr(),
-                self.pick2.ptr(),
-                self.z.ptr(),
-                self.claimed.ptr(),
-                self.flags.ptr(),
-                self.err,
-                i32::from(self.jpda.is_some())
-            ],
+            &TkUpdate {
+                mp: Arg::Bytes(as_bytes(&self.params)),
+                lp: Arg::Bytes(&self.life),
+                n: n as i32,
+                ndet: ndet as i32,
+                c: cur_cap,
+                xs: &self.cur.x,
+                ps: &self.cur.p,
+                status: &self.cur.status,
+                age: &self.cur.age,
+                hits: &self.cur.hits,
+                misses: &self.cur.misses,
+                pick1: &self.pick1,
+                pick2: &self.pick2,
+                z: &self.z,
+                claimed: &self.claimed,
+                flags: &self.flags,
+                err: &self.err,
+                pda: i32::from(self.jpda.is_some()),
+            },
         )?;
         self.record(6)?;
         self.scan(self.flags.buf.ptr(), n + ndet)?;
@@ -540,30 +566,30 @@ impl GpuTracker {
         self.go(
             "tk_compact",
             n + ndet,
-            &args![
-                Arg::Bytes(as_bytes(&self.birth)),
-                n as i32,
-                ndet as i32,
-                cur_cap,
-                o.cap as u64,
-                self.flags.ptr(),
-                c.x,
-                c.p,
-                c.id,
-                c.status,
-                c.age,
-                c.hits,
-                c.misses,
-                o.x,
-                o.p,
-                o.id,
-                o.status,
-                o.age,
-                o.hits,
-                o.misses,
-                self.z.ptr(),
-                self.next_id
-            ],
+            &TkCompact {
+                bp: Arg::Bytes(as_bytes(&self.birth)),
+                n: n as i32,
+                ndet: ndet as i32,
+                cin: cur_cap,
+                cout: o.cap as i64,
+                flags: &self.flags,
+                xs: &c.x,
+                ps: &c.p,
+                id: &c.id,
+                status: &c.status,
+                age: &c.age,
+                hits: &c.hits,
+                misses: &c.misses,
+                xo: &o.x,
+                po: &o.p,
+                ido: &o.id,
+                statuso: &o.status,
+                ageo: &o.age,
+                hitso: &o.hits,
+                misseso: &o.misses,
+                z: &self.z,
+                next_id: self.next_id,
+            },
         )?;
         self.record(7)?;
         let mut counts = [0u32; 2];

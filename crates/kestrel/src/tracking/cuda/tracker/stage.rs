@@ -4,42 +4,42 @@
 use super::super::super::associate::{gnn_costs, jpda_weights, EXACT_EVENTS};
 use super::super::super::JpdaMarginals;
 use super::GpuTracker;
-use crate::cuda::args;
-use crate::cuda::{as_bytes, Arg};
+use crate::cuda::{as_bytes, Addr, Arg, Buf};
 use crate::error::Result;
+use crate::tracking::cuda::params::{TkClaim, TkGate, TkPda};
 
 impl GpuTracker {
+    /// `tk_gate`'s parameters for the tracks of status `want`: the count pass (`fill`
+    /// 0) or the fill pass (1).
+    fn gate(&self, n: usize, want: i32, fill: i32) -> TkGate<'_> {
+        // Stage 1 gates against every detection (no claims yet: a null pointer).
+        let claimed: Buf = if want == 1 { &Addr(0) } else { &self.claimed };
+        TkGate {
+            n: n as i32,
+            want,
+            status: &self.cur.status,
+            zhat: &self.zhat,
+            lf: &self.lf,
+            hld: &self.hld,
+            gamma: self.gamma,
+            scratch: &self.scratch,
+            cstart: &self.cstart,
+            order: &self.order,
+            zs: &self.zs,
+            claimed,
+            rows: &self.rows,
+            det: &self.det,
+            ll: &self.ll,
+            fill,
+        }
+    }
+
     /// One association stage: gate the tracks of status `want` (1 confirmed, against
     /// every detection; 0 tentative, against the unclaimed ones), GNN, and claim the
     /// picked detections. Records events `ev` (gated) and `ev + 1` (associated).
     pub(super) fn stage(&mut self, want: i32, n: usize, ndet: usize, ev: usize) -> Result<()> {
         let gpu = self.gpu.clone();
-        let claimed = if want == 1 {
-            Arg::Ptr(0)
-        } else {
-            self.claimed.ptr()
-        };
-        let gate_args = |fill: i32, this: &Self| -> Vec<Arg<'static>> {
-            Vec::from(args![
-                n as i32,
-                want,
-                this.cur.status,
-                this.zhat.ptr(),
-                this.lf.ptr(),
-                this.hld.ptr(),
-                Arg::F64(this.gamma),
-                this.scratch,
-                this.cstart.ptr(),
-                this.order.ptr(),
-                this.zs.ptr(),
-                claimed,
-                this.rows.ptr(),
-                this.det.ptr(),
-                this.ll.ptr(),
-                fill
-            ])
-        };
-        self.go("tk_gate", n, &gate_args(0, self))?;
+        self.go("tk_gate", n, &self.gate(n, want, 0))?;
         self.scan(self.rows.buf.ptr(), n)?;
         let m = self.read_u32(&self.rows.buf, n)? as usize;
         if want == 1 {
@@ -50,7 +50,7 @@ impl GpuTracker {
         self.ll.ensure(&gpu, m)?;
         self.poison_buf(&self.det.buf)?;
         self.poison_buf(&self.ll.buf)?;
-        self.go("tk_gate", n, &gate_args(1, self))?;
+        self.go("tk_gate", n, &self.gate(n, want, 1))?;
         self.record(ev)?;
         let pick = if want == 1 { &self.pick1 } else { &self.pick2 };
         self.poison_buf(&pick.buf)?;
@@ -72,7 +72,11 @@ impl GpuTracker {
         self.go(
             "tk_claim",
             n,
-            &args![n as i32, pick.ptr(), self.claimed.ptr()],
+            &TkClaim {
+                n: n as i32,
+                pick,
+                claimed: &self.claimed,
+            },
         )?;
         self.record(ev + 1)?;
         Ok(())
@@ -111,22 +115,22 @@ impl GpuTracker {
         self.go(
             "tk_pda",
             n,
-            &args![
-                Arg::Bytes(as_bytes(&self.params)),
-                n as i32,
-                self.cur.cap as u64,
-                self.cur.x,
-                self.cur.p,
-                self.cur.status,
-                self.rows.ptr(),
-                self.det.ptr(),
-                self.beta.ptr(),
-                self.beta0.ptr(),
-                self.z.ptr(),
-                self.pick1.ptr(),
-                self.claimed.ptr(),
-                self.err
-            ],
+            &TkPda {
+                mp: Arg::Bytes(as_bytes(&self.params)),
+                n: n as i32,
+                c: self.cur.cap as i64,
+                xs: &self.cur.x,
+                ps: &self.cur.p,
+                status: &self.cur.status,
+                rows: &self.rows,
+                det: &self.det,
+                beta: &self.beta,
+                beta0: &self.beta0,
+                z: &self.z,
+                pick: &self.pick1,
+                claimed: &self.claimed,
+                err: &self.err,
+            },
         )?;
         self.record(ev + 1)?;
         Ok(())
