@@ -93,6 +93,12 @@ impl<T> Buffer for DevBuf<T> {
     }
 }
 
+impl<T: Buffer + ?Sized> Buffer for &T {
+    fn address(&self, stream: &CudaStream) -> u64 {
+        (**self).address(stream)
+    }
+}
+
 /// A device address kept from a buffer (or 0: "none", where a kernel takes a null
 /// pointer for an input not given), as a buffer.
 pub(crate) struct Addr(pub u64);
@@ -243,7 +249,7 @@ fn kind_of(ty: &str, typedefs: &[(String, String)]) -> Kind {
         | "size_t" => Kind::I64,
         "float" => Kind::F32,
         "double" => Kind::F64,
-        "real" => Kind::Real,
+        "real" | "REAL" => Kind::Real,
         _ => Kind::Struct,
     }
 }
@@ -263,7 +269,19 @@ fn declarations(source: &str) -> Vec<(String, Declared)> {
             }
         }
     }
-    let text = source.replace("\\\n", " ");
+    // A macro that stands for `extern "C" __global__` (a file also compiled on the CPU)
+    // is read as what it stands for; its own definition is not a kernel.
+    let mut text = source.replace("\\\n", " ");
+    let aliases: Vec<String> = text
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("#define "))
+        .filter_map(|l| l.strip_suffix("extern \"C\" __global__"))
+        .map(|name| name.trim().to_string())
+        .collect();
+    for a in aliases {
+        text = text.replace(&format!("#define {a} extern \"C\" __global__"), "");
+        text = text.replace(&a, "__global__");
+    }
     let mut out = Vec::new();
     let mut rest = text.as_str();
     while let Some(at) = rest.find("__global__") {
@@ -348,7 +366,9 @@ pub(crate) fn check(source: &str, signatures: &[Signature]) -> Vec<String> {
                 ));
             }
             for (i, ((pname, pkind), (fname, fkind))) in params.iter().zip(*fields).enumerate() {
-                if pname.to_lowercase() != fname.to_lowercase() || !fkind.passes(*pkind) {
+                if pname.to_lowercase() != fname.trim_start_matches("r#").to_lowercase()
+                    || !fkind.passes(*pkind)
+                {
                     bad.push(format!(
                         "{kernel}: parameter {i} is `{pname}` ({pkind:?}), the field `{fname}` ({fkind:?})"
                     ));

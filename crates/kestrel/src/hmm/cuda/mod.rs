@@ -5,14 +5,18 @@
 //! `fastest`, whatever scan algorithm is named); the sequential method runs one chunk a
 //! track, one thread each. Tracks go in groups that fit the device's memory.
 
+mod params;
 pub mod source;
 
 use super::{HiddenMarkovModel, HmmMethod, HmmOptions, HmmOutput};
-use crate::cuda::args;
-use crate::cuda::{catch, download, dtoh, gpu, launch_raw, sync, upload, Arg, DevBuf, Gpu, Module};
+use crate::cuda::{catch, download, dtoh, gpu, launch, sync, upload, Arg, DevBuf, Gpu, Module};
 use crate::data::Measurements;
 use crate::error::{Error, Result};
 use crate::linalg::Real;
+use params::{
+    BwdCarry, BwdReduce, BwdSweep, FwdCarry, FwdReduce, FwdSweep, PathCarry, PathReduce, PathSweep,
+    VitCarry, VitReduce, VitSweep,
+};
 use std::sync::Arc;
 
 /// The most states the kernels are compiled for (a thread holds `K x K` values).
@@ -375,117 +379,207 @@ fn launch_all<T: Real>(
     let grid = (chunks.div_ceil(BLOCK as usize) as u32, nb as u32, 1);
     let tracks = (nb.div_ceil(64) as u32, 1, 1);
     let blk = (BLOCK, 1, 1);
-    let (s, l, c) = (
-        Arg::U64(steps as u64),
-        Arg::U64(len as u64),
-        Arg::U64(chunks as u64),
-    );
+    let (s, l, c) = (steps as i64, len as i64, chunks as i64);
     let m = Arg::Bytes(mbytes);
-    let n = Arg::U64(nb as u64);
+    let n = nb as i64;
     let many = chunks > 1;
     if many {
-        launch_raw(
+        launch(
             st,
             module,
             "fwd_reduce",
             grid,
             blk,
-            &args![m, d.y, d.elem, s, l, c],
+            &FwdReduce {
+                m,
+                y: &d.y,
+                elem: &d.elem,
+                steps: s,
+                len: l,
+                chunks: c,
+            },
         )?;
-        launch_raw(
+        launch(
             st,
             module,
             "fwd_carry",
             tracks,
             (64, 1, 1),
-            &args![d.elem, d.start, c, n],
+            &FwdCarry {
+                elem: &d.elem,
+                start: &d.start,
+                chunks: c,
+                tracks: n,
+            },
         )?;
     }
-    launch_raw(
+    launch(
         st,
         module,
         "fwd_sweep",
         grid,
         blk,
-        &args![m, d.y, d.start, d.filtered, d.loglik, s, l, c],
+        &FwdSweep {
+            m,
+            y: &d.y,
+            start: &d.start,
+            filtered: &d.filtered,
+            loglik: &d.loglik,
+            steps: s,
+            len: l,
+            chunks: c,
+        },
     )?;
     if many {
-        launch_raw(
+        launch(
             st,
             module,
             "bwd_reduce",
             grid,
             blk,
-            &args![m, d.filtered, d.g, s, l, c],
+            &BwdReduce {
+                m,
+                filtered: &d.filtered,
+                g: &d.g,
+                steps: s,
+                len: l,
+                chunks: c,
+            },
         )?;
-        launch_raw(
+        launch(
             st,
             module,
             "bwd_carry",
             tracks,
             (64, 1, 1),
-            &args![d.g, d.next, c, n],
+            &BwdCarry {
+                g: &d.g,
+                next: &d.next,
+                chunks: c,
+                tracks: n,
+            },
         )?;
     }
-    launch_raw(
+    launch(
         st,
         module,
         "bwd_sweep",
         grid,
         blk,
-        &args![m, d.filtered, d.next, d.smoothed, s, l, c],
+        &BwdSweep {
+            m,
+            filtered: &d.filtered,
+            next: &d.next,
+            smoothed: &d.smoothed,
+            steps: s,
+            len: l,
+            chunks: c,
+        },
     )?;
     if many {
-        launch_raw(
+        launch(
             st,
             module,
             "vit_reduce",
             grid,
             blk,
-            &args![m, d.y, d.pm, s, l, c],
+            &VitReduce {
+                m,
+                y: &d.y,
+                pm: &d.pm,
+                steps: s,
+                len: l,
+                chunks: c,
+            },
         )?;
-        launch_raw(
+        launch(
             st,
             module,
             "vit_carry",
             tracks,
             (64, 1, 1),
-            &args![d.pm, d.dstart, c, n],
+            &VitCarry {
+                pm: &d.pm,
+                dstart: &d.dstart,
+                chunks: c,
+                tracks: n,
+            },
         )?;
     }
-    launch_raw(
+    launch(
         st,
         module,
         "vit_sweep",
         grid,
         blk,
-        &args![m, d.y, d.dstart, d.back, d.fin, s, l, c],
+        &VitSweep {
+            m,
+            y: &d.y,
+            dstart: &d.dstart,
+            back: &d.back,
+            final_state: &d.fin,
+            steps: s,
+            len: l,
+            chunks: c,
+        },
     )?;
     if many {
-        launch_raw(
+        launch(
             st,
             module,
             "path_reduce",
             grid,
             blk,
-            &args![d.back, d.fin, d.phi, s, l, c],
+            &PathReduce {
+                back: &d.back,
+                final_state: &d.fin,
+                phi: &d.phi,
+                steps: s,
+                len: l,
+                chunks: c,
+            },
         )?;
-        launch_raw(
+        launch(
             st,
             module,
             "path_carry",
             tracks,
             (64, 1, 1),
-            &args![d.phi, d.xin, c, n],
+            &PathCarry {
+                phi: &d.phi,
+                xin: &d.xin,
+                chunks: c,
+                tracks: n,
+            },
         )?;
     }
-    launch_raw(
+    launch(
         st,
         module,
         "path_sweep",
         grid,
         blk,
-        &args![d.back, d.fin, d.xin, d.path, s, l, c],
+        &PathSweep {
+            back: &d.back,
+            final_state: &d.fin,
+            xin: &d.xin,
+            path: &d.path,
+            steps: s,
+            len: l,
+            chunks: c,
+        },
     )?;
     Ok(())
+}
+
+#[cfg(test)]
+mod param_tests {
+    /// Every parameter struct matches its kernel's declaration.
+    #[test]
+    fn the_parameter_structs_match_the_kernels() {
+        use super::source::{BACKWARD, FORWARD, VITERBI};
+        let src = String::from(FORWARD) + BACKWARD + VITERBI;
+        let bad = crate::cuda::check(&src, super::params::SIGNATURES);
+        assert!(bad.is_empty(), "{}", bad.join("\n"));
+    }
 }

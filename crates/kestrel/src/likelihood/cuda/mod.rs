@@ -2,6 +2,7 @@
 //! step, `kernels/window.cu`) and `scan.rs` (the exact method, `kernels/scan.cu`), on the
 //! shared runtime (`crate::cuda`).
 
+mod params;
 mod scan;
 mod window;
 
@@ -17,4 +18,15 @@ pub fn last_kernel_ms() -> f64 {
 
 thread_local! {
     pub(super) static LAST_MS: std::cell::Cell<f64> = const { std::cell::Cell::new(f64::NAN) };
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every parameter struct matches its kernel's declaration.
+    #[test]
+    fn the_parameter_structs_match_the_kernels() {
+        let src = String::from(super::SCAN_SOURCE) + super::SOURCE;
+        let bad = crate::cuda::check(&src, super::params::SIGNATURES);
+        assert!(bad.is_empty(), "{}", bad.join("\n"));
+    }
 }

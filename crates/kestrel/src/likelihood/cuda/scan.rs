@@ -2,9 +2,9 @@
 //! chunked scan of each track (the carry between chunks sequential), the companion form
 //! where the model has it.
 
+use super::params::{ScanCarryWarp, ScanFinal, ScanLocal};
 use super::LAST_MS;
-use crate::cuda::args;
-use crate::cuda::{catch, download, gpu, launch_raw, upload, Arg, DevBuf, EventTimer};
+use crate::cuda::{catch, download, gpu, launch, upload, Addr, DevBuf, EventTimer};
 use crate::data::Measurements;
 use crate::error::{Error, Result};
 use crate::linalg::Real;
@@ -114,57 +114,77 @@ fn run_scan<T: Real>(
             dv.at(b0 * chunks * nx),
             dstart.at(b0 * chunks * nx),
         );
-        // What scan_local and scan_final both read: the series, the gains, the model.
-        let inputs = [
-            Arg::Ptr(zoff),
-            Arg::Ptr(dtable.ptr()),
-            Arg::Ptr(ioff),
-            Arg::U64(sched.stride as u64),
-            Arg::U64(sched.index_len as u64),
-            Arg::I32(sched.steady),
-            Arg::Ptr(df.ptr()),
-            Arg::Ptr(du.ptr()),
-            Arg::Ptr(dh.ptr()),
-            Arg::Ptr(dd.ptr()),
-            Arg::U64(steps as u64),
-            Arg::U64(len as u64),
-            Arg::U64(chunks as u64),
-        ];
-        let threads = chunks * (nx + 1);
-        launch_raw(
+        let (z, table, index, f, u, h, d) = (&Addr(zoff), &dtable, &Addr(ioff), &df, &du, &dh, &dd);
+        let (istride, ilen, isteady) = (sched.stride as i64, sched.index_len as i64, sched.steady);
+        let (steps, len, chunks) = (steps as i64, len as i64, chunks as i64);
+        let (m, v, start) = (&Addr(moff), &Addr(voff), &Addr(soff));
+        let threads = chunks as usize * (nx + 1);
+        launch(
             st,
             &module,
             "scan_local",
             (threads.div_ceil(128) as u32, nb as u32, 1),
             (128, 1, 1),
-            &[&inputs[..], &args![Arg::Ptr(moff), Arg::Ptr(voff)]].concat(),
+            &ScanLocal {
+                z,
+                table,
+                index,
+                istride,
+                ilen,
+                isteady,
+                f,
+                u,
+                h,
+                d,
+                steps,
+                len,
+                chunks,
+                m,
+                v,
+            },
         )?;
-        launch_raw(
+        let x0 = &dx0;
+        let tracks = nb as i64;
+        let p = ScanCarryWarp {
+            m,
+            v,
+            x0,
+            chunks,
+            tracks,
+            start,
+        };
+        launch(
             st,
             &module,
             "scan_carry_warp",
             (nb as u32, 1, 1),
             (32, 1, 1),
-            &args![
-                Arg::Ptr(moff),
-                Arg::Ptr(voff),
-                dx0,
-                chunks as u64,
-                nb as u64,
-                Arg::Ptr(soff)
-            ],
+            &p,
         )?;
-        launch_raw(
+        let out = &Addr(dout.at(b0 * steps as usize));
+        launch(
             st,
             &module,
             "scan_final",
-            (chunks.div_ceil(64) as u32, nb as u32, 1),
+            ((chunks as usize).div_ceil(64) as u32, nb as u32, 1),
             (64, 1, 1),
-            &[
-                &inputs[..],
-                &args![Arg::Ptr(soff), Arg::Ptr(dout.at(b0 * steps))],
-            ]
-            .concat(),
+            &ScanFinal {
+                z,
+                table,
+                index,
+                istride,
+                ilen,
+                isteady,
+                f,
+                u,
+                h,
+                d,
+                steps,
+                len,
+                chunks,
+                start,
+                out,
+            },
         )?;
         b0 += nb;
     }

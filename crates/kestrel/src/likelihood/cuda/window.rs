@@ -11,9 +11,9 @@
 
 use super::super::taps::{gains, Taps};
 use super::super::window::{head, TapsT};
+use super::params::{WindowPatterns, WindowShared};
 use super::LAST_MS;
-use crate::cuda::args;
-use crate::cuda::{catch, download, gpu, launch_raw, upload, Arg, DevBuf, EventTimer};
+use crate::cuda::{catch, download, gpu, launch, upload, Arg, DevBuf, EventTimer};
 use crate::data::Measurements;
 use crate::error::{Error, Result};
 use crate::kalman::dense::{ConvertedModel, Workspace};
@@ -278,46 +278,40 @@ fn run<T: Real>(ordinal: usize, plan: &Plan<T>, z: &Measurements<T>) -> Result<V
     if t_begin < steps {
         let per = steps - t_begin;
         let grid = (per.div_ceil(BLOCK) as u32, b as u32, 1);
-        launch_raw(
-            st,
-            &module,
-            "window_shared",
-            grid,
-            (BLOCK as u32, 1, 1),
-            &[
-                Arg::Ptr(dz.ptr()),
-                Arg::Ptr(dg.ptr()),
-                Arg::Ptr(dc.ptr()),
-                Arg::Ptr(dl.ptr()),
-                norm(plan.norm),
-                Arg::Ptr(dout.ptr()),
-                Arg::U64(steps as u64),
-                Arg::I32(n as i32),
-                Arg::U64(t_begin as u64),
-            ],
-        )?;
+        let p = WindowShared {
+            z: &dz,
+            g: &dg,
+            c: &dc,
+            l: &dl,
+            norm: norm(plan.norm),
+            out: &dout,
+            steps: steps as i64,
+            n: n as i32,
+            t_begin: t_begin as i64,
+        };
+        launch(st, &module, "window_shared", grid, (BLOCK as u32, 1, 1), &p)?;
     }
     if !plan.index.is_empty() {
         let count = plan.index.len();
-        launch_raw(
+        launch(
             st,
             &module,
             "window_patterns",
             (count.div_ceil(128) as u32, 1, 1),
             (128, 1, 1),
-            &args![
-                dz,
-                pg,
-                pc,
-                pl,
-                pn,
-                didx,
-                dpat,
-                count as u64,
-                dout,
-                steps as u64,
-                n as i32
-            ],
+            &WindowPatterns {
+                z: &dz,
+                g: &pg,
+                c: &pc,
+                l: &pl,
+                norm: &pn,
+                index: &didx,
+                pattern: &dpat,
+                count: count as i64,
+                out: &dout,
+                steps: steps as i64,
+                n: n as i32,
+            },
         )?;
     }
     timer.stop(st)?;

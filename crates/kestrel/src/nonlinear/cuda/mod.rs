@@ -8,17 +8,18 @@
 //! device's memory. Equal to the CPU path (`super::filter_track`) to rounding.
 
 pub(crate) mod parallel_iterated;
+mod params;
 #[doc(hidden)]
 pub mod source;
 
 use super::models::NonlinearModel;
 use super::sigma::SigmaRule;
 use super::ImmModel;
-use crate::cuda::args;
-use crate::cuda::{catch, download, gpu, launch_raw, sync, upload, Arg, DevBuf};
+use crate::cuda::{catch, download, gpu, launch, sync, upload, DevBuf};
 use crate::data::Measurements;
 use crate::error::{Error, Result};
 use crate::linalg::Real;
+use params::{NlFilter, NlImm, NlIterated, NlRts, NlTranspose};
 
 /// The largest state the kernels are compiled for (a thread holds its covariance and,
 /// for the sigma-point filters, all points' images).
@@ -217,13 +218,18 @@ fn run<T: Real>(
             rows.div_ceil(32).min(65_535) as u32,
             1,
         );
-        launch_raw(
+        launch(
             st,
             &module,
             "nl_transpose",
             grid,
             (32, 8, 1),
-            &args![src, dst, rows as u64, cols as u64],
+            &NlTranspose {
+                r#in: &src,
+                out: &dst,
+                r: rows as i64,
+                c: cols as i64,
+            },
         )
     };
     let mut ms_total = 0.0;
@@ -246,30 +252,56 @@ fn run<T: Real>(
         err.poison(st)?;
         transpose(&zh, &zs, nb, t * ny)?;
         timer.start(st)?;
-        // nl_filter (z, mean, cov, ll, err, nb, steps, last); nl_imm (z, mean, cov, ll,
-        // probs, err, nb, steps).
-        let mut args = Vec::from(args![zs, ms, cs, ls]);
-        if imm.is_some() {
-            args.push(Arg::Ptr(ps.ptr()));
+        let (z, ll, err, nb32, steps) = (&zs, &ls, &err, nb as i32, t as i32);
+        let grid = crate::cuda::grid_for(nb, BLOCK);
+        let blk = (BLOCK, 1, 1);
+        match kernel {
+            "nl_imm" => {
+                let (mean, cov, probs) = (&ms, &cs, &ps);
+                let p = NlImm {
+                    z,
+                    mean,
+                    cov,
+                    ll,
+                    probs,
+                    err,
+                    nb: nb32,
+                    steps,
+                };
+                launch(st, &module, kernel, grid, blk, &p)?;
+            }
+            "nl_iterated" => {
+                let passes = passes.min(i32::MAX as usize) as i32;
+                let (fmean, fcov, smean, scov) = (&ms, &cs, &ssm, &ssc);
+                let p = NlIterated {
+                    z,
+                    fmean,
+                    fcov,
+                    ll,
+                    smean,
+                    scov,
+                    err,
+                    nb: nb32,
+                    steps,
+                    passes,
+                };
+                launch(st, &module, kernel, grid, blk, &p)?;
+            }
+            _ => {
+                let (mean, cov, last) = (&ms, &cs, i32::from(last));
+                let p = NlFilter {
+                    z,
+                    mean,
+                    cov,
+                    ll,
+                    err,
+                    nb: nb32,
+                    steps,
+                    last,
+                };
+                launch(st, &module, kernel, grid, blk, &p)?;
+            }
         }
-        if iterated {
-            // nl_iterated (z, fmean, fcov, ll, smean, scov, err, nb, steps, passes).
-            args.extend(args![ssm, ssc]);
-        }
-        args.extend(args![err, nb as i32, t as i32]);
-        if iterated {
-            args.push(Arg::I32(passes.min(i32::MAX as usize) as i32));
-        } else if imm.is_none() {
-            args.push(Arg::I32(i32::from(last)));
-        }
-        launch_raw(
-            st,
-            &module,
-            kernel,
-            crate::cuda::grid_for(nb, BLOCK),
-            (BLOCK, 1, 1),
-            &args,
-        )?;
         timer.stop(st)?;
         transpose(&ms, &mh, to * nx, nb)?;
         transpose(&cs, &ch, to * nx * nx, nb)?;
@@ -326,13 +358,19 @@ fn run<T: Real>(
             // The smoother over the filtered moments still in the kernel's layout, in
             // place; its results through the same host-layout buffers.
             err.poison(st)?;
-            launch_raw(
+            launch(
                 st,
                 &module,
                 "nl_rts",
                 crate::cuda::grid_for(nb, BLOCK),
                 (BLOCK, 1, 1),
-                &args![ms, cs, err, nb as i32, t as i32],
+                &NlRts {
+                    mean: &ms,
+                    cov: &cs,
+                    err: &err,
+                    nb: nb as i32,
+                    steps: t as i32,
+                },
             )?;
             smoothed_out(
                 &ms,
@@ -350,4 +388,16 @@ fn run<T: Real>(
     }
     LAST_MS.with(|c| c.set(ms_total));
     Ok(out)
+}
+
+#[cfg(test)]
+mod param_tests {
+    /// Every parameter struct matches its kernel's declaration.
+    #[test]
+    fn the_parameter_structs_match_the_kernels() {
+        use super::source::{FILTER, IMM, LINEARISE};
+        let src = String::from(FILTER) + IMM + LINEARISE;
+        let bad = crate::cuda::check(&src, super::params::SIGNATURES);
+        assert!(bad.is_empty(), "{}", bad.join("\n"));
+    }
 }

@@ -7,9 +7,9 @@
 
 use super::super::models::NonlinearModel;
 use super::super::sigma::SigmaRule;
+use super::params::{NlLineariseSteps, NlWiden};
 use super::source::linearise_source;
-use crate::cuda::args;
-use crate::cuda::{catch, dtoh, gpu, grid_for, htod, launch_raw, sync, Arg, DevBuf};
+use crate::cuda::{catch, dtoh, gpu, grid_for, htod, launch, sync, Addr, DevBuf};
 use crate::data::Estimates;
 use crate::error::{Error, Result};
 use crate::linalg::Real;
@@ -73,13 +73,17 @@ fn run<D: GpuReal>(
     let widen = |src: u64, dst: &DevBuf<f64>| {
         dst.poison(st)?;
         let n = dst.len();
-        launch_raw(
+        launch(
             st,
             &module,
             "nl_widen",
             grid_for(n, 256),
             (256, 1, 1),
-            &args![Arg::Ptr(src), dst, n as u64],
+            &NlWiden {
+                r#in: &Addr(src),
+                out: &dst,
+                n: n as i64,
+            },
         )
     };
     let unset = [i32::MAX];
@@ -92,21 +96,21 @@ fn run<D: GpuReal>(
         }
         rts.poison_inputs()?;
         htod(st, &unset, &err, 0, "failures")?;
-        launch_raw(
+        launch(
             st,
             &module,
             "nl_linearise_steps",
             grid_for(t, BLOCK),
             (BLOCK, 1, 1),
-            &args![
-                sm64,
-                sc64,
-                z64,
-                Arg::Ptr(steps),
-                Arg::Ptr(zu),
-                err,
-                t as i32
-            ],
+            &NlLineariseSteps {
+                sm: &sm64,
+                sc: &sc64,
+                z: &z64,
+                steps: &Addr(steps),
+                zu: &Addr(zu),
+                err: &err,
+                t: t as i32,
+            },
         )?;
         dtoh(st, &err, 0, &mut code, "failures")?;
         sync(st, what)?;

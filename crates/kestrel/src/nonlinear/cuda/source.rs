@@ -10,9 +10,9 @@ use crate::linalg::Real;
 use std::fmt::Write;
 
 const COMMON: &str = include_str!("../kernels/common.cuh");
-const FILTER: &str = include_str!("../kernels/filter.cu");
-const IMM: &str = include_str!("../kernels/imm.cu");
-const LINEARISE: &str = include_str!("../kernels/linearise.cu");
+pub(super) const FILTER: &str = include_str!("../kernels/filter.cu");
+pub(super) const IMM: &str = include_str!("../kernels/imm.cu");
+pub(super) const LINEARISE: &str = include_str!("../kernels/linearise.cu");
 
 /// A constant as CUDA source, exact (Rust prints the shortest string that reads back as
 /// the same f64).

@@ -11,15 +11,19 @@
 use super::models::PfModel;
 use super::philox::key_of;
 use super::{PfOptions, PfOutput};
-use crate::cuda::args;
-use crate::cuda::{self, Arg, DevBuf};
+use crate::cuda::{self, Addr, DevBuf};
 use crate::data::Measurements;
 use crate::error::{Error, Result};
 use crate::linalg::Real;
 use crate::Estimates;
 
+mod params;
 mod source;
 
+use params::{
+    PfAncestors, PfCdf, PfCombine, PfGrid, PfMnOffsets, PfMnSums, PfMnWalk, PfRanges, PfStep,
+    PfSubDraw, PfSubPlan, PfWeightsOut,
+};
 use source::*;
 pub use source::{block_for, chunk_per, source, ANCESTOR_ITEMS, BLOCK, KERNELS, MAX_NX, MAX_NY};
 
@@ -290,138 +294,220 @@ fn run<T: Real>(
     for k in 0..t as u32 {
         if k > 0 && scheme >= SYSTEMATIC_GRID {
             let kr = k - 1;
-            let common = |a: &mut Vec<Arg<'_>>| a.extend(args![nu, kr, key[0], key[1], b0]);
+            let (n, key0, key1) = (nu, key[0], key[1]);
+            let (cdf, wtot, flag, anc) = (&cdf, &wtot, &flag, &anc);
             match scheme {
                 MULTINOMIAL => {
                     let grid = ((mn_chunks as u32).div_ceil(block), bn as u32, 1);
-                    let mut a = Vec::from(args![flag]);
-                    common(&mut a);
-                    a.push(Arg::Ptr(mn.ptr()));
-                    cuda::launch_raw(&stream, &module, "pf_mn_sums", grid, blk, &a)?;
-                    a.push(Arg::U32(bn as u32));
+                    let sums = &mn;
+                    let p = PfMnSums {
+                        flag,
+                        n,
+                        kr,
+                        key0,
+                        key1,
+                        b0,
+                        sums,
+                    };
+                    cuda::launch(&stream, &module, "pf_mn_sums", grid, blk, &p)?;
+                    let p = PfMnOffsets {
+                        flag,
+                        n,
+                        kr,
+                        key0,
+                        key1,
+                        b0,
+                        sums,
+                        bn: bn as u32,
+                    };
                     let per_filter = ((bn as u32).div_ceil(block), 1, 1);
-                    cuda::launch_raw(&stream, &module, "pf_mn_offsets", per_filter, blk, &a)?;
-                    let mut a = Vec::from(args![cdf, wtot, flag]);
-                    common(&mut a);
-                    a.extend(args![mn, anc]);
-                    cuda::launch_raw(&stream, &module, "pf_mn_walk", grid, blk, &a)?;
+                    cuda::launch(&stream, &module, "pf_mn_offsets", per_filter, blk, &p)?;
+                    let p = PfMnWalk {
+                        cdf,
+                        wtot,
+                        flag,
+                        n,
+                        kr,
+                        key0,
+                        key1,
+                        b0,
+                        sums,
+                        anc,
+                    };
+                    cuda::launch(&stream, &module, "pf_mn_walk", grid, blk, &p)?;
                 }
                 SUBSETS => {
-                    let mut a = Vec::from(args![cdf, wtot, flag]);
-                    common(&mut a);
-                    a.extend(args![subsets as u32, plan]);
-                    cuda::launch_raw(&stream, &module, "pf_sub_plan", one, blk, &a)?;
-                    let mut a = Vec::from(args![cdf, flag]);
-                    common(&mut a);
-                    a.extend(args![subsets as u32, plan, anc]);
+                    let (k, plan) = (subsets as u32, &plan);
+                    let p = PfSubPlan {
+                        cdf,
+                        wtot,
+                        flag,
+                        n,
+                        kr,
+                        key0,
+                        key1,
+                        b0,
+                        k,
+                        plan,
+                    };
+                    cuda::launch(&stream, &module, "pf_sub_plan", one, blk, &p)?;
+                    let p = PfSubDraw {
+                        cdf,
+                        flag,
+                        n,
+                        kr,
+                        key0,
+                        key1,
+                        b0,
+                        k,
+                        plan,
+                        anc,
+                    };
                     let grid = (subsets as u32, bn as u32, 1);
-                    cuda::launch_raw(&stream, &module, "pf_sub_draw", grid, blk, &a)?;
+                    cuda::launch(&stream, &module, "pf_sub_draw", grid, blk, &p)?;
                 }
                 _ => {
-                    let mut a = Vec::from(args![cdf, wtot, flag]);
-                    common(&mut a);
-                    a.extend(args![u32::from(scheme == STRATIFIED_GRID), anc]);
-                    cuda::launch_raw(&stream, &module, "pf_grid", each, blk, &a)?;
+                    let strat = u32::from(scheme == STRATIFIED_GRID);
+                    let p = PfGrid {
+                        cdf,
+                        wtot,
+                        flag,
+                        n,
+                        kr,
+                        key0,
+                        key1,
+                        b0,
+                        strat,
+                        anc,
+                    };
+                    cuda::launch(&stream, &module, "pf_grid", each, blk, &p)?;
                 }
             }
         } else if k > 0 {
             if ahead {
                 // Each block's range of the cumulative weights, ahead of the search.
-                cuda::launch_raw(
+                cuda::launch(
                     &stream,
                     &module,
                     "pf_ranges",
                     ranges_grid,
                     blk,
-                    &args![
-                        cdf,
-                        wtot,
-                        flag,
-                        ranges,
-                        nu,
-                        k - 1,
-                        key[0],
-                        key[1],
+                    &PfRanges {
+                        cdf: &cdf,
+                        wtot: &wtot,
+                        flag: &flag,
+                        ranges: &ranges,
+                        n: nu,
+                        kr: k - 1,
+                        key0: key[0],
+                        key1: key[1],
                         b0,
                         scheme,
-                        slots.0
-                    ],
+                        blocks: slots.0,
+                    },
                 )?;
             }
-            cuda::launch_raw(
+            cuda::launch(
                 &stream,
                 &module,
                 "pf_ancestors",
                 slots,
                 blk,
-                &args![
-                    cdf,
-                    wtot,
-                    lw,
-                    fmax,
-                    anc,
-                    flag,
-                    Arg::Ptr(if ahead { ranges.ptr() } else { 0 }),
-                    nu,
-                    k - 1,
-                    key[0],
-                    key[1],
+                &PfAncestors {
+                    cdf: &cdf,
+                    wtot: &wtot,
+                    lw: &lw,
+                    fmx: &fmax,
+                    anc: &anc,
+                    flag: &flag,
+                    ranges: &Addr(if ahead { ranges.ptr() } else { 0 }),
+                    n: nu,
+                    kr: k - 1,
+                    key0: key[0],
+                    key1: key[1],
                     b0,
                     scheme,
-                    steps_b
-                ],
+                    steps_b,
+                },
             )?;
         }
         if k > 0 {
             clock.mark(&gpu, &stream, 0)?;
         }
-        cuda::launch_raw(
+        cuda::launch(
             &stream,
             &module,
             "pf_step",
             chunks,
             blk,
-            &args![x, xn, lw, lwn, anc, flag, rec, zd, k, nu, tu, peru, gu, key[0], key[1], b0],
+            &PfStep {
+                x: &x,
+                xn: &xn,
+                lw: &lw,
+                lwn: &lwn,
+                anc: &anc,
+                flag: &flag,
+                rec: &rec,
+                z: &zd,
+                k,
+                n: nu,
+                steps: tu,
+                per: peru,
+                g: gu,
+                key0: key[0],
+                key1: key[1],
+                b0,
+            },
         )?;
         clock.mark(&gpu, &stream, 1)?;
         std::mem::swap(&mut x, &mut xn);
         std::mem::swap(&mut lw, &mut lwn);
-        cuda::launch_raw(
+        cuda::launch(
             &stream,
             &module,
             "pf_combine",
             one,
             blk,
-            &args![
-                rec,
-                coef,
-                offs,
-                zd,
-                fmax,
-                logprev,
-                wtot,
-                flag,
-                fail,
-                mean,
-                cov,
-                ll,
-                ess,
+            &PfCombine {
+                rec: &rec,
+                coef: &coef,
+                offs: &offs,
+                z: &zd,
+                fmx: &fmax,
+                logprev: &logprev,
+                wtot: &wtot,
+                flag: &flag,
+                fail: &fail,
+                mean: &mean,
+                cov: &cov,
+                loglik: &ll,
+                ess: &ess,
                 k,
-                nu,
-                tu,
-                gu,
-                Arg::F64(opts.ess_threshold)
-            ],
+                n: nu,
+                steps: tu,
+                g: gu,
+                threshold: opts.ess_threshold,
+            },
         )?;
         clock.mark(&gpu, &stream, 2)?;
         if k + 1 < t as u32 && sorted {
-            cuda::launch_raw(
+            cuda::launch(
                 &stream,
                 &module,
                 "pf_cdf",
                 chunks,
                 blk,
-                &args![lw, rec, coef, offs, cdf, flag, nu, peru, gu],
+                &PfCdf {
+                    lw: &lw,
+                    rec: &rec,
+                    coef: &coef,
+                    offs: &offs,
+                    cdf: &cdf,
+                    flag: &flag,
+                    n: nu,
+                    per: peru,
+                    g: gu,
+                },
             )?;
         }
         if k + 1 < t as u32 && sorted {
@@ -448,13 +534,18 @@ fn run<T: Real>(
     )?;
     let particles = if opts.keep_particles {
         let w = DevBuf::<T>::new(&gpu, bn * n, "weights")?;
-        cuda::launch_raw(
+        cuda::launch(
             &stream,
             &module,
             "pf_weights_out",
             each,
             blk,
-            &args![lw, fmax, w, nu],
+            &PfWeightsOut {
+                lw: &lw,
+                fmx: &fmax,
+                w: &w,
+                n: nu,
+            },
         )?;
         let mut xs = vec![T::nan(); bn * n * nx];
         let mut ws = vec![T::nan(); bn * n];
@@ -494,4 +585,15 @@ fn htod<T>(
     what: &str,
 ) -> Result<()> {
     cuda::htod(stream, src, dst, at, what)
+}
+
+#[cfg(test)]
+mod param_tests {
+    /// Every parameter struct matches its kernel's declaration.
+    #[test]
+    fn the_parameter_structs_match_the_kernels() {
+        let src = String::from(super::source::PF) + super::source::RESAMPLE;
+        let bad = crate::cuda::check(&src, super::params::SIGNATURES);
+        assert!(bad.is_empty(), "{}", bad.join("\n"));
+    }
 }

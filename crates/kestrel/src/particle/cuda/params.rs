@@ -1,0 +1,66 @@
+//! The particle filter's kernel parameters (`kernels/pf.cu`, `resample.cu`), one struct per
+//! kernel, named and ordered as the kernel declares them.
+
+use crate::cuda::{params, Buf};
+
+params! {
+    /// Parameters of `pf_ranges`.
+    pub(crate) struct PfRanges<'a> for ["pf_ranges"] {
+        cdf: Buf<'a>, wtot: Buf<'a>, flag: Buf<'a>, ranges: Buf<'a>, n: u32, kr: u32, key0: u32,
+        key1: u32, b0: u32, scheme: u32, blocks: u32,
+    }
+    /// Parameters of `pf_ancestors`.
+    pub(crate) struct PfAncestors<'a> for ["pf_ancestors"] {
+        cdf: Buf<'a>, wtot: Buf<'a>, lw: Buf<'a>, fmx: Buf<'a>, anc: Buf<'a>, flag: Buf<'a>,
+        ranges: Buf<'a>, n: u32, kr: u32, key0: u32, key1: u32, b0: u32, scheme: u32, steps_b: u32,
+    }
+    /// Parameters of `pf_step`.
+    pub(crate) struct PfStep<'a> for ["pf_step"] {
+        x: Buf<'a>, xn: Buf<'a>, lw: Buf<'a>, lwn: Buf<'a>, anc: Buf<'a>, flag: Buf<'a>,
+        rec: Buf<'a>, z: Buf<'a>, k: u32, n: u32, steps: u32, per: u32, g: u32, key0: u32,
+        key1: u32, b0: u32,
+    }
+    /// Parameters of `pf_combine`.
+    pub(crate) struct PfCombine<'a> for ["pf_combine"] {
+        rec: Buf<'a>, coef: Buf<'a>, offs: Buf<'a>, z: Buf<'a>, fmx: Buf<'a>, logprev: Buf<'a>,
+        wtot: Buf<'a>, flag: Buf<'a>, fail: Buf<'a>, mean: Buf<'a>, cov: Buf<'a>, loglik: Buf<'a>,
+        ess: Buf<'a>, k: u32, n: u32, steps: u32, g: u32, threshold: f64,
+    }
+    /// Parameters of `pf_cdf`.
+    pub(crate) struct PfCdf<'a> for ["pf_cdf"] {
+        lw: Buf<'a>, rec: Buf<'a>, coef: Buf<'a>, offs: Buf<'a>, cdf: Buf<'a>, flag: Buf<'a>,
+        n: u32, per: u32, g: u32,
+    }
+    /// Parameters of `pf_weights_out`.
+    pub(crate) struct PfWeightsOut<'a> for ["pf_weights_out"] {
+        lw: Buf<'a>, fmx: Buf<'a>, w: Buf<'a>, n: u32,
+    }
+    /// Parameters of `pf_mn_sums`.
+    pub(crate) struct PfMnSums<'a> for ["pf_mn_sums"] {
+        flag: Buf<'a>, n: u32, kr: u32, key0: u32, key1: u32, b0: u32, sums: Buf<'a>,
+    }
+    /// Parameters of `pf_mn_offsets`.
+    pub(crate) struct PfMnOffsets<'a> for ["pf_mn_offsets"] {
+        flag: Buf<'a>, n: u32, kr: u32, key0: u32, key1: u32, b0: u32, sums: Buf<'a>, bn: u32,
+    }
+    /// Parameters of `pf_mn_walk`.
+    pub(crate) struct PfMnWalk<'a> for ["pf_mn_walk"] {
+        cdf: Buf<'a>, wtot: Buf<'a>, flag: Buf<'a>, n: u32, kr: u32, key0: u32, key1: u32, b0: u32,
+        sums: Buf<'a>, anc: Buf<'a>,
+    }
+    /// Parameters of `pf_grid`.
+    pub(crate) struct PfGrid<'a> for ["pf_grid"] {
+        cdf: Buf<'a>, wtot: Buf<'a>, flag: Buf<'a>, n: u32, kr: u32, key0: u32, key1: u32, b0: u32,
+        strat: u32, anc: Buf<'a>,
+    }
+    /// Parameters of `pf_sub_plan`.
+    pub(crate) struct PfSubPlan<'a> for ["pf_sub_plan"] {
+        cdf: Buf<'a>, wtot: Buf<'a>, flag: Buf<'a>, n: u32, kr: u32, key0: u32, key1: u32, b0: u32,
+        k: u32, plan: Buf<'a>,
+    }
+    /// Parameters of `pf_sub_draw`.
+    pub(crate) struct PfSubDraw<'a> for ["pf_sub_draw"] {
+        cdf: Buf<'a>, flag: Buf<'a>, n: u32, kr: u32, key0: u32, key1: u32, b0: u32, k: u32,
+        plan: Buf<'a>, anc: Buf<'a>,
+    }
+}
