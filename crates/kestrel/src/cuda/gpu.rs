@@ -557,51 +557,6 @@ pub(crate) enum Arg<'a> {
     Bytes(&'a [u8]),
 }
 
-/// What [`args!`](crate::cuda::args) takes for a kernel parameter: a device buffer (its
-/// pointer), an integer of the parameter's own type, or an [`Arg`] as it is (floats and
-/// by-value structs, and literals, whose type the list would not fix).
-pub(crate) trait KernelArg<'a> {
-    fn arg(&self) -> Arg<'a>;
-}
-
-impl<'a, T> KernelArg<'a> for DevBuf<T> {
-    fn arg(&self) -> Arg<'a> {
-        Arg::Ptr(self.ptr())
-    }
-}
-
-impl<'a> KernelArg<'a> for Arg<'a> {
-    fn arg(&self) -> Arg<'a> {
-        *self
-    }
-}
-
-macro_rules! integer_arg {
-    ($($t:ty => $v:ident),*) => {
-        $(impl<'a> KernelArg<'a> for $t {
-            fn arg(&self) -> Arg<'a> {
-                Arg::$v(*self)
-            }
-        })*
-    };
-}
-integer_arg!(i32 => I32, u32 => U32, u64 => U64);
-
-impl<'a, T: KernelArg<'a> + ?Sized> KernelArg<'a> for &T {
-    fn arg(&self) -> Arg<'a> {
-        (**self).arg()
-    }
-}
-
-/// A kernel's argument list in its parameters' order, each item a [`KernelArg`]: buffers
-/// by name, integers as their own type, anything else as an explicit [`Arg`].
-macro_rules! args {
-    ($($a:expr),* $(,)?) => {
-        [$($crate::cuda::KernelArg::arg(&$a)),*]
-    };
-}
-pub(crate) use args;
-
 impl Arg<'_> {
     /// The argument's bits in a 64-bit slot (a by-value struct is passed by pointer).
     fn slot(&self) -> u64 {
@@ -628,18 +583,6 @@ pub(crate) fn launch<'a, P: Params<'a>>(
     p: &P,
 ) -> Result<()> {
     launch_ex(stream, k, name, grid, block, 0, p, false)
-}
-
-/// Transitional: a launch with positional arguments.
-pub(crate) fn launch_raw(
-    stream: &CudaStream,
-    k: &Module,
-    name: &str,
-    grid: (u32, u32, u32),
-    block: (u32, u32, u32),
-    args: &[Arg<'_>],
-) -> Result<()> {
-    launch_args(stream, k, name, grid, block, 0, args, false)
 }
 
 /// Lets kernel `name` of `k` use `bytes` of dynamic shared memory (beyond the 48 KB a
@@ -678,7 +621,11 @@ pub(crate) fn launch_ex<'a, P: Params<'a>>(
     p: &P,
     programmatic: bool,
 ) -> Result<()> {
-    if !P::KERNELS.contains(&name) {
+    let named = |k: &&str| match k.strip_suffix('*') {
+        Some(base) => name.starts_with(base),
+        None => *k == name,
+    };
+    if !P::KERNELS.iter().any(named) {
         return Err(Error::Cuda(format!(
             "kernel {name} launched with the parameters of {}",
             P::KERNELS.join(", ")
@@ -694,21 +641,6 @@ pub(crate) fn launch_ex<'a, P: Params<'a>>(
         &p.args(stream),
         programmatic,
     )
-}
-
-/// Transitional: [`launch_ex`] with positional arguments.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn launch_ex_raw(
-    stream: &CudaStream,
-    k: &Module,
-    name: &str,
-    grid: (u32, u32, u32),
-    block: (u32, u32, u32),
-    shared: u32,
-    args: &[Arg<'_>],
-    programmatic: bool,
-) -> Result<()> {
-    launch_args(stream, k, name, grid, block, shared, args, programmatic)
 }
 
 /// [`launch_ex`] with the arguments in order.

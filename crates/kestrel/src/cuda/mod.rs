@@ -63,8 +63,8 @@ mod transfer;
 
 pub(crate) use chunks::{drive, plan, streams, ChunkSlot};
 pub(crate) use gpu::{
-    allow_dynamic_shared, args, as_bytes, ck, copy_between, dtoh, gpu, grid_for, htod, is_open,
-    launch, launch_ex_raw, launch_raw, sync, Arg, DevBuf, Gpu, KernelArg, Module, Pinned,
+    allow_dynamic_shared, as_bytes, ck, copy_between, dtoh, gpu, grid_for, htod, is_open, launch,
+    launch_ex, sync, Arg, DevBuf, Gpu, Module, Pinned,
 };
 pub use nvrtc::set_cache_dir;
 #[cfg(test)]

@@ -282,6 +282,16 @@ fn declarations(source: &str) -> Vec<(String, Declared)> {
         text = text.replace(&format!("#define {a} extern \"C\" __global__"), "");
         text = text.replace(&a, "__global__");
     }
+    // Object-like macros, for parameter lists spelled through them.
+    let defines: Vec<(&str, &str)> = text
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("#define "))
+        .filter_map(|l| {
+            let name_end = l.find(|c: char| !(c.is_alphanumeric() || c == '_'))?;
+            let (name, body) = l.split_at(name_end);
+            (!body.starts_with('(')).then_some((name, body.trim()))
+        })
+        .collect();
     let mut out = Vec::new();
     let mut rest = text.as_str();
     while let Some(at) = rest.find("__global__") {
@@ -317,63 +327,150 @@ fn declarations(source: &str) -> Vec<(String, Declared)> {
                 _ => {}
             }
         }
-        let list = &rest[after + 1..end];
-        let params = list
-            .split(',')
-            .map(str::trim)
-            .filter(|p| !p.is_empty() && *p != "void")
-            .map(|p| {
-                let split = p
-                    .rfind(|c: char| !(c.is_alphanumeric() || c == '_'))
-                    .map_or(0, |i| i + 1);
-                (p[split..].to_string(), kind_of(&p[..split], &typedefs))
-            })
-            .collect();
-        out.push((name, params));
+        let list = expand(&rest[after + 1..end], &defines);
+        // A list with an `#if` block is two lists: without the block and with it.
+        let lists = if list.contains("#if") {
+            let mut skip = false;
+            let mut without = String::new();
+            for line in list.lines() {
+                let t = line.trim_start();
+                if t.starts_with("#if") {
+                    skip = true;
+                } else if t.starts_with("#endif") {
+                    skip = false;
+                } else if !skip && !t.starts_with('#') {
+                    without += line;
+                    without.push('\n');
+                }
+            }
+            let with: String = list
+                .lines()
+                .filter(|l| !l.trim_start().starts_with('#'))
+                .map(|l| format!("{l}\n"))
+                .collect();
+            vec![without, with]
+        } else {
+            vec![list]
+        };
+        for list in lists {
+            let params = list
+                .split(',')
+                .map(str::trim)
+                .filter(|p| !p.is_empty() && *p != "void")
+                .map(|p| {
+                    let split = p
+                        .rfind(|c: char| !(c.is_alphanumeric() || c == '_'))
+                        .map_or(0, |i| i + 1);
+                    (p[split..].to_string(), kind_of(&p[..split], &typedefs))
+                })
+                .collect();
+            out.push((name.clone(), params));
+        }
         rest = &rest[end..];
     }
     out
 }
 
 #[cfg(test)]
+/// `list` with every identifier that names one of the object-like macros `defines`
+/// replaced by the macro's body, until none is left (a few rounds at most).
+fn expand(list: &str, defines: &[(&str, &str)]) -> String {
+    let mut text = list.to_string();
+    for _ in 0..8 {
+        let mut out = String::with_capacity(text.len());
+        let mut changed = false;
+        let mut word = String::new();
+        for c in text.chars().chain(std::iter::once(' ')) {
+            if c.is_alphanumeric() || c == '_' {
+                word.push(c);
+                continue;
+            }
+            match defines.iter().find(|(name, _)| *name == word) {
+                Some((_, body)) => {
+                    out += body;
+                    changed = true;
+                }
+                None => out += &word,
+            }
+            word.clear();
+            out.push(c);
+        }
+        out.pop();
+        text = out;
+        if !changed {
+            break;
+        }
+    }
+    text
+}
+
+#[cfg(test)]
 /// Compares every signature with the kernels of `source` (the family's CUDA files):
-/// each kernel a signature names must be declared, with the fields' names (case aside)
-/// and kinds in order. A declaration `P##_name` in a macro stands for `PREFIX_name`.
-/// Returns every mismatch, one line each.
+/// each kernel a signature names must be declared, with the fields' names (case aside,
+/// `r#` aside) and kinds in order. A declaration `P##_name` in a macro stands for
+/// `PREFIX_name`; a name `base_*` among a signature's kernels stands for every kernel
+/// whose name starts with `base_` (one built by `base_##i`). Returns every mismatch, one
+/// line each.
 pub(crate) fn check(source: &str, signatures: &[Signature]) -> Vec<String> {
     let decls = declarations(source);
     let mut bad = Vec::new();
     for (kernels, fields) in signatures {
         for &kernel in *kernels {
-            let found = decls.iter().find(|(name, _)| name == kernel).or_else(|| {
-                decls.iter().find(|(name, _)| {
-                    name.split_once("##_").is_some_and(|(_, tail)| {
-                        kernel
-                            .split_once('_')
-                            .is_some_and(|(_, ktail)| ktail == tail)
-                    })
-                })
-            });
-            let Some((_, params)) = found else {
+            let named = |name: &str| match kernel.strip_suffix('*') {
+                Some(base) => name.starts_with(base),
+                None => {
+                    name == kernel
+                        || name.split_once("##_").is_some_and(|(_, tail)| {
+                            kernel.split_once('_').is_some_and(|(_, k)| k == tail)
+                        })
+                }
+            };
+            let lists: Vec<&Declared> = decls
+                .iter()
+                .filter(|(name, _)| named(name))
+                .map(|(_, params)| params)
+                .collect();
+            if lists.is_empty() {
                 bad.push(format!("{kernel}: no such kernel in the source"));
                 continue;
-            };
-            if params.len() != fields.len() {
-                bad.push(format!(
-                    "{kernel}: {} parameters declared, {} fields",
-                    params.len(),
-                    fields.len()
-                ));
             }
-            for (i, ((pname, pkind), (fname, fkind))) in params.iter().zip(*fields).enumerate() {
-                if pname.to_lowercase() != fname.trim_start_matches("r#").to_lowercase()
-                    || !fkind.passes(*pkind)
-                {
-                    bad.push(format!(
-                        "{kernel}: parameter {i} is `{pname}` ({pkind:?}), the field `{fname}` ({fkind:?})"
-                    ));
-                }
+            // Every list a kernel is declared with must match (one kernel), or one of
+            // those of an `#if` in its list.
+            let found: Vec<Vec<String>> = lists
+                .iter()
+                .map(|p| mismatches(kernel, p, fields))
+                .collect();
+            if !found.iter().any(Vec::is_empty) {
+                let best = found
+                    .iter()
+                    .zip(&lists)
+                    .find(|(_, p)| p.len() == fields.len())
+                    .map_or(&found[0], |(f, _)| f);
+                bad.extend(best.iter().cloned());
             }
+        }
+    }
+    bad
+}
+
+/// What differs between `kernel`'s declared `params` and the struct's `fields`.
+#[cfg(test)]
+fn mismatches(kernel: &str, params: &Declared, fields: &[(&str, Kind)]) -> Vec<String> {
+    let mut bad = Vec::new();
+    if params.len() != fields.len() {
+        bad.push(format!(
+            "{kernel}: {} parameters declared, {} fields",
+            params.len(),
+            fields.len()
+        ));
+    }
+    for (i, ((pname, pkind), (fname, fkind))) in params.iter().zip(fields).enumerate() {
+        if pname.to_lowercase() != fname.trim_start_matches("r#").to_lowercase()
+            || !fkind.passes(*pkind)
+        {
+            bad.push(format!(
+                "{kernel}: parameter {i} is `{pname}` ({pkind:?}), the field `{fname}` ({fkind:?})"
+            ));
         }
     }
     bad
@@ -389,12 +486,21 @@ extern "C" __global__ void __launch_bounds__(256) k_one(const __grid_constant__ 
     long long C, real* __restrict__ xs, double gamma, tk_u64 id) {}
 #define SCAN(P, OP) \
     extern "C" __global__ void P##_up(OP::E* a, long long n, unsigned s) { k_up<OP>(a, n, s); }
+#define ARGS const real* __restrict__ z, \
+    int nb
+#define ARGS_IN ARGS, const __grid_constant__ TrackIn in
+extern "C" __global__ void __launch_bounds__(128) k_in(ARGS_IN) {}
 "#;
 
     #[test]
     fn declarations_are_read_with_their_kinds() {
         let d = declarations(SOURCE);
-        assert_eq!(d.len(), 2);
+        assert_eq!(d.len(), 3);
+        assert_eq!(d[2].0, "k_in");
+        let names: Vec<&str> = d[2].1.iter().map(|p| p.0.as_str()).collect();
+        assert_eq!(names, ["z", "nb", "in"]);
+        let kinds: Vec<Kind> = d[2].1.iter().map(|p| p.1).collect();
+        assert_eq!(kinds, [Kind::Ptr, Kind::I32, Kind::Struct]);
         assert_eq!(d[0].0, "k_one");
         let kinds: Vec<Kind> = d[0].1.iter().map(|p| p.1).collect();
         assert_eq!(

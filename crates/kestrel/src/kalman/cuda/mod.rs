@@ -40,6 +40,7 @@
 
 mod auto;
 mod batch;
+mod params;
 mod pipeline;
 mod resident;
 mod slot;
@@ -273,4 +274,16 @@ pub fn smooth_inputs_on_devices<T: Real>(
     pipeline::check_input(model, z, &FilterOptions::default())?;
     let host = gpu_inputs(model, z, inputs)?;
     catch(|| pipeline::smooth(&open_all(ordinals)?, model, z, copts, Some(&host)))
+}
+
+#[cfg(test)]
+mod param_tests {
+    /// Every parameter struct matches its kernels' declarations.
+    #[test]
+    fn the_parameter_structs_match_the_kernels() {
+        use super::source::{FILTER, LAYOUT, SMOOTH, TRACKER};
+        let src = String::from(FILTER) + SMOOTH + LAYOUT + TRACKER;
+        let bad = crate::cuda::check(&src, super::params::SIGNATURES);
+        assert!(bad.is_empty(), "{}", bad.join("\n"));
+    }
 }

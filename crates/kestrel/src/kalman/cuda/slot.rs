@@ -2,10 +2,10 @@
 //! run uses two slots on two streams, so that one slot's copies overlap the other's
 //! kernels (`crate::cuda`'s chunk pipeline); the device-resident [`super::DeviceBatch`] is one slot for the whole batch.
 
+use super::params::{HostToSoa, KfFilter, KfFilterIn, RtsSmooth, RtsSmoothIn, SoaToHost};
 use super::source::Part;
 use super::{CudaOptions, OutputLayout};
-use crate::cuda::args;
-use crate::cuda::{as_bytes, grid_for, launch_raw, Arg, ChunkSlot, DevBuf, Gpu, Module};
+use crate::cuda::{as_bytes, grid_for, launch, Addr, Arg, ChunkSlot, DevBuf, Gpu, Module};
 use crate::error::{Error, Result};
 use crate::linalg::Real;
 use cudarc::driver::CudaStream;
@@ -306,29 +306,41 @@ impl<T: Real> Slot<T> {
             .iter()
             .flat_map(|b| b.as_ref().map(|b| b.ptr()).unwrap_or(0).to_le_bytes())
             .collect();
-        let mut args = Vec::from(args![
-            Arg::Bytes(as_bytes(params)),
-            self.z,
-            nb as i32,
-            sh.steps as i32,
-            Arg::Ptr(m),
-            Arg::Ptr(c),
-            Arg::Ptr(l),
-            Arg::Ptr(pm),
-            Arg::Ptr(pc),
-            self.err
-        ]);
+        let (grid, blk) = (grid_for(nb, BLOCK), (BLOCK, 1, 1));
+        let (mp, z, err) = (Arg::Bytes(as_bytes(params)), &self.z, &self.err);
+        let (nb, steps) = (nb as i32, sh.steps as i32);
+        let (mean, cov, ll, pmean, pcov) = (&Addr(m), &Addr(c), &Addr(l), &Addr(pm), &Addr(pc));
         if sh.inputs.any() {
-            args.push(Arg::Bytes(&track_in));
+            let r#in = Arg::Bytes(&track_in);
+            let p = KfFilterIn {
+                mp,
+                z,
+                nb,
+                steps,
+                mean,
+                cov,
+                ll,
+                pmean,
+                pcov,
+                err,
+                r#in,
+            };
+            launch(&self.stream, k, name, grid, blk, &p)
+        } else {
+            let p = KfFilter {
+                mp,
+                z,
+                nb,
+                steps,
+                mean,
+                cov,
+                ll,
+                pmean,
+                pcov,
+                err,
+            };
+            launch(&self.stream, k, name, grid, blk, &p)
         }
-        launch_raw(
-            &self.stream,
-            k,
-            name,
-            grid_for(nb, BLOCK),
-            (BLOCK, 1, 1),
-            &args,
-        )
     }
 
     /// Enqueues the copies of the per-track inputs of tracks `b0..b0 + nb` of `inputs`
@@ -370,7 +382,7 @@ impl<T: Real> Slot<T> {
                 Some(scratch) if comps > 0 => {
                     crate::cuda::upload(gpu, &self.stream, src, scratch, 0, what)?;
                     let cols = t * comps;
-                    launch_raw(
+                    launch(
                         &self.stream,
                         k,
                         "host_to_soa",
@@ -380,7 +392,13 @@ impl<T: Real> Slot<T> {
                             1,
                         ),
                         (32, 8, 1),
-                        &args![scratch, dev, nb as i32, t as i32, comps as i32],
+                        &HostToSoa {
+                            r#in: scratch,
+                            out: dev,
+                            nb: nb as i32,
+                            steps: t as i32,
+                            c: comps as i32,
+                        },
                     )?;
                 }
                 _ => crate::cuda::upload(gpu, &self.stream, src, dev, 0, what)?,
@@ -458,36 +476,46 @@ impl<T: Real> Slot<T> {
                 self.cov.ptr(),
             ),
         };
-        let mut args = Vec::from(args![
-            Arg::Bytes(as_bytes(params)),
-            Arg::Ptr(im),
-            Arg::Ptr(ic),
-            Arg::Ptr(om),
-            Arg::Ptr(oc),
-            nb as i32,
-            sh.steps as i32,
-            self.err
-        ]);
-        // With per-track control inputs: the kernel that reads them.
-        let name = match u {
+        let (grid, blk) = (grid_for(nb, BLOCK), (BLOCK, 1, 1));
+        let (mp, err) = (Arg::Bytes(as_bytes(params)), &self.err);
+        let (mean_in, cov_in, mean_out, cov_out) = (&Addr(im), &Addr(ic), &Addr(om), &Addr(oc));
+        let (nb, steps) = (nb as i32, sh.steps as i32);
+        match u {
+            // With per-track control inputs: the kernel that reads them.
             Some(u) => {
-                args.push(Arg::Ptr(u));
-                if name == "rts_smooth" {
+                let name = if name == "rts_smooth" {
                     "rts_smooth_in"
                 } else {
                     "rts_smooth_soa_in"
-                }
+                };
+                let u = &Addr(u);
+                let p = RtsSmoothIn {
+                    mp,
+                    mean_in,
+                    cov_in,
+                    mean_out,
+                    cov_out,
+                    nb,
+                    steps,
+                    err,
+                    u,
+                };
+                launch(&self.stream, k, name, grid, blk, &p)
             }
-            None => name,
-        };
-        launch_raw(
-            &self.stream,
-            k,
-            name,
-            grid_for(nb, BLOCK),
-            (BLOCK, 1, 1),
-            &args,
-        )
+            None => {
+                let p = RtsSmooth {
+                    mp,
+                    mean_in,
+                    cov_in,
+                    mean_out,
+                    cov_out,
+                    nb,
+                    steps,
+                    err,
+                };
+                launch(&self.stream, k, name, grid, blk, &p)
+            }
+        }
     }
 
     /// Reads the error flag (synchronising the slot's stream) and names the failure:
@@ -541,20 +569,20 @@ pub(crate) fn transpose<T: Real>(
     let is_cov = out != comps;
     let cols = steps * out;
     let gy = cols.div_ceil(32).clamp(1, 65535) as u32;
-    launch_raw(
+    launch(
         stream,
         k,
         "soa_to_host",
         (nb.div_ceil(32) as u32, gy, 1),
         (32, 8, 1),
-        &args![
-            src,
-            dst,
-            nb as i32,
-            steps as i32,
-            comps as i32,
-            i32::from(is_cov)
-        ],
+        &SoaToHost {
+            r#in: src,
+            out: dst,
+            nb: nb as i32,
+            steps: steps as i32,
+            c: comps as i32,
+            is_cov: i32::from(is_cov),
+        },
     )
 }
 

@@ -10,9 +10,9 @@ use crate::model::Model;
 use std::sync::Arc;
 
 pub(crate) const COMMON: &str = include_str!("../kernels/common.cuh");
-const FILTER: &str = include_str!("../kernels/filter.cu");
-const SMOOTH: &str = include_str!("../kernels/smooth.cu");
-const LAYOUT: &str = include_str!("../kernels/layout.cu");
+pub(super) const FILTER: &str = include_str!("../kernels/filter.cu");
+pub(super) const SMOOTH: &str = include_str!("../kernels/smooth.cu");
+pub(super) const LAYOUT: &str = include_str!("../kernels/layout.cu");
 pub(crate) const TRACKER: &str = include_str!("../kernels/tracker.cu");
 
 /// A group of kernels compiled together: a module holds only what one kind of run

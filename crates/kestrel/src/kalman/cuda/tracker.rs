@@ -15,12 +15,12 @@
 //! readers. The tracker is `Send`: it may move to another thread (one thread uses it at
 //! a time).
 
+use super::params::{TrackerPredict, TrackerRemove, TrackerSet, TrackerUpdate};
 use super::slot::{transpose, BLOCK};
 use super::source::{kernels, model_params, Part};
 use super::CudaOptions;
-use crate::cuda::args;
 use crate::cuda::{
-    as_bytes, ck, dtoh, grid_for, htod, launch_raw, sync, Arg, DevBuf, EventTimer, Gpu, Module,
+    as_bytes, ck, dtoh, grid_for, htod, launch, sync, Addr, Arg, DevBuf, EventTimer, Gpu, Module,
     Pinned,
 };
 use crate::data::Estimates;
@@ -285,20 +285,20 @@ impl<T: Real> BatchTracker<T> {
             let d = self
                 .slots
                 .put(&self.gpu, &self.stream, &self.remove_slots)?;
-            launch_raw(
+            launch(
                 &self.stream,
                 &self.k,
                 "tracker_remove",
                 grid_for(n, BLOCK),
                 (BLOCK, 1, 1),
-                &args![
-                    Arg::Ptr(d),
-                    n as i32,
-                    self.x,
-                    self.p,
-                    self.live_d,
-                    self.cap as i32
-                ],
+                &TrackerRemove {
+                    slots: &Addr(d),
+                    n: n as i32,
+                    xs: &self.x,
+                    ps: &self.p,
+                    live: &self.live_d,
+                    nb: self.cap as i32,
+                },
             )?;
             // The slot list buffer is reused below: wait for this kernel.
             sync(&self.stream, "removing targets")?;
@@ -309,23 +309,23 @@ impl<T: Real> BatchTracker<T> {
             let d = self.slots.put(&self.gpu, &self.stream, &self.add_slots)?;
             let xs = self.priors_x.put(&self.gpu, &self.stream, &self.add_x)?;
             let ps = self.priors_p.put(&self.gpu, &self.stream, &self.add_p)?;
-            launch_raw(
+            launch(
                 &self.stream,
                 &self.k,
                 "tracker_set",
                 grid_for(n, BLOCK),
                 (BLOCK, 1, 1),
-                &args![
-                    Arg::Ptr(d),
-                    n as i32,
-                    Arg::Ptr(xs),
-                    Arg::Ptr(ps),
-                    self.x,
-                    self.p,
-                    self.ll,
-                    self.live_d,
-                    self.cap as i32
-                ],
+                &TrackerSet {
+                    slots: &Addr(d),
+                    n: n as i32,
+                    x0s: &Addr(xs),
+                    p0s: &Addr(ps),
+                    xs: &self.x,
+                    ps: &self.p,
+                    ll: &self.ll,
+                    live: &self.live_d,
+                    nb: self.cap as i32,
+                },
             )?;
             sync(&self.stream, "adding targets")?;
             self.add_slots.clear();
@@ -409,24 +409,24 @@ impl<T: Real> BatchTracker<T> {
             Some(c) => self.ctrl.put(&self.gpu, &self.stream, c)?,
             None => 0,
         };
-        launch_raw(
+        launch(
             &self.stream,
             &self.k,
             "tracker_predict",
             grid_for(cap, BLOCK),
             (BLOCK, 1, 1),
-            &args![
-                Arg::Bytes(as_bytes(&self.params)),
-                self.x,
-                self.p,
-                self.live_d,
-                cap as i32,
-                Arg::Ptr(ctrl_ptr),
-                Arg::Ptr(dts_ptr),
-                Arg::F64(dt),
-                order as i32,
-                Arg::F64(q)
-            ],
+            &TrackerPredict {
+                mp: Arg::Bytes(as_bytes(&self.params)),
+                xs: &self.x,
+                ps: &self.p,
+                live: &self.live_d,
+                nb: cap as i32,
+                ctrl: &Addr(ctrl_ptr),
+                dts: &Addr(dts_ptr),
+                dt,
+                kin_order: order as i32,
+                kin_q: q,
+            },
         )?;
         // Pageable inputs were staged by the driver before return; the upload buffers
         // are reused by the next call on the same stream, after this kernel.
@@ -506,27 +506,27 @@ impl<T: Real> BatchTracker<T> {
     }
 
     fn launch_update(&self, mask: u64, r: u64, apply: bool) -> Result<()> {
-        launch_raw(
+        launch(
             &self.stream,
             &self.k,
             "tracker_update",
             grid_for(self.cap, BLOCK),
             (BLOCK, 1, 1),
-            &args![
-                Arg::Bytes(as_bytes(&self.params)),
-                self.z,
-                Arg::Ptr(mask),
-                Arg::Ptr(r),
-                self.x,
-                self.p,
-                self.ll,
-                self.zhat,
-                self.s,
-                self.live_d,
-                self.cap as i32,
-                i32::from(apply),
-                self.err
-            ],
+            &TrackerUpdate {
+                mp: Arg::Bytes(as_bytes(&self.params)),
+                z: &self.z,
+                mask: &Addr(mask),
+                rs: &Addr(r),
+                xs: &self.x,
+                ps: &self.p,
+                ll: &self.ll,
+                zhat: &self.zhat,
+                ss: &self.s,
+                live: &self.live_d,
+                nb: self.cap as i32,
+                apply: i32::from(apply),
+                err: &self.err,
+            },
         )
     }
 

@@ -252,7 +252,7 @@ fn run<T: Real>(
         err.poison(st)?;
         transpose(&zh, &zs, nb, t * ny)?;
         timer.start(st)?;
-        let (z, ll, err, nb32, steps) = (&zs, &ls, &err, nb as i32, t as i32);
+        let (z, ll, nb32, steps) = (&zs, &ls, nb as i32, t as i32);
         let grid = crate::cuda::grid_for(nb, BLOCK);
         let blk = (BLOCK, 1, 1);
         match kernel {
@@ -264,7 +264,7 @@ fn run<T: Real>(
                     cov,
                     ll,
                     probs,
-                    err,
+                    err: &err,
                     nb: nb32,
                     steps,
                 };
@@ -280,7 +280,7 @@ fn run<T: Real>(
                     ll,
                     smean,
                     scov,
-                    err,
+                    err: &err,
                     nb: nb32,
                     steps,
                     passes,
@@ -294,7 +294,7 @@ fn run<T: Real>(
                     mean,
                     cov,
                     ll,
-                    err,
+                    err: &err,
                     nb: nb32,
                     steps,
                     last,

@@ -7,9 +7,9 @@ use super::super::Params;
 use super::assemble::{
     dynamic_shared_bytes, kernel_names, source, tiled_shared_bytes, wave_order, MAX_BLOCK_SHARED,
 };
+use super::params::{Step, WaveStep};
 use super::{half_to_f32, KernelConfig, MapPair, Variant};
-use crate::cuda::args;
-use crate::cuda::{self, Arg, DevBuf, Gpu, Module};
+use crate::cuda::{self, Addr, DevBuf, Gpu, Module};
 use crate::error::{Error, Result};
 use std::sync::Arc;
 
@@ -277,35 +277,35 @@ impl GpuTbd {
                 (self.h as u32).div_ceil(oy as u32),
                 1,
             );
-            let mut args = Vec::from(args![
-                self.state[self.cur],
-                Arg::Ptr(self.state[1 - self.cur].ptr()),
-                Arg::Ptr(self.frames.at(self.slot * self.launch_bytes())),
-                self.score,
-                self.arg,
-                self.h as i32,
-                self.w as i32,
-                Arg::F32(self.alpha)
-            ]);
+            let step = Step {
+                s_prev: &self.state[self.cur],
+                s_next: &self.state[1 - self.cur],
+                frames: &Addr(self.frames.at(self.slot * self.launch_bytes())),
+                score: &self.score,
+                arg: &self.arg,
+                h: self.h as i32,
+                w: self.w as i32,
+                alpha: self.alpha,
+            };
+            // The wave form: one block a work item; the state buffers in fixed places,
+            // taken by the parity of the period (`cur` follows it).
+            let wave = self.wave.as_ref().map(|ws| WaveStep {
+                s_prev: &self.state[0],
+                s_next: &self.state[1],
+                frames: step.frames,
+                score: step.score,
+                arg: step.arg,
+                h: step.h,
+                w: step.w,
+                alpha: step.alpha,
+                order: &ws.order,
+                ticket: &ws.ticket,
+                flags: &ws.flags,
+                base: ws.issued,
+                gp0: ws.period,
+            });
             if let Some(ws) = &self.wave {
-                // One block a work item; the state buffers in fixed places, taken by the
-                // parity of the period (`cur` follows it).
                 grid = (ws.items as u32, 1, 1);
-                args = Vec::from(args![
-                    self.state[0],
-                    self.state[1],
-                    args[2],
-                    args[3],
-                    args[4],
-                    args[5],
-                    args[6],
-                    args[7],
-                    ws.order,
-                    ws.ticket,
-                    ws.flags,
-                    ws.issued,
-                    ws.period
-                ]);
             }
             // The late and packed kernels need the state of the launch before them only
             // after their first frames (`griddepcontrol.wait` in `staged.cu`, `packed.cu`): their blocks
@@ -315,17 +315,14 @@ impl GpuTbd {
                 self.cfg.variant,
                 Variant::Late { .. } | Variant::Wave { .. } | Variant::Packed { .. }
             ) && self.gpu.cc.0 >= 9;
+            let (s, m, block) = (&self.gpu.stream, &self.module, (bx, by, 1));
             for k in kernel_names(&self.cfg, self.motions.len()) {
-                cuda::launch_ex_raw(
-                    &self.gpu.stream,
-                    &self.module,
-                    k,
-                    grid,
-                    (bx, by, 1),
-                    self.dynamic,
-                    &args,
-                    programmatic,
-                )?;
+                match &wave {
+                    Some(p) => cuda::launch_ex(s, m, k, grid, block, self.dynamic, p, programmatic),
+                    None => {
+                        cuda::launch_ex(s, m, k, grid, block, self.dynamic, &step, programmatic)
+                    }
+                }?;
             }
             if let Some(ws) = &mut self.wave {
                 ws.issued += ws.items as u64;

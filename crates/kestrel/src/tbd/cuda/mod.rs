@@ -52,6 +52,8 @@ mod assemble;
 mod config;
 #[cfg(feature = "cuda")]
 mod launch;
+#[cfg(feature = "cuda")]
+mod params;
 pub mod switch;
 
 pub use assemble::{
@@ -87,3 +89,23 @@ pub fn half_to_f32(h: u16) -> f32 {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(all(test, feature = "cuda"))]
+mod param_tests {
+    /// Every parameter struct matches its kernels' declarations (the staged and packed
+    /// kernels' lists with and without their wave parameters).
+    #[test]
+    fn the_parameter_structs_match_the_kernels() {
+        use super::assemble::{FUSED_CU, LEAN_CU, PACKED_CU, STAGED_CU, TILED_CU};
+        let src = [
+            FUSED_CU,
+            TILED_CU,
+            LEAN_CU,
+            STAGED_CU,
+            PACKED_CU,
+            super::switch::SWITCH_CU,
+        ];
+        let bad = crate::cuda::check(&src.concat(), super::params::SIGNATURES);
+        assert!(bad.is_empty(), "{}", bad.join("\n"));
+    }
+}

@@ -9,8 +9,9 @@ use super::{shrink, source, KernelConfig, Variant};
 #[cfg(feature = "cuda")]
 use {
     super::super::Params,
+    super::params::Switch,
     super::{half_to_f32, MapPair},
-    crate::cuda::{self, Arg, DevBuf, Gpu, Module},
+    crate::cuda::{self, Addr, DevBuf, Gpu, Module},
     crate::error::{Error, Result},
     std::sync::Arc,
 };
@@ -207,30 +208,22 @@ impl GpuSwitch {
         let n = self.h * self.w;
         cuda::catch(|| {
             for j in 0..count {
-                let args = [
-                    Arg::Ptr(self.state[self.cur].ptr()),
-                    Arg::Ptr(self.state[1 - self.cur].ptr()),
-                    Arg::Ptr(self.frames.at(j * n)),
-                    Arg::Ptr(self.score.ptr()),
-                    Arg::Ptr(self.arg.ptr()),
-                    Arg::I32(self.h as i32),
-                    Arg::I32(self.w as i32),
-                    Arg::F32(self.alpha),
-                    Arg::Ptr(self.start.ptr()),
-                    Arg::Ptr(self.src.ptr()),
-                    Arg::Ptr(self.wt.ptr()),
-                    Arg::I32((j + 1 == count) as i32),
-                ];
-                cuda::launch_ex_raw(
-                    &self.gpu.stream,
-                    &self.module,
-                    "tbd_switch",
-                    grid,
-                    (bx, by, 1),
-                    self.shared,
-                    &args,
-                    false,
-                )?;
+                let p = Switch {
+                    s_prev: &self.state[self.cur],
+                    s_next: &self.state[1 - self.cur],
+                    frame: &Addr(self.frames.at(j * n)),
+                    score: &self.score,
+                    arg: &self.arg,
+                    h: self.h as i32,
+                    w: self.w as i32,
+                    alpha: self.alpha,
+                    col_start: &self.start,
+                    col_src: &self.src,
+                    col_wt: &self.wt,
+                    emit: i32::from(j + 1 == count),
+                };
+                let (s, m, block) = (&self.gpu.stream, &self.module, (bx, by, 1));
+                cuda::launch_ex(s, m, "tbd_switch", grid, block, self.shared, &p, false)?;
                 self.cur = 1 - self.cur;
             }
             Ok(())
