@@ -13,9 +13,9 @@
 //!   architecture and cached in memory and on disk, keyed by a hash of the source.
 //! - *Memory and launches* (`gpu.rs`): device buffers (`DevBuf`, freed on drop, poisoned
 //!   with NaN on request so that unwritten outputs show in tests), page-locked host
-//!   memory (`Pinned`), checked asynchronous copies and kernel launches (`launch` with
-//!   typed `Arg`s), copies between two devices (`copy_between`: peer to peer where
-//!   allowed); every failure is an [`Error::Cuda`] naming what was being done.
+//!   memory (`Pinned`), checked asynchronous copies and kernel launches (`launch` with a
+//!   typed parameter struct, `params.rs`), copies between two devices (`copy_between`:
+//!   peer to peer where allowed); every failure is an [`Error::Cuda`] naming what was being done.
 //! - *Transfers* (`transfer.rs`): host copies through two page-locked staging buffers
 //!   per device, the CPU side spread over all cores beside the DMA.
 //! - *Chunks* (`chunks.rs`): the out-of-core pipeline of any "map over independent
@@ -51,7 +51,9 @@
 //! A family keeps its API, CPU path, launcher (`FAMILY/cuda.rs` or `FAMILY/cuda/`) and
 //! kernels (`FAMILY/kernels/*.cu`) in its own folder. Its launcher builds the source
 //! (`#define`s + `include_str!` of its `.cu` files), gets the device with `gpu(ordinal)`,
-//! the module with `Gpu::module`, allocates `DevBuf`s, launches with `launch`, and wraps
+//! the module with `Gpu::module`, allocates `DevBuf`s, declares its kernels' parameters
+//! with `params!` (`FAMILY/cuda/params.rs`, checked against the `.cu` files by a unit
+//! test), launches with `launch`, and wraps
 //! its public entry points in `catch`. The Kalman family (`kalman/cuda/`) is the worked
 //! example of chunks, staging and graphs; `parallel/cuda/` of per-level scans.
 
