@@ -8,7 +8,8 @@ use crate::parallel::cuda::params::{
     BlClearLast, BlDown, BlFix, BlLoad, Chunk, Hs, HsStrided, Level, Seq, Warp,
 };
 use crate::scan::ScanAlgorithm;
-use cudarc::driver::CudaSlice;
+use cudarc::driver::{CudaSlice, CudaStream};
+use std::sync::Arc;
 
 /// A device buffer of `n` (at least 1) scalars, uninitialised.
 pub(super) fn alloc<D: GpuReal>(g: &Gpu, n: usize, what: &str) -> Result<CudaSlice<D>> {
@@ -43,7 +44,7 @@ pub(crate) fn scan<D: GpuReal>(
     let rev = i32::from(reverse);
     let nn = n as i64;
     let name = |x: &str| format!("{op}_{x}");
-    let levels = n.next_power_of_two().trailing_zeros();
+    let depth = n.next_power_of_two().trailing_zeros();
     match alg {
         ScanAlgorithm::Sequential => launch(
             k,
@@ -58,38 +59,18 @@ pub(crate) fn scan<D: GpuReal>(
             },
         )?,
         ScanAlgorithm::LadnerFischer => {
-            for d in 0..levels {
-                let st = 1i64 << d;
-                launch(
-                    k,
-                    s,
-                    &name("up"),
-                    (n.div_ceil(2 << d), nb),
-                    &Level {
-                        a: &*a,
-                        n: nn,
-                        s: st,
-                        f: rev,
-                        r: rev,
-                    },
-                )?;
-            }
-            for d in (0..levels).rev() {
-                let st = 1i64 << d;
-                launch(
-                    k,
-                    s,
-                    &name("lf_down"),
-                    (n.div_ceil(2 << d), nb),
-                    &Level {
-                        a: &*a,
-                        n: nn,
-                        s: st,
-                        f: rev,
-                        r: rev,
-                    },
-                )?;
-            }
+            levels(k, s, &name("up"), &*a, n, nb, 0..depth, rev, rev)?;
+            levels(
+                k,
+                s,
+                &name("lf_down"),
+                &*a,
+                n,
+                nb,
+                (0..depth).rev(),
+                rev,
+                rev,
+            )?;
         }
         ScanAlgorithm::HillisSteele => {
             let mut other = alloc::<D>(g, nb * n * len, "the Hillis-Steele buffer")?;
@@ -133,22 +114,7 @@ pub(crate) fn scan<D: GpuReal>(
                 },
             )?;
             let zero = 0i32;
-            for d in 0..levels {
-                let st = 1i64 << d;
-                launch(
-                    k,
-                    s,
-                    &name("up"),
-                    (p.div_ceil(2 << d), nb),
-                    &Level {
-                        a: &w,
-                        n: pp,
-                        s: st,
-                        f: rev,
-                        r: zero,
-                    },
-                )?;
-            }
+            levels(k, s, &name("up"), &w, p, nb, 0..depth, rev, zero)?;
             launch(
                 k,
                 s,
@@ -156,7 +122,7 @@ pub(crate) fn scan<D: GpuReal>(
                 (1, nb),
                 &BlClearLast { w: &w, p: pp },
             )?;
-            for d in (0..levels).rev() {
+            for d in (0..depth).rev() {
                 let st = 1i64 << d;
                 launch(
                     k,
@@ -195,22 +161,7 @@ pub(crate) fn scan<D: GpuReal>(
             while (n >> lv) > 2 * big_n {
                 lv += 1;
             }
-            for d in 0..lv {
-                let st = 1i64 << d;
-                launch(
-                    k,
-                    s,
-                    &name("up"),
-                    (n.div_ceil(2 << d), nb),
-                    &Level {
-                        a: &*a,
-                        n: nn,
-                        s: st,
-                        f: rev,
-                        r: rev,
-                    },
-                )?;
-            }
+            levels(k, s, &name("up"), &*a, n, nb, 0..lv, rev, rev)?;
             let stride = 1i64 << lv;
             let cnt = (n >> lv) as i64;
             let other = alloc::<D>(g, nb * n * len, "the Sengupta buffer")?;
@@ -273,23 +224,36 @@ pub(crate) fn scan<D: GpuReal>(
                     },
                 )?;
             }
-            for d in (0..lv).rev() {
-                let st = 1i64 << d;
-                launch(
-                    k,
-                    s,
-                    &name("lf_down"),
-                    (n.div_ceil(2 << d), nb),
-                    &Level {
-                        a: &*a,
-                        n: nn,
-                        s: st,
-                        f: rev,
-                        r: rev,
-                    },
-                )?;
-            }
+            levels(k, s, &name("lf_down"), &*a, n, nb, (0..lv).rev(), rev, rev)?;
         }
+    }
+    Ok(())
+}
+
+/// Levels `ds` of an up- or down-sweep (kernel `name`, [`Level`]) over the `n` elements
+/// of each of the `nb` sequences in `a`, level `d` with stride `2^d`.
+#[allow(clippy::too_many_arguments)]
+fn levels<D: GpuReal>(
+    k: &Kernels,
+    s: &Arc<CudaStream>,
+    name: &str,
+    a: &CudaSlice<D>,
+    n: usize,
+    nb: usize,
+    ds: impl Iterator<Item = u32>,
+    f: i32,
+    r: i32,
+) -> Result<()> {
+    let nn = n as i64;
+    for d in ds {
+        let p = Level {
+            a,
+            n: nn,
+            s: 1i64 << d,
+            f,
+            r,
+        };
+        launch(k, s, name, (n.div_ceil(2 << d), nb), &p)?;
     }
     Ok(())
 }
