@@ -70,7 +70,7 @@ pub(crate) use gpu::{
 };
 pub use nvrtc::set_cache_dir;
 #[cfg(test)]
-pub(crate) use params::{check, Signature};
+pub(crate) use params::{assert_matches, check, Signature};
 pub(crate) use params::{params, Addr, Buf, Buffer, Kind, Param, Params};
 
 /// The device code every family's kernels share (`kernels/kestrel.cuh`: the one

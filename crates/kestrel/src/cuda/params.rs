@@ -453,6 +453,14 @@ pub(crate) fn check(source: &str, signatures: &[Signature]) -> Vec<String> {
     bad
 }
 
+/// Fails, naming every mismatch, unless [`check`] finds none.
+#[cfg(test)]
+#[track_caller]
+pub(crate) fn assert_matches(source: &str, signatures: &[Signature]) {
+    let bad = check(source, signatures);
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
 /// What differs between `kernel`'s declared `params` and the struct's `fields`.
 #[cfg(test)]
 fn mismatches(kernel: &str, params: &Declared, fields: &[(&str, Kind)]) -> Vec<String> {

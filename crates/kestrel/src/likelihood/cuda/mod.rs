@@ -26,7 +26,6 @@ mod tests {
     #[test]
     fn the_parameter_structs_match_the_kernels() {
         let src = String::from(super::SCAN_SOURCE) + super::SOURCE;
-        let bad = crate::cuda::check(&src, super::params::SIGNATURES);
-        assert!(bad.is_empty(), "{}", bad.join("\n"));
+        crate::cuda::assert_matches(&src, super::params::SIGNATURES);
     }
 }

@@ -697,8 +697,7 @@ mod tests {
     #[test]
     fn the_parameter_structs_match_the_kernels() {
         let src = super::source(4, 2, "f32") + &super::sqrt_source(4, 2, "f32");
-        let bad = crate::cuda::check(&src, super::params::SIGNATURES);
-        assert!(bad.is_empty(), "{}", bad.join("\n"));
+        crate::cuda::assert_matches(&src, super::params::SIGNATURES);
     }
 
     /// The kernels compile for several sizes in both precisions (skips without NVRTC; the
