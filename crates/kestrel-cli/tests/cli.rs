@@ -136,19 +136,12 @@ fn parallel_method_gives_the_filter_or_a_clean_error() {
     ok(&simulate(&model_path, "4", "40", s(&z), &[]));
     let reference = |cmd: &str| {
         let out = d.path().join(format!("{cmd}-seq.npz"));
-        ok(&kestrel(
-            &[
-                "filter",
-                "--model",
-                &model_path,
-                "--input",
-                s(&z),
-                "--output",
-                s(&out),
-                "--device",
-                "cpu",
-            ]
-            .map(|a| if a == "filter" { cmd } else { a }),
+        ok(&model_run(
+            cmd,
+            &model_path,
+            s(&z),
+            s(&out),
+            &["--device", "cpu"],
         ));
         npz(&out)
     };
@@ -165,21 +158,8 @@ fn parallel_method_gives_the_filter_or_a_clean_error() {
     for (cmd, method, scan) in runs {
         let before = std::fs::read_dir(d.path()).unwrap().count();
         let out = d.path().join(format!("{cmd}-{method}-{scan}.npz"));
-        let o = kestrel(&[
-            cmd,
-            "--model",
-            &model_path,
-            "--input",
-            s(&z),
-            "--output",
-            s(&out),
-            "--device",
-            "cpu",
-            "--method",
-            method,
-            "--scan",
-            scan,
-        ]);
+        let extra = ["--device", "cpu", "--method", method, "--scan", scan];
+        let o = model_run(cmd, &model_path, s(&z), s(&out), &extra);
         if o.status.success() {
             let (a, b) = (
                 if cmd == "filter" {

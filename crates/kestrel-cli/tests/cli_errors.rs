@@ -28,18 +28,7 @@ impl Case {
     fn filter_fails(&self, model: &str, input: &Path, extra: &[&str], needles: &[&str]) {
         let out = self.out("out.npz");
         self.fails(
-            &with(
-                &[
-                    "filter",
-                    "--model",
-                    model,
-                    "--input",
-                    s(input),
-                    "--output",
-                    s(&out),
-                ],
-                extra,
-            ),
+            &with(&model_args("filter", model, s(input), s(&out), ""), extra),
             needles,
         );
         assert!(!out.exists());
@@ -147,23 +136,14 @@ fn files_devices_and_usage_errors() {
 
     // An unknown output extension is refused before any work.
     let (json, npz) = (c.out("out.json"), c.out("o.npz"));
-    let filter = [
-        "filter",
-        "--model",
-        &m,
-        "--input",
-        s(&z),
-        "--output",
-        s(&npz),
-    ];
+    let filter = model_args("filter", &m, s(&z), s(&npz), "");
     c.fails(
         &with(&filter, &["--output", s(&json)]),
         &["out.json", ".csv or .npz"],
     );
     // clap's usage errors exit 2 as well.
     c.fails(&with(&filter, &["--method", "sideways"]), &["sideways"]);
-    let mut smooth = filter;
-    smooth[0] = "smooth";
+    let smooth = model_args("smooth", &m, s(&z), s(&npz), "");
     c.fails(&with(&smooth, &["--scan", "bogus"]), &["bogus"]);
     let z2 = c.out("z2.csv");
     c.fails(

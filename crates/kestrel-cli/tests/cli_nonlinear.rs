@@ -263,117 +263,23 @@ fn bad_model_files_and_options_give_one_error_line() {
     let imm = write(d, "imm.toml", IMM);
     let cv = example("cv2d.toml");
     let out = "out.npz";
-    for (args, needles) in [
-        (
-            vec!["filter", "--model", &typo, "--input", &z, "--output", out],
-            vec!["typo.toml", "model.f[1]: column 13: unknown name \"b\""],
-        ),
-        (
-            vec!["filter", "--model", &arity, "--input", &z, "--output", out],
-            vec!["model.h[0]: column 1: atan2 takes 2 arguments, got 1"],
-        ),
-        (
-            vec!["filter", "--model", &kind, "--input", &z, "--output", out],
-            vec!["filter.kind: expected kf, ekf, ukf, ckf or iekf"],
-        ),
-        (
-            vec![
-                "filter", "--model", &good, "--input", &z, "--output", out, "--filter", "pf",
-            ],
-            vec!["--filter pf: unknown filter"],
-        ),
-        (
-            vec![
-                "filter", "--model", &good, "--input", &z, "--output", out, "--filter", "kf",
-            ],
-            vec!["the Kalman filter (kf) needs a linear model"],
-        ),
-        (
-            vec![
-                "smooth", "--model", &cv, "--input", &z, "--output", out, "--method", "iterated",
-            ],
-            vec!["--method iterated, parallel-iterated and --iterations apply to the nonlinear filters"],
-        ),
-        (
-            vec![
-                "smooth",
-                "--model",
-                &good,
-                "--input",
-                &z,
-                "--output",
-                out,
-                "--method",
-                "two-filter",
-            ],
-            vec!["--method two-filter applies to the linear Kalman filter"],
-        ),
-        (
-            vec![
-                "smooth",
-                "--model",
-                &good,
-                "--input",
-                &z,
-                "--output",
-                out,
-                "--method",
-                "parallel-sqrt-rts",
-            ],
-            vec!["--method parallel-sqrt-rts applies to the linear Kalman filter"],
-        ),
-        (
-            vec![
-                "filter",
-                "--model",
-                &good,
-                "--input",
-                &z,
-                "--output",
-                out,
-                "--method",
-                "parallel-sqrt",
-            ],
-            vec!["--method parallel-sqrt applies to the linear Kalman filter"],
-        ),
-        (
-            vec!["smooth", "--model", &imm, "--input", &z, "--output", out],
-            vec!["smoothing an IMM model is not available"],
-        ),
-        (
-            vec![
-                "smooth", "--model", &imm, "--input", &z, "--output", out, "--method",
-                "parallel-iterated",
-            ],
-            vec!["smoothing an IMM model is not available"],
-        ),
-        (
-            vec![
-                "smooth", "--model", &cv, "--input", &z, "--output", out, "--method",
-                "parallel-iterated",
-            ],
-            vec!["--method iterated, parallel-iterated and --iterations apply to the nonlinear filters"],
-        ),
-        (
-            vec![
-                "filter",
-                "--model",
-                &good,
-                "--input",
-                &z,
-                "--output",
-                out,
-                "--iterations",
-                "0",
-            ],
-            vec!["--iterations: must be at least 1"],
-        ),
-        (
-            vec!["filter", "--model", &imm, "--input", &z, "--output", out],
-            vec!["z.csv", "the model measures 2"],
-        ),
+    for (cmd, model, extra, needles) in [
+        ("filter", &typo, "", vec!["typo.toml", "model.f[1]: column 13: unknown name \"b\""]),
+        ("filter", &arity, "", vec!["model.h[0]: column 1: atan2 takes 2 arguments, got 1"]),
+        ("filter", &kind, "", vec!["filter.kind: expected kf, ekf, ukf, ckf or iekf"]),
+        ("filter", &good, "--filter pf", vec!["--filter pf: unknown filter"]),
+        ("filter", &good, "--filter kf", vec!["the Kalman filter (kf) needs a linear model"]),
+        ("smooth", &cv, "--method iterated", vec!["--method iterated, parallel-iterated and --iterations apply to the nonlinear filters"]),
+        ("smooth", &good, "--method two-filter", vec!["--method two-filter applies to the linear Kalman filter"]),
+        ("smooth", &good, "--method parallel-sqrt-rts", vec!["--method parallel-sqrt-rts applies to the linear Kalman filter"]),
+        ("filter", &good, "--method parallel-sqrt", vec!["--method parallel-sqrt applies to the linear Kalman filter"]),
+        ("smooth", &imm, "", vec!["smoothing an IMM model is not available"]),
+        ("smooth", &imm, "--method parallel-iterated", vec!["smoothing an IMM model is not available"]),
+        ("smooth", &cv, "--method parallel-iterated", vec!["--method iterated, parallel-iterated and --iterations apply to the nonlinear filters"]),
+        ("filter", &good, "--iterations 0", vec!["--iterations: must be at least 1"]),
+        ("filter", &imm, "", vec!["z.csv", "the model measures 2"]),
     ] {
-        run_bad(d, &args, &needles);
+        run_bad(d, &model_args(cmd, model, &z, out, extra), &needles);
     }
 }
 

@@ -33,6 +33,20 @@ pub fn model_run(cmd: &str, model: &str, input: &str, output: &str, extra: &[&st
     kestrel(&args)
 }
 
+/// The arguments of `kestrel cmd --model model --input input --output output`, then the
+/// words of `extra` (for tables of runs that differ in a few options).
+pub fn model_args<'a>(
+    cmd: &'a str,
+    model: &'a str,
+    input: &'a str,
+    output: &'a str,
+    extra: &'a str,
+) -> Vec<&'a str> {
+    let mut args = vec![cmd, "--model", model, "--input", input, "--output", output];
+    args.extend(extra.split_whitespace());
+    args
+}
+
 /// `kestrel simulate --model model --tracks tracks --steps steps --output output`, then
 /// `extra`.
 pub fn simulate(model: &str, tracks: &str, steps: &str, output: &str, extra: &[&str]) -> Output {
