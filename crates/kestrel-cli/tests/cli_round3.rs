@@ -85,17 +85,7 @@ fn numeric_options_go_through_one_range_check() {
     let cv = example("cv2d.toml");
     let ro = example("range-only.toml");
     let tr = example("tracking.toml");
-    let pf = [
-        "pf",
-        "--model",
-        &ro,
-        "--input",
-        "z.csv",
-        "--output",
-        "o.npz",
-        "--particles",
-        "10",
-    ];
+    let pf = model_args("pf", &ro, "z.csv", "o.npz", "--particles 10");
     let ev = words("eval --truth truth.csv --tracks tracks.csv --metric gospa");
     let tbd = words("tbd --input f.npy --output d.csv --device cpu --threshold 1");
     let sf = words("simulate-frames --frames 2 --height 8 --width 8 --output g.npy");
@@ -185,21 +175,13 @@ fn work_is_bounded_before_it_starts() {
     // Rejection resampling on weights peaked on one particle: N^2 = 4e10 proposals.
     d.file("far.csv", b"track,t,z0,z1\n0,0,1e6,1e6\n0,1,1e6,1e6\n");
     d.run_bad(
-        &[
+        &model_args(
             "pf",
-            "--model",
             &example("range-only.toml"),
-            "--input",
             "far.csv",
-            "--output",
             "o.npz",
-            "--particles",
-            "200000",
-            "--resample",
-            "rejection",
-            "--device",
-            "cpu",
-        ],
+            "--particles 200000 --resample rejection --device cpu",
+        ),
         &["rejection resampling", "step 0", "systematic"],
     );
     // The scenario's rows.
@@ -302,15 +284,7 @@ fn crafted_npy_headers_are_refused_by_every_reader() {
             &[&name, "not a valid .npy file"],
         );
         d.run_bad(
-            &[
-                "filter",
-                "--model",
-                &example("cv2d.toml"),
-                "--input",
-                &name,
-                "--output",
-                "o.npz",
-            ],
+            &model_args("filter", &example("cv2d.toml"), &name, "o.npz", ""),
             &[&name],
         );
     }
