@@ -43,6 +43,10 @@ use super::super::tracks::Tracks;
 use super::super::{Assoc, Status, Timing, TrackerConfig};
 use super::assign::GpuGnn;
 use super::jpda::GpuJpda;
+use super::params::{
+    TkBounds, TkCells, TkCompact, TkGridSetup, TkPredict, TkScanApply, TkScanSums, TkScanTiles,
+    TkScatter, TkUpdate,
+};
 use crate::cuda::{
     as_bytes, ck, dtoh, grid_for, htod, launch, sync, Addr, Arg, DevBuf, Gpu, Module, Params,
     Pinned,
@@ -58,11 +62,6 @@ use super::assemble::{source, BLOCK, KERNELS, MAX_NX, MAX_NY, SCAN_BLOCK, SCAN_T
 use super::buffers::{memset, Grow, Set};
 
 mod stage;
-
-use super::params::{
-    TkBounds, TkCells, TkCompact, TkGridSetup, TkPredict, TkScanApply, TkScanSums, TkScanTiles,
-    TkScatter, TkUpdate,
-};
 
 /// Events at the phase boundaries of a scan: upload + predict, grid + gate of stage 1,
 /// association of stage 1, gate of stage 2, association of stage 2, update and life
