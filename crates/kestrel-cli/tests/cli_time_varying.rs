@@ -287,19 +287,13 @@ fn bad_time_varying_files_get_one_error_line() {
         &["steps.npz", "20 steps", "30 steps"],
     );
     dir.run_bad(
-        &[
+        &model_args(
             "loglik",
-            "--model",
             &model,
-            "--input",
             s(&z),
-            "--output",
             s(&d.join("ll.npy")),
-            "--method",
-            "window:auto",
-            "--device",
-            "cpu",
-        ],
+            "--method window:auto --device cpu",
+        ),
         &["window:auto", "time-varying"],
     );
     // Broken .npz files: each differs from the model's own in one thing.
@@ -313,80 +307,47 @@ fn bad_time_varying_files_get_one_error_line() {
     let h = flat(&|s| rows(&s.h));
     let r = flat(&|s| rows(&s.r));
     type Arrays = Vec<(&'static str, Vec<usize>, Vec<f64>)>;
-    let cases: Vec<(Arrays, Vec<&str>)> = vec![
+    let good: Arrays = vec![
+        ("F", vec![t, 2, 2], f),
+        ("Q", vec![t, 2, 2], q),
+        ("H", vec![t, 1, 2], h),
+        ("R", vec![t, 1, 1], r),
+    ];
+    // Each case: what it changes in the model's own arrays, and what the error names.
+    type Change<'a> = &'a dyn Fn(&mut Arrays);
+    let cases: [(Change, &[&str]); 4] = [
         (
-            vec![
-                ("F", vec![t, 2, 2], f.clone()),
-                ("Q", vec![t, 2, 2], q.clone()),
-                ("H", vec![t, 1, 2], h.clone()),
-            ],
-            vec!["steps.npz", "array R is missing", "H [20, 1, 2]"],
+            &|a| drop(a.pop()),
+            &["steps.npz", "array R is missing", "H [20, 1, 2]"],
         ),
         (
-            vec![
-                ("F", vec![t, 2, 2], f.clone()),
-                ("Q", vec![t, 2, 2], q.clone()),
-                ("H", vec![t, 2, 1], h.clone()),
-                ("R", vec![t, 1, 1], r.clone()),
-            ],
-            vec!["steps.npz", "array H has shape [20, 2, 1]", "[20, ny, 2]"],
+            &|a| a[2].1 = vec![t, 2, 1],
+            &["steps.npz", "array H has shape [20, 2, 1]", "[20, ny, 2]"],
         ),
         (
-            vec![
-                ("F", vec![t, 2, 2], f.clone()),
-                ("Q", vec![t, 2, 2], q.clone()),
-                ("H", vec![t, 1, 2], h.clone()),
-                ("R", vec![t - 1, 1, 1], r[1..].to_vec()),
-            ],
-            vec!["steps.npz", "array R has shape [19, 1, 1]", "[20, 1, 1]"],
+            &|a| {
+                a[3].1 = vec![t - 1, 1, 1];
+                a[3].2.remove(0);
+            },
+            &["steps.npz", "array R has shape [19, 1, 1]", "[20, 1, 1]"],
         ),
         (
-            vec![
-                ("F", vec![t, 2, 2], {
-                    let mut v = f.clone();
-                    v[13] = f64::INFINITY;
-                    v
-                }),
-                ("Q", vec![t, 2, 2], q.clone()),
-                ("H", vec![t, 1, 2], h.clone()),
-                ("R", vec![t, 1, 1], r.clone()),
-            ],
-            vec!["steps.npz", "array F", "[3][0][1]", "not finite"],
+            &|a| a[0].2[13] = f64::INFINITY,
+            &["steps.npz", "array F", "[3][0][1]", "not finite"],
         ),
     ];
-    for (arrays, needles) in cases {
+    for (change, needles) in cases {
+        let mut arrays = good.clone();
+        change(&mut arrays);
         let list: Vec<(&str, &[usize], &[f64])> = arrays
             .iter()
             .map(|(n, s, v)| (*n, s.as_slice(), v.as_slice()))
             .collect();
         kestrel::io::write_npz_arrays(&d.join("steps.npz"), &list).unwrap();
         for cmd in ["filter", "smooth"] {
-            dir.run_bad(
-                &[
-                    cmd,
-                    "--model",
-                    &model,
-                    "--input",
-                    s(&z),
-                    "--output",
-                    o,
-                    "--device",
-                    "cpu",
-                ],
-                &needles,
-            );
+            dir.run_bad(&model_args(cmd, &model, s(&z), o, "--device cpu"), needles);
         }
-        dir.run_bad(
-            &[
-                "loglik",
-                "--model",
-                &model,
-                "--input",
-                s(&z),
-                "--output",
-                s(&d.join("ll.npy")),
-            ],
-            &needles,
-        );
+        let ll = d.join("ll.npy");
+        dir.run_bad(&model_args("loglik", &model, s(&z), s(&ll), ""), needles);
     }
 }
