@@ -192,19 +192,7 @@ fn broken_inputs_are_refused() {
     let sv = example("stochastic-volatility.toml");
     let out = d.join("out.npz");
     let txt = d.join("o.txt");
-    let base = [
-        "pf",
-        "--model",
-        &m,
-        "--input",
-        s(&z),
-        "--output",
-        s(&out),
-        "--device",
-        "cpu",
-        "--particles",
-        "100",
-    ];
+    let base = model_args("pf", &m, s(&z), s(&out), "--device cpu --particles 100");
     let cases: Vec<(Vec<&str>, Vec<&str>)> = vec![
         (vec!["--particles", "0"], vec!["--particles", "at least 1"]),
         (vec!["--resample", "bogus"], vec!["--resample", "bogus"]),
@@ -275,6 +263,7 @@ fn grid_and_subset_resamplers_by_name() {
     assert_eq!(run("stratified:grid", "tg"), run("stratified", "t"));
     assert!(!run("subsets:8", "sub").is_empty());
     assert!(!run("subsets", "sub16").is_empty());
+    let bad_csv = dir.path().join("bad.csv");
     for (bad, needle) in [
         ("subsets:0", "subsets:0"),
         ("subsets:x", "subsets:x"),
@@ -282,19 +271,10 @@ fn grid_and_subset_resamplers_by_name() {
     ] {
         run_bad(
             dir.path(),
-            &[
-                "pf",
-                "--model",
-                &m,
-                "--input",
-                s(&z),
-                "--output",
-                s(&dir.path().join("bad.csv")),
-                "--particles",
-                "100",
-                "--resample",
-                bad,
-            ],
+            &with(
+                &model_args("pf", &m, s(&z), s(&bad_csv), "--particles 100"),
+                &["--resample", bad],
+            ),
             &["--resample", needle],
         );
     }
