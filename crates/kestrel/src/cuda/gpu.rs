@@ -621,11 +621,7 @@ pub(crate) fn launch_ex<'a, P: Params<'a>>(
     p: &P,
     programmatic: bool,
 ) -> Result<()> {
-    let named = |k: &&str| match k.strip_suffix('*') {
-        Some(base) => name.starts_with(base),
-        None => *k == name,
-    };
-    if !P::KERNELS.iter().any(named) {
+    if !P::KERNELS.iter().any(|k| super::params::names(k, name)) {
         return Err(Error::Cuda(format!(
             "kernel {name} launched with the parameters of {}",
             P::KERNELS.join(", ")

@@ -57,22 +57,6 @@ pub(crate) trait Param<'a> {
     fn arg(&self, stream: &CudaStream) -> Arg<'a>;
 }
 
-impl<'a, T> Param<'a> for DevBuf<T> {
-    const KIND: Kind = Kind::Ptr;
-    fn arg(&self, _: &CudaStream) -> Arg<'a> {
-        Arg::Ptr(self.ptr())
-    }
-}
-
-impl<'a, T> Param<'a> for CudaSlice<T> {
-    const KIND: Kind = Kind::Ptr;
-    fn arg(&self, stream: &CudaStream) -> Arg<'a> {
-        // The context does not track events (`crate::cuda`): the guard records nothing.
-        let (ptr, _guard) = self.device_ptr(stream);
-        Arg::Ptr(ptr)
-    }
-}
-
 /// A device buffer of any element type, as a kernel parameter: its address. A field
 /// of type [`Buf`] takes a reference to any buffer (`&self.mean`), for families whose
 /// buffers are generic in their scalar.
@@ -133,13 +117,6 @@ impl<'a, T: Param<'a> + ?Sized> Param<'a> for &T {
     }
 }
 
-impl<'a, T: Param<'a> + ?Sized> Param<'a> for &mut T {
-    const KIND: Kind = T::KIND;
-    fn arg(&self, stream: &CudaStream) -> Arg<'a> {
-        (**self).arg(stream)
-    }
-}
-
 macro_rules! scalar_param {
     ($($t:ty => $kind:ident $v:ident $conv:expr),* $(,)?) => {
         $(impl<'a> Param<'a> for $t {
@@ -159,6 +136,15 @@ scalar_param!(
     f32 => F32 v Arg::F32(v),
     f64 => F64 v Arg::F64(v),
 );
+
+/// Whether `entry` of a struct's kernel list names kernel `name`: the name itself, or
+/// `base_*` for every kernel whose name starts with `base_` (one built by `base_##i`).
+pub(crate) fn names(entry: &str, name: &str) -> bool {
+    match entry.strip_suffix('*') {
+        Some(base) => name.starts_with(base),
+        None => entry == name,
+    }
+}
 
 /// A kernel's parameters: the kernels that take them and their fields in order.
 pub(crate) trait Params<'a> {
@@ -181,7 +167,7 @@ pub(crate) type Signature = (&'static [&'static str], &'static [(&'static str, K
 /// ```ignore
 /// params! {
 ///     /// poison's parameters.
-///     pub(super) struct Poison<'a> for ["poison"] { p: &'a CudaSlice<f32>, n: i64 }
+///     pub(super) struct Poison<'a> for ["poison"] { p: Buf<'a>, n: i64 }
 /// }
 /// ```
 macro_rules! params {
@@ -416,14 +402,11 @@ pub(crate) fn check(source: &str, signatures: &[Signature]) -> Vec<String> {
     let mut bad = Vec::new();
     for (kernels, fields) in signatures {
         for &kernel in *kernels {
-            let named = |name: &str| match kernel.strip_suffix('*') {
-                Some(base) => name.starts_with(base),
-                None => {
-                    name == kernel
-                        || name.split_once("##_").is_some_and(|(_, tail)| {
-                            kernel.split_once('_').is_some_and(|(_, k)| k == tail)
-                        })
-                }
+            let named = |name: &str| {
+                names(kernel, name)
+                    || name.split_once("##_").is_some_and(|(_, tail)| {
+                        kernel.split_once('_').is_some_and(|(_, k)| k == tail)
+                    })
             };
             let lists: Vec<&Declared> = decls
                 .iter()
@@ -525,6 +508,14 @@ extern "C" __global__ void __launch_bounds__(128) k_in(ARGS_IN) {}
         let names: Vec<&str> = d[0].1.iter().map(|p| p.0.as_str()).collect();
         assert_eq!(names, ["mp", "n", "C", "xs", "gamma", "id"]);
         assert_eq!(d[1].0, "P##_up");
+    }
+
+    #[test]
+    fn a_list_entry_names_its_kernels() {
+        assert!(names("tbd_lean", "tbd_lean"));
+        assert!(!names("tbd_lean", "tbd_lean2"));
+        assert!(names("tbd_vec_*", "tbd_vec_12"));
+        assert!(!names("tbd_vec_*", "tbd_lean"));
     }
 
     #[test]
