@@ -16,6 +16,10 @@
 #define __host__
 #define __forceinline__ inline
 #define __shared__ static
+#define __launch_bounds__(...)
+struct float2 { float x, y; };
+struct float4 { float x, y, z, w; };
+struct double2 { double x, y; };
 struct dim3 { unsigned x, y, z; };
 thread_local dim3 threadIdx;
 dim3 blockIdx, blockDim, gridDim;

@@ -50,6 +50,66 @@
 #define PF_ITEMS 8
 #endif
 
+// pf_step reads and writes a particle as whole vectors where its size allows (PF_VEC: a
+// warp's scalar loads of a 16-byte particle touch each cache line four times).
+#ifndef PF_VEC
+#define PF_VEC 1
+#endif
+
+// A particle's NX values as PF_VW-wide vectors (the buffers are aligned to 256 bytes
+// and a particle starts at a multiple of NX values).
+#if PF_VEC && PF_F32 && NX % 4 == 0
+#define PF_VW 4
+typedef float4 pf_vec_t;
+#elif PF_VEC && PF_F32 && NX % 2 == 0
+#define PF_VW 2
+typedef float2 pf_vec_t;
+#elif PF_VEC && !PF_F32 && NX % 2 == 0
+#define PF_VW 2
+typedef double2 pf_vec_t;
+#else
+#define PF_VW 1
+#endif
+
+__device__ __forceinline__ void pf_load(const real_t* __restrict__ p, real_t* s) {
+#if PF_VW == 1
+#pragma unroll
+    for (int a = 0; a < NX; ++a) s[a] = p[a];
+#else
+    const pf_vec_t* v = reinterpret_cast<const pf_vec_t*>(p);
+#pragma unroll
+    for (int q = 0; q < NX / PF_VW; ++q) {
+        const pf_vec_t t = v[q];
+        s[q * PF_VW] = t.x;
+        s[q * PF_VW + 1] = t.y;
+#if PF_VW == 4
+        s[q * PF_VW + 2] = t.z;
+        s[q * PF_VW + 3] = t.w;
+#endif
+    }
+#endif
+}
+
+__device__ __forceinline__ void pf_store(real_t* __restrict__ p, const real_t* s) {
+#if PF_VW == 1
+#pragma unroll
+    for (int a = 0; a < NX; ++a) p[a] = s[a];
+#else
+    pf_vec_t* v = reinterpret_cast<pf_vec_t*>(p);
+#pragma unroll
+    for (int q = 0; q < NX / PF_VW; ++q) {
+        pf_vec_t t;
+        t.x = s[q * PF_VW];
+        t.y = s[q * PF_VW + 1];
+#if PF_VW == 4
+        t.z = s[q * PF_VW + 2];
+        t.w = s[q * PF_VW + 3];
+#endif
+        v[q] = t;
+    }
+#endif
+}
+
 __device__ __forceinline__ bool pf_isnan(real_t v) { return v != v; }
 
 __device__ __forceinline__ unsigned pf_umin(unsigned a, unsigned b) { return a < b ? a : b; }
@@ -275,13 +335,11 @@ extern "C" __global__ void pf_step(const real_t* __restrict__ x, real_t* __restr
                 pf_prior(s, noise);
             } else {
                 const size_t from = base + (moved ? anc[base + j] : j);
-#pragma unroll
-                for (int a = 0; a < NX; ++a) s[a] = x[from * NX + a];
+                pf_load(x + from * NX, s);
                 if (!moved) l = lw[base + j];
                 pf_propagate(k, s, noise);
             }
-#pragma unroll
-            for (int a = 0; a < NX; ++a) xn[(base + j) * NX + a] = s[a];
+            pf_store(xn + (base + j) * NX, s);
             if (observed) {
                 real_t ll = pf_loglik(k, s, zk);
                 l = pf_isnan(ll) ? (real_t)(-PF_INF) : l + ll;

@@ -87,26 +87,50 @@ __device__ __forceinline__ real_t pf_zig_slow(unsigned k0, unsigned k1, unsigned
     return x;
 }
 // The stream of standard normals of one (particle, filter, step, purpose): four a block,
-// one a word.
+// one a word. The block's normals not yet drawn are named registers that shift down a
+// draw: an array indexed by a running count kept the whole stream in local memory, and
+// its stores (a dozen a particle) were as much traffic as the particles themselves.
+// A block's four words take the fast path first; the words that miss their layer's
+// inner rectangle (about one in forty) then go through one loop over this thread's
+// misses, so that a warp runs the long slow path about once a block rather than once a
+// word with a single thread active (an H200 profile: 198 of 533 instructions a particle
+// were such single-thread paths).
 struct PfNormals {
     unsigned k0, k1, i, b, k, purpose, block;
-    real_t buf[4];
-    int used;
+    real_t n0, n1, n2, n3;
+    int left;
     __device__ PfNormals(unsigned key0, unsigned key1, unsigned i_, unsigned b_, unsigned k_,
                          unsigned purpose_)
-        : k0(key0), k1(key1), i(i_), b(b_), k(k_), purpose(purpose_), block(0), used(4) {}
-    __device__ __forceinline__ real_t draw() {
-        if (used == 4) {
-            const PfWords w = pf_words(i, b, k, purpose, block, k0, k1);
-            for (int t = 0; t < 4; ++t) {
-                const unsigned v = w.v[t];
-                buf[t] = (v >> 9) < PF_ZK[v & 0xFFu]
-                             ? pf_zig_point(v)
-                             : pf_zig_slow(k0, k1, i, b, k, purpose, 4 * block + t, v);
-            }
-            block += 1;
-            used = 0;
+        : k0(key0), k1(key1), i(i_), b(b_), k(k_), purpose(purpose_), block(0), left(0) {}
+    __device__ __forceinline__ void refill() {
+        const PfWords w = pf_words(i, b, k, purpose, block, k0, k1);
+        const unsigned w0 = w.v[0], w1 = w.v[1], w2 = w.v[2], w3 = w.v[3];
+        n0 = pf_zig_point(w0);
+        n1 = pf_zig_point(w1);
+        n2 = pf_zig_point(w2);
+        n3 = pf_zig_point(w3);
+        unsigned miss = ((w0 >> 9) < PF_ZK[w0 & 0xFFu] ? 0u : 1u) | ((w1 >> 9) < PF_ZK[w1 & 0xFFu] ? 0u : 2u) |
+                        ((w2 >> 9) < PF_ZK[w2 & 0xFFu] ? 0u : 4u) | ((w3 >> 9) < PF_ZK[w3 & 0xFFu] ? 0u : 8u);
+        while (miss != 0u) {
+            const int t = (miss & 1u) ? 0 : (miss & 2u) ? 1 : (miss & 4u) ? 2 : 3;
+            miss &= miss - 1u;
+            const unsigned v = t == 0 ? w0 : t == 1 ? w1 : t == 2 ? w2 : w3;
+            const real_t r = pf_zig_slow(k0, k1, i, b, k, purpose, 4 * block + t, v);
+            n0 = t == 0 ? r : n0;
+            n1 = t == 1 ? r : n1;
+            n2 = t == 2 ? r : n2;
+            n3 = t == 3 ? r : n3;
         }
-        return buf[used++];
+        block += 1;
+        left = 4;
+    }
+    __device__ __forceinline__ real_t draw() {
+        if (left == 0) refill();
+        const real_t r = n0;
+        n0 = n1;
+        n1 = n2;
+        n2 = n3;
+        --left;
+        return r;
     }
 };
