@@ -2,7 +2,7 @@
 //! seed's case (two range sensors, 2-D constant velocity) for N = 10^3 ... 10^7 (B = 1)
 //! and B = 10^4 filters x N = 10^3, resampling every step; each resampler alone; CPU
 //! (f64) and GPU (f32). GPU records carry the roofline: the bytes a particle-step must
-//! move (kernels/pf.cu) over the device bandwidth.
+//! move (kernels/pf.cu) over the device's bandwidth measured in the same run.
 
 use super::{fmt_time, time_runs, Record, Sink};
 use kestrel::particle::philox::{counter, key_of, philox4x32_10, uniform_f64, Purpose};
@@ -11,14 +11,13 @@ use kestrel::particle::{particle_filter_on, pf_model_from_toml, PfModel, PfOptio
 use kestrel::{Device, Measurements, Real};
 use std::path::Path;
 
-/// Device-copy bandwidth of the H100 the figures are compared with (DESIGN.md).
-const H100_BANDWIDTH: f64 = 2.9e12;
-
 /// Bytes one particle-step moves on the GPU with resampling every step (f32, nx = 4):
 /// ancestors (the cumulative weights staged once, f64, an index written: 12), step (the
 /// index and the ancestor read, the particle and its log-weight written: 40), cumulative
 /// sum (log-weight read, f64 written: 12).
 const GPU_BYTES_PER_PARTICLE_STEP: f64 = 64.0;
+/// The same without resampling: the particle and its log-weight read and written (40).
+const GPU_BYTES_NO_RESAMPLING: f64 = 40.0;
 
 fn model() -> anyhow::Result<PfModel> {
     Ok(pf_model_from_toml(
@@ -70,9 +69,16 @@ fn filter_record<T: Real>(
     let ps = (b * t * n) as f64 / r.median_s;
     let mut extra = serde_json::json!({ "particles": n, "particle_steps_per_s": ps, "resampler": "systematic", "ess_threshold": ess });
     if matches!(device, Device::Cuda(_)) {
-        let roof = H100_BANDWIDTH / GPU_BYTES_PER_PARTICLE_STEP;
-        extra["bytes_per_particle_step"] = serde_json::json!(GPU_BYTES_PER_PARTICLE_STEP);
-        extra["roofline_particle_steps_per_s_h100"] = serde_json::json!(roof);
+        let bandwidth = super::device_bandwidth();
+        let bytes = if ess > 0.0 {
+            GPU_BYTES_PER_PARTICLE_STEP
+        } else {
+            GPU_BYTES_NO_RESAMPLING
+        };
+        let roof = bandwidth / bytes;
+        extra["bytes_per_particle_step"] = serde_json::json!(bytes);
+        extra["bandwidth_Bps"] = serde_json::json!(bandwidth);
+        extra["roofline_particle_steps_per_s"] = serde_json::json!(roof);
         extra["fraction_of_roofline"] = serde_json::json!(ps / roof);
     }
     r.extra = extra;
