@@ -91,7 +91,7 @@ __device__ __forceinline__ real_t pf_zig_slow(unsigned k0, unsigned k1, unsigned
 // draw: an array indexed by a running count kept the whole stream in local memory, and
 // its stores (a dozen a particle) were as much traffic as the particles themselves.
 // A block's four words take the fast path first; the words that miss their layer's
-// inner rectangle (about one in forty) then go through one loop over this thread's
+// inner rectangle (about 1.5% of them) then go through one loop over this thread's
 // misses, so that a warp runs the long slow path about once a block rather than once a
 // word with a single thread active (an H200 profile: 198 of 533 instructions a particle
 // were such single-thread paths).
