@@ -50,21 +50,16 @@
 #define PF_ITEMS 8
 #endif
 
-// pf_step reads and writes a particle as whole vectors where its size allows (PF_VEC: a
-// warp's scalar loads of a 16-byte particle touch each cache line four times).
-#ifndef PF_VEC
-#define PF_VEC 1
-#endif
-
-// A particle's NX values as PF_VW-wide vectors (the buffers are aligned to 256 bytes
-// and a particle starts at a multiple of NX values).
-#if PF_VEC && PF_F32 && NX % 4 == 0
+// pf_step reads and writes a particle as PF_VW-wide vectors where its size allows (a
+// warp's scalar loads of a 16-byte particle touch each cache line four times; the
+// buffers are aligned to 256 bytes and a particle starts at a multiple of NX values).
+#if PF_F32 && NX % 4 == 0
 #define PF_VW 4
 typedef float4 pf_vec_t;
-#elif PF_VEC && PF_F32 && NX % 2 == 0
+#elif PF_F32 && NX % 2 == 0
 #define PF_VW 2
 typedef float2 pf_vec_t;
-#elif PF_VEC && !PF_F32 && NX % 2 == 0
+#elif !PF_F32 && NX % 2 == 0
 #define PF_VW 2
 typedef double2 pf_vec_t;
 #else

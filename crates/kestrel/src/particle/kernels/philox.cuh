@@ -59,6 +59,8 @@ __device__ __forceinline__ real_t pf_zig_signed(real_t x, unsigned w) {
 __device__ __forceinline__ real_t pf_zig_point(unsigned w) {
     return pf_zig_signed(((real_t)(w >> 9) + (real_t)0.5) * PF_ZW[w & 0xFFu], w);
 }
+// Whether word w falls in its layer's inner rectangle (the fast path's point is exact).
+__device__ __forceinline__ bool pf_zig_inner(unsigned w) { return (w >> 9) < PF_ZK[w & 0xFFu]; }
 // Normal q of the stream (i, b, k, purpose) whose word w missed its inner rectangle: the
 // wedge and tail tests with the uniforms of the retry blocks (see philox.rs). Inlined: on
 // an H100 a called slow path made the filter about 12% slower (the call saves and
@@ -69,7 +71,7 @@ __device__ __forceinline__ real_t pf_zig_slow(unsigned k0, unsigned k1, unsigned
     for (unsigned a = 0; a < 256; ++a) {
         const unsigned layer = w & 0xFFu;
         const real_t v = pf_zig_point(w);
-        if ((w >> 9) < PF_ZK[layer]) return v;
+        if (pf_zig_inner(w)) return v;
         x = v;
         const PfWords u = pf_philox(i, b, k, ((purpose | 0x80u) << 24) | ((q & 0xFFFFu) << 8) | a,
                                     k0, k1);
@@ -109,8 +111,8 @@ struct PfNormals {
         n1 = pf_zig_point(w1);
         n2 = pf_zig_point(w2);
         n3 = pf_zig_point(w3);
-        unsigned miss = ((w0 >> 9) < PF_ZK[w0 & 0xFFu] ? 0u : 1u) | ((w1 >> 9) < PF_ZK[w1 & 0xFFu] ? 0u : 2u) |
-                        ((w2 >> 9) < PF_ZK[w2 & 0xFFu] ? 0u : 4u) | ((w3 >> 9) < PF_ZK[w3 & 0xFFu] ? 0u : 8u);
+        unsigned miss = (pf_zig_inner(w0) ? 0u : 1u) | (pf_zig_inner(w1) ? 0u : 2u) | (pf_zig_inner(w2) ? 0u : 4u) |
+                        (pf_zig_inner(w3) ? 0u : 8u);
         while (miss != 0u) {
             const int t = (miss & 1u) ? 0 : (miss & 2u) ? 1 : (miss & 4u) ? 2 : 3;
             miss &= miss - 1u;
