@@ -40,11 +40,11 @@ fn build_with<T: Real>(cxx: &str, model: &PfModel, dir: &Path, defines: &str) ->
         "{SHIM}\n{defines}\n{}\n{HARNESS}",
         source::<T>(model, BLOCK).unwrap()
     );
-    let name = format!(
-        "pf_{}{}",
-        T::NAME,
-        if defines.is_empty() { "" } else { "_small" }
-    );
+    // One executable per set of defines (a shared name would leave the last one built).
+    let tag: u64 = defines
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325, |h, c| (h ^ c as u64).wrapping_mul(0x100_0000_01b3));
+    let name = format!("pf_{}_{tag:016x}", T::NAME);
     compile(cxx, dir, &name, &src, FLAGS)
 }
 
@@ -248,24 +248,24 @@ fn the_filter_kernels_match_the_cpu_filter() {
     let dir = tempfile::tempdir().unwrap();
     let model = pf_model_from_toml(RANGE, Path::new("m.toml")).unwrap();
     let (_, z) = kestrel::particle::simulate(&model, 4, 6, 5, 0.1).unwrap();
-    // The kernels as built for the GPU, and with tiles small enough that 100 particles
-    // take the long paths: the ancestors' range streamed through shared memory in tiles
-    // of 16 (ranges up to 128), or searched in global memory (tiles of 4, ranges over 8);
-    // several tiles of the cumulative sum a chunk (2 x 32 weights); two blocks of
-    // ancestors (2 x 32 slots each).
+    // The kernels as built for the GPU, and with limits small enough that 100 particles
+    // take the long paths: the ancestors marked over ranges of up to 128 particles, or
+    // searched in global memory where a block's range passes 8; several tiles of the
+    // cumulative sum a chunk (2 x 32 weights); two blocks of ancestors (2 x 32 slots
+    // each).
     let exes = [
         build::<f64>(&cxx, &model, dir.path()),
         build_with::<f64>(
             &cxx,
             &model,
             dir.path(),
-            "#define PF_TILE 16\n#define PF_WINDOWS 8\n#define PF_ITEMS 2\n#define PF_AITEMS 2\n",
+            "#define PF_SPAN 128\n#define PF_ITEMS 2\n#define PF_AITEMS 2\n",
         ),
         build_with::<f64>(
             &cxx,
             &model,
             dir.path(),
-            "#define PF_TILE 4\n#define PF_WINDOWS 2\n#define PF_ITEMS 2\n#define PF_AITEMS 2\n",
+            "#define PF_SPAN 8\n#define PF_ITEMS 2\n#define PF_AITEMS 2\n",
         ),
     ];
     // 100 particles in blocks of 32 (the last one partial); chunks of 1, 2 and 3 blocks.
@@ -310,6 +310,140 @@ fn the_filter_kernels_match_the_cpu_filter() {
             cpu.estimates.mean(),
             "the offset changes the draws"
         );
+    }
+}
+
+#[test]
+fn marked_ancestors_are_the_searched_ones() {
+    // The ancestors of systematic and stratified resampling marked over each block's range
+    // of particles (the default) against every slot searched in the cumulative weights
+    // (PF_SPAN 0): the same ancestors, so the same outputs to the bit. Sharp measurements
+    // (r 0.05) put the weight on few particles, leaving long runs of zero weight and
+    // slots past the end of the cumulative sum by rounding.
+    let Some(cxx) = compiler() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let sharp = RANGE.replace("r = 1.0", "r = 0.05");
+    for text in [RANGE, sharp.as_str()] {
+        let model = pf_model_from_toml(text, Path::new("m.toml")).unwrap();
+        let (_, z) = kestrel::particle::simulate(&model, 3, 8, 9, 0.0).unwrap();
+        let small = "#define PF_ITEMS 2\n#define PF_AITEMS 2\n";
+        let marked = build_with::<f64>(&cxx, &model, dir.path(), small);
+        let searched =
+            build_with::<f64>(&cxx, &model, dir.path(), &format!("#define PF_SPAN 0\n{small}"));
+        for (resampler, ess) in [(Resampler::Systematic, 1.0), (Resampler::Stratified, 0.7)] {
+            for (n, per) in [(100, 1), (100, 3), (301, 2)] {
+                let mut opts = PfOptions::new(n);
+                opts.resampler = resampler;
+                opts.ess_threshold = ess;
+                opts.seed = 5;
+                let a = run_device(&marked, dir.path(), &z, &opts, 4, per);
+                let b = run_device(&searched, dir.path(), &z, &opts, 4, per);
+                let bits = |r: &DeviceRun<f64>| {
+                    r.mean
+                        .iter()
+                        .chain(&r.cov)
+                        .chain(&r.loglik)
+                        .chain(&r.ess)
+                        .map(|v| v.to_bits())
+                        .collect::<Vec<_>>()
+                };
+                assert!(a.mean.iter().all(|v| v.is_finite()), "an output was not written");
+                assert_eq!(bits(&a), bits(&b), "{resampler}, N {n}, chunks of {per}");
+                assert_eq!(a.fail, b.fail);
+            }
+        }
+    }
+}
+
+/// `pf_ancestors` of one filter with cumulative weights `cdf` and total `wtot`.
+fn ancestors(exe: &Path, dir: &Path, cdf: &[f64], wtot: f64, scheme: u32, ahead: bool) -> Vec<u32> {
+    let mut input = Vec::new();
+    for v in [cdf.len() as u32, scheme, 4, 77, 91, 2, ahead as u32] {
+        input.extend(v.to_le_bytes());
+    }
+    input.extend(wtot.to_le_bytes());
+    input.extend(bytes(cdf));
+    let (fin, fout) = (dir.join("a.bin"), dir.join("a.out"));
+    std::fs::write(&fin, input).unwrap();
+    let st = Command::new(exe)
+        .arg("ancestors")
+        .arg(&fin)
+        .arg(&fout)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    std::fs::read(&fout)
+        .unwrap()
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}
+
+#[test]
+fn marked_ancestors_cover_the_edge_cases_of_the_search() {
+    // Cumulative weights made to reach the edges: long runs of zero weight, the weight on
+    // one particle, totals above the sum's end (slots past it, by rounding) with the last
+    // particle of positive weight owning no slot of its own, whole blocks of slots past
+    // the end, and all weights zero but the first. The marked ancestors against the searched ones (PF_SPAN 0), both ways of
+    // finding the blocks' ranges.
+    let Some(cxx) = compiler() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let model = pf_model_from_toml(RANGE, Path::new("m.toml")).unwrap();
+    let small = "#define PF_AITEMS 2\n";
+    let marked = build_with::<f64>(&cxx, &model, dir.path(), small);
+    let searched = build_with::<f64>(&cxx, &model, dir.path(), &format!("#define PF_SPAN 0\n{small}"));
+    let mut next = {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 11) as f64 / (1u64 << 53) as f64
+        }
+    };
+    let cum = |w: &[f64]| {
+        let mut s = 0.0;
+        w.iter().map(|v| { s += v; s }).collect::<Vec<f64>>()
+    };
+    let mut cases: Vec<(Vec<f64>, f64)> = Vec::new();
+    for n in [7usize, 100, 301] {
+        // Random weights, a third of them zero, in runs.
+        let w: Vec<f64> = (0..n).map(|i| if (i / 5) % 3 == 1 { 0.0 } else { next() }).collect();
+        let c = cum(&w);
+        let t = c[n - 1];
+        cases.push((c.clone(), t));
+        // The total a little above the sum's end: the last slots fall past it.
+        cases.push((c.clone(), t * (1.0 + 1e-3)));
+        // The weight on one particle.
+        let mut one = vec![0.0; n];
+        one[n / 3] = 1.0;
+        cases.push((cum(&one), 1.0));
+        cases.push((cum(&one), 1.0 + 1e-9));
+        // The last positive weight too small to own a slot, the tail past the end.
+        let mut w2 = w.clone();
+        for v in &mut w2[n - n / 4..] {
+            *v = 0.0;
+        }
+        w2[n - n / 4 - 1] = 1e-12;
+        let c2 = cum(&w2);
+        cases.push((c2.clone(), c2[n - 1] * (1.0 + 1e-2)));
+        // Whole blocks of slots past the end.
+        cases.push((c2.clone(), c2[n - 1] * 1.5));
+        // Only the first weight.
+        let mut first = vec![0.0; n];
+        first[0] = 0.25;
+        cases.push((cum(&first), 0.25 * (1.0 + 1e-6)));
+        cases.push((cum(&first), 0.5));
+    }
+    for (c, wtot) in &cases {
+        for scheme in [0u32, 1] {
+            for ahead in [false, true] {
+                let a = ancestors(&marked, dir.path(), c, *wtot, scheme, ahead);
+                let b = ancestors(&searched, dir.path(), c, *wtot, scheme, ahead);
+                assert!(a.iter().all(|&v| (v as usize) < c.len()), "a slot was not written");
+                assert_eq!(a, b, "N {}, total {wtot}, scheme {scheme}, ahead {ahead}", c.len());
+            }
+        }
     }
 }
 

@@ -2,6 +2,7 @@
 // tests/particle_kernels_on_cpu.rs): a block runs as PF_BLOCK host threads that meet at a
 // barrier for __syncthreads(), blocks run one after another, so shared memory is a
 // static array and every kernel, reductions and scans included, runs as written.
+#include <atomic>
 #include <barrier>
 #include <cmath>
 #include <cstdint>
@@ -25,6 +26,12 @@ thread_local dim3 threadIdx;
 dim3 blockIdx, blockDim, gridDim;
 std::barrier<>* pf_bar = nullptr;
 inline void __syncthreads() { pf_bar->arrive_and_wait(); }
+inline unsigned atomicMax(unsigned* p, unsigned v) {
+    std::atomic_ref<unsigned> a(*p);
+    unsigned o = a.load();
+    while (o < v && !a.compare_exchange_weak(o, v)) {}
+    return o;
+}
 using std::atan2;
 using std::cos;
 using std::exp;

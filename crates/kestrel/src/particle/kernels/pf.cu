@@ -33,17 +33,11 @@
 #define PF_REC (1 + PF_STRIDE + NX)
 // Sums reduced together in one pass of a block reduction.
 #define PF_COLS 8
-// Cumulative weights staged in shared memory for a block's ancestor search (longer ranges
-// are searched in global memory).
-#ifndef PF_TILE
-#define PF_TILE 4096
-#endif
-// Tiles of cumulative weights a block of ancestors streams through shared memory before
-// it searches in global memory instead (on an H100 at N = 10^7, with the weight on a few
-// per cent of the particles, streaming up to 16 tiles took 172 us a step against 127 us
-// for the global searches: one tile).
-#ifndef PF_WINDOWS
-#define PF_WINDOWS 1
+// The longest range of particles a block of ancestors walks to mark where each particle's
+// slots begin (systematic and stratified); a block whose slots span more particles (the
+// weight on few of them) searches the cumulative weights in global memory a slot at a time.
+#ifndef PF_SPAN
+#define PF_SPAN 4096
 #endif
 // Weights per thread in a tile of the cumulative sum.
 #ifndef PF_ITEMS
@@ -108,6 +102,7 @@ __device__ __forceinline__ void pf_store(real_t* __restrict__ p, const real_t* s
 __device__ __forceinline__ bool pf_isnan(real_t v) { return v != v; }
 
 __device__ __forceinline__ unsigned pf_umin(unsigned a, unsigned b) { return a < b ? a : b; }
+__device__ __forceinline__ unsigned pf_umax(unsigned a, unsigned b) { return a > b ? a : b; }
 
 __device__ __forceinline__ double pf_block_max(double v, double* red) {
     red[threadIdx.x] = v;
@@ -187,79 +182,130 @@ extern "C" __global__ void pf_ranges(const double* cdf, const double* wtot, cons
     ranges[(size_t)b * 2 * blocks + t] = pf_above(cdf + base, 0, n, x);
 }
 
+// The first slot whose target is at least c (n when none), given target(e) for a slot e
+// held as a double: the targets increase with the slot, so it is the slot that
+// c / scale - u estimates, moved a step or two where that rounds the other way, or else
+// (a scale that is zero, or not a number) found by a search.
+template <class Target>
+__device__ __forceinline__ unsigned pf_first(double c, double inv, double u, unsigned n, Target target) {
+    const double top = (double)n;
+    double e = ceil(c * inv - u);
+    e = e > 0.0 ? (e < top ? e : top) : 0.0;
+    for (int s = 0; s < 4; ++s) {
+        if (e > 0.0 && !(target(e - 1.0) < c)) e -= 1.0;
+        else if (e < top && target(e) < c) e += 1.0;
+        else return (unsigned)e;
+    }
+    unsigned lo = 0, hi = n;
+    while (lo < hi) {
+        const unsigned mid = lo + (hi - lo) / 2;
+        if (target((double)mid) < c) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
 // The ancestors of the slots of filters that resampled after step kr: PF_AITEMS x
 // PF_BLOCK slots a block (PF_AITEMS is set by the launcher), a grid of
 // (ceil(N / (PF_AITEMS x PF_BLOCK)), B) blocks; systematic and stratified read their
 // blocks' ranges from pf_ranges (ranges null: each block searches its own).
+//
+// Systematic and stratified: slot j's ancestor is the first particle i with c[i] > x_j
+// (the cumulative weights c, the slot's target x_j), so particle i owns the slots whose
+// targets lie in [c[i-1], c[i]), and the last particle whose weight is not zero also owns
+// those past the end (x_j >= c[n-1], by rounding). A block's slots lie between the
+// ancestors of its first and last slots (pf_ranges): each particle of that range marks
+// the first slot it owns, and a running maximum of the marks over the slots gives every
+// slot its ancestor, the first slot's (found by search) carried in. No slot is searched.
+// (c never falls, pf_cdf; were it to, ranges would overlap and the larger particle win,
+// the same on every run.)
 extern "C" __global__ void pf_ancestors(const double* cdf, const double* wtot, const real_t* lw,
                                         const double* fmx, unsigned* anc, const unsigned* flag,
                                         const unsigned* ranges, unsigned n, unsigned kr, unsigned key0,
                                         unsigned key1, unsigned b0, unsigned scheme, unsigned steps_b) {
-    __shared__ double scdf[PF_TILE];
     const unsigned b = blockIdx.y;
     if (flag[b] == 0) return;
     const unsigned j0 = blockIdx.x * (PF_AITEMS * PF_BLOCK);
     const size_t base = (size_t)b * n;
     if (scheme == PF_SYSTEMATIC || scheme == PF_STRATIFIED) {
+        __shared__ unsigned sfirst[PF_SPAN > 0 ? PF_SPAN : 1];
+        __shared__ unsigned smark[PF_AITEMS * PF_BLOCK];
+        __shared__ unsigned srun[PF_BLOCK];
+        __shared__ unsigned srange[2];
         const double* c = cdf + base;
         const double scale = wtot[b] / (double)n;
         const double u0 = pf_uniform_f64(pf_words(0, b + b0, kr, PF_PURPOSE_RESAMPLE, 0, key0, key1).v[0]);
         auto target = [&](unsigned i) { return pf_target(i, scheme, u0, scale, b + b0, kr, key0, key1); };
-        // The targets increase with the slot, so the block's ancestors lie between those
-        // of its first and last slots (pf_ranges); the range streams through shared
-        // memory a tile at a time, each target searched in the tile that holds its
-        // ancestor (ranges longer than PF_WINDOWS tiles, where the weight sits on few
-        // particles: a search in global memory a target, which measured faster).
-        __shared__ unsigned srange[2];
+        const unsigned jn = pf_umin(j0 + PF_AITEMS * PF_BLOCK, n);
         if (ranges != nullptr) {
             if (threadIdx.x < 2) srange[threadIdx.x] = ranges[((size_t)b * gridDim.x + blockIdx.x) * 2 + threadIdx.x];
         } else {
             // Few blocks a filter: the block's first and last threads search.
-            const unsigned jl = pf_umin(j0 + PF_AITEMS * PF_BLOCK, n) - 1;
             if (threadIdx.x == 0) srange[0] = pf_above(c, 0, n, target(j0));
-            if (threadIdx.x == PF_BLOCK - 1) srange[1] = pf_above(c, 0, n, target(jl));
+            if (threadIdx.x == PF_BLOCK - 1) srange[1] = pf_above(c, 0, n, target(jn - 1));
         }
         __syncthreads();
-        const unsigned lo = srange[0], end = srange[1] < n ? srange[1] + 1 : n;
-        const unsigned len = lo < end ? end - lo : 0;
-        double xt[PF_AITEMS];
-        unsigned a[PF_AITEMS];
-#pragma unroll
-        for (unsigned q = 0; q < PF_AITEMS; ++q) {
-            const unsigned j = j0 + q * PF_BLOCK + threadIdx.x;
-            xt[q] = j < n ? target(j) : 0.0;
-            a[q] = end;
-        }
-        if (len <= PF_WINDOWS * PF_TILE) {
-            unsigned open = 0;  // this thread's targets not yet placed: q >= open
-            for (unsigned w0 = lo; w0 < end; w0 += PF_TILE) {
-                const unsigned wl = pf_umin(PF_TILE, end - w0);
-                __syncthreads();
-                for (unsigned i = threadIdx.x; i < wl; i += PF_BLOCK) scdf[i] = c[w0 + i];
-                __syncthreads();
-                const double top = scdf[wl - 1];
-                const bool last = w0 + wl == end;
-#pragma unroll
-                for (unsigned q = 0; q < PF_AITEMS; ++q)
-                    if (q >= open && (xt[q] < top || last)) {
-                        a[q] = w0 + pf_above(scdf, 0, wl, xt[q]);
-                        open = q + 1;
-                    }
+        // Past the end (rounding): the last particle of positive weight.
+        auto last_positive = [&]() {
+            unsigned r = n - 1;
+            while (r > 0 && c[r] == c[r - 1]) --r;
+            return r;
+        };
+        unsigned lo = srange[0];
+        if (lo >= n) lo = last_positive();
+        const unsigned end = srange[1] < n ? srange[1] + 1 : n;
+        if (end <= lo + PF_SPAN) {
+            // Each particle's end: the first slot whose target reaches its cumulative
+            // weight (n for the last particle of positive weight, which owns the slots
+            // past the end too). Slot e held as a double, so no conversion a target.
+            const double cl = c[n - 1], inv = 1.0 / scale;
+            const double u = scheme == PF_SYSTEMATIC ? u0 : 0.5;
+            auto at = [&](double e) {
+                return scheme == PF_SYSTEMATIC ? (e + u0) * scale : target((unsigned)e);
+            };
+            for (unsigned i = lo + threadIdx.x; i < end; i += PF_BLOCK) {
+                const double ci = c[i];
+                sfirst[i - lo] = ci == cl && (i == 0 || c[i - 1] < ci) ? n : pf_first(ci, inv, u, n, at);
             }
-        } else {
+            for (unsigned s = threadIdx.x; s < PF_AITEMS * PF_BLOCK; s += PF_BLOCK) smark[s] = 0;
+            __syncthreads();
+            // Each particle after the first slot's ancestor marks the first slot it owns.
+            for (unsigned i = lo + 1 + threadIdx.x; i < end; i += PF_BLOCK) {
+                const unsigned s0 = sfirst[i - 1 - lo], s1 = sfirst[i - lo];
+                if (s0 >= j0 && s0 < jn && s0 < s1) atomicMax(&smark[s0 - j0], i);
+            }
+            __syncthreads();
+            // The running maximum: each thread over PF_AITEMS neighbouring slots, a block
+            // scan of the threads' maxima, the first slot's ancestor carried in.
+            const unsigned t0 = threadIdx.x * PF_AITEMS;
+            unsigned mx = 0;
 #pragma unroll
-            for (unsigned q = 0; q < PF_AITEMS; ++q) a[q] = pf_above(c, lo, end, xt[q]);
+            for (unsigned q = 0; q < PF_AITEMS; ++q) mx = pf_umax(mx, smark[t0 + q]);
+            srun[threadIdx.x] = mx;
+            __syncthreads();
+            for (unsigned d = 1; d < PF_BLOCK; d <<= 1) {
+                const unsigned add = threadIdx.x >= d ? srun[threadIdx.x - d] : 0u;
+                __syncthreads();
+                srun[threadIdx.x] = pf_umax(srun[threadIdx.x], add);
+                __syncthreads();
+            }
+            unsigned run = pf_umax(lo, threadIdx.x > 0 ? srun[threadIdx.x - 1] : 0u);
+#pragma unroll
+            for (unsigned q = 0; q < PF_AITEMS; ++q) {
+                run = pf_umax(run, smark[t0 + q]);
+                smark[t0 + q] = run;
+            }
+            __syncthreads();
+            for (unsigned s = threadIdx.x; s < jn - j0; s += PF_BLOCK) anc[base + j0 + s] = smark[s];
+            return;
         }
+        // The weight on few particles: a search in global memory a slot.
 #pragma unroll
         for (unsigned q = 0; q < PF_AITEMS; ++q) {
             const unsigned j = j0 + q * PF_BLOCK + threadIdx.x;
             if (j >= n) break;
-            unsigned r = a[q];
-            if (r >= n) {
-                // Past the end (rounding): the last particle of positive weight.
-                r = n - 1;
-                while (r > 0 && c[r] == c[r - 1]) --r;
-            }
+            unsigned r = pf_above(c, lo, end, target(j));
+            if (r >= n) r = last_positive();
             anc[base + j] = r;
         }
         return;
@@ -499,7 +545,11 @@ extern "C" __global__ void pf_combine(const double* rec, double* coef, double* o
 
 // The cumulative sum of a filter's weights in f64, for filters that resample: each chunk
 // scans exp(lw - m_chunk) in tiles of PF_ITEMS x PF_BLOCK (a thread sums PF_ITEMS
-// neighbours, a block scan of the threads' sums) and scales by its coefficient.
+// neighbours, a block scan of the threads' sums) and scales by its coefficient. A chunk's
+// offset comes from pf_step's sum of its weights, which rounds otherwise than this scan
+// (by about f32's rounding of exp), so a chunk's last values may pass the next chunk's
+// offset: they are held at it, which keeps the whole sum non-decreasing (the searches
+// and the marked ancestors need it so).
 extern "C" __global__ void pf_cdf(const real_t* lw, const double* rec, const double* coef,
                                   const double* offs, double* cdf, const unsigned* flag, unsigned n,
                                   unsigned per, unsigned g) {
@@ -512,6 +562,7 @@ extern "C" __global__ void pf_cdf(const real_t* lw, const double* rec, const dou
     const double mb = rec[r * PF_REC];
     const real_t mt = (real_t)mb;
     const double cb = coef[r], off = offs[r];
+    const double next = blockIdx.x + 1 < g ? offs[r + 1] : PF_INF;
     const size_t base = (size_t)b * n;
     const unsigned start = blockIdx.x * per * PF_BLOCK;
     const unsigned end = pf_umin(start + per * PF_BLOCK, n);
@@ -546,7 +597,7 @@ extern "C" __global__ void pf_cdf(const real_t* lw, const double* rec, const dou
 #pragma unroll
         for (int q = 0; q < PF_ITEMS; ++q) {
             const unsigned i = t0 + q * PF_BLOCK + threadIdx.x;
-            if (i < end) cdf[base + i] = off + cb * tile[PF_PAD(q * PF_BLOCK + threadIdx.x)];
+            if (i < end) cdf[base + i] = fmin(off + cb * tile[PF_PAD(q * PF_BLOCK + threadIdx.x)], next);
         }
         __syncthreads();
     }
