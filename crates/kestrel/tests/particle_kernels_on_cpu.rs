@@ -41,9 +41,9 @@ fn build_with<T: Real>(cxx: &str, model: &PfModel, dir: &Path, defines: &str) ->
         source::<T>(model, BLOCK).unwrap()
     );
     // One executable per set of defines (a shared name would leave the last one built).
-    let tag: u64 = defines
-        .bytes()
-        .fold(0xcbf2_9ce4_8422_2325, |h, c| (h ^ c as u64).wrapping_mul(0x100_0000_01b3));
+    let tag: u64 = defines.bytes().fold(0xcbf2_9ce4_8422_2325, |h, c| {
+        (h ^ c as u64).wrapping_mul(0x100_0000_01b3)
+    });
     let name = format!("pf_{}_{tag:016x}", T::NAME);
     compile(cxx, dir, &name, &src, FLAGS)
 }
@@ -328,8 +328,12 @@ fn marked_ancestors_are_the_searched_ones() {
         let (_, z) = kestrel::particle::simulate(&model, 3, 8, 9, 0.0).unwrap();
         let small = "#define PF_ITEMS 2\n#define PF_AITEMS 2\n";
         let marked = build_with::<f64>(&cxx, &model, dir.path(), small);
-        let searched =
-            build_with::<f64>(&cxx, &model, dir.path(), &format!("#define PF_SPAN 0\n{small}"));
+        let searched = build_with::<f64>(
+            &cxx,
+            &model,
+            dir.path(),
+            &format!("#define PF_SPAN 0\n{small}"),
+        );
         for (resampler, ess) in [(Resampler::Systematic, 1.0), (Resampler::Stratified, 0.7)] {
             for (n, per) in [(100, 1), (100, 3), (301, 2)] {
                 let mut opts = PfOptions::new(n);
@@ -347,7 +351,10 @@ fn marked_ancestors_are_the_searched_ones() {
                         .map(|v| v.to_bits())
                         .collect::<Vec<_>>()
                 };
-                assert!(a.mean.iter().all(|v| v.is_finite()), "an output was not written");
+                assert!(
+                    a.mean.iter().all(|v| v.is_finite()),
+                    "an output was not written"
+                );
                 assert_eq!(bits(&a), bits(&b), "{resampler}, N {n}, chunks of {per}");
                 assert_eq!(a.fail, b.fail);
             }
@@ -391,7 +398,12 @@ fn marked_ancestors_cover_the_edge_cases_of_the_search() {
     let model = pf_model_from_toml(RANGE, Path::new("m.toml")).unwrap();
     let small = "#define PF_AITEMS 2\n";
     let marked = build_with::<f64>(&cxx, &model, dir.path(), small);
-    let searched = build_with::<f64>(&cxx, &model, dir.path(), &format!("#define PF_SPAN 0\n{small}"));
+    let searched = build_with::<f64>(
+        &cxx,
+        &model,
+        dir.path(),
+        &format!("#define PF_SPAN 0\n{small}"),
+    );
     let mut next = {
         let mut x = 0x2545_f491_4f6c_dd1du64;
         move || {
@@ -403,12 +415,19 @@ fn marked_ancestors_cover_the_edge_cases_of_the_search() {
     };
     let cum = |w: &[f64]| {
         let mut s = 0.0;
-        w.iter().map(|v| { s += v; s }).collect::<Vec<f64>>()
+        w.iter()
+            .map(|v| {
+                s += v;
+                s
+            })
+            .collect::<Vec<f64>>()
     };
     let mut cases: Vec<(Vec<f64>, f64)> = Vec::new();
     for n in [7usize, 100, 301] {
         // Random weights, a third of them zero, in runs.
-        let w: Vec<f64> = (0..n).map(|i| if (i / 5) % 3 == 1 { 0.0 } else { next() }).collect();
+        let w: Vec<f64> = (0..n)
+            .map(|i| if (i / 5) % 3 == 1 { 0.0 } else { next() })
+            .collect();
         let c = cum(&w);
         let t = c[n - 1];
         cases.push((c.clone(), t));
@@ -440,8 +459,16 @@ fn marked_ancestors_cover_the_edge_cases_of_the_search() {
             for ahead in [false, true] {
                 let a = ancestors(&marked, dir.path(), c, *wtot, scheme, ahead);
                 let b = ancestors(&searched, dir.path(), c, *wtot, scheme, ahead);
-                assert!(a.iter().all(|&v| (v as usize) < c.len()), "a slot was not written");
-                assert_eq!(a, b, "N {}, total {wtot}, scheme {scheme}, ahead {ahead}", c.len());
+                assert!(
+                    a.iter().all(|&v| (v as usize) < c.len()),
+                    "a slot was not written"
+                );
+                assert_eq!(
+                    a,
+                    b,
+                    "N {}, total {wtot}, scheme {scheme}, ahead {ahead}",
+                    c.len()
+                );
             }
         }
     }
