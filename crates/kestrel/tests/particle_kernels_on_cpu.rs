@@ -249,24 +249,19 @@ fn the_filter_kernels_match_the_cpu_filter() {
     let model = pf_model_from_toml(RANGE, Path::new("m.toml")).unwrap();
     let (_, z) = kestrel::particle::simulate(&model, 4, 6, 5, 0.1).unwrap();
     // The kernels as built for the GPU, and with limits small enough that 100 particles
-    // take the long paths: the ancestors marked over ranges of up to 128 particles, or
-    // searched in global memory where a block's range passes 8; several tiles of the
-    // cumulative sum a chunk (2 x 32 weights); two blocks of ancestors (2 x 32 slots
-    // each).
+    // take the long paths: several tiles of the cumulative sum a chunk (2 x 32 weights),
+    // two blocks of Metropolis and rejection ancestors (2 x 32 slots each); tiles of 32
+    // weights whose slots pass the 64 that shared memory stages, each particle writing
+    // its own or listing ranges longer than 2 slots in pieces of 3.
     let exes = [
         build::<f64>(&cxx, &model, dir.path()),
         build_with::<f64>(
             &cxx,
             &model,
             dir.path(),
-            "#define PF_SPAN 128\n#define PF_ITEMS 2\n#define PF_AITEMS 2\n",
+            "#define PF_ITEMS 2\n#define PF_AITEMS 2\n",
         ),
-        build_with::<f64>(
-            &cxx,
-            &model,
-            dir.path(),
-            "#define PF_SPAN 8\n#define PF_ITEMS 2\n#define PF_AITEMS 2\n",
-        ),
+        build_with::<f64>(&cxx, &model, dir.path(), TINY),
     ];
     // 100 particles in blocks of 32 (the last one partial); chunks of 1, 2 and 3 blocks.
     for (exe, per) in exes.iter().flat_map(|e| [(e, 1), (e, 2), (e, 3)]) {
@@ -313,97 +308,109 @@ fn the_filter_kernels_match_the_cpu_filter() {
     }
 }
 
+/// Limits that send every tile of systematic and stratified resampling with uneven
+/// weights past shared memory (32 weights a tile, 64 slots staged), ranges of more than 2
+/// slots to pf_fill's list, in pieces of 3.
+const TINY: &str =
+    "#define PF_ITEMS 1\n#define PF_AITEMS 2\n#define PF_LONG 2\n#define PF_PIECE 3\n";
+
 #[test]
-fn marked_ancestors_are_the_searched_ones() {
-    // The ancestors of systematic and stratified resampling marked over each block's range
-    // of particles (the default) against every slot searched in the cumulative weights
-    // (PF_SPAN 0): the same ancestors, so the same outputs to the bit. Sharp measurements
-    // (r 0.05) put the weight on few particles, leaving long runs of zero weight and
-    // slots past the end of the cumulative sum by rounding.
+fn offspring_are_the_reference_ancestors_at_every_step() {
+    // Whole filters, systematic and stratified: at every step that resamples, the harness
+    // poisons the slots, runs pf_offspring and pf_fill, and checks every slot against the
+    // ancestors found a slot at a time from pf_cdf's cumulative weights (exit 3 on the
+    // first difference). Sharp measurements (r 0.05) put the weight on few particles:
+    // long runs of zero weight, particles owning many slots, slots past the end by
+    // rounding.
     let Some(cxx) = compiler() else { return };
     let dir = tempfile::tempdir().unwrap();
     let sharp = RANGE.replace("r = 1.0", "r = 0.05");
     for text in [RANGE, sharp.as_str()] {
         let model = pf_model_from_toml(text, Path::new("m.toml")).unwrap();
         let (_, z) = kestrel::particle::simulate(&model, 3, 8, 9, 0.0).unwrap();
-        let small = "#define PF_ITEMS 2\n#define PF_AITEMS 2\n";
-        let marked = build_with::<f64>(&cxx, &model, dir.path(), small);
-        let searched = build_with::<f64>(
-            &cxx,
-            &model,
-            dir.path(),
-            &format!("#define PF_SPAN 0\n{small}"),
-        );
-        for (resampler, ess) in [(Resampler::Systematic, 1.0), (Resampler::Stratified, 0.7)] {
-            for (n, per) in [(100, 1), (100, 3), (301, 2)] {
-                let mut opts = PfOptions::new(n);
-                opts.resampler = resampler;
-                opts.ess_threshold = ess;
-                opts.seed = 5;
-                let a = run_device(&marked, dir.path(), &z, &opts, 4, per);
-                let b = run_device(&searched, dir.path(), &z, &opts, 4, per);
-                let bits = |r: &DeviceRun<f64>| {
-                    r.mean
-                        .iter()
-                        .chain(&r.cov)
-                        .chain(&r.loglik)
-                        .chain(&r.ess)
-                        .map(|v| v.to_bits())
-                        .collect::<Vec<_>>()
-                };
-                assert!(
-                    a.mean.iter().all(|v| v.is_finite()),
-                    "an output was not written"
-                );
-                assert_eq!(bits(&a), bits(&b), "{resampler}, N {n}, chunks of {per}");
-                assert_eq!(a.fail, b.fail);
+        let exes = [
+            build_with::<f64>(
+                &cxx,
+                &model,
+                dir.path(),
+                "#define PF_ITEMS 2\n#define PF_AITEMS 2\n",
+            ),
+            build_with::<f64>(&cxx, &model, dir.path(), TINY),
+        ];
+        for exe in &exes {
+            for (resampler, ess) in [(Resampler::Systematic, 1.0), (Resampler::Stratified, 0.7)] {
+                for (n, per) in [(100, 1), (100, 3), (301, 2), (700, 1)] {
+                    let mut opts = PfOptions::new(n);
+                    opts.resampler = resampler;
+                    opts.ess_threshold = ess;
+                    opts.seed = 5;
+                    let a = run_device(exe, dir.path(), &z, &opts, 4, per);
+                    assert!(
+                        a.mean.iter().all(|v| v.is_finite()),
+                        "an output was not written"
+                    );
+                }
             }
         }
     }
 }
 
-/// `pf_ancestors` of one filter with cumulative weights `cdf` and total `wtot`.
-fn ancestors(exe: &Path, dir: &Path, cdf: &[f64], wtot: f64, scheme: u32, ahead: bool) -> Vec<u32> {
+/// pf_offspring and pf_fill for one filter (log-weights `lw`, chunks of `per` blocks
+/// with coefficients `coef` and offsets `offs`, total `wtot`): the ancestors, and the
+/// reference's.
+#[allow(clippy::too_many_arguments)]
+fn offspring(
+    exe: &Path,
+    dir: &Path,
+    lw: &[f64],
+    per: u32,
+    coef: &[f64],
+    offs: &[f64],
+    wtot: f64,
+    scheme: u32,
+) -> (Vec<u32>, Vec<u32>) {
     let mut input = Vec::new();
-    for v in [cdf.len() as u32, scheme, 4, 77, 91, 2, ahead as u32] {
+    for v in [lw.len() as u32, per, scheme, 4, 77, 91, 2] {
         input.extend(v.to_le_bytes());
     }
     input.extend(wtot.to_le_bytes());
-    input.extend(bytes(cdf));
+    input.extend(bytes(lw));
+    input.extend(bytes(coef));
+    input.extend(bytes(offs));
     let (fin, fout) = (dir.join("a.bin"), dir.join("a.out"));
     std::fs::write(&fin, input).unwrap();
     let st = Command::new(exe)
-        .arg("ancestors")
+        .arg("offspring")
         .arg(&fin)
         .arg(&fout)
         .status()
         .unwrap();
     assert!(st.success());
-    std::fs::read(&fout)
+    let all: Vec<u32> = std::fs::read(&fout)
         .unwrap()
         .chunks_exact(4)
         .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
-        .collect()
+        .collect();
+    let (a, r) = all.split_at(lw.len());
+    (a.to_vec(), r.to_vec())
 }
 
 #[test]
-fn marked_ancestors_cover_the_edge_cases_of_the_search() {
-    // Cumulative weights made to reach the edges: long runs of zero weight, the weight on
-    // one particle, totals above the sum's end (slots past it, by rounding) with the last
-    // particle of positive weight owning no slot of its own, whole blocks of slots past
-    // the end, and all weights zero but the first. The marked ancestors against the searched ones (PF_SPAN 0), both ways of
-    // finding the blocks' ranges.
+fn offspring_cover_the_edge_cases() {
+    // Log-weights and chunk offsets made to reach the edges: long runs of zero weight,
+    // the weight on one particle (one range of every slot), chunks without weight (last
+    // ones too), a chunk whose coefficient underflowed, offsets above and below the
+    // chunks' own sums (slots between a chunk's last weight and the next offset), totals
+    // above the sum's end (slots past it), no weight at all. Every slot written, each to
+    // the reference's ancestor; where the offsets and total are the sums', systematic
+    // gives each particle n w / W slots to within one (and one more by rounding).
     let Some(cxx) = compiler() else { return };
     let dir = tempfile::tempdir().unwrap();
     let model = pf_model_from_toml(RANGE, Path::new("m.toml")).unwrap();
-    let small = "#define PF_AITEMS 2\n";
-    let marked = build_with::<f64>(&cxx, &model, dir.path(), small);
-    let searched = build_with::<f64>(
-        &cxx,
-        &model,
-        dir.path(),
-        &format!("#define PF_SPAN 0\n{small}"),
-    );
+    let exes = [
+        build_with::<f64>(&cxx, &model, dir.path(), "#define PF_AITEMS 2\n"),
+        build_with::<f64>(&cxx, &model, dir.path(), TINY),
+    ];
     let mut next = {
         let mut x = 0x2545_f491_4f6c_dd1du64;
         move || {
@@ -413,65 +420,127 @@ fn marked_ancestors_cover_the_edge_cases_of_the_search() {
             (x >> 11) as f64 / (1u64 << 53) as f64
         }
     };
-    let cum = |w: &[f64]| {
-        let mut s = 0.0;
-        w.iter()
-            .map(|v| {
-                s += v;
-                s
+    let ninf = f64::NEG_INFINITY;
+    // The chunks' coefficients and offsets from their sums (scaled by `bend` each).
+    let chunks = |lw: &[f64], per: usize, bend: &mut dyn FnMut() -> f64| {
+        let c = per * 32;
+        let g = lw.len().div_ceil(c);
+        let m: Vec<f64> = (0..g)
+            .map(|r| {
+                lw[r * c..lw.len().min((r + 1) * c)]
+                    .iter()
+                    .cloned()
+                    .fold(ninf, f64::max)
             })
-            .collect::<Vec<f64>>()
-    };
-    let mut cases: Vec<(Vec<f64>, f64)> = Vec::new();
-    for n in [7usize, 100, 301] {
-        // Random weights, a third of them zero, in runs.
-        let w: Vec<f64> = (0..n)
-            .map(|i| if (i / 5) % 3 == 1 { 0.0 } else { next() })
             .collect();
-        let c = cum(&w);
-        let t = c[n - 1];
-        cases.push((c.clone(), t));
-        // The total a little above the sum's end: the last slots fall past it.
-        cases.push((c.clone(), t * (1.0 + 1e-3)));
-        // The weight on one particle.
-        let mut one = vec![0.0; n];
-        one[n / 3] = 1.0;
-        cases.push((cum(&one), 1.0));
-        cases.push((cum(&one), 1.0 + 1e-9));
-        // The last positive weight too small to own a slot, the tail past the end.
-        let mut w2 = w.clone();
-        for v in &mut w2[n - n / 4..] {
-            *v = 0.0;
+        let top = m.iter().cloned().fold(ninf, f64::max);
+        let (mut coef, mut offs, mut o) = (Vec::new(), Vec::new(), 0.0);
+        for r in 0..g {
+            let cj = if m[r] > ninf { (m[r] - top).exp() } else { 0.0 };
+            let s: f64 = lw[r * c..lw.len().min((r + 1) * c)]
+                .iter()
+                .map(|&l| if m[r] > ninf { (l - m[r]).exp() } else { 0.0 })
+                .sum();
+            coef.push(cj);
+            offs.push(o);
+            o += cj * s * bend();
         }
-        w2[n - n / 4 - 1] = 1e-12;
-        let c2 = cum(&w2);
-        cases.push((c2.clone(), c2[n - 1] * (1.0 + 1e-2)));
-        // Whole blocks of slots past the end.
-        cases.push((c2.clone(), c2[n - 1] * 1.5));
-        // Only the first weight.
-        let mut first = vec![0.0; n];
-        first[0] = 0.25;
-        cases.push((cum(&first), 0.25 * (1.0 + 1e-6)));
-        cases.push((cum(&first), 0.5));
-    }
-    for (c, wtot) in &cases {
-        for scheme in [0u32, 1] {
-            for ahead in [false, true] {
-                let a = ancestors(&marked, dir.path(), c, *wtot, scheme, ahead);
-                let b = ancestors(&searched, dir.path(), c, *wtot, scheme, ahead);
-                assert!(
-                    a.iter().all(|&v| (v as usize) < c.len()),
-                    "a slot was not written"
-                );
-                assert_eq!(
-                    a,
-                    b,
-                    "N {}, total {wtot}, scheme {scheme}, ahead {ahead}",
-                    c.len()
-                );
+        (coef, offs, o)
+    };
+    let mut cases: Vec<(Vec<f64>, u32, Vec<f64>, Vec<f64>, f64, bool)> = Vec::new();
+    for (n, per) in [(7usize, 1u32), (100, 1), (301, 2), (700, 1), (700, 3)] {
+        let random: Vec<f64> = (0..n)
+            .map(|i| {
+                if (i / 5) % 3 == 1 {
+                    ninf
+                } else {
+                    -3.0 * next()
+                }
+            })
+            .collect();
+        let mut one = vec![ninf; n];
+        one[n / 3] = 0.0;
+        let mut first = vec![ninf; n];
+        first[0] = -1.0;
+        let mut tail_empty = random.clone();
+        for v in &mut tail_empty[n - n.min(70)..] {
+            *v = ninf;
+        }
+        for lw in [random, one, first, tail_empty, vec![ninf; n]] {
+            for bend in [0.0, 1e-3, -1e-3, 1e-12] {
+                let mut shift = || 1.0 + bend * (2.0 * next() - 1.0);
+                let (coef, offs, tot) = chunks(&lw, per as usize, &mut shift);
+                let exact = bend == 0.0;
+                cases.push((lw.clone(), per, coef.clone(), offs.clone(), tot, exact));
+                let above = tot * (1.0 + bend.abs());
+                cases.push((lw.clone(), per, coef.clone(), offs.clone(), above, exact));
+                if coef.len() > 1 {
+                    // A chunk's coefficient underflowed.
+                    let mut c2 = coef.clone();
+                    c2[1] = 0.0;
+                    let mut o2 = offs.clone();
+                    for r in 2..o2.len() {
+                        o2[r] = offs[r] - offs[2] + offs[1];
+                    }
+                    let t2 = tot - offs[2] + offs[1];
+                    cases.push((lw.clone(), per, c2, o2, t2, false));
+                }
             }
         }
     }
+    let mut listed = 0;
+    for (lw, per, coef, offs, wtot, exact) in &cases {
+        let n = lw.len();
+        let c = *per as usize * 32;
+        let w: Vec<f64> = (0..n)
+            .map(|i| {
+                let r = i / c;
+                let m = lw[r * c..n.min((r + 1) * c)]
+                    .iter()
+                    .cloned()
+                    .fold(ninf, f64::max);
+                if m > ninf {
+                    coef[r] * (lw[i] - m).exp()
+                } else {
+                    0.0
+                }
+            })
+            .collect();
+        for exe in &exes {
+            for scheme in [0u32, 1] {
+                let (a, r) = offspring(exe, dir.path(), lw, *per, coef, offs, *wtot, scheme);
+                assert!(
+                    a.iter().all(|&v| (v as usize) < n),
+                    "a slot was not written"
+                );
+                assert_eq!(
+                    a, r,
+                    "N {n}, chunks of {per}, total {wtot}, scheme {scheme}"
+                );
+                if *exact && scheme == 0 && *wtot > 0.0 {
+                    let mut count = vec![0usize; n];
+                    for &i in &a {
+                        count[i as usize] += 1;
+                    }
+                    for i in 0..n {
+                        let e = n as f64 * w[i] / wtot;
+                        assert!(
+                            (count[i] as f64 - e).abs() < 2.0,
+                            "N {n}, chunks of {per}: particle {i} has {} slots for {e:.3}",
+                            count[i]
+                        );
+                    }
+                }
+                // The list's path taken (a particle owning more than 2 slots).
+                let mut run = 1;
+                for w in a.windows(2) {
+                    run = if w[0] == w[1] { run + 1 } else { 1 };
+                    listed += usize::from(run == 3);
+                }
+            }
+        }
+    }
+    assert!(listed > 0);
 }
 
 #[test]

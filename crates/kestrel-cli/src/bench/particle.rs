@@ -262,7 +262,7 @@ pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
     ] {
         let (ts, tg_) = (alone_of[&search], alone_of[&grid]);
         errln!(
-            "pf cuda f32 N={n_alone}: {search} by search {} a step, by the grid {} ({:.2}x)",
+            "pf cuda f32 N={n_alone}: {search} by pf_offspring {} a step, by the grid {} ({:.2}x)",
             fmt_time(ts),
             fmt_time(tg_),
             ts / tg_
@@ -277,7 +277,7 @@ pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
             2,
             &[tg_],
         );
-        r.extra = serde_json::json!({ "particles": n_alone, "search_s": ts, "grid_s": tg_, "speedup": ts / tg_, "note": "resampling alone per step: the search of pf_ancestors against the grid selection of pf_grid (the same ancestors)" });
+        r.extra = serde_json::json!({ "particles": n_alone, "search_s": ts, "grid_s": tg_, "speedup": ts / tg_, "note": "resampling alone per step: pf_offspring (the cumulative sum, each particle writing its slots) against the grid selection of pf_grid (cumulative sum and count)" });
         sink.push(r);
     }
     Ok(())

@@ -32,6 +32,7 @@ inline unsigned atomicMax(unsigned* p, unsigned v) {
     while (o < v && !a.compare_exchange_weak(o, v)) {}
     return o;
 }
+inline unsigned atomicAdd(unsigned* p, unsigned v) { return std::atomic_ref<unsigned>(*p).fetch_add(v); }
 using std::atan2;
 using std::cos;
 using std::exp;

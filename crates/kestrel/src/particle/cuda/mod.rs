@@ -11,7 +11,7 @@
 use super::models::PfModel;
 use super::philox::key_of;
 use super::{PfOptions, PfOutput};
-use crate::cuda::{self, Addr, DevBuf};
+use crate::cuda::{self, DevBuf};
 use crate::data::Measurements;
 use crate::error::{Error, Result};
 use crate::linalg::Real;
@@ -21,19 +21,13 @@ mod params;
 mod source;
 
 use params::{
-    PfAncestors, PfCdf, PfCombine, PfGrid, PfMnOffsets, PfMnSums, PfMnWalk, PfRanges, PfStep,
-    PfSubDraw, PfSubPlan, PfWeightsOut,
+    PfAncestors, PfCdf, PfCombine, PfFill, PfGrid, PfMnOffsets, PfMnSums, PfMnWalk, PfOffspring,
+    PfStep, PfSubDraw, PfSubPlan, PfWeightsOut,
 };
 use source::*;
 pub use source::{block_for, chunk_per, source, ANCESTOR_ITEMS, BLOCK, KERNELS, MAX_NX, MAX_NY};
 
 /// Device bytes a run needs (checked arithmetic: `None` on overflow).
-/// Blocks of ancestors a filter from which their ranges are found by `pf_ranges` ahead
-/// of the search (N = 10^7: 4883 blocks, whose own searches, 2 x 24 dependent reads of
-/// global memory, held each block's other threads: `pf_ancestors` 147 -> 113 us on the
-/// H200, `pf_ranges` 14 us). Below, the blocks fit in about one wave.
-const RANGES_AHEAD_BLOCKS: u32 = 256;
-
 fn device_bytes(
     b: usize,
     t: usize,
@@ -58,9 +52,9 @@ fn device_bytes(
     let particles = b * n * (sc * (2 * nx + 2 + u128::from(keep)) + 8 + 4);
     let chunks = b * g * 8 * (rec + 2);
     let outputs = b * t * sc * (nx + nx * nx + 2 + ny);
-    // Two u32 a block of ancestors (at least 128 x ANCESTOR_ITEMS slots a block).
-    let ranges = b * 8 * (n / 1024 + 1);
-    Some(particles + chunks + outputs + ranges + b * 64)
+    // pf_offspring's list of long ranges: three u32 an entry.
+    let list = b * 12 * offspring_list(n as usize, g as usize) as u128;
+    Some(particles + chunks + outputs + list + b * 64)
 }
 
 /// The bootstrap filter over every track of `z` on GPU `ordinal`.
@@ -222,8 +216,17 @@ fn run<T: Real>(
     let mut xn = DevBuf::<T>::new(&gpu, bn * n * nx, "propagated particles")?;
     let mut lw = DevBuf::<T>::new(&gpu, bn * n, "log-weights")?;
     let mut lwn = DevBuf::<T>::new(&gpu, bn * n, "new log-weights")?;
-    // Every scheme but Metropolis and rejection reads the cumulative weights.
-    let sorted = !matches!(scheme, 2 | 3);
+    // The resamplers of resample.cu read the cumulative weights (systematic and
+    // stratified form them in `pf_offspring` without storing them; Metropolis and
+    // rejection need none).
+    let sorted = scheme >= SYSTEMATIC_GRID;
+    // Systematic and stratified: `pf_offspring`'s list of long ranges for `pf_fill`.
+    let offspring = scheme <= 1;
+    let cap = if offspring { offspring_list(n, g) } else { 1 };
+    let nlong = DevBuf::<u32>::new(&gpu, bn, "long ranges' counts")?;
+    let list = DevBuf::<u32>::new(&gpu, bn * 3 * cap, "long ranges")?;
+    let capu = u32::try_from(cap)
+        .map_err(|_| Error::input(format!("{n} particles: too many for the GPU filter")))?;
     let cdf = DevBuf::<f64>::new(&gpu, if sorted { bn * n } else { 1 }, "cumulative weights")?;
     // Multinomial: the chunks' sums of exponentials; subsets: the plan.
     let mn_chunks = n.div_ceil(super::resample::CHUNK);
@@ -276,18 +279,14 @@ fn run<T: Real>(
         bn as u32,
         1,
     );
-    // Systematic and stratified with many blocks of ancestors a filter: each block's
-    // range of the cumulative weights, found ahead (`pf_ranges`); with few, each block
-    // finds its own (one wave, and a launch saved).
-    let ahead = scheme <= 1 && slots.0 >= RANGES_AHEAD_BLOCKS;
-    let ranges = DevBuf::<u32>::new(
-        &gpu,
-        if ahead { bn * 2 * slots.0 as usize } else { 1 },
-        "ancestor ranges",
-    )?;
-    let ranges_grid = ((2 * slots.0).div_ceil(block), bn as u32, 1);
     let each = (n.div_ceil(block as usize) as u32, bn as u32, 1);
     let one = (1, bn as u32, 1);
+    // pf_fill: about two blocks an SM over the filters (a warp a listed piece).
+    let fill = (
+        (2 * gpu.sms as u32).div_ceil(bn as u32).max(1),
+        bn as u32,
+        1,
+    );
     let blk = (block, 1, 1);
     let (nu, tu, gu, peru) = (n as u32, t as u32, g as u32, per as u32);
     clock.mark(&gpu, &stream, 0)?;
@@ -383,30 +382,7 @@ fn run<T: Real>(
                     cuda::launch(&stream, &module, "pf_grid", each, blk, &p)?;
                 }
             }
-        } else if k > 0 {
-            if ahead {
-                // Each block's range of the cumulative weights, ahead of the search.
-                cuda::launch(
-                    &stream,
-                    &module,
-                    "pf_ranges",
-                    ranges_grid,
-                    blk,
-                    &PfRanges {
-                        cdf: &cdf,
-                        wtot: &wtot,
-                        flag: &flag,
-                        ranges: &ranges,
-                        n: nu,
-                        kr: k - 1,
-                        key0: key[0],
-                        key1: key[1],
-                        b0,
-                        scheme,
-                        blocks: slots.0,
-                    },
-                )?;
-            }
+        } else if k > 0 && !offspring {
             cuda::launch(
                 &stream,
                 &module,
@@ -414,13 +390,10 @@ fn run<T: Real>(
                 slots,
                 blk,
                 &PfAncestors {
-                    cdf: &cdf,
-                    wtot: &wtot,
                     lw: &lw,
                     fmx: &fmax,
                     anc: &anc,
                     flag: &flag,
-                    ranges: &Addr(if ahead { ranges.ptr() } else { 0 }),
                     n: nu,
                     kr: k - 1,
                     key0: key[0],
@@ -482,6 +455,7 @@ fn run<T: Real>(
                 cov: &cov,
                 loglik: &ll,
                 ess: &ess,
+                nlong: &nlong,
                 k,
                 n: nu,
                 steps: tu,
@@ -490,6 +464,38 @@ fn run<T: Real>(
             },
         )?;
         clock.mark(&gpu, &stream, 2)?;
+        if k + 1 < t as u32 && offspring {
+            let p = PfOffspring {
+                lw: &lw,
+                rec: &rec,
+                coef: &coef,
+                offs: &offs,
+                wtot: &wtot,
+                flag: &flag,
+                anc: &anc,
+                nlong: &nlong,
+                list: &list,
+                cap: capu,
+                n: nu,
+                per: peru,
+                g: gu,
+                kr: k,
+                key0: key[0],
+                key1: key[1],
+                b0,
+                scheme,
+            };
+            cuda::launch(&stream, &module, "pf_offspring", chunks, blk, &p)?;
+            let p = PfFill {
+                flag: &flag,
+                nlong: &nlong,
+                list: &list,
+                anc: &anc,
+                cap: capu,
+                n: nu,
+            };
+            cuda::launch(&stream, &module, "pf_fill", fill, blk, &p)?;
+        }
         if k + 1 < t as u32 && sorted {
             cuda::launch(
                 &stream,
@@ -510,7 +516,7 @@ fn run<T: Real>(
                 },
             )?;
         }
-        if k + 1 < t as u32 && sorted {
+        if k + 1 < t as u32 && (sorted || offspring) {
             clock.mark(&gpu, &stream, 3)?;
         }
     }

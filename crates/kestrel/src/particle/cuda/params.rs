@@ -4,15 +4,10 @@
 use crate::cuda::{params, Buf};
 
 params! {
-    /// Parameters of `pf_ranges`.
-    pub(crate) struct PfRanges<'a> for ["pf_ranges"] {
-        cdf: Buf<'a>, wtot: Buf<'a>, flag: Buf<'a>, ranges: Buf<'a>, n: u32, kr: u32, key0: u32,
-        key1: u32, b0: u32, scheme: u32, blocks: u32,
-    }
     /// Parameters of `pf_ancestors`.
     pub(crate) struct PfAncestors<'a> for ["pf_ancestors"] {
-        cdf: Buf<'a>, wtot: Buf<'a>, lw: Buf<'a>, fmx: Buf<'a>, anc: Buf<'a>, flag: Buf<'a>,
-        ranges: Buf<'a>, n: u32, kr: u32, key0: u32, key1: u32, b0: u32, scheme: u32, steps_b: u32,
+        lw: Buf<'a>, fmx: Buf<'a>, anc: Buf<'a>, flag: Buf<'a>, n: u32, kr: u32, key0: u32,
+        key1: u32, b0: u32, scheme: u32, steps_b: u32,
     }
     /// Parameters of `pf_step`.
     pub(crate) struct PfStep<'a> for ["pf_step"] {
@@ -24,12 +19,22 @@ params! {
     pub(crate) struct PfCombine<'a> for ["pf_combine"] {
         rec: Buf<'a>, coef: Buf<'a>, offs: Buf<'a>, z: Buf<'a>, fmx: Buf<'a>, logprev: Buf<'a>,
         wtot: Buf<'a>, flag: Buf<'a>, fail: Buf<'a>, mean: Buf<'a>, cov: Buf<'a>, loglik: Buf<'a>,
-        ess: Buf<'a>, k: u32, n: u32, steps: u32, g: u32, threshold: f64,
+        ess: Buf<'a>, nlong: Buf<'a>, k: u32, n: u32, steps: u32, g: u32, threshold: f64,
     }
     /// Parameters of `pf_cdf`.
     pub(crate) struct PfCdf<'a> for ["pf_cdf"] {
         lw: Buf<'a>, rec: Buf<'a>, coef: Buf<'a>, offs: Buf<'a>, cdf: Buf<'a>, flag: Buf<'a>,
         n: u32, per: u32, g: u32,
+    }
+    /// Parameters of `pf_offspring`.
+    pub(crate) struct PfOffspring<'a> for ["pf_offspring"] {
+        lw: Buf<'a>, rec: Buf<'a>, coef: Buf<'a>, offs: Buf<'a>, wtot: Buf<'a>, flag: Buf<'a>,
+        anc: Buf<'a>, nlong: Buf<'a>, list: Buf<'a>, cap: u32, n: u32, per: u32, g: u32, kr: u32,
+        key0: u32, key1: u32, b0: u32, scheme: u32,
+    }
+    /// Parameters of `pf_fill`.
+    pub(crate) struct PfFill<'a> for ["pf_fill"] {
+        flag: Buf<'a>, nlong: Buf<'a>, list: Buf<'a>, anc: Buf<'a>, cap: u32, n: u32,
     }
     /// Parameters of `pf_weights_out`.
     pub(crate) struct PfWeightsOut<'a> for ["pf_weights_out"] {

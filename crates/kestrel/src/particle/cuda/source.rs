@@ -14,11 +14,12 @@ pub(super) const PF: &str = include_str!("../kernels/pf.cu");
 pub(super) const RESAMPLE: &str = include_str!("../kernels/resample.cu");
 
 /// The kernels of `kernels/pf.cu` and `kernels/resample.cu`.
-pub const KERNELS: [&str; 12] = [
-    "pf_ranges",
+pub const KERNELS: [&str; 13] = [
     "pf_ancestors",
     "pf_step",
     "pf_combine",
+    "pf_offspring",
+    "pf_fill",
     "pf_cdf",
     "pf_weights_out",
     "pf_mn_sums",
@@ -43,6 +44,19 @@ pub fn block_for(_b: usize, n: usize) -> u32 {
     } else {
         BLOCK
     }
+}
+
+/// Systematic and stratified: the longest range of slots a thread of `pf_offspring` writes
+/// itself where its tile's slots do not fit in shared memory (`PF_LONG`; longer ones are
+/// listed for `pf_fill`), and the slots of a listed piece (`PF_PIECE`).
+pub const OFFSPRING_LONG: usize = 64;
+pub const OFFSPRING_PIECE: usize = 4096;
+
+/// Entries of a filter's list of long ranges for N particles in G chunks: ranges of more
+/// than `OFFSPRING_LONG` slots are disjoint, so at most 2 N / `OFFSPRING_LONG` pieces;
+/// each chunk's slots past its last weight one range more.
+pub fn offspring_list(n: usize, g: usize) -> usize {
+    2 * n.div_ceil(OFFSPRING_LONG) + n.div_ceil(OFFSPRING_PIECE) + g + 1
 }
 
 /// Slots a thread of `pf_ancestors` resamples (`PF_AITEMS`).
@@ -158,6 +172,8 @@ pub fn source<T: Real>(model: &PfModel, block: u32) -> Result<String> {
         }
     }
     s += &format!("#ifndef PF_AITEMS\n#define PF_AITEMS {ANCESTOR_ITEMS}\n#endif\n");
+    s += &format!("#ifndef PF_LONG\n#define PF_LONG {OFFSPRING_LONG}\n#endif\n");
+    s += &format!("#ifndef PF_PIECE\n#define PF_PIECE {OFFSPRING_PIECE}\n#endif\n");
     s += "// ---- pf.cu\n";
     s += PF;
     s += &format!(

@@ -3,14 +3,8 @@
 // that the whole grid fills the device: one chunk a filter at B = 10^4 x N = 10^3, about a
 // thousand at B = 1 x N = 10^7), one block per chunk, a grid of (G, B) blocks. Per step:
 //
-//   pf_ranges     (after a step that resampled, systematic and stratified, when a filter
-//                 has many blocks of ancestors) each block's range of the cumulative
-//                 weights: the ancestors of its first and last slots, one search a thread
-//   pf_ancestors  (after a step that resampled) each slot's ancestor: systematic and
-//                 stratified by searching the cumulative weights (the block's range of
-//                 them, from pf_ranges or found by two searches of its own, staged in
-//                 shared memory, PF_AITEMS x PF_BLOCK slots a block); Metropolis and
-//                 rejection need no prefix sum.
+//   pf_ancestors  (after a step that resampled by Metropolis or rejection) each slot's
+//                 ancestor; these need no prefix sum.
 //   pf_step       gather the ancestor (or keep the particle), draw or propagate, weight in
 //                 the log domain; the chunk's largest log-weight and, relative to it and
 //                 to the chunk's first particle, its sums (f64) of w, w^2, w (x - r),
@@ -19,7 +13,12 @@
 //   pf_combine    one block a filter: the largest log-weight, each chunk's scale
 //                 exp(m_chunk - m), the totals, mean, covariance, log-likelihood, ESS, the
 //                 resampling decision and the chunks' offsets in the cumulative sum (f64)
-//   pf_cdf        (when resampling by systematic or stratified) the cumulative sum of the
+//   pf_offspring  (when resampling by systematic or stratified) the cumulative sum of the
+//                 weights in f64, a chunk a block as pf_cdf forms it, and from it each
+//                 particle's slots, which it writes its index into: no sum is stored and
+//                 no slot searched
+//   pf_fill       (after pf_offspring) the long ranges of slots it listed
+//   pf_cdf        (for the other resamplers of resample.cu) the cumulative sum of the
 //                 weights in f64: each chunk scans exp(lw - m_chunk) and scales it
 //
 // Particles and log-weights are double-buffered (read the old, write the new), so a step
@@ -33,12 +32,9 @@
 #define PF_REC (1 + PF_STRIDE + NX)
 // Sums reduced together in one pass of a block reduction.
 #define PF_COLS 8
-// The longest range of particles a block of ancestors walks to mark where each particle's
-// slots begin (systematic and stratified); a block whose slots span more particles (the
-// weight on few of them) searches the cumulative weights in global memory a slot at a time.
-#ifndef PF_SPAN
-#define PF_SPAN 4096
-#endif
+// Systematic and stratified (pf_offspring): a range of slots longer than PF_LONG, in a
+// tile whose slots do not fit in shared memory, is not written by its particle's thread
+// but listed, in pieces of at most PF_PIECE slots, for pf_fill (both set by the launcher).
 // Weights per thread in a tile of the cumulative sum.
 #ifndef PF_ITEMS
 #define PF_ITEMS 8
@@ -162,26 +158,6 @@ __device__ __forceinline__ double pf_target(unsigned i, unsigned scheme, double 
     return ((double)i + u) * scale;
 }
 
-// The range of the cumulative weights each block of pf_ancestors searches (systematic
-// and stratified): the ancestors of the block's first and last slots, each by a search
-// of the whole array, one search a thread, a grid of (ceil(2 x blocks / PF_BLOCK), B).
-// Done ahead of pf_ancestors: a block that searched them itself held its other threads
-// at a barrier through 2 x log2(N) dependent reads of global memory.
-extern "C" __global__ void pf_ranges(const double* cdf, const double* wtot, const unsigned* flag,
-                                     unsigned* ranges, unsigned n, unsigned kr, unsigned key0, unsigned key1,
-                                     unsigned b0, unsigned scheme, unsigned blocks) {
-    const unsigned b = blockIdx.y;
-    if (flag[b] == 0) return;
-    const unsigned t = blockIdx.x * PF_BLOCK + threadIdx.x;
-    if (t >= 2 * blocks) return;
-    const unsigned j0 = (t / 2) * (PF_AITEMS * PF_BLOCK);
-    const unsigned j = t % 2 == 0 ? j0 : pf_umin(j0 + PF_AITEMS * PF_BLOCK, n) - 1;
-    const size_t base = (size_t)b * n;
-    const double u0 = pf_uniform_f64(pf_words(0, b + b0, kr, PF_PURPOSE_RESAMPLE, 0, key0, key1).v[0]);
-    const double x = pf_target(j, scheme, u0, wtot[b] / (double)n, b + b0, kr, key0, key1);
-    ranges[(size_t)b * 2 * blocks + t] = pf_above(cdf + base, 0, n, x);
-}
-
 // The first slot whose target is at least c (n when none), given target(e) for a slot e
 // held as a double: the targets increase with the slot, so it is the slot that
 // c / scale - u estimates, moved a step or two where that rounds the other way, or else
@@ -205,111 +181,17 @@ __device__ __forceinline__ unsigned pf_first(double c, double inv, double u, uns
     return lo;
 }
 
-// The ancestors of the slots of filters that resampled after step kr: PF_AITEMS x
-// PF_BLOCK slots a block (PF_AITEMS is set by the launcher), a grid of
-// (ceil(N / (PF_AITEMS x PF_BLOCK)), B) blocks; systematic and stratified read their
-// blocks' ranges from pf_ranges (ranges null: each block searches its own).
-//
-// Systematic and stratified: slot j's ancestor is the first particle i with c[i] > x_j
-// (the cumulative weights c, the slot's target x_j), so particle i owns the slots whose
-// targets lie in [c[i-1], c[i]), and the last particle whose weight is not zero also owns
-// those past the end (x_j >= c[n-1], by rounding). A block's slots lie between the
-// ancestors of its first and last slots (pf_ranges): each particle of that range marks
-// the first slot it owns, and a running maximum of the marks over the slots gives every
-// slot its ancestor, the first slot's (found by search) carried in. No slot is searched.
-// (c never falls, pf_cdf; were it to, ranges would overlap and the larger particle win,
-// the same on every run.)
-extern "C" __global__ void pf_ancestors(const double* cdf, const double* wtot, const real_t* lw,
-                                        const double* fmx, unsigned* anc, const unsigned* flag,
-                                        const unsigned* ranges, unsigned n, unsigned kr, unsigned key0,
-                                        unsigned key1, unsigned b0, unsigned scheme, unsigned steps_b) {
+// The ancestors of the slots of filters that resampled after step kr by Metropolis or
+// rejection (no prefix sum): PF_AITEMS x PF_BLOCK slots a block (PF_AITEMS is set by the
+// launcher), a grid of (ceil(N / (PF_AITEMS x PF_BLOCK)), B) blocks. Systematic and
+// stratified are pf_offspring's.
+extern "C" __global__ void pf_ancestors(const real_t* lw, const double* fmx, unsigned* anc, const unsigned* flag,
+                                        unsigned n, unsigned kr, unsigned key0, unsigned key1, unsigned b0,
+                                        unsigned scheme, unsigned steps_b) {
     const unsigned b = blockIdx.y;
     if (flag[b] == 0) return;
     const unsigned j0 = blockIdx.x * (PF_AITEMS * PF_BLOCK);
     const size_t base = (size_t)b * n;
-    if (scheme == PF_SYSTEMATIC || scheme == PF_STRATIFIED) {
-        __shared__ unsigned sfirst[PF_SPAN > 0 ? PF_SPAN : 1];
-        __shared__ unsigned smark[PF_AITEMS * PF_BLOCK];
-        __shared__ unsigned srun[PF_BLOCK];
-        __shared__ unsigned srange[2];
-        const double* c = cdf + base;
-        const double scale = wtot[b] / (double)n;
-        const double u0 = pf_uniform_f64(pf_words(0, b + b0, kr, PF_PURPOSE_RESAMPLE, 0, key0, key1).v[0]);
-        auto target = [&](unsigned i) { return pf_target(i, scheme, u0, scale, b + b0, kr, key0, key1); };
-        const unsigned jn = pf_umin(j0 + PF_AITEMS * PF_BLOCK, n);
-        if (ranges != nullptr) {
-            if (threadIdx.x < 2) srange[threadIdx.x] = ranges[((size_t)b * gridDim.x + blockIdx.x) * 2 + threadIdx.x];
-        } else {
-            // Few blocks a filter: the block's first and last threads search.
-            if (threadIdx.x == 0) srange[0] = pf_above(c, 0, n, target(j0));
-            if (threadIdx.x == PF_BLOCK - 1) srange[1] = pf_above(c, 0, n, target(jn - 1));
-        }
-        __syncthreads();
-        // Past the end (rounding): the last particle of positive weight.
-        auto last_positive = [&]() {
-            unsigned r = n - 1;
-            while (r > 0 && c[r] == c[r - 1]) --r;
-            return r;
-        };
-        unsigned lo = srange[0];
-        if (lo >= n) lo = last_positive();
-        const unsigned end = srange[1] < n ? srange[1] + 1 : n;
-        if (end <= lo + PF_SPAN) {
-            // Each particle's end: the first slot whose target reaches its cumulative
-            // weight (n for the last particle of positive weight, which owns the slots
-            // past the end too). Slot e held as a double, so no conversion a target.
-            const double cl = c[n - 1], inv = 1.0 / scale;
-            const double u = scheme == PF_SYSTEMATIC ? u0 : 0.5;
-            auto at = [&](double e) {
-                return scheme == PF_SYSTEMATIC ? (e + u0) * scale : target((unsigned)e);
-            };
-            for (unsigned i = lo + threadIdx.x; i < end; i += PF_BLOCK) {
-                const double ci = c[i];
-                sfirst[i - lo] = ci == cl && (i == 0 || c[i - 1] < ci) ? n : pf_first(ci, inv, u, n, at);
-            }
-            for (unsigned s = threadIdx.x; s < PF_AITEMS * PF_BLOCK; s += PF_BLOCK) smark[s] = 0;
-            __syncthreads();
-            // Each particle after the first slot's ancestor marks the first slot it owns.
-            for (unsigned i = lo + 1 + threadIdx.x; i < end; i += PF_BLOCK) {
-                const unsigned s0 = sfirst[i - 1 - lo], s1 = sfirst[i - lo];
-                if (s0 >= j0 && s0 < jn && s0 < s1) atomicMax(&smark[s0 - j0], i);
-            }
-            __syncthreads();
-            // The running maximum: each thread over PF_AITEMS neighbouring slots, a block
-            // scan of the threads' maxima, the first slot's ancestor carried in.
-            const unsigned t0 = threadIdx.x * PF_AITEMS;
-            unsigned mx = 0;
-#pragma unroll
-            for (unsigned q = 0; q < PF_AITEMS; ++q) mx = pf_umax(mx, smark[t0 + q]);
-            srun[threadIdx.x] = mx;
-            __syncthreads();
-            for (unsigned d = 1; d < PF_BLOCK; d <<= 1) {
-                const unsigned add = threadIdx.x >= d ? srun[threadIdx.x - d] : 0u;
-                __syncthreads();
-                srun[threadIdx.x] = pf_umax(srun[threadIdx.x], add);
-                __syncthreads();
-            }
-            unsigned run = pf_umax(lo, threadIdx.x > 0 ? srun[threadIdx.x - 1] : 0u);
-#pragma unroll
-            for (unsigned q = 0; q < PF_AITEMS; ++q) {
-                run = pf_umax(run, smark[t0 + q]);
-                smark[t0 + q] = run;
-            }
-            __syncthreads();
-            for (unsigned s = threadIdx.x; s < jn - j0; s += PF_BLOCK) anc[base + j0 + s] = smark[s];
-            return;
-        }
-        // The weight on few particles: a search in global memory a slot.
-#pragma unroll
-        for (unsigned q = 0; q < PF_AITEMS; ++q) {
-            const unsigned j = j0 + q * PF_BLOCK + threadIdx.x;
-            if (j >= n) break;
-            unsigned r = pf_above(c, lo, end, target(j));
-            if (r >= n) r = last_positive();
-            anc[base + j] = r;
-        }
-        return;
-    }
     // The weights relative to the largest, which the max-shift makes exactly 1.
     const real_t mt = (real_t)fmx[b];
     auto weight = [&](unsigned i) { return (double)exp(lw[base + i] - mt); };
@@ -444,8 +326,8 @@ extern "C" __global__ void pf_step(const real_t* __restrict__ x, real_t* __restr
 extern "C" __global__ void pf_combine(const double* rec, double* coef, double* offs, const real_t* z,
                                       double* fmx, double* logprev, double* wtot, unsigned* flag,
                                       unsigned* fail, real_t* mean, real_t* cov, real_t* loglik,
-                                      real_t* ess, unsigned k, unsigned n, unsigned steps, unsigned g,
-                                      double threshold) {
+                                      real_t* ess, unsigned* nlong, unsigned k, unsigned n, unsigned steps,
+                                      unsigned g, double threshold) {
     __shared__ double red[PF_COLS][PF_BLOCK];
     __shared__ double tot[PF_STRIDE];
     __shared__ double r0[NX];
@@ -536,6 +418,7 @@ extern "C" __global__ void pf_combine(const double* rec, double* coef, double* o
         }
     const bool resample = k + 1 < steps && (threshold >= 1.0 || e < threshold * nf);
     flag[b] = resample ? 1u : 0u;
+    nlong[b] = 0u;
     logprev[b] = resample ? log(nf) : log_now;
     wtot[b] = s;
     fmx[b] = mx;
@@ -543,13 +426,44 @@ extern "C" __global__ void pf_combine(const double* rec, double* coef, double* o
 
 #define PF_PAD(i) ((i) + (i) / PF_ITEMS)
 
-// The cumulative sum of a filter's weights in f64, for filters that resample: each chunk
-// scans exp(lw - m_chunk) in tiles of PF_ITEMS x PF_BLOCK (a thread sums PF_ITEMS
-// neighbours, a block scan of the threads' sums) and scales by its coefficient. A chunk's
-// offset comes from pf_step's sum of its weights, which rounds otherwise than this scan
-// (by about f32's rounding of exp), so a chunk's last values may pass the next chunk's
-// offset: they are held at it, which keeps the whole sum non-decreasing (the searches
-// and the marked ancestors need it so).
+// One tile of a chunk's cumulative sum: PF_ITEMS x PF_BLOCK weights exp(lw - mt) from
+// particle t0 (zero past end; thread t's are particles t0 + t PF_ITEMS + q), a thread sums
+// its PF_ITEMS neighbours, a block scan of the threads' sums; v[q] the thread's running
+// sums, the return value the tile's sums before the thread's (carry in). sc[PF_BLOCK - 1]
+// holds the tile's total until the next barrier. pf_cdf and pf_offspring share it, so
+// they form the same sums to the bit.
+__device__ __forceinline__ double pf_tile_scan(const real_t* lw, unsigned t0, unsigned end, double mb, double* tile,
+                                               double* sc, double carry, double* v) {
+    const real_t mt = (real_t)mb;
+#pragma unroll
+    for (int q = 0; q < PF_ITEMS; ++q) {
+        const unsigned i = t0 + q * PF_BLOCK + threadIdx.x;
+        tile[PF_PAD(q * PF_BLOCK + threadIdx.x)] = i < end && mb > -PF_INF ? (double)exp(lw[i] - mt) : 0.0;
+    }
+    __syncthreads();
+    double s = 0.0;
+#pragma unroll
+    for (int q = 0; q < PF_ITEMS; ++q) {
+        s += tile[PF_PAD(threadIdx.x * PF_ITEMS + q)];
+        v[q] = s;
+    }
+    sc[threadIdx.x] = s;
+    __syncthreads();
+    for (unsigned d = 1; d < PF_BLOCK; d <<= 1) {
+        const double add = threadIdx.x >= d ? sc[threadIdx.x - d] : 0.0;
+        __syncthreads();
+        sc[threadIdx.x] += add;
+        __syncthreads();
+    }
+    return carry + (threadIdx.x > 0 ? sc[threadIdx.x - 1] : 0.0);
+}
+
+// The cumulative sum of a filter's weights in f64, for filters that resample (the
+// resamplers of resample.cu): each chunk scans exp(lw - m_chunk) in tiles (pf_tile_scan)
+// and scales by its coefficient. A chunk's offset comes from pf_step's sum of its weights,
+// which rounds otherwise than this scan (by about f32's rounding of exp), so a chunk's
+// last values may pass the next chunk's offset: they are held at it, which keeps the whole
+// sum non-decreasing (the searches need it so).
 extern "C" __global__ void pf_cdf(const real_t* lw, const double* rec, const double* coef,
                                   const double* offs, double* cdf, const unsigned* flag, unsigned n,
                                   unsigned per, unsigned g) {
@@ -560,7 +474,6 @@ extern "C" __global__ void pf_cdf(const real_t* lw, const double* rec, const dou
     if (flag[b] == 0) return;
     const size_t r = (size_t)b * g + blockIdx.x;
     const double mb = rec[r * PF_REC];
-    const real_t mt = (real_t)mb;
     const double cb = coef[r], off = offs[r];
     const double next = blockIdx.x + 1 < g ? offs[r + 1] : PF_INF;
     const size_t base = (size_t)b * n;
@@ -568,28 +481,8 @@ extern "C" __global__ void pf_cdf(const real_t* lw, const double* rec, const dou
     const unsigned end = pf_umin(start + per * PF_BLOCK, n);
     double carry = 0.0;
     for (unsigned t0 = start; t0 < end; t0 += PF_ITEMS * PF_BLOCK) {
-#pragma unroll
-        for (int q = 0; q < PF_ITEMS; ++q) {
-            const unsigned i = t0 + q * PF_BLOCK + threadIdx.x;
-            tile[PF_PAD(q * PF_BLOCK + threadIdx.x)] = i < end && mb > -PF_INF ? (double)exp(lw[base + i] - mt) : 0.0;
-        }
-        __syncthreads();
         double v[PF_ITEMS];
-        double s = 0.0;
-#pragma unroll
-        for (int q = 0; q < PF_ITEMS; ++q) {
-            s += tile[PF_PAD(threadIdx.x * PF_ITEMS + q)];
-            v[q] = s;
-        }
-        sc[threadIdx.x] = s;
-        __syncthreads();
-        for (unsigned d = 1; d < PF_BLOCK; d <<= 1) {
-            const double add = threadIdx.x >= d ? sc[threadIdx.x - d] : 0.0;
-            __syncthreads();
-            sc[threadIdx.x] += add;
-            __syncthreads();
-        }
-        const double before = carry + (threadIdx.x > 0 ? sc[threadIdx.x - 1] : 0.0);
+        const double before = pf_tile_scan(lw + base, t0, end, mb, tile, sc, carry, v);
 #pragma unroll
         for (int q = 0; q < PF_ITEMS; ++q) tile[PF_PAD(threadIdx.x * PF_ITEMS + q)] = before + v[q];
         carry += sc[PF_BLOCK - 1];
@@ -600,6 +493,217 @@ extern "C" __global__ void pf_cdf(const real_t* lw, const double* rec, const dou
             if (i < end) cdf[base + i] = fmin(off + cb * tile[PF_PAD(q * PF_BLOCK + threadIdx.x)], next);
         }
         __syncthreads();
+    }
+}
+
+// A chunk's cumulative weights as pf_cdf stores them, a tile at a time (pf_offspring):
+// the thread's c[q] of particles t0 + t PF_ITEMS + q (past end: the last one's), and rise,
+// the thread's last particle (+ 1) whose c passes its predecessor's (the chunk's first
+// particle's predecessor: the chunk's offset), kept over the tiles as cprev, the last c.
+struct PfChunk {
+    double mb, cb, off, next;
+    double carry, cprev;
+};
+__device__ __forceinline__ void pf_tile_c(const real_t* lw, unsigned t0, unsigned end, PfChunk& k, double* tile,
+                                          double* sc, double* c, unsigned& rise) {
+    double v[PF_ITEMS];
+    const double before = pf_tile_scan(lw, t0, end, k.mb, tile, sc, k.carry, v);
+    k.carry += sc[PF_BLOCK - 1];
+    const unsigned i0 = t0 + threadIdx.x * PF_ITEMS;
+#pragma unroll
+    for (int q = 0; q < PF_ITEMS; ++q)
+        c[q] = i0 + q < end ? fmin(k.off + k.cb * (before + v[q]), k.next) : (q > 0 ? c[q - 1] : 0.0);
+    // The scan's reads of tile are done (its barriers): the threads' last c through it.
+    tile[threadIdx.x] = c[PF_ITEMS - 1];
+    __syncthreads();
+    double p = threadIdx.x == 0 ? k.cprev : tile[threadIdx.x - 1];
+#pragma unroll
+    for (int q = 0; q < PF_ITEMS; ++q) {
+        if (i0 + q < end && c[q] > p) rise = i0 + q + 1;
+        p = c[q];
+    }
+    k.cprev = tile[(pf_umin(end - t0, PF_ITEMS * PF_BLOCK) - 1) / PF_ITEMS];
+    __syncthreads();
+}
+
+// The largest of the block's v (unsigned; red: PF_BLOCK doubles of shared memory).
+__device__ __forceinline__ unsigned pf_block_umax(unsigned v, double* red) {
+    return (unsigned)pf_block_max((double)v, red);
+}
+
+// Lists slots [lo, hi) for particle i (pf_fill), in pieces of at most PF_PIECE slots.
+__device__ __forceinline__ void pf_push(unsigned* count, unsigned* list, unsigned cap, unsigned lo, unsigned hi,
+                                        unsigned i) {
+    const unsigned m = (hi - lo + PF_PIECE - 1) / PF_PIECE;
+    unsigned e = atomicAdd(count, m);
+    for (unsigned p = 0; p < m && e < cap; ++p, ++e) {
+        const unsigned a = lo + p * PF_PIECE;
+        list[3 * (size_t)e] = a;
+        list[3 * (size_t)e + 1] = pf_umin(a + PF_PIECE, hi);
+        list[3 * (size_t)e + 2] = i;
+    }
+}
+
+// Systematic and stratified resampling after step kr, for the filters that resample: a
+// block a chunk (the grid of pf_step), each slot's ancestor in anc.
+//
+// Slot j's target is x_j = (j + u) x total / n (pf_target). The chunks' offsets (pf_combine)
+// cut the targets among the chunks: chunk r holds the slots whose targets lie in
+// [offs[r], offs[r + 1]) (the last chunk, those from offs[r] on). Within it, the chunk's
+// cumulative weights c (pf_tile_scan scaled, held at the next offset: pf_cdf's values to
+// the bit) give particle i the slots with targets in [c[i-1], c[i]) (c before the chunk's
+// first particle: its offset), that is the slots from first(c[i-1]) to first(c[i]), with
+// first(c) the number of slots whose target is below c (pf_first: an estimate and a
+// step or two, not a search). A chunk's slots past its last c (the offsets and the scan
+// round differently) go to the next chunk's first particle; the slots past the last c of
+// all (the total rounds otherwise too) to the last particle whose c rises over its
+// predecessor's (a chunk's first particle: over the chunk's offset; 0 when none rises).
+// So each slot's ancestor is the first particle whose c passes its target, as a search
+// of pf_cdf's sums finds it (pf_grid's selection), or past the end, the last particle of
+// weight. Every slot is written once, by one particle.
+//
+// A tile's slots are staged in shared memory when they fit (2 x PF_ITEMS x PF_BLOCK):
+// each particle marks the first slot it owns, a running maximum of the marks gives every
+// slot its ancestor, and the block writes them in order. Otherwise each particle writes
+// its own slots, and lists a range longer than PF_LONG for pf_fill.
+extern "C" __global__ void pf_offspring(const real_t* lw, const double* rec, const double* coef,
+                                        const double* offs, const double* wtot, const unsigned* flag,
+                                        unsigned* anc, unsigned* nlong, unsigned* list, unsigned cap, unsigned n,
+                                        unsigned per, unsigned g, unsigned kr, unsigned key0, unsigned key1,
+                                        unsigned b0, unsigned scheme) {
+    __shared__ double tile[PF_ITEMS * PF_BLOCK + PF_BLOCK];
+    __shared__ double sc[PF_BLOCK];
+    __shared__ unsigned smark[2 * PF_ITEMS * PF_BLOCK];
+    __shared__ unsigned sedge[PF_BLOCK];
+    const unsigned b = blockIdx.y;
+    if (flag[b] == 0) return;
+    const size_t r = (size_t)b * g + blockIdx.x;
+    const double mb = rec[r * PF_REC];
+    const double cb = coef[r], off = offs[r];
+    const bool last_chunk = blockIdx.x + 1 == g;
+    const double next = last_chunk ? PF_INF : offs[r + 1];
+    const size_t base = (size_t)b * n;
+    const unsigned start = blockIdx.x * per * PF_BLOCK;
+    const unsigned end = pf_umin(start + per * PF_BLOCK, n);
+    const double scale = wtot[b] / (double)n, inv = 1.0 / scale;
+    const double u0 = pf_uniform_f64(pf_words(0, b + b0, kr, PF_PURPOSE_RESAMPLE, 0, key0, key1).v[0]);
+    // Stratified: each slot's own uniform, so the estimate takes the middle.
+    const double u = scheme == PF_SYSTEMATIC ? u0 : 0.5;
+    // Slot e's target, e held as a double (no conversion a target).
+    auto at = [&](double e) {
+        return scheme == PF_SYSTEMATIC ? (e + u0) * scale
+                                       : pf_target((unsigned)e, scheme, u0, scale, b + b0, kr, key0, key1);
+    };
+    auto first = [&](double c) { return pf_first(c, inv, u, n, at); };
+    unsigned* const count = nlong + b;
+    unsigned* const lst = list + (size_t)b * cap * 3;
+    unsigned* const ab = anc + base;
+    // The first slot of the tile (its first particle's).
+    unsigned lo_t = first(off);
+    PfChunk ck{mb, cb, off, next, 0.0, off};
+    unsigned rise = 0;
+    for (unsigned t0 = start; t0 < end; t0 += PF_ITEMS * PF_BLOCK) {
+        double c[PF_ITEMS];
+        pf_tile_c(lw + base, t0, end, ck, tile, sc, c, rise);
+        // Each of the thread's particles' end slot (past end: the last one's).
+        const unsigned i0 = t0 + threadIdx.x * PF_ITEMS;
+        unsigned hi[PF_ITEMS];
+#pragma unroll
+        for (int q = 0; q < PF_ITEMS; ++q) hi[q] = i0 + q < end ? first(c[q]) : (q > 0 ? hi[q - 1] : 0u);
+        sedge[threadIdx.x] = hi[PF_ITEMS - 1];
+        __syncthreads();
+        const unsigned lo0 = threadIdx.x == 0 ? lo_t : sedge[threadIdx.x - 1];
+        const unsigned L = lo_t, H = sedge[(pf_umin(end - t0, PF_ITEMS * PF_BLOCK) - 1) / PF_ITEMS];
+        const unsigned span = H - L;
+        if (span <= 2 * PF_ITEMS * PF_BLOCK) {
+            for (unsigned s = threadIdx.x; s < span; s += PF_BLOCK) smark[s] = 0;
+            __syncthreads();
+            // Each particle that owns a slot marks its first (no two alike).
+            unsigned lo = lo0;
+#pragma unroll
+            for (int q = 0; q < PF_ITEMS; ++q) {
+                if (i0 + q < end && hi[q] > lo) smark[lo - L] = i0 + q;
+                lo = hi[q];
+            }
+            __syncthreads();
+            // The running maximum: a thread over a run of neighbouring slots, a block scan
+            // of the runs' maxima (slot L is always marked, so nothing is carried in).
+            const unsigned seg = (span + PF_BLOCK - 1) / PF_BLOCK;
+            const unsigned s0 = pf_umin(threadIdx.x * seg, span), s1 = pf_umin(s0 + seg, span);
+            unsigned mx = 0;
+            for (unsigned s = s0; s < s1; ++s) mx = pf_umax(mx, smark[s]);
+            sedge[threadIdx.x] = mx;
+            __syncthreads();
+            for (unsigned d = 1; d < PF_BLOCK; d <<= 1) {
+                const unsigned add = threadIdx.x >= d ? sedge[threadIdx.x - d] : 0u;
+                __syncthreads();
+                sedge[threadIdx.x] = pf_umax(sedge[threadIdx.x], add);
+                __syncthreads();
+            }
+            unsigned run = threadIdx.x > 0 ? sedge[threadIdx.x - 1] : 0u;
+            for (unsigned s = s0; s < s1; ++s) {
+                run = pf_umax(run, smark[s]);
+                smark[s] = run;
+            }
+            __syncthreads();
+            for (unsigned s = threadIdx.x; s < span; s += PF_BLOCK) ab[L + s] = smark[s];
+        } else {
+            // More slots than shared memory holds: each particle its own.
+            unsigned lo = lo0;
+#pragma unroll
+            for (int q = 0; q < PF_ITEMS; ++q) {
+                if (i0 + q < end && hi[q] > lo) {
+                    if (hi[q] - lo <= PF_LONG)
+                        for (unsigned s = lo; s < hi[q]; ++s) ab[s] = i0 + q;
+                    else
+                        pf_push(count, lst, cap, lo, hi[q], i0 + q);
+                }
+                lo = hi[q];
+            }
+        }
+        lo_t = H;
+        __syncthreads();
+    }
+    // The chunk's slots past its last cumulative weight: the next chunk's first particle's
+    // (whose cumulative weight is the first past them), or for the last chunk, the last
+    // particle of positive weight.
+    const unsigned top = last_chunk ? n : first(next);
+    if (top <= lo_t) return;
+    unsigned own = end + 1;
+    if (last_chunk) {
+        own = pf_block_umax(rise, sc);
+        // A last chunk whose c never rises: the last rise before it.
+        for (unsigned q = blockIdx.x; own == 0 && q-- > 0;) {
+            const size_t rq = (size_t)b * g + q;
+            PfChunk kq{rec[rq * PF_REC], coef[rq], offs[rq], offs[rq + 1], 0.0, offs[rq]};
+            unsigned mine = 0;
+            const unsigned e = pf_umin((q + 1) * per * PF_BLOCK, n);
+            for (unsigned t0 = q * per * PF_BLOCK; t0 < e; t0 += PF_ITEMS * PF_BLOCK) {
+                double c[PF_ITEMS];
+                pf_tile_c(lw + base, t0, e, kq, tile, sc, c, mine);
+            }
+            own = pf_block_umax(mine, sc);
+        }
+    }
+    const unsigned owner = own > 0 ? own - 1 : 0u;
+    if (top - lo_t <= PF_PIECE) {
+        for (unsigned s = lo_t + threadIdx.x; s < top; s += PF_BLOCK) ab[s] = owner;
+    } else if (threadIdx.x == 0) {
+        pf_push(count, lst, cap, lo_t, top, owner);
+    }
+}
+
+// The long ranges of slots pf_offspring listed, a warp a piece: a grid of (F, B) blocks.
+extern "C" __global__ void pf_fill(const unsigned* flag, const unsigned* nlong, const unsigned* list, unsigned* anc,
+                                   unsigned cap, unsigned n) {
+    const unsigned b = blockIdx.y;
+    if (flag[b] == 0) return;
+    const unsigned m = pf_umin(nlong[b], cap);
+    const unsigned warps = gridDim.x * (PF_BLOCK / 32), lane = threadIdx.x % 32;
+    const unsigned* l = list + (size_t)b * cap * 3;
+    for (unsigned e = blockIdx.x * (PF_BLOCK / 32) + threadIdx.x / 32; e < m; e += warps) {
+        const unsigned lo = l[3 * (size_t)e], hi = l[3 * (size_t)e + 1], own = l[3 * (size_t)e + 2];
+        for (unsigned s = lo + lane; s < hi; s += 32) anc[(size_t)b * n + s] = own;
     }
 }
 

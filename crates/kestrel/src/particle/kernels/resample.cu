@@ -1,4 +1,4 @@
-// Resamplers on the GPU beside pf_ancestors' searches (appended to pf.cu; particle/
+// Resamplers on the GPU beside pf_offspring's systematic and stratified (appended to pf.cu; particle/
 // resample.rs, grid.rs and subsets.rs are their CPU references, the same arithmetic in
 // the same order, so from the same cumulative weights they choose the same ancestors).
 // Each runs after pf_cdf, for the filters whose flag is set, on the inclusive cumulative
