@@ -447,7 +447,9 @@ fn offspring_cover_the_edge_cases() {
         }
         (coef, offs, o)
     };
-    let mut cases: Vec<(Vec<f64>, u32, Vec<f64>, Vec<f64>, f64, bool)> = Vec::new();
+    // (log-weights, blocks a chunk, coefficients, offsets, total, offsets and total the sums')
+    type Case = (Vec<f64>, u32, Vec<f64>, Vec<f64>, f64, bool);
+    let mut cases: Vec<Case> = Vec::new();
     for (n, per) in [(7usize, 1u32), (100, 1), (301, 2), (700, 1), (700, 3)] {
         let random: Vec<f64> = (0..n)
             .map(|i| {
