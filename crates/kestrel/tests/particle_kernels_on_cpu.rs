@@ -450,7 +450,7 @@ fn offspring_cover_the_edge_cases() {
     // (log-weights, blocks a chunk, coefficients, offsets, total, offsets and total the sums')
     type Case = (Vec<f64>, u32, Vec<f64>, Vec<f64>, f64, bool);
     let mut cases: Vec<Case> = Vec::new();
-    for (n, per) in [(7usize, 1u32), (100, 1), (301, 2), (700, 1), (700, 3)] {
+    for (n, per) in [(7usize, 1u32), (100, 1), (301, 2), (700, 3)] {
         let random: Vec<f64> = (0..n)
             .map(|i| {
                 if (i / 5) % 3 == 1 {
@@ -469,7 +469,7 @@ fn offspring_cover_the_edge_cases() {
             *v = ninf;
         }
         for lw in [random, one, first, tail_empty, vec![ninf; n]] {
-            for bend in [0.0, 1e-3, -1e-3, 1e-12] {
+            for bend in [0.0, 1e-3, -1e-12] {
                 let mut shift = || 1.0 + bend * (2.0 * next() - 1.0);
                 let (coef, offs, tot) = chunks(&lw, per as usize, &mut shift);
                 let exact = bend == 0.0;

@@ -427,13 +427,14 @@ extern "C" __global__ void pf_combine(const double* rec, double* coef, double* o
 #define PF_PAD(i) ((i) + (i) / PF_ITEMS)
 
 // One tile of a chunk's cumulative sum: PF_ITEMS x PF_BLOCK weights exp(lw - mt) from
-// particle t0 (zero past end; thread t's are particles t0 + t PF_ITEMS + q), a thread sums
-// its PF_ITEMS neighbours, a block scan of the threads' sums; v[q] the thread's running
-// sums, the return value the tile's sums before the thread's (carry in). sc[PF_BLOCK - 1]
-// holds the tile's total until the next barrier. pf_cdf and pf_offspring share it, so
-// they form the same sums to the bit.
-__device__ __forceinline__ double pf_tile_scan(const real_t* lw, unsigned t0, unsigned end, double mb, double* tile,
-                                               double* sc, double carry, double* v) {
+// particle t0 into tile (zero past end; thread t's are particles t0 + t PF_ITEMS + q, at
+// tile[PF_PAD(t PF_ITEMS + q)]), a thread sums its PF_ITEMS neighbours in order (total),
+// a block scan of the threads' sums; the return value is the tile's sums before the
+// thread's (carry in), and sc[PF_BLOCK - 1] holds the tile's total until the next barrier.
+// The callers form a particle's cumulative weight as before + (the thread's running sum
+// of tile to it), so pf_cdf and pf_offspring form the same sums to the bit.
+__device__ __forceinline__ double pf_tile_sums(const real_t* lw, unsigned t0, unsigned end, double mb, double* tile,
+                                               double* sc, double carry, double& total) {
     const real_t mt = (real_t)mb;
 #pragma unroll
     for (int q = 0; q < PF_ITEMS; ++q) {
@@ -443,10 +444,8 @@ __device__ __forceinline__ double pf_tile_scan(const real_t* lw, unsigned t0, un
     __syncthreads();
     double s = 0.0;
 #pragma unroll
-    for (int q = 0; q < PF_ITEMS; ++q) {
-        s += tile[PF_PAD(threadIdx.x * PF_ITEMS + q)];
-        v[q] = s;
-    }
+    for (int q = 0; q < PF_ITEMS; ++q) s += tile[PF_PAD(threadIdx.x * PF_ITEMS + q)];
+    total = s;
     sc[threadIdx.x] = s;
     __syncthreads();
     for (unsigned d = 1; d < PF_BLOCK; d <<= 1) {
@@ -459,7 +458,7 @@ __device__ __forceinline__ double pf_tile_scan(const real_t* lw, unsigned t0, un
 }
 
 // The cumulative sum of a filter's weights in f64, for filters that resample (the
-// resamplers of resample.cu): each chunk scans exp(lw - m_chunk) in tiles (pf_tile_scan)
+// resamplers of resample.cu): each chunk scans exp(lw - m_chunk) in tiles (pf_tile_sums)
 // and scales by its coefficient. A chunk's offset comes from pf_step's sum of its weights,
 // which rounds otherwise than this scan (by about f32's rounding of exp), so a chunk's
 // last values may pass the next chunk's offset: they are held at it, which keeps the whole
@@ -481,10 +480,15 @@ extern "C" __global__ void pf_cdf(const real_t* lw, const double* rec, const dou
     const unsigned end = pf_umin(start + per * PF_BLOCK, n);
     double carry = 0.0;
     for (unsigned t0 = start; t0 < end; t0 += PF_ITEMS * PF_BLOCK) {
-        double v[PF_ITEMS];
-        const double before = pf_tile_scan(lw + base, t0, end, mb, tile, sc, carry, v);
+        double total;
+        const double before = pf_tile_sums(lw + base, t0, end, mb, tile, sc, carry, total);
+        double s = 0.0;
 #pragma unroll
-        for (int q = 0; q < PF_ITEMS; ++q) tile[PF_PAD(threadIdx.x * PF_ITEMS + q)] = before + v[q];
+        for (int q = 0; q < PF_ITEMS; ++q) {
+            const int at = PF_PAD(threadIdx.x * PF_ITEMS + q);
+            s += tile[at];
+            tile[at] = before + s;
+        }
         carry += sc[PF_BLOCK - 1];
         __syncthreads();
 #pragma unroll
@@ -497,33 +501,41 @@ extern "C" __global__ void pf_cdf(const real_t* lw, const double* rec, const dou
 }
 
 // A chunk's cumulative weights as pf_cdf stores them, a tile at a time (pf_offspring):
-// the thread's c[q] of particles t0 + t PF_ITEMS + q (past end: the last one's), and rise,
-// the thread's last particle (+ 1) whose c passes its predecessor's (the chunk's first
-// particle's predecessor: the chunk's offset), kept over the tiles as cprev, the last c.
+// for each of the thread's particles t0 + t PF_ITEMS + q, its end slot hi[q] = first(c)
+// (past end: the last one's), and rise, the thread's last particle (+ 1) whose c passes
+// its predecessor's (the chunk's first particle's predecessor: the chunk's offset), kept
+// over the tiles with cprev, the last c. The weights stay in tile until the next barrier
+// (sx: PF_BLOCK doubles of shared memory).
 struct PfChunk {
     double mb, cb, off, next;
     double carry, cprev;
 };
+template <class First>
 __device__ __forceinline__ void pf_tile_c(const real_t* lw, unsigned t0, unsigned end, PfChunk& k, double* tile,
-                                          double* sc, double* c, unsigned& rise) {
-    double v[PF_ITEMS];
-    const double before = pf_tile_scan(lw, t0, end, k.mb, tile, sc, k.carry, v);
+                                          double* sc, double* sx, unsigned* hi, unsigned& rise, First first) {
+    double total;
+    const double before = pf_tile_sums(lw, t0, end, k.mb, tile, sc, k.carry, total);
     k.carry += sc[PF_BLOCK - 1];
     const unsigned i0 = t0 + threadIdx.x * PF_ITEMS;
-#pragma unroll
-    for (int q = 0; q < PF_ITEMS; ++q)
-        c[q] = i0 + q < end ? fmin(k.off + k.cb * (before + v[q]), k.next) : (q > 0 ? c[q - 1] : 0.0);
-    // The scan's reads of tile are done (its barriers): the threads' last c through it.
-    tile[threadIdx.x] = c[PF_ITEMS - 1];
+    // The thread's last c (its weights past end are zero, so the total is its last
+    // particle's running sum) to the next thread.
+    sx[threadIdx.x] = fmin(k.off + k.cb * (before + total), k.next);
     __syncthreads();
-    double p = threadIdx.x == 0 ? k.cprev : tile[threadIdx.x - 1];
+    double p = threadIdx.x == 0 ? k.cprev : sx[threadIdx.x - 1];
+    double s = 0.0;
 #pragma unroll
     for (int q = 0; q < PF_ITEMS; ++q) {
-        if (i0 + q < end && c[q] > p) rise = i0 + q + 1;
-        p = c[q];
+        s += tile[PF_PAD(threadIdx.x * PF_ITEMS + q)];
+        if (i0 + q < end) {
+            const double c = fmin(k.off + k.cb * (before + s), k.next);
+            if (c > p) rise = i0 + q + 1;
+            hi[q] = first(c);
+            p = c;
+        } else {
+            hi[q] = q > 0 ? hi[q - 1] : 0u;
+        }
     }
-    k.cprev = tile[(pf_umin(end - t0, PF_ITEMS * PF_BLOCK) - 1) / PF_ITEMS];
-    __syncthreads();
+    k.cprev = sx[(pf_umin(end - t0, PF_ITEMS * PF_BLOCK) - 1) / PF_ITEMS];
 }
 
 // The largest of the block's v (unsigned; red: PF_BLOCK doubles of shared memory).
@@ -550,7 +562,7 @@ __device__ __forceinline__ void pf_push(unsigned* count, unsigned* list, unsigne
 // Slot j's target is x_j = (j + u) x total / n (pf_target). The chunks' offsets (pf_combine)
 // cut the targets among the chunks: chunk r holds the slots whose targets lie in
 // [offs[r], offs[r + 1]) (the last chunk, those from offs[r] on). Within it, the chunk's
-// cumulative weights c (pf_tile_scan scaled, held at the next offset: pf_cdf's values to
+// cumulative weights c (pf_tile_sums scaled, held at the next offset: pf_cdf's values to
 // the bit) give particle i the slots with targets in [c[i-1], c[i]) (c before the chunk's
 // first particle: its offset), that is the slots from first(c[i-1]) to first(c[i]), with
 // first(c) the number of slots whose target is below c (pf_first: an estimate and a
@@ -566,14 +578,28 @@ __device__ __forceinline__ void pf_push(unsigned* count, unsigned* list, unsigne
 // each particle marks the first slot it owns, a running maximum of the marks gives every
 // slot its ancestor, and the block writes them in order. Otherwise each particle writes
 // its own slots, and lists a range longer than PF_LONG for pf_fill.
-extern "C" __global__ void pf_offspring(const real_t* lw, const double* rec, const double* coef,
+// pf_offspring's blocks an SM: at most 64 registers a thread (unbounded it took 92, two
+// blocks an SM, and ran the grid's eight an SM in four waves: 171 us at N = 10^7 on the
+// H200 against 117 us).
+#ifndef PF_OFFSPRING_BLOCKS
+#define PF_OFFSPRING_BLOCKS 4
+#endif
+extern "C" __global__ void __launch_bounds__(PF_BLOCK, PF_OFFSPRING_BLOCKS) pf_offspring(const real_t* lw, const double* rec, const double* coef,
                                         const double* offs, const double* wtot, const unsigned* flag,
                                         unsigned* anc, unsigned* nlong, unsigned* list, unsigned cap, unsigned n,
                                         unsigned per, unsigned g, unsigned kr, unsigned key0, unsigned key1,
                                         unsigned b0, unsigned scheme) {
-    __shared__ double tile[PF_ITEMS * PF_BLOCK + PF_BLOCK];
+    // The tile's weights, then (once its sums are formed) its slots' marks: one buffer,
+    // so that a block's shared memory lets the grid's eight blocks an SM be resident at
+    // once (a separate buffer of marks ran them in two waves).
+    __shared__ union {
+        double tile[PF_ITEMS * PF_BLOCK + PF_BLOCK];
+        unsigned mark[2 * PF_ITEMS * PF_BLOCK];
+    } sh;
+    double* const tile = sh.tile;
+    unsigned* const smark = sh.mark;
     __shared__ double sc[PF_BLOCK];
-    __shared__ unsigned smark[2 * PF_ITEMS * PF_BLOCK];
+    __shared__ double sx[PF_BLOCK];
     __shared__ unsigned sedge[PF_BLOCK];
     const unsigned b = blockIdx.y;
     if (flag[b] == 0) return;
@@ -603,26 +629,26 @@ extern "C" __global__ void pf_offspring(const real_t* lw, const double* rec, con
     PfChunk ck{mb, cb, off, next, 0.0, off};
     unsigned rise = 0;
     for (unsigned t0 = start; t0 < end; t0 += PF_ITEMS * PF_BLOCK) {
-        double c[PF_ITEMS];
-        pf_tile_c(lw + base, t0, end, ck, tile, sc, c, rise);
-        // Each of the thread's particles' end slot (past end: the last one's).
-        const unsigned i0 = t0 + threadIdx.x * PF_ITEMS;
+        // Each of the thread's particles' end slot.
         unsigned hi[PF_ITEMS];
-#pragma unroll
-        for (int q = 0; q < PF_ITEMS; ++q) hi[q] = i0 + q < end ? first(c[q]) : (q > 0 ? hi[q - 1] : 0u);
+        pf_tile_c(lw + base, t0, end, ck, tile, sc, sx, hi, rise, first);
+        const unsigned i0 = t0 + threadIdx.x * PF_ITEMS;
         sedge[threadIdx.x] = hi[PF_ITEMS - 1];
         __syncthreads();
         const unsigned lo0 = threadIdx.x == 0 ? lo_t : sedge[threadIdx.x - 1];
-        const unsigned L = lo_t, H = sedge[(pf_umin(end - t0, PF_ITEMS * PF_BLOCK) - 1) / PF_ITEMS];
+        // (The sums' block scan rounds otherwise than a running sum, so c might fall by an
+        // ulp from one thread's particles to the next's, and ranges overlap: the marks
+        // then keep the larger particle, and nothing is written out of bounds.)
+        const unsigned L = lo_t, H = pf_umax(L, sedge[(pf_umin(end - t0, PF_ITEMS * PF_BLOCK) - 1) / PF_ITEMS]);
         const unsigned span = H - L;
         if (span <= 2 * PF_ITEMS * PF_BLOCK) {
             for (unsigned s = threadIdx.x; s < span; s += PF_BLOCK) smark[s] = 0;
             __syncthreads();
-            // Each particle that owns a slot marks its first (no two alike).
+            // Each particle that owns a slot marks its first.
             unsigned lo = lo0;
 #pragma unroll
             for (int q = 0; q < PF_ITEMS; ++q) {
-                if (i0 + q < end && hi[q] > lo) smark[lo - L] = i0 + q;
+                if (i0 + q < end && hi[q] > lo && lo >= L && lo < H) atomicMax(&smark[lo - L], i0 + q);
                 lo = hi[q];
             }
             __syncthreads();
@@ -679,8 +705,9 @@ extern "C" __global__ void pf_offspring(const real_t* lw, const double* rec, con
             unsigned mine = 0;
             const unsigned e = pf_umin((q + 1) * per * PF_BLOCK, n);
             for (unsigned t0 = q * per * PF_BLOCK; t0 < e; t0 += PF_ITEMS * PF_BLOCK) {
-                double c[PF_ITEMS];
-                pf_tile_c(lw + base, t0, e, kq, tile, sc, c, mine);
+                unsigned hi[PF_ITEMS];
+                pf_tile_c(lw + base, t0, e, kq, tile, sc, sx, hi, mine, first);
+                __syncthreads();
             }
             own = pf_block_umax(mine, sc);
         }
