@@ -255,12 +255,7 @@ fn the_filter_kernels_match_the_cpu_filter() {
     // its own or listing ranges longer than 2 slots in pieces of 3.
     let exes = [
         build::<f64>(&cxx, &model, dir.path()),
-        build_with::<f64>(
-            &cxx,
-            &model,
-            dir.path(),
-            "#define PF_ITEMS 2\n#define PF_AITEMS 2\n",
-        ),
+        build_with::<f64>(&cxx, &model, dir.path(), SMALL),
         build_with::<f64>(&cxx, &model, dir.path(), TINY),
     ];
     // 100 particles in blocks of 32 (the last one partial); chunks of 1, 2 and 3 blocks.
@@ -308,6 +303,10 @@ fn the_filter_kernels_match_the_cpu_filter() {
     }
 }
 
+/// Tiles of 2 x 32 weights and blocks of 2 x 32 Metropolis and rejection slots: several a
+/// chunk of 100 particles.
+const SMALL: &str = "#define PF_ITEMS 2\n#define PF_AITEMS 2\n";
+
 /// Limits that send every tile of systematic and stratified resampling with uneven
 /// weights past shared memory (32 weights a tile, 64 slots staged), ranges of more than 2
 /// slots to pf_fill's list, in pieces of 3.
@@ -329,12 +328,7 @@ fn offspring_are_the_reference_ancestors_at_every_step() {
         let model = pf_model_from_toml(text, Path::new("m.toml")).unwrap();
         let (_, z) = kestrel::particle::simulate(&model, 3, 8, 9, 0.0).unwrap();
         let exes = [
-            build_with::<f64>(
-                &cxx,
-                &model,
-                dir.path(),
-                "#define PF_ITEMS 2\n#define PF_AITEMS 2\n",
-            ),
+            build_with::<f64>(&cxx, &model, dir.path(), SMALL),
             build_with::<f64>(&cxx, &model, dir.path(), TINY),
         ];
         for exe in &exes {
