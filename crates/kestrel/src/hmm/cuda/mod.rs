@@ -9,14 +9,13 @@ mod params;
 pub mod source;
 
 use super::{HiddenMarkovModel, HmmMethod, HmmOptions, HmmOutput};
-use crate::cuda::{catch, download, dtoh, gpu, launch, sync, upload, Arg, DevBuf, Gpu, Module};
+use crate::cuda::{
+    catch, download, dtoh, gpu, launch, sync, upload, Arg, Buf, DevBuf, Gpu, Module, Params,
+};
 use crate::data::Measurements;
 use crate::error::{Error, Result};
 use crate::linalg::Real;
-use params::{
-    BwdCarry, BwdReduce, BwdSweep, FwdCarry, FwdReduce, FwdSweep, PathCarry, PathReduce, PathSweep,
-    VitCarry, VitReduce, VitSweep,
-};
+use params::{BwdSweep, Carry, FwdSweep, PathReduce, PathSweep, Reduce, VitSweep};
 use std::sync::Arc;
 
 /// The most states the kernels are compiled for (a thread holds `K x K` values).
@@ -365,211 +364,157 @@ impl<T: Real> Buffers<T> {
     }
 }
 
+/// Where one pass's kernels run: a thread per chunk (`grid`, tracks along y) and a thread
+/// per track (`tracks`).
+struct Pass<'s> {
+    st: &'s cudarc::driver::CudaStream,
+    module: &'s Module,
+    grid: (u32, u32, u32),
+    tracks: (u32, u32, u32),
+}
+
+impl Pass<'_> {
+    /// One chunked pass `name`: where the tracks have several chunks, `{name}_reduce`
+    /// (each chunk's element) and `{name}_carry` (each chunk's start), then
+    /// `{name}_sweep` of every chunk from its start.
+    fn run<'a, R: Params<'a>, S: Params<'a>>(
+        &self,
+        name: &str,
+        chunked: Option<(R, Carry<'a>)>,
+        sweep: S,
+    ) -> Result<()> {
+        let blk = (BLOCK, 1, 1);
+        if let Some((reduce, carry)) = chunked {
+            let reduce_name = format!("{name}_reduce");
+            launch(self.st, self.module, &reduce_name, self.grid, blk, &reduce)?;
+            let carry_name = format!("{name}_carry");
+            launch(
+                self.st,
+                self.module,
+                &carry_name,
+                self.tracks,
+                (64, 1, 1),
+                &carry,
+            )?;
+        }
+        let sweep_name = format!("{name}_sweep");
+        launch(self.st, self.module, &sweep_name, self.grid, blk, &sweep)
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
-fn launch_all<T: Real>(
+fn launch_all<'a, T: Real>(
     st: &cudarc::driver::CudaStream,
     module: &Module,
-    d: &Buffers<T>,
-    mbytes: &[u8],
+    d: &'a Buffers<T>,
+    mbytes: &'a [u8],
     nb: usize,
     steps: usize,
     len: usize,
     chunks: usize,
 ) -> Result<()> {
-    let grid = (chunks.div_ceil(BLOCK as usize) as u32, nb as u32, 1);
-    let tracks = (nb.div_ceil(64) as u32, 1, 1);
-    let blk = (BLOCK, 1, 1);
-    let (s, l, c) = (steps as i64, len as i64, chunks as i64);
-    let m = Arg::Bytes(mbytes);
-    let n = nb as i64;
-    let many = chunks > 1;
-    if many {
-        launch(
-            st,
-            module,
-            "fwd_reduce",
-            grid,
-            blk,
-            &FwdReduce {
-                m,
-                y: &d.y,
-                elem: &d.elem,
-                steps: s,
-                len: l,
-                chunks: c,
-            },
-        )?;
-        launch(
-            st,
-            module,
-            "fwd_carry",
-            tracks,
-            (64, 1, 1),
-            &FwdCarry {
-                elem: &d.elem,
-                start: &d.start,
-                chunks: c,
-                tracks: n,
-            },
-        )?;
-    }
-    launch(
+    let pass = Pass {
         st,
         module,
-        "fwd_sweep",
-        grid,
-        blk,
-        &FwdSweep {
+        grid: (chunks.div_ceil(BLOCK as usize) as u32, nb as u32, 1),
+        tracks: (nb.div_ceil(64) as u32, 1, 1),
+    };
+    let (steps, len, chunks, tracks) = (steps as i64, len as i64, chunks as i64, nb as i64);
+    let m = Arg::Bytes(mbytes);
+    let many = chunks > 1;
+    // Each chunked pass's reduce and carry, from what the chunks read (`src`), through
+    // their elements (`elem`), to the chunks' starts (`start`).
+    let chunked = |src: Buf<'a>, elem: Buf<'a>, start: Buf<'a>| {
+        let reduce = Reduce {
             m,
-            y: &d.y,
+            src,
+            elem,
+            steps,
+            len,
+            chunks,
+        };
+        many.then_some((
+            reduce,
+            Carry {
+                elem,
+                start,
+                chunks,
+                tracks,
+            },
+        ))
+    };
+    let (y, filtered) = (&d.y, &d.filtered);
+    pass.run(
+        "fwd",
+        chunked(y, &d.elem, &d.start),
+        FwdSweep {
+            m,
+            y,
             start: &d.start,
-            filtered: &d.filtered,
+            filtered,
             loglik: &d.loglik,
-            steps: s,
-            len: l,
-            chunks: c,
+            steps,
+            len,
+            chunks,
         },
     )?;
-    if many {
-        launch(
-            st,
-            module,
-            "bwd_reduce",
-            grid,
-            blk,
-            &BwdReduce {
-                m,
-                filtered: &d.filtered,
-                g: &d.g,
-                steps: s,
-                len: l,
-                chunks: c,
-            },
-        )?;
-        launch(
-            st,
-            module,
-            "bwd_carry",
-            tracks,
-            (64, 1, 1),
-            &BwdCarry {
-                g: &d.g,
-                next: &d.next,
-                chunks: c,
-                tracks: n,
-            },
-        )?;
-    }
-    launch(
-        st,
-        module,
-        "bwd_sweep",
-        grid,
-        blk,
-        &BwdSweep {
+    pass.run(
+        "bwd",
+        chunked(filtered, &d.g, &d.next),
+        BwdSweep {
             m,
-            filtered: &d.filtered,
+            filtered,
             next: &d.next,
             smoothed: &d.smoothed,
-            steps: s,
-            len: l,
-            chunks: c,
+            steps,
+            len,
+            chunks,
         },
     )?;
-    if many {
-        launch(
-            st,
-            module,
-            "vit_reduce",
-            grid,
-            blk,
-            &VitReduce {
-                m,
-                y: &d.y,
-                pm: &d.pm,
-                steps: s,
-                len: l,
-                chunks: c,
-            },
-        )?;
-        launch(
-            st,
-            module,
-            "vit_carry",
-            tracks,
-            (64, 1, 1),
-            &VitCarry {
-                pm: &d.pm,
-                dstart: &d.dstart,
-                chunks: c,
-                tracks: n,
-            },
-        )?;
-    }
-    launch(
-        st,
-        module,
-        "vit_sweep",
-        grid,
-        blk,
-        &VitSweep {
+    let (back, final_state) = (&d.back, &d.fin);
+    pass.run(
+        "vit",
+        chunked(y, &d.pm, &d.dstart),
+        VitSweep {
             m,
-            y: &d.y,
+            y,
             dstart: &d.dstart,
-            back: &d.back,
-            final_state: &d.fin,
-            steps: s,
-            len: l,
-            chunks: c,
+            back,
+            final_state,
+            steps,
+            len,
+            chunks,
         },
     )?;
-    if many {
-        launch(
-            st,
-            module,
-            "path_reduce",
-            grid,
-            blk,
-            &PathReduce {
-                back: &d.back,
-                final_state: &d.fin,
-                phi: &d.phi,
-                steps: s,
-                len: l,
-                chunks: c,
-            },
-        )?;
-        launch(
-            st,
-            module,
-            "path_carry",
+    let path_chunked = many.then_some((
+        PathReduce {
+            back,
+            final_state,
+            phi: &d.phi,
+            steps,
+            len,
+            chunks,
+        },
+        Carry {
+            elem: &d.phi,
+            start: &d.xin,
+            chunks,
             tracks,
-            (64, 1, 1),
-            &PathCarry {
-                phi: &d.phi,
-                xin: &d.xin,
-                chunks: c,
-                tracks: n,
-            },
-        )?;
-    }
-    launch(
-        st,
-        module,
-        "path_sweep",
-        grid,
-        blk,
-        &PathSweep {
-            back: &d.back,
-            final_state: &d.fin,
+        },
+    ));
+    pass.run(
+        "path",
+        path_chunked,
+        PathSweep {
+            back,
+            final_state,
             xin: &d.xin,
             path: &d.path,
-            steps: s,
-            len: l,
-            chunks: c,
+            steps,
+            len,
+            chunks,
         },
-    )?;
-    Ok(())
+    )
 }
 
 #[cfg(test)]

@@ -87,15 +87,15 @@ HMM_DEV void bwd_sweep_one(HmmModel m, const REAL* filtered, const REAL* next, R
 }
 
 #ifndef KESTREL_HOST
-extern "C" __global__ void bwd_reduce(HmmModel m, const REAL* filtered, REAL* g, long long steps,
+extern "C" __global__ void bwd_reduce(HmmModel m, const REAL* src, REAL* elem, long long steps,
                                       long long len, long long chunks) {
     HMM_CB
-    bwd_reduce_one(m, filtered, g, steps, len, chunks, c, b);
+    bwd_reduce_one(m, src, elem, steps, len, chunks, c, b);
 }
 
-extern "C" __global__ void bwd_carry(const REAL* g, REAL* next, long long chunks, long long tracks) {
+extern "C" __global__ void bwd_carry(const REAL* elem, REAL* start, long long chunks, long long tracks) {
     const long long b = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (b < tracks) bwd_carry_one(g, next, chunks, b);
+    if (b < tracks) bwd_carry_one(elem, start, chunks, b);
 }
 
 extern "C" __global__ void bwd_sweep(HmmModel m, const REAL* filtered, const REAL* next,

@@ -122,10 +122,10 @@ HMM_DEV void fwd_sweep_one(HmmModel m, const REAL* y, const REAL* start, REAL* f
     const long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x; \
     const long long b = (long long)blockIdx.y;
 
-extern "C" __global__ void fwd_reduce(HmmModel m, const REAL* y, REAL* elem, long long steps,
+extern "C" __global__ void fwd_reduce(HmmModel m, const REAL* src, REAL* elem, long long steps,
                                       long long len, long long chunks) {
     HMM_CB
-    fwd_reduce_one(m, y, elem, steps, len, chunks, c, b);
+    fwd_reduce_one(m, src, elem, steps, len, chunks, c, b);
 }
 
 extern "C" __global__ void fwd_carry(const REAL* elem, REAL* start, long long chunks,

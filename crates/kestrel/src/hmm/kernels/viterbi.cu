@@ -158,16 +158,16 @@ HMM_DEV void path_sweep_one(const unsigned char* back, const int* final_state, c
 }
 
 #ifndef KESTREL_HOST
-extern "C" __global__ void vit_reduce(HmmModel m, const REAL* y, double* pm, long long steps,
+extern "C" __global__ void vit_reduce(HmmModel m, const REAL* src, double* elem, long long steps,
                                       long long len, long long chunks) {
     HMM_CB
-    vit_reduce_one(m, y, pm, steps, len, chunks, c, b);
+    vit_reduce_one(m, src, elem, steps, len, chunks, c, b);
 }
 
-extern "C" __global__ void vit_carry(const double* pm, double* dstart, long long chunks,
+extern "C" __global__ void vit_carry(const double* elem, double* start, long long chunks,
                                      long long tracks) {
     const long long b = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (b < tracks) vit_carry_one(pm, dstart, chunks, b);
+    if (b < tracks) vit_carry_one(elem, start, chunks, b);
 }
 
 extern "C" __global__ void vit_sweep(HmmModel m, const REAL* y, const double* dstart,
@@ -183,9 +183,9 @@ extern "C" __global__ void path_reduce(const unsigned char* back, const int* fin
     path_reduce_one(back, final_state, phi, steps, len, chunks, c, b);
 }
 
-extern "C" __global__ void path_carry(const int* phi, int* xin, long long chunks, long long tracks) {
+extern "C" __global__ void path_carry(const int* elem, int* start, long long chunks, long long tracks) {
     const long long b = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (b < tracks) path_carry_one(phi, xin, chunks, b);
+    if (b < tracks) path_carry_one(elem, start, chunks, b);
 }
 
 extern "C" __global__ void path_sweep(const unsigned char* back, const int* final_state,
