@@ -106,6 +106,20 @@ impl<D: GpuReal> Side<D> {
         })
     }
 
+    /// The parameters of this side's `{op}_reduce` over chunks of `k` of its `t` steps
+    /// into `tot` (its own chunk totals, or the backward ones).
+    fn reduce<'a>(&'a self, tot: &'a CudaSlice<D>, t: i64, k: i32) -> Reduce<'a> {
+        Reduce {
+            st: &self.dm.steps,
+            varying: self.dm.varying,
+            prior: &self.dm.prior,
+            z: &self.z,
+            t,
+            k,
+            tot,
+        }
+    }
+
     fn poison(&mut self) -> Result<()> {
         self.g.bind()?;
         let (k, s) = (&self.k, &self.g.stream);
@@ -176,42 +190,14 @@ fn run_dirs<D: GpuReal, M: StateSpace + ?Sized>(
                     b.g.bind()?;
                     let (g, k) = (&*b.g, &b.k);
                     let st = &g.stream;
-                    launch(
-                        k,
-                        st,
-                        "tf_reduce",
-                        (nc, nb),
-                        &Reduce {
-                            st: &b.dm.steps,
-                            varying: b.dm.varying,
-                            prior: &b.dm.prior,
-                            z: &b.z,
-                            t: tt,
-                            k: k32,
-                            tot: &b.btot,
-                        },
-                    )?;
+                    launch(k, st, "tf_reduce", (nc, nb), &b.reduce(&b.btot, tt, k32))?;
                     scan(g, k, "pf", fe, &mut b.btot, nc, nb, alg, true)?;
                     cu(st.synchronize(), "running the backward filter")
                 });
                 a.g.bind()?;
                 let (g, k) = (&*a.g, &a.k);
                 let st = &g.stream;
-                launch(
-                    k,
-                    st,
-                    "pf_reduce",
-                    (nc, nb),
-                    &Reduce {
-                        st: &a.dm.steps,
-                        varying: a.dm.varying,
-                        prior: &a.dm.prior,
-                        z: &a.z,
-                        t: tt,
-                        k: k32,
-                        tot: &a.tot,
-                    },
-                )?;
+                launch(k, st, "pf_reduce", (nc, nb), &a.reduce(&a.tot, tt, k32))?;
                 scan(g, k, "pf", fe, &mut a.tot, nc, nb, alg, false)?;
                 launch(
                     k,

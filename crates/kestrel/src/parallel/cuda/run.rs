@@ -546,6 +546,34 @@ impl<D: GpuReal> GroupBufs<D> {
         Ok(())
     }
 
+    /// The fused kernels' parameters of `{op}_reduce` (`pf`, `tf`, `qf`): each chunk of
+    /// `fused_k` steps' filtering element into `tot`.
+    pub(super) fn reduce<'a>(&'a self, m: &'a DevModel<D>) -> Reduce<'a> {
+        Reduce {
+            st: &m.steps,
+            varying: m.varying,
+            prior: &m.prior,
+            z: &self.z,
+            t: self.t as i64,
+            k: self.fused_k as i32,
+            tot: &self.tot,
+        }
+    }
+
+    /// The fused kernels' parameters of `ps_reduce` and `pm_reduce`: each chunk's
+    /// smoothing element from the filtered moments into `tot`.
+    fn smooth_reduce<'a>(&'a self, m: &'a DevModel<D>) -> SmoothReduce<'a> {
+        SmoothReduce {
+            st: &m.steps,
+            varying: m.varying,
+            mean: &self.mean,
+            cov: &self.cov,
+            t: self.t as i64,
+            k: self.fused_k as i32,
+            tot: &self.tot,
+        }
+    }
+
     /// The fused scan (`kernels/parallel_fused.cu`): per method, a reduce over chunks of
     /// `fused_k` steps, the chunked scan of the chunk totals, and a sweep that writes the
     /// moments.
@@ -559,150 +587,104 @@ impl<D: GpuReal> GroupBufs<D> {
         let s = &g.stream;
         let (t, tt, nb, nx) = (self.t, self.t as i64, self.nb, m.nx);
         let kk = self.fused_k as i32;
-        let nc = t.div_ceil(self.fused_k);
+        let grid = (t.div_ceil(self.fused_k), nb);
         let fast = ScanAlgorithm::Fastest;
+        // The filter's reduce: `pf` forward, `tf` (the two-filter smoother's backward
+        // filter) scanned in reverse.
+        let filter = |this: &mut Self, op: &str, reverse: bool| {
+            launch(k, s, &format!("{op}_reduce"), grid, &this.reduce(m))?;
+            scan(
+                g,
+                k,
+                "pf",
+                fe_len(nx),
+                &mut this.tot,
+                grid.0,
+                nb,
+                fast,
+                reverse,
+            )
+        };
         if !method.retrodicts() {
-            launch(
-                k,
-                s,
-                "pf_reduce",
-                (nc, nb),
-                &Reduce {
-                    st: &m.steps,
-                    varying: m.varying,
-                    prior: &m.prior,
-                    z: &self.z,
-                    t: tt,
-                    k: kk,
-                    tot: &self.tot,
-                },
-            )?;
-            scan(g, k, "pf", fe_len(nx), &mut self.tot, nc, nb, fast, false)?;
-            launch(
-                k,
-                s,
-                "pf_sweep",
-                (nc, nb),
-                &Sweep {
-                    tot: &self.tot,
-                    st: &m.steps,
-                    varying: m.varying,
-                    prior: &m.prior,
-                    z: &self.z,
-                    t: tt,
-                    k: kk,
-                    mean: &self.mean,
-                    cov: &self.cov,
-                    ll: &self.ll,
-                },
-            )?;
+            filter(self, "pf", false)?;
+            let sweep = Sweep {
+                tot: &self.tot,
+                st: &m.steps,
+                varying: m.varying,
+                prior: &m.prior,
+                z: &self.z,
+                t: tt,
+                k: kk,
+                mean: &self.mean,
+                cov: &self.cov,
+                ll: &self.ll,
+            };
+            launch(k, s, "pf_sweep", grid, &sweep)?;
         }
         match method {
-            Method::Rts | Method::Retrodict => {
-                launch(
-                    k,
-                    s,
-                    "ps_reduce",
-                    (nc, nb),
-                    &SmoothReduce {
-                        st: &m.steps,
-                        varying: m.varying,
-                        mean: &self.mean,
-                        cov: &self.cov,
-                        t: tt,
+            Method::Rts | Method::Retrodict | Method::RetrodictMeans => {
+                let means = method == Method::RetrodictMeans;
+                let (op, len) = if means {
+                    ("pm", me_len(nx))
+                } else {
+                    ("ps", se_len(nx))
+                };
+                launch(k, s, &format!("{op}_reduce"), grid, &self.smooth_reduce(m))?;
+                scan(g, k, op, len, &mut self.tot, grid.0, nb, fast, true)?;
+                let sweep = SmoothSweep {
+                    tot: &self.tot,
+                    st: &m.steps,
+                    varying: m.varying,
+                    mean: &self.mean,
+                    cov: &self.cov,
+                    t: tt,
+                    k: kk,
+                    smean: &self.smean,
+                    scov: &self.scov,
+                };
+                if means {
+                    let SmoothSweep {
+                        tot,
+                        st,
+                        varying,
+                        mean,
+                        cov,
+                        t,
                         k: kk,
-                        tot: &self.tot,
-                    },
-                )?;
-                scan(g, k, "ps", se_len(nx), &mut self.tot, nc, nb, fast, true)?;
-                launch(
-                    k,
-                    s,
-                    "ps_sweep",
-                    (nc, nb),
-                    &SmoothSweep {
-                        tot: &self.tot,
-                        st: &m.steps,
-                        varying: m.varying,
-                        mean: &self.mean,
-                        cov: &self.cov,
-                        t: tt,
+                        smean,
+                        ..
+                    } = sweep;
+                    let sweep = MeansSweep {
+                        tot,
+                        st,
+                        varying,
+                        mean,
+                        cov,
+                        t,
                         k: kk,
-                        smean: &self.smean,
-                        scov: &self.scov,
-                    },
-                )?;
-            }
-            Method::RetrodictMeans => {
-                launch(
-                    k,
-                    s,
-                    "pm_reduce",
-                    (nc, nb),
-                    &SmoothReduce {
-                        st: &m.steps,
-                        varying: m.varying,
-                        mean: &self.mean,
-                        cov: &self.cov,
-                        t: tt,
-                        k: kk,
-                        tot: &self.tot,
-                    },
-                )?;
-                scan(g, k, "pm", me_len(nx), &mut self.tot, nc, nb, fast, true)?;
-                launch(
-                    k,
-                    s,
-                    "pm_sweep",
-                    (nc, nb),
-                    &MeansSweep {
-                        tot: &self.tot,
-                        st: &m.steps,
-                        varying: m.varying,
-                        mean: &self.mean,
-                        cov: &self.cov,
-                        t: tt,
-                        k: kk,
-                        smean: &self.smean,
-                    },
-                )?;
+                        smean,
+                    };
+                    launch(k, s, "pm_sweep", grid, &sweep)?;
+                } else {
+                    launch(k, s, "ps_sweep", grid, &sweep)?;
+                }
             }
             Method::TwoFilter => {
-                launch(
-                    k,
-                    s,
-                    "tf_reduce",
-                    (nc, nb),
-                    &Reduce {
-                        st: &m.steps,
-                        varying: m.varying,
-                        prior: &m.prior,
-                        z: &self.z,
-                        t: tt,
-                        k: kk,
-                        tot: &self.tot,
-                    },
-                )?;
-                scan(g, k, "pf", fe_len(nx), &mut self.tot, nc, nb, fast, true)?;
-                launch(
-                    k,
-                    s,
-                    "tf_sweep",
-                    (nc, nb),
-                    &TfSweep {
-                        tot: &self.tot,
-                        st: &m.steps,
-                        varying: m.varying,
-                        prior: &m.prior,
-                        z: &self.z,
-                        mean: &self.mean,
-                        cov: &self.cov,
-                        t: tt,
-                        k: kk,
-                        smean: &self.smean,
-                        scov: &self.scov,
-                    },
-                )?;
+                filter(self, "tf", true)?;
+                let sweep = TfSweep {
+                    tot: &self.tot,
+                    st: &m.steps,
+                    varying: m.varying,
+                    prior: &m.prior,
+                    z: &self.z,
+                    mean: &self.mean,
+                    cov: &self.cov,
+                    t: tt,
+                    k: kk,
+                    smean: &self.smean,
+                    scov: &self.scov,
+                };
+                launch(k, s, "tf_sweep", grid, &sweep)?;
             }
             _ => {}
         }

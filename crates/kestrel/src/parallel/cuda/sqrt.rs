@@ -7,7 +7,7 @@ use super::{cu, fe_len, se_len, Gpu, GpuReal, Kernels};
 use crate::error::Result;
 use crate::kalman::dense::ConvertedModel;
 use crate::parallel::cuda::launch;
-use crate::parallel::cuda::params::{QfSweep, QsBuild, QsExtract, QsReduce, QsSweep, Reduce};
+use crate::parallel::cuda::params::{QfSweep, QsBuild, QsExtract, QsReduce, QsSweep};
 use crate::scan::ScanAlgorithm;
 use std::sync::Arc;
 
@@ -125,21 +125,7 @@ impl<D: GpuReal> GroupBufs<D> {
         let nc = t.div_ceil(self.fused_k);
         let fast = ScanAlgorithm::Fastest;
         let keep = i32::from(method == Method::SqrtRts);
-        launch(
-            k,
-            s,
-            "qf_reduce",
-            (nc, nb),
-            &Reduce {
-                st: &m.steps,
-                varying: m.varying,
-                prior: &m.prior,
-                z: &self.z,
-                t: tt,
-                k: kk,
-                tot: &self.tot,
-            },
-        )?;
+        launch(k, s, "qf_reduce", (nc, nb), &self.reduce(m))?;
         scan(g, k, "qf", fe_len(nx), &mut self.tot, nc, nb, fast, false)?;
         launch(
             k,
