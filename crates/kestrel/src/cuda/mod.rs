@@ -79,6 +79,22 @@ pub(crate) use params::{params, Addr, Buf, Buffer, Kind, Param, Params};
 pub const DEVICE_HEADER: &str = include_str!("kernels/kestrel.cuh");
 pub(crate) use transfer::{download, upload};
 
+/// `$body` with the type `$d` naming the device precision of the host type `$t` (`f64`
+/// for `f64`, `f32` for every other), so that one generic path is written once for both
+/// of the kernels' precisions.
+macro_rules! by_precision {
+    ($t:ty, $d:ident => $body:expr) => {
+        if <$t as $crate::linalg::Real>::NAME == "f64" {
+            type $d = f64;
+            $body
+        } else {
+            type $d = f32;
+            $body
+        }
+    };
+}
+pub(crate) use by_precision;
+
 use crate::error::{Error, Result};
 use cudarc::driver::{CudaEvent, CudaStream};
 

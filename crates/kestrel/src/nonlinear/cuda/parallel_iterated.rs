@@ -9,7 +9,7 @@ use super::super::models::NonlinearModel;
 use super::super::sigma::SigmaRule;
 use super::params::{NlLineariseSteps, NlWiden};
 use super::source::linearise_source;
-use crate::cuda::{catch, dtoh, gpu, grid_for, htod, launch, sync, Addr, DevBuf};
+use crate::cuda::{by_precision, catch, dtoh, gpu, grid_for, htod, launch, sync, Addr, DevBuf};
 use crate::data::Estimates;
 use crate::error::{Error, Result};
 use crate::linalg::Real;
@@ -36,11 +36,7 @@ pub(crate) fn later_passes<T: Real>(
     ) -> (Estimates<T>, Estimates<T>) {
         (f.cast(), s.cast())
     }
-    if T::NAME == "f64" {
-        catch(|| run::<f64>(ordinal, model, rule, z, sm, sc, passes)).map(cast)
-    } else {
-        catch(|| run::<f32>(ordinal, model, rule, z, sm, sc, passes)).map(cast)
-    }
+    by_precision!(T, D => catch(|| run::<D>(ordinal, model, rule, z, sm, sc, passes)).map(cast))
 }
 
 fn run<D: GpuReal>(

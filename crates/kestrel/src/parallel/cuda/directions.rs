@@ -15,7 +15,7 @@ use super::split::{budget_group, scalars_per_track};
 use super::{
     cu, est_as, fe_len, first_failure, fused_chunk_len, kernels, with_as, GpuReal, Output,
 };
-use crate::cuda::{catch, copy_between, gpu, Gpu, Module as Kernels};
+use crate::cuda::{by_precision, catch, copy_between, gpu, Gpu, Module as Kernels};
 use crate::data::{Estimates, Measurements};
 use crate::error::{Error, Result};
 use crate::kalman::dense::ConvertedModel;
@@ -45,17 +45,12 @@ pub fn time_two_filter_by_direction<T: Real, M: StateSpace + ?Sized>(
             msg: "measurements have no steps".into(),
         });
     }
-    if T::NAME == "f64" {
-        let (t, (f, s)) = with_as::<T, f64, _>(z, |z| {
-            catch(|| run_dirs::<f64, M>(ordinals, model, z, alg, warmup, repeats))
+    by_precision!(T, D => {
+        let (t, (f, s)) = with_as::<T, D, _>(z, |z| {
+            catch(|| run_dirs::<D, M>(ordinals, model, z, alg, warmup, repeats))
         })?;
         Ok((t, (est_as(f), s.map(est_as))))
-    } else {
-        let (t, (f, s)) = with_as::<T, f32, _>(z, |z| {
-            catch(|| run_dirs::<f32, M>(ordinals, model, z, alg, warmup, repeats))
-        })?;
-        Ok((t, (est_as(f), s.map(est_as))))
-    }
+    })
 }
 /// One direction's device, model, measurements and buffers for a group of tracks.
 struct Side<D> {

@@ -9,7 +9,7 @@
 //! whole group of tracks (the track is the grid's second dimension), groups as large as
 //! the device's memory allows.
 
-use crate::cuda::{catch, gpu, Gpu, Module as Kernels, Params};
+use crate::cuda::{by_precision, catch, gpu, Gpu, Module as Kernels, Params};
 use crate::data::{Estimates, Measurements};
 use crate::error::{Error, Result};
 use crate::kalman::dense::ConvertedModel;
@@ -363,17 +363,12 @@ pub fn time<T: Real, M: StateSpace + ?Sized>(
     warmup: usize,
     repeats: usize,
 ) -> Result<(Vec<f64>, Output<T>)> {
-    if T::NAME == "f64" {
-        let (t, o) = with_as::<T, f64, _>(z, |z| {
-            run_as::<f64, M>(ordinal, model, z, method, alg, warmup, repeats)
+    by_precision!(T, D => {
+        let (t, o) = with_as::<T, D, _>(z, |z| {
+            run_as::<D, M>(ordinal, model, z, method, alg, warmup, repeats)
         })?;
         Ok((t, out_as(o)))
-    } else {
-        let (t, o) = with_as::<T, f32, _>(z, |z| {
-            run_as::<f32, M>(ordinal, model, z, method, alg, warmup, repeats)
-        })?;
-        Ok((t, out_as(o)))
-    }
+    })
 }
 
 /// The sequential Kalman filter (and with `smooth` the RTS smoother) on device
@@ -427,15 +422,11 @@ pub fn time_retrodict<T: Real, M: StateSpace + ?Sized>(
     } else {
         Method::Retrodict
     };
-    let (t, s) = if T::NAME == "f64" {
+    let (t, s) = by_precision!(T, D => {
         let (t, s) =
-            retrodict_as::<T, f64, M>(ordinal, model, filtered, alg, method, warmup, repeats)?;
+            retrodict_as::<T, D, M>(ordinal, model, filtered, alg, method, warmup, repeats)?;
         (t, s.map(est_as))
-    } else {
-        let (t, s) =
-            retrodict_as::<T, f32, M>(ordinal, model, filtered, alg, method, warmup, repeats)?;
-        (t, s.map(est_as))
-    };
+    });
     let s = s.ok_or_else(|| Error::Cuda("the retrodiction returned no estimates".into()))?;
     Ok((t, s))
 }

@@ -20,7 +20,7 @@
 //! the step after, whose element the backward filter's last step takes).
 
 use super::{est_as, fe_len, first_bad, kernels, with_as, GpuReal, Output, MAX_GROUP};
-use crate::cuda::{catch, gpu, Gpu, Module as Kernels};
+use crate::cuda::{by_precision, catch, gpu, Gpu, Module as Kernels};
 use crate::data::{Estimates, Measurements};
 use crate::error::{Error, Result};
 use crate::kalman::dense::ConvertedModel;
@@ -95,17 +95,12 @@ pub fn time_on_devices<T: Real, M: StateSpace + ?Sized>(
         });
     }
     let run = |ord: &[usize]| -> Result<(Vec<f64>, Output<T>)> {
-        if T::NAME == "f64" {
-            let (t, (f, s)) = with_as::<T, f64, _>(z, |z| {
-                catch(|| run_split::<f64, M>(ord, model, z, method, alg, warmup, repeats))
+        by_precision!(T, D => {
+            let (t, (f, s)) = with_as::<T, D, _>(z, |z| {
+                catch(|| run_split::<D, M>(ord, model, z, method, alg, warmup, repeats))
             })?;
             Ok((t, (est_as(f), s.map(est_as))))
-        } else {
-            let (t, (f, s)) = with_as::<T, f32, _>(z, |z| {
-                catch(|| run_split::<f32, M>(ord, model, z, method, alg, warmup, repeats))
-            })?;
-            Ok((t, (est_as(f), s.map(est_as))))
-        }
+        })
     };
     // No share shorter than one step.
     run(&ordinals[..ordinals.len().min(z.steps)])
@@ -123,17 +118,12 @@ pub fn filter_block_total<T: Real, M: StateSpace + ?Sized>(
     at: BlockAt,
 ) -> Result<Vec<T>> {
     let alg = ScanAlgorithm::default();
-    if T::NAME == "f64" {
-        let (tot, _) = with_as::<T, f64, _>(z, |z| {
-            catch(|| block_on::<f64, M>(ordinal, model, z, at, None, alg))
+    by_precision!(T, D => {
+        let (tot, _) = with_as::<T, D, _>(z, |z| {
+            catch(|| block_on::<D, M>(ordinal, model, z, at, None, alg))
         })?;
         Ok(vec_as(tot))
-    } else {
-        let (tot, _) = with_as::<T, f32, _>(z, |z| {
-            catch(|| block_on::<f32, M>(ordinal, model, z, at, None, alg))
-        })?;
-        Ok(vec_as(tot))
-    }
+    })
 }
 
 /// Pass 3 of the split parallel filter on GPU `ordinal`: the filtered moments and
@@ -148,19 +138,13 @@ pub fn filter_block<T: Real, M: StateSpace + ?Sized>(
     carry: Option<&[T]>,
     alg: ScanAlgorithm,
 ) -> Result<Estimates<T>> {
-    let est = if T::NAME == "f64" {
-        let c: Option<Vec<f64>> = carry.map(|c| vec_as(c.to_vec()));
-        let (_, e) = with_as::<T, f64, _>(z, |z| {
-            catch(|| block_on::<f64, M>(ordinal, model, z, at, Some(c.as_deref()), alg))
+    let est = by_precision!(T, D => {
+        let c: Option<Vec<D>> = carry.map(|c| vec_as(c.to_vec()));
+        let (_, e) = with_as::<T, D, _>(z, |z| {
+            catch(|| block_on::<D, M>(ordinal, model, z, at, Some(c.as_deref()), alg))
         })?;
         e.map(est_as)
-    } else {
-        let c: Option<Vec<f32>> = carry.map(|c| vec_as(c.to_vec()));
-        let (_, e) = with_as::<T, f32, _>(z, |z| {
-            catch(|| block_on::<f32, M>(ordinal, model, z, at, Some(c.as_deref()), alg))
-        })?;
-        e.map(est_as)
-    };
+    });
     est.ok_or_else(|| Error::Cuda("the block's sweep returned no estimates".into()))
 }
 
