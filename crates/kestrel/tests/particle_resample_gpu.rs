@@ -9,7 +9,7 @@
 
 mod gpu_common;
 
-use super::particle_gpu::{diverging_in, RANGE};
+use super::particle_gpu::{at_most_rare_flips, diverging_in, RANGE};
 use gpu_common::gpu_or_skip;
 use kestrel::particle::{
     particle_filter_cpu, particle_filter_on, pf_model_from_toml, PfOptions, PfOutput, Resampler,
@@ -35,19 +35,7 @@ fn gpu_resamplers_match_the_cpu_but_for_rare_flips() {
     if !gpu_or_skip("gpu_resamplers_match_the_cpu_but_for_rare_flips") {
         return;
     }
-    let model = pf_model_from_toml(RANGE, Path::new("m.toml")).unwrap();
-    let (_, z) = kestrel::particle::simulate(&model, 1000, 20, 11, 0.05).unwrap();
-    for r in SCHEMES {
-        let mut opts = PfOptions::new(1000);
-        opts.resampler = r;
-        opts.ess_threshold = 0.7;
-        opts.seed = 5;
-        let cpu = particle_filter_cpu(&model, &z, &opts).unwrap();
-        let gpu = particle_filter_on(Device::Cuda(0), &model, &z, &opts).unwrap();
-        let d = diverging(&cpu, &gpu, 1e-8);
-        eprintln!("{r}: {d} of 1000 filters (N = 1000, T = 20, f64) flipped a resampling choice");
-        assert!(d <= 20, "{r}: {d} of 1000 filters differ");
-    }
+    at_most_rare_flips(&SCHEMES.map(|r| (r, 0.7)), false);
 }
 
 #[test]

@@ -3,30 +3,13 @@
 //! stochastic matrices; the identity is the plain recursion bit for bit; decimation
 //! emits the every-frame maps at the block ends bit for bit.
 
+mod tbd_common;
+
 use kestrel::tbd::switch::{reference_step, Transition};
 use kestrel::tbd::{speeds_directions, Motion, Params, Tbd};
 use kestrel::Device;
 use rand::{Rng, SeedableRng};
-
-/// A random stochastic matrix: each row random weights, about a third of them zero
-/// (never the whole row), normalised.
-pub fn random_matrix(rng: &mut impl Rng, v: usize) -> Transition {
-    let mut m = vec![0.0f64; v * v];
-    for r in 0..v {
-        let row = &mut m[r * v..(r + 1) * v];
-        for x in row.iter_mut() {
-            *x = if rng.gen_bool(0.35) {
-                0.0
-            } else {
-                rng.gen_range(0.01..1.0)
-            };
-        }
-        row[rng.gen_range(0..v)] += 0.5;
-        let s: f64 = row.iter().sum();
-        row.iter_mut().for_each(|x| *x /= s);
-    }
-    Transition::new(v, &m, "random").unwrap()
-}
+pub(crate) use tbd_common::random_matrix;
 
 fn frames(rng: &mut impl Rng, t: usize, n: usize) -> Vec<Vec<f32>> {
     (0..t)

@@ -6,6 +6,7 @@
 //! storage bound). Skips without a GPU; fails with KESTREL_REQUIRE_GPU=1.
 
 mod gpu_common;
+mod tbd_common;
 
 use gpu_common::gpu_or_skip;
 use kestrel::tbd::cpu::CpuState;
@@ -14,24 +15,7 @@ use kestrel::tbd::switch::Transition;
 use kestrel::tbd::{speeds_directions, Motion, Params, Tbd};
 use kestrel::Device;
 use rand::{Rng, SeedableRng};
-
-fn random_matrix(rng: &mut impl Rng, v: usize) -> Transition {
-    let mut m = vec![0.0f64; v * v];
-    for r in 0..v {
-        let row = &mut m[r * v..(r + 1) * v];
-        for x in row.iter_mut() {
-            *x = if rng.gen_bool(0.35) {
-                0.0
-            } else {
-                rng.gen_range(0.01..1.0)
-            };
-        }
-        row[rng.gen_range(0..v)] += 0.5;
-        let s: f64 = row.iter().sum();
-        row.iter_mut().for_each(|x| *x /= s);
-    }
-    Transition::new(v, &m, "random").unwrap()
-}
+use tbd_common::random_matrix;
 
 fn check(what: &str, got: &[f32], want: &[f32], bound: f64) {
     assert_eq!(got.len(), want.len(), "{what}: length");

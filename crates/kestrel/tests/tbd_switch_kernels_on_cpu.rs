@@ -8,6 +8,7 @@
 
 mod emulation;
 
+use super::tbd_switch::random_matrix;
 use emulation::{compile, compiler_for, run_piped};
 use kestrel::tbd::cpu::CpuState;
 use kestrel::tbd::cuda::half_to_f32;
@@ -127,24 +128,6 @@ fn expected(r: &Run) -> (Maps, Vec<f32>) {
         }
     }
     (maps, st.state())
-}
-
-fn random_matrix(rng: &mut impl Rng, v: usize) -> Transition {
-    let mut m = vec![0.0f64; v * v];
-    for r in 0..v {
-        let row = &mut m[r * v..(r + 1) * v];
-        for x in row.iter_mut() {
-            *x = if rng.gen_bool(0.35) {
-                0.0
-            } else {
-                rng.gen_range(0.01..1.0)
-            };
-        }
-        row[rng.gen_range(0..v)] += 0.5;
-        let s: f64 = row.iter().sum();
-        row.iter_mut().for_each(|x| *x /= s);
-    }
-    Transition::new(v, &m, "random").unwrap()
 }
 
 fn same_bits(what: &str, got: &(Maps, Vec<f32>), want: &(Maps, Vec<f32>)) {

@@ -6,6 +6,7 @@ use kestrel::tbd::cpu::CpuState;
 use kestrel::tbd::cuda::MapPair;
 use kestrel::tbd::cuda::{KernelConfig, Variant};
 use kestrel::tbd::motion::taps;
+use kestrel::tbd::switch::Transition;
 use kestrel::tbd::{Dtype, Motion};
 use rand::{Rng, SeedableRng};
 
@@ -358,4 +359,24 @@ pub fn assert_same_bits(what: &str, got: &[MapPair], gs: &[f32], want: &[MapPair
         assert_eq!(g.1, e.1, "{what}: arg-max {m}");
     }
     assert_eq!(gs, ws, "{what}: final state");
+}
+
+/// A random stochastic matrix: each row random weights, about a third of them zero
+/// (never the whole row), normalised.
+pub fn random_matrix(rng: &mut impl Rng, v: usize) -> Transition {
+    let mut m = vec![0.0f64; v * v];
+    for r in 0..v {
+        let row = &mut m[r * v..(r + 1) * v];
+        for x in row.iter_mut() {
+            *x = if rng.gen_bool(0.35) {
+                0.0
+            } else {
+                rng.gen_range(0.01..1.0)
+            };
+        }
+        row[rng.gen_range(0..v)] += 0.5;
+        let s: f64 = row.iter().sum();
+        row.iter_mut().for_each(|x| *x /= s);
+    }
+    Transition::new(v, &m, "random").unwrap()
 }
