@@ -7,9 +7,10 @@ mod gpu_common;
 
 use gpu_common::{gpu_or_skip, random_model};
 use kestrel::likelihood::{loglik, Method, Options};
-use kestrel::model::ar;
+use kestrel::model::{ar, model_from_toml};
 use kestrel::sim::simulate;
 use kestrel::{Device, Measurements, Model, Real};
+use std::path::Path;
 
 fn compare<T: Real>(model: &Model, z: &Measurements<T>, method: Method, tol: f64) {
     let o = Options::default();
@@ -65,28 +66,10 @@ fn gpu_equals_cpu() {
 }
 
 /// The seed's AR(10) noise model (`examples/ar10-seismic-noise.toml`) with its
-/// stationary prior.
+/// stationary prior, read from the file.
 fn ar10() -> Model {
-    ar(
-        &[
-            1.1683226661470807,
-            -0.40439109024056763,
-            -0.1642299430945436,
-            0.15430734274102076,
-            -0.09800919416735972,
-            0.010112486360333255,
-            0.053815886330902236,
-            -0.09082105724783522,
-            0.2583831545999658,
-            -0.0047046539830140925,
-        ],
-        218.29396537601593,
-        0.9456985302989142,
-        1.0,
-    )
-    .unwrap()
-    .with_stationary_prior()
-    .unwrap()
+    let text = include_str!("../../../examples/ar10-seismic-noise.toml");
+    model_from_toml(text, Path::new("examples/ar10-seismic-noise.toml")).unwrap()
 }
 
 fn worst_rel(a: &[f64], b: &[f64]) -> f64 {

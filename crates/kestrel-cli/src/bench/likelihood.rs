@@ -7,30 +7,18 @@
 
 use super::{time_runs, Record, Sink};
 use kestrel::likelihood::{self, loglik, Method, Options};
-use kestrel::model::{ar, random_walk};
+use kestrel::model::{model_from_toml, random_walk};
 use kestrel::sim::simulate;
 use kestrel::{Device, Measurements, Model, Real};
+use std::path::Path;
 
-/// The AR(10) noise model of `examples/ar10-seismic-noise.toml`.
+/// The AR(10) noise model of `examples/ar10-seismic-noise.toml`, read from the file.
 fn ar10() -> anyhow::Result<Model> {
-    Ok(ar(
-        &[
-            1.1683226661470807,
-            -0.40439109024056763,
-            -0.1642299430945436,
-            0.15430734274102076,
-            -0.09800919416735972,
-            0.010112486360333255,
-            0.053815886330902236,
-            -0.09082105724783522,
-            0.2583831545999658,
-            -0.0047046539830140925,
-        ],
-        218.29396537601593,
-        0.9456985302989142,
-        1.0,
-    )?
-    .with_stationary_prior()?)
+    let text = include_str!("../../../../examples/ar10-seismic-noise.toml");
+    Ok(model_from_toml(
+        text,
+        Path::new("examples/ar10-seismic-noise.toml"),
+    )?)
 }
 
 struct Case {
