@@ -7,8 +7,8 @@ use crate::kalman::{device_name, PyModel};
 use crate::progress::Bar;
 use crate::{run_detached, to_py};
 use kestrel::particle::{
-    load_pf_model, particle_filter_on, pf_model_from_toml, ParticleModel, PfModel, PfOptions,
-    PfOutput, Resampler,
+    load_pf_model, particle_filter_on, pf_model_from_toml, Batch, ParticleModel, PfModel,
+    PfOptions, PfOutput, Resampler,
 };
 use kestrel::{Device, Error, Measurements, Real};
 use numpy::PyReadonlyArrayDyn;
@@ -179,33 +179,21 @@ impl<T: Real> ParticleModel<T> for Counted<'_> {
     ) {
         self.inner.measure(k, x, noise, z)
     }
-    fn advance_batch(
-        &self,
-        k: usize,
-        key: [u32; 2],
-        b: u32,
-        first: u32,
-        xs: &mut [T],
-        z: Option<(&[T], &mut [T])>,
-    ) {
+    fn advance_batch(&self, at: Batch, xs: &mut [T], z: Option<(&[T], &mut [T])>) {
         self.bar
             .inc((xs.len() / ParticleModel::<T>::nx(self.inner)) as u64);
-        self.inner.advance_batch(k, key, b, first, xs, z)
+        self.inner.advance_batch(at, xs, z)
     }
     fn advance_batch_from(
         &self,
-        k: usize,
-        key: [u32; 2],
-        b: u32,
-        first: u32,
+        at: Batch,
         src: &[T],
         anc: &[u32],
         xs: &mut [T],
         z: Option<(&[T], &mut [T])>,
     ) {
         self.bar.inc(anc.len() as u64);
-        self.inner
-            .advance_batch_from(k, key, b, first, src, anc, xs, z)
+        self.inner.advance_batch_from(at, src, anc, xs, z)
     }
 }
 

@@ -1,7 +1,9 @@
 //! The model file's particle-filter kinds: parsing, errors naming the key, simulation
 //! and filtering of each nonlinear kind.
 
-use kestrel::particle::{particle_filter_cpu, pf_model_from_toml, simulate, PfKind, PfOptions};
+use kestrel::particle::{
+    particle_filter_cpu, pf_model_from_toml, simulate, Batch, PfKind, PfOptions,
+};
 use std::path::Path;
 
 fn parse(text: &str) -> kestrel::Result<kestrel::particle::PfModel> {
@@ -133,11 +135,17 @@ fn advancing_from_ancestors_equals_copying_them_first() {
         let key = [17, 4];
         let (mut a, mut b) = (vec![f64::NAN; n * nx], vec![f64::NAN; n * nx]);
         let (mut la, mut lb) = (vec![f64::NAN; n], vec![f64::NAN; n]);
-        m.advance_batch_from(3, key, 2, 100, &src, &anc, &mut a, Some((&z, &mut la)));
+        let at = Batch {
+            k: 3,
+            key,
+            b: 2,
+            first: 100,
+        };
+        m.advance_batch_from(at, &src, &anc, &mut a, Some((&z, &mut la)));
         for (i, &p) in anc.iter().enumerate() {
             b[i * nx..(i + 1) * nx].copy_from_slice(&src[p as usize * nx..(p as usize + 1) * nx]);
         }
-        m.advance_batch(3, key, 2, 100, &mut b, Some((&z, &mut lb)));
+        m.advance_batch(at, &mut b, Some((&z, &mut lb)));
         assert!(
             a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()),
             "{text}"
@@ -171,7 +179,8 @@ fn batch_steps_equal_the_per_particle_methods() {
                 .collect();
             let mut got = x0.clone();
             let mut lg = vec![f64::NAN; n];
-            m.advance_batch(k, key, b, first, &mut got, Some((&z, &mut lg)));
+            let at = Batch { k, key, b, first };
+            m.advance_batch(at, &mut got, Some((&z, &mut lg)));
             for p in 0..n {
                 let mut x = x0[p * nx..(p + 1) * nx].to_vec();
                 let mut noise =

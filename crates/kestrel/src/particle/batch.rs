@@ -7,7 +7,7 @@
 #[cfg(target_arch = "x86_64")]
 use super::lanes::normals_lanes_into_avx2;
 use super::lanes::{normals_lanes_into, L};
-use super::models::{ParticleModel, PfKind, PfModel};
+use super::models::{Batch, ParticleModel, PfKind, PfModel};
 use super::philox::Purpose;
 use crate::linalg::LN_2PI;
 use std::any::TypeId;
@@ -46,13 +46,9 @@ type From<'a> = Option<(&'a [f64], &'a [u32])>;
 /// [`ParticleModel::advance_batch`] (`from = None`) and
 /// [`ParticleModel::advance_batch_from`] (the particles `src[anc[i]]` read where they
 /// are, the moved ones written to `xs`) for a model and precision it [`covers`].
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn advance<T: 'static>(
     model: &PfModel,
-    k: usize,
-    key: [u32; 2],
-    b: u32,
-    first: u32,
+    at: Batch,
     from: Option<(&[T], &[u32])>,
     xs: &mut [T],
     z: Option<(&[T], &mut [T])>,
@@ -64,31 +60,27 @@ pub(crate) fn advance<T: 'static>(
     #[cfg(target_arch = "x86_64")]
     if std::is_x86_feature_detected!("avx2") {
         // SAFETY: the processor was checked for AVX2 above.
-        unsafe { advance_avx2(model, k, key, b, first, from, xs, z) };
+        unsafe { advance_avx2(model, at, from, xs, z) };
         return;
     }
-    advance_lanes(model, k, key, b, first, from, xs, z)
+    advance_lanes(model, at, from, xs, z)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-#[allow(clippy::too_many_arguments)]
 unsafe fn advance_avx2(
     model: &PfModel,
-    k: usize,
-    key: [u32; 2],
-    b: u32,
-    first: u32,
+    at: Batch,
     from: From<'_>,
     xs: &mut [f64],
     z: Option<(&[f64], &mut [f64])>,
 ) {
-    if let (PfKind::RangeOnly { .. }, true) = (&model.kind, k > 0) {
+    if let (PfKind::RangeOnly { .. }, true) = (&model.kind, at.k > 0) {
         // SAFETY: AVX2 is enabled in this function (checked by the caller).
-        unsafe { range_only_avx2(model, k, key, b, first, from, xs, z) };
+        unsafe { range_only_avx2(model, at, from, xs, z) };
         return;
     }
-    advance_lanes(model, k, key, b, first, from, xs, z)
+    advance_lanes(model, at, from, xs, z)
 }
 
 /// The range-only model's step (constant-velocity motion, then the range likelihood) in
@@ -99,18 +91,15 @@ unsafe fn advance_avx2(
 /// (no fused multiply-adds), so the same bits; the noise as `normals_lanes_into`'s.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-#[allow(clippy::too_many_arguments)]
 unsafe fn range_only_avx2(
     model: &PfModel,
-    k: usize,
-    key: [u32; 2],
-    b: u32,
-    first: u32,
+    at: Batch,
     from: From<'_>,
     xs: &mut [f64],
     mut z: Option<(&[f64], &mut [f64])>,
 ) {
     use std::arch::x86_64::*;
+    let Batch { k, key, b, first } = at;
     let PfKind::RangeOnly { cv, sensors, .. } = &model.kind else {
         unreachable!("range_only_avx2: a range-only model")
     };
@@ -218,16 +207,11 @@ unsafe fn range_only_avx2(
     if whole < n {
         let from = from.map(|(src, anc)| (src, &anc[whole..]));
         let z = z.map(|(zk, ll)| (zk, &mut ll[whole..]));
-        advance_lanes(
-            model,
-            k,
-            key,
-            b,
-            first.wrapping_add(whole as u32),
-            from,
-            &mut xs[whole * 4..],
-            z,
-        );
+        let at = Batch {
+            first: first.wrapping_add(whole as u32),
+            ..at
+        };
+        advance_lanes(model, at, from, &mut xs[whole * 4..], z);
     }
 }
 
@@ -235,13 +219,9 @@ unsafe fn range_only_avx2(
 type Lanes<const R: usize> = [[f64; L]; R];
 
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
 fn advance_lanes(
     model: &PfModel,
-    k: usize,
-    key: [u32; 2],
-    b: u32,
-    first: u32,
+    at: Batch,
     from: From<'_>,
     xs: &mut [f64],
     z: Option<(&[f64], &mut [f64])>,
@@ -249,26 +229,23 @@ fn advance_lanes(
     // A state size known at compile time lets the loads and stores of the particles be
     // fixed shuffles and the small loops unroll.
     match ParticleModel::<f64>::nx(model) {
-        1 => advance_n::<1, 1>(model, k, key, b, first, from, xs, z),
-        2 => advance_n::<2, 2>(model, k, key, b, first, from, xs, z),
-        4 => advance_n::<4, 4>(model, k, key, b, first, from, xs, z),
-        _ => advance_n::<0, MAX_NX>(model, k, key, b, first, from, xs, z),
+        1 => advance_n::<1, 1>(model, at, from, xs, z),
+        2 => advance_n::<2, 2>(model, at, from, xs, z),
+        4 => advance_n::<4, 4>(model, at, from, xs, z),
+        _ => advance_n::<0, MAX_NX>(model, at, from, xs, z),
     }
 }
 
 /// The batch of `xs` with `NX` components (0: the model's `nx`, at most `R`).
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
 fn advance_n<const NX: usize, const R: usize>(
     model: &PfModel,
-    k: usize,
-    key: [u32; 2],
-    b: u32,
-    first: u32,
+    at: Batch,
     from: From<'_>,
     xs: &mut [f64],
     mut z: Option<(&[f64], &mut [f64])>,
 ) {
+    let Batch { k, key, b, first } = at;
     let nx = if NX > 0 {
         NX
     } else {

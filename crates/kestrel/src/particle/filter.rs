@@ -34,7 +34,7 @@
 use super::batch::{as_f64, as_f64_mut};
 use super::crew::{Crew, Shared};
 use super::lanes::{exp_nonpositive, L};
-use super::models::ParticleModel;
+use super::models::{Batch, ParticleModel};
 use super::philox::key_of;
 use super::resample::{
     for_pieces, resample_on, systematic_ancestors, systematic_uniform, ChunkedCdf, Draws, Par,
@@ -382,19 +382,24 @@ fn run_one<T: Real, M: ParticleModel<T> + ?Sized>(
                     // Resampled particles are read from their ancestors where they are
                     // (no copy first).
                     let zl = observed.then_some((z, &mut *ll));
-                    let (b32, s32) = (stream, s0 as u32);
+                    let at = Batch {
+                        k,
+                        key,
+                        b: stream,
+                        first: s0 as u32,
+                    };
                     match entry {
                         Entry::Systematic(u, scale) => {
                             let mut ab = [const { MaybeUninit::<u32>::uninit() }; CHUNK];
                             let a = init_zero(&mut ab[..lw.len()]);
                             systematic_ancestors(cdf, u, scale, s0, a);
-                            model.advance_batch_from(k, key, b32, s32, src, a, xs, zl);
+                            model.advance_batch_from(at, src, a, xs, zl);
                         }
                         Entry::Ancestors => {
                             let a = &anc[s0..s0 + lw.len()];
-                            model.advance_batch_from(k, key, b32, s32, src, a, xs, zl);
+                            model.advance_batch_from(at, src, a, xs, zl);
                         }
-                        Entry::Prior | Entry::Kept => model.advance_batch(k, key, b32, s32, xs, zl),
+                        Entry::Prior | Entry::Kept => model.advance_batch(at, xs, zl),
                     }
                     finish_chunk(lw, ll, k == 0 || resampled, observed, xs, r, cdf_out);
                 },

@@ -36,7 +36,7 @@ pub mod subsets;
 #[cfg(feature = "io")]
 pub use file::{load_pf_model, pf_model_from_toml, KINDS};
 pub use filter::particle_filter_cpu;
-pub use models::{ParticleModel, PfKind, PfModel};
+pub use models::{Batch, ParticleModel, PfKind, PfModel};
 pub use resample::Resampler;
 pub use sim::simulate;
 

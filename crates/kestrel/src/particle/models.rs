@@ -12,6 +12,21 @@ use crate::linalg::{Real, LN_2PI};
 use crate::model::Model;
 use nalgebra::{DMatrix, DVector};
 
+/// Where a batch of particles stands: step `k`, the run's random `key`, filter `b`, and
+/// the slot of the batch's first particle (particle `i` of the batch is slot
+/// `first + i`, with its own [`Normals`] stream of [`Purpose::Propagate`] under `key`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Batch {
+    /// The step.
+    pub k: usize,
+    /// The run's key of the random streams.
+    pub key: [u32; 2],
+    /// The filter (track) the particles belong to.
+    pub b: u32,
+    /// The slot of the first particle.
+    pub first: u32,
+}
+
 /// What the bootstrap filter needs from a model. `x` is one particle's state (length
 /// `nx`), `z` one measurement (length `ny`, never missing when passed).
 pub trait ParticleModel<T: Real>: Sync {
@@ -34,48 +49,34 @@ pub trait ParticleModel<T: Real>: Sync {
     /// writes `ll[i] = ln p(z_k | x_i)`. The default goes one particle at a time through
     /// the methods above; the built-in kinds draw the noise of several particles together
     /// in f64 (the same numbers, to rounding).
-    fn advance_batch(
-        &self,
-        k: usize,
-        key: [u32; 2],
-        b: u32,
-        first: u32,
-        xs: &mut [T],
-        z: Option<(&[T], &mut [T])>,
-    ) {
-        advance_one_by_one(self, k, key, b, first, xs, z)
+    fn advance_batch(&self, at: Batch, xs: &mut [T], z: Option<(&[T], &mut [T])>) {
+        advance_one_by_one(self, at, xs, z)
     }
 
     /// [`advance_batch`](ParticleModel::advance_batch) of the particles
     /// `src[anc[i]]` (resampled ancestors), written to `xs`: the default copies them and
     /// advances the copy; the built-in kinds read them where they are.
-    #[allow(clippy::too_many_arguments)]
     fn advance_batch_from(
         &self,
-        k: usize,
-        key: [u32; 2],
-        b: u32,
-        first: u32,
+        at: Batch,
         src: &[T],
         anc: &[u32],
         xs: &mut [T],
         z: Option<(&[T], &mut [T])>,
     ) {
         super::resample::gather(src, self.nx(), anc, xs);
-        self.advance_batch(k, key, b, first, xs, z)
+        self.advance_batch(at, xs, z)
     }
 }
 
 /// [`ParticleModel::advance_batch`] one particle at a time.
 pub fn advance_one_by_one<T: Real, M: ParticleModel<T> + ?Sized>(
     model: &M,
-    k: usize,
-    key: [u32; 2],
-    b: u32,
-    first: u32,
+    at: Batch,
     xs: &mut [T],
     mut z: Option<(&[T], &mut [T])>,
 ) {
+    let Batch { k, key, b, first } = at;
     let nx = model.nx();
     for (l, x) in xs.chunks_exact_mut(nx).enumerate() {
         let i = first.wrapping_add(l as u32);
@@ -540,37 +541,26 @@ impl<T: Real> ParticleModel<T> for PfModel {
         }
     }
 
-    fn advance_batch(
-        &self,
-        k: usize,
-        key: [u32; 2],
-        b: u32,
-        first: u32,
-        xs: &mut [T],
-        z: Option<(&[T], &mut [T])>,
-    ) {
+    fn advance_batch(&self, at: Batch, xs: &mut [T], z: Option<(&[T], &mut [T])>) {
         if super::batch::covers::<T>(self) {
-            return super::batch::advance(self, k, key, b, first, None, xs, z);
+            return super::batch::advance(self, at, None, xs, z);
         }
-        advance_one_by_one(self, k, key, b, first, xs, z)
+        advance_one_by_one(self, at, xs, z)
     }
 
     fn advance_batch_from(
         &self,
-        k: usize,
-        key: [u32; 2],
-        b: u32,
-        first: u32,
+        at: Batch,
         src: &[T],
         anc: &[u32],
         xs: &mut [T],
         z: Option<(&[T], &mut [T])>,
     ) {
         if super::batch::covers::<T>(self) {
-            return super::batch::advance(self, k, key, b, first, Some((src, anc)), xs, z);
+            return super::batch::advance(self, at, Some((src, anc)), xs, z);
         }
         super::resample::gather(src, ParticleModel::<T>::nx(self), anc, xs);
-        advance_one_by_one(self, k, key, b, first, xs, z)
+        advance_one_by_one(self, at, xs, z)
     }
 
     fn measure(&self, _k: usize, x: &[T], noise: &mut Normals<T>, z: &mut [T]) {
