@@ -26,9 +26,7 @@
 use super::super::assign::Assignment;
 use super::super::associate::{gnn_cluster, DENSE_MAX_COLUMNS, DENSE_MAX_TRACKS};
 use super::super::gate::Gated;
-use super::params::{
-    GaInit, GaMember, GaOwner, GaPlace, GaRoot, GaScatter, GaSolve, GaSolveBlock, GaUnion,
-};
+use super::params::{GaInit, GaMember, GaOwner, GaPlace, GaRoot, GaScatter, GaSolve, GaUnion};
 use crate::cuda::{self, dtoh, grid_for, launch, DevBuf, EventTimer, Gpu, Module, Pinned};
 use crate::error::{Error, Result};
 use rayon::prelude::*;
@@ -225,19 +223,21 @@ impl GpuGnn {
     /// track's detection or -1. Queued on the device's stream; reads five counters back
     /// (a synchronisation), and when a cluster is past the device limits, solves it on
     /// the host before returning.
-    #[allow(clippy::too_many_arguments)]
     pub fn solve(
         &mut self,
-        n: usize,
-        ndet: usize,
-        m: usize,
-        start: &DevBuf<u32>,
-        det: &DevBuf<u32>,
-        ll: &DevBuf<f64>,
+        pairs: Pairs<'_>,
         gain: f64,
         miss: f64,
         pick: &DevBuf<i32>,
     ) -> Result<()> {
+        let Pairs {
+            n,
+            ndet,
+            m,
+            start,
+            det,
+            ll,
+        } = pairs;
         if start.len() < n + 1 || det.len() < m || ll.len() < m || pick.len() < n {
             return Err(Error::Input {
                 msg: format!(
@@ -255,56 +255,39 @@ impl GpuGnn {
             return Ok(());
         }
         cuda::catch(|| {
-            self.cluster(n, ndet, start, det, ll, gain, miss, pick)?;
+            self.cluster(pairs, gain, miss, pick)?;
             let s = &self.gpu.stream;
             let k = &*self.module;
             // At most n / 2 clusters of two tracks or more.
-            launch(
-                s,
-                k,
-                "ga_solve",
-                grid_for(n / 2 + 1, 64),
-                (64, 1, 1),
-                &GaSolve {
-                    counters: &self.counters,
-                    cstart: &self.cstart,
-                    csize: &self.csize,
-                    member: &self.member,
-                    start,
-                    det,
-                    ll,
-                    gain,
-                    miss,
-                    dloc: &self.dloc,
-                    blk: &self.blk,
-                    pick,
-                },
-            )?;
+            let p = GaSolve {
+                counters: &self.counters,
+                cstart: &self.cstart,
+                csize: &self.csize,
+                member: &self.member,
+                start,
+                det,
+                ll,
+                gain,
+                miss,
+                dloc: &self.dloc,
+                blk: &self.blk,
+                big: &self.big,
+                pick,
+            };
+            // At most n / 2 clusters of two tracks or more.
+            launch(s, k, "ga_solve", grid_for(n / 2 + 1, 64), (64, 1, 1), &p)?;
             // Clusters past a thread's limits: more than DEVICE_MAX_TRACKS tracks or
             // DEVICE_MAX_COLUMNS columns, so at most this many (detections belong to one
             // cluster each); the blocks past the count return at once.
             let most = n / (DEVICE_MAX_TRACKS + 1) + ndet / (DEVICE_MAX_COLUMNS / 2) + 1;
+            let threads = Limits::default().block_threads as u32;
             launch(
                 s,
                 k,
                 "ga_solve_block",
                 (most.min(4096) as u32, 1, 1),
-                (Limits::default().block_threads as u32, 1, 1),
-                &GaSolveBlock {
-                    counters: &self.counters,
-                    cstart: &self.cstart,
-                    csize: &self.csize,
-                    member: &self.member,
-                    start,
-                    det,
-                    ll,
-                    gain,
-                    miss,
-                    dloc: &self.dloc,
-                    blk: &self.blk,
-                    big: &self.big,
-                    pick,
-                },
+                (threads, 1, 1),
+                &p,
             )?;
             dtoh(
                 s,
@@ -336,15 +319,19 @@ impl GpuGnn {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn cluster(
         &mut self,
-        n: usize,
-        ndet: usize,
-        start: &DevBuf<u32>,
-        det: &DevBuf<u32>,
-        ll: &DevBuf<f64>,
+        pairs: Pairs<'_>,
         gain: f64,
         miss: f64,
         pick: &DevBuf<i32>,
     ) -> Result<()> {
+        let Pairs {
+            n,
+            ndet,
+            start,
+            det,
+            ll,
+            ..
+        } = pairs;
         self.reserve(n, ndet)?;
         let s = &self.gpu.stream;
         let k = &*self.module;
@@ -567,6 +554,27 @@ pub(super) fn check_gated(g: &Gated, ndet: usize, what: &str) -> Result<()> {
 }
 
 /// Refuses counts the kernels' 32-bit indices cannot hold.
+/// The gated pairs of `n` tracks and `ndet` detections on the device, `m` of them in
+/// compressed rows by track: `start` [n + 1] with `start[0] = 0` and `start[n] = m`,
+/// `det` [m] (ascending within a row), `ll` [m] (`ln N(z; zhat, S)`), as both
+/// associations ([`GpuGnn::solve`], [`GpuJpda::solve`](super::jpda::GpuJpda::solve))
+/// take them.
+#[derive(Clone, Copy)]
+pub(crate) struct Pairs<'a> {
+    /// Tracks.
+    pub(crate) n: usize,
+    /// Detections.
+    pub(crate) ndet: usize,
+    /// Pairs.
+    pub(crate) m: usize,
+    /// Each track's first pair, and `m` last.
+    pub(crate) start: &'a DevBuf<u32>,
+    /// Each pair's detection.
+    pub(crate) det: &'a DevBuf<u32>,
+    /// Each pair's log-likelihood.
+    pub(crate) ll: &'a DevBuf<f64>,
+}
+
 pub(super) fn check_sizes(n: usize, ndet: usize, m: usize, what: &str) -> Result<()> {
     if n.max(ndet).max(m) >= u32::MAX as usize {
         return Err(Error::Input {
@@ -653,7 +661,15 @@ pub fn gnn_gpu_timed(
         let junk = vec![i32::MIN; n.max(1)];
         let pick = DevBuf::from_slice(&gpu, s, &junk, "association picks")?;
         let mut gnn = GpuGnn::new(&gpu)?;
-        gnn.solve(n, ndet, m, &start, &det, &ll, gain, miss, &pick)?;
+        let pairs = Pairs {
+            n,
+            ndet,
+            m,
+            start: &start,
+            det: &det,
+            ll: &ll,
+        };
+        gnn.solve(pairs, gain, miss, &pick)?;
         let mut out = vec![0i32; n];
         dtoh(s, &pick, 0, &mut out, "reading the association picks")?;
         cuda::sync(s, "reading the association picks")?;
@@ -661,9 +677,7 @@ pub fn gnn_gpu_timed(
             times_ms: Vec::with_capacity(repeats),
             stats: gnn.stats,
         };
-        run.times_ms = time_repeats(&gpu, repeats, || {
-            gnn.solve(n, ndet, m, &start, &det, &ll, gain, miss, &pick)
-        })?;
+        run.times_ms = time_repeats(&gpu, repeats, || gnn.solve(pairs, gain, miss, &pick))?;
         if repeats > 0 {
             let mut again = vec![0i32; n];
             dtoh(s, &pick, 0, &mut again, "reading the association picks")?;

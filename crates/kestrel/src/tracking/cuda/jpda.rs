@@ -13,7 +13,7 @@
 
 use super::super::associate::{jpda_weights, Weights};
 use super::super::gate::Gated;
-use super::assign::{check_gated, check_sizes, time_repeats, upload_gated, GpuGnn};
+use super::assign::{check_gated, check_sizes, time_repeats, upload_gated, GpuGnn, Pairs};
 use super::params::{
     GjCheck, GjClassify, GjCol, GjDcount, GjDfill, GjDplace, GjDsort, GjFinal, GjInit, GjMu, GjNu,
     GjSingle, GjWeights,
@@ -143,21 +143,23 @@ impl GpuJpda {
     /// events are enumerated. Writes `beta0` [n] (the probability that a track has none
     /// of its detections; 1 without pairs) and `beta` [m] (each pair's). Synchronises
     /// once, and once a round of belief propagation when a cluster needs it.
-    #[allow(clippy::too_many_arguments)]
     pub fn solve(
         &mut self,
-        n: usize,
-        ndet: usize,
-        m: usize,
-        start: &DevBuf<u32>,
-        det: &DevBuf<u32>,
-        ll: &DevBuf<f64>,
+        pairs: Pairs<'_>,
         gain: f64,
         log_miss: f64,
         exact_events: f64,
         beta0: &DevBuf<f64>,
         beta: &DevBuf<f64>,
     ) -> Result<()> {
+        let Pairs {
+            n,
+            ndet,
+            m,
+            start,
+            det,
+            ll,
+        } = pairs;
         if start.len() < n + 1 || det.len() < m || ll.len() < m || beta0.len() < n || beta.len() < m
         {
             return Err(Error::Input {
@@ -184,8 +186,7 @@ impl GpuJpda {
             grow(&gpu, &mut self.dfill, ndet.max(1), "JPDA list fills")?;
             grow(&gpu, &mut self.dp, m.max(1), "JPDA detection lists")?;
             // Every pair takes part: an infinite miss cost.
-            self.gnn
-                .cluster(n, ndet, start, det, ll, 0.0, f64::INFINITY, &self.pick)?;
+            self.gnn.cluster(pairs, 0.0, f64::INFINITY, &self.pick)?;
             let g = &self.gnn;
             let s = &gpu.stream;
             let k = g.module_ref();
@@ -477,21 +478,15 @@ pub fn jpda_gpu_timed(
         let beta0 = DevBuf::from_slice(&gpu, s, &vec![f64::NAN; n.max(1)], "JPDA beta0")?;
         let beta = DevBuf::from_slice(&gpu, s, &vec![f64::NAN; m.max(1)], "JPDA beta")?;
         let mut jp = GpuJpda::new(&gpu)?;
-        let mut solve = || {
-            jp.solve(
-                n,
-                ndet,
-                m,
-                &start,
-                &det,
-                &ll,
-                gain,
-                log_miss,
-                exact_events,
-                &beta0,
-                &beta,
-            )
+        let pairs = Pairs {
+            n,
+            ndet,
+            m,
+            start: &start,
+            det: &det,
+            ll: &ll,
         };
+        let mut solve = || jp.solve(pairs, gain, log_miss, exact_events, &beta0, &beta);
         solve()?;
         let (mut b0, mut b) = (vec![0.0; n], vec![0.0; m]);
         dtoh(s, &beta0, 0, &mut b0, "reading the JPDA beta0")?;

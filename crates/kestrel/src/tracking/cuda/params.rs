@@ -33,13 +33,8 @@ params! {
         n: u32, start: Buf<'a>, ll: Buf<'a>, gain: f64, miss: f64, parent: Buf<'a>, size: Buf<'a>,
         cid: Buf<'a>, cstart: Buf<'a>, cfill: Buf<'a>, member: Buf<'a>,
     }
-    /// Parameters of `ga_solve`.
-    pub(crate) struct GaSolve<'a> for ["ga_solve"] {
-        counters: Buf<'a>, cstart: Buf<'a>, csize: Buf<'a>, member: Buf<'a>, start: Buf<'a>,
-        det: Buf<'a>, ll: Buf<'a>, gain: f64, miss: f64, dloc: Buf<'a>, blk: Buf<'a>, pick: Buf<'a>,
-    }
-    /// Parameters of `ga_solve_block`.
-    pub(crate) struct GaSolveBlock<'a> for ["ga_solve_block"] {
+    /// Parameters of `ga_solve` and `ga_solve_block` (the thread's solver ignores `big`).
+    pub(crate) struct GaSolve<'a> for ["ga_solve", "ga_solve_block"] {
         counters: Buf<'a>, cstart: Buf<'a>, csize: Buf<'a>, member: Buf<'a>, start: Buf<'a>,
         det: Buf<'a>, ll: Buf<'a>, gain: f64, miss: f64, dloc: Buf<'a>, blk: Buf<'a>, big: Buf<'a>,
         pick: Buf<'a>,

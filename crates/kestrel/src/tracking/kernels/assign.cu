@@ -208,7 +208,8 @@ extern "C" __global__ void ga_solve(const unsigned* counters, const unsigned* cs
                                     const unsigned* csize, unsigned* member,
                                     const unsigned* start, const unsigned* det,
                                     const double* ll, double gain, double miss, unsigned* dloc,
-                                    unsigned* blk, int* pick) {
+                                    unsigned* blk, unsigned* big, int* pick) {
+    (void)big;  // ga_solve_block's list: the two solvers take one parameter list
     const unsigned c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= counters[0]) return;
     const unsigned rows = csize[c];

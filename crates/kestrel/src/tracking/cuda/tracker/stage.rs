@@ -3,10 +3,26 @@
 
 use super::super::super::associate::{gnn_costs, jpda_weights, EXACT_EVENTS};
 use super::super::super::JpdaMarginals;
+use super::super::assign::Pairs;
 use super::GpuTracker;
 use crate::cuda::{as_bytes, Addr, Arg, Buf};
 use crate::error::Result;
 use crate::tracking::cuda::params::{TkClaim, TkGate, TkPda};
+
+/// The stage's `m` gated pairs of `n` tracks and `ndet` detections (the gate's rows,
+/// detections and log-likelihoods), borrowing those fields of the tracker alone.
+macro_rules! pairs {
+    ($t:expr, $n:expr, $ndet:expr, $m:expr) => {
+        Pairs {
+            n: $n,
+            ndet: $ndet,
+            m: $m,
+            start: &$t.rows.buf,
+            det: &$t.det.buf,
+            ll: &$t.ll.buf,
+        }
+    };
+}
 
 impl GpuTracker {
     /// `tk_gate`'s parameters for the tracks of status `want`: the count pass (`fill`
@@ -58,17 +74,8 @@ impl GpuTracker {
             return self.jpda_stage(n, ndet, m, ev);
         }
         let (gain, miss) = gnn_costs(self.cfg.pd, self.cfg.gate, self.cfg.clutter);
-        self.gnn.solve(
-            n,
-            ndet,
-            m,
-            &self.rows.buf,
-            &self.det.buf,
-            &self.ll.buf,
-            gain,
-            miss,
-            &pick.buf,
-        )?;
+        self.gnn
+            .solve(pairs!(self, n, ndet, m), gain, miss, &pick.buf)?;
         self.go(
             "tk_claim",
             n,
@@ -98,13 +105,9 @@ impl GpuTracker {
             JpdaMarginals::Lbp => 0.0,
         };
         if let Some(jp) = self.jpda.as_mut() {
+            let pairs = pairs!(self, n, ndet, m);
             jp.solve(
-                n,
-                ndet,
-                m,
-                &self.rows.buf,
-                &self.det.buf,
-                &self.ll.buf,
+                pairs,
                 gain,
                 log_miss,
                 exact_events,
