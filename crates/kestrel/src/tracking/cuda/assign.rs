@@ -230,26 +230,8 @@ impl GpuGnn {
         miss: f64,
         pick: &DevBuf<i32>,
     ) -> Result<()> {
-        let Pairs {
-            n,
-            ndet,
-            m,
-            start,
-            det,
-            ll,
-        } = pairs;
-        if start.len() < n + 1 || det.len() < m || ll.len() < m || pick.len() < n {
-            return Err(Error::Input {
-                msg: format!(
-                    "GPU association: buffers too short for {n} tracks and {m} pairs (start {}, det {}, ll {}, pick {})",
-                    start.len(),
-                    det.len(),
-                    ll.len(),
-                    pick.len()
-                ),
-            });
-        }
-        check_sizes(n, ndet, m, "GPU association")?;
+        pairs.check("GPU association", ("pick", pick.len(), pairs.n))?;
+        let (n, ndet, m, start, det, ll) = pairs.parts();
         self.stats = GnnStats::default();
         if n == 0 {
             return Ok(());
@@ -316,7 +298,6 @@ impl GpuGnn {
     /// `-(gain + ll) < miss` (`miss` infinite: every pair): per track its root, per
     /// cluster of two tracks or more its id, member span and size; the counters' first
     /// four entries; `pick` of tracks without pairs (-1) and alone in their cluster.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn cluster(
         &mut self,
         pairs: Pairs<'_>,
@@ -324,14 +305,7 @@ impl GpuGnn {
         miss: f64,
         pick: &DevBuf<i32>,
     ) -> Result<()> {
-        let Pairs {
-            n,
-            ndet,
-            start,
-            det,
-            ll,
-            ..
-        } = pairs;
+        let (n, ndet, _, start, det, ll) = pairs.parts();
         self.reserve(n, ndet)?;
         let s = &self.gpu.stream;
         let k = &*self.module;
@@ -575,16 +549,49 @@ pub(crate) struct Pairs<'a> {
     pub(crate) ll: &'a DevBuf<f64>,
 }
 
-pub(super) fn check_sizes(n: usize, ndet: usize, m: usize, what: &str) -> Result<()> {
-    if n.max(ndet).max(m) >= u32::MAX as usize {
-        return Err(Error::Input {
-            msg: format!(
-                "{what}: {n} tracks, {ndet} detections, {m} pairs: at most {} each",
-                u32::MAX - 1
-            ),
-        });
+type Parts<'a> = (
+    usize,
+    usize,
+    usize,
+    &'a DevBuf<u32>,
+    &'a DevBuf<u32>,
+    &'a DevBuf<f64>,
+);
+
+impl<'a> Pairs<'a> {
+    /// `(n, ndet, m, start, det, ll)`.
+    pub(super) fn parts(&self) -> Parts<'a> {
+        (self.n, self.ndet, self.m, self.start, self.det, self.ll)
     }
-    Ok(())
+
+    /// An input error, naming `what`, where a buffer is shorter than the counts need
+    /// (the pairs' own, and `out`: an output's name, length and need) or a count does not
+    /// fit the kernels' 32-bit indices.
+    pub(super) fn check(&self, what: &str, out: (&str, usize, usize)) -> Result<()> {
+        let (n, ndet, m) = (self.n, self.ndet, self.m);
+        let lens = [
+            ("start", self.start.len(), n + 1),
+            ("det", self.det.len(), m),
+            ("ll", self.ll.len(), m),
+            out,
+        ];
+        if let Some((name, have, need)) = lens.into_iter().find(|&(_, have, need)| have < need) {
+            return Err(Error::Input {
+                msg: format!(
+                    "{what}: {name} holds {have} values where {n} tracks and {m} pairs need {need}"
+                ),
+            });
+        }
+        if n.max(ndet).max(m) >= u32::MAX as usize {
+            return Err(Error::Input {
+                msg: format!(
+                    "{what}: {n} tracks, {ndet} detections, {m} pairs: at most {} each",
+                    u32::MAX - 1
+                ),
+            });
+        }
+        Ok(())
+    }
 }
 
 /// Milliseconds of each of `repeats` runs of `solve` on `gpu`'s stream (CUDA events).

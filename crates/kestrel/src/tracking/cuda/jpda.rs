@@ -13,7 +13,7 @@
 
 use super::super::associate::{jpda_weights, Weights};
 use super::super::gate::Gated;
-use super::assign::{check_gated, check_sizes, time_repeats, upload_gated, GpuGnn, Pairs};
+use super::assign::{check_gated, time_repeats, upload_gated, GpuGnn, Pairs};
 use super::params::{
     GjCheck, GjClassify, GjCol, GjDcount, GjDfill, GjDplace, GjDsort, GjFinal, GjInit, GjMu, GjNu,
     GjSingle, GjWeights,
@@ -152,21 +152,9 @@ impl GpuJpda {
         beta0: &DevBuf<f64>,
         beta: &DevBuf<f64>,
     ) -> Result<()> {
-        let Pairs {
-            n,
-            ndet,
-            m,
-            start,
-            det,
-            ll,
-        } = pairs;
-        if start.len() < n + 1 || det.len() < m || ll.len() < m || beta0.len() < n || beta.len() < m
-        {
-            return Err(Error::Input {
-                msg: format!("GPU JPDA: buffers too short for {n} tracks and {m} pairs"),
-            });
-        }
-        check_sizes(n, ndet, m, "GPU JPDA")?;
+        pairs.check("GPU JPDA", ("beta", beta.len(), pairs.m))?;
+        pairs.check("GPU JPDA", ("beta0", beta0.len(), pairs.n))?;
+        let (n, ndet, m, start, det, ll) = pairs.parts();
         self.stats = JpdaStats::default();
         if n == 0 {
             return Ok(());
