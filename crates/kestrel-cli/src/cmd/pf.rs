@@ -189,21 +189,9 @@ pub fn simulate_nonlinear(
     Ok(None)
 }
 
-/// The demo's scenario: the seed's target measured by two range sensors.
-pub const DEMO_MODEL: &str = r#"# The seed's case (Hendeby, Karlsson & Gustafsson): a 2-D constant-velocity target
-# measured by two range sensors. The sensors are off the target's path's line, so
-# that the two ranges fix the position without a mirror ambiguity.
-[model]
-kind = "range-only"
-dt = 1.0
-q = 0.05
-sensors = [[0.0, 0.0], [150.0, 40.0]]
-r = 1.0
-
-[prior]
-x0 = [20.0, 1.0, 100.0, -0.3]
-P0 = [[25.0, 0.0, 0.0, 0.0], [0.0, 0.25, 0.0, 0.0], [0.0, 0.0, 25.0, 0.0], [0.0, 0.0, 0.0, 0.25]]
-"#;
+/// The demo's scenario: the seed's target measured by two range sensors
+/// (`examples/range-only.toml`, which the README's example reads).
+pub const DEMO_MODEL: &str = include_str!("../../../../examples/range-only.toml");
 
 /// `kestrel demo --pf`: simulate the seed's case, filter it with `particles` particles,
 /// report speed and accuracy, plot truth, mean and the final particle cloud.
