@@ -631,41 +631,30 @@ impl<D: GpuReal> GroupBufs<D> {
                 };
                 launch(k, s, &format!("{op}_reduce"), grid, &self.smooth_reduce(m))?;
                 scan(g, k, op, len, &mut self.tot, grid.0, nb, fast, true)?;
-                let sweep = SmoothSweep {
-                    tot: &self.tot,
-                    st: &m.steps,
-                    varying: m.varying,
-                    mean: &self.mean,
-                    cov: &self.cov,
-                    t: tt,
-                    k: kk,
-                    smean: &self.smean,
-                    scov: &self.scov,
-                };
                 if means {
-                    let SmoothSweep {
-                        tot,
-                        st,
-                        varying,
-                        mean,
-                        cov,
-                        t,
-                        k: kk,
-                        smean,
-                        ..
-                    } = sweep;
                     let sweep = MeansSweep {
-                        tot,
-                        st,
-                        varying,
-                        mean,
-                        cov,
-                        t,
+                        tot: &self.tot,
+                        st: &m.steps,
+                        varying: m.varying,
+                        mean: &self.mean,
+                        cov: &self.cov,
+                        t: tt,
                         k: kk,
-                        smean,
+                        smean: &self.smean,
                     };
                     launch(k, s, "pm_sweep", grid, &sweep)?;
                 } else {
+                    let sweep = SmoothSweep {
+                        tot: &self.tot,
+                        st: &m.steps,
+                        varying: m.varying,
+                        mean: &self.mean,
+                        cov: &self.cov,
+                        t: tt,
+                        k: kk,
+                        smean: &self.smean,
+                        scov: &self.scov,
+                    };
                     launch(k, s, "ps_sweep", grid, &sweep)?;
                 }
             }
