@@ -90,18 +90,53 @@ __device__ __forceinline__ void gram(const real* u, real* out) {
 
 // Small dense products in registers, row-major, each sum from its first value over l in
 // ascending order (the order the operators below had written out, so the same bits).
-// out (R x C) = A (R x K) B (K x C).
-template <int R, int K, int C>
-__device__ __forceinline__ void mat_ab(const real* a, const real* b, real* out) {
+// out (R x C, row stride LDO) = A (R x K) B (K x C) with the operands read through
+// strides, A(r, l) = a[r * AR + l * AL] and B(l, c) = b[l * BL + c * BC]: a transposed
+// operand swaps its two strides, a block of a wider matrix has that matrix's row stride.
+template <int R, int K, int C, int AR, int AL, int BL, int BC, int LDO>
+__device__ __forceinline__ void prod(const real* a, const real* b, real* out) {
 #pragma unroll
     for (int r = 0; r < R; ++r) {
 #pragma unroll
         for (int c = 0; c < C; ++c) {
             real v = 0;
 #pragma unroll
-            for (int l = 0; l < K; ++l) v += a[r * K + l] * b[l * C + c];
-            out[r * C + c] = v;
+            for (int l = 0; l < K; ++l) v += a[r * AR + l * AL] * b[l * BL + c * BC];
+            out[r * LDO + c] = v;
         }
+    }
+}
+
+// out (R x C) = A (R x K) B (K x C), all three dense.
+template <int R, int K, int C>
+__device__ __forceinline__ void mat_ab(const real* a, const real* b, real* out) {
+    prod<R, K, C, K, 1, C, 1, C>(a, b, out);
+}
+
+// out (R x C, row stride LDO) = A (R x K) B (K x C) for dense A and B: a product written
+// into a block of a wider matrix.
+template <int R, int K, int C, int LDO>
+__device__ __forceinline__ void mat_ab_into(const real* a, const real* b, real* out) {
+    prod<R, K, C, K, 1, C, 1, LDO>(a, b, out);
+}
+
+// dst (R x C, row stride LDD) = src (row stride LDS): a block copied between matrices.
+template <int R, int C, int LDS, int LDD>
+__device__ __forceinline__ void put_block(const real* src, real* dst) {
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+#pragma unroll
+        for (int c = 0; c < C; ++c) dst[r * LDD + c] = src[r * LDS + c];
+    }
+}
+
+// dst (R x C, row stride LDD) = 0.
+template <int R, int C, int LDD>
+__device__ __forceinline__ void zero_block(real* dst) {
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+#pragma unroll
+        for (int c = 0; c < C; ++c) dst[r * LDD + c] = 0;
     }
 }
 
@@ -163,19 +198,11 @@ struct SqrtFilterOp {
         const int M = 2 * NX;
         // Phi = [[U_i^T Z_j, I], [Z_j, 0]] -> Xi = tria(Phi).
         real phi[M * M], xi[M * M];
+        prod<NX, NX, NX, 1, NX, NX, 1, M>(ei.U, ej.Z, phi);
 #pragma unroll
-        for (int r = 0; r < NX; ++r) {
-#pragma unroll
-            for (int c = 0; c < NX; ++c) {
-                real v = 0;
-#pragma unroll
-                for (int l = 0; l < NX; ++l) v += ei.U[l * NX + r] * ej.Z[l * NX + c];
-                phi[r * M + c] = v;
-                phi[(NX + r) * M + c] = ej.Z[r * NX + c];
-                phi[r * M + NX + c] = r == c ? (real)1 : (real)0;
-                phi[(NX + r) * M + NX + c] = 0;
-            }
-        }
+        for (int i = 0; i < NX2; ++i) phi[(i / NX) * M + NX + i % NX] = i / NX == i % NX ? (real)1 : (real)0;
+        put_block<NX, NX, NX, M>(ej.Z, phi + NX * M);
+        zero_block<NX, NX, M>(phi + NX * M + NX);
         tria<M, M>(phi, xi);
         // Y^T = X11^{-1} U_i^T (forward substitution), column by column.
         real yt[NX2];
@@ -218,17 +245,8 @@ struct SqrtFilterOp {
         vec_ax<NX, NX>(t2, v2, ej.b, o.b);
         // U = tria [A_j Y | U_j].
         real wide[NX * M];
-#pragma unroll
-        for (int r = 0; r < NX; ++r) {
-#pragma unroll
-            for (int c = 0; c < NX; ++c) {
-                real v = 0;
-#pragma unroll
-                for (int l = 0; l < NX; ++l) v += ej.A[r * NX + l] * yt[c * NX + l];
-                wide[r * M + c] = v;
-                wide[r * M + NX + c] = ej.U[r * NX + c];
-            }
-        }
+        prod<NX, NX, NX, NX, 1, 1, NX, M>(ej.A, yt, wide);
+        put_block<NX, NX, NX, M>(ej.U, wide + NX);
         tria<NX, M>(wide, o.U);
         // eta = A_i^T D^T (eta_j - Z_j Z_j^T b_i) + eta_i.
         vec_atx<NX, NX>(ej.Z, ei.b, nullptr, v1);
@@ -236,17 +254,8 @@ struct SqrtFilterOp {
         vec_atx<NX, NX>(D, v2, nullptr, v1);
         vec_atx<NX, NX>(ei.A, v1, ei.eta, o.eta);
         // Z = tria [A_i^T X22 | Z_i].
-#pragma unroll
-        for (int r = 0; r < NX; ++r) {
-#pragma unroll
-            for (int c = 0; c < NX; ++c) {
-                real v = 0;
-#pragma unroll
-                for (int l = 0; l < NX; ++l) v += ei.A[l * NX + r] * xi[(NX + l) * M + NX + c];
-                wide[r * M + c] = v;
-                wide[r * M + NX + c] = ei.Z[r * NX + c];
-            }
-        }
+        prod<NX, NX, NX, 1, NX, M, 1, M>(ei.A, xi + NX * M + NX, wide);
+        put_block<NX, NX, NX, M>(ei.Z, wide + NX);
         tria<NX, M>(wide, o.Z);
     }
 };
@@ -265,17 +274,8 @@ struct SqrtSmoothOp {
         vec_ax<NX, NX>(ei.E, ej.g, ei.g, o.g);
         mat_ab<NX, NX, NX>(ei.E, ej.E, o.E);
         real wide[NX * M];
-#pragma unroll
-        for (int r = 0; r < NX; ++r) {
-#pragma unroll
-            for (int c = 0; c < NX; ++c) {
-                real v = 0;
-#pragma unroll
-                for (int l = 0; l < NX; ++l) v += ei.E[r * NX + l] * ej.D[l * NX + c];
-                wide[r * M + c] = v;
-                wide[r * M + NX + c] = ei.D[r * NX + c];
-            }
-        }
+        mat_ab_into<NX, NX, NX, M>(ei.E, ej.D, wide);
+        put_block<NX, NX, NX, M>(ei.D, wide + NX);
         tria<NX, M>(wide, o.D);
     }
 };
@@ -287,25 +287,10 @@ SCAN_KERNELS(SqrtSmoothOp, qs)
 // K^T = P11^{-T} P21^T; false on a non-positive pivot of P11.
 __device__ __forceinline__ bool q_update_factors(const StepQ& m, const real L[NX2], real tri[NXY * NXY], real K[NX * NY]) {
     real psi[NXY * NXY];
-#pragma unroll
-    for (int a = 0; a < NY; ++a) {
-#pragma unroll
-        for (int c = 0; c < NX; ++c) {
-            real v = 0;
-#pragma unroll
-            for (int q = 0; q < NX; ++q) v += m.H[a * NX + q] * L[q * NX + c];
-            psi[a * NXY + c] = v;
-        }
-#pragma unroll
-        for (int c = 0; c < NY; ++c) psi[a * NXY + NX + c] = m.LR[a * NY + c];
-    }
-#pragma unroll
-    for (int r = 0; r < NX; ++r) {
-#pragma unroll
-        for (int c = 0; c < NX; ++c) psi[(NY + r) * NXY + c] = L[r * NX + c];
-#pragma unroll
-        for (int c = 0; c < NY; ++c) psi[(NY + r) * NXY + NX + c] = 0;
-    }
+    mat_ab_into<NY, NX, NX, NXY>(m.H, L, psi);
+    put_block<NY, NY, NY, NXY>(m.LR, psi + NX);
+    put_block<NX, NX, NX, NXY>(L, psi + NY * NXY);
+    zero_block<NX, NY, NXY>(psi + NY * NXY + NX);
     tria<NXY, NXY>(psi, tri);
 #pragma unroll
     for (int i = NY - 1; i >= 0; --i) {
@@ -320,6 +305,34 @@ __device__ __forceinline__ bool q_update_factors(const StepQ& m, const real L[NX
         }
     }
     return true;
+}
+
+// The update's read-out: x_out = x + K e (x_out may be x) and U = P22, the lower-right
+// NX x NX block of tri.
+__device__ __forceinline__ void q_correct(const real* x, const real K[NX * NY], const real e[NY], const real tri[NXY * NXY], real* xo,
+                                          real* U) {
+    vec_ax<NX, NY>(K, e, x, xo);
+    put_block<NX, NX, NXY, NX>(tri + NY * NXY + NY, U);
+}
+
+// The log-likelihood of the innovation e (overwritten) under S = P P^T for the lower
+// factor P (NY x NY, row stride LD) at tri: forward substitution, then
+// -(NY ln 2 pi + |P^{-1} e|^2) / 2 - ln det P; NaN on a zero pivot.
+template <int LD>
+__device__ __forceinline__ real q_loglik(const real* tri, real e[NY]) {
+    real logdet = 0, maha = 0;
+#pragma unroll
+    for (int i = 0; i < NY; ++i) {
+        real d = tri[i * LD + i];
+        real s = e[i];
+#pragma unroll
+        for (int q = 0; q < i; ++q) s -= tri[i * LD + q] * e[q];
+        e[i] = s / d;
+        if (d == (real)0) return nanv();
+        logdet += log(d);
+        maha += e[i] * e[i];
+    }
+    return -(real)0.5 * ((real)NY * QLN_2PI + maha) - logdet;
 }
 
 // The square-root filtering element of step k (parallel/sqrt/mod.rs, element).
@@ -345,15 +358,7 @@ __device__ __forceinline__ void qf_element(const StepQ* st, int varying, const r
         for (int i = 0; i < NX2; ++i) L[i] = lp0[i];
         if (!q_update_factors(m, L, tri, K)) { SqrtFilterOp::nan_out(o); return; }
         q_residual(m, zk, x0, e);
-#pragma unroll
-        for (int r = 0; r < NX; ++r) {
-            real v = x0[r];
-#pragma unroll
-            for (int a = 0; a < NY; ++a) v += K[r * NY + a] * e[a];
-            o.b[r] = v;
-#pragma unroll
-            for (int c = 0; c < NX; ++c) o.U[r * NX + c] = tri[(NY + r) * NXY + NY + c];
-        }
+        q_correct(x0, K, e, tri, o.b, o.U);
         return;
     }
 #pragma unroll
@@ -363,30 +368,17 @@ __device__ __forceinline__ void qf_element(const StepQ* st, int varying, const r
     if (miss) return;
     if (!q_update_factors(m, m.LQ, tri, K)) { SqrtFilterOp::nan_out(o); return; }
     real hf[NY * NX];
-#pragma unroll
-    for (int a = 0; a < NY; ++a) {
-#pragma unroll
-        for (int c = 0; c < NX; ++c) {
-            real v = 0;
-#pragma unroll
-            for (int l = 0; l < NX; ++l) v += m.H[a * NX + l] * m.F[l * NX + c];
-            hf[a * NX + c] = v;
-        }
-    }
+    mat_ab<NY, NX, NX>(m.H, m.F, hf);
     q_residual(m, zk, m.u, e);
+    q_correct(m.u, K, e, tri, o.b, o.U);
 #pragma unroll
     for (int r = 0; r < NX; ++r) {
-        real v = m.u[r];
-#pragma unroll
-        for (int a = 0; a < NY; ++a) v += K[r * NY + a] * e[a];
-        o.b[r] = v;
 #pragma unroll
         for (int c = 0; c < NX; ++c) {
             real arc = m.F[r * NX + c];
 #pragma unroll
             for (int a = 0; a < NY; ++a) arc -= K[r * NY + a] * hf[a * NX + c];
             o.A[r * NX + c] = arc;
-            o.U[r * NX + c] = tri[(NY + r) * NXY + NY + c];
         }
     }
     // G^T = P11^{-1} H F, w = P11^{-1} e (forward substitution; P11's pivots are > 0).
@@ -448,70 +440,21 @@ extern "C" __global__ void qf_extract(const QE* el, const StepQ* st, int varying
     if (k == 0) {
 #pragma unroll
         for (int i = 0; i < NX; ++i) xp[i] = prior[i];
-#pragma unroll
-        for (int a = 0; a < NY; ++a) {
-#pragma unroll
-            for (int c = 0; c < NX; ++c) {
-                real v = 0;
-#pragma unroll
-                for (int l = 0; l < NX; ++l) v += m.H[a * NX + l] * prior[NX + l * NX + c];
-                psi[a * W + c] = v;
-                psi[a * W + NX + c] = 0;
-            }
-        }
+        mat_ab_into<NY, NX, NX, W>(m.H, prior + NX, psi);
+        zero_block<NY, NX, W>(psi + NX);
     } else {
         const QE& p = el[k - 1];
         real hf[NY * NX];
-#pragma unroll
-        for (int r = 0; r < NX; ++r) {
-            real v = m.u[r];
-#pragma unroll
-            for (int l = 0; l < NX; ++l) v += m.F[r * NX + l] * p.b[l];
-            xp[r] = v;
-        }
-#pragma unroll
-        for (int a = 0; a < NY; ++a) {
-#pragma unroll
-            for (int c = 0; c < NX; ++c) {
-                real v = 0;
-#pragma unroll
-                for (int l = 0; l < NX; ++l) v += m.H[a * NX + l] * m.F[l * NX + c];
-                hf[a * NX + c] = v;
-            }
-        }
-#pragma unroll
-        for (int a = 0; a < NY; ++a) {
-#pragma unroll
-            for (int c = 0; c < NX; ++c) {
-                real v = 0, w = 0;
-#pragma unroll
-                for (int l = 0; l < NX; ++l) { v += hf[a * NX + l] * p.U[l * NX + c]; w += m.H[a * NX + l] * m.LQ[l * NX + c]; }
-                psi[a * W + c] = v;
-                psi[a * W + NX + c] = w;
-            }
-        }
+        vec_ax<NX, NX>(m.F, p.b, m.u, xp);
+        mat_ab<NY, NX, NX>(m.H, m.F, hf);
+        mat_ab_into<NY, NX, NX, W>(hf, p.U, psi);
+        mat_ab_into<NY, NX, NX, W>(m.H, m.LQ, psi + NX);
     }
-#pragma unroll
-    for (int a = 0; a < NY; ++a) {
-#pragma unroll
-        for (int c = 0; c < NY; ++c) psi[a * W + 2 * NX + c] = m.LR[a * NY + c];
-    }
+    put_block<NY, NY, NY, W>(m.LR, psi + 2 * NX);
     real tri[NY * NY], e[NY];
     tria<NY, W>(psi, tri);
     q_residual(m, zk, xp, e);
-    real logdet = 0, maha = 0;
-#pragma unroll
-    for (int i = 0; i < NY; ++i) {
-        real d = tri[i * NY + i];
-        real s = e[i];
-#pragma unroll
-        for (int q = 0; q < i; ++q) s -= tri[i * NY + q] * e[q];
-        e[i] = s / d;
-        if (d == (real)0) { ll[k] = nanv(); return; }
-        logdet += log(d);
-        maha += e[i] * e[i];
-    }
-    ll[k] = -(real)0.5 * ((real)NY * QLN_2PI + maha) - logdet;
+    ll[k] = q_loglik<NY>(tri, e);
 }
 
 // x_{k|T} = g, P_{k|T} = D D^T of the reverse-scanned smoothing elements.
@@ -539,19 +482,10 @@ __device__ __forceinline__ void qs_element(const StepQ* st, int varying, const r
     const StepQ& m = stepq_at(st, varying, k + 1);
     const int M = 2 * NX;
     real psi[M * M], tri[M * M];
-#pragma unroll
-    for (int r = 0; r < NX; ++r) {
-#pragma unroll
-        for (int c = 0; c < NX; ++c) {
-            real v = 0;
-#pragma unroll
-            for (int l = 0; l < NX; ++l) v += m.F[r * NX + l] * U[l * NX + c];
-            psi[r * M + c] = v;
-            psi[r * M + NX + c] = m.LQ[r * NX + c];
-            psi[(NX + r) * M + c] = U[r * NX + c];
-            psi[(NX + r) * M + NX + c] = 0;
-        }
-    }
+    mat_ab_into<NX, NX, NX, M>(m.F, U, psi);
+    put_block<NX, NX, NX, M>(m.LQ, psi + NX);
+    put_block<NX, NX, NX, M>(U, psi + NX * M);
+    zero_block<NX, NX, M>(psi + NX * M + NX);
     tria<M, M>(psi, tri);
     bool ok = true;
 #pragma unroll
@@ -569,11 +503,7 @@ __device__ __forceinline__ void qs_element(const StepQ* st, int varying, const r
     real xp[NX];
     vec_ax<NX, NX>(m.F, x, m.u, xp);
     vec_ax<NX, NX, true>(o.E, xp, x, o.g);
-#pragma unroll
-    for (int r = 0; r < NX; ++r) {
-#pragma unroll
-        for (int c = 0; c < NX; ++c) o.D[r * NX + c] = tri[(NX + r) * M + NX + c];
-    }
+    put_block<NX, NX, M, NX>(tri + NX * M + NX, o.D);
     if (!ok) {
 #pragma unroll
         for (int i = 0; i < NX2; ++i) { o.E[i] = nanv(); o.D[i] = nanv(); }

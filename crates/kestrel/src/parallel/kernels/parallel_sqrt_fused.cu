@@ -35,21 +35,9 @@ extern "C" __global__ void qf_reduce(const StepQ* st, int varying, const real* p
 __device__ __forceinline__ real q_kf_step(real x[NX], real U[NX2], const StepQ& m, const real* zk, long long k) {
     if (k > 0) {
         real xn[NX], w[NX * 2 * NX];
-#pragma unroll
-        for (int r = 0; r < NX; ++r) {
-            real v = m.u[r];
-#pragma unroll
-            for (int l = 0; l < NX; ++l) v += m.F[r * NX + l] * x[l];
-            xn[r] = v;
-#pragma unroll
-            for (int c = 0; c < NX; ++c) {
-                real s = 0;
-#pragma unroll
-                for (int l = 0; l < NX; ++l) s += m.F[r * NX + l] * U[l * NX + c];
-                w[r * 2 * NX + c] = s;
-                w[r * 2 * NX + NX + c] = m.LQ[r * NX + c];
-            }
-        }
+        vec_ax<NX, NX>(m.F, x, m.u, xn);
+        mat_ab_into<NX, NX, NX, 2 * NX>(m.F, U, w);
+        put_block<NX, NX, NX, 2 * NX>(m.LQ, w + NX);
 #pragma unroll
         for (int i = 0; i < NX; ++i) x[i] = xn[i];
         tria<NX, 2 * NX>(w, U);
@@ -62,27 +50,8 @@ __device__ __forceinline__ real q_kf_step(real x[NX], real U[NX2], const StepQ& 
         return nanv();
     }
     q_residual(m, zk, x, e);
-#pragma unroll
-    for (int r = 0; r < NX; ++r) {
-        real v = x[r];
-#pragma unroll
-        for (int a = 0; a < NY; ++a) v += K[r * NY + a] * e[a];
-        x[r] = v;
-#pragma unroll
-        for (int c = 0; c < NX; ++c) U[r * NX + c] = tri[(NY + r) * NXY + NY + c];
-    }
-    real logdet = 0, maha = 0;
-#pragma unroll
-    for (int i = 0; i < NY; ++i) {
-        real d = tri[i * NXY + i];
-        real s = e[i];
-#pragma unroll
-        for (int q = 0; q < i; ++q) s -= tri[i * NXY + q] * e[q];
-        e[i] = s / d;
-        logdet += log(d);
-        maha += e[i] * e[i];
-    }
-    return -(real)0.5 * ((real)NY * QLN_2PI + maha) - logdet;
+    q_correct(x, K, e, tri, x, U);
+    return q_loglik<NXY>(tri, e);
 }
 
 // tot: the forward-scanned chunk totals (tot[c-1] = the prefix through chunk c-1, whose b
