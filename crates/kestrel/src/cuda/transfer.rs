@@ -30,8 +30,14 @@ const TASK: usize = 1 << 16;
 const ALIGN: usize = 2 << 20;
 /// Bytes per directly registered piece.
 const PIECE: usize = 64 << 20;
-/// Downloads of fewer bytes than this use the staging buffers only.
+/// Copies of fewer bytes than this use the staging buffers only.
 const DIRECT_MIN: usize = 2 * PIECE;
+
+/// Whether a copy of `bytes` goes through the staging buffers only: a small one, or any
+/// with KESTREL_STAGED_COPIES set.
+fn staged_only(bytes: usize) -> bool {
+    bytes < DIRECT_MIN || std::env::var_os("KESTREL_STAGED_COPIES").is_some()
+}
 
 /// Two page-locked buffers and the events that say when the device is done with them.
 pub(crate) struct Staging {
@@ -103,8 +109,7 @@ pub(crate) fn upload<T: Real>(
     what: &str,
 ) -> Result<()> {
     check_span(dst.len(), at, src.len(), what)?;
-    let bytes = std::mem::size_of_val(src);
-    if bytes < DIRECT_MIN || std::env::var_os("KESTREL_STAGED_COPIES").is_some() {
+    if staged_only(std::mem::size_of_val(src)) {
         return upload_staged(gpu, stream, src, dst, at, what);
     }
     let (h, m) = page_aligned(src);
@@ -118,19 +123,18 @@ pub(crate) fn upload<T: Real>(
     let mut r = Ok(());
     for (i, piece) in mid.chunks(per).enumerate() {
         let off = at + h + i * per;
-        let p = piece.as_ptr() as *mut std::ffi::c_void;
-        let n = std::mem::size_of_val(piece);
         // SAFETY: live memory of this size, only read by the device; unregistered below
         // after the stream has passed the copies. Read-only registration first (the
         // memory may be a read-only map of the input file), then plain.
-        let ok = unsafe {
-            use cudarc::driver::sys::{cuMemHostRegister_v2, CUresult::CUDA_SUCCESS};
-            cuMemHostRegister_v2(p, n, cudarc::driver::sys::CU_MEMHOSTREGISTER_READ_ONLY)
-                == CUDA_SUCCESS
-                || cuMemHostRegister_v2(p, n, 0) == CUDA_SUCCESS
+        let reg = unsafe {
+            register(
+                piece.as_ptr() as *mut std::ffi::c_void,
+                std::mem::size_of_val(piece),
+                &[cudarc::driver::sys::CU_MEMHOSTREGISTER_READ_ONLY, 0],
+            )
         };
-        let q = if ok {
-            held.push(Registered(p));
+        let q = if let Some(g) = reg {
+            held.push(g);
             // SAFETY: bounds checked above; registered until the stream has passed.
             ck(
                 unsafe { cu::memcpy_htod_async(dst.at(off), piece, stream.cu_stream()) },
@@ -162,10 +166,9 @@ fn upload_staged<T: Real>(
         return Ok(());
     }
     let staged = staging(gpu)?;
-    let mut guard = staged
+    let st = &mut *staged
         .lock()
         .map_err(|_| Error::Cuda("staging buffers poisoned".into()))?;
-    let st = &mut *guard;
     let per = STAGE_BYTES / std::mem::size_of::<T>();
     for (i, piece) in src.chunks(per).enumerate() {
         let s = i % 2;
@@ -194,8 +197,7 @@ pub(crate) fn download<T: Real>(
     what: &str,
 ) -> Result<()> {
     check_span(src.len(), at, dst.len(), what)?;
-    let bytes = std::mem::size_of_val(dst);
-    if bytes < DIRECT_MIN || std::env::var_os("KESTREL_STAGED_COPIES").is_some() {
+    if staged_only(std::mem::size_of_val(dst)) {
         return download_staged(gpu, stream, src, at, dst, what);
     }
     // The page-aligned middle goes straight into the caller's memory; the unaligned head
@@ -232,14 +234,18 @@ fn touch<T: Real>(piece: &mut [T]) {
         .for_each(|c| c.iter_mut().step_by(per_page).for_each(|v| *v = T::zero()));
 }
 
-/// Page-locks `piece` for the device (current context); `None` if the driver refuses.
-fn register<T: Real>(piece: &mut [T]) -> Option<Registered> {
-    let p = piece.as_mut_ptr() as *mut std::ffi::c_void;
-    // SAFETY: `piece` is live, owned memory of this size; it is unregistered (on drop of
-    // the guard) before the borrow ends.
-    let r =
-        unsafe { cudarc::driver::sys::cuMemHostRegister_v2(p, std::mem::size_of_val(piece), 0) };
-    (r == cudarc::driver::sys::CUresult::CUDA_SUCCESS).then_some(Registered(p))
+/// Page-locks the `n` bytes at `p` for the device (current context) with the first of
+/// `flags` the driver accepts; `None` if it refuses them all.
+///
+/// # Safety
+/// `p .. p + n` is live memory that stays so until the guard is dropped.
+unsafe fn register(p: *mut std::ffi::c_void, n: usize, flags: &[u32]) -> Option<Registered> {
+    use cudarc::driver::sys::{cuMemHostRegister_v2, CUresult::CUDA_SUCCESS};
+    flags
+        .iter()
+        // SAFETY: as the caller promises.
+        .any(|&f| unsafe { cuMemHostRegister_v2(p, n, f) } == CUDA_SUCCESS)
+        .then_some(Registered(p))
 }
 
 /// Seconds spent in each part of direct downloads, printed with KESTREL_COPY_PROFILE=1.
@@ -328,7 +334,16 @@ fn download_direct<T: Real>(
                     ck(done[k % 3].synchronize(), what)?;
                     drop(g);
                 }
-                Ok(register(piece(i)))
+                let p = piece(i);
+                // SAFETY: `p` is live, owned memory of this size; it is unregistered (on
+                // drop of the guard) before the borrow of `dst` ends.
+                Ok(unsafe {
+                    register(
+                        p.as_mut_ptr() as *mut std::ffi::c_void,
+                        std::mem::size_of_val(p),
+                        &[0],
+                    )
+                })
             },
             || {
                 if i + 1 < n {
@@ -376,10 +391,9 @@ fn download_staged<T: Real>(
         return Ok(());
     }
     let staged = staging(gpu)?;
-    let mut guard = staged
+    let st = &mut *staged
         .lock()
         .map_err(|_| Error::Cuda("staging buffers poisoned".into()))?;
-    let st = &mut *guard;
     let per = STAGE_BYTES / std::mem::size_of::<T>();
     let mut pieces: Vec<&mut [T]> = dst.chunks_mut(per).collect();
     let n = pieces.len();
