@@ -145,70 +145,37 @@ impl<D: GpuReal> Share<D> {
         let nb = self.nb();
         let fe = fe_len(self.dm.nx);
         let (ta, first, n) = (self.ta as i64, self.first as i64, self.n as i64);
-        let (kk, nc) = (self.kk as i32, self.nc as i64);
-        launch(
-            k,
-            s,
-            "pf_reduce_at",
-            (self.nc, nb),
-            &ReduceAt {
-                st: &self.dm.steps,
-                varying: self.dm.varying,
-                prior: &self.dm.prior,
-                z: &self.z,
+        let (kk, chunks, nc) = (self.kk as i32, self.nc, self.nc as i64);
+        let (dm, z) = (&self.dm, &self.z);
+        // One direction: the chunk totals of the forward (pf_reduce_at) or backward
+        // (tf_reduce_at) filtering elements into `tot`, scanned (in reverse backward), and
+        // the share's total (the last prefix, or the first suffix) into `out`.
+        let pass = |kernel: &str, tot: &mut CudaSlice<D>, reverse: bool, out: &CudaSlice<D>| {
+            let p = ReduceAt {
+                st: &dm.steps,
+                varying: dm.varying,
+                prior: &dm.prior,
+                z,
                 ta,
                 first,
                 n,
                 k: kk,
-                tot: &self.tot,
-            },
-        )?;
-        scan(g, k, "pf", fe, &mut self.tot, self.nc, nb, alg, false)?;
-        let last = nc - 1;
-        launch(
-            k,
-            s,
-            "fe_pick",
-            (1, nb),
-            &Pick {
-                tot: &self.tot,
+                tot: &*tot,
+            };
+            launch(k, s, kernel, (chunks, nb), &p)?;
+            scan(g, k, "pf", fe, tot, chunks, nb, alg, reverse)?;
+            let i = if reverse { 0 } else { nc - 1 };
+            let p = Pick {
+                tot: &*tot,
                 nc,
-                i: last,
-                out: &self.pick,
-            },
-        )?;
+                i,
+                out,
+            };
+            launch(k, s, "fe_pick", (1, nb), &p)
+        };
+        pass("pf_reduce_at", &mut self.tot, false, &self.pick)?;
         if tf {
-            launch(
-                k,
-                s,
-                "tf_reduce_at",
-                (self.nc, nb),
-                &ReduceAt {
-                    st: &self.dm.steps,
-                    varying: self.dm.varying,
-                    prior: &self.dm.prior,
-                    z: &self.z,
-                    ta,
-                    first,
-                    n,
-                    k: kk,
-                    tot: &self.btot,
-                },
-            )?;
-            scan(g, k, "pf", fe, &mut self.btot, self.nc, nb, alg, true)?;
-            let zero = 0i64;
-            launch(
-                k,
-                s,
-                "fe_pick",
-                (1, nb),
-                &Pick {
-                    tot: &self.btot,
-                    nc,
-                    i: zero,
-                    out: &self.bpick,
-                },
-            )?;
+            pass("tf_reduce_at", &mut self.btot, true, &self.bpick)?;
         }
         Ok(())
     }
