@@ -5,7 +5,7 @@
 //! once per track ([`Workspace`]); the step loop does not allocate.
 
 use super::inputs::{TrackInputs, TrackModel};
-use super::step::{predict, update, StepMats};
+use super::step::{entries, predict, row_major, update, StepMats};
 use crate::data::{Estimates, Measurements};
 use crate::error::{Error, Result};
 use crate::linalg::{cholesky_in_place, solve_lower_in_place, solve_upper_t_in_place, Real};
@@ -22,42 +22,19 @@ pub(crate) struct ConvertedModel<T> {
     invariant: bool,
 }
 
-fn rm<T: Real>(m: &nalgebra::DMatrix<f64>) -> Vec<T> {
-    let mut v = Vec::with_capacity(m.len());
-    for i in 0..m.nrows() {
-        for j in 0..m.ncols() {
-            v.push(T::of(m[(i, j)]));
-        }
-    }
-    v
-}
-
 impl<T: Real> ConvertedModel<T> {
     /// Converts the first `steps` steps of `model` (all of them if it is time-invariant).
     pub fn new<M: StateSpace + ?Sized>(model: &M, steps: usize) -> Self {
         let invariant = model.as_invariant().is_some();
         let n = if invariant { 1 } else { steps };
-        let conv = (0..n)
-            .map(|k| {
-                let (f, u, q) = model.transition(k);
-                let (h, d, r) = model.observation(k);
-                StepMats {
-                    f: rm(f),
-                    u: u.iter().map(|v| T::of(*v)).collect(),
-                    q: rm(q),
-                    h: rm(h),
-                    d: d.iter().map(|v| T::of(*v)).collect(),
-                    r: rm(r),
-                }
-            })
-            .collect();
+        let conv = (0..n).map(|k| StepMats::of(model, k)).collect();
         let p = model.prior();
         ConvertedModel {
             nx: model.nx(),
             ny: model.ny(),
             steps: conv,
-            x0: p.x0.iter().map(|v| T::of(*v)).collect(),
-            p0: rm(&p.p0),
+            x0: entries(&p.x0),
+            p0: row_major(&p.p0),
             invariant,
         }
     }

@@ -1,6 +1,20 @@
 //! One predict and one update on row-major slices, for any size.
 
 use crate::linalg::{cholesky_in_place, solve_lower_in_place, Real, LN_2PI};
+use crate::model::StateSpace;
+use nalgebra::{DMatrix, DVector};
+
+/// `m`'s entries row by row, in the working precision.
+pub(crate) fn row_major<T: Real>(m: &DMatrix<f64>) -> Vec<T> {
+    (0..m.nrows())
+        .flat_map(|i| (0..m.ncols()).map(move |j| T::of(m[(i, j)])))
+        .collect()
+}
+
+/// `v`'s entries in the working precision.
+pub(crate) fn entries<T: Real>(v: &DVector<f64>) -> Vec<T> {
+    v.iter().map(|x| T::of(*x)).collect()
+}
 
 /// The matrices of one step, row-major, in the working precision.
 #[derive(Clone, Debug)]
@@ -11,6 +25,28 @@ pub(crate) struct StepMats<T> {
     pub h: Vec<T>,
     pub d: Vec<T>,
     pub r: Vec<T>,
+}
+
+impl<T: Real> StepMats<T> {
+    /// `F, u, Q` and `H, d, R` in the working precision, row-major.
+    pub(crate) fn new(
+        (f, u, q): (&DMatrix<f64>, &DVector<f64>, &DMatrix<f64>),
+        (h, d, r): (&DMatrix<f64>, &DVector<f64>, &DMatrix<f64>),
+    ) -> Self {
+        StepMats {
+            f: row_major(f),
+            u: entries(u),
+            q: row_major(q),
+            h: row_major(h),
+            d: entries(d),
+            r: row_major(r),
+        }
+    }
+
+    /// Step `k`'s matrices of `model`.
+    pub(crate) fn of<M: StateSpace + ?Sized>(model: &M, k: usize) -> Self {
+        StepMats::new(model.transition(k), model.observation(k))
+    }
 }
 
 /// `out = A B` for `A` (`rows x n`) and `B` (`n x n`), each entry summed in ascending order.

@@ -30,7 +30,7 @@ use super::filtering::{self, BuildScratch, FilterOp};
 use super::smoothing::{self, SmoothBuild, SmoothOp};
 use crate::data::{Estimates, Measurements};
 use crate::error::{Error, Result};
-use crate::kalman::step::{predict, update, StepMats};
+use crate::kalman::step::{entries, predict, row_major, update, StepMats};
 use crate::linalg::Real;
 use crate::model::StateSpace;
 use crate::scan::{scan, AssocOp, Direction, Exec, ScanAlgorithm};
@@ -68,37 +68,18 @@ struct Window<T> {
     p0: Vec<T>,
 }
 
-fn rm<T: Real>(m: &nalgebra::DMatrix<f64>) -> Vec<T> {
-    (0..m.nrows())
-        .flat_map(|i| (0..m.ncols()).map(move |j| T::of(m[(i, j)])))
-        .collect()
-}
-
 impl<T: Real> Window<T> {
     fn new<M: StateSpace + ?Sized>(model: &M, lo: usize, hi: usize) -> Self {
         let invariant = model.as_invariant().is_some();
         let range = if invariant { 0..1 } else { lo..hi };
-        let steps = range
-            .map(|k| {
-                let (f, u, q) = model.transition(k);
-                let (h, d, r) = model.observation(k);
-                StepMats {
-                    f: rm(f),
-                    u: u.iter().map(|v| T::of(*v)).collect(),
-                    q: rm(q),
-                    h: rm(h),
-                    d: d.iter().map(|v| T::of(*v)).collect(),
-                    r: rm(r),
-                }
-            })
-            .collect();
+        let steps = range.map(|k| StepMats::of(model, k)).collect();
         let p = model.prior();
         Window {
             lo,
             steps,
             invariant,
-            x0: p.x0.iter().map(|v| T::of(*v)).collect(),
-            p0: rm(&p.p0),
+            x0: entries(&p.x0),
+            p0: row_major(&p.p0),
         }
     }
 

@@ -5,6 +5,7 @@
 use crate::cuda::nvrtc::constexpr_table;
 use crate::cuda::{Gpu, Module};
 use crate::error::{Error, Result};
+use crate::kalman::step::row_major;
 use crate::linalg::Real;
 use crate::model::Model;
 use std::sync::Arc;
@@ -109,16 +110,6 @@ impl Part {
 pub const MAX_NX: usize = 16;
 /// See [`MAX_NX`].
 pub const MAX_NY: usize = 8;
-
-fn row_major(m: &nalgebra::DMatrix<f64>) -> Vec<f64> {
-    let mut v = Vec::with_capacity(m.len());
-    for i in 0..m.nrows() {
-        for j in 0..m.ncols() {
-            v.push(m[(i, j)]);
-        }
-    }
-    v
-}
 
 /// The prelude: dimensions, scalar type and, when `baked`, the model as constants.
 pub(crate) fn prelude(nx: usize, ny: usize, dtype: &str, baked: Option<&Model>) -> String {

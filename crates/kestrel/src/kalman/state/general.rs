@@ -15,27 +15,10 @@ pub(super) struct General<T> {
     m: StepMats<T>,
 }
 
-fn row_major<T: Real>(m: &nalgebra::DMatrix<f64>) -> Vec<T> {
-    let mut v = Vec::with_capacity(m.len());
-    for i in 0..m.nrows() {
-        for j in 0..m.ncols() {
-            v.push(T::of(m[(i, j)]));
-        }
-    }
-    v
-}
-
 impl<T: Real> General<T> {
     pub fn new(m: &Model) -> Self {
         General {
-            m: StepMats {
-                f: row_major(&m.f),
-                u: m.u.iter().map(|v| T::of(*v)).collect(),
-                q: row_major(&m.q),
-                h: row_major(&m.h),
-                d: m.d.iter().map(|v| T::of(*v)).collect(),
-                r: row_major(&m.r),
-            },
+            m: StepMats::of(m, 0),
         }
     }
 }

@@ -68,7 +68,7 @@ mod mixture;
 pub use mixture::Mixture;
 
 use crate::error::{Error, Result};
-use crate::kalman::step::StepMats;
+use crate::kalman::step::{entries, row_major, StepMats};
 use crate::linalg::{cholesky_in_place, solve_lower_in_place, Real, LN_2PI};
 use crate::model::{Kinematics, Model};
 use std::cmp::Reverse;
@@ -197,16 +197,6 @@ pub struct BatchState<T: Real> {
     measured: bool,
 }
 
-fn row_major<T: Real>(m: &nalgebra::DMatrix<f64>) -> Vec<T> {
-    let mut v = Vec::with_capacity(m.len());
-    for i in 0..m.nrows() {
-        for j in 0..m.ncols() {
-            v.push(T::of(m[(i, j)]));
-        }
-    }
-    v
-}
-
 impl<T: Real> BatchState<T> {
     /// An empty batch of up to `capacity` targets of `model` (validated first).
     ///
@@ -247,16 +237,9 @@ impl<T: Real> BatchState<T> {
             st,
             engine,
             kin: None,
-            x0: model.prior.x0.iter().map(|v| T::of(*v)).collect(),
+            x0: entries(&model.prior.x0),
             p0: row_major(&model.prior.p0),
-            mats: StepMats {
-                f: row_major(&model.f),
-                u: model.u.iter().map(|v| T::of(*v)).collect(),
-                q: row_major(&model.q),
-                h: row_major(&model.h),
-                d: model.d.iter().map(|v| T::of(*v)).collect(),
-                r: row_major(&model.r),
-            },
+            mats: StepMats::of(model, 0),
             free: (0..capacity).map(Reverse).collect(),
             updates: 0,
             measured: false,

@@ -321,6 +321,32 @@ impl<T: Real> Build<T> {
         }
         true
     }
+
+    /// The innovation `e = z - d - H x` of step `st` (`z - d` first, then the products
+    /// subtracted in ascending order).
+    fn residual(&mut self, st: &StepMats<T>, zk: &[T], x: &[T], nx: usize, ny: usize) {
+        for a in 0..ny {
+            let mut v = zk[a] - st.d[a];
+            for q in 0..nx {
+                v -= st.h[a * nx + q] * x[q];
+            }
+            self.e[a] = v;
+        }
+    }
+
+    /// The update's read-out into the element `out`: `b = x + K e` and the factor `P22`.
+    fn correct(&self, x: &[T], nx: usize, ny: usize, out: &mut [T]) {
+        let (lay, rows) = (FilterLayout { n: nx }, ny + nx);
+        for r in 0..nx {
+            let mut v = x[r];
+            for a in 0..ny {
+                v += self.k[r * ny + a] * self.e[a];
+            }
+            out[lay.b().start + r] = v;
+            let p22 = (ny + r) * rows + ny;
+            out[lay.c().start + r * nx..][..nx].copy_from_slice(&self.tri[p22..p22 + nx]);
+        }
+    }
 }
 
 /// The square-root element of step `k` into `out`; false when a factor fails.
@@ -347,23 +373,8 @@ fn element<T: Real>(
         if !bs.update_factors(st, lp0, nx, ny) {
             return false;
         }
-        for a in 0..ny {
-            let mut v = zk[a] - st.d[a];
-            for q in 0..nx {
-                v -= st.h[a * nx + q] * m.x0[q];
-            }
-            bs.e[a] = v;
-        }
-        for r in 0..nx {
-            let mut v = m.x0[r];
-            for a in 0..ny {
-                v += bs.k[r * ny + a] * bs.e[a];
-            }
-            out[lay.b().start + r] = v;
-            for c in 0..nx {
-                out[lay.c().start + r * nx + c] = bs.tri[(ny + r) * rows + ny + c];
-            }
-        }
+        bs.residual(st, zk, &m.x0, nx, ny);
+        bs.correct(&m.x0, nx, ny, out);
         return true;
     }
     out[lay.a()].copy_from_slice(&st.f);
@@ -375,26 +386,15 @@ fn element<T: Real>(
         return false;
     }
     gemm(&st.h, false, &st.f, false, &mut bs.hf, ny, nx, nx);
-    for a in 0..ny {
-        let mut v = zk[a] - st.d[a];
-        for q in 0..nx {
-            v -= st.h[a * nx + q] * st.u[q];
-        }
-        bs.e[a] = v;
-    }
+    bs.residual(st, zk, &st.u, nx, ny);
+    bs.correct(&st.u, nx, ny, out);
     for r in 0..nx {
-        let mut v = st.u[r];
-        for a in 0..ny {
-            v += bs.k[r * ny + a] * bs.e[a];
-        }
-        out[lay.b().start + r] = v;
         for c in 0..nx {
             let mut a_rc = st.f[r * nx + c];
             for a in 0..ny {
                 a_rc -= bs.k[r * ny + a] * bs.hf[a * nx + c];
             }
             out[lay.a().start + r * nx + c] = a_rc;
-            out[lay.c().start + r * nx + c] = bs.tri[(ny + r) * rows + ny + c];
         }
     }
     // G^T = P11^{-1} H F (ny x nx), w = P11^{-1} e.
@@ -533,13 +533,7 @@ fn filter_track<T: Real>(
             }
             let psi = bs.psi.clone();
             tria(&psi, ny, cols, &mut bs.w, &mut bs.tri);
-            for a in 0..ny {
-                let mut v = zk[a] - st.d[a];
-                for q in 0..nx {
-                    v -= st.h[a * nx + q] * xp[q];
-                }
-                bs.e[a] = v;
-            }
+            bs.residual(st, zk, &xp, nx, ny);
             if !lower_solve(&bs.tri, ny, ny, &mut bs.e, 1) {
                 return Err(not_pd(track, k, "innovation covariance S"));
             }
