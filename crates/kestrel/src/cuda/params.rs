@@ -137,6 +137,66 @@ scalar_param!(
     f64 => F64 v Arg::F64(v),
 );
 
+/// A field of a parameter struct: one kernel parameter (any [`Param`]), or a group of
+/// consecutive parameters that several kernels take alike, declared once with
+/// [`group!`](crate::cuda::group) and set once at the launch site.
+pub(crate) trait Field<'a> {
+    /// Each parameter's name and kind, the field's `name` for a single one.
+    #[allow(dead_code)] // read by the signature check (tests)
+    fn fields(name: &'static str, out: &mut Vec<(&'static str, Kind)>);
+    /// The launch arguments, in order.
+    fn args(&self, stream: &CudaStream, out: &mut Vec<Arg<'a>>);
+}
+
+impl<'a, T: Param<'a> + ?Sized> Field<'a> for T {
+    fn fields(name: &'static str, out: &mut Vec<(&'static str, Kind)>) {
+        out.push((name, T::KIND));
+    }
+    fn args(&self, stream: &CudaStream, out: &mut Vec<Arg<'a>>) {
+        out.push(self.arg(stream));
+    }
+}
+
+/// Declares a group of kernel parameters (fields in the kernels' order, named as their
+/// parameters) for [`params!`] structs to take as one field: a `Copy` struct whose
+/// fields stand in the kernels' lists where the group's field stands in the struct.
+///
+/// ```ignore
+/// group! {
+///     /// The draw coordinates.
+///     pub(super) struct Draw<'a> { flag: Buf<'a>, n: u32, kr: u32 }
+/// }
+/// ```
+macro_rules! group {
+    ($(
+        $(#[$m:meta])*
+        $vis:vis struct $name:ident<$lt:lifetime> {
+            $($(#[$fm:meta])* $f:ident : $t:ty),* $(,)?
+        }
+    )+) => {
+        $(
+            $(#[$m])*
+            #[derive(Clone, Copy)]
+            $vis struct $name<$lt> {
+                $($(#[$fm])* pub $f: $t),*
+            }
+            impl<$lt> $crate::cuda::Field<$lt> for $name<$lt> {
+                fn fields(_: &'static str, out: &mut Vec<(&'static str, $crate::cuda::Kind)>) {
+                    $(<$t as $crate::cuda::Field<$lt>>::fields(stringify!($f), out);)*
+                }
+                fn args(
+                    &self,
+                    stream: &cudarc::driver::CudaStream,
+                    out: &mut Vec<$crate::cuda::Arg<$lt>>,
+                ) {
+                    $($crate::cuda::Field::args(&self.$f, stream, out);)*
+                }
+            }
+        )+
+    };
+}
+pub(crate) use group;
+
 /// Whether `entry` of a struct's kernel list names kernel `name`: the name itself, or
 /// `base_*` for every kernel whose name starts with `base_` (one built by `base_##i`).
 pub(crate) fn names(entry: &str, name: &str) -> bool {
@@ -150,16 +210,16 @@ pub(crate) fn names(entry: &str, name: &str) -> bool {
 pub(crate) trait Params<'a> {
     /// The kernels declared with these parameters.
     const KERNELS: &'static [&'static str];
-    /// Each field's name and kind, in the kernels' order.
+    /// Each parameter's name and kind, in the kernels' order (a group's in its place).
     #[allow(dead_code)] // read by the signature check (tests)
-    const FIELDS: &'static [(&'static str, Kind)];
+    fn fields() -> Vec<(&'static str, Kind)>;
     /// The launch's arguments.
     fn args(&self, stream: &CudaStream) -> Vec<Arg<'a>>;
 }
 
 /// A parameter struct's signature, for [`check`].
 #[cfg(test)]
-pub(crate) type Signature = (&'static [&'static str], &'static [(&'static str, Kind)]);
+pub(crate) type Signature = (&'static [&'static str], fn() -> Vec<(&'static str, Kind)>);
 
 /// Declares kernel parameter structs (fields in the kernels' order, named as their
 /// parameters, case aside) and `SIGNATURES`, the list of them for [`check`]:
@@ -184,13 +244,18 @@ macro_rules! params {
             }
             impl<$lt> $crate::cuda::Params<$lt> for $name<$lt> {
                 const KERNELS: &'static [&'static str] = &[$($k),+];
-                const FIELDS: &'static [(&'static str, $crate::cuda::Kind)] =
-                    &[$((stringify!($f), <$t as $crate::cuda::Param<$lt>>::KIND)),*];
+                fn fields() -> Vec<(&'static str, $crate::cuda::Kind)> {
+                    let mut out = Vec::new();
+                    $(<$t as $crate::cuda::Field<$lt>>::fields(stringify!($f), &mut out);)*
+                    out
+                }
                 fn args(
                     &self,
                     stream: &cudarc::driver::CudaStream,
                 ) -> Vec<$crate::cuda::Arg<$lt>> {
-                    vec![$($crate::cuda::Param::arg(&self.$f, stream)),*]
+                    let mut out = Vec::new();
+                    $($crate::cuda::Field::args(&self.$f, stream, &mut out);)*
+                    out
                 }
             }
         )+
@@ -198,7 +263,7 @@ macro_rules! params {
         #[cfg(test)]
         pub(crate) const SIGNATURES: &[$crate::cuda::Signature] = &[$((
             <$name<'static> as $crate::cuda::Params<'static>>::KERNELS,
-            <$name<'static> as $crate::cuda::Params<'static>>::FIELDS,
+            <$name<'static> as $crate::cuda::Params<'static>>::fields,
         )),+];
     };
 }
@@ -401,6 +466,7 @@ pub(crate) fn check(source: &str, signatures: &[Signature]) -> Vec<String> {
     let decls = declarations(source);
     let mut bad = Vec::new();
     for (kernels, fields) in signatures {
+        let fields = &fields();
         for &kernel in *kernels {
             let named = |name: &str| {
                 names(kernel, name)
@@ -529,17 +595,21 @@ extern "C" __global__ void __launch_bounds__(128) k_in(ARGS_IN) {}
             ("id", Kind::I64),
         ];
         const UP: &[(&str, Kind)] = &[("a", Kind::Ptr), ("n", Kind::I64), ("s", Kind::U32)];
-        assert!(check(SOURCE, &[(&["k_one"], GOOD), (&["fe_up", "se_up"], UP)]).is_empty());
+        let good: fn() -> Vec<(&'static str, Kind)> = || GOOD.to_vec();
+        let up: fn() -> Vec<(&'static str, Kind)> = || UP.to_vec();
+        assert!(check(SOURCE, &[(&["k_one"], good), (&["fe_up", "se_up"], up)]).is_empty());
         // Swapped, of another width, one short, and a kernel that is not there.
-        const SWAPPED: &[(&str, Kind)] = &[("a", Kind::Ptr), ("s", Kind::U32), ("n", Kind::I64)];
-        const NARROW: &[(&str, Kind)] = &[("a", Kind::Ptr), ("n", Kind::I32), ("s", Kind::U32)];
-        const SHORT: &[(&str, Kind)] = &[("a", Kind::Ptr), ("n", Kind::I64)];
-        for fields in [SWAPPED, NARROW, SHORT] {
+        let swapped: fn() -> Vec<(&'static str, Kind)> =
+            || vec![("a", Kind::Ptr), ("s", Kind::U32), ("n", Kind::I64)];
+        let narrow: fn() -> Vec<(&'static str, Kind)> =
+            || vec![("a", Kind::Ptr), ("n", Kind::I32), ("s", Kind::U32)];
+        let short: fn() -> Vec<(&'static str, Kind)> = || vec![("a", Kind::Ptr), ("n", Kind::I64)];
+        for fields in [swapped, narrow, short] {
             let bad = check(SOURCE, &[(&["fe_up"], fields)]);
             assert!(!bad.is_empty() && bad[0].starts_with("fe_up: "), "{bad:?}");
         }
         assert_eq!(
-            check(SOURCE, &[(&["k_two"], GOOD)]),
+            check(SOURCE, &[(&["k_two"], good)]),
             ["k_two: no such kernel in the source"]
         );
     }

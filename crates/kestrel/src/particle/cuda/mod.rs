@@ -21,8 +21,8 @@ mod params;
 mod source;
 
 use params::{
-    PfAncestors, PfCdf, PfCombine, PfFill, PfGrid, PfMnOffsets, PfMnSums, PfMnWalk, PfOffspring,
-    PfStep, PfSubDraw, PfSubPlan, PfWeightsOut,
+    Draw, PfAncestors, PfCdf, PfCombine, PfFill, PfGrid, PfMnOffsets, PfMnSums, PfMnWalk,
+    PfOffspring, PfStep, PfSubDraw, PfSubPlan, PfWeightsOut,
 };
 use source::*;
 pub use source::{block_for, chunk_per, source, ANCESTOR_ITEMS, BLOCK, KERNELS, MAX_NX, MAX_NY};
@@ -291,45 +291,30 @@ fn run<T: Real>(
     let (nu, tu, gu, peru) = (n as u32, t as u32, g as u32, per as u32);
     clock.mark(&gpu, &stream, 0)?;
     for k in 0..t as u32 {
+        let draw = Draw {
+            flag: &flag,
+            n: nu,
+            kr: k.saturating_sub(1),
+            key0: key[0],
+            key1: key[1],
+            b0,
+        };
         if k > 0 && scheme >= SYSTEMATIC_GRID {
-            let kr = k - 1;
-            let (n, key0, key1) = (nu, key[0], key[1]);
-            let (cdf, wtot, flag, anc) = (&cdf, &wtot, &flag, &anc);
+            let (cdf, wtot, anc) = (&cdf, &wtot, &anc);
             match scheme {
                 MULTINOMIAL => {
                     let grid = ((mn_chunks as u32).div_ceil(block), bn as u32, 1);
                     let sums = &mn;
-                    let p = PfMnSums {
-                        flag,
-                        n,
-                        kr,
-                        key0,
-                        key1,
-                        b0,
-                        sums,
-                    };
+                    let p = PfMnSums { draw, sums };
                     cuda::launch(&stream, &module, "pf_mn_sums", grid, blk, &p)?;
-                    let p = PfMnOffsets {
-                        flag,
-                        n,
-                        kr,
-                        key0,
-                        key1,
-                        b0,
-                        sums,
-                        bn: bn as u32,
-                    };
-                    let per_filter = ((bn as u32).div_ceil(block), 1, 1);
+                    let bn = bn as u32;
+                    let p = PfMnOffsets { draw, sums, bn };
+                    let per_filter = (bn.div_ceil(block), 1, 1);
                     cuda::launch(&stream, &module, "pf_mn_offsets", per_filter, blk, &p)?;
                     let p = PfMnWalk {
                         cdf,
                         wtot,
-                        flag,
-                        n,
-                        kr,
-                        key0,
-                        key1,
-                        b0,
+                        draw,
                         sums,
                         anc,
                     };
@@ -340,24 +325,14 @@ fn run<T: Real>(
                     let p = PfSubPlan {
                         cdf,
                         wtot,
-                        flag,
-                        n,
-                        kr,
-                        key0,
-                        key1,
-                        b0,
+                        draw,
                         k,
                         plan,
                     };
                     cuda::launch(&stream, &module, "pf_sub_plan", one, blk, &p)?;
                     let p = PfSubDraw {
                         cdf,
-                        flag,
-                        n,
-                        kr,
-                        key0,
-                        key1,
-                        b0,
+                        draw,
                         k,
                         plan,
                         anc,
@@ -370,12 +345,7 @@ fn run<T: Real>(
                     let p = PfGrid {
                         cdf,
                         wtot,
-                        flag,
-                        n,
-                        kr,
-                        key0,
-                        key1,
-                        b0,
+                        draw,
                         strat,
                         anc,
                     };
@@ -383,26 +353,15 @@ fn run<T: Real>(
                 }
             }
         } else if k > 0 && !offspring {
-            cuda::launch(
-                &stream,
-                &module,
-                "pf_ancestors",
-                slots,
-                blk,
-                &PfAncestors {
-                    lw: &lw,
-                    fmx: &fmax,
-                    anc: &anc,
-                    flag: &flag,
-                    n: nu,
-                    kr: k - 1,
-                    key0: key[0],
-                    key1: key[1],
-                    b0,
-                    scheme,
-                    steps_b,
-                },
-            )?;
+            let p = PfAncestors {
+                lw: &lw,
+                fmx: &fmax,
+                anc: &anc,
+                draw,
+                scheme,
+                steps_b,
+            };
+            cuda::launch(&stream, &module, "pf_ancestors", slots, blk, &p)?;
         }
         if k > 0 {
             clock.mark(&gpu, &stream, 0)?;
