@@ -26,7 +26,9 @@
 use super::super::assign::Assignment;
 use super::super::associate::{gnn_cluster, DENSE_MAX_COLUMNS, DENSE_MAX_TRACKS};
 use super::super::gate::Gated;
-use super::params::{GaInit, GaMember, GaOwner, GaPlace, GaRoot, GaScatter, GaSolve, GaUnion};
+use super::params::{
+    GaInit, GaMember, GaOwner, GaPlace, GaRoot, GaScatter, GaSolve, GaUnion, Gating,
+};
 use crate::cuda::{self, dtoh, grid_for, launch, DevBuf, EventTimer, Gpu, Module, Pinned};
 use crate::error::{Error, Result};
 use rayon::prelude::*;
@@ -312,6 +314,14 @@ impl GpuGnn {
         let (nu, du) = (n as u32, ndet as u32);
         let blk = (BLOCK, 1, 1);
         let over_n = grid_for(n, BLOCK);
+        let gating = Gating {
+            n: nu,
+            start,
+            det,
+            ll,
+            gain,
+            miss,
+        };
         launch(
             s,
             k,
@@ -335,12 +345,7 @@ impl GpuGnn {
             over_n,
             blk,
             &GaOwner {
-                n: nu,
-                start,
-                det,
-                ll,
-                gain,
-                miss,
+                gating,
                 owner: &self.owner,
             },
         )?;
@@ -351,12 +356,7 @@ impl GpuGnn {
             over_n,
             blk,
             &GaUnion {
-                n: nu,
-                start,
-                det,
-                ll,
-                gain,
-                miss,
+                gating,
                 owner: &self.owner,
                 parent: &self.parent,
             },
@@ -384,12 +384,7 @@ impl GpuGnn {
             over_n,
             blk,
             &GaPlace {
-                n: nu,
-                start,
-                det,
-                ll,
-                gain,
-                miss,
+                gating,
                 parent: &self.parent,
                 size: &self.size,
                 cid: &self.cid,

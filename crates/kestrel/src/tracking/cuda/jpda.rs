@@ -16,7 +16,7 @@ use super::super::gate::Gated;
 use super::assign::{check_gated, time_repeats, upload_gated, GpuGnn, Pairs};
 use super::params::{
     GjCheck, GjClassify, GjCol, GjDcount, GjDfill, GjDplace, GjDsort, GjFinal, GjInit, GjMu, GjNu,
-    GjSingle, GjWeights,
+    GjSingle, GjWeights, Graph,
 };
 use crate::cuda::{self, dtoh, grid_for, launch, DevBuf, Gpu, Pinned};
 use crate::error::{Error, Result};
@@ -282,7 +282,7 @@ impl GpuJpda {
             let over_d = grid_for(ndet.max(1), BLOCK);
             // The clusters' graph, as each belief propagation kernel takes it.
             let (parent, size, cid, clbp) = (&g.parent, &g.size, &g.cid, &self.clbp);
-            let p = GjDcount {
+            let graph = Graph {
                 n: nu32,
                 start,
                 det,
@@ -290,6 +290,9 @@ impl GpuJpda {
                 size,
                 cid,
                 clbp,
+            };
+            let p = GjDcount {
+                graph,
                 dn: &self.dn,
             };
             launch(s, k, "gj_dcount", over_n, blk, &p)?;
@@ -309,13 +312,7 @@ impl GpuJpda {
             )?;
             let (ds, dfill, dp) = (&self.ds, &self.dfill, &self.dp);
             let p = GjDfill {
-                n: nu32,
-                start,
-                det,
-                parent,
-                size,
-                cid,
-                clbp,
+                graph,
                 ds,
                 dfill,
                 dp,
@@ -339,13 +336,7 @@ impl GpuJpda {
                 rounds += 1;
                 let (mw, a, nu, mu) = (&self.mw, &self.a, &self.nu, &self.mu);
                 let p = GjMu {
-                    n: nu32,
-                    start,
-                    det,
-                    parent,
-                    size,
-                    cid,
-                    clbp,
+                    graph,
                     mw,
                     a,
                     nu,
@@ -370,13 +361,7 @@ impl GpuJpda {
                 )?;
                 let (col, cchange) = (&self.col, &self.cchange);
                 let p = GjNu {
-                    n: nu32,
-                    start,
-                    det,
-                    parent,
-                    size,
-                    cid,
-                    clbp,
+                    graph,
                     mu,
                     col,
                     nu,

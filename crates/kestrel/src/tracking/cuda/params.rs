@@ -1,7 +1,22 @@
 //! The tracking family's kernel parameters (`kernels/track.cu`, `assign.cu`, `jpda.cu`),
 //! one struct per kernel, named and ordered as the kernel declares them.
 
-use crate::cuda::{params, Arg, Buf};
+use crate::cuda::{group, params, Arg, Buf};
+
+group! {
+    /// The gated pairs (`n` tracks, each track's pairs from `start`, their detections
+    /// and log-likelihoods) and the test a pair passes, `-(gain + ll) < miss`.
+    pub(crate) struct Gating<'a> {
+        n: u32, start: Buf<'a>, det: Buf<'a>, ll: Buf<'a>, gain: f64, miss: f64,
+    }
+    /// The clusters' association graph as the belief propagation kernels take it: the
+    /// gated pairs of `n` tracks, each track's root and cluster size, the clusters' ids
+    /// and which clusters propagate.
+    pub(crate) struct Graph<'a> {
+        n: u32, start: Buf<'a>, det: Buf<'a>, parent: Buf<'a>, size: Buf<'a>, cid: Buf<'a>,
+        clbp: Buf<'a>,
+    }
+}
 
 params! {
     /// Parameters of `ga_init`.
@@ -11,12 +26,11 @@ params! {
     }
     /// Parameters of `ga_owner`.
     pub(crate) struct GaOwner<'a> for ["ga_owner"] {
-        n: u32, start: Buf<'a>, det: Buf<'a>, ll: Buf<'a>, gain: f64, miss: f64, owner: Buf<'a>,
+        gating: Gating<'a>, owner: Buf<'a>,
     }
     /// Parameters of `ga_union`.
     pub(crate) struct GaUnion<'a> for ["ga_union"] {
-        n: u32, start: Buf<'a>, det: Buf<'a>, ll: Buf<'a>, gain: f64, miss: f64, owner: Buf<'a>,
-        parent: Buf<'a>,
+        gating: Gating<'a>, owner: Buf<'a>, parent: Buf<'a>,
     }
     /// Parameters of `ga_root`.
     pub(crate) struct GaRoot<'a> for ["ga_root"] {
@@ -24,9 +38,8 @@ params! {
     }
     /// Parameters of `ga_place`.
     pub(crate) struct GaPlace<'a> for ["ga_place"] {
-        n: u32, start: Buf<'a>, det: Buf<'a>, ll: Buf<'a>, gain: f64, miss: f64, parent: Buf<'a>,
-        size: Buf<'a>, cid: Buf<'a>, cstart: Buf<'a>, csize: Buf<'a>, cfill: Buf<'a>,
-        counters: Buf<'a>, pick: Buf<'a>,
+        gating: Gating<'a>, parent: Buf<'a>, size: Buf<'a>, cid: Buf<'a>, cstart: Buf<'a>,
+        csize: Buf<'a>, cfill: Buf<'a>, counters: Buf<'a>, pick: Buf<'a>,
     }
     /// Parameters of `ga_member`.
     pub(crate) struct GaMember<'a> for ["ga_member"] {
@@ -64,8 +77,7 @@ params! {
     }
     /// Parameters of `gj_dcount`.
     pub(crate) struct GjDcount<'a> for ["gj_dcount"] {
-        n: u32, start: Buf<'a>, det: Buf<'a>, parent: Buf<'a>, size: Buf<'a>, cid: Buf<'a>,
-        clbp: Buf<'a>, dn: Buf<'a>,
+        graph: Graph<'a>, dn: Buf<'a>,
     }
     /// Parameters of `gj_dplace`.
     pub(crate) struct GjDplace<'a> for ["gj_dplace"] {
@@ -73,8 +85,7 @@ params! {
     }
     /// Parameters of `gj_dfill`.
     pub(crate) struct GjDfill<'a> for ["gj_dfill"] {
-        n: u32, start: Buf<'a>, det: Buf<'a>, parent: Buf<'a>, size: Buf<'a>, cid: Buf<'a>,
-        clbp: Buf<'a>, ds: Buf<'a>, dfill: Buf<'a>, dp: Buf<'a>,
+        graph: Graph<'a>, ds: Buf<'a>, dfill: Buf<'a>, dp: Buf<'a>,
     }
     /// Parameters of `gj_dsort`.
     pub(crate) struct GjDsort<'a> for ["gj_dsort"] {
@@ -82,8 +93,7 @@ params! {
     }
     /// Parameters of `gj_mu`.
     pub(crate) struct GjMu<'a> for ["gj_mu"] {
-        n: u32, start: Buf<'a>, det: Buf<'a>, parent: Buf<'a>, size: Buf<'a>, cid: Buf<'a>,
-        clbp: Buf<'a>, mw: Buf<'a>, a: Buf<'a>, nu: Buf<'a>, mu: Buf<'a>,
+        graph: Graph<'a>, mw: Buf<'a>, a: Buf<'a>, nu: Buf<'a>, mu: Buf<'a>,
     }
     /// Parameters of `gj_col`.
     pub(crate) struct GjCol<'a> for ["gj_col"] {
@@ -92,8 +102,7 @@ params! {
     }
     /// Parameters of `gj_nu`.
     pub(crate) struct GjNu<'a> for ["gj_nu"] {
-        n: u32, start: Buf<'a>, det: Buf<'a>, parent: Buf<'a>, size: Buf<'a>, cid: Buf<'a>,
-        clbp: Buf<'a>, mu: Buf<'a>, col: Buf<'a>, nu: Buf<'a>, cchange: Buf<'a>,
+        graph: Graph<'a>, mu: Buf<'a>, col: Buf<'a>, nu: Buf<'a>, cchange: Buf<'a>,
     }
     /// Parameters of `gj_check`.
     pub(crate) struct GjCheck<'a> for ["gj_check"] {
