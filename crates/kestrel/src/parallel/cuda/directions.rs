@@ -105,10 +105,7 @@ impl<D: GpuReal> Side<D> {
     /// into `tot` (its own chunk totals, or the backward ones).
     fn reduce<'a>(&'a self, tot: &'a CudaSlice<D>, t: i64, k: i32) -> Reduce<'a> {
         Reduce {
-            st: &self.dm.steps,
-            varying: self.dm.varying,
-            prior: &self.dm.prior,
-            z: &self.z,
+            inputs: self.dm.inputs(&self.z),
             t,
             k,
             tot,
@@ -201,10 +198,7 @@ fn run_dirs<D: GpuReal, M: StateSpace + ?Sized>(
                     (nc, nb),
                     &Sweep {
                         tot: &a.tot,
-                        st: &a.dm.steps,
-                        varying: a.dm.varying,
-                        prior: &a.dm.prior,
-                        z: &a.z,
+                        inputs: a.dm.inputs(&a.z),
                         t: tt,
                         k: k32,
                         mean: &a.mean,
@@ -237,10 +231,7 @@ fn run_dirs<D: GpuReal, M: StateSpace + ?Sized>(
                 (nc, nb),
                 &TfSweep {
                     tot: &a.btot,
-                    st: &a.dm.steps,
-                    varying: a.dm.varying,
-                    prior: &a.dm.prior,
-                    z: &a.z,
+                    inputs: a.dm.inputs(&a.z),
                     mean: &a.mean,
                     cov: &a.cov,
                     t: tt,

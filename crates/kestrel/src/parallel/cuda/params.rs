@@ -4,7 +4,15 @@
 //! siblings. `t` is the steps of a sequence, `k` a chunk's length, `f` and `r` the
 //! scan's direction flags.
 
-use crate::cuda::{params, Buf};
+use crate::cuda::{group, params, Buf};
+
+group! {
+    /// What the filtering elements are built from: the model's per-step matrices (one
+    /// set unless `varying`), the prior and the measurements.
+    pub(crate) struct Inputs<'a> {
+        st: Buf<'a>, varying: i32, prior: Buf<'a>, z: Buf<'a>,
+    }
+}
 
 params! {
     /// One thread folds each sequence (`{op}_seq`).
@@ -67,37 +75,35 @@ params! {
     }
     /// Parameters of `pf_reduce`, `tf_reduce`, `qf_reduce`.
     pub(crate) struct Reduce<'a> for ["pf_reduce", "tf_reduce", "qf_reduce"] {
-        st: Buf<'a>, varying: i32, prior: Buf<'a>, z: Buf<'a>, t: i64, k: i32, tot: Buf<'a>,
+        inputs: Inputs<'a>, t: i64, k: i32, tot: Buf<'a>,
     }
     /// Parameters of `pf_sweep`.
     pub(crate) struct Sweep<'a> for ["pf_sweep"] {
-        tot: Buf<'a>, st: Buf<'a>, varying: i32, prior: Buf<'a>, z: Buf<'a>, t: i64, k: i32,
+        tot: Buf<'a>, inputs: Inputs<'a>, t: i64, k: i32,
         mean: Buf<'a>, cov: Buf<'a>, ll: Buf<'a>,
     }
     /// Parameters of `tf_sweep`.
     pub(crate) struct TfSweep<'a> for ["tf_sweep"] {
-        tot: Buf<'a>, st: Buf<'a>, varying: i32, prior: Buf<'a>, z: Buf<'a>, mean: Buf<'a>,
+        tot: Buf<'a>, inputs: Inputs<'a>, mean: Buf<'a>,
         cov: Buf<'a>, t: i64, k: i32, smean: Buf<'a>, scov: Buf<'a>,
     }
     /// Parameters of `qf_sweep`.
     pub(crate) struct QfSweep<'a> for ["qf_sweep"] {
-        tot: Buf<'a>, st: Buf<'a>, varying: i32, prior: Buf<'a>, z: Buf<'a>, t: i64, k: i32,
+        tot: Buf<'a>, inputs: Inputs<'a>, t: i64, k: i32,
         mean: Buf<'a>, cov: Buf<'a>, ll: Buf<'a>, fac: Buf<'a>, keep: i32,
     }
     /// Parameters of `pf_reduce_at`, `tf_reduce_at`.
     pub(crate) struct ReduceAt<'a> for ["pf_reduce_at", "tf_reduce_at"] {
-        st: Buf<'a>, varying: i32, prior: Buf<'a>, z: Buf<'a>, ta: i64, first: i64, n: i64, k: i32,
+        inputs: Inputs<'a>, ta: i64, first: i64, n: i64, k: i32,
         tot: Buf<'a>,
     }
     /// Parameters of `pf_sweep_at`.
     pub(crate) struct SweepAt<'a> for ["pf_sweep_at"] {
-        tot: Buf<'a>, carry: Buf<'a>, has_carry: i32, st: Buf<'a>, varying: i32, prior: Buf<'a>,
-        z: Buf<'a>, ta: i64, first: i64, n: i64, k: i32, mean: Buf<'a>, cov: Buf<'a>, ll: Buf<'a>,
+        tot: Buf<'a>, carry: Buf<'a>, has_carry: i32, inputs: Inputs<'a>, ta: i64, first: i64, n: i64, k: i32, mean: Buf<'a>, cov: Buf<'a>, ll: Buf<'a>,
     }
     /// Parameters of `tf_sweep_at`.
     pub(crate) struct TfSweepAt<'a> for ["tf_sweep_at"] {
-        tot: Buf<'a>, carry: Buf<'a>, has_carry: i32, st: Buf<'a>, varying: i32, prior: Buf<'a>,
-        z: Buf<'a>, mean: Buf<'a>, cov: Buf<'a>, ta: i64, first: i64, n: i64, k: i32,
+        tot: Buf<'a>, carry: Buf<'a>, has_carry: i32, inputs: Inputs<'a>, mean: Buf<'a>, cov: Buf<'a>, ta: i64, first: i64, n: i64, k: i32,
         smean: Buf<'a>, scov: Buf<'a>,
     }
     /// Parameters of `fe_pick`.
@@ -145,11 +151,11 @@ params! {
     }
     /// Parameters of `pf_build`, `qf_build`.
     pub(crate) struct Build<'a> for ["pf_build", "qf_build"] {
-        st: Buf<'a>, varying: i32, prior: Buf<'a>, z: Buf<'a>, t: i64, el: Buf<'a>,
+        inputs: Inputs<'a>, t: i64, el: Buf<'a>,
     }
     /// Parameters of `pf_extract`, `qf_extract`.
     pub(crate) struct Extract<'a> for ["pf_extract", "qf_extract"] {
-        el: Buf<'a>, st: Buf<'a>, varying: i32, prior: Buf<'a>, z: Buf<'a>, t: i64, mean: Buf<'a>,
+        el: Buf<'a>, inputs: Inputs<'a>, t: i64, mean: Buf<'a>,
         cov: Buf<'a>, ll: Buf<'a>,
     }
     /// Parameters of `tf_shift`.
@@ -160,14 +166,14 @@ params! {
     }
     /// Parameters of `kf_seq`.
     pub(crate) struct KfSeq<'a> for ["kf_seq"] {
-        st: Buf<'a>, varying: i32, prior: Buf<'a>, z: Buf<'a>, t: i64, mean: Buf<'a>, cov: Buf<'a>,
+        inputs: Inputs<'a>, t: i64, mean: Buf<'a>, cov: Buf<'a>,
         ll: Buf<'a>,
     }
     /// Parameters of `poison`.
     pub(crate) struct Poison<'a> for ["poison"] { p: Buf<'a>, n: i64 }
     /// Parameters of `seq_filter`.
     pub(crate) struct SeqFilter<'a> for ["seq_filter"] {
-        st: Buf<'a>, varying: i32, prior: Buf<'a>, z: Buf<'a>, b: i64, t: i64, mean: Buf<'a>,
+        inputs: Inputs<'a>, b: i64, t: i64, mean: Buf<'a>,
         cov: Buf<'a>, ll: Buf<'a>,
     }
     /// Parameters of `seq_rts`.

@@ -6,7 +6,7 @@ use crate::error::Result;
 use crate::kalman::dense::ConvertedModel;
 use crate::parallel::cuda::launch;
 use crate::parallel::cuda::params::{
-    Build, Combine, Extract, KfSeq, MeansBuild, MeansExtract, MeansSweep, Poison, Reduce,
+    Build, Combine, Extract, Inputs, KfSeq, MeansBuild, MeansExtract, MeansSweep, Poison, Reduce,
     SeqFilter, SeqRts, Shift, SmoothBuild, SmoothExtract, SmoothReduce, SmoothSweep, Sweep,
     TfSweep,
 };
@@ -90,6 +90,16 @@ pub(crate) struct DevModel<D> {
 }
 
 impl<D: GpuReal> DevModel<D> {
+    /// The model with the measurements `z`, as the filtering kernels take them.
+    pub fn inputs<'a>(&'a self, z: &'a CudaSlice<D>) -> Inputs<'a> {
+        Inputs {
+            st: &self.steps,
+            varying: self.varying,
+            prior: &self.prior,
+            z,
+        }
+    }
+
     pub fn new(g: &Gpu, m: &ConvertedModel<D>, varying: bool) -> Result<Self> {
         Self::window(g, m, varying, 0..m.steps.len())
     }
@@ -341,10 +351,7 @@ impl<D: GpuReal> GroupBufs<D> {
             &format!("{op}_build"),
             (t, nb),
             &Build {
-                st: &m.steps,
-                varying: m.varying,
-                prior: &m.prior,
-                z: &self.z,
+                inputs: m.inputs(&self.z),
                 t: tt,
                 el: &self.el,
             },
@@ -370,10 +377,7 @@ impl<D: GpuReal> GroupBufs<D> {
             (t, nb),
             &Extract {
                 el: &self.el,
-                st: &m.steps,
-                varying: m.varying,
-                prior: &m.prior,
-                z: &self.z,
+                inputs: m.inputs(&self.z),
                 t: tt,
                 mean: &self.mean,
                 cov: &self.cov,
@@ -403,10 +407,7 @@ impl<D: GpuReal> GroupBufs<D> {
                 "kf_seq",
                 (1, nb),
                 &KfSeq {
-                    st: &m.steps,
-                    varying: m.varying,
-                    prior: &m.prior,
-                    z: &self.z,
+                    inputs: m.inputs(&self.z),
                     t: tt,
                     mean: &self.mean,
                     cov: &self.cov,
@@ -423,10 +424,7 @@ impl<D: GpuReal> GroupBufs<D> {
                 "seq_filter",
                 nb,
                 &SeqFilter {
-                    st: &m.steps,
-                    varying: m.varying,
-                    prior: &m.prior,
-                    z: &self.z,
+                    inputs: m.inputs(&self.z),
                     b: bb,
                     t: tt,
                     mean: &self.mean,
@@ -550,10 +548,7 @@ impl<D: GpuReal> GroupBufs<D> {
     /// `fused_k` steps' filtering element into `tot`.
     pub(super) fn reduce<'a>(&'a self, m: &'a DevModel<D>) -> Reduce<'a> {
         Reduce {
-            st: &m.steps,
-            varying: m.varying,
-            prior: &m.prior,
-            z: &self.z,
+            inputs: m.inputs(&self.z),
             t: self.t as i64,
             k: self.fused_k as i32,
             tot: &self.tot,
@@ -609,10 +604,7 @@ impl<D: GpuReal> GroupBufs<D> {
             filter(self, "pf", false)?;
             let sweep = Sweep {
                 tot: &self.tot,
-                st: &m.steps,
-                varying: m.varying,
-                prior: &m.prior,
-                z: &self.z,
+                inputs: m.inputs(&self.z),
                 t: tt,
                 k: kk,
                 mean: &self.mean,
@@ -662,10 +654,7 @@ impl<D: GpuReal> GroupBufs<D> {
                 filter(self, "tf", true)?;
                 let sweep = TfSweep {
                     tot: &self.tot,
-                    st: &m.steps,
-                    varying: m.varying,
-                    prior: &m.prior,
-                    z: &self.z,
+                    inputs: m.inputs(&self.z),
                     mean: &self.mean,
                     cov: &self.cov,
                     t: tt,

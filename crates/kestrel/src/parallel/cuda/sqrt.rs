@@ -134,10 +134,7 @@ impl<D: GpuReal> GroupBufs<D> {
             (nc, nb),
             &QfSweep {
                 tot: &self.tot,
-                st: &m.steps,
-                varying: m.varying,
-                prior: &m.prior,
-                z: &self.z,
+                inputs: m.inputs(&self.z),
                 t: tt,
                 k: kk,
                 mean: &self.mean,
