@@ -13,7 +13,7 @@ use super::run::DevModel;
 use super::scan::{alloc, scan};
 use super::split::{budget_group, scalars_per_track};
 use super::{
-    cu, est_as, fe_len, first_failure, fused_chunk_len, kernels, with_as, GpuReal, Output,
+    cu, fe_len, first_failure, fused_chunk_len, kernels, out_as, with_as, GpuReal, Output,
 };
 use crate::cuda::{by_precision, catch, copy_between, gpu, Gpu, Module as Kernels};
 use crate::data::{Estimates, Measurements};
@@ -46,10 +46,10 @@ pub fn time_two_filter_by_direction<T: Real, M: StateSpace + ?Sized>(
         });
     }
     by_precision!(T, D => {
-        let (t, (f, s)) = with_as::<T, D, _>(z, |z| {
+        let (t, o) = with_as::<T, D, _>(z, |z| {
             catch(|| run_dirs::<D, M>(ordinals, model, z, alg, warmup, repeats))
         })?;
-        Ok((t, (est_as(f), s.map(est_as))))
+        Ok((t, out_as(o)))
     })
 }
 /// One direction's device, model, measurements and buffers for a group of tracks.

@@ -310,19 +310,30 @@ fn fused(alg: ScanAlgorithm) -> bool {
     alg == ScanAlgorithm::Fastest && std::env::var("KESTREL_PAR_FUSED").map_or(true, |v| v != "0")
 }
 
-/// `e` as `Estimates<U>`: moved when `T` is `U` (the common case: no copy of what may be
-/// gigabytes of outputs), converted otherwise.
-fn est_as<T: Real, U: Real>(e: Estimates<T>) -> Estimates<U> {
-    let b: Box<dyn std::any::Any> = Box::new(e);
-    match b.downcast::<Estimates<U>>() {
+/// `v` as a `U`: moved when `T` is `U` (the common case: no copy of what may be gigabytes
+/// of outputs), made by `convert` otherwise.
+fn moved_or<T: 'static, U: 'static>(v: T, convert: impl FnOnce(T) -> U) -> U {
+    let b: Box<dyn std::any::Any> = Box::new(v);
+    match b.downcast::<U>() {
         Ok(u) => *u,
-        Err(b) => b
-            .downcast::<Estimates<T>>()
-            .expect("the box holds the Estimates<T> put in above")
-            .cast(),
+        Err(b) => convert(
+            *b.downcast::<T>()
+                .expect("the box holds the value put in above"),
+        ),
     }
 }
 
+/// `e` as `Estimates<U>` ([`moved_or`]).
+fn est_as<T: Real, U: Real>(e: Estimates<T>) -> Estimates<U> {
+    moved_or(e, |e| e.cast())
+}
+
+/// `v` as `Vec<U>` ([`moved_or`]).
+fn vec_as<T: Real, U: Real>(v: Vec<T>) -> Vec<U> {
+    moved_or(v, |v| v.into_iter().map(|x| U::of(x.to_f64())).collect())
+}
+
+/// Filtered and smoothed estimates as `Output<T>` ([`moved_or`]).
 fn out_as<D: Real, T: Real>((f, s): Output<D>) -> Output<T> {
     (est_as(f), s.map(est_as))
 }

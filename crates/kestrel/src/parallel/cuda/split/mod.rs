@@ -19,7 +19,9 @@
 //! each side (the step before, so that the window never starts a later share at step 0;
 //! the step after, whose element the backward filter's last step takes).
 
-use super::{est_as, fe_len, first_bad, kernels, with_as, GpuReal, Output, MAX_GROUP};
+use super::{
+    est_as, fe_len, first_bad, kernels, out_as, vec_as, with_as, GpuReal, Output, MAX_GROUP,
+};
 use crate::cuda::{by_precision, catch, gpu, Gpu, Module as Kernels};
 use crate::data::{Estimates, Measurements};
 use crate::error::{Error, Result};
@@ -96,10 +98,10 @@ pub fn time_on_devices<T: Real, M: StateSpace + ?Sized>(
     }
     let run = |ord: &[usize]| -> Result<(Vec<f64>, Output<T>)> {
         by_precision!(T, D => {
-            let (t, (f, s)) = with_as::<T, D, _>(z, |z| {
+            let (t, o) = with_as::<T, D, _>(z, |z| {
                 catch(|| run_split::<D, M>(ord, model, z, method, alg, warmup, repeats))
             })?;
-            Ok((t, (est_as(f), s.map(est_as))))
+            Ok((t, out_as(o)))
         })
     };
     // No share shorter than one step.
@@ -146,20 +148,6 @@ pub fn filter_block<T: Real, M: StateSpace + ?Sized>(
         e.map(est_as)
     });
     est.ok_or_else(|| Error::Cuda("the block's sweep returned no estimates".into()))
-}
-
-/// `v` as `Vec<U>`: moved when `T` is `U`, converted otherwise.
-fn vec_as<T: Real, U: Real>(v: Vec<T>) -> Vec<U> {
-    let b: Box<dyn std::any::Any> = Box::new(v);
-    match b.downcast::<Vec<U>>() {
-        Ok(u) => *u,
-        Err(b) => b
-            .downcast::<Vec<T>>()
-            .expect("the box holds the Vec<T> put in above")
-            .into_iter()
-            .map(|x| U::of(x.to_f64()))
-            .collect(),
-    }
 }
 
 /// One block of the split filter on one device, in groups of tracks that fit: with
