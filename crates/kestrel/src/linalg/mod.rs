@@ -50,53 +50,37 @@ pub trait Real:
     fn is_finite_value(self) -> bool;
 }
 
-impl Real for f64 {
-    const NAME: &'static str = "f64";
-    #[inline(always)]
-    fn of(x: f64) -> Self {
-        x
-    }
-    #[inline(always)]
-    fn to_f64(self) -> f64 {
-        self
-    }
-    #[inline(always)]
-    fn nan() -> Self {
-        f64::NAN
-    }
-    #[inline(always)]
-    fn is_nan_value(self) -> bool {
-        self.is_nan()
-    }
-    #[inline(always)]
-    fn is_finite_value(self) -> bool {
-        self.is_finite()
-    }
+/// `Real` for the primitive float `$t`, named `$name`.
+macro_rules! real {
+    ($($t:ident $name:literal),*) => {$(
+        impl Real for $t {
+            const NAME: &'static str = $name;
+            #[inline(always)]
+            #[allow(clippy::unnecessary_cast)] // `f64 as f64` in the f64 instance
+            fn of(x: f64) -> Self {
+                x as $t
+            }
+            #[inline(always)]
+            #[allow(clippy::unnecessary_cast)]
+            fn to_f64(self) -> f64 {
+                self as f64
+            }
+            #[inline(always)]
+            fn nan() -> Self {
+                $t::NAN
+            }
+            #[inline(always)]
+            fn is_nan_value(self) -> bool {
+                self.is_nan()
+            }
+            #[inline(always)]
+            fn is_finite_value(self) -> bool {
+                self.is_finite()
+            }
+        }
+    )*};
 }
-
-impl Real for f32 {
-    const NAME: &'static str = "f32";
-    #[inline(always)]
-    fn of(x: f64) -> Self {
-        x as f32
-    }
-    #[inline(always)]
-    fn to_f64(self) -> f64 {
-        self as f64
-    }
-    #[inline(always)]
-    fn nan() -> Self {
-        f32::NAN
-    }
-    #[inline(always)]
-    fn is_nan_value(self) -> bool {
-        self.is_nan()
-    }
-    #[inline(always)]
-    fn is_finite_value(self) -> bool {
-        self.is_finite()
-    }
-}
+real!(f64 "f64", f32 "f32");
 
 /// `ln(2 pi)`, used by every Gaussian log-density.
 pub const LN_2PI: f64 = 1.837_877_066_409_345_5;

@@ -63,26 +63,14 @@ pub fn check_params(flag: &str, c: f64, p: f64, gamma: f64) -> crate::error::Res
     range(&format!("{flag}c"), c, Ex(0.0), In(1e100))?;
     range(&format!("{flag}p"), p, In(1.0), In(100.0))?;
     range(&format!("{flag}switching"), gamma, In(0.0), In(1e100))?;
-    range(
-        &format!(
-            "the cut-off cost c^p ({flag}c {}, {flag}p {})",
-            crate::limits::short(c),
-            crate::limits::short(p)
-        ),
-        c.powf(p),
-        Ex(0.0),
-        In(1e250),
-    )?;
-    range(
-        &format!(
-            "the switching cost gamma^p ({flag}switching {}, {flag}p {})",
-            crate::limits::short(gamma),
-            crate::limits::short(p)
-        ),
-        gamma.powf(p),
-        In(0.0),
-        In(1e250),
-    )?;
+    // The cost `base^p` of option `opt` (the value `base`), finite.
+    let cost = |what: &str, sym: &str, opt: &str, base: f64, lo| {
+        let (b, e) = (crate::limits::short(base), crate::limits::short(p));
+        let name = format!("the {what} cost {sym}^p ({flag}{opt} {b}, {flag}p {e})");
+        range(&name, base.powf(p), lo, In(1e250))
+    };
+    cost("cut-off", "c", "c", c, Ex(0.0))?;
+    cost("switching", "gamma", "switching", gamma, In(0.0))?;
     Ok(())
 }
 

@@ -226,20 +226,7 @@ impl<T: Real> BatchTracker<T> {
     /// Adds a target with its own prior: mean `x0` (`nx`), covariance `p0` (`nx x nx`,
     /// row-major, symmetric positive semi-definite). Returns its slot.
     pub fn add_with_prior(&mut self, x0: &[T], p0: &[T]) -> Result<usize> {
-        let nx = self.nx;
-        if x0.len() != nx || p0.len() != nx * nx {
-            return Err(Error::input(format!(
-                "a prior needs {nx} mean and {} covariance values, got {} and {}",
-                nx * nx,
-                x0.len(),
-                p0.len()
-            )));
-        }
-        if x0.iter().chain(p0).any(|v| !v.is_finite_value()) {
-            return Err(Error::input("a prior has a value that is not finite"));
-        }
-        let m = nalgebra::DMatrix::from_fn(nx, nx, |i, j| p0[i * nx + j].to_f64());
-        crate::model::check_psd("P0", &m)?;
+        crate::kalman::state::check_prior(self.nx, x0, p0)?;
         self.queue_add(x0, p0)
     }
 

@@ -95,17 +95,7 @@ impl<T: Real> BatchState<T> {
             }
         }
         let bad = pda(&mut self.st, &self.mats, mix);
-        let step = self.updates;
-        self.updates += 1;
-        self.measured = false;
-        match bad {
-            Some(slot) => Err(Error::NotPositiveDefinite {
-                track: slot,
-                step,
-                what: "innovation covariance S",
-            }),
-            None => Ok(()),
-        }
+        self.updated(bad)
     }
 }
 

@@ -197,6 +197,24 @@ pub struct BatchState<T: Real> {
     measured: bool,
 }
 
+/// Checks a target's own prior: `nx` finite mean values and an `nx x nx` finite,
+/// symmetric positive semi-definite covariance (row-major).
+pub(crate) fn check_prior<T: Real>(nx: usize, x0: &[T], p0: &[T]) -> Result<()> {
+    if x0.len() != nx || p0.len() != nx * nx {
+        return Err(Error::input(format!(
+            "a prior needs {nx} mean and {} covariance values, got {} and {}",
+            nx * nx,
+            x0.len(),
+            p0.len()
+        )));
+    }
+    if x0.iter().chain(p0).any(|v| !v.is_finite_value()) {
+        return Err(Error::input("a prior has a value that is not finite"));
+    }
+    let m = nalgebra::DMatrix::from_fn(nx, nx, |i, j| p0[i * nx + j].to_f64());
+    crate::model::check_psd("P0", &m)
+}
+
 impl<T: Real> BatchState<T> {
     /// An empty batch of up to `capacity` targets of `model` (validated first).
     ///
@@ -530,6 +548,12 @@ impl<T: Real> BatchState<T> {
             )));
         }
         let bad = self.engine.update(&mut self.st, z, mask, r);
+        self.updated(bad)
+    }
+
+    /// Counts an update; `bad`, the lowest slot whose `S` was not positive definite, is
+    /// the error.
+    fn updated(&mut self, bad: Option<usize>) -> Result<()> {
         let step = self.updates;
         self.updates += 1;
         self.measured = false;
@@ -698,20 +722,7 @@ impl<T: Real> BatchState<T> {
     }
 
     fn check_prior(&self, x0: &[T], p0: &[T]) -> Result<()> {
-        let nx = self.st.nx;
-        if x0.len() != nx || p0.len() != nx * nx {
-            return Err(Error::input(format!(
-                "a prior needs {nx} mean and {} covariance values, got {} and {}",
-                nx * nx,
-                x0.len(),
-                p0.len()
-            )));
-        }
-        if x0.iter().chain(p0).any(|v| !v.is_finite_value()) {
-            return Err(Error::input("a prior has a value that is not finite"));
-        }
-        let m = nalgebra::DMatrix::from_fn(nx, nx, |i, j| p0[i * nx + j].to_f64());
-        crate::model::check_psd("P0", &m)
+        check_prior(self.st.nx, x0, p0)
     }
 
     fn need_kinematics(&self, what: &str) -> Result<()> {
