@@ -28,11 +28,9 @@ pub(crate) struct StepMats<T> {
 }
 
 impl<T: Real> StepMats<T> {
-    /// `F, u, Q` and `H, d, R` in the working precision, row-major.
-    pub(crate) fn new(
-        (f, u, q): (&DMatrix<f64>, &DVector<f64>, &DMatrix<f64>),
-        (h, d, r): (&DMatrix<f64>, &DVector<f64>, &DMatrix<f64>),
-    ) -> Self {
+    /// Step `k`'s `F, u, Q` and `H, d, R` of `model` in the working precision, row-major.
+    pub(crate) fn of<M: StateSpace + ?Sized>(model: &M, k: usize) -> Self {
+        let ((f, u, q), (h, d, r)) = (model.transition(k), model.observation(k));
         StepMats {
             f: row_major(f),
             u: entries(u),
@@ -41,11 +39,6 @@ impl<T: Real> StepMats<T> {
             d: entries(d),
             r: row_major(r),
         }
-    }
-
-    /// Step `k`'s matrices of `model`.
-    pub(crate) fn of<M: StateSpace + ?Sized>(model: &M, k: usize) -> Self {
-        StepMats::new(model.transition(k), model.observation(k))
     }
 }
 

@@ -350,7 +350,7 @@ impl<T: Real> BatchState<T> {
     /// # Ok::<(), kestrel::Error>(())
     /// ```
     pub fn add_with_prior(&mut self, x0: &[T], p0: &[T]) -> Result<usize> {
-        self.check_prior(x0, p0)?;
+        check_prior(self.st.nx, x0, p0)?;
         let slot = self.take_slot()?;
         self.write_state(slot, x0, p0);
         Ok(slot)
@@ -359,7 +359,7 @@ impl<T: Real> BatchState<T> {
     /// Replaces the state of a live target (re-initialisation), checked like a prior.
     pub fn set_state(&mut self, slot: usize, x: &[T], p: &[T]) -> Result<()> {
         self.check_slot(slot)?;
-        self.check_prior(x, p)?;
+        check_prior(self.st.nx, x, p)?;
         self.write_state(slot, x, p);
         Ok(())
     }
@@ -421,7 +421,7 @@ impl<T: Real> BatchState<T> {
     /// Replaces the prior that [`BatchState::add`] and [`BatchState::add_with_mean`]
     /// give new targets (checked once here, so that adding is cheap).
     pub fn set_prior(&mut self, x0: &[T], p0: &[T]) -> Result<()> {
-        self.check_prior(x0, p0)?;
+        check_prior(self.st.nx, x0, p0)?;
         self.x0.copy_from_slice(x0);
         self.p0.copy_from_slice(p0);
         Ok(())
@@ -719,10 +719,6 @@ impl<T: Real> BatchState<T> {
             return Err(Error::input(format!("slot {slot} holds no target")));
         }
         Ok(())
-    }
-
-    fn check_prior(&self, x0: &[T], p0: &[T]) -> Result<()> {
-        check_prior(self.st.nx, x0, p0)
     }
 
     fn need_kinematics(&self, what: &str) -> Result<()> {
