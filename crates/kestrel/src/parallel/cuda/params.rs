@@ -12,6 +12,15 @@ group! {
     pub(crate) struct Inputs<'a> {
         st: Buf<'a>, varying: i32, prior: Buf<'a>, z: Buf<'a>,
     }
+    /// What the smoothing elements are built from: the model's per-step matrices and
+    /// the filtered moments.
+    pub(crate) struct Filtered<'a> {
+        st: Buf<'a>, varying: i32, mean: Buf<'a>, cov: Buf<'a>,
+    }
+    /// The square-root smoother's [`Filtered`]: the filtered covariances as factors.
+    pub(crate) struct FilteredSqrt<'a> {
+        st: Buf<'a>, varying: i32, mean: Buf<'a>, fac: Buf<'a>,
+    }
 }
 
 params! {
@@ -110,34 +119,34 @@ params! {
     pub(crate) struct Pick<'a> for ["fe_pick"] { tot: Buf<'a>, nc: i64, i: i64, out: Buf<'a> }
     /// Parameters of `ps_reduce`, `pm_reduce`.
     pub(crate) struct SmoothReduce<'a> for ["ps_reduce", "pm_reduce"] {
-        st: Buf<'a>, varying: i32, mean: Buf<'a>, cov: Buf<'a>, t: i64, k: i32, tot: Buf<'a>,
+        filtered: Filtered<'a>, t: i64, k: i32, tot: Buf<'a>,
     }
     /// Parameters of `qs_reduce`.
     pub(crate) struct QsReduce<'a> for ["qs_reduce"] {
-        st: Buf<'a>, varying: i32, mean: Buf<'a>, fac: Buf<'a>, t: i64, k: i32, tot: Buf<'a>,
+        filtered: FilteredSqrt<'a>, t: i64, k: i32, tot: Buf<'a>,
     }
     /// Parameters of `ps_sweep`.
     pub(crate) struct SmoothSweep<'a> for ["ps_sweep"] {
-        tot: Buf<'a>, st: Buf<'a>, varying: i32, mean: Buf<'a>, cov: Buf<'a>, t: i64, k: i32,
+        tot: Buf<'a>, filtered: Filtered<'a>, t: i64, k: i32,
         smean: Buf<'a>, scov: Buf<'a>,
     }
     /// Parameters of `qs_sweep`.
     pub(crate) struct QsSweep<'a> for ["qs_sweep"] {
-        tot: Buf<'a>, st: Buf<'a>, varying: i32, mean: Buf<'a>, fac: Buf<'a>, t: i64, k: i32,
+        tot: Buf<'a>, filtered: FilteredSqrt<'a>, t: i64, k: i32,
         smean: Buf<'a>, scov: Buf<'a>,
     }
     /// Parameters of `pm_sweep`.
     pub(crate) struct MeansSweep<'a> for ["pm_sweep"] {
-        tot: Buf<'a>, st: Buf<'a>, varying: i32, mean: Buf<'a>, cov: Buf<'a>, t: i64, k: i32,
+        tot: Buf<'a>, filtered: Filtered<'a>, t: i64, k: i32,
         smean: Buf<'a>,
     }
     /// Parameters of `pm_build`.
     pub(crate) struct MeansBuild<'a> for ["pm_build"] {
-        st: Buf<'a>, varying: i32, mean: Buf<'a>, cov: Buf<'a>, t: i64, me: Buf<'a>,
+        filtered: Filtered<'a>, t: i64, me: Buf<'a>,
     }
     /// Parameters of `ps_build`.
     pub(crate) struct SmoothBuild<'a> for ["ps_build"] {
-        st: Buf<'a>, varying: i32, mean: Buf<'a>, cov: Buf<'a>, t: i64, se: Buf<'a>,
+        filtered: Filtered<'a>, t: i64, se: Buf<'a>,
     }
     /// Parameters of `pm_extract`.
     pub(crate) struct MeansExtract<'a> for ["pm_extract"] { me: Buf<'a>, t: i64, smean: Buf<'a> }
@@ -178,7 +187,7 @@ params! {
     }
     /// Parameters of `seq_rts`.
     pub(crate) struct SeqRts<'a> for ["seq_rts"] {
-        st: Buf<'a>, varying: i32, mean: Buf<'a>, cov: Buf<'a>, b: i64, t: i64, smean: Buf<'a>,
+        filtered: Filtered<'a>, b: i64, t: i64, smean: Buf<'a>,
         scov: Buf<'a>,
     }
     /// Parameters of `qs_build`.

@@ -6,8 +6,8 @@ use crate::error::Result;
 use crate::kalman::dense::ConvertedModel;
 use crate::parallel::cuda::launch;
 use crate::parallel::cuda::params::{
-    Build, Combine, Extract, Inputs, KfSeq, MeansBuild, MeansExtract, MeansSweep, Poison, Reduce,
-    SeqFilter, SeqRts, Shift, SmoothBuild, SmoothExtract, SmoothReduce, SmoothSweep, Sweep,
+    Build, Combine, Extract, Filtered, Inputs, KfSeq, MeansBuild, MeansExtract, MeansSweep, Poison,
+    Reduce, SeqFilter, SeqRts, Shift, SmoothBuild, SmoothExtract, SmoothReduce, SmoothSweep, Sweep,
     TfSweep,
 };
 use crate::scan::ScanAlgorithm;
@@ -439,10 +439,7 @@ impl<D: GpuReal> GroupBufs<D> {
                     "seq_rts",
                     nb,
                     &SeqRts {
-                        st: &m.steps,
-                        varying: m.varying,
-                        mean: &self.mean,
-                        cov: &self.cov,
+                        filtered: self.filtered(m),
                         b: bb,
                         t: tt,
                         smean: &self.smean,
@@ -472,10 +469,7 @@ impl<D: GpuReal> GroupBufs<D> {
                     "ps_build",
                     (t, nb),
                     &SmoothBuild {
-                        st: &m.steps,
-                        varying: m.varying,
-                        mean: &self.mean,
-                        cov: &self.cov,
+                        filtered: self.filtered(m),
                         t: tt,
                         se: &self.se,
                     },
@@ -501,10 +495,7 @@ impl<D: GpuReal> GroupBufs<D> {
                     "pm_build",
                     (t, nb),
                     &MeansBuild {
-                        st: &m.steps,
-                        varying: m.varying,
-                        mean: &self.mean,
-                        cov: &self.cov,
+                        filtered: self.filtered(m),
                         t: tt,
                         me: &self.me,
                     },
@@ -555,14 +546,21 @@ impl<D: GpuReal> GroupBufs<D> {
         }
     }
 
-    /// The fused kernels' parameters of `ps_reduce` and `pm_reduce`: each chunk's
-    /// smoothing element from the filtered moments into `tot`.
-    fn smooth_reduce<'a>(&'a self, m: &'a DevModel<D>) -> SmoothReduce<'a> {
-        SmoothReduce {
+    /// The model's matrices and the filtered moments, the smoothing kernels' inputs.
+    fn filtered<'a>(&'a self, m: &'a DevModel<D>) -> Filtered<'a> {
+        Filtered {
             st: &m.steps,
             varying: m.varying,
             mean: &self.mean,
             cov: &self.cov,
+        }
+    }
+
+    /// The fused kernels' parameters of `ps_reduce` and `pm_reduce`: each chunk's
+    /// smoothing element from the filtered moments into `tot`.
+    fn smooth_reduce<'a>(&'a self, m: &'a DevModel<D>) -> SmoothReduce<'a> {
+        SmoothReduce {
+            filtered: self.filtered(m),
             t: self.t as i64,
             k: self.fused_k as i32,
             tot: &self.tot,
@@ -626,10 +624,7 @@ impl<D: GpuReal> GroupBufs<D> {
                 if means {
                     let sweep = MeansSweep {
                         tot: &self.tot,
-                        st: &m.steps,
-                        varying: m.varying,
-                        mean: &self.mean,
-                        cov: &self.cov,
+                        filtered: self.filtered(m),
                         t: tt,
                         k: kk,
                         smean: &self.smean,
@@ -638,10 +633,7 @@ impl<D: GpuReal> GroupBufs<D> {
                 } else {
                     let sweep = SmoothSweep {
                         tot: &self.tot,
-                        st: &m.steps,
-                        varying: m.varying,
-                        mean: &self.mean,
-                        cov: &self.cov,
+                        filtered: self.filtered(m),
                         t: tt,
                         k: kk,
                         smean: &self.smean,

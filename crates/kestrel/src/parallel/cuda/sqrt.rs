@@ -7,7 +7,7 @@ use super::{cu, fe_len, se_len, Gpu, GpuReal, Kernels};
 use crate::error::Result;
 use crate::kalman::dense::ConvertedModel;
 use crate::parallel::cuda::launch;
-use crate::parallel::cuda::params::{QfSweep, QsBuild, QsExtract, QsReduce, QsSweep};
+use crate::parallel::cuda::params::{FilteredSqrt, QfSweep, QsBuild, QsExtract, QsReduce, QsSweep};
 use crate::scan::ScanAlgorithm;
 use std::sync::Arc;
 
@@ -145,16 +145,19 @@ impl<D: GpuReal> GroupBufs<D> {
             },
         )?;
         if method == Method::SqrtRts {
+            let filtered = FilteredSqrt {
+                st: &m.steps,
+                varying: m.varying,
+                mean: &self.mean,
+                fac: &self.fac,
+            };
             launch(
                 k,
                 s,
                 "qs_reduce",
                 (nc, nb),
                 &QsReduce {
-                    st: &m.steps,
-                    varying: m.varying,
-                    mean: &self.mean,
-                    fac: &self.fac,
+                    filtered,
                     t: tt,
                     k: kk,
                     tot: &self.tot,
@@ -168,10 +171,7 @@ impl<D: GpuReal> GroupBufs<D> {
                 (nc, nb),
                 &QsSweep {
                     tot: &self.tot,
-                    st: &m.steps,
-                    varying: m.varying,
-                    mean: &self.mean,
-                    fac: &self.fac,
+                    filtered,
                     t: tt,
                     k: kk,
                     smean: &self.smean,
