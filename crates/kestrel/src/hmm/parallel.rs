@@ -43,21 +43,37 @@ where
     }
 }
 
-/// Definition 1's operator: elements `[f (K x K) | ln g (K)]`.
-pub struct FilterElemOp<T> {
-    /// States.
-    pub k: usize,
-    _t: std::marker::PhantomData<T>,
+/// Declares operators over `K`-state elements: the struct (states `k`) and its `new`.
+macro_rules! state_op {
+    ($($(#[$m:meta])* $name:ident;)+) => {$(
+        $(#[$m])*
+        pub struct $name<T> {
+            /// States.
+            pub k: usize,
+            _t: std::marker::PhantomData<T>,
+        }
+
+        impl<T> $name<T> {
+            /// The operator for `k` states.
+            pub fn new(k: usize) -> Self {
+                $name {
+                    k,
+                    _t: std::marker::PhantomData,
+                }
+            }
+        }
+    )+};
 }
 
-impl<T> FilterElemOp<T> {
-    /// The operator for `k` states.
-    pub fn new(k: usize) -> Self {
-        FilterElemOp {
-            k,
-            _t: std::marker::PhantomData,
-        }
-    }
+state_op! {
+    /// Definition 1's operator: elements `[f (K x K) | ln g (K)]`.
+    FilterElemOp;
+    /// Definition 2's operator: `K x K` row-stochastic elements, `a ⊗ b = b a` (the later
+    /// element's matrix first).
+    SmoothElemOp;
+    /// The max-product operator in logarithms (max-plus matrix product), each result
+    /// shifted to a largest entry of 0 (the path depends on differences only).
+    MaxPlusOp;
 }
 
 impl<T: Real> AssocOp for FilterElemOp<T> {
@@ -70,11 +86,7 @@ impl<T: Real> AssocOp for FilterElemOp<T> {
         (vec![T::zero(); self.k], vec![T::zero(); self.k])
     }
     fn identity(&self, out: &mut [T]) {
-        let k = self.k;
-        out.fill(T::zero());
-        for i in 0..k {
-            out[i * k + i] = T::one();
-        }
+        diagonal(out, self.k, T::zero(), T::one());
     }
     fn combine(&self, a: &[T], b: &[T], out: &mut [T], s: &mut Self::Scratch) {
         let k = self.k;
@@ -120,24 +132,6 @@ impl<T: Real> AssocOp for FilterElemOp<T> {
     }
 }
 
-/// Definition 2's operator: `K x K` row-stochastic elements, `a ⊗ b = b a` (the later
-/// element's matrix first).
-pub struct SmoothElemOp<T> {
-    /// States.
-    pub k: usize,
-    _t: std::marker::PhantomData<T>,
-}
-
-impl<T> SmoothElemOp<T> {
-    /// The operator for `k` states.
-    pub fn new(k: usize) -> Self {
-        SmoothElemOp {
-            k,
-            _t: std::marker::PhantomData,
-        }
-    }
-}
-
 impl<T: Real> AssocOp for SmoothElemOp<T> {
     type Scalar = T;
     type Scratch = ();
@@ -146,11 +140,7 @@ impl<T: Real> AssocOp for SmoothElemOp<T> {
     }
     fn scratch(&self) {}
     fn identity(&self, out: &mut [T]) {
-        let k = self.k;
-        out.fill(T::zero());
-        for i in 0..k {
-            out[i * k + i] = T::one();
-        }
+        diagonal(out, self.k, T::zero(), T::one());
     }
     fn combine(&self, a: &[T], b: &[T], out: &mut [T], _: &mut ()) {
         let k = self.k;
@@ -170,24 +160,6 @@ impl<T: Real> AssocOp for SmoothElemOp<T> {
     }
 }
 
-/// The max-product operator in logarithms (max-plus matrix product), each result
-/// shifted to a largest entry of 0 (the path depends on differences only).
-pub struct MaxPlusOp<T> {
-    /// States.
-    pub k: usize,
-    _t: std::marker::PhantomData<T>,
-}
-
-impl<T> MaxPlusOp<T> {
-    /// The operator for `k` states.
-    pub fn new(k: usize) -> Self {
-        MaxPlusOp {
-            k,
-            _t: std::marker::PhantomData,
-        }
-    }
-}
-
 impl<T: Real> AssocOp for MaxPlusOp<T> {
     type Scalar = T;
     type Scratch = ();
@@ -196,11 +168,7 @@ impl<T: Real> AssocOp for MaxPlusOp<T> {
     }
     fn scratch(&self) {}
     fn identity(&self, out: &mut [T]) {
-        let k = self.k;
-        out.fill(T::of(f64::NEG_INFINITY));
-        for i in 0..k {
-            out[i * k + i] = T::zero();
-        }
+        diagonal(out, self.k, T::of(f64::NEG_INFINITY), T::zero());
     }
     fn combine(&self, a: &[T], b: &[T], out: &mut [T], _: &mut ()) {
         let k = self.k;
@@ -226,6 +194,15 @@ impl<T: Real> AssocOp for MaxPlusOp<T> {
                 *o -= top;
             }
         }
+    }
+}
+
+/// `out` (its first `k x k` entries a matrix) as `off` everywhere but `on` on the
+/// diagonal: an operator's identity (the rest of `out` `off` too).
+fn diagonal<T: Real>(out: &mut [T], k: usize, off: T, on: T) {
+    out.fill(off);
+    for i in 0..k {
+        out[i * k + i] = on;
     }
 }
 
