@@ -121,6 +121,39 @@ pub(crate) type LaneMean<T, const NX: usize> = [V<T>; NX];
 /// Lane-wise covariances, `[NX][NX][L]`.
 pub(crate) type LaneCov<T, const NX: usize> = [[V<T>; NX]; NX];
 
+/// `acc += sum_m c[m] rows[m]` lane by lane, `m` ascending, exact zeros of `c` skipped:
+/// a row of a model matrix times lane vectors, in the one order every path here sums.
+#[inline(always)]
+fn acc_rows<T: Real, const N: usize>(acc: &mut V<T>, c: &[T; N], rows: &[V<T>; N]) {
+    for (&cm, row) in c.iter().zip(rows) {
+        if cm == T::zero() {
+            continue;
+        }
+        for l in 0..L {
+            acc[l] += cm * row[l];
+        }
+    }
+}
+
+/// [`acc_rows`] with a coefficient per lane: `acc += sum_m c[m] rows[m]` lane by lane,
+/// `m` ascending, skipping where `skip[m]` (a coefficient zero in every lane).
+#[inline(always)]
+fn acc_lanes<T: Real, const N: usize>(
+    acc: &mut V<T>,
+    skip: &[bool; N],
+    c: &[V<T>; N],
+    rows: &[V<T>; N],
+) {
+    for ((&sk, cm), row) in skip.iter().zip(c).zip(rows) {
+        if sk {
+            continue;
+        }
+        for l in 0..L {
+            acc[l] += cm[l] * row[l];
+        }
+    }
+}
+
 /// `(F P, F x + u)` of a group (exact zeros of `F` skipped): each entry summed over the
 /// inner index in ascending order, the order [`predict_fixed`] and the smoother share.
 #[inline(always)]
@@ -134,13 +167,11 @@ fn f_times<T: Real, const NX: usize, const NY: usize>(
     let mut fp: LaneCov<T, NX> = [[splat(zero); NX]; NX];
     let mut xp: LaneMean<T, NX> = *u;
     for i in 0..NX {
+        acc_rows(&mut xp[i], &m.f[i], x);
         for mm in 0..NX {
             let fim = m.f[i][mm];
             if fim == zero {
                 continue;
-            }
-            for l in 0..L {
-                xp[i][l] += fim * x[mm][l];
             }
             for j in 0..NX {
                 for l in 0..L {
@@ -163,15 +194,7 @@ fn cov_from_fp<T: Real, const NX: usize, const NY: usize>(
     for i in 0..NX {
         for j in 0..=i {
             let mut acc = splat(m.q[i][j]);
-            for mm in 0..NX {
-                let fjm = m.f[j][mm];
-                if fjm == zero {
-                    continue;
-                }
-                for l in 0..L {
-                    acc[l] += fp[i][mm][l] * fjm;
-                }
-            }
+            acc_rows(&mut acc, &m.f[j], &fp[i]);
             pp[i][j] = acc;
             pp[j][i] = acc;
         }
@@ -224,14 +247,7 @@ pub(crate) fn predict_lanes<T: Real, const NX: usize>(
     for i in 0..NX {
         for j in 0..=i {
             let mut acc = q[i][j];
-            for mm in 0..NX {
-                if skip[j][mm] {
-                    continue;
-                }
-                for l in 0..L {
-                    acc[l] += tmp[i][mm][l] * f[j][mm][l];
-                }
-            }
+            acc_lanes(&mut acc, &skip[j], &f[j], &tmp[i]);
             p[i][j] = acc;
             p[j][i] = acc;
         }
@@ -239,14 +255,7 @@ pub(crate) fn predict_lanes<T: Real, const NX: usize>(
     let mut xn: [V<T>; NX] = [splat(zero); NX];
     for i in 0..NX {
         xn[i] = u[i];
-        for mm in 0..NX {
-            if skip[i][mm] {
-                continue;
-            }
-            for l in 0..L {
-                xn[i][l] += f[i][mm][l] * x[mm][l];
-            }
-        }
+        acc_lanes(&mut xn[i], &skip[i], &f[i], x);
     }
     *x = xn;
 }
@@ -285,15 +294,7 @@ pub(crate) fn update_lanes<T: Real, const NX: usize, const NY: usize>(
     let mut hp: [[V<T>; NX]; NY] = [[splat(zero); NX]; NY];
     for a in 0..NY {
         let mut hx = splat(m.d[a]);
-        for mm in 0..NX {
-            let ham = m.h[a][mm];
-            if ham == zero {
-                continue;
-            }
-            for l in 0..L {
-                hx[l] += ham * x[mm][l];
-            }
-        }
+        acc_rows(&mut hx, &m.h[a], x);
         zhat[a] = hx;
         for l in 0..L {
             y[a][l] = if w[l] > zero { zz[a][l] - hx[l] } else { zero };
@@ -315,15 +316,7 @@ pub(crate) fn update_lanes<T: Real, const NX: usize, const NY: usize>(
     for a in 0..NY {
         for b in 0..=a {
             let mut acc = r[a][b];
-            for mm in 0..NX {
-                let hbm = m.h[b][mm];
-                if hbm == zero {
-                    continue;
-                }
-                for l in 0..L {
-                    acc[l] += hp[a][mm][l] * hbm;
-                }
-            }
+            acc_rows(&mut acc, &m.h[b], &hp[a]);
             s[a][b] = acc;
         }
     }
