@@ -100,47 +100,29 @@ impl Pass<'_> {
                 };
                 let zeros = self.zeros;
                 let inside = |q: i64| q >= 0 && q < h as i64;
+                // One call, two sources (the previous frame, or the ring), each a
+                // closure of its own type, so each call is compiled for its source.
+                macro_rules! step {
+                    (|$v:ident, $q:ident| $row:expr) => {
+                        step_row(
+                            self.motions,
+                            self.c,
+                            self.alpha,
+                            y,
+                            |$v: usize, $q: i64| if inside($q) { $row } else { zeros },
+                            x,
+                            out,
+                            srow,
+                            arow,
+                            scratch,
+                        )
+                    };
+                }
                 if j == 1 {
                     let prev = self.prev;
-                    let src = |v: usize, q: i64| {
-                        if inside(q) {
-                            &prev[(q as usize * nv + v) * w..][..w]
-                        } else {
-                            zeros
-                        }
-                    };
-                    step_row(
-                        self.motions,
-                        self.c,
-                        self.alpha,
-                        y,
-                        src,
-                        x,
-                        out,
-                        srow,
-                        arow,
-                        scratch,
-                    );
+                    step!(|v, q| &prev[(q as usize * nv + v) * w..][..w]);
                 } else {
-                    let src = |v: usize, q: i64| {
-                        if inside(q) {
-                            &read[(q as usize % ring_rows) * row_len + v * w..][..w]
-                        } else {
-                            zeros
-                        }
-                    };
-                    step_row(
-                        self.motions,
-                        self.c,
-                        self.alpha,
-                        y,
-                        src,
-                        x,
-                        out,
-                        srow,
-                        arow,
-                        scratch,
-                    );
+                    step!(|v, q| &read[(q as usize % ring_rows) * row_len + v * w..][..w]);
                 }
             }
         }
