@@ -2,36 +2,45 @@
 //! `tracker.cu`), one struct per signature, named and ordered as the kernels declare them
 //! (the filters' and smoothers' lists through `FILTER_ARGS` and `RTS_ARGS`).
 
-use crate::cuda::{params, Arg, Buf};
+use crate::cuda::{group, params, Arg, Buf};
+
+group! {
+    /// The filter kernels' parameters: the model, the measurements, the outputs
+    /// (`pmean`, `pcov`: the predictions, null where not kept), the error flags.
+    pub(crate) struct Filtering<'a> {
+        mp: Arg<'a>, z: Buf<'a>, nb: i32, steps: i32, mean: Buf<'a>, cov: Buf<'a>, ll: Buf<'a>,
+        pmean: Buf<'a>, pcov: Buf<'a>, err: Buf<'a>,
+    }
+    /// The RTS smoother's parameters (in place where `*_out` are `*_in`).
+    pub(crate) struct Smoothing<'a> {
+        mp: Arg<'a>, mean_in: Buf<'a>, cov_in: Buf<'a>, mean_out: Buf<'a>, cov_out: Buf<'a>,
+        nb: i32, steps: i32, err: Buf<'a>,
+    }
+}
 
 params! {
-    /// The filter kernels without per-track inputs: the model, the measurements, the
-    /// outputs (`pmean`, `pcov`: the predictions, null where not kept), the error flags.
+    /// The filter kernels without per-track inputs.
     pub(crate) struct KfFilter<'a> for [
         "kf_filter_all_host", "kf_filter_last_host", "kf_filter_pred_host", "kf_filter_all_soa",
         "kf_filter_last_soa",
     ] {
-        mp: Arg<'a>, z: Buf<'a>, nb: i32, steps: i32, mean: Buf<'a>, cov: Buf<'a>, ll: Buf<'a>,
-        pmean: Buf<'a>, pcov: Buf<'a>, err: Buf<'a>,
+        run: Filtering<'a>,
     }
-    /// The filter kernels with per-track inputs: [`KfFilter`]'s and the `TrackIn` struct
+    /// The filter kernels with per-track inputs: [`Filtering`] and the `TrackIn` struct
     /// (five device pointers, null where not given).
     pub(crate) struct KfFilterIn<'a> for [
         "kf_filter_all_host_in", "kf_filter_last_host_in", "kf_filter_pred_host_in",
         "kf_filter_all_soa_in", "kf_filter_last_soa_in",
     ] {
-        mp: Arg<'a>, z: Buf<'a>, nb: i32, steps: i32, mean: Buf<'a>, cov: Buf<'a>, ll: Buf<'a>,
-        pmean: Buf<'a>, pcov: Buf<'a>, err: Buf<'a>, r#in: Arg<'a>,
+        run: Filtering<'a>, r#in: Arg<'a>,
     }
-    /// The RTS smoother without control inputs (in place where `*_out` are `*_in`).
+    /// The RTS smoother without control inputs.
     pub(crate) struct RtsSmooth<'a> for ["rts_smooth", "rts_smooth_soa"] {
-        mp: Arg<'a>, mean_in: Buf<'a>, cov_in: Buf<'a>, mean_out: Buf<'a>, cov_out: Buf<'a>,
-        nb: i32, steps: i32, err: Buf<'a>,
+        run: Smoothing<'a>,
     }
     /// The RTS smoother with per-track control inputs `u`.
     pub(crate) struct RtsSmoothIn<'a> for ["rts_smooth_in", "rts_smooth_soa_in"] {
-        mp: Arg<'a>, mean_in: Buf<'a>, cov_in: Buf<'a>, mean_out: Buf<'a>, cov_out: Buf<'a>,
-        nb: i32, steps: i32, err: Buf<'a>, u: Buf<'a>,
+        run: Smoothing<'a>, u: Buf<'a>,
     }
     /// Structure of arrays to the host layout (`c` rows a step; `is_cov`: unpack a
     /// packed covariance).

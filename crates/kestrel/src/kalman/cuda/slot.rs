@@ -2,7 +2,9 @@
 //! run uses two slots on two streams, so that one slot's copies overlap the other's
 //! kernels (`crate::cuda`'s chunk pipeline); the device-resident [`super::DeviceBatch`] is one slot for the whole batch.
 
-use super::params::{HostToSoa, KfFilter, KfFilterIn, RtsSmooth, RtsSmoothIn, SoaToHost};
+use super::params::{
+    Filtering, HostToSoa, KfFilter, KfFilterIn, RtsSmooth, RtsSmoothIn, Smoothing, SoaToHost,
+};
 use super::source::Part;
 use super::{CudaOptions, OutputLayout};
 use crate::cuda::{as_bytes, grid_for, launch, Addr, Arg, ChunkSlot, DevBuf, Gpu, Module};
@@ -310,36 +312,23 @@ impl<T: Real> Slot<T> {
         let (mp, z, err) = (Arg::Bytes(as_bytes(params)), &self.z, &self.err);
         let (nb, steps) = (nb as i32, sh.steps as i32);
         let (mean, cov, ll, pmean, pcov) = (&Addr(m), &Addr(c), &Addr(l), &Addr(pm), &Addr(pc));
+        let run = Filtering {
+            mp,
+            z,
+            nb,
+            steps,
+            mean,
+            cov,
+            ll,
+            pmean,
+            pcov,
+            err,
+        };
         if sh.inputs.any() {
             let r#in = Arg::Bytes(&track_in);
-            let p = KfFilterIn {
-                mp,
-                z,
-                nb,
-                steps,
-                mean,
-                cov,
-                ll,
-                pmean,
-                pcov,
-                err,
-                r#in,
-            };
-            launch(&self.stream, k, name, grid, blk, &p)
+            launch(&self.stream, k, name, grid, blk, &KfFilterIn { run, r#in })
         } else {
-            let p = KfFilter {
-                mp,
-                z,
-                nb,
-                steps,
-                mean,
-                cov,
-                ll,
-                pmean,
-                pcov,
-                err,
-            };
-            launch(&self.stream, k, name, grid, blk, &p)
+            launch(&self.stream, k, name, grid, blk, &KfFilter { run })
         }
     }
 
@@ -480,6 +469,16 @@ impl<T: Real> Slot<T> {
         let (mp, err) = (Arg::Bytes(as_bytes(params)), &self.err);
         let (mean_in, cov_in, mean_out, cov_out) = (&Addr(im), &Addr(ic), &Addr(om), &Addr(oc));
         let (nb, steps) = (nb as i32, sh.steps as i32);
+        let run = Smoothing {
+            mp,
+            mean_in,
+            cov_in,
+            mean_out,
+            cov_out,
+            nb,
+            steps,
+            err,
+        };
         match u {
             // With per-track control inputs: the kernel that reads them.
             Some(u) => {
@@ -489,32 +488,9 @@ impl<T: Real> Slot<T> {
                     "rts_smooth_soa_in"
                 };
                 let u = &Addr(u);
-                let p = RtsSmoothIn {
-                    mp,
-                    mean_in,
-                    cov_in,
-                    mean_out,
-                    cov_out,
-                    nb,
-                    steps,
-                    err,
-                    u,
-                };
-                launch(&self.stream, k, name, grid, blk, &p)
+                launch(&self.stream, k, name, grid, blk, &RtsSmoothIn { run, u })
             }
-            None => {
-                let p = RtsSmooth {
-                    mp,
-                    mean_in,
-                    cov_in,
-                    mean_out,
-                    cov_out,
-                    nb,
-                    steps,
-                    err,
-                };
-                launch(&self.stream, k, name, grid, blk, &p)
-            }
+            None => launch(&self.stream, k, name, grid, blk, &RtsSmooth { run }),
         }
     }
 
