@@ -272,7 +272,7 @@ fn run_dirs<D: GpuReal, M: StateSpace + ?Sized>(
         cu(st.synchronize(), "reading the results")?;
         b0 += nb;
     }
-    let bad = first_failure(&f, &s, nx, t);
+    let bad = first_failure(&f, &s);
     if let Some((track, step)) = bad {
         return Err(Error::NotPositiveDefinite {
             track,

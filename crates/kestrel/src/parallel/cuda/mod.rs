@@ -479,25 +479,50 @@ fn first_bad<D: Real>(v: &[D], per: usize, t: usize) -> Option<(usize, usize)> {
         .map(|i| (i / per / t, i / per % t))
 }
 
-/// The first `(track, step)` of `t` steps a track where a filter's estimates `f` (with
-/// log-likelihoods) or the smoother's `s` are not finite.
-fn first_failure<D: Real>(
-    f: &Estimates<D>,
-    s: &Estimates<D>,
-    nx: usize,
-    t: usize,
+/// The first `(track, step)`, counted from track `tracks.start`, where tracks `tracks`
+/// of `e` hold a non-finite mean, covariance or log-likelihood (covariances and
+/// log-likelihoods where `e` has them).
+fn first_bad_in<D: Real>(
+    e: &Estimates<D>,
+    tracks: std::ops::Range<usize>,
 ) -> Option<(usize, usize)> {
-    let ll = f.loglik.as_deref().unwrap_or(&[]);
-    [
-        first_bad(&f.mean, nx, t),
-        first_bad(&f.cov, nx * nx, t),
-        first_bad(ll, 1, t),
-        first_bad(&s.mean, nx, t),
-        first_bad(&s.cov, nx * nx, t),
-    ]
-    .into_iter()
-    .flatten()
-    .min()
+    let t = e.steps;
+    let part = |v: &[D], per: usize| match v.is_empty() {
+        true => None,
+        false => first_bad(&v[tracks.start * t * per..tracks.end * t * per], per, t),
+    };
+    let ll = e.loglik.as_deref().unwrap_or(&[]);
+    [part(&e.mean, e.nx), part(&e.cov, e.nx * e.nx), part(ll, 1)]
+        .into_iter()
+        .flatten()
+        .min()
+}
+
+/// Fails where tracks `tracks` of `e` are not finite ([`first_bad_in`]): `what` failed
+/// at that track and step, offset by `at` (the first track's index and step).
+fn check_finite<D: Real>(
+    e: &Estimates<D>,
+    tracks: std::ops::Range<usize>,
+    at: (usize, usize),
+    what: &'static str,
+) -> Result<()> {
+    match first_bad_in(e, tracks) {
+        Some((track, step)) => Err(Error::NotPositiveDefinite {
+            track: at.0 + track,
+            step: at.1 + step,
+            what,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// The first `(track, step)` where a filter's estimates `f` or the smoother's `s` are
+/// not finite.
+fn first_failure<D: Real>(f: &Estimates<D>, s: &Estimates<D>) -> Option<(usize, usize)> {
+    [first_bad_in(f, 0..f.tracks), first_bad_in(s, 0..s.tracks)]
+        .into_iter()
+        .flatten()
+        .min()
 }
 
 fn run_as<D: GpuReal, M: StateSpace + ?Sized>(
@@ -650,42 +675,20 @@ fn run_on<D: GpuReal, M: StateSpace + ?Sized>(
         }
         sync("reading the results")?;
         if !retro {
-            let ll = f.loglik.as_ref().expect("allocated with log-likelihoods");
-            let bad = [
-                first_bad(&f.mean[b0 * n1..b1 * n1], nx, t),
-                first_bad(&f.cov[b0 * n2..b1 * n2], nx * nx, t),
-                first_bad(&ll[b0 * t..b1 * t], 1, t),
-            ]
-            .into_iter()
-            .flatten()
-            .min();
-            if let Some((track, step)) = bad {
-                return Err(Error::NotPositiveDefinite {
-                    track: b0 + track,
-                    step,
-                    what: "a covariance of the parallel filter on the GPU (a solve or Cholesky failed)",
-                });
-            }
+            check_finite(
+                &f,
+                b0..b1,
+                (b0, 0),
+                "a covariance of the parallel filter on the GPU (a solve or Cholesky failed)",
+            )?;
         }
         if let Some(s) = s.as_ref() {
-            let bad = [
-                first_bad(&s.mean[b0 * n1..b1 * n1], nx, t),
-                if with_cov {
-                    first_bad(&s.cov[b0 * n2..b1 * n2], nx * nx, t)
-                } else {
-                    None
-                },
-            ]
-            .into_iter()
-            .flatten()
-            .min();
-            if let Some((track, step)) = bad {
-                return Err(Error::NotPositiveDefinite {
-                    track: b0 + track,
-                    step,
-                    what: "a covariance of the parallel smoother on the GPU (a solve or Cholesky failed)",
-                });
-            }
+            check_finite(
+                s,
+                b0..b1,
+                (b0, 0),
+                "a covariance of the parallel smoother on the GPU (a solve or Cholesky failed)",
+            )?;
         }
         b0 = b1;
     }

@@ -127,7 +127,7 @@ impl<D: GpuReal> ResidentRts<D> {
             "reading smoothed covariances",
         )?;
         cu(st.synchronize(), "reading the results")?;
-        let bad = first_failure(&f, &s, nx, t);
+        let bad = first_failure(&f, &s);
         if let Some((_, step)) = bad {
             return Err(Error::NotPositiveDefinite {
                 track: 0,

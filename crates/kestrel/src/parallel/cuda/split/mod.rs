@@ -20,7 +20,7 @@
 //! the step after, whose element the backward filter's last step takes).
 
 use super::{
-    est_as, fe_len, first_bad, kernels, out_as, vec_as, with_as, GpuReal, Output, MAX_GROUP,
+    check_finite, est_as, fe_len, kernels, out_as, vec_as, with_as, GpuReal, Output, MAX_GROUP,
 };
 use crate::cuda::{by_precision, catch, gpu, Gpu, Module as Kernels};
 use crate::data::{Estimates, Measurements};
@@ -203,22 +203,12 @@ fn block_on<D: GpuReal, M: StateSpace + ?Sized>(
         b0 += nb;
     }
     if let Some(e) = est.as_ref() {
-        let ll = e.loglik.as_ref().expect("allocated with log-likelihoods");
-        let bad = [
-            first_bad(&e.mean, nx, n),
-            first_bad(&e.cov, nx * nx, n),
-            first_bad(ll, 1, n),
-        ]
-        .into_iter()
-        .flatten()
-        .min();
-        if let Some((track, step)) = bad {
-            return Err(Error::NotPositiveDefinite {
-                track: at.track + track,
-                step: k0 + step,
-                what: "a covariance of the split parallel filter's block on the GPU (a solve or Cholesky failed)",
-            });
-        }
+        check_finite(
+            e,
+            0..e.tracks,
+            (at.track, k0),
+            "a covariance of the split parallel filter's block on the GPU (a solve or Cholesky failed)",
+        )?;
     } else if let Some(i) = tot.iter().position(|x| x.is_nan_value()) {
         return Err(Error::NotPositiveDefinite {
             track: at.track + i / fe,
@@ -445,36 +435,19 @@ fn run_split<D: GpuReal, M: StateSpace + ?Sized>(
         }
         b0 += nb;
     }
-    let n1 = nx;
-    let ll = f.loglik.as_ref().expect("allocated with log-likelihoods");
-    let bad = [
-        first_bad(&f.mean, n1, t),
-        first_bad(&f.cov, nx * nx, t),
-        first_bad(ll, 1, t),
-    ]
-    .into_iter()
-    .flatten()
-    .min();
-    if let Some((track, step)) = bad {
-        return Err(Error::NotPositiveDefinite {
-            track,
-            step,
-            what:
-                "a covariance of the split parallel filter on the GPUs (a solve or Cholesky failed)",
-        });
-    }
+    check_finite(
+        &f,
+        0..f.tracks,
+        (0, 0),
+        "a covariance of the split parallel filter on the GPUs (a solve or Cholesky failed)",
+    )?;
     if let Some(s) = s.as_ref() {
-        let bad = [first_bad(&s.mean, nx, t), first_bad(&s.cov, nx * nx, t)]
-            .into_iter()
-            .flatten()
-            .min();
-        if let Some((track, step)) = bad {
-            return Err(Error::NotPositiveDefinite {
-                track,
-                step,
-                what: "a covariance of the split two-filter smoother on the GPUs (a solve or Cholesky failed)",
-            });
-        }
+        check_finite(
+            s,
+            0..s.tracks,
+            (0, 0),
+            "a covariance of the split two-filter smoother on the GPUs (a solve or Cholesky failed)",
+        )?;
     }
     Ok((times, (f, s)))
 }
