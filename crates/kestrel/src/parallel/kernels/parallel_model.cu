@@ -244,13 +244,7 @@ __device__ __forceinline__ void pf_element(const StepM* st, int varying, const r
 }
 
 extern "C" __global__ void pf_build(const StepM* st, int varying, const real* prior, const real* z, long long T, FE* el) {
-    long long k = gtid();
-    if (k >= T) return;
-    z += bat() * T * NY;
-    el += bat() * T;
-    FE o;
-    pf_element(st, varying, prior, z, k, o);
-    el[k] = o;
+    build_elements<StepM, FE, pf_element>(st, varying, prior, z, T, el);
 }
 
 // x_{k|k} = b_k, P_{k|k} = C_k (eq. 47), and the step's log-likelihood from the
@@ -260,10 +254,7 @@ extern "C" __global__ void pf_extract(const FE* el, const StepM* st, int varying
     long long k = gtid();
     if (k >= T) return;
     el += bat() * T;
-    z += bat() * T * NY;
-    mean += bat() * T * NX;
-    cov += bat() * T * NX2;
-    ll += bat() * T;
+    to_sequence(T, z, mean, cov, ll);
 #pragma unroll
     for (int i = 0; i < NX; ++i) mean[k * NX + i] = el[k].b[i];
 #pragma unroll

@@ -13,6 +13,28 @@ __device__ __forceinline__ long long gtid() { return (long long)blockIdx.x * blo
 // The sequence of a batched launch (see parallel_scan.cu).
 __device__ __forceinline__ long long bat() { return blockIdx.y; }
 
+// Moves a filter kernel's pointers to sequence bat() of T steps: measurements [T][NY],
+// means [T][NX], covariances [T][NX2], log-likelihoods [T].
+__device__ __forceinline__ void to_sequence(long long T, const real*& z, real*& mean, real*& cov, real*& ll) {
+    z += bat() * T * NY;
+    mean += bat() * T * NX;
+    cov += bat() * T * NX2;
+    ll += bat() * T;
+}
+
+// A build kernel's body: thread k of sequence bat() writes step k's element, made by
+// `element` from the model, the prior and the sequence's measurements.
+template <class Step, class Elem, void (*element)(const Step*, int, const real*, const real*, long long, Elem&)>
+__device__ __forceinline__ void build_elements(const Step* st, int varying, const real* prior, const real* z, long long T, Elem* el) {
+    long long k = gtid();
+    if (k >= T) return;
+    z += bat() * T * NY;
+    el += bat() * T;
+    Elem o;
+    element(st, varying, prior, z, k, o);
+    el[k] = o;
+}
+
 // Loads and stores of a step's block of N consecutive reals (a step's model, moments or
 // measurement; its byte offset is a multiple of N * sizeof(real) from a 16-byte aligned
 // buffer) in the widest accesses that alignment allows: 16 bytes where N * sizeof(real)

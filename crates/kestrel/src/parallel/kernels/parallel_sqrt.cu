@@ -409,13 +409,7 @@ __device__ __forceinline__ void qf_element(const StepQ* st, int varying, const r
 }
 
 extern "C" __global__ void qf_build(const StepQ* st, int varying, const real* prior, const real* z, long long T, QE* el) {
-    long long k = gtid();
-    if (k >= T) return;
-    z += bat() * T * NY;
-    el += bat() * T;
-    QE o;
-    qf_element(st, varying, prior, z, k, o);
-    el[k] = o;
+    build_elements<StepQ, QE, qf_element>(st, varying, prior, z, T, el);
 }
 
 // x_{k|k} = b_k, P_{k|k} = U_k U_k^T, and the step's log-likelihood from the predicted
@@ -425,10 +419,7 @@ extern "C" __global__ void qf_extract(const QE* el, const StepQ* st, int varying
     long long k = gtid();
     if (k >= T) return;
     el += bat() * T;
-    z += bat() * T * NY;
-    mean += bat() * T * NX;
-    cov += bat() * T * NX2;
-    ll += bat() * T;
+    to_sequence(T, z, mean, cov, ll);
 #pragma unroll
     for (int i = 0; i < NX; ++i) mean[k * NX + i] = el[k].b[i];
     gram<NX>(el[k].U, cov + k * NX2);

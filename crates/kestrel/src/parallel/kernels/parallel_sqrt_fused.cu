@@ -61,11 +61,8 @@ extern "C" __global__ void qf_sweep(const QE* tot, const StepQ* st, int varying,
                                     real* mean, real* cov, real* ll, real* fac, int keep) {
     long long c = gtid(), nc = q_chunks(T, K);
     if (c >= nc) return;
-    z += bat() * T * NY;
     tot += bat() * nc;
-    mean += bat() * T * NX;
-    cov += bat() * T * NX2;
-    ll += bat() * T;
+    to_sequence(T, z, mean, cov, ll);
     if (keep) fac += bat() * T * NX2;
     long long lo = c * K, hi = min(T, lo + K);
     real x[NX], U[NX2];
