@@ -160,6 +160,22 @@ pub(crate) fn update_parts<T: Real>(
     keep: Option<Innovation<'_, T>>,
 ) -> Option<T> {
     innovation(nx, ny, h, d, r, z, x, p, y, s, wt, keep);
+    correct(nx, ny, x, p, y, s, wt)
+}
+
+/// The second half of an update, after [`innovation`] filled `y`, `s` and `wt`: the
+/// corrected `x` and `P` and the step's log-likelihood (`None` where `S` is not
+/// positive definite; `s`, `y` and `wt` are left as scratch).
+#[inline]
+pub(crate) fn correct<T: Real>(
+    nx: usize,
+    ny: usize,
+    x: &mut [T],
+    p: &mut [T],
+    y: &mut [T],
+    s: &mut [T],
+    wt: &mut [T],
+) -> Option<T> {
     if !cholesky_in_place(s, ny) {
         return None;
     }

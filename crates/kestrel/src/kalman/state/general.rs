@@ -3,7 +3,7 @@
 //! a fast path), in parallel over slots.
 
 use super::{Dt, Engine, Store};
-use crate::kalman::step::{innovation, predict_parts, update_parts, Innovation, StepMats};
+use crate::kalman::step::{correct, innovation, predict_parts, Innovation, StepMats};
 use crate::linalg::Real;
 use crate::model::{Kinematics, Model};
 use rayon::prelude::*;
@@ -138,25 +138,7 @@ impl<T: Real> Engine<T> for General<T> {
                     let zb = &z[b * ny..(b + 1) * ny];
                     let keep = Innovation { zhat, s };
                     let apply = mask.is_none_or(|mk| mk[b]) && !zb.iter().any(|v| v.is_nan_value());
-                    if !apply {
-                        innovation(
-                            nx,
-                            ny,
-                            &m.h,
-                            &m.d,
-                            rb,
-                            zb,
-                            x,
-                            p,
-                            &mut sc.y,
-                            &mut sc.s,
-                            &mut sc.wt,
-                            Some(keep),
-                        );
-                        ll[0] = T::zero();
-                        return None;
-                    }
-                    match update_parts(
+                    innovation(
                         nx,
                         ny,
                         &m.h,
@@ -169,7 +151,12 @@ impl<T: Real> Engine<T> for General<T> {
                         &mut sc.s,
                         &mut sc.wt,
                         Some(keep),
-                    ) {
+                    );
+                    if !apply {
+                        ll[0] = T::zero();
+                        return None;
+                    }
+                    match correct(nx, ny, x, p, &mut sc.y, &mut sc.s, &mut sc.wt) {
                         Some(v) => {
                             ll[0] = v;
                             None
