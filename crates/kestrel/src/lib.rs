@@ -87,6 +87,31 @@ macro_rules! setters {
     };
 }
 
+/// Declares `fn name<G>(args) -> R` (`-> R` optional) that runs `inner::<G>(args)` (an `#[inline(always)]`
+/// function) compiled for AVX2 where the processor has it, and as compiled for the
+/// target otherwise: the same operations either way, so the same results.
+/// `fn name[T: Real](x: &[T]) -> R = inner[T];` (generics in brackets, empty for none).
+macro_rules! with_avx2 {
+    ($(#[$m:meta])* $vis:vis fn $name:ident [$($gp:tt)*] ($($a:ident: $t:ty),* $(,)?)
+        $(-> $r:ty)? = $inner:ident [$($ga:tt)*];) => {
+        $(#[$m])*
+        $vis fn $name<$($gp)*>($($a: $t),*) $(-> $r)? {
+            #[cfg(target_arch = "x86_64")]
+            {
+                #[target_feature(enable = "avx2")]
+                unsafe fn avx2<$($gp)*>($($a: $t),*) $(-> $r)? {
+                    $inner::<$($ga)*>($($a),*)
+                }
+                if std::is_x86_feature_detected!("avx2") {
+                    // SAFETY: the processor has AVX2 (checked just above).
+                    return unsafe { avx2::<$($ga)*>($($a),*) };
+                }
+            }
+            $inner::<$($ga)*>($($a),*)
+        }
+    };
+}
+
 /// The README's Rust examples, compiled and run as doc tests.
 #[cfg(doctest)]
 #[doc = include_str!("../../../README.md")]

@@ -197,13 +197,7 @@ enum Entry {
 /// `w_i = exp(lw_i - m)` for one chunk.
 fn weights_of<T: Real>(lw: &[T], m: f64, w: &mut [T]) {
     if let (Some(lw), Some(w)) = (as_f64(lw), as_f64_mut(w)) {
-        #[cfg(target_arch = "x86_64")]
-        if std::is_x86_feature_detected!("avx2") {
-            // SAFETY: the processor was checked for AVX2 above.
-            unsafe { exp_avx2(lw, m, w) };
-            return;
-        }
-        exp_lanes(lw, m, w);
+        exp_f64(lw, m, w);
         return;
     }
     let mt = T::of(m);
@@ -219,47 +213,26 @@ fn exp_lanes(lw: &[f64], m: f64, w: &mut [f64]) {
     }
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn exp_avx2(lw: &[f64], m: f64, w: &mut [f64]) {
-    exp_lanes(lw, m, w)
+with_avx2! {
+    /// [`exp_lanes`], AVX2 where the processor has it.
+    fn exp_f64[](lw: &[f64], m: f64, w: &mut [f64]) = exp_lanes[];
 }
 
-/// The end of a chunk's work once its particles have moved (`ll`: their
-/// log-likelihoods): the log-weights, the record `r` (`m_c`, the sums of the weights
-/// `exp(lw - m_c)` around the chunk's first particle, that particle) and the running sums
-/// of the weights; AVX2 where the processor has it (the same operations, the same
-/// results).
-fn finish_chunk<T: Real>(
-    lw: &mut [T],
-    ll: &mut [T],
-    fresh: bool,
-    observed: bool,
-    xs: &[T],
-    r: &mut [f64],
-    cdf: &mut [f64],
-) {
-    #[cfg(target_arch = "x86_64")]
-    if std::is_x86_feature_detected!("avx2") {
-        // SAFETY: the processor was checked for AVX2 above.
-        unsafe { finish_chunk_avx2(lw, ll, fresh, observed, xs, r, cdf) };
-        return;
-    }
-    finish_chunk_lanes(lw, ll, fresh, observed, xs, r, cdf)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn finish_chunk_avx2<T: Real>(
-    lw: &mut [T],
-    ll: &mut [T],
-    fresh: bool,
-    observed: bool,
-    xs: &[T],
-    r: &mut [f64],
-    cdf: &mut [f64],
-) {
-    finish_chunk_lanes(lw, ll, fresh, observed, xs, r, cdf)
+with_avx2! {
+    /// The end of a chunk's work once its particles have moved (`ll`: their
+    /// log-likelihoods): the log-weights, the record `r` (`m_c`, the sums of the weights
+    /// `exp(lw - m_c)` around the chunk's first particle, that particle) and the running sums
+    /// of the weights; AVX2 where the processor has it (the same operations, the same
+    /// results).
+    fn finish_chunk[T: Real](
+        lw: &mut [T],
+        ll: &mut [T],
+        fresh: bool,
+        observed: bool,
+        xs: &[T],
+        r: &mut [f64],
+        cdf: &mut [f64],
+    ) = finish_chunk_lanes[T];
 }
 
 #[inline(always)]

@@ -487,34 +487,17 @@ pub fn systematic_ancestors(cdf: ChunkedCdf<'_>, u: f64, scale: f64, s0: usize, 
     }
 }
 
-/// The marks of [`systematic_ancestors`] (each owner's index at its first slot, 0
-/// elsewhere), and from which slot on the positions are past the total, with the
-/// particle those take.
-fn ancestor_marks(
-    cdf: ChunkedCdf<'_>,
-    u: f64,
-    scale: f64,
-    s0: usize,
-    anc: &mut [u32],
-) -> (usize, u32) {
-    #[cfg(target_arch = "x86_64")]
-    if std::is_x86_feature_detected!("avx2") {
-        // SAFETY: the processor was checked for AVX2 above.
-        return unsafe { marks_avx2(cdf, u, scale, s0, anc) };
-    }
-    marks_lanes(cdf, u, scale, s0, anc)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn marks_avx2(
-    cdf: ChunkedCdf<'_>,
-    u: f64,
-    scale: f64,
-    s0: usize,
-    anc: &mut [u32],
-) -> (usize, u32) {
-    marks_lanes(cdf, u, scale, s0, anc)
+with_avx2! {
+    /// The marks of [`systematic_ancestors`] (each owner's index at its first slot, 0
+    /// elsewhere), and from which slot on the positions are past the total, with the
+    /// particle those take.
+    fn ancestor_marks[](
+        cdf: ChunkedCdf<'_>,
+        u: f64,
+        scale: f64,
+        s0: usize,
+        anc: &mut [u32],
+    ) -> (usize, u32) = marks_lanes[];
 }
 
 #[inline(always)]
