@@ -6,7 +6,9 @@
 //! and its share of the memory roofline in `extra`. Then the IMM of three UKF modes
 //! (constant velocity and turns at +-0.02 rad/s, nx 4) on the same plots
 //! (`nonlinear/imm-ukf`, mode probabilities kept too).
-//! `KESTREL_BENCH_GPU_ONLY=1` skips the CPU runs.
+//! `KESTREL_BENCH_GPU_ONLY=1` skips the CPU runs; `KESTREL_BENCH_KEEP=last` keeps only
+//! the GPU's last-state rows (the kernel alone, no outputs to copy: a quick comparison of
+//! two builds of the kernels).
 
 use super::{time_runs, Record, Sink};
 use kestrel::model::Prior;
@@ -194,10 +196,18 @@ pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
         );
         let z = plots(if quick { 10_000 } else { 1_000_000 }, 100)?;
         let dev = Device::Cuda(0);
+        let last_only = std::env::var("KESTREL_BENCH_KEEP").is_ok_and(|v| v == "last");
         for kind in kinds {
+            if last_only {
+                one::<f32>(sink, dev, &gpu_label, kind, Keep::Last, &m, &z, 7);
+                continue;
+            }
             one::<f32>(sink, dev, &gpu_label, kind, Keep::All, &m, &z, 3);
             one::<f32>(sink, dev, &gpu_label, kind, Keep::Last, &m, &z, 3);
             one::<f64>(sink, dev, &gpu_label, kind, Keep::All, &m, &z, 3);
+        }
+        if last_only {
+            return Ok(());
         }
         let ukf = FilterKind::Ukf;
         one::<f32>(sink, dev, &gpu_label, ukf, Keep::All, &imm, &z, 3);

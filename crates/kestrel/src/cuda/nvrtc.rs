@@ -118,13 +118,20 @@ pub(crate) fn compile(src: &str, cc: (i32, i32), what: &str) -> Result<Image> {
 }
 
 /// NVRTC's options for `cc` and the disk-cache file of `src` (none when the cache is off).
-fn options_and_cache_file(src: &str, cc: (i32, i32), what: &str) -> ([String; 3], Option<PathBuf>) {
+/// `KESTREL_NVRTC_OPTIONS` (whitespace-separated, appended to kestrel's own, and part of
+/// the cache key) is a diagnostic: it compiles the same source another way, for instance
+/// `-DK_CUDA_TRIG` (the nonlinear kernels with CUDA's `sin`/`cos` in f32) or
+/// `--use_fast_math`, to time what a choice of kestrel's costs.
+fn options_and_cache_file(src: &str, cc: (i32, i32), what: &str) -> (Vec<String>, Option<PathBuf>) {
     let ver = nvrtc_version();
-    let opts = [
+    let mut opts = vec![
         format!("--gpu-architecture=sm_{}{}", cc.0, cc.1),
         "--std=c++17".to_string(),
         "--fmad=true".to_string(),
     ];
+    if let Ok(extra) = std::env::var("KESTREL_NVRTC_OPTIONS") {
+        opts.extend(extra.split_whitespace().map(str::to_string));
+    }
     let mut h = fnv1a(src.as_bytes(), FNV0);
     for o in &opts {
         h = fnv1a(o.as_bytes(), h);

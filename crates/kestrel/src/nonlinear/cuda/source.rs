@@ -87,8 +87,8 @@ pub(crate) fn function(out: &mut String, name: &str, tape: &Tape) {
             Ins::Un(op, a) => {
                 let f = match op {
                     Un::Neg => "-",
-                    Un::Sin => "sin",
-                    Un::Cos => "cos",
+                    Un::Sin => "k_sin",
+                    Un::Cos => "k_cos",
                     Un::Tan => "tan",
                     Un::Asin => "asin",
                     Un::Acos => "acos",

@@ -9,15 +9,66 @@
 // kernels are bound by arithmetic (the CPU divides; the two agree to rounding).
 #define K_INV(n) ((real)(1.0 / (n)))
 
-// sin x and cos x together: one range reduction on the GPU (`sincos`), two calls in the
-// C++ build of the kernels that the tests run on the CPU.
-__device__ __forceinline__ void k_sincos(real x, real* s, real* c) {
+// sin x and cos x together: one range reduction. In f32 kestrel's own (below); in f64,
+// and in f32 with -DK_CUDA_TRIG, CUDA's `sincos` (the C++ build of the kernels that the
+// tests run on the CPU: two calls).
+//
+// kestrel's f32 sine and cosine: x = j pi/2 + r by a three-part Cody-Waite reduction
+// (exact with fused multiply-adds for |x| <= 105615), r's sine and cosine by minimax
+// polynomials on [-pi/4, pi/4] (Cephes' sinf/cosf coefficients), the quadrant by j.
+// Checked against the double-precision functions on every float up to 105615: at most
+// 1.54 ulp from the exact value (CUDA documents 2 ulp for its sinf and cosf). Larger,
+// infinite and NaN arguments go to CUDA's sincosf, in a function of its own, so that its
+// reduction for large arguments is not inlined at every call (one a sigma point and an
+// angle). On the H200 the f32 UKF kernel of `kestrel bench --only nonlinear` takes 15.25
+// ms with these against 16.37 ms with CUDA's sincos (docs/performance.md).
+#if defined(__CUDACC__)
+__device__ __noinline__ void k_sincos_far(float x, float* s, float* c) { sincosf(x, s, c); }
+#else
+inline void k_sincos_far(float x, float* s, float* c) {
+    *s = sinf(x);
+    *c = cosf(x);
+}
+#endif
+__device__ __forceinline__ void k_sincos(float x, float* s, float* c) {
+#if !defined(K_CUDA_TRIG)
+    if (fabsf(x) <= 105615.0f) {
+        const float j = rintf(x * 0.636619772f);
+        float r = fmaf(j, -1.57079625e+00f, x);
+        r = fmaf(j, -7.54978942e-08f, r);
+        r = fmaf(j, -5.39030253e-15f, r);
+        const int q = (int)j;
+        const float r2 = r * r;
+        const float ps = fmaf(fmaf(-1.95152959e-4f, r2, 8.33216087e-3f), r2, -1.66666546e-1f);
+        // x itself for x = +-0 (the polynomial's r + r (..) would give +0 for -0).
+        const float sp = x == 0.0f ? x : fmaf(ps * r2, r, r);
+        const float pc = fmaf(fmaf(fmaf(2.44331571e-5f, r2, -1.38873163e-3f), r2, 4.16666457e-2f), r2, -0.5f);
+        const float cp = fmaf(pc, r2, 1.0f);
+        const float sv = (q & 1) ? cp : sp, cv = (q & 1) ? sp : cp;
+        *s = (q & 2) ? -sv : sv;
+        *c = ((q + 1) & 2) ? -cv : cv;
+        return;
+    }
+#endif
+    k_sincos_far(x, s, c);
+}
+__device__ __forceinline__ void k_sincos(double x, double* s, double* c) {
 #if defined(__CUDACC__)
     sincos(x, s, c);
 #else
     *s = sin(x);
     *c = cos(x);
 #endif
+}
+__device__ __forceinline__ real k_sin(real x) {
+    real s, c;
+    k_sincos(x, &s, &c);
+    return s;
+}
+__device__ __forceinline__ real k_cos(real x) {
+    real s, c;
+    k_sincos(x, &s, &c);
+    return c;
 }
 
 // The turn gains: sin(a b) / a and (1 - cos(a b)) / a, exact near a = 0 by their series
@@ -28,7 +79,7 @@ __device__ __forceinline__ real k_sin_over(real a, real b) {
         const real t2 = t * t;
         return b * ((real)1 - t2 * K_INV(6) * ((real)1 - t2 * K_INV(20) * ((real)1 - t2 * K_INV(42) * ((real)1 - t2 * K_INV(72)))));
     }
-    return sin(t) / a;
+    return k_sin(t) / a;
 }
 __device__ __forceinline__ real k_cos_over(real a, real b) {
     const real t = a * b;
@@ -36,7 +87,7 @@ __device__ __forceinline__ real k_cos_over(real a, real b) {
         const real t2 = t * t;
         return b * t * (real)0.5 * ((real)1 - t2 * K_INV(12) * ((real)1 - t2 * K_INV(30) * ((real)1 - t2 * K_INV(56) * ((real)1 - t2 * K_INV(90)))));
     }
-    const real s = sin(t * (real)0.5);
+    const real s = k_sin(t * (real)0.5);
     return (real)2 * s * s / a;
 }
 __device__ __forceinline__ real k_dsin_over(real a, real b) {
@@ -45,7 +96,9 @@ __device__ __forceinline__ real k_dsin_over(real a, real b) {
         const real t2 = t * t;
         return b * b * t * (-K_INV(3) + t2 * K_INV(30) - t2 * t2 * K_INV(840) + t2 * t2 * t2 * K_INV(45360));
     }
-    return (b * cos(t) * a - sin(t)) / (a * a);
+    real st, ct;
+    k_sincos(t, &st, &ct);
+    return (b * ct * a - st) / (a * a);
 }
 __device__ __forceinline__ real k_dcos_over(real a, real b) {
     const real t = a * b;
@@ -53,8 +106,8 @@ __device__ __forceinline__ real k_dcos_over(real a, real b) {
         const real t2 = t * t;
         return b * b * ((real)0.5 - t2 * K_INV(8) + t2 * t2 * K_INV(144) - t2 * t2 * t2 * K_INV(5760));
     }
-    const real s = sin(t * (real)0.5);
-    return (b * sin(t) * a - (real)2 * s * s) / (a * a);
+    const real s = k_sin(t * (real)0.5);
+    return (b * k_sin(t) * a - (real)2 * s * s) / (a * a);
 }
 // a^b, small integer exponents by multiplication (exact for negative bases).
 __device__ __forceinline__ real k_pow(real a, real b) {
