@@ -7,8 +7,8 @@
 //! (constant velocity and turns at +-0.02 rad/s, nx 4) on the same plots
 //! (`nonlinear/imm-ukf`, mode probabilities kept too).
 //! `KESTREL_BENCH_GPU_ONLY=1` skips the CPU runs; `KESTREL_BENCH_KEEP=last` keeps only
-//! the GPU's last-state rows (the kernel alone, no outputs to copy: a quick comparison of
-//! two builds of the kernels).
+//! the GPU's last-state rows and the f32 IMM (a quick comparison of two builds of the
+//! kernels).
 
 use super::{time_runs, Record, Sink};
 use kestrel::model::Prior;
@@ -206,10 +206,11 @@ pub fn run(sink: &mut Sink, quick: bool) -> anyhow::Result<()> {
             one::<f32>(sink, dev, &gpu_label, kind, Keep::Last, &m, &z, 3);
             one::<f64>(sink, dev, &gpu_label, kind, Keep::All, &m, &z, 3);
         }
+        let ukf = FilterKind::Ukf;
         if last_only {
+            one::<f32>(sink, dev, &gpu_label, ukf, Keep::All, &imm, &z, 3);
             return Ok(());
         }
-        let ukf = FilterKind::Ukf;
         one::<f32>(sink, dev, &gpu_label, ukf, Keep::All, &imm, &z, 3);
         one::<f64>(sink, dev, &gpu_label, ukf, Keep::All, &imm, &z, 3);
     }

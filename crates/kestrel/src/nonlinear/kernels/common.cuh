@@ -60,16 +60,20 @@ __device__ __forceinline__ void k_sincos(double x, double* s, double* c) {
     *c = cos(x);
 #endif
 }
-__device__ __forceinline__ real k_sin(real x) {
-    real s, c;
+// One of the two: in f32 through k_sincos (the unused polynomial folds away; two calls
+// on one argument are one), in f64 CUDA's own.
+__device__ __forceinline__ float k_sin(float x) {
+    float s, c;
     k_sincos(x, &s, &c);
     return s;
 }
-__device__ __forceinline__ real k_cos(real x) {
-    real s, c;
+__device__ __forceinline__ float k_cos(float x) {
+    float s, c;
     k_sincos(x, &s, &c);
     return c;
 }
+__device__ __forceinline__ double k_sin(double x) { return sin(x); }
+__device__ __forceinline__ double k_cos(double x) { return cos(x); }
 
 // The turn gains: sin(a b) / a and (1 - cos(a b)) / a, exact near a = 0 by their series
 // (below |a b| = 0.05, as on the CPU), and their derivatives in a.
@@ -96,9 +100,7 @@ __device__ __forceinline__ real k_dsin_over(real a, real b) {
         const real t2 = t * t;
         return b * b * t * (-K_INV(3) + t2 * K_INV(30) - t2 * t2 * K_INV(840) + t2 * t2 * t2 * K_INV(45360));
     }
-    real st, ct;
-    k_sincos(t, &st, &ct);
-    return (b * ct * a - st) / (a * a);
+    return (b * k_cos(t) * a - k_sin(t)) / (a * a);
 }
 __device__ __forceinline__ real k_dcos_over(real a, real b) {
     const real t = a * b;
